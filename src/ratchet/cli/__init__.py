@@ -1,0 +1,57 @@
+"""The command line: ``ratchet <command>``.
+
+Each command group lives in its own module of this package and exposes ``register(app)``; the
+modules are listed here so that ``ratchet --help`` shows them in a stable, teaching order.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import typer
+
+from ratchet.contracts import RatchetError
+
+HELP = """Ratchet: agents that get better by being used.
+
+\b
+Improve the harness around a fixed model:
+  ratchet autoharness --env TicTacToe-v0 --mode verifier --model local:qwen2.5-coder-0.5b
+Improve the model's own weights from everyday conversations:
+  ratchet serve --model local:qwen2.5-coder-0.5b --learn combine
+\b
+Model specs: local:NAME (embedded llama.cpp, see `ratchet models list`),
+openai:MODEL (OPENAI_API_KEY), http://HOST:PORT/v1#MODEL (any OpenAI-compatible server).
+"""
+
+app = typer.Typer(
+    help=HELP, no_args_is_help=True, rich_markup_mode="rich", add_completion=False, pretty_exceptions_enable=False
+)
+
+# Order is the order of `ratchet --help`: first set-up, then the two halves of the mission.
+COMMAND_MODULES = ("doctor", "models", "config", "runs", "envs", "play", "autoharness", "serve")
+
+
+def _register_all() -> None:
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"ratchet.cli.{name}")
+        except ModuleNotFoundError as exc:
+            # Only a command module that is not part of this install is skipped; a missing
+            # dependency inside an existing module is a real error and surfaces.
+            if exc.name == f"ratchet.cli.{name}":
+                continue
+            raise
+        module.register(app)
+
+
+_register_all()
+
+
+def main() -> None:
+    try:
+        app()
+    except RatchetError as exc:
+        typer.secho(f"error: {exc}", fg="red", err=True)
+        sys.exit(2)

@@ -1,0 +1,285 @@
+"""The few contracts every part of Ratchet shares.
+
+Everything else in the package depends on this module; this module depends on nothing of the
+project. Messages are plain OpenAI-shaped dicts so they can be logged, replayed and sent over any
+OpenAI-compatible wire unchanged. Data types are frozen dataclasses so that records written to the
+run store cannot be mutated after the fact.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol, TypedDict, TypeVar, runtime_checkable
+
+#: Version of every JSON / JSONL record Ratchet writes. Bump when a record's shape changes.
+FORMAT_VERSION = 1
+
+
+# --------------------------------------------------------------------------------------------
+# Errors: control flow by exceptions that carry a message a person (or a refiner model) can act on.
+# --------------------------------------------------------------------------------------------
+
+
+class RatchetError(Exception):
+    """Base of every error Ratchet raises on purpose. ``hint`` says how to fix it."""
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+    def __str__(self) -> str:
+        base = super().__str__()
+        return f"{base}\n  hint: {self.hint}" if self.hint else base
+
+
+class BudgetExceeded(RatchetError):
+    """A run reached one of its budget limits (tokens, calls, wall time, dollars)."""
+
+
+# --------------------------------------------------------------------------------------------
+# Models
+# --------------------------------------------------------------------------------------------
+
+
+class Message(TypedDict, total=False):
+    """One chat message, shaped exactly as the OpenAI chat API shapes it."""
+
+    role: str
+    content: str
+    name: str
+    tool_call_id: str
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """Log-probability of one generated token under the model that generated it (raw logits)."""
+
+    token: str
+    logprob: float
+    token_id: int | None = None
+
+
+@dataclass(frozen=True)
+class Completion:
+    """What a model returned for one request."""
+
+    text: str
+    usage: Usage
+    latency_s: float
+    model: str
+    finish_reason: str = "stop"
+    logprobs: tuple[TokenLogprob, ...] | None = None
+
+
+@runtime_checkable
+class Model(Protocol):
+    """A chat model. Backends: OpenAI-compatible HTTP, embedded llama.cpp, scripted/replay.
+
+    ``grammar`` is a GBNF grammar for constrained output; backends that cannot honour it raise
+    ``RatchetError`` rather than silently ignoring it. ``logprobs=True`` asks for per-token
+    log-probs; backends that cannot give them return ``Completion.logprobs = None``.
+    """
+
+    name: str
+
+    def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        temperature: float = 0.0,
+        max_tokens: int = 512,
+        stop: Sequence[str] | None = None,
+        seed: int | None = None,
+        logprobs: bool = False,
+        grammar: str | None = None,
+    ) -> Completion: ...
+
+    async def acomplete(
+        self,
+        messages: Sequence[Message],
+        *,
+        temperature: float = 0.0,
+        max_tokens: int = 512,
+        stop: Sequence[str] | None = None,
+        seed: int | None = None,
+        logprobs: bool = False,
+        grammar: str | None = None,
+    ) -> Completion: ...
+
+
+@dataclass(frozen=True)
+class LLMCall:
+    """One model call as the budget accountant saw it; stored in the run index."""
+
+    model: str
+    purpose: str
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+    ok: bool
+    cost_usd: float | None = None
+    error: str | None = None
+    started_at: float = field(default_factory=time.time)
+
+
+# --------------------------------------------------------------------------------------------
+# Environments and episodes
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the player to move sees."""
+
+    player_id: int
+    text: str
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """The outcome of one action.
+
+    ``legal`` / ``illegal_reason`` come from the environment's own invalid-move signal, never from
+    parsing text. ``ended_by_illegal`` is true when the game ended because of this invalid move.
+    ``losing_not_illegal`` marks games where the environment calls a merely losing move "invalid"
+    (a Minesweeper mine, a wrong Sudoku digit): reports count those as lost, not illegal.
+    """
+
+    observation: Observation | None
+    done: bool
+    legal: bool = True
+    illegal_reason: str | None = None
+    ended_by_illegal: bool = False
+    losing_not_illegal: bool = False
+    rewards: dict[int, float] | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Environment(Protocol):
+    """A text environment: one or more players take turns submitting text actions."""
+
+    env_id: str
+    num_players: int
+
+    def reset(self, seed: int) -> Observation: ...
+
+    def step(self, action: str) -> StepResult: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One step of one episode, as written to the run store."""
+
+    episode_id: str
+    index: int
+    player_id: int
+    observation: str
+    action: str
+    legal: bool
+    illegal_reason: str | None
+    reward: float | None
+    latency_s: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EpisodeSummary:
+    """The outcome of one episode."""
+
+    episode_id: str
+    env_id: str
+    seed: int
+    agent: str
+    steps: int
+    illegal_steps: int
+    rewards: dict[int, float]
+    ended_by_illegal: bool
+    wall_s: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------------------------
+# Candidates and evaluations: anything that is proposed, judged and kept with its lineage.
+# --------------------------------------------------------------------------------------------
+
+
+def content_id(files: dict[str, str]) -> str:
+    """A candidate's id is the hash of its files, so the same code is never stored twice."""
+    digest = hashlib.sha256(json.dumps(sorted(files.items())).encode()).hexdigest()
+    return digest[:16]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A proposed artifact (harness code, prompt, playbook…) with its lineage.
+
+    ``files`` maps relative paths to contents; ``meta`` keeps how it was made (the prompt, the
+    model's raw response, the failures it was shown) so rejected candidates teach later ones.
+    """
+
+    id: str
+    kind: str
+    files: dict[str, str]
+    parent_id: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    created_at: float = field(default_factory=time.time)
+
+    @classmethod
+    def from_files(
+        cls, kind: str, files: dict[str, str], parent_id: str | None = None, **meta: Any
+    ) -> Candidate:
+        return cls(id=content_id(files), kind=kind, files=files, parent_id=parent_id, meta=meta)
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """A judgement of one candidate on one split of tasks (``search``, ``heldout``, …)."""
+
+    candidate_id: str
+    split: str
+    score: float
+    metrics: dict[str, float] = field(default_factory=dict)
+    per_task: dict[str, float] = field(default_factory=dict)
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    created_at: float = field(default_factory=time.time)
+
+
+def to_record(obj: Any) -> dict[str, Any]:
+    """A dataclass as a JSON-able dict carrying the format version."""
+    record = asdict(obj)
+    record["format_version"] = FORMAT_VERSION
+    return record
+
+
+# --------------------------------------------------------------------------------------------
+# Executors: where rollouts and evaluations run (local processes now; Ray later).
+# --------------------------------------------------------------------------------------------
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+@runtime_checkable
+class Executor(Protocol):
+    """Runs a picklable function over items, possibly in parallel; yields results in input order."""
+
+    def map(self, fn: Callable[[T], R], items: Iterable[T]) -> Iterator[R]: ...
+
+    def close(self) -> None: ...
