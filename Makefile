@@ -1,0 +1,31 @@
+# The two commands of the README:
+#   make demo   set everything up, fetch the embedded default model, run the main job on it
+#   make test   set everything up and run the test suite (what CI runs)
+SHELL := /bin/bash
+VENV ?= .venv
+BIN := $(VENV)/bin
+MODEL ?= qwen2.5-coder-0.5b
+
+.PHONY: setup demo test test-fast bench clean
+
+setup:
+	@scripts/setup.sh
+
+demo: setup
+	$(BIN)/ratchet models pull $(MODEL)
+	$(BIN)/ratchet autoharness --env TicTacToe-v0 --mode verifier --model local:$(MODEL)
+
+# The real-model tests need the default model on disk; pulling is a no-op once cached.
+test: setup
+	$(BIN)/ratchet models pull $(MODEL)
+	$(BIN)/python -m pytest
+
+# Everything except the real-model tests: seconds, not minutes.
+test-fast: setup
+	$(BIN)/python -m pytest -m "not real_model"
+
+bench: setup
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) .venv-envs build *.egg-info
