@@ -1,0 +1,299 @@
+"""The on-disk queue the four loops share: turns in, judgements in, training batches out.
+
+One SQLite file in the run directory, in WAL mode, so the serving, judging and training processes
+(or Ray actors on one machine) read and write it concurrently without a broker. Every state change
+is one short transaction; claims (``take_batch``, ``turns_to_judge``) happen under ``BEGIN
+IMMEDIATE`` so two consumers never take the same row.
+
+A turn moves through these states::
+
+    pending ──set_next_state──▶ ready ──add_judgement──▶ judged ──take_batch──▶ claimed ──mark_trained──▶ trained
+       │ (side turns stay "side")          │ (reward 0, no hint)            │ (policy older than min_version)
+       ▼                                   ▼                                ▼
+     side                               excluded                         dropped
+
+``secure_delete`` is on so that :meth:`TurnQueue.delete_session` overwrites the deleted
+conversation text in the file instead of leaving it in free pages.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from ratchet.online.records import Judgement, Sample, Turn
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS turns (
+    turn_id TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    turn_type TEXT NOT NULL,
+    inferred INTEGER NOT NULL,
+    policy_version INTEGER NOT NULL,
+    created_at REAL NOT NULL,
+    state TEXT NOT NULL,
+    data TEXT NOT NULL,
+    next_state TEXT,
+    judge_lease REAL,
+    trained_version INTEGER
+);
+CREATE INDEX IF NOT EXISTS turns_state ON turns(state, created_at);
+CREATE INDEX IF NOT EXISTS turns_session ON turns(session_id);
+CREATE TABLE IF NOT EXISTS judgements (
+    turn_id TEXT PRIMARY KEY,
+    reward INTEGER NOT NULL,
+    has_hint INTEGER NOT NULL,
+    data TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+"""
+
+#: How long a judge may hold turns it took before another judge may take them (seconds).
+JUDGE_LEASE_S = 600.0
+
+
+class TurnQueue:
+    """SQLite (WAL) queue of turns and judgements; safe across threads and processes.
+
+    Each thread of each process gets its own connection (SQLite connections are not shareable
+    across threads); all of them see one database file.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        # executescript manages its own transaction, so the schema is created outside _tx().
+        self._conn().executescript(_SCHEMA)
+
+    # ------------------------------------------------------------------ connections
+
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None or getattr(self._local, "pid", None) != os.getpid():
+            conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=True)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA secure_delete=ON")
+            conn.execute("PRAGMA busy_timeout=30000")
+            self._local.conn = conn
+            self._local.pid = os.getpid()
+        return conn
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        db = self._conn()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+    def close(self) -> None:
+        """Close this thread's connection (others close when their thread ends)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    # ------------------------------------------------------------------ collection
+
+    def add_turn(self, turn: Turn) -> None:
+        """Record a served turn. Main turns wait for their next state; side turns are never judged."""
+        self.add_turns([turn])
+
+    def add_turns(self, turns: Iterable[Turn]) -> None:
+        """Record several turns in one transaction (the collector batches its writes)."""
+        rows = [
+            (
+                t.turn_id,
+                t.session_id,
+                t.turn_type,
+                int(t.session_inferred),
+                t.policy_version,
+                t.created_at,
+                "pending" if t.turn_type == "main" else "side",
+                json.dumps(t.to_dict()),
+            )
+            for t in turns
+        ]
+        if not rows:
+            return
+        with self._tx() as db:
+            db.executemany(
+                "INSERT OR REPLACE INTO turns(turn_id, session_id, turn_type, inferred, policy_version,"
+                " created_at, state, data) VALUES (?,?,?,?,?,?,?,?)",
+                rows,
+            )
+
+    def set_next_state(self, turn_id: str, text: str) -> bool:
+        """Attach the next state (user's next message / tool output) to a pending main turn.
+
+        Returns False when the turn is unknown, a side turn, or already has its next state.
+        """
+        with self._tx() as db:
+            cur = db.execute(
+                "UPDATE turns SET next_state=?, state='ready' WHERE turn_id=? AND state='pending'",
+                (text, turn_id),
+            )
+            return cur.rowcount == 1
+
+    # ------------------------------------------------------------------ judging
+
+    def turns_to_judge(self, limit: int) -> list[tuple[Turn, str]]:
+        """Take up to ``limit`` turns that have a next state and no judgement, with that next state.
+
+        Taken turns are leased to the caller for ``JUDGE_LEASE_S`` seconds so that two judges
+        never score the same turn; a judge that dies lets its lease expire and the turns return.
+        """
+        now = time.time()
+        with self._tx() as db:
+            rows = db.execute(
+                "SELECT turn_id, data, next_state FROM turns WHERE state='ready'"
+                " AND (judge_lease IS NULL OR judge_lease < ?) ORDER BY created_at LIMIT ?",
+                (now, limit),
+            ).fetchall()
+            db.executemany(
+                "UPDATE turns SET judge_lease=? WHERE turn_id=?", [(now + JUDGE_LEASE_S, r[0]) for r in rows]
+            )
+        return [(Turn.from_dict(json.loads(data)), next_state) for _, data, next_state in rows]
+
+    def add_judgement(self, judgement: Judgement) -> None:
+        """Store a judgement; a turn with reward 0 and no hint is excluded from training."""
+        trainable = judgement.reward != 0 or bool(judgement.hint)
+        with self._tx() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO judgements(turn_id, reward, has_hint, data, created_at) VALUES (?,?,?,?,?)",
+                (judgement.turn_id, judgement.reward, int(bool(judgement.hint)), json.dumps(judgement.to_dict()),
+                 time.time()),
+            )
+            db.execute(
+                "UPDATE turns SET state=?, judge_lease=NULL WHERE turn_id=? AND state IN ('ready','pending')",
+                ("judged" if trainable else "excluded", judgement.turn_id),
+            )
+
+    # ------------------------------------------------------------------ training
+
+    def take_batch(self, n: int, min_version: int) -> list[Sample]:
+        """Claim up to ``n`` judged, unclaimed, trainable samples, oldest first.
+
+        Judged samples whose ``policy_version`` is below ``min_version`` are too stale to correct
+        with importance weights: they are marked ``dropped`` (counted in ``stats()['dropped_stale']``)
+        instead of being returned.
+        """
+        with self._tx() as db:
+            db.execute(
+                "UPDATE turns SET state='dropped' WHERE state='judged' AND policy_version < ?", (min_version,)
+            )
+            rows = db.execute(
+                "SELECT t.turn_id, t.data, j.data FROM turns t JOIN judgements j ON j.turn_id = t.turn_id"
+                " WHERE t.state='judged' ORDER BY t.created_at LIMIT ?",
+                (n,),
+            ).fetchall()
+            db.executemany("UPDATE turns SET state='claimed' WHERE turn_id=?", [(r[0],) for r in rows])
+        return [
+            Sample(turn=Turn.from_dict(json.loads(td)), judgement=Judgement.from_dict(json.loads(jd)))
+            for _, td, jd in rows
+        ]
+
+    def mark_trained(self, turn_ids: Iterable[str], version: int) -> None:
+        """Record that these claimed samples went into the update that produced ``version``."""
+        with self._tx() as db:
+            db.executemany(
+                "UPDATE turns SET state='trained', trained_version=? WHERE turn_id=?",
+                [(version, t) for t in turn_ids],
+            )
+
+    def release(self, turn_ids: Iterable[str]) -> None:
+        """Return claimed samples to the queue (a training step failed before using them)."""
+        with self._tx() as db:
+            db.executemany(
+                "UPDATE turns SET state='judged' WHERE turn_id=? AND state='claimed'", [(t,) for t in turn_ids]
+            )
+
+    # ------------------------------------------------------------------ reporting and privacy
+
+    def stats(self) -> dict[str, int]:
+        """Counts over the whole queue: turns, main, side, inferred, judged, positive, negative,
+        zero, dropped_stale, trained (plus ready = waiting for the judge, claimed, excluded)."""
+        db = self._conn()
+        row = db.execute(
+            "SELECT COUNT(*), SUM(turn_type='main'), SUM(turn_type='side'), SUM(inferred),"
+            " SUM(state='dropped'), SUM(state='trained'), SUM(state='ready'), SUM(state='claimed'),"
+            " SUM(state='excluded'), SUM(state='pending') FROM turns"
+        ).fetchone()
+        jrow = db.execute(
+            "SELECT COUNT(*), SUM(reward>0), SUM(reward<0), SUM(reward=0) FROM judgements"
+        ).fetchone()
+        keys = ("turns", "main", "side", "inferred", "dropped_stale", "trained", "ready", "claimed", "excluded",
+                "pending")
+        out = {k: int(v or 0) for k, v in zip(keys, row, strict=True)}
+        out.update({k: int(v or 0) for k, v in zip(("judged", "positive", "negative", "zero"), jrow, strict=True)})
+        return out
+
+    def version_stats(self) -> dict[int, dict[str, Any]]:
+        """Per serving policy version: turns served, main turns, judged, reward sum/mean, positives."""
+        db = self._conn()
+        rows = db.execute(
+            "SELECT t.policy_version, COUNT(*), SUM(t.turn_type='main'), COUNT(j.turn_id), SUM(j.reward),"
+            " SUM(j.reward>0), SUM(j.reward<0), SUM(t.inferred) FROM turns t LEFT JOIN judgements j"
+            " ON j.turn_id = t.turn_id GROUP BY t.policy_version ORDER BY t.policy_version"
+        ).fetchall()
+        out: dict[int, dict[str, Any]] = {}
+        for version, turns, main, judged, rsum, pos, neg, inferred in rows:
+            judged = int(judged or 0)
+            out[int(version)] = {
+                "turns": int(turns),
+                "main": int(main or 0),
+                "inferred": int(inferred or 0),
+                "judged": judged,
+                "judged_fraction": (judged / main) if main else 0.0,
+                "reward_mean": (float(rsum or 0) / judged) if judged else None,
+                "positive": int(pos or 0),
+                "negative": int(neg or 0),
+            }
+        return out
+
+    def recent_rewards(self, limit: int = 200) -> list[tuple[float, int]]:
+        """The newest judged rewards as (judged_at, reward), oldest first (for moving averages)."""
+        rows = self._conn().execute(
+            "SELECT created_at, reward FROM judgements ORDER BY created_at DESC LIMIT ?", (limit,)
+        ).fetchall()
+        return [(float(t), int(r)) for t, r in reversed(rows)]
+
+    def sessions(self) -> list[tuple[str, int]]:
+        """Every session id with its number of stored turns."""
+        rows = self._conn().execute(
+            "SELECT session_id, COUNT(*) FROM turns GROUP BY session_id ORDER BY MIN(created_at)"
+        ).fetchall()
+        return [(s, int(n)) for s, n in rows]
+
+    def session_turn_ids(self, session_id: str) -> list[str]:
+        rows = self._conn().execute(
+            "SELECT turn_id FROM turns WHERE session_id=? ORDER BY created_at", (session_id,)
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    def delete_session(self, session_id: str) -> int:
+        """Delete every turn and judgement of a session; returns the number of turns deleted.
+
+        With ``secure_delete`` the text is overwritten in the database pages, and the WAL is
+        checkpointed and truncated so no copy of it stays in the write-ahead log either.
+        """
+        with self._tx() as db:
+            db.execute(
+                "DELETE FROM judgements WHERE turn_id IN (SELECT turn_id FROM turns WHERE session_id=?)",
+                (session_id,),
+            )
+            deleted = db.execute("DELETE FROM turns WHERE session_id=?", (session_id,)).rowcount
+        self._conn().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return int(deleted)
