@@ -1,0 +1,102 @@
+"""Model spec strings: one short string names any model Ratchet can use.
+
+=================================  ==========================================================
+``local:NAME``                     a catalog model (``ratchet models list``), embedded llama.cpp
+``local:/path/to/file.gguf``       any GGUF file, embedded llama.cpp
+``openai:MODEL``                   OpenAI (``OPENAI_API_KEY``; ``OPENAI_BASE_URL`` honoured)
+``http://HOST:PORT/v1#MODEL``      any OpenAI-compatible server (key from ``RATCHET_API_KEY``)
+``https://HOST/v1#MODEL``          the same over TLS
+``scripted:``                      a fake that echoes the last user message (plumbing)
+``replay:PATH[#MODEL]``            answers only from a record/replay cache file
+=================================  ==========================================================
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from ratchet.config import ConfigError
+from ratchet.contracts import Model, RatchetError
+
+ACCEPTED_FORMS = (
+    "local:NAME (see `ratchet models list`)",
+    "local:/path/to/file.gguf",
+    "openai:MODEL",
+    "http://HOST:PORT/v1#MODEL",
+    "https://HOST/v1#MODEL",
+    "scripted:",
+    "replay:PATH[#MODEL]",
+)
+
+
+def _bad(spec: str, why: str) -> RatchetError:
+    return RatchetError(f"bad model spec {spec!r}: {why}", hint="accepted forms: " + "; ".join(ACCEPTED_FORMS))
+
+
+def load_model(spec: str, **overrides: Any) -> Model:
+    """Build the model ``spec`` names; ``overrides`` go to the backend's settings.
+
+    (``n_ctx=2048`` or ``logits_all=True`` for ``local:``, ``timeout_s=30`` or ``accepts_grammar=True``
+    for HTTP models, ``mode="auto"`` with ``inner=`` for ``replay:``.) Nothing heavy happens here:
+    weights load and connections open on the first call.
+    """
+    if not isinstance(spec, str) or ":" not in spec:
+        raise _bad(str(spec), "no scheme")
+    scheme, _, rest = spec.partition(":")
+    try:
+        if scheme == "local":
+            return _local(spec, rest, overrides)
+        if scheme == "openai":
+            if not rest or "#" in rest:
+                raise _bad(spec, "expected openai:MODEL")
+            from ratchet.models.openai_compat import OpenAIModel
+
+            base_url = overrides.pop("base_url", None) or os.environ.get("OPENAI_BASE_URL") or None
+            return OpenAIModel(rest, name=spec, base_url=base_url, **overrides)
+        if scheme in ("http", "https"):
+            base_url, sep, model = spec.partition("#")
+            if not sep or not model or not rest.startswith("//") or len(base_url) <= len(scheme) + 3:
+                raise _bad(spec, "expected http(s)://HOST:PORT/v1#MODEL (the model name after '#')")
+            from ratchet.models.openai_compat import OpenAIModel
+
+            settings = {"api_key_env": "RATCHET_API_KEY", "require_api_key": False, **overrides}
+            return OpenAIModel(model, name=spec, base_url=base_url.rstrip("/"), **settings)
+        if scheme == "scripted":
+            if rest:
+                raise _bad(spec, "scripted: takes nothing after the colon")
+            from ratchet.models.scripted import ScriptedModel
+
+            return ScriptedModel(name=spec, **overrides)
+        if scheme == "replay":
+            path, _, model = rest.partition("#")
+            if not path:
+                raise _bad(spec, "expected replay:PATH")
+            from ratchet.models.replay import ReplayModel
+
+            inner = overrides.pop("inner", None)
+            settings = {"mode": "replay", **overrides}
+            return ReplayModel(inner, path, name=model or None, **settings)
+    except (TypeError, ValidationError) as exc:
+        raise ConfigError(f"bad settings for model {spec!r}: {exc}".splitlines()[0],
+                          hint="see docs/models.md for each backend's settings") from None
+    raise _bad(spec, f"unknown scheme {scheme!r}")
+
+
+def _local(spec: str, rest: str, overrides: dict[str, Any]) -> Model:
+    from ratchet.models.llama_embedded import LlamaModel
+    from ratchet.models.registry import CATALOG, model_path
+
+    if not rest:
+        raise _bad(spec, "expected local:NAME or local:/path/to/file.gguf")
+    if rest in CATALOG:
+        return LlamaModel(str(model_path(rest)), name=spec, **overrides)
+    if rest.endswith(".gguf") or os.sep in rest:
+        path = Path(rest).expanduser()
+        if not path.is_file():
+            raise RatchetError(f"GGUF file not found for {spec!r}: {path}", hint="check the path")
+        return LlamaModel(str(path), name=spec, **overrides)
+    raise _bad(spec, f"{rest!r} is neither a catalog model ({', '.join(CATALOG)}) nor a .gguf path")
