@@ -9,8 +9,10 @@ at load with the dotted key, the bad value, and what is allowed.
 from __future__ import annotations
 
 from collections.abc import Iterable
+import re
 from pathlib import Path
-from typing import Any, TypeVar
+from types import UnionType
+from typing import Any, TypeVar, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -58,6 +60,8 @@ def _set_path(data: dict[str, Any], path: list[str], value: Any) -> None:
 
 def _describe(error: dict[str, Any], model: type[BaseModel]) -> str:
     key = ".".join(str(p) for p in error["loc"]) or "(root)"
+    if error["type"] == "missing":
+        return f"{key}: required, but not given"
     if error["type"] == "extra_forbidden":
         allowed = _allowed_keys(model, [p for p in error["loc"][:-1] if isinstance(p, str)])
         return f"{key}: unknown key (allowed here: {', '.join(allowed)})"
@@ -104,8 +108,30 @@ def load_config(cls: type[S], path: str | Path | None = None, overrides: Iterabl
         source = f"config {path}"
     for text in overrides:
         keys, value = parse_override(text)
-        _set_path(data, keys, value)
+        _set_path(data, keys, _as_text_if_wanted(cls, keys, text.partition("=")[2], value))
     return validate_config(cls, data, source)
+
+
+def _field_annotation(cls: type[BaseModel], keys: list[str]) -> Any:
+    current: Any = cls
+    for part in keys:
+        model = next((a for a in (current, *get_args(current)) if isinstance(a, type) and issubclass(a, BaseModel)), None)
+        info = model.model_fields.get(part) if model is not None else None
+        if info is None:
+            return None
+        current = info.annotation
+    return current
+
+
+def _as_text_if_wanted(cls: type[BaseModel], keys: list[str], raw: str, value: Any) -> Any:
+    """A text field keeps ``--set name=2024`` as the text typed, not YAML's int (or float, bool…)."""
+    annotation = _field_annotation(cls, keys)
+    if annotation in (str, Path):
+        return raw.strip()
+    args = get_args(annotation)
+    if get_origin(annotation) in (Union, UnionType) and type(None) in args and set(args) - {type(None)} <= {str, Path}:
+        return None if value is None else raw.strip()
+    return value
 
 
 def describe_fields(cls: type[BaseModel], prefix: str = "") -> list[tuple[str, str, str, str]]:
@@ -117,7 +143,14 @@ def describe_fields(cls: type[BaseModel], prefix: str = "") -> list[tuple[str, s
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
             rows.extend(describe_fields(annotation, f"{key}."))
             continue
-        type_name = getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
+        type_name = _type_name(annotation)
         default = "" if info.is_required() else repr(info.get_default(call_default_factory=True))
         rows.append((key, type_name, default, info.description or ""))
     return rows
+
+
+def _type_name(annotation: Any) -> str:
+    """``int``, ``Path``, ``Literal['a', 'b']``, ``list[int]``, ``str | None``: what a reader needs."""
+    if isinstance(annotation, type) and not get_args(annotation):
+        return annotation.__name__
+    return re.sub(r"\b(typing|pathlib|collections\.abc)\.", "", str(annotation))
