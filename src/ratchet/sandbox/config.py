@@ -1,0 +1,101 @@
+"""Settings of the sandbox: limits per call and per worker, imports, isolation."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+
+from ratchet.config import Settings
+
+#: In ``allowed_imports``, this entry stands for every standard-library module name of the
+#: interpreter (``sys.stdlib_module_names``).
+STDLIB = "@stdlib"
+
+#: Standard-library modules refused by default: they start processes, open sockets or call C
+#: directly. The OS isolation is the real barrier; refusing them gives a clear error early.
+DEFAULT_BLOCKED = [
+    "ctypes",
+    "_ctypes",
+    "subprocess",
+    "_posixsubprocess",
+    "multiprocessing",
+    "_multiprocessing",
+    "socket",
+    "_socket",
+    "ssl",
+    "_ssl",
+    "pty",
+]
+
+
+class SandboxConfig(Settings):
+    """How candidate code is run: one isolated, persistent worker process per candidate."""
+
+    call_timeout_s: float = Field(2.0, gt=0)
+    """Wall-clock limit for one call (each item of a batch has its own). The worker raises inside
+    the code at the limit; if the code does not yield, the parent kills the worker's whole process
+    tree ``kill_grace_s`` later. Either way the call fails with HarnessTimeout."""
+
+    start_timeout_s: float = Field(20.0, gt=0)
+    """Wall-clock limit for starting a worker and loading the candidate's modules."""
+
+    kill_grace_s: float = Field(0.5, ge=0)
+    """Extra time after ``call_timeout_s`` before the parent kills a worker that ignored the
+    in-process timeout (a C-level loop, a candidate catching BaseException)."""
+
+    cpu_seconds: int = Field(600, gt=0)
+    """CPU-time budget of one worker over its whole life (RLIMIT_CPU). The worker asks to be
+    recycled at 80% of it, so long evaluations restart it between calls; spending it inside one
+    call kills the worker with SIGXCPU (HarnessTimeout, limit "cpu")."""
+
+    memory_mb: int = Field(1024, ge=128)
+    """Address-space limit of the worker (RLIMIT_AS), in MiB. Python with numpy loaded maps about
+    100 MiB (measured), so the default leaves about 900 MiB to the candidate."""
+
+    max_processes: int = Field(16, ge=1)
+    """Most processes and threads the worker's unprivileged user may have (RLIMIT_NPROC): the
+    fork-bomb guard. Each worker runs under its own unused uid, so the count is per worker."""
+
+    max_file_mb: int = Field(16, ge=0)
+    """Largest file the code may write (RLIMIT_FSIZE), in MiB; a write past it fails with EFBIG."""
+
+    max_output_kb: int = Field(256, ge=1)
+    """Largest JSON result of one call and most text one call may print, in KiB. Past it the call
+    fails with HarnessOutputError."""
+
+    allowed_imports: list[str] = Field(default_factory=lambda: [STDLIB, "numpy"])
+    """Modules the code may import (an entry allows its submodules too; ``@stdlib`` means every
+    standard-library module). Checked on every import in the worker, including imports made by
+    allowed modules. Packages above an allowed module (``ratchet`` for
+    ``ratchet.autoharness.harnesslib``) may be imported, but nothing else in them."""
+
+    blocked_imports: list[str] = Field(default_factory=lambda: list(DEFAULT_BLOCKED))
+    """Modules refused even when ``allowed_imports`` covers them (process, socket and C-call
+    modules of the standard library by default)."""
+
+    extra_import_paths: list[Path] = Field(default_factory=list)
+    """Read-only directories added to the front of the worker's ``sys.path`` (and made visible
+    inside the sandbox even under a hidden path), e.g. a harness helper library."""
+
+    hidden_paths: list[Path] = Field(default_factory=lambda: [Path.home()])
+    """Directories the code must not see at all (replaced by an empty read-only view): the run
+    store, the evaluator's own files, the user's home and caches. Needs ``isolation`` bwrap."""
+
+    isolation: Literal["auto", "bwrap", "unshare", "none"] = "auto"
+    """OS isolation: ``bwrap`` (bubblewrap: read-only root, private /tmp, hidden paths, new network,
+    PID, IPC and UTS namespaces), ``unshare`` (network namespace only), ``none`` (resource limits
+    and an unprivileged uid only). ``auto`` takes the strongest that works here and warns loudly
+    when it has to fall back. Asking for a mechanism that is missing is an error."""
+
+    network: bool = False
+    """Give the code the host's network. Off by default: the worker gets an empty network namespace."""
+
+    scratch_dir: Path | None = None
+    """The one writable directory (the worker's working directory). Default: a fresh temporary
+    directory per Sandbox, removed on close; a given directory is kept."""
+
+    python: str = Field(default_factory=lambda: sys.executable)
+    """Interpreter that runs the worker (it must be able to import the allowed modules)."""

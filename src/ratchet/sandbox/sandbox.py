@@ -1,0 +1,560 @@
+"""The parent side: one persistent, isolated worker per candidate, called many times cheaply.
+
+The warm path of a call is one write and one read on a pipe (plus a poll for the deadline). The
+parent never trusts the worker: it decodes JSON bytes of bounded size, so every value it returns
+is plain data, and every error it raises is built here from what it received or observed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import select
+import shutil
+import signal
+import struct
+import subprocess
+import tempfile
+import threading
+import time
+import weakref
+from collections.abc import Iterable, Sequence
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from ratchet.sandbox.config import STDLIB, SandboxConfig
+from ratchet.sandbox.errors import (
+    HarnessCodeError,
+    HarnessCrashed,
+    HarnessError,
+    HarnessMemoryError,
+    HarnessOutputError,
+    HarnessSkipped,
+    HarnessTimeout,
+    error_from_reply,
+)
+from ratchet.sandbox.isolation import Mechanism, command, others_can_use, resolve, worker_env
+
+_HEADER = struct.Struct(">I")
+_WORKER_SOURCE = Path(__file__).with_name("worker.py")
+_REPLY_SLACK = 64 * 1024  # room for error texts on top of the result limit
+_STDERR_TAIL = 4000
+
+
+class _Dead(Exception):
+    """The worker closed its pipe (it exited or was killed)."""
+
+
+class _Late(Exception):
+    """No reply before the deadline."""
+
+
+class _Worker:
+    """One running worker process and its pipes. Not thread-safe; the Sandbox serialises use."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], stderr_path: Path, uid: int | None, mech: Mechanism):
+        self.proc = proc
+        self.stderr_path = stderr_path
+        self.uid = uid
+        self.mech = mech
+        assert proc.stdin is not None and proc.stdout is not None
+        self.fd_in = proc.stdin.fileno()
+        self.fd_out = proc.stdout.fileno()
+        self.buf = bytearray()
+        self.poller = select.poll()
+        self.poller.register(self.fd_out, select.POLLIN | select.POLLHUP | select.POLLERR)
+        self.killed_by_us = False
+        self.recycle = False
+
+    def send(self, payload: bytes) -> None:
+        data = memoryview(_HEADER.pack(len(payload)) + payload)
+        try:
+            while data:
+                data = data[os.write(self.fd_in, data) :]
+        except (BrokenPipeError, OSError) as exc:
+            raise _Dead() from exc
+
+    def receive(self, deadline: float, limit: int) -> bytes:
+        buf = self.buf
+        while True:
+            if len(buf) >= 4:
+                (size,) = _HEADER.unpack_from(buf)
+                if size > limit:
+                    raise OverflowError(size)
+                if len(buf) >= 4 + size:
+                    body = bytes(buf[4 : 4 + size])
+                    del buf[: 4 + size]
+                    return body
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not self.poller.poll(max(remaining * 1000.0, 0.0)):
+                raise _Late()
+            chunk = os.read(self.fd_out, 1 << 16)
+            if not chunk:
+                raise _Dead()
+            buf += chunk
+
+    def kill(self) -> None:
+        """End the worker and everything it started, at once (no grace: its state is disposable)."""
+        self.killed_by_us = True
+        _kill_tree(self.proc, self.uid if self.mech.name != "bwrap" else None)
+
+    def stderr_tail(self) -> str:
+        try:
+            with open(self.stderr_path, "rb") as fh:
+                fh.seek(0, os.SEEK_END)
+                fh.seek(max(0, fh.tell() - _STDERR_TAIL))
+                return fh.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+
+def _kill_tree(proc: subprocess.Popen[bytes], uid: int | None) -> None:
+    # The worker leads its own process group (start_new_session). Under bubblewrap, killing bwrap
+    # ends the PID namespace (--die-with-parent), which ends every process in it, however
+    # double-forked. Elsewhere, processes that left the group are found by their unique uid.
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    if uid is not None:
+        _kill_uid(uid)
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=5)
+    for pipe in (proc.stdin, proc.stdout):
+        if pipe is not None:
+            try:
+                pipe.close()
+            except OSError:
+                pass
+
+
+def _kill_uid(uid: int) -> None:
+    """SIGKILL every process whose real uid is ``uid`` (a uid only this Sandbox's worker uses)."""
+    for _ in range(3):
+        found = False
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/status") as fh:
+                    for line in fh:
+                        if line.startswith("Uid:"):
+                            if int(line.split()[1]) == uid:
+                                os.kill(int(entry), signal.SIGKILL)
+                                found = True
+                            break
+            except (OSError, ValueError):
+                continue
+        if not found:
+            return
+        time.sleep(0.01)
+
+
+def _cleanup(holder: dict[str, Any]) -> None:
+    worker = holder.pop("worker", None)
+    if worker is not None:
+        worker.kill()
+    root = holder.pop("root", None)
+    if root is not None:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _check_files(files: dict[str, str], entry: str) -> None:
+    if entry not in files:
+        raise HarnessCodeError(f"the entry file {entry!r} is not among the candidate's files: {sorted(files)}")
+    if not entry.endswith(".py"):
+        raise HarnessCodeError(f"the entry file {entry!r} must be a .py file")
+    for name in files:
+        path = PurePosixPath(name)
+        if path.is_absolute() or ".." in path.parts or not path.parts:
+            raise HarnessCodeError(f"bad file name {name!r}: use relative paths inside the candidate")
+
+
+class Sandbox:
+    """Runs one candidate's code in a separate, persistent, isolated worker process.
+
+    ``files`` maps relative paths to source text; ``entry`` is the module whose top-level functions
+    are callable. The worker starts on first use (or :meth:`start`), is reused across calls, and is
+    restarted after it crashes, times out or asks to be recycled. Errors in the code raise
+    subclasses of :class:`HarnessError`; the Sandbox stays usable after every one of them.
+    A code that fails to load (syntax or import error) fails the same way on every later call.
+    """
+
+    def __init__(self, files: dict[str, str], entry: str = "harness.py", config: SandboxConfig | None = None):
+        _check_files(files, entry)
+        self.files = dict(files)
+        self.entry = entry
+        self.config = config or SandboxConfig()
+        self.mechanism = resolve(self.config.isolation)
+        self._lock = threading.Lock()
+        self._functions: list[str] | None = None
+        self._load_error: HarnessError | None = None
+        self._holder: dict[str, Any] = {}
+        self._finalizer = weakref.finalize(self, _cleanup, self._holder)
+        self._owns_scratch = self.config.scratch_dir is None
+        self._max_reply = self.config.max_output_kb * 1024 + _REPLY_SLACK
+        self._closed = False
+        self.stats = {"starts": 0, "calls": 0, "kills": 0, "start_s": 0.0}
+        self._prepare_dirs()
+
+    # -- public API ------------------------------------------------------------------------------
+
+    @property
+    def isolation(self) -> str:
+        """The mechanism in force: ``bwrap``, ``unshare`` or ``rlimits-only``."""
+        return self.mechanism.report_name
+
+    @property
+    def scratch_dir(self) -> Path:
+        """The one directory the code may write."""
+        return Path(self._scratch)
+
+    @property
+    def worker_pid(self) -> int | None:
+        """Host pid of the running worker's outermost process (bwrap under bubblewrap), if any."""
+        worker = self._holder.get("worker")
+        return None if worker is None else worker.proc.pid
+
+    @property
+    def worker_uid(self) -> int | None:
+        """The unprivileged uid the code runs as (None when privileges could not be dropped)."""
+        return self._uid
+
+    def start(self) -> list[str]:
+        """Start the worker if it is not running; return the candidate's public function names."""
+        with self._lock:
+            self._ensure_worker()
+            assert self._functions is not None
+            return list(self._functions)
+
+    def functions(self) -> list[str]:
+        """Public top-level callables of the entry module (starts the worker if needed)."""
+        return self.start()
+
+    def has_function(self, name: str) -> bool:
+        """Whether the entry module defines a public callable ``name`` (starts the worker if needed)."""
+        return name in self.start()
+
+    def call(self, fn_name: str, *args: Any, seed: int | None = None, timeout_s: float | None = None) -> Any:
+        """Call ``fn_name(*args)`` in the worker and return its plain-data result.
+
+        ``args`` must be JSON-able. Before the call the worker seeds ``random`` (and numpy's global
+        generator when loaded) with ``seed`` (0 when None). Raises a :class:`HarnessError`.
+        """
+        status, value = self._run(fn_name, [list(args)], seed, timeout_s, batch=False)[0]
+        if status == "error":
+            raise value
+        return value
+
+    def call_many(
+        self,
+        fn_name: str,
+        arg_tuples: Iterable[Sequence[Any]],
+        seed: int | None = None,
+        timeout_s: float | None = None,
+    ) -> list[tuple[str, Any]]:
+        """Call ``fn_name`` once per argument tuple in one round trip; never raises HarnessError.
+
+        Returns ``("ok", value)`` or ``("error", HarnessError)`` per item, in order. Item ``i`` is
+        seeded with ``seed + i``, so it gives what ``call(fn_name, *args_i, seed=seed + i)`` gives.
+        Each item has its own ``timeout_s``. When an item kills the worker (a hard timeout, a crash)
+        the items after it are not run and come back as :class:`HarnessSkipped`.
+        """
+        items = [list(a) for a in arg_tuples]
+        if not items:
+            return []
+        return self._run(fn_name, items, seed, timeout_s, batch=True)
+
+    def restart(self) -> None:
+        """Kill the worker now; the next call starts a fresh one (scratch directory kept)."""
+        with self._lock:
+            self._stop_worker()
+
+    def close(self) -> None:
+        """Kill the worker and remove the temporary directories. Idempotent."""
+        with self._lock:
+            self._closed = True
+            self._finalizer()
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- worker life -----------------------------------------------------------------------------
+
+    def _prepare_dirs(self) -> None:
+        root = Path(tempfile.mkdtemp(prefix="ratchet-sandbox-"))
+        self._holder["root"] = str(root)
+        root.chmod(0o755)
+        code = root / "code"
+        for name, text in self.files.items():
+            path = code / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+        code.mkdir(exist_ok=True)
+        for directory, _, names in os.walk(code):
+            os.chmod(directory, 0o755)
+            for name in names:
+                os.chmod(os.path.join(directory, name), 0o644)
+        worker = root / "worker.py"
+        shutil.copyfile(_WORKER_SOURCE, worker)
+        worker.chmod(0o644)
+        if self.config.scratch_dir is None:
+            scratch = root / "scratch"
+            scratch.mkdir()
+        else:
+            scratch = Path(self.config.scratch_dir).resolve()
+            scratch.mkdir(parents=True, exist_ok=True)
+        self._root, self._code, self._worker_file, self._scratch = str(root), str(code), str(worker), str(scratch)
+        self._uid = self._choose_uid()
+        if self._uid is not None:
+            os.chown(scratch, self._uid, self._uid)
+            scratch.chmod(0o700)
+
+    def _choose_uid(self) -> int | None:
+        """An unused uid for the worker, so RLIMIT_NPROC counts this worker's processes alone and
+        the code cannot signal or write anything of ours. Only root can switch uid."""
+        if os.geteuid() != 0:
+            return None
+        if self.mechanism.name != "bwrap":
+            # Without bubblewrap the interpreter is read from the real filesystem; an unprivileged
+            # uid must be able to reach it (pyenv under a 0700 /root cannot).
+            needed = [self.config.python, self._worker_file, self._code]
+            if not all(others_can_use(p) for p in needed):
+                import warnings
+
+                warnings.warn(
+                    "sandbox: the interpreter is not reachable by an unprivileged uid; the worker "
+                    "keeps running as root (no RLIMIT_NPROC, no file-permission protection)",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
+                return None
+        return 200_000 + secrets.randbelow(1_000_000_000)
+
+    def _init_frame(self) -> bytes:
+        cfg = self.config
+        allowed: list[str] = []
+        for name in cfg.allowed_imports:
+            if name == STDLIB:
+                allowed.extend(_stdlib_names(cfg.python))
+            else:
+                allowed.append(name)
+        own = sorted({PurePosixPath(n).parts[0].removesuffix(".py") for n in self.files})
+        mb = 1024 * 1024
+        limits = {
+            "as": cfg.memory_mb * mb,
+            "cpu": cfg.cpu_seconds,
+            "nproc": cfg.max_processes if self._uid is not None else None,
+            "fsize": cfg.max_file_mb * mb,
+            "nofile": 256,
+            "core": 0,
+        }
+        init = {
+            "code_dir": self._code,
+            "entry": self.entry,
+            "scratch": self._scratch,
+            "own_modules": own,
+            "allowed": allowed,
+            "blocked": list(cfg.blocked_imports),
+            "extra_paths": [str(Path(p).resolve()) for p in cfg.extra_import_paths],
+            "limits": limits,
+            "uid": self._uid,
+            "max_output": cfg.max_output_kb * 1024,
+        }
+        return json.dumps(init).encode()
+
+    def _ensure_worker(self) -> _Worker:
+        if self._closed:
+            raise HarnessCrashed("the sandbox is closed", hint="create a new Sandbox")
+        if self._load_error is not None:
+            raise self._load_error
+        worker = self._holder.get("worker")
+        if worker is not None:
+            if worker.recycle or worker.proc.poll() is not None:
+                self._stop_worker()
+            else:
+                return worker
+        return self._spawn()
+
+    def _spawn(self) -> _Worker:
+        cfg = self.config
+        started = time.perf_counter()
+        cmd = command(self.mechanism, cfg, worker=self._worker_file, code_dir=self._code, scratch=self._scratch)
+        stderr_path = Path(self._root) / f"stderr-{self.stats['starts']}.log"
+        tmp = "/tmp" if self.mechanism.name == "bwrap" else self._scratch
+        with open(stderr_path, "wb") as stderr:
+            proc = subprocess.Popen(
+                cmd,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                env=worker_env(home=self._scratch, tmp=tmp),
+                cwd=self._scratch,
+                start_new_session=True,
+                close_fds=True,
+                bufsize=0,
+            )
+        worker = _Worker(proc, stderr_path, self._uid, self.mechanism)
+        self._holder["worker"] = worker
+        self.stats["starts"] += 1
+        try:
+            worker.send(self._init_frame())
+            body = worker.receive(time.monotonic() + cfg.start_timeout_s, self._max_reply)
+            reply = json.loads(body)
+        except _Late:
+            self._stop_worker()
+            raise HarnessTimeout(f"the worker did not load the code within {cfg.start_timeout_s} s",
+                                 traceback_tail=self._clean(worker.stderr_tail())) from None
+        except (_Dead, OverflowError, ValueError):
+            error = self._death_error(worker, "while loading the code")
+            self._stop_worker()
+            raise error from None
+        if not isinstance(reply, dict) or "err" in reply:
+            self._stop_worker()
+            error = error_from_reply(reply.get("err") if isinstance(reply, dict) else None)
+            self._load_error = error
+            raise error
+        names = reply.get("ready")
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            self._stop_worker()
+            raise HarnessCrashed("the worker sent a malformed start-up reply")
+        if reply.get("warning"):
+            import warnings
+
+            warnings.warn(f"sandbox: {reply['warning']}", RuntimeWarning, stacklevel=4)
+        self._functions = names
+        self.stats["start_s"] = time.perf_counter() - started
+        return worker
+
+    def _stop_worker(self) -> None:
+        worker = self._holder.pop("worker", None)
+        if worker is not None:
+            worker.kill()
+
+    # -- calls -----------------------------------------------------------------------------------
+
+    def _run(
+        self, fn_name: str, items: list[list[Any]], seed: int | None, timeout_s: float | None, batch: bool
+    ) -> list[tuple[str, Any]]:
+        timeout = self.config.call_timeout_s if timeout_s is None else float(timeout_s)
+        seed = 0 if seed is None else int(seed)
+        request: dict[str, Any] = {"f": fn_name, "s": seed, "t": timeout}
+        if batch:
+            request["b"] = items
+        else:
+            request["a"] = items[0]
+        try:
+            payload = json.dumps(request, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass")
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"sandbox call arguments must be plain JSON data: {exc}") from None
+        results: list[tuple[str, Any]] = []
+        with self._lock:
+            try:
+                worker = self._ensure_worker()
+            except HarnessError as exc:
+                return [("error", exc)] * len(items) if batch else [("error", exc)]
+            self.stats["calls"] += len(items)
+            grace = timeout + self.config.kill_grace_s
+            try:
+                worker.send(payload)
+            except _Dead:
+                error = self._death_error(worker, f"before {fn_name} ran")
+                self._stop_worker()
+                return [("error", error)] + self._skipped(error, len(items) - 1)
+            for index in range(len(items)):
+                try:
+                    body = worker.receive(time.monotonic() + grace, self._max_reply)
+                    data = json.loads(body)
+                    if not isinstance(data, dict):
+                        raise ValueError("reply is not an object")
+                except _Late:
+                    self.stats["kills"] += 1
+                    self._stop_worker()
+                    error: HarnessError = HarnessTimeout(
+                        f"{fn_name} did not return within {timeout:g} s and ignored the in-process "
+                        f"timeout; the worker was killed",
+                        limit="wall",
+                    )
+                    return results + [("error", error)] + self._skipped(error, len(items) - index - 1)
+                except OverflowError as exc:
+                    self._stop_worker()
+                    error = HarnessOutputError(
+                        f"{fn_name} sent a reply of {exc.args[0]} bytes, more than the limit of "
+                        f"{self._max_reply} bytes"
+                    )
+                    return results + [("error", error)] + self._skipped(error, len(items) - index - 1)
+                except (_Dead, ValueError):
+                    error = self._death_error(worker, f"during {fn_name}")
+                    self._stop_worker()
+                    return results + [("error", error)] + self._skipped(error, len(items) - index - 1)
+                if data.get("x"):
+                    worker.recycle = True
+                if "ok" in data:
+                    results.append(("ok", data["ok"]))
+                else:
+                    results.append(("error", error_from_reply(data.get("err"))))
+            if worker.recycle:
+                self._stop_worker()
+        return results
+
+    @staticmethod
+    def _skipped(cause: HarnessError, count: int) -> list[tuple[str, Any]]:
+        if count <= 0:
+            return []
+        error = HarnessSkipped(f"not run: an earlier item of the batch ended the worker ({cause.kind})")
+        return [("error", error)] * count
+
+    def _clean(self, text: str) -> str:
+        return text.replace(self._code + os.sep, "").replace(self._root + os.sep, "")
+
+    def _death_error(self, worker: _Worker, when: str) -> HarnessError:
+        """Classify how a worker that stopped answering ended."""
+        try:
+            code = worker.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            code = worker.proc.wait()
+        # bubblewrap reports a child killed by signal N as exit status 128 + N.
+        sig = -code if code < 0 else (code - 128 if self.mechanism.name == "bwrap" and code > 128 else None)
+        tail = self._clean(worker.stderr_tail())
+        if sig == signal.SIGXCPU:
+            return HarnessTimeout(
+                f"the worker spent its CPU-time budget of {self.config.cpu_seconds} s {when}",
+                limit="cpu",
+                traceback_tail=tail,
+            )
+        if "MemoryError" in tail or "Cannot allocate memory" in tail:
+            return HarnessMemoryError(f"the worker ran out of memory {when}", traceback_tail=tail)
+        if sig is not None and 0 < sig < signal.NSIG:
+            how = f"was killed by {signal.Signals(sig).name}"
+            if sig == signal.SIGKILL and not worker.killed_by_us:
+                how += " (the code may have killed its own process, or the system ran out of memory)"
+        else:
+            how = f"exited with status {code}"
+        return HarnessCrashed(f"the worker process {how} {when}", traceback_tail=tail)
+
+
+_STDLIB_CACHE: dict[str, list[str]] = {}
+
+
+def _stdlib_names(python: str) -> list[str]:
+    """The standard-library module names of ``python`` (the worker's interpreter)."""
+    import sys
+
+    if python == sys.executable:
+        return sorted(sys.stdlib_module_names)
+    if python not in _STDLIB_CACHE:
+        out = subprocess.run(
+            [python, "-c", "import sys; print(' '.join(sorted(sys.stdlib_module_names)))"],
+            capture_output=True, text=True, timeout=30, check=True,
+        ).stdout
+        _STDLIB_CACHE[python] = out.split()
+    return _STDLIB_CACHE[python]

@@ -1,0 +1,475 @@
+"""The sandbox worker: runs inside the isolated process, loads one candidate's code, and answers
+calls with plain data.
+
+This file is executed as a standalone script (never imported by the parent) so that it needs
+nothing of Ratchet and works wherever the interpreter does, even when the package's own tree is
+hidden from the sandbox. It talks to the parent over its stdin/stdout with length-prefixed JSON
+frames; the candidate never sees those pipes as stdin/stdout (they are moved to private,
+close-on-exec descriptors and replaced by /dev/null and bounded in-memory buffers), so nothing it
+prints can corrupt the protocol.
+
+Frames, parent to worker:
+  init  {"code_dir", "entry", "scratch", "allowed", "blocked", "limits", "uid", "max_output"}
+  call  {"f": name, "a": [args], "s": seed, "t": timeout_s}          -> one reply
+  batch {"f": name, "b": [[args], ...], "s": seed, "t": timeout_s}   -> one reply per item
+Replies: {"ok": value} or {"err": {"kind", "message", "tb", "out"}}, plus "x": 1 when the worker
+asks to be recycled (it forked, or its CPU budget is nearly spent).
+
+The worker's own checks (plain results, import guard) are conveniences that give the candidate a
+precise error; the boundary that the evaluator relies on is the parent, which only ever decodes
+JSON bytes and bounds their size.
+"""
+
+import builtins
+import json
+import os
+import random
+import resource
+import signal
+import struct
+import sys
+import time
+import traceback
+
+_HEADER = struct.Struct(">I")
+_WORKER_FILE = os.path.abspath(__file__)
+_TB_LINES = 15
+_OUT_TAIL = 2000
+# Bound references taken before any candidate code runs, so a candidate that rebinds builtins or
+# module attributes cannot change how the worker checks and encodes its results.
+_type = type
+_str, _int, _float, _bool, _list, _dict = str, int, float, bool, list, dict
+_NoneType = type(None)
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_loads = json.loads
+_getpid = os.getpid
+_setitimer = signal.setitimer
+_process_time = time.process_time
+_random_seed = random.seed
+
+
+class _CallTimeout(BaseException):
+    """Raised inside candidate code by the per-call alarm. A BaseException so that a candidate's
+    ``except Exception`` does not swallow it."""
+
+
+class _DeniedImport(ImportError):
+    """An import the allow-list refuses."""
+
+
+class _NotPlain(Exception):
+    pass
+
+
+class _Capture:
+    """A bounded stand-in for sys.stdout / sys.stderr: keeps at most ``limit`` characters per call
+    and remembers that more was written, so an output flood becomes a clean error."""
+
+    encoding = "utf-8"
+    errors = "replace"
+
+    def __init__(self, limit):
+        self.limit = limit
+        self.parts = []
+        self.size = 0
+        self.overflow = False
+
+    def write(self, text):
+        text = _str(text)
+        self.size += len(text)
+        if self.size <= self.limit:
+            self.parts.append(text)
+        else:
+            self.overflow = True
+        return len(text)
+
+    def writelines(self, lines):
+        for line in lines:
+            self.write(line)
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return False
+
+    def reset(self):
+        self.parts = []
+        self.size = 0
+        self.overflow = False
+
+    def tail(self):
+        return "".join(self.parts)[-_OUT_TAIL:]
+
+
+class _State:
+    in_call = False
+    forked = False
+    is_child = False
+    main_pid = 0
+    code_dir = ""
+    own_modules = frozenset()
+    allowed = frozenset()
+    ancestors = frozenset()
+    blocked = frozenset()
+    cpu_budget = None
+    max_output = 0
+
+
+S = _State()
+
+
+# ---------------------------------------------------------------------------------------------
+# Framing
+# ---------------------------------------------------------------------------------------------
+
+
+class _Reader:
+    def __init__(self, fd):
+        self.fd = fd
+        self.buf = bytearray()
+
+    def frame(self):
+        while True:
+            if len(self.buf) >= 4:
+                (size,) = _HEADER.unpack_from(self.buf)
+                if len(self.buf) >= 4 + size:
+                    body = bytes(self.buf[4 : 4 + size])
+                    del self.buf[: 4 + size]
+                    return body
+            chunk = os.read(self.fd, 1 << 16)
+            if not chunk:
+                return None
+            self.buf += chunk
+
+
+def _write(fd, body):
+    data = _HEADER.pack(len(body)) + body
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors as plain data
+# ---------------------------------------------------------------------------------------------
+
+
+def _clean(text):
+    if S.code_dir:
+        text = text.replace(S.code_dir + os.sep, "")
+    return text
+
+
+def _traceback_tail(exc):
+    frames = [
+        f
+        for f in traceback.extract_tb(exc.__traceback__)
+        if f.filename != _WORKER_FILE and not f.filename.startswith("<frozen importlib")
+    ]
+    lines = []
+    if frames:
+        lines.append("Traceback (most recent call last):\n")
+        lines.extend(traceback.format_list(frames))
+    lines.extend(traceback.format_exception_only(_type(exc), exc))
+    text = _clean("".join(lines))
+    return "\n".join(text.splitlines()[-_TB_LINES:])
+
+
+def _error(kind, message, tb="", out=""):
+    return {"err": {"kind": kind, "message": _clean(message), "tb": tb, "out": out}}
+
+
+def _describe(exc):
+    if isinstance(exc, _CallTimeout):
+        return "timeout", "the call did not return within its time limit"
+    if isinstance(exc, MemoryError):
+        detail = f" ({exc})" if _str(exc) else ""
+        return "memory", f"MemoryError: the worker's memory limit was reached{detail}"
+    if isinstance(exc, _DeniedImport):
+        return "import", _str(exc)
+    if isinstance(exc, SystemExit):
+        return "code", f"the code called exit({exc.code!r}); harness functions must return a value"
+    return "code", "".join(traceback.format_exception_only(_type(exc), exc)).strip()
+
+
+# ---------------------------------------------------------------------------------------------
+# Plain results
+# ---------------------------------------------------------------------------------------------
+
+
+def _check_plain(value):
+    t = _type(value)
+    if t is _str or t is _int or t is _float or t is _bool or t is _NoneType:
+        return
+    if t is _list:
+        for item in value:
+            _check_plain(item)
+        return
+    if t is _dict:
+        for key, item in value.items():
+            if _type(key) is not _str:
+                raise _NotPlain(f"a dict key of type {_type(key).__name__}")
+            _check_plain(item)
+        return
+    raise _NotPlain(f"a value of type {t.__module__}.{t.__qualname__}")
+
+
+def _encode_ok(value):
+    try:
+        _check_plain(value)
+        body = _dumps(value).encode("utf-8", "surrogatepass")
+    except _NotPlain as exc:
+        return _error(
+            "output",
+            f"the function returned {exc}; return only plain data: str, int, float, bool, None, "
+            "list, or dict with str keys (exact types, no subclasses)",
+        )
+    except (RecursionError, ValueError) as exc:
+        return _error("output", f"the result cannot be encoded as JSON: {exc}")
+    if len(body) > S.max_output:
+        return _error(
+            "output", f"the result is {len(body)} bytes, more than the limit of {S.max_output} bytes"
+        )
+    return b'{"ok":' + body + b"}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Calls
+# ---------------------------------------------------------------------------------------------
+
+
+def _on_alarm(signum, frame):
+    if S.in_call:
+        raise _CallTimeout()
+
+
+def _seed(seed):
+    _random_seed(seed)
+    np = sys.modules.get("numpy.random")
+    if np is not None:
+        try:
+            np.seed(seed & 0xFFFFFFFF)
+        except Exception:
+            pass
+
+
+def _run_one(module, name, args, seed, timeout, capture):
+    fn = module.__dict__.get(name)
+    if fn is None or not callable(fn):
+        return _error("code", f"the code defines no function named {name!r}")
+    if capture.size:
+        capture.reset()
+    _seed(seed)
+    S.in_call = True
+    _setitimer(signal.ITIMER_REAL, timeout)
+    try:
+        value = fn(*args)
+        S.in_call = False
+        _setitimer(signal.ITIMER_REAL, 0)
+    except BaseException as exc:  # noqa: BLE001 - everything the candidate raises is reported
+        S.in_call = False
+        _setitimer(signal.ITIMER_REAL, 0)
+        if S.is_child:
+            os._exit(0)
+        kind, message = _describe(exc)
+        tb = _traceback_tail(exc)
+        exc = None
+        return _error(kind, message, tb, capture.tail())
+    if S.is_child:
+        os._exit(0)
+    if capture.overflow:
+        return _error(
+            "output",
+            f"the code printed {capture.size} characters in one call, more than the limit of "
+            f"{capture.limit}",
+            out=capture.tail(),
+        )
+    return _encode_ok(value)
+
+
+def _reply(fd, reply):
+    if _type(reply) is not bytes:
+        reply = _dumps(reply).encode("utf-8", "surrogatepass")
+    recycle = S.forked or (S.cpu_budget is not None and _process_time() > S.cpu_budget)
+    if recycle:
+        reply = reply[:-1] + b',"x":1}'
+    _write(fd, reply)
+
+
+# ---------------------------------------------------------------------------------------------
+# Import allow-list
+# ---------------------------------------------------------------------------------------------
+
+
+def _permitted(name):
+    parts = name.split(".")
+    if parts[0] in S.own_modules:
+        return True
+    prefixes = [".".join(parts[: i + 1]) for i in range(len(parts))]
+    if any(p in S.blocked for p in prefixes):
+        return False
+    if any(p in S.allowed for p in prefixes):
+        return True
+    return name in S.ancestors
+
+
+def _denied(name):
+    return _DeniedImport(
+        f"import of {name!r} is not allowed in the harness sandbox (allowed: the Python standard "
+        f"library and numpy by default, minus process/network modules such as subprocess, socket, "
+        f"ctypes)",
+        name=name,
+    )
+
+
+class _Guard:
+    """A meta-path finder placed first: every module not yet loaded passes through it."""
+
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if not _permitted(name):
+            raise _denied(name)
+        return None
+
+    @staticmethod
+    def invalidate_caches():
+        pass
+
+
+def _install_import_guard():
+    sys.meta_path.insert(0, _Guard)
+    real_import = builtins.__import__
+
+    # Modules the interpreter or this worker loaded before the guard never reach the finder;
+    # candidate code importing them by name is checked here.
+    def guarded_import(name, globals=None, locals=None, fromlist=(), level=0):
+        if level == 0 and name in sys.modules:
+            caller = (globals or {}).get("__name__") or ""
+            if caller.partition(".")[0] in S.own_modules or not caller:
+                if not _permitted(name):
+                    raise _denied(name)
+        return real_import(name, globals, locals, fromlist, level)
+
+    builtins.__import__ = guarded_import
+
+
+# ---------------------------------------------------------------------------------------------
+# Start-up
+# ---------------------------------------------------------------------------------------------
+
+
+def _apply_limits(limits):
+    table = {
+        "as": resource.RLIMIT_AS,
+        "cpu": resource.RLIMIT_CPU,
+        "nproc": resource.RLIMIT_NPROC,
+        "fsize": resource.RLIMIT_FSIZE,
+        "nofile": resource.RLIMIT_NOFILE,
+        "core": resource.RLIMIT_CORE,
+    }
+    for key, value in limits.items():
+        if value is None:
+            continue
+        soft, hard = (value, value + 1) if key == "cpu" else (value, value)
+        resource.setrlimit(table[key], (soft, hard))
+
+
+def _drop_privileges(uid):
+    if uid is None or os.getuid() != 0:
+        return None
+    try:
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+    except OSError as exc:
+        return f"could not drop privileges to uid {uid}: {exc}"
+    return None
+
+
+def _after_fork_parent():
+    S.forked = True
+
+
+def _after_fork_child():
+    S.is_child = True
+    try:
+        os.close(S.proto_in)
+        os.close(S.proto_out)
+    except OSError:
+        pass
+
+
+def _load(init, capture):
+    import importlib
+
+    S.code_dir = os.path.abspath(init["code_dir"])
+    S.own_modules = frozenset(init["own_modules"])
+    S.allowed = frozenset(init["allowed"])
+    S.blocked = frozenset(init["blocked"])
+    S.ancestors = frozenset(
+        ".".join(parts[:i]) for parts in (a.split(".") for a in S.allowed) for i in range(1, len(parts))
+    )
+    sys.path[:0] = [S.code_dir] + list(init.get("extra_paths", []))
+    _install_import_guard()
+    module_name = init["entry"][:-3].replace("/", ".")
+    try:
+        return importlib.import_module(module_name), None
+    except BaseException as exc:  # noqa: BLE001
+        kind, message = _describe(exc)
+        if kind == "code" and isinstance(exc, SyntaxError):
+            message = f"SyntaxError in {_clean(exc.filename or '?')}:{exc.lineno}: {exc.msg}"
+        elif kind == "code":
+            message = f"loading {init['entry']} failed: {message}"
+        return None, _error(kind, message, _traceback_tail(exc), capture.tail())
+
+
+def main():
+    reader = _Reader(0)
+    init = _loads(reader.frame())
+    S.proto_in, S.proto_out = os.dup(0), os.dup(1)  # dup'ed descriptors are close-on-exec
+    reader.fd = S.proto_in
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+    S.max_output = init["max_output"]
+    capture = _Capture(init["max_output"])
+    sys.stdout = sys.stderr = capture
+    sys.stdin = open(os.devnull)  # noqa: SIM115
+    signal.signal(signal.SIGALRM, _on_alarm)
+    S.main_pid = _getpid()
+    os.register_at_fork(after_in_parent=_after_fork_parent, after_in_child=_after_fork_child)
+    cpu = init["limits"].get("cpu")
+    S.cpu_budget = None if cpu is None else 0.8 * cpu
+    warning = _drop_privileges(init.get("uid"))
+    _apply_limits(init["limits"])
+    os.chdir(init["scratch"])
+    _seed(0)
+    module, error = _load(init, capture)
+    if error is not None:
+        _reply(S.proto_out, error)
+        return
+    names = sorted(k for k, v in vars(module).items() if callable(v) and not k.startswith("_"))
+    _reply(
+        S.proto_out,
+        {"ready": names, "uid": os.getuid(), "pid": S.main_pid, "warning": warning},
+    )
+    out = S.proto_out
+    while True:
+        body = reader.frame()
+        if body is None:
+            return
+        request = _loads(body)
+        name, seed, timeout = request["f"], request["s"], request["t"]
+        batch = request.get("b")
+        if batch is None:
+            _reply(out, _run_one(module, name, request["a"], seed, timeout, capture))
+        else:
+            for i, args in enumerate(batch):
+                _reply(out, _run_one(module, name, args, seed + i, timeout, capture))
+
+
+if __name__ == "__main__":
+    main()
