@@ -1,0 +1,54 @@
+"""The real embedded default model through load_model (marked real_model; runs in CI)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from ratchet.models import DEFAULT_MODEL, registry
+from ratchet.models import load_model
+
+pytestmark = pytest.mark.real_model
+
+
+@pytest.fixture(scope="module")
+def qwen():
+    if not registry.is_verified(DEFAULT_MODEL):
+        pytest.skip(f"{DEFAULT_MODEL} is not pulled (run: ratchet models pull {DEFAULT_MODEL})")
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python (the 'local' extra) is not installed")
+    return load_model(f"local:{DEFAULT_MODEL}", n_ctx=1024, n_threads=2)
+
+
+def test_short_answer_with_usage(qwen):
+    done = qwen.complete([{"role": "user", "content": "What is 7 times 6? Reply with the number only."}],
+                         max_tokens=8)
+    assert "42" in done.text
+    assert done.usage.prompt_tokens > 10 and 0 < done.usage.completion_tokens <= 8
+    assert done.model == f"local:{DEFAULT_MODEL}" and done.latency_s > 0
+    assert done.logprobs is None  # not asked for, and logits_all is off
+
+
+def test_grammar_constrains_the_answer(qwen):
+    grammar = 'root ::= "move " [1-9]'
+    prompt = "TicTacToe: the free cells are 2, 5 and 9. Pick one and answer as 'move N'."
+    done = qwen.complete([{"role": "user", "content": prompt}], max_tokens=6, grammar=grammar)
+    assert done.text.startswith("move ") and len(done.text) == 6 and done.text[-1].isdigit()
+
+
+def test_async_and_determinism(qwen):
+    msgs = [{"role": "user", "content": "Name a primary colour in one word."}]
+    first = qwen.complete(msgs, max_tokens=5)
+    second = asyncio.run(qwen.acomplete(msgs, max_tokens=5))
+    assert first.text == second.text and first.text.strip()
+
+
+def test_token_logprobs_with_logits_all():
+    if not registry.is_verified("smollm2-135m"):
+        pytest.skip("smollm2-135m is not pulled (run: ratchet models pull smollm2-135m)")
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python (the 'local' extra) is not installed")
+    small = load_model("local:smollm2-135m", n_ctx=256, logits_all=True)
+    done = small.complete([{"role": "user", "content": "Say hello."}], max_tokens=4, logprobs=True)
+    assert done.logprobs is not None and len(done.logprobs) == done.usage.completion_tokens
+    assert "".join(t.token for t in done.logprobs) == done.text
+    assert all(t.logprob <= 0.0 for t in done.logprobs)
