@@ -1,0 +1,378 @@
+"""The rollout runner: N episodes in worker processes, per-step records, summary metrics.
+
+Workers build their own environment and agents from picklable factories and send back plain
+records; only this (parent) process writes to the run store, so workers never touch it. Which
+steps count: only the evaluated agent's steps enter the legal-action rate; a "losing invalid" move
+(see :mod:`ratchet.envs.notes`) is counted as lost, not illegal. Two-player games alternate seats
+(episode i: the agent sits in seat ``i % 2``) against the configured opponent.
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ratchet.config import Settings
+from ratchet.contracts import EpisodeSummary, StepRecord
+from ratchet.envs.agents import Agent, AgentSpec, RandomLegalAgent
+from ratchet.envs.config import EnvConfig
+from ratchet.executors.local import LocalExecutor, Progress, default_workers
+
+AgentFactory = Callable[[], Agent]
+
+
+class RolloutConfig(Settings):
+    """How a batch of episodes is played."""
+
+    workers: int = 0
+    """Worker processes; 0 = auto: one per core for code/scripted agents, 1 (in this process) for
+    local LLM agents (loading a model per process on a small machine is wasteful)."""
+
+    env: EnvConfig = EnvConfig()
+    """Settings of every environment instance (step cap, hint stripping, observation shape…)."""
+
+    opponent: str = "random-legal"
+    """Two-player games: "random-legal", "random" (random text), "self" (the agent plays both
+    seats) or an agent spec; ignored when an opponent factory is passed."""
+
+    alternate_seats: bool = True
+    """Episode i puts the agent in seat i % 2 (the paper's protocol); off: always seat 0."""
+
+    retry_illegal: bool = False
+    """After an illegal move, give the agent the env's reason as feedback for its next attempt."""
+
+    stop_on_illegal: bool = False
+    """End an episode at the agent's first illegal move (AutoHarness search evaluation)."""
+
+    keep_observations: bool = True
+    """Store each step's observation text in the step records (turn off for huge runs)."""
+
+
+@dataclass
+class EpisodeResult:
+    """What a worker sends back for one episode (plain data only)."""
+
+    summary: EpisodeSummary
+    steps: list[StepRecord]
+    agent_steps: int
+    agent_illegal: int
+    agent_losing_invalid: int
+    agent_reward: float
+    opponent_reward: float | None
+    reasons: list[str]
+    tokens: int
+    agent_s: float
+    env_s: float
+
+
+@dataclass
+class RolloutReport:
+    """Summary of a batch of episodes."""
+
+    env_id: str
+    agent: str
+    legal_rate: float
+    legal_ci: tuple[float, float]
+    illegal_reasons: Counter
+    losing_invalid: int
+    mean_reward: float
+    reward_ci: tuple[float, float]
+    win_rate: float
+    win_ci: tuple[float, float]
+    episodes: list[EpisodeSummary]
+    steps: int
+    agent_steps: int
+    wall_s: float
+    agent_s: float
+    env_s: float
+    tokens: int
+    workers: int
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "env_id": self.env_id,
+            "agent": self.agent,
+            "episodes": len(self.episodes),
+            "legal_rate": self.legal_rate,
+            "legal_ci": list(self.legal_ci),
+            "illegal_reasons": dict(self.illegal_reasons.most_common()),
+            "losing_invalid": self.losing_invalid,
+            "mean_reward": self.mean_reward,
+            "reward_ci": list(self.reward_ci),
+            "win_rate": self.win_rate,
+            "win_ci": list(self.win_ci),
+            "steps": self.steps,
+            "agent_steps": self.agent_steps,
+            "wall_s": self.wall_s,
+            "agent_s": self.agent_s,
+            "env_s": self.env_s,
+            "tokens": self.tokens,
+            "workers": self.workers,
+            **self.extra,
+        }
+
+
+# ------------------------------------------------------------------------------------ statistics
+
+
+def wilson(successes: float, n: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson score interval of a proportion (sensible at 0 and 1 and for small n)."""
+    if n <= 0:
+        return (0.0, 1.0)
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def bootstrap_mean_ci(values: list[float], resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap 95% interval of the mean (fixed seed: the same data give the same CI)."""
+    if not values:
+        return (0.0, 0.0)
+    if len(values) == 1:
+        return (values[0], values[0])
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    data = np.asarray(values, dtype=float)
+    means = rng.choice(data, size=(resamples, len(data)), replace=True).mean(axis=1)
+    return (float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5)))
+
+
+# ------------------------------------------------------------------------------------ workers
+
+_CACHE: dict[str, Any] = {}
+
+
+def _cached(kind: str, key: bytes, build: Callable[[], Any]) -> Any:
+    """One env / agent per worker process, reused across its episodes (a reset is enough)."""
+    slot = _CACHE.get(kind)
+    if slot is None or slot[0] != key:
+        if slot is not None and hasattr(slot[1], "close") and kind == "env":
+            slot[1].close()
+        slot = (key, build())
+        _CACHE[kind] = slot
+    return slot[1]
+
+
+@dataclass(frozen=True)
+class _Job:
+    env_id: str
+    seed: int
+    index: int
+    agent_seat: int
+    agent_factory: AgentFactory
+    opponent_factory: AgentFactory | None
+    self_play: bool
+    config: RolloutConfig
+
+
+def _play(job: _Job) -> EpisodeResult:
+    from ratchet.envs.registry import make
+
+    cfg = job.config
+    env = _cached("env", pickle.dumps((job.env_id, cfg.env.model_dump())), lambda: make(job.env_id, cfg.env))
+    agent: Agent = _cached("agent", pickle.dumps(job.agent_factory), job.agent_factory)
+    agent_seat = job.agent_seat % env.num_players  # one-player games: always seat 0
+    seats: dict[int, Agent] = {agent_seat: agent}
+    if env.num_players > 1:
+        if job.self_play:
+            opponent = agent
+        else:
+            factory = job.opponent_factory or (lambda: RandomLegalAgent(seed=job.seed))
+            opponent = _cached("opponent", pickle.dumps(job.opponent_factory), factory)
+        for seat in range(env.num_players):
+            seats.setdefault(seat, opponent)
+    for player in set(map(id, seats.values())):
+        a = next(x for x in seats.values() if id(x) == player)
+        a.reset(job.seed)
+        if hasattr(a, "bind"):
+            a.bind(env)
+
+    episode_id = f"{job.env_id}-{job.index:04d}-s{job.seed}"
+    start = time.perf_counter()
+    obs = env.reset(job.seed)
+    steps: list[StepRecord] = []
+    feedback: dict[int, str | None] = {}
+    counts = {"steps": 0, "illegal": 0, "losing": 0, "tokens": 0}
+    reasons: list[str] = []
+    agent_s = env_s = 0.0
+    rewards: dict[int, float] = {}
+    ended_by_illegal = False
+    while True:
+        player = obs.player_id
+        actor = seats.get(player, agent)
+        is_agent = player == agent_seat or (job.self_play and actor is agent)
+        t0 = time.perf_counter()
+        action = actor.act(obs, feedback.get(player) if cfg.retry_illegal else None)
+        t1 = time.perf_counter()
+        result = env.step(action)
+        t2 = time.perf_counter()
+        info = dict(getattr(actor, "last_info", {}) or {})
+        tokens = int(info.get("prompt_tokens", 0)) + int(info.get("completion_tokens", 0))
+        illegal = not result.legal and not result.losing_not_illegal
+        if is_agent:
+            agent_s += t1 - t0
+            counts["steps"] += 1
+            counts["tokens"] += tokens
+            counts["illegal"] += int(illegal)
+            counts["losing"] += int(result.losing_not_illegal)
+            if illegal:
+                reasons.append(result.illegal_reason or "(no reason given)")
+        env_s += t2 - t1
+        feedback[player] = None if result.legal else result.illegal_reason
+        extra: dict[str, Any] = {"seat": "agent" if is_agent else "opponent", "env_s": t2 - t1}
+        if result.losing_not_illegal:
+            extra["losing_not_illegal"] = True
+        if tokens:
+            extra["tokens"] = tokens
+        if "raw" in info:
+            extra["raw"] = info["raw"]
+        if info.get("verifier_rejections"):
+            extra["verifier_rejections"] = info["verifier_rejections"]
+        for key in ("truncated", "env_error"):
+            if key in result.info:
+                extra[key] = result.info[key]
+        steps.append(
+            StepRecord(
+                episode_id=episode_id,
+                index=len(steps),
+                player_id=player,
+                observation=obs.text if cfg.keep_observations else "",
+                action=action,
+                legal=result.legal,
+                illegal_reason=result.illegal_reason,
+                reward=None if result.rewards is None else result.rewards.get(player),
+                latency_s=t1 - t0,
+                extra=extra,
+            )
+        )
+        if result.done or result.observation is None or (cfg.stop_on_illegal and is_agent and illegal):
+            rewards = result.rewards or {}
+            ended_by_illegal = result.ended_by_illegal or (cfg.stop_on_illegal and is_agent and illegal)
+            break
+        obs = result.observation
+    wall = time.perf_counter() - start
+    agent_reward = float(rewards.get(agent_seat, 0.0))
+    others = [v for k, v in rewards.items() if k != agent_seat]
+    summary = EpisodeSummary(
+        episode_id=episode_id,
+        env_id=job.env_id,
+        seed=job.seed,
+        agent=getattr(agent, "name", type(agent).__name__),
+        steps=len(steps),
+        illegal_steps=counts["illegal"],
+        rewards={int(k): float(v) for k, v in rewards.items()},
+        ended_by_illegal=ended_by_illegal,
+        wall_s=wall,
+        extra={
+            "agent_seat": agent_seat,
+            "agent_steps": counts["steps"],
+            "losing_invalid": counts["losing"],
+            "tokens": counts["tokens"],
+            "truncated": bool(steps and steps[-1].extra.get("truncated")),
+        },
+    )
+    return EpisodeResult(
+        summary=summary,
+        steps=steps,
+        agent_steps=counts["steps"],
+        agent_illegal=counts["illegal"],
+        agent_losing_invalid=counts["losing"],
+        agent_reward=agent_reward,
+        opponent_reward=max(others) if others else None,
+        reasons=reasons,
+        tokens=counts["tokens"],
+        agent_s=agent_s,
+        env_s=env_s,
+    )
+
+
+def _win(result: EpisodeResult) -> float:
+    """1 for a win, 0.5 for a draw, 0 for a loss; one-player: 1 when the reward reaches 1 (solved)."""
+    if result.opponent_reward is None:
+        return 1.0 if result.agent_reward >= 1.0 else 0.0
+    if result.agent_reward > result.opponent_reward:
+        return 1.0
+    return 0.5 if result.agent_reward == result.opponent_reward else 0.0
+
+
+def auto_workers(agent_factory: AgentFactory, episodes: int) -> int:
+    if isinstance(agent_factory, AgentSpec) and agent_factory.is_local_llm:
+        return 1
+    return max(1, min(default_workers(), episodes))
+
+
+def run_rollouts(
+    env_id: str,
+    agent_factory: AgentFactory,
+    seeds: list[int],
+    config: RolloutConfig | None = None,
+    run: Any = None,
+    opponent_factory: AgentFactory | None = None,
+    progress: Progress | None = None,
+) -> RolloutReport:
+    """Play one episode per seed and summarise. ``run`` (a store Run) receives every step record
+    and episode summary as episodes finish; ``progress(done, total)`` is called per episode."""
+    cfg = config or RolloutConfig()
+    self_play = opponent_factory is None and cfg.opponent == "self"
+    if opponent_factory is None and cfg.opponent not in ("self", "random-legal"):
+        opponent_factory = AgentSpec(cfg.opponent, game=env_id)
+    workers = cfg.workers or auto_workers(agent_factory, len(seeds))
+    jobs = [
+        _Job(
+            env_id=env_id,
+            seed=seed,
+            index=i,
+            agent_seat=(i % 2) if cfg.alternate_seats else 0,
+            agent_factory=agent_factory,
+            opponent_factory=opponent_factory,
+            self_play=self_play,
+            config=cfg,
+        )
+        for i, seed in enumerate(seeds)
+    ]
+    start = time.perf_counter()
+    results: list[EpisodeResult] = []
+    with LocalExecutor(workers, progress=progress) as executor:
+        for result in executor.map(_play, jobs):
+            results.append(result)
+            if run is not None:
+                with run.step_writer(result.summary.episode_id) as writer:
+                    for step in result.steps:
+                        writer.write(step)
+                run.add_episode(result.summary)
+    wall = time.perf_counter() - start
+    agent_steps = sum(r.agent_steps for r in results)
+    illegal = sum(r.agent_illegal for r in results)
+    reasons = Counter(reason for r in results for reason in r.reasons)
+    rewards = [r.agent_reward for r in results]
+    wins = [_win(r) for r in results]
+    legal = agent_steps - illegal
+    return RolloutReport(
+        env_id=env_id,
+        agent=results[0].summary.agent if results else "",
+        legal_rate=legal / agent_steps if agent_steps else 1.0,
+        legal_ci=wilson(legal, agent_steps),
+        illegal_reasons=reasons,
+        losing_invalid=sum(r.agent_losing_invalid for r in results),
+        mean_reward=sum(rewards) / len(rewards) if rewards else 0.0,
+        reward_ci=bootstrap_mean_ci(rewards),
+        win_rate=sum(wins) / len(wins) if wins else 0.0,
+        win_ci=wilson(sum(wins), len(wins)),
+        episodes=[r.summary for r in results],
+        steps=sum(len(r.steps) for r in results),
+        agent_steps=agent_steps,
+        wall_s=wall,
+        agent_s=sum(r.agent_s for r in results),
+        env_s=sum(r.env_s for r in results),
+        tokens=sum(r.tokens for r in results),
+        workers=workers,
+    )

@@ -1,0 +1,305 @@
+"""TextArena games behind the :class:`ratchet.contracts.Environment` contract.
+
+What this adapter adds to a raw (unwrapped, ``-raw``) TextArena env:
+
+* **Illegal moves from the source.** The env's own ``state.set_invalid_move`` is wrapped on this
+  instance's state (never globally) after each reset; a step reports ``legal=False`` with the env's
+  reason, and ``ended_by_illegal`` when that call took the game-ending branch.
+* **Lost, not illegal.** Games that call a losing move "invalid" (see :mod:`ratchet.envs.notes`) mark
+  the step ``losing_not_illegal``.
+* **Bounded observations** assembled from the env's typed messages (rules prompt, latest board, the
+  player's last few messages) instead of TextArena's ever-growing history; move hints stripped.
+* **A private random stream.** TextArena seeds and draws from the global ``random`` module; every
+  env call runs with this instance's own saved state swapped in and the caller's restored after, so
+  neither the caller nor other envs see it (and one episode's stream depends only on its seed).
+* Step caps, auto-reset, and a copy-and-try ``probe`` to test a move without playing it.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import random
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from ratchet.contracts import Observation, RatchetError, StepResult
+from ratchet.envs.config import EnvConfig
+from ratchet.envs.hints import find_hints, strip_hints
+from ratchet.envs.notes import is_losing_not_illegal
+
+
+def go_offline() -> None:
+    """Make sure no game can hang on a download: NLTK downloads fail fast, hub clients stay offline.
+
+    Called before TextArena is imported in any process that runs games. It patches
+    ``nltk.download`` (only in this process) to return False, which is what NLTK itself returns when
+    a download fails; the game then raises its own LookupError, which availability checks report.
+    """
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("NLTK_DOWNLOADER_OFFLINE", "1")
+    try:
+        import nltk
+    except Exception:  # nltk is a TextArena dependency, but a game may not need it
+        return
+
+    def _no_download(*args: Any, **kwargs: Any) -> bool:
+        return False
+
+    nltk.download = _no_download  # type: ignore[assignment]
+
+
+def _format_action(action: str) -> str:
+    """TextArena's default ActionFormattingWrapper: bracket an action that has no brackets."""
+    action = action.strip()
+    if "[" not in action and "]" not in action:
+        return f"[{action}]"
+    return action
+
+
+class TextArenaEnv:
+    """One TextArena game, in this process. Implements ``contracts.Environment``."""
+
+    def __init__(self, env_id: str, num_players: int, config: EnvConfig | None = None) -> None:
+        go_offline()
+        import textarena as ta
+        from textarena.envs.registration import ENV_REGISTRY
+
+        self.env_id = env_id
+        self.num_players = num_players
+        self.config = config or EnvConfig()
+        raw_id = f"{env_id}-raw" if f"{env_id}-raw" in ENV_REGISTRY else env_id
+        if raw_id not in ENV_REGISTRY:
+            raise RatchetError(f"unknown TextArena env {env_id!r}", hint="see `ratchet envs list --all`")
+        self._ta = ta
+        self._rng_state: Any = None
+        with self._own_random():
+            self._env = ta.make(raw_id)
+        self._invalid: list[tuple[str, bool]] = []
+        self._seed = 0
+        self._steps = 0
+        self._done = True
+        self._prompt: dict[int, str] = {}
+        self._window: dict[int, list[tuple[str, bool]]] = {}
+        self._board: dict[int, str] = {}
+        self._history: dict[int, list[str]] = {}
+        self._legal_hint: list[str] = []
+        self._last_obs: Observation | None = None
+
+    # ---------------------------------------------------------------- random isolation
+
+    @contextmanager
+    def _own_random(self) -> Iterator[None]:
+        outer = random.getstate()
+        if self._rng_state is not None:
+            random.setstate(self._rng_state)
+        try:
+            yield
+        finally:
+            self._rng_state = random.getstate()
+            random.setstate(outer)
+
+    # ---------------------------------------------------------------- contract
+
+    def reset(self, seed: int) -> Observation:
+        self._seed = seed
+        self._steps = 0
+        self._prompt, self._window, self._board, self._history = {}, {}, {}, {}
+        self._rng_state = None
+        with self._own_random():
+            random.seed(seed)  # games that draw before seeding still get a per-seed stream
+            self._env.reset(num_players=self.num_players, seed=seed)
+        self._hook(self._env.state)
+        self._env.state.error_allowance = self.config.error_allowance
+        self._done = False
+        return self._observe()
+
+    def step(self, action: str) -> StepResult:
+        if self._done:
+            raise RatchetError(f"{self.env_id}: step() after the episode ended", hint="call reset(seed) first")
+        state = self._env.state
+        player = state.current_player_id
+        self._invalid = []
+        info: dict[str, Any] = {"player_id": player}
+        env_error: str | None = None
+        try:
+            with self._own_random():
+                done, _ = self._env.step(_format_action(action))
+        except Exception as exc:  # a crash inside the game's own code on this input
+            done = True
+            env_error = f"{type(exc).__name__}: {exc}"
+            info["env_error"] = traceback.format_exc(limit=4)
+        self._steps += 1
+        legal = not self._invalid and env_error is None
+        reason: str | None = None
+        ended_by_illegal = False
+        if self._invalid:
+            raw_reason, final = self._invalid[-1]
+            info["illegal_reason_raw"] = raw_reason
+            reason = strip_hints(raw_reason).strip() or raw_reason if self.config.strip_move_hints else raw_reason
+            ended_by_illegal = bool(done and final)
+        elif env_error is not None:
+            reason = f"environment error: {env_error}"
+        losing = (not legal) and is_losing_not_illegal(self.env_id, info.get("illegal_reason_raw"))
+
+        rewards: dict[int, float] | None = None
+        observation: Observation | None = None
+        if done:
+            rewards = self._final_rewards()
+            info["game_info"] = _plain(getattr(state, "game_info", {}))
+        elif self._steps >= self.config.max_steps:
+            done = True
+            info["truncated"] = True
+            rewards = {pid: 0.0 for pid in range(self.num_players)}
+        else:
+            observation = self._observe()
+        if done:
+            self._done = True
+            if self.config.auto_reset:
+                observation = self.reset(self._seed + 1)
+                info["auto_reset_seed"] = self._seed
+        return StepResult(
+            observation=observation,
+            done=done,
+            legal=legal,
+            illegal_reason=reason,
+            ended_by_illegal=ended_by_illegal,
+            losing_not_illegal=losing,
+            rewards=rewards,
+            info=info,
+        )
+
+    def close(self) -> None:
+        self._done = True
+
+    # ---------------------------------------------------------------- extras used by agents/runner
+
+    def observe(self) -> Observation:
+        """The current player's latest observation (without draining anything new)."""
+        if self._last_obs is None:
+            raise RatchetError(f"{self.env_id}: observe() before reset()", hint="call reset(seed) first")
+        return self._last_obs
+
+    def game_description(self) -> str:
+        """The rules prompt player 0 gets (move hints stripped when configured)."""
+        if 0 not in self._prompt:
+            self.reset(0)
+        text = self._prompt.get(0, "")
+        return strip_hints(text, static=True) if self.config.strip_move_hints else text
+
+    def legal_moves_hint(self) -> list[str]:
+        """Moves the game itself listed for the player to move (before stripping); [] if none."""
+        return list(self._legal_hint)
+
+    def probe(self, action: str) -> bool:
+        """Would ``action`` be accepted now? Tried on a deep copy; this env is left untouched."""
+        if self._done:
+            return False
+        state = self._env.state
+        hooked = state.__dict__.pop("set_invalid_move", None)
+        try:
+            with self._own_random():
+                saved = random.getstate()
+                twin = copy.deepcopy(self._env)
+        finally:
+            if hooked is not None:
+                state.set_invalid_move = hooked
+        flagged: list[bool] = []
+        original = twin.state.set_invalid_move
+
+        def spy(*args: Any, **kwargs: Any) -> Any:
+            flagged.append(True)
+            return original(*args, **kwargs)
+
+        twin.state.set_invalid_move = spy
+        outer = random.getstate()
+        random.setstate(saved)
+        try:
+            twin.step(_format_action(action))
+        except Exception:
+            return False
+        finally:
+            random.setstate(outer)
+        return not flagged
+
+    # ---------------------------------------------------------------- internals
+
+    def _hook(self, state: Any) -> None:
+        original = state.set_invalid_move
+
+        def set_invalid_move(*args: Any, **kwargs: Any) -> Any:
+            reason = kwargs.get("reason", args[0] if args else None)
+            allowance = getattr(state, "error_allowance", 1) or 0
+            final = not (allowance > getattr(state, "error_count", 0))
+            self._invalid.append((str(reason) if reason is not None else "invalid move", final))
+            return original(*args, **kwargs)
+
+        state.set_invalid_move = set_invalid_move
+
+    def _final_rewards(self) -> dict[int, float]:
+        with self._own_random():
+            closed = self._env.close()
+        rewards = closed[0] if isinstance(closed, tuple) else closed
+        if not isinstance(rewards, dict):
+            rewards = getattr(self._env.state, "rewards", None) or {}
+        return {int(k): float(v) for k, v in rewards.items()}
+
+    def _observe(self) -> Observation:
+        ta = self._ta
+        with self._own_random():
+            player, messages = self._env.get_observation()
+        roles = getattr(self._env.state, "role_mapping", {}) or {}
+        window = self._window.setdefault(player, [])
+        history = self._history.setdefault(player, [])
+        fresh_text: list[str] = []
+        for sender, message, kind in messages:
+            message = str(message)
+            if kind == ta.ObservationType.PROMPT and player not in self._prompt:
+                self._prompt[player] = message
+                fresh_text.append(message)
+                continue
+            name = "GAME" if sender == ta.GAME_ID else roles.get(sender, f"Player {sender}")
+            line = f"[{name}] {message}"
+            is_board = kind == ta.ObservationType.GAME_BOARD
+            if self.config.strip_move_hints:
+                line = strip_hints(line)
+            if is_board:
+                # A new board supersedes older ones: keep only the latest in the window.
+                self._board[player] = line
+                window[:] = [entry for entry in window if not entry[1]]
+            window.append((line, is_board))
+            fresh_text.append(message)
+            if not self.config.bounded_observation:
+                history.append(line)
+        del window[: max(0, len(window) - self.config.max_feedback_messages)]
+        self._legal_hint = find_hints("\n".join(fresh_text))
+
+        strip = self.config.strip_move_hints
+        parts: list[str] = []
+        prompt = self._prompt.get(player, "")
+        if self.config.include_prompt and prompt:
+            parts.append(strip_hints(prompt, static=True) if strip else prompt)
+        if self.config.bounded_observation:
+            board = self._board.get(player)
+            if board is not None and all(line != board for line, _ in window):
+                parts.append(board)
+            parts.extend(line for line, _ in window)
+        else:
+            parts.extend(history)
+        text = "\n\n".join(parts) if self.config.bounded_observation else "\n".join(parts)
+        self._last_obs = Observation(player_id=int(player), text=text)
+        return self._last_obs
+
+
+def _plain(value: Any) -> Any:
+    """A JSON-able copy of TextArena's game_info (it may hold enums or custom objects)."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
