@@ -270,6 +270,23 @@ class TurnQueue:
         ).fetchall()
         return [(float(t), int(r)) for t, r in reversed(rows)]
 
+    def judged_rows(self) -> list[tuple[int, int, list[int], float]]:
+        """Every judgement as (policy version of the turn, reward, votes, judged at), oldest first."""
+        rows = self._conn().execute(
+            "SELECT t.policy_version, j.reward, j.data, j.created_at FROM judgements j JOIN turns t"
+            " ON t.turn_id = j.turn_id ORDER BY j.created_at"
+        ).fetchall()
+        return [(int(v), int(r), list(json.loads(d).get("votes") or []), float(at)) for v, r, d, at in rows]
+
+    def trained_versions(self, session_id: str) -> list[int]:
+        """The weight versions whose updates used turns of this session."""
+        rows = self._conn().execute(
+            "SELECT DISTINCT trained_version FROM turns WHERE session_id=? AND trained_version IS NOT NULL"
+            " ORDER BY trained_version",
+            (session_id,),
+        ).fetchall()
+        return [int(r[0]) for r in rows]
+
     def sessions(self) -> list[tuple[str, int]]:
         """Every session id with its number of stored turns."""
         rows = self._conn().execute(

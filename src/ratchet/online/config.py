@@ -1,0 +1,139 @@
+"""Settings of ``ratchet serve``: the server, session tagging, the judge and the loops."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from ratchet.config import Settings
+from ratchet.online.trainer import TrainerConfig
+
+LearnMode = Literal["off", "binary", "opd", "combine"]
+
+
+class JudgeConfig(Settings):
+    """Who scores each finished turn from its next state, and how."""
+
+    kind: Literal["rule", "model"] = "rule"
+    """``rule``: keyword rules (thanks / correction / redo / tool error), free and instant.
+    ``model``: a process reward model prompted with the turn and its next state."""
+
+    model: str | None = None
+    """Model spec of the judge when kind=model (``local:qwen2.5-coder-0.5b``, ``openai:…``,
+    ``http://host:port/v1#name``). None means the served model's own spec."""
+
+    votes: int = Field(default=3, ge=1, le=15)
+    """Number of independent judge samples per turn; the majority wins and a tie gives 0."""
+
+    temperature: float = Field(default=0.6, ge=0.0, le=2.0)
+    """Sampling temperature of each judge vote (the votes must be able to differ)."""
+
+    max_tokens: int = Field(default=256, ge=8)
+    """Token limit of one judge answer (the reasoning plus the boxed verdict and the hint)."""
+
+    batch: int = Field(default=8, ge=1)
+    """How many turns the judging loop takes from the queue at a time."""
+
+    poll_s: float = Field(default=0.5, gt=0)
+    """How long the judging loop sleeps when nothing is waiting to be judged."""
+
+    threads: int = Field(default=1, ge=1)
+    """CPU threads of the judging process (BLAS/OpenMP and an embedded judge model)."""
+
+
+class SessionConfig(Settings):
+    """How turns are grouped into sessions and paired with their next state."""
+
+    infer: bool = True
+    """Infer the session from the conversation prefix when a request carries no session id.
+    When false such requests are served and recorded as side turns of session ``unknown``."""
+
+    max_sessions: int = Field(default=10_000, ge=1)
+    """Open sessions remembered in memory for pairing and inference (least recently used go first)."""
+
+    default_turn_type: Literal["main", "side"] = "main"
+    """Turn type of a request that does not say (``X-Turn-Type``)."""
+
+
+class OnlineConfig(Settings):
+    """``ratchet serve``: an OpenAI-compatible server whose model learns from its conversations."""
+
+    model: str = "local:qwen2.5-coder-0.5b"
+    """The served model: ``local:NAME`` (embedded llama.cpp with LoRA hot swap) or
+    ``http://host:port/v1#name`` (an OpenAI-compatible backend such as vLLM, proxied)."""
+
+    learn: LearnMode = "combine"
+    """Learning signal: ``off`` (serve and collect only), ``binary`` (Binary RL from the judge's
+    +1/-1), ``opd`` (on-policy distillation with hindsight hints) or ``combine`` (both)."""
+
+    host: str = "127.0.0.1"
+    """Interface to listen on. Local-only by default; any other address requires an API key."""
+
+    port: int = Field(default=8000, ge=0, le=65535)
+    """TCP port of the server (0 picks a free one)."""
+
+    api_key: str | None = None
+    """Bearer key clients must send. Defaults to $RATCHET_SERVER_KEY; None with a loopback host
+    means no authentication."""
+
+    served_name: str | None = None
+    """Model id shown by /v1/models and echoed in responses; None uses the model spec."""
+
+    run: str | None = None
+    """Run name in the run store; None makes ``serve-<timestamp>``."""
+
+    runs_root: Path | None = None
+    """Root of the run store; None uses $RATCHET_RUNS or ./runs."""
+
+    n_ctx: int = Field(default=4096, ge=256)
+    """Context window of the embedded serving model (prompt + response tokens)."""
+
+    serving_threads: int = Field(default=1, ge=1)
+    """CPU threads of the embedded serving model; keep serving + training threads <= cores."""
+
+    max_tokens: int = Field(default=512, ge=1)
+    """Response token limit when a request does not set max_tokens."""
+
+    backend_concurrency: int = Field(default=1, ge=1)
+    """Requests generated at once. 1 for the embedded model (one sequence at a time, requests
+    queue); raise it for an HTTP backend that batches (vLLM)."""
+
+    version_poll_s: float = Field(default=1.0, gt=0)
+    """How often serving checks the version store for a newly promoted adapter to hot-swap."""
+
+    status_every_s: float = Field(default=10.0, gt=0)
+    """How often serving writes live metrics (status.json, metrics.jsonl) to the run store."""
+
+    executor: Literal["process", "ray"] = "process"
+    """How the judging and training loops run: local processes, or Ray actors (``ray`` extra)."""
+
+    trainer_loop: str = "ratchet.online.trainer:run_trainer_loop"
+    """``module:function`` of the training loop, called as fn(config, queue_path, versions_dir,
+    stop_event) in its own process."""
+
+    judge: JudgeConfig = Field(default_factory=JudgeConfig)
+    """The judging loop."""
+
+    sessions: SessionConfig = Field(default_factory=SessionConfig)
+    """Session tagging, inference and next-state pairing."""
+
+    trainer: TrainerConfig = Field(default_factory=TrainerConfig)
+    """The training loop (LoRA on CPU). ``ratchet serve`` sets its model and signal from ``model``
+    and ``learn`` so the trained weights are the served ones."""
+
+    @field_validator("learn", mode="before")
+    @classmethod
+    def _yaml_off(cls, value: object) -> object:
+        # YAML reads a bare `off` as False.
+        return "off" if value is False else value
+
+    def resolved_trainer(self) -> TrainerConfig:
+        """The trainer settings with the served model and the learning signal filled in."""
+        update: dict[str, object] = {"signal": {"binary": "rl"}.get(self.learn, self.learn)}
+        if self.model.startswith("local:"):
+            update["model"] = self.model.split(":", 1)[1]
+        if self.learn == "off":
+            update.pop("signal")
+        return self.trainer.model_copy(update=update)

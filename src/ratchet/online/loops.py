@@ -1,0 +1,263 @@
+"""Starting and stopping the loops: judging and training beside the serving process.
+
+The loops share only the queue file and the version directory, so each can run anywhere that sees
+them: as local processes (``spawn``, each with its own pinned thread count, the default) or as Ray
+actors (``executor=ray``; the same loop functions, one actor each). Serving stays in the process
+that runs uvicorn. A stop event ends each loop between two units of work; Ctrl-C in the terminal
+reaches the parent only (children ignore SIGINT) so shutdown is always orderly.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import multiprocessing as mp
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ratchet.online.config import OnlineConfig
+from ratchet.online.queue import TurnQueue
+
+log = logging.getLogger("ratchet.online.loops")
+
+THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
+              "VECLIB_MAXIMUM_THREADS")
+
+
+def pin_threads(n: int) -> None:
+    """Limit this process to ``n`` compute threads (BLAS/OpenMP now, torch if already imported).
+
+    Call before heavy imports: OpenMP reads the variables once. On two cores two processes with
+    two threads each slowed decoding about eight-fold.
+    """
+    for name in THREAD_ENV:
+        os.environ[name] = str(n)
+    torch = __import__("sys").modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(n)
+
+
+def resolve(target: str) -> Callable[..., Any]:
+    """``package.module:function`` -> the function."""
+    module, _, name = target.partition(":")
+    if not name:
+        raise ValueError(f"expected module:function, got {target!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+# ---------------------------------------------------------------------------------------------
+# The judging loop
+# ---------------------------------------------------------------------------------------------
+
+
+def make_judge(config: OnlineConfig):
+    """The judge the config asks for; a model judge's calls go through an accountant."""
+    from ratchet.online.judge import build_judge
+
+    jc = config.judge
+    model = None
+    if jc.kind == "model":
+        from ratchet.models import Accountant, AccountedModel, load_model
+
+        spec = jc.model or config.model
+        overrides: dict[str, Any] = {"n_threads": jc.threads} if spec.startswith("local:") else {}
+        try:
+            inner = load_model(spec, **overrides)
+        except Exception:  # the backend's settings may not take n_threads; the env pin still holds
+            inner = load_model(spec)
+        model = AccountedModel(inner, Accountant(), purpose="judge")
+    return build_judge(jc.kind, learn=config.learn, model=model, votes=jc.votes, temperature=jc.temperature,
+                       max_tokens=jc.max_tokens)
+
+
+def run_judge_loop(config: OnlineConfig, queue_path: str | Path, stop_event: Any, judge: Any = None) -> int:
+    """Judge turns as their next states arrive until ``stop_event`` is set; returns turns judged.
+
+    A turn whose judging raises is logged and left to its lease expiring, so a flaky judge never
+    loses turns nor stops the loop.
+    """
+    queue = TurnQueue(queue_path)
+    judge = judge or make_judge(config)
+    done = 0
+    while not stop_event.is_set():
+        work = queue.turns_to_judge(config.judge.batch)
+        if not work:
+            stop_event.wait(config.judge.poll_s)
+            continue
+        for turn, next_state in work:
+            if stop_event.is_set():
+                break
+            try:
+                queue.add_judgement(judge.judge(turn, next_state))
+                done += 1
+            except Exception:
+                log.exception("judging turn %s failed; it returns to the queue when its lease ends", turn.turn_id)
+    return done
+
+
+def run_trainer(config: OnlineConfig, queue_path: str | Path, versions_dir: str | Path, stop_event: Any) -> None:
+    """The configured training loop with its settings filled in from the served model."""
+    fn = resolve(config.trainer_loop)
+    fn(config.resolved_trainer(), queue_path, versions_dir, stop_event)
+
+
+# ---------------------------------------------------------------------------------------------
+# Local processes
+# ---------------------------------------------------------------------------------------------
+
+
+def _child_main(name: str, target: str, args: tuple[Any, ...], threads: int, stop_event: Any) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when we stop
+    pin_threads(threads)
+    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {name} %(levelname)s %(name)s: %(message)s")
+    try:
+        resolve(target)(*args, stop_event)
+    except Exception:
+        logging.getLogger(f"ratchet.online.{name}").exception("the %s loop crashed", name)
+        raise
+
+
+class LocalLoops:
+    """The judging and training loops as ``spawn``-ed processes of this machine."""
+
+    def __init__(self, config: OnlineConfig, queue_path: Path, versions_dir: Path, *, judge: bool = True,
+                 trainer: bool = True) -> None:
+        self.config = config
+        ctx = mp.get_context("spawn")
+        self.stop_event = ctx.Event()
+        self.processes: dict[str, mp.process.BaseProcess] = {}
+        specs: list[tuple[str, str, tuple[Any, ...], int]] = []
+        if judge:
+            specs.append(("judge", "ratchet.online.loops:run_judge_loop", (config, str(queue_path)),
+                          config.judge.threads))
+        if trainer and config.learn != "off":
+            specs.append(("trainer", "ratchet.online.loops:run_trainer",
+                          (config, str(queue_path), str(versions_dir)), config.trainer.num_threads))
+        for name, target, args, threads in specs:
+            self.processes[name] = ctx.Process(
+                target=_child_main, args=(name, target, args, threads, self.stop_event), name=f"ratchet-{name}",
+                daemon=False,
+            )
+
+    def start(self) -> LocalLoops:
+        for name, proc in self.processes.items():
+            proc.start()
+            log.info("started the %s loop (pid %d)", name, proc.pid)
+        return self
+
+    def alive(self) -> dict[str, bool]:
+        return {name: proc.is_alive() for name, proc in self.processes.items()}
+
+    def stop(self, timeout_s: float = 60.0) -> dict[str, int | None]:
+        """Ask every loop to stop, wait for them, terminate what does not stop in time."""
+        self.stop_event.set()
+        deadline = time.monotonic() + timeout_s
+        for name, proc in self.processes.items():
+            proc.join(max(0.1, deadline - time.monotonic()))
+            if proc.is_alive():
+                log.warning("the %s loop did not stop in %.0fs; terminating it", name, timeout_s)
+                proc.terminate()
+                proc.join(5)
+        return {name: proc.exitcode for name, proc in self.processes.items()}
+
+
+# ---------------------------------------------------------------------------------------------
+# Ray actors
+# ---------------------------------------------------------------------------------------------
+
+
+class LoopWorker:
+    """One loop inside a Ray actor. ``run`` blocks until ``stop`` is called (the actor is threaded)."""
+
+    def __init__(self, name: str, threads: int) -> None:
+        pin_threads(threads)
+        logging.basicConfig(level=logging.INFO)
+        self.name = name
+        self._stop = threading.Event()
+
+    def run(self, target: str, args: tuple[Any, ...]) -> Any:
+        return resolve(target)(*args, self._stop)
+
+    def stop(self) -> bool:
+        self._stop.set()
+        return True
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+class RayLoops:
+    """The same loops as Ray actors: locally (``ray.init``) or on a cluster (``address``).
+
+    On one machine the actors share the queue file and version directory with serving. Across
+    machines those two paths must be on storage every node sees (a shared filesystem); see
+    docs/online.md for the vLLM serving path.
+    """
+
+    def __init__(self, config: OnlineConfig, queue_path: Path, versions_dir: Path, *, judge: bool = True,
+                 trainer: bool = True, address: str | None = None, num_cpus: int | None = None,
+                 trainer_target: str = "ratchet.online.loops:run_trainer") -> None:
+        try:
+            import ray
+        except ImportError as exc:
+            from ratchet.contracts import RatchetError
+
+            raise RatchetError("Ray is not installed", hint="pip install 'ratchet[ray]'") from exc
+        self._ray = ray
+        self.config = config
+        self._owns_ray = False
+        if not ray.is_initialized():
+            kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": True}
+            if address:
+                kwargs["address"] = address
+            else:
+                kwargs["num_cpus"] = num_cpus or 2
+            ray.init(**kwargs)
+            self._owns_ray = True
+        actor_cls = ray.remote(max_concurrency=2)(LoopWorker)
+        self.specs: dict[str, tuple[str, tuple[Any, ...]]] = {}
+        self.actors: dict[str, Any] = {}
+        if judge:
+            self.specs["judge"] = ("ratchet.online.loops:run_judge_loop", (config, str(queue_path)))
+            self.actors["judge"] = actor_cls.options(num_cpus=1, name=None).remote("judge", config.judge.threads)
+        if trainer and config.learn != "off":
+            self.specs["trainer"] = (trainer_target, (config, str(queue_path), str(versions_dir)))
+            self.actors["trainer"] = actor_cls.options(num_cpus=1).remote("trainer", config.trainer.num_threads)
+        self.refs: dict[str, Any] = {}
+
+    def start(self) -> RayLoops:
+        for name, actor in self.actors.items():
+            target, args = self.specs[name]
+            self.refs[name] = actor.run.remote(target, args)
+            log.info("started the %s loop as a Ray actor", name)
+        return self
+
+    def pids(self) -> dict[str, int]:
+        return {name: self._ray.get(actor.pid.remote()) for name, actor in self.actors.items()}
+
+    def stop(self, timeout_s: float = 60.0) -> dict[str, Any]:
+        ray = self._ray
+        for actor in self.actors.values():
+            ray.get(actor.stop.remote(), timeout=timeout_s)
+        results: dict[str, Any] = {}
+        for name, ref in self.refs.items():
+            try:
+                results[name] = ray.get(ref, timeout=timeout_s)
+            except Exception as exc:  # a loop that crashed reports its error here
+                results[name] = exc
+        for actor in self.actors.values():
+            ray.kill(actor)
+        if self._owns_ray:
+            ray.shutdown()
+        return results
+
+
+def start_loops(config: OnlineConfig, queue_path: Path, versions_dir: Path, **kwargs: Any) -> LocalLoops | RayLoops:
+    """The judging and training loops on the configured executor, started."""
+    cls = RayLoops if config.executor == "ray" else LocalLoops
+    return cls(config, queue_path, versions_dir, **kwargs).start()

@@ -1,0 +1,436 @@
+"""The serving policy: a model that returns token ids and raw-logit log-probs, and hot-swaps.
+
+``Policy`` is the small contract the server needs. Three implementations:
+
+* :class:`ScriptedPolicy` — deterministic, no model; tests and the proxy benchmark use it.
+* :class:`LlamaPolicy` — the embedded GGUF via llama.cpp, optionally with a LoRA adapter. It runs
+  its own decode loop so that each sampled token's log-prob comes from the RAW logits (a
+  log-softmax before temperature or top-p), which is what the trainer's importance ratio needs.
+* :class:`HttpPolicy` — any OpenAI-compatible backend (vLLM, llama.cpp server), proxied.
+
+:class:`PolicyHost` owns "the policy now serving" and swaps in a new version between requests: the
+new model is built in a background thread while the old one keeps answering, then the reference
+is replaced under a lock. A request always runs to the end on the policy it started with, so no
+request is refused or cut during a swap.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from ratchet.contracts import RatchetError
+
+log = logging.getLogger("ratchet.online.policy")
+
+TextSink = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One response: text, the token ids of prompt and response, one raw log-prob per token."""
+
+    text: str
+    prompt_token_ids: list[int]
+    token_ids: list[int]
+    logprobs: list[float]
+    finish_reason: str
+    token_texts: list[str] | None = None
+
+
+class Policy(Protocol):
+    """A chat model that can report what it sampled. ``on_text`` receives text pieces as they come."""
+
+    name: str
+
+    def generate(
+        self,
+        messages: Sequence[dict[str, Any]],
+        *,
+        max_tokens: int,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        stop: Sequence[str] | None = None,
+        seed: int | None = None,
+        on_text: TextSink | None = None,
+    ) -> Generation: ...
+
+    def close(self) -> None: ...
+
+
+# ---------------------------------------------------------------------------------------------
+# Scripted policy
+# ---------------------------------------------------------------------------------------------
+
+
+class ScriptedPolicy:
+    """A deterministic stand-in: replies ``reply(messages)`` (default: a fixed text), one "token"
+    per word, token id = a stable hash of the word, log-prob ``logprob`` each.
+
+    ``token_delay_s`` simulates decoding time so concurrency tests exercise real overlap.
+    """
+
+    def __init__(
+        self,
+        reply: str | Callable[[Sequence[dict[str, Any]]], str] = "Hello from the scripted policy.",
+        *,
+        name: str = "scripted",
+        logprob: float = -0.25,
+        token_delay_s: float = 0.0,
+    ) -> None:
+        self.name = name
+        self._reply = reply
+        self._logprob = logprob
+        self._delay = token_delay_s
+        self.calls = 0
+
+    @staticmethod
+    def _token_id(word: str) -> int:
+        return sum((i + 1) * ord(c) for i, c in enumerate(word)) % 50_000
+
+    def generate(self, messages, *, max_tokens, temperature=0.0, top_p=1.0, stop=None, seed=None, on_text=None):
+        self.calls += 1
+        text = self._reply(messages) if callable(self._reply) else self._reply
+        words = text.split(" ")[:max_tokens]
+        pieces = [w if i == 0 else " " + w for i, w in enumerate(words)]
+        for piece in pieces:
+            if self._delay:
+                time.sleep(self._delay)
+            if on_text is not None:
+                on_text(piece)
+        prompt_ids = [self._token_id(str(m.get("content", ""))) for m in messages]
+        finish = "length" if len(text.split(" ")) > max_tokens else "stop"
+        return Generation(
+            text="".join(pieces),
+            prompt_token_ids=prompt_ids,
+            token_ids=[self._token_id(w) for w in words],
+            logprobs=[self._logprob] * len(words),
+            finish_reason=finish,
+            token_texts=pieces,
+        )
+
+    def close(self) -> None:
+        pass
+
+
+# ---------------------------------------------------------------------------------------------
+# Embedded llama.cpp policy
+# ---------------------------------------------------------------------------------------------
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    """Numerically stable log-softmax of one row of raw logits (float64)."""
+    z = logits.astype(np.float64)
+    z = z - z.max()
+    return z - math.log(np.exp(z).sum())
+
+
+def choose_token(raw_logprobs: np.ndarray, temperature: float, top_p: float, rng: np.random.Generator) -> int:
+    """Greedy at temperature 0, else sample from softmax(logits / T) restricted to the top-p mass.
+
+    Only the CHOICE uses temperature and top-p; the log-prob recorded for the chosen token is the
+    raw one (``raw_logprobs[token]``), the behaviour policy's own distribution.
+    """
+    if temperature <= 0.0:
+        return int(np.argmax(raw_logprobs))
+    scaled = raw_logprobs / temperature
+    scaled = scaled - scaled.max()
+    probs = np.exp(scaled)
+    probs /= probs.sum()
+    if top_p < 1.0:
+        order = np.argsort(-probs)
+        keep = order[: int(np.searchsorted(np.cumsum(probs[order]), top_p) + 1)]
+        mask = np.zeros_like(probs)
+        mask[keep] = probs[keep]
+        probs = mask / mask.sum()
+    return int(rng.choice(len(probs), p=probs))
+
+
+class LlamaPolicy:
+    """The embedded GGUF model (llama.cpp), base weights plus an optional LoRA adapter."""
+
+    def __init__(
+        self,
+        model_path: str | Path,
+        *,
+        lora_path: str | Path | None = None,
+        n_ctx: int = 4096,
+        n_threads: int = 1,
+        name: str | None = None,
+    ) -> None:
+        try:
+            import llama_cpp
+            from llama_cpp import Llama
+            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+        except ImportError as exc:  # pragma: no cover - depends on the install
+            raise RatchetError(
+                "llama-cpp-python is not installed", hint="pip install 'ratchet[local]' (builds from source)"
+            ) from exc
+        self._lib = llama_cpp
+        self.name = name or Path(model_path).stem
+        self.lora_path = Path(lora_path) if lora_path else None
+        self._llm = Llama(
+            model_path=str(model_path),
+            lora_path=str(lora_path) if lora_path else None,
+            n_ctx=n_ctx,
+            n_threads=n_threads,
+            n_threads_batch=n_threads,
+            logits_all=False,
+            verbose=False,
+        )
+        template = self._llm.metadata.get("tokenizer.chat_template")
+        if not template:
+            raise RatchetError(f"{model_path} carries no chat template", hint="serve an instruction-tuned GGUF")
+        eos_id, bos_id = self._llm.token_eos(), self._llm.token_bos()
+        model = self._llm._model
+        self._formatter = Jinja2ChatFormatter(
+            template=template,
+            eos_token=model.token_get_text(eos_id) if eos_id != -1 else "",
+            bos_token=model.token_get_text(bos_id) if bos_id != -1 else "",
+            stop_token_ids=[eos_id],
+        )
+        self._vocab = llama_cpp.llama_model_get_vocab(model.model)
+        self._n_vocab = self._llm.n_vocab()
+        self._n_ctx = n_ctx
+        self._lock = threading.Lock()
+
+    def prompt_tokens(self, messages: Sequence[dict[str, Any]]) -> list[int]:
+        """The chat-templated prompt as token ids (special tokens parsed, no extra BOS)."""
+        prompt = self._formatter(messages=list(messages)).prompt
+        return self._llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+
+    def _eval_prompt(self, tokens: list[int]) -> None:
+        # Reuse the KV cache of the longest shared prefix (multi-turn sessions share most of it);
+        # at least one token is always evaluated so the last logits are fresh.
+        llm = self._llm
+        shared = 0
+        for a, b in zip(llm._input_ids[: llm.n_tokens], tokens):
+            if a != b:
+                break
+            shared += 1
+        shared = min(shared, len(tokens) - 1)
+        if shared > 0 and llm._ctx.kv_cache_seq_rm(-1, shared, -1):
+            llm.n_tokens = shared
+        else:
+            llm.reset()
+            llm._ctx.kv_cache_clear()
+            shared = 0
+        llm.eval(tokens[shared:])
+
+    def _last_logits(self) -> np.ndarray:
+        ptr = self._lib.llama_get_logits_ith(self._llm._ctx.ctx, -1)
+        return np.ctypeslib.as_array(ptr, shape=(self._n_vocab,))
+
+    def generate(self, messages, *, max_tokens, temperature=0.0, top_p=1.0, stop=None, seed=None, on_text=None):
+        prompt_ids = self.prompt_tokens(messages)
+        room = self._n_ctx - len(prompt_ids) - 1
+        if room <= 0:
+            raise RatchetError(
+                f"prompt of {len(prompt_ids)} tokens does not fit the context of {self._n_ctx}",
+                hint="raise n_ctx (--set n_ctx=8192) or send a shorter conversation",
+            )
+        rng = np.random.default_rng(seed)
+        ids: list[int] = []
+        logprobs: list[float] = []
+        pieces: list[str] = []
+        raw = b""
+        emitted = ""
+        finish = "length"
+        with self._lock:
+            self._eval_prompt(prompt_ids)
+            for _ in range(min(max_tokens, room)):
+                lp = log_softmax(self._last_logits())
+                token = choose_token(lp, temperature, top_p, rng)
+                if self._lib.llama_vocab_is_eog(self._vocab, token):
+                    finish = "stop"
+                    break
+                ids.append(token)
+                logprobs.append(float(lp[token]))
+                piece = self._llm._model.token_to_piece(token).split(b"\0", 1)[0]
+                raw += piece
+                pieces.append(piece.decode("utf-8", errors="replace"))
+                # Emit only complete UTF-8: a multi-byte character may span two tokens.
+                text = raw.decode("utf-8", errors="ignore")
+                if stop:
+                    cut = min((text.find(s) for s in stop if s in text), default=-1)
+                    if cut >= 0:
+                        text = text[:cut]
+                        if on_text is not None and len(text) > len(emitted):
+                            on_text(text[len(emitted):])
+                        emitted = text
+                        finish = "stop"
+                        break
+                if on_text is not None and len(text) > len(emitted):
+                    on_text(text[len(emitted):])
+                emitted = text
+                self._llm.eval([token])
+        return Generation(emitted, prompt_ids, ids, logprobs, finish, pieces)
+
+    def close(self) -> None:
+        close = getattr(self._llm, "close", None)
+        if close is not None:
+            close()
+
+
+# ---------------------------------------------------------------------------------------------
+# OpenAI-compatible HTTP backend (vLLM with runtime LoRA, llama.cpp server, another Ratchet)
+# ---------------------------------------------------------------------------------------------
+
+
+class HttpPolicy:
+    """Proxy to an OpenAI-compatible backend, asking it for per-token log-probs and token ids.
+
+    vLLM returns token ids with ``return_tokens_as_token_ids`` ("token_id:123") and raw log-probs
+    by default (``--logprobs-mode raw_logprobs``). ``model`` names the backend's model or, with
+    vLLM runtime LoRA, the adapter loaded via ``/v1/load_lora_adapter``. Backends that give no
+    token ids yield an empty list (the trainer then re-tokenizes the text).
+    """
+
+    def __init__(self, base_url: str, model: str, *, api_key: str | None = None, timeout_s: float = 600.0) -> None:
+        import httpx
+
+        self.name = model
+        self.base_url = base_url.rstrip("/")
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout_s)
+
+    def generate(self, messages, *, max_tokens, temperature=0.0, top_p=1.0, stop=None, seed=None, on_text=None):
+        body: dict[str, Any] = {
+            "model": self.name, "messages": list(messages), "max_tokens": max_tokens, "temperature": temperature,
+            "top_p": top_p, "logprobs": True, "return_tokens_as_token_ids": True,
+        }
+        if stop:
+            body["stop"] = list(stop)
+        if seed is not None:
+            body["seed"] = seed
+        resp = self._client.post("/chat/completions", json=body)
+        if resp.status_code != 200:
+            raise RatchetError(f"backend {self.base_url} answered {resp.status_code}: {resp.text[:300]}")
+        data = resp.json()
+        choice = data["choices"][0]
+        text = choice["message"].get("content") or ""
+        content = ((choice.get("logprobs") or {}).get("content")) or []
+        ids, lps, texts = [], [], []
+        for item in content:
+            tok = str(item.get("token", ""))
+            if tok.startswith("token_id:"):
+                ids.append(int(tok.split(":", 1)[1]))
+            texts.append(tok)
+            lps.append(float(item.get("logprob", 0.0)))
+        if len(ids) != len(lps):
+            ids = list((data.get("ratchet") or {}).get("response_token_ids") or [])
+            if len(ids) != len(lps):
+                ids, lps = [], []
+        if on_text is not None and text:
+            on_text(text)
+        prompt_ids = list((data.get("ratchet") or {}).get("prompt_token_ids") or [])
+        return Generation(text, prompt_ids, ids, lps, choice.get("finish_reason") or "stop", texts or None)
+
+    def close(self) -> None:
+        self._client.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Hot swap
+# ---------------------------------------------------------------------------------------------
+
+#: (version number, adapter path or None) of the version that should be serving.
+VersionSource = Callable[[], tuple[int, Path | None]]
+#: Builds the policy for an adapter path (None = base model).
+PolicyFactory = Callable[[Path | None], Policy]
+
+
+class PolicyHost:
+    """Holds the serving policy and its version; swaps to a newer version between requests.
+
+    ``acquire()`` returns the (policy, version) pair a request should use; the request keeps that
+    pair to the end, so a swap never interrupts it. ``refresh()`` (called by the watcher thread,
+    or directly in tests) builds the new policy OUTSIDE the lock, then replaces the pair under it.
+    """
+
+    def __init__(self, factory: PolicyFactory, source: VersionSource | None = None, *, poll_s: float = 1.0) -> None:
+        self._factory = factory
+        self._source = source or (lambda: (0, None))
+        self._lock = threading.Lock()
+        version, adapter = self._source()
+        self._current: tuple[Policy, int] = (factory(adapter), version)
+        self._adapter = adapter
+        self._poll_s = poll_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.swaps = 0
+
+    @property
+    def version(self) -> int:
+        return self._current[1]
+
+    @property
+    def policy(self) -> Policy:
+        return self._current[0]
+
+    def acquire(self) -> tuple[Policy, int]:
+        with self._lock:
+            return self._current
+
+    def set(self, policy: Policy, version: int) -> None:
+        """Install an already built policy (tests, and refresh after it has built one)."""
+        with self._lock:
+            self._current = (policy, version)
+            self.swaps += 1
+
+    def refresh(self) -> bool:
+        """Swap if the version source names another version; True when a swap happened."""
+        version, adapter = self._source()
+        if version == self._current[1] and adapter == self._adapter:
+            return False
+        started = time.perf_counter()
+        policy = self._factory(adapter)  # slow part, while the old policy keeps serving
+        old_version = self._current[1]
+        self.set(policy, version)
+        self._adapter = adapter
+        log.info("hot-swapped policy v%d -> v%d (built in %.2fs)", old_version, version, time.perf_counter() - started)
+        # The old policy is released when the last request holding it finishes (reference count).
+        return True
+
+    def start(self) -> None:
+        """Watch the version source in a background thread."""
+        if self._thread is not None:
+            return
+
+        def watch() -> None:
+            while not self._stop.wait(self._poll_s):
+                try:
+                    self.refresh()
+                except Exception:  # a broken adapter must not take serving down
+                    log.exception("could not load the new policy version; still serving v%d", self.version)
+
+        self._thread = threading.Thread(target=watch, name="policy-watch", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+
+def version_store_source(versions_dir: Path) -> VersionSource:
+    """A version source reading the training side's version store (current promoted version)."""
+
+    def source() -> tuple[int, Path | None]:
+        try:
+            from ratchet.online.versions import VersionStore
+        except ImportError:
+            return 0, None
+        current = VersionStore(versions_dir).current()
+        return int(current.number), (Path(current.lora_gguf) if current.lora_gguf else None)
+
+    return source

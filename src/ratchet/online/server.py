@@ -1,0 +1,329 @@
+"""The OpenAI-compatible server: ``/v1/chat/completions`` (streaming and not) and ``/v1/models``.
+
+The request path does as little as possible beyond generation: tag the session (in memory), run
+the policy (one request at a time on the embedded model, in a worker thread so the event loop
+keeps accepting connections), answer, and hand the turn to the :class:`Collector`, a background
+thread that writes turns and next states to the on-disk queue in batches. Judging and training
+happen in other processes; nothing here waits for them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import queue as stdqueue
+import secrets
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from ratchet.online.policy import Generation, PolicyHost
+from ratchet.online.queue import TurnQueue
+from ratchet.online.records import Turn, new_turn_id
+from ratchet.online.sessions import SessionTracker
+
+log = logging.getLogger("ratchet.online.server")
+
+
+class Collector:
+    """Rollout collection off the request path: a thread that batches queue writes.
+
+    Items are applied in submission order, so a next state never arrives before its turn.
+    """
+
+    def __init__(self, turn_queue: TurnQueue | None) -> None:
+        self._queue = turn_queue
+        self._items: stdqueue.Queue[tuple[str, Any] | None] = stdqueue.Queue()
+        self.collected = 0
+        self.paired = 0
+        self._thread = threading.Thread(target=self._run, name="collector", daemon=True)
+        self._thread.start()
+
+    def add_turn(self, turn: Turn) -> None:
+        self._items.put(("turn", turn))
+
+    def set_next_state(self, turn_id: str, text: str) -> None:
+        self._items.put(("next", (turn_id, text)))
+
+    def flush(self) -> None:
+        """Block until everything submitted so far is on disk."""
+        self._items.join()
+
+    def close(self) -> None:
+        self.flush()
+        self._items.put(None)
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        while True:
+            first = self._items.get()
+            batch = [first]
+            while len(batch) < 512:
+                try:
+                    batch.append(self._items.get_nowait())
+                except stdqueue.Empty:
+                    break
+            try:
+                self._write([b for b in batch if b is not None])
+            except Exception:  # never lose the serving process over a write; the log says what failed
+                log.exception("could not write %d collected items to the queue", len(batch))
+            for _ in batch:
+                self._items.task_done()
+            if any(b is None for b in batch):
+                return
+
+    def _write(self, items: list[tuple[str, Any]]) -> None:
+        pending: list[Turn] = []
+        for kind, payload in items:
+            if kind == "turn":
+                pending.append(payload)
+                continue
+            if self._queue is not None:
+                self._queue.add_turns(pending)
+                self._queue.set_next_state(*payload)
+            pending = []
+            self.paired += 1
+        if self._queue is not None:
+            self._queue.add_turns(pending)
+        self.collected += sum(1 for k, _ in items if k == "turn")
+
+
+@dataclass
+class ServingState:
+    """Everything a request handler needs; built by ``ratchet serve`` or by a test."""
+
+    host: PolicyHost
+    tracker: SessionTracker
+    collector: Collector
+    served_name: str = "ratchet"
+    api_key: str | None = None
+    max_tokens: int = 512
+    backend_concurrency: int = 1
+    learn: bool = True
+    requests: int = 0
+    errors: int = 0
+    started_at: float = field(default_factory=time.time)
+
+    def __post_init__(self) -> None:
+        self.executor = ThreadPoolExecutor(max_workers=self.backend_concurrency, thread_name_prefix="generate")
+
+
+def _error(status: int, message: str, code: str, kind: str = "invalid_request_error"):
+    return JSONResponse(
+        status_code=status, content={"error": {"message": message, "type": kind, "param": None, "code": code}}
+    )
+
+
+def _logprobs_block(gen: Generation) -> dict[str, Any]:
+    texts = gen.token_texts or [""] * len(gen.token_ids)
+    return {
+        "content": [
+            {"token": t, "logprob": lp, "bytes": list(t.encode("utf-8")), "top_logprobs": []}
+            for t, lp in zip(texts, gen.logprobs, strict=False)
+        ]
+    }
+
+
+def create_app(state: ServingState):
+    """The FastAPI application over ``state``."""
+
+    app = FastAPI(title="Ratchet", docs_url=None, redoc_url=None)
+    app.state.serving = state
+
+    def authorized(request: Request) -> bool:
+        if not state.api_key:
+            return True
+        auth = request.headers.get("authorization", "")
+        scheme, _, token = auth.partition(" ")
+        return scheme.lower() == "bearer" and secrets.compare_digest(token.strip(), state.api_key)
+
+    def unauthorized():
+        return _error(401, "Incorrect API key provided. Send it as 'Authorization: Bearer KEY'.", "invalid_api_key")
+
+    @app.get("/v1/models")
+    async def models(request: Request):
+        if not authorized(request):
+            return unauthorized()
+        return {"object": "list", "data": [{"id": state.served_name, "object": "model",
+                                            "created": int(state.started_at), "owned_by": "ratchet"}]}
+
+    @app.get("/health")
+    async def health():
+        return {"ok": True, "policy_version": state.host.version, "sessions": len(state.tracker),
+                "requests": state.requests}
+
+    @app.delete("/v1/ratchet/sessions/{session_id}")
+    async def forget(session_id: str, request: Request):
+        if not authorized(request):
+            return unauthorized()
+        return {"forgotten": state.tracker.forget(session_id)}
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request):
+        if not authorized(request):
+            return unauthorized()
+        try:
+            raw = await request.json()
+        except json.JSONDecodeError:
+            return _error(400, "the body is not valid JSON", "invalid_json")
+        if not isinstance(raw, dict) or not isinstance(raw.get("messages"), list) or not raw["messages"]:
+            return _error(400, "'messages' must be a non-empty list of chat messages", "invalid_messages")
+        body, body_tags = SessionTracker.split_body(raw)
+        if int(body.get("n") or 1) != 1:
+            return _error(400, "only n=1 is supported", "unsupported_n")
+        messages = [dict(m) for m in body["messages"]]
+        tag = state.tracker.tag(request.headers, body_tags, messages)
+        if tag.pair_with is not None and state.learn:
+            state.collector.set_next_state(*tag.pair_with)
+        policy, version = state.host.acquire()
+        stop = body.get("stop")
+        kwargs = dict(
+            max_tokens=int(body.get("max_tokens") or body.get("max_completion_tokens") or state.max_tokens),
+            temperature=float(body.get("temperature", 0.0) if body.get("temperature") is not None else 0.0),
+            top_p=float(body.get("top_p") or 1.0),
+            stop=[stop] if isinstance(stop, str) else stop,
+            seed=body.get("seed"),
+        )
+        turn_id = new_turn_id()
+        state.requests += 1
+        loop = asyncio.get_running_loop()
+        extra = {"turn_id": turn_id, "session_id": tag.session_id, "session_inferred": tag.inferred,
+                 "turn_type": tag.turn_type, "policy_version": version}
+        headers = {"X-Session-Id": tag.session_id, "X-Turn-Id": turn_id, "X-Policy-Version": str(version)}
+        created = int(time.time())
+        want_logprobs = bool(body.get("logprobs"))
+
+        def finish(gen: Generation) -> None:
+            closing = state.tracker.served(tag, turn_id, messages, gen.text)
+            if state.learn:
+                state.collector.add_turn(Turn(
+                    turn_id=turn_id, session_id=tag.session_id, session_inferred=tag.inferred,
+                    turn_type=tag.turn_type, messages=messages, response_text=gen.text,
+                    prompt_token_ids=list(gen.prompt_token_ids), response_token_ids=list(gen.token_ids),
+                    response_logprobs=list(gen.logprobs), policy_version=version,
+                ))
+                if closing is not None:
+                    state.collector.set_next_state(*closing)
+
+        if not body.get("stream"):
+            try:
+                gen = await loop.run_in_executor(state.executor, lambda: policy.generate(messages, **kwargs))
+            except Exception as exc:
+                state.errors += 1
+                log.exception("generation failed")
+                return _error(500, f"generation failed: {exc}", "generation_failed", "server_error")
+            finish(gen)
+            if want_logprobs:
+                extra.update(prompt_token_ids=gen.prompt_token_ids, response_token_ids=gen.token_ids)
+            return JSONResponse(headers=headers, content={
+                "id": f"chatcmpl-{turn_id}", "object": "chat.completion", "created": created,
+                "model": state.served_name,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": gen.text},
+                             "finish_reason": gen.finish_reason,
+                             "logprobs": _logprobs_block(gen) if want_logprobs else None}],
+                "usage": {"prompt_tokens": len(gen.prompt_token_ids), "completion_tokens": len(gen.token_ids),
+                          "total_tokens": len(gen.prompt_token_ids) + len(gen.token_ids)},
+                "ratchet": extra,
+            })
+
+        pieces: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+
+        def produce() -> None:
+            def on_text(text: str) -> None:
+                loop.call_soon_threadsafe(pieces.put_nowait, ("text", text))
+            try:
+                gen = policy.generate(messages, on_text=on_text, **kwargs)
+                finish(gen)
+                loop.call_soon_threadsafe(pieces.put_nowait, ("end", gen))
+            except Exception as exc:  # reported to the client as an error event
+                log.exception("generation failed")
+                loop.call_soon_threadsafe(pieces.put_nowait, ("error", exc))
+
+        def chunk(delta: dict[str, Any], finish_reason: str | None = None, **more: Any) -> str:
+            payload = {"id": f"chatcmpl-{turn_id}", "object": "chat.completion.chunk", "created": created,
+                       "model": state.served_name,
+                       "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}]}
+            payload.update(more)
+            return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
+
+        async def events():
+            loop.run_in_executor(state.executor, produce)
+            yield chunk({"role": "assistant", "content": ""})
+            while True:
+                kind, payload = await pieces.get()
+                if kind == "text":
+                    yield chunk({"content": payload})
+                elif kind == "error":
+                    state.errors += 1
+                    err = {"error": {"message": f"generation failed: {payload}", "type": "server_error",
+                                     "param": None, "code": "generation_failed"}}
+                    yield f"data: {json.dumps(err)}\n\n"
+                    break
+                else:
+                    gen: Generation = payload
+                    usage = {"prompt_tokens": len(gen.prompt_token_ids), "completion_tokens": len(gen.token_ids),
+                             "total_tokens": len(gen.prompt_token_ids) + len(gen.token_ids)}
+                    yield chunk({}, gen.finish_reason, usage=usage, ratchet=extra)
+                    break
+            yield "data: [DONE]\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
+
+    return app
+
+
+def make_state(host: PolicyHost, turn_queue: TurnQueue | None, *, tracker: SessionTracker | None = None,
+               **kwargs: Any) -> ServingState:
+    """A serving state with a collector writing to ``turn_queue`` (None: collect nothing)."""
+    return ServingState(host=host, tracker=tracker or SessionTracker(), collector=Collector(turn_queue), **kwargs)
+
+
+class ServerThread:
+    """Run an ASGI app with uvicorn on a background thread (tests, benchmarks, the Ray actor).
+
+    ``port=0`` binds a free port; ``.port`` tells which. ``stop()`` shuts down gracefully.
+    """
+
+    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0, log_level: str = "warning") -> None:
+        import socket
+
+        import uvicorn
+
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind((host, port))
+        self.host, self.port = self._sock.getsockname()[:2]
+        config = uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="off",
+                                timeout_keep_alive=30, backlog=2048)
+        self.server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self._sock]}, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> ServerThread:
+        self._thread.start()
+        deadline = time.time() + 20
+        while not self.server.started:
+            if time.time() > deadline or not self._thread.is_alive():
+                raise RuntimeError("the server did not start")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self._thread.join(timeout=10)
+        self._sock.close()
+
+    def __enter__(self) -> ServerThread:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()

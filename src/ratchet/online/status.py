@@ -1,0 +1,144 @@
+"""Is learning from use helping? Live metrics per weight version, in the run store and a table.
+
+Per version: turns it served, the fraction of its main turns that got judged, its judge score
+(mean of the raw votes) and reward mean (majority verdicts), the reward moving average at the
+time, and from the version's own record: training loss, KL to the base, held-out evaluation score
+and whether it was promoted (a regressing version is kept on disk but never served).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ratchet.online.queue import TurnQueue
+
+QUEUE_NAME = "queue.sqlite"
+VERSIONS_NAME = "versions"
+STATUS_NAME = "status.json"
+METRICS_NAME = "metrics.jsonl"
+
+
+def online_dir(run_dir: Path) -> Path:
+    """Where a run keeps its learning-from-use state."""
+    return Path(run_dir) / "online"
+
+
+@dataclass(frozen=True)
+class VersionRow:
+    version: int
+    turns: int
+    main_turns: int
+    judged_fraction: float
+    reward_mean: float | None
+    judge_score_mean: float | None
+    reward_ma: float | None
+    train_loss: float | None
+    kl_to_base: float | None
+    eval_score: float | None
+    promoted: bool
+    current: bool
+
+
+def moving_average(values: list[int], alpha: float = 0.1) -> float | None:
+    """Exponential moving average (newest weighs ``alpha``)."""
+    if not values:
+        return None
+    ma = float(values[0])
+    for v in values[1:]:
+        ma = (1 - alpha) * ma + alpha * v
+    return ma
+
+
+def _num(value: Any) -> float | None:
+    try:
+        return None if value is None else float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def collect(run_dir: Path) -> dict[str, Any]:
+    """The status of a serving run, computed from its queue and version store."""
+    base = online_dir(run_dir)
+    queue = TurnQueue(base / QUEUE_NAME)
+    per_version = queue.version_stats()
+    judged = queue.judged_rows()
+    versions: list[Any] = []
+    current = 0
+    try:
+        from ratchet.online.versions import VersionStore
+
+        store = VersionStore(base / VERSIONS_NAME)
+        versions = store.list()
+        current = store.current_number()
+    except ImportError:  # serving without the training extra: no versions beyond the base
+        pass
+    numbers = sorted(set(per_version) | {v.number for v in versions} | {0})
+    by_number = {v.number: v for v in versions}
+    rows = []
+    for n in numbers:
+        qs = per_version.get(n, {})
+        mine = [r for r in judged if r[0] == n]
+        votes = [v for r in mine for v in r[2]]
+        up_to = [r[1] for r in judged if r[0] <= n]
+        v = by_number.get(n)
+        metrics = v.metrics if v is not None else {}
+        evaluation = metrics.get("evaluation") or {}
+        rows.append(VersionRow(
+            version=n,
+            turns=int(qs.get("turns", 0)),
+            main_turns=int(qs.get("main", 0)),
+            judged_fraction=float(qs.get("judged_fraction", 0.0)),
+            reward_mean=qs.get("reward_mean"),
+            judge_score_mean=(sum(votes) / len(votes)) if votes else None,
+            reward_ma=moving_average(up_to),
+            train_loss=_num(metrics.get("loss")),
+            kl_to_base=_num(metrics.get("kl_to_base")),
+            eval_score=_num(evaluation.get("score")),
+            promoted=bool(v.promoted) if v is not None else n == 0,
+            current=n == current,
+        ))
+    return {
+        "at": time.time(),
+        "current_version": current,
+        "queue": queue.stats(),
+        "reward_moving_average": moving_average([r[1] for r in judged]),
+        "versions": [asdict(r) for r in rows],
+    }
+
+
+def write(run_dir: Path, serving: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Compute the status, write ``status.json`` atomically and append it to ``metrics.jsonl``."""
+    from ratchet.store.files import append_jsonl, write_json_atomic
+
+    status = collect(run_dir)
+    if serving:
+        status["serving"] = serving
+    base = online_dir(run_dir)
+    write_json_atomic(base / STATUS_NAME, status)
+    append_jsonl(base / METRICS_NAME, {k: status[k] for k in ("at", "current_version", "queue",
+                                                              "reward_moving_average", "versions")})
+    return status
+
+
+def table(status: dict[str, Any]):
+    """A rich table of the per-version rows."""
+    from rich.table import Table
+
+    def f(value: Any, fmt: str = "{:.3f}") -> str:
+        return "—" if value is None else fmt.format(value)
+
+    t = Table(title=f"learning from use — serving v{status['current_version']}")
+    for col in ("version", "turns", "judged", "reward avg", "reward MA", "judge score", "train loss",
+                "KL to base", "eval score", "promoted"):
+        t.add_column(col, justify="right")
+    for r in status["versions"]:
+        t.add_row(
+            f"{r['version']}{' *' if r['current'] else ''}", str(r["turns"]), f(r["judged_fraction"], "{:.0%}"),
+            f(r["reward_mean"], "{:+.2f}"), f(r["reward_ma"], "{:+.2f}"), f(r["judge_score_mean"], "{:+.2f}"),
+            f(r["train_loss"], "{:.4f}"), f(r["kl_to_base"], "{:.4f}"), f(r["eval_score"], "{:+.3f}"),
+            "yes" if r["promoted"] else "no",
+        )
+    return t
