@@ -57,7 +57,9 @@ _GRAMMARS: dict[str, Any] = {}
 def _instance(config: LlamaConfig) -> Any:
     """The shared ``Llama`` for these settings, loaded on first use. Call under ``_LOCK``."""
     threads = config.n_threads or default_threads()
-    key = (os.path.realpath(config.model_path), config.n_ctx, threads, config.n_batch, config.seed,
+    # The seed is not part of the key: every call passes its own, so models that differ only in
+    # their default seed share the weights.
+    key = (os.path.realpath(config.model_path), config.n_ctx, threads, config.n_batch,
            config.logits_all, config.chat_format, config.lora_path)
     llm = _INSTANCES.get(key)
     if llm is None:
