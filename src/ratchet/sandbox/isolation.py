@@ -228,28 +228,47 @@ def _expose(path: str, masks: list[str], made: set[str]) -> list[str]:
     return args
 
 
+def _closed_ancestors(path: str) -> list[str]:
+    """Directories above ``path`` that an unprivileged uid cannot traverse (like a 0700 /root)."""
+    found = []
+    for parent in Path(path).parents:
+        try:
+            if not parent.stat().st_mode & 0o001:
+                found.append(str(parent))
+        except OSError:
+            pass
+    return found
+
+
 def bwrap_command(config: SandboxConfig, *, worker: str, code_dir: str, scratch: str) -> list[str]:
     """The bubblewrap command line that runs ``worker`` with ``config``'s isolation."""
     bwrap = shutil.which("bwrap") or "bwrap"
-    masks = ["/tmp"]
     args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    readable = [*interpreter_prefixes(config.python), *(os.path.realpath(p) for p in config.extra_import_paths)]
+    readable = [p for p in readable if os.path.exists(p)]
+    readable = [p for p in readable if not any(q != p and _under(p, q) for q in readable)]
+    # Masks are empty root-owned tmpfs mounts. Besides the hidden paths, a directory the worker's
+    # unprivileged uid could not traverse anyway (a 0700 /root holding pyenv) is masked too, so that
+    # the interpreter beneath it can be bound back in: access is unchanged, the interpreter runs.
+    masks = {"/tmp"}
     for hidden in config.hidden_paths:
         real = os.path.realpath(hidden)
         if _under(real, "/tmp") or _under("/tmp", real):
             continue  # /tmp is already a fresh, empty tmpfs; hiding "/" itself is not supported
         if os.path.isdir(real):
-            # An empty tmpfs owned by root: the unprivileged worker can neither read nor write in it.
-            args += ["--tmpfs", real]
-            masks.append(real)
+            masks.add(real)
         elif os.path.isfile(real):
             args += ["--ro-bind", "/dev/null", real]
+    for path in [*readable, code_dir, worker, scratch]:
+        masks.update(c for c in _closed_ancestors(path) if not _under(c, "/tmp"))
+    for mask in sorted(masks - {"/tmp"}, key=len):
+        args += ["--tmpfs", mask]
+    ordered = sorted(masks, key=len)
     made: set[str] = set()
-    visible = [*interpreter_prefixes(config.python), *(os.path.realpath(p) for p in config.extra_import_paths)]
-    for path in visible:
-        if os.path.exists(path):
-            args += _expose(path, masks, made) + ["--ro-bind", path, path]
+    for path in readable:
+        args += _expose(path, ordered, made) + ["--ro-bind", path, path]
     for path, mode in ((code_dir, "--ro-bind"), (worker, "--ro-bind"), (scratch, "--bind")):
-        args += _expose(path, masks, made) + [mode, path, path]
+        args += _expose(path, ordered, made) + [mode, path, path]
     args += _bwrap_unshare_flags(config.network)
     args += ["--die-with-parent", "--new-session", "--hostname", "sandbox", "--clearenv"]
     for key, value in worker_env(home=scratch, tmp="/tmp").items():

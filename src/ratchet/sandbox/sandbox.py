@@ -97,7 +97,7 @@ class _Worker:
     def kill(self) -> None:
         """End the worker and everything it started, at once (no grace: its state is disposable)."""
         self.killed_by_us = True
-        _kill_tree(self.proc, self.uid if self.mech.name != "bwrap" else None)
+        _kill_tree(self.proc, self.uid)
 
     def stderr_tail(self) -> str:
         try:
@@ -112,7 +112,8 @@ class _Worker:
 def _kill_tree(proc: subprocess.Popen[bytes], uid: int | None) -> None:
     # The worker leads its own process group (start_new_session). Under bubblewrap, killing bwrap
     # ends the PID namespace (--die-with-parent), which ends every process in it, however
-    # double-forked. Elsewhere, processes that left the group are found by their unique uid.
+    # double-forked; the kernel does that asynchronously, so we also wait until no process of the
+    # worker's unique uid is left. Without bubblewrap that uid is how escaped processes are found.
     if proc.poll() is None:
         try:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -134,8 +135,9 @@ def _kill_tree(proc: subprocess.Popen[bytes], uid: int | None) -> None:
 
 
 def _kill_uid(uid: int) -> None:
-    """SIGKILL every process whose real uid is ``uid`` (a uid only this Sandbox's worker uses)."""
-    for _ in range(3):
+    """SIGKILL every process whose real uid is ``uid`` (a uid only this Sandbox's worker uses)
+    until none is left (at most about two seconds)."""
+    for _ in range(200):
         found = False
         for entry in os.listdir("/proc"):
             if not entry.isdigit():
@@ -491,7 +493,11 @@ class Sandbox:
                         f"{self._max_reply} bytes"
                     )
                     return results + [("error", error)] + self._skipped(error, len(items) - index - 1)
-                except (_Dead, ValueError):
+                except ValueError:
+                    self._stop_worker()
+                    error = HarnessCrashed(f"the worker broke the reply protocol during {fn_name}; it was restarted")
+                    return results + [("error", error)] + self._skipped(error, len(items) - index - 1)
+                except _Dead:
                     error = self._death_error(worker, f"during {fn_name}")
                     self._stop_worker()
                     return results + [("error", error)] + self._skipped(error, len(items) - index - 1)

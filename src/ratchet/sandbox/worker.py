@@ -31,6 +31,15 @@ import sys
 import time
 import traceback
 
+# The worker's own code looks names up in its module globals before builtins: a snapshot of the
+# builtins taken now means candidate code that rebinds ``builtins.type`` or ``builtins.isinstance``
+# changes nothing the worker does.
+globals().update({k: v for k, v in builtins.__dict__.items() if not k.startswith("__")})
+# The standard library the worker uses (json, traceback) reads builtins at call time, so after
+# every call the builtins are put back as they were (a dict comparison: about a microsecond).
+_BUILTINS = dict(builtins.__dict__)
+_builtins_dict = builtins.__dict__
+
 _HEADER = struct.Struct(">I")
 _WORKER_FILE = os.path.abspath(__file__)
 _TB_LINES = 15
@@ -114,6 +123,8 @@ class _State:
     blocked = frozenset()
     cpu_budget = None
     max_output = 0
+    fn_name = ""
+    timeout = 0.0
 
 
 S = _State()
@@ -163,6 +174,13 @@ def _clean(text):
 
 
 def _traceback_tail(exc):
+    try:
+        return _format_tail(exc)
+    except BaseException:  # noqa: BLE001 - candidate code may have broken the traceback module
+        return f"{_type(exc).__name__}: {exc!r}"[-2000:]
+
+
+def _format_tail(exc):
     frames = [
         f
         for f in traceback.extract_tb(exc.__traceback__)
@@ -172,7 +190,10 @@ def _traceback_tail(exc):
     if frames:
         lines.append("Traceback (most recent call last):\n")
         lines.extend(traceback.format_list(frames))
-    lines.extend(traceback.format_exception_only(_type(exc), exc))
+    if isinstance(exc, _CallTimeout):
+        lines.append(f"TimeoutError: still running after {S.timeout:g} s\n")
+    else:
+        lines.extend(traceback.format_exception_only(_type(exc), exc))
     text = _clean("".join(lines))
     return "\n".join(text.splitlines()[-_TB_LINES:])
 
@@ -183,7 +204,7 @@ def _error(kind, message, tb="", out=""):
 
 def _describe(exc):
     if isinstance(exc, _CallTimeout):
-        return "timeout", "the call did not return within its time limit"
+        return "timeout", f"{S.fn_name} did not return within {S.timeout:g} s (it was stopped here)"
     if isinstance(exc, MemoryError):
         detail = f" ({exc})" if _str(exc) else ""
         return "memory", f"MemoryError: the worker's memory limit was reached{detail}"
@@ -262,6 +283,7 @@ def _run_one(module, name, args, seed, timeout, capture):
     if capture.size:
         capture.reset()
     _seed(seed)
+    S.fn_name, S.timeout = name, timeout
     S.in_call = True
     _setitimer(signal.ITIMER_REAL, timeout)
     try:
@@ -271,6 +293,8 @@ def _run_one(module, name, args, seed, timeout, capture):
     except BaseException as exc:  # noqa: BLE001 - everything the candidate raises is reported
         S.in_call = False
         _setitimer(signal.ITIMER_REAL, 0)
+        if _builtins_dict != _BUILTINS:
+            _builtins_dict.update(_BUILTINS)
         if S.is_child:
             os._exit(0)
         kind, message = _describe(exc)
@@ -279,6 +303,8 @@ def _run_one(module, name, args, seed, timeout, capture):
         return _error(kind, message, tb, capture.tail())
     if S.is_child:
         os._exit(0)
+    if _builtins_dict != _BUILTINS:
+        _builtins_dict.update(_BUILTINS)
     if capture.overflow:
         return _error(
             "output",
@@ -353,6 +379,7 @@ def _install_import_guard():
         return real_import(name, globals, locals, fromlist, level)
 
     builtins.__import__ = guarded_import
+    _BUILTINS["__import__"] = guarded_import
 
 
 # ---------------------------------------------------------------------------------------------
@@ -415,8 +442,13 @@ def _load(init, capture):
     _install_import_guard()
     module_name = init["entry"][:-3].replace("/", ".")
     try:
-        return importlib.import_module(module_name), None
+        module = importlib.import_module(module_name)
+        if _builtins_dict != _BUILTINS:
+            _builtins_dict.update(_BUILTINS)
+        return module, None
     except BaseException as exc:  # noqa: BLE001
+        if _builtins_dict != _BUILTINS:
+            _builtins_dict.update(_BUILTINS)
         kind, message = _describe(exc)
         if kind == "code" and isinstance(exc, SyntaxError):
             message = f"SyntaxError in {_clean(exc.filename or '?')}:{exc.lineno}: {exc.msg}"
@@ -472,4 +504,8 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except BaseException:  # noqa: BLE001 - the parent reads fd 2 to explain the crash
+        os.write(2, traceback.format_exc().encode("utf-8", "replace")[-8000:])
+        os._exit(70)
