@@ -1,0 +1,188 @@
+"""Weight versions: every trained LoRA kept on disk, one of them current, any of them restorable.
+
+Layout under the versions directory::
+
+    current            the number of the version serving should use ("0" = the base model)
+    v000001/           one directory per published version, never modified after publication
+        adapter/       the peft adapter (adapter_config.json + adapter_model.safetensors)
+        adapter.gguf   the same LoRA converted for llama.cpp (absent if conversion was skipped)
+        version.json   number, promoted flag, metrics (training loss, KL to base, evaluation)
+
+A version directory is written under a temporary name and renamed into place, and ``current`` is
+replaced atomically, so a reader (the serving process hot-swapping adapters) never sees half a
+version. Version 0 is the base model: it has no directory and is always available to roll back to.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ratchet.contracts import FORMAT_VERSION, RatchetError
+
+#: The file name of the converted llama.cpp adapter inside a version directory.
+GGUF_NAME = "adapter.gguf"
+
+
+@dataclass(frozen=True)
+class Version:
+    """One weight version. ``number`` 0 is the base model (no adapter)."""
+
+    number: int
+    lora_gguf: Path | None
+    adapter_dir: Path | None
+    metrics: dict[str, Any] = field(default_factory=dict)
+    promoted: bool = True
+    created_at: float = 0.0
+
+
+BASE = Version(number=0, lora_gguf=None, adapter_dir=None, metrics={}, promoted=True)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+class VersionStore:
+    """The versions directory. Safe for one writer (the trainer, or a rollback) and many readers."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    # ------------------------------------------------------------------ reading
+
+    def _dir(self, number: int) -> Path:
+        return self.root / f"v{number:06d}"
+
+    def get(self, number: int) -> Version:
+        """The version ``number``; 0 is the base model. Unknown numbers are an error."""
+        if number == 0:
+            return BASE
+        vdir = self._dir(number)
+        try:
+            meta = json.loads((vdir / "version.json").read_text())
+        except (OSError, ValueError):
+            known = ", ".join(str(v.number) for v in self.list())
+            raise RatchetError(
+                f"weight version {number} does not exist in {self.root}",
+                hint=f"known versions: {known}",
+            ) from None
+        gguf = vdir / GGUF_NAME
+        adapter = vdir / "adapter"
+        return Version(
+            number=number,
+            lora_gguf=gguf if gguf.is_file() else None,
+            adapter_dir=adapter if adapter.is_dir() else None,
+            metrics=meta.get("metrics", {}),
+            promoted=bool(meta.get("promoted", False)),
+            created_at=float(meta.get("created_at", 0.0)),
+        )
+
+    def list(self) -> list[Version]:
+        """Every version, the base model first, in publication order."""
+        numbers = sorted(
+            int(p.name[1:]) for p in self.root.glob("v[0-9]*") if p.is_dir() and p.name[1:].isdigit()
+        )
+        return [BASE, *(self.get(n) for n in numbers)]
+
+    def latest_number(self) -> int:
+        """The highest published number (promoted or not); 0 when nothing was published."""
+        return max(v.number for v in self.list())
+
+    def current_number(self) -> int:
+        """The number serving should use: cheap to poll (one small file read)."""
+        try:
+            return int((self.root / "current").read_text().strip())
+        except (OSError, ValueError):
+            return 0
+
+    def current(self) -> Version:
+        """The version serving should use."""
+        return self.get(self.current_number())
+
+    # ------------------------------------------------------------------ writing
+
+    @contextlib.contextmanager
+    def _lock(self) -> Iterator[None]:
+        with open(self.root / ".lock", "w") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def publish(
+        self,
+        adapter_dir: str | Path,
+        metrics: dict[str, Any],
+        promote: bool,
+        lora_gguf: str | Path | None = None,
+    ) -> Version:
+        """Store a trained adapter as the next version; make it current when ``promote``.
+
+        ``adapter_dir`` is a saved peft adapter; ``lora_gguf`` (optional) its llama.cpp
+        conversion. Both are copied, so the caller may reuse its own directories afterwards.
+        """
+        adapter_dir = Path(adapter_dir)
+        if not (adapter_dir / "adapter_config.json").is_file():
+            raise RatchetError(f"{adapter_dir} is not a saved peft adapter (no adapter_config.json)")
+        with self._lock():
+            number = self.latest_number() + 1
+            tmp = Path(tempfile.mkdtemp(dir=self.root, prefix=f".v{number:06d}."))
+            try:
+                shutil.copytree(adapter_dir, tmp / "adapter")
+                if lora_gguf is not None:
+                    shutil.copyfile(lora_gguf, tmp / GGUF_NAME)
+                meta = {
+                    "format_version": FORMAT_VERSION,
+                    "number": number,
+                    "promoted": bool(promote),
+                    "metrics": metrics,
+                    "created_at": time.time(),
+                }
+                (tmp / "version.json").write_text(json.dumps(meta, indent=2, default=float))
+                os.rename(tmp, self._dir(number))
+            except BaseException:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
+            if promote:
+                _write_atomic(self.root / "current", f"{number}\n")
+        return self.get(number)
+
+    def rollback(self, number: int) -> Version:
+        """Make version ``number`` current (0 = the base model). Later versions are kept.
+
+        Rolling back to a version that evaluation had refused is allowed (it is the person's call),
+        and the version's record then says it was promoted by hand.
+        """
+        version = self.get(number)
+        with self._lock():
+            if number and not version.promoted:
+                vdir = self._dir(number)
+                meta = json.loads((vdir / "version.json").read_text())
+                meta["promoted"] = True
+                meta["promoted_by"] = "rollback"
+                _write_atomic(vdir / "version.json", json.dumps(meta, indent=2, default=float))
+            _write_atomic(self.root / "current", f"{number}\n")
+            self._log_rollback(number)
+        return self.get(number)
+
+    def _log_rollback(self, number: int) -> None:
+        # Appending one line is atomic enough for a log that is only read by people.
+        with open(self.root / "rollbacks.jsonl", "a") as handle:
+            handle.write(json.dumps({"to": number, "at": time.time()}) + "\n")

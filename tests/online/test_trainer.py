@@ -1,0 +1,202 @@
+"""The trainer's mechanics on a tiny random Llama (built in memory, no model file, a few ms per step)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("peft")
+transformers = pytest.importorskip("transformers")
+
+from ratchet.online.evaluation import EvaluationHook, HeldOutCase  # noqa: E402
+from ratchet.online.queue import TurnQueue  # noqa: E402
+from ratchet.online.records import Judgement, Sample, Turn  # noqa: E402
+from ratchet.online.trainer import Trainer, TrainerConfig, run_trainer_loop, with_hint  # noqa: E402
+from ratchet.online.versions import VersionStore  # noqa: E402
+
+
+class CharTokenizer:
+    """A byte-level tokenizer with a trivial chat template: enough for the trainer's needs."""
+
+    pad_token_id = 0
+    eos_token_id = 1
+
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        return [2 + (b % 60) for b in text.encode()]
+
+    def apply_chat_template(self, messages, add_generation_prompt=True, tokenize=True):
+        text = "".join(f"<{m['role']}>{m['content']}" for m in messages) + ("<assistant>" if add_generation_prompt else "")
+        return self.encode(text)
+
+
+def tiny_model():
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(
+        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+    )
+    return transformers.AutoModelForCausalLM.from_config(cfg).float()
+
+
+def make_trainer(**overrides) -> Trainer:
+    settings = dict(lora_r=4, lora_alpha=8, learning_rate=5e-3, batch_size=4, micro_batch_size=4,
+                    convert_gguf=False, kl_samples=1, num_threads=1)
+    settings.update(overrides)
+    return Trainer(TrainerConfig(**settings), tiny_model(), CharTokenizer())
+
+
+TOK = CharTokenizer()
+
+
+def sample(prompt: str, response: str, reward: int, *, version: int = 0, hint: str | None = None,
+           serving: list[float] | None = None, turn_id: str | None = None) -> Sample:
+    messages = [{"role": "user", "content": prompt}]
+    prompt_ids = TOK.apply_chat_template(messages)
+    response_ids = TOK.encode(response)
+    turn = Turn(
+        turn_id=turn_id or f"t-{prompt}-{response}-{version}",
+        session_id="s", session_inferred=False, turn_type="main", messages=messages,
+        response_text=response, prompt_token_ids=prompt_ids, response_token_ids=response_ids,
+        response_logprobs=serving if serving is not None else [-4.0] * len(response_ids),
+        policy_version=version,
+    )
+    judgement = Judgement(turn_id=turn.turn_id, reward=reward, votes=[reward], hint=hint, next_state="...", judge="rule")
+    return Sample(turn, judgement)
+
+
+def logp(trainer: Trainer, prompt: str, response: str) -> float:
+    return trainer.sequence_logprob([{"role": "user", "content": prompt}], response)
+
+
+def test_binary_rl_raises_rewarded_and_lowers_corrected_responses() -> None:
+    trainer = make_trainer(signal="rl")
+    before_good, before_bad = logp(trainer, "q1", "ahoy"), logp(trainer, "q1", "hello")
+    batch = [sample("q1", "ahoy", +1), sample("q1", "hello", -1), sample("q2", "ahoy", +1), sample("q2", "hello", -1)]
+    for _ in range(4):
+        metrics = trainer.step(batch)
+    assert metrics["updated"] and metrics["samples"] == 4 and len(metrics["trained"]) == 4
+    assert logp(trainer, "q1", "ahoy") > before_good
+    assert logp(trainer, "q1", "hello") < before_bad
+    # The adapter was the only thing trained: the base (adapter disabled) is untouched.
+    assert trainer.sequence_logprob([{"role": "user", "content": "q1"}], "ahoy", base=True) == pytest.approx(before_good)
+
+
+def test_zero_reward_is_excluded_from_rl_and_hint_only_samples_from_opd() -> None:
+    trainer = make_trainer(signal="rl")
+    metrics = trainer.step([sample("q", "x", 0, hint="say ahoy")])
+    assert not metrics["updated"] and metrics["dropped"]["no_signal"] == 1
+    opd = make_trainer(signal="opd")
+    items, dropped = opd.prepare([sample("q", "x", 1), sample("q", "x", 0, hint="say ahoy")])
+    assert dropped["no_signal"] == 1 and len(items) == 1 and items[0].teacher_ids is not None
+    # The hint is appended to the last user message of the teacher's prompt.
+    assert with_hint([{"role": "user", "content": "q"}], "say ahoy")[-1]["content"] == "q\n\nsay ahoy"
+
+
+def test_opd_moves_the_policy_toward_the_teacher_with_hint() -> None:
+    trainer = make_trainer(signal="opd", learning_rate=1e-2)
+    s = sample("q", "abcabc", 0, hint="zz")
+    items, _ = trainer.prepare([s])
+    it = items[0]
+    start = len(it.teacher_ids) - (len(it.input_ids) - it.response_start)
+    teacher = trainer.score([it.teacher_ids], [start], base=True)[0]
+    gap_before = float((teacher - trainer.score([it.input_ids], [it.response_start])[0]).abs().mean())
+    for _ in range(5):
+        trainer.step([s])
+    gap_after = float((teacher - trainer.score([it.input_ids], [it.response_start])[0]).abs().mean())
+    assert gap_after < gap_before
+
+
+def test_stale_samples_are_dropped_and_recent_ones_kept() -> None:
+    trainer = make_trainer(max_staleness=2)
+    trainer.version = 5
+    metrics = trainer.step([sample("q", "a", 1, version=2), sample("q", "b", 1, version=3), sample("q", "c", 1, version=5)])
+    assert metrics["dropped"]["stale"] == 1 and metrics["samples"] == 2
+
+
+def test_importance_weight_corrects_toward_the_serving_policy_and_is_capped() -> None:
+    trainer = make_trainer(is_cap=2.0)
+    # Serving log-probs far below the trainer's: the weight π_trainer/π_serve is huge, so capped at 2.
+    metrics = trainer.step([sample("q", "abc", 1, serving=[-30.0, -30.0, -30.0])])
+    assert metrics["is_weight_mean"] == pytest.approx(2.0)
+    assert metrics["serving_gap_mean"] > 20
+    # Serving log-probs far above: weight e^(prox - serve) < 1 shrinks the update.
+    trainer2 = make_trainer(is_cap=2.0)
+    metrics2 = trainer2.step([sample("q", "abc", 1, serving=[0.0, 0.0, 0.0])])
+    assert 0 < metrics2["is_weight_mean"] < 0.2
+    # The weight scales the objective itself: same sample, same start, smaller weight, smaller |objective|.
+    assert abs(metrics2["objective"]) < abs(metrics["objective"])
+
+
+def test_micro_batches_accumulate_to_the_whole_batch_token_mean() -> None:
+    batch = [sample("q1", "ahoy there", 1), sample("q2", "no", -1), sample("q333", "hello", -1)]
+    whole, split = make_trainer(micro_batch_size=4), make_trainer(micro_batch_size=1)
+    whole.step(batch)
+    split.step(batch)
+    a, b = whole.lora_state(), split.lora_state()
+    assert a.keys() == b.keys()
+    for key in a:
+        assert torch.allclose(a[key], b[key], atol=1e-5), key
+
+
+def test_adapter_save_load_and_reset_round_trip(tmp_path) -> None:
+    trainer = make_trainer()
+    trainer.step([sample("q", "ahoy", 1)])
+    trained = logp(trainer, "q", "ahoy")
+    trainer.save_adapter(tmp_path / "a")
+    trainer.reset_to_base()
+    assert trainer.version == 0
+    assert logp(trainer, "q", "ahoy") == pytest.approx(trainer.sequence_logprob([{"role": "user", "content": "q"}], "ahoy", base=True))
+    trainer.load_adapter(tmp_path / "a", 7)
+    assert trainer.version == 7 and logp(trainer, "q", "ahoy") == pytest.approx(trained, abs=1e-5)
+
+
+def test_trainer_loop_publishes_versions_follows_rollback_and_gates_regressions(tmp_path) -> None:
+    trainer = make_trainer(signal="rl", batch_size=2, min_batch=2, poll_interval_s=0.05, learning_rate=2e-2)
+    queue = TurnQueue(tmp_path / "queue.sqlite")
+    store = VersionStore(tmp_path / "versions")
+    cases = [HeldOutCase([{"role": "user", "content": "held"}], preferred="ahoy", dispreferred="hello")]
+
+    def feed(pairs):
+        for s in pairs:
+            queue.add_turn(s.turn)
+            queue.set_next_state(s.turn.turn_id, "thanks")
+            queue.add_judgement(s.judgement)
+
+    records: list[dict] = []
+    stop = threading.Event()
+    thread = threading.Thread(
+        target=run_trainer_loop, args=(trainer.config, queue.path, store.root, stop, records.append),
+        kwargs={"trainer": trainer, "hook": EvaluationHook(cases, tolerance=0.0)}, daemon=True,
+    )
+    thread.start()
+    try:
+        # Good feedback: the version improves the held-out margin and is promoted.
+        feed([sample("a", "ahoy", 1, turn_id="g1"), sample("b", "hello", -1, turn_id="g2")])
+        _wait(lambda: len(records) >= 1)
+        assert records[0]["promoted"] and store.current_number() == records[0]["version"] == 1
+        assert records[0]["evaluation"]["score"] > records[0]["evaluation"]["baseline"]
+        assert "kl_to_base" in records[0] and records[0]["kl_to_base"] >= 0
+        assert queue.stats()["trained"] == 2
+        # Adversarial feedback: the update hurts the held-out margin, so it is kept but not served.
+        feed([sample("a", "ahoy", -1, turn_id="b1"), sample("b", "hello", 1, turn_id="b2")])
+        _wait(lambda: len(records) >= 2)
+        assert not records[1]["promoted"] and store.current_number() == 1
+        assert not store.get(2).promoted and trainer.version == 1
+        # A rollback to the base is followed by the trainer before its next update.
+        store.rollback(0)
+        _wait(lambda: trainer.version == 0)
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+    assert not thread.is_alive()
+
+
+def _wait(condition, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        time.sleep(0.05)
