@@ -1,0 +1,66 @@
+"""Batch mode: synthesize and evaluate harnesses for every game of a suite, for hours, resumable.
+
+A batch is itself a run (kind ``autoharness-batch``) whose checkpoint maps each game to its own
+AutoHarness run and state; resuming skips finished games and resumes the interrupted one.
+The batch writes ``reports.json`` and ``table.md`` after every game.
+"""
+
+from __future__ import annotations
+
+import traceback
+from typing import Any
+
+from ratchet.autoharness.config import AutoHarnessConfig
+from ratchet.autoharness.report import markdown_table
+
+BATCH_KIND = "autoharness-batch"
+
+
+def run_suite(suite: str, cfg: AutoHarnessConfig, store: Any, protocol: Any, *, threads: int | None = None,
+              resume: str | None = None, console: Any = None, games: list[str] | None = None) -> dict[str, Any]:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from ratchet.autoharness.pipeline import open_or_create, synthesize_game
+    from ratchet.cli.autoharness import _accounted, _model
+
+    if resume:
+        batch = store.open_run(resume)
+        state = batch.load_checkpoint("batch") or {}
+        cfg = AutoHarnessConfig.model_validate(state["config"])
+    else:
+        if games is None:
+            from ratchet.envs import suite_ids
+
+            games = suite_ids(suite)
+        batch = store.create_run(BATCH_KIND, cfg.model_dump(), f"{suite}-{cfg.method}")
+        state = {"config": cfg.model_dump(), "games": games, "runs": {}, "reports": {}}
+        batch.checkpoint("batch", state)
+    llm = _model(cfg.model, threads)
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
+                  TimeElapsedColumn(), console=console) as bar:
+        task = bar.add_task(suite, total=len(state["games"]), completed=len(state["reports"]), info="")
+        for env_id in state["games"]:
+            if env_id in state["reports"]:
+                continue
+            game_cfg = cfg.model_copy(update={"env": env_id})
+            run, game_cfg = open_or_create(store, game_cfg, state["runs"].get(env_id))
+            state["runs"][env_id] = run.id
+            batch.checkpoint("batch", state)
+            bar.update(task, description=f"{suite}: {env_id}")
+            try:
+                report = synthesize_game(
+                    game_cfg, _accounted(llm, run), run, protocol=protocol, play_model=llm,
+                    on_progress=lambda info: bar.update(task, info=f"it {info['iteration']} · h {info['best_h']:.2f} · {info['calls']} calls"),
+                )
+            except Exception as exc:  # one broken game must not end a batch of hours
+                report = {"env": env_id, "status": "not run", "reason": f"{type(exc).__name__}: {exc}"[:200],
+                          "trace": traceback.format_exc()[-2000:]}
+                run.set_status("failed", {"error": report["reason"]})
+            state["reports"][env_id] = report
+            batch.checkpoint("batch", state)
+            reports = [state["reports"].get(g, {"env": g, "status": "not run", "reason": "pending"}) for g in state["games"]]
+            batch.write_json("reports.json", reports)
+            batch.path("table.md").write_text(markdown_table(reports, f"AutoHarness on {suite} ({cfg.method}, {cfg.model})"))
+            bar.advance(task)
+    batch.set_status("done", {"games": len(state["reports"])})
+    return state

@@ -1,0 +1,99 @@
+"""Settings of one AutoHarness synthesis run (and of its evaluation protocol)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from ratchet.config import ConfigError, Settings
+
+
+class BudgetSettings(Settings):
+    """Limits of one synthesis run; the first one reached stops the search."""
+
+    max_calls: int = 40
+    """Most refiner LLM calls (every sample counts, including rejected ones)."""
+    max_tokens: int = 200_000
+    """Most prompt + completion tokens over all refiner calls."""
+    max_seconds: float = 3600.0
+    """Most wall-clock seconds for the whole search (a resumed run counts only its own time)."""
+
+
+class RatchetIdeas(Settings):
+    """The small-model ideas that the ``ratchet`` method adds to the paper's loop; each can be
+    switched off on its own for the ablation."""
+
+    transitions: bool = True
+    """Harvest labelled transitions (board, action, legal?, reason) by exploring the env before any
+    LLM call and score candidates on them as unit tests (dense score + counterexamples)."""
+    helper_library: bool = True
+    """Let harness code import ``harnesslib`` (board block, grid, bracketed actions) and document it
+    in the prompt, with its output on a real board."""
+    few_shot: bool = True
+    """Show one complete worked harness for a different game in the prompt."""
+    samples_per_step: int = 3
+    """Candidates sampled per refinement (temperature > 0); the best by score enters the tree."""
+    grammar: bool = False
+    """Constrain the response to one ```python block with a GBNF grammar (backends that cannot do
+    grammars raise; keep off for remote endpoints)."""
+    library_seed: bool = True
+    """Start the search from the harness library's best harness for the same or a similar game."""
+    decompose: bool = False
+    """Ask first for ``parse_board`` checked against ground-truth parsed states, then for the rule."""
+
+
+class AutoHarnessConfig(Settings):
+    """One AutoHarness run: which game, which harness mode, which method and model, what budget."""
+
+    env: str = "TicTacToe-v0"
+    """TextArena environment id."""
+    mode: Literal["verifier", "filter", "policy"] = "verifier"
+    """Harness kind: the LLM proposes and code verifies; code proposes candidates and the LLM
+    chooses; or code alone plays (value 0 if any illegal move, else 0.5 + 0.5·reward)."""
+    method: Literal["faithful", "ratchet"] = "ratchet"
+    """``faithful``: the paper's loop only; ``ratchet``: plus the small-model ideas in ``ideas``."""
+    model: str = "local:qwen2.5-coder-0.5b"
+    """Refiner model spec (local:NAME, openai:MODEL, http://HOST:PORT/v1#MODEL, scripted)."""
+    ideas: RatchetIdeas = Field(default_factory=RatchetIdeas)
+    """Switches for the ratchet method's additions (ignored by the faithful method)."""
+    iterations: int = 20
+    """Most refinement iterations (tree expansions) after the root."""
+    thompson_c: float = 1.0
+    """C in Beta(1 + C·h, 1 + C·(1−h) + refinements): how strongly h steers the node choice."""
+    eval_envs: int = 10
+    """Environments evaluated in parallel (lockstep) per candidate during the search."""
+    eval_steps: int = 100
+    """Steps per environment during the search (the paper uses 1,000; auto-reset between games)."""
+    step_cap: int = 200
+    """Most steps of a single game before it is cut and reset (games can loop on invalid moves)."""
+    max_failures_shown: int = 5
+    """Failed steps the critic samples and shows the refiner (the paper: at most 5)."""
+    temperature: float = 0.7
+    """Refiner temperature for sampled candidates (the first sample of a refinement uses 0.2)."""
+    max_new_tokens: int = 400
+    """Most tokens of one refiner response."""
+    search_seeds: list[int] = Field(default_factory=lambda: list(range(0, 10)))
+    """Env seeds used during the search (evaluation and transition harvesting)."""
+    heldout_seeds: list[int] = Field(default_factory=lambda: list(range(1000, 1010)))
+    """Env seeds used only by the final protocol; must be disjoint from ``search_seeds``."""
+    transitions_per_seed: int = 60
+    """Labelled transitions harvested per search seed (ratchet method)."""
+    call_timeout_s: float = 1.0
+    """Seconds one harness function call may take in the sandbox before it counts as a failure."""
+    rng_seed: int = 0
+    """Seed of the search's own randomness (Thompson draws, critic sampling, model seeds)."""
+    budget: BudgetSettings = Field(default_factory=BudgetSettings)
+    """Token / call / time limits of the search."""
+    library_dir: str | None = None
+    """Harness library directory (default: the user data dir); read for seeding, written on success."""
+
+    @model_validator(mode="after")
+    def _seeds_disjoint(self) -> AutoHarnessConfig:
+        overlap = set(self.search_seeds) & set(self.heldout_seeds)
+        if overlap:
+            raise ConfigError(
+                f"search and held-out seeds overlap: {sorted(overlap)[:5]}",
+                hint="held-out seeds must never be seen during synthesis; pick disjoint ranges",
+            )
+        return self

@@ -1,0 +1,155 @@
+"""Code-only rollouts of a candidate harness (the search's evaluation, as in the paper).
+
+Actions come from the candidate's ``propose_action``, are checked by its ``is_legal_action`` and
+stepped in the environment. ``eval_envs`` environments advance in lockstep (one batched sandbox
+call per function per step), auto-reset when a game ends, and each stops at its first failure:
+a harness code error, a proposal its own check rejects, or a move the environment rejects.
+Every failure carries what the refiner needs: board, action, verdict, env reason or traceback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ratchet.autoharness.runtime import HarnessRuntime, feedback_of
+from ratchet.contracts import Environment
+
+EnvFactory = Callable[[], Environment]
+
+#: Failure kinds, and which functions each one says to refine (the paper's rule; see refine.py).
+CODE_ERROR = "code_error"
+SELF_REJECTED = "rejected_by_harness"
+ENV_REJECTED = "rejected_by_env"
+
+
+def game_seed(base: int, game_index: int) -> int:
+    """Seed of the ``game_index``-th game of the env started at ``base``: injective on
+    (base, index) so search and held-out seed sets stay disjoint after auto-resets."""
+    return base if game_index == 0 else base * 1_000_003 + game_index
+
+
+@dataclass
+class RolloutStats:
+    """What code-only rollouts of one candidate measured."""
+
+    steps: int = 0
+    legal_steps: int = 0
+    games: int = 0
+    rewards: list[float] = field(default_factory=list)
+    failures: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def legal_rate(self) -> float:
+        """Legal steps over attempted steps (a failed attempt counts as one illegal step)."""
+        return self.legal_steps / self.steps if self.steps else 0.0
+
+    def policy_value(self) -> float:
+        """Harness-as-policy value H: 0 if any move failed, else 0.5 + 0.5·mean reward in [0, 1]."""
+        if self.failures or not self.rewards:
+            return 0.0
+        mean = sum(self.rewards) / len(self.rewards)
+        return 0.5 + 0.5 * min(1.0, max(0.0, mean))
+
+
+def _reward_01(rewards: dict[int, float] | None, player: int, num_players: int) -> float:
+    """End-of-game reward of ``player`` in [0, 1] (2-player rewards in [-1, 1] are rescaled)."""
+    if not rewards:
+        return 0.0
+    r = float(rewards.get(player, 0.0))
+    return (r + 1.0) / 2.0 if num_players > 1 else r
+
+
+def rollout(
+    runtime: HarnessRuntime,
+    env_factory: EnvFactory,
+    seeds: list[int],
+    steps_per_env: int,
+    step_cap: int = 200,
+    keep_going: bool = False,
+) -> RolloutStats:
+    """Run ``len(seeds)`` environments in lockstep for up to ``steps_per_env`` steps each.
+
+    ``keep_going=False`` (the search) stops an environment at its first failure. With
+    ``keep_going=True`` a failed step is counted and the env is reset to its next game instead,
+    so a legal rate over a fixed number of steps can be measured.
+    """
+    stats = RolloutStats()
+    envs = [env_factory() for _ in seeds]
+    game_index = [0] * len(seeds)
+    game_steps = [0] * len(seeds)
+    done_steps = [0] * len(seeds)
+    obs = [env.reset(game_seed(seed, 0)) for env, seed in zip(envs, seeds)]
+    active = list(range(len(seeds)))
+
+    def next_game(i: int) -> None:
+        game_index[i] += 1
+        game_steps[i] = 0
+        obs[i] = envs[i].reset(game_seed(seeds[i], game_index[i]))
+
+    try:
+        while active:
+            step_seed = [game_seed(seeds[i], game_index[i]) * 7 + done_steps[i] for i in active]
+            proposals = runtime.call_many("propose_action", [(obs[i].text,) for i in active], seed=step_seed[0])
+            checks_for = [(i, p[1]) for i, p in zip(active, proposals) if p[0] == "ok"]
+            verdicts = dict(
+                zip(
+                    [i for i, _ in checks_for],
+                    runtime.call_many("is_legal_action", [(obs[i].text, _as_action(a)) for i, a in checks_for], seed=step_seed[0])
+                    if checks_for
+                    else [],
+                )
+            )
+            still: list[int] = []
+            for i, (status, value) in zip(active, proposals):
+                board = obs[i].text
+                base = {"env_seed": game_seed(seeds[i], game_index[i]), "step": game_steps[i], "player": obs[i].player_id, "board": board}
+                stats.steps += 1
+                done_steps[i] += 1
+                failure: dict[str, Any] | None = None
+                if status != "ok":
+                    failure = {**base, "kind": CODE_ERROR, "function": "propose_action", "action": None, "verdict": None, "feedback": feedback_of(value)}
+                else:
+                    action = _as_action(value)
+                    vstatus, verdict = verdicts[i]
+                    if vstatus != "ok":
+                        failure = {**base, "kind": CODE_ERROR, "function": "is_legal_action", "action": action, "verdict": None, "feedback": feedback_of(verdict)}
+                    elif not bool(verdict):
+                        failure = {**base, "kind": SELF_REJECTED, "function": "propose_action", "action": action, "verdict": False,
+                                   "feedback": "is_legal_action returned False for the action propose_action proposed"}
+                    else:
+                        result = envs[i].step(action)
+                        if not result.legal and not result.losing_not_illegal:
+                            failure = {**base, "kind": ENV_REJECTED, "function": "both", "action": action, "verdict": True,
+                                       "feedback": f"the environment rejected it: {result.illegal_reason or 'invalid move'}"}
+                        else:
+                            stats.legal_steps += 1
+                            game_steps[i] += 1
+                            if result.done or result.observation is None:
+                                stats.games += 1
+                                stats.rewards.append(_reward_01(result.rewards, obs[i].player_id, getattr(envs[i], "num_players", 1)))
+                                next_game(i)
+                            else:
+                                obs[i] = result.observation
+                                if game_steps[i] >= step_cap:
+                                    next_game(i)
+                if failure is not None:
+                    stats.failures.append(failure)
+                    if not keep_going:
+                        continue
+                    next_game(i)
+                if done_steps[i] < steps_per_env:
+                    still.append(i)
+            active = still
+    finally:
+        for env in envs:
+            try:
+                env.close()
+            except Exception:  # closing a finished TextArena game can raise; nothing to recover
+                pass
+    return stats
+
+
+def _as_action(value: Any) -> str:
+    return value if isinstance(value, str) else str(value)

@@ -1,0 +1,155 @@
+"""harnesslib: a tiny library that synthesized harness code may import inside the sandbox.
+
+It holds the fiddly text handling every board game needs, so that a small model writes 2-5 lines
+of game logic instead of 30 lines of string parsing. It imports only the standard library and is
+copied next to the harness in the sandbox (and into exported harness files), so harnesses that use
+it stay self-contained.
+
+Example (TicTacToe)::
+
+    from harnesslib import current_board, parse_grid, cells, action_value
+    def is_legal_action(board, action):
+        free = [c for c in cells(parse_grid(current_board(board))) if c.isdigit()]
+        return action_value(action) in free
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = [
+    "current_board",
+    "parse_grid",
+    "cells",
+    "bracketed",
+    "action_value",
+    "action_ints",
+    "index_to_rc",
+    "rc_to_index",
+]
+
+_SEPARATOR = re.compile(r"^[\s\-+=|_]*$")
+_BOARD_HEADER = re.compile(r"(current )?board( state)?\s*:?\s*$", re.IGNORECASE)
+
+
+def current_board(text: str) -> str:
+    """The last board block of an observation: the lines after the last line ending in
+    "Board:" (e.g. "[GAME] Current Board:") up to the next blank-line-separated paragraph that is
+    not part of the grid. Falls back to the last block of lines containing '|'. Returns "" if none.
+
+    >>> obs = "[GAME] Current Board:\\n\\n 0 | 1 | 2 \\n---+---+---\\n 3 | O | 5 \\n\\nYour move"
+    >>> print(current_board(obs))
+     0 | 1 | 2
+    ---+---+---
+     3 | O | 5
+    """
+    lines = text.splitlines()
+    start = None
+    for i, line in enumerate(lines):
+        if _BOARD_HEADER.search(line.strip()):
+            start = i + 1
+    if start is None:
+        # No header: take the last run of lines that look like a grid row.
+        end = None
+        for i in range(len(lines) - 1, -1, -1):
+            if "|" in lines[i]:
+                end = i
+                break
+        if end is None:
+            return ""
+        start = end
+        while start > 0 and ("|" in lines[start - 1] or (lines[start - 1].strip() and _SEPARATOR.match(lines[start - 1]))):
+            start -= 1
+        return "\n".join(line.rstrip() for line in lines[start : end + 1])
+    block: list[str] = []
+    for line in lines[start:]:
+        if not line.strip():
+            if block:
+                break
+            continue
+        if line.lstrip().startswith("[") and block:
+            break  # the next "[GAME] ..." message
+        block.append(line.rstrip())
+    return "\n".join(block)
+
+
+def parse_grid(block: str) -> list[list[str]]:
+    """Rows of cell strings from a text grid. Separator lines (---+---) are dropped; a row is split
+    on '|' when it has one, else on whitespace. Cells are stripped.
+
+    >>> parse_grid(" 0 | 1 | 2 \\n---+---+---\\n 3 | X | 5 ")
+    [['0', '1', '2'], ['3', 'X', '5']]
+    >>> parse_grid(". . X\\n. O .")
+    [['.', '.', 'X'], ['.', 'O', '.']]
+    """
+    rows: list[list[str]] = []
+    for line in block.splitlines():
+        if not line.strip() or _SEPARATOR.match(line):
+            continue
+        if "|" in line:
+            parts = [p.strip() for p in line.strip().strip("|").split("|")]
+        else:
+            parts = line.split()
+        rows.append(parts)
+    return rows
+
+
+def cells(grid: list[list[str]]) -> list[str]:
+    """The grid flattened row by row (index = row * width + col).
+
+    >>> cells([['0', '1'], ['X', '3']])
+    ['0', '1', 'X', '3']
+    """
+    return [c for row in grid for c in row]
+
+
+def bracketed(text: str) -> list[str]:
+    """Every "[...]" in ``text``, with the brackets, in order.
+
+    >>> bracketed("Valid moves: '[0]', '[e2e4]' and [a b]")
+    ['[0]', '[e2e4]', '[a b]']
+    """
+    return re.findall(r"\[[^\[\]]*\]", text)
+
+
+def action_value(action: str) -> str:
+    """The inside of an action's first brackets, stripped; the whole action stripped if none.
+
+    >>> action_value(" [4] ")
+    '4'
+    >>> action_value("[A 3]")
+    'A 3'
+    >>> action_value("up")
+    'up'
+    """
+    found = re.search(r"\[([^\[\]]*)\]", action)
+    return (found.group(1) if found else action).strip()
+
+
+def action_ints(action: str) -> list[int]:
+    """All integers in an action, in order.
+
+    >>> action_ints("[3 4]")
+    [3, 4]
+    >>> action_ints("[move 12 to 7]")
+    [12, 7]
+    """
+    return [int(x) for x in re.findall(r"-?\d+", action)]
+
+
+def index_to_rc(index: int, width: int) -> tuple[int, int]:
+    """Flat index → (row, col) on a grid ``width`` cells wide.
+
+    >>> index_to_rc(5, 3)
+    (1, 2)
+    """
+    return divmod(index, width)
+
+
+def rc_to_index(row: int, col: int, width: int) -> int:
+    """(row, col) → flat index on a grid ``width`` cells wide.
+
+    >>> rc_to_index(1, 2, 3)
+    5
+    """
+    return row * width + col

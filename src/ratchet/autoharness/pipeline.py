@@ -1,0 +1,111 @@
+"""One game end to end: create or resume a run, synthesize, run the protocol, keep the best
+harness in the library, write the per-game report. The CLI and the benchmark call this."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ratchet.autoharness.config import AutoHarnessConfig
+from ratchet.autoharness.library import HarnessLibrary
+from ratchet.autoharness.protocol import ProtocolConfig, run_protocol
+from ratchet.autoharness.report import game_report
+from ratchet.autoharness.runtime import RuntimeFactory, sandbox_runtime_factory
+from ratchet.autoharness.search import KIND, SearchResult, Synthesis
+from ratchet.contracts import Model, RatchetError
+
+RUN_KIND = "autoharness"
+
+
+def env_factory_for(env_id: str) -> Callable[[], Any]:
+    """A factory of hint-stripped environments for ``env_id`` (the paper's setting)."""
+    from ratchet.envs import EnvConfig, make
+
+    config = EnvConfig(strip_move_hints=True)
+
+    def build() -> Any:
+        return make(env_id, config)
+
+    return build
+
+
+def open_or_create(store: Any, cfg: AutoHarnessConfig, resume: str | None, name: str | None = None) -> tuple[Any, AutoHarnessConfig]:
+    """A new run for ``cfg``, or the run ``resume`` with the config it was started with."""
+    if resume:
+        run = store.open_run(resume)
+        record = run.read_json("run.json") or {}
+        saved = record.get("config")
+        if saved:
+            cfg = AutoHarnessConfig.model_validate(saved)
+        return run, cfg
+    return store.create_run(RUN_KIND, cfg.model_dump(), name or f"{cfg.env}-{cfg.mode}-{cfg.method}"), cfg
+
+
+def synthesize_game(
+    cfg: AutoHarnessConfig,
+    model: Model,
+    run: Any,
+    *,
+    protocol: ProtocolConfig | None = None,
+    play_model: Model | None = None,
+    runtime_factory: RuntimeFactory | None = None,
+    env_factory: Callable[[], Any] | None = None,
+    library: HarnessLibrary | None = None,
+    on_progress: Callable[[dict[str, Any]], None] | None = None,
+    on_phase: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Search, then (when ``protocol`` is given) evaluate on held-out seeds; returns the report."""
+    started = time.perf_counter()
+    env_factory = env_factory or env_factory_for(cfg.env)
+    runtime_factory = runtime_factory or sandbox_runtime_factory(cfg.call_timeout_s)
+    probe = env_factory()
+    try:
+        description = probe.game_description() if hasattr(probe, "game_description") else ""
+    finally:
+        probe.close()
+    library = library if library is not None else HarnessLibrary(cfg.library_dir)
+    seeds = library.lookup(cfg.env, cfg.mode) if cfg.method == "ratchet" and cfg.ideas.library_seed else []
+    note = on_phase or (lambda phase: None)
+    note("search")
+    search = Synthesis(cfg, model, run, env_factory, runtime_factory, description=description, library_seeds=seeds,
+                       on_progress=on_progress)
+    result: SearchResult = search.run_search()
+    run.write_json("search.json", {**result.__dict__, "history": result.history})
+    evaluation = None
+    if protocol is not None and result.best_code:
+        runtime = runtime_factory({"harness.py": result.best_code})
+        try:
+            evaluation = run_protocol(env_factory, play_model or model, cfg.env, cfg.mode, runtime, cfg.heldout_seeds,
+                                      protocol, on_phase=note)
+        finally:
+            runtime.close()
+        run.write_json("protocol.json", evaluation)
+    report = game_report(cfg, result, evaluation, run_id=run.id, wall_s=time.perf_counter() - started,
+                         model_name=getattr(model, "name", cfg.model))
+    run.write_json("report.json", report)
+    if result.best_code and result.best_h > 0:
+        library.add(cfg.env, cfg.mode, result.best_code, result.best_h, run_id=run.id, candidate_id=result.best_id,
+                    model=report["model"], method=cfg.method)
+    run.set_status("done", {"best_h": result.best_h, "stop_reason": result.stop_reason, "calls": result.calls})
+    return report
+
+
+def best_code(run: Any) -> tuple[str, dict[str, Any]]:
+    """The best harness of a finished (or interrupted) run and its provenance, for export."""
+    state = run.load_checkpoint("autoharness")
+    if not state or not state.get("tree"):
+        raise RatchetError(f"run {run.id} has no evaluated harness yet", hint="let the search run, or resume it with --resume")
+    best = max(state["tree"], key=lambda n: n["h"])
+    record = run.read_json("run.json") or {}
+    config = record.get("config") or {}
+    report = run.read_json("report.json") or {}
+    provenance = {
+        "env": config.get("env"), "mode": config.get("mode"), "method": config.get("method"), "score": best["h"],
+        "run_id": run.id, "candidate_id": best["candidate_id"], "model": config.get("model"),
+        "heldout_legal_rate": (report.get("after") or {}).get("legal_rate"),
+    }
+    return state["codes"][best["candidate_id"]], provenance
+
+
+__all__ = ["KIND", "RUN_KIND", "best_code", "env_factory_for", "open_or_create", "synthesize_game"]

@@ -1,0 +1,152 @@
+"""The refiner's prompts: every field the paper names (game, description, action space, failed
+steps with feedback, current code, required signatures, its instructions), kept short because the
+default refiner is a 0.5B model with a small context. The ``ratchet`` method adds the helper
+library's API with its output on a real board of the game and one worked example for another game.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Sequence
+from typing import Any
+
+from ratchet.contracts import Message
+
+SYSTEM = "You write short, correct Python code for game harnesses. Reply with exactly one ```python code block and nothing else."
+
+SIGNATURES = {
+    "verifier": (
+        'def propose_action(board: str) -> str:\n    """Return one random legal action for the player to move."""\n\n'
+        'def is_legal_action(board: str, action: str) -> bool:\n    """Return True if the game accepts `action` on this board, else False."""'
+    ),
+    "policy": (
+        'def propose_action(board: str) -> str:\n    """Return one of the best legal actions so that the final reward is maximized."""\n\n'
+        'def is_legal_action(board: str, action: str) -> bool:\n    """Return True if the game accepts `action` on this board, else False."""'
+    ),
+}
+SIGNATURES["filter"] = SIGNATURES["verifier"]
+
+INSTRUCTIONS = [
+    "`board` is the full observation text the player sees; the current position is its last board.",
+    "Use only the standard library (random, re, math, itertools, collections) and numpy.",
+    "Avoid infinite loops. Do not use try/except to hide errors. Do not print.",
+    "propose_action must randomly sample one of the best legal actions.",
+]
+POLICY_INSTRUCTION = "Track the game's progress as a value in [0, 1] and pick the action that increases it most."
+
+HARNESSLIB_API = """from harnesslib import current_board, parse_grid, cells, bracketed, action_value, action_ints
+current_board(text) -> str: the last board block of the observation
+parse_grid(block) -> list[list[str]]: rows of cells ('|' or spaces split cells; ---+--- lines dropped)
+cells(grid) -> list[str]: the grid flattened row by row
+bracketed(text) -> list[str]: every "[...]" token in text
+action_value(action) -> str: the text inside the action's brackets, e.g. "[4]" -> "4"
+action_ints(action) -> list[int]: the integers in the action, e.g. "[3 4]" -> [3, 4]"""
+
+FEW_SHOT = '''Example of a complete harness for a different game (Connect Four, board rows of "." and X/O under a row of column numbers):
+```python
+import random
+from harnesslib import current_board, parse_grid, action_ints
+
+def free_columns(board):
+    grid = parse_grid(current_board(board))
+    top = grid[1]  # grid[0] is the row of column numbers
+    return [c for c in range(len(top)) if top[c] == "."]
+
+def propose_action(board):
+    return "[" + str(random.choice(free_columns(board))) + "]"
+
+def is_legal_action(board, action):
+    nums = action_ints(action)
+    return len(nums) == 1 and nums[0] in free_columns(board)
+```'''
+
+
+def excerpt(text: str, limit: int = 700) -> str:
+    """The end of a long observation (the current position is at the end)."""
+    text = text.strip("\n")
+    return text if len(text) <= limit else "…" + text[-limit:]
+
+
+def library_view(board: str) -> str:
+    """What the helper library returns on a real board of the game, so a small model sees the
+    data it will work with instead of guessing it."""
+    from ratchet.autoharness import harnesslib as lib
+
+    block = lib.current_board(board)
+    grid = lib.parse_grid(block)
+    lines = [f"current_board(board) ->\n{textwrap.indent(block, '    ') if block else '    (empty: no board block found)'}"]
+    if grid:
+        lines.append(f"parse_grid(current_board(board)) -> {grid!r}"[:500])
+        lines.append(f"cells(parse_grid(current_board(board))) -> {lib.cells(grid)!r}"[:400])
+    return "\n".join(lines)
+
+
+def describe_failure(i: int, f: dict[str, Any], board_limit: int = 500) -> str:
+    """One failed step as the refiner sees it: board, action, what the code said, the env's
+    reason or the traceback."""
+    parts = [f"Failure {i}:", "board (end of observation):", textwrap.indent(excerpt(f.get("board") or "", board_limit), "  ")]
+    if f.get("action") is not None:
+        parts.append(f"action: {f['action']}")
+    verdict = f.get("verdict")
+    if verdict is not None:
+        parts.append(f"your is_legal_action returned: {verdict}")
+    if "legal" in f:
+        truth = "legal" if f["legal"] else f"illegal ({f.get('env_reason') or 'rejected'})"
+        parts.append(f"the environment says: {truth}")
+    parts.append(f"problem: {f.get('feedback', '')}".rstrip())
+    return "\n".join(parts)
+
+
+def synthesis_prompt(
+    *,
+    game: str,
+    description: str,
+    action_examples: Sequence[str],
+    mode: str,
+    code: str | None,
+    failures: Sequence[dict[str, Any]],
+    refine: str,
+    error_summary: str = "",
+    helper_library: bool = False,
+    few_shot: bool = False,
+    sample_board: str | None = None,
+    labelled: Sequence[tuple[str, bool, str | None]] = (),
+    score_line: str = "",
+) -> list[Message]:
+    """The refiner's messages. ``code=None`` asks for the first version (the tree's root)."""
+    sections = [f"Game: {game}", "Game description:\n" + excerpt(description, 900)]
+    if action_examples:
+        sections.append("Action space: actions are written in brackets, e.g. " + ", ".join(action_examples[:6]))
+    sections.append("Write these Python functions:\n" + SIGNATURES[mode])
+    instructions = list(INSTRUCTIONS) + ([POLICY_INSTRUCTION] if mode == "policy" else [])
+    if helper_library:
+        instructions[1] = "Use only the standard library, numpy and harnesslib (below)."
+    sections.append("Instructions:\n" + "\n".join(f"- {s}" for s in instructions))
+    if helper_library:
+        sections.append("harnesslib API:\n" + HARNESSLIB_API)
+        if sample_board:
+            sections.append("A board of this game:\n" + textwrap.indent(excerpt(sample_board, 500), "  ") + "\nOn it, harnesslib gives:\n" + library_view(sample_board))
+    if labelled:
+        sections.append("On that board the environment says:\n" + "\n".join(
+            f"  {a}: {'legal' if ok else 'illegal (' + (why or 'rejected') + ')'}" for a, ok, why in labelled))
+    if few_shot:
+        sections.append(FEW_SHOT)
+    if code is not None:
+        sections.append("Current code:\n```python\n" + code.strip() + "\n```")
+        if score_line:
+            sections.append(score_line)
+        if failures:
+            sections.append("Failed steps:\n" + "\n\n".join(describe_failure(i + 1, f) for i, f in enumerate(failures)))
+        if error_summary:
+            sections.append("Error types: " + error_summary)
+        target = {"both": "both functions", "propose_action": "propose_action", "is_legal_action": "is_legal_action"}[refine]
+        sections.append(f"Fix {target} so these steps succeed. Return the complete code with both functions.")
+    else:
+        sections.append("Return the complete code with both functions.")
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n\n".join(sections)}]
+
+
+#: GBNF grammar forcing one ```python block (for backends that support grammars).
+CODE_BLOCK_GRAMMAR = r'''root ::= "```python\n" body "```"
+body ::= ( [^`] | "`" [^`] | "``" [^`] )*
+'''

@@ -1,0 +1,307 @@
+"""The paper's evaluation protocol: the model with a synthesized harness against the same model
+with no harness, on held-out seeds never used during the search.
+
+* Legal-action rate: ``legal_seeds`` seeds × ``legal_steps`` agent steps each (the paper: 10 × 1,000),
+  games auto-reset; 2-player games are self-play (the agent plays both seats). Env-rejected
+  actions count as illegal; moves the env calls invalid but that merely lose (a Minesweeper mine)
+  are counted separately as ``losing_not_illegal``.
+* 1-player reward: mean reward over ``reward_games`` games (the paper: 20).
+* 2-player: ``matches`` matches (the paper: 40) against a fixed opponent, seats alternated;
+  reward = win rate (draw = 0.5).
+
+Verifier mode at play time: the LLM proposes with the paper's playing prompt; the harness's
+``is_legal_action`` checks; a rejection re-prompts with the reason up to ``retries`` times, after
+which the harness's own ``propose_action`` supplies the move (counted as a fallback). Filter mode:
+``propose_action`` is sampled ``filter_candidates`` times, the legal distinct ones are listed and
+the LLM picks one. Policy mode: ``propose_action`` alone, no LLM.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ratchet.autoharness.evaluate import game_seed
+from ratchet.autoharness.runtime import HarnessRuntime, feedback_of
+from ratchet.config import Settings
+from ratchet.contracts import Environment, Model, Observation
+
+
+class ProtocolConfig(Settings):
+    """Sizes of the final evaluation (defaults: the paper's protocol)."""
+
+    legal_seeds: int = 10
+    """Held-out seeds for the legal-action rate."""
+    legal_steps: int = 1000
+    """Agent steps per seed for the legal-action rate (games auto-reset)."""
+    reward_games: int = 20
+    """1-player games for the mean reward."""
+    matches: int = 40
+    """2-player matches (seats alternated) for the win rate."""
+    step_cap: int = 200
+    """Most steps of one game before it is cut (counted as reward 0 / a draw)."""
+    retries: int = 3
+    """Verifier mode: re-prompts after a harness rejection before falling back to propose_action."""
+    filter_candidates: int = 8
+    """Filter mode: propose_action samples collected per move."""
+    play_max_tokens: int = 256
+    """Most tokens of one playing answer (the paper's think-then-move prompt)."""
+
+
+class Player:
+    """Something that chooses a move: ``act(observation) -> action``; ``info`` counts its work."""
+
+    name = "player"
+
+    def __init__(self) -> None:
+        self.info: dict[str, int] = {"calls": 0, "tokens": 0, "rejections": 0, "fallbacks": 0, "harness_errors": 0}
+
+    def act(self, obs: Observation) -> str:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+class LLMPlayer(Player):
+    """The baseline: the paper's playing prompt, optionally verified by a harness."""
+
+    def __init__(self, model: Model, game: str, *, harness: HarnessRuntime | None = None, retries: int = 3,
+                 max_tokens: int = 256, seed: int = 0) -> None:
+        super().__init__()
+        from ratchet.envs.agents import LLMAgent
+
+        self.name = "llm+verifier" if harness else "llm"
+        self.harness = harness
+        self.agent = LLMAgent(model, game=game, max_tokens=max_tokens, seed=seed,
+                              verifier=self._verify if harness else None, verifier_retries=retries)
+
+    def _verify(self, board: str, action: str) -> tuple[bool, str]:
+        assert self.harness is not None
+        try:
+            ok = bool(self.harness.call("is_legal_action", board, action))
+        except Exception as exc:  # a broken check must not stop play: count it and let the move through
+            self.info["harness_errors"] += 1
+            return True, feedback_of(exc)
+        if not ok:
+            self.info["rejections"] += 1
+        return ok, "the move is not legal in the current position"
+
+    def act(self, obs: Observation) -> str:
+        action = self.agent.act(obs)
+        info = self.agent.last_info
+        self.info["calls"] += int(info.get("model_calls", 0))
+        self.info["tokens"] += int(info.get("prompt_tokens", 0)) + int(info.get("completion_tokens", 0))
+        if self.harness is not None and info.get("verifier_rejections") and len(info["verifier_rejections"]) >= self.agent.verifier_retries:
+            ok, _ = self._verify(obs.text, action)
+            if not ok:
+                try:
+                    action = str(self.harness.call("propose_action", obs.text, seed=self.info["calls"]))
+                    self.info["fallbacks"] += 1
+                except Exception:
+                    self.info["harness_errors"] += 1
+        return action
+
+
+class FilterPlayer(Player):
+    """Code proposes legal candidates, the LLM chooses among them."""
+
+    name = "llm+filter"
+
+    def __init__(self, model: Model, game: str, harness: HarnessRuntime, candidates: int = 8, max_tokens: int = 256) -> None:
+        super().__init__()
+        from ratchet.envs.agents import LLMAgent
+
+        self.harness = harness
+        self.k = candidates
+        self.agent = LLMAgent(model, game=game, max_tokens=max_tokens)
+        self.step = 0
+
+    def act(self, obs: Observation) -> str:
+        self.step += 1
+        found = self.harness.call_many("propose_action", [(obs.text,)] * self.k, seed=self.step * 1000)
+        moves = list(dict.fromkeys(str(v) for s, v in found if s == "ok"))
+        checks = self.harness.call_many("is_legal_action", [(obs.text, m) for m in moves], seed=0)
+        legal = [m for m, (s, v) in zip(moves, checks) if s == "ok" and v]
+        if not legal:
+            self.info["harness_errors"] += 1
+            legal = moves
+        if len(legal) == 1:
+            return legal[0]
+        text = obs.text + "\n\nLegal moves (choose exactly one): " + ", ".join(legal)
+        action = self.agent.act(Observation(obs.player_id, text))
+        info = self.agent.last_info
+        self.info["calls"] += int(info.get("model_calls", 0))
+        self.info["tokens"] += int(info.get("prompt_tokens", 0)) + int(info.get("completion_tokens", 0))
+        if action not in legal:
+            self.info["fallbacks"] += 1
+            action = legal[0] if legal else action
+        return action
+
+
+class PolicyPlayer(Player):
+    """The harness alone (no LLM)."""
+
+    name = "harness-policy"
+
+    def __init__(self, harness: HarnessRuntime) -> None:
+        super().__init__()
+        self.harness = harness
+        self.step = 0
+
+    def act(self, obs: Observation) -> str:
+        self.step += 1
+        try:
+            return str(self.harness.call("propose_action", obs.text, seed=self.step))
+        except Exception:
+            self.info["harness_errors"] += 1
+            return "[?]"
+
+
+@dataclass
+class PlayStats:
+    steps: int = 0
+    illegal: int = 0
+    losing_not_illegal: int = 0
+    games: int = 0
+    rewards: list[float] = field(default_factory=list)
+    reasons: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def legal_rate(self) -> float:
+        return 1.0 - self.illegal / self.steps if self.steps else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        mean = sum(self.rewards) / len(self.rewards) if self.rewards else None
+        return {"steps": self.steps, "illegal": self.illegal, "losing_not_illegal": self.losing_not_illegal,
+                "legal_rate": self.legal_rate if self.steps else None, "games": self.games, "mean_reward": mean,
+                "illegal_reasons": dict(sorted(self.reasons.items(), key=lambda kv: -kv[1])[:5])}
+
+
+def play_game(env: Environment, seats: dict[int, Player], seed: int, step_cap: int, stats: PlayStats, counted: set[int],
+              step_budget: int | None = None) -> dict[int, float]:
+    """One game; steps of players in ``counted`` seats go into ``stats``. Returns final rewards
+    ({} when cut at ``step_cap`` or ``step_budget``)."""
+    obs = env.reset(seed)
+    for _ in range(step_cap):
+        player = seats[obs.player_id if obs.player_id in seats else 0]
+        action = player.act(obs)
+        result = env.step(action)
+        if obs.player_id in counted:
+            stats.steps += 1
+            if result.losing_not_illegal:
+                stats.losing_not_illegal += 1
+            elif not result.legal:
+                stats.illegal += 1
+                key = (result.illegal_reason or "invalid")[:80]
+                stats.reasons[key] = stats.reasons.get(key, 0) + 1
+        if result.done or result.observation is None:
+            return dict(result.rewards or {})
+        if step_budget is not None and stats.steps >= step_budget:
+            return {}
+        obs = result.observation
+    return {}
+
+
+def legal_rate(env_factory: Callable[[], Environment], player: Player, seeds: list[int], steps: int, step_cap: int) -> PlayStats:
+    """Self-play legal-action rate: ``steps`` agent steps per seed, games auto-reset."""
+    stats = PlayStats()
+    env = env_factory()
+    try:
+        for base in seeds:
+            start, k = stats.steps, 0
+            while stats.steps - start < steps:
+                seats = {p: player for p in range(getattr(env, "num_players", 1))}
+                play_game(env, seats, game_seed(base, k), step_cap, stats, set(seats), step_budget=start + steps)
+                stats.games += 1
+                k += 1
+    finally:
+        env.close()
+    return stats
+
+
+def reward(env_factory: Callable[[], Environment], player: Player, opponent_factory: Callable[[Environment], Player] | None,
+           seeds: list[int], step_cap: int) -> PlayStats:
+    """1-player: mean reward over one game per seed. 2-player: win rate (draw 0.5) against the
+    opponent, the agent in seat i % 2 for the i-th match."""
+    stats = PlayStats()
+    env = env_factory()
+    try:
+        n = getattr(env, "num_players", 1)
+        for i, seed in enumerate(seeds):
+            if n == 1:
+                rewards = play_game(env, {0: player}, seed, step_cap, stats, {0})
+                stats.rewards.append(float(rewards.get(0, 0.0)))
+            else:
+                seat = i % 2
+                assert opponent_factory is not None
+                seats = {seat: player, 1 - seat: opponent_factory(env)}
+                rewards = play_game(env, seats, seed, step_cap, stats, {seat})
+                mine, theirs = rewards.get(seat, 0.0), rewards.get(1 - seat, 0.0)
+                stats.rewards.append(1.0 if mine > theirs else 0.5 if mine == theirs else 0.0)
+            stats.games += 1
+    finally:
+        env.close()
+    return stats
+
+
+class RandomLegalOpponent(Player):
+    """The fixed 2-player opponent: a random move the env accepts (found by probing)."""
+
+    name = "random-legal"
+
+    def __init__(self, env: Environment, seed: int = 0) -> None:
+        super().__init__()
+        from ratchet.envs.agents import RandomLegalAgent
+
+        self.agent = RandomLegalAgent(seed=seed)
+        self.agent.bind(env)
+
+    def act(self, obs: Observation) -> str:
+        return self.agent.act(obs)
+
+
+def run_protocol(
+    env_factory: Callable[[], Environment],
+    model: Model,
+    game: str,
+    mode: str,
+    harness: HarnessRuntime | None,
+    heldout_seeds: list[int],
+    config: ProtocolConfig | None = None,
+    on_phase: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Measure the model with and without the harness on held-out seeds; plain data result."""
+    cfg = config or ProtocolConfig()
+    note = on_phase or (lambda phase: None)
+    probe_env = env_factory()
+    players_n = getattr(probe_env, "num_players", 1)
+    probe_env.close()
+    seeds = list(heldout_seeds)
+    legal_seeds = seeds[: cfg.legal_seeds]
+    reward_seeds = [game_seed(s, 10_000 + i) for i, s in enumerate((seeds * (cfg.reward_games // max(1, len(seeds)) + 1)))]
+    reward_seeds = reward_seeds[: (cfg.reward_games if players_n == 1 else cfg.matches)]
+
+    def make_player(with_harness: bool) -> Player:
+        if not with_harness:
+            return LLMPlayer(model, game, max_tokens=cfg.play_max_tokens)
+        assert harness is not None
+        if mode == "policy":
+            return PolicyPlayer(harness)
+        if mode == "filter":
+            return FilterPlayer(model, game, harness, cfg.filter_candidates, cfg.play_max_tokens)
+        return LLMPlayer(model, game, harness=harness, retries=cfg.retries, max_tokens=cfg.play_max_tokens)
+
+    out: dict[str, Any] = {"env": game, "mode": mode, "players": players_n, "heldout_seeds": seeds, "protocol": cfg.model_dump()}
+    opponent = (lambda env: RandomLegalOpponent(env)) if players_n > 1 else None
+    for label, with_harness in (("baseline", False), ("harness", True)):
+        if with_harness and harness is None:
+            continue
+        player = make_player(with_harness)
+        t0 = time.perf_counter()
+        note(f"{label}: legal rate")
+        legal = legal_rate(env_factory, player, legal_seeds, cfg.legal_steps, cfg.step_cap)
+        note(f"{label}: reward")
+        rew = reward(env_factory, player, opponent, reward_seeds, cfg.step_cap) if reward_seeds else PlayStats()
+        out[label] = {"player": player.name, "legal": legal.to_dict(), "reward": rew.to_dict(), "work": dict(player.info),
+                      "wall_s": time.perf_counter() - t0}
+    return out

@@ -1,0 +1,62 @@
+"""Per-game reports (JSON) and the readable table over many games (markdown)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ratchet.contracts import FORMAT_VERSION
+
+
+def game_report(cfg: Any, result: Any, evaluation: dict[str, Any] | None, *, run_id: str, wall_s: float, model_name: str) -> dict[str, Any]:
+    """One game's outcome: search effort, and the legal rate / reward before and after."""
+
+    def side(label: str) -> dict[str, Any] | None:
+        if not evaluation or label not in evaluation:
+            return None
+        part = evaluation[label]
+        return {
+            "legal_rate": part["legal"]["legal_rate"], "legal_steps": part["legal"]["steps"],
+            "losing_not_illegal": part["legal"]["losing_not_illegal"], "reward": part["reward"]["mean_reward"],
+            "reward_games": part["reward"]["games"], "play_calls": part["work"]["calls"],
+            "rejections": part["work"].get("rejections", 0), "fallbacks": part["work"].get("fallbacks", 0),
+            "illegal_reasons": part["legal"]["illegal_reasons"],
+        }
+
+    return {
+        "format_version": FORMAT_VERSION,
+        "env": cfg.env, "mode": cfg.mode, "method": cfg.method, "model": model_name, "run_id": run_id,
+        "players": (evaluation or {}).get("players"),
+        "search": {"best_h": result.best_h, "iterations": result.iterations, "llm_calls": result.calls,
+                   "tokens": result.tokens, "wall_s": round(result.wall_s, 1), "stop_reason": result.stop_reason,
+                   "nodes": result.nodes},
+        "before": side("baseline"), "after": side("harness"),
+        "protocol": (evaluation or {}).get("protocol"),
+        "wall_s": round(wall_s, 1),
+    }
+
+
+def _f(value: Any, digits: int = 2) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def markdown_table(reports: Sequence[dict[str, Any]], title: str = "", notes: Sequence[str] = ()) -> str:
+    """A table with one row per game; games not run keep a row marked "not run"."""
+    lines = [f"# {title}" if title else "", *[f"- {n}" for n in notes], ""]
+    lines.append("| game | players | best h (search) | legal rate before | legal rate after | reward before | reward after | iterations | LLM calls | tokens | search s | stop |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in reports:
+        if r.get("status") == "not run" or "search" not in r:
+            lines.append(f"| {r['env']} | {_f(r.get('players'))} | not run | | | | | | | | | {r.get('reason', '')} |")
+            continue
+        s, b, a = r["search"], r.get("before") or {}, r.get("after") or {}
+        lines.append(
+            f"| {r['env']} | {_f(r.get('players'))} | {_f(s['best_h'])} | {_f(b.get('legal_rate'))} | {_f(a.get('legal_rate'))} | "
+            f"{_f(b.get('reward'))} | {_f(a.get('reward'))} | {s['iterations']} | {s['llm_calls']} | {s['tokens']} | "
+            f"{_f(s['wall_s'], 0)} | {s['stop_reason']} |"
+        )
+    return "\n".join(lines).lstrip("\n") + "\n"

@@ -1,0 +1,361 @@
+"""The synthesis loop: a tree of harness versions refined by Thompson sampling (the paper's REx
+search), plus the ``ratchet`` method's additions for small models.
+
+One iteration: pick a node (Thompson), let the critic sample its failed steps, decide which
+function to refine, prompt the refiner (``samples`` times for the ratchet method), extract and
+judge every sample, store every one (rejected and failed ones too), add the best to the tree, and
+checkpoint the tree, the RNG state and the budget used. A killed run resumes from the checkpoint
+and, with a deterministic model, reaches the same result. Stops at h = 1.0, after ``iterations``
+refinements, or when the call / token / time budget is spent.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ratchet.autoharness import critic
+from ratchet.autoharness.config import AutoHarnessConfig
+from ratchet.autoharness.evaluate import EnvFactory, rollout
+from ratchet.autoharness.prompts import CODE_BLOCK_GRAMMAR, synthesis_prompt
+from ratchet.autoharness.refine import check_signatures, extract_code, which_to_refine
+from ratchet.autoharness.runtime import RuntimeFactory
+from ratchet.autoharness.transitions import Transition, balanced_subset, harvest, score_is_legal
+from ratchet.autoharness.tree import Tree, select_node
+from ratchet.contracts import BudgetExceeded, Candidate, Evaluation, Model
+
+CHECKPOINT = "autoharness"
+KIND = "autoharness.harness"
+
+
+class RunLog(Protocol):
+    """The part of the run store the search writes to (``ratchet.store.Run``)."""
+
+    def add_candidate(self, candidate: Candidate, status: str = ...) -> Any: ...
+    def set_candidate_status(self, candidate_id: str, status: str, score: float | None = None) -> Any: ...
+    def add_evaluation(self, evaluation: Evaluation) -> Any: ...
+    def checkpoint(self, name: str, obj: Any) -> Any: ...
+    def load_checkpoint(self, name: str) -> Any: ...
+
+
+@dataclass
+class Judgement:
+    """What evaluating one candidate found."""
+
+    h: float
+    status: str  # "evaluated" or "failed" (the code does not load or lacks a function)
+    metrics: dict[str, float]
+    failures: list[dict[str, Any]]
+
+
+@dataclass
+class SearchResult:
+    best_id: str | None
+    best_code: str | None
+    best_h: float
+    iterations: int
+    calls: int
+    tokens: int
+    wall_s: float
+    stop_reason: str
+    nodes: int
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+
+class Synthesis:
+    """One resumable AutoHarness search. Everything it learns goes to ``run``."""
+
+    def __init__(
+        self,
+        config: AutoHarnessConfig,
+        model: Model,
+        run: RunLog,
+        env_factory: EnvFactory,
+        runtime_factory: RuntimeFactory,
+        *,
+        hint_env_factory: EnvFactory | None = None,
+        description: str = "",
+        library_seeds: Sequence[dict[str, Any]] = (),
+        on_progress: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
+        self.cfg = config
+        self.model = model
+        self.run = run
+        self.env_factory = env_factory
+        self.hint_env_factory = hint_env_factory
+        self.runtime_factory = runtime_factory
+        self.description = description
+        self.library_seeds = list(library_seeds)
+        self.on_progress = on_progress or (lambda info: None)
+        self.ratchet = config.method == "ratchet"
+        ideas = config.ideas
+        self.use_transitions = self.ratchet and ideas.transitions
+        self.samples = ideas.samples_per_step if self.ratchet else 1
+        self.state: dict[str, Any] = {}
+        self.tree = Tree()
+        self.rng = random.Random(config.rng_seed)
+        self.transitions: list[Transition] = []
+        self.unit_set: list[Transition] = []
+        self.codes: dict[str, str] = {}
+        self.failures: dict[str, list[dict[str, Any]]] = {}
+
+    # ---------------------------------------------------------------- state
+
+    def _save(self) -> None:
+        self.state.update(
+            tree=self.tree.to_json(),
+            rng=_rng_to_json(self.rng.getstate()),
+            codes=self.codes,
+            failures={k: v[:40] for k, v in self.failures.items()},
+        )
+        self.run.checkpoint(CHECKPOINT, self.state)
+
+    def _load(self) -> bool:
+        try:
+            saved = self.run.load_checkpoint(CHECKPOINT)
+        except (FileNotFoundError, KeyError):
+            saved = None
+        if not saved:
+            return False
+        self.state = dict(saved)
+        self.tree = Tree.from_json(saved["tree"])
+        self.rng.setstate(_rng_from_json(saved["rng"]))
+        self.codes = dict(saved["codes"])
+        self.failures = {k: list(v) for k, v in saved["failures"].items()}
+        self.transitions = [Transition.from_json(t) for t in saved.get("transitions", [])]
+        self._pick_unit_set()
+        return True
+
+    # ---------------------------------------------------------------- budget
+
+    def _budget_left(self) -> str | None:
+        b = self.cfg.budget
+        if self.state["calls"] >= b.max_calls:
+            return "call budget"
+        if self.state["tokens"] >= b.max_tokens:
+            return "token budget"
+        if self.state["elapsed_s"] + (time.monotonic() - self._started) >= b.max_seconds:
+            return "time budget"
+        return None
+
+    # ---------------------------------------------------------------- judging
+
+    def _pick_unit_set(self) -> None:
+        if self.transitions:
+            self.unit_set = balanced_subset(self.transitions, 200, random.Random(self.cfg.rng_seed + 1))
+
+    def judge(self, code: str) -> Judgement:
+        problem = check_signatures(code)
+        if problem:
+            failure = {"kind": "code_error", "function": "both", "board": "", "action": None, "verdict": None, "feedback": problem}
+            return Judgement(0.0, "failed", {"legal_rate": 0.0}, [failure])
+        runtime = self.runtime_factory({"harness.py": code})
+        try:
+            metrics: dict[str, float] = {}
+            failures: list[dict[str, Any]] = []
+            if self.unit_set:
+                unit = score_is_legal(runtime, self.unit_set)
+                metrics["unit_accuracy"] = unit.accuracy
+                # Counterexamples of both signs, so the refiner cannot fix one by breaking the other.
+                failures += unit.errors[:3] + unit.false_accepts[:4] + unit.false_rejects[:4]
+            stats = rollout(runtime, self.env_factory, self.cfg.search_seeds[: self.cfg.eval_envs], self.cfg.eval_steps, self.cfg.step_cap)
+            metrics.update(legal_rate=stats.legal_rate, steps=float(stats.steps), games=float(stats.games))
+            failures += stats.failures
+            primary = stats.legal_rate
+            if self.cfg.mode == "policy":
+                metrics["policy_value"] = primary = stats.policy_value()
+            h = 0.5 * primary + 0.5 * metrics["unit_accuracy"] if "unit_accuracy" in metrics else primary
+            return Judgement(h, "evaluated", metrics, failures)
+        finally:
+            runtime.close()
+
+    # ---------------------------------------------------------------- proposing
+
+    def _prompt(self, code: str | None, shown: list[dict[str, Any]], pool: list[dict[str, Any]], refine: str, metrics: dict[str, float]):
+        ideas = self.cfg.ideas
+        sample_board, labelled = None, []
+        if self.ratchet and self.transitions:
+            sample_board, labelled = _teaching_board(self.transitions)
+        examples = [t.action for t in self.transitions if t.legal][:6] if self.ratchet else []
+        if not examples:
+            from ratchet.autoharness.harnesslib import bracketed
+
+            examples = list(dict.fromkeys(bracketed(self.description)))[:4]
+        score_line = ""
+        if code is not None and metrics:
+            score_line = "Score of the current code: " + ", ".join(f"{k} {v:.2f}" for k, v in metrics.items() if k in ("legal_rate", "unit_accuracy"))
+        return synthesis_prompt(
+            game=self.cfg.env, description=self.description, action_examples=examples, mode=self.cfg.mode,
+            code=code, failures=shown, refine=refine, error_summary=critic.summarize(pool),
+            helper_library=self.ratchet and ideas.helper_library, few_shot=self.ratchet and ideas.few_shot,
+            sample_board=sample_board if self.ratchet and ideas.helper_library else None,
+            labelled=labelled if self.use_transitions else [], score_line=score_line,
+        )
+
+    def _ask(self, messages: list, sample: int) -> tuple[str, int]:
+        temperature = 0.2 if sample == 0 else self.cfg.temperature
+        kwargs: dict[str, Any] = dict(temperature=temperature, max_tokens=self.cfg.max_new_tokens, seed=self.cfg.rng_seed * 100_003 + self.state["calls"])
+        if self.ratchet and self.cfg.ideas.grammar:
+            kwargs["grammar"] = CODE_BLOCK_GRAMMAR
+        completion = self.model.complete(messages, **kwargs)
+        self.state["calls"] += 1
+        tokens = completion.usage.prompt_tokens + completion.usage.completion_tokens
+        self.state["tokens"] += tokens
+        return completion.text, tokens
+
+    def _store(self, code: str, parent: str | None, status: str, judgement: Judgement | None, **meta: Any) -> str:
+        cand = Candidate.from_files(KIND, {"harness.py": code}, parent_id=parent, **meta)
+        try:
+            self.run.add_candidate(cand, status="proposed")
+        except Exception as exc:  # the same code proposed twice keeps its first record
+            if "exist" not in str(exc).lower() and "unique" not in str(exc).lower():
+                raise
+        if judgement is not None:
+            self.run.add_evaluation(Evaluation(cand.id, "search", judgement.h, metrics=judgement.metrics, failures=judgement.failures[:20]))
+            self.run.set_candidate_status(cand.id, status, judgement.h)
+        else:
+            self.run.set_candidate_status(cand.id, status, None)
+        return cand.id
+
+    def _expand(self, parent_id: str | None, iteration: int) -> list[tuple[str, Judgement]]:
+        """One refinement (or the root when ``parent_id`` is None): returns judged samples."""
+        code = self.codes.get(parent_id) if parent_id else None
+        pool = self.failures.get(parent_id, []) if parent_id else []
+        shown = critic.sample_failures(pool, self.rng, self.cfg.max_failures_shown)
+        refine = which_to_refine(shown) if parent_id else "both"
+        metrics = self.state["metrics"].get(parent_id, {}) if parent_id else {}
+        messages = self._prompt(code, shown, pool, refine, metrics)
+        judged: list[tuple[str, Judgement]] = []
+        for sample in range(self.samples):
+            if self._budget_left():
+                break
+            text, tokens = self._ask(messages, sample)
+            new_code = extract_code(text, previous=code)
+            meta = dict(prompt=messages, response=text, failures_shown=shown, refine=refine, iteration=iteration,
+                        sample=sample, method=self.cfg.method, tokens=tokens)
+            if new_code is None:
+                cid = self._store(text or "# (empty response)\n", parent_id, "failed", None, **meta, error="no code in the response")
+                self.state["history"].append({"iteration": iteration, "candidate": cid, "h": None, "status": "failed"})
+                continue
+            judgement = self.judge(new_code)
+            cid = self._store(new_code, parent_id, judgement.status, judgement, **meta)
+            self.codes[cid] = new_code
+            self.failures[cid] = judgement.failures[:40]
+            self.state["metrics"][cid] = judgement.metrics
+            judged.append((cid, judgement))
+            self.state["history"].append({"iteration": iteration, "candidate": cid, "h": judgement.h, "status": judgement.status})
+            if judgement.h >= 1.0:
+                break
+        return judged
+
+    def _adopt(self, parent_id: str | None, judged: list[tuple[str, Judgement]]) -> None:
+        """The best sample enters the tree; the others stay in the store as rejected."""
+        if not judged:
+            if parent_id in self.tree.nodes:
+                self.tree.nodes[parent_id].refinements += 1
+            return
+        best_id, best = max(judged, key=lambda cj: cj[1].h)
+        for cid, j in judged:
+            if cid != best_id and j.status == "evaluated":
+                self.run.set_candidate_status(cid, "rejected", j.h)
+        self.tree.add(best_id, parent_id, best.h)
+
+    # ---------------------------------------------------------------- the loop
+
+    def run_search(self) -> SearchResult:
+        self._started = time.monotonic()
+        if not self._load():
+            self.state = {"iteration": 0, "calls": 0, "tokens": 0, "elapsed_s": 0.0, "metrics": {}, "history": [], "stop_reason": None}
+            if self.use_transitions:
+                self.transitions = harvest(self.env_factory, self.hint_env_factory, self.cfg.search_seeds,
+                                           self.cfg.transitions_per_seed, random.Random(self.cfg.rng_seed))
+                self.state["transitions"] = [t.to_json() for t in self.transitions]
+                self._pick_unit_set()
+            self._save()
+        try:
+            self._loop()
+        except BudgetExceeded as exc:  # the shared accountant's limit (e.g. across a batch)
+            self.state["stop_reason"] = f"budget: {exc}"
+        self.state["elapsed_s"] += time.monotonic() - self._started
+        self._started = time.monotonic()
+        self._save()
+        best = self.tree.best()
+        return SearchResult(
+            best.candidate_id if best else None, self.codes.get(best.candidate_id) if best else None,
+            best.h if best else 0.0, self.state["iteration"], self.state["calls"], self.state["tokens"],
+            self.state["elapsed_s"], self.state["stop_reason"] or "iterations", len(self.tree), self.state["history"],
+        )
+
+    def _loop(self) -> None:
+        if not self.tree.nodes and not self.state.get("seeded"):
+            if self.ratchet and self.cfg.ideas.library_seed:
+                for entry in self.library_seeds:
+                    judgement = self.judge(entry["code"])
+                    cid = self._store(entry["code"], None, judgement.status, judgement, origin=f"library:{entry.get('env')}", iteration=0)
+                    self.codes[cid] = entry["code"]
+                    self.failures[cid] = judgement.failures[:40]
+                    self.state["metrics"][cid] = judgement.metrics
+                    self.state["history"].append({"iteration": 0, "candidate": cid, "h": judgement.h, "status": "library"})
+                    self.tree.add(cid, None, judgement.h)
+            self.state["seeded"] = True
+            self._save()
+        while not self.tree.nodes:
+            reason = self._budget_left()
+            if reason:
+                self.state["stop_reason"] = reason
+                return
+            self._adopt(None, self._expand(None, 0))
+            self._save()
+            self._progress()
+        while True:
+            best = self.tree.best()
+            if best is not None and best.h >= 1.0:
+                self.state["stop_reason"] = "solved (h = 1.0)"
+                return
+            if self.state["iteration"] >= self.cfg.iterations:
+                self.state["stop_reason"] = "iterations"
+                return
+            reason = self._budget_left()
+            if reason:
+                self.state["stop_reason"] = reason
+                return
+            node = select_node(self.tree, self.rng, self.cfg.thompson_c)
+            self.state["iteration"] += 1
+            self._adopt(node.candidate_id, self._expand(node.candidate_id, self.state["iteration"]))
+            self._save()
+            self._progress()
+
+    def _progress(self) -> None:
+        best = self.tree.best()
+        self.on_progress({"iteration": self.state["iteration"], "best_h": best.h if best else 0.0, "calls": self.state["calls"],
+                          "tokens": self.state["tokens"], "nodes": len(self.tree)})
+
+
+def _teaching_board(transitions: Sequence[Transition]) -> tuple[str | None, list[tuple[str, bool, str | None]]]:
+    """A mid-game board with both legal and illegal labelled actions (the richest lesson)."""
+    by_state: dict[tuple[int, tuple[str, ...]], list[Transition]] = {}
+    for t in transitions:
+        by_state.setdefault((t.seed, t.prefix), []).append(t)
+    best_key = None
+    for key, group in by_state.items():
+        if any(t.legal for t in group) and any(not t.legal for t in group) and len(key[1]) >= 2:
+            if best_key is None or len(key[1]) < len(best_key[1]):
+                best_key = key
+    if best_key is None:
+        return (transitions[0].board, []) if transitions else (None, [])
+    group = by_state[best_key]
+    illegal = [t for t in group if not t.legal][:3]
+    legal = [t for t in group if t.legal][:3]
+    return group[0].board, [(t.action, t.legal, t.reason) for t in illegal + legal]
+
+
+def _rng_to_json(state: tuple) -> list:
+    version, internal, gauss = state
+    return [version, list(internal), gauss]
+
+
+def _rng_from_json(data: list) -> tuple:
+    return (data[0], tuple(data[1]), data[2])

@@ -1,0 +1,179 @@
+"""Labelled transitions: ground truth about legality harvested from the environment itself.
+
+Before any LLM call, we walk random games and, at each visited state, try actions in a replay of
+that state: (board text the harness sees, action, legal?, the env's reason). Actions tried are the
+full legal list where the game prints one before hint-stripping, plus actions from the game's
+action vocabulary that are illegal there. Candidates are then scored on these triples as unit
+tests: a dense score (fraction judged right) and concrete false-accept / false-reject
+counterexamples for the refiner, instead of only "the first illegal move".
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ratchet.autoharness.runtime import HarnessRuntime, feedback_of
+from ratchet.contracts import Environment
+
+EnvFactory = Callable[[], Environment]
+_BRACKETED = re.compile(r"\[[^\[\]\n]{1,40}\]")
+
+
+@dataclass(frozen=True)
+class Transition:
+    """One labelled (board, action) pair, replayable from ``seed`` and the ``prefix`` of actions."""
+
+    seed: int
+    prefix: tuple[str, ...]
+    board: str
+    action: str
+    legal: bool
+    reason: str | None
+    player: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Transition:
+        return cls(**{**data, "prefix": tuple(data["prefix"])})
+
+
+def _replay(env: Environment, seed: int, prefix: Sequence[str]):
+    obs = env.reset(seed)
+    for action in prefix:
+        result = env.step(action)
+        if result.done or result.observation is None:
+            return None
+        obs = result.observation
+    return obs
+
+
+def _hint_items(text: str) -> list[str]:
+    try:
+        from ratchet.envs.hints import find_hints
+    except ImportError:  # envs room absent: no legal lists, vocabulary only
+        return []
+    return find_hints(text)
+
+
+def harvest(
+    env_factory: EnvFactory,
+    hint_env_factory: EnvFactory | None,
+    seeds: Sequence[int],
+    per_seed: int = 60,
+    rng: random.Random | None = None,
+    max_seconds: float = 60.0,
+    max_illegal_per_state: int = 3,
+    max_legal_per_state: int = 4,
+) -> list[Transition]:
+    """Walk random games from each seed and label actions at visited states by replaying them.
+
+    ``env_factory`` gives the env whose (hint-stripped) text the harness sees; ``hint_env_factory``
+    (optional) the same game with hints kept, replayed in lockstep to learn the legal list.
+    """
+    rng = rng or random.Random(0)
+    env, hint_env = env_factory(), (hint_env_factory() if hint_env_factory else None)
+    vocabulary: dict[str, None] = {}
+    out: list[Transition] = []
+    deadline = time.monotonic() + max_seconds
+    try:
+        for seed in seeds:
+            prefix: list[str] = []
+            count = 0
+            while count < per_seed and time.monotonic() < deadline:
+                obs = _replay(env, seed, prefix)
+                if obs is None:
+                    break
+                if hasattr(env, "legal_moves_hint"):  # the envs room keeps the list it stripped
+                    legal_list = list(env.legal_moves_hint())
+                else:
+                    hint_obs = _replay(hint_env, seed, prefix) if hint_env else None
+                    legal_list = _hint_items(hint_obs.text) if hint_obs else []
+                for token in _BRACKETED.findall(obs.text) + legal_list:
+                    vocabulary.setdefault(token, None)
+                tried = list(dict.fromkeys(legal_list))
+                rng.shuffle(tried)
+                tried = tried[:max_legal_per_state]
+                others = [a for a in vocabulary if a not in tried]
+                rng.shuffle(others)
+                tried += others[: max_illegal_per_state + (0 if legal_list else 3)]
+                legal_here: list[str] = []
+                for action in tried:
+                    if _replay(env, seed, prefix) is None:
+                        break
+                    result = env.step(action)
+                    ok = result.legal or result.losing_not_illegal
+                    out.append(Transition(seed, tuple(prefix), obs.text, action, ok, None if ok else result.illegal_reason, obs.player_id))
+                    count += 1
+                    if ok:
+                        legal_here.append(action)
+                if not legal_here:
+                    break  # no known legal move: this walk cannot continue
+                prefix.append(rng.choice(legal_here))
+    finally:
+        for e in (env, hint_env):
+            if e is not None:
+                e.close()
+    return out
+
+
+@dataclass
+class UnitScore:
+    """How a candidate's ``is_legal_action`` did on labelled transitions."""
+
+    total: int
+    correct: int
+    false_accepts: list[dict[str, Any]]
+    false_rejects: list[dict[str, Any]]
+    errors: list[dict[str, Any]]
+
+    @property
+    def accuracy(self) -> float:
+        return self.correct / self.total if self.total else 0.0
+
+
+def score_is_legal(runtime: HarnessRuntime, transitions: Sequence[Transition]) -> UnitScore:
+    """Run ``is_legal_action`` on every transition; a code error counts as a wrong answer."""
+    results: list[tuple[str, Any]] = []
+    # In chunks, so a check that times out costs one chunk, not one timeout per transition.
+    for start in range(0, len(transitions), 25):
+        chunk = transitions[start : start + 25]
+        got = runtime.call_many("is_legal_action", [(t.board, t.action) for t in chunk], seed=start)
+        results += got
+        stuck = next((v for s, v in got if s == "error" and "timeout" in type(v).__name__.lower()), None)
+        if stuck is not None:
+            results += [("error", stuck)] * (len(transitions) - len(results))
+            break
+    score = UnitScore(len(transitions), 0, [], [], [])
+    for t, (status, value) in zip(transitions, results):
+        case = {"board": t.board, "action": t.action, "legal": t.legal, "env_reason": t.reason}
+        if status != "ok":
+            score.errors.append({**case, "kind": "code_error", "function": "is_legal_action", "verdict": None, "feedback": feedback_of(value)})
+        elif bool(value) == t.legal:
+            score.correct += 1
+        elif t.legal:
+            score.false_rejects.append({**case, "kind": "false_reject", "function": "is_legal_action", "verdict": False,
+                                        "feedback": "is_legal_action said False, but the environment accepts this move"})
+        else:
+            score.false_accepts.append({**case, "kind": "false_accept", "function": "is_legal_action", "verdict": True,
+                                        "feedback": f"is_legal_action said True, but the environment rejects it: {t.reason or 'invalid move'}"})
+    return score
+
+
+def balanced_subset(transitions: Sequence[Transition], limit: int, rng: random.Random) -> list[Transition]:
+    """At most ``limit`` transitions, half legal and half illegal where possible (deterministic
+    for a given rng), so accuracy can't be won by always answering the majority label."""
+    legal = [t for t in transitions if t.legal]
+    illegal = [t for t in transitions if not t.legal]
+    rng.shuffle(legal)
+    rng.shuffle(illegal)
+    half = limit // 2
+    take_i = illegal[: max(half, limit - len(legal))]
+    take_l = legal[: limit - len(take_i)]
+    return take_l + take_i

@@ -1,0 +1,83 @@
+"""The search tree of code versions and Thompson-sampling node choice (REx).
+
+Every node is one harness version. Its value ``h`` is the heuristic score of its evaluation
+(the legal-action rate, or for harness-as-policy the value H); ``refinements`` counts how many
+children were already made from it. To pick the next node to refine, draw
+θ ~ Beta(1 + C·h, 1 + C·(1−h) + refinements) for every node and take the argmax: good nodes are
+refined often, but each refinement makes a node less attractive, so the search keeps exploring.
+The RNG is injected so tests (and resumed runs) draw exactly the same numbers.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class Node:
+    """One harness version in the tree. ``candidate_id`` is its id in the run store."""
+
+    candidate_id: str
+    parent_id: str | None
+    h: float
+    refinements: int = 0
+    depth: int = 0
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+class Tree:
+    """Nodes by candidate id, in insertion order. Only evaluated (scored) nodes are selectable."""
+
+    def __init__(self, nodes: list[Node] | None = None) -> None:
+        self.nodes: dict[str, Node] = {}
+        for node in nodes or []:
+            self.nodes[node.candidate_id] = node
+
+    def add(self, candidate_id: str, parent_id: str | None, h: float, **meta: Any) -> Node:
+        """Add a scored node; a parent's refinement count goes up by one. Adding a node that
+        already exists (identical code) only counts the refinement."""
+        if parent_id is not None and parent_id in self.nodes:
+            self.nodes[parent_id].refinements += 1
+        if candidate_id in self.nodes:
+            return self.nodes[candidate_id]
+        depth = self.nodes[parent_id].depth + 1 if parent_id in self.nodes else 0
+        node = Node(candidate_id, parent_id, float(h), depth=depth, meta=dict(meta))
+        self.nodes[candidate_id] = node
+        return node
+
+    def best(self) -> Node | None:
+        """The node with the highest h (the earliest one on ties)."""
+        best: Node | None = None
+        for node in self.nodes.values():
+            if best is None or node.h > best.h:
+                best = node
+        return best
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def to_json(self) -> list[dict[str, Any]]:
+        return [asdict(n) for n in self.nodes.values()]
+
+    @classmethod
+    def from_json(cls, data: list[dict[str, Any]]) -> Tree:
+        return cls([Node(**d) for d in data])
+
+
+def thompson_draws(tree: Tree, rng: random.Random, c: float) -> dict[str, float]:
+    """θ for every node, drawn in insertion order from Beta(1 + C·h, 1 + C·(1−h) + refinements)."""
+    return {
+        node.candidate_id: rng.betavariate(1.0 + c * node.h, 1.0 + c * (1.0 - node.h) + node.refinements)
+        for node in tree.nodes.values()
+    }
+
+
+def select_node(tree: Tree, rng: random.Random, c: float = 1.0) -> Node:
+    """The node to refine next: the argmax of one Thompson draw per node (first on ties)."""
+    if not tree.nodes:
+        raise ValueError("cannot select from an empty tree")
+    draws = thompson_draws(tree, rng, c)
+    best_id = max(draws, key=lambda k: draws[k])
+    return tree.nodes[best_id]

@@ -1,0 +1,156 @@
+"""``ratchet autoharness``: the model writes its own harness for a TextArena game.
+
+    ratchet autoharness --env TicTacToe-v0 --mode verifier --model local:qwen2.5-coder-0.5b
+    ratchet autoharness --resume RUN_ID
+    ratchet autoharness --suite autoharness-145 --model local:qwen2.5-coder-1.5b
+    ratchet autoharness export RUN_ID -o harness_tictactoe.py
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ratchet.contracts import RatchetError
+
+console = Console()
+
+
+def _model(spec: str, threads: int | None):
+    from ratchet.models import load_model
+
+    if spec.startswith("local:"):
+        return load_model(spec, n_threads=threads) if threads else load_model(spec)
+    return load_model(spec)
+
+
+def _accounted(model, run):
+    """Every refiner call goes through one accountant that logs it in the run store. The search
+    enforces its own (resumable) budget; the accountant records."""
+    from ratchet.models import AccountedModel, Accountant, BudgetConfig
+
+    return AccountedModel(model, Accountant(BudgetConfig(), on_call=run.record_llm_call), purpose="autoharness.refine")
+
+
+def _protocol_config(quick: bool, overrides: list[str]):
+    from ratchet.autoharness.protocol import ProtocolConfig
+    from ratchet.config import load_config
+
+    base = ["legal_seeds=3", "legal_steps=20", "reward_games=3", "matches=4"] if quick else []
+    return load_config(ProtocolConfig, None, base + overrides)
+
+
+def _show(report: dict) -> None:
+    table = Table(title=f"AutoHarness: {report['env']} ({report['mode']}, {report['method']})")
+    table.add_column("measure")
+    table.add_column("without harness")
+    table.add_column("with harness")
+    b, a = report.get("before") or {}, report.get("after") or {}
+    for key in ("legal_rate", "reward", "legal_steps", "play_calls"):
+        table.add_row(key, str(b.get(key, "–")), str(a.get(key, "–")))
+    console.print(table)
+    s = report["search"]
+    console.print(f"search: best h {s['best_h']:.3f} after {s['iterations']} iterations, {s['llm_calls']} LLM calls, "
+                  f"{s['tokens']} tokens, {s['wall_s']} s ({s['stop_reason']}); run {report['run_id']}")
+
+
+def register(app: typer.Typer) -> None:
+    group = typer.Typer(help="Let the model write its own harness for a TextArena game (AutoHarness).",
+                        invoke_without_command=True, no_args_is_help=False)
+
+    @group.callback()
+    def autoharness(
+        ctx: typer.Context,
+        env: str = typer.Option("TicTacToe-v0", help="TextArena environment id."),
+        mode: str = typer.Option("verifier", help="verifier | filter | policy"),
+        method: str = typer.Option("ratchet", help="faithful (the paper's loop) | ratchet (plus small-model ideas)"),
+        model: str = typer.Option("local:qwen2.5-coder-0.5b", help="Refiner (and player) model spec."),
+        iterations: Optional[int] = typer.Option(None, help="Most refinement iterations."),
+        max_calls: Optional[int] = typer.Option(None, help="Most refiner LLM calls."),
+        config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML file of AutoHarnessConfig fields."),
+        set_: list[str] = typer.Option([], "--set", help="Override a config field: --set eval_steps=50"),
+        resume: Optional[str] = typer.Option(None, help="Resume the run RUN_ID after a kill or a stop."),
+        suite: Optional[str] = typer.Option(None, help="Run every game of a suite (e.g. autoharness-145), resumable."),
+        protocol: str = typer.Option("quick", help="full (the paper's sizes) | quick | none"),
+        protocol_set: list[str] = typer.Option([], "--protocol-set", help="Override a ProtocolConfig field."),
+        threads: Optional[int] = typer.Option(None, help="llama.cpp threads for local models."),
+        export: Optional[Path] = typer.Option(None, "--export", "-o", help="Write the best harness to this file."),
+        store_root: Optional[Path] = typer.Option(None, "--store", help="Run store directory."),
+    ) -> None:
+        if ctx.invoked_subcommand is not None:
+            return
+        from ratchet.autoharness.config import AutoHarnessConfig
+        from ratchet.autoharness.pipeline import open_or_create, synthesize_game
+        from ratchet.config import load_config
+        from ratchet.store import RunStore
+
+        overrides = [f"env={env}", f"mode={mode}", f"method={method}", f"model={model}", *set_]
+        if iterations is not None:
+            overrides.append(f"iterations={iterations}")
+        if max_calls is not None:
+            overrides.append(f"budget.max_calls={max_calls}")
+        cfg = load_config(AutoHarnessConfig, config, overrides)
+        store = RunStore(store_root)
+        proto = None if protocol == "none" else _protocol_config(protocol == "quick", protocol_set)
+        if suite:
+            from ratchet.autoharness.batch import run_suite
+
+            run_suite(suite, cfg, store, proto, threads=threads, resume=resume, console=console)
+            return
+        run, cfg = open_or_create(store, cfg, resume)
+        llm = _model(cfg.model, threads)
+        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
+                      TimeElapsedColumn(), console=console) as bar:
+            task = bar.add_task(f"{cfg.env} search", total=cfg.iterations, info="starting")
+
+            def progress(info: dict) -> None:
+                bar.update(task, completed=info["iteration"],
+                           info=f"best h {info['best_h']:.3f} · {info['calls']} calls · {info['tokens']} tok · {info['nodes']} nodes")
+
+            def phase(name: str) -> None:
+                bar.update(task, description=f"{cfg.env} {name}")
+
+            report = synthesize_game(cfg, _accounted(llm, run), run, protocol=proto, play_model=llm,
+                                     on_progress=progress, on_phase=phase)
+        _show(report)
+        if export:
+            _export(store, run.id, export)
+
+    @group.command("export")
+    def export_cmd(
+        run_id: str = typer.Argument(..., help="The AutoHarness run to export from."),
+        output: Path = typer.Option(..., "-o", "--output", help="Path of the .py file to write."),
+        store_root: Optional[Path] = typer.Option(None, "--store", help="Run store directory."),
+    ) -> None:
+        """Write the run's best harness as a standalone Python file (load it with load_harness)."""
+        from ratchet.store import RunStore
+
+        _export(RunStore(store_root), run_id, output)
+
+    @group.command("show")
+    def show_cmd(run_id: str = typer.Argument(...), store_root: Optional[Path] = typer.Option(None, "--store")) -> None:
+        """Print a run's per-game report."""
+        from ratchet.store import RunStore
+
+        report = RunStore(store_root).open_run(run_id).read_json("report.json")
+        if not report:
+            raise RatchetError(f"run {run_id} has no report yet", hint=f"resume it: ratchet autoharness --resume {run_id}")
+        console.print_json(json.dumps(report))
+
+    app.add_typer(group, name="autoharness")
+
+
+def _export(store, run_id: str, output: Path) -> None:
+    from ratchet.autoharness.export import export_harness
+    from ratchet.autoharness.pipeline import best_code
+
+    code, provenance = best_code(store.open_run(run_id))
+    path = export_harness(code, output, provenance)
+    console.print(f"wrote {path} (h = {provenance['score']:.3f}); load it with "
+                  f"[bold]from ratchet.autoharness.export import load_harness[/bold]")

@@ -1,0 +1,127 @@
+"""The synthesis loop with a scripted model, a TicTacToe stand-in and in-process harness code."""
+
+from __future__ import annotations
+
+from fakes import CRASHING, GOOD, LOOSE, RULES, FakeTicTacToe, MemoryRun, fenced
+
+from ratchet.autoharness.config import AutoHarnessConfig
+from ratchet.autoharness.evaluate import CODE_ERROR, ENV_REJECTED, rollout
+from ratchet.autoharness.runtime import InProcessHarness
+from ratchet.autoharness.search import Synthesis
+from ratchet.autoharness.transitions import harvest, score_is_legal
+from ratchet.models import ScriptedModel
+
+
+def config(method: str = "faithful", **kw) -> AutoHarnessConfig:
+    base = dict(method=method, eval_envs=3, eval_steps=30, iterations=6, search_seeds=[0, 1, 2], heldout_seeds=[100, 101],
+                transitions_per_seed=30)
+    base.update(kw)
+    return AutoHarnessConfig(**base)
+
+
+def synthesis(cfg, model, run=None, **kw) -> Synthesis:
+    return Synthesis(cfg, model, run or MemoryRun(), lambda: FakeTicTacToe(), InProcessHarness,
+                     hint_env_factory=lambda: FakeTicTacToe(hints=True), description=RULES.format(p=0), **kw)
+
+
+def test_rollout_measures_legal_rate_and_records_failures():
+    good = rollout(InProcessHarness({"harness.py": GOOD}), FakeTicTacToe, [0, 1], 40)
+    assert good.steps == 80 and good.legal_rate == 1.0 and not good.failures and good.games > 5
+
+    loose = rollout(InProcessHarness({"harness.py": LOOSE}), FakeTicTacToe, [0, 1, 2], 40)
+    assert loose.failures and all(f["kind"] == ENV_REJECTED for f in loose.failures)
+    assert len(loose.failures) == 3  # each env stops at its first illegal move
+    first = loose.failures[0]
+    assert "already occupied" in first["feedback"] and first["verdict"] is True and "Current Board" in first["board"]
+    assert 0 < loose.legal_rate < 1
+
+    crash = rollout(InProcessHarness({"harness.py": CRASHING}), FakeTicTacToe, [0], 10)
+    assert crash.legal_rate == 0.0 and crash.failures[0]["kind"] == CODE_ERROR
+    assert "IndexError" in crash.failures[0]["feedback"] and "harness.py" in crash.failures[0]["feedback"]
+
+
+def test_harvested_transitions_are_labelled_by_the_environment():
+    transitions = harvest(lambda: FakeTicTacToe(), lambda: FakeTicTacToe(hints=True), [0, 1], per_seed=40)
+    assert any(t.legal for t in transitions) and any(not t.legal for t in transitions)
+    for t in transitions:
+        env = FakeTicTacToe()
+        env.reset(t.seed)
+        for a in t.prefix:
+            env.step(a)
+        assert env.step(t.action).legal == t.legal
+    good = score_is_legal(InProcessHarness({"harness.py": GOOD}), transitions)
+    assert good.accuracy == 1.0
+    loose = score_is_legal(InProcessHarness({"harness.py": LOOSE}), transitions)
+    assert loose.false_accepts and not loose.false_rejects and loose.accuracy < 1.0
+
+
+def test_stops_at_h_one_and_stores_every_node():
+    model = ScriptedModel([fenced(LOOSE), fenced(CRASHING), fenced(GOOD), fenced(LOOSE)])
+    run = MemoryRun()
+    result = synthesis(config(), model, run).run_search()
+    assert result.best_h == 1.0 and result.stop_reason.startswith("solved")
+    assert result.calls == 3 and len(model.calls) == 3  # nothing asked after h = 1.0
+    assert len(run.cands) == 3
+    statuses = {run.cands[cid].files["harness.py"]: st for cid, st in run.status.items()}
+    assert statuses[GOOD][1] == 1.0
+    crashing = next(c for c in run.cands.values() if c.files["harness.py"] == CRASHING)
+    assert crashing.parent_id is not None and crashing.meta["prompt"] and crashing.meta["response"]
+    assert statuses[CRASHING][1] < statuses[LOOSE][1]
+
+
+def test_code_failures_are_fed_back_to_the_refiner():
+    model = ScriptedModel([fenced(CRASHING), fenced(GOOD)])
+    synthesis(config(), model).run_search()
+    second_prompt = model.calls[1]["messages"][-1]["content"]
+    assert "IndexError" in second_prompt and "Traceback" in second_prompt
+    assert "Fix propose_action" in second_prompt  # a crash in propose_action refines propose_action
+    assert CRASHING.strip() in second_prompt
+
+
+def test_env_rejections_refine_both_functions_with_the_env_reason():
+    model = ScriptedModel([fenced(LOOSE), fenced(GOOD)])
+    synthesis(config(), model).run_search()
+    second_prompt = model.calls[1]["messages"][-1]["content"]
+    assert "already occupied" in second_prompt and "Fix both functions" in second_prompt
+
+
+def test_unparseable_responses_are_stored_as_failed():
+    model = ScriptedModel(["I do not know.", "def broken(:", fenced(GOOD)])
+    run = MemoryRun()
+    result = synthesis(config(), model, run).run_search()
+    assert result.best_h == 1.0
+    assert sorted(st for st, _ in run.status.values()).count("failed") == 2
+
+
+def test_iteration_and_call_budgets_stop_the_search():
+    result = synthesis(config(iterations=2), ScriptedModel([fenced(LOOSE)], cycle=True)).run_search()
+    assert result.stop_reason == "iterations" and result.iterations == 2 and result.calls == 3
+    cfg = config(iterations=50)
+    cfg.budget.max_calls = 4
+    result = synthesis(cfg, ScriptedModel([fenced(LOOSE)], cycle=True)).run_search()
+    assert result.stop_reason == "call budget" and result.calls == 4
+
+
+def test_ratchet_method_samples_several_and_keeps_the_best():
+    model = ScriptedModel([fenced(CRASHING), fenced(LOOSE), fenced(GOOD)])
+    run = MemoryRun()
+    result = synthesis(config("ratchet"), model, run).run_search()
+    assert result.best_h == 1.0 and result.calls == 3 and result.nodes == 1  # one root, the best sample
+    prompt = model.calls[0]["messages"][-1]["content"]
+    assert "harnesslib" in prompt and "Connect Four" in prompt and "illegal (cell" in prompt
+
+
+def test_ratchet_unit_tests_give_counterexamples_of_both_signs():
+    rejects_all = "def propose_action(board):\n    return '[0]'\n\ndef is_legal_action(board, action):\n    return action == '[0]'\n"
+    model = ScriptedModel([fenced(LOOSE), fenced(rejects_all), fenced(LOOSE), fenced(GOOD)], cycle=True)
+    cfg = config("ratchet", ideas={"samples_per_step": 1, "few_shot": False})
+    synthesis(cfg, model).run_search()
+    second = model.calls[1]["messages"][-1]["content"]
+    assert "is_legal_action said True, but the environment rejects it" in second
+
+
+def test_library_seed_can_solve_without_any_call():
+    model = ScriptedModel([])
+    seeds = [{"env": "TicTacToe-v0-small", "code": GOOD}]
+    result = synthesis(config("ratchet"), model, library_seeds=seeds).run_search()
+    assert result.best_h == 1.0 and result.calls == 0
