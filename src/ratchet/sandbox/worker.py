@@ -210,6 +210,8 @@ def _describe(exc):
         return "memory", f"MemoryError: the worker's memory limit was reached{detail}"
     if isinstance(exc, _DeniedImport):
         return "import", _str(exc)
+    if isinstance(exc, ImportError):
+        return "import", "".join(traceback.format_exception_only(_type(exc), exc)).strip()
     if isinstance(exc, SystemExit):
         return "code", f"the code called exit({exc.code!r}); harness functions must return a value"
     return "code", "".join(traceback.format_exception_only(_type(exc), exc)).strip()
@@ -268,11 +270,12 @@ def _on_alarm(signum, frame):
 
 def _seed(seed):
     _random_seed(seed)
-    np = sys.modules.get("numpy.random")
-    if np is not None:
+    # numpy loads numpy.random lazily: seed it whenever numpy itself is loaded, or a first call
+    # that touches np.random would draw from an unseeded generator.
+    if "numpy" in sys.modules:
         try:
-            np.seed(seed & 0xFFFFFFFF)
-        except Exception:
+            sys.modules["numpy"].random.seed(seed & 0xFFFFFFFF)
+        except Exception:  # noqa: BLE001 - a broken numpy is the candidate's own error to meet
             pass
 
 
