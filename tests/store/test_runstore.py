@@ -338,3 +338,32 @@ def test_default_root_follows_environment(tmp_path: Path, monkeypatch: pytest.Mo
     assert StoreConfig().root == tmp_path / "elsewhere"
     assert RunStore().root == tmp_path / "elsewhere"
     assert StoreConfig.model_fields["root"].description  # documented field
+
+
+def test_session_records_in_any_run_log_are_erased(store: RunStore) -> None:
+    run = make_run(store, kind="serve")
+    run.append_jsonl("online/turns.jsonl", {"session_id": "s-ü", "text": "private"})
+    run.append_jsonl("online/turns.jsonl", {"session_id": "s-2", "text": "other"})
+    untouched = run.path("online/other.jsonl")
+    run.append_jsonl("online/other.jsonl", {"x": 1})
+    mtime = untouched.stat().st_mtime_ns
+    assert run.delete_session_data("s-ü") == 1
+    assert run.read_jsonl("online/turns.jsonl") == [{"session_id": "s-2", "text": "other"}]
+    assert untouched.stat().st_mtime_ns == mtime  # files without the session are not rewritten
+
+
+def test_open_run_sweeps_temp_files_of_dead_writers(store: RunStore) -> None:
+    import subprocess
+    import sys
+
+    run = make_run(store)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(dead.stdout)
+    orphan = run.dir / f".state.json.{dead_pid}.abcd1234.tmp"
+    live = run.dir / "checkpoints" / f".search.json.{__import__('os').getpid()}.abcd1234.tmp"
+    live.parent.mkdir(parents=True)
+    orphan.write_text("{partial")
+    live.write_text("{in progress")
+    store.open_run(run.id)
+    assert not orphan.exists()
+    assert live.exists()  # its writer (this process) is alive: never touched

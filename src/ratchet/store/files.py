@@ -276,3 +276,29 @@ def rewrite_jsonl(path: str | Path, edit: Callable[[dict[str, Any]], dict[str, A
 def write_jsonl_atomic(path: str | Path, records: Iterable[Any]) -> None:
     """Replace a JSONL file with ``records`` in one atomic step."""
     write_bytes_atomic(path, b"".join(_encode_line(r) for r in records))
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_temp_files(directory: str | Path) -> int:
+    """Remove temp files left under ``directory`` by writers that were killed mid-write.
+
+    Only files whose writer process no longer exists are removed (the pid is in the name), so a
+    write in progress elsewhere is never disturbed. Returns the number removed.
+    """
+    removed = 0
+    for tmp in Path(directory).rglob(".*.tmp"):
+        parts = tmp.name.split(".")  # "", name..., pid, hex, "tmp"
+        if len(parts) >= 5 and parts[-3].isdigit() and not _pid_alive(int(parts[-3])):
+            tmp.unlink(missing_ok=True)
+            removed += 1
+    return removed
+

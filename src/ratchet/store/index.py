@@ -163,6 +163,13 @@ class Index:
 
     def _migrate(self) -> None:
         conn = self.connection()
+        # The common case (an index already at this version) needs no write lock, so that many
+        # workers opening the store at once do not queue behind each other.
+        try:
+            if self.schema_version() == SCHEMA_VERSION:
+                return
+        except sqlite3.OperationalError:
+            pass  # no meta table yet: a new index
 
         def run() -> None:
             conn.execute("BEGIN IMMEDIATE")

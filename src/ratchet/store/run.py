@@ -307,13 +307,19 @@ class Run:
         return files.read_jsonl(self.dir / "trajectories" / f"{safe_name(name, 'trajectory name')}.jsonl")
 
     def delete_session_data(self, session_id: str) -> int:
-        """Erase a session: drop its trajectory records and index rows, and untag its model calls
-        (their token counts stay, for accounting, but no longer point at the session).
+        """Erase a session: drop every JSONL record tagged with it (trajectories and any other log
+        of the run) and its index rows, and untag its model calls (their token counts stay, for
+        accounting, but no longer point at the session).
 
         Returns the number of records dropped or untagged.
         """
         changed = 0
-        for path in sorted((self.dir / "trajectories").glob("*.jsonl")):
+        needle = json.dumps(session_id, ensure_ascii=False).encode()
+        for path in sorted(self.dir.rglob("*.jsonl")):
+            # Any log of the run may carry session-tagged records, not only trajectories/; the byte
+            # search keeps untouched files from being rewritten.
+            if path.name == "llm_calls.jsonl" and path.parent == self.dir or needle not in path.read_bytes():
+                continue
             changed += files.rewrite_jsonl(path, lambda r: None if r.get("session_id") == session_id else r)
 
         def untag(record: dict[str, Any]) -> dict[str, Any]:

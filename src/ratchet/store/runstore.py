@@ -105,9 +105,12 @@ class RunStore:
         run_id = self.resolve(run_id)
         record = files.read_json(self.root / run_id / "run.json")
         run = Run(self.root, self.index, record)
-        state = run.status()
-        # A run directory copied in from elsewhere, or one whose row was lost, gets indexed here.
-        self._index_run(record, state["status"], state.get("summary") or {}, state.get("updated_at", record["created_at"]))
+        if self.index.query_one("SELECT 1 FROM runs WHERE id = ?", (run_id,)) is None:
+            # A run directory copied in from elsewhere, or one whose row was lost, gets indexed.
+            state = run.status()
+            self._index_run(record, state["status"], state.get("summary") or {}, state.get("updated_at", record["created_at"]))
+        # Temp files of writers that were killed mid-write are garbage now (their pid is gone).
+        files.sweep_temp_files(run.dir)
         return run
 
     def resolve(self, run_id: str) -> str:
