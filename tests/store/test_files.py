@@ -122,3 +122,15 @@ def test_concurrent_appenders_never_interleave(tmp_path: Path) -> None:
     assert len(path.read_text().splitlines()) == 450  # no damaged lines were skipped
     for w in range(3):
         assert [r["i"] for r in records if r["worker"] == w] == list(range(150))
+
+
+def test_append_many_is_one_batch(tmp_path: Path) -> None:
+    from ratchet.store import append_jsonl_many
+
+    path = tmp_path / "log.jsonl"
+    append_jsonl(path, {"i": -1})
+    with path.open("a") as f:
+        f.write('{"torn":')  # a killed writer's fragment
+    assert append_jsonl_many(path, [{"i": i} for i in range(5)]) == 5
+    assert append_jsonl_many(path, []) == 0
+    assert read_jsonl(path) == [{"i": i} for i in range(-1, 5)]

@@ -146,6 +146,10 @@ def test_episodes_and_steps(store: RunStore) -> None:
     with run.step_writer("ep-1", restart=False) as writer:
         writer.write(step("ep-1", 1))
     assert len(run.steps("ep-1")) == 2
+    with run.step_writer("ep-2") as writer:
+        writer.write_many([step("ep-2", i) for i in range(3)])
+        assert writer.count == 3
+    assert [s["index"] for s in run.steps("ep-2")] == [0, 1, 2]
     run.add_episode(summary)  # re-added: one row, one episode
     assert len(run.episodes()) == 1 and store.get_run(run.id)["episodes"] == 1
 

@@ -5,7 +5,7 @@ source of truth; ``<root>/index.sqlite`` answers listings and queries and can be
 """
 
 from ratchet.store.config import StoreConfig
-from ratchet.store.files import append_jsonl, read_json, read_jsonl, write_json_atomic
+from ratchet.store.files import append_jsonl, append_jsonl_many, read_json, read_jsonl, write_json_atomic
 from ratchet.store.index import SCHEMA_VERSION, Index
 from ratchet.store.run import RUN_STATUSES, Run
 from ratchet.store.runstore import RunStore, new_run_id
@@ -21,6 +21,7 @@ __all__ = [
     "StoreConfig",
     "TrajectoryWriter",
     "append_jsonl",
+    "append_jsonl_many",
     "new_run_id",
     "read_json",
     "read_jsonl",

@@ -55,7 +55,8 @@ class RunStore:
 
     def __init__(self, root: str | Path | None = None, *, busy_timeout_s: float | None = None) -> None:
         defaults = StoreConfig()
-        self.root = Path(root) if root is not None else defaults.root
+        # Absolute, so a Run pickled into a worker with another working directory still points here.
+        self.root = (Path(root) if root is not None else defaults.root).absolute()
         self.root.mkdir(parents=True, exist_ok=True)
         self.index = Index(self.root / INDEX_FILE, busy_timeout_s or defaults.busy_timeout_s)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -30,6 +30,11 @@ class StepWriter:
         record = to_record(step) if dataclasses.is_dataclass(step) else dict(step)
         files.append_jsonl(self.path, record)
         self.count += 1
+
+    def write_many(self, steps: Iterable[StepRecord | dict[str, Any]]) -> None:
+        """Append steps that are all known already (a finished episode) with a single fsync."""
+        records = [to_record(s) if dataclasses.is_dataclass(s) else dict(s) for s in steps]
+        self.count += files.append_jsonl_many(self.path, records)
 
     def close(self) -> None:
         """Nothing is buffered; kept so the writer reads like a file."""
