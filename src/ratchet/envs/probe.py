@@ -9,6 +9,7 @@ are cached by :mod:`ratchet.envs.registry` per (TextArena version, interpreter).
 from __future__ import annotations
 
 import json
+import re
 import os
 import signal
 import socket
@@ -33,13 +34,10 @@ def explain(exc: BaseException) -> str:
     low = text.lower()
     if isinstance(exc, SyntaxError) and sys.version_info < (3, 12):
         return f"needs Python >= 3.12 (SyntaxError on {sys.version.split()[0]})"
-    if "nltk" in low or "resource" in low and "not found" in low:
-        first = text.splitlines()[0] if text else text
-        for line in text.splitlines():
-            if "nltk.download(" in line:
-                first = f"NLTK data missing: {line.strip()}"
-                break
-        return first if first.startswith("NLTK") else f"NLTK data missing ({first[:160]})"
+    needed = re.search(r"nltk\.download\('([^']+)'\)", text)
+    if needed or "nltk" in low:
+        name = needed.group(1) if needed else "?"
+        return f"needs NLTK data '{name}' (not downloaded; no network use here): python -m nltk.downloader {name}"
     if "api_key" in low or "openrouter" in low or "api key" in low:
         return f"needs an API key ({text.splitlines()[0][:160]})"
     return " ".join(text.split())[:240]

@@ -52,6 +52,11 @@ def go_offline() -> None:
     nltk.download = _no_download  # type: ignore[assignment]
 
 
+#: Games that signal an invalid move by killing the mover instead of calling set_invalid_move:
+#: family -> key of the per-player entities in game_state (each has .alive and .death_reason).
+DEATH_ON_INVALID = {"Snake": "snakes", "Surround": "players"}
+
+
 def _format_action(action: str) -> str:
     """TextArena's default ActionFormattingWrapper: bracket an action that has no brackets."""
     action = action.strip()
@@ -87,6 +92,7 @@ class TextArenaEnv:
         self._board: dict[int, str] = {}
         self._history: dict[int, list[str]] = {}
         self._legal_hint: list[str] = []
+        self._rules: dict[int, str] = {}
         self._last_obs: Observation | None = None
 
     # ---------------------------------------------------------------- random isolation
@@ -112,8 +118,16 @@ class TextArenaEnv:
         with self._own_random():
             random.seed(seed)  # games that draw before seeding still get a per-seed stream
             self._env.reset(num_players=self.num_players, seed=seed)
-        self._hook(self._env.state)
-        self._env.state.error_allowance = self.config.error_allowance
+        state = self._env.state
+        self._hook(state)
+        state.error_allowance = self.config.error_allowance
+        # Every seat's rules prompt, read (not drained) from the queues, for game_description().
+        self._rules = {
+            pid: str(m[1])
+            for pid, queue in (getattr(state, "observations", None) or {}).items()
+            for m in queue[:1]
+            if len(m) > 2 and m[2] == self._ta.ObservationType.PROMPT
+        }
         self._done = False
         return self._observe()
 
@@ -124,6 +138,8 @@ class TextArenaEnv:
         player = state.current_player_id
         self._invalid = []
         info: dict[str, Any] = {"player_id": player}
+        mover = self._mortal(player)
+        was_alive = bool(mover is not None and mover.alive)
         env_error: str | None = None
         try:
             with self._own_random():
@@ -133,6 +149,10 @@ class TextArenaEnv:
             env_error = f"{type(exc).__name__}: {exc}"
             info["env_error"] = traceback.format_exc(limit=4)
         self._steps += 1
+        if was_alive and not mover.alive and getattr(mover, "death_reason", "") == "invalid move":
+            # The game's own invalid-move branch (it eliminates instead of warning).
+            self._invalid.append((f"Player {player} made an invalid move and was eliminated "
+                                  "(the action named no direction such as [up]).", True))
         legal = not self._invalid and env_error is None
         reason: str | None = None
         ended_by_illegal = False
@@ -184,10 +204,12 @@ class TextArenaEnv:
         return self._last_obs
 
     def game_description(self) -> str:
-        """The rules prompt player 0 gets (move hints stripped when configured)."""
-        if 0 not in self._prompt:
+        """The rules prompt player 0 gets (move hints stripped when configured).
+
+        Needs a reset game: if this env was never reset, it is reset with seed 0 first."""
+        if not self._rules and self._last_obs is None:
             self.reset(0)
-        text = self._prompt.get(0, "")
+        text = self._rules.get(0) or next(iter(self._rules.values()), "") or self._prompt.get(0, "")
         return strip_hints(text, static=True) if self.config.strip_move_hints else text
 
     def legal_moves_hint(self) -> list[str]:
@@ -227,10 +249,20 @@ class TextArenaEnv:
 
     # ---------------------------------------------------------------- internals
 
+    def _mortal(self, player: int) -> Any:
+        key = DEATH_ON_INVALID.get(self.env_id.split("-v", 1)[0])
+        if key is None:
+            return None
+        return (getattr(self._env.state, "game_state", None) or {}).get(key, {}).get(player)
+
     def _hook(self, state: Any) -> None:
         original = state.set_invalid_move
 
         def set_invalid_move(*args: Any, **kwargs: Any) -> Any:
+            if len(args) >= 2 and not isinstance(args[0], str) and isinstance(args[1], str):
+                # Cryptarithm (0.7.4) passes (reward, reason) positionally in the wrong order;
+                # pass them by name so its reward stays a number.
+                args, kwargs = (), {**kwargs, "reason": args[1], "reward": args[0]}
             reason = kwargs.get("reason", args[0] if args else None)
             allowance = getattr(state, "error_allowance", 1) or 0
             final = not (allowance > getattr(state, "error_count", 0))
