@@ -301,8 +301,11 @@ class HttpPolicy:
         self.base_url = base_url.rstrip("/")
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout_s)
+        # The server awaits agenerate() on its event loop: no thread hop, and the backend batches.
+        limits = httpx.Limits(max_connections=256, max_keepalive_connections=256)
+        self._aclient = httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=timeout_s, limits=limits)
 
-    def generate(self, messages, *, max_tokens, temperature=0.0, top_p=1.0, stop=None, seed=None, on_text=None):
+    def _body(self, messages, max_tokens, temperature, top_p, stop, seed) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.name, "messages": list(messages), "max_tokens": max_tokens, "temperature": temperature,
             "top_p": top_p, "logprobs": True, "return_tokens_as_token_ids": True,
@@ -311,7 +314,20 @@ class HttpPolicy:
             body["stop"] = list(stop)
         if seed is not None:
             body["seed"] = seed
-        resp = self._client.post("/chat/completions", json=body)
+        return body
+
+    def generate(self, messages, *, max_tokens, temperature=0.0, top_p=1.0, stop=None, seed=None, on_text=None):
+        resp = self._client.post("/chat/completions", json=self._body(messages, max_tokens, temperature, top_p,
+                                                                      stop, seed))
+        return self._parse(resp, on_text)
+
+    async def agenerate(self, messages, *, max_tokens, temperature=0.0, top_p=1.0, stop=None, seed=None,
+                        on_text=None):
+        resp = await self._aclient.post("/chat/completions", json=self._body(messages, max_tokens, temperature,
+                                                                             top_p, stop, seed))
+        return self._parse(resp, on_text)
+
+    def _parse(self, resp: Any, on_text: TextSink | None) -> Generation:
         if resp.status_code != 200:
             raise RatchetError(f"backend {self.base_url} answered {resp.status_code}: {resp.text[:300]}")
         data = resp.json()

@@ -37,8 +37,11 @@ class Collector:
     Items are applied in submission order, so a next state never arrives before its turn.
     """
 
-    def __init__(self, turn_queue: TurnQueue | None) -> None:
+    def __init__(self, turn_queue: TurnQueue | None, linger_s: float = 0.05) -> None:
         self._queue = turn_queue
+        # Waiting a moment after the first item batches a burst into one transaction, so the
+        # writer thread wakes (and takes the GIL) once per burst instead of once per request.
+        self._linger_s = linger_s
         self._items: stdqueue.Queue[tuple[str, Any] | None] = stdqueue.Queue()
         self.collected = 0
         self.paired = 0
@@ -64,6 +67,8 @@ class Collector:
         while True:
             first = self._items.get()
             batch = [first]
+            if first is not None and self._linger_s:
+                time.sleep(self._linger_s)
             while len(batch) < 512:
                 try:
                     batch.append(self._items.get_nowait())
@@ -213,7 +218,10 @@ def create_app(state: ServingState):
 
         if not body.get("stream"):
             try:
-                gen = await loop.run_in_executor(state.executor, lambda: policy.generate(messages, **kwargs))
+                if hasattr(policy, "agenerate"):  # an HTTP backend: await it on the loop, no thread hop
+                    gen = await policy.agenerate(messages, **kwargs)
+                else:
+                    gen = await loop.run_in_executor(state.executor, lambda: policy.generate(messages, **kwargs))
             except Exception as exc:
                 state.errors += 1
                 log.exception("generation failed")
