@@ -122,3 +122,11 @@ def test_config_validate(app: typer.Typer, tmp_path: Path) -> None:
 
     result = CliRunner().invoke(app, ["config", "validate", str(tmp_path / "absent.yaml"), "--kind", "store"])
     assert result.exit_code == 1 and "not found" in result.output
+
+
+def test_read_commands_do_not_create_a_store(app: typer.Typer, tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere"
+    assert "no runs" in invoke(app, "runs", "list", "--root", str(missing))
+    result = CliRunner().invoke(app, ["runs", "show", "x", "--root", str(missing)])
+    assert isinstance(result.exception, RatchetError) and "RATCHET_RUNS" in (result.exception.hint or "")
+    assert not missing.exists()

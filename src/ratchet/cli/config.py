@@ -20,8 +20,11 @@ console = Console()
 #: component that is not installed (or not written yet) does not break the others.
 CONFIGS: dict[str, str] = {
     "autoharness": "ratchet.autoharness.config:AutoHarnessConfig",
+    "protocol": "ratchet.autoharness.protocol:ProtocolConfig",
     "serve": "ratchet.online.config:OnlineConfig",
+    "trainer": "ratchet.online.trainer:TrainerConfig",
     "envs": "ratchet.envs.config:EnvConfig",
+    "rollout": "ratchet.envs.runner:RolloutConfig",
     "sandbox": "ratchet.sandbox.config:SandboxConfig",
     "budget": "ratchet.models.budget:BudgetConfig",
     "llama": "ratchet.models.llama_embedded:LlamaConfig",

@@ -14,13 +14,22 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.tree import Tree
 
-from ratchet.store import Run, RunStore
+from ratchet.contracts import RatchetError
+from ratchet.store import Run, RunStore, StoreConfig
 
 console = Console()
 
 RootOption = typer.Option(None, "--root", help="Run store directory (default: $RATCHET_RUNS or ./runs).")
 
 runs_app = typer.Typer(help="List and inspect runs; erase a session's data.", no_args_is_help=True)
+
+def open_store(root: Path | None) -> RunStore:
+    """The store at ``root``; a read-only command never creates one where there is none."""
+    path = Path(root) if root is not None else StoreConfig().root
+    if not path.is_dir():
+        raise RatchetError(f"no run store at {path}", hint="pass --root DIR or set RATCHET_RUNS")
+    return RunStore(path)
+
 
 STATUS_STYLE = {"running": "cyan", "done": "green", "stopped": "yellow", "failed": "red", "budget_exhausted": "magenta"}
 
@@ -40,7 +49,11 @@ def list_runs(
     limit: int = typer.Option(50, "--limit", help="At most this many runs, newest first."),
 ) -> None:
     """Runs, newest first: status, candidates, best score, model calls and tokens."""
-    store = RunStore(root)
+    path = Path(root) if root is not None else StoreConfig().root
+    if not path.is_dir():
+        console.print(f"no runs in {path}")
+        return
+    store = RunStore(path)
     rows = store.list_runs(kind=kind, limit=limit)
     if not rows:
         console.print(f"no runs in {store.root}" + (f" of kind {kind!r}" if kind else ""))
@@ -94,7 +107,7 @@ def candidate_tree(run: Run) -> Tree | None:
 @runs_app.command("show")
 def show_run(run_id: str = typer.Argument(..., help="Run id (a unique prefix is enough)."), root: Path | None = RootOption) -> None:
     """One run: config, summary, candidate tree with scores, model-call totals."""
-    store = RunStore(root)
+    store = open_store(root)
     info = store.get_run(run_id)
     run = store.open_run(info["id"])
     style = STATUS_STYLE.get(info["status"], "")
@@ -133,7 +146,7 @@ def delete_session(
     root: Path | None = RootOption,
 ) -> None:
     """Erase a session everywhere: its conversation records are deleted, its model calls untagged."""
-    store = RunStore(root)
+    store = open_store(root)
     changed = store.delete_session_data(session_id)
     console.print(f"session {session_id}: {changed} record(s) removed or untagged in {store.root}")
 
@@ -141,7 +154,7 @@ def delete_session(
 @runs_app.command("reindex")
 def reindex(root: Path | None = RootOption) -> None:
     """Rebuild index.sqlite from the run directories (the files are the source of truth)."""
-    store = RunStore(root)
+    store = open_store(root)
     count = store.reindex()
     console.print(f"reindexed {count} run(s) in {store.root}")
 
