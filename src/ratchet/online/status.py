@@ -131,14 +131,16 @@ def table(status: dict[str, Any]):
         return "—" if value is None else fmt.format(value)
 
     t = Table(title=f"learning from use — serving v{status['current_version']}")
-    for col in ("version", "turns", "judged", "reward avg", "reward MA", "judge score", "train loss",
-                "KL to base", "eval score", "promoted"):
-        t.add_column(col, justify="right")
+    # Short headers so the table fits an 80-column terminal; the caption spells them out.
+    for col in ("ver", "turns", "judged", "R avg", "R MA", "judge", "loss", "KL", "eval", "prom"):
+        t.add_column(col, justify="right", no_wrap=True)
+    t.caption = ("R avg: reward mean of the version's judged turns · R MA: reward moving average · judge: mean "
+                 "vote · loss/KL: training loss, KL to base · eval: held-out score · prom: promoted (served)")
     for r in status["versions"]:
         t.add_row(
             f"{r['version']}{' *' if r['current'] else ''}", str(r["turns"]), f(r["judged_fraction"], "{:.0%}"),
             f(r["reward_mean"], "{:+.2f}"), f(r["reward_ma"], "{:+.2f}"), f(r["judge_score_mean"], "{:+.2f}"),
-            f(r["train_loss"], "{:.4f}"), f(r["kl_to_base"], "{:.4f}"), f(r["eval_score"], "{:+.3f}"),
+            f(r["train_loss"], "{:.3f}"), f(r["kl_to_base"], "{:.3f}"), f(r["eval_score"], "{:+.2f}"),
             "yes" if r["promoted"] else "no",
         )
     return t
