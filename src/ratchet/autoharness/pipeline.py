@@ -9,7 +9,7 @@ from typing import Any
 
 from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.library import HarnessLibrary
-from ratchet.autoharness.protocol import ProtocolConfig, run_protocol
+from ratchet.autoharness.protocol import ProtocolConfig, code_heldout, run_protocol
 from ratchet.autoharness.report import game_report
 from ratchet.autoharness.runtime import RuntimeFactory, sandbox_runtime_factory
 from ratchet.autoharness.search import KIND, SearchResult, Synthesis
@@ -73,6 +73,11 @@ def synthesize_game(
     result: SearchResult = search.run_search()
     run.write_json("search.json", {**result.__dict__, "history": result.history})
     evaluation = None
+    alone = None
+    if result.best_code:
+        note("held-out check of the code alone")
+        alone = code_heldout(result.best_code, env_factory, runtime_factory, cfg.heldout_seeds[:5], steps=200,
+                             step_cap=cfg.step_cap)
     if protocol is not None and result.best_code:
         runtime = runtime_factory({"harness.py": result.best_code})
         try:
@@ -83,6 +88,7 @@ def synthesize_game(
         run.write_json("protocol.json", evaluation)
     report = game_report(cfg, result, evaluation, run_id=run.id, wall_s=time.perf_counter() - started,
                          model_name=getattr(model, "name", cfg.model))
+    report["harness_alone"] = alone
     run.write_json("report.json", report)
     if result.best_code and result.best_h > 0:
         library.add(cfg.env, cfg.mode, result.best_code, result.best_h, run_id=run.id, candidate_id=result.best_id,

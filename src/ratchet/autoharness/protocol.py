@@ -305,3 +305,35 @@ def run_protocol(
         out[label] = {"player": player.name, "legal": legal.to_dict(), "reward": rew.to_dict(), "work": dict(player.info),
                       "wall_s": time.perf_counter() - t0}
     return out
+
+
+def code_heldout(
+    code: str,
+    env_factory: Callable[[], Environment],
+    runtime_factory: Callable[[dict[str, str]], HarnessRuntime],
+    seeds: list[int],
+    steps: int,
+    step_cap: int = 200,
+    transitions_per_seed: int = 40,
+) -> dict[str, Any]:
+    """The harness alone on held-out seeds, no LLM: the legal rate of its own play
+    (propose → check → step, every failure counted, games auto-reset) and the accuracy of its
+    ``is_legal_action`` on labelled transitions harvested from the same held-out seeds."""
+    import random
+
+    from ratchet.autoharness.evaluate import rollout
+    from ratchet.autoharness.transitions import harvest, score_is_legal
+
+    runtime = runtime_factory({"harness.py": code})
+    try:
+        stats = rollout(runtime, env_factory, seeds, steps, step_cap, keep_going=True)
+        transitions = harvest(env_factory, None, seeds, transitions_per_seed, random.Random(12345))
+        unit = score_is_legal(runtime, transitions) if transitions else None
+    finally:
+        runtime.close()
+    return {
+        "legal_rate": stats.legal_rate, "steps": stats.steps, "failures": len(stats.failures),
+        "verifier_accuracy": unit.accuracy if unit else None, "transitions": unit.total if unit else 0,
+        "false_accepts": len(unit.false_accepts) if unit else 0, "false_rejects": len(unit.false_rejects) if unit else 0,
+        "failure_examples": [{k: f.get(k) for k in ("kind", "action", "feedback")} for f in stats.failures[:3]],
+    }

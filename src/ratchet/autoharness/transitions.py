@@ -22,6 +22,24 @@ from ratchet.contracts import Environment
 
 EnvFactory = Callable[[], Environment]
 _BRACKETED = re.compile(r"\[[^\[\]\n]{1,40}\]")
+_NOT_ACTION = re.compile(r"\[(GAME|Player|player|[A-Z][a-z]+ \d+\]$)")
+
+
+def variants(token: str, limit: int = 40) -> list[str]:
+    """Plausible actions shaped like ``token``: each number replaced by 0-9, each lone capital
+    letter by A-E (``[col 4]`` → ``[col 0]`` … ``[col 9]``; ``[A C]`` → ``[B C]``, ``[A D]``…).
+
+    >>> variants("[col 4]")[:3]
+    ['[col 0]', '[col 1]', '[col 2]']
+    """
+    out: list[str] = []
+    for match in re.finditer(r"\d+|\b[A-E]\b", token):
+        options = [str(i) for i in range(10)] if match.group().isdigit() else list("ABCDE")
+        for option in options:
+            candidate = token[: match.start()] + option + token[match.end():]
+            if candidate != token and candidate not in out:
+                out.append(candidate)
+    return out[:limit]
 
 
 @dataclass(frozen=True)
@@ -96,13 +114,17 @@ def harvest(
                     hint_obs = _replay(hint_env, seed, prefix) if hint_env else None
                     legal_list = _hint_items(hint_obs.text) if hint_obs else []
                 for token in _BRACKETED.findall(obs.text) + legal_list:
-                    vocabulary.setdefault(token, None)
+                    if not _NOT_ACTION.match(token) and token not in vocabulary:
+                        vocabulary[token] = None
+                        for variant in variants(token):
+                            vocabulary.setdefault(variant, None)
                 tried = list(dict.fromkeys(legal_list))
                 rng.shuffle(tried)
                 tried = tried[:max_legal_per_state]
                 others = [a for a in vocabulary if a not in tried]
                 rng.shuffle(others)
-                tried += others[: max_illegal_per_state + (0 if legal_list else 3)]
+                # Without a printed legal list, try more: the legal moves must be found by trying.
+                tried += others[: max_illegal_per_state if legal_list else 10]
                 legal_here: list[str] = []
                 for action in tried:
                     if _replay(env, seed, prefix) is None:

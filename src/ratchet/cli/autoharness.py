@@ -67,10 +67,10 @@ def register(app: typer.Typer) -> None:
     @group.callback()
     def autoharness(
         ctx: typer.Context,
-        env: str = typer.Option("TicTacToe-v0", help="TextArena environment id."),
-        mode: str = typer.Option("verifier", help="verifier | filter | policy"),
-        method: str = typer.Option("ratchet", help="faithful (the paper's loop) | ratchet (plus small-model ideas)"),
-        model: str = typer.Option("local:qwen2.5-coder-0.5b", help="Refiner (and player) model spec."),
+        env: Optional[str] = typer.Option(None, help="TextArena environment id [default: TicTacToe-v0]."),
+        mode: Optional[str] = typer.Option(None, help="verifier | filter | policy [default: verifier]"),
+        method: Optional[str] = typer.Option(None, help="faithful (the paper's loop) | ratchet (plus small-model ideas) [default: ratchet]"),
+        model: Optional[str] = typer.Option(None, help="Refiner (and player) model spec [default: local:qwen2.5-coder-0.5b]."),
         iterations: Optional[int] = typer.Option(None, help="Most refinement iterations."),
         max_calls: Optional[int] = typer.Option(None, help="Most refiner LLM calls."),
         config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML file of AutoHarnessConfig fields."),
@@ -90,7 +90,8 @@ def register(app: typer.Typer) -> None:
         from ratchet.config import load_config
         from ratchet.store import RunStore
 
-        overrides = [f"env={env}", f"mode={mode}", f"method={method}", f"model={model}", *set_]
+        given = {"env": env, "mode": mode, "method": method, "model": model}
+        overrides = [f"{k}={v}" for k, v in given.items() if v is not None] + list(set_)
         if iterations is not None:
             overrides.append(f"iterations={iterations}")
         if max_calls is not None:

@@ -1,0 +1,115 @@
+"""AutoHarness per-game table: the evaluation protocol on a list of games, with and without the
+synthesized harness, same model, held-out seeds.
+
+    python -m bench.autoharness_table --model local:qwen2.5-coder-1.5b            # the committed table
+    python -m bench.autoharness_table --games TicTacToe-v0 --protocol full        # the paper's sizes
+
+Writes bench/results/autoharness_table.json and .md after every game (a killed run keeps what it
+finished; ``--resume`` skips games already in the JSON). Each game gets its own run in the store.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+ONE_PLAYER = ["TowerOfHanoi-v0", "FrozenLake-v0", "GuessTheNumber-v0", "Mastermind-v0", "LightsOut-v0", "Minesweeper-v0",
+              "2048-v0", "Bandit-v0", "Blackjack-v0", "FifteenPuzzle-v0", "PegJump-v0", "RushHour-v0"]
+TWO_PLAYER = ["TicTacToe-v0", "ConnectFour-v0", "Othello-v0", "Chopsticks-v0", "Breakthrough-v0-small", "Alquerque-v0"]
+
+QUICK = ["legal_seeds=2", "legal_steps=6", "reward_games=2", "matches=2", "step_cap=30", "play_max_tokens=96", "retries=2"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.autoharness_table", description=__doc__)
+    parser.add_argument("--model", default="local:qwen2.5-coder-1.5b")
+    parser.add_argument("--games", nargs="*", default=ONE_PLAYER[:10] + TWO_PLAYER[:5])
+    parser.add_argument("--method", default="ratchet")
+    parser.add_argument("--mode", default="verifier")
+    parser.add_argument("--max-calls", type=int, default=4, help="refiner calls per game")
+    parser.add_argument("--iterations", type=int, default=3)
+    parser.add_argument("--search-seconds", type=float, default=420.0, help="wall-time budget of one game's search")
+    parser.add_argument("--protocol", choices=["full", "quick"], default="quick")
+    parser.add_argument("--protocol-games", nargs="*", default=None,
+                        help="games that get the LLM protocol (before/after); default all. The harness-alone check runs for every game")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--name", default="autoharness_table")
+    parser.add_argument("--resume", action="store_true")
+    parser.add_argument("--store", default=None, help="run store root (default: the user's store)")
+    args = parser.parse_args(argv)
+
+    from ratchet.autoharness.config import AutoHarnessConfig
+    from ratchet.autoharness.pipeline import open_or_create, synthesize_game
+    from ratchet.autoharness.protocol import ProtocolConfig
+    from ratchet.autoharness.report import markdown_table
+    from ratchet.config import load_config
+    from ratchet.models import AccountedModel, Accountant, BudgetConfig, load_model
+    from ratchet.store import RunStore
+
+    protocol = load_config(ProtocolConfig, None, [] if args.protocol == "full" else QUICK)
+    model = load_model(args.model, n_threads=args.threads) if args.model.startswith("local:") else load_model(args.model)
+    store = RunStore(args.store)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out_json = RESULTS / f"{args.name}.json"
+    done: dict[str, dict] = {}
+    if args.resume and out_json.exists():
+        done = {r["env"]: r for r in json.loads(out_json.read_text())["games"] if r.get("status") != "not run"}
+    settings = {
+        "model": args.model, "method": args.method, "mode": args.mode, "max_calls": args.max_calls,
+        "iterations": args.iterations, "search_seconds": args.search_seconds, "protocol": protocol.model_dump(),
+    }
+    notes = [
+        f"model {args.model} (refiner and player), method {args.method}, mode {args.mode}",
+        f"search budget per game: {args.max_calls} refiner calls, {args.iterations} iterations, {args.search_seconds:.0f} s; "
+        "search on seeds 0-9, evaluation on held-out seeds 1000+",
+        f"protocol ({args.protocol}): legal rate over {protocol.legal_seeds} seeds x {protocol.legal_steps} LLM steps "
+        f"(paper: 10 x 1000); 1P reward over {protocol.reward_games} games, 2P win rate over {protocol.matches} matches vs a "
+        f"random-legal opponent, seats alternated (paper: 20 / 40); games cut at {protocol.step_cap} steps; "
+        f"play answers capped at {protocol.play_max_tokens} tokens",
+        "before = the same model with no harness; after = model + synthesized verifier (re-prompt, then fall back to the harness's propose_action)",
+        "harness alone = the synthesized code with no LLM on 5 held-out seeds x 200 steps (legal rate), and its is_legal_action "
+        "on transitions harvested from those seeds (accuracy)",
+    ]
+    if args.protocol_games is not None:
+        notes.append("LLM protocol (before/after columns) run only for: " + ", ".join(args.protocol_games) + "; '–' elsewhere")
+    rows: list[dict] = []
+    for env_id in args.games:
+        if env_id in done:
+            rows.append(done[env_id])
+            continue
+        started = time.perf_counter()
+        cfg = AutoHarnessConfig(env=env_id, mode=args.mode, method=args.method, model=args.model, iterations=args.iterations,
+                                eval_envs=5, eval_steps=40)
+        cfg.budget.max_calls = args.max_calls
+        cfg.budget.max_seconds = args.search_seconds
+        try:
+            run, cfg = open_or_create(store, cfg, None, f"bench-{env_id}")
+            accounted = AccountedModel(model, Accountant(BudgetConfig(), on_call=run.record_llm_call), purpose="autoharness.refine")
+            print(f"[{time.strftime('%H:%M:%S')}] {env_id}: run {run.id}", flush=True)
+            with_llm = args.protocol_games is None or env_id in args.protocol_games
+            report = synthesize_game(cfg, accounted, run, protocol=protocol if with_llm else None, play_model=model,
+                                     on_progress=lambda info: print(f"  {info}", flush=True),
+                                     on_phase=lambda p: print(f"  phase {p}", flush=True))
+        except Exception as exc:  # record and continue: one broken game must not end the table
+            report = {"env": env_id, "status": "not run", "reason": f"{type(exc).__name__}: {exc}"[:160]}
+        report["bench_wall_s"] = round(time.perf_counter() - started, 1)
+        rows.append(report)
+        _write(out_json, settings, notes, rows, args.games, markdown_table)
+        print(f"  done in {report['bench_wall_s']} s: {json.dumps(report.get('search'))}", flush=True)
+    _write(out_json, settings, notes, rows, args.games, markdown_table)
+    return 0
+
+
+def _write(out_json: Path, settings: dict, notes: list[str], rows: list[dict], games: list[str], table) -> None:
+    finished = {r["env"] for r in rows}
+    pending = [{"env": g, "status": "not run", "reason": "not reached in the time available"} for g in games if g not in finished]
+    out_json.write_text(json.dumps({"settings": settings, "notes": notes, "games": rows + pending}, indent=2))
+    out_json.with_suffix(".md").write_text(table(rows + pending, "AutoHarness per-game table", notes))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,62 @@
+"""End to end with a scripted model: search, protocol (with vs without harness), report, library,
+the CLI's export command."""
+
+from __future__ import annotations
+
+from fakes import GOOD, FakeTicTacToe, fenced
+from typer.testing import CliRunner
+
+from ratchet.autoharness.config import AutoHarnessConfig
+from ratchet.autoharness.library import HarnessLibrary
+from ratchet.autoharness.pipeline import synthesize_game
+from ratchet.autoharness.protocol import ProtocolConfig
+from ratchet.autoharness.report import markdown_table
+from ratchet.autoharness.runtime import InProcessHarness
+from ratchet.models import ScriptedModel
+from ratchet.store import RunStore
+
+
+def respond(messages) -> str:
+    text = messages[-1]["content"]
+    if "Write these Python functions" in text:
+        return fenced(GOOD)
+    return "Step 1: the centre is best.\n<move>[4]</move>"  # a player that always says [4]
+
+
+def test_pipeline_reports_before_and_after_and_fills_the_library(tmp_path):
+    store = RunStore(tmp_path / "runs")
+    cfg = AutoHarnessConfig(method="ratchet", eval_envs=2, eval_steps=20, search_seeds=[0, 1], heldout_seeds=[7, 8],
+                            transitions_per_seed=20, library_dir=str(tmp_path / "lib"))
+    run = store.create_run("autoharness", cfg.model_dump(), "pipe")
+    proto = ProtocolConfig(legal_seeds=2, legal_steps=6, reward_games=2, matches=2, step_cap=20)
+    report = synthesize_game(cfg, ScriptedModel(respond), run, protocol=proto, runtime_factory=InProcessHarness,
+                             env_factory=lambda: FakeTicTacToe())
+    assert report["search"]["best_h"] == 1.0
+    before, after = report["before"], report["after"]
+    # Always answering [4] is illegal once the centre is taken; the verifier catches it and the
+    # harness's own move stands in, so the harnessed player stays legal.
+    assert before["legal_rate"] < 1.0 and after["legal_rate"] == 1.0
+    assert after["rejections"] > 0 and after["fallbacks"] > 0
+    assert report["harness_alone"]["legal_rate"] == 1.0 and report["harness_alone"]["verifier_accuracy"] == 1.0
+    assert HarnessLibrary(tmp_path / "lib").lookup("TicTacToe-v0-large", "verifier")[0]["score"] == 1.0
+    table = markdown_table([report, {"env": "Chess-v0", "status": "not run", "reason": "time"}], "t")
+    assert "| TicTacToe-v0 |" in table and "| Chess-v0 |" in table and "not run" in table
+    assert run.load_checkpoint("autoharness")["tree"]
+
+
+def test_cli_export_writes_a_loadable_file(tmp_path):
+    from ratchet.autoharness.export import load_harness
+    from ratchet.cli import app
+
+    store = RunStore(tmp_path / "runs")
+    cfg = AutoHarnessConfig(method="faithful", eval_envs=2, eval_steps=10, search_seeds=[0, 1], heldout_seeds=[7])
+    run = store.create_run("autoharness", cfg.model_dump(), "cli")
+    synthesize_game(cfg, ScriptedModel(respond), run, runtime_factory=InProcessHarness, env_factory=lambda: FakeTicTacToe(),
+                    library=HarnessLibrary(tmp_path / "lib"))
+    out = tmp_path / "harness_tictactoe.py"
+    result = CliRunner().invoke(app, ["autoharness", "export", run.id, "-o", str(out), "--store", str(tmp_path / "runs")])
+    assert result.exit_code == 0, result.output
+    assert f"# run_id: {run.id}" in out.read_text()
+    with load_harness(out, trusted=True) as h:
+        board = FakeTicTacToe().reset(0).text
+        assert h.is_legal_action(board, "[4]") is True

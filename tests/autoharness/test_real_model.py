@@ -1,0 +1,58 @@
+"""The real embedded model writes a TicTacToe verifier (runs in CI; a few minutes on 2 cores).
+
+Budget: at most 8 refiner calls of Qwen2.5-Coder-0.5B (the ``ratchet`` method: labelled
+transitions as unit tests, the helper library, a worked example for another game, 3 samples per
+refinement). Held-out check, reduced from the paper's protocol (10 seeds × 1,000 steps with the
+LLM playing) so that CI stays short: the harness alone plays 5 held-out seeds × 200 steps
+(propose → its own check → the real env; every env rejection counts), and its
+``is_legal_action`` must label every transition harvested from those held-out seeds right.
+The same model with best-of-20 sampling reached a legal-step rate of 0.01 on this game.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ratchet.autoharness.config import AutoHarnessConfig
+from ratchet.autoharness.pipeline import env_factory_for
+from ratchet.autoharness.protocol import code_heldout
+from ratchet.autoharness.runtime import sandbox_runtime_factory
+from ratchet.autoharness.search import Synthesis
+
+MODEL = "qwen2.5-coder-0.5b"
+
+
+def _model_or_skip():
+    from ratchet.models import load_model, model_path
+
+    try:
+        path = model_path(MODEL)
+    except Exception as exc:  # not pulled
+        pytest.skip(f"{MODEL} is not in the model cache ({exc}); run `ratchet models pull {MODEL}`")
+    if not path.exists():
+        pytest.skip(f"{MODEL} is not in the model cache; run `ratchet models pull {MODEL}`")
+    return load_model(f"local:{MODEL}", n_threads=2)
+
+
+@pytest.mark.real_model
+@pytest.mark.timeout(1500)
+def test_small_model_synthesizes_a_perfect_tictactoe_verifier(tmp_path):
+    from ratchet.store import RunStore
+
+    model = _model_or_skip()
+    cfg = AutoHarnessConfig(env="TicTacToe-v0", mode="verifier", method="ratchet", model=f"local:{MODEL}",
+                            iterations=4, eval_envs=5, eval_steps=50, search_seeds=list(range(10)),
+                            heldout_seeds=list(range(1000, 1005)))
+    cfg.budget.max_calls = 8
+    run = RunStore(tmp_path).create_run("autoharness", cfg.model_dump(), "ci-real-model")
+    env_factory = env_factory_for(cfg.env)
+    runtime_factory = sandbox_runtime_factory(cfg.call_timeout_s)
+    description = env_factory().game_description()
+    result = Synthesis(cfg, model, run, env_factory, runtime_factory, description=description).run_search()
+    assert result.calls <= 8
+    assert result.best_code, f"no harness evaluated: {result.stop_reason}"
+    held = code_heldout(result.best_code, env_factory, runtime_factory, cfg.heldout_seeds, steps=200)
+    print(f"\nsearch h={result.best_h:.3f} calls={result.calls} tokens={result.tokens} held-out={held}")
+    assert result.best_h == 1.0, result.best_code
+    assert held["legal_rate"] == 1.0 and held["steps"] == 1000, held
+    assert held["verifier_accuracy"] == 1.0 and held["transitions"] > 50, held
