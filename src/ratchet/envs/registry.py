@@ -316,11 +316,13 @@ def make(env_id: str, config: EnvConfig | None = None, *, num_players: int | Non
 
 
 def _probed_players(env_id: str) -> int | None:
-    path = _cache_file(sys.executable, "probe")
-    try:
-        return json.loads(path.read_text()).get(env_id, {}).get("num_players")
-    except (OSError, json.JSONDecodeError):
-        return None
+    """Player count of a game outside the paper's list, as the availability probe found it."""
+    python = sys.executable
+    if needs_py312(env_id):
+        from ratchet.envs.remote import envs_python
+
+        python = envs_python()[0] or sys.executable
+    return probe_availability([env_id], python).get(env_id, {}).get("num_players")
 
 
 def registered_plugin_ids() -> Iterable[str]:

@@ -152,6 +152,8 @@ class RemoteEnvironment:
         return reply.get("value")
 
     def _tail(self) -> str:
+        if self._stderr.closed:
+            return "(closed)"
         self._stderr.seek(0)
         return self._stderr.read()[-800:]
 

@@ -151,6 +151,14 @@ def bootstrap_mean_ci(values: list[float], resamples: int = 2000, seed: int = 0)
 _CACHE: dict[str, Any] = {}
 
 
+def _key(obj: Any) -> bytes:
+    """Identity of a factory: its pickle (equal specs share a cache slot), else its id."""
+    try:
+        return pickle.dumps(obj)
+    except Exception:  # an unpicklable factory can only run in this process anyway
+        return f"id:{id(obj)}".encode()
+
+
 def _cached(kind: str, key: bytes, build: Callable[[], Any]) -> Any:
     """One env / agent per worker process, reused across its episodes (a reset is enough)."""
     slot = _CACHE.get(kind)
@@ -160,6 +168,13 @@ def _cached(kind: str, key: bytes, build: Callable[[], Any]) -> Any:
         slot = (key, build())
         _CACHE[kind] = slot
     return slot[1]
+
+
+def _release() -> None:
+    for kind, (_, obj) in list(_CACHE.items()):
+        if kind == "env" and hasattr(obj, "close"):
+            obj.close()
+    _CACHE.clear()
 
 
 @dataclass(frozen=True)
@@ -178,8 +193,8 @@ def _play(job: _Job) -> EpisodeResult:
     from ratchet.envs.registry import make
 
     cfg = job.config
-    env = _cached("env", pickle.dumps((job.env_id, cfg.env.model_dump())), lambda: make(job.env_id, cfg.env))
-    agent: Agent = _cached("agent", pickle.dumps(job.agent_factory), job.agent_factory)
+    env = _cached("env", _key((job.env_id, cfg.env.model_dump())), lambda: make(job.env_id, cfg.env))
+    agent: Agent = _cached("agent", _key(job.agent_factory), job.agent_factory)
     agent_seat = job.agent_seat % env.num_players  # one-player games: always seat 0
     seats: dict[int, Agent] = {agent_seat: agent}
     if env.num_players > 1:
@@ -187,7 +202,7 @@ def _play(job: _Job) -> EpisodeResult:
             opponent = agent
         else:
             factory = job.opponent_factory or (lambda: RandomLegalAgent(seed=job.seed))
-            opponent = _cached("opponent", pickle.dumps(job.opponent_factory), factory)
+            opponent = _cached("opponent", _key(job.opponent_factory), factory)
         for seat in range(env.num_players):
             seats.setdefault(seat, opponent)
     for player in set(map(id, seats.values())):
@@ -350,6 +365,8 @@ def run_rollouts(
                         writer.write(step)
                 run.add_episode(result.summary)
     wall = time.perf_counter() - start
+    if workers <= 1:  # episodes ran in this process: do not keep their env/agents alive
+        _release()
     agent_steps = sum(r.agent_steps for r in results)
     illegal = sum(r.agent_illegal for r in results)
     reasons = Counter(reason for r in results for reason in r.reasons)
