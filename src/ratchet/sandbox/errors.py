@@ -112,7 +112,10 @@ class HarnessImportError(HarnessCodeError):
     """The code imported a module outside the allow-list."""
 
     kind = "import"
-    advice = "Use only the Python standard library and numpy; process and network modules are blocked."
+    advice = (
+        "Use only the allowed modules: by default the Python standard library and numpy, without "
+        "process, network and C-call modules (subprocess, multiprocessing, socket, ssl, ctypes, pty)."
+    )
 
     def title(self) -> str:
         return "Import not allowed"
