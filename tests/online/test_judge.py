@@ -41,6 +41,8 @@ def test_parse_vote_takes_last_box_and_rejects_out_of_range():
     assert parse_vote("\\boxed{ -1 }") == -1
     assert parse_vote("\\boxed{2}") is None
     assert parse_vote("no verdict") is None
+    assert parse_vote("-1\nno hint") == -1  # a bare verdict on its own line
+    assert parse_vote("1: the user moves on, thanks the assistant") is None  # an echo of the rubric is not a vote
     assert parse_hint("\\boxed{1} [HINT_START] Use tabs. [HINT_END]") == "Use tabs."
     assert parse_hint("\\boxed{1}") is None
 

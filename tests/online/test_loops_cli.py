@@ -100,3 +100,57 @@ def test_config_reads_bare_off_and_fills_the_trainer():
     cfg = load_config(OnlineConfig, None, ["learn=binary", "model=local:smollm2-135m"])
     trainer = cfg.resolved_trainer()
     assert trainer.signal == "rl" and trainer.model == "smollm2-135m"
+
+
+@pytest.mark.real_model
+def test_ratchet_serve_end_to_end_and_graceful_stop(tmp_path):
+    """`ratchet serve` as a user runs it: answers, collects, judges, and stops cleanly on Ctrl-C."""
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    from ratchet.models.registry import cached_path
+
+    if not cached_path("smollm2-135m").is_file():
+        pytest.skip("smollm2-135m is not pulled (ratchet models pull smollm2-135m)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "RATCHET_RUNS": str(tmp_path), "RATCHET_SERVER_KEY": "k"}
+    proc = subprocess.Popen([sys.executable, "-m", "ratchet", "serve", "--model", "local:smollm2-135m", "--learn",
+                             "off", "--port", str(port), "--run", "e2e", "--set", "judge.poll_s=0.1"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}/v1/chat/completions"
+    headers = {"Authorization": "Bearer k"}
+    try:
+        deadline = time.time() + 120
+        while True:
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/health", timeout=1)
+                break
+            except httpx.HTTPError:
+                assert proc.poll() is None and time.time() < deadline, "server did not start"
+                time.sleep(0.3)
+        m = [{"role": "user", "content": "Say hi."}]
+        r1 = httpx.post(url, json={"messages": m, "max_tokens": 8}, headers=headers, timeout=60)
+        assert r1.status_code == 200
+        m += [r1.json()["choices"][0]["message"], {"role": "user", "content": "thanks, perfect"}]
+        r2 = httpx.post(url, json={"messages": m, "max_tokens": 8}, headers=headers, timeout=60)
+        assert r2.status_code == 200 and r2.json()["ratchet"]["session_inferred"]
+        assert httpx.post(url, json={"messages": m}, timeout=10).status_code == 401
+        queue = TurnQueue(status_mod.online_dir(tmp_path / "e2e") / status_mod.QUEUE_NAME)
+        while queue.stats()["judged"] < 1 and time.time() < deadline:
+            time.sleep(0.2)
+        assert queue.stats()["positive"] == 1
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, out
+    assert "session inferred" in out
+    assert not (status_mod.online_dir(tmp_path / "e2e") / "server.json").exists()
+    assert json.loads((status_mod.online_dir(tmp_path / "e2e") / status_mod.STATUS_NAME).read_text())["queue"]["main"] == 2

@@ -43,11 +43,22 @@ _BOXED = re.compile(r"\\boxed\{\s*([+-]?\d+)\s*\}")
 _HINT = re.compile(r"\[HINT_START\](.*?)\[HINT_END\]", re.S)
 
 
+_BARE = re.compile(r"^\s*([+-]?[01])\s*$")
+
+
 def parse_vote(text: str) -> int | None:
-    """The LAST ``\\boxed{1|-1|0}`` of an answer; None when there is none or it is out of range."""
+    """The LAST ``\\boxed{1|-1|0}`` of an answer; None when there is none or it is out of range.
+
+    Small judges sometimes drop the box and answer a bare ``-1`` on a line of its own (first or
+    last line); that is read too. Anything else is unparseable and ignored by the vote.
+    """
     found = _BOXED.findall(text or "")
     if not found:
-        return None
+        lines = [line for line in (text or "").strip().splitlines() if line.strip()]
+        bare = [m.group(1) for line in (lines[:1] + lines[-1:]) if (m := _BARE.match(line))]
+        if not bare:
+            return None
+        found = bare[-1:]
     value = int(found[-1])
     return value if value in (-1, 0, 1) else None
 
@@ -149,7 +160,8 @@ def judge_prompt(system: str, turn: Turn, next_state: str) -> list[dict[str, str
     user = (
         f"## Conversation so far\n{_transcript(turn.messages)}\n\n"
         f"## Assistant's reply\n{turn.response_text}\n\n"
-        f"## Next state\n{next_state}\n"
+        f"## Next state\n{next_state}\n\n"
+        "End your answer with the verdict in \\boxed{}."
     )
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 

@@ -376,7 +376,11 @@ class PolicyHost:
         self._factory = factory
         self._source = source or (lambda: (0, None))
         self._lock = threading.Lock()
-        version, adapter = self._source()
+        try:
+            version, adapter = self._source()
+        except Exception:  # an unloadable current version must not stop serving from starting
+            log.exception("cannot load the current version; starting on the base model")
+            version, adapter = 0, None
         self._current: tuple[Policy, int] = (factory(adapter), version)
         self._adapter = adapter
         self._poll_s = poll_s
@@ -403,7 +407,10 @@ class PolicyHost:
             self.swaps += 1
 
     def refresh(self) -> bool:
-        """Swap if the version source names another version; True when a swap happened."""
+        """Swap if the version source names another version; True when a swap happened.
+
+        A source or factory error propagates (the watcher logs it) and the current policy stays.
+        """
         version, adapter = self._source()
         if version == self._current[1] and adapter == self._adapter:
             return False
@@ -447,6 +454,11 @@ def version_store_source(versions_dir: Path) -> VersionSource:
         except ImportError:
             return 0, None
         current = VersionStore(versions_dir).current()
+        if current.number and current.lora_gguf is None:
+            # Without its GGUF conversion llama.cpp cannot load the version; say so instead of
+            # silently serving the base weights under the new number.
+            log.warning("version %d has no GGUF LoRA; serving keeps the previous weights", current.number)
+            raise RuntimeError(f"version {current.number} has no adapter.gguf")
         return int(current.number), (Path(current.lora_gguf) if current.lora_gguf else None)
 
     return source
