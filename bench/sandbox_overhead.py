@@ -20,10 +20,10 @@ import warnings
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
-HARNESS = '''
+HARNESS = """
 def is_legal_action(board, action):
     return action in board.split()
-'''
+"""
 HARNESS_NUMPY = "import numpy\n" + HARNESS
 BOARD = " ".join(f"[{c}{r}]" for c in "abcdefgh" for r in range(1, 9))  # 64 moves, like a chess list
 ACTION = "[h8]"
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     from ratchet.sandbox import Sandbox, SandboxConfig, isolation_report
 
     namespace: dict = {}
-    exec(HARNESS, namespace)
+    exec(HARNESS, namespace)  # noqa: S102 - our own constant source, the text the sandbox loads
     direct_fn = namespace["is_legal_action"]
     report = isolation_report()
     mechanism = report["mechanism"]
@@ -95,8 +95,10 @@ def main(argv: list[str] | None = None) -> int:
                 except Exception as exc:  # noqa: BLE001 - a missing mechanism is reported, not fatal
                     starts[f"{mode}/{label}"] = {"error": str(exc)}
                     continue
-                starts[f"{mode}/{label}"] = {"p50_ms": round(statistics.median(times), 2),
-                                             "max_ms": round(max(times), 2)}
+                starts[f"{mode}/{label}"] = {
+                    "p50_ms": round(statistics.median(times), 2),
+                    "max_ms": round(max(times), 2),
+                }
 
     d50, d99 = percentile(direct, 0.5), percentile(direct, 0.99)
     s50, s99 = percentile(sandboxed, 0.5), percentile(sandboxed, 0.99)
@@ -112,8 +114,12 @@ def main(argv: list[str] | None = None) -> int:
         "meets_target": (s50 - d50) <= 100,
         "call_many_us_per_item": {"p50": round(statistics.median(per_item), 2), "batch": args.batch},
         "worker_start_ms": starts,
-        "machine": {"python": sys.version.split()[0], "platform": platform.platform(),
-                    "cpus": os.cpu_count(), "loadavg_1m": round(os.getloadavg()[0], 2)},
+        "machine": {
+            "python": sys.version.split()[0],
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "loadavg_1m": round(os.getloadavg()[0], 2),
+        },
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     RESULTS.mkdir(exist_ok=True)
@@ -121,8 +127,10 @@ def main(argv: list[str] | None = None) -> int:
     lines = [
         "# Sandbox per-call overhead",
         "",
-        f"Isolation: **{mechanism}**; {len(direct)} calls per side; trivial `is_legal_action` on a "
-        f"64-move board; load average {result['machine']['loadavg_1m']} on {os.cpu_count()} CPUs.",
+        (
+            f"Isolation: **{mechanism}**; {len(direct)} calls per side; trivial `is_legal_action` on a "
+            f"64-move board; load average {result['machine']['loadavg_1m']} on {os.cpu_count()} CPUs."
+        ),
         "",
         "| path | p50 (µs) | p99 (µs) |",
         "|---|---|---|",

@@ -13,17 +13,16 @@ from pathlib import Path
 import pytest
 
 import ratchet.sandbox.sandbox as sandbox_module
-from ratchet.sandbox.isolation import interpreter_prefixes
 from ratchet.sandbox import (
-    Sandbox,
     HarnessCodeError,
     HarnessCrashed,
     HarnessImportError,
     HarnessMemoryError,
     HarnessOutputError,
     HarnessTimeout,
+    Sandbox,
 )
-
+from ratchet.sandbox.isolation import interpreter_prefixes
 
 
 def _uid_processes(uid: int) -> int:
@@ -330,8 +329,12 @@ def test_writing_outside_scratch_fails(make, run_continues):
     )
     assert sb.call("write", "inside.txt") == "written"
     assert (sb.scratch_dir / "inside.txt").read_text() == "pwned"
-    for target in ["/etc/ratchet-pwned", "/var/tmp/ratchet-pwned", "/tmp/ratchet-pwned",
-                   str(Path(sandbox_module.__file__).with_name("pwned.py"))]:
+    for target in [
+        "/etc/ratchet-pwned",
+        "/var/tmp/ratchet-pwned",
+        "/tmp/ratchet-pwned",
+        str(Path(sandbox_module.__file__).with_name("pwned.py")),
+    ]:
         with pytest.raises(HarnessCodeError, match="Read-only|Permission denied"):
             sb.call("write", target)
         assert not Path(target).exists()
@@ -392,8 +395,11 @@ def test_home_and_its_caches_are_hidden(make, run_continues):
     )
     home = Path.home()
     # Only the directories leading to the interpreter, when it lives under the home, stay visible.
-    needed = {Path(p).relative_to(home).parts[0] for p in interpreter_prefixes(sys.executable)
-              if Path(p).is_relative_to(home)}
+    needed = {
+        Path(p).relative_to(home).parts[0]
+        for p in interpreter_prefixes(sys.executable)
+        if Path(p).is_relative_to(home)
+    }
     assert set(os.listdir(home)) - needed  # the host's home has more...
     assert set(sb.call("look", str(home))) == needed  # ...than the sandbox sees
     if (home / ".cache").exists():

@@ -14,9 +14,9 @@ from ratchet.sandbox import (
     Sandbox,
     SandboxConfig,
     SandboxIsolationWarning,
+    isolation,
     isolation_report,
 )
-from ratchet.sandbox import isolation
 
 CODE = {
     "harness.py": (
@@ -47,12 +47,23 @@ def test_report_names_the_mechanism_and_why():
 def test_bwrap_command_line_has_the_safety_flags(tmp_path):
     hidden = tmp_path.parent  # any existing directory outside /tmp would do; this one is skipped
     config = SandboxConfig(hidden_paths=[hidden, "/var/cache"])
-    cmd = isolation.bwrap_command(config, worker="/tmp/x/worker.py", code_dir="/tmp/x/code", scratch="/tmp/x/s")
+    cmd = isolation.bwrap_command(
+        config, worker="/tmp/x/worker.py", code_dir="/tmp/x/code", scratch="/tmp/x/s"
+    )
     joined = " ".join(cmd)
-    for flag in ("--new-session", "--die-with-parent", "--unshare-net", "--unshare-pid", "--clearenv",
-                 "--ro-bind / /", "--tmpfs /tmp", "--tmpfs /var/cache", "--bind /tmp/x/s /tmp/x/s"):
+    for flag in (
+        "--new-session",
+        "--die-with-parent",
+        "--unshare-net",
+        "--unshare-pid",
+        "--clearenv",
+        "--ro-bind / /",
+        "--tmpfs /tmp",
+        "--tmpfs /var/cache",
+        "--bind /tmp/x/s /tmp/x/s",
+    ):
         assert flag in joined, flag
-    assert "--unshare-user" not in cmd or not isolation.os.geteuid() == 0
+    assert "--unshare-user" not in cmd or isolation.os.geteuid() != 0
     with_net = isolation.bwrap_command(SandboxConfig(network=True), worker="/w", code_dir="/c", scratch="/s")
     assert "--unshare-net" not in with_net
 
@@ -95,8 +106,7 @@ def test_unshare_fallback_has_no_network():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             config = SandboxConfig(isolation="unshare", blocked_imports=[])
-            with Sandbox(CODE, config=config) as sb:
-                with pytest.raises(HarnessCodeError):
-                    sb.call("connect", server.getsockname()[1])
+            with Sandbox(CODE, config=config) as sb, pytest.raises(HarnessCodeError):
+                sb.call("connect", server.getsockname()[1])
     finally:
         server.close()

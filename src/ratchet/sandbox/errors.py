@@ -125,7 +125,9 @@ class HarnessOutputError(HarnessError):
     """The code returned something that is not plain JSON data, or returned/printed too much."""
 
     kind = "output"
-    advice = "Return only plain values (str, int, float, bool, None, list, dict with str keys) of modest size."
+    advice = (
+        "Return only plain values (str, int, float, bool, None, list, dict with str keys) of modest size."
+    )
 
     def title(self) -> str:
         return "Bad output"

@@ -51,7 +51,9 @@ class Mechanism:
 def _run_probe(cmd: list[str]) -> str | None:
     """None when ``cmd`` runs and exits 0, else why not."""
     try:
-        done = subprocess.run(cmd, capture_output=True, timeout=_PROBE_TIMEOUT_S, env={"PATH": "/usr/bin:/bin"})
+        done = subprocess.run(
+            cmd, capture_output=True, timeout=_PROBE_TIMEOUT_S, env={"PATH": "/usr/bin:/bin"}, check=False
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"{cmd[0]} failed to run: {exc}"
     if done.returncode != 0:
@@ -66,8 +68,25 @@ def probe_bwrap() -> str | None:
     if path is None:
         return "bwrap is not installed (Debian/Ubuntu: apt-get install bubblewrap)"
     true = shutil.which("true") or "/bin/true"
-    return _run_probe([path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-                       *_bwrap_unshare_flags(network=False), "--die-with-parent", "--new-session", "--", true])
+    return _run_probe(
+        [
+            path,
+            "--ro-bind",
+            "/",
+            "/",
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            "--tmpfs",
+            "/tmp",
+            *_bwrap_unshare_flags(network=False),
+            "--die-with-parent",
+            "--new-session",
+            "--",
+            true,
+        ]
+    )
 
 
 @functools.lru_cache(maxsize=1)
@@ -124,8 +143,10 @@ def resolve(requested: str) -> Mechanism:
         if why_not is None:
             return Mechanism("bwrap", "bubblewrap works here", weaker=False)
         if requested == "bwrap":
-            raise IsolationUnavailable(f"bubblewrap isolation is unavailable: {why_not}",
-                                       hint="install it with apt-get install bubblewrap, or set sandbox.isolation=auto")
+            raise IsolationUnavailable(
+                f"bubblewrap isolation is unavailable: {why_not}",
+                hint="install it with apt-get install bubblewrap, or set sandbox.isolation=auto",
+            )
     else:
         why_not = None
     why_not_unshare = probe_unshare()
@@ -135,10 +156,13 @@ def resolve(requested: str) -> Mechanism:
         _warn(mech)
         return mech
     if requested == "unshare":
-        raise IsolationUnavailable(f"unshare isolation is unavailable: {why_not_unshare}",
-                                   hint="set sandbox.isolation=auto to fall back to resource limits only")
-    mech = Mechanism("none", f"bubblewrap unavailable: {why_not}; unshare unavailable: {why_not_unshare}",
-                     weaker=True)
+        raise IsolationUnavailable(
+            f"unshare isolation is unavailable: {why_not_unshare}",
+            hint="set sandbox.isolation=auto to fall back to resource limits only",
+        )
+    mech = Mechanism(
+        "none", f"bubblewrap unavailable: {why_not}; unshare unavailable: {why_not_unshare}", weaker=True
+    )
     _warn(mech)
     return mech
 
@@ -167,7 +191,14 @@ def isolation_report(config: SandboxConfig | None = None) -> dict[str, object]:
         "pid_namespace": bwrap,
         "environment_scrubbed": True,
         "unprivileged_uid": os.geteuid() == 0,
-        "rlimits": ["RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_NPROC", "RLIMIT_FSIZE", "RLIMIT_NOFILE", "RLIMIT_CORE"],
+        "rlimits": [
+            "RLIMIT_AS",
+            "RLIMIT_CPU",
+            "RLIMIT_NPROC",
+            "RLIMIT_FSIZE",
+            "RLIMIT_NOFILE",
+            "RLIMIT_CORE",
+        ],
     }
 
 
@@ -182,8 +213,13 @@ def interpreter_prefixes(python: str) -> tuple[str, ...]:
     if os.path.realpath(python) == os.path.realpath(sys.executable) or python == sys.executable:
         prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
     else:
-        out = subprocess.run([python, "-c", "import sys;print(sys.prefix);print(sys.base_prefix)"],
-                             capture_output=True, text=True, timeout=30, check=True).stdout.split()
+        out = subprocess.run(
+            [python, "-c", "import sys;print(sys.prefix);print(sys.base_prefix)"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout.split()
         prefixes = set(out)
     prefixes.add(str(Path(os.path.realpath(python)).parent))
     return tuple(sorted(prefixes))
@@ -244,7 +280,10 @@ def bwrap_command(config: SandboxConfig, *, worker: str, code_dir: str, scratch:
     """The bubblewrap command line that runs ``worker`` with ``config``'s isolation."""
     bwrap = shutil.which("bwrap") or "bwrap"
     args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-    readable = [*interpreter_prefixes(config.python), *(os.path.realpath(p) for p in config.extra_import_paths)]
+    readable = [
+        *interpreter_prefixes(config.python),
+        *(os.path.realpath(p) for p in config.extra_import_paths),
+    ]
     readable = [p for p in readable if os.path.exists(p)]
     readable = [p for p in readable if not any(q != p and _under(p, q) for q in readable)]
     # Masks are empty root-owned tmpfs mounts. Besides the hidden paths, a directory the worker's

@@ -21,7 +21,7 @@ import time
 import weakref
 from collections.abc import Iterable, Sequence
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, Self
 
 from ratchet.sandbox.config import STDLIB, SandboxConfig
 from ratchet.sandbox.errors import (
@@ -168,7 +168,9 @@ def _cleanup(holder: dict[str, Any]) -> None:
 
 def _check_files(files: dict[str, str], entry: str) -> None:
     if entry not in files:
-        raise HarnessCodeError(f"the entry file {entry!r} is not among the candidate's files: {sorted(files)}")
+        raise HarnessCodeError(
+            f"the entry file {entry!r} is not among the candidate's files: {sorted(files)}"
+        )
     if not entry.endswith(".py"):
         raise HarnessCodeError(f"the entry file {entry!r} must be a .py file")
     for name in files:
@@ -283,7 +285,7 @@ class Sandbox:
             self._closed = True
             self._finalizer()
 
-    def __enter__(self) -> Sandbox:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -314,7 +316,12 @@ class Sandbox:
         else:
             scratch = Path(self.config.scratch_dir).resolve()
             scratch.mkdir(parents=True, exist_ok=True)
-        self._root, self._code, self._worker_file, self._scratch = str(root), str(code), str(worker), str(scratch)
+        self._root, self._code, self._worker_file, self._scratch = (
+            str(root),
+            str(code),
+            str(worker),
+            str(scratch),
+        )
         self._uid = self._choose_uid()
         if self._uid is not None:
             os.chown(scratch, self._uid, self._uid)
@@ -389,7 +396,9 @@ class Sandbox:
     def _spawn(self) -> _Worker:
         cfg = self.config
         started = time.perf_counter()
-        cmd = command(self.mechanism, cfg, worker=self._worker_file, code_dir=self._code, scratch=self._scratch)
+        cmd = command(
+            self.mechanism, cfg, worker=self._worker_file, code_dir=self._code, scratch=self._scratch
+        )
         stderr_path = Path(self._root) / f"stderr-{self.stats['starts']}.log"
         tmp = "/tmp" if self.mechanism.name == "bwrap" else self._scratch
         with open(stderr_path, "wb") as stderr:
@@ -413,8 +422,10 @@ class Sandbox:
             reply = json.loads(body)
         except _Late:
             self._stop_worker()
-            raise HarnessTimeout(f"the worker did not load the code within {cfg.start_timeout_s} s",
-                                 traceback_tail=self._clean(worker.stderr_tail())) from None
+            raise HarnessTimeout(
+                f"the worker did not load the code within {cfg.start_timeout_s} s",
+                traceback_tail=self._clean(worker.stderr_tail()),
+            ) from None
         except (_Dead, OverflowError, ValueError):
             error = self._death_error(worker, "while loading the code")
             self._stop_worker()
@@ -454,7 +465,9 @@ class Sandbox:
         else:
             request["a"] = items[0]
         try:
-            payload = json.dumps(request, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass")
+            payload = json.dumps(request, separators=(",", ":"), ensure_ascii=False).encode(
+                "utf-8", "surrogatepass"
+            )
         except (TypeError, ValueError) as exc:
             raise TypeError(f"sandbox call arguments must be plain JSON data: {exc}") from None
         results: list[tuple[str, Any]] = []
@@ -476,7 +489,7 @@ class Sandbox:
                     body = worker.receive(time.monotonic() + grace, self._max_reply)
                     data = json.loads(body)
                     if not isinstance(data, dict):
-                        raise ValueError("reply is not an object")
+                        raise TypeError("reply is not an object")
                 except _Late:
                     self.stats["kills"] += 1
                     self._stop_worker()
@@ -493,9 +506,11 @@ class Sandbox:
                         f"{self._max_reply} bytes"
                     )
                     return results + [("error", error)] + self._skipped(error, len(items) - index - 1)
-                except ValueError:
+                except (ValueError, TypeError):
                     self._stop_worker()
-                    error = HarnessCrashed(f"the worker broke the reply protocol during {fn_name}; it was restarted")
+                    error = HarnessCrashed(
+                        f"the worker broke the reply protocol during {fn_name}; it was restarted"
+                    )
                     return results + [("error", error)] + self._skipped(error, len(items) - index - 1)
                 except _Dead:
                     error = self._death_error(worker, f"during {fn_name}")
@@ -560,7 +575,10 @@ def _stdlib_names(python: str) -> list[str]:
     if python not in _STDLIB_CACHE:
         out = subprocess.run(
             [python, "-c", "import sys; print(' '.join(sorted(sys.stdlib_module_names)))"],
-            capture_output=True, text=True, timeout=30, check=True,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
         ).stdout
         _STDLIB_CACHE[python] = out.split()
     return _STDLIB_CACHE[python]

@@ -283,7 +283,7 @@ def _seed(seed):
     if "numpy" in sys.modules:
         try:
             sys.modules["numpy"].random.seed(seed & 0xFFFFFFFF)
-        except Exception:  # noqa: BLE001 - a broken numpy is the candidate's own error to meet
+        except Exception:  # noqa: BLE001, S110 - a broken numpy is the candidate's own error to meet
             pass
 
 
@@ -319,8 +319,7 @@ def _run_one(module, name, args, seed, timeout, capture):
     if capture.overflow:
         return _error(
             "output",
-            f"the code printed {capture.size} characters in one call, more than the limit of "
-            f"{capture.limit}",
+            f"the code printed {capture.size} characters in one call, more than the limit of {capture.limit}",
             out=capture.tail(),
         )
     return _encode_ok(value)
@@ -419,7 +418,6 @@ class _Guard:
     def find_spec(name, path=None, target=None):
         if not _permitted(name):
             raise _denied(name)
-        return None
 
     @staticmethod
     def invalidate_caches():
@@ -435,9 +433,9 @@ def _install_import_guard():
     def guarded_import(name, globals=None, locals=None, fromlist=(), level=0):
         if level == 0 and name in sys.modules:
             caller = (globals or {}).get("__name__") or ""
-            if caller.partition(".")[0] in S.own_modules or not caller:
-                if not _permitted(name):
-                    raise _denied(name)
+            from_candidate = caller.partition(".")[0] in S.own_modules or not caller
+            if from_candidate and not _permitted(name):
+                raise _denied(name)
         return real_import(name, globals, locals, fromlist, level)
 
     builtins.__import__ = guarded_import
