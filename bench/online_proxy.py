@@ -156,7 +156,7 @@ def measure_latency(requests: int, rounds: int = 3, block: int = 25) -> dict:
             p.terminate()
         for p in procs:
             p.wait(10)
-    ms = lambda xs, q: 1000 * percentile(xs, q)  # noqa: E731
+    ms = lambda xs, q: 1000 * percentile(xs, q)
     per_round = [{"load_avg_1m": load, "direct_p50_ms": ms(d, 0.5), "proxied_p50_ms": ms(p, 0.5),
                   "added_p50_ms": ms(p, 0.5) - ms(d, 0.5), "added_p99_ms": ms(p, 0.99) - ms(d, 0.99)}
                  for d, p, load in rounds_out]

@@ -10,10 +10,10 @@ import pytest
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'ratchet[ray]')")
 
-from ratchet.online.config import OnlineConfig  # noqa: E402
-from ratchet.online.loops import RayLoops  # noqa: E402
-from ratchet.online.queue import TurnQueue  # noqa: E402
-from ratchet.online.records import Turn  # noqa: E402
+from ratchet.online.config import OnlineConfig
+from ratchet.online.loops import RayLoops
+from ratchet.online.queue import TurnQueue
+from ratchet.online.records import Turn
 
 
 def fake_ray_trainer(config, queue_path, versions_dir, stop_event):

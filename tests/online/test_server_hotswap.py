@@ -11,9 +11,9 @@ import pytest
 
 pytest.importorskip("fastapi")
 
-from ratchet.online.policy import PolicyHost, ScriptedPolicy  # noqa: E402
-from ratchet.online.queue import TurnQueue  # noqa: E402
-from ratchet.online.server import ServerThread, create_app, make_state  # noqa: E402
+from ratchet.online.policy import PolicyHost, ScriptedPolicy
+from ratchet.online.queue import TurnQueue
+from ratchet.online.server import ServerThread, create_app, make_state
 
 
 class FlippingSource:

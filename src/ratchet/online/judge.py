@@ -40,7 +40,7 @@ def majority(votes: Sequence[int | None]) -> int:
 
 
 _BOXED = re.compile(r"\\boxed\{\s*([+-]?\d+)\s*\}")
-_HINT = re.compile(r"\[HINT_START\](.*?)\[HINT_END\]", re.S)
+_HINT = re.compile(r"\[HINT_START\](.*?)\[HINT_END\]", re.DOTALL)
 
 
 _BARE = re.compile(r"^\s*([+-]?[01])\s*$")
@@ -92,7 +92,7 @@ _TOOL_ERROR = (
 
 
 def _hits(patterns: Sequence[str], text: str) -> int:
-    return sum(1 for p in patterns if re.search(p, text, re.I | re.M))
+    return sum(1 for p in patterns if re.search(p, text, re.IGNORECASE | re.MULTILINE))
 
 
 class RuleJudge:
