@@ -318,3 +318,14 @@ def test_no_worker_left_after_close():
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
     assert not Path(sb._root).exists()
+
+
+def test_errors_survive_pickling_with_every_field():
+    import pickle
+
+    code = {"harness.py": "def loop():\n    while True:\n        pass\n"}
+    with Sandbox(code) as sb, pytest.raises(HarnessTimeout) as info:
+        sb.call("loop", timeout_s=0.3)
+    copy = pickle.loads(pickle.dumps(info.value))
+    assert type(copy) is HarnessTimeout and copy.limit == "wall"
+    assert copy.to_dict() == info.value.to_dict() and copy.feedback() == info.value.feedback()

@@ -63,6 +63,29 @@ class HarnessError(RatchetError):
             "output_tail": self.output_tail,
         }
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Executors move errors between processes; keep every field, not just the message.
+        return (
+            _rebuild,
+            (
+                type(self),
+                self.message,
+                self.traceback_tail,
+                self.output_tail,
+                self.hint,
+                getattr(self, "limit", None),
+            ),
+        )
+
+
+def _rebuild(
+    cls: type[HarnessError], message: str, tb: str, out: str, hint: str | None, limit: str | None
+) -> HarnessError:
+    error = cls(message, traceback_tail=tb, output_tail=out, hint=hint)
+    if limit is not None:
+        error.limit = limit  # type: ignore[attr-defined]
+    return error
+
 
 class HarnessTimeout(HarnessError):
     """The code ran past its wall-clock limit for one call (``limit == "wall"``) or spent the

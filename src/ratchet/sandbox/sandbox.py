@@ -402,17 +402,20 @@ class Sandbox:
         stderr_path = Path(self._root) / f"stderr-{self.stats['starts']}.log"
         tmp = "/tmp" if self.mechanism.name == "bwrap" else self._scratch
         with open(stderr_path, "wb") as stderr:
-            proc = subprocess.Popen(
-                cmd,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=stderr,
-                env=worker_env(home=self._scratch, tmp=tmp),
-                cwd=self._scratch,
-                start_new_session=True,
-                close_fds=True,
-                bufsize=0,
-            )
+            try:
+                proc = subprocess.Popen(
+                    cmd,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=stderr,
+                    env=worker_env(home=self._scratch, tmp=tmp),
+                    cwd=self._scratch,
+                    start_new_session=True,
+                    close_fds=True,
+                    bufsize=0,
+                )
+            except OSError as exc:
+                raise HarnessCrashed(f"could not start the worker ({cmd[0]}): {exc}") from None
         worker = _Worker(proc, stderr_path, self._uid, self.mechanism)
         self._holder["worker"] = worker
         self.stats["starts"] += 1
