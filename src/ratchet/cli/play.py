@@ -24,6 +24,8 @@ def play(
     workers: int = typer.Option(0, "--workers", help="Worker processes (0 = auto: cores for code agents, 1 for local models)."),
     retry_illegal: bool = typer.Option(False, "--retry-illegal", help="Show the agent the env's reason after an illegal move."),
     max_steps: int = typer.Option(200, "--max-steps", help="Step cap per episode."),
+    max_tokens: int = typer.Option(384, "--max-tokens", help="LLM agents: token cap per answer (thinking included)."),
+    temperature: float = typer.Option(0.0, "--temperature", help="LLM agents: sampling temperature."),
     keep_hints: bool = typer.Option(False, "--keep-hints", help="Keep 'Valid moves' lists in observations."),
     run_dir: Path | None = typer.Option(None, "--run-dir", help="Run store root (default: $RATCHET_RUNS or ./runs)."),
     no_store: bool = typer.Option(False, "--no-store", help="Do not write a run to the store."),
@@ -39,7 +41,9 @@ def play(
         opponent=opponent,
         retry_illegal=retry_illegal,
     )
-    factory = AgentSpec(agent, game=env)
+    factory = AgentSpec(agent, game=env, seed=seed)
+    if factory.is_llm:
+        factory = AgentSpec(agent, game=env, seed=seed, options={"max_tokens": max_tokens, "temperature": temperature})
     run = None
     if not no_store:
         from ratchet.store import RunStore

@@ -25,8 +25,8 @@ PLAYING_PROMPT = """You are playing the game {game}.
 {observation}
 
 Step 1: Think. Look at the current state of the game, what the rules allow, and which move is best.
-Step 2: Move. Give exactly one move inside <move></move> tags, written exactly as the game expects,
-for example <move>[4]</move>."""
+Step 2: Move. Give exactly one move inside <move></move> tags, written exactly in the game's action
+format (usually in square brackets)."""
 
 RETRY_PROMPT = """Your move {action} was rejected: {reason}
 Think again (Step 1), then give one legal move inside <move></move> tags (Step 2)."""
