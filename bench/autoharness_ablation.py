@@ -20,12 +20,14 @@ import time
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
-NONE = {"transitions": False, "helper_library": False, "few_shot": False, "samples_per_step": 1, "library_seed": False}
+NONE = {"transitions": False, "helper_library": False, "few_shot": False, "samples_per_step": 1, "library_seed": False,
+        "scaffold": False}
 CONFIGS = {
     "faithful (paper loop)": ("faithful", {}),
     "+ labelled transitions as unit tests": ("ratchet", {**NONE, "transitions": True}),
     "+ helper library (with its output on a real board)": ("ratchet", {**NONE, "helper_library": True}),
     "+ worked example for another game": ("ratchet", {**NONE, "few_shot": True}),
+    "+ one-function scaffold with its expected output": ("ratchet", {**NONE, "scaffold": True}),
     "+ 3 samples per refinement, keep the best": ("ratchet", {**NONE, "samples_per_step": 3}),
     "all ideas (ratchet method)": ("ratchet", {"library_seed": False}),
 }
@@ -55,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict] = json.loads(out.read_text())["rows"] if args.resume and out.exists() else []
     have = {r["config"] for r in rows}
     env_factory = env_factory_for(args.env)
+    hints = env_factory_for(args.env, hints=True)
     description = env_factory().game_description()
     runtime_factory = sandbox_runtime_factory(1.0)
     for name, (method, ideas) in CONFIGS.items():
@@ -65,9 +68,10 @@ def main(argv: list[str] | None = None) -> int:
         cfg.budget.max_calls = args.max_calls
         run = store.create_run("autoharness", cfg.model_dump(), name[:40].replace("/", "-"))
         started = time.perf_counter()
-        result = Synthesis(cfg, model, run, env_factory, runtime_factory, description=description).run_search()
+        result = Synthesis(cfg, model, run, env_factory, runtime_factory, description=description, hint_env_factory=hints).run_search()
         wall = time.perf_counter() - started
-        held = code_heldout(result.best_code, env_factory, runtime_factory, cfg.heldout_seeds, 200) if result.best_code else {}
+        held = (code_heldout(result.best_code, env_factory, runtime_factory, cfg.heldout_seeds, 200, hint_env_factory=hints)
+                if result.best_code else {})
         first_solved = next((h.get("call") for h in _calls(result.history) if h["h"] is not None and h["h"] >= 1.0), None)
         rows.append({"config": name, "method": method, "ideas": ideas, "best_h": result.best_h, "calls": result.calls,
                      "calls_to_h1": first_solved, "tokens": result.tokens, "wall_s": round(wall, 1), "stop": result.stop_reason,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import tempfile
 import time
 from pathlib import Path
 
@@ -21,7 +22,7 @@ ONE_PLAYER = ["TowerOfHanoi-v0", "FrozenLake-v0", "GuessTheNumber-v0", "Mastermi
               "2048-v0", "Bandit-v0", "Blackjack-v0", "FifteenPuzzle-v0", "PegJump-v0", "RushHour-v0"]
 TWO_PLAYER = ["TicTacToe-v0", "ConnectFour-v0", "Othello-v0", "Chopsticks-v0", "Breakthrough-v0-small", "Alquerque-v0"]
 
-QUICK = ["legal_seeds=2", "legal_steps=6", "reward_games=2", "matches=2", "step_cap=30", "play_max_tokens=96", "retries=2"]
+QUICK = ["legal_seeds=1", "legal_steps=6", "reward_games=1", "matches=2", "step_cap=12", "play_max_tokens=64", "retries=1"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", default="autoharness_table")
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--store", default=None, help="run store root (default: the user's store)")
+    parser.add_argument("--library", default=None, help="harness library dir (default: a fresh one, so games seed only from this table's earlier games)")
     args = parser.parse_args(argv)
 
     from ratchet.autoharness.config import AutoHarnessConfig
@@ -53,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     protocol = load_config(ProtocolConfig, None, [] if args.protocol == "full" else QUICK)
     model = load_model(args.model, n_threads=args.threads) if args.model.startswith("local:") else load_model(args.model)
     store = RunStore(args.store)
+    library = args.library or tempfile.mkdtemp(prefix="ratchet-harness-library-")
     RESULTS.mkdir(parents=True, exist_ok=True)
     out_json = RESULTS / f"{args.name}.json"
     done: dict[str, dict] = {}
@@ -83,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         started = time.perf_counter()
         cfg = AutoHarnessConfig(env=env_id, mode=args.mode, method=args.method, model=args.model, iterations=args.iterations,
-                                eval_envs=5, eval_steps=40)
+                                eval_envs=5, eval_steps=40, library_dir=library)
         cfg.budget.max_calls = args.max_calls
         cfg.budget.max_seconds = args.search_seconds
         try:

@@ -48,10 +48,11 @@ def test_small_model_synthesizes_a_perfect_tictactoe_verifier(tmp_path):
     env_factory = env_factory_for(cfg.env)
     runtime_factory = sandbox_runtime_factory(cfg.call_timeout_s)
     description = env_factory().game_description()
-    result = Synthesis(cfg, model, run, env_factory, runtime_factory, description=description).run_search()
+    hints = env_factory_for(cfg.env, hints=True)  # only to label transitions; the harness never sees hints
+    result = Synthesis(cfg, model, run, env_factory, runtime_factory, description=description, hint_env_factory=hints).run_search()
     assert result.calls <= 8
     assert result.best_code, f"no harness evaluated: {result.stop_reason}"
-    held = code_heldout(result.best_code, env_factory, runtime_factory, cfg.heldout_seeds, steps=200)
+    held = code_heldout(result.best_code, env_factory, runtime_factory, cfg.heldout_seeds, steps=200, hint_env_factory=hints)
     print(f"\nsearch h={result.best_h:.3f} calls={result.calls} tokens={result.tokens} held-out={held}")
     assert result.best_h == 1.0, result.best_code
     assert held["legal_rate"] == 1.0 and held["steps"] == 1000, held

@@ -108,7 +108,9 @@ def test_ratchet_method_samples_several_and_keeps_the_best():
     result = synthesis(config("ratchet"), model, run).run_search()
     assert result.best_h == 1.0 and result.calls == 3 and result.nodes == 1  # one root, the best sample
     prompt = model.calls[0]["messages"][-1]["content"]
-    assert "harnesslib" in prompt and "Connect Four" in prompt and "illegal (cell" in prompt
+    assert "harnesslib" in prompt and "illegal (cell" in prompt and "def legal_actions(board):" in prompt
+    assert "legal_actions(board) must return [" in prompt  # the expected output on a real board
+    assert "Connect Four" not in prompt  # the worked example is off by default
 
 
 def test_ratchet_unit_tests_give_counterexamples_of_both_signs():
@@ -125,3 +127,32 @@ def test_library_seed_can_solve_without_any_call():
     seeds = [{"env": "TicTacToe-v0-small", "code": GOOD}]
     result = synthesis(config("ratchet"), model, library_seeds=seeds).run_search()
     assert result.best_h == 1.0 and result.calls == 0
+
+
+SCAFFOLD_HARDCODED = '''import random
+from harnesslib import action_value
+
+def legal_actions(board):
+    return ["[0]", "[2]"]
+
+def propose_action(board):
+    return random.choice(legal_actions(board))
+
+def is_legal_action(board, action):
+    return action_value(action) in [action_value(a) for a in legal_actions(board)]
+'''
+
+
+def test_scaffold_checks_legal_actions_against_the_games_own_lists():
+    # The reply gives only legal_actions: the template's other two functions are kept.
+    only_body = "```python\ndef legal_actions(board):\n    return ['[0]', '[2]']\n```"
+    model = ScriptedModel([only_body, fenced(GOOD + "\ndef legal_actions(board):\n    return ['[' + c + ']' for c in free(board)]\n")])
+    cfg = config("ratchet", ideas={"samples_per_step": 1})
+    run = MemoryRun()
+    result = synthesis(cfg, model, run).run_search()
+    first = next(c for c in run.cands.values() if c.meta.get("iteration") == 0)
+    assert "def propose_action" in first.files["harness.py"] and "def is_legal_action" in first.files["harness.py"]
+    second_prompt = model.calls[1]["messages"][-1]["content"]
+    assert "legal_actions returned ['[0]', '[2]'] but the legal actions on this board are" in second_prompt
+    assert "Fix legal_actions" in second_prompt
+    assert result.best_h == 1.0

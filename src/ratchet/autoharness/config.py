@@ -30,8 +30,13 @@ class RatchetIdeas(Settings):
     helper_library: bool = True
     """Let harness code import ``harnesslib`` (board block, grid, bracketed actions) and document it
     in the prompt, with its output on a real board."""
-    few_shot: bool = True
-    """Show one complete worked harness for a different game in the prompt."""
+    few_shot: bool = False
+    """Show one complete worked harness for a different game in the prompt (off by default: the
+    0.5B model copied the example verbatim instead of adapting it)."""
+    scaffold: bool = True
+    """Ask for one function, ``legal_actions(board)``, inside a fixed template from which
+    ``propose_action`` and ``is_legal_action`` follow, and show what it must return on a real
+    board (programming by example)."""
     samples_per_step: int = 3
     """Candidates sampled per refinement (temperature > 0); the best by score enters the tree."""
     grammar: bool = False

@@ -18,11 +18,12 @@ from ratchet.contracts import Model, RatchetError
 RUN_KIND = "autoharness"
 
 
-def env_factory_for(env_id: str) -> Callable[[], Any]:
-    """A factory of hint-stripped environments for ``env_id`` (the paper's setting)."""
+def env_factory_for(env_id: str, *, hints: bool = False) -> Callable[[], Any]:
+    """A factory of hint-stripped environments for ``env_id`` (the paper's setting); with
+    ``hints=True`` the game's own "Valid moves" lists are kept (used only to label transitions)."""
     from ratchet.envs import EnvConfig, make
 
-    config = EnvConfig(strip_move_hints=True)
+    config = EnvConfig(strip_move_hints=not hints)
 
     def build() -> Any:
         return make(env_id, config)
@@ -57,11 +58,13 @@ def synthesize_game(
 ) -> dict[str, Any]:
     """Search, then (when ``protocol`` is given) evaluate on held-out seeds; returns the report."""
     started = time.perf_counter()
+    hint_env_factory = None if env_factory is not None else env_factory_for(cfg.env, hints=True)
     env_factory = env_factory or env_factory_for(cfg.env)
     runtime_factory = runtime_factory or sandbox_runtime_factory(cfg.call_timeout_s)
     probe = env_factory()
     try:
         description = probe.game_description() if hasattr(probe, "game_description") else ""
+        players = getattr(probe, "num_players", None)
     finally:
         probe.close()
     library = library if library is not None else HarnessLibrary(cfg.library_dir)
@@ -69,7 +72,7 @@ def synthesize_game(
     note = on_phase or (lambda phase: None)
     note("search")
     search = Synthesis(cfg, model, run, env_factory, runtime_factory, description=description, library_seeds=seeds,
-                       on_progress=on_progress)
+                       on_progress=on_progress, hint_env_factory=hint_env_factory)
     result: SearchResult = search.run_search()
     run.write_json("search.json", {**result.__dict__, "history": result.history})
     evaluation = None
@@ -77,7 +80,7 @@ def synthesize_game(
     if result.best_code:
         note("held-out check of the code alone")
         alone = code_heldout(result.best_code, env_factory, runtime_factory, cfg.heldout_seeds[:5], steps=200,
-                             step_cap=cfg.step_cap)
+                             step_cap=cfg.step_cap, hint_env_factory=hint_env_factory)
     if protocol is not None and result.best_code:
         runtime = runtime_factory({"harness.py": result.best_code})
         try:
@@ -89,6 +92,7 @@ def synthesize_game(
     report = game_report(cfg, result, evaluation, run_id=run.id, wall_s=time.perf_counter() - started,
                          model_name=getattr(model, "name", cfg.model))
     report["harness_alone"] = alone
+    report["players"] = report.get("players") or players
     run.write_json("report.json", report)
     if result.best_code and result.best_h > 0:
         library.add(cfg.env, cfg.mode, result.best_code, result.best_h, run_id=run.id, candidate_id=result.best_id,

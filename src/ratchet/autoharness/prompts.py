@@ -61,6 +61,30 @@ def is_legal_action(board, action):
 ```'''
 
 
+SCAFFOLD = '''import random
+from harnesslib import current_board, parse_grid, cells, bracketed, action_value, action_ints
+
+def legal_actions(board):
+    """Every legal action for the player to move, as strings like "[4]"."""
+    grid = parse_grid(current_board(board))
+    # write the rest here
+
+def propose_action(board):
+    return random.choice(legal_actions(board))
+
+def is_legal_action(board, action):
+    return action_value(action) in [action_value(a) for a in legal_actions(board)]
+'''
+
+SCAFFOLD_FEW_SHOT = '''Example for a different game (Connect Four: a row of column numbers above rows of "." and X/O):
+```python
+def legal_actions(board):
+    grid = parse_grid(current_board(board))
+    top = grid[1]
+    return ["[" + str(c) + "]" for c in range(len(top)) if top[c] == "."]
+```'''
+
+
 def excerpt(text: str, limit: int = 700) -> str:
     """The end of a long observation (the current position is at the end)."""
     text = text.strip("\n")
@@ -112,6 +136,10 @@ def synthesis_prompt(
     sample_board: str | None = None,
     labelled: Sequence[tuple[str, bool, str | None]] = (),
     score_line: str = "",
+    scaffold: bool = False,
+    expected: Sequence[str] = (),
+    expected_complete: bool = False,
+    more_examples: Sequence[tuple[str, Sequence[str]]] = (),
 ) -> list[Message]:
     """The refiner's messages. ``code=None`` asks for the first version (the tree's root)."""
     sections = [f"Game: {game}", "Game description:\n" + excerpt(description, 900)]
@@ -129,8 +157,25 @@ def synthesis_prompt(
     if labelled:
         sections.append("On that board the environment says:\n" + "\n".join(
             f"  {a}: {'legal' if ok else 'illegal (' + (why or 'rejected') + ')'}" for a, ok, why in labelled))
+    if scaffold and expected:
+        shown = "[" + ", ".join(repr(a) for a in expected[:24]) + "]"
+        sections.append(("On that board legal_actions(board) must return " if expected_complete else
+                         "On that board the legal actions include ") + shown)
+        for i, (board, legal) in enumerate(more_examples, start=2):
+            from ratchet.autoharness import harnesslib as lib
+
+            block = lib.current_board(board)
+            sections.append(f"Board {i} (its last board):\n{textwrap.indent(block, '  ')}\n"
+                            f"cells(parse_grid(current_board(board))) -> {lib.cells(lib.parse_grid(block))!r}"[:600]
+                            + f"\nlegal_actions(board) must return {list(legal)[:24]!r}")
+        if more_examples:
+            sections.append("Compute the list from the board text; do not hard-code it.")
     if few_shot:
-        sections.append(FEW_SHOT)
+        sections.append(SCAFFOLD_FEW_SHOT if scaffold else FEW_SHOT)
+    if scaffold and code is None:
+        sections.append("Complete this code: write the body of legal_actions; keep propose_action and is_legal_action as they are.\n"
+                        "```python\n" + SCAFFOLD + "```")
+        return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n\n".join(sections)}]
     if code is not None:
         sections.append("Current code:\n```python\n" + code.strip() + "\n```")
         if score_line:
@@ -140,7 +185,9 @@ def synthesis_prompt(
         if error_summary:
             sections.append("Error types: " + error_summary)
         target = {"both": "both functions", "propose_action": "propose_action", "is_legal_action": "is_legal_action"}[refine]
-        sections.append(f"Fix {target} so these steps succeed. Return the complete code with both functions.")
+        if scaffold and "def legal_actions" in code:
+            target = "legal_actions (propose_action and is_legal_action use it)"
+        sections.append(f"Fix {target} so these steps succeed. Return the complete code.")
     else:
         sections.append("Return the complete code with both functions.")
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n\n".join(sections)}]

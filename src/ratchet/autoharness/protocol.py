@@ -315,6 +315,7 @@ def code_heldout(
     steps: int,
     step_cap: int = 200,
     transitions_per_seed: int = 40,
+    hint_env_factory: Callable[[], Environment] | None = None,
 ) -> dict[str, Any]:
     """The harness alone on held-out seeds, no LLM: the legal rate of its own play
     (propose → check → step, every failure counted, games auto-reset) and the accuracy of its
@@ -327,7 +328,7 @@ def code_heldout(
     runtime = runtime_factory({"harness.py": code})
     try:
         stats = rollout(runtime, env_factory, seeds, steps, step_cap, keep_going=True)
-        transitions = harvest(env_factory, None, seeds, transitions_per_seed, random.Random(12345))
+        transitions = harvest(env_factory, hint_env_factory, seeds, transitions_per_seed, random.Random(12345))
         unit = score_is_legal(runtime, transitions) if transitions else None
     finally:
         runtime.close()

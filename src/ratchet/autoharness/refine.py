@@ -20,7 +20,7 @@ REQUIRED = ("propose_action", "is_legal_action")
 def which_to_refine(failures: Sequence[dict[str, Any]]) -> str:
     """"both", "is_legal_action" or "propose_action" for the failures shown to the refiner."""
     kinds = {(f.get("kind"), f.get("function"), f.get("verdict")) for f in failures}
-    if any(k in ("rejected_by_env", "false_accept") or (k is not None and v is True and fn == "both") for k, fn, v in kinds):
+    if any(k in ("rejected_by_env", "false_accept", "wrong_legal_actions") or (k is not None and v is True and fn == "both") for k, fn, v in kinds):
         return "both"
     if any(k == "false_reject" or (k == "code_error" and fn == "is_legal_action") for k, fn, _ in kinds):
         return "is_legal_action"

@@ -20,10 +20,10 @@ from typing import Any, Protocol
 from ratchet.autoharness import critic
 from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.evaluate import EnvFactory, rollout
-from ratchet.autoharness.prompts import CODE_BLOCK_GRAMMAR, synthesis_prompt
+from ratchet.autoharness.prompts import CODE_BLOCK_GRAMMAR, SCAFFOLD, synthesis_prompt
 from ratchet.autoharness.refine import check_signatures, extract_code, which_to_refine
 from ratchet.autoharness.runtime import RuntimeFactory
-from ratchet.autoharness.transitions import Transition, balanced_subset, harvest, score_is_legal
+from ratchet.autoharness.transitions import Transition, balanced_subset, check_legal_actions, harvest, score_is_legal
 from ratchet.autoharness.tree import Tree, select_node
 from ratchet.contracts import BudgetExceeded, Candidate, Evaluation, Model
 
@@ -99,6 +99,7 @@ class Synthesis:
         self.rng = random.Random(config.rng_seed)
         self.transitions: list[Transition] = []
         self.unit_set: list[Transition] = []
+        self.listed: list[tuple[str, list[str]]] = []
         self.codes: dict[str, str] = {}
         self.failures: dict[str, list[dict[str, Any]]] = {}
 
@@ -144,6 +145,7 @@ class Synthesis:
     # ---------------------------------------------------------------- judging
 
     def _pick_unit_set(self) -> None:
+        self.listed = listed_states(self.transitions)
         if self.transitions:
             self.unit_set = balanced_subset(self.transitions, 200, random.Random(self.cfg.rng_seed + 1))
 
@@ -156,6 +158,10 @@ class Synthesis:
         try:
             metrics: dict[str, float] = {}
             failures: list[dict[str, Any]] = []
+            if self.ratchet and self.cfg.ideas.scaffold and "def legal_actions" in code and self.listed:
+                wrong = check_legal_actions(runtime, self.listed)
+                metrics["legal_actions_accuracy"] = 1.0 - len(wrong) / len(self.listed)
+                failures += wrong[:4]
             if self.unit_set:
                 unit = score_is_legal(runtime, self.unit_set)
                 metrics["unit_accuracy"] = unit.accuracy
@@ -176,9 +182,11 @@ class Synthesis:
 
     def _prompt(self, code: str | None, shown: list[dict[str, Any]], pool: list[dict[str, Any]], refine: str, metrics: dict[str, float]):
         ideas = self.cfg.ideas
-        sample_board, labelled = None, []
+        sample_board, labelled, expected, complete = None, [], [], False
+        more: list[tuple[str, list[str]]] = []
         if self.ratchet and self.transitions:
-            sample_board, labelled = _teaching_board(self.transitions)
+            sample_board, labelled, expected, complete = _teaching_board(self.transitions)
+            more = [st for st in self.listed if st[0] != sample_board][-2:]
         examples = [t.action for t in self.transitions if t.legal][:6] if self.ratchet else []
         if not examples:
             from ratchet.autoharness.harnesslib import bracketed
@@ -193,6 +201,8 @@ class Synthesis:
             helper_library=self.ratchet and ideas.helper_library, few_shot=self.ratchet and ideas.few_shot,
             sample_board=sample_board if self.ratchet and ideas.helper_library else None,
             labelled=labelled if self.use_transitions else [], score_line=score_line,
+            scaffold=self.ratchet and ideas.scaffold, expected=expected if self.use_transitions or ideas.scaffold else [],
+            expected_complete=complete, more_examples=more if ideas.scaffold else [],
         )
 
     def _ask(self, messages: list, sample: int) -> tuple[str, int]:
@@ -233,7 +243,8 @@ class Synthesis:
             if self._budget_left():
                 break
             text, tokens = self._ask(messages, sample)
-            new_code = extract_code(text, previous=code)
+            template = SCAFFOLD if code is None and self.ratchet and self.cfg.ideas.scaffold else None
+            new_code = extract_code(text, previous=code or template)
             meta = dict(prompt=messages, response=text, failures_shown=shown, refine=refine, iteration=iteration,
                         sample=sample, method=self.cfg.method, tokens=tokens)
             if new_code is None:
@@ -334,8 +345,10 @@ class Synthesis:
                           "tokens": self.state["tokens"], "nodes": len(self.tree)})
 
 
-def _teaching_board(transitions: Sequence[Transition]) -> tuple[str | None, list[tuple[str, bool, str | None]]]:
-    """A mid-game board with both legal and illegal labelled actions (the richest lesson)."""
+def _teaching_board(transitions: Sequence[Transition]) -> tuple[str | None, list[tuple[str, bool, str | None]], list[str], bool]:
+    """A mid-game board with both legal and illegal labelled actions (the richest lesson): the
+    board, a few labelled actions, the legal actions known there and whether that list is the
+    game's complete one."""
     by_state: dict[tuple[int, tuple[str, ...]], list[Transition]] = {}
     for t in transitions:
         by_state.setdefault((t.seed, t.prefix), []).append(t)
@@ -345,11 +358,26 @@ def _teaching_board(transitions: Sequence[Transition]) -> tuple[str | None, list
             if best_key is None or len(key[1]) < len(best_key[1]):
                 best_key = key
     if best_key is None:
-        return (transitions[0].board, []) if transitions else (None, [])
+        return ((transitions[0].board, [], [], False) if transitions else (None, [], [], False))
     group = by_state[best_key]
     illegal = [t for t in group if not t.legal][:3]
     legal = [t for t in group if t.legal][:3]
-    return group[0].board, [(t.action, t.legal, t.reason) for t in illegal + legal]
+    listed = list(group[0].listed)
+    expected = listed or [t.action for t in group if t.legal]
+    return group[0].board, [(t.action, t.legal, t.reason) for t in illegal + legal], expected, bool(listed)
+
+
+def listed_states(transitions: Sequence[Transition], limit: int = 30) -> list[tuple[str, list[str]]]:
+    """Distinct states whose full legal list the game printed: (board, legal actions)."""
+    seen: dict[tuple[int, tuple[str, ...]], tuple[str, list[str]]] = {}
+    for t in transitions:
+        if t.listed and (t.seed, t.prefix) not in seen:
+            seen[(t.seed, t.prefix)] = (t.board, list(t.listed))
+    states = list(seen.values())
+    # Spread over game lengths: the early states of every seed look alike.
+    states.sort(key=lambda s: len(s[1]))
+    step = max(1, len(states) // limit)
+    return states[::step][:limit]
 
 
 def _rng_to_json(state: tuple) -> list:

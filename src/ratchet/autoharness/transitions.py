@@ -53,13 +53,15 @@ class Transition:
     legal: bool
     reason: str | None
     player: int = 0
+    listed: tuple[str, ...] = ()
+    """The full legal list the game printed at this state before hint stripping (empty if none)."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Transition:
-        return cls(**{**data, "prefix": tuple(data["prefix"])})
+        return cls(**{**data, "prefix": tuple(data["prefix"]), "listed": tuple(data.get("listed", ()))})
 
 
 def _replay(env: Environment, seed: int, prefix: Sequence[str]):
@@ -73,11 +75,12 @@ def _replay(env: Environment, seed: int, prefix: Sequence[str]):
 
 
 def _hint_items(text: str) -> list[str]:
-    try:
-        from ratchet.envs.hints import find_hints
-    except ImportError:  # envs room absent: no legal lists, vocabulary only
-        return []
-    return find_hints(text)
+    """The options of the LAST hint line of an unstripped observation (earlier lines in the same
+    observation can be stale: they were printed before the latest moves)."""
+    from ratchet.envs.hints import HINT_LABEL, hint_items
+
+    lines = [line for line in text.splitlines() if HINT_LABEL.search(line)]
+    return hint_items(lines[-1]) if lines else []
 
 
 def harvest(
@@ -108,11 +111,8 @@ def harvest(
                 obs = _replay(env, seed, prefix)
                 if obs is None:
                     break
-                if hasattr(env, "legal_moves_hint"):  # the envs room keeps the list it stripped
-                    legal_list = list(env.legal_moves_hint())
-                else:
-                    hint_obs = _replay(hint_env, seed, prefix) if hint_env else None
-                    legal_list = _hint_items(hint_obs.text) if hint_obs else []
+                hint_obs = _replay(hint_env, seed, prefix) if hint_env else None
+                legal_list = _hint_items(hint_obs.text) if hint_obs else []
                 for token in _BRACKETED.findall(obs.text) + legal_list:
                     if not _NOT_ACTION.match(token) and token not in vocabulary:
                         vocabulary[token] = None
@@ -131,7 +131,8 @@ def harvest(
                         break
                     result = env.step(action)
                     ok = result.legal or result.losing_not_illegal
-                    out.append(Transition(seed, tuple(prefix), obs.text, action, ok, None if ok else result.illegal_reason, obs.player_id))
+                    out.append(Transition(seed, tuple(prefix), obs.text, action, ok, None if ok else result.illegal_reason, obs.player_id,
+                                          tuple(legal_list)))
                     count += 1
                     if ok:
                         legal_here.append(action)
@@ -199,3 +200,23 @@ def balanced_subset(transitions: Sequence[Transition], limit: int, rng: random.R
     take_i = illegal[: max(half, limit - len(legal))]
     take_l = legal[: limit - len(take_i)]
     return take_l + take_i
+
+
+def check_legal_actions(runtime: HarnessRuntime, states: Sequence[tuple[str, list[str]]]) -> list[dict[str, Any]]:
+    """Compare a scaffolded harness's ``legal_actions(board)`` with the game's own legal list on
+    each state; one failure per wrong state, saying what it returned and what is right."""
+    from ratchet.autoharness.harnesslib import action_value
+
+    results = runtime.call_many("legal_actions", [(board,) for board, _ in states], seed=0)
+    wrong: list[dict[str, Any]] = []
+    for (board, listed), (status, value) in zip(states, results):
+        base = {"board": board, "action": None, "verdict": None, "function": "legal_actions"}
+        if status != "ok":
+            wrong.append({**base, "kind": "code_error", "feedback": feedback_of(value)})
+            continue
+        got = value if isinstance(value, list) else [value]
+        if sorted({action_value(str(a)) for a in got}) != sorted({action_value(a) for a in listed}):
+            shown = got[:12] if isinstance(value, list) else value
+            wrong.append({**base, "kind": "wrong_legal_actions",
+                          "feedback": f"legal_actions returned {shown!r} but the legal actions on this board are {listed!r}"})
+    return wrong
