@@ -18,9 +18,17 @@ import re
 
 #: The label of a hint. Matched case-insensitively anywhere in a line; the hint runs to line end.
 HINT_LABEL = re.compile(
-    r"(?i)(?:your\s+)?\b(?:valid|available|legal|possible)\s+(?:moves|actions)(?:\s+are)?"
-    r"(?:\s*\([^)\n]*\))?\s*:"
+    r"(?i)\b(?:valid|available|legal|possible)\s+(?:moves|actions)(?:\s+are)?(?:\s*\([^)\n]*\))?\s*:"
 )
+#: "Your available actions are: …": the word before the label goes with it.
+_YOUR = re.compile(r"(?i)\byour\s*$")
+#: A cheap necessary condition for HINT_LABEL (a literal scan instead of a regex at every position).
+_KEYWORDS = ("moves", "actions", "Moves", "Actions", "MOVES", "ACTIONS")
+
+
+def has_hint(text: str) -> bool:
+    """Does ``text`` contain a hint label? (Fast for the common case of no "moves"/"actions" word.)"""
+    return any(k in text for k in _KEYWORDS) and HINT_LABEL.search(text) is not None
 #: Items of a hint list: bracketed tokens first, else quoted tokens, else comma-separated words.
 _BRACKETED = re.compile(r"\[[^\[\]\n]{1,40}\]")
 _QUOTED = re.compile(r"'([^'\n]{1,40})'")
@@ -42,25 +50,51 @@ def hint_items(line: str) -> list[str]:
     return [f"[{p}]" for p in parts if p and len(p) <= 40]
 
 
+def _hint_spans(text: str) -> list[tuple[int, int, int]]:
+    """(line start, label start, line end) of every line holding a hint; one regex scan."""
+    spans: list[tuple[int, int, int]] = []
+    last_line = -1
+    for match in HINT_LABEL.finditer(text):
+        line_start = text.rfind("\n", 0, match.start()) + 1
+        if line_start == last_line:
+            continue  # the rest of this line is already part of the first hint on it
+        line_end = text.find("\n", match.end())
+        spans.append((line_start, match.start(), len(text) if line_end < 0 else line_end))
+        last_line = line_start
+    return spans
+
+
 def find_hints(text: str) -> list[str]:
     """Every option listed by a hint in ``text``, in order, duplicates removed."""
+    if not has_hint(text):  # the common case: a literal scan of the whole text
+        return []
     seen: dict[str, None] = {}
-    for line in text.splitlines():
-        if HINT_LABEL.search(line):
-            for item in hint_items(line):
-                seen.setdefault(item, None)
+    for line_start, _, line_end in _hint_spans(text):
+        for item in hint_items(text[line_start:line_end]):
+            seen.setdefault(item, None)
     return list(seen)
 
 
 def strip_hints(text: str, *, static: bool = False) -> str:
-    """``text`` without its hints. ``static=True`` (the rules prompt) removes only long lists."""
+    """``text`` without its hints. ``static=True`` (the rules prompt) removes only long lists.
+
+    A hint runs from its label to the end of its line; text before the label stays, and a line
+    left empty (or holding only a bullet) is dropped.
+    """
+    if not has_hint(text):
+        return text
     out: list[str] = []
-    for line in text.split("\n"):
-        match = HINT_LABEL.search(line)
-        if match is None or (static and len(hint_items(line)) <= STATIC_MAX_ITEMS):
-            out.append(line)
+    pos = 0
+    for line_start, label_start, line_end in _hint_spans(text):
+        if static and len(hint_items(text[line_start:line_end])) <= STATIC_MAX_ITEMS:
             continue
-        head = line[: match.start()].rstrip()
+        out.append(text[pos:line_start])
+        head = _YOUR.sub("", text[line_start:label_start]).rstrip()
         if head.strip(" \t-*"):
             out.append(head)
-    return "\n".join(out)
+            pos = line_end
+        else:
+            pos = line_end + 1 if line_end < len(text) else line_end  # drop the line and its newline
+    out.append(text[pos:])
+    result = "".join(out)
+    return result[:-1] if result.endswith("\n") and not text.endswith("\n") else result

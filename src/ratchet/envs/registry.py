@@ -23,6 +23,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 from importlib import metadata, resources
 from pathlib import Path
 from typing import Any
@@ -105,9 +106,10 @@ def suite_ids(name: str) -> list[str]:
     raise RatchetError(f"unknown suite {name!r}", hint=f"known suites: {', '.join(SUITES)}")
 
 
-def _paper_games() -> list[str]:
+@lru_cache(maxsize=1)
+def _paper_games() -> tuple[str, ...]:
     text = resources.files("ratchet.envs").joinpath("data/autoharness-145.txt").read_text()
-    return [line for line in text.splitlines() if line.strip()]
+    return tuple(line for line in text.splitlines() if line.strip())
 
 
 def paper_players() -> dict[str, int]:

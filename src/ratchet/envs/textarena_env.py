@@ -27,7 +27,7 @@ from typing import Any
 
 from ratchet.contracts import Observation, RatchetError, StepResult
 from ratchet.envs.config import EnvConfig
-from ratchet.envs.hints import find_hints, strip_hints
+from ratchet.envs.hints import find_hints, has_hint, strip_hints
 from ratchet.envs.notes import is_losing_not_illegal
 
 
@@ -93,6 +93,7 @@ class TextArenaEnv:
         self._history: dict[int, list[str]] = {}
         self._legal_hint: list[str] = []
         self._rules: dict[int, str] = {}
+        self._prompt_shown: dict[int, str] = {}
         self._last_obs: Observation | None = None
 
     # ---------------------------------------------------------------- random isolation
@@ -114,10 +115,12 @@ class TextArenaEnv:
         self._seed = seed
         self._steps = 0
         self._prompt, self._window, self._board, self._history = {}, {}, {}, {}
+        self._prompt_shown: dict[int, str] = {}
         self._rng_state = None
         with self._own_random():
             random.seed(seed)  # games that draw before seeding still get a per-seed stream
             self._env.reset(num_players=self.num_players, seed=seed)
+            drained = self._env.get_observation()
         state = self._env.state
         self._hook(state)
         state.error_allowance = self.config.error_allowance
@@ -129,7 +132,7 @@ class TextArenaEnv:
             if len(m) > 2 and m[2] == self._ta.ObservationType.PROMPT
         }
         self._done = False
-        return self._observe()
+        return self._observe(drained)
 
     def step(self, action: str) -> StepResult:
         if self._done:
@@ -141,13 +144,20 @@ class TextArenaEnv:
         mover = self._mortal(player)
         was_alive = bool(mover is not None and mover.alive)
         env_error: str | None = None
+        outer = random.getstate()
+        if self._rng_state is not None:
+            random.setstate(self._rng_state)
         try:
-            with self._own_random():
-                done, _ = self._env.step(_format_action(action))
+            done, _ = self._env.step(_format_action(action))
+            if not done:  # drain the next player's messages under the same private stream
+                drained = self._env.get_observation()
         except Exception as exc:  # a crash inside the game's own code on this input
             done = True
             env_error = f"{type(exc).__name__}: {exc}"
             info["env_error"] = traceback.format_exc(limit=4)
+        finally:
+            self._rng_state = random.getstate()
+            random.setstate(outer)
         self._steps += 1
         if was_alive and not mover.alive and getattr(mover, "death_reason", "") == "invalid move":
             # The game's own invalid-move branch (it eliminates instead of warning).
@@ -175,7 +185,7 @@ class TextArenaEnv:
             info["truncated"] = True
             rewards = {pid: 0.0 for pid in range(self.num_players)}
         else:
-            observation = self._observe()
+            observation = self._observe(drained)
         if done:
             self._done = True
             if self.config.auto_reset:
@@ -279,41 +289,44 @@ class TextArenaEnv:
             rewards = getattr(self._env.state, "rewards", None) or {}
         return {int(k): float(v) for k, v in rewards.items()}
 
-    def _observe(self) -> Observation:
+    def _observe(self, drained: tuple[int, list[Any]]) -> Observation:
+        """Assemble the observation from the messages just drained for the player to move."""
         ta = self._ta
-        with self._own_random():
-            player, messages = self._env.get_observation()
+        player, messages = drained
         roles = getattr(self._env.state, "role_mapping", {}) or {}
         window = self._window.setdefault(player, [])
         history = self._history.setdefault(player, [])
-        fresh_text: list[str] = []
+        hints: list[str] = []
         for sender, message, kind in messages:
             message = str(message)
+            hinted = has_hint(message)
+            if hinted:
+                hints.extend(find_hints(message))
             if kind == ta.ObservationType.PROMPT and player not in self._prompt:
                 self._prompt[player] = message
-                fresh_text.append(message)
                 continue
             name = "GAME" if sender == ta.GAME_ID else roles.get(sender, f"Player {sender}")
             line = f"[{name}] {message}"
             is_board = kind == ta.ObservationType.GAME_BOARD
-            if self.config.strip_move_hints:
+            if hinted and self.config.strip_move_hints:
                 line = strip_hints(line)
             if is_board:
                 # A new board supersedes older ones: keep only the latest in the window.
                 self._board[player] = line
                 window[:] = [entry for entry in window if not entry[1]]
             window.append((line, is_board))
-            fresh_text.append(message)
             if not self.config.bounded_observation:
                 history.append(line)
         del window[: max(0, len(window) - self.config.max_feedback_messages)]
-        self._legal_hint = find_hints("\n".join(fresh_text))
+        self._legal_hint = list(dict.fromkeys(hints))
 
         strip = self.config.strip_move_hints
         parts: list[str] = []
         prompt = self._prompt.get(player, "")
         if self.config.include_prompt and prompt:
-            parts.append(strip_hints(prompt, static=True) if strip else prompt)
+            if player not in self._prompt_shown:
+                self._prompt_shown[player] = strip_hints(prompt, static=True) if strip else prompt
+            parts.append(self._prompt_shown[player])
         if self.config.bounded_observation:
             board = self._board.get(player)
             if board is not None and all(line != board for line, _ in window):
