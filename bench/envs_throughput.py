@@ -106,14 +106,60 @@ def raw_loop(env_id: str, moves: dict[int, list[str]], suffix: str) -> tuple[int
     return steps, time.perf_counter() - start
 
 
-def runner_loop(env_id: str, moves: dict[int, list[str]], workers: int, remote: str = "never") -> tuple[int, float]:
+def runner_loop(env_id: str, moves: dict[int, list[str]], workers: int, remote: str = "never",
+                executor=None) -> tuple[int, float]:
     from ratchet.envs.runner import RolloutConfig, run_rollouts
 
     config = RolloutConfig(workers=workers, opponent="self", alternate_seats=False,
                            env={"max_steps": MAX_STEPS, "remote": remote})
     start = time.perf_counter()
-    report = run_rollouts(env_id, ReplayFactory(moves), list(moves), config)
+    report = run_rollouts(env_id, ReplayFactory(moves), list(moves), config, executor=executor)
     return report.steps, time.perf_counter() - start
+
+
+def _coverage_one(env_id: str) -> dict:
+    from ratchet.envs import EnvConfig, make
+    from ratchet.envs.agents import AgentSpec
+    from ratchet.envs.runner import RolloutConfig, run_rollouts
+
+    env = make(env_id, EnvConfig())
+    env.reset(0)
+    listed = bool(env.legal_moves_hint())
+    env.close()
+    start = time.perf_counter()
+    report = run_rollouts(env_id, AgentSpec("random-legal"), [0, 1],
+                          RolloutConfig(workers=1, opponent="self", env={"max_steps": 30}))
+    return {"env_id": env_id, "lists_moves": listed, "legal_rate": report.legal_rate,
+            "steps": report.agent_steps, "s": time.perf_counter() - start}
+
+
+def coverage(out: str) -> int:
+    """How often the random-legal player's move is legal, per game (2 episodes, <= 30 steps each)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from ratchet.envs import suite_ids
+
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("forkserver")) as pool:
+        rows = list(pool.map(_coverage_one, suite_ids("autoharness-145")))
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"{out}.json").write_text(json.dumps(rows, indent=1))
+    exact = [r for r in rows if r["legal_rate"] == 1.0]
+    lines = [
+        "# Random-legal opponent: legal-move rate per game",
+        "",
+        "Two episodes per game (seeds 0, 1), both seats played by the random-legal player, at most 30 steps.",
+        f"{len(exact)}/{len(rows)} games: every move legal. `lists moves`: the game prints its legal moves "
+        "(the player samples that list); otherwise it probes bracketed tokens of the observation, [0]-[9] "
+        "and [r c] pairs on a copy of the game.",
+        "",
+        "| game | lists moves | legal rate | agent steps |",
+        "|---|---|---|---|",
+    ]
+    lines += [f"| {r['env_id']} | {'yes' if r['lists_moves'] else 'no'} | {r['legal_rate']:.2f} | {r['steps']} |" for r in rows]
+    (RESULTS / f"{out}.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines[:4]))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -121,10 +167,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=6, help="episodes per game for the overhead part")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--max-steps", type=int, default=120)
-    parser.add_argument("--parallel-episodes", type=int, default=16)
+    parser.add_argument("--parallel-episodes", type=int, default=64)
     parser.add_argument("--out", default="envs_throughput")
+    parser.add_argument("--coverage", action="store_true",
+                        help="instead: legal rate of the random-legal player on all 145 games (envs_random_legal.*)")
     args = parser.parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    if args.coverage:
+        return coverage("envs_random_legal")
 
     global MAX_STEPS
     MAX_STEPS = args.max_steps
@@ -163,10 +213,17 @@ def main(argv: list[str] | None = None) -> int:
     par_game = "Othello-v0"
     par_moves = record(par_game, args.parallel_episodes, args.max_steps)
     par_seeds = list(par_moves)
+    from ratchet.executors import LocalExecutor
+
     parallel = {}
     for workers in (1, 2):
         times = [runner_loop(par_game, par_moves, workers)[1] for _ in range(args.rounds)]
         parallel[workers] = min(times)
+    warm = {}
+    for workers in (1, 2):
+        with LocalExecutor(workers) as pool:
+            runner_loop(par_game, par_moves, workers, executor=pool)  # start the workers
+            warm[workers] = min(runner_loop(par_game, par_moves, workers, executor=pool)[1] for _ in range(args.rounds))
     result = {
         "machine": {"python": platform.python_version(), "cores": os.cpu_count(),
                     "load_avg_1m_at_end": os.getloadavg()[0]},
@@ -176,7 +233,9 @@ def main(argv: list[str] | None = None) -> int:
         "runner_overhead_total": total_runner / total_raw - 1,
         "parallel": {"env_id": par_game, "episodes": len(par_seeds),
                      "one_worker_s": parallel[1], "two_workers_s": parallel[2],
-                     "speedup": parallel[1] / parallel[2]},
+                     "speedup": parallel[1] / parallel[2],
+                     "warm_one_worker_s": warm[1], "warm_two_workers_s": warm[2],
+                     "warm_speedup": warm[1] / warm[2]},
     }
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"{args.out}.json").write_text(json.dumps(result, indent=2))
@@ -205,7 +264,9 @@ def main(argv: list[str] | None = None) -> int:
         f"(runner {total_runner:.2f} s vs raw {total_raw:.2f} s).",
         "",
         f"Parallel: {p['episodes']} episodes of {p['env_id']}: 1 worker {p['one_worker_s']:.2f} s, "
-        f"2 workers {p['two_workers_s']:.2f} s, **speed-up {p['speedup']:.2f}x** (worker start-up included).",
+        f"2 workers {p['two_workers_s']:.2f} s, **speed-up {p['speedup']:.2f}x** (worker start-up included); "
+        f"with warm workers (an executor kept across calls): 1 worker {p['warm_one_worker_s']:.2f} s, "
+        f"2 workers {p['warm_two_workers_s']:.2f} s, **speed-up {p['warm_speedup']:.2f}x**.",
     ]
     (RESULTS / f"{args.out}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

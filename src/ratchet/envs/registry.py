@@ -36,6 +36,10 @@ from ratchet.envs.notes import note_for
 NEEDS_PY312 = frozenset({"Chess", "Checkers", "ReverseTicTacToe", "IteratedStagHunt", "UltimateTexasHoldem"})
 
 
+#: Bump when the probe's records or reasons change, so stale caches are not read.
+PROBE_FORMAT = 2
+
+
 @dataclass(frozen=True)
 class EnvInfo:
     """One registered environment as ``ratchet envs list`` shows it."""
@@ -137,7 +141,7 @@ def _cache_file(python: str, tag: str) -> Path:
 
     base = Path(os.environ.get("RATCHET_CACHE_DIR") or user_cache_dir("ratchet"))
     safe = "".join(c if c.isalnum() else "_" for c in f"{tag}-{python}")[-80:]
-    return base / "envs" / f"availability-{_textarena_version()}-{safe}.json"
+    return base / "envs" / f"availability-v{PROBE_FORMAT}-{_textarena_version()}-{safe}.json"
 
 
 def _run_probe(python: str, items: list[str], timeout_s: float) -> dict[str, dict[str, Any]]:

@@ -319,8 +319,9 @@ def _win(result: EpisodeResult) -> float:
     return 0.5 if result.agent_reward == result.opponent_reward else 0.0
 
 
-def auto_workers(agent_factory: AgentFactory, episodes: int) -> int:
-    if isinstance(agent_factory, AgentSpec) and agent_factory.is_local_llm:
+def auto_workers(agent_factory: AgentFactory, episodes: int, opponent_factory: AgentFactory | None = None) -> int:
+    """One per core, but 1 (in this process) when a local model plays either seat."""
+    if any(isinstance(f, AgentSpec) and f.is_local_llm for f in (agent_factory, opponent_factory)):
         return 1
     return max(1, min(default_workers(), episodes))
 
@@ -333,14 +334,18 @@ def run_rollouts(
     run: Any = None,
     opponent_factory: AgentFactory | None = None,
     progress: Progress | None = None,
+    executor: LocalExecutor | None = None,
 ) -> RolloutReport:
     """Play one episode per seed and summarise. ``run`` (a store Run) receives every step record
-    and episode summary as episodes finish; ``progress(done, total)`` is called per episode."""
+    and episode summary as episodes finish; ``progress(done, total)`` is called per episode.
+
+    ``executor``: a caller-owned (warm) executor to reuse across calls, e.g. one per search; it is
+    not closed here and its own worker count wins over ``config.workers``."""
     cfg = config or RolloutConfig()
     self_play = opponent_factory is None and cfg.opponent == "self"
     if opponent_factory is None and cfg.opponent not in ("self", "random-legal"):
         opponent_factory = AgentSpec(cfg.opponent, game=env_id)
-    workers = cfg.workers or auto_workers(agent_factory, len(seeds))
+    workers = executor.workers if executor else (cfg.workers or auto_workers(agent_factory, len(seeds), opponent_factory))
     jobs = [
         _Job(
             env_id=env_id,
@@ -356,14 +361,21 @@ def run_rollouts(
     ]
     start = time.perf_counter()
     results: list[EpisodeResult] = []
-    with LocalExecutor(workers, progress=progress) as executor:
-        for result in executor.map(_play, jobs):
+    owned = executor is None
+    pool = executor or LocalExecutor(workers)
+    pool.progress, saved_progress = progress, pool.progress
+    try:
+        for result in pool.map(_play, jobs):
             results.append(result)
             if run is not None:
                 with run.step_writer(result.summary.episode_id) as writer:
                     for step in result.steps:
                         writer.write(step)
                 run.add_episode(result.summary)
+    finally:
+        pool.progress = saved_progress
+        if owned:
+            pool.close()
     wall = time.perf_counter() - start
     if workers <= 1:  # episodes ran in this process: do not keep their env/agents alive
         _release()

@@ -9,9 +9,10 @@ What this adapter adds to a raw (unwrapped, ``-raw``) TextArena env:
   the step ``losing_not_illegal``.
 * **Bounded observations** assembled from the env's typed messages (rules prompt, latest board, the
   player's last few messages) instead of TextArena's ever-growing history; move hints stripped.
-* **A private random stream.** TextArena seeds and draws from the global ``random`` module; every
-  env call runs with this instance's own saved state swapped in and the caller's restored after, so
-  neither the caller nor other envs see it (and one episode's stream depends only on its seed).
+* **A private random stream.** TextArena seeds and draws from the global ``random`` module. While
+  game code runs, the module's functions (``random.seed``, ``random.choice``…) are pointed at this
+  env's own ``random.Random`` and pointed back after, so neither the caller nor other envs see the
+  game's draws, and an episode depends only on its seed.
 * Step caps, auto-reset, and a copy-and-try ``probe`` to test a move without playing it.
 """
 
@@ -52,6 +53,32 @@ def go_offline() -> None:
     nltk.download = _no_download  # type: ignore[assignment]
 
 
+#: The functions of the ``random`` module that draw from its hidden global instance.
+_RANDOM_API = tuple(
+    name for name in dir(random) if getattr(getattr(random, name), "__self__", None) is getattr(random, "_inst", None)
+)
+_GLOBAL_RANDOM = {name: getattr(random, name) for name in _RANDOM_API}
+
+
+def _bindings(rng: random.Random) -> dict[str, Any]:
+    return {name: getattr(rng, name) for name in _RANDOM_API}
+
+
+@contextmanager
+def _random_module_bound_to(bindings: dict[str, Any]) -> Iterator[None]:
+    """Point ``random.random``, ``random.choice``, ``random.seed``… at a private instance.
+
+    Cheaper than saving and restoring the global state (two dict updates instead of copying 625
+    words twice per call). Code that captured a function before (``from random import choice``) is
+    not redirected; TextArena 0.7.4 has none. Not thread-safe: one env call at a time per process.
+    """
+    random.__dict__.update(bindings)
+    try:
+        yield
+    finally:
+        random.__dict__.update(_GLOBAL_RANDOM)
+
+
 #: Games that signal an invalid move by killing the mover instead of calling set_invalid_move:
 #: family -> key of the per-player entities in game_state (each has .alive and .death_reason).
 DEATH_ON_INVALID = {"Snake": "snakes", "Surround": "players"}
@@ -80,7 +107,9 @@ class TextArenaEnv:
         if raw_id not in ENV_REGISTRY:
             raise RatchetError(f"unknown TextArena env {env_id!r}", hint="see `ratchet envs list --all`")
         self._ta = ta
-        self._rng_state: Any = None
+        self._death_key = DEATH_ON_INVALID.get(env_id.split("-v", 1)[0])
+        self._rng = random.Random(0)
+        self._rng_bound = _bindings(self._rng)
         with self._own_random():
             self._env = ta.make(raw_id)
         self._invalid: list[tuple[str, bool]] = []
@@ -98,16 +127,9 @@ class TextArenaEnv:
 
     # ---------------------------------------------------------------- random isolation
 
-    @contextmanager
-    def _own_random(self) -> Iterator[None]:
-        outer = random.getstate()
-        if self._rng_state is not None:
-            random.setstate(self._rng_state)
-        try:
-            yield
-        finally:
-            self._rng_state = random.getstate()
-            random.setstate(outer)
+    def _own_random(self) -> Any:
+        """Run game code against this env's private ``random.Random`` (see module docstring)."""
+        return _random_module_bound_to(self._rng_bound)
 
     # ---------------------------------------------------------------- contract
 
@@ -116,9 +138,8 @@ class TextArenaEnv:
         self._steps = 0
         self._prompt, self._window, self._board, self._history = {}, {}, {}, {}
         self._prompt_shown: dict[int, str] = {}
-        self._rng_state = None
+        self._rng.seed(seed)  # games that draw before seeding still get a per-seed stream
         with self._own_random():
-            random.seed(seed)  # games that draw before seeding still get a per-seed stream
             self._env.reset(num_players=self.num_players, seed=seed)
             drained = self._env.get_observation()
         state = self._env.state
@@ -144,20 +165,15 @@ class TextArenaEnv:
         mover = self._mortal(player)
         was_alive = bool(mover is not None and mover.alive)
         env_error: str | None = None
-        outer = random.getstate()
-        if self._rng_state is not None:
-            random.setstate(self._rng_state)
         try:
-            done, _ = self._env.step(_format_action(action))
-            if not done:  # drain the next player's messages under the same private stream
-                drained = self._env.get_observation()
+            with self._own_random():
+                done, _ = self._env.step(_format_action(action))
+                if not done:  # drain the next player's messages under the same private stream
+                    drained = self._env.get_observation()
         except Exception as exc:  # a crash inside the game's own code on this input
             done = True
             env_error = f"{type(exc).__name__}: {exc}"
             info["env_error"] = traceback.format_exc(limit=4)
-        finally:
-            self._rng_state = random.getstate()
-            random.setstate(outer)
         self._steps += 1
         if was_alive and not mover.alive and getattr(mover, "death_reason", "") == "invalid move":
             # The game's own invalid-move branch (it eliminates instead of warning).
@@ -233,9 +249,7 @@ class TextArenaEnv:
         state = self._env.state
         hooked = state.__dict__.pop("set_invalid_move", None)
         try:
-            with self._own_random():
-                saved = random.getstate()
-                twin = copy.deepcopy(self._env)
+            twin = copy.deepcopy(self._env)
         finally:
             if hooked is not None:
                 state.set_invalid_move = hooked
@@ -247,20 +261,19 @@ class TextArenaEnv:
             return original(*args, **kwargs)
 
         twin.state.set_invalid_move = spy
-        outer = random.getstate()
-        random.setstate(saved)
+        twin_rng = random.Random()
+        twin_rng.setstate(self._rng.getstate())  # the same draws the real step would see
         try:
-            twin.step(_format_action(action))
+            with _random_module_bound_to(_bindings(twin_rng)):
+                twin.step(_format_action(action))
         except Exception:
             return False
-        finally:
-            random.setstate(outer)
         return not flagged
 
     # ---------------------------------------------------------------- internals
 
     def _mortal(self, player: int) -> Any:
-        key = DEATH_ON_INVALID.get(self.env_id.split("-v", 1)[0])
+        key = self._death_key
         if key is None:
             return None
         return (getattr(self._env.state, "game_state", None) or {}).get(key, {}).get(player)
@@ -329,7 +342,7 @@ class TextArenaEnv:
             parts.append(self._prompt_shown[player])
         if self.config.bounded_observation:
             board = self._board.get(player)
-            if board is not None and all(line != board for line, _ in window):
+            if board is not None and not any(is_board for _, is_board in window):
                 parts.append(board)
             parts.extend(line for line, _ in window)
         else:
