@@ -23,13 +23,13 @@ RESULTS = Path(__file__).resolve().parent / "results"
 NONE = {"transitions": False, "helper_library": False, "few_shot": False, "samples_per_step": 1, "library_seed": False,
         "scaffold": False}
 CONFIGS = {
+    "all ideas (ratchet method)": ("ratchet", {"library_seed": False}),
     "faithful (paper loop)": ("faithful", {}),
+    "+ one-function scaffold with its expected output": ("ratchet", {**NONE, "scaffold": True}),
     "+ labelled transitions as unit tests": ("ratchet", {**NONE, "transitions": True}),
     "+ helper library (with its output on a real board)": ("ratchet", {**NONE, "helper_library": True}),
-    "+ worked example for another game": ("ratchet", {**NONE, "few_shot": True}),
-    "+ one-function scaffold with its expected output": ("ratchet", {**NONE, "scaffold": True}),
     "+ 3 samples per refinement, keep the best": ("ratchet", {**NONE, "samples_per_step": 3}),
-    "all ideas (ratchet method)": ("ratchet", {"library_seed": False}),
+    "+ worked example for another game": ("ratchet", {**NONE, "few_shot": True}),
 }
 
 

@@ -18,7 +18,7 @@ from ratchet.store import RunStore
 
 def respond(messages) -> str:
     text = messages[-1]["content"]
-    if "Write these Python functions" in text:
+    if "Python function" in text:
         return fenced(GOOD)
     return "Step 1: the centre is best.\n<move>[4]</move>"  # a player that always says [4]
 

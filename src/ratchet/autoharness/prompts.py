@@ -149,6 +149,8 @@ def synthesis_prompt(
     instructions = list(INSTRUCTIONS) + ([POLICY_INSTRUCTION] if mode == "policy" else [])
     if helper_library:
         instructions[1] = "Use only the standard library, numpy and harnesslib (below)."
+    if scaffold and code is None:
+        instructions = instructions[:3]
     sections.append("Instructions:\n" + "\n".join(f"- {s}" for s in instructions))
     if helper_library:
         sections.append("harnesslib API:\n" + HARNESSLIB_API)
@@ -173,8 +175,13 @@ def synthesis_prompt(
     if few_shot:
         sections.append(SCAFFOLD_FEW_SHOT if scaffold else FEW_SHOT)
     if scaffold and code is None:
-        sections.append("Complete this code: write the body of legal_actions; keep propose_action and is_legal_action as they are.\n"
-                        "```python\n" + SCAFFOLD + "```")
+        # Small models echo a template instead of filling it in: ask for one function only and
+        # build propose_action / is_legal_action around it (SCAFFOLD) when extracting the code.
+        sections[3] = ("Write one Python function:\n"
+                       'def legal_actions(board: str) -> list[str]:\n    """Every legal action for the player to move, e.g. ["[0]", "[4]"]."""')
+        sections.append("Start it with:\nfrom harnesslib import current_board, parse_grid, cells\n"
+                        "def legal_actions(board):\n    grid = parse_grid(current_board(board))\n"
+                        "Reply with the complete function in one ```python block.")
         return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n\n".join(sections)}]
     if code is not None:
         sections.append("Current code:\n```python\n" + code.strip() + "\n```")

@@ -146,7 +146,7 @@ class Synthesis:
 
     def _pick_unit_set(self) -> None:
         self.listed = listed_states(self.transitions)
-        if self.transitions:
+        if self.transitions and self.use_transitions:
             self.unit_set = balanced_subset(self.transitions, 200, random.Random(self.cfg.rng_seed + 1))
 
     def judge(self, code: str) -> Judgement:
@@ -280,7 +280,10 @@ class Synthesis:
         self._started = time.monotonic()
         if not self._load():
             self.state = {"iteration": 0, "calls": 0, "tokens": 0, "elapsed_s": 0.0, "metrics": {}, "history": [], "stop_reason": None}
-            if self.use_transitions:
+            ideas = self.cfg.ideas
+            if self.ratchet and (ideas.transitions or ideas.helper_library or ideas.scaffold):
+                # Examples for the prompt come from the same exploration; scoring on them as unit
+                # tests is the ``transitions`` idea alone.
                 self.transitions = harvest(self.env_factory, self.hint_env_factory, self.cfg.search_seeds,
                                            self.cfg.transitions_per_seed, random.Random(self.cfg.rng_seed))
                 self.state["transitions"] = [t.to_json() for t in self.transitions]

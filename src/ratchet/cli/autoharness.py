@@ -54,6 +54,9 @@ def _show(report: dict) -> None:
     b, a = report.get("before") or {}, report.get("after") or {}
     for key in ("legal_rate", "reward", "legal_steps", "play_calls"):
         table.add_row(key, str(b.get(key, "–")), str(a.get(key, "–")))
+    alone = report.get("harness_alone") or {}
+    if alone:
+        table.add_row("harness alone: legal rate / verifier accuracy (held-out)", "", f"{alone.get('legal_rate')} / {alone.get('verifier_accuracy')}")
     console.print(table)
     s = report["search"]
     console.print(f"search: best h {s['best_h']:.3f} after {s['iterations']} iterations, {s['llm_calls']} LLM calls, "
