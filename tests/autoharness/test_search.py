@@ -108,8 +108,8 @@ def test_ratchet_method_samples_several_and_keeps_the_best():
     result = synthesis(config("ratchet"), model, run).run_search()
     assert result.best_h == 1.0 and result.calls == 3 and result.nodes == 1  # one root, the best sample
     prompt = model.calls[0]["messages"][-1]["content"]
-    assert "harnesslib" in prompt and "illegal (cell" in prompt and "def legal_actions(board):" in prompt
-    assert "legal_actions(board) must return [" in prompt  # the expected output on a real board
+    assert "harnesslib" in prompt and "illegal (cell" in prompt and "def legal_moves(cells):" in prompt
+    assert ">>> legal_moves([" in prompt  # doctest examples: real states with the game's own legal lists
     assert "Connect Four" not in prompt  # the worked example is off by default
 
 
@@ -145,7 +145,7 @@ def is_legal_action(board, action):
 
 def test_scaffold_checks_legal_actions_against_the_games_own_lists():
     # The reply gives only legal_actions: the template's other two functions are kept.
-    only_body = "```python\ndef legal_actions(board):\n    return ['[0]', '[2]']\n```"
+    only_body = "```python\ndef legal_moves(cells):\n    return ['[0]', '[2]']\n```"
     model = ScriptedModel([only_body, fenced(GOOD + "\ndef legal_actions(board):\n    return ['[' + c + ']' for c in free(board)]\n")])
     cfg = config("ratchet", ideas={"samples_per_step": 1})
     run = MemoryRun()

@@ -62,12 +62,11 @@ def is_legal_action(board, action):
 
 
 SCAFFOLD = '''import random
-from harnesslib import current_board, parse_grid, cells, bracketed, action_value, action_ints
+from harnesslib import current_board, parse_grid, cells, action_value
 
 def legal_actions(board):
     """Every legal action for the player to move, as strings like "[4]"."""
-    grid = parse_grid(current_board(board))
-    # write the rest here
+    return legal_moves(cells(parse_grid(current_board(board))))
 
 def propose_action(board):
     return random.choice(legal_actions(board))
@@ -75,6 +74,30 @@ def propose_action(board):
 def is_legal_action(board, action):
     return action_value(action) in [action_value(a) for a in legal_actions(board)]
 '''
+
+# For boards without a grid, the model gets the board text itself.
+SCAFFOLD_TEXT = SCAFFOLD.replace("legal_moves(cells(parse_grid(current_board(board))))", "legal_moves(board)")
+
+
+def scaffold_for(grid_view: bool) -> str:
+    return SCAFFOLD if grid_view else SCAFFOLD_TEXT
+
+
+def scaffold_request(examples: Sequence[tuple[Any, Sequence[str]]], grid_view: bool) -> str:
+    """A HumanEval-style request: the signature of ``legal_moves`` and a docstring whose
+    examples are real states of the game with the game's own legal lists."""
+    arg = "cells" if grid_view else "board"
+    what = ("the cells of the current board, row by row (harnesslib's cells(parse_grid(current_board(board))))"
+            if grid_view else "the observation text")
+    lines = [f"def legal_moves({arg}):", f'    """Return every legal action for the player to move. `{arg}` is {what}.', ""]
+    for value, legal in examples:
+        shown = repr(value) if grid_view else repr(excerpt(str(value), 300))
+        lines.append(f"    >>> legal_moves({shown})")
+        lines.append(f"    {list(legal)[:24]!r}")
+    lines.append('    """')
+    return ("Complete this Python function so that its examples pass. Compute the answer from its argument.\n"
+            "```python\n" + "\n".join(lines) + "\n```\nReply with the complete function in one ```python block.")
+
 
 SCAFFOLD_FEW_SHOT = '''Example for a different game (Connect Four: a row of column numbers above rows of "." and X/O):
 ```python
@@ -140,6 +163,8 @@ def synthesis_prompt(
     expected: Sequence[str] = (),
     expected_complete: bool = False,
     more_examples: Sequence[tuple[str, Sequence[str]]] = (),
+    scaffold_examples: Sequence[tuple[Any, Sequence[str]]] = (),
+    grid_view: bool = True,
 ) -> list[Message]:
     """The refiner's messages. ``code=None`` asks for the first version (the tree's root)."""
     sections = [f"Game: {game}", "Game description:\n" + excerpt(description, 900)]
@@ -159,7 +184,7 @@ def synthesis_prompt(
     if labelled:
         sections.append("On that board the environment says:\n" + "\n".join(
             f"  {a}: {'legal' if ok else 'illegal (' + (why or 'rejected') + ')'}" for a, ok, why in labelled))
-    if scaffold and expected:
+    if scaffold and expected and not (code is None and scaffold_examples):
         shown = "[" + ", ".join(repr(a) for a in expected[:24]) + "]"
         sections.append(("On that board legal_actions(board) must return " if expected_complete else
                          "On that board the legal actions include ") + shown)
@@ -174,14 +199,12 @@ def synthesis_prompt(
             sections.append("Compute the list from the board text; do not hard-code it.")
     if few_shot:
         sections.append(SCAFFOLD_FEW_SHOT if scaffold else FEW_SHOT)
-    if scaffold and code is None:
-        # Small models echo a template instead of filling it in: ask for one function only and
-        # build propose_action / is_legal_action around it (SCAFFOLD) when extracting the code.
-        sections[3] = ("Write one Python function:\n"
-                       'def legal_actions(board: str) -> list[str]:\n    """Every legal action for the player to move, e.g. ["[0]", "[4]"]."""')
-        sections.append("Start it with:\nfrom harnesslib import current_board, parse_grid, cells\n"
-                        "def legal_actions(board):\n    grid = parse_grid(current_board(board))\n"
-                        "Reply with the complete function in one ```python block.")
+    if scaffold and code is None and scaffold_examples:
+        # Small models echo a template instead of filling it in, and hard-code a single example's
+        # answer: ask for one function in the HumanEval format (signature + doctest examples from
+        # real states) and build propose_action / is_legal_action around it when extracting.
+        sections[3] = "We need one Python function, legal_moves, from which the harness is built."
+        sections.append(scaffold_request(scaffold_examples, grid_view))
         return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n\n".join(sections)}]
     if code is not None:
         sections.append("Current code:\n```python\n" + code.strip() + "\n```")

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from ratchet.autoharness import critic
 from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.evaluate import EnvFactory, rollout
-from ratchet.autoharness.prompts import CODE_BLOCK_GRAMMAR, SCAFFOLD, synthesis_prompt
+from ratchet.autoharness.prompts import CODE_BLOCK_GRAMMAR, scaffold_for, synthesis_prompt
 from ratchet.autoharness.refine import check_signatures, extract_code, which_to_refine
 from ratchet.autoharness.runtime import RuntimeFactory
 from ratchet.autoharness.transitions import Transition, balanced_subset, check_legal_actions, harvest, score_is_legal
@@ -203,7 +203,24 @@ class Synthesis:
             labelled=labelled if self.use_transitions else [], score_line=score_line,
             scaffold=self.ratchet and ideas.scaffold, expected=expected if self.use_transitions or ideas.scaffold else [],
             expected_complete=complete, more_examples=more if ideas.scaffold else [],
+            scaffold_examples=self._scaffold_examples() if self.ratchet and ideas.scaffold else [], grid_view=self._grid_view(),
         )
+
+    def _grid_view(self) -> bool:
+        """Whether this game's boards parse as a grid (then legal_moves gets the cells)."""
+        from ratchet.autoharness import harnesslib as lib
+
+        boards = [b for b, _ in self.listed[:5]] or [t.board for t in self.transitions[:5]]
+        return bool(boards) and all(len(lib.parse_grid(lib.current_board(b))) >= 2 for b in boards)
+
+    def _scaffold_examples(self) -> list[tuple[Any, list[str]]]:
+        """Three states with the game's full legal list, as legal_moves' doctest examples."""
+        from ratchet.autoharness import harnesslib as lib
+
+        states = self.listed[len(self.listed) // 3 :: max(1, len(self.listed) // 4)][:3] or self.listed[:3]
+        if self._grid_view():
+            return [(lib.cells(lib.parse_grid(lib.current_board(b))), legal) for b, legal in states]
+        return [(b, legal) for b, legal in states]
 
     def _ask(self, messages: list, sample: int) -> tuple[str, int]:
         temperature = 0.2 if sample == 0 else self.cfg.temperature
@@ -243,7 +260,7 @@ class Synthesis:
             if self._budget_left():
                 break
             text, tokens = self._ask(messages, sample)
-            template = SCAFFOLD if code is None and self.ratchet and self.cfg.ideas.scaffold else None
+            template = scaffold_for(self._grid_view()) if code is None and self.ratchet and self.cfg.ideas.scaffold and self.listed else None
             new_code = extract_code(text, previous=code or template)
             meta = dict(prompt=messages, response=text, failures_shown=shown, refine=refine, iteration=iteration,
                         sample=sample, method=self.cfg.method, tokens=tokens)
