@@ -560,6 +560,7 @@ def run_trainer_loop(
     if hook is None and config.heldout_path:
         hook = EvaluationHook.from_jsonl(config.heldout_path, config.eval_tolerance)
     pending: list[Any] = []
+    baselines: dict[int, float] = {}
     first_wait = time.monotonic()
     scratch = Path(tempfile.mkdtemp(prefix="ratchet-train-"))
     try:
@@ -575,7 +576,12 @@ def run_trainer_loop(
                 continue
             batch, pending = pending, []
             first_wait = time.monotonic()
-            baseline = hook.score(trainer) if hook else None
+            baseline = None
+            if hook is not None:
+                # The current version's score changes only when the trainer's weights do.
+                if trainer.version not in baselines:
+                    baselines[trainer.version] = hook.score(trainer)
+                baseline = baselines[trainer.version]
             metrics = trainer.step(batch)
             if not metrics["updated"]:
                 queue.mark_trained([s.turn.turn_id for s in batch], trainer.version)
