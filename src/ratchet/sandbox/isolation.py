@@ -276,6 +276,19 @@ def _closed_ancestors(path: str) -> list[str]:
     return found
 
 
+def _ratchet_source(config: SandboxConfig) -> list[str]:
+    """Where the ``ratchet`` package lives, when the allow-list lets candidates import part of it.
+
+    An editable install points outside the interpreter's prefix (a checkout that may even sit under
+    /tmp, which the sandbox replaces by an empty tmpfs), so that directory is bound in read-only.
+    """
+    if not any(name == "ratchet" or name.startswith("ratchet.") for name in config.allowed_imports):
+        return []
+    import ratchet
+
+    return [os.path.dirname(os.path.dirname(os.path.realpath(ratchet.__file__)))]
+
+
 def bwrap_command(config: SandboxConfig, *, worker: str, code_dir: str, scratch: str) -> list[str]:
     """The bubblewrap command line that runs ``worker`` with ``config``'s isolation."""
     bwrap = shutil.which("bwrap") or "bwrap"
@@ -283,6 +296,7 @@ def bwrap_command(config: SandboxConfig, *, worker: str, code_dir: str, scratch:
     readable = [
         *interpreter_prefixes(config.python),
         *(os.path.realpath(p) for p in config.extra_import_paths),
+        *_ratchet_source(config),
     ]
     readable = [p for p in readable if os.path.exists(p)]
     readable = [p for p in readable if not any(q != p and _under(p, q) for q in readable)]
