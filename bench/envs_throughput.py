@@ -127,30 +127,33 @@ def _coverage_one(env_id: str) -> dict:
     listed = bool(env.legal_moves_hint())
     env.close()
     start = time.perf_counter()
-    report = run_rollouts(env_id, AgentSpec("random-legal"), [0, 1],
-                          RolloutConfig(workers=1, opponent="self", env={"max_steps": 30}))
+    report = run_rollouts(env_id, AgentSpec("random-legal"), [0],
+                          RolloutConfig(workers=1, opponent="self", env={"max_steps": 16}))
     return {"env_id": env_id, "lists_moves": listed, "legal_rate": report.legal_rate,
             "steps": report.agent_steps, "s": time.perf_counter() - start}
 
 
 def coverage(out: str) -> int:
-    """How often the random-legal player's move is legal, per game (2 episodes, <= 30 steps each)."""
+    """How often the random-legal player's move is legal, per game (1 episode, <= 16 steps)."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     from ratchet.envs import suite_ids
 
+    rows = []
     with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("forkserver")) as pool:
-        rows = list(pool.map(_coverage_one, suite_ids("autoharness-145")))
+        for row in pool.map(_coverage_one, suite_ids("autoharness-145")):
+            print(json.dumps(row), flush=True)
+            rows.append(row)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"{out}.json").write_text(json.dumps(rows, indent=1))
     exact = [r for r in rows if r["legal_rate"] == 1.0]
     lines = [
         "# Random-legal opponent: legal-move rate per game",
         "",
-        "Two episodes per game (seeds 0, 1), both seats played by the random-legal player, at most 30 steps.",
+        "One episode per game (seed 0), both seats played by the random-legal player, at most 16 steps.",
         f"{len(exact)}/{len(rows)} games: every move legal. `lists moves`: the game prints its legal moves "
-        "(the player samples that list); otherwise it probes bracketed tokens of the observation, [0]-[9] "
+        "(the player samples that list); otherwise it probes bracketed tokens of the observation, shape-keeping variants of them, [0]-[9] "
         "and [r c] pairs on a copy of the game.",
         "",
         "| game | lists moves | legal rate | agent steps |",

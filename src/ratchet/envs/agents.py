@@ -37,6 +37,8 @@ _THINK = re.compile(r"<think>.*?</think>", re.S | re.I)
 _MOVE_TAG = re.compile(r"<move>(.*?)</move>", re.S | re.I)
 _OPEN_MOVE = re.compile(r"<move>(.*)$", re.S | re.I)
 _BRACKETED = re.compile(r"\[[^\[\]\n]{1,60}\]")
+_DIGITS = re.compile(r"\d+")
+_LONE_LETTER = re.compile(r"(?<![A-Za-z])[A-Za-z](?![A-Za-z])")
 
 
 @runtime_checkable
@@ -191,13 +193,14 @@ class RandomLegalAgent:
     """Plays a uniformly random *legal* move where one can be found.
 
     Candidates: the game's own move list (read before hints are stripped), else every bracketed
-    token in the observation plus small numbers and coordinate pairs. Each candidate is tried on a
+    token in the observation, shape-keeping variants of them (digits and single letters redrawn),
+    plus small numbers and coordinate pairs. Each candidate is tried on a
     copy of the game (``env.probe``) until one is accepted; if none is, a random candidate is sent.
     """
 
     name = "random-legal"
 
-    def __init__(self, seed: int = 0, max_probes: int = 40) -> None:
+    def __init__(self, seed: int = 0, max_probes: int = 60) -> None:
         self._rng = random.Random(seed)
         self.max_probes = max_probes
         self._env: Any = None
@@ -215,10 +218,20 @@ class RandomLegalAgent:
             self._rng.shuffle(listed)
             return listed
         seen = list(dict.fromkeys(_BRACKETED.findall(observation.text)))
+        # Variants of the game's own examples keep their shape: "[A 5]" -> "[C 2]", "[3 4 9]" -> "[7 1 2]".
+        variants = [self._mutate(token) for token in seen for _ in range(6)]
         extra = [f"[{i}]" for i in range(10)] + [f"[{r} {c}]" for r in range(9) for c in range(9)]
         self._rng.shuffle(seen)
-        self._rng.shuffle(extra)
-        return seen + extra
+        pool = variants + extra
+        self._rng.shuffle(pool)
+        return list(dict.fromkeys(seen + pool))
+
+    def _mutate(self, token: str) -> str:
+        rng = self._rng
+        token = _DIGITS.sub(lambda m: str(rng.randint(0, 9 if len(m.group()) == 1 else 20)), token)
+        return _LONE_LETTER.sub(
+            lambda m: chr(ord("A" if m.group().isupper() else "a") + rng.randint(0, 9)), token
+        )
 
     def act(self, observation: Observation, feedback: str | None = None) -> str:
         options = self.candidates(observation)
