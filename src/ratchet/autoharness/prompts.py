@@ -167,6 +167,13 @@ def synthesis_prompt(
     grid_view: bool = True,
 ) -> list[Message]:
     """The refiner's messages. ``code=None`` asks for the first version (the tree's root)."""
+    if scaffold and code is None and scaffold_examples:
+        # Small models echo a template instead of filling it in, hard-code a single example's
+        # answer, and copy API listings into their code: ask for one function in the HumanEval
+        # format (signature + doctest examples from real states) and nothing else; propose_action
+        # / is_legal_action are built around it when the code is extracted.
+        text = f"Game: {game}\n\n{excerpt(description, 600)}\n\n" + scaffold_request(scaffold_examples, grid_view)
+        return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": text}]
     sections = [f"Game: {game}", "Game description:\n" + excerpt(description, 900)]
     if action_examples:
         sections.append("Action space: actions are written in brackets, e.g. " + ", ".join(action_examples[:6]))
@@ -199,13 +206,6 @@ def synthesis_prompt(
             sections.append("Compute the list from the board text; do not hard-code it.")
     if few_shot:
         sections.append(SCAFFOLD_FEW_SHOT if scaffold else FEW_SHOT)
-    if scaffold and code is None and scaffold_examples:
-        # Small models echo a template instead of filling it in, and hard-code a single example's
-        # answer: ask for one function in the HumanEval format (signature + doctest examples from
-        # real states) and build propose_action / is_legal_action around it when extracting.
-        sections[3] = "We need one Python function, legal_moves, from which the harness is built."
-        sections.append(scaffold_request(scaffold_examples, grid_view))
-        return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n\n".join(sections)}]
     if code is not None:
         sections.append("Current code:\n```python\n" + code.strip() + "\n```")
         if score_line:

@@ -35,7 +35,7 @@ def extract_code(response: str, previous: str | None = None) -> str | None:
     functions, else the text from the first import/def line. Functions of ``previous`` that the
     response leaves out are carried over, so a reply that fixes one function still yields a
     complete harness. None if no code is found."""
-    blocks = [b.strip("\n") for b in _FENCE.findall(response) if "def " in b or "import" in b]
+    blocks = [_from_first_statement(b) for b in _FENCE.findall(response) if "def " in b or "import" in b]
     if blocks:
         code = "\n\n".join(blocks)
     else:
@@ -48,6 +48,14 @@ def extract_code(response: str, previous: str | None = None) -> str | None:
     if previous:
         code = _carry_over(code, previous)
     return code + "\n"
+
+
+def _from_first_statement(block: str) -> str:
+    """A fenced block from its first import/def line on: small models paste prose or API
+    listings above their code."""
+    lines = block.strip("\n").splitlines()
+    start = next((i for i, line in enumerate(lines) if re.match(r"(#|import |from \w+ import|def |class |@)", line)), 0)
+    return "\n".join(lines[start:])
 
 
 def defined_functions(code: str) -> set[str]:
