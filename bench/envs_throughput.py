@@ -188,10 +188,10 @@ def main(argv: list[str] | None = None) -> int:
         best: dict[str, tuple[int, float]] = {}
         for _ in range(args.rounds):
             for side, fn in (
-                ("raw", lambda: raw_loop(env_id, moves, "-raw")),
-                ("default_wrappers", lambda: raw_loop(env_id, moves, "")),
-                ("runner", lambda: runner_loop(env_id, moves, 1)),
-                ("runner_worker_proxy", lambda: runner_loop(env_id, moves, 1, remote="always")),
+                ("raw", lambda e=env_id, m=moves: raw_loop(e, m, "-raw")),
+                ("default_wrappers", lambda e=env_id, m=moves: raw_loop(e, m, "")),
+                ("runner", lambda e=env_id, m=moves: runner_loop(e, m, 1)),
+                ("runner_worker_proxy", lambda e=env_id, m=moves: runner_loop(e, m, 1, remote="always")),
             ):
                 steps, secs = fn()
                 if side not in best or secs < best[side][1]:

@@ -1,6 +1,5 @@
 """`ratchet envs list` and `ratchet play` from the command line."""
 
-import json
 
 import pytest
 from typer.testing import CliRunner

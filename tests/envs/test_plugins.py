@@ -17,7 +17,7 @@ DOCS = Path(__file__).resolve().parents[2] / "docs" / "envs.md"
 
 def _docs_example() -> str:
     section = DOCS.read_text().split("## Your own environments", 1)[1]
-    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    return re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
 
 
 def test_docs_example_runs(capsys) -> None:

@@ -36,7 +36,7 @@ def test_worker_and_in_process_give_the_same_game() -> None:
 
 def test_chess_runs_on_the_312_worker(py312: str) -> None:
     env = make("Chess-v0")
-    assert isinstance(env, RemoteEnvironment) or isinstance(env, TextArenaEnv)
+    assert isinstance(env, (RemoteEnvironment, TextArenaEnv))
     obs = env.reset(0)
     assert "a b c d e f g h" in obs.text and "Valid moves" not in obs.text
     assert "[e2e4]" in env.legal_moves_hint()

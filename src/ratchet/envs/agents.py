@@ -33,9 +33,9 @@ Think again (Step 1), then give one legal move inside <move></move> tags (Step 2
 
 SYSTEM_PROMPT = "You are an expert game player. You always follow the game's rules and action format."
 
-_THINK = re.compile(r"<think>.*?</think>", re.S | re.I)
-_MOVE_TAG = re.compile(r"<move>(.*?)</move>", re.S | re.I)
-_OPEN_MOVE = re.compile(r"<move>(.*)$", re.S | re.I)
+_THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+_MOVE_TAG = re.compile(r"<move>(.*?)</move>", re.DOTALL | re.IGNORECASE)
+_OPEN_MOVE = re.compile(r"<move>(.*)$", re.DOTALL | re.IGNORECASE)
 _BRACKETED = re.compile(r"\[[^\[\]\n]{1,60}\]")
 _DIGITS = re.compile(r"\d+")
 _LONE_LETTER = re.compile(r"(?<![A-Za-z])[A-Za-z](?![A-Za-z])")

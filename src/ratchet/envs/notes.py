@@ -25,23 +25,23 @@ class LosingInvalidNote:
 NOTES: tuple[LosingInvalidNote, ...] = (
     LosingInvalidNote(
         "Minesweeper",
-        re.compile(r"hit a mine", re.I),
+        re.compile(r"hit a mine", re.IGNORECASE),
         "Revealing a mine is reported as an invalid move; it is a legal move that loses.",
     ),
     LosingInvalidNote(
         "Sudoku",
-        re.compile(r"violates Sudoku rules", re.I),
+        re.compile(r"violates Sudoku rules", re.IGNORECASE),
         "A digit that contradicts the solution is reported as invalid; format, bounds and pre-filled "
         "cells are true illegal moves.",
     ),
     LosingInvalidNote(
         "FrozenLake",
-        re.compile(r"hit a wall", re.I),
+        re.compile(r"hit a wall", re.IGNORECASE),
         "Walking off the grid is reported as invalid; it is a wasted (losing) move, not a malformed one.",
     ),
     LosingInvalidNote(
         "2048",
-        re.compile(r"did not change", re.I),
+        re.compile(r"did not change", re.IGNORECASE),
         "A direction that moves no tile is reported as invalid; it is a no-op move.",
     ),
 )

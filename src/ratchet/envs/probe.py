@@ -9,8 +9,8 @@ are cached by :mod:`ratchet.envs.registry` per (TextArena version, interpreter).
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import signal
 import socket
 import sys

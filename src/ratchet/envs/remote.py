@@ -240,7 +240,7 @@ def _serve() -> None:
             else:
                 raise RatchetError(f"unknown op {op!r}")
             proto.write(json.dumps({"ok": True, "value": value}) + "\n")
-        except Exception as exc:  # reported to the parent, which raises it there
+        except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises it there
             proto.write(json.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}"}) + "\n")
 
 

@@ -155,7 +155,7 @@ def _key(obj: Any) -> bytes:
     """Identity of a factory: its pickle (equal specs share a cache slot), else its id."""
     try:
         return pickle.dumps(obj)
-    except Exception:  # an unpicklable factory can only run in this process anyway
+    except Exception:  # noqa: BLE001 - an unpicklable factory can only run in this process anyway
         return f"id:{id(obj)}".encode()
 
 

@@ -36,8 +36,8 @@ from typing import Any
 from ratchet.contracts import Observation, RatchetError, StepResult
 from ratchet.envs.config import EnvConfig
 
-_FENCE = re.compile(r"```[ \t]*(?:python|py)?[ \t]*\n(.*?)```", re.S | re.I)
-_MOVE = re.compile(r"<move>(.*?)</move>", re.S | re.I)
+_FENCE = re.compile(r"```[ \t]*(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
+_MOVE = re.compile(r"<move>(.*?)</move>", re.DOTALL | re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ def extract_code(answer: str) -> str | None:
     moves = _MOVE.findall(answer)
     if moves and ("def " in moves[-1] or "return" in moves[-1]):
         return moves[-1].strip() + "\n"
-    if re.search(r"^\s*def \w+\(", answer, re.M):
+    if re.search(r"^\s*def \w+\(", answer, re.MULTILINE):
         return answer.strip() + "\n"
     return None
 
