@@ -60,3 +60,17 @@ def test_cli_export_writes_a_loadable_file(tmp_path):
     with load_harness(out, trusted=True) as h:
         board = FakeTicTacToe().reset(0).text
         assert h.is_legal_action(board, "[4]") is True
+
+
+def test_filter_and_policy_modes_play_legally_with_a_good_harness():
+    from ratchet.autoharness.protocol import run_protocol
+
+    proto = ProtocolConfig(legal_seeds=2, legal_steps=8, reward_games=2, matches=2, step_cap=20)
+    for mode in ("filter", "policy"):
+        model = ScriptedModel(respond)
+        out = run_protocol(lambda: FakeTicTacToe(), model, "TicTacToe-v0", mode, InProcessHarness({"harness.py": GOOD}),
+                           [5, 6], proto)
+        assert out["harness"]["legal"]["legal_rate"] == 1.0 and out["harness"]["legal"]["steps"] == 16
+        assert out["baseline"]["legal"]["legal_rate"] < 1.0
+        if mode == "policy":
+            assert out["harness"]["work"]["calls"] == 0  # no LLM at play time
