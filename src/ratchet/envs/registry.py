@@ -231,6 +231,8 @@ def list_envs(suite: str | None = None, *, all_textarena: bool = False, refresh:
     here = [i for i in ta_ids if not needs_py312(i)]
     there = [i for i in ta_ids if needs_py312(i)]
     results = probe_availability([f"{i}:{paper[i]}" if i in paper else i for i in here], sys.executable, refresh=refresh)
+    # Games that turned out not to parse here (beyond the known five, e.g. Klondike) go to the worker.
+    there += [i for i in here if str(results[i].get("reason") or "").startswith("needs Python >= 3.12")]
     if there:
         from ratchet.envs.remote import envs_python
 
@@ -257,7 +259,7 @@ def list_envs(suite: str | None = None, *, all_textarena: bool = False, refresh:
                 num_players=int(paper.get(env_id) or record.get("num_players") or 0),
                 available=bool(record["ok"]),
                 reason=record.get("reason"),
-                needs_python=">=3.12" if env_id.split("-v", 1)[0] in NEEDS_PY312 else None,
+                needs_python=">=3.12" if env_id.split("-v", 1)[0] in NEEDS_PY312 or env_id in there else None,
                 losing_invalid_note=note.note if note else None,
             )
         )
