@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import Field
+
 from ratchet.config import Settings
 from ratchet.contracts import EpisodeSummary, StepRecord
 from ratchet.envs.agents import Agent, AgentSpec, RandomLegalAgent
@@ -33,7 +35,7 @@ class RolloutConfig(Settings):
     """Worker processes; 0 = auto: one per core for code/scripted agents, 1 (in this process) for
     local LLM agents (loading a model per process on a small machine is wasteful)."""
 
-    env: EnvConfig = EnvConfig()
+    env: EnvConfig = Field(default_factory=EnvConfig)
     """Settings of every environment instance (step cap, hint stripping, observation shape…)."""
 
     opponent: str = "random-legal"
