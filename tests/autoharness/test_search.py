@@ -153,6 +153,8 @@ def test_scaffold_checks_legal_actions_against_the_games_own_lists():
     first = next(c for c in run.cands.values() if c.meta.get("iteration") == 0)
     assert "def propose_action" in first.files["harness.py"] and "def is_legal_action" in first.files["harness.py"]
     second_prompt = model.calls[1]["messages"][-1]["content"]
-    assert "legal_actions returned ['[0]', '[2]'] but the legal actions on this board are" in second_prompt
-    assert "Fix legal_actions" in second_prompt
+    # Counterexample-guided: the wrong attempt, its error types, and the states it got wrong as examples.
+    assert "This attempt is wrong" in second_prompt and "return ['[0]', '[2]']" in second_prompt
+    assert "wrong_legal_actions: legal_actions returned" in second_prompt
+    assert second_prompt.count(">>> legal_moves(") == 5
     assert result.best_h == 1.0

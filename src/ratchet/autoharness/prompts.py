@@ -167,6 +167,14 @@ def synthesis_prompt(
     grid_view: bool = True,
 ) -> list[Message]:
     """The refiner's messages. ``code=None`` asks for the first version (the tree's root)."""
+    if scaffold and code is not None and scaffold_examples and "def legal_moves" in code:
+        # Counterexample-guided: the same short request, the states it got wrong added as
+        # examples, and the wrong attempt shown.
+        text = (f"Game: {game}\n\n{excerpt(description, 600)}\n\n"
+                f"This attempt is wrong:\n```python\n{_function_source(code, 'legal_moves')}\n```\n"
+                + (f"Its errors: {error_summary}\n\n" if error_summary else "\n")
+                + scaffold_request(scaffold_examples, grid_view))
+        return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": text}]
     if scaffold and code is None and scaffold_examples:
         # Small models echo a template instead of filling it in, hard-code a single example's
         # answer, and copy API listings into their code: ask for one function in the HumanEval
@@ -227,3 +235,21 @@ def synthesis_prompt(
 CODE_BLOCK_GRAMMAR = r'''root ::= "```python\n" body "```"
 body ::= ( [^`] | "`" [^`] | "``" [^`] )*
 '''
+
+
+def _function_source(code: str, name: str) -> str:
+    """The source of one top-level function of ``code`` (docstring dropped to keep prompts short)."""
+    import ast
+
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return code.strip()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            body = node.body[1:] if node.body and isinstance(node.body[0], ast.Expr) and isinstance(getattr(node.body[0], "value", None), ast.Constant) else node.body
+            lines = code.splitlines()
+            head = lines[node.lineno - 1]
+            rest = lines[body[0].lineno - 1 : node.end_lineno] if body else ["    pass"]
+            return "\n".join([head, *rest])
+    return code.strip()

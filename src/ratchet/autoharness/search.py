@@ -203,7 +203,7 @@ class Synthesis:
             labelled=labelled if self.use_transitions else [], score_line=score_line,
             scaffold=self.ratchet and ideas.scaffold, expected=expected if self.use_transitions or ideas.scaffold else [],
             expected_complete=complete, more_examples=more if ideas.scaffold else [],
-            scaffold_examples=self._scaffold_examples() if self.ratchet and ideas.scaffold else [], grid_view=self._grid_view(),
+            scaffold_examples=self._scaffold_examples(shown) if self.ratchet and ideas.scaffold else [], grid_view=self._grid_view(),
         )
 
     def _grid_view(self) -> bool:
@@ -213,11 +213,13 @@ class Synthesis:
         boards = [b for b, _ in self.listed[:5]] or [t.board for t in self.transitions[:5]]
         return bool(boards) and all(len(lib.parse_grid(lib.current_board(b))) >= 2 for b in boards)
 
-    def _scaffold_examples(self) -> list[tuple[Any, list[str]]]:
-        """Three states with the game's full legal list, as legal_moves' doctest examples."""
+    def _scaffold_examples(self, shown: Sequence[dict[str, Any]] = ()) -> list[tuple[Any, list[str]]]:
+        """Three states with the game's full legal list, as legal_moves' doctest examples; states
+        a candidate got wrong (``shown``) come first."""
         from ratchet.autoharness import harnesslib as lib
 
-        states = self.listed[len(self.listed) // 3 :: max(1, len(self.listed) // 4)][:3] or self.listed[:3]
+        states = [(f["board"], f["expected"]) for f in shown if f.get("kind") == "wrong_legal_actions"][:2]
+        states += self.listed[len(self.listed) // 3 :: max(1, len(self.listed) // 4)][:3] or self.listed[:3]
         if self._grid_view():
             return [(lib.cells(lib.parse_grid(lib.current_board(b))), legal) for b, legal in states]
         return [(b, legal) for b, legal in states]

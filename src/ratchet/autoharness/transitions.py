@@ -217,6 +217,6 @@ def check_legal_actions(runtime: HarnessRuntime, states: Sequence[tuple[str, lis
         got = value if isinstance(value, list) else [value]
         if sorted({action_value(str(a)) for a in got}) != sorted({action_value(a) for a in listed}):
             shown = got[:12] if isinstance(value, list) else value
-            wrong.append({**base, "kind": "wrong_legal_actions",
+            wrong.append({**base, "kind": "wrong_legal_actions", "expected": list(listed), "got": got[:24] if isinstance(value, list) else value,
                           "feedback": f"legal_actions returned {shown!r} but the legal actions on this board are {listed!r}"})
     return wrong
