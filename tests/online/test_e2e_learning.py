@@ -11,9 +11,9 @@ LoRA, and on HELD-OUT questions the served model (llama.cpp + adapter) and the t
 the praised greeting a higher log-probability and the corrected one a lower one than before.
 
 Settings, chosen to fit ~5 minutes on 2 cores: LoRA r=8, alpha=16 on all seven projections; lr 2e-3
-(20x the default, to learn from 16 samples); 4 updates of 8 samples (2 passes over the data); answers
-of at most 12 tokens; 2 torch threads. The samples stay at policy version 0 while the trainer moves,
-so updates 2–4 are off-policy and corrected by the truncated importance weight.
+(20x the default, to learn from 16 samples); 3 updates of 8 samples (one half of the shuffled samples,
+then the other half, then the first half again); answers of at most 10 tokens; 2 torch threads. The samples stay at policy version 0 while the trainer moves,
+so updates 2 and 3 are off-policy and corrected by the truncated importance weight.
 """
 
 from __future__ import annotations
@@ -63,8 +63,8 @@ class ServedScorer:
     """log p(reply | prompt) under llama.cpp from raw logits, by teacher forcing (as serving records it)."""
 
     def __init__(self, gguf, lora=None) -> None:
-        self.llm = llama_cpp.Llama(model_path=str(gguf), lora_path=str(lora) if lora else None, n_ctx=512,
-                                   n_threads=2, n_batch=512, logits_all=True, verbose=False)
+        self.llm = llama_cpp.Llama(model_path=str(gguf), lora_path=str(lora) if lora else None, n_ctx=256,
+                                   n_threads=2, n_batch=256, logits_all=True, verbose=False)
 
     def tokenize(self, text: str) -> list[int]:
         return self.llm.tokenize(text.encode(), add_bos=False, special=False)
@@ -93,7 +93,7 @@ def test_users_feedback_teaches_the_served_model_on_heldout_prompts(tmp_path) ->
     t0 = time.perf_counter()
     policy = LlamaPolicy(gguf, n_ctx=512, n_threads=2)
     messages = {q: [{"role": "user", "content": q}] for q in TRAIN + HELDOUT}
-    answers = {q: policy.generate(messages[q], max_tokens=12).text.strip() for q in TRAIN + HELDOUT}
+    answers = {q: policy.generate(messages[q], max_tokens=10).text.strip() for q in TRAIN + HELDOUT}
     prompt_ids = {q: policy.prompt_tokens(messages[q]) for q in TRAIN + HELDOUT}
     policy.close()
     timings["generate_s"] = time.perf_counter() - t0
@@ -146,7 +146,7 @@ def test_users_feedback_teaches_the_served_model_on_heldout_prompts(tmp_path) ->
     order = np.random.default_rng(0).permutation(len(samples))
     t0 = time.perf_counter()
     steps = []
-    for step in range(4):
+    for step in range(3):
         idx = order[(step % 2) * 8 : (step % 2) * 8 + 8]
         steps.append(trainer.step([samples[i] for i in idx]))
         _progress(f"update {step + 1}", t0)

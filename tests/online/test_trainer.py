@@ -141,6 +141,19 @@ def test_micro_batches_accumulate_to_the_whole_batch_token_mean() -> None:
         assert torch.allclose(a[key], b[key], atol=1e-5), key
 
 
+def test_reply_only_projection_matches_full_logits() -> None:
+    trainer = make_trainer()
+    trainer.step([sample("q", "ahoy", 1)])  # a non-zero adapter, so LoRA layers take part
+    seqs, starts = [[5, 6, 7, 8, 9, 10], [3, 4, 5, 6]], [3, 2]
+    assert trainer._head_split()[0] is not None
+    fast = trainer._response_logprobs(seqs, starts)
+    trainer._head_split = lambda: (None, None)  # type: ignore[method-assign]
+    full = trainer._response_logprobs(seqs, starts)
+    assert [x.shape[0] for x in fast] == [3, 2]
+    for a, b in zip(fast, full, strict=True):
+        assert torch.allclose(a, b, atol=1e-5)
+
+
 def test_adapter_save_load_and_reset_round_trip(tmp_path) -> None:
     trainer = make_trainer()
     trainer.step([sample("q", "ahoy", 1)])

@@ -365,15 +365,35 @@ class Trainer:
 
     def _response_logprobs(self, sequences: Sequence[list[int]], starts: Sequence[int]):
         """Forward pass -> per-sample tensor of log-probs of the response tokens (with grad if enabled)."""
+        import torch
+
         from ratchet.online.losses import token_logprobs
 
         ids, attn = self._batch(sequences)
-        logits = self.model(input_ids=ids, attention_mask=attn, use_cache=False).logits
-        out = []
-        for row, (seq, start) in enumerate(zip(sequences, starts, strict=True)):
-            # position p predicts token p+1: response tokens start..len-1 come from logits start-1..len-2
-            out.append(token_logprobs(logits[row, start - 1 : len(seq) - 1], ids[row, start : len(seq)]))
-        return out
+        # Position p predicts token p+1: response tokens start..len-1 come from positions start-1..len-2.
+        spans = [(row, start - 1, len(seq) - 1) for row, (seq, start) in enumerate(zip(sequences, starts, strict=True))]
+        targets = torch.cat([ids[row, a + 1 : b + 1] for row, a, b in spans])
+        backbone, head = self._head_split()
+        if backbone is not None:
+            # Only reply positions go through the vocabulary projection (a quarter of a 0.5B
+            # model's weights): prompt positions need no logits.
+            hidden = backbone(input_ids=ids, attention_mask=attn, use_cache=False).last_hidden_state
+            picked = torch.cat([hidden[row, a:b] for row, a, b in spans])
+            flat = token_logprobs(head(picked), targets)
+        else:
+            logits = self.model(input_ids=ids, attention_mask=attn, use_cache=False).logits
+            flat = token_logprobs(torch.cat([logits[row, a:b] for row, a, b in spans]), targets)
+        return list(torch.split(flat, [b - a for _, a, b in spans]))
+
+    def _head_split(self) -> tuple[Any, Any]:
+        """(decoder backbone, lm_head) when logits are a plain projection of the last hidden state."""
+        model = self.model.get_base_model()
+        config = getattr(model, "config", None)
+        plain = not getattr(config, "final_logit_softcapping", None) and not getattr(config, "logit_scale", None)
+        backbone, head = getattr(model, "model", None), getattr(model, "lm_head", None)
+        if plain and backbone is not None and head is not None:
+            return backbone, head
+        return None, None
 
     def score(self, sequences: Sequence[list[int]], starts: Sequence[int], *, base: bool = False) -> list[Any]:
         """Per-token response log-probs without gradient; ``base=True`` scores the frozen base model."""
