@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ratchet.autoharness.runtime import HARNESSLIB_PATH, HarnessRuntime, InProcessHarness
+from ratchet.autoharness.runtime import HARNESSLIB_PATH, HarnessRuntime
 from ratchet.contracts import RatchetError
 
 PRELUDE = '''import sys as _sys
@@ -95,8 +95,14 @@ class _ImportedHarness:
             random.seed(seed)
         return getattr(self.module, fn)(*args)
 
-    def call_many(self, fn, args_list, seed=None):  # pragma: no cover - same shape as InProcessHarness
-        return InProcessHarness.call_many(self, fn, args_list, seed)  # type: ignore[arg-type]
+    def call_many(self, fn: str, args_list: Any, seed: int | None = None) -> list[tuple[str, Any]]:
+        out: list[tuple[str, Any]] = []
+        for i, args in enumerate(args_list):
+            try:
+                out.append(("ok", self.call(fn, *args, seed=None if seed is None else seed + i)))
+            except Exception as exc:  # trusted code: report per item like the sandbox does
+                out.append(("error", exc))
+        return out
 
     def close(self) -> None:
         pass

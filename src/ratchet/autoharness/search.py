@@ -237,11 +237,7 @@ class Synthesis:
 
     def _store(self, code: str, parent: str | None, status: str, judgement: Judgement | None, **meta: Any) -> str:
         cand = Candidate.from_files(KIND, {"harness.py": code}, parent_id=parent, **meta)
-        try:
-            self.run.add_candidate(cand, status="proposed")
-        except Exception as exc:  # the same code proposed twice keeps its first record
-            if "exist" not in str(exc).lower() and "unique" not in str(exc).lower():
-                raise
+        self.run.add_candidate(cand, status="proposed")  # idempotent: the same code keeps its first record
         if judgement is not None:
             self.run.add_evaluation(Evaluation(cand.id, "search", judgement.h, metrics=judgement.metrics, failures=judgement.failures[:20]))
             self.run.set_candidate_status(cand.id, status, judgement.h)
