@@ -8,12 +8,14 @@ under the served (quantized) GGUF from raw logits, policy version 0. The serving
 turns the users' next messages into rewards and hindsight hints. The trainer then runs a few
 combined Binary-RL + distillation updates with torch on CPU, the adapter is converted to a GGUF
 LoRA, and on HELD-OUT questions the served model (llama.cpp + adapter) and the trainer both give
-the praised greeting a higher log-probability and the corrected one a lower one than before.
+the praised greeting ("Ahoy!") a higher log-probability and the corrected one ("Hello!") a lower
+one than before. (The greeting is the behaviour; the answers after it are the model's own content,
+and their log-probability may move either way.)
 
 Settings, chosen to fit ~5 minutes on 2 cores: LoRA r=8, alpha=16 on all seven projections; lr 2e-3
-(20x the default, to learn from 16 samples); 3 updates of 8 samples (one half of the shuffled samples,
-then the other half, then the first half again); answers of at most 10 tokens; 2 torch threads. The samples stay at policy version 0 while the trainer moves,
-so updates 2 and 3 are off-policy and corrected by the truncated importance weight.
+(20x the default, to learn from 16 samples); 4 updates of 8 samples (two passes over the shuffled
+samples, half of them per update); answers of at most 10 tokens; 2 torch threads. The samples stay at policy version 0 while the trainer moves,
+so updates 2-4 are off-policy and corrected by the truncated importance weight.
 """
 
 from __future__ import annotations
@@ -116,8 +118,9 @@ def test_users_feedback_teaches_the_served_model_on_heldout_prompts(tmp_path) ->
     assert all(s.judgement.hint for s in samples if s.judgement.reward < 0)
 
     def heldout_served(scorer) -> tuple[float, float]:
-        pref = [sum(scorer.token_logprobs(prompt_ids[q], scorer.tokenize(PRAISED + answers[q]))) for q in HELDOUT]
-        disp = [sum(scorer.token_logprobs(prompt_ids[q], scorer.tokenize(CORRECTED + answers[q]))) for q in HELDOUT]
+        # The behaviour is the greeting: score log p(greeting | prompt) on held-out questions.
+        pref = [sum(scorer.token_logprobs(prompt_ids[q], scorer.tokenize(PRAISED.strip()))) for q in HELDOUT]
+        disp = [sum(scorer.token_logprobs(prompt_ids[q], scorer.tokenize(CORRECTED.strip()))) for q in HELDOUT]
         return float(np.mean(pref)), float(np.mean(disp))
 
     served_before = heldout_served(served)
@@ -135,8 +138,8 @@ def test_users_feedback_teaches_the_served_model_on_heldout_prompts(tmp_path) ->
 
     def heldout_trainer() -> tuple[float, float]:
         ids = lambda text: trainer.tokenizer.encode(text, add_special_tokens=False)  # noqa: E731
-        seqs_p = [prompt_ids[q] + ids(PRAISED + answers[q]) for q in HELDOUT]
-        seqs_d = [prompt_ids[q] + ids(CORRECTED + answers[q]) for q in HELDOUT]
+        seqs_p = [prompt_ids[q] + ids(PRAISED.strip()) for q in HELDOUT]
+        seqs_d = [prompt_ids[q] + ids(CORRECTED.strip()) for q in HELDOUT]
         starts = [len(prompt_ids[q]) for q in HELDOUT]
         pref = [float(x.sum()) for x in trainer.score(seqs_p, starts)]
         disp = [float(x.sum()) for x in trainer.score(seqs_d, starts)]
@@ -146,7 +149,7 @@ def test_users_feedback_teaches_the_served_model_on_heldout_prompts(tmp_path) ->
     order = np.random.default_rng(0).permutation(len(samples))
     t0 = time.perf_counter()
     steps = []
-    for step in range(3):
+    for step in range(4):
         idx = order[(step % 2) * 8 : (step % 2) * 8 + 8]
         steps.append(trainer.step([samples[i] for i in idx]))
         _progress(f"update {step + 1}", t0)
