@@ -15,9 +15,11 @@ demo: setup
 	$(BIN)/ratchet models pull $(MODEL)
 	$(BIN)/ratchet autoharness --env TicTacToe-v0 --mode verifier --model local:$(MODEL)
 
-# The real-model tests need the default model on disk; pulling is a no-op once cached.
+# The real-model tests need the default model on disk, and the tiny SmolLM2 (0.1 GB) for the
+# adapter-conversion test; pulling is a no-op once cached.
 test: setup
 	$(BIN)/ratchet models pull $(MODEL)
+	$(BIN)/ratchet models pull smollm2-135m
 	$(BIN)/python -m pytest
 
 # Everything except the real-model tests: seconds, not minutes.
