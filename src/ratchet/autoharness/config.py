@@ -75,7 +75,9 @@ class AutoHarnessConfig(Settings):
     max_failures_shown: int = 5
     """Failed steps the critic samples and shows the refiner (the paper: at most 5)."""
     temperature: float = 0.7
-    """Refiner temperature for sampled candidates (the first sample of a refinement uses 0.2)."""
+    """Refiner temperature for sampled candidates after the first of a refinement."""
+    first_temperature: float = 0.2
+    """Temperature of the first sample of every refinement (the others use ``temperature``)."""
     max_new_tokens: int = 400
     """Most tokens of one refiner response."""
     search_seeds: list[int] = Field(default_factory=lambda: list(range(0, 10)))

@@ -225,7 +225,7 @@ class Synthesis:
         return [(b, legal) for b, legal in states]
 
     def _ask(self, messages: list, sample: int) -> tuple[str, int]:
-        temperature = 0.2 if sample == 0 else self.cfg.temperature
+        temperature = self.cfg.first_temperature if sample == 0 else self.cfg.temperature
         kwargs: dict[str, Any] = dict(temperature=temperature, max_tokens=self.cfg.max_new_tokens, seed=self.cfg.rng_seed * 100_003 + self.state["calls"])
         if self.ratchet and self.cfg.ideas.grammar:
             kwargs["grammar"] = CODE_BLOCK_GRAMMAR
