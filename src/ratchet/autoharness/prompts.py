@@ -66,7 +66,8 @@ from harnesslib import current_board, parse_grid, cells, action_value
 
 def legal_actions(board):
     """Every legal action for the player to move, as strings like "[4]"."""
-    return legal_moves(cells(parse_grid(current_board(board))))
+    # Small models often return the bare value ("4"); the game's format is the bracketed one.
+    return ["[" + action_value(str(a)) + "]" for a in legal_moves(cells(parse_grid(current_board(board))))]
 
 def propose_action(board):
     return random.choice(legal_actions(board))
