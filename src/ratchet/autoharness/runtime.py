@@ -113,7 +113,7 @@ def sandbox_runtime_factory(timeout_s: float = 2.0) -> RuntimeFactory:
     """A factory building isolated sandboxes whose harness may ``import harnesslib``."""
 
     def build(files: dict[str, str]) -> HarnessRuntime:
-        from ratchet.sandbox import Sandbox, SandboxConfig  # the sandbox room; imported lazily
+        from ratchet.sandbox import Sandbox, SandboxConfig  # imported lazily: most callers never start a sandbox
 
         all_files = dict(files)
         all_files.setdefault("harnesslib.py", HARNESSLIB_PATH.read_text())
