@@ -37,8 +37,10 @@ class RatchetIdeas(Settings):
     """Ask for one function, ``legal_actions(board)``, inside a fixed template from which
     ``propose_action`` and ``is_legal_action`` follow, and show what it must return on a real
     board (programming by example)."""
-    samples_per_step: int = 3
-    """Candidates sampled per refinement (temperature > 0); the best by score enters the tree."""
+    samples_per_step: int = 4
+    """Candidates sampled per refinement (temperature > 0); the best by score enters the tree.
+    Measured with the 0.5B on TicTacToe: 2 to 3 samples in 10 of the first request were a correct
+    general function, so a few samples per step matter more than deeper refinement."""
     grammar: bool = False
     """Constrain the response to one ```python block with a GBNF grammar (backends that cannot do
     grammars raise; keep off for remote endpoints)."""
