@@ -164,3 +164,16 @@ def test_unknown_id_has_a_hint() -> None:
     with pytest.raises(RatchetError) as err:
         make("TicTacTo-v0")
     assert err.value.hint
+
+
+def test_legal_moves_hint_describes_the_current_position():
+    # The drain for the player to move also holds the list printed after the previous move;
+    # only the newest list may count, or a just-taken cell shows up as legal.
+    env = make("TicTacToe-v0")
+    env.reset(0)
+    assert "[4]" in env.legal_moves_hint()
+    env.step("[4]")
+    assert "[4]" not in env.legal_moves_hint()
+    env.step("[0]")
+    assert env.legal_moves_hint() == ["[1]", "[2]", "[3]", "[5]", "[6]", "[7]", "[8]"]
+    env.close()

@@ -314,7 +314,9 @@ class TextArenaEnv:
             message = str(message)
             hinted = has_hint(message)
             if hinted:
-                hints.extend(find_hints(message))
+                # Only the newest list describes the current position; a drain can also hold the
+                # list printed after the previous move.
+                hints = find_hints(message)
             if kind == ta.ObservationType.PROMPT and player not in self._prompt:
                 self._prompt[player] = message
                 continue
