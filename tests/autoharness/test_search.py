@@ -158,3 +158,23 @@ def test_scaffold_checks_legal_actions_against_the_games_own_lists():
     assert "wrong_legal_actions: legal_actions returned" in second_prompt
     assert second_prompt.count(">>> legal_moves(") == 5
     assert result.best_h == 1.0
+
+
+def test_a_legal_moves_that_returns_every_cell_does_not_score_as_solved():
+    # Its is_legal_action labels every transition right (taken cells show X/O, not their
+    # number), but it proposes taken cells: only the comparison of legal_actions with the
+    # game's own legal lists exposes that, so it must pull h below 1.
+    from ratchet.autoharness.prompts import SCAFFOLD
+
+    s = synthesis(config("ratchet"), ScriptedModel([]))
+    s.transitions = harvest(lambda: FakeTicTacToe(), lambda: FakeTicTacToe(hints=True), [0, 1, 2], per_seed=30)
+    s._pick_unit_set()
+    assert s.listed, "the fake game prints its legal moves, so states with full lists exist"
+    every_cell = SCAFFOLD + "\ndef legal_moves(cells):\n    return cells\n"
+    free_cells = SCAFFOLD + "\ndef legal_moves(cells):\n    return [c for c in cells if c not in ('X', 'O')]\n"
+    loose, right = s.judge(every_cell), s.judge(free_cells)
+    assert loose.metrics["unit_accuracy"] == 1.0
+    assert loose.metrics["legal_actions_accuracy"] < 1.0
+    # The comparison counts in h: lower than the search legal rate and the unit tests alone give.
+    assert loose.h < 0.5 * loose.metrics["legal_rate"] + 0.5 * loose.metrics["unit_accuracy"]
+    assert right.metrics["legal_actions_accuracy"] == 1.0 and right.h == 1.0

@@ -173,7 +173,11 @@ class Synthesis:
             primary = stats.legal_rate
             if self.cfg.mode == "policy":
                 metrics["policy_value"] = primary = stats.policy_value()
-            h = 0.5 * primary + 0.5 * metrics["unit_accuracy"] if "unit_accuracy" in metrics else primary
+            # Every dense check counts: a legal_moves that returns every cell labels the transitions
+            # right (its is_legal_action is perfect) yet proposes taken cells, which only the
+            # comparison with the game's own legal lists exposes.
+            dense = [metrics[k] for k in ("unit_accuracy", "legal_actions_accuracy") if k in metrics]
+            h = 0.5 * primary + 0.5 * sum(dense) / len(dense) if dense else primary
             return Judgement(h, "evaluated", metrics, failures)
         finally:
             runtime.close()
