@@ -37,6 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--protocol", choices=["full", "quick"], default="quick")
     parser.add_argument("--protocol-games", nargs="*", default=None,
                         help="games that get the LLM protocol (before/after); default all. The harness-alone check runs for every game")
+    parser.add_argument("--protocol-last", action="store_true",
+                        help="search (and check the code alone) on every game first, then run the slower LLM protocol game by "
+                             "game in what time is left; a game the second pass does not reach keeps '–' in its before/after columns")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--name", default="autoharness_table")
     parser.add_argument("--resume", action="store_true")
@@ -79,6 +82,9 @@ def main(argv: list[str] | None = None) -> int:
     ]
     if args.protocol_games is not None:
         notes.append("LLM protocol (before/after columns) run only for: " + ", ".join(args.protocol_games) + "; '–' elsewhere")
+    if args.protocol_last:
+        notes.append("LLM protocol (before/after) run after every game's search, game by game in table order, in the time "
+                     "left; '–' where the run ended first")
     rows: list[dict] = []
     for env_id in args.games:
         if env_id in done:
@@ -93,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
             run, cfg = open_or_create(store, cfg, None, f"bench-{env_id}")
             accounted = AccountedModel(model, Accountant(BudgetConfig(), on_call=run.record_llm_call), purpose="autoharness.refine")
             print(f"[{time.strftime('%H:%M:%S')}] {env_id}: run {run.id}", flush=True)
-            with_llm = args.protocol_games is None or env_id in args.protocol_games
+            with_llm = (args.protocol_games is None or env_id in args.protocol_games) and not args.protocol_last
             report = synthesize_game(cfg, accounted, run, protocol=protocol if with_llm else None, play_model=model,
                                      on_progress=lambda info: print(f"  {info}", flush=True),
                                      on_phase=lambda p: print(f"  phase {p}", flush=True))
@@ -104,7 +110,35 @@ def main(argv: list[str] | None = None) -> int:
         _write(out_json, settings, notes, rows, args.games, markdown_table)
         print(f"  done in {report['bench_wall_s']} s: {json.dumps(report.get('search'))}", flush=True)
     _write(out_json, settings, notes, rows, args.games, markdown_table)
+    if args.protocol_last:
+        _protocol_pass(args, store, model, protocol, rows, lambda: _write(out_json, settings, notes, rows, args.games, markdown_table))
     return 0
+
+
+def _protocol_pass(args, store, model, protocol, rows: list[dict], save) -> None:
+    """Second pass of ``--protocol-last``: the LLM protocol on each searched game, saving after each."""
+    from ratchet.autoharness.config import AutoHarnessConfig
+    from ratchet.autoharness.pipeline import best_code, evaluate_harness
+    from ratchet.autoharness.report import protocol_sides
+
+    for row in rows:
+        wanted = args.protocol_games is None or row["env"] in args.protocol_games
+        if not wanted or row.get("status") == "not run" or row.get("before") or not row.get("run_id"):
+            continue
+        started = time.perf_counter()
+        try:
+            run = store.open_run(row["run_id"])
+            cfg = AutoHarnessConfig.model_validate((run.read_json("run.json") or {})["config"])
+            code, _ = best_code(run)
+            print(f"[{time.strftime('%H:%M:%S')}] protocol {row['env']}", flush=True)
+            evaluation = evaluate_harness(cfg, run, code, model, protocol, on_phase=lambda p: print(f"  phase {p}", flush=True))
+            row.update(protocol_sides(evaluation))
+            row["players"] = row.get("players") or evaluation.get("players")
+            run.write_json("report.json", row)
+        except Exception as exc:  # one broken game must not end the pass
+            row["protocol_error"] = f"{type(exc).__name__}: {exc}"[:160]
+        row["protocol_wall_s"] = round(time.perf_counter() - started, 1)
+        save()
 
 
 def _write(out_json: Path, settings: dict, notes: list[str], rows: list[dict], games: list[str], table) -> None:

@@ -74,3 +74,24 @@ def test_filter_and_policy_modes_play_legally_with_a_good_harness():
         assert out["baseline"]["legal"]["legal_rate"] < 1.0
         if mode == "policy":
             assert out["harness"]["work"]["calls"] == 0  # no LLM at play time
+
+
+def test_protocol_can_run_after_the_search_on_the_stored_best_harness(tmp_path):
+    """The batch's two-pass order: search alone first, then the protocol on the run's best code."""
+    from ratchet.autoharness.pipeline import best_code, evaluate_harness
+    from ratchet.autoharness.report import protocol_sides
+
+    store = RunStore(tmp_path / "runs")
+    cfg = AutoHarnessConfig(method="ratchet", eval_envs=2, eval_steps=20, search_seeds=[0, 1], heldout_seeds=[7, 8],
+                            transitions_per_seed=20, library_dir=str(tmp_path / "lib"))
+    run = store.create_run("autoharness", cfg.model_dump(), "two-pass")
+    report = synthesize_game(cfg, ScriptedModel(respond), run, runtime_factory=InProcessHarness,
+                             env_factory=lambda: FakeTicTacToe())
+    assert report["before"] is None and report["after"] is None
+    code, _ = best_code(store.open_run(run.id))
+    proto = ProtocolConfig(legal_seeds=2, legal_steps=6, reward_games=2, matches=2, step_cap=20)
+    evaluation = evaluate_harness(cfg, run, code, ScriptedModel(respond), proto, env_factory=lambda: FakeTicTacToe(),
+                                  runtime_factory=InProcessHarness)
+    sides = protocol_sides(evaluation)
+    assert sides["before"]["legal_rate"] < 1.0 and sides["after"]["legal_rate"] == 1.0
+    assert run.read_json("protocol.json") == evaluation

@@ -82,13 +82,8 @@ def synthesize_game(
         alone = code_heldout(result.best_code, env_factory, runtime_factory, cfg.heldout_seeds[:5], steps=200,
                              step_cap=cfg.step_cap, hint_env_factory=hint_env_factory)
     if protocol is not None and result.best_code:
-        runtime = runtime_factory({"harness.py": result.best_code})
-        try:
-            evaluation = run_protocol(env_factory, play_model or model, cfg.env, cfg.mode, runtime, cfg.heldout_seeds,
-                                      protocol, on_phase=note)
-        finally:
-            runtime.close()
-        run.write_json("protocol.json", evaluation)
+        evaluation = evaluate_harness(cfg, run, result.best_code, play_model or model, protocol, env_factory=env_factory,
+                                      runtime_factory=runtime_factory, on_phase=note)
     report = game_report(cfg, result, evaluation, run_id=run.id, wall_s=time.perf_counter() - started,
                          model_name=getattr(model, "name", cfg.model))
     report["harness_alone"] = alone
@@ -99,6 +94,33 @@ def synthesize_game(
                     model=report["model"], method=cfg.method)
     run.set_status("done", {"best_h": result.best_h, "stop_reason": result.stop_reason, "calls": result.calls})
     return report
+
+
+def evaluate_harness(
+    cfg: AutoHarnessConfig,
+    run: Any,
+    code: str,
+    play_model: Model,
+    protocol: ProtocolConfig,
+    *,
+    env_factory: Callable[[], Any] | None = None,
+    runtime_factory: RuntimeFactory | None = None,
+    on_phase: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """The held-out protocol (model with and without ``code``), kept in the run as ``protocol.json``.
+
+    Separate from the search so a batch can search every game first and spend what time is left on
+    the slower LLM protocol."""
+    env_factory = env_factory or env_factory_for(cfg.env)
+    runtime_factory = runtime_factory or sandbox_runtime_factory(cfg.call_timeout_s)
+    runtime = runtime_factory({"harness.py": code})
+    try:
+        evaluation = run_protocol(env_factory, play_model, cfg.env, cfg.mode, runtime, cfg.heldout_seeds, protocol,
+                                  on_phase=on_phase)
+    finally:
+        runtime.close()
+    run.write_json("protocol.json", evaluation)
+    return evaluation
 
 
 def best_code(run: Any) -> tuple[str, dict[str, Any]]:
@@ -118,4 +140,4 @@ def best_code(run: Any) -> tuple[str, dict[str, Any]]:
     return state["codes"][best["candidate_id"]], provenance
 
 
-__all__ = ["KIND", "RUN_KIND", "best_code", "env_factory_for", "open_or_create", "synthesize_game"]
+__all__ = ["KIND", "RUN_KIND", "best_code", "env_factory_for", "evaluate_harness", "open_or_create", "synthesize_game"]

@@ -8,8 +8,8 @@ from typing import Any
 from ratchet.contracts import FORMAT_VERSION
 
 
-def game_report(cfg: Any, result: Any, evaluation: dict[str, Any] | None, *, run_id: str, wall_s: float, model_name: str) -> dict[str, Any]:
-    """One game's outcome: search effort, and the legal rate / reward before and after."""
+def protocol_sides(evaluation: dict[str, Any] | None) -> dict[str, Any]:
+    """The report's ``before``/``after``/``protocol`` fields from a :func:`run_protocol` result."""
 
     def side(label: str) -> dict[str, Any] | None:
         if not evaluation or label not in evaluation:
@@ -23,6 +23,11 @@ def game_report(cfg: Any, result: Any, evaluation: dict[str, Any] | None, *, run
             "illegal_reasons": part["legal"]["illegal_reasons"],
         }
 
+    return {"before": side("baseline"), "after": side("harness"), "protocol": (evaluation or {}).get("protocol")}
+
+
+def game_report(cfg: Any, result: Any, evaluation: dict[str, Any] | None, *, run_id: str, wall_s: float, model_name: str) -> dict[str, Any]:
+    """One game's outcome: search effort, and the legal rate / reward before and after."""
     return {
         "format_version": FORMAT_VERSION,
         "env": cfg.env, "mode": cfg.mode, "method": cfg.method, "model": model_name, "run_id": run_id,
@@ -30,8 +35,7 @@ def game_report(cfg: Any, result: Any, evaluation: dict[str, Any] | None, *, run
         "search": {"best_h": result.best_h, "iterations": result.iterations, "llm_calls": result.calls,
                    "tokens": result.tokens, "wall_s": round(result.wall_s, 1), "stop_reason": result.stop_reason,
                    "nodes": result.nodes},
-        "before": side("baseline"), "after": side("harness"),
-        "protocol": (evaluation or {}).get("protocol"),
+        **protocol_sides(evaluation),
         "wall_s": round(wall_s, 1),
     }
 
