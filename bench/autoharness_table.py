@@ -35,6 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--iterations", type=int, default=3)
     parser.add_argument("--search-seconds", type=float, default=420.0, help="wall-time budget of one game's search")
     parser.add_argument("--protocol", choices=["full", "quick"], default="quick")
+    parser.add_argument("--protocol-set", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="protocol settings over the chosen sizes, e.g. legal_seeds=2 legal_steps=5")
     parser.add_argument("--protocol-games", nargs="*", default=None,
                         help="games that get the LLM protocol (before/after); default all. The harness-alone check runs for every game")
     parser.add_argument("--protocol-last", action="store_true",
@@ -55,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     from ratchet.models import AccountedModel, Accountant, BudgetConfig, load_model
     from ratchet.store import RunStore
 
-    protocol = load_config(ProtocolConfig, None, [] if args.protocol == "full" else QUICK)
+    protocol = load_config(ProtocolConfig, None, ([] if args.protocol == "full" else QUICK) + args.protocol_set)
     model = load_model(args.model, n_threads=args.threads) if args.model.startswith("local:") else load_model(args.model)
     store = RunStore(args.store)
     library = args.library or tempfile.mkdtemp(prefix="ratchet-harness-library-")
