@@ -58,6 +58,17 @@ def test_pull_assembles_in_part_order_and_verifies(fake_catalog):
     assert sorted(p.name for p in path.parent.iterdir()) == ["tiny.gguf", "tiny.gguf.lock", "tiny.gguf.verified"]
 
 
+def test_pull_without_a_terminal_logs_plain_progress_lines(fake_catalog, capsys):
+    """CI logs get one line per carrier and byte milestones instead of a bar that never shows."""
+    _, blob, downloader, _ = fake_catalog
+    registry.pull("tiny", progress=False, downloader=downloader)
+    err = capsys.readouterr().err.splitlines()
+    assert [line for line in err if line.startswith("pulling ")] == [
+        f"pulling tiny [{n}/3] tiny-part{n}" for n in (1, 2, 3)]
+    assert err[-1].endswith("(100%)")
+    assert sum("%)" in line for line in err) <= 10  # bounded, not a line per block
+
+
 def test_second_pull_is_a_no_op_without_rehashing(fake_catalog, monkeypatch):
     _, _, downloader, fetched = fake_catalog
     registry.pull("tiny", progress=False, downloader=downloader)

