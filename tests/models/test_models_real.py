@@ -52,3 +52,19 @@ def test_token_logprobs_with_logits_all():
     assert done.logprobs is not None and len(done.logprobs) == done.usage.completion_tokens
     assert "".join(t.token for t in done.logprobs) == done.text
     assert all(t.logprob <= 0.0 for t in done.logprobs)
+
+
+def test_code_block_grammar_gives_one_python_block(qwen):
+    """The AutoHarness `grammar` idea with the real model: the answer is exactly one fenced block
+    that the refiner's extractor turns into code that compiles."""
+    from ratchet.autoharness.prompts import CODE_BLOCK_GRAMMAR
+    from ratchet.autoharness.refine import extract_code
+
+    prompt = "Write a Python function add(a, b) that returns the sum of a and b."
+    done = qwen.complete([{"role": "user", "content": prompt}], max_tokens=120, grammar=CODE_BLOCK_GRAMMAR)
+    assert done.text.startswith("```python\n") and done.text.endswith("```") and done.text.count("```") == 2
+    code = extract_code(done.text)
+    assert code is not None and "def add" in code
+    namespace: dict = {}
+    exec(compile(code, "answer.py", "exec"), namespace)
+    assert namespace["add"](2, 3) == 5
