@@ -47,7 +47,10 @@ class RatchetIdeas(Settings):
     library_seed: bool = True
     """Start the search from the harness library's best harness for the same or a similar game."""
     decompose: bool = False
-    """Ask first for ``parse_board`` checked against ground-truth parsed states, then for the rule."""
+    """Split the harness into ``parse_board(observation)`` (checked against the env's own board on
+    harvested states) and ``legal_moves(state)`` (checked on the env's true board against the game's
+    legal lists and labelled transitions); each part gets its own feedback and only the failing part
+    is asked for again. Games whose env exposes no plain board fall back to the undecomposed check."""
 
 
 class AutoHarnessConfig(Settings):

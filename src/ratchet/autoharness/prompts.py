@@ -254,3 +254,82 @@ def _function_source(code: str, name: str) -> str:
             rest = lines[body[0].lineno - 1 : node.end_lineno] if body else ["    pass"]
             return "\n".join([head, *rest])
     return code.strip()
+
+
+# ---------------------------------------------------------------- decomposition (ideas.decompose)
+
+
+def _shape(value: Any) -> str:
+    """The shape of a board value in words, for the parser's docstring."""
+    if isinstance(value, list) and value and all(isinstance(row, list) for row in value):
+        return "a list of rows, each a list of cells"
+    return "a list" if isinstance(value, list) else "a value"
+
+
+def _board_excerpt(observation: str, limit: int = 420) -> str:
+    """The observation from its last "...Board:" line on (the current position), or its end."""
+    lines = observation.rstrip("\n").splitlines()
+    header = next((i for i in range(len(lines) - 1, -1, -1) if "board" in lines[i].lower() and lines[i].rstrip().endswith(":")), None)
+    if header is not None:
+        tail = "\n".join(lines[header:]) + "\n"
+        if len(tail) <= limit:
+            return tail
+    return excerpt(observation, limit)
+
+
+def decomposed_request(target: str, examples: Sequence[tuple[str, Any, Any]], helper_library: bool) -> str:
+    """A HumanEval-style request for one part of a decomposed harness: ``parse_board(observation)``
+    (examples: real observations with the env's own board) or ``legal_moves(state)`` (examples: the
+    env's board with the game's legal list, or whether one action is legal there)."""
+    if target == "parse_board":
+        truth = examples[0][2] if examples else None
+        lines = ["def parse_board(observation):",
+                 f'    """Return the current board as the game stores it: {_shape(truth)}.',
+                 "    `observation` is the text the player sees; its current board is the last one in it."]
+        if helper_library:
+            lines.append("    current_board(observation) gives that board's text and parse_grid(text) splits it into rows of cell strings.")
+        lines.append("")
+        for _, board, value in examples:
+            lines += [f"    >>> parse_board({_board_excerpt(board)!r})", f"    {value!r}"]
+        head = "from harnesslib import current_board, parse_grid\n\n" if helper_library else ""
+    else:
+        fmt = next((v[0] for _, _, v in examples if v), "[4]")  # a listed action, or a labelled one
+        lines = ["def legal_moves(state):",
+                 f'    """Return every legal action for the player to move, as strings like "{fmt}".',
+                 "    `state` is the current board (as parse_board returns it).", ""]
+        for kind, state, value in examples:
+            if kind == "list":
+                lines += [f"    >>> legal_moves({state!r})", f"    {list(value)[:24]!r}"]
+            else:
+                action, legal = value
+                lines += [f"    >>> {action!r} in legal_moves({state!r})", f"    {bool(legal)!r}"]
+        head = ""
+    lines.append('    """')
+    return ("Complete this Python function so that its examples pass. Compute the answer from its argument.\n"
+            "```python\n" + head + "\n".join(lines) + "\n```\nReply with the complete function in one ```python block.")
+
+
+def decomposed_prompt(
+    *,
+    game: str,
+    description: str,
+    target: str,
+    current: str | None,
+    failures: Sequence[dict[str, Any]],
+    error_summary: str,
+    examples: Sequence[tuple[str, Any, Any]],
+    helper_library: bool = True,
+) -> list[Message]:
+    """The refiner's messages for one part of a decomposed harness: the part's request, and when
+    refining, that part's wrong attempt and its own failures only (the other part is not shown:
+    it passed its checks or is asked for on its own)."""
+    text = f"Game: {game}\n\n{excerpt(description, 600)}\n\n"
+    if current is not None:
+        text += f"This attempt is wrong:\n```python\n{current.strip()}\n```\n"
+        problems = list(dict.fromkeys(excerpt(str(f.get("feedback") or ""), 400) for f in failures if f.get("feedback")))[:3]
+        if problems:
+            text += "What went wrong:\n" + "\n".join(f"- {p}" for p in problems) + "\n"
+        if error_summary:
+            text += f"In short: {error_summary}\n"
+        text += "\n"
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": text + decomposed_request(target, examples, helper_library)}]

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from ratchet.autoharness import critic
 from ratchet.autoharness.config import AutoHarnessConfig
+from ratchet.autoharness.decompose import Decomposer
 from ratchet.autoharness.evaluate import EnvFactory, rollout
 from ratchet.autoharness.prompts import CODE_BLOCK_GRAMMAR, scaffold_for, synthesis_prompt
 from ratchet.autoharness.refine import check_signatures, extract_code, which_to_refine
@@ -94,6 +95,7 @@ class Synthesis:
         ideas = config.ideas
         self.use_transitions = self.ratchet and ideas.transitions
         self.samples = ideas.samples_per_step if self.ratchet else 1
+        self.decomposer = Decomposer(ideas.helper_library) if self.ratchet and ideas.decompose else None
         self.state: dict[str, Any] = {}
         self.tree = Tree()
         self.rng = random.Random(config.rng_seed)
@@ -128,6 +130,8 @@ class Synthesis:
         self.failures = {k: list(v) for k, v in saved["failures"].items()}
         self.transitions = [Transition.from_json(t) for t in saved.get("transitions", [])]
         self._pick_unit_set()
+        if self.decomposer is not None:
+            self.decomposer.load(saved.get("decompose"))
         return True
 
     # ---------------------------------------------------------------- budget
@@ -162,6 +166,10 @@ class Synthesis:
                 wrong = check_legal_actions(runtime, self.listed)
                 metrics["legal_actions_accuracy"] = 1.0 - len(wrong) / len(self.listed)
                 failures += wrong[:4]
+            if self.decomposer is not None:  # parser and rule, each against the env's ground truth
+                part_metrics, part_failures = self.decomposer.check(runtime, code)
+                metrics.update(part_metrics)
+                failures += part_failures
             if self.unit_set:
                 unit = score_is_legal(runtime, self.unit_set)
                 metrics["unit_accuracy"] = unit.accuracy
@@ -176,7 +184,7 @@ class Synthesis:
             # Every dense check counts: a legal_moves that returns every cell labels the transitions
             # right (its is_legal_action is perfect) yet proposes taken cells, which only the
             # comparison with the game's own legal lists exposes.
-            dense = [metrics[k] for k in ("unit_accuracy", "legal_actions_accuracy") if k in metrics]
+            dense = [metrics[k] for k in ("unit_accuracy", "legal_actions_accuracy", "parse_accuracy", "rule_accuracy") if k in metrics]
             h = 0.5 * primary + 0.5 * sum(dense) / len(dense) if dense else primary
             return Judgement(h, "evaluated", metrics, failures)
         finally:
@@ -256,14 +264,19 @@ class Synthesis:
         shown = critic.sample_failures(pool, self.rng, self.cfg.max_failures_shown)
         refine = which_to_refine(shown) if parent_id else "both"
         metrics = self.state["metrics"].get(parent_id, {}) if parent_id else {}
-        messages = self._prompt(code, shown, pool, refine, metrics)
+        if self.decomposer is not None and self.decomposer.active:  # one part at a time, with its own failures
+            refine, shown, messages = self.decomposer.request(game=self.cfg.env, description=self.description, code=code, pool=pool,
+                                                              metrics=metrics, rng=self.rng, limit=self.cfg.max_failures_shown)
+        else:
+            messages = self._prompt(code, shown, pool, refine, metrics)
         judged: list[tuple[str, Judgement]] = []
         for sample in range(self.samples):
             if self._budget_left():
                 break
             text, tokens = self._ask(messages, sample)
             template = scaffold_for(self._grid_view()) if code is None and self.ratchet and self.cfg.ideas.scaffold and self.listed else None
-            new_code = extract_code(text, previous=code or template)
+            new_code = (self.decomposer.new_code(code, text, refine) if self.decomposer is not None and self.decomposer.active
+                        else extract_code(text, previous=code or template))
             meta = dict(prompt=messages, response=text, failures_shown=shown, refine=refine, iteration=iteration,
                         sample=sample, method=self.cfg.method, tokens=tokens)
             if new_code is None:
@@ -300,13 +313,15 @@ class Synthesis:
         if not self._load():
             self.state = {"iteration": 0, "calls": 0, "tokens": 0, "elapsed_s": 0.0, "metrics": {}, "history": [], "stop_reason": None}
             ideas = self.cfg.ideas
-            if self.ratchet and (ideas.transitions or ideas.helper_library or ideas.scaffold):
+            if self.ratchet and (ideas.transitions or ideas.helper_library or ideas.scaffold or ideas.decompose):
                 # Examples for the prompt come from the same exploration; scoring on them as unit
                 # tests is the ``transitions`` idea alone.
                 self.transitions = harvest(self.env_factory, self.hint_env_factory, self.cfg.search_seeds,
                                            self.cfg.transitions_per_seed, random.Random(self.cfg.rng_seed))
                 self.state["transitions"] = [t.to_json() for t in self.transitions]
                 self._pick_unit_set()
+                if self.decomposer is not None:  # ground truth for each part; without it, the undecomposed check
+                    self.state["decompose"] = self.decomposer.prepare(self.env_factory, self.transitions)
             self._save()
         try:
             self._loop()
