@@ -12,6 +12,14 @@ A turn moves through these states::
        ▼                                   ▼                                ▼
      side                               excluded                         dropped
 
+    claimed ──reclaimed (claimer gone, lease expired, abandon)──▶ judged, or failed the max_reclaims-th time
+
+A training claim is a lease (:mod:`ratchet.online.claims`): the row records the claimer (host,
+pid, the pid's start time, a token) and a deadline. The next ``take_batch`` by anyone returns to
+``judged`` every claimed row whose deadline passed or whose claimer's process on this host is gone,
+counting a reclaim on it; a sample reclaimed ``max_reclaims`` times is marked ``failed`` with the
+reason and kept, so a sample that crashes every trainer that takes it cannot stop training.
+
 ``secure_delete`` is on so that :meth:`TurnQueue.delete_session` overwrites the deleted
 conversation text in the file instead of leaving it in free pages.
 """
@@ -28,6 +36,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ratchet.online.claims import Claimer, claimer_alive, default_claimer
 from ratchet.online.records import Judgement, Sample, Turn
 
 _SCHEMA = """
@@ -55,8 +64,30 @@ CREATE TABLE IF NOT EXISTS judgements (
 );
 """
 
+#: Columns of a training claim, added to queue files written before claims were leases.
+_CLAIM_COLUMNS = {
+    "claim_host": "TEXT",
+    "claim_pid": "INTEGER",
+    "claim_started": "TEXT",
+    "claim_token": "TEXT",
+    "claim_deadline": "REAL",
+    "reclaims": "INTEGER NOT NULL DEFAULT 0",
+    "reclaim_reason": "TEXT",
+    "fail_reason": "TEXT",
+}
+
 #: How long a judge may hold turns it took before another judge may take them (seconds).
 JUDGE_LEASE_S = 600.0
+#: How long a training claim lasts unless renewed (seconds); see :class:`~ratchet.online.claims.LeaseKeeper`.
+CLAIM_LEASE_S = 300.0
+#: Reclaims after which a sample is marked ``failed`` instead of returning to the pool.
+MAX_RECLAIMS = 3
+#: A sample reclaimed this often is suspected of crashing its trainer: a claimer holds at most one
+#: such sample at a time, so a poison sample's next crash costs its batch-mates at most one reclaim
+#: each and, with ``max_reclaims >= 3``, only the poison sample reaches the limit.
+SUSPECT_AFTER = 2
+
+_CLEAR_CLAIM = ("claim_host=NULL, claim_pid=NULL, claim_started=NULL, claim_token=NULL, claim_deadline=NULL")
 
 
 class TurnQueue:
@@ -72,6 +103,15 @@ class TurnQueue:
         self._local = threading.local()
         # executescript manages its own transaction, so the schema is created outside _tx().
         self._conn().executescript(_SCHEMA)
+        self._add_claim_columns()
+
+    def _add_claim_columns(self) -> None:
+        # Under BEGIN IMMEDIATE so two processes opening an old file at once do not both ALTER it.
+        with self._tx() as db:
+            have = {row[1] for row in db.execute("PRAGMA table_info(turns)")}
+            for name, kind in _CLAIM_COLUMNS.items():
+                if name not in have:
+                    db.execute(f"ALTER TABLE turns ADD COLUMN {name} {kind}")
 
     # ------------------------------------------------------------------ connections
 
@@ -183,61 +223,188 @@ class TurnQueue:
 
     # ------------------------------------------------------------------ training
 
-    def take_batch(self, n: int, min_version: int) -> list[Sample]:
-        """Claim up to ``n`` judged, unclaimed, trainable samples, oldest first.
+    def take_batch(self, n: int, min_version: int, *, claimer: Claimer | None = None,
+                   lease_s: float = CLAIM_LEASE_S, max_reclaims: int = MAX_RECLAIMS) -> list[Sample]:
+        """Claim up to ``n`` judged, unclaimed, trainable samples, oldest first, leased to ``claimer``.
 
-        Judged samples whose ``policy_version`` is below ``min_version`` are too stale to correct
-        with importance weights: they are marked ``dropped`` (counted in ``stats()['dropped_stale']``)
-        instead of being returned.
+        First every lost claim is taken back (:meth:`reclaim_lost`). Judged samples whose
+        ``policy_version`` is below ``min_version`` are too stale to correct with importance weights:
+        they are marked ``dropped`` (counted in ``stats()['dropped_stale']``) instead of being
+        returned. The claims last ``lease_s`` seconds unless renewed (:meth:`renew`). ``claimer``
+        defaults to this process's (:func:`~ratchet.online.claims.default_claimer`). A claimer gets
+        at most one sample reclaimed ``SUSPECT_AFTER`` times or more among the claims it holds.
         """
+        claimer = claimer or default_claimer()
+        now = time.time()
         with self._tx() as db:
+            self._reclaim(db, now, max_reclaims)
             db.execute(
                 "UPDATE turns SET state='dropped' WHERE state='judged' AND policy_version < ?", (min_version,)
             )
-            rows = db.execute(
-                "SELECT t.turn_id, t.data, j.data FROM turns t JOIN judgements j ON j.turn_id = t.turn_id"
-                " WHERE t.state='judged' ORDER BY t.created_at LIMIT ?",
-                (n,),
-            ).fetchall()
-            db.executemany("UPDATE turns SET state='claimed' WHERE turn_id=?", [(r[0],) for r in rows])
+            select = ("SELECT t.turn_id, t.created_at, t.data, j.data FROM turns t JOIN judgements j"
+                      " ON j.turn_id = t.turn_id WHERE t.state='judged' AND t.reclaims {} ? ORDER BY t.created_at"
+                      " LIMIT ?")
+            rows = db.execute(select.format("<"), (SUSPECT_AFTER, n)).fetchall()
+            holds_suspect = db.execute(
+                "SELECT 1 FROM turns WHERE state='claimed' AND claim_token=? AND reclaims >= ? LIMIT 1",
+                (claimer.token, SUSPECT_AFTER),
+            ).fetchone()
+            if not holds_suspect:
+                rows += db.execute(select.format(">="), (SUSPECT_AFTER, 1)).fetchall()
+            rows = sorted(rows, key=lambda r: r[1])[:n]
+            db.executemany(
+                "UPDATE turns SET state='claimed', claim_host=?, claim_pid=?, claim_started=?, claim_token=?,"
+                " claim_deadline=? WHERE turn_id=?",
+                [(claimer.host, claimer.pid, claimer.started, claimer.token, now + lease_s, r[0]) for r in rows],
+            )
         return [
             Sample(turn=Turn.from_dict(json.loads(td)), judgement=Judgement.from_dict(json.loads(jd)))
-            for _, td, jd in rows
+            for _, _, td, jd in rows
         ]
 
+    def _lost_claims(self, db: sqlite3.Connection, now: float) -> list[tuple[str, int, str]]:
+        """(turn_id, reclaims so far, why) for every claimed row whose claim is lost."""
+        rows = db.execute(
+            "SELECT turn_id, claim_host, claim_pid, claim_started, claim_deadline, reclaims FROM turns"
+            " WHERE state='claimed'"
+        ).fetchall()
+        alive: dict[tuple[Any, Any, Any], bool | None] = {}
+        lost = []
+        for turn_id, host, pid, started, deadline, reclaims in rows:
+            key = (host, pid, started)
+            if key not in alive:
+                alive[key] = claimer_alive(host, pid, started)
+            if host is None or pid is None:
+                why = "claimed without a recorded claimer (queue written before claims were leases)"
+            elif alive[key] is False:
+                why = f"its claimer (pid {pid} on {host}) is gone"
+            elif deadline is not None and deadline < now:
+                why = f"the lease of its claimer (pid {pid} on {host}) expired {now - deadline:.0f}s ago"
+            else:
+                continue
+            lost.append((turn_id, int(reclaims or 0), why))
+        return lost
+
+    def _reclaim(self, db: sqlite3.Connection, now: float, max_reclaims: int,
+                 lost: list[tuple[str, int, str]] | None = None) -> int:
+        """Return lost claims to the pool (or fail them at ``max_reclaims``); inside a transaction."""
+        lost = self._lost_claims(db, now) if lost is None else lost
+        for turn_id, reclaims, why in lost:
+            count = reclaims + 1
+            failed = count >= max_reclaims
+            db.execute(
+                f"UPDATE turns SET state=?, reclaims=?, reclaim_reason=?, fail_reason=?, {_CLEAR_CLAIM}"
+                " WHERE turn_id=? AND state='claimed'",
+                ("failed" if failed else "judged", count, why,
+                 f"reclaimed {count} times without being trained; last: {why}" if failed else None, turn_id),
+            )
+        return len(lost)
+
+    def reclaim_lost(self, max_reclaims: int = MAX_RECLAIMS) -> int:
+        """Take back every claim whose claimer is gone or whose lease expired; returns how many.
+
+        Each counts one reclaim on its sample; the sample returns to ``judged``, or becomes
+        ``failed`` (kept, with ``fail_reason``) once reclaimed ``max_reclaims`` times.
+        ``take_batch`` does this itself; this is for callers that want it without claiming.
+        """
+        with self._tx() as db:
+            return self._reclaim(db, time.time(), max_reclaims)
+
+    def renew(self, claimer: Claimer, lease_s: float = CLAIM_LEASE_S) -> int:
+        """Extend every claim ``claimer`` still holds to ``lease_s`` from now; returns how many."""
+        with self._tx() as db:
+            return db.execute(
+                "UPDATE turns SET claim_deadline=? WHERE state='claimed' AND claim_token=?",
+                (time.time() + lease_s, claimer.token),
+            ).rowcount
+
+    def held(self, claimer: Claimer | None = None) -> set[str]:
+        """The turn ids ``claimer`` (default: this process's) still holds a claim on."""
+        claimer = claimer or default_claimer()
+        rows = self._conn().execute(
+            "SELECT turn_id FROM turns WHERE state='claimed' AND claim_token=?", (claimer.token,)
+        ).fetchall()
+        return {r[0] for r in rows}
+
     def mark_trained(self, turn_ids: Iterable[str], version: int) -> None:
-        """Record that these claimed samples went into the update that produced ``version``."""
+        """Record that these samples went into the update that produced ``version``.
+
+        Recorded whoever holds the claim now: the update happened, and a sample whose lease was
+        lost meanwhile must not be trained a second time.
+        """
         with self._tx() as db:
             db.executemany(
-                "UPDATE turns SET state='trained', trained_version=? WHERE turn_id=?",
+                f"UPDATE turns SET state='trained', trained_version=?, fail_reason=NULL, {_CLEAR_CLAIM}"
+                " WHERE turn_id=?",
                 [(version, t) for t in turn_ids],
             )
 
-    def release(self, turn_ids: Iterable[str]) -> None:
-        """Return claimed samples to the queue (a training step failed before using them)."""
+    def release(self, turn_ids: Iterable[str], claimer: Claimer | None = None) -> int:
+        """Return samples ``claimer`` (default: this process's) holds to the pool, counting no reclaim.
+
+        For samples the claimer did not use through no fault of theirs (the loop is stopping with
+        a partial batch). Claims it lost meanwhile are left to whoever holds them now.
+        """
+        claimer = claimer or default_claimer()
         with self._tx() as db:
-            db.executemany(
-                "UPDATE turns SET state='judged' WHERE turn_id=? AND state='claimed'", [(t,) for t in turn_ids]
+            return sum(
+                db.execute(
+                    f"UPDATE turns SET state='judged', {_CLEAR_CLAIM} WHERE turn_id=? AND state='claimed'"
+                    " AND claim_token=?",
+                    (t, claimer.token),
+                ).rowcount
+                for t in turn_ids
             )
+
+    def abandon(self, turn_ids: Iterable[str], reason: str, claimer: Claimer | None = None,
+                max_reclaims: int = MAX_RECLAIMS) -> int:
+        """Give back samples whose training failed, counting a reclaim on each with ``reason``.
+
+        Like a reclaim after a crash, but immediate and with the error as the reason: a sample that
+        keeps failing becomes ``failed`` after ``max_reclaims`` and stops being handed out.
+        """
+        claimer = claimer or default_claimer()
+        ids = list(turn_ids)
+        with self._tx() as db:
+            marks = ",".join("?" * len(ids))
+            rows = db.execute(
+                f"SELECT turn_id, reclaims FROM turns WHERE state='claimed' AND claim_token=? AND turn_id IN ({marks})",
+                (claimer.token, *ids),
+            ).fetchall() if ids else []
+            return self._reclaim(db, time.time(), max_reclaims, [(t, int(r or 0), reason) for t, r in rows])
+
+    def failed_samples(self) -> list[tuple[str, int, str]]:
+        """Every sample marked ``failed``, as (turn_id, reclaims, reason), oldest first."""
+        rows = self._conn().execute(
+            "SELECT turn_id, reclaims, fail_reason FROM turns WHERE state='failed' ORDER BY created_at"
+        ).fetchall()
+        return [(t, int(r or 0), why or "") for t, r, why in rows]
 
     # ------------------------------------------------------------------ reporting and privacy
 
     def stats(self) -> dict[str, int]:
         """Counts over the whole queue: turns, main, side, inferred, judged, positive, negative,
-        zero, dropped_stale, trained (plus ready = waiting for the judge, claimed, excluded)."""
+        zero, dropped_stale, trained (plus ready = waiting for the judge, claimed, excluded).
+
+        Claims: ``claimed`` (held by a trainer now), ``claimed_lost`` (of those, held by a claimer
+        that is gone or whose lease expired: the next ``take_batch`` takes them back), ``reclaimed``
+        (reclaims so far, all samples), ``reclaimed_samples`` (samples reclaimed at least once) and
+        ``failed`` (samples given up on after ``max_reclaims``)."""
         db = self._conn()
         row = db.execute(
             "SELECT COUNT(*), SUM(turn_type='main'), SUM(turn_type='side'), SUM(inferred),"
             " SUM(state='dropped'), SUM(state='trained'), SUM(state='ready'), SUM(state='claimed'),"
-            " SUM(state='excluded'), SUM(state='pending') FROM turns"
+            " SUM(state='excluded'), SUM(state='pending'), SUM(state='failed'), SUM(reclaims),"
+            " SUM(reclaims > 0) FROM turns"
         ).fetchone()
         jrow = db.execute(
             "SELECT COUNT(*), SUM(reward>0), SUM(reward<0), SUM(reward=0) FROM judgements"
         ).fetchone()
         keys = ("turns", "main", "side", "inferred", "dropped_stale", "trained", "ready", "claimed", "excluded",
-                "pending")
+                "pending", "failed", "reclaimed", "reclaimed_samples")
         out = {k: int(v or 0) for k, v in zip(keys, row, strict=True)}
         out.update({k: int(v or 0) for k, v in zip(("judged", "positive", "negative", "zero"), jrow, strict=True)})
+        out["claimed_lost"] = len(self._lost_claims(db, time.time())) if out["claimed"] else 0
         return out
 
     def version_stats(self) -> dict[int, dict[str, Any]]:
