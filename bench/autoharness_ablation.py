@@ -4,7 +4,8 @@ Each configuration runs the search with the same model, game, seeds and call bud
 best harness is checked on held-out seeds with no LLM (the code alone plays 5 seeds × 200 steps,
 and its is_legal_action labels transitions harvested from those seeds). Configurations: the
 paper's loop (faithful), the faithful loop plus ONE idea at a time, and all ideas together;
-plus reuse of the library's harness for a similar game.
+plus reuse of the library's harness for a similar game. ``decompose`` is off in "all ideas" (its
+default) and measured alone and on top of all ideas (``--only decompose --resume`` adds those rows).
 
     python -m bench.autoharness_ablation --model local:qwen2.5-coder-0.5b --max-calls 9
 
@@ -30,6 +31,8 @@ CONFIGS = {
     "+ helper library (with its output on a real board)": ("ratchet", {**NONE, "helper_library": True}),
     "+ 3 samples per refinement, keep the best": ("ratchet", {**NONE, "samples_per_step": 3}),
     "+ worked example for another game": ("ratchet", {**NONE, "few_shot": True}),
+    "+ board parser and rule, each checked on the env's own state (decompose)": ("ratchet", {**NONE, "decompose": True}),
+    "all ideas + decompose": ("ratchet", {"library_seed": False, "decompose": True}),
 }
 
 
@@ -68,7 +71,8 @@ def main(argv: list[str] | None = None) -> int:
         cfg.budget.max_calls = args.max_calls
         run = store.create_run("autoharness", cfg.model_dump(), name[:40].replace("/", "-"))
         started = time.perf_counter()
-        result = Synthesis(cfg, model, run, env_factory, runtime_factory, description=description, hint_env_factory=hints).run_search()
+        search = Synthesis(cfg, model, run, env_factory, runtime_factory, description=description, hint_env_factory=hints)
+        result = search.run_search()
         wall = time.perf_counter() - started
         held = (code_heldout(result.best_code, env_factory, runtime_factory, cfg.heldout_seeds, 200, hint_env_factory=hints)
                 if result.best_code else {})
@@ -77,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
                      "calls_to_h1": first_solved, "tokens": result.tokens, "wall_s": round(wall, 1), "stop": result.stop_reason,
                      "heldout_legal_rate": held.get("legal_rate"), "heldout_verifier_accuracy": held.get("verifier_accuracy"),
                      "run": run.id})
+        if search.decomposer is not None:  # whether the game gave ground truth for the two parts
+            rows[-1]["decompose"] = {"active": search.decomposer.active, "reason": search.decomposer.reason}
         print(json.dumps(rows[-1]), flush=True)
         _write(out, args, rows)
     _write(out, args, rows)
