@@ -51,6 +51,14 @@ class RatchetIdeas(Settings):
     harvested states) and ``legal_moves(state)`` (checked on the env's true board against the game's
     legal lists and labelled transitions); each part gets its own feedback and only the failing part
     is asked for again. Games whose env exposes no plain board fall back to the undecomposed check."""
+    fresh_roots: bool = False
+    """Let the Thompson draw also choose "sample a fresh root from the first request", an arm
+    whose Beta posterior pools the scores of the roots sampled so far (``tree.fresh_root_arm``),
+    so a search stuck under a bad root can start over; fresh roots sample at ``temperature``."""
+    explain_failures: bool = False
+    """Name two common ``legal_actions`` mistakes plainly in the refiner's feedback: an inverted
+    condition (it returns exactly the illegal moves) and a hard-coded answer (the same list on
+    boards whose legal moves differ, e.g. a doctest example's)."""
 
 
 class AutoHarnessConfig(Settings):

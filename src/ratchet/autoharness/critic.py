@@ -3,6 +3,12 @@
 Sampling takes one failure of each error type first (so one noisy error does not crowd out the
 rest), then fills up at random. The consolidated summary ("3× rejected by env: cell N is already
 occupied; 1× code_error: IndexError…") tells the refiner what kinds of mistakes remain.
+
+``diagnose_legal_actions`` names, in plain words, two mistakes small models make over and over
+when asked for ``legal_actions``: an inverted condition (it returns exactly the moves that are
+not legal, e.g. the taken cells) and an answer copied from an example (the same list on boards
+whose legal moves differ). A per-board "returned X but the legal actions are Y" does not say
+either; the summary puts these diagnoses first, unabridged.
 """
 
 from __future__ import annotations
@@ -12,6 +18,11 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
+
+#: Failure kinds that are diagnoses over many boards, not single failed steps.
+INVERTED = "inverted_condition"
+COPIED = "copied_answer"
+DIAGNOSES = (INVERTED, COPIED)
 
 
 def error_type(failure: dict[str, Any]) -> str:
@@ -43,5 +54,66 @@ def sample_failures(failures: Sequence[dict[str, Any]], rng: random.Random, limi
 
 def summarize(failures: Sequence[dict[str, Any]]) -> str:
     """The error types among ``failures`` with counts, most frequent first."""
-    counts = Counter(error_type(f) for f in failures)
-    return "; ".join(f"{n}× {t}" for t, n in counts.most_common(6))
+    diagnoses = list(dict.fromkeys(f["feedback"] for f in failures if f.get("kind") in DIAGNOSES))
+    counts = Counter(error_type(f) for f in failures if f.get("kind") not in DIAGNOSES)
+    return "; ".join(diagnoses + [f"{n}× {t}" for t, n in counts.most_common(6)])
+
+
+def diagnose_legal_actions(wrong: Sequence[dict[str, Any]], states: Sequence[tuple[str, Sequence[str]]]) -> list[dict[str, Any]]:
+    """Diagnoses (failure dicts of kind ``INVERTED`` / ``COPIED``, at most one each) over the
+    wrong states of a ``legal_actions`` check (``check_legal_actions``' failures) among ``states``
+    (board, the game's legal list), the states that were checked.
+
+    Inverted: on a wrong board it returned no legal move and exactly the others, either as actions
+    (every action the game listed anywhere, minus the legal ones here) or as the taken cells of
+    the grid (their contents, e.g. "X"/"O", or their indices). Copied: one and the same output on
+    at least 3 boards whose legal lists differ (the model hard-coded an answer instead of
+    computing it; if it is some state's legal list, it was most likely an example's)."""
+    from ratchet.autoharness.harnesslib import action_value
+
+    listed = [f for f in wrong if f.get("kind") == "wrong_legal_actions"]
+    universe = {action_value(str(a)) for _, legal in states for a in legal}
+    out: list[dict[str, Any]] = []
+    inverted = [f for f in listed if _inverted(f, universe)]
+    if inverted:
+        first = inverted[0]
+        out.append({"kind": INVERTED, "function": "legal_actions", "board": first["board"], "action": None, "verdict": None,
+                    "feedback": (f"On {len(inverted)} of {len(states)} boards legal_actions returned exactly the moves that are "
+                                 f"NOT legal (e.g. {_short(first['got'])} where the legal ones are {_short(first['expected'])}): "
+                                 "the condition is inverted. Keep the moves it drops and drop the ones it keeps.")})
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for f in listed:
+        if f not in inverted:
+            groups.setdefault(repr(f.get("got")), []).append(f)
+    same = max(groups.values(), key=len, default=[])
+    if len({tuple(f["expected"]) for f in same}) >= 3:
+        got = same[0]["got"]
+        values = sorted(action_value(str(a)) for a in got) if isinstance(got, list) else None
+        origin = ("; that is the answer of one example, copied" if values is not None and any(
+            sorted(action_value(a) for a in legal) == values for _, legal in states) else "")
+        out.append({"kind": COPIED, "function": "legal_actions", "board": same[0]["board"], "action": None, "verdict": None,
+                    "feedback": (f"legal_actions returned the same {_short(got)} on {len(same)} boards whose legal moves all differ: "
+                                 f"the answer is hard-coded{origin}. Compute the list from the argument instead.")})
+    return out
+
+
+def _inverted(failure: dict[str, Any], universe: set[str]) -> bool:
+    from ratchet.autoharness import harnesslib as lib
+
+    got = failure.get("got")
+    if not isinstance(got, list) or not got:
+        return False
+    values = {lib.action_value(str(a)) for a in got}
+    legal = {lib.action_value(str(a)) for a in failure.get("expected", [])}
+    if values & legal:
+        return False
+    if values == universe - legal:
+        return True
+    cells = lib.cells(lib.parse_grid(lib.current_board(failure.get("board") or "")))
+    taken = [i for i, c in enumerate(cells) if lib.action_value(c) not in legal]
+    return bool(taken) and (values == {lib.action_value(cells[i]) for i in taken} or values == {str(i) for i in taken})
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

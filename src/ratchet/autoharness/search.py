@@ -25,7 +25,7 @@ from ratchet.autoharness.prompts import CODE_BLOCK_GRAMMAR, scaffold_for, synthe
 from ratchet.autoharness.refine import check_signatures, extract_code, which_to_refine
 from ratchet.autoharness.runtime import RuntimeFactory
 from ratchet.autoharness.transitions import Transition, balanced_subset, check_legal_actions, harvest, score_is_legal
-from ratchet.autoharness.tree import Tree, select_node
+from ratchet.autoharness.tree import Node, Tree, fresh_root_arm, select_action, select_node
 from ratchet.contracts import BudgetExceeded, Candidate, Evaluation, Model
 
 CHECKPOINT = "autoharness"
@@ -165,6 +165,8 @@ class Synthesis:
             if self.ratchet and self.cfg.ideas.scaffold and "def legal_actions" in code and self.listed:
                 wrong = check_legal_actions(runtime, self.listed)
                 metrics["legal_actions_accuracy"] = 1.0 - len(wrong) / len(self.listed)
+                if self.cfg.ideas.explain_failures:
+                    failures += critic.diagnose_legal_actions(wrong, self.listed)
                 failures += wrong[:4]
             if self.decomposer is not None:  # parser and rule, each against the env's ground truth
                 part_metrics, part_failures = self.decomposer.check(runtime, code)
@@ -270,10 +272,13 @@ class Synthesis:
         else:
             messages = self._prompt(code, shown, pool, refine, metrics)
         judged: list[tuple[str, Judgement]] = []
+        # A fresh root (a root after the first iteration) skips the low first temperature: the
+        # first root already had that near-greedy answer.
+        fresh = parent_id is None and iteration > 0
         for sample in range(self.samples):
             if self._budget_left():
                 break
-            text, tokens = self._ask(messages, sample)
+            text, tokens = self._ask(messages, sample + 1 if fresh else sample)
             template = scaffold_for(self._grid_view()) if code is None and self.ratchet and self.cfg.ideas.scaffold and self.listed else None
             new_code = (self.decomposer.new_code(code, text, refine) if self.decomposer is not None and self.decomposer.active
                         else extract_code(text, previous=code or template))
@@ -296,6 +301,8 @@ class Synthesis:
 
     def _adopt(self, parent_id: str | None, judged: list[tuple[str, Judgement]]) -> None:
         """The best sample enters the tree; the others stay in the store as rejected."""
+        if parent_id is None:  # the evidence of the fresh-root arm
+            self.state.setdefault("root_scores", []).append(max((j.h for _, j in judged), default=0.0))
         if not judged:
             if parent_id in self.tree.nodes:
                 self.tree.nodes[parent_id].refinements += 1
@@ -370,11 +377,20 @@ class Synthesis:
             if reason:
                 self.state["stop_reason"] = reason
                 return
-            node = select_node(self.tree, self.rng, self.cfg.thompson_c)
+            node = self._choose()
+            parent_id = node.candidate_id if node is not None else None
             self.state["iteration"] += 1
-            self._adopt(node.candidate_id, self._expand(node.candidate_id, self.state["iteration"]))
+            self._adopt(parent_id, self._expand(parent_id, self.state["iteration"]))
             self._save()
             self._progress()
+
+    def _choose(self) -> Node | None:
+        """The node to refine next by Thompson sampling, or None: sample a fresh root (only with
+        ``ideas.fresh_roots``, whose arm draws after the nodes)."""
+        if self.ratchet and self.cfg.ideas.fresh_roots:
+            arm = fresh_root_arm(self.state.get("root_scores", []), self.cfg.thompson_c)
+            return select_action(self.tree, self.rng, self.cfg.thompson_c, arm)
+        return select_node(self.tree, self.rng, self.cfg.thompson_c)
 
     def _progress(self) -> None:
         best = self.tree.best()

@@ -6,11 +6,17 @@ children were already made from it. To pick the next node to refine, draw
 θ ~ Beta(1 + C·h, 1 + C·(1−h) + refinements) for every node and take the argmax: good nodes are
 refined often, but each refinement makes a node less attractive, so the search keeps exploring.
 The RNG is injected so tests (and resumed runs) draw exactly the same numbers.
+
+Optionally (``select_action``) one more arm competes with the nodes: sampling a fresh root from
+the first request. A small model writes a correct program from scratch more often than it
+repairs a wrong one, and a tree that only refines can stay stuck under a bad root; the fresh arm
+is a virtual root whose posterior pools the scores of the roots sampled so far.
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -80,4 +86,27 @@ def select_node(tree: Tree, rng: random.Random, c: float = 1.0) -> Node:
         raise ValueError("cannot select from an empty tree")
     draws = thompson_draws(tree, rng, c)
     best_id = max(draws, key=lambda k: draws[k])
+    return tree.nodes[best_id]
+
+
+def fresh_root_arm(root_scores: Sequence[float], c: float = 1.0) -> tuple[float, float]:
+    """Beta parameters of the "sample a fresh root" arm: Beta(1 + C·Σh, 1 + C·Σ(1−h)) over the
+    scores h of the roots the model wrote so far (one per root request, the best of its samples).
+    With one root it is exactly that root's own prior as a node, so a root that is refined without
+    progress soon draws below it; every further root narrows it around the mean root score."""
+    return 1.0 + c * sum(root_scores), 1.0 + c * sum(1.0 - h for h in root_scores)
+
+
+def select_action(tree: Tree, rng: random.Random, c: float = 1.0, fresh: tuple[float, float] | None = None) -> Node | None:
+    """Like :func:`select_node`, plus the fresh-root arm when ``fresh`` (its Beta parameters) is
+    given: one draw per node in insertion order, then one for the fresh arm; the argmax wins, a
+    node on ties. Returns None when the fresh arm wins (sample a new root), else the node."""
+    if not tree.nodes and fresh is None:
+        raise ValueError("cannot select from an empty tree")
+    draws = thompson_draws(tree, rng, c)
+    best_id = max(draws, key=lambda k: draws[k]) if draws else None
+    if fresh is not None:
+        theta = rng.betavariate(*fresh)
+        if best_id is None or theta > draws[best_id]:
+            return None
     return tree.nodes[best_id]
