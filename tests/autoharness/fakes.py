@@ -81,6 +81,7 @@ class MemoryRun:
         self.status: dict[str, tuple[str, float | None]] = {}
         self.evals: list[Any] = []
         self.ckpt: dict[str, Any] = {}
+        self.logs: dict[str, list[dict[str, Any]]] = {}
 
     def add_candidate(self, candidate, status="proposed"):
         if candidate.id not in self.cands:
@@ -100,6 +101,14 @@ class MemoryRun:
 
     def load_checkpoint(self, name):
         return copy.deepcopy(self.ckpt.get(name))
+
+    def append_jsonl(self, relpath, record):
+        import json
+
+        self.logs.setdefault(relpath, []).append(json.loads(json.dumps(record)))
+
+    def read_jsonl(self, relpath):
+        return copy.deepcopy(self.logs.get(relpath, []))
 
 
 GOOD = '''import random

@@ -15,24 +15,36 @@ from fakes import GOOD, LOOSE
 from ratchet.autoharness.export import export_harness, load_harness
 from ratchet.autoharness.library import HarnessLibrary
 from ratchet.store import RunStore
+from ratchet.store.files import read_json
 
 WORKER = Path(__file__).with_name("resume_worker.py")
 BOARD = "[GAME] Current Board:\n\n 0 | X | 2 \n---+---+---\n 3 | O | 5 \n---+---+---\n 6 | 7 | 8 \n"
 
 
-def _run(store: Path, id_file: Path, resume: str = "-", delay: float = 0.0) -> dict:
-    out = subprocess.run([sys.executable, str(WORKER), str(store), str(id_file), resume, str(delay)],
+def _run(store: Path, id_file: Path, resume: str = "-", delay: float = 0.0, *extra: str) -> dict:
+    out = subprocess.run([sys.executable, str(WORKER), str(store), str(id_file), resume, str(delay), *extra],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result.pop("replayed")  # how the result was reached, not what it is
+    return result
+
+
+def _sent(calls: Path) -> int:
+    """Replies the scripted endpoint has sent, across every process that used it."""
+    return int(read_json(calls, 0))
 
 
 def test_a_killed_search_resumes_to_the_same_result(tmp_path):
-    reference = _run(tmp_path / "ref", tmp_path / "ref.id")
+    # Every reply carries the endpoint's reply count, so a completed call made again would change
+    # the result, and the count says how many calls the two processes made together.
+    ref_calls, calls = tmp_path / "ref-calls.json", tmp_path / "calls.json"
+    reference = _run(tmp_path / "ref", tmp_path / "ref.id", "-", 0.0, "--calls", str(ref_calls))
     assert reference["best_h"] == 1.0 and reference["iterations"] >= 3
+    assert _sent(ref_calls) == reference["calls"]
 
     store, id_file = tmp_path / "store", tmp_path / "run.id"
-    proc = subprocess.Popen([sys.executable, str(WORKER), str(store), str(id_file), "-", "0.4"],
+    proc = subprocess.Popen([sys.executable, str(WORKER), str(store), str(id_file), "-", "0.4", "--calls", str(calls)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     deadline = time.time() + 90
     killed_at = None
@@ -48,8 +60,9 @@ def test_a_killed_search_resumes_to_the_same_result(tmp_path):
     assert killed_at is not None, "the search finished before it could be killed; slow it down"
     assert proc.returncode == -signal.SIGKILL
 
-    resumed = _run(store, id_file, resume=id_file.read_text())
+    resumed = _run(store, id_file, id_file.read_text(), 0.0, "--calls", str(calls))
     assert resumed == reference
+    assert _sent(calls) == _sent(ref_calls)
 
 
 def test_export_and_load_round_trip(tmp_path):

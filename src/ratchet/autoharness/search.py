@@ -23,6 +23,7 @@ from ratchet.autoharness.decompose import Decomposer
 from ratchet.autoharness.evaluate import EnvFactory, rollout
 from ratchet.autoharness.prompts import CODE_BLOCK_GRAMMAR, scaffold_for, synthesis_prompt
 from ratchet.autoharness.refine import check_signatures, extract_code, which_to_refine
+from ratchet.autoharness.replies import ReplyJournal
 from ratchet.autoharness.runtime import RuntimeFactory
 from ratchet.autoharness.transitions import Transition, balanced_subset, check_legal_actions, harvest, score_is_legal
 from ratchet.autoharness.tree import Node, Tree, fresh_root_arm, select_action, select_node
@@ -40,6 +41,8 @@ class RunLog(Protocol):
     def add_evaluation(self, evaluation: Evaluation) -> Any: ...
     def checkpoint(self, name: str, obj: Any) -> Any: ...
     def load_checkpoint(self, name: str) -> Any: ...
+    def append_jsonl(self, relpath: str, record: dict[str, Any]) -> Any: ...
+    def read_jsonl(self, relpath: str) -> list[dict[str, Any]]: ...
 
 
 @dataclass
@@ -104,6 +107,7 @@ class Synthesis:
         self.listed: list[tuple[str, list[str]]] = []
         self.codes: dict[str, str] = {}
         self.failures: dict[str, list[dict[str, Any]]] = {}
+        self.replies = ReplyJournal(run)
 
     # ---------------------------------------------------------------- state
 
@@ -243,11 +247,11 @@ class Synthesis:
         kwargs: dict[str, Any] = dict(temperature=temperature, max_tokens=self.cfg.max_new_tokens, seed=self.cfg.rng_seed * 100_003 + self.state["calls"])
         if self.ratchet and self.cfg.ideas.grammar:
             kwargs["grammar"] = CODE_BLOCK_GRAMMAR
-        completion = self.model.complete(messages, **kwargs)
+        # On disk before it is used; after a kill the resumed run replays it instead of asking again.
+        reply = self.replies.complete(self.model, messages, self.state["calls"], **kwargs)
         self.state["calls"] += 1
-        tokens = completion.usage.prompt_tokens + completion.usage.completion_tokens
-        self.state["tokens"] += tokens
-        return completion.text, tokens
+        self.state["tokens"] += reply.tokens
+        return reply.text, reply.tokens
 
     def _store(self, code: str, parent: str | None, status: str, judgement: Judgement | None, **meta: Any) -> str:
         cand = Candidate.from_files(KIND, {"harness.py": code}, parent_id=parent, **meta)
@@ -317,7 +321,9 @@ class Synthesis:
 
     def run_search(self) -> SearchResult:
         self._started = time.monotonic()
-        if not self._load():
+        if self._load():
+            self.replies.resume(self.state["calls"])  # replies of the iteration a kill interrupted
+        else:
             self.state = {"iteration": 0, "calls": 0, "tokens": 0, "elapsed_s": 0.0, "metrics": {}, "history": [], "stop_reason": None}
             ideas = self.cfg.ideas
             if self.ratchet and (ideas.transitions or ideas.helper_library or ideas.scaffold or ideas.decompose):
