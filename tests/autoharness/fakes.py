@@ -82,6 +82,7 @@ class MemoryRun:
         self.evals: list[Any] = []
         self.ckpt: dict[str, Any] = {}
         self.logs: dict[str, list[dict[str, Any]]] = {}
+        self.run_status: tuple[str, dict[str, Any] | None] = ("running", None)
 
     def add_candidate(self, candidate, status="proposed"):
         if candidate.id not in self.cands:
@@ -109,6 +110,9 @@ class MemoryRun:
 
     def read_jsonl(self, relpath):
         return copy.deepcopy(self.logs.get(relpath, []))
+
+    def set_status(self, status, summary=None):
+        self.run_status = (status, summary)
 
 
 GOOD = '''import random

@@ -1,4 +1,5 @@
-"""Resume makes exactly the model calls an uninterrupted run makes.
+"""Resume makes exactly the model calls an uninterrupted run makes, and a stopped search marks
+its run done.
 
 The scripted endpoint used here stamps every reply with how many replies it has sent so far, across
 processes: a reply asked for twice comes back different, as from a sampling model, so the final
@@ -143,3 +144,18 @@ def test_journal_replays_only_replies_recorded_after_the_checkpoint():
     assert again.complete(model, messages, 1, temperature=0.7, seed=8).text == "second"
     assert again.replayed == 1 and len(model.calls) == 3
     assert request_key("a", messages, {"seed": 1}) != request_key("b", messages, {"seed": 1})
+
+
+@pytest.mark.parametrize("stop", ["solved", "call budget"])
+def test_run_search_marks_its_run_done(tmp_path, stop):
+    run = RunStore(tmp_path).create_run("autoharness", {}, "status")
+    search = _search(run, tmp_path / "calls.json")
+    if stop == "call budget":
+        search.cfg = search.cfg.model_copy(update={"budget": search.cfg.budget.model_copy(update={"max_calls": 4})})
+    result = search.run_search()
+    assert result.stop_reason.startswith(stop)
+    status = run.status()
+    assert status["status"] == "done"
+    assert status["summary"] == {"best_h": result.best_h, "stop_reason": result.stop_reason, "calls": result.calls}
+    listed = {r["id"]: r for r in RunStore(tmp_path).list_runs()}
+    assert listed[run.id]["status"] == "done"  # what `ratchet runs list` shows

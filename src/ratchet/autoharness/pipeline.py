@@ -92,7 +92,9 @@ def synthesize_game(
     if result.best_code and result.best_h > 0:
         library.add(cfg.env, cfg.mode, result.best_code, result.best_h, run_id=run.id, candidate_id=result.best_id,
                     model=report["model"], method=cfg.method)
-    run.set_status("done", {"best_h": result.best_h, "stop_reason": result.stop_reason, "calls": result.calls})
+    # The search marked the run done when it stopped; this refreshes it with the same summary once the
+    # held-out check and the protocol have finished too.
+    run.set_status("done", result.summary())
     return report
 
 

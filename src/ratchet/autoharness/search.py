@@ -43,6 +43,7 @@ class RunLog(Protocol):
     def load_checkpoint(self, name: str) -> Any: ...
     def append_jsonl(self, relpath: str, record: dict[str, Any]) -> Any: ...
     def read_jsonl(self, relpath: str) -> list[dict[str, Any]]: ...
+    def set_status(self, status: str, summary: dict[str, Any] | None = None) -> Any: ...
 
 
 @dataclass
@@ -67,6 +68,10 @@ class SearchResult:
     stop_reason: str
     nodes: int
     history: list[dict[str, Any]] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        """The run's status summary once the search has stopped (the pipeline writes the same)."""
+        return {"best_h": self.best_h, "stop_reason": self.stop_reason, "calls": self.calls}
 
 
 class Synthesis:
@@ -344,11 +349,15 @@ class Synthesis:
         self._started = time.monotonic()
         self._save()
         best = self.tree.best()
-        return SearchResult(
+        result = SearchResult(
             best.candidate_id if best else None, self.codes.get(best.candidate_id) if best else None,
             best.h if best else 0.0, self.state["iteration"], self.state["calls"], self.state["tokens"],
             self.state["elapsed_s"], self.state["stop_reason"] or "iterations", len(self.tree), self.state["history"],
         )
+        # Every way out of the loop above is a finished search; a crash propagates and leaves the
+        # run "running" (resumable).
+        self.run.set_status("done", result.summary())
+        return result
 
     def _loop(self) -> None:
         if not self.tree.nodes and not self.state.get("seeded"):
