@@ -192,12 +192,17 @@ class RandomTextAgent:
 
 
 class RandomLegalAgent:
-    """Plays a uniformly random *legal* move where one can be found.
+    """Plays a uniformly random *legal* move where the legal moves are known, and says where not.
 
-    Candidates: the game's own move list (read before hints are stripped), else every bracketed
-    token in the observation, shape-keeping variants of them (digits and single letters redrawn),
-    plus small numbers and coordinate pairs. Each candidate is tried on a
-    copy of the game (``env.probe``) until one is accepted; if none is, a random candidate is sent.
+    Sources, first that applies (``last_info["source"]`` names it after each ``act``):
+
+    * ``rules``: the env's ``legal_moves()``, computed from the game's own state and rule code
+      (:mod:`ratchet.envs.legal`); a uniform choice among them, no probing.
+    * ``listed``: the moves the game printed (read before hints are stripped), each tried on a copy
+      of the game (``env.probe``) in random order until one is accepted.
+    * ``guess``: no known legal moves. Bracketed tokens of the observation, shape-keeping variants of
+      them (digits and single letters redrawn), small numbers and coordinate pairs, probed; if none
+      is accepted, a random candidate is sent. Such moves may well be illegal.
     """
 
     name = "random-legal"
@@ -214,7 +219,13 @@ class RandomLegalAgent:
     def reset(self, seed: int) -> None:
         self._rng = random.Random(seed + 7919)
 
+    def rule_moves(self) -> list[str] | None:
+        """The env's rule-computed legal moves (None where it has none)."""
+        legal = getattr(self._env, "legal_moves", None)
+        return legal(self._rng.randrange(1 << 31)) if legal is not None else None
+
     def candidates(self, observation: Observation) -> list[str]:
+        """Moves to probe when no rule applies: the game's printed list, else guesses."""
         listed = list(self._env.legal_moves_hint()) if self._env is not None and hasattr(self._env, "legal_moves_hint") else []
         if listed:
             self._rng.shuffle(listed)
@@ -236,9 +247,17 @@ class RandomLegalAgent:
         )
 
     def act(self, observation: Observation, feedback: str | None = None) -> str:
-        options = self.candidates(observation)
-        probe = getattr(self._env, "probe", None)
         self.last_info = {"probes": 0}
+        ruled = self.rule_moves()
+        if ruled:
+            self.last_info["source"] = "rules"
+            return self._rng.choice(ruled)
+        if ruled is not None:
+            self.last_info["no_rule_move"] = True  # the rule found nothing: fall back, flagged
+        options = self.candidates(observation)
+        listed = self._env is not None and hasattr(self._env, "legal_moves_hint") and bool(self._env.legal_moves_hint())
+        self.last_info["source"] = "listed" if listed else "guess"
+        probe = getattr(self._env, "probe", None)
         if probe is not None:
             for action in options[: self.max_probes]:
                 self.last_info["probes"] += 1

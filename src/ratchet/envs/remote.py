@@ -184,6 +184,9 @@ class RemoteEnvironment:
     def legal_moves_hint(self) -> list[str]:
         return self._call("legal_moves_hint")
 
+    def legal_moves(self, seed: int = 0) -> list[str] | None:
+        return self._call("legal_moves", seed=seed)
+
     def probe(self, action: str) -> bool:
         return self._call("probe", action=action)
 
@@ -231,6 +234,8 @@ def _serve() -> None:
                 value = env.game_description()
             elif op == "legal_moves_hint":
                 value = env.legal_moves_hint()
+            elif op == "legal_moves":
+                value = env.legal_moves(int(request.get("seed", 0)))
             elif op == "probe":
                 value = env.probe(request["action"])
             elif op == "close":

@@ -242,6 +242,15 @@ class TextArenaEnv:
         """Moves the game itself listed for the player to move (before stripping); [] if none."""
         return list(self._legal_hint)
 
+    def legal_moves(self, seed: int = 0) -> list[str] | None:
+        """Legal moves for the player to move, computed from the game's own state and rule code
+        (:mod:`ratchet.envs.legal`); None where this game has no such rule. [] once it ended."""
+        if self._done:
+            return []
+        from ratchet.envs.legal import legal_moves
+
+        return legal_moves(self.env_id, self._env, seed, self.probe)
+
     def probe(self, action: str) -> bool:
         """Would ``action`` be accepted now? Tried on a deep copy; this env is left untouched."""
         if self._done:
