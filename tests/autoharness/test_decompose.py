@@ -4,6 +4,7 @@ truth, each fed back and refined on its own; scripted model, TicTacToe stand-in,
 from __future__ import annotations
 
 import random
+import re
 
 from fakes import RULES, FakeTicTacToe, MemoryRun, fenced
 
@@ -75,6 +76,7 @@ def test_states_carry_the_envs_own_board_and_its_legal_list():
         assert sorted(s.listed) == sorted(free) and s.labelled
         assert "Current Board" in s.board
     assert any(any("X" in row for row in s.truth) for s in d.states)  # mid-game states, not only the empty board
+    assert len({s.board for s in d.states}) == len(d.states)  # a position reached from several seeds is checked once
 
 
 def test_each_part_is_checked_on_its_own():
@@ -147,11 +149,16 @@ def test_search_refines_the_parser_when_only_the_parser_fails():
     assert result.best_h == 1.0 and split(result.best_code) == (GOOD_PARSER, GOOD_RULE)
     first = prompt_of(model, 0)
     assert "def parse_board(observation):" in first and "legal_moves" not in first  # the root asks for the parser
+    # Read from the examples, not written for this game: what the library gives, how cells are renamed.
+    assert re.search(r"Cells shown as '\d', '\d', '\d', … are '' in the board\.", first)
+    assert ">>> parse_grid(current_board(" in first
     second = prompt_of(model, 1)
     assert "def legal_moves(state):" in second and "This attempt is wrong" not in second  # a part not written yet: asked afresh
     child, prompt = solved_from(run, PARTIAL_PARSER, GOOD_RULE)
     assert child.meta["refine"] == PARSER
     assert 'c == "O"' in prompt and "parse_board returned" in prompt and "but the board is" in prompt
+    attempt = prompt.split("This attempt is wrong:", 1)[1].split("What went wrong", 1)[0]
+    assert "parse_grid(current_board(observation))" in attempt and '"""' not in attempt  # the attempt, without its docstring
     assert "def legal_moves" not in prompt and "legal_moves returned" not in prompt
     assert all(f["part"] == PARSER for f in child.meta["failures_shown"])
 

@@ -106,7 +106,8 @@ def part_from_response(response: str, target: str) -> str | None:
 
 
 def function_source(part: str, name: str) -> str:
-    """The source of ``name`` in a part (the whole part when it does not parse), for prompts."""
+    """The source of ``name`` in a part, docstring dropped (it repeats the request, and a small
+    model's context is short); the whole part when it does not parse."""
     try:
         tree = ast.parse(part)
     except SyntaxError:
@@ -114,7 +115,11 @@ def function_source(part: str, name: str) -> str:
     lines = part.splitlines()
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name == name:
-            return "\n".join(lines[node.lineno - 1 : node.end_lineno])
+            header = lines[node.lineno - 1 : node.body[0].lineno - 1]
+            body = node.body
+            if len(body) > 1 and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant):
+                body = body[1:]
+            return "\n".join([*header, *lines[body[0].lineno - 1 : node.end_lineno]])
     return part.strip()
 
 
@@ -187,6 +192,8 @@ def harvest_states(env_factory: Callable[[], Environment], transitions: Sequence
                 obs = result.observation
             if ended:
                 continue
+            if any(s.board == obs.text for s in states):
+                continue  # the same position reached from another seed: one check is enough
             truth = true_board(env)
             if truth is None:
                 return [], f"{type(env).__name__} exposes no plain board state (no board_state(), no game_state['board'] as plain data)"

@@ -277,6 +277,26 @@ def _board_excerpt(observation: str, limit: int = 420) -> str:
     return excerpt(observation, limit)
 
 
+def _cell_hint(examples: Sequence[tuple[str, Any, Any]]) -> str:
+    """How shown cells map to stored ones, read from the examples where the text's grid has the
+    board's shape (e.g. TicTacToe shows free cells as their number and stores ''): "Cells shown as
+    '0', '2', '3', … are '' in the board." Empty when nothing is renamed or shapes differ."""
+    from ratchet.autoharness import harnesslib as lib
+
+    renamed: dict[str, list[str]] = {}
+    for _, board, truth in examples:
+        grid = lib.parse_grid(lib.current_board(str(board)))
+        if not (isinstance(truth, list) and len(grid) == len(truth) and all(isinstance(r, list) and len(r) == len(g) for r, g in zip(truth, grid))):
+            return ""
+        for row, stored in zip(grid, truth):
+            for shown, value in zip(row, stored):
+                if shown != value and isinstance(value, str) and shown not in renamed.setdefault(value, []):
+                    renamed[value].append(shown)
+    parts = [", ".join(repr(t) for t in sorted(shown)[:3]) + (", …" if len(shown) > 3 else "") + f" are {value!r}"
+             for value, shown in renamed.items() if shown]
+    return ("Cells shown as " + "; ".join(parts) + " in the board.") if parts else ""
+
+
 def decomposed_request(target: str, examples: Sequence[tuple[str, Any, Any]], helper_library: bool) -> str:
     """A HumanEval-style request for one part of a decomposed harness: ``parse_board(observation)``
     (examples: real observations with the env's own board) or ``legal_moves(state)`` (examples: the
@@ -288,9 +308,18 @@ def decomposed_request(target: str, examples: Sequence[tuple[str, Any, Any]], he
                  "    `observation` is the text the player sees; its current board is the last one in it."]
         if helper_library:
             lines.append("    current_board(observation) gives that board's text and parse_grid(text) splits it into rows of cell strings.")
+        hint = _cell_hint(examples)
+        if hint:
+            lines.append(f"    {hint}")
         lines.append("")
-        for _, board, value in examples:
-            lines += [f"    >>> parse_board({_board_excerpt(board)!r})", f"    {value!r}"]
+        for i, (_, board, value) in enumerate(examples):
+            shown = _board_excerpt(board)
+            if helper_library and i == 0:
+                # What the library gives on the same text: the model then only maps cells.
+                from ratchet.autoharness import harnesslib as lib
+
+                lines += [f"    >>> parse_grid(current_board({shown!r}))", f"    {lib.parse_grid(lib.current_board(shown))!r}"]
+            lines += [f"    >>> parse_board({shown!r})", f"    {value!r}"]
         head = "from harnesslib import current_board, parse_grid\n\n" if helper_library else ""
     else:
         fmt = next((v[0] for _, _, v in examples if v), "[4]")  # a listed action, or a labelled one
