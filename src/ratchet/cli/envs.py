@@ -24,6 +24,7 @@ def list_command(
     a minute for the 145 on two cores); the result is cached per TextArena version and interpreter.
     """
     from ratchet.envs import list_envs
+    from ratchet.envs.legal import support
 
     with console.status("probing environments (cached after the first time)…"):
         infos = list_envs(suite, all_textarena=all_ids, refresh=refresh)
@@ -32,6 +33,9 @@ def list_command(
     table.add_column("id", no_wrap=True)
     table.add_column("players", justify="right")
     table.add_column("runs here")
+    # How the random-legal opponent finds its moves: computed from the game's rules, read from the
+    # list the game prints, or guessed (then its moves may be illegal).
+    table.add_column("legal moves")
     table.add_column("notes")
     for info in shown:
         notes = [n for n in (
@@ -44,11 +48,15 @@ def list_command(
             info.id,
             str(info.num_players or "?"),
             "[green]yes[/]" if info.available else "[red]no[/]",
+            _MOVES.get(support(info.id), "") if info.source == "textarena" else "",
             "; ".join(notes),
         )
     console.print(table)
     ok = sum(i.available for i in infos)
     console.print(f"{ok}/{len(infos)} available here")
+
+
+_MOVES = {"rules": "rules", "listed": "listed by game", "none": "[yellow]guessed[/]"}
 
 
 def register(app: typer.Typer) -> None:

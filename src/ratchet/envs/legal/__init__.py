@@ -64,7 +64,7 @@ def family(env_id: str) -> str:
 #: in the TextArena 0.7.4 source), used when no rule exists; variants that hide the list (Chess
 #: blind, Othello hard) are excluded by id.
 LISTED = frozenset({
-    "2048", "Crusade", "FifteenPuzzle", "FrozenLake", "IndianPoker", "KuhnPoker", "PigDice",
+    "Crusade", "FifteenPuzzle", "FrozenLake", "IndianPoker", "KuhnPoker", "PigDice",
     "ReverseTicTacToe", "SimpleTak", "Sokoban", "SpiteAndMalice", "Stratego", "TicTacToe", "WildTicTacToe",
 })
 

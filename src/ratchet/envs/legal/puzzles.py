@@ -96,3 +96,9 @@ def rush_hour(env: Any, rng: random.Random) -> list[str]:
         for forward in (True, False)
         if env._can_move(vehicles, vehicle, forward)
     ]
+
+
+@rule("2048", kind="filtered")
+def twenty_forty_eight(env: Any, rng: random.Random) -> list[str]:
+    # A direction that leaves the board unchanged is refused; the game's own move (on a copy) decides.
+    return ["[Up]", "[Down]", "[Left]", "[Right]"]
