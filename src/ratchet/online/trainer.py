@@ -95,6 +95,12 @@ class TrainerConfig(Settings):
     """JSONL of held-out cases ({messages, preferred, dispreferred}) scored before each promotion."""
     eval_tolerance: float = 0.5
     """A version whose held-out margin is worse than the current one's by more than this is not served."""
+    claim_lease_s: float = Field(default=300.0, gt=0)
+    """How long the trainer's claim on queued samples lasts; it is renewed every third of that while
+    held, so only a trainer that hangs or vanishes loses it (one of this host that dies loses it at once)."""
+    max_reclaims: int = Field(default=3, ge=1)
+    """A sample taken back from a crashed or failed trainer this many times is marked failed (kept,
+    never trained again) so that a sample that crashes training cannot stop it for good."""
     kl_samples: int = Field(default=4, ge=0)
     """Sequences on which KL to the base is measured for each version's record (0 = skip)."""
     convert_gguf: bool = True
@@ -569,6 +575,7 @@ def run_trainer_loop(
     ``hook`` (an :class:`~ratchet.online.evaluation.EvaluationHook`) default to ones built from
     ``config``.
     """
+    from ratchet.online.claims import Claimer, LeaseKeeper
     from ratchet.online.evaluation import EvaluationHook
     from ratchet.online.lora_gguf import convert_adapter
     from ratchet.online.queue import TurnQueue
@@ -580,22 +587,32 @@ def run_trainer_loop(
     if hook is None and config.heldout_path:
         hook = EvaluationHook.from_jsonl(config.heldout_path, config.eval_tolerance)
     pending: list[Any] = []
+    batch: list[Any] = []
     baselines: dict[int, float] = {}
     first_wait = time.monotonic()
     scratch = Path(tempfile.mkdtemp(prefix="ratchet-train-"))
+    # Claims are leases: a claimer of its own (a loop restarted in this process starts afresh) and
+    # a thread renewing them while samples wait for a full batch or go through a long step.
+    claimer = Claimer.new()
+    keeper = LeaseKeeper(queue, claimer, config.claim_lease_s).start()
     try:
         while not stop_event.is_set():
+            batch = []
             _follow_current(trainer, store)
             room = config.batch_size - len(pending)
             if room > 0:
-                pending.extend(queue.take_batch(room, min_version=max(0, trainer.version - config.max_staleness)))
+                pending.extend(queue.take_batch(room, min_version=max(0, trainer.version - config.max_staleness),
+                                                claimer=claimer, lease_s=config.claim_lease_s,
+                                                max_reclaims=config.max_reclaims))
             waited = time.monotonic() - first_wait
             full = len(pending) >= config.batch_size
             if not full and not (len(pending) >= config.min_batch and waited >= config.max_wait_s):
                 stop_event.wait(config.poll_interval_s)
                 continue
-            batch, pending = pending, []
+            batch, pending = _still_held(queue, claimer, pending), []
             first_wait = time.monotonic()
+            if not batch:
+                continue
             baseline = None
             if hook is not None:
                 # The current version's score changes only when the trainer's weights do.
@@ -627,10 +644,28 @@ def run_trainer_loop(
             record.update(version=version.number, promoted=promote)
             if metrics_sink is not None:
                 metrics_sink(record)
+    except Exception as exc:
+        if batch:
+            # Counted as a reclaim with the error as its reason: a sample that fails every step it
+            # is in ends up failed instead of crashing every trainer that takes it.
+            queue.abandon([s.turn.turn_id for s in batch], f"training step failed: {type(exc).__name__}: {exc}",
+                          claimer=claimer, max_reclaims=config.max_reclaims)
+        raise
     finally:
+        keeper.stop()
         if pending:
-            queue.release([s.turn.turn_id for s in pending])
+            queue.release([s.turn.turn_id for s in pending], claimer=claimer)
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _still_held(queue: Any, claimer: Any, samples: list[Any]) -> list[Any]:
+    """The samples whose claim this trainer still holds; one it lost may be in another's batch already."""
+    held = queue.held(claimer)
+    kept = [s for s in samples if s.turn.turn_id in held]
+    if len(kept) < len(samples):
+        log.warning("%d claimed samples were reclaimed before training (lease lost); training without them",
+                    len(samples) - len(kept))
+    return kept
 
 
 def _version_record(trainer: Trainer, config: TrainerConfig, metrics: dict[str, Any], batch: Sequence[Any]) -> dict:
