@@ -53,6 +53,33 @@ def test_status_reports_per_version_metrics(tmp_path):
     assert json.loads(js.output)["queue"]["turns"] == 2
 
 
+def test_status_shows_claimed_and_reclaimed_samples(tmp_path):
+    import socket
+    import subprocess
+    import sys
+    import uuid
+
+    from ratchet.online.claims import Claimer
+
+    base = make_run(tmp_path, "r1")  # one sample trained, one judged and waiting
+    queue = TurnQueue(base / status_mod.QUEUE_NAME)
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    assert len(queue.take_batch(1, 0, claimer=Claimer(socket.gethostname(), gone.pid, "-1", uuid.uuid4().hex))) == 1
+    st = status_mod.collect(tmp_path / "r1")["queue"]
+    assert st["claimed"] == 1 and st["claimed_lost"] == 1 and st["reclaimed"] == 0
+    result = runner.invoke(app, ["serve", "status", "--runs-root", str(tmp_path)], env={"COLUMNS": "120"})
+    assert result.exit_code == 0, result.output
+    assert "1 claimed by the trainer (1 by a trainer that is gone" in " ".join(result.output.split())
+    assert len(queue.take_batch(1, 0)) == 1  # a new trainer takes it back
+    result = runner.invoke(app, ["serve", "status", "--runs-root", str(tmp_path)], env={"COLUMNS": "120"})
+    line = " ".join(result.output.split())
+    assert "training claims: 1 claimed by the trainer, 1 reclaimed (1 samples), 0 failed" in line
+    js = runner.invoke(app, ["serve", "status", "--run", "r1", "--runs-root", str(tmp_path), "--json"])
+    q = json.loads(js.output)["queue"]
+    assert (q["claimed"], q["claimed_lost"], q["reclaimed"], q["failed"]) == (1, 0, 1, 0)
+
+
 def test_forget_deletes_a_session_from_every_run(tmp_path):
     make_run(tmp_path, "r1")
     make_run(tmp_path, "r2")

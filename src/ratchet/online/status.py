@@ -123,8 +123,22 @@ def write(run_dir: Path, serving: dict[str, Any] | None = None) -> dict[str, Any
     return status
 
 
+def claims_line(queue: dict[str, Any]) -> str:
+    """The training claims in one line: held now, lost among those, reclaimed so far, failed.
+
+    Counts only: a failed sample's reason may quote an error about its text, and status files hold
+    no text (``TurnQueue.failed_samples()`` lists them from the queue itself).
+    """
+    claimed, lost = int(queue.get("claimed", 0)), int(queue.get("claimed_lost", 0))
+    held = f"{claimed} claimed by the trainer"
+    if lost:
+        held += f" ({lost} by a trainer that is gone or whose lease expired; the next claim takes them back)"
+    return (f"training claims: {held}, {queue.get('reclaimed', 0)} reclaimed "
+            f"({queue.get('reclaimed_samples', 0)} samples), {queue.get('failed', 0)} failed after repeated reclaims")
+
+
 def table(status: dict[str, Any]):
-    """A rich table of the per-version rows."""
+    """A rich table of the per-version rows; its caption ends with :func:`claims_line`."""
     from rich.table import Table
 
     def f(value: Any, fmt: str = "{:.3f}") -> str:
@@ -135,7 +149,8 @@ def table(status: dict[str, Any]):
     for col in ("ver", "turns", "judged", "R avg", "R MA", "judge", "loss", "KL", "eval", "prom"):
         t.add_column(col, justify="right", no_wrap=True)
     t.caption = ("R avg: reward mean of the version's judged turns · R MA: reward moving average · judge: mean "
-                 "vote · loss/KL: training loss, KL to base · eval: held-out score · prom: promoted (served)")
+                 "vote · loss/KL: training loss, KL to base · eval: held-out score · prom: promoted (served)\n"
+                 + claims_line(status.get("queue", {})))
     for r in status["versions"]:
         t.add_row(
             f"{r['version']}{' *' if r['current'] else ''}", str(r["turns"]), f(r["judged_fraction"], "{:.0%}"),
