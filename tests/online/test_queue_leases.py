@@ -169,8 +169,8 @@ def test_abandon_counts_a_reclaim_and_release_does_not(tmp_path):
     assert q.abandon(["t1"], "training step failed: ValueError: bad tokens", claimer=c, max_reclaims=1) == 1
     st = q.stats()
     assert st["reclaimed"] == 1 and st["failed"] == 1 and st["claimed"] == 0
-    assert q.failed_samples() == [("t1", 1, "reclaimed 1 times without being trained; last: training step failed: "
-                                          "ValueError: bad tokens")]
+    reason = "reclaimed 1 times without being trained; last: training step failed: ValueError: bad tokens"
+    assert q.failed_samples() == [("t1", 1, reason)]
     assert ids(q.take_batch(2, 0)) == ["t0"]
 
 

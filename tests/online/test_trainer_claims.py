@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from ratchet.online.claims import Claimer
 from ratchet.online.queue import TurnQueue
@@ -35,8 +36,8 @@ def judged_queue(path: Path, n: int) -> TurnQueue:
 
 
 def config(**overrides) -> TrainerConfig:
-    settings = dict(batch_size=3, min_batch=1, max_wait_s=0.0, poll_interval_s=0.02, convert_gguf=False,
-                    kl_samples=0)
+    settings = {"batch_size": 3, "min_batch": 1, "max_wait_s": 0.0, "poll_interval_s": 0.02, "convert_gguf": False,
+                "kl_samples": 0}
     settings.update(overrides)
     return TrainerConfig(**settings)
 
@@ -64,12 +65,12 @@ class RecordingTrainer:
 
 def run_until(q: TurnQueue, trainer, cfg: TrainerConfig, tmp_path: Path, done, timeout: float = 30.0):
     stop = threading.Event()
-    errors: list[BaseException] = []
+    errors: list[Exception] = []
 
     def target():
         try:
             run_trainer_loop(cfg, q.path, tmp_path / "versions", stop, trainer=trainer)
-        except BaseException as exc:  # surfaced to the test below
+        except Exception as exc:  # noqa: BLE001 - surfaced to the test below
             errors.append(exc)
 
     thread = threading.Thread(target=target, daemon=True)
@@ -187,5 +188,5 @@ def test_claims_lost_while_waiting_are_not_trained(tmp_path):
 
 @pytest.mark.parametrize("field,value", [("claim_lease_s", 0), ("max_reclaims", 0)])
 def test_claim_settings_are_validated(field, value):
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         TrainerConfig(**{field: value})

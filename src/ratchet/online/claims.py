@@ -20,7 +20,7 @@ import threading
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, Self
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +145,7 @@ class LeaseKeeper:
         finally:
             self.queue.close()  # this thread's own connection
 
-    def start(self) -> LeaseKeeper:
+    def start(self) -> Self:
         self._thread.start()
         return self
 
@@ -154,7 +154,7 @@ class LeaseKeeper:
         if self._thread.is_alive():
             self._thread.join(timeout=10)
 
-    def __enter__(self) -> LeaseKeeper:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

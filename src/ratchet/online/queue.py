@@ -106,7 +106,10 @@ class TurnQueue:
         self._add_claim_columns()
 
     def _add_claim_columns(self) -> None:
-        # Under BEGIN IMMEDIATE so two processes opening an old file at once do not both ALTER it.
+        if set(_CLAIM_COLUMNS) <= {row[1] for row in self._conn().execute("PRAGMA table_info(turns)")}:
+            return
+        # Under BEGIN IMMEDIATE (and checked again) so two processes opening an old file at once do
+        # not both ALTER it.
         with self._tx() as db:
             have = {row[1] for row in db.execute("PRAGMA table_info(turns)")}
             for name, kind in _CLAIM_COLUMNS.items():
