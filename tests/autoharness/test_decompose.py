@@ -177,6 +177,19 @@ def test_search_refines_the_rule_when_only_the_rule_fails():
     assert parent_eval.metrics["parse_accuracy"] == 1.0 and parent_eval.metrics["rule_accuracy"] < 1.0
 
 
+def test_the_rule_is_asked_for_while_the_parser_is_still_wrong():
+    # A parser wrong on every state does not hold the rule back: the parts are checked apart.
+    model = refiner([BAD_PARSER, GOOD_PARSER], [GOOD_RULE])
+    run = MemoryRun()
+    result = synthesis(config(), model, run).run_search()
+    assert "def legal_moves(state):" in prompt_of(model, 1)
+    by_code = {c.files["harness.py"]: c for c in run.cands.values()}
+    bad_parser_good_rule = by_code[assemble(BAD_PARSER, GOOD_RULE)]
+    scores = next(e for e in run.evals if e.candidate_id == bad_parser_good_rule.id)
+    assert scores.metrics["parse_accuracy"] == 0.0 and scores.metrics["rule_accuracy"] == 1.0 and scores.score > 0.0
+    assert result.best_h == 1.0 and split(result.best_code) == (GOOD_PARSER, GOOD_RULE)
+
+
 def test_a_correct_decomposed_harness_reaches_h_one_with_every_idea_on():
     model = ScriptedModel([fenced(GOOD_PARSER), fenced(GOOD_RULE)])
     result = synthesis(config(samples_per_step=1, transitions=True, scaffold=True, helper_library=True), model).run_search()

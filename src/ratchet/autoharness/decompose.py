@@ -268,10 +268,16 @@ def check_rule(runtime: HarnessRuntime, states: Sequence[PartState]) -> tuple[fl
     return (1.0 - len(wrong) / len(states) if states else 0.0), wrong
 
 
-def choose_part(metrics: dict[str, float]) -> str:
-    """The part to ask for next: the failing one; when both fail, the less accurate (the parser
-    on ties, since nothing downstream works without it); when both pass their own checks but the
-    harness still fails elsewhere (unseen states, rollouts), the rule."""
+def choose_part(metrics: dict[str, float], parts: tuple[str, str] | None = None) -> str:
+    """The part to ask for next. A part not written yet comes first: the parts are checked
+    apart, so a rule can be written and scored while the parser is still wrong (with the 0.5B, a
+    search that kept refining a parser stuck at 0 never asked for the rule). Then the failing part;
+    when both fail, the less accurate (the parser on ties); when both pass their own checks but
+    the harness still fails elsewhere (unseen states, rollouts), the rule."""
+    if parts is None or parts[0].strip() == MISSING[PARSER].strip():
+        return PARSER
+    if parts[1].strip() == MISSING[RULE].strip():
+        return RULE
     p, r = metrics.get("parse_accuracy", 0.0), metrics.get("rule_accuracy", 0.0)
     if p < 1.0 and (r >= 1.0 or p <= r):
         return PARSER
@@ -325,11 +331,12 @@ class Decomposer:
     def request(self, *, game: str, description: str, code: str | None, pool: Sequence[dict[str, Any]], metrics: dict[str, float],
                 rng: random.Random, limit: int) -> tuple[str, list[dict[str, Any]], list[Message]]:
         """(part asked for, failures shown, messages). The root (or a parent that is not
-        decomposed) asks for the parser; later, the failing part, with that part's failures only."""
+        decomposed) asks for the parser, its child for the rule; later, the failing part, with that
+        part's failures only (:func:`choose_part`)."""
         from ratchet.autoharness.prompts import decomposed_prompt
 
         parts = split(code)
-        target = PARSER if parts is None else choose_part(metrics)
+        target = choose_part(metrics, parts)
         own = [f for f in pool if f.get("part") == target]
         # Both parts pass their own checks: what still fails (rollouts, unit tests) goes to the rule.
         shown = critic.sample_failures(own or ([f for f in pool if "part" not in f] if parts else []), rng, limit)
