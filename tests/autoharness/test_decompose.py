@@ -9,7 +9,7 @@ import re
 from fakes import RULES, FakeTicTacToe, MemoryRun, fenced
 
 from ratchet.autoharness.config import AutoHarnessConfig
-from ratchet.autoharness.decompose import MISSING, PARSER, RULE, Decomposer, assemble, harvest_states, split
+from ratchet.autoharness.decompose import MISSING, PARSER, RULE, Decomposer, assemble, split
 from ratchet.autoharness.runtime import InProcessHarness
 from ratchet.autoharness.search import Synthesis
 from ratchet.autoharness.transitions import harvest
@@ -46,7 +46,7 @@ BAD_RULE = '''def legal_moves(state):
 
 
 def config(**ideas) -> AutoHarnessConfig:
-    base = dict(samples_per_step=1, library_seed=False, decompose=True)
+    base = {"samples_per_step": 1, "library_seed": False, "decompose": True}
     base.update(ideas)
     return AutoHarnessConfig(method="ratchet", eval_envs=3, eval_steps=30, iterations=6, search_seeds=[0, 1, 2],
                              heldout_seeds=[100, 101], transitions_per_seed=30, ideas=base)
