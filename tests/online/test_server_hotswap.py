@@ -39,10 +39,15 @@ def test_fifty_concurrent_requests_while_version_flips(tmp_path, concurrency):
     queue = TurnQueue(tmp_path / "q.db")
     state = make_state(host, queue, backend_concurrency=concurrency)
     flips_done = threading.Event()
+    answered = [0]
 
     def flipper():
+        # Flips follow the answers, not the clock: on a loaded machine a timed flipper can finish
+        # before the first request arrives, and every answer then comes from one version.
         for v in range(1, 5):
-            time.sleep(0.05)
+            deadline = time.monotonic() + 10
+            while answered[0] < 10 * v and time.monotonic() < deadline:
+                time.sleep(0.002)
             source.version = v
         time.sleep(0.1)
         flips_done.set()
@@ -51,8 +56,10 @@ def test_fifty_concurrent_requests_while_version_flips(tmp_path, concurrency):
         async with httpx.AsyncClient(base_url=url, timeout=60) as client:
             async def one(i):
                 await asyncio.sleep(0.01 * i)  # spread the arrivals over the flips
-                return await client.post("/v1/chat/completions", json={
+                response = await client.post("/v1/chat/completions", json={
                     "messages": [{"role": "user", "content": f"q{i}"}]}, headers={"X-Session-Id": f"s{i % 7}"})
+                answered[0] += 1
+                return response
             return await asyncio.gather(*(one(i) for i in range(50)))
 
     with ServerThread(create_app(state)) as server:
