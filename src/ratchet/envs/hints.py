@@ -26,9 +26,17 @@ _YOUR = re.compile(r"(?i)\byour\s*$")
 _KEYWORDS = ("moves", "actions", "Moves", "Actions", "MOVES", "ACTIONS")
 
 
+def _maybe_hinted(text: str) -> bool:
+    """A cheap necessary condition: one of the ``_KEYWORDS`` occurs (an ``or`` chain of literal
+    scans: no generator, no regex)."""
+    return ("moves" in text or "actions" in text or "Moves" in text or "Actions" in text
+            or "MOVES" in text or "ACTIONS" in text)
+
+
 def has_hint(text: str) -> bool:
     """Does ``text`` contain a hint label? (Fast for the common case of no "moves"/"actions" word.)"""
-    return any(k in text for k in _KEYWORDS) and HINT_LABEL.search(text) is not None
+    return _maybe_hinted(text) and HINT_LABEL.search(text) is not None
+
 #: Items of a hint list: bracketed tokens first, else quoted tokens, else comma-separated words.
 _BRACKETED = re.compile(r"\[[^\[\]\n]{1,40}\]")
 _QUOTED = re.compile(r"'([^'\n]{1,40})'")
@@ -64,28 +72,36 @@ def _hint_spans(text: str) -> list[tuple[int, int, int]]:
     return spans
 
 
-def find_hints(text: str) -> list[str]:
-    """Every option listed by a hint in ``text``, in order, duplicates removed."""
-    if not has_hint(text):  # the common case: a literal scan of the whole text
+def hint_spans(text: str) -> list[tuple[int, int, int]]:
+    """Where the hints of ``text`` are: (line start, label start, line end) per hinted line, [] when
+    there is none. The one regex scan that :func:`items_in` and :func:`strip_spans` share, so a
+    caller that needs both the options and the stripped text scans the text once."""
+    if not _maybe_hinted(text):  # the common case: a literal scan of the whole text
         return []
+    return _hint_spans(text)
+
+
+def items_in(text: str, spans: list[tuple[int, int, int]]) -> list[str]:
+    """Every option listed by the hints at ``spans`` (from :func:`hint_spans`), in order, deduplicated."""
     seen: dict[str, None] = {}
-    for line_start, _, line_end in _hint_spans(text):
+    for line_start, _, line_end in spans:
         for item in hint_items(text[line_start:line_end]):
             seen.setdefault(item, None)
     return list(seen)
 
 
-def strip_hints(text: str, *, static: bool = False) -> str:
-    """``text`` without its hints. ``static=True`` (the rules prompt) removes only long lists.
+def find_hints(text: str) -> list[str]:
+    """Every option listed by a hint in ``text``, in order, duplicates removed."""
+    return items_in(text, hint_spans(text))
 
-    A hint runs from its label to the end of its line; text before the label stays, and a line
-    left empty (or holding only a bullet) is dropped.
-    """
-    if not has_hint(text):
+
+def strip_spans(text: str, spans: list[tuple[int, int, int]], *, static: bool = False) -> str:
+    """``text`` without the hints at ``spans`` (from :func:`hint_spans`); see :func:`strip_hints`."""
+    if not spans:
         return text
     out: list[str] = []
     pos = 0
-    for line_start, label_start, line_end in _hint_spans(text):
+    for line_start, label_start, line_end in spans:
         if static and len(hint_items(text[line_start:line_end])) <= STATIC_MAX_ITEMS:
             continue
         out.append(text[pos:line_start])
@@ -98,3 +114,12 @@ def strip_hints(text: str, *, static: bool = False) -> str:
     out.append(text[pos:])
     result = "".join(out)
     return result[:-1] if result.endswith("\n") and not text.endswith("\n") else result
+
+
+def strip_hints(text: str, *, static: bool = False) -> str:
+    """``text`` without its hints. ``static=True`` (the rules prompt) removes only long lists.
+
+    A hint runs from its label to the end of its line; text before the label stays, and a line
+    left empty (or holding only a bullet) is dropped.
+    """
+    return strip_spans(text, hint_spans(text), static=static)

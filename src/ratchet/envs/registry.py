@@ -117,6 +117,13 @@ def _paper_games() -> tuple[str, ...]:
 
 
 def paper_players() -> dict[str, int]:
+    """Player count of each of the paper's games (a fresh dict: callers may change it)."""
+    return dict(_paper_players())
+
+
+@lru_cache(maxsize=1)
+def _paper_players() -> dict[str, int]:
+    # Parsed once: make() asks for every environment it builds.
     return {line.split()[0]: int(line.split()[1]) for line in _paper_games()}
 
 
@@ -312,7 +319,7 @@ def make(env_id: str, config: EnvConfig | None = None, *, num_players: int | Non
             f"unknown environment {env_id!r}",
             hint=f"did you mean: {', '.join(close)}" if close else "see `ratchet envs list`",
         )
-    players = num_players or paper_players().get(env_id) or _probed_players(env_id) or 2
+    players = num_players or _paper_players().get(env_id) or _probed_players(env_id) or 2
     remote = config.remote == "always" or (config.remote == "auto" and not _textarena_importable_here(env_id))
     if remote:
         from ratchet.envs.remote import RemoteEnvironment

@@ -144,13 +144,17 @@ def bootstrap_mean_ci(values: list[float], resamples: int = 2000, seed: int = 0)
 
     rng = np.random.default_rng(seed)
     data = np.asarray(values, dtype=float)
-    means = rng.choice(data, size=(resamples, len(data)), replace=True).mean(axis=1)
-    return (float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5)))
+    # Indexing with rng.integers draws exactly what rng.choice(data, replace=True) draws, without
+    # its argument checks; one percentile call for both bounds (this runs once per batch).
+    means = data[rng.integers(0, len(data), size=(resamples, len(data)))].mean(axis=1)
+    lo, hi = np.percentile(means, [2.5, 97.5])
+    return (float(lo), float(hi))
 
 
 # ------------------------------------------------------------------------------------ workers
 
 _CACHE: dict[str, Any] = {}
+_NO_INFO: dict[str, Any] = {}
 
 
 def _key(obj: Any) -> bytes:
@@ -189,14 +193,22 @@ class _Job:
     opponent_factory: AgentFactory | None
     self_play: bool
     config: RolloutConfig
+    keys: tuple[bytes, bytes, bytes] = (b"", b"", b"")
+    """Cache keys of (env, agent, opponent), computed once per batch instead of once per episode."""
+
+
+def _job_keys(env_id: str, cfg: RolloutConfig, agent: AgentFactory, opponent: AgentFactory | None) -> tuple[bytes, bytes, bytes]:
+    return _key((env_id, cfg.env.model_dump())), _key(agent), _key(opponent)
 
 
 def _play(job: _Job) -> EpisodeResult:
     from ratchet.envs.registry import make
 
     cfg = job.config
-    env = _cached("env", _key((job.env_id, cfg.env.model_dump())), lambda: make(job.env_id, cfg.env))
-    agent: Agent = _cached("agent", _key(job.agent_factory), job.agent_factory)
+    env_key, agent_key, opponent_key = job.keys if job.keys[0] else _job_keys(job.env_id, cfg, job.agent_factory,
+                                                                                job.opponent_factory)
+    env = _cached("env", env_key, lambda: make(job.env_id, cfg.env))
+    agent: Agent = _cached("agent", agent_key, job.agent_factory)
     agent_seat = job.agent_seat % env.num_players  # one-player games: always seat 0
     seats: dict[int, Agent] = {agent_seat: agent}
     if env.num_players > 1:
@@ -204,7 +216,7 @@ def _play(job: _Job) -> EpisodeResult:
             opponent = agent
         else:
             factory = job.opponent_factory or (lambda: RandomLegalAgent(seed=job.seed))
-            opponent = _cached("opponent", _key(job.opponent_factory), factory)
+            opponent = _cached("opponent", opponent_key, factory)
         for seat in range(env.num_players):
             seats.setdefault(seat, opponent)
     for player in set(map(id, seats.values())):
@@ -232,8 +244,8 @@ def _play(job: _Job) -> EpisodeResult:
         t1 = time.perf_counter()
         result = env.step(action)
         t2 = time.perf_counter()
-        info = dict(getattr(actor, "last_info", {}) or {})
-        tokens = int(info.get("prompt_tokens", 0)) + int(info.get("completion_tokens", 0))
+        info = getattr(actor, "last_info", None) or _NO_INFO  # read only: no copy
+        tokens = int(info.get("prompt_tokens", 0)) + int(info.get("completion_tokens", 0)) if info else 0
         illegal = not result.legal and not result.losing_not_illegal
         if is_agent:
             agent_s += t1 - t0
@@ -250,13 +262,16 @@ def _play(job: _Job) -> EpisodeResult:
             extra["losing_not_illegal"] = True
         if tokens:
             extra["tokens"] = tokens
-        if "raw" in info:
-            extra["raw"] = info["raw"]
-        if info.get("verifier_rejections"):
-            extra["verifier_rejections"] = info["verifier_rejections"]
-        for key in ("truncated", "env_error"):
-            if key in result.info:
-                extra[key] = result.info[key]
+        if info:
+            if "raw" in info:
+                extra["raw"] = info["raw"]
+            if info.get("verifier_rejections"):
+                extra["verifier_rejections"] = info["verifier_rejections"]
+        step_info = result.info
+        if "truncated" in step_info:
+            extra["truncated"] = step_info["truncated"]
+        if "env_error" in step_info:
+            extra["env_error"] = step_info["env_error"]
         steps.append(
             StepRecord(
                 episode_id=episode_id,
@@ -348,6 +363,7 @@ def run_rollouts(
     if opponent_factory is None and cfg.opponent not in ("self", "random-legal"):
         opponent_factory = AgentSpec(cfg.opponent, game=env_id)
     workers = executor.workers if executor else (cfg.workers or auto_workers(agent_factory, len(seeds), opponent_factory))
+    keys = _job_keys(env_id, cfg, agent_factory, opponent_factory)
     jobs = [
         _Job(
             env_id=env_id,
@@ -358,6 +374,7 @@ def run_rollouts(
             opponent_factory=opponent_factory,
             self_play=self_play,
             config=cfg,
+            keys=keys,
         )
         for i, seed in enumerate(seeds)
     ]

@@ -22,13 +22,11 @@ import copy
 import os
 import random
 import traceback
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from ratchet.contracts import Observation, RatchetError, StepResult
 from ratchet.envs.config import EnvConfig
-from ratchet.envs.hints import find_hints, has_hint, strip_hints
+from ratchet.envs.hints import hint_spans, items_in, strip_hints, strip_spans
 from ratchet.envs.notes import is_losing_not_illegal
 
 
@@ -58,25 +56,33 @@ _RANDOM_API = tuple(
     name for name in dir(random) if getattr(getattr(random, name), "__self__", None) is getattr(random, "_inst", None)
 )
 _GLOBAL_RANDOM = {name: getattr(random, name) for name in _RANDOM_API}
+_RANDOM_NAMESPACE = random.__dict__
 
 
 def _bindings(rng: random.Random) -> dict[str, Any]:
     return {name: getattr(rng, name) for name in _RANDOM_API}
 
 
-@contextmanager
-def _random_module_bound_to(bindings: dict[str, Any]) -> Iterator[None]:
+class _random_module_bound_to:  # lower case: used like the function it replaced
     """Point ``random.random``, ``random.choice``, ``random.seed``… at a private instance.
 
     Cheaper than saving and restoring the global state (two dict updates instead of copying 625
-    words twice per call). Code that captured a function before (``from random import choice``) is
-    not redirected; TextArena 0.7.4 has none. Not thread-safe: one env call at a time per process.
+    words twice per call), and a plain class rather than a generator context manager because it
+    runs twice per step (one object per env, reused). Code that captured a function before
+    (``from random import choice``) is not redirected; TextArena 0.7.4 has none. Not thread-safe:
+    one env call at a time per process.
     """
-    random.__dict__.update(bindings)
-    try:
-        yield
-    finally:
-        random.__dict__.update(_GLOBAL_RANDOM)
+
+    __slots__ = ("bindings",)
+
+    def __init__(self, bindings: dict[str, Any]) -> None:
+        self.bindings = bindings
+
+    def __enter__(self) -> None:
+        _RANDOM_NAMESPACE.update(self.bindings)
+
+    def __exit__(self, *exc: object) -> None:
+        _RANDOM_NAMESPACE.update(_GLOBAL_RANDOM)
 
 
 #: Games that signal an invalid move by killing the mover instead of calling set_invalid_move:
@@ -110,6 +116,8 @@ class TextArenaEnv:
         self._death_key = DEATH_ON_INVALID.get(env_id.split("-v", 1)[0])
         self._rng = random.Random(0)
         self._rng_bound = _bindings(self._rng)
+        self._bound = _random_module_bound_to(self._rng_bound)
+        self._scans: dict[str, list[Any]] = {}
         with self._own_random():
             self._env = ta.make(raw_id)
         self._invalid: list[tuple[str, bool]] = []
@@ -129,7 +137,7 @@ class TextArenaEnv:
 
     def _own_random(self) -> Any:
         """Run game code against this env's private ``random.Random`` (see module docstring)."""
-        return _random_module_bound_to(self._rng_bound)
+        return self._bound
 
     # ---------------------------------------------------------------- contract
 
@@ -311,56 +319,91 @@ class TextArenaEnv:
             rewards = getattr(self._env.state, "rewards", None) or {}
         return {int(k): float(v) for k, v in rewards.items()}
 
+    def _scan(self, message: str) -> list[Any]:
+        """``[hint spans, listed options or None until asked]`` of a message, remembered: two-player
+        games deliver each board to both seats, and a rejected move brings the same board back."""
+        entry = self._scans.get(message)
+        if entry is None:
+            if len(self._scans) >= 256:
+                self._scans.clear()
+            entry = self._scans[message] = [hint_spans(message), None]
+        return entry
+
     def _observe(self, drained: tuple[int, list[Any]]) -> Observation:
         """Assemble the observation from the messages just drained for the player to move."""
         ta = self._ta
+        cfg = self.config
         player, messages = drained
+        texts = [str(m[1]) for m in messages]
+        # Only the newest printed list describes the current position (a drain can also hold the
+        # list printed after the previous move): scan from the end for the last hinted message.
+        hints: list[str] = []
+        for text in reversed(texts):
+            entry = self._scan(text)
+            if entry[0]:
+                if entry[1] is None:
+                    entry[1] = items_in(text, entry[0])
+                hints = entry[1]
+                break
+        self._legal_hint = list(hints)  # a copy: the remembered list stays as it is
+
+        board_kind, prompt_kind = ta.ObservationType.GAME_BOARD, ta.ObservationType.PROMPT
+        bounded = cfg.bounded_observation
+        # A board supersedes older ones; in a bounded observation the boards before the drain's
+        # last one would be dropped at once, so they are not formatted at all.
+        last_board = -1
+        if bounded:
+            for i in range(len(messages) - 1, -1, -1):
+                if messages[i][2] == board_kind:
+                    last_board = i
+                    break
         roles = getattr(self._env.state, "role_mapping", {}) or {}
         window = self._window.setdefault(player, [])
         history = self._history.setdefault(player, [])
-        hints: list[str] = []
-        for sender, message, kind in messages:
-            message = str(message)
-            hinted = has_hint(message)
-            if hinted:
-                # Only the newest list describes the current position; a drain can also hold the
-                # list printed after the previous move.
-                hints = find_hints(message)
-            if kind == ta.ObservationType.PROMPT and player not in self._prompt:
+        strip = cfg.strip_move_hints
+        for i, ((sender, _, kind), message) in enumerate(zip(messages, texts)):
+            if kind == prompt_kind and player not in self._prompt:
                 self._prompt[player] = message
                 continue
-            name = "GAME" if sender == ta.GAME_ID else roles.get(sender, f"Player {sender}")
-            line = f"[{name}] {message}"
-            is_board = kind == ta.ObservationType.GAME_BOARD
-            if hinted and self.config.strip_move_hints:
-                line = strip_hints(line)
+            is_board = kind == board_kind
+            if is_board and i < last_board:
+                continue
+            prefix = "[GAME] " if sender == ta.GAME_ID else f"[{roles.get(sender, f'Player {sender}')}] "
+            spans = self._scan(message)[0] if strip else None
+            line = _strip_line(prefix, message, spans) if spans else prefix + message
             if is_board:
-                # A new board supersedes older ones: keep only the latest in the window.
                 self._board[player] = line
                 window[:] = [entry for entry in window if not entry[1]]
             window.append((line, is_board))
-            if not self.config.bounded_observation:
+            if not bounded:
                 history.append(line)
-        del window[: max(0, len(window) - self.config.max_feedback_messages)]
-        self._legal_hint = list(dict.fromkeys(hints))
+        del window[: max(0, len(window) - cfg.max_feedback_messages)]
 
-        strip = self.config.strip_move_hints
         parts: list[str] = []
         prompt = self._prompt.get(player, "")
-        if self.config.include_prompt and prompt:
+        if cfg.include_prompt and prompt:
             if player not in self._prompt_shown:
                 self._prompt_shown[player] = strip_hints(prompt, static=True) if strip else prompt
             parts.append(self._prompt_shown[player])
-        if self.config.bounded_observation:
+        if bounded:
             board = self._board.get(player)
             if board is not None and not any(is_board for _, is_board in window):
                 parts.append(board)
             parts.extend(line for line, _ in window)
+            text = "\n\n".join(parts)
         else:
             parts.extend(history)
-        text = "\n\n".join(parts) if self.config.bounded_observation else "\n".join(parts)
+            text = "\n".join(parts)
         self._last_obs = Observation(player_id=int(player), text=text)
         return self._last_obs
+
+
+def _strip_line(prefix: str, message: str, spans: list[tuple[int, int, int]]) -> str:
+    """``strip_hints(prefix + message)`` from the spans already found in ``message``: the same
+    hints, shifted by the prefix (which sits on the message's first line)."""
+    n = len(prefix)
+    shifted = [(start + n if start else 0, label + n, end + n) for start, label, end in spans]
+    return strip_spans(prefix + message, shifted)
 
 
 def _plain(value: Any) -> Any:
