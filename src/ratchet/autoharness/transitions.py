@@ -76,7 +76,8 @@ def _replay(env: Environment, seed: int, prefix: Sequence[str]):
 
 def _hint_items(text: str) -> list[str]:
     """The options of the LAST hint line of an unstripped observation (earlier lines in the same
-    observation can be stale: they were printed before the latest moves)."""
+    observation can be stale: they were printed before the latest moves). Only for environments
+    without ``legal_moves_hint()``."""
     from ratchet.envs.hints import HINT_LABEL, hint_items
 
     lines = [line for line in text.splitlines() if HINT_LABEL.search(line)]
@@ -96,10 +97,15 @@ def harvest(
     """Walk random games from each seed and label actions at visited states by replaying them.
 
     ``env_factory`` gives the env whose (hint-stripped) text the harness sees; ``hint_env_factory``
-    (optional) the same game with hints kept, replayed in lockstep to learn the legal list.
+    (optional) the same game with hints kept: passing it asks for the game's legal lists. The list
+    is read from the env's own ``legal_moves_hint()`` (what the game printed for the player to move,
+    kept before stripping) when it has one, so no second game is replayed; otherwise the hint env
+    is replayed in lockstep and the list read from its text.
     """
     rng = rng or random.Random(0)
-    env, hint_env = env_factory(), (hint_env_factory() if hint_env_factory else None)
+    env = env_factory()
+    listed_by_env = hint_env_factory is not None and callable(getattr(env, "legal_moves_hint", None))
+    hint_env = hint_env_factory() if hint_env_factory and not listed_by_env else None
     vocabulary: dict[str, None] = {}
     out: list[Transition] = []
     deadline = time.monotonic() + max_seconds
@@ -111,8 +117,11 @@ def harvest(
                 obs = _replay(env, seed, prefix)
                 if obs is None:
                     break
-                hint_obs = _replay(hint_env, seed, prefix) if hint_env else None
-                legal_list = _hint_items(hint_obs.text) if hint_obs else []
+                if listed_by_env:
+                    legal_list = list(env.legal_moves_hint())
+                else:
+                    hint_obs = _replay(hint_env, seed, prefix) if hint_env else None
+                    legal_list = _hint_items(hint_obs.text) if hint_obs else []
                 for token in _BRACKETED.findall(obs.text) + legal_list:
                     if not _NOT_ACTION.match(token) and token not in vocabulary:
                         vocabulary[token] = None
