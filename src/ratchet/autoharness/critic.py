@@ -4,11 +4,11 @@ Sampling takes one failure of each error type first (so one noisy error does not
 rest), then fills up at random. The consolidated summary ("3× rejected by env: cell N is already
 occupied; 1× code_error: IndexError…") tells the refiner what kinds of mistakes remain.
 
-``diagnose_legal_actions`` names, in plain words, two mistakes small models make over and over
-when asked for ``legal_actions``: an inverted condition (it returns exactly the moves that are
-not legal, e.g. the taken cells) and an answer copied from an example (the same list on boards
-whose legal moves differ). A per-board "returned X but the legal actions are Y" does not say
-either; the summary puts these diagnoses first, unabridged.
+``diagnose_legal_actions`` names, in plain words, mistakes small models make over and over when
+asked for ``legal_actions``: an inverted condition (it returns exactly the moves that are not
+legal, e.g. the taken cells), an answer copied from an example (the same list on boards whose
+legal moves differ), and a test for "legal" that never holds (always []). A per-board "returned
+X but the legal actions are Y" says none of these; the summary puts the diagnoses first, unabridged.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from typing import Any
 #: Failure kinds that are diagnoses over many boards, not single failed steps.
 INVERTED = "inverted_condition"
 COPIED = "copied_answer"
-DIAGNOSES = (INVERTED, COPIED)
+NEVER = "never_legal"
+DIAGNOSES = (INVERTED, COPIED, NEVER)
 
 
 def error_type(failure: dict[str, Any]) -> str:
@@ -60,21 +61,24 @@ def summarize(failures: Sequence[dict[str, Any]]) -> str:
 
 
 def diagnose_legal_actions(wrong: Sequence[dict[str, Any]], states: Sequence[tuple[str, Sequence[str]]]) -> list[dict[str, Any]]:
-    """Diagnoses (failure dicts of kind ``INVERTED`` / ``COPIED``, at most one each) over the
-    wrong states of a ``legal_actions`` check (``check_legal_actions``' failures) among ``states``
-    (board, the game's legal list), the states that were checked.
+    """Diagnoses (failure dicts of kind ``INVERTED`` / ``COPIED`` / ``NEVER``, at most one each)
+    over the wrong states of a ``legal_actions`` check (``check_legal_actions``' failures) among
+    ``states`` (board, the game's legal list), the states that were checked.
 
-    Inverted: on a wrong board it returned no legal move and exactly the others, either as actions
-    (every action the game listed anywhere, minus the legal ones here) or as the taken cells of
-    the grid (their contents, e.g. "X"/"O", or their indices). Copied: one and the same output on
-    at least 3 boards whose legal lists differ (the model hard-coded an answer instead of
-    computing it; if it is some state's legal list, it was most likely an example's)."""
+    Inverted: on at least half of the wrong boards (and 2) it returned no legal move and exactly
+    the others, either as actions (every action the game listed anywhere, minus the legal ones
+    here) or as the taken cells of the grid (their contents, e.g. "X"/"O", or their indices).
+    Copied: one and the same output on at least half of the boards (and 3) whose legal lists
+    differ: an answer hard-coded instead of computed (if it is some state's legal list, most likely
+    an example's). When that output is [] it is a test for "legal" that never holds (``NEVER``)."""
     from ratchet.autoharness.harnesslib import action_value
 
     listed = [f for f in wrong if f.get("kind") == "wrong_legal_actions"]
     universe = {action_value(str(a)) for _, legal in states for a in legal}
     out: list[dict[str, Any]] = []
     inverted = [f for f in listed if _inverted(f, universe)]
+    if len(inverted) < max(2, len(listed) // 2):  # one board can match by chance; a real inversion is everywhere
+        inverted = []
     if inverted:
         first = inverted[0]
         out.append({"kind": INVERTED, "function": "legal_actions", "board": first["board"], "action": None, "verdict": None,
@@ -86,7 +90,16 @@ def diagnose_legal_actions(wrong: Sequence[dict[str, Any]], states: Sequence[tup
         if f not in inverted:
             groups.setdefault(repr(f.get("got")), []).append(f)
     same = max(groups.values(), key=len, default=[])
-    if len({tuple(f["expected"]) for f in same}) >= 3:
+    # A hard-coded answer is the same on (nearly) every board; a computed one repeats on a few.
+    if len(same) < max(3, len(states) // 2):
+        same = []
+    if len({tuple(f["expected"]) for f in same}) >= 3 and same[0]["got"] == []:
+        # Not a copied answer: a test for "legal" that never holds (e.g. `cell == ' '` where free
+        # cells hold their number).
+        out.append({"kind": NEVER, "function": "legal_actions", "board": same[0]["board"], "action": None, "verdict": None,
+                    "feedback": (f"legal_actions returned [] on {len(same)} boards that all have legal moves: its test for a "
+                                 "legal move is never true. Compare that test with the values in the examples.")})
+    elif len({tuple(f["expected"]) for f in same}) >= 3:
         got = same[0]["got"]
         values = sorted(action_value(str(a)) for a in got) if isinstance(got, list) else None
         origin = ("; that is the answer of one example, copied" if values is not None and any(
