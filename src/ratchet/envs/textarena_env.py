@@ -383,7 +383,8 @@ class TextArenaEnv:
         prompt = self._prompt.get(player, "")
         if cfg.include_prompt and prompt:
             if player not in self._prompt_shown:
-                self._prompt_shown[player] = strip_hints(prompt, static=True) if strip else prompt
+                # The same prompt every episode: its scan is remembered like any message's.
+                self._prompt_shown[player] = strip_spans(prompt, self._scan(prompt)[0], static=True) if strip else prompt
             parts.append(self._prompt_shown[player])
         if bounded:
             board = self._board.get(player)
