@@ -99,15 +99,25 @@ def record(env_id: str, count: int, max_steps: int) -> dict[int, list[str]]:
     return out
 
 
-def raw_loop(env_id: str, moves: dict[int, list[str]], suffix: str) -> tuple[int, float]:
+def _clock() -> tuple[float, float]:
+    return time.perf_counter(), time.process_time()
+
+
+def _since(start: tuple[float, float]) -> tuple[float, float]:
+    wall, cpu = _clock()
+    return wall - start[0], cpu - start[1]
+
+
+def raw_loop(env_id: str, moves: dict[int, list[str]], suffix: str) -> tuple[int, float, float]:
+    """(steps, wall s, CPU s of this process); env construction included, as in the runner."""
     import textarena as ta
 
     from ratchet.envs.registry import paper_players
 
     players = paper_players()[env_id]
+    start = _clock()
     env = ta.make(env_id + suffix)
     steps = 0
-    start = time.perf_counter()
     for seed, seq in moves.items():
         env.reset(num_players=players, seed=seed)
         for action in seq:
@@ -117,18 +127,19 @@ def raw_loop(env_id: str, moves: dict[int, list[str]], suffix: str) -> tuple[int
             if done:
                 break
         env.close()
-    return steps, time.perf_counter() - start
+    return (steps, *_since(start))
 
 
 def runner_loop(env_id: str, moves: dict[int, list[str]], workers: int, remote: str = "never",
-                executor=None) -> tuple[int, float]:
+                executor=None) -> tuple[int, float, float]:
+    """(steps, wall s, CPU s of this process: meaningless with worker processes, use wall there)."""
     from ratchet.envs.runner import RolloutConfig, run_rollouts
 
     config = RolloutConfig(workers=workers, opponent="self", alternate_seats=False,
                            env={"max_steps": MAX_STEPS, "remote": remote})
-    start = time.perf_counter()
+    start = _clock()
     report = run_rollouts(env_id, ReplayFactory(moves), list(moves), config, executor=executor)
-    return report.steps, time.perf_counter() - start
+    return (report.steps, *_since(start))
 
 
 def _coverage_one(env_id: str) -> dict:
@@ -182,7 +193,7 @@ def coverage(out: str) -> int:
 SIDES = ("raw", "default", "runner", "runner_worker_proxy")
 
 
-def _side(side: str, env_id: str, moves: dict[int, list[str]]) -> tuple[int, float]:
+def _side(side: str, env_id: str, moves: dict[int, list[str]]) -> tuple[int, float, float]:
     if side == "raw":
         return raw_loop(env_id, moves, "-raw")
     if side == "default":
@@ -193,14 +204,17 @@ def _side(side: str, env_id: str, moves: dict[int, list[str]]) -> tuple[int, flo
 
 
 def time_sides(env_id: str, moves: dict[int, list[str]], rounds: int, sides: tuple[str, ...]) -> dict[str, list[float]]:
-    """``rounds`` alternating rounds of every side: side -> [steps, best seconds]. One untimed
-    warm-up pass first (imports, TextArena's module for the game, first-call caches)."""
+    """``rounds`` alternating rounds of every side: side -> [steps, best seconds], where seconds are
+    this process's CPU time (other processes' load barely moves it) except for the worker proxy,
+    whose work happens in another process (wall time). One untimed warm-up pass first (imports,
+    TextArena's module for the game, first-call caches)."""
     for side in sides:
         _side(side, env_id, moves)
     best: dict[str, list[float]] = {}
     for _ in range(rounds):
         for side in sides:
-            steps, secs = _side(side, env_id, moves)
+            steps, wall, cpu = _side(side, env_id, moves)
+            secs = wall if side == "runner_worker_proxy" else cpu
             if side not in best or secs < best[side][1]:
                 best[side] = [steps, secs]
     return best
@@ -352,7 +366,7 @@ def measure_parallel(episodes: int, max_steps: int, rounds: int) -> dict:
     par_moves = record(par_game, episodes, max_steps)
     cold = {}
     for workers in (1, 2):
-        cold[workers] = min(runner_loop(par_game, par_moves, workers)[1] for _ in range(rounds))
+        cold[workers] = min(runner_loop(par_game, par_moves, workers)[1] for _ in range(rounds))  # wall
     warm = {}
     for workers in (1, 2):
         with LocalExecutor(workers) as pool:
@@ -373,8 +387,11 @@ def report_lines(result: dict) -> list[str]:
         "# Environment stepping throughput",
         "",
         (f"Python {m['python']}, {m['cores']} cores, load average {load} (1/5/15 min) after the overhead part "
-        f"(a shared machine: other work held the cores). Best of {result['rounds']} alternating rounds; "
-        f"{result['seeds']} episodes per game, identical recorded legal moves on every side."),
+         "(a shared machine: other work held the cores). Times are this process's CPU time "
+         f"(`time.process_time`), best of {result['rounds']} alternating rounds after a warm-up pass: under "
+         "load, wall time swings several-fold while CPU time moves little (the worker-proxy column is wall "
+         f"time: its work runs in another process). {result['seeds']} episodes per game, identical recorded "
+         "legal moves on every side; env construction is inside the timing on every side."),
         "",
         ("Baselines: **raw** = `get_observation()` + `step()` on TextArena's `-raw` id (no observation text at "
         "all: a lower bound); **default** = the same loop on the id a user makes (TextArena's default "
