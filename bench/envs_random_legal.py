@@ -17,10 +17,14 @@ import time
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
+#: Games whose TextArena 0.7.4 reset cannot run twice on one instance (Stratego loops forever placing
+#: bombs, SpiteAndMalice runs out of cards), while the runner reuses one env per worker: here each
+#: of their episodes gets a new env.
+FRESH_ENV_PER_EPISODE = {"Stratego", "SpiteAndMalice"}
 
 
 def _coverage_one(job: tuple[str, int, int]) -> dict:
-    from ratchet.envs import EnvConfig, make
+    from ratchet.envs import EnvConfig, make, runner
     from ratchet.envs.agents import AgentSpec
     from ratchet.envs.legal import kind, support
     from ratchet.envs.runner import RolloutConfig, run_rollouts
@@ -32,15 +36,24 @@ def _coverage_one(job: tuple[str, int, int]) -> dict:
     env.close()
     row = {"env_id": env_id, "moves_from": support(env_id), "rule_kind": kind(env_id), "lists_moves": listed}
     start = time.perf_counter()
+    config = RolloutConfig(workers=1, opponent="self", env={"max_steps": max_steps})
+    fresh = env_id.split("-v", 1)[0] in FRESH_ENV_PER_EPISODE
+    batches = [[seed] for seed in range(seeds)] if fresh else [list(range(seeds))]
+    steps = illegal = 0
+    reasons: list[str] = []
     try:
-        report = run_rollouts(env_id, AgentSpec("random-legal"), list(range(seeds)),
-                              RolloutConfig(workers=1, opponent="self", env={"max_steps": max_steps}))
+        for batch in batches:
+            if fresh:
+                runner._release()  # drop the worker's cached env: the next episode makes a new one
+            report = run_rollouts(env_id, AgentSpec("random-legal"), batch, config)
+            steps += report.agent_steps
+            illegal += report.agent_steps - round(report.legal_rate * report.agent_steps)
+            reasons += [r for r, _ in report.illegal_reasons.most_common(2)]
     except Exception as exc:  # noqa: BLE001 - a game that cannot be replayed is a row, not a crash
         row.update({"legal_rate": None, "steps": 0, "illegal": None, "error": f"{type(exc).__name__}: {exc}"[:160]})
     else:
-        row.update({"legal_rate": report.legal_rate, "steps": report.agent_steps,
-                    "illegal": report.agent_steps - round(report.legal_rate * report.agent_steps),
-                    "reasons": [r for r, _ in report.illegal_reasons[:2]] if report.legal_rate < 1 else []})
+        row.update({"legal_rate": 1 - illegal / steps if steps else 0.0, "steps": steps, "illegal": illegal,
+                    "reasons": reasons[:2], "fresh_env_per_episode": fresh})
     row["s"] = time.perf_counter() - start
     return row
 
@@ -48,20 +61,24 @@ def _coverage_one(job: tuple[str, int, int]) -> dict:
 _FROM = {"rules": "rules ({kind})", "listed": "printed list", "none": "GUESSED"}
 
 
-def coverage(out: str, seeds: int = 3, max_steps: int = 30) -> int:
+def coverage(out: str, seeds: int = 3, max_steps: int = 30, resume: list[str] | None = None) -> int:
     """How often the random-legal player's move is legal, per game (``seeds`` episodes of at most
-    ``max_steps`` steps, both seats played by the player)."""
+    ``max_steps`` steps, both seats played by the player). ``resume``: JSON rows printed by an
+    earlier run with the same settings; those games are not played again."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     from ratchet.envs import suite_ids
 
+    done = {r["env_id"]: r for r in (json.loads(line) for line in resume or [])}
     rows = []
-    jobs = [(env_id, seeds, max_steps) for env_id in suite_ids("autoharness-145")]
+    jobs = [(env_id, seeds, max_steps) for env_id in suite_ids("autoharness-145") if env_id not in done]
     with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("forkserver")) as pool:
         for row in pool.map(_coverage_one, jobs):
             print(json.dumps(row), flush=True)
             rows.append(row)
+    order = {env_id: i for i, env_id in enumerate(suite_ids("autoharness-145"))}
+    rows = sorted([*done.values(), *rows], key=lambda r: order[r["env_id"]])
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"{out}.json").write_text(json.dumps(rows, indent=1))
     exact = [r for r in rows if r["legal_rate"] == 1.0]
@@ -70,7 +87,8 @@ def coverage(out: str, seeds: int = 3, max_steps: int = 30) -> int:
         "# Random-legal opponent: legal-move rate per game",
         "",
         (f"{seeds} episodes per game (seeds 0-{seeds - 1}), both seats played by the random-legal player, "
-        f"at most {max_steps} steps each."),
+        f"at most {max_steps} steps each. Stratego and SpiteAndMalice get a new env per episode: their reset "
+         "cannot run twice on one instance (TextArena 0.7.4), and the runner reuses one env per worker."),
         (f"**{len(exact)}/{len(rows)} games: every move legal.** Moves from: `rules` = computed from the "
         f"game's own state and validators (`ratchet.envs.legal`; {by_source['rules']} games; kind `exact`: all "
         "legal moves, `subset`: only legal moves but not all, `filtered`: a complete superset narrowed by the "
@@ -97,9 +115,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=3, help="episodes per game")
     parser.add_argument("--max-steps", type=int, default=30, help="step cap per episode")
     parser.add_argument("--out", default="envs_random_legal")
+    parser.add_argument("--resume", type=Path, help="a log of an interrupted run (its JSON lines are kept)")
     args = parser.parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    return coverage(args.out, args.seeds, args.max_steps)
+    resume = [line for line in args.resume.read_text().splitlines() if line.startswith("{")] if args.resume else None
+    return coverage(args.out, args.seeds, args.max_steps, resume)
 
 
 if __name__ == "__main__":
