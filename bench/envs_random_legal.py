@@ -17,14 +17,10 @@ import time
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
-#: Games whose TextArena 0.7.4 reset cannot run twice on one instance (Stratego loops forever placing
-#: bombs, SpiteAndMalice runs out of cards), while the runner reuses one env per worker: here each
-#: of their episodes gets a new env.
-FRESH_ENV_PER_EPISODE = {"Stratego", "SpiteAndMalice"}
 
 
 def _coverage_one(job: tuple[str, int, int]) -> dict:
-    from ratchet.envs import EnvConfig, make, runner
+    from ratchet.envs import EnvConfig, make
     from ratchet.envs.agents import AgentSpec
     from ratchet.envs.legal import kind, support
     from ratchet.envs.runner import RolloutConfig, run_rollouts
@@ -37,23 +33,16 @@ def _coverage_one(job: tuple[str, int, int]) -> dict:
     row = {"env_id": env_id, "moves_from": support(env_id), "rule_kind": kind(env_id), "lists_moves": listed}
     start = time.perf_counter()
     config = RolloutConfig(workers=1, opponent="self", env={"max_steps": max_steps})
-    fresh = env_id.split("-v", 1)[0] in FRESH_ENV_PER_EPISODE
-    batches = [[seed] for seed in range(seeds)] if fresh else [list(range(seeds))]
-    steps = illegal = 0
-    reasons: list[str] = []
     try:
-        for batch in batches:
-            if fresh:
-                runner._release()  # drop the worker's cached env: the next episode makes a new one
-            report = run_rollouts(env_id, AgentSpec("random-legal"), batch, config)
-            steps += report.agent_steps
-            illegal += report.agent_steps - round(report.legal_rate * report.agent_steps)
-            reasons += [r for r, _ in report.illegal_reasons.most_common(2)]
+        report = run_rollouts(env_id, AgentSpec("random-legal"), list(range(seeds)), config)
+        steps = report.agent_steps
+        illegal = report.agent_steps - round(report.legal_rate * report.agent_steps)
+        reasons = [r for r, _ in report.illegal_reasons.most_common(2)]
     except Exception as exc:  # noqa: BLE001 - a game that cannot be replayed is a row, not a crash
         row.update({"legal_rate": None, "steps": 0, "illegal": None, "error": f"{type(exc).__name__}: {exc}"[:160]})
     else:
         row.update({"legal_rate": 1 - illegal / steps if steps else 0.0, "steps": steps, "illegal": illegal,
-                    "reasons": reasons[:2], "fresh_env_per_episode": fresh})
+                    "reasons": reasons[:2]})
     row["s"] = time.perf_counter() - start
     return row
 
@@ -87,8 +76,7 @@ def coverage(out: str, seeds: int = 3, max_steps: int = 30, resume: list[str] | 
         "# Random-legal opponent: legal-move rate per game",
         "",
         (f"{seeds} episodes per game (seeds 0-{seeds - 1}), both seats played by the random-legal player, "
-        f"at most {max_steps} steps each. Stratego and SpiteAndMalice get a new env per episode: their reset "
-         "cannot run twice on one instance (TextArena 0.7.4), and the runner reuses one env per worker."),
+        f"at most {max_steps} steps each, one env per game reused across its episodes as the runner does."),
         (f"**{len(exact)}/{len(rows)} games: every move legal.** Moves from: `rules` = computed from the "
         f"game's own state and validators (`ratchet.envs.legal`; {by_source['rules']} games; kind `exact`: all "
         "legal moves, `subset`: only legal moves but not all, `filtered`: a complete superset narrowed by the "

@@ -142,54 +142,6 @@ def runner_loop(env_id: str, moves: dict[int, list[str]], workers: int, remote: 
     return (report.steps, *_since(start))
 
 
-def _coverage_one(env_id: str) -> dict:
-    from ratchet.envs import EnvConfig, make
-    from ratchet.envs.agents import AgentSpec
-    from ratchet.envs.runner import RolloutConfig, run_rollouts
-
-    env = make(env_id, EnvConfig())
-    env.reset(0)
-    listed = bool(env.legal_moves_hint())
-    env.close()
-    start = time.perf_counter()
-    report = run_rollouts(env_id, AgentSpec("random-legal"), [0],
-                          RolloutConfig(workers=1, opponent="self", env={"max_steps": 16}))
-    return {"env_id": env_id, "lists_moves": listed, "legal_rate": report.legal_rate,
-            "steps": report.agent_steps, "s": time.perf_counter() - start}
-
-
-def coverage(out: str) -> int:
-    """How often the random-legal player's move is legal, per game (1 episode, <= 16 steps)."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    from ratchet.envs import suite_ids
-
-    rows = []
-    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("forkserver")) as pool:
-        for row in pool.map(_coverage_one, suite_ids("autoharness-145")):
-            print(json.dumps(row), flush=True)
-            rows.append(row)
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{out}.json").write_text(json.dumps(rows, indent=1))
-    exact = [r for r in rows if r["legal_rate"] == 1.0]
-    lines = [
-        "# Random-legal opponent: legal-move rate per game",
-        "",
-        "One episode per game (seed 0), both seats played by the random-legal player, at most 16 steps.",
-        (f"{len(exact)}/{len(rows)} games: every move legal. `lists moves`: the game prints its legal moves "
-        "(the player samples that list); otherwise it probes bracketed tokens of the observation, shape-keeping variants of them, [0]-[9] "
-        "and [r c] pairs on a copy of the game."),
-        "",
-        "| game | lists moves | legal rate | agent steps |",
-        "|---|---|---|---|",
-    ]
-    lines += [f"| {r['env_id']} | {'yes' if r['lists_moves'] else 'no'} | {r['legal_rate']:.2f} | {r['steps']} |" for r in rows]
-    (RESULTS / f"{out}.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines[:4]))
-    return 0
-
-
 SIDES = ("raw", "default", "runner", "runner_worker_proxy")
 
 
@@ -290,8 +242,6 @@ def main(argv: list[str] | None = None) -> int:
                              "alternately with this one, for before/after extra µs/step")
     parser.add_argument("--compare-rounds", type=int, default=4, help="child processes per version with --before-src")
     parser.add_argument("--out", default="envs_throughput")
-    parser.add_argument("--coverage", action="store_true",
-                        help="instead: legal rate of the random-legal player on all 145 games (envs_random_legal.*)")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--child-sides", default="raw,default,runner", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -300,8 +250,6 @@ def main(argv: list[str] | None = None) -> int:
     MAX_STEPS = args.max_steps
     if args.child:
         return _child(args.child, args.rounds, args.child_sides)
-    if args.coverage:
-        return coverage("envs_random_legal")
 
     load_start = os.getloadavg()
     all_moves = {env_id: record(env_id, args.seeds, args.max_steps) for env_id in GAMES}

@@ -98,6 +98,12 @@ def _format_action(action: str) -> str:
     return action
 
 
+#: Games whose TextArena 0.7.4 object cannot be reset twice: Stratego's second reset loops forever
+#: placing pieces, SpiteAndMalice's fails on state left by the first episode. They get a new game
+#: object on every reset after the first (the runner reuses one env per worker).
+FRESH_GAME_ON_RESET = frozenset({"Stratego", "SpiteAndMalice"})
+
+
 class TextArenaEnv:
     """One TextArena game, in this process. Implements ``contracts.Environment``."""
 
@@ -113,6 +119,8 @@ class TextArenaEnv:
         if raw_id not in ENV_REGISTRY:
             raise RatchetError(f"unknown TextArena env {env_id!r}", hint="see `ratchet envs list --all`")
         self._ta = ta
+        self._raw_id = raw_id
+        self._resets = 0
         self._death_key = DEATH_ON_INVALID.get(env_id.split("-v", 1)[0])
         self._rng = random.Random(0)
         self._rng_bound = _bindings(self._rng)
@@ -148,6 +156,9 @@ class TextArenaEnv:
         self._prompt_shown: dict[int, str] = {}
         self._rng.seed(seed)  # games that draw before seeding still get a per-seed stream
         with self._own_random():
+            if self._resets and self.env_id.split("-v", 1)[0] in FRESH_GAME_ON_RESET:
+                self._env = self._ta.make(self._raw_id)
+            self._resets += 1
             self._env.reset(num_players=self.num_players, seed=seed)
             drained = self._env.get_observation()
         state = self._env.state
