@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from ratchet.autoharness.tree import Tree
 from ratchet.contracts import Observation, StepResult
 
 RULES = (
@@ -148,3 +149,12 @@ def is_legal_action(board, action):
 
 def fenced(code: str) -> str:
     return "Here is the code:\n```python\n" + code + "```\n"
+
+
+def make_tree() -> Tree:
+    """root (h 0.2) with two children, a (0.9) and b (0.5): the tree the selection tests draw on."""
+    tree = Tree()
+    tree.add("root", None, 0.2)
+    tree.add("a", "root", 0.9)
+    tree.add("b", "root", 0.5)
+    return tree

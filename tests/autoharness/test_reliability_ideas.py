@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from fakes import RULES, FakeTicTacToe, MemoryRun
+from fakes import RULES, FakeTicTacToe, MemoryRun, make_tree
 
 from ratchet.autoharness import critic
 from ratchet.autoharness.config import AutoHarnessConfig
@@ -35,14 +35,6 @@ def config(iterations: int = 6, **ideas) -> AutoHarnessConfig:
 def synthesis(cfg, model, run=None) -> Synthesis:
     return Synthesis(cfg, model, run or MemoryRun(), lambda: FakeTicTacToe(), InProcessHarness,
                      hint_env_factory=lambda: FakeTicTacToe(hints=True), description=RULES.format(p=0))
-
-
-def make_tree() -> Tree:
-    tree = Tree()
-    tree.add("root", None, 0.2)
-    tree.add("a", "root", 0.9)
-    tree.add("b", "root", 0.5)
-    return tree
 
 
 # ------------------------------------------------------------------ the fresh-root arm

@@ -5,18 +5,11 @@ from __future__ import annotations
 import random
 
 import pytest
+from fakes import make_tree
 
 from ratchet.autoharness import critic
 from ratchet.autoharness.refine import check_signatures, extract_code, which_to_refine
 from ratchet.autoharness.tree import Tree, select_node, thompson_draws
-
-
-def make_tree() -> Tree:
-    tree = Tree()
-    tree.add("root", None, 0.2)
-    tree.add("a", "root", 0.9)
-    tree.add("b", "root", 0.5)
-    return tree
 
 
 def test_tree_counts_refinements_and_depth():

@@ -13,22 +13,12 @@ import time
 import uuid
 from pathlib import Path
 
+from trainable import judged_queue
+
 from ratchet.online.claims import Claimer, LeaseKeeper, process_alive, process_start
 from ratchet.online.queue import TurnQueue
-from ratchet.online.records import Judgement, Turn
 
 SRC = Path(__file__).resolve().parents[2] / "src"
-
-
-def judged_queue(path: Path, n: int) -> TurnQueue:
-    """A queue with ``n`` judged, trainable samples t0..t{n-1}, oldest first."""
-    q = TurnQueue(path)
-    for i in range(n):
-        q.add_turn(Turn(f"t{i}", "s", False, "main", [{"role": "user", "content": f"q{i}"}], f"a{i}", [1, 2],
-                        [3, 4], [-0.5, -0.7], 0, created_at=1000.0 + i))
-        q.set_next_state(f"t{i}", "thanks")
-        q.add_judgement(Judgement(f"t{i}", 1, [1], None, "thanks", "rule"))
-    return q
 
 
 def ids(samples) -> list[str]:

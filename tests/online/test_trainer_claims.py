@@ -16,23 +16,13 @@ from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
+from trainable import judged_queue
 
 from ratchet.online.claims import Claimer
 from ratchet.online.queue import TurnQueue
-from ratchet.online.records import Judgement, Turn
 from ratchet.online.trainer import TrainerConfig, _still_held, run_trainer_loop
 
 SRC = Path(__file__).resolve().parents[2] / "src"
-
-
-def judged_queue(path: Path, n: int) -> TurnQueue:
-    q = TurnQueue(path)
-    for i in range(n):
-        q.add_turn(Turn(f"t{i}", "s", False, "main", [{"role": "user", "content": f"q{i}"}], f"a{i}", [1, 2],
-                        [3, 4], [-0.5, -0.7], 0, created_at=1000.0 + i))
-        q.set_next_state(f"t{i}", "thanks")
-        q.add_judgement(Judgement(f"t{i}", 1, [1], None, "thanks", "rule"))
-    return q
 
 
 def config(**overrides) -> TrainerConfig:
