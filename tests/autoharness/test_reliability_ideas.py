@@ -168,6 +168,10 @@ def test_an_answer_that_is_always_empty_is_not_called_copied(judged):
     # The 0.5B's usual slip: free cells hold their number, not ' '.
     j = judged.judge(SCAFFOLD + "\ndef legal_moves(cells):\n    return [str(i) for i in range(9) if cells[i] == ' ']\n")
     assert kinds(j) == [critic.NEVER] and "never true" in j.failures[0]["feedback"]
+    # ...and it says what the legal cells of that board do hold (FakeTicTacToe shows a free cell's number).
+    feedback, expected = j.failures[0]["feedback"], j.failures[0]["expected"]
+    first = expected[0].strip("[]")
+    assert f"cell {first} holds '{first}'" in feedback
 
 
 def test_right_or_merely_wrong_code_gets_no_diagnosis(judged):

@@ -97,8 +97,10 @@ def diagnose_legal_actions(wrong: Sequence[dict[str, Any]], states: Sequence[tup
         # Not a copied answer: a test for "legal" that never holds (e.g. `cell == ' '` where free
         # cells hold their number).
         out.append({"kind": NEVER, "function": "legal_actions", "board": same[0]["board"], "action": None, "verdict": None,
+                    "expected": same[0]["expected"], "got": [],
                     "feedback": (f"legal_actions returned [] on {len(same)} boards that all have legal moves: its test for a "
-                                 "legal move is never true. Compare that test with the values in the examples.")})
+                                 "legal move is never true. Compare that test with the values in the examples."
+                                 + _legal_cell_values(same[0]))})
     elif len({tuple(f["expected"]) for f in same}) >= 3:
         got = same[0]["got"]
         values = sorted(action_value(str(a)) for a in got) if isinstance(got, list) else None
@@ -108,6 +110,22 @@ def diagnose_legal_actions(wrong: Sequence[dict[str, Any]], states: Sequence[tup
                     "feedback": (f"legal_actions returned the same {_short(got)} on {len(same)} boards whose legal moves all differ: "
                                  f"the answer is hard-coded{origin}. Compute the list from the argument instead.")})
     return out
+
+
+def _legal_cell_values(failure: dict[str, Any]) -> str:
+    """What the legal cells of a board actually hold (" On this board cell 4 holds '4'..."), when the
+    legal actions are cell indices of a grid: the concrete fact a "never true" test contradicts."""
+    from ratchet.autoharness import harnesslib as lib
+
+    cells = lib.cells(lib.parse_grid(lib.current_board(failure.get("board") or "")))
+    shown = []
+    for action in failure.get("expected") or []:
+        value = lib.action_value(str(action))
+        if value.isdigit() and int(value) < len(cells):
+            shown.append(f"cell {value} holds {cells[int(value)]!r}")
+    if not shown:
+        return ""
+    return f" On this board the legal moves are {_short(failure['expected'])}: " + ", ".join(shown[:4]) + "."
 
 
 def _inverted(failure: dict[str, Any], universe: set[str]) -> bool:
