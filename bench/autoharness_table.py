@@ -1,7 +1,8 @@
 """AutoHarness per-game table: the evaluation protocol on a list of games, with and without the
 synthesized harness, same model, held-out seeds.
 
-    python -m bench.autoharness_table --model local:qwen2.5-coder-1.5b            # the committed table
+    python -m bench.autoharness_table --protocol-last --protocol-set legal_seeds=2 legal_steps=5 \
+        reward_games=1 matches=2 step_cap=10                                      # the committed table
     python -m bench.autoharness_table --games TicTacToe-v0 --protocol full        # the paper's sizes
 
 Writes bench/results/autoharness_table.json and .md after every game (a killed run keeps what it
@@ -31,8 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--games", nargs="*", default=ONE_PLAYER[:10] + TWO_PLAYER[:5])
     parser.add_argument("--method", default="ratchet")
     parser.add_argument("--mode", default="verifier")
-    parser.add_argument("--max-calls", type=int, default=4, help="refiner calls per game")
-    parser.add_argument("--iterations", type=int, default=3)
+    parser.add_argument("--max-calls", type=int, default=24, help="refiner calls per game")
+    parser.add_argument("--iterations", type=int, default=8)
     parser.add_argument("--search-seconds", type=float, default=420.0, help="wall-time budget of one game's search")
     parser.add_argument("--protocol", choices=["full", "quick"], default="quick")
     parser.add_argument("--protocol-set", nargs="*", default=[], metavar="KEY=VALUE",
