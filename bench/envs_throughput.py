@@ -237,6 +237,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-steps", type=int, default=120)
     parser.add_argument("--parallel-episodes", type=int, default=64)
     parser.add_argument("--no-parallel", action="store_true", help="skip the 1-vs-2-worker part")
+    parser.add_argument("--parallel-only", action="store_true",
+                        help="only the 1-vs-2-worker part (it needs idle cores), merged into the existing results")
     parser.add_argument("--before-src", default=None,
                         help="a checkout (e.g. `git worktree add /tmp/before HEAD~1`) whose runner is timed "
                              "alternately with this one, for before/after extra µs/step")
@@ -250,6 +252,14 @@ def main(argv: list[str] | None = None) -> int:
     MAX_STEPS = args.max_steps
     if args.child:
         return _child(args.child, args.rounds, args.child_sides)
+
+    if args.parallel_only:
+        result = json.loads((RESULTS / f"{args.out}.json").read_text())
+        load_start = os.getloadavg()
+        result["parallel"] = measure_parallel(args.parallel_episodes, args.max_steps, args.rounds)
+        result["parallel"]["load_avg_at_start"] = load_start
+        _write(result, args.out)
+        return 0
 
     load_start = os.getloadavg()
     all_moves = {env_id: record(env_id, args.seeds, args.max_steps) for env_id in GAMES}
@@ -298,12 +308,16 @@ def main(argv: list[str] | None = None) -> int:
         "before_src": args.before_src,
         "parallel": parallel,
     }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{args.out}.json").write_text(json.dumps(result, indent=2))
-    lines = report_lines(result)
-    (RESULTS / f"{args.out}.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    _write(result, args.out)
     return 0
+
+
+def _write(result: dict, out: str) -> None:
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"{out}.json").write_text(json.dumps(result, indent=2))
+    lines = report_lines(result)
+    (RESULTS / f"{out}.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
 
 
 def measure_parallel(episodes: int, max_steps: int, rounds: int) -> dict:
@@ -388,11 +402,12 @@ def report_lines(result: dict) -> list[str]:
             f"2 workers {p['two_workers_s']:.2f} s, **speed-up {p['speedup']:.2f}x** (worker start-up included); "
             f"with warm workers (an executor kept across calls): 1 worker {p['warm_one_worker_s']:.2f} s, "
             f"2 workers {p['warm_two_workers_s']:.2f} s, **speed-up {p['warm_speedup']:.2f}x** (load average "
-            f"{p['load_avg_at_end'][0]:.1f} at the end)."),
+            + (f"{p['load_avg_at_start'][0]:.1f} at the start, " if p.get("load_avg_at_start") else "")
+            + f"{p['load_avg_at_end'][0]:.1f} at the end; wall time, so it needs idle cores)."),
         ]
     else:
         lines += ["", ("Parallel speed-up: not measured in this run (`--no-parallel`); it needs an otherwise idle "
-                      "machine, rerun `python -m bench.envs_throughput` there.")]
+                      "machine, run `python -m bench.envs_throughput --parallel-only` there.")]
     return lines
 
 
