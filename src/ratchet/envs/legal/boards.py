@@ -19,6 +19,11 @@ def _player(env: Any) -> int:
     return int(env.state.current_player_id)
 
 
+def _squares_of(board: list[list[str]], n: int, piece: str) -> list[tuple[int, int]]:
+    """(row, column) of every square of an n×n board holding ``piece``."""
+    return [(r, c) for r in range(n) for c in range(n) if board[r][c] == piece]
+
+
 @rule("SantoriniBaseFixed")
 def santorini(env: Any, rng: random.Random) -> list[str]:
     # The game's own generator, for the player to move. Its rules prompt prints the list for
@@ -36,18 +41,15 @@ def alquerque(env: Any, rng: random.Random) -> list[str]:
     board = env.state.game_state["board"]
     n = env.BOARD_N
     moves = []
-    for r in range(n):
-        for c in range(n):
-            if board[r][c] != piece:
-                continue
-            for dr, dc in env.forward_dirs[pid]:  # a step: forward only, onto an empty point
-                tr, tc = r + dr, c + dc
-                if 0 <= tr < n and 0 <= tc < n and board[tr][tc] == "":
-                    moves.append(f"[{rc_to_coord(r, c)} {rc_to_coord(tr, tc)}]")
-            for dr, dc in env.neighbours:  # a capture: any direction, over an enemy, onto empty
-                tr, tc = r + 2 * dr, c + 2 * dc
-                if 0 <= tr < n and 0 <= tc < n and board[tr][tc] == "" and board[r + dr][c + dc] == opp:
-                    moves.append(f"[{rc_to_coord(r, c)} {rc_to_coord(tr, tc)}]")
+    for r, c in _squares_of(board, n, piece):
+        for dr, dc in env.forward_dirs[pid]:  # a step: forward only, onto an empty point
+            tr, tc = r + dr, c + dc
+            if 0 <= tr < n and 0 <= tc < n and board[tr][tc] == "":
+                moves.append(f"[{rc_to_coord(r, c)} {rc_to_coord(tr, tc)}]")
+        for dr, dc in env.neighbours:  # a capture: any direction, over an enemy, onto empty
+            tr, tc = r + 2 * dr, c + 2 * dc
+            if 0 <= tr < n and 0 <= tc < n and board[tr][tc] == "" and board[r + dr][c + dc] == opp:
+                moves.append(f"[{rc_to_coord(r, c)} {rc_to_coord(tr, tc)}]")
     return moves
 
 
@@ -90,18 +92,15 @@ def lines_of_action(env: Any, rng: random.Random) -> list[str]:
     board = env.state.game_state["board"]
     n = env.BOARD_N
     moves = []
-    for r in range(n):
-        for c in range(n):
-            if board[r][c] != side:
+    for r, c in _squares_of(board, n, side):
+        for dr, dc in _KING:
+            dist = env._count_pieces_on_line(r, c, dr, dc)
+            tr, tc = r + dr * dist, c + dc * dist
+            if not (0 <= tr < n and 0 <= tc < n) or board[tr][tc] == side:
                 continue
-            for dr, dc in _KING:
-                dist = env._count_pieces_on_line(r, c, dr, dc)
-                tr, tc = r + dr * dist, c + dc * dist
-                if not (0 <= tr < n and 0 <= tc < n) or board[tr][tc] == side:
-                    continue
-                if any(board[r + dr * k][c + dc * k] == enemy for k in range(1, dist)):
-                    continue  # the game forbids jumping over an enemy piece
-                moves.append(f"[{env.rc_to_coord(r, c)}{env.rc_to_coord(tr, tc)}]")
+            if any(board[r + dr * k][c + dc * k] == enemy for k in range(1, dist)):
+                continue  # the game forbids jumping over an enemy piece
+            moves.append(f"[{env.rc_to_coord(r, c)}{env.rc_to_coord(tr, tc)}]")
     return moves
 
 
