@@ -83,7 +83,7 @@ def diagnose_legal_actions(wrong: Sequence[dict[str, Any]], states: Sequence[tup
         first = inverted[0]
         out.append({"kind": INVERTED, "function": "legal_actions", "board": first["board"], "action": None, "verdict": None,
                     "feedback": (f"On {len(inverted)} of {len(states)} boards legal_actions returned exactly the moves that are "
-                                 f"NOT legal (e.g. {_short(first['got'])} where the legal ones are {_short(first['expected'])}): "
+                                 f"NOT legal (e.g. {short(first['got'])} where the legal ones are {short(first['expected'])}): "
                                  "the condition is inverted. Keep the moves it drops and drop the ones it keeps.")})
     groups: dict[str, list[dict[str, Any]]] = {}
     for f in listed:
@@ -107,7 +107,7 @@ def diagnose_legal_actions(wrong: Sequence[dict[str, Any]], states: Sequence[tup
         origin = ("; that is the answer of one example, copied" if values is not None and any(
             sorted(action_value(a) for a in legal) == values for _, legal in states) else "")
         out.append({"kind": COPIED, "function": "legal_actions", "board": same[0]["board"], "action": None, "verdict": None,
-                    "feedback": (f"legal_actions returned the same {_short(got)} on {len(same)} boards whose legal moves all differ: "
+                    "feedback": (f"legal_actions returned the same {short(got)} on {len(same)} boards whose legal moves all differ: "
                                  f"the answer is hard-coded{origin}. Compute the list from the argument instead.")})
     return out
 
@@ -125,7 +125,7 @@ def _legal_cell_values(failure: dict[str, Any]) -> str:
             shown.append(f"cell {value} holds {cells[int(value)]!r}")
     if not shown:
         return ""
-    return f" On this board the legal moves are {_short(failure['expected'])}: " + ", ".join(shown[:4]) + "."
+    return f" On this board the legal moves are {short(failure['expected'])}: " + ", ".join(shown[:4]) + "."
 
 
 def _inverted(failure: dict[str, Any], universe: set[str]) -> bool:
@@ -145,6 +145,7 @@ def _inverted(failure: dict[str, Any], universe: set[str]) -> bool:
     return bool(taken) and (values == {lib.action_value(cells[i]) for i in taken} or values == {str(i) for i in taken})
 
 
-def _short(value: Any, limit: int = 80) -> str:
+def short(value: Any, limit: int = 80) -> str:
+    """``repr(value)``, cut to ``limit`` characters for a prompt."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"

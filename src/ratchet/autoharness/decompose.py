@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ratchet.autoharness import critic
-from ratchet.autoharness.refine import extract_code
+from ratchet.autoharness.refine import extract_code, function_source
 from ratchet.autoharness.runtime import HarnessRuntime, feedback_of
 from ratchet.contracts import Environment, Message
 
@@ -103,24 +103,6 @@ def part_from_response(response: str, target: str) -> str | None:
         start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
         keep.append("\n".join(lines[start - 1 : node.end_lineno]))
     return "\n\n".join(keep) + "\n"
-
-
-def function_source(part: str, name: str) -> str:
-    """The source of ``name`` in a part, docstring dropped (it repeats the request, and a small
-    model's context is short); the whole part when it does not parse."""
-    try:
-        tree = ast.parse(part)
-    except SyntaxError:
-        return part.strip()
-    lines = part.splitlines()
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and node.name == name:
-            header = lines[node.lineno - 1 : node.body[0].lineno - 1]
-            body = node.body
-            if len(body) > 1 and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant):
-                body = body[1:]
-            return "\n".join([*header, *lines[body[0].lineno - 1 : node.end_lineno]])
-    return part.strip()
 
 
 # ---------------------------------------------------------------- ground truth
@@ -235,7 +217,7 @@ def check_parser(runtime: HarnessRuntime, states: Sequence[PartState]) -> tuple[
         elif plain(value) != s.truth:
             diff = first_difference(plain(value), s.truth) if plain(value) is not None else "not plain data"
             wrong.append({**base, "kind": "wrong_parse", "got": value if plain(value) is not None else repr(value)[:300],
-                          "feedback": f"parse_board returned {_short(value)} but the board is {_short(s.truth)} ({diff})"})
+                          "feedback": f"parse_board returned {critic.short(value, 240)} but the board is {critic.short(s.truth, 240)} ({diff})"})
     return (1.0 - len(wrong) / len(states) if states else 0.0), wrong
 
 
@@ -256,7 +238,7 @@ def check_rule(runtime: HarnessRuntime, states: Sequence[PartState]) -> tuple[fl
         have = {action_value(str(a)) for a in got}
         problem = None
         if s.listed and have != {action_value(a) for a in s.listed}:
-            problem = f"legal_moves returned {_short(got)} but the legal actions in this state are {list(s.listed)!r}"
+            problem = f"legal_moves returned {critic.short(got, 240)} but the legal actions in this state are {list(s.listed)!r}"
         else:
             for action, legal, reason in s.labelled:
                 if (action_value(action) in have) != legal:
@@ -282,11 +264,6 @@ def choose_part(metrics: dict[str, float], parts: tuple[str, str] | None = None)
     if p < 1.0 and (r >= 1.0 or p <= r):
         return PARSER
     return RULE
-
-
-def _short(value: Any, limit: int = 240) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + "…"
 
 
 # ---------------------------------------------------------------- the search's view

@@ -10,6 +10,7 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any
 
+from ratchet.autoharness.refine import function_source
 from ratchet.contracts import Message
 
 SYSTEM = "You write short, correct Python code for game harnesses. Reply with exactly one ```python code block and nothing else."
@@ -172,7 +173,7 @@ def synthesis_prompt(
         # Counterexample-guided: the same short request, the states it got wrong added as
         # examples, and the wrong attempt shown.
         text = (f"Game: {game}\n\n{excerpt(description, 600)}\n\n"
-                f"This attempt is wrong:\n```python\n{_function_source(code, 'legal_moves')}\n```\n"
+                f"This attempt is wrong:\n```python\n{function_source(code, 'legal_moves')}\n```\n"
                 + (f"Its errors: {error_summary}\n\n" if error_summary else "\n")
                 + scaffold_request(scaffold_examples, grid_view))
         return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": text}]
@@ -236,24 +237,6 @@ def synthesis_prompt(
 CODE_BLOCK_GRAMMAR = r'''root ::= "```python\n" body "```"
 body ::= ( [^`] | "`" [^`] | "``" [^`] )*
 '''
-
-
-def _function_source(code: str, name: str) -> str:
-    """The source of one top-level function of ``code`` (docstring dropped to keep prompts short)."""
-    import ast
-
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return code.strip()
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and node.name == name:
-            body = node.body[1:] if node.body and isinstance(node.body[0], ast.Expr) and isinstance(getattr(node.body[0], "value", None), ast.Constant) else node.body
-            lines = code.splitlines()
-            head = lines[node.lineno - 1]
-            rest = lines[body[0].lineno - 1 : node.end_lineno] if body else ["    pass"]
-            return "\n".join([head, *rest])
-    return code.strip()
 
 
 # ---------------------------------------------------------------- decomposition (ideas.decompose)
