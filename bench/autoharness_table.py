@@ -23,6 +23,8 @@ ONE_PLAYER = ["TowerOfHanoi-v0", "FrozenLake-v0", "GuessTheNumber-v0", "Mastermi
               "2048-v0", "Bandit-v0", "Blackjack-v0", "FifteenPuzzle-v0", "PegJump-v0", "RushHour-v0"]
 TWO_PLAYER = ["TicTacToe-v0", "ConnectFour-v0", "Othello-v0", "Chopsticks-v0", "Breakthrough-v0-small", "Alquerque-v0"]
 
+GATE_NOTE = ("held-out check = the adoption gate: 'adopted' if the legal rate and the reward after are each no lower than "
+             "before, else 'rejected' (the harness is then kept out of the library and not exported)")
 QUICK = ["legal_seeds=1", "legal_steps=6", "reward_games=1", "matches=2", "step_cap=12", "play_max_tokens=64", "retries=1"]
 
 
@@ -46,6 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--name", default="autoharness_table")
     parser.add_argument("--resume", action="store_true")
+    parser.add_argument("--rewrite", action="store_true",
+                        help="only write NAME.md again from the rows stored in NAME.json (after the table's columns change)")
     parser.add_argument("--store", default=None, help="run store root (default: the user's store)")
     parser.add_argument("--library", default=None, help="harness library dir (default: a fresh one, so games seed only from this table's earlier games)")
     args = parser.parse_args(argv)
@@ -58,12 +62,17 @@ def main(argv: list[str] | None = None) -> int:
     from ratchet.models import AccountedModel, Accountant, BudgetConfig, load_model
     from ratchet.store import RunStore
 
+    out_json = RESULTS / f"{args.name}.json"
+    if args.rewrite:
+        stored = json.loads(out_json.read_text())
+        notes = stored["notes"] + ([GATE_NOTE] if GATE_NOTE not in stored["notes"] else [])
+        out_json.with_suffix(".md").write_text(markdown_table(stored["games"], "AutoHarness per-game table", notes))
+        return 0
     protocol = load_config(ProtocolConfig, None, ([] if args.protocol == "full" else QUICK) + args.protocol_set)
     model = load_model(args.model, n_threads=args.threads) if args.model.startswith("local:") else load_model(args.model)
     store = RunStore(args.store)
     library = args.library or tempfile.mkdtemp(prefix="ratchet-harness-library-")
     RESULTS.mkdir(parents=True, exist_ok=True)
-    out_json = RESULTS / f"{args.name}.json"
     done: dict[str, dict] = {}
     if args.resume and out_json.exists():
         done = {r["env"]: r for r in json.loads(out_json.read_text())["games"] if r.get("status") != "not run"}
@@ -82,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         "before = the same model with no harness; after = model + synthesized verifier (re-prompt, then fall back to the harness's propose_action)",
         "harness alone = the synthesized code with no LLM on 5 held-out seeds x 200 steps (legal rate), and its is_legal_action "
         "on transitions harvested from those seeds (accuracy)",
+        GATE_NOTE,
     ]
     if args.protocol_games is not None:
         notes.append("LLM protocol (before/after columns) run only for: " + ", ".join(args.protocol_games) + "; '–' elsewhere")
@@ -121,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
 def _protocol_pass(args, store, model, protocol, rows: list[dict], save) -> None:
     """Second pass of ``--protocol-last``: the LLM protocol on each searched game, saving after each."""
     from ratchet.autoharness.config import AutoHarnessConfig
-    from ratchet.autoharness.pipeline import best_code, evaluate_harness
+    from ratchet.autoharness.pipeline import adopt, best_code, evaluate_harness
     from ratchet.autoharness.report import protocol_sides
 
     for row in rows:
@@ -132,12 +142,12 @@ def _protocol_pass(args, store, model, protocol, rows: list[dict], save) -> None
         try:
             run = store.open_run(row["run_id"])
             cfg = AutoHarnessConfig.model_validate((run.read_json("run.json") or {})["config"])
-            code, _ = best_code(run)
+            code, provenance = best_code(run)
             print(f"[{time.strftime('%H:%M:%S')}] protocol {row['env']}", flush=True)
             evaluation = evaluate_harness(cfg, run, code, model, protocol, on_phase=lambda p: print(f"  phase {p}", flush=True))
             row.update(protocol_sides(evaluation))
             row["players"] = row.get("players") or evaluation.get("players")
-            run.write_json("report.json", row)
+            adopt(cfg, run, row, code, provenance["candidate_id"])
         except Exception as exc:  # one broken game must not end the pass
             row["protocol_error"] = f"{type(exc).__name__}: {exc}"[:160]
         row["protocol_wall_s"] = round(time.perf_counter() - started, 1)

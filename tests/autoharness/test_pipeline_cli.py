@@ -38,9 +38,11 @@ def test_pipeline_reports_before_and_after_and_fills_the_library(tmp_path):
     assert before["legal_rate"] < 1.0 and after["legal_rate"] == 1.0
     assert after["rejections"] > 0 and after["fallbacks"] > 0
     assert report["harness_alone"]["legal_rate"] == 1.0 and report["harness_alone"]["verifier_accuracy"] == 1.0
-    assert HarnessLibrary(tmp_path / "lib").lookup("TicTacToe-v0-large", "verifier")[0]["score"] == 1.0
+    assert report["adoption"]["verdict"] == "adopted"  # legal rate up, reward no lower
+    entry = HarnessLibrary(tmp_path / "lib").lookup("TicTacToe-v0-large", "verifier")[0]
+    assert entry["score"] == 1.0 and entry["adoption"] == "adopted"
     table = markdown_table([report, {"env": "Chess-v0", "status": "not run", "reason": "time"}], "t")
-    assert "| TicTacToe-v0 |" in table and "| Chess-v0 |" in table and "not run" in table
+    assert "| TicTacToe-v0 |" in table and "| Chess-v0 |" in table and "not run" in table and "| adopted |" in table
     assert run.load_checkpoint("autoharness")["tree"]
 
 
@@ -95,3 +97,76 @@ def test_protocol_can_run_after_the_search_on_the_stored_best_harness(tmp_path):
     sides = protocol_sides(evaluation)
     assert sides["before"]["legal_rate"] < 1.0 and sides["after"]["legal_rate"] == 1.0
     assert run.read_json("protocol.json") == evaluation
+
+
+def test_the_adoption_gate_judges_the_held_out_sides():
+    from ratchet.autoharness.adoption import judge
+    from ratchet.autoharness.config import AdoptionConfig
+
+    assert judge({"legal_rate": 0.8, "reward": 0.2}, {"legal_rate": 1.0, "reward": 0.2})["verdict"] == "adopted"
+    hurt = judge({"legal_rate": 0.9, "reward": 0.0}, {"legal_rate": 0.0, "reward": 0.0})
+    assert hurt["verdict"] == "rejected" and hurt["reasons"] == ["legal rate 0.90 without the harness, 0.00 with it"]
+    assert hurt["legal_delta"] == -0.9
+    worse_reward = judge({"legal_rate": 1.0, "reward": 0.5}, {"legal_rate": 1.0, "reward": 0.0})
+    assert worse_reward["verdict"] == "rejected" and "reward" in worse_reward["reasons"][0]
+    # A margin lets a drop within it pass; the drop just beyond it still rejects.
+    loose = AdoptionConfig(legal_margin=0.1)
+    assert judge({"legal_rate": 1.0, "reward": 0}, {"legal_rate": 0.9, "reward": 0}, loose)["verdict"] == "adopted"
+    assert judge({"legal_rate": 1.0, "reward": 0}, {"legal_rate": 0.85, "reward": 0}, loose)["verdict"] == "rejected"
+    assert judge(None, {"legal_rate": 1.0})["verdict"] == "unchecked"
+
+
+def _searched_run(tmp_path, **cfg_fields):
+    store = RunStore(tmp_path / "runs")
+    cfg = AutoHarnessConfig(method="ratchet", eval_envs=2, eval_steps=20, search_seeds=[0, 1], heldout_seeds=[7, 8],
+                            transitions_per_seed=20, library_dir=str(tmp_path / "lib"), **cfg_fields)
+    run = store.create_run("autoharness", cfg.model_dump(), "gate")
+    report = synthesize_game(cfg, ScriptedModel(respond), run, runtime_factory=InProcessHarness,
+                             env_factory=lambda: FakeTicTacToe())
+    return store, cfg, run, report
+
+
+def test_a_harness_the_held_out_check_rejects_leaves_the_library_and_is_not_exported(tmp_path):
+    from ratchet.autoharness.pipeline import adopt, best_code
+    from ratchet.cli import app
+
+    store, cfg, run, report = _searched_run(tmp_path)
+    library = HarnessLibrary(tmp_path / "lib")
+    # Searched with no protocol: kept, marked unchecked.
+    assert report["adoption"]["verdict"] == "unchecked"
+    assert library.lookup("TicTacToe-v0", "verifier")[0]["adoption"] == "unchecked"
+    # The protocol, run later, finds the model alone better on held-out seeds: the harness is withdrawn.
+    report.update(before={"legal_rate": 1.0, "reward": 0.5}, after={"legal_rate": 0.8, "reward": 0.5})
+    code, provenance = best_code(run)
+    assert adopt(cfg, run, report, code, provenance["candidate_id"])["verdict"] == "rejected"
+    assert library.lookup("TicTacToe-v0", "verifier") == []
+    assert store.open_run(run.id).read_json("report.json")["adoption"]["verdict"] == "rejected"
+
+    out = tmp_path / "h.py"
+    refused = CliRunner().invoke(app, ["autoharness", "export", run.id, "-o", str(out), "--store", str(tmp_path / "runs")])
+    assert refused.exit_code != 0 and not out.exists()
+    assert "legal rate 1.00 without the harness, 0.80 with it" in str(refused.exception)
+    assert "--force" in refused.exception.hint
+    forced = CliRunner().invoke(app, ["autoharness", "export", run.id, "-o", str(out), "--force", "--store", str(tmp_path / "runs")])
+    assert forced.exit_code == 0, forced.output
+    assert "# adoption: rejected" in out.read_text()
+
+
+def test_the_gate_switched_off_keeps_a_rejected_harness(tmp_path):
+    from ratchet.autoharness.config import AdoptionConfig
+    from ratchet.autoharness.pipeline import adopt, best_code
+
+    _, cfg, run, report = _searched_run(tmp_path, adoption=AdoptionConfig(gate=False))
+    report.update(before={"legal_rate": 1.0, "reward": 0.5}, after={"legal_rate": 0.8, "reward": 0.5})
+    code, provenance = best_code(run)
+    assert adopt(cfg, run, report, code, provenance["candidate_id"])["verdict"] == "rejected"
+    assert library_entry(tmp_path)["adoption"] == "rejected"
+    out = tmp_path / "h.py"
+    from ratchet.cli import app
+
+    result = CliRunner().invoke(app, ["autoharness", "export", run.id, "-o", str(out), "--store", str(tmp_path / "runs")])
+    assert result.exit_code == 0, result.output
+
+
+def library_entry(tmp_path):
+    return HarnessLibrary(tmp_path / "lib").lookup("TicTacToe-v0", "verifier")[0]

@@ -61,6 +61,19 @@ class RatchetIdeas(Settings):
     boards whose legal moves differ, e.g. a doctest example's)."""
 
 
+class AdoptionConfig(Settings):
+    """When a harness counts as doing no harm on the held-out seeds."""
+
+    gate: bool = True
+    """Keep a harness the held-out check rejected out of the harness library, and refuse to export
+    it without ``--force``. Off: every harness with h > 0 is kept, as the paper's loop would."""
+    legal_margin: float = 0.0
+    """How much lower the legal rate with the harness may be than without it before it counts as a
+    loss (0: any measured drop rejects; over a short protocol one illegal step moves the rate a lot)."""
+    reward_margin: float = 0.0
+    """How much lower the mean reward (1 player) or win rate (2 players) may be, likewise."""
+
+
 class AutoHarnessConfig(Settings):
     """One AutoHarness run: which game, which harness mode, which method and model, what budget."""
 
@@ -107,6 +120,8 @@ class AutoHarnessConfig(Settings):
     """Token / call / time limits of the search."""
     library_dir: str | None = None
     """Harness library directory (default: the user data dir); read for seeding, written on success."""
+    adoption: AdoptionConfig = Field(default_factory=AdoptionConfig)
+    """The gate a harness passes before it is kept in the library or exported."""
 
     @model_validator(mode="after")
     def _seeds_disjoint(self) -> AutoHarnessConfig:

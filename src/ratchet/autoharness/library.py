@@ -66,6 +66,19 @@ class HarnessLibrary:
         self._write_index(index)
         return True
 
+    def withdraw(self, env_id: str, mode: str, *, run_id: str) -> bool:
+        """Remove the stored harness for ``env_id`` if run ``run_id`` put it there (a later check
+        rejected it); a better harness from another run stays."""
+        index = self._index()
+        key = f"{env_id}|{mode}"
+        entry = index.get(key)
+        if not entry or entry.get("run_id") != run_id:
+            return False
+        (self.root / entry["path"]).unlink(missing_ok=True)
+        del index[key]
+        self._write_index(index)
+        return True
+
     def code_of(self, entry: dict[str, Any]) -> str:
         """The harness code of a library entry (the part after the exported file's prelude)."""
         text = (self.root / entry["path"]).read_text()

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ratchet.autoharness.adoption import judge, verdict_of
 from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.library import HarnessLibrary
 from ratchet.autoharness.protocol import ProtocolConfig, code_heldout, run_protocol
@@ -88,14 +89,32 @@ def synthesize_game(
                          model_name=getattr(model, "name", cfg.model))
     report["harness_alone"] = alone
     report["players"] = report.get("players") or players
-    run.write_json("report.json", report)
-    if result.best_code and result.best_h > 0:
-        library.add(cfg.env, cfg.mode, result.best_code, result.best_h, run_id=run.id, candidate_id=result.best_id,
-                    model=report["model"], method=cfg.method)
+    adopt(cfg, run, report, result.best_code, result.best_id, library)
     # The search marked the run done when it stopped; this refreshes it with the same summary once the
     # held-out check and the protocol have finished too.
     run.set_status("done", result.summary())
     return report
+
+
+def adopt(cfg: AutoHarnessConfig, run: Any, report: dict[str, Any], code: str | None, candidate_id: str | None,
+          library: HarnessLibrary | None = None) -> dict[str, Any]:
+    """Judge the report's held-out sides (:mod:`ratchet.autoharness.adoption`), record the verdict
+    in the report (``report.json``), and keep the harness in the library unless the gate rejects it.
+
+    Called again when the protocol runs after the search (a batch's second pass): a harness that
+    was kept unchecked and is now rejected is withdrawn from the library."""
+    verdict = judge(report.get("before"), report.get("after"), cfg.adoption)
+    report["adoption"] = verdict
+    run.write_json("report.json", report)
+    library = library if library is not None else HarnessLibrary(cfg.library_dir)
+    score = (report.get("search") or {}).get("best_h") or 0.0
+    if code and score > 0:
+        if verdict["verdict"] == "rejected" and cfg.adoption.gate:
+            library.withdraw(cfg.env, cfg.mode, run_id=run.id)
+        else:
+            library.add(cfg.env, cfg.mode, code, score, run_id=run.id, candidate_id=candidate_id,
+                        model=report.get("model"), method=cfg.method, adoption=verdict["verdict"])
+    return verdict
 
 
 def evaluate_harness(
@@ -138,8 +157,9 @@ def best_code(run: Any) -> tuple[str, dict[str, Any]]:
         "env": config.get("env"), "mode": config.get("mode"), "method": config.get("method"), "score": best["h"],
         "run_id": run.id, "candidate_id": best["candidate_id"], "model": config.get("model"),
         "heldout_legal_rate": (report.get("after") or {}).get("legal_rate"),
+        "adoption": verdict_of(report) if report else "unchecked",
     }
     return state["codes"][best["candidate_id"]], provenance
 
 
-__all__ = ["KIND", "RUN_KIND", "best_code", "env_factory_for", "evaluate_harness", "open_or_create", "synthesize_game"]
+__all__ = ["KIND", "RUN_KIND", "adopt", "best_code", "env_factory_for", "evaluate_harness", "open_or_create", "synthesize_game"]

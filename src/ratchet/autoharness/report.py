@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ratchet.autoharness.adoption import verdict_of
 from ratchet.contracts import FORMAT_VERSION
 
 
@@ -52,17 +53,19 @@ def markdown_table(reports: Sequence[dict[str, Any]], title: str = "", notes: Se
     """A table with one row per game; games not run keep a row marked "not run"."""
     lines = [f"# {title}" if title else "", *[f"- {n}" for n in notes], ""]
     lines.append("| game | players | best h (search) | legal rate before | legal rate after | reward before | reward after | "
-                 "harness alone: legal rate | harness alone: verifier accuracy | iterations | LLM calls | tokens | search s | stop |")
-    lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+                 "held-out check | harness alone: legal rate | harness alone: verifier accuracy | iterations | LLM calls | tokens | "
+                 "search s | stop |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in reports:
         if r.get("status") == "not run" or "search" not in r:
-            lines.append(f"| {r['env']} | {_f(r.get('players'))} | not run | | | | | | | | | | | {r.get('reason', '')} |")
+            lines.append(f"| {r['env']} | {_f(r.get('players'))} | not run | | | | | | | | | | | | {r.get('reason', '')} |")
             continue
         s, b, a = r["search"], r.get("before") or {}, r.get("after") or {}
         alone = r.get("harness_alone") or {}
+        check = verdict_of(r) if b and a else None
         lines.append(
             f"| {r['env']} | {_f(r.get('players'))} | {_f(s['best_h'])} | {_f(b.get('legal_rate'))} | {_f(a.get('legal_rate'))} | "
-            f"{_f(b.get('reward'))} | {_f(a.get('reward'))} | {_f(alone.get('legal_rate'))} | {_f(alone.get('verifier_accuracy'))} | "
+            f"{_f(b.get('reward'))} | {_f(a.get('reward'))} | {_f(check)} | {_f(alone.get('legal_rate'))} | {_f(alone.get('verifier_accuracy'))} | "
             f"{s['iterations']} | {s['llm_calls']} | {s['tokens']} | "
             f"{_f(s['wall_s'], 0)} | {s['stop_reason']} |"
         )

@@ -61,6 +61,10 @@ def _show(report: dict) -> None:
     s = report["search"]
     console.print(f"search: best h {s['best_h']:.3f} after {s['iterations']} iterations, {s['llm_calls']} LLM calls, "
                   f"{s['tokens']} tokens, {s['wall_s']} s ({s['stop_reason']}); run {report['run_id']}")
+    adoption = report.get("adoption")
+    if adoption:
+        colour = {"adopted": "green", "rejected": "red"}.get(adoption["verdict"], "yellow")
+        console.print(f"held-out check: [{colour}]{adoption['verdict']}[/{colour}] ({'; '.join(adoption['reasons'])})")
 
 
 def register(app: typer.Typer) -> None:
@@ -84,6 +88,7 @@ def register(app: typer.Typer) -> None:
         protocol_set: list[str] = typer.Option([], "--protocol-set", help="Override a ProtocolConfig field."),
         threads: Optional[int] = typer.Option(None, help="llama.cpp threads for local models."),
         export: Optional[Path] = typer.Option(None, "--export", "-o", help="Write the best harness to this file."),
+        force: bool = typer.Option(False, "--force", help="Export even a harness the held-out check rejected."),
         store_root: Optional[Path] = typer.Option(None, "--store", help="Run store directory."),
     ) -> None:
         if ctx.invoked_subcommand is not None:
@@ -124,18 +129,23 @@ def register(app: typer.Typer) -> None:
                                      on_progress=progress, on_phase=phase)
         _show(report)
         if export:
-            _export(store, run.id, export)
+            _export(store, run.id, export, force)
 
     @group.command("export")
     def export_cmd(
         run_id: str = typer.Argument(..., help="The AutoHarness run to export from."),
         output: Path = typer.Option(..., "-o", "--output", help="Path of the .py file to write."),
+        force: bool = typer.Option(False, "--force", help="Export even a harness the held-out check rejected (it did worse "
+                                                          "than the model alone on held-out seeds)."),
         store_root: Optional[Path] = typer.Option(None, "--store", help="Run store directory."),
     ) -> None:
-        """Write the run's best harness as a standalone Python file (load it with load_harness)."""
+        """Write the run's best harness as a standalone Python file (load it with load_harness).
+
+        A harness whose held-out check showed a loss (the model did worse with it than without it)
+        is refused unless --force is given."""
         from ratchet.store import RunStore
 
-        _export(RunStore(store_root), run_id, output)
+        _export(RunStore(store_root), run_id, output, force)
 
     @group.command("show")
     def show_cmd(run_id: str = typer.Argument(...), store_root: Optional[Path] = typer.Option(None, "--store")) -> None:
@@ -150,11 +160,21 @@ def register(app: typer.Typer) -> None:
     app.add_typer(group, name="autoharness")
 
 
-def _export(store, run_id: str, output: Path) -> None:
+def _export(store, run_id: str, output: Path, force: bool = False) -> None:
+    from ratchet.autoharness.config import AutoHarnessConfig
     from ratchet.autoharness.export import export_harness
     from ratchet.autoharness.pipeline import best_code
 
-    code, provenance = best_code(store.open_run(run_id))
+    run = store.open_run(run_id)
+    code, provenance = best_code(run)
+    gate = AutoHarnessConfig.model_validate((run.read_json("run.json") or {}).get("config") or {}).adoption.gate
+    if provenance["adoption"] == "rejected" and gate and not force:
+        reasons = ((run.read_json("report.json") or {}).get("adoption") or {}).get("reasons") or []
+        raise RatchetError(
+            f"run {run_id}: the held-out check rejected this harness ({'; '.join(reasons) or 'a loss with the harness'})",
+            hint=f"run a longer search (ratchet autoharness --env {provenance['env']} --max-calls N), or export this one "
+                 "anyway with --force",
+        )
     path = export_harness(code, output, provenance)
     console.print(f"wrote {path} (h = {provenance['score']:.3f}); load it with "
                   f"[bold]from ratchet.autoharness.export import load_harness[/bold]")
