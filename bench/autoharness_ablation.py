@@ -48,9 +48,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from ratchet.autoharness.config import AutoHarnessConfig
     from ratchet.autoharness.pipeline import env_factory_for
-    from ratchet.autoharness.protocol import code_heldout
     from ratchet.autoharness.runtime import sandbox_runtime_factory
-    from ratchet.autoharness.search import Synthesis
     from ratchet.models import load_model
     from ratchet.store import RunStore
 
@@ -69,24 +67,34 @@ def main(argv: list[str] | None = None) -> int:
         cfg = AutoHarnessConfig(env=args.env, method=method, model=args.model, iterations=args.max_calls, eval_envs=5,
                                 eval_steps=50, heldout_seeds=list(range(1000, 1005)), ideas=ideas)
         cfg.budget.max_calls = args.max_calls
-        run = store.create_run("autoharness", cfg.model_dump(), name[:40].replace("/", "-"))
-        started = time.perf_counter()
-        search = Synthesis(cfg, model, run, env_factory, runtime_factory, description=description, hint_env_factory=hints)
-        result = search.run_search()
-        wall = time.perf_counter() - started
-        held = (code_heldout(result.best_code, env_factory, runtime_factory, cfg.heldout_seeds, 200, hint_env_factory=hints)
-                if result.best_code else {})
-        first_solved = next((h.get("call") for h in _calls(result.history) if h["h"] is not None and h["h"] >= 1.0), None)
-        rows.append({"config": name, "method": method, "ideas": ideas, "best_h": result.best_h, "calls": result.calls,
-                     "calls_to_h1": first_solved, "tokens": result.tokens, "wall_s": round(wall, 1), "stop": result.stop_reason,
-                     "heldout_legal_rate": held.get("legal_rate"), "heldout_verifier_accuracy": held.get("verifier_accuracy"),
-                     "run": run.id})
-        if search.decomposer is not None:  # whether the game gave ground truth for the two parts
-            rows[-1]["decompose"] = {"active": search.decomposer.active, "reason": search.decomposer.reason}
+        rows.append({"config": name, "method": method, "ideas": ideas,
+                     **search_once(cfg, model, store, name, env_factory, hints, runtime_factory, description)})
         print(json.dumps(rows[-1]), flush=True)
         _write(out, args, rows)
     _write(out, args, rows)
     return 0
+
+
+def search_once(cfg, model, store, name: str, env_factory, hints, runtime_factory, description: str) -> dict:
+    """One search with ``cfg``, then its best harness alone on the held-out seeds: the row fields
+    every small-model measurement reports (the seeds benchmark runs this too)."""
+    from ratchet.autoharness.protocol import code_heldout
+    from ratchet.autoharness.search import Synthesis
+
+    run = store.create_run("autoharness", cfg.model_dump(), name[:40].replace("/", "-"))
+    started = time.perf_counter()
+    search = Synthesis(cfg, model, run, env_factory, runtime_factory, description=description, hint_env_factory=hints)
+    result = search.run_search()
+    wall = time.perf_counter() - started
+    held = (code_heldout(result.best_code, env_factory, runtime_factory, cfg.heldout_seeds, 200, hint_env_factory=hints)
+            if result.best_code else {})
+    first_solved = next((h.get("call") for h in _calls(result.history) if h["h"] is not None and h["h"] >= 1.0), None)
+    row = {"best_h": result.best_h, "calls": result.calls, "calls_to_h1": first_solved, "tokens": result.tokens,
+           "wall_s": round(wall, 1), "stop": result.stop_reason, "heldout_legal_rate": held.get("legal_rate"),
+           "heldout_verifier_accuracy": held.get("verifier_accuracy"), "run": run.id}
+    if search.decomposer is not None:  # whether the game gave ground truth for the two parts
+        row["decompose"] = {"active": search.decomposer.active, "reason": search.decomposer.reason}
+    return row
 
 
 def _calls(history: list[dict]) -> list[dict]:

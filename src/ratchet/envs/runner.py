@@ -147,8 +147,18 @@ def bootstrap_mean_ci(values: list[float], resamples: int = 2000, seed: int = 0)
     # Indexing with rng.integers draws exactly what rng.choice(data, replace=True) draws, without
     # its argument checks; one percentile call for both bounds (this runs once per batch).
     means = data[rng.integers(0, len(data), size=(resamples, len(data)))].mean(axis=1)
-    lo, hi = np.percentile(means, [2.5, 97.5])
-    return (float(lo), float(hi))
+    means.sort()
+    # np.percentile's default (linear) rule on the sorted means, without its generic machinery
+    # (which cost more than drawing the resamples).
+    return (_quantile(means, 0.025), _quantile(means, 0.975))
+
+
+def _quantile(ordered: Any, q: float) -> float:
+    """The ``q`` quantile of an ascending array, interpolated linearly between order statistics."""
+    pos = q * (len(ordered) - 1)
+    low = int(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return float(ordered[low] + (ordered[high] - ordered[low]) * (pos - low))
 
 
 # ------------------------------------------------------------------------------------ workers
