@@ -1,11 +1,13 @@
 """Runs one search into a run store (a separate process, so a test can SIGKILL it mid-way).
 
 usage: python resume_worker.py STORE_ROOT RUN_ID_FILE [RESUME_RUN_ID|-] [DELAY_S]
-                               [--calls FILE] [--samples N] [--die-at N]
+                               [--calls FILE] [--inflight FILE] [--samples N] [--die-at N]
 
 ``--calls FILE`` stands for a stateful endpoint: FILE holds how many replies it has sent, across
 processes, and every reply carries that number, so a reply asked for twice differs (as from a
-non-deterministic model). ``--samples N`` samples N replies per refinement (ratchet method, no
+non-deterministic model). ``--inflight FILE``: the endpoint writes there when (wall time) it
+started on the request it is answering, so a test can kill the search while a reply is pending
+rather than in the instant after it was sent. ``--samples N`` samples N replies per refinement (ratchet method, no
 other idea), so an iteration makes several calls. ``--die-at N`` SIGKILLs this process when it
 is about to ask for reply N + 1, that is, after N replies have arrived.
 Prints the final result as JSON on its last line.
@@ -43,11 +45,13 @@ def version(n: int) -> str:
             "def is_legal_action(board, action):\n    return True\n")
 
 
-def responder(delay: float, calls: Path | None = None, die_at: int | None = None):
+def responder(delay: float, calls: Path | None = None, die_at: int | None = None, inflight: Path | None = None):
     def respond(messages) -> str:
         sent = int(read_json(calls, 0)) if calls else 0
         if die_at is not None and sent >= die_at:
             os.kill(os.getpid(), signal.SIGKILL)
+        if inflight:
+            write_json_atomic(inflight, {"reply": sent + 1, "since": time.time()})
         time.sleep(delay)
         found = re.findall(r"# v(\d+)", messages[-1]["content"])
         text = version(int(found[-1]) + 1 if found else 1)
@@ -75,6 +79,7 @@ def main() -> None:
     parser.add_argument("resume", nargs="?", default="-")
     parser.add_argument("delay", nargs="?", type=float, default=0.0)
     parser.add_argument("--calls", type=Path)
+    parser.add_argument("--inflight", type=Path)
     parser.add_argument("--samples", type=int, default=1)
     parser.add_argument("--die-at", type=int)
     args = parser.parse_args()
@@ -83,7 +88,7 @@ def main() -> None:
     resume = None if args.resume == "-" else args.resume
     run = store.open_run(resume) if resume else store.create_run("autoharness", cfg.model_dump(), "resume-test")
     args.id_file.write_text(run.id)
-    search = Synthesis(cfg, ScriptedModel(responder(args.delay, args.calls, args.die_at)), run, lambda: FakeTicTacToe(),
+    search = Synthesis(cfg, ScriptedModel(responder(args.delay, args.calls, args.die_at, args.inflight)), run, lambda: FakeTicTacToe(),
                        InProcessHarness, description=RULES.format(p=0))
     result = search.run_search()
     nodes = sorted((n["candidate_id"], n["parent_id"], round(n["h"], 6), n["refinements"]) for n in search.tree.to_json())

@@ -43,15 +43,21 @@ def test_a_killed_search_resumes_to_the_same_result(tmp_path):
     assert reference["best_h"] == 1.0 and reference["iterations"] >= 3
     assert _sent(ref_calls) == reference["calls"]
 
-    store, id_file = tmp_path / "store", tmp_path / "run.id"
-    proc = subprocess.Popen([sys.executable, str(WORKER), str(store), str(id_file), "-", "0.4", "--calls", str(calls)],
+    store, id_file, inflight = tmp_path / "store", tmp_path / "run.id", tmp_path / "inflight.json"
+    proc = subprocess.Popen([sys.executable, str(WORKER), str(store), str(id_file), "-", "0.4", "--calls", str(calls),
+                             "--inflight", str(inflight)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     deadline = time.time() + 90
     killed_at = None
     while time.time() < deadline and proc.poll() is None:
         if id_file.exists():
             state = RunStore(store).open_run(id_file.read_text()).load_checkpoint("autoharness")
-            if state and state.get("iteration", 0) >= 2:
+            pending = read_json(inflight, None)
+            # Kill while a reply is pending (well inside its 0.4 s), never in the instant between a
+            # reply leaving the endpoint and its journal line reaching the disk: a reply lost there
+            # is asked for again on resume, which is right, but makes the call count differ.
+            if (state and state.get("iteration", 0) >= 2 and pending and pending["reply"] > _sent(calls)
+                    and time.time() - pending["since"] < 0.2):
                 os.killpg(proc.pid, signal.SIGKILL)
                 killed_at = state["iteration"]
                 break
