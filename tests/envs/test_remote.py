@@ -73,3 +73,20 @@ def test_worker_errors_surface_as_ratchet_errors() -> None:
         env.step("[4]")
     with pytest.raises(RatchetError, match="unknown TextArena env"):
         RemoteEnvironment("NoSuchGame-v0", 2, EnvConfig())
+
+
+def test_board_state_is_the_games_own_board_in_process_and_through_the_worker() -> None:
+    for env in (make("TicTacToe-v0"), make("TicTacToe-v0", EnvConfig(remote="always"))):
+        env.reset(0)
+        assert env.board_state() == [["", "", ""], ["", "", ""], ["", "", ""]]
+        env.step("[4]")
+        env.step("[0]")
+        assert env.board_state() == [["X", "", ""], ["", "O", ""], ["", "", ""]]
+        env.close()
+
+
+def test_board_state_is_none_where_the_board_is_an_object(py312: str) -> None:
+    env = make("Chess-v0")  # a chess.Board: no agreed plain form
+    env.reset(0)
+    assert env.board_state() is None
+    env.close()

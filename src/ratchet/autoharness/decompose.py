@@ -13,10 +13,10 @@ observations against the env's internal board at that moment, the rule on the en
 game's printed legal lists and the labelled transitions. Each part's failures are fed back on their
 own, and only the failing part is asked for again; the other is kept verbatim.
 
-Ground truth needs an env that exposes its state: a ``board_state()`` method when it has one, else
-the TextArena adapter's game's ``state.game_state["board"]`` when that is plain data (lists of
-str/int/float/bool/None). Games without one (Chess keeps a ``chess.Board``, remote Python 3.12 envs
-expose nothing) get no ground truth; the search then says why (``reason``, kept in the checkpoint)
+Ground truth needs an env that exposes its state: a ``board_state()`` method (the TextArena
+adapter's, local or behind a Python 3.12 worker, reads the game's ``game_state["board"]``) whose
+value is plain data (lists of str/int/float/bool/None). Games without one (Chess keeps a
+``chess.Board``) get no ground truth; the search then says why (``reason``, kept in the checkpoint)
 and falls back to the undecomposed check.
 """
 
@@ -33,6 +33,7 @@ from ratchet.autoharness import critic
 from ratchet.autoharness.refine import extract_code, function_source
 from ratchet.autoharness.runtime import HarnessRuntime, feedback_of
 from ratchet.contracts import Environment, Message
+from ratchet.envs.textarena_env import plain_board
 
 PARSER = "parse_board"
 RULE = "legal_moves"
@@ -108,33 +109,10 @@ def part_from_response(response: str, target: str) -> str | None:
 # ---------------------------------------------------------------- ground truth
 
 
-def plain(value: Any, depth: int = 0) -> Any:
-    """A JSON-able copy of a board (lists of str/int/float/bool/None, tuples as lists), or None
-    when the value holds anything else (objects have no agreed text form to parse into)."""
-    if depth > 4:
-        return None
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    if isinstance(value, (list, tuple)):
-        items = [plain(v, depth + 1) for v in value]
-        if any(i is None and v is not None for i, v in zip(items, value)):
-            return None
-        return items
-    if hasattr(value, "tolist"):  # numpy arrays
-        return plain(value.tolist(), depth)
-    return None
-
-
 def true_board(env: Environment) -> Any:
     """The env's own board now, as plain data, or None when the env exposes none."""
     method = getattr(env, "board_state", None)
-    if callable(method):
-        return plain(method())
-    # The TextArena adapter keeps the game object; its state is read, never changed.
-    game_state = getattr(getattr(getattr(env, "_env", None), "state", None), "game_state", None)
-    if isinstance(game_state, dict) and "board" in game_state:
-        return plain(game_state["board"])
-    return None
+    return plain_board(method()) if callable(method) else None
 
 
 @dataclass
@@ -178,7 +156,7 @@ def harvest_states(env_factory: Callable[[], Environment], transitions: Sequence
                 continue  # the same position reached from another seed: one check is enough
             truth = true_board(env)
             if truth is None:
-                return [], f"{type(env).__name__} exposes no plain board state (no board_state(), no game_state['board'] as plain data)"
+                return [], f"{type(env).__name__} exposes no plain board state (no board_state(), or it is not plain data)"
             group = groups[(seed, prefix)]
             states.append(PartState(obs.text, truth, list(group[0].listed), [(t.action, bool(t.legal), t.reason) for t in group]))
     finally:
@@ -214,9 +192,9 @@ def check_parser(runtime: HarnessRuntime, states: Sequence[PartState]) -> tuple[
         base = {"board": s.board, "action": None, "verdict": None, "function": PARSER, "part": PARSER, "expected": s.truth}
         if status != "ok":
             wrong.append({**base, "kind": "code_error", "feedback": feedback_of(value)})
-        elif plain(value) != s.truth:
-            diff = first_difference(plain(value), s.truth) if plain(value) is not None else "not plain data"
-            wrong.append({**base, "kind": "wrong_parse", "got": value if plain(value) is not None else repr(value)[:300],
+        elif plain_board(value) != s.truth:
+            diff = first_difference(plain_board(value), s.truth) if plain_board(value) is not None else "not plain data"
+            wrong.append({**base, "kind": "wrong_parse", "got": value if plain_board(value) is not None else repr(value)[:300],
                           "feedback": f"parse_board returned {critic.short(value, 240)} but the board is {critic.short(s.truth, 240)} ({diff})"})
     return (1.0 - len(wrong) / len(states) if states else 0.0), wrong
 

@@ -187,6 +187,9 @@ class RemoteEnvironment:
     def legal_moves(self, seed: int = 0) -> list[str] | None:
         return self._call("legal_moves", seed=seed)
 
+    def board_state(self) -> Any:
+        return self._call("board_state")
+
     def probe(self, action: str) -> bool:
         return self._call("probe", action=action)
 
@@ -234,6 +237,8 @@ def _serve() -> None:
                 value = env.game_description()
             elif op == "legal_moves_hint":
                 value = env.legal_moves_hint()
+            elif op == "board_state":
+                value = env.board_state()
             elif op == "legal_moves":
                 value = env.legal_moves(int(request.get("seed", 0)))
             elif op == "probe":

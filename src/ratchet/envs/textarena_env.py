@@ -261,6 +261,13 @@ class TextArenaEnv:
         """Moves the game itself listed for the player to move (before stripping); [] if none."""
         return list(self._legal_hint)
 
+    def board_state(self) -> Any:
+        """The game's own board now (``state.game_state["board"]``) as plain data, read only; None
+        when the game keeps no board there or keeps objects (Chess's ``chess.Board``) that have no
+        agreed plain form. Ground truth for board parsers (AutoHarness ``decompose``)."""
+        game_state = getattr(self._env.state, "game_state", None)
+        return plain_board(game_state.get("board")) if isinstance(game_state, dict) else None
+
     def legal_moves(self, seed: int = 0) -> list[str] | None:
         """Legal moves for the player to move, computed from the game's own state and rule code
         (:mod:`ratchet.envs.legal`); None where this game has no such rule. [] once it ended."""
@@ -416,6 +423,23 @@ def _strip_line(prefix: str, message: str, spans: list[tuple[int, int, int]]) ->
     n = len(prefix)
     shifted = [(start + n if start else 0, label + n, end + n) for start, label, end in spans]
     return strip_spans(prefix + message, shifted)
+
+
+def plain_board(value: Any, depth: int = 0) -> Any:
+    """A JSON-able copy of a board (lists of str/int/float/bool/None, tuples as lists), or None
+    when the value holds anything else (objects have no agreed text form to parse into)."""
+    if depth > 4:
+        return None
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, (list, tuple)):
+        items = [plain_board(v, depth + 1) for v in value]
+        if any(i is None and v is not None for i, v in zip(items, value)):
+            return None
+        return items
+    if hasattr(value, "tolist"):  # numpy arrays
+        return plain_board(value.tolist(), depth)
+    return None
 
 
 def _plain(value: Any) -> Any:
