@@ -194,6 +194,8 @@ def test_a_correct_decomposed_harness_reaches_h_one_with_every_idea_on():
     model = ScriptedModel([fenced(GOOD_PARSER), fenced(GOOD_RULE)])
     result = synthesis(config(samples_per_step=1, transitions=True, scaffold=True, helper_library=True), model).run_search()
     assert result.best_h == 1.0 and result.calls == 2
+    # Each part's doctests are whole observations that small models copy out first: twice the room.
+    assert [c["params"]["max_tokens"] for c in model.calls] == [2 * config().max_new_tokens] * 2
     best = InProcessHarness({"harness.py": result.best_code})
     board = BoardTicTacToe().reset(0).text
     assert best.call("is_legal_action", board, "[4]") and best.call("propose_action", board) in [f"[{i}]" for i in range(9)]

@@ -247,9 +247,10 @@ class Synthesis:
             return [(lib.cells(lib.parse_grid(lib.current_board(b))), legal) for b, legal in states]
         return [(b, legal) for b, legal in states]
 
-    def _ask(self, messages: list, sample: int) -> tuple[str, int]:
+    def _ask(self, messages: list, sample: int, max_tokens: int | None = None) -> tuple[str, int]:
         temperature = self.cfg.first_temperature if sample == 0 else self.cfg.temperature
-        kwargs: dict[str, Any] = dict(temperature=temperature, max_tokens=self.cfg.max_new_tokens, seed=self.cfg.rng_seed * 100_003 + self.state["calls"])
+        kwargs: dict[str, Any] = dict(temperature=temperature, max_tokens=max_tokens or self.cfg.max_new_tokens,
+                                      seed=self.cfg.rng_seed * 100_003 + self.state["calls"])
         if self.ratchet and self.cfg.ideas.grammar:
             kwargs["grammar"] = CODE_BLOCK_GRAMMAR
         # On disk before it is used; after a kill the resumed run replays it instead of asking again.
@@ -284,12 +285,17 @@ class Synthesis:
         # A fresh root (a root after the first iteration) skips the low first temperature: the
         # first root already had that near-greedy answer.
         fresh = parent_id is None and iteration > 0
+        # A decomposed request's doctests are whole observations, and small models write the
+        # docstring out again before the body: measured with the 0.5B, all 8 parser replies of one
+        # search stopped at 400 tokens inside that copy. Twice the budget leaves room for both.
+        decomposed = self.decomposer is not None and self.decomposer.active
+        max_tokens = 2 * self.cfg.max_new_tokens if decomposed else None
         for sample in range(self.samples):
             if self._budget_left():
                 break
-            text, tokens = self._ask(messages, sample + 1 if fresh else sample)
+            text, tokens = self._ask(messages, sample + 1 if fresh else sample, max_tokens)
             template = scaffold_for(self._grid_view()) if code is None and self.ratchet and self.cfg.ideas.scaffold and self.listed else None
-            new_code = (self.decomposer.new_code(code, text, refine) if self.decomposer is not None and self.decomposer.active
+            new_code = (self.decomposer.new_code(code, text, refine) if decomposed
                         else extract_code(text, previous=code or template))
             meta = dict(prompt=messages, response=text, failures_shown=shown, refine=refine, iteration=iteration,
                         sample=sample, method=self.cfg.method, tokens=tokens)
