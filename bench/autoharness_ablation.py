@@ -116,14 +116,15 @@ def _write(out: Path, args, rows: list[dict]) -> None:
         "",
         "Held-out = the best harness alone (no LLM) on 5 held-out seeds × 200 steps; verifier accuracy on transitions",
         "harvested from those seeds. Search seeds 0-9. One run per configuration (no repeats: read small differences as noise).",
+        "Rows added with --resume keep their first run: the run id (its date and time) says which version of the code made it.",
         "",
-        "| configuration | best h (search) | calls used | call that first reached h = 1 | held-out legal rate | held-out verifier accuracy | tokens | wall s |",
-        "|---|---|---|---|---|---|---|---|",
+        "| configuration | best h (search) | calls used | call that first reached h = 1 | held-out legal rate | held-out verifier accuracy | tokens | wall s | run |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         f = lambda v: "–" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v))  # noqa: E731
         lines.append(f"| {r['config']} | {f(r['best_h'])} | {r['calls']} | {f(r['calls_to_h1'])} | {f(r['heldout_legal_rate'])} | "
-                     f"{f(r['heldout_verifier_accuracy'])} | {r['tokens']} | {r['wall_s']} |")
+                     f"{f(r['heldout_verifier_accuracy'])} | {r['tokens']} | {r['wall_s']} | {r.get('run', '–')} |")
     out.with_suffix(".md").write_text("\n".join(lines) + "\n")
 
 
