@@ -41,7 +41,7 @@ def _coverage_one(job: tuple[str, int, int]) -> dict:
     except Exception as exc:  # noqa: BLE001 - a game that cannot be replayed is a row, not a crash
         row.update({"legal_rate": None, "steps": 0, "illegal": None, "error": f"{type(exc).__name__}: {exc}"[:160]})
     else:
-        row.update({"legal_rate": 1 - illegal / steps if steps else 0.0, "steps": steps, "illegal": illegal,
+        row.update({"legal_rate": report.legal_rate if steps else 0.0, "steps": steps, "illegal": illegal,
                     "reasons": reasons[:2]})
     row["s"] = time.perf_counter() - start
     return row

@@ -14,7 +14,8 @@ import pytest
 from ratchet.contracts import Observation
 from ratchet.envs import EnvConfig, make, suite_ids
 from ratchet.envs.agents import RandomLegalAgent
-from ratchet.envs.legal import RULES, family, kind, legal_moves, support
+from ratchet.envs.legal import RULES, kind, legal_moves, support
+from ratchet.envs.notes import family_of
 
 #: One id per family with a rule (plus variants that change the board or the rules), in this process.
 LOCAL = [
@@ -45,7 +46,7 @@ def play(env_id: str, seeds: tuple[int, ...] = (0, 1), max_steps: int = 30, chec
             agent.reset(seed)
             obs = env.reset(seed)
             for step in range(max_steps):
-                if step % check_every == 0 and family(env_id) not in PROBE_DIFFERS:
+                if step % check_every == 0 and family_of(env_id) not in PROBE_DIFFERS:
                     listed = env.legal_moves(seed)
                     assert listed, (env_id, seed, step, "no legal move listed mid-game")
                     bad = [m for m in listed[:25] if not env.probe(m)]
@@ -74,7 +75,7 @@ def test_random_legal_plays_only_legal_moves_in_the_312_worker(env_id: str, py31
 
 
 def test_every_rule_family_is_played_above() -> None:
-    played = {family(i) for i in LOCAL + REMOTE}
+    played = {family_of(i) for i in LOCAL + REMOTE}
     assert set(RULES) <= played, sorted(set(RULES) - played)
 
 

@@ -192,9 +192,9 @@ def check_parser(runtime: HarnessRuntime, states: Sequence[PartState]) -> tuple[
         base = {"board": s.board, "action": None, "verdict": None, "function": PARSER, "part": PARSER, "expected": s.truth}
         if status != "ok":
             wrong.append({**base, "kind": "code_error", "feedback": feedback_of(value)})
-        elif plain_board(value) != s.truth:
-            diff = first_difference(plain_board(value), s.truth) if plain_board(value) is not None else "not plain data"
-            wrong.append({**base, "kind": "wrong_parse", "got": value if plain_board(value) is not None else repr(value)[:300],
+        elif (plain := plain_board(value)) != s.truth:
+            diff = first_difference(plain, s.truth) if plain is not None else "not plain data"
+            wrong.append({**base, "kind": "wrong_parse", "got": value if plain is not None else repr(value)[:300],
                           "feedback": f"parse_board returned {critic.short(value, 240)} but the board is {critic.short(s.truth, 240)} ({diff})"})
     return (1.0 - len(wrong) / len(states) if states else 0.0), wrong
 

@@ -19,17 +19,13 @@ from typing import Any
 from platformdirs import user_data_dir
 
 from ratchet.autoharness.export import export_harness
+from ratchet.envs.notes import family_of
 
 _HARNESS_MARK = "# ---- harness ----\n"
 
 
 def default_dir() -> Path:
     return Path(os.environ.get("RATCHET_HARNESS_LIBRARY") or Path(user_data_dir("ratchet")) / "harnesses")
-
-
-def family_of(env_id: str) -> str:
-    """``Sudoku-v0-hard`` → ``Sudoku``."""
-    return env_id.split("-v", 1)[0]
 
 
 def _words(family: str) -> set[str]:

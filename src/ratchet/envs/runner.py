@@ -145,7 +145,7 @@ def bootstrap_mean_ci(values: list[float], resamples: int = 2000, seed: int = 0)
     rng = np.random.default_rng(seed)
     data = np.asarray(values, dtype=float)
     # Indexing with rng.integers draws exactly what rng.choice(data, replace=True) draws, without
-    # its argument checks; one percentile call for both bounds (this runs once per batch).
+    # its argument checks (this runs once per batch).
     means = data[rng.integers(0, len(data), size=(resamples, len(data)))].mean(axis=1)
     means.sort()
     # np.percentile's default (linear) rule on the sorted means, without its generic machinery

@@ -27,7 +27,7 @@ from typing import Any
 from ratchet.contracts import Observation, RatchetError, StepResult
 from ratchet.envs.config import EnvConfig
 from ratchet.envs.hints import hint_spans, items_in, strip_hints, strip_spans
-from ratchet.envs.notes import is_losing_not_illegal
+from ratchet.envs.notes import family_of, is_losing_not_illegal
 
 
 def go_offline() -> None:
@@ -121,7 +121,9 @@ class TextArenaEnv:
         self._ta = ta
         self._raw_id = raw_id
         self._resets = 0
-        self._death_key = DEATH_ON_INVALID.get(env_id.split("-v", 1)[0])
+        family = family_of(env_id)
+        self._death_key = DEATH_ON_INVALID.get(family)
+        self._fresh_game_on_reset = family in FRESH_GAME_ON_RESET
         self._rng = random.Random(0)
         self._rng_bound = _bindings(self._rng)
         self._bound = _random_module_bound_to(self._rng_bound)
@@ -156,7 +158,7 @@ class TextArenaEnv:
         self._prompt_shown: dict[int, str] = {}
         self._rng.seed(seed)  # games that draw before seeding still get a per-seed stream
         with self._own_random():
-            if self._resets and self.env_id.split("-v", 1)[0] in FRESH_GAME_ON_RESET:
+            if self._resets and self._fresh_game_on_reset:
                 self._env = self._ta.make(self._raw_id)
             self._resets += 1
             self._env.reset(num_players=self.num_players, seed=seed)

@@ -30,6 +30,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ratchet.envs.notes import family_of
+
 MoveFn = Callable[[Any, random.Random], list[str]]
 
 
@@ -56,10 +58,6 @@ def rule(*families: str, kind: str = "exact", note: str = "") -> Callable[[MoveF
     return register
 
 
-def family(env_id: str) -> str:
-    return env_id.split("-v", 1)[0]
-
-
 #: Families whose observation lists the legal moves for the player to move at every turn (checked
 #: in the TextArena 0.7.4 source), used when no rule exists; variants that hide the list (Chess
 #: blind, Othello hard) are excluded by id.
@@ -73,9 +71,9 @@ def support(env_id: str) -> str:
     """``rules`` (computed here from the game's state), ``listed`` (the game prints them; the
     player samples that list) or ``none`` (not computable: the random-legal player guesses)."""
     _load()
-    if family(env_id) in RULES:
+    if family_of(env_id) in RULES:
         return "rules"
-    return "listed" if family(env_id) in LISTED else "none"
+    return "listed" if family_of(env_id) in LISTED else "none"
 
 
 def legal_moves(env_id: str, env: Any, seed: int = 0, probe: Callable[[str], bool] | None = None) -> list[str] | None:
@@ -83,7 +81,7 @@ def legal_moves(env_id: str, env: Any, seed: int = 0, probe: Callable[[str], boo
     when this game has no rule. ``seed`` draws the sample of a ``subset`` rule; ``probe(action)``
     (try on a copy) narrows a ``filtered`` rule's superset and is required for those."""
     _load()
-    found = RULES.get(family(env_id))
+    found = RULES.get(family_of(env_id))
     if found is None:
         return None
     moves = list(dict.fromkeys(found.fn(env, random.Random(seed))))
@@ -97,7 +95,7 @@ def legal_moves(env_id: str, env: Any, seed: int = 0, probe: Callable[[str], boo
 def kind(env_id: str) -> str | None:
     """The rule kind for ``env_id`` (exact / subset / filtered), None without a rule."""
     _load()
-    found = RULES.get(family(env_id))
+    found = RULES.get(family_of(env_id))
     return found.kind if found else None
 
 
