@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, TypedDict, TypeVar, runtime_checkable
 
@@ -259,6 +259,149 @@ class Evaluation:
     per_task: dict[str, float] = field(default_factory=dict)
     failures: list[dict[str, Any]] = field(default_factory=list)
     created_at: float = field(default_factory=time.time)
+
+
+# --------------------------------------------------------------------------------------------
+# The improvement engine: one loop (select -> propose -> check -> evaluate -> gate -> archive)
+# whose every idea is a small class behind one of these four Protocols.
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One thing that went wrong, typed once for every producer and reader.
+
+    ``kind`` is a short stable tag (``illegal_action``, ``test_failed``, ``exception``,
+    ``timeout``, ``wrong_answer``, ``static_check``…); ``message`` is what a person or a refiner
+    model reads; ``detail`` holds kind-specific data (the observation, the expected output…).
+    """
+
+    kind: str
+    message: str
+    task_id: str | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Task:
+    """One unit of evaluation in a suite: ``input`` is whatever the grader and the candidate need."""
+
+    id: str
+    input: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    """A candidate's outcome on one task at one seed.
+
+    ``score`` is in [0, 1] (1 = solved). ``trace`` is what happened, as text a reflective proposer
+    can read (the model's reply, the test output, the game log). An evaluator never raises for a
+    failing candidate: it returns score 0 with the failure.
+    """
+
+    task_id: str
+    seed: int
+    score: float
+    trace: str = ""
+    failures: tuple[Failure, ...] = ()
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What a proposal says it fixes (AHE): checked against what actually flipped."""
+
+    target: str
+    root_cause: str = ""
+    predicted_flips: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A change to a parent candidate: the full new text of each changed file, plus its claim.
+
+    ``parents`` names every candidate the change was made from (two for a merge).
+    """
+
+    files: dict[str, str]
+    claim: Claim
+    proposer: str
+    parents: tuple[str, ...]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The gate's verdict, with the numbers behind it."""
+
+    accepted: bool
+    reason: str
+    numbers: dict[str, float] = field(default_factory=dict)
+
+
+class ArchiveView(Protocol):
+    """What selectors and proposers may read of the archive (never write)."""
+
+    def candidates(self, status: str | None = None) -> list[Candidate]: ...
+
+    def results(self, candidate_id: str, split: str) -> list[TaskResult]: ...
+
+    def score(self, candidate_id: str, split: str) -> float | None: ...
+
+    def children(self, candidate_id: str) -> list[str]: ...
+
+    def rejected(self, limit: int = 10) -> list[tuple[Candidate, Decision]]: ...
+
+
+@runtime_checkable
+class Selector(Protocol):
+    """Picks the parent of the next proposal from the accepted candidates."""
+
+    name: str
+
+    def select(self, archive: ArchiveView, rng: Any) -> Candidate: ...
+
+
+@runtime_checkable
+class Proposer(Protocol):
+    """Makes one change to ``parent``; returns None when it has nothing to offer this time."""
+
+    name: str
+
+    def propose(self, parent: Candidate, archive: ArchiveView, rng: Any) -> Proposal | None: ...
+
+
+@runtime_checkable
+class Evaluator(Protocol):
+    """Runs a candidate on tasks; lives outside the loop and never runs candidate code in-process.
+
+    ``fingerprint`` is a hash of everything that decides a score (grader files, data, settings):
+    it keys the evaluation cache and is pinned at run start.
+    """
+
+    name: str
+
+    def fingerprint(self) -> str: ...
+
+    def evaluate(self, candidate: Candidate, tasks: Sequence[Task], seed: int) -> list[TaskResult]: ...
+
+
+@runtime_checkable
+class Gate(Protocol):
+    """Accepts a child over its parent only on evidence: paired per-task results on the same tasks.
+
+    ``parent`` and ``child`` map a split name (``heldin``, ``guard``, ``heldout``…) to results on
+    the same tasks and seeds; ``noise`` maps a split to the parent's measured noise band there.
+    """
+
+    name: str
+
+    def decide(
+        self,
+        parent: Mapping[str, Sequence[TaskResult]],
+        child: Mapping[str, Sequence[TaskResult]],
+        noise: Mapping[str, float],
+    ) -> Decision: ...
 
 
 def to_record(obj: Any) -> dict[str, Any]:
