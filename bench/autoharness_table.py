@@ -55,11 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from ratchet.autoharness.config import AutoHarnessConfig
-    from ratchet.autoharness.pipeline import open_or_create, synthesize_game
+    from ratchet.autoharness.pipeline import accounted, load_refiner, open_or_create, synthesize_game
     from ratchet.autoharness.protocol import ProtocolConfig
     from ratchet.autoharness.report import markdown_table
     from ratchet.config import load_config
-    from ratchet.models import AccountedModel, Accountant, BudgetConfig, load_model
     from ratchet.store import RunStore
 
     out_json = RESULTS / f"{args.name}.json"
@@ -69,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         out_json.with_suffix(".md").write_text(markdown_table(stored["games"], "AutoHarness per-game table", notes))
         return 0
     protocol = load_config(ProtocolConfig, None, ([] if args.protocol == "full" else QUICK) + args.protocol_set)
-    model = load_model(args.model, n_threads=args.threads) if args.model.startswith("local:") else load_model(args.model)
+    model = load_refiner(args.model, args.threads)
     store = RunStore(args.store)
     library = args.library or tempfile.mkdtemp(prefix="ratchet-harness-library-")
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -110,10 +109,9 @@ def main(argv: list[str] | None = None) -> int:
         cfg.budget.max_seconds = args.search_seconds
         try:
             run, cfg = open_or_create(store, cfg, None, f"bench-{env_id}")
-            accounted = AccountedModel(model, Accountant(BudgetConfig(), on_call=run.record_llm_call), purpose="autoharness.refine")
             print(f"[{time.strftime('%H:%M:%S')}] {env_id}: run {run.id}", flush=True)
             with_llm = (args.protocol_games is None or env_id in args.protocol_games) and not args.protocol_last
-            report = synthesize_game(cfg, accounted, run, protocol=protocol if with_llm else None, play_model=model,
+            report = synthesize_game(cfg, accounted(model, run), run, protocol=protocol if with_llm else None, play_model=model,
                                      on_progress=lambda info: print(f"  {info}", flush=True),
                                      on_phase=lambda p: print(f"  phase {p}", flush=True))
         except Exception as exc:  # record and continue: one broken game must not end the table

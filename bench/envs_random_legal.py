@@ -36,12 +36,12 @@ def _coverage_one(job: tuple[str, int, int]) -> dict:
     try:
         report = run_rollouts(env_id, AgentSpec("random-legal"), list(range(seeds)), config)
         steps = report.agent_steps
-        illegal = report.agent_steps - round(report.legal_rate * report.agent_steps)
+        illegal = sum(report.illegal_reasons.values())
         reasons = [r for r, _ in report.illegal_reasons.most_common(2)]
     except Exception as exc:  # noqa: BLE001 - a game that cannot be replayed is a row, not a crash
         row.update({"legal_rate": None, "steps": 0, "illegal": None, "error": f"{type(exc).__name__}: {exc}"[:160]})
     else:
-        row.update({"legal_rate": report.legal_rate if steps else 0.0, "steps": steps, "illegal": illegal,
+        row.update({"legal_rate": report.legal_rate, "steps": steps, "illegal": illegal,
                     "reasons": reasons[:2]})
     row["s"] = time.perf_counter() - start
     return row
@@ -88,7 +88,7 @@ def coverage(out: str, seeds: int = 3, max_steps: int = 30, resume: list[str] | 
     ]
     for r in rows:
         source = _FROM[r["moves_from"]].format(kind=r["rule_kind"])
-        rate = "error" if r["legal_rate"] is None else f"{r['legal_rate']:.2f}"
+        rate = "error" if r.get("error") else "—" if r["legal_rate"] is None else f"{r['legal_rate']:.2f}"
         note = r.get("error") or "; ".join(r.get("reasons") or [])
         lines.append(f"| {r['env_id']} | {source} | {rate} | {r['steps']} | {r['illegal'] if r['illegal'] is not None else '-'} | "
                      f"{note.replace('|', '/')[:120]} |")

@@ -10,32 +10,29 @@ from __future__ import annotations
 import traceback
 from typing import Any
 
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
 from ratchet.autoharness.config import AutoHarnessConfig
+from ratchet.autoharness.pipeline import accounted, load_refiner, open_or_create, synthesize_game
 from ratchet.autoharness.report import markdown_table
+from ratchet.envs import suite_ids
 
 BATCH_KIND = "autoharness-batch"
 
 
 def run_suite(suite: str, cfg: AutoHarnessConfig, store: Any, protocol: Any, *, threads: int | None = None,
               resume: str | None = None, console: Any = None, games: list[str] | None = None) -> dict[str, Any]:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from ratchet.autoharness.pipeline import open_or_create, synthesize_game
-    from ratchet.cli.autoharness import _accounted, _model
-
     if resume:
         batch = store.open_run(resume)
         state = batch.load_checkpoint("batch") or {}
         cfg = AutoHarnessConfig.model_validate(state["config"])
     else:
         if games is None:
-            from ratchet.envs import suite_ids
-
             games = suite_ids(suite)
         batch = store.create_run(BATCH_KIND, cfg.model_dump(), f"{suite}-{cfg.method}")
         state = {"config": cfg.model_dump(), "games": games, "runs": {}, "reports": {}}
         batch.checkpoint("batch", state)
-    llm = _model(cfg.model, threads)
+    llm = load_refiner(cfg.model, threads)
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
                   TimeElapsedColumn(), console=console) as bar:
         task = bar.add_task(suite, total=len(state["games"]), completed=len(state["reports"]), info="")
@@ -49,7 +46,7 @@ def run_suite(suite: str, cfg: AutoHarnessConfig, store: Any, protocol: Any, *, 
             bar.update(task, description=f"{suite}: {env_id}")
             try:
                 report = synthesize_game(
-                    game_cfg, _accounted(llm, run), run, protocol=protocol, play_model=llm,
+                    game_cfg, accounted(llm, run), run, protocol=protocol, play_model=llm,
                     on_progress=lambda info: bar.update(task, info=f"it {info['iteration']} · h {info['best_h']:.2f} · {info['calls']} calls"),
                 )
             except Exception as exc:  # one broken game must not end a batch of hours

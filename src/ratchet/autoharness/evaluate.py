@@ -15,6 +15,7 @@ from typing import Any
 
 from ratchet.autoharness.runtime import HarnessRuntime, feedback_of
 from ratchet.contracts import Environment
+from ratchet.envs.runner import legal_rate
 
 EnvFactory = Callable[[], Environment]
 
@@ -41,9 +42,9 @@ class RolloutStats:
     failures: list[dict[str, Any]] = field(default_factory=list)
 
     @property
-    def legal_rate(self) -> float:
-        """Legal steps over attempted steps (a failed attempt counts as one illegal step)."""
-        return self.legal_steps / self.steps if self.steps else 0.0
+    def legal_rate(self) -> float | None:
+        """See :func:`ratchet.envs.runner.legal_rate` (a failed attempt counts as one illegal step)."""
+        return legal_rate(self.steps, self.steps - self.legal_steps)
 
     def policy_value(self) -> float:
         """Harness-as-policy value H: 0 if any move failed, else 0.5 + 0.5·mean reward in [0, 1]."""

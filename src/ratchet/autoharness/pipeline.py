@@ -15,8 +15,22 @@ from ratchet.autoharness.report import game_report
 from ratchet.autoharness.runtime import RuntimeFactory, sandbox_runtime_factory
 from ratchet.autoharness.search import KIND, SearchResult, Synthesis
 from ratchet.contracts import Model, RatchetError
+from ratchet.models import AccountedModel, Accountant, BudgetConfig, load_model
 
 RUN_KIND = "autoharness"
+
+
+def load_refiner(spec: str, threads: int | None = None) -> Model:
+    """The model named by ``spec``; ``threads`` pins an embedded model's threads (ignored by HTTP backends)."""
+    if threads and spec.startswith("local:"):
+        return load_model(spec, n_threads=threads)
+    return load_model(spec)
+
+
+def accounted(model: Model, run: Any) -> AccountedModel:
+    """Every refiner call goes through one accountant that logs it in ``run``'s store. The search
+    enforces its own (resumable) budget; the accountant records."""
+    return AccountedModel(model, Accountant(BudgetConfig(), on_call=run.record_llm_call), purpose="autoharness.refine")
 
 
 def env_factory_for(env_id: str, *, hints: bool = False) -> Callable[[], Any]:

@@ -27,6 +27,7 @@ from ratchet.autoharness.evaluate import game_seed
 from ratchet.autoharness.runtime import HarnessRuntime, feedback_of
 from ratchet.config import Settings
 from ratchet.contracts import Environment, Model, Observation
+from ratchet.envs import runner
 
 
 class ProtocolConfig(Settings):
@@ -167,13 +168,13 @@ class PlayStats:
     reasons: dict[str, int] = field(default_factory=dict)
 
     @property
-    def legal_rate(self) -> float:
-        return 1.0 - self.illegal / self.steps if self.steps else 0.0
+    def legal_rate(self) -> float | None:
+        return runner.legal_rate(self.steps, self.illegal)
 
     def to_dict(self) -> dict[str, Any]:
         mean = sum(self.rewards) / len(self.rewards) if self.rewards else None
         return {"steps": self.steps, "illegal": self.illegal, "losing_not_illegal": self.losing_not_illegal,
-                "legal_rate": self.legal_rate if self.steps else None, "games": self.games, "mean_reward": mean,
+                "legal_rate": self.legal_rate, "games": self.games, "mean_reward": mean,
                 "illegal_reasons": dict(sorted(self.reasons.items(), key=lambda kv: -kv[1])[:5])}
 
 

@@ -187,9 +187,11 @@ class Synthesis:
                 # Counterexamples of both signs, so the refiner cannot fix one by breaking the other.
                 failures += unit.errors[:3] + unit.false_accepts[:4] + unit.false_rejects[:4]
             stats = rollout(runtime, self.env_factory, self.cfg.search_seeds[: self.cfg.eval_envs], self.cfg.eval_steps, self.cfg.step_cap)
-            metrics.update(legal_rate=stats.legal_rate, steps=float(stats.steps), games=float(stats.games))
+            # A candidate that never got a step in has shown nothing: it scores as illegal.
+            rate = 0.0 if stats.legal_rate is None else stats.legal_rate
+            metrics.update(legal_rate=rate, steps=float(stats.steps), games=float(stats.games))
             failures += stats.failures
-            primary = stats.legal_rate
+            primary = rate
             if self.cfg.mode == "policy":
                 metrics["policy_value"] = primary = stats.policy_value()
             # Every dense check counts: a legal_moves that returns every cell labels the transitions

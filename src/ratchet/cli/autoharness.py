@@ -22,22 +22,6 @@ from ratchet.contracts import RatchetError
 console = Console()
 
 
-def _model(spec: str, threads: int | None):
-    from ratchet.models import load_model
-
-    if spec.startswith("local:"):
-        return load_model(spec, n_threads=threads) if threads else load_model(spec)
-    return load_model(spec)
-
-
-def _accounted(model, run):
-    """Every refiner call goes through one accountant that logs it in the run store. The search
-    enforces its own (resumable) budget; the accountant records."""
-    from ratchet.models import AccountedModel, Accountant, BudgetConfig
-
-    return AccountedModel(model, Accountant(BudgetConfig(), on_call=run.record_llm_call), purpose="autoharness.refine")
-
-
 def _protocol_config(quick: bool, overrides: list[str]):
     from ratchet.autoharness.protocol import ProtocolConfig
     from ratchet.config import load_config
@@ -94,7 +78,7 @@ def register(app: typer.Typer) -> None:
         if ctx.invoked_subcommand is not None:
             return
         from ratchet.autoharness.config import AutoHarnessConfig
-        from ratchet.autoharness.pipeline import open_or_create, synthesize_game
+        from ratchet.autoharness.pipeline import accounted, load_refiner, open_or_create, synthesize_game
         from ratchet.config import load_config
         from ratchet.store import RunStore
 
@@ -113,7 +97,7 @@ def register(app: typer.Typer) -> None:
             run_suite(suite, cfg, store, proto, threads=threads, resume=resume, console=console)
             return
         run, cfg = open_or_create(store, cfg, resume)
-        llm = _model(cfg.model, threads)
+        llm = load_refiner(cfg.model, threads)
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
                       TimeElapsedColumn(), console=console) as bar:
             task = bar.add_task(f"{cfg.env} search", total=cfg.iterations, info="starting")
@@ -125,7 +109,7 @@ def register(app: typer.Typer) -> None:
             def phase(name: str) -> None:
                 bar.update(task, description=f"{cfg.env} {name}")
 
-            report = synthesize_game(cfg, _accounted(llm, run), run, protocol=proto, play_model=llm,
+            report = synthesize_game(cfg, accounted(llm, run), run, protocol=proto, play_model=llm,
                                      on_progress=progress, on_phase=phase)
         _show(report)
         if export:

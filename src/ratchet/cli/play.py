@@ -72,7 +72,8 @@ def play(
     table = Table(title=f"{env} · {report.agent} · {len(report.episodes)} episodes · {report.workers} worker(s)",
                   show_header=False)
     lo, hi = report.legal_ci
-    table.add_row("legal-action rate", f"{report.legal_rate:.3f}  (95% CI {lo:.3f}–{hi:.3f}, {report.agent_steps} agent steps)")
+    rate = "— (the agent took no step)" if report.legal_rate is None else f"{report.legal_rate:.3f}"
+    table.add_row("legal-action rate", f"{rate}  (95% CI {lo:.3f}–{hi:.3f}, {report.agent_steps} agent steps)")
     if report.losing_invalid:
         table.add_row("losing 'invalid' moves", f"{report.losing_invalid} (counted as lost, not illegal)")
     lo, hi = report.reward_ci

@@ -72,13 +72,26 @@ class EpisodeResult:
     env_s: float
 
 
+def legal_rate(steps: int, illegal: int) -> float | None:
+    """The one definition of legal rate: the share of the agent's own attempted steps that the
+    environment accepted, ``1 - illegal / steps``. A step whose action could not even be produced
+    (a harness that crashed, a proposal its own check rejected) counts as an illegal attempt.
+
+    With no steps there is no evidence either way, so the rate is ``None``, not 1.0 or 0.0: a
+    report shows it as missing, and a search scoring candidates says explicitly what no evidence
+    is worth (AutoHarness: nothing).
+    """
+    return 1.0 - illegal / steps if steps else None
+
+
 @dataclass
 class RolloutReport:
     """Summary of a batch of episodes."""
 
     env_id: str
     agent: str
-    legal_rate: float
+    legal_rate: float | None
+    """See :func:`legal_rate`; ``None`` when the agent took no step."""
     legal_ci: tuple[float, float]
     illegal_reasons: Counter
     losing_invalid: int
@@ -417,7 +430,7 @@ def run_rollouts(
     return RolloutReport(
         env_id=env_id,
         agent=results[0].summary.agent if results else "",
-        legal_rate=legal / agent_steps if agent_steps else 1.0,
+        legal_rate=legal_rate(agent_steps, illegal),
         legal_ci=wilson(legal, agent_steps),
         illegal_reasons=reasons,
         losing_invalid=sum(r.agent_losing_invalid for r in results),

@@ -1,0 +1,27 @@
+"""Batch mode over a suite: one run per game, a report per game, resume skips finished games."""
+
+from __future__ import annotations
+
+from ratchet.autoharness.batch import BATCH_KIND, run_suite
+from ratchet.autoharness.config import AutoHarnessConfig
+from ratchet.store import RunStore
+
+GAMES = ["TicTacToe-v0", "Bandit-v0"]
+
+
+def test_batch_reports_every_game_and_resume_runs_nothing_twice(tmp_path):
+    store = RunStore(tmp_path / "runs")
+    cfg = AutoHarnessConfig(model="scripted:", iterations=1, eval_envs=1, eval_steps=4, search_seeds=[0],
+                            heldout_seeds=[7], library_dir=str(tmp_path / "lib"))
+    cfg.budget.max_calls = 1
+    state = run_suite("autoharness-145", cfg, store, None, games=GAMES)
+    assert list(state["reports"]) == GAMES
+    batch_id = next(r["id"] for r in store.list_runs() if r["kind"] == BATCH_KIND)
+    batch = store.open_run(batch_id)
+    assert [r["env"] for r in batch.read_json("reports.json")] == GAMES
+    assert all(f"| {g} |" in batch.path("table.md").read_text() for g in GAMES)
+    game_runs = dict(state["runs"])
+
+    again = run_suite("autoharness-145", cfg, store, None, resume=batch_id)
+    assert again["runs"] == game_runs  # no game was started again
+    assert len([r for r in store.list_runs() if r["kind"] != BATCH_KIND]) == len(GAMES)
