@@ -23,10 +23,8 @@ from typing import Any
 
 from ratchet.online.config import OnlineConfig
 from ratchet.online.queue import TurnQueue
+from ratchet.online.status import LOOPS_NAME
 from ratchet.online.supervision import RestartPolicy, StopSignal, Supervisor, die_with_parent
-
-#: Where a run keeps its loops' pid files and supervision state, beside its queue.
-LOOPS_DIR = "loops"
 
 log = logging.getLogger("ratchet.online.loops")
 
@@ -149,7 +147,7 @@ class LocalLoops:
         lc = config.loops
         policy = RestartPolicy(lc.max_restarts, lc.restart_window_s, lc.restart_backoff_s, lc.restart_backoff_max_s)
         self.supervisor = Supervisor(list(self.specs), self._spawn, policy,
-                                     state_dir or Path(queue_path).parent / LOOPS_DIR, watch_s=lc.watch_s,
+                                     state_dir or Path(queue_path).parent / LOOPS_NAME, watch_s=lc.watch_s,
                                      ctx=self._ctx)
 
     def _spawn(self, name: str, stop: StopSignal) -> mp.process.BaseProcess:
