@@ -127,16 +127,21 @@ def test_a_loop_that_keeps_dying_is_left_down_and_says_so(tmp_path):
         loops.stop(timeout_s=30)
 
 
+def pidfile_of(path: Path, pid: int, server: int) -> None:
+    """A loop pid file as server ``server`` would have written it for its child ``pid``."""
+    write_pidfile(path, pid)
+    record = json.loads(path.read_text())
+    record.update(parent_pid=server, parent_started=None)
+    path.write_text(json.dumps(record))
+
+
 def test_a_stale_loop_of_a_dead_server_is_stopped_and_a_live_one_refused(tmp_path):
     state_dir = tmp_path / "loops"
     state_dir.mkdir()
     orphan = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
-    write_pidfile(state_dir / "judge.pid", orphan.pid)
-    record = json.loads((state_dir / "judge.pid").read_text())
-    record.update(parent_pid=gone.pid, parent_started=None)  # recorded by a server that is gone
-    (state_dir / "judge.pid").write_text(json.dumps(record))
+    pidfile_of(state_dir / "judge.pid", orphan.pid, server=gone.pid)  # recorded by a server that is gone
     loops = LocalLoops(config(), tmp_path / "q.sqlite", tmp_path / "versions", trainer=False).start()
     try:
         assert orphan.wait(10) == -signal.SIGTERM
@@ -147,10 +152,7 @@ def test_a_stale_loop_of_a_dead_server_is_stopped_and_a_live_one_refused(tmp_pat
     owner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     try:
-        write_pidfile(state_dir / "judge.pid", other.pid)
-        record = json.loads((state_dir / "judge.pid").read_text())
-        record.update(parent_pid=owner.pid, parent_started=None)
-        (state_dir / "judge.pid").write_text(json.dumps(record))
+        pidfile_of(state_dir / "judge.pid", other.pid, server=owner.pid)
         with pytest.raises(RatchetError, match="still running"):
             LocalLoops(config(), tmp_path / "q.sqlite", tmp_path / "versions", trainer=False).start()
         assert other.poll() is None
