@@ -154,8 +154,8 @@ def loops_line(loops: dict[str, Any] | None) -> str:
             part += f", restarted {loop['restarts']}×"
         if loop.get("last_exit"):
             part += f", last died: {loop['last_exit']}"
-        if loop.get("restart_in_s") is not None and loop["state"] == "restarting":
-            part += f", restart in {loop['restart_in_s']:.0f}s"
+        if loop.get("restart_at") and loop["state"] == "restarting":
+            part += f", restart in {max(0.0, loop['restart_at'] - time.time()):.0f}s"
         parts.append(part)
     server = "" if loops.get("server_alive") else " (as last recorded: its server is not running)"
     return "loops: " + "; ".join(parts) + server

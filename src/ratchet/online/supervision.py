@@ -290,7 +290,9 @@ class Supervisor:
 
     def status(self) -> dict[str, Any]:
         """Per loop: state (running / restarting / failed / stopped), pid, restarts, last exit."""
-        now = time.monotonic()
+        # restart_at is kept on the monotonic clock; the file gets wall-clock time, which other
+        # processes can compare with theirs.
+        now, wall = time.monotonic(), time.time()
         loops = {}
         for child in self.children.values():
             loops[child.name] = {
@@ -299,7 +301,7 @@ class Supervisor:
                 "restarts": len(child.restarts),
                 "last_exit": describe_exit(child.last_exit) if child.last_exit_at is not None else None,
                 "last_exit_at": child.last_exit_at,
-                "restart_in_s": round(max(0.0, child.restart_at - now), 1) if child.restart_at else None,
+                "restart_at": wall + max(0.0, child.restart_at - now) if child.restart_at else None,
             }
         return {"supervisor_pid": os.getpid(), "supervisor_started": process_start(os.getpid()),
                 "updated_at": time.time(), "loops": loops}
