@@ -217,3 +217,25 @@ def test_a_huge_upload_does_not_stall_other_requests(server):
     assert r.status_code == 200 and upload_open  # answered while the huge upload was still coming in
     uploader.join(30)
     assert result and result[0].startswith(b"HTTP/1.1 413")
+
+
+@pytest.mark.real_model
+def test_an_over_long_prompt_to_the_embedded_model_is_a_400_with_its_context(tmp_path):
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
+    from ratchet.models.registry import cached_path
+    from ratchet.online.policy import LlamaPolicy
+
+    gguf = cached_path("smollm2-135m")
+    if not gguf.is_file():
+        pytest.skip("smollm2-135m is not pulled (ratchet models pull smollm2-135m)")
+    policy = LlamaPolicy(gguf, n_ctx=256, n_threads=1, name="local:smollm2-135m")
+    state = make_state(PolicyHost(lambda adapter: policy), None)
+    with ServerThread(create_app(state)) as srv:
+        long = {"messages": [{"role": "user", "content": "count: " + " ".join(str(i) for i in range(400))}]}
+        r = httpx.post(srv.url + "/v1/chat/completions", json=long, timeout=120)
+        assert r.status_code == 400 and r.json()["error"]["code"] == "context_length_exceeded", r.text
+        assert "at most 255 prompt tokens" in r.json()["error"]["message"]
+        ok = httpx.post(srv.url + "/v1/chat/completions", json={**with_(), "max_tokens": 4}, timeout=120)
+        assert ok.status_code == 200, ok.text
+    state.collector.close()
+    policy.close()
