@@ -131,7 +131,11 @@ def test_list_content_is_joined_to_text(server):
 
 def test_not_json_and_not_an_object(server):
     srv, *_ = server
-    for raw in (b"{not json", b"[1, 2]", b"\xff\xfe", b'"just a string"'):
+    deep = b'{"messages": ' + b"[" * 20_000 + b"]" * 20_000 + b"}"
+    nan = b'{"messages": [{"role": "user", "content": "x"}], "temperature": NaN}'
+    r = httpx.post(srv.url + "/v1/chat/completions", content=nan, headers={"content-type": "application/json"})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "temperature"
+    for raw in (b"{not json", b"[1, 2]", b"\xff\xfe", b'"just a string"', deep):
         r = httpx.post(srv.url + "/v1/chat/completions", content=raw, headers={"content-type": "application/json"})
         assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_json", raw
 

@@ -178,6 +178,8 @@ def create_app(state: ServingState):
             raw = json.loads(await request.body())
         except (json.JSONDecodeError, UnicodeDecodeError):
             return _error(400, "the body is not valid JSON", "invalid_json")
+        except RecursionError:  # nesting deeper than the parser's stack, well inside the size limit
+            return _error(400, "the body is nested too deeply", "invalid_json")
         if not isinstance(raw, dict):
             return _error(400, "the body must be a JSON object", "invalid_json")
         body, body_tags = SessionTracker.split_body(raw)
