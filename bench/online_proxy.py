@@ -85,7 +85,7 @@ def serve_proxy(port: int, backend_url: str, queue_path: str) -> None:
     from ratchet.online.server import create_app, make_state
 
     host = PolicyHost(lambda adapter: HttpPolicy(backend_url + "/v1", "stub"))
-    state = make_state(host, TurnQueue(queue_path), backend_concurrency=8)
+    state = make_state(host, TurnQueue(queue_path), backend_concurrency=8, served_name="stub")
     uvicorn.run(create_app(state), host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
 

@@ -102,4 +102,4 @@ def test_judge_and_trainer_run_as_processes(tmp_path):
 
 def test_learn_off_starts_no_trainer(tmp_path):
     loops = LocalLoops(OnlineConfig(learn="off"), tmp_path / "q.db", tmp_path / "v")
-    assert set(loops.processes) == {"judge"}
+    assert set(loops.specs) == {"judge"}

@@ -34,9 +34,11 @@ def test_judge_and_trainer_as_ray_actors(tmp_path):
         queue.add_turn(Turn(f"t{i}", "s", False, "main", [{"role": "user", "content": "q"}], "a", [1], [2],
                             [-0.3], 0))
         queue.set_next_state(f"t{i}", "thanks!" if i % 2 else "no, that's wrong")
-    # The actors import this test module by name: put its folder on their path.
+    # The actors import this test module by name: put its folder on their path, and keep the
+    # driver's own path so that they run the same ratchet as this test (not another install's).
+    path = os.pathsep.join(p for p in (str(Path(__file__).parent), os.environ.get("PYTHONPATH")) if p)
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": str(Path(__file__).parent)}})
+             runtime_env={"env_vars": {"PYTHONPATH": path}})
     try:
         config = OnlineConfig(learn="binary", executor="ray")
         config.judge.poll_s = 0.05

@@ -151,7 +151,8 @@ def run_server(config: Any) -> None:
     tracker = SessionTracker(infer=config.sessions.infer, max_sessions=config.sessions.max_sessions,
                              default_turn_type=config.sessions.default_turn_type)
     state = make_state(host, TurnQueue(queue_path), tracker=tracker, served_name=config.served_name or config.model,
-                       api_key=api_key, max_tokens=config.max_tokens, backend_concurrency=config.backend_concurrency)
+                       api_key=api_key, max_tokens=config.max_tokens, max_body_bytes=config.max_body_bytes,
+                       backend_concurrency=config.backend_concurrency)
     loops = start_loops(config, queue_path, versions_dir)
     host.start()
     stop = threading.Event()

@@ -43,6 +43,30 @@ class JudgeConfig(Settings):
     """CPU threads of the judging process (BLAS/OpenMP and an embedded judge model)."""
 
 
+class LoopsConfig(Settings):
+    """How the server supervises its judging and training processes (``executor=process``)."""
+
+    watch_s: float = Field(default=0.5, gt=0)
+    """How often the server checks that its loop processes are alive."""
+
+    max_restarts: int = Field(default=5, ge=0)
+    """Restarts of one loop within ``restart_window_s`` before it is left down (status: failed);
+    serving goes on without it. 0 never restarts."""
+
+    restart_window_s: float = Field(default=600.0, gt=0)
+    """The window ``max_restarts`` counts in: a loop that dies once a day is restarted every time."""
+
+    restart_backoff_s: float = Field(default=1.0, ge=0)
+    """Wait before restarting a dead loop; doubles with every restart already in the window."""
+
+    restart_backoff_max_s: float = Field(default=60.0, ge=0)
+    """Longest wait before a restart."""
+
+    stop_timeout_s: float = Field(default=30.0, gt=0)
+    """How long shutdown waits for the loops to finish their unit of work before terminating them
+    (then killing them 5 s later): a trainer in the middle of a step gives up that step."""
+
+
 class SessionConfig(Settings):
     """How turns are grouped into sessions and paired with their next state."""
 
@@ -96,6 +120,10 @@ class OnlineConfig(Settings):
     max_tokens: int = Field(default=512, ge=1)
     """Response token limit when a request does not set max_tokens."""
 
+    max_body_bytes: int = Field(default=2 * 1024 * 1024, ge=1024)
+    """Largest request body accepted; a larger one gets a 413 before it is read to the end or
+    parsed (2 MiB holds a conversation far longer than the embedded model's context)."""
+
     backend_concurrency: int = Field(default=1, ge=1)
     """Requests generated at once. 1 for the embedded model (one sequence at a time, requests
     queue); raise it for an HTTP backend that batches (vLLM)."""
@@ -115,6 +143,9 @@ class OnlineConfig(Settings):
 
     judge: JudgeConfig = Field(default_factory=JudgeConfig)
     """The judging loop."""
+
+    loops: LoopsConfig = Field(default_factory=LoopsConfig)
+    """Supervision of the judging and training processes: restarts, backoff, shutdown deadline."""
 
     sessions: SessionConfig = Field(default_factory=SessionConfig)
     """Session tagging, inference and next-state pairing."""

@@ -3,8 +3,10 @@
 The loops share only the queue file and the version directory, so each can run anywhere that sees
 them: as local processes (``spawn``, each with its own pinned thread count, the default) or as Ray
 actors (``executor=ray``; the same loop functions, one actor each). Serving stays in the process
-that runs uvicorn. A stop event ends each loop between two units of work; Ctrl-C in the terminal
-reaches the parent only (children ignore SIGINT) so shutdown is always orderly.
+that runs uvicorn. A stop signal ends each loop between two units of work; Ctrl-C in the terminal
+reaches the parent only (children ignore SIGINT) so shutdown is always orderly. Local processes are
+supervised (:mod:`ratchet.online.supervision`): restarted when they die, stopped when the server
+dies, never waited on forever.
 """
 
 from __future__ import annotations
@@ -15,13 +17,14 @@ import multiprocessing as mp
 import os
 import signal
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ratchet.online.config import OnlineConfig
 from ratchet.online.queue import TurnQueue
+from ratchet.online.status import LOOPS_NAME
+from ratchet.online.supervision import RestartPolicy, StopSignal, Supervisor, die_with_parent
 
 log = logging.getLogger("ratchet.online.loops")
 
@@ -111,59 +114,67 @@ def run_trainer(config: OnlineConfig, queue_path: str | Path, versions_dir: str 
 # ---------------------------------------------------------------------------------------------
 
 
-def _child_main(name: str, target: str, args: tuple[Any, ...], threads: int, stop_event: Any) -> None:
+def _child_main(name: str, target: str, args: tuple[Any, ...], threads: int, stop: StopSignal) -> None:
+    die_with_parent(stop.parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when we stop
     pin_threads(threads)
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {name} %(levelname)s %(name)s: %(message)s")
     try:
-        resolve(target)(*args, stop_event)
+        resolve(target)(*args, stop)
     except Exception:
         logging.getLogger(f"ratchet.online.{name}").exception("the %s loop crashed", name)
         raise
 
 
 class LocalLoops:
-    """The judging and training loops as ``spawn``-ed processes of this machine."""
+    """The judging and training loops as ``spawn``-ed, supervised processes of this machine.
+
+    ``state_dir`` (default: ``loops/`` beside the queue) holds a pid file per loop and
+    ``loops.json``, the supervision state ``ratchet serve status`` shows.
+    """
 
     def __init__(self, config: OnlineConfig, queue_path: Path, versions_dir: Path, *, judge: bool = True,
-                 trainer: bool = True) -> None:
+                 trainer: bool = True, state_dir: Path | None = None) -> None:
         self.config = config
-        ctx = mp.get_context("spawn")
-        self.stop_event = ctx.Event()
-        self.processes: dict[str, mp.process.BaseProcess] = {}
-        specs: list[tuple[str, str, tuple[Any, ...], int]] = []
+        self._ctx = mp.get_context("spawn")
+        self.specs: dict[str, tuple[str, tuple[Any, ...], int]] = {}
         if judge:
-            specs.append(("judge", "ratchet.online.loops:run_judge_loop", (config, str(queue_path)),
-                          config.judge.threads))
+            self.specs["judge"] = ("ratchet.online.loops:run_judge_loop", (config, str(queue_path)),
+                                   config.judge.threads)
         if trainer and config.learn != "off":
-            specs.append(("trainer", "ratchet.online.loops:run_trainer",
-                          (config, str(queue_path), str(versions_dir)), config.trainer.num_threads))
-        for name, target, args, threads in specs:
-            self.processes[name] = ctx.Process(
-                target=_child_main, args=(name, target, args, threads, self.stop_event), name=f"ratchet-{name}",
-                daemon=False,
-            )
+            self.specs["trainer"] = ("ratchet.online.loops:run_trainer",
+                                     (config, str(queue_path), str(versions_dir)), config.trainer.num_threads)
+        lc = config.loops
+        policy = RestartPolicy(lc.max_restarts, lc.restart_window_s, lc.restart_backoff_s, lc.restart_backoff_max_s)
+        self.supervisor = Supervisor(list(self.specs), self._spawn, policy,
+                                     state_dir or Path(queue_path).parent / LOOPS_NAME, watch_s=lc.watch_s,
+                                     ctx=self._ctx)
+
+    def _spawn(self, name: str, stop: StopSignal) -> mp.process.BaseProcess:
+        target, args, threads = self.specs[name]
+        proc = self._ctx.Process(target=_child_main, args=(name, target, args, threads, stop), name=f"ratchet-{name}",
+                                 daemon=False)
+        proc.start()
+        return proc
+
+    @property
+    def processes(self) -> dict[str, mp.process.BaseProcess]:
+        """Each loop's current process (a restarted loop's new one)."""
+        return {name: child.proc for name, child in self.supervisor.children.items() if child.proc is not None}
 
     def start(self) -> LocalLoops:
-        for name, proc in self.processes.items():
-            proc.start()
-            log.info("started the %s loop (pid %d)", name, proc.pid)
+        self.supervisor.start()
         return self
 
     def alive(self) -> dict[str, bool]:
         return {name: proc.is_alive() for name, proc in self.processes.items()}
 
-    def stop(self, timeout_s: float = 60.0) -> dict[str, int | None]:
+    def status(self) -> dict[str, Any]:
+        return self.supervisor.status()
+
+    def stop(self, timeout_s: float | None = None) -> dict[str, int | None]:
         """Ask every loop to stop, wait for them, terminate what does not stop in time."""
-        self.stop_event.set()
-        deadline = time.monotonic() + timeout_s
-        for name, proc in self.processes.items():
-            proc.join(max(0.1, deadline - time.monotonic()))
-            if proc.is_alive():
-                log.warning("the %s loop did not stop in %.0fs; terminating it", name, timeout_s)
-                proc.terminate()
-                proc.join(5)
-        return {name: proc.exitcode for name, proc in self.processes.items()}
+        return self.supervisor.stop(self.config.loops.stop_timeout_s if timeout_s is None else timeout_s)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -46,6 +46,15 @@ class Generation:
     token_texts: list[str] | None = None
 
 
+class RequestRefused(RatchetError):
+    """A backend refused a request as the client sent it (a 4xx): the server answers with ``status``."""
+
+    def __init__(self, message: str, status: int = 400, code: str = "backend_refused") -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+
+
 class Policy(Protocol):
     """A chat model that can report what it sampled. ``on_text`` receives text pieces as they come."""
 
@@ -76,6 +85,7 @@ class ScriptedPolicy:
     per word, token id = a stable hash of the word, log-prob ``logprob`` each.
 
     ``token_delay_s`` simulates decoding time so concurrency tests exercise real overlap.
+    ``max_prompt_tokens`` gives it a context: prompts of more words than that are refused.
     """
 
     def __init__(
@@ -85,8 +95,10 @@ class ScriptedPolicy:
         name: str = "scripted",
         logprob: float = -0.25,
         token_delay_s: float = 0.0,
+        max_prompt_tokens: int | None = None,
     ) -> None:
         self.name = name
+        self.max_prompt_tokens = max_prompt_tokens
         self._reply = reply
         self._logprob = logprob
         self._delay = token_delay_s
@@ -95,6 +107,10 @@ class ScriptedPolicy:
     @staticmethod
     def _token_id(word: str) -> int:
         return sum((i + 1) * ord(c) for i, c in enumerate(word)) % 50_000
+
+    def prompt_tokens(self, messages: Sequence[dict[str, Any]]) -> list[int]:
+        """One "token" per word of every message."""
+        return [self._token_id(w) for m in messages for w in str(m.get("content") or "").split()]
 
     def generate(self, messages, *, max_tokens, temperature=0.0, top_p=1.0, stop=None, seed=None, on_text=None):
         self.calls += 1
@@ -200,6 +216,8 @@ class LlamaPolicy:
         self._vocab = llama_cpp.llama_model_get_vocab(model.model)
         self._n_vocab = self._llm.n_vocab()
         self._n_ctx = n_ctx
+        #: The longest prompt that leaves room for one reply token (the server refuses longer ones).
+        self.max_prompt_tokens = n_ctx - 1
         self._lock = threading.Lock()
 
     def prompt_tokens(self, messages: Sequence[dict[str, Any]]) -> list[int]:
@@ -328,6 +346,9 @@ class HttpPolicy:
         return self._parse(resp, on_text)
 
     def _parse(self, resp: Any, on_text: TextSink | None) -> Generation:
+        if resp.status_code in (400, 413, 422):
+            # The request as sent is wrong (too long for its context, a bad value): the client's to fix.
+            raise RequestRefused(f"the backend refused the request: {resp.text[:300]}", resp.status_code)
         if resp.status_code != 200:
             raise RatchetError(f"backend {self.base_url} answered {resp.status_code}: {resp.text[:300]}")
         data = resp.json()

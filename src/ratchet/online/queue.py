@@ -31,7 +31,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -226,14 +226,16 @@ class TurnQueue:
 
     # ------------------------------------------------------------------ training
 
-    def take_batch(self, n: int, min_version: int, *, claimer: Claimer | None = None,
-                   lease_s: float = CLAIM_LEASE_S, max_reclaims: int = MAX_RECLAIMS) -> list[Sample]:
+    def take_batch(self, n: int, min_version: int = 0, *, claimer: Claimer | None = None,
+                   lease_s: float = CLAIM_LEASE_S, max_reclaims: int = MAX_RECLAIMS,
+                   stale: Callable[[int], bool] | None = None) -> list[Sample]:
         """Claim up to ``n`` judged, unclaimed, trainable samples, oldest first, leased to ``claimer``.
 
-        First every lost claim is taken back (:meth:`reclaim_lost`). Judged samples whose
-        ``policy_version`` is below ``min_version`` are too stale to correct with importance weights:
-        they are marked ``dropped`` (counted in ``stats()['dropped_stale']``) instead of being
-        returned. The claims last ``lease_s`` seconds unless renewed (:meth:`renew`). ``claimer``
+        First every lost claim is taken back (:meth:`reclaim_lost`). Judged samples too stale to
+        correct with importance weights are marked ``dropped`` (counted in
+        ``stats()['dropped_stale']``) instead of being returned: those whose ``policy_version`` is
+        below ``min_version``, and those whose version ``stale(version)`` says is (the trainer asks
+        its version tree, see :class:`~ratchet.online.versions.Lineage`). The claims last ``lease_s`` seconds unless renewed (:meth:`renew`). ``claimer``
         defaults to this process's (:func:`~ratchet.online.claims.default_claimer`). A claimer gets
         at most one sample reclaimed ``SUSPECT_AFTER`` times or more among the claims it holds.
         """
@@ -244,6 +246,12 @@ class TurnQueue:
             db.execute(
                 "UPDATE turns SET state='dropped' WHERE state='judged' AND policy_version < ?", (min_version,)
             )
+            if stale is not None:
+                served = db.execute("SELECT DISTINCT policy_version FROM turns WHERE state='judged'").fetchall()
+                too_old = [v for (v,) in served if stale(int(v))]
+                if too_old:
+                    db.execute(f"UPDATE turns SET state='dropped' WHERE state='judged' AND policy_version IN"
+                               f" ({','.join('?' * len(too_old))})", too_old)
             select = ("SELECT t.turn_id, t.created_at, t.data, j.data FROM turns t JOIN judgements j"
                       " ON j.turn_id = t.turn_id WHERE t.state='judged' AND t.reclaims {} ? ORDER BY t.created_at"
                       " LIMIT ?")

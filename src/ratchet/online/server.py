@@ -22,8 +22,10 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import ValidationError
 
-from ratchet.online.policy import Generation, PolicyHost
+from ratchet.online.api import BodyLimit, ChatRequest, error_body, validation_error
+from ratchet.online.policy import Generation, PolicyHost, RequestRefused
 from ratchet.online.queue import TurnQueue
 from ratchet.online.records import Turn, new_turn_id
 from ratchet.online.sessions import SessionTracker
@@ -109,6 +111,7 @@ class ServingState:
     served_name: str = "ratchet"
     api_key: str | None = None
     max_tokens: int = 512
+    max_body_bytes: int = 2 * 1024 * 1024
     backend_concurrency: int = 1
     learn: bool = True
     requests: int = 0
@@ -119,10 +122,8 @@ class ServingState:
         self.executor = ThreadPoolExecutor(max_workers=self.backend_concurrency, thread_name_prefix="generate")
 
 
-def _error(status: int, message: str, code: str, kind: str = "invalid_request_error"):
-    return JSONResponse(
-        status_code=status, content={"error": {"message": message, "type": kind, "param": None, "code": code}}
-    )
+def _error(status: int, message: str, code: str, kind: str = "invalid_request_error", param: str | None = None):
+    return JSONResponse(status_code=status, content=error_body(message, code, param, kind))
 
 
 def _logprobs_block(gen: Generation) -> dict[str, Any]:
@@ -136,7 +137,7 @@ def _logprobs_block(gen: Generation) -> dict[str, Any]:
 
 
 def create_app(state: ServingState):
-    """The FastAPI application over ``state``."""
+    """The ASGI application over ``state``: FastAPI behind the body size limit."""
 
     app = FastAPI(title="Ratchet", docs_url=None, redoc_url=None)
     app.state.serving = state
@@ -174,35 +175,44 @@ def create_app(state: ServingState):
         if not authorized(request):
             return unauthorized()
         try:
-            raw = await request.json()
-        except json.JSONDecodeError:
+            raw = json.loads(await request.body())
+        except (json.JSONDecodeError, UnicodeDecodeError):
             return _error(400, "the body is not valid JSON", "invalid_json")
-        if not isinstance(raw, dict) or not isinstance(raw.get("messages"), list) or not raw["messages"]:
-            return _error(400, "'messages' must be a non-empty list of chat messages", "invalid_messages")
+        except RecursionError:  # nesting deeper than the parser's stack, well inside the size limit
+            return _error(400, "the body is nested too deeply", "invalid_json")
+        if not isinstance(raw, dict):
+            return _error(400, "the body must be a JSON object", "invalid_json")
         body, body_tags = SessionTracker.split_body(raw)
-        if int(body.get("n") or 1) != 1:
-            return _error(400, "only n=1 is supported", "unsupported_n")
-        messages = [dict(m) for m in body["messages"]]
+        try:
+            req = ChatRequest.model_validate(body)
+        except ValidationError as exc:
+            return JSONResponse(status_code=400, content=validation_error(exc))
+        if req.model is not None and req.model != state.served_name:
+            return _error(404, f"The model '{req.model}' does not exist; this server serves '{state.served_name}'",
+                          "model_not_found", param="model")
+        messages = req.message_dicts()
+        policy, version = state.host.acquire()
+        loop = asyncio.get_running_loop()
+        too_long = await _check_context(policy, messages, loop, state.executor)
+        if too_long is not None:
+            return too_long
         tag = state.tracker.tag(request.headers, body_tags, messages)
         if tag.pair_with is not None and state.learn:
             state.collector.set_next_state(*tag.pair_with)
-        policy, version = state.host.acquire()
-        stop = body.get("stop")
         kwargs = dict(
-            max_tokens=int(body.get("max_tokens") or body.get("max_completion_tokens") or state.max_tokens),
-            temperature=float(body.get("temperature", 0.0) if body.get("temperature") is not None else 0.0),
-            top_p=float(body.get("top_p") or 1.0),
-            stop=[stop] if isinstance(stop, str) else stop,
-            seed=body.get("seed"),
+            max_tokens=req.max_tokens or req.max_completion_tokens or state.max_tokens,
+            temperature=req.temperature or 0.0,
+            top_p=req.top_p or 1.0,
+            stop=req.stop_list(),
+            seed=req.seed,
         )
         turn_id = new_turn_id()
         state.requests += 1
-        loop = asyncio.get_running_loop()
         extra = {"turn_id": turn_id, "session_id": tag.session_id, "session_inferred": tag.inferred,
                  "turn_type": tag.turn_type, "policy_version": version}
         headers = {"X-Session-Id": tag.session_id, "X-Turn-Id": turn_id, "X-Policy-Version": str(version)}
         created = int(time.time())
-        want_logprobs = bool(body.get("logprobs"))
+        want_logprobs = bool(req.logprobs)
 
         def finish(gen: Generation) -> None:
             closing = state.tracker.served(tag, turn_id, messages, gen.text)
@@ -216,12 +226,14 @@ def create_app(state: ServingState):
                 if closing is not None:
                     state.collector.set_next_state(*closing)
 
-        if not body.get("stream"):
+        if not req.stream:
             try:
                 if hasattr(policy, "agenerate"):  # an HTTP backend: await it on the loop, no thread hop
                     gen = await policy.agenerate(messages, **kwargs)
                 else:
                     gen = await loop.run_in_executor(state.executor, lambda: policy.generate(messages, **kwargs))
+            except RequestRefused as exc:  # the backend refused the request as given: the client's to fix
+                return _error(exc.status, str(exc), exc.code)
             except Exception as exc:
                 state.errors += 1
                 log.exception("generation failed")
@@ -283,7 +295,29 @@ def create_app(state: ServingState):
 
         return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
 
-    return app
+    return BodyLimit(app, state.max_body_bytes)
+
+
+async def _check_context(policy: Any, messages: list[dict[str, Any]], loop: Any, executor: Any):
+    """A 400 naming the limit when the prompt leaves no room for a reply in the served context.
+
+    Only for policies that know their context (``max_prompt_tokens``); tokenizing runs on the
+    generation executor, off the event loop. Messages the chat template cannot render are bad
+    input too (a 400), not a server error.
+    """
+    limit = getattr(policy, "max_prompt_tokens", None)
+    if not limit:
+        return None
+    try:
+        n = len(await loop.run_in_executor(executor, policy.prompt_tokens, messages))
+    except Exception as exc:
+        return _error(400, f"the served model's chat template cannot render these messages: {exc}",
+                      "invalid_messages", param="messages")
+    if n > limit:
+        return _error(400, f"the prompt is {n} tokens; the served context allows at most {limit} prompt tokens "
+                      "(shorten the conversation, or serve with a larger --set n_ctx=N)",
+                      "context_length_exceeded", param="messages")
+    return None
 
 
 def make_state(host: PolicyHost, turn_queue: TurnQueue | None, *, tracker: SessionTracker | None = None,

@@ -14,9 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from ratchet.online.queue import TurnQueue
+from ratchet.online.supervision import read_status
 
 QUEUE_NAME = "queue.sqlite"
 VERSIONS_NAME = "versions"
+#: The loops' pid files and supervision state (``loops.json``).
+LOOPS_NAME = "loops"
 STATUS_NAME = "status.json"
 METRICS_NAME = "metrics.jsonl"
 
@@ -106,6 +109,7 @@ def collect(run_dir: Path) -> dict[str, Any]:
         "queue": queue.stats(),
         "reward_moving_average": moving_average([r[1] for r in judged]),
         "versions": [asdict(r) for r in rows],
+        "loops": read_status(base / LOOPS_NAME),
     }
 
 
@@ -137,8 +141,28 @@ def claims_line(queue: dict[str, Any]) -> str:
             f"({queue.get('reclaimed_samples', 0)} samples), {queue.get('failed', 0)} failed after repeated reclaims")
 
 
+def loops_line(loops: dict[str, Any] | None) -> str:
+    """The supervised loops in one line: each one's state, pid, restarts and last death."""
+    if not loops or not loops.get("loops"):
+        return "loops: none recorded (executor=ray, or the server has not started them)"
+    parts = []
+    for name, loop in loops["loops"].items():
+        part = f"{name} {loop['state']}"
+        if loop.get("pid") and loop["state"] == "running":
+            part += f" (pid {loop['pid']})"
+        if loop.get("restarts"):
+            part += f", restarted {loop['restarts']}×"
+        if loop.get("last_exit"):
+            part += f", last died: {loop['last_exit']}"
+        if loop.get("restart_at") and loop["state"] == "restarting":
+            part += f", restart in {max(0.0, loop['restart_at'] - time.time()):.0f}s"
+        parts.append(part)
+    server = "" if loops.get("server_alive") else " (as last recorded: its server is not running)"
+    return "loops: " + "; ".join(parts) + server
+
+
 def table(status: dict[str, Any]):
-    """A rich table of the per-version rows; its caption ends with :func:`claims_line`."""
+    """A rich table of the per-version rows; its caption ends with :func:`claims_line` and :func:`loops_line`."""
     from rich.table import Table
 
     def f(value: Any, fmt: str = "{:.3f}") -> str:
@@ -150,7 +174,7 @@ def table(status: dict[str, Any]):
         t.add_column(col, justify="right", no_wrap=True)
     t.caption = ("R avg: reward mean of the version's judged turns · R MA: reward moving average · judge: mean "
                  "vote · loss/KL: training loss, KL to base · eval: held-out score · prom: promoted (served)\n"
-                 + claims_line(status.get("queue", {})))
+                 + claims_line(status.get("queue", {})) + "\n" + loops_line(status.get("loops")))
     for r in status["versions"]:
         t.add_row(
             f"{r['version']}{' *' if r['current'] else ''}", str(r["turns"]), f(r["judged_fraction"], "{:.0%}"),

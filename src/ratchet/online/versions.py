@@ -48,6 +48,53 @@ class Version:
 BASE = Version(number=0, lora_gguf=None, adapter_dir=None, metrics={}, promoted=True)
 
 
+@dataclass(frozen=True)
+class Lineage:
+    """The versions as a tree: each version's parent and the optimizer steps of the update that made it.
+
+    Staleness is measured on this tree, not on version numbers: a refused version takes a number
+    but its weights are never trained on, and a rollback moves the trainer back up the tree, so
+    the distance in numbers between two versions says nothing about how far apart their weights are.
+    """
+
+    #: version number -> (parent version number, optimizer steps from the parent's weights to it)
+    parents: dict[int, tuple[int, int]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, versions: list[Version]) -> Lineage:
+        """From published versions; one written before versions recorded their parent is taken to
+        follow the version numbered just before it, by one step."""
+        parents = {}
+        for v in versions:
+            if v.number:
+                parent = v.metrics.get("parent_version", v.number - 1)
+                parents[v.number] = (int(parent), int(v.metrics.get("optimizer_steps", 1) or 1))
+        return cls(parents)
+
+    def staleness(self, served: int, current: int) -> int:
+        """Optimizer steps the weights ``current`` took since they last had the weights that ``served``
+        descends from: 0 for ``current`` itself, one of its ancestors' samples count the steps down
+        to ``current``; a sample of another branch (served before a rollback) counts from the
+        branches' common ancestor. Versions missing from the tree fall back to the number distance.
+        """
+        steps_to_current = {current: 0}
+        node, total = current, 0
+        while node in self.parents:
+            node, steps = self.parents[node]
+            if node in steps_to_current:  # a malformed record making a cycle: stop where it closes
+                break
+            total += steps
+            steps_to_current[node] = total
+        node = served
+        seen = set()
+        while node not in steps_to_current:
+            if node not in self.parents or node in seen:
+                return max(0, current - served)
+            seen.add(node)
+            node = self.parents[node][0]
+        return steps_to_current[node]
+
+
 def _write_atomic(path: Path, text: str) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     with os.fdopen(fd, "w") as handle:
@@ -99,6 +146,10 @@ class VersionStore:
             int(p.name[1:]) for p in self.root.glob("v[0-9]*") if p.is_dir() and p.name[1:].isdigit()
         )
         return [BASE, *(self.get(n) for n in numbers)]
+
+    def lineage(self) -> Lineage:
+        """Every published version's parent and optimizer steps (see :class:`Lineage`)."""
+        return Lineage.of(self.list())
 
     def latest_number(self) -> int:
         """The highest published number (promoted or not); 0 when nothing was published."""

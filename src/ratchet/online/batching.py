@@ -1,0 +1,46 @@
+"""When the training loop trains: a full batch at once, a partial one only after waiting for more.
+
+The wait starts when the first sample of the batch arrives, not when the loop last trained: a
+loop that sat idle for an hour must not train on the first sample that then shows up. And a
+partial batch needs ``min_batch`` samples however long it waited, so an idle period never makes
+the trainer step on a single sample (one sample's reward is mostly noise, and Adam's first steps
+are its largest).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+
+class BatchClock:
+    """Says when ``pending`` claimed samples make a batch; ``now`` is injectable for tests."""
+
+    def __init__(self, batch_size: int, min_batch: int, max_wait_s: float,
+                 now: Callable[[], float] = time.monotonic) -> None:
+        self.batch_size = batch_size
+        # A minimum above the batch size would never be reached by a partial batch: a full one is.
+        self.min_batch = min(min_batch, batch_size)
+        self.max_wait_s = max_wait_s
+        self._now = now
+        self.first_at: float | None = None
+
+    def due(self, pending: int) -> bool:
+        """Whether to train on the ``pending`` samples now. The first call that sees samples starts
+        the wait; a call with none clears it."""
+        if pending <= 0:
+            self.first_at = None
+            return False
+        if self.first_at is None:
+            self.first_at = self._now()
+        if pending >= self.batch_size:
+            return True
+        return pending >= self.min_batch and self._now() - self.first_at >= self.max_wait_s
+
+    def waited_s(self) -> float:
+        """Seconds since the first sample of the batch arrived (0 with none)."""
+        return 0.0 if self.first_at is None else self._now() - self.first_at
+
+    def reset(self) -> None:
+        """The batch was taken: the next sample starts a new wait."""
+        self.first_at = None
