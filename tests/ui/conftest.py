@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.library import HarnessLibrary
-from ratchet.autoharness.pipeline import synthesize_game
+from ratchet.autoharness.pipeline import accounted, synthesize_game
 from ratchet.autoharness.protocol import ProtocolConfig
 from ratchet.autoharness.runtime import InProcessHarness
 from ratchet.cli import app as cli_app
@@ -68,7 +68,8 @@ def make_autoharness_run(store: RunStore, tmp: Path) -> str:
                             iterations=4, library_dir=str(tmp / "lib"))
     run = store.create_run("autoharness", cfg.model_dump(), "ui-test")
     proto = ProtocolConfig(legal_seeds=2, legal_steps=6, reward_games=2, matches=2, step_cap=20)
-    synthesize_game(cfg, refiner(), run, protocol=proto, runtime_factory=InProcessHarness,
+    model = refiner()  # accounted as the refiner, unaccounted as the player: as `ratchet autoharness` wires it
+    synthesize_game(cfg, accounted(model, run), run, protocol=proto, play_model=model, runtime_factory=InProcessHarness,
                     library=HarnessLibrary(tmp / "lib"))
     return run.id
 
