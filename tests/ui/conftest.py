@@ -5,6 +5,7 @@ conversation with tool calls, and a serving run with weight versions and judged 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -113,7 +114,7 @@ def make_online_run(root: Path, name: str) -> Path:
                (f"Here: {SCRIPT}", "perfect", 1, None)]
     for i, (reply, nxt, reward, hint) in enumerate(replies):
         turn = Turn(f"t{i}", f"session-{i % 2}", False, "main", [{"role": "user", "content": f"question {i}"}], reply,
-                    [1, 2], [3], [-0.5], policy_version=0 if i < 2 else 1, created_at=1000.0 + i)
+                    [1, 2], [3], [-0.5], policy_version=0 if i < 2 else 1, created_at=time.time() - 60 + i)
         queue.add_turn(turn)
         queue.set_next_state(turn.turn_id, nxt)
         queue.add_judgement(Judgement(turn.turn_id, reward, [reward, reward, 0], hint, nxt, "rule"))

@@ -29,8 +29,12 @@ def _ticks(lo: float, hi: float, count: int = 4) -> list[float]:
     return [lo + (hi - lo) * i / count for i in range(count + 1)]
 
 
-def _fmt(value: float) -> str:
-    return f"{value:.0f}" if abs(value) >= 100 or value == int(value) else f"{value:.2f}"
+def _fmt(value: float, span: float) -> str:
+    """A tick label with as many decimals as the axis's span needs to tell its ticks apart."""
+    if value == int(value) and span >= 4:
+        return f"{value:.0f}"
+    digits = 0 if span <= 0 else max(0, min(4, 2 - math.floor(math.log10(span))))
+    return f"{value:.{digits}f}"
 
 
 def line_chart(series: Sequence[Series], *, title: str, x_label: str, y_label: str, width: int = 520,
@@ -64,9 +68,9 @@ def line_chart(series: Sequence[Series], *, title: str, x_label: str, y_label: s
              f'aria-label="{escape(title)}">']
     for t in _ticks(y0, y1):
         parts.append(f'<line x1="{left}" x2="{left + w}" y1="{py(t):.1f}" y2="{py(t):.1f}" class="grid"/>'
-                     f'<text x="{left - 4}" y="{py(t) + 4:.1f}" text-anchor="end">{_fmt(t)}</text>')
+                     f'<text x="{left - 4}" y="{py(t) + 4:.1f}" text-anchor="end">{_fmt(t, y1 - y0)}</text>')
     for t in _ticks(x0, x1):
-        parts.append(f'<text x="{px(t):.1f}" y="{top + h + 16}" text-anchor="middle">{_fmt(t)}</text>')
+        parts.append(f'<text x="{px(t):.1f}" y="{top + h + 16}" text-anchor="middle">{_fmt(t, x1 - x0)}</text>')
     parts.append(f'<text x="{left + w / 2}" y="{height - 2}" text-anchor="middle" class="axis">{escape(x_label)}</text>')
     parts.append(f'<text x="12" y="{top + h / 2}" text-anchor="middle" class="axis" '
                  f'transform="rotate(-90 12 {top + h / 2})">{escape(y_label)}</text>')
@@ -77,7 +81,7 @@ def line_chart(series: Sequence[Series], *, title: str, x_label: str, y_label: s
         if len(s.points) == 1:
             (x, y), = s.points
             parts.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="{colour}"/>')
-        parts.append(f'<text x="{left + 8 + 150 * i}" y="{top + 12}" fill="{colour}">{escape(s.label)}</text>')
+        parts.append(f'<text x="{left + 8 + 150 * i}" y="{top + 12}" style="fill: {colour}">{escape(s.label)}</text>')
     parts.append("</svg></figure>")
     return Markup(head + "".join(parts))
 
