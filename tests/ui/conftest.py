@@ -5,6 +5,7 @@ conversation with tool calls, and a serving run with weight versions and judged 
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -25,6 +26,10 @@ from ratchet.online.status import QUEUE_NAME, VERSIONS_NAME, online_dir
 from ratchet.online.versions import VersionStore
 from ratchet.store import RunStore
 
+# The correct TicTacToe harness of the AutoHarness tests, shared rather than copied.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "autoharness"))
+from fakes import GOOD  # noqa: E402
+
 #: Model-written text that must be shown, never run: the first harness carries it in a comment.
 SCRIPT = "<script>window.__pwned = 1</script>"
 
@@ -38,18 +43,6 @@ def is_legal_action(board, action):
     return True
 '''
 
-GOOD = '''import random
-from harnesslib import current_board, parse_grid, cells, action_value
-
-def free(board):
-    return [c for c in cells(parse_grid(current_board(board))) if c.isdigit()]
-
-def propose_action(board):
-    return "[" + random.choice(free(board)) + "]"
-
-def is_legal_action(board, action):
-    return action_value(action) in free(board)
-'''
 
 
 def refiner():

@@ -28,10 +28,10 @@ class UIConfig(Settings):
     state-changing request must carry it in the X-Ratchet-Token header or a `token` form field.
     Also read from $RATCHET_UI_TOKEN."""
 
-    page_size: int = Field(default=100, ge=10, le=1000)
+    page_size: int = Field(default=50, ge=10, le=1000)
     """Rows per page in long tables (steps, candidates, turns): pages stay fast on big runs."""
 
-    tree_limit: int = Field(default=400, ge=10, le=10_000)
+    tree_limit: int = Field(default=250, ge=10, le=10_000)
     """Most nodes drawn in an AutoHarness tree; the rest are listed in the paged candidate table."""
 
     poll_s: float = Field(default=2.0, gt=0.1, le=60)

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
 from ratchet.store import Run, RunStore, read_json
-from ratchet.store.files import iter_jsonl
+from ratchet.store.files import check_version
 from ratchet.store.run import safe_name
 from ratchet.ui import paths
 from ratchet.ui.context import Page, ui_of
@@ -24,9 +24,35 @@ view = View("trajectories", "Trajectories", router)
 MAX_HITS = 50
 
 
-def matches(record: dict[str, Any], needle: str) -> bool:
-    """Whether ``needle`` (lower case) occurs anywhere in the record's text."""
-    return needle in json.dumps(record, ensure_ascii=False).lower()
+def log_lines(path: Path, needle: str = "") -> list[bytes]:
+    """The lines of a JSONL log, only those containing ``needle`` (any case) when one is given.
+
+    Pages parse only the lines they show: a 10,000-step episode is split into lines and filtered
+    as bytes, then one page of them is decoded. The needle is matched in its JSON-escaped form, as
+    the store writes text (``ensure_ascii=False``), so quotes and newlines in it match too."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    lines = [line for line in data.split(b"\n") if line.strip()]
+    if not needle:
+        return lines
+    wanted = json.dumps(needle, ensure_ascii=False)[1:-1].lower().encode()
+    return [line for line in lines if wanted in line.lower()]
+
+
+def decode(lines: list[bytes], source: Path) -> list[dict[str, Any]]:
+    """Records of the given lines; a torn line (a writer killed mid-append) is skipped, as the
+    store's own reader does."""
+    records = []
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            continue
+        check_version(record, source)
+        records.append(record)
+    return records
 
 
 def _episode_log(run_path: Path, episode_id: str) -> Path:
@@ -53,16 +79,16 @@ def run_trajectories(request: Request, run_id: str, page: int = 1, q: str = "") 
     needle = q.strip().lower()
     if needle:
         for episode in episodes:
-            for step in iter_jsonl(_episode_log(run_path, episode["episode_id"])):
-                if matches(step, needle):
-                    hits.append({"kind": "episode", "id": episode["episode_id"], "index": step.get("index"), "action": step.get("action")})
-                    break
+            log = _episode_log(run_path, episode["episode_id"])
+            first = decode(log_lines(log, needle)[:1], log)
+            if first:
+                hits.append({"kind": "episode", "id": episode["episode_id"], "index": first[0].get("index"), "action": first[0].get("action")})
             if len(hits) >= MAX_HITS:
                 break
         for name in conversations:
             if len(hits) >= MAX_HITS:
                 break
-            if any(matches(r, needle) for r in iter_jsonl(_conversation_log(run_path, name))):
+            if log_lines(_conversation_log(run_path, name), needle):
                 hits.append({"kind": "conversation", "id": name, "index": None, "action": None})
     return ui.render(request, "trajectories.html", {"run_id": run_id, "episodes": pager.slice(episodes), "pager": pager,
                                                     "conversations": conversations, "q": q, "hits": hits, "max_hits": MAX_HITS})
@@ -75,11 +101,10 @@ def episode_page(request: Request, run_id: str, episode_id: str, page: int = 1, 
     log = _episode_log(run_path, episode_id)
     if not log.is_file():
         return ui.render(request, "error.html", {"status": 404, "detail": f"no episode {episode_id!r} in run {run_id}"}, status_code=404)
-    needle = q.strip().lower()
-    steps = [s for s in iter_jsonl(log) if not needle or matches(s, needle)]
-    pager = Page.of(page, ui.config.page_size, len(steps))
+    lines = log_lines(log, q.strip())
+    pager = Page.of(page, ui.config.page_size, len(lines))
     summary = next((e for e in _episodes(ui.store, run_path) if e["episode_id"] == episode_id), None)
-    return ui.render(request, "episode.html", {"run_id": run_id, "episode_id": episode_id, "steps": pager.slice(steps),
+    return ui.render(request, "episode.html", {"run_id": run_id, "episode_id": episode_id, "steps": decode(pager.slice(lines), log),
                                                "pager": pager, "q": q, "summary": summary})
 
 
@@ -89,8 +114,7 @@ def conversation_page(request: Request, run_id: str, name: str, page: int = 1, q
     log = _conversation_log(ui.run_dir(run_id), name)
     if not log.is_file():
         return ui.render(request, "error.html", {"status": 404, "detail": f"no conversation log {name!r} in run {run_id}"}, status_code=404)
-    needle = q.strip().lower()
-    records = [r for r in iter_jsonl(log) if not needle or matches(r, needle)]
-    pager = Page.of(page, max(10, ui.config.page_size // 5), len(records))
-    return ui.render(request, "conversation.html", {"run_id": run_id, "name": name, "records": pager.slice(records),
+    lines = log_lines(log, q.strip())
+    pager = Page.of(page, max(10, ui.config.page_size // 5), len(lines))
+    return ui.render(request, "conversation.html", {"run_id": run_id, "name": name, "records": decode(pager.slice(lines), log),
                                                     "pager": pager, "q": q})
