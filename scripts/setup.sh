@@ -61,6 +61,16 @@ if ! command -v bwrap >/dev/null 2>&1; then
   fi
 fi
 
+# The dashboard's browser tests drive the system's chromium through Playwright (never a downloaded one).
+if [ ! -x /usr/bin/chromium ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    say "installing chromium (the dashboard's browser tests)"
+    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    echo "warning: /usr/bin/chromium not found and cannot be installed here; the dashboard's browser tests will be skipped" >&2
+  fi
+fi
+
 ENVS_PY=$(find_python 12 || true)
 if [ -n "$ENVS_PY" ]; then
   ENVS_STAMP="$ENVS_VENV/.installed-$(sha256sum pyproject.toml | cut -c1-12)"

@@ -1,0 +1,128 @@
+"""AutoHarness: the tree of harness versions a search grew (value h, refinements, when each node
+was picked to refine), one node's code, diff from its parent, the failures it was shown and its
+evaluation; the held-out report and the adoption verdict."""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse
+
+from ratchet.autoharness.adoption import verdict_of
+from ratchet.autoharness.search import CHECKPOINT
+from ratchet.store import Run, read_json
+from ratchet.ui.context import Page, ui_of
+from ratchet.ui.views import View
+
+router = APIRouter()
+view = View("autoharness", "AutoHarness", router)
+
+
+@dataclass
+class TreeNode:
+    """A node as drawn: its row in the store plus what the search's checkpoint knows of it."""
+
+    id: str
+    parent_id: str | None
+    status: str
+    h: float | None
+    depth: int = 0
+    refinements: int = 0
+    selected: list[int] = field(default_factory=list)  # iterations at which this node was refined
+    samples: int = 0  # other samples of its refinements that did not enter the tree
+    best: bool = False
+
+
+def selection_order(history: list[dict[str, Any]], parents: dict[str, str | None]) -> dict[int, str | None]:
+    """Iteration → the node refined in it (None: a fresh root was sampled), from the search history."""
+    chosen: dict[int, str | None] = {}
+    for entry in history:
+        iteration = entry.get("iteration", 0)
+        if iteration and iteration not in chosen and entry.get("candidate") in parents:
+            chosen[iteration] = parents[entry["candidate"]]
+    return chosen
+
+
+def build_tree(rows: list[dict[str, Any]], state: dict[str, Any] | None, limit: int) -> tuple[list[TreeNode], int]:
+    """The nodes in drawing order (pre-order, children oldest first) with their depth, at most
+    ``limit`` of them, and how many tree nodes there are in all.
+
+    With a checkpoint the tree is the search's own (the best sample of each refinement); without
+    one (a run of another kind), every scored candidate is a node."""
+    parents = {r["id"]: r["parent_id"] for r in rows}
+    by_id = {r["id"]: r for r in rows}
+    if state and state.get("tree"):
+        nodes = {n["candidate_id"]: TreeNode(n["candidate_id"], n["parent_id"], by_id.get(n["candidate_id"], {}).get("status", "evaluated"),
+                                             n["h"], refinements=n.get("refinements", 0)) for n in state["tree"]}
+    else:
+        nodes = {r["id"]: TreeNode(r["id"], r["parent_id"], r["status"], r["score"]) for r in rows if r["score"] is not None}
+    for iteration, parent in selection_order((state or {}).get("history", []), parents).items():
+        if parent in nodes:
+            nodes[parent].selected.append(iteration)
+    for r in rows:
+        if r["id"] not in nodes and r["parent_id"] in nodes:
+            nodes[r["parent_id"]].samples += 1
+    if nodes:
+        best = max(nodes.values(), key=lambda n: -1.0 if n.h is None else n.h)
+        best.best = True
+    children: dict[str | None, list[TreeNode]] = {}
+    for node in nodes.values():
+        children.setdefault(node.parent_id if node.parent_id in nodes else None, []).append(node)
+    ordered: list[TreeNode] = []
+    stack = [(n, 0) for n in reversed(children.get(None, []))]
+    while stack and len(ordered) < limit:  # iterative: a chain of refinements can be deep
+        node, depth = stack.pop()
+        node.depth = depth
+        ordered.append(node)
+        stack += [(c, depth + 1) for c in reversed(children.get(node.id, []))]
+    return ordered, len(nodes)
+
+
+def diff_lines(old: str | None, new: str) -> list[tuple[str, str]]:
+    """(css class, line) of the unified diff from ``old`` (None: everything is new)."""
+    lines = difflib.unified_diff((old or "").splitlines(), new.splitlines(), "parent", "this node", lineterm="", n=3)
+    kinds = {"+": "add", "-": "del", "@": "hunk"}
+    return [(kinds.get(line[:1], "ctx"), line) for line in lines]
+
+
+def node_detail(run: Run, node_id: str, rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    candidate = run.get_candidate(node_id)
+    name = "harness.py" if "harness.py" in candidate.files else next(iter(candidate.files), "")
+    code = candidate.files.get(name, "")
+    parent_code = None
+    if candidate.parent_id and candidate.parent_id in rows:
+        parent = run.get_candidate(candidate.parent_id)
+        parent_code = parent.files.get(name)
+    meta = dict(candidate.meta)
+    return {
+        "id": node_id, "row": rows.get(node_id, {}), "parent_id": candidate.parent_id, "file": name, "code": code,
+        "diff": diff_lines(parent_code, code), "shown": meta.pop("failures_shown", []) or [],
+        "prompt": meta.pop("prompt", []) or [], "response": meta.pop("response", None), "meta": meta,
+        "evaluations": run.evaluations(node_id),
+    }
+
+
+@router.get("/autoharness/{run_id}", response_class=HTMLResponse)
+def autoharness_page(request: Request, run_id: str, node: str | None = None, page: int = 1) -> HTMLResponse:
+    ui = ui_of(request)
+    run_path = ui.run_dir(run_id)
+    record = read_json(run_path / "run.json") or {}
+    if not record:
+        return ui.render(request, "error.html", {"status": 404, "detail": f"{run_id} is not a store run"}, status_code=404)
+    run = Run(ui.store.root, ui.store.index, record)
+    checkpoint = read_json(run_path / "checkpoints" / f"{CHECKPOINT}.json") or {}
+    state = checkpoint.get("state")
+    rows = run.candidates()
+    tree, tree_total = build_tree(rows, state, ui.config.tree_limit)
+    report = read_json(run_path / "report.json")
+    pager = Page.of(page, ui.config.page_size, len(rows))
+    by_id = {r["id"]: r for r in rows}
+    detail = node_detail(run, node, by_id) if node else None
+    return ui.render(request, "autoharness.html", {
+        "run_id": run_id, "config": record.get("config") or {}, "state": state or {}, "tree": tree, "tree_total": tree_total,
+        "report": report, "verdict": verdict_of(report) if report else None, "detail": detail,
+        "candidates": pager.slice(rows), "pager": pager, "status": run.status(),
+    })
