@@ -30,6 +30,7 @@ CONFIGS: dict[str, str] = {
     "llama": "ratchet.models.llama_embedded:LlamaConfig",
     "openai": "ratchet.models.openai_compat:OpenAIConfig",
     "store": "ratchet.store.config:StoreConfig",
+    "ui": "ratchet.ui.config:UIConfig",
 }
 
 config_app = typer.Typer(help="Show the documented settings; validate a YAML config file.", no_args_is_help=True)

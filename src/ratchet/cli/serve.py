@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import logging
 import os
@@ -16,6 +15,7 @@ import typer
 from rich.console import Console
 
 from ratchet.contracts import RatchetError
+from ratchet.online.api import is_loopback
 
 console = Console()
 serve_app = typer.Typer(help="Serve a model over an OpenAI-compatible API and train it on its conversations.",
@@ -50,15 +50,6 @@ def _pick_run(run: str | None, runs_root: Path | None) -> Path:
     if not runs:
         raise RatchetError(f"no serving run under {root}", hint="start one with `ratchet serve`, or pass --run")
     return runs[-1]
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _policy_factory(config: Any, versions_dir: Path):
@@ -134,7 +125,7 @@ def run_server(config: Any) -> None:
     from ratchet.online.sessions import SessionTracker
 
     api_key = config.api_key or os.environ.get(KEY_ENV) or None
-    if not _is_loopback(config.host) and not api_key:
+    if not is_loopback(config.host) and not api_key:
         raise RatchetError(f"refusing to listen on {config.host} without an API key",
                            hint=f"set {KEY_ENV} (or --set api_key=...), or keep --host 127.0.0.1")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

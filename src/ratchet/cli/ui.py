@@ -30,7 +30,8 @@ def ui(
         import uvicorn
 
         from ratchet.ui import UIConfig, create_app
-        from ratchet.ui.access import is_loopback, token_for
+        from ratchet.online.api import is_loopback
+        from ratchet.ui.access import token_for
     except ModuleNotFoundError as exc:
         raise RatchetError(f"the dashboard needs {exc.name}", hint="pip install 'ratchet[ui]'") from None
     flags = {"root": root, "host": host, "port": port}

@@ -10,10 +10,24 @@ to; the fields it uses are checked strictly (``"5"`` is not a number, ``true`` i
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError, field_validator
+
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a server bound to ``host`` only accepts connections from this machine (the serving
+    API and the dashboard both demand a key or token otherwise)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
 
 Role = Literal["system", "developer", "user", "assistant", "tool", "function"]
 PositiveInt = Annotated[int, Field(strict=True, gt=0)]

@@ -15,10 +15,11 @@ Refusals are 403 responses. Tokens are compared in constant time.
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import secrets
 
 from fastapi import HTTPException, Request
+
+from ratchet.online.api import is_loopback
 
 COOKIE = "ratchet_ui_token"
 HEADER = "X-Ratchet-Token"
@@ -33,16 +34,6 @@ SECURITY_HEADERS = {
     "Referrer-Policy": "no-referrer",
     "X-Frame-Options": "DENY",
 }
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` only accepts connections from this machine."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def token_for(host: str, token: str | None) -> tuple[str | None, bool]:
