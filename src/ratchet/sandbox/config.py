@@ -31,6 +31,35 @@ DEFAULT_BLOCKED = [
 ]
 
 
+#: What of the host a worker needs besides its interpreter: programs, shared libraries, the
+#: dynamic loader's cache and the time zone. Deliberately not ``/usr/local/src``, ``/usr/src``,
+#: ``/usr/share``, ``/opt``, ``/srv``, ``/var``, ``/home`` or ``/work``: checkouts, run stores and
+#: model files live in such places.
+SYSTEM_PATHS = [
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/usr/bin",
+    "/usr/sbin",
+    "/usr/lib",
+    "/usr/lib32",
+    "/usr/lib64",
+    "/usr/libx32",
+    "/usr/libexec",
+    "/usr/local/bin",
+    "/usr/local/lib",
+    "/usr/share/zoneinfo",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/localtime",
+    "/etc/alternatives",
+]
+
+
 class SandboxConfig(Settings):
     """How candidate code is run: one isolated, persistent worker process per candidate."""
 
@@ -80,9 +109,17 @@ class SandboxConfig(Settings):
     """Read-only directories added to the front of the worker's ``sys.path`` (and made visible
     inside the sandbox even under a hidden path), e.g. a harness helper library."""
 
+    system_paths: list[Path] = Field(default_factory=lambda: [Path(p) for p in SYSTEM_PATHS])
+    """Host paths bound read-only into the bubblewrap sandbox besides the interpreter's prefixes,
+    ``extra_import_paths`` and the candidate's own files: the system's programs, shared libraries
+    and a few files of ``/etc`` the dynamic loader reads. Nothing else of the host filesystem
+    exists inside (no checkout, run store, model cache or home); paths missing here are skipped."""
+
     hidden_paths: list[Path] = Field(default_factory=lambda: [Path.home()])
-    """Directories the code must not see at all (replaced by an empty read-only view): the run
-    store, the evaluator's own files, the user's home and caches. Needs ``isolation`` bwrap."""
+    """Directories the code must not see even where they lie inside something bound in (an empty
+    read-only view replaces them), e.g. a secret directory under the interpreter's prefix. Under
+    bubblewrap anything not bound is absent anyway (the home, run stores, checkouts); without
+    bubblewrap nothing can be hidden."""
 
     isolation: Literal["auto", "bwrap", "unshare", "none"] = "auto"
     """OS isolation: ``bwrap`` (bubblewrap: read-only root, private /tmp, hidden paths, new network,

@@ -34,7 +34,7 @@ from ratchet.sandbox.errors import (
     HarnessTimeout,
     error_from_reply,
 )
-from ratchet.sandbox.isolation import Mechanism, command, others_can_use, resolve, worker_env
+from ratchet.sandbox.isolation import Mechanism, command, others_can_use, resolve, worker_env, worker_import_paths
 
 _HEADER = struct.Struct(">I")
 _WORKER_SOURCE = Path(__file__).with_name("worker.py")
@@ -373,7 +373,7 @@ class Sandbox:
             "own_modules": own,
             "allowed": allowed,
             "blocked": list(cfg.blocked_imports),
-            "extra_paths": [str(Path(p).resolve()) for p in cfg.extra_import_paths],
+            "extra_paths": worker_import_paths(cfg),
             "limits": limits,
             "uid": self._uid,
             "max_output": cfg.max_output_kb * 1024,
