@@ -69,7 +69,16 @@ class SandboxConfig(Settings):
     tree ``kill_grace_s`` later. Either way the call fails with HarnessTimeout."""
 
     start_timeout_s: float = Field(20.0, gt=0)
-    """Wall-clock limit for starting a worker and loading the candidate's modules."""
+    """Wall-clock limit for loading the candidate's modules in a fresh worker (the interpreter's
+    own start-up comes on top). Past it the load fails with HarnessTimeout naming the line it was
+    stopped at, and, like a syntax error, every later call of the same Sandbox fails at once with
+    that error instead of starting a worker and waiting again."""
+
+    candidate_budget_s: float | None = Field(600.0, gt=0)
+    """Wall-clock seconds one Sandbox (one candidate) may spend in its worker over its whole life:
+    starts, loads and calls together. Once spent, the call running finishes (or times out) and
+    every later call fails at once with HarnessTimeout (limit "budget"), so a candidate whose calls
+    each run near ``call_timeout_s`` cannot hold an evaluation for hours. None: no budget."""
 
     kill_grace_s: float = Field(0.5, ge=0)
     """Extra time after ``call_timeout_s`` before the parent kills a worker that ignored the
