@@ -1,4 +1,4 @@
-"""Slow code: a load that times out is not retried, its error names the line, a timeout deep in
+"""Slow and odd code: a load that times out is not retried, its error names the line, a timeout deep in
 the standard library still shows the candidate's own line, and a candidate has a time budget."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from ratchet.sandbox import HarnessTimeout
+from ratchet.sandbox import HarnessCodeError, HarnessTimeout
 
 
 def test_a_load_that_times_out_names_its_line_and_is_not_retried(make):
@@ -102,3 +102,9 @@ def test_a_candidate_that_spends_its_budget_fails_fast(make):
     with pytest.raises(HarnessTimeout, match="budget"):
         sb.call("slow", "b")
     assert time.perf_counter() - began < 0.1
+
+
+def test_undecodable_bytes_in_the_code_are_a_code_error(make):
+    sb = make("def propose_action(board):\n    return '\udcff'\n")
+    with pytest.raises(HarnessCodeError, match="SyntaxError|utf-8"):
+        sb.call("propose_action", "board")

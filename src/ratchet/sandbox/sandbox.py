@@ -303,7 +303,10 @@ class Sandbox:
         for name, text in self.files.items():
             path = code / name
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
+            # Model text can hold lone surrogates (undecodable bytes a backend passed through):
+            # written as they are, they make the load fail with a SyntaxError the refiner sees,
+            # instead of an encoding error here.
+            path.write_bytes(text.encode("utf-8", "surrogatepass"))
         code.mkdir(exist_ok=True)
         for directory, _, names in os.walk(code):
             os.chmod(directory, 0o755)
