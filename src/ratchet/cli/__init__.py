@@ -50,9 +50,10 @@ def _register_all() -> None:
 _register_all()
 
 
-#: Exit codes (docs/guarantees.md): 0 done; 1 an unexpected error (a bug: the traceback is printed);
-#: 2 bad input or configuration (the message names it and the fix); 3 the host refused a write
-#: (disk full, no permission, read-only); the run keeps what it wrote and resumes with --resume.
+#: Exit codes (docs/guarantees.md): 0 done; 1 an unexpected error (a bug: the traceback is printed)
+#: or a failed `ratchet doctor` check; 2 bad input or configuration (the message names it and the
+#: fix); 3 the host refused a write (disk full, no permission, read-only): the run keeps what it
+#: wrote and resumes with --resume.
 EXIT_BAD_INPUT = 2
 EXIT_HOST_REFUSED = 3
 _HOST_REFUSED = {
