@@ -308,11 +308,12 @@ def _parents(path: str) -> list[str]:
 def bwrap_command(config: SandboxConfig, *, worker: str, code_dir: str, scratch: str) -> list[str]:
     """The bubblewrap command line that runs ``worker`` with ``config``'s isolation.
 
-    The sandbox's root is an empty tmpfs (bubblewrap's own new root) into which only what the worker needs is bound,
-    read-only: the system libraries (``config.system_paths``), the interpreter's prefixes (its
-    standard library and site-packages), ``extra_import_paths``, the allowed files of ``ratchet``,
-    the candidate's code and the worker script; the scratch directory is the one writable bind.
-    Nothing else of the host exists inside: no checkout, run store, model file or home."""
+    The sandbox's root is an empty tmpfs (bubblewrap's own new root) into which only what the
+    worker needs is bound, read-only: the system libraries (``config.system_paths``), the
+    interpreter's prefixes (its standard library and site-packages), ``extra_import_paths``, the
+    allowed files of ``ratchet``, the candidate's code and the worker script; the scratch
+    directory is the one writable bind. Nothing else of the host exists inside: no checkout, run
+    store, model file or home."""
     bwrap = shutil.which("bwrap") or "bwrap"
     args = [bwrap, "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     readable = [
