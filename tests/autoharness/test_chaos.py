@@ -20,7 +20,7 @@ from ratchet.autoharness.replies import REPLIES
 DRIVER = Path(__file__).with_name("chaos_cli.py")
 KILLS = 20
 OPTIONS = ["--env", "TicTacToe-v0", "--model", "scripted:", "--method", "faithful", "--iterations", "8",
-           "--set", "eval_envs=2", "--set", "eval_steps=20", "--set", "search_seeds=[0,1]",
+           "--set", "eval_envs=2", "--set", "eval_steps=60", "--set", "search_seeds=[0,1]",
            "--set", "heldout_seeds=[50]", "--set", "rng_seed=3", "--protocol", "none"]
 
 
@@ -104,7 +104,7 @@ def test_autoharness_killed_at_random_points_resumes_to_the_uninterrupted_result
         try:
             # From half the start-up (imports, the root's evaluation) to a little past it: each
             # attempt gets some work done, so the kills land in calls, evaluations and writes.
-            proc.wait(timeout=rng.uniform(0.5 * startup_s, startup_s + 3 * work_s / KILLS))
+            proc.wait(timeout=rng.uniform(0.5 * startup_s, startup_s + 5 * work_s / KILLS))
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=30)
