@@ -367,18 +367,19 @@ def test_evaluator_files_cannot_be_deleted_or_altered(make, run_continues):
             def peek(path):
                 return open(path).read()
         """
-        visible = make(attack)
-        assert visible.call("peek", str(judge)) == "SCORE = 0\n"  # readable, never writable
+        # Bound in read-only (as an import path): readable, never writable.
+        visible = make(attack, extra_import_paths=[evaluator])
+        assert visible.call("peek", str(judge)) == "SCORE = 0\n"
         for fn in ("delete", "alter", "rename"):
             with pytest.raises(HarnessCodeError, match="Read-only|Permission denied"):
                 visible.call(fn, str(judge))
         with pytest.raises(HarnessCodeError):
             visible.call("rmtree", str(evaluator))
-        hidden = make(attack, hidden_paths=[evaluator])
-        with pytest.raises(HarnessCodeError, match="No such file"):
-            hidden.call("peek", str(judge))
-        with pytest.raises(HarnessCodeError):
-            hidden.call("delete", str(judge))
+        # Not bound in: it does not exist inside the sandbox at all.
+        absent = make(attack)
+        for fn in ("peek", "delete", "alter", "rename"):
+            with pytest.raises(HarnessCodeError, match="No such file"):
+                absent.call(fn, str(judge))
         after = judge.stat()
         assert judge.read_text() == "SCORE = 0\n"
         assert (after.st_mtime_ns, after.st_ino) == (before.st_mtime_ns, before.st_ino)

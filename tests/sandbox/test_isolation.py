@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -45,8 +47,8 @@ def test_report_names_the_mechanism_and_why():
 
 
 def test_bwrap_command_line_has_the_safety_flags(tmp_path):
-    hidden = tmp_path.parent  # any existing directory outside /tmp would do; this one is skipped
-    config = SandboxConfig(hidden_paths=[hidden, "/var/cache"])
+    inside_prefix = str(Path(os.path.dirname(os.__file__)) / "json")  # a directory that is bound in
+    config = SandboxConfig(hidden_paths=[tmp_path.parent, "/var/cache", inside_prefix])
     cmd = isolation.bwrap_command(
         config, worker="/tmp/x/worker.py", code_dir="/tmp/x/code", scratch="/tmp/x/s"
     )
@@ -57,12 +59,15 @@ def test_bwrap_command_line_has_the_safety_flags(tmp_path):
         "--unshare-net",
         "--unshare-pid",
         "--clearenv",
-        "--ro-bind / /",
+        "--remount-ro /",
         "--tmpfs /tmp",
-        "--tmpfs /var/cache",
+        f"--tmpfs {inside_prefix}",
         "--bind /tmp/x/s /tmp/x/s",
+        "--ro-bind /tmp/x/code /tmp/x/code",
     ):
         assert flag in joined, flag
+    # The host root is never bound whole; paths that are not bound need no mask.
+    assert "--ro-bind / /" not in joined and "/var/cache" not in joined
     assert "--unshare-user" not in cmd or isolation.os.geteuid() != 0
     with_net = isolation.bwrap_command(SandboxConfig(network=True), worker="/w", code_dir="/c", scratch="/s")
     assert "--unshare-net" not in with_net

@@ -92,7 +92,12 @@ def synthesize_game(
     run.write_json("search.json", {**result.__dict__, "history": result.history})
     evaluation = None
     alone = None
-    if result.best_code:
+    skipped = None
+    if result.best_code and result.best_h <= 0:
+        # Nothing the search kept passed a single check: the held-out run would only repeat the
+        # failures (for code that times out, for an hour), so it is skipped and the reason kept.
+        skipped = f"the search's best h is {result.best_h:g}: nothing worth checking on held-out seeds"
+    elif result.best_code:
         note("held-out check of the code alone")
         alone = code_heldout(result.best_code, env_factory, runtime_factory, cfg.heldout_seeds[:5], steps=200,
                              step_cap=cfg.step_cap, hint_env_factory=hint_env_factory)
@@ -102,6 +107,8 @@ def synthesize_game(
     report = game_report(cfg, result, evaluation, run_id=run.id, wall_s=time.perf_counter() - started,
                          model_name=getattr(model, "name", cfg.model))
     report["harness_alone"] = alone
+    if skipped:
+        report["harness_alone_skipped"] = skipped
     report["players"] = report.get("players") or players
     adopt(cfg, run, report, result.best_code, result.best_id, library)
     # The search marked the run done when it stopped; this refreshes it with the same summary once the

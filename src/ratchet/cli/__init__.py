@@ -6,6 +6,7 @@ modules are listed here so that ``ratchet --help`` shows them in a stable, teach
 
 from __future__ import annotations
 
+import errno
 import importlib
 import sys
 
@@ -49,9 +50,36 @@ def _register_all() -> None:
 _register_all()
 
 
+#: Exit codes (docs/guarantees.md): 0 done; 1 an unexpected error (a bug: the traceback is printed)
+#: or a failed `ratchet doctor` check; 2 bad input or configuration (the message names it and the
+#: fix); 3 the host refused a write (disk full, no permission, read-only): the run keeps what it
+#: wrote and resumes with --resume.
+EXIT_BAD_INPUT = 2
+EXIT_HOST_REFUSED = 3
+_HOST_REFUSED = {
+    errno.ENOSPC: "the disk is full",
+    errno.EDQUOT: "the disk quota is used up",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.EROFS: "the file system is read-only",
+    errno.ENOTDIR: "a part of the path is a file, not a directory",
+}
+
+
 def main() -> None:
     try:
         app()
     except RatchetError as exc:
         typer.secho(f"error: {exc}", fg="red", err=True)
-        sys.exit(2)
+        sys.exit(EXIT_BAD_INPUT)
+    except OSError as exc:
+        if exc.errno not in _HOST_REFUSED:
+            raise
+        where = f" {exc.filename}" if exc.filename else ""
+        typer.secho(f"error: could not write{where}: {_HOST_REFUSED[exc.errno]}", fg="red", err=True)
+        typer.secho(
+            "  hint: free some space or point --store (or RATCHET_RUNS) at a writable directory with room; "
+            "an interrupted run continues with --resume RUN_ID",
+            err=True,
+        )
+        sys.exit(EXIT_HOST_REFUSED)

@@ -31,6 +31,35 @@ DEFAULT_BLOCKED = [
 ]
 
 
+#: What of the host a worker needs besides its interpreter: programs, shared libraries, the
+#: dynamic loader's cache and the time zone. Deliberately not ``/usr/local/src``, ``/usr/src``,
+#: ``/usr/share``, ``/opt``, ``/srv``, ``/var``, ``/home`` or ``/work``: checkouts, run stores and
+#: model files live in such places.
+SYSTEM_PATHS = [
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/usr/bin",
+    "/usr/sbin",
+    "/usr/lib",
+    "/usr/lib32",
+    "/usr/lib64",
+    "/usr/libx32",
+    "/usr/libexec",
+    "/usr/local/bin",
+    "/usr/local/lib",
+    "/usr/share/zoneinfo",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/localtime",
+    "/etc/alternatives",
+]
+
+
 class SandboxConfig(Settings):
     """How candidate code is run: one isolated, persistent worker process per candidate."""
 
@@ -40,7 +69,16 @@ class SandboxConfig(Settings):
     tree ``kill_grace_s`` later. Either way the call fails with HarnessTimeout."""
 
     start_timeout_s: float = Field(20.0, gt=0)
-    """Wall-clock limit for starting a worker and loading the candidate's modules."""
+    """Wall-clock limit for loading the candidate's modules in a fresh worker (the interpreter's
+    own start-up comes on top). Past it the load fails with HarnessTimeout naming the line it was
+    stopped at, and, like a syntax error, every later call of the same Sandbox fails at once with
+    that error instead of starting a worker and waiting again."""
+
+    candidate_budget_s: float | None = Field(600.0, gt=0)
+    """Wall-clock seconds one Sandbox (one candidate) may spend in its worker over its whole life:
+    starts, loads and calls together. Once spent, the call running finishes (or times out) and
+    every later call fails at once with HarnessTimeout (limit "budget"), so a candidate whose calls
+    each run near ``call_timeout_s`` cannot hold an evaluation for hours. None: no budget."""
 
     kill_grace_s: float = Field(0.5, ge=0)
     """Extra time after ``call_timeout_s`` before the parent kills a worker that ignored the
@@ -80,9 +118,17 @@ class SandboxConfig(Settings):
     """Read-only directories added to the front of the worker's ``sys.path`` (and made visible
     inside the sandbox even under a hidden path), e.g. a harness helper library."""
 
+    system_paths: list[Path] = Field(default_factory=lambda: [Path(p) for p in SYSTEM_PATHS])
+    """Host paths bound read-only into the bubblewrap sandbox besides the interpreter's prefixes,
+    ``extra_import_paths`` and the candidate's own files: the system's programs, shared libraries
+    and a few files of ``/etc`` the dynamic loader reads. Nothing else of the host filesystem
+    exists inside (no checkout, run store, model cache or home); paths missing here are skipped."""
+
     hidden_paths: list[Path] = Field(default_factory=lambda: [Path.home()])
-    """Directories the code must not see at all (replaced by an empty read-only view): the run
-    store, the evaluator's own files, the user's home and caches. Needs ``isolation`` bwrap."""
+    """Directories the code must not see even where they lie inside something bound in (an empty
+    read-only view replaces them), e.g. a secret directory under the interpreter's prefix. Under
+    bubblewrap anything not bound is absent anyway (the home, run stores, checkouts); without
+    bubblewrap nothing can be hidden."""
 
     isolation: Literal["auto", "bwrap", "unshare", "none"] = "auto"
     """OS isolation: ``bwrap`` (bubblewrap: read-only root, private /tmp, hidden paths, new network,

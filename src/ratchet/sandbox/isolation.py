@@ -18,6 +18,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+import ratchet
 from ratchet.contracts import RatchetError
 from ratchet.sandbox.config import SandboxConfig
 
@@ -187,6 +188,9 @@ def isolation_report(config: SandboxConfig | None = None) -> dict[str, object]:
         "unshare_problem": probe_unshare(),
         "network_isolated": (mech.name != "none") and not config.network,
         "filesystem_read_only": bwrap,
+        # Under bubblewrap only the interpreter, system libraries and the candidate's own files
+        # exist inside; the fallbacks show the whole host filesystem.
+        "host_filesystem_visible": not bwrap,
         "hidden_paths": [str(p) for p in config.hidden_paths] if bwrap else [],
         "pid_namespace": bwrap,
         "environment_scrubbed": True,
@@ -246,82 +250,115 @@ def _under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-def _expose(path: str, masks: list[str], made: set[str]) -> list[str]:
-    """bwrap arguments that create, inside the deepest mask above ``path``, the directories leading
-    to it (world-traversable, so the unprivileged worker can reach it)."""
-    above = [m for m in masks if _under(path, m) and path != m]
-    if not above:
-        return []
-    mask = max(above, key=len)
-    args: list[str] = []
-    parts = Path(path).relative_to(mask).parts[:-1]
-    current = Path(mask)
-    for part in parts:
-        current = current / part
-        if str(current) not in made:
-            made.add(str(current))
-            args += ["--perms", "0755", "--dir", str(current)]
-    return args
+def _symlinks_on(path: str) -> list[tuple[str, str]]:
+    """The symlinks met while resolving ``path``, as (link, target) pairs in resolution order.
+
+    The sandbox binds real directories at their real place; a path that goes through a link (a
+    venv that is itself a symlink, a merged-/usr ``/lib``) works inside only if the links are
+    recreated there too."""
+    links: list[tuple[str, str]] = []
+    current = "/"
+    for part in Path(os.path.abspath(path)).parts[1:]:
+        candidate = os.path.join(current, part)
+        if os.path.islink(candidate):
+            links.append((candidate, os.readlink(candidate)))
+            links.extend(_symlinks_on(os.path.realpath(candidate)))
+            current = os.path.realpath(candidate)
+        else:
+            current = candidate
+    return links
 
 
-def _closed_ancestors(path: str) -> list[str]:
-    """Directories above ``path`` that an unprivileged uid cannot traverse (like a 0700 /root)."""
-    found = []
-    for parent in Path(path).parents:
-        try:
-            if not parent.stat().st_mode & 0o001:
-                found.append(str(parent))
-        except OSError:
-            pass
-    return found
+def _ratchet_modules(config: SandboxConfig) -> tuple[list[str], list[str]]:
+    """The files of the ``ratchet`` package that the allow-list lets candidates import, and the
+    directory to put on the worker's ``sys.path`` to find them.
+
+    Only those files are bound in (each allowed module, the ``__init__`` of every package above
+    it), never the checkout around them: an editable install points into a source tree whose
+    other files, run store and git history candidates must not read. Empty when nothing of
+    ``ratchet`` is allowed."""
+    names = [n for n in config.allowed_imports if n == "ratchet" or n.startswith("ratchet.")]
+    if not names:
+        return [], []
+    package_dir = os.path.dirname(os.path.realpath(ratchet.__file__))
+    files: set[str] = set()
+    for name in names:
+        parts = name.split(".")
+        for depth in range(1, len(parts) + 1):
+            base = os.path.join(package_dir, *parts[1:depth])
+            if os.path.isdir(base):
+                init = os.path.join(base, "__init__.py")
+                files.add(base if depth == len(parts) else init)
+            elif os.path.isfile(base + ".py"):
+                files.add(base + ".py")
+    return sorted(p for p in files if os.path.exists(p)), [os.path.dirname(package_dir)]
 
 
-def _ratchet_source(config: SandboxConfig) -> list[str]:
-    """Where the ``ratchet`` package lives, when the allow-list lets candidates import part of it.
+def worker_import_paths(config: SandboxConfig) -> list[str]:
+    """Directories the worker puts first on ``sys.path``: ``extra_import_paths`` and, when parts
+    of ``ratchet`` are allowed, the directory holding the parent's own ``ratchet`` (so the worker
+    imports the same code as the parent, not whatever the venv's editable install points at)."""
+    return [str(Path(p).resolve()) for p in config.extra_import_paths] + _ratchet_modules(config)[1]
 
-    An editable install points outside the interpreter's prefix (a checkout that may even sit under
-    /tmp, which the sandbox replaces by an empty tmpfs), so that directory is bound in read-only.
-    """
-    if not any(name == "ratchet" or name.startswith("ratchet.") for name in config.allowed_imports):
-        return []
-    import ratchet
 
-    return [os.path.dirname(os.path.dirname(os.path.realpath(ratchet.__file__)))]
+def _parents(path: str) -> list[str]:
+    return [str(p) for p in reversed(Path(path).parents) if str(p) != "/"]
 
 
 def bwrap_command(config: SandboxConfig, *, worker: str, code_dir: str, scratch: str) -> list[str]:
-    """The bubblewrap command line that runs ``worker`` with ``config``'s isolation."""
+    """The bubblewrap command line that runs ``worker`` with ``config``'s isolation.
+
+    The sandbox's root is an empty tmpfs (bubblewrap's own new root) into which only what the
+    worker needs is bound, read-only: the system libraries (``config.system_paths``), the
+    interpreter's prefixes (its standard library and site-packages), ``extra_import_paths``, the
+    allowed files of ``ratchet``, the candidate's code and the worker script; the scratch
+    directory is the one writable bind. Nothing else of the host exists inside: no checkout, run
+    store, model file or home."""
     bwrap = shutil.which("bwrap") or "bwrap"
-    args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    args = [bwrap, "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     readable = [
+        *(str(p) for p in config.system_paths),
         *interpreter_prefixes(config.python),
         *(os.path.realpath(p) for p in config.extra_import_paths),
-        *_ratchet_source(config),
+        *_ratchet_modules(config)[0],
     ]
-    readable = [p for p in readable if os.path.exists(p)]
-    readable = [p for p in readable if not any(q != p and _under(p, q) for q in readable)]
-    # Masks are empty root-owned tmpfs mounts. Besides the hidden paths, a directory the worker's
-    # unprivileged uid could not traverse anyway (a 0700 /root holding pyenv) is masked too, so that
-    # the interpreter beneath it can be bound back in: access is unchanged, the interpreter runs.
-    masks = {"/tmp"}
-    for hidden in config.hidden_paths:
-        real = os.path.realpath(hidden)
-        if _under(real, "/tmp") or _under("/tmp", real):
-            continue  # /tmp is already a fresh, empty tmpfs; hiding "/" itself is not supported
-        if os.path.isdir(real):
-            masks.add(real)
-        elif os.path.isfile(real):
-            args += ["--ro-bind", "/dev/null", real]
-    for path in [*readable, code_dir, worker, scratch]:
-        masks.update(c for c in _closed_ancestors(path) if not _under(c, "/tmp"))
-    for mask in sorted(masks - {"/tmp"}, key=len):
-        args += ["--tmpfs", mask]
-    ordered = sorted(masks, key=len)
-    made: set[str] = set()
+    links: dict[str, str] = {}
+    real: list[str] = []
     for path in readable:
-        args += _expose(path, ordered, made) + ["--ro-bind", path, path]
-    for path, mode in ((code_dir, "--ro-bind"), (worker, "--ro-bind"), (scratch, "--bind")):
-        args += _expose(path, ordered, made) + [mode, path, path]
+        if not os.path.lexists(path):
+            continue
+        for link, target in _symlinks_on(path):
+            links.setdefault(link, target)
+        real.append(os.path.realpath(path))
+    real = sorted({p for p in real if os.path.exists(p)})
+    real = [p for p in real if not any(q != p and _under(p, q) for q in real)]
+    own = [(code_dir, "--ro-bind"), (worker, "--ro-bind"), (scratch, "--bind")]
+    made: set[str] = {"/", "/tmp", "/dev", "/proc"}
+    for path in [*real, *(p for p, _ in own), *links]:
+        for parent in _parents(path):
+            if parent not in made and parent not in links and not any(_under(parent, r) for r in real):
+                made.add(parent)
+                args += ["--perms", "0755", "--dir", parent]
+    for path in real:
+        args += ["--ro-bind", path, path]
+    for link, target in links.items():
+        if not any(_under(link, r) for r in real):
+            args += ["--symlink", target, link]
+    # Hidden paths matter only where they lie inside something bound (a secret under a bound
+    # prefix): an empty read-only view goes over them. Everything else is absent already.
+    for hidden in config.hidden_paths:
+        path = os.path.realpath(hidden)
+        if not any(_under(path, r) and path != r for r in real) or _under(path, "/tmp"):
+            continue
+        if any(_under(needed, path) for needed in real):
+            continue  # hiding it would hide the interpreter; what lies beside it is not bound
+        if os.path.isdir(path):
+            args += ["--tmpfs", path, "--remount-ro", path]
+        elif os.path.isfile(path):
+            args += ["--ro-bind", "/dev/null", path]
+    for path, mode in own:
+        args += [mode, path, path]
+    args += ["--remount-ro", "/"]
     args += _bwrap_unshare_flags(config.network)
     args += ["--die-with-parent", "--new-session", "--hostname", "sandbox", "--clearenv"]
     for key, value in worker_env(home=scratch, tmp="/tmp").items():

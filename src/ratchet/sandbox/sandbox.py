@@ -34,12 +34,13 @@ from ratchet.sandbox.errors import (
     HarnessTimeout,
     error_from_reply,
 )
-from ratchet.sandbox.isolation import Mechanism, command, others_can_use, resolve, worker_env
+from ratchet.sandbox.isolation import Mechanism, command, others_can_use, resolve, worker_env, worker_import_paths
 
 _HEADER = struct.Struct(">I")
 _WORKER_SOURCE = Path(__file__).with_name("worker.py")
 _REPLY_SLACK = 64 * 1024  # room for error texts on top of the result limit
 _STDERR_TAIL = 4000
+_STARTUP_SLACK_S = 2.0  # interpreter and bubblewrap start-up before the worker's own load alarm
 
 
 class _Dead(Exception):
@@ -204,6 +205,7 @@ class Sandbox:
         self._max_reply = self.config.max_output_kb * 1024 + _REPLY_SLACK
         self._closed = False
         self.stats = {"starts": 0, "calls": 0, "kills": 0, "start_s": 0.0}
+        self._spent_s = 0.0  # wall time in the worker, against config.candidate_budget_s
         self._prepare_dirs()
 
     # -- public API ------------------------------------------------------------------------------
@@ -301,7 +303,10 @@ class Sandbox:
         for name, text in self.files.items():
             path = code / name
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
+            # Model text can hold lone surrogates (undecodable bytes a backend passed through):
+            # written as they are, they make the load fail with a SyntaxError the refiner sees,
+            # instead of an encoding error here.
+            path.write_bytes(text.encode("utf-8", "surrogatepass"))
         code.mkdir(exist_ok=True)
         for directory, _, names in os.walk(code):
             os.chmod(directory, 0o755)
@@ -373,10 +378,11 @@ class Sandbox:
             "own_modules": own,
             "allowed": allowed,
             "blocked": list(cfg.blocked_imports),
-            "extra_paths": [str(Path(p).resolve()) for p in cfg.extra_import_paths],
+            "extra_paths": worker_import_paths(cfg),
             "limits": limits,
             "uid": self._uid,
             "max_output": cfg.max_output_kb * 1024,
+            "load_timeout": cfg.start_timeout_s,
         }
         return json.dumps(init).encode()
 
@@ -385,6 +391,7 @@ class Sandbox:
             raise HarnessCrashed("the sandbox is closed", hint="create a new Sandbox")
         if self._load_error is not None:
             raise self._load_error
+        self._check_budget()
         worker = self._holder.get("worker")
         if worker is not None:
             if worker.recycle or worker.proc.poll() is not None:
@@ -419,20 +426,27 @@ class Sandbox:
         worker = _Worker(proc, stderr_path, self._uid, self.mechanism)
         self._holder["worker"] = worker
         self.stats["starts"] += 1
+        # The worker stops a slow load itself at start_timeout_s (with a traceback); the parent's
+        # deadline adds the interpreter's start-up and the grace for code that ignores the alarm.
+        deadline = time.monotonic() + cfg.start_timeout_s + cfg.kill_grace_s + _STARTUP_SLACK_S
         try:
             worker.send(self._init_frame())
-            body = worker.receive(time.monotonic() + cfg.start_timeout_s, self._max_reply)
+            body = worker.receive(deadline, self._max_reply)
             reply = json.loads(body)
         except _Late:
             self._stop_worker()
-            raise HarnessTimeout(
-                f"the worker did not load the code within {cfg.start_timeout_s} s",
+            self._load_error = HarnessTimeout(
+                f"loading {self.entry} did not finish within {cfg.start_timeout_s:g} s and ignored the "
+                "in-process timeout; the worker was killed (not retried for this candidate)",
                 traceback_tail=self._clean(worker.stderr_tail()),
-            ) from None
+            )
+            raise self._load_error from None
         except (_Dead, OverflowError, ValueError):
             error = self._death_error(worker, "while loading the code")
             self._stop_worker()
             raise error from None
+        finally:
+            self._spent_s += time.perf_counter() - started
         if not isinstance(reply, dict) or "err" in reply:
             self._stop_worker()
             error = error_from_reply(reply.get("err") if isinstance(reply, dict) else None)
@@ -473,61 +487,82 @@ class Sandbox:
             )
         except (TypeError, ValueError) as exc:
             raise TypeError(f"sandbox call arguments must be plain JSON data: {exc}") from None
-        results: list[tuple[str, Any]] = []
         with self._lock:
             try:
                 worker = self._ensure_worker()
             except HarnessError as exc:
                 return [("error", exc)] * len(items) if batch else [("error", exc)]
             self.stats["calls"] += len(items)
-            grace = timeout + self.config.kill_grace_s
+            began = time.perf_counter()
             try:
-                worker.send(payload)
+                return self._exchange(worker, fn_name, payload, items, timeout)
+            finally:
+                self._spent_s += time.perf_counter() - began
+
+    def _exchange(
+        self, worker: _Worker, fn_name: str, payload: bytes, items: list[list[Any]], timeout: float
+    ) -> list[tuple[str, Any]]:
+        """Send one request and collect its replies (the lock is held)."""
+        results: list[tuple[str, Any]] = []
+        grace = timeout + self.config.kill_grace_s
+        try:
+            worker.send(payload)
+        except _Dead:
+            error = self._death_error(worker, f"before {fn_name} ran")
+            self._stop_worker()
+            return [("error", error)] + self._skipped(error, len(items) - 1)
+        for index in range(len(items)):
+            try:
+                body = worker.receive(time.monotonic() + grace, self._max_reply)
+                data = json.loads(body)
+                if not isinstance(data, dict):
+                    raise TypeError("reply is not an object")
+            except _Late:
+                self.stats["kills"] += 1
+                self._stop_worker()
+                error: HarnessError = HarnessTimeout(
+                    f"{fn_name} did not return within {timeout:g} s and ignored the in-process "
+                    f"timeout; the worker was killed",
+                    limit="wall",
+                )
+                return results + [("error", error)] + self._skipped(error, len(items) - index - 1)
+            except OverflowError as exc:
+                self._stop_worker()
+                error = HarnessOutputError(
+                    f"{fn_name} sent a reply of {exc.args[0]} bytes, more than the limit of "
+                    f"{self._max_reply} bytes"
+                )
+                return results + [("error", error)] + self._skipped(error, len(items) - index - 1)
+            except (ValueError, TypeError):
+                self._stop_worker()
+                error = HarnessCrashed(
+                    f"the worker broke the reply protocol during {fn_name}; it was restarted"
+                )
+                return results + [("error", error)] + self._skipped(error, len(items) - index - 1)
             except _Dead:
-                error = self._death_error(worker, f"before {fn_name} ran")
+                error = self._death_error(worker, f"during {fn_name}")
                 self._stop_worker()
-                return [("error", error)] + self._skipped(error, len(items) - 1)
-            for index in range(len(items)):
-                try:
-                    body = worker.receive(time.monotonic() + grace, self._max_reply)
-                    data = json.loads(body)
-                    if not isinstance(data, dict):
-                        raise TypeError("reply is not an object")
-                except _Late:
-                    self.stats["kills"] += 1
-                    self._stop_worker()
-                    error: HarnessError = HarnessTimeout(
-                        f"{fn_name} did not return within {timeout:g} s and ignored the in-process "
-                        f"timeout; the worker was killed",
-                        limit="wall",
-                    )
-                    return results + [("error", error)] + self._skipped(error, len(items) - index - 1)
-                except OverflowError as exc:
-                    self._stop_worker()
-                    error = HarnessOutputError(
-                        f"{fn_name} sent a reply of {exc.args[0]} bytes, more than the limit of "
-                        f"{self._max_reply} bytes"
-                    )
-                    return results + [("error", error)] + self._skipped(error, len(items) - index - 1)
-                except (ValueError, TypeError):
-                    self._stop_worker()
-                    error = HarnessCrashed(
-                        f"the worker broke the reply protocol during {fn_name}; it was restarted"
-                    )
-                    return results + [("error", error)] + self._skipped(error, len(items) - index - 1)
-                except _Dead:
-                    error = self._death_error(worker, f"during {fn_name}")
-                    self._stop_worker()
-                    return results + [("error", error)] + self._skipped(error, len(items) - index - 1)
-                if data.get("x"):
-                    worker.recycle = True
-                if "ok" in data:
-                    results.append(("ok", data["ok"]))
-                else:
-                    results.append(("error", error_from_reply(data.get("err"))))
-            if worker.recycle:
-                self._stop_worker()
+                return results + [("error", error)] + self._skipped(error, len(items) - index - 1)
+            if data.get("x"):
+                worker.recycle = True
+            if "ok" in data:
+                results.append(("ok", data["ok"]))
+            else:
+                results.append(("error", error_from_reply(data.get("err"))))
+        if worker.recycle:
+            self._stop_worker()
         return results
+
+    def _check_budget(self) -> None:
+        budget = self.config.candidate_budget_s
+        if budget is not None and self._spent_s >= budget:
+            self._stop_worker()
+            self._load_error = HarnessTimeout(
+                f"the candidate spent its evaluation budget of {budget:g} s (sandbox.candidate_budget_s) "
+                f"after {self.stats['calls']} calls; no further calls are run",
+                limit="budget",
+            )
+            raise self._load_error
 
     @staticmethod
     def _skipped(cause: HarnessError, count: int) -> list[tuple[str, Any]]:

@@ -9,7 +9,8 @@ close-on-exec descriptors and replaced by /dev/null and bounded in-memory buffer
 prints can corrupt the protocol.
 
 Frames, parent to worker:
-  init  {"code_dir", "entry", "scratch", "allowed", "blocked", "limits", "uid", "max_output"}
+  init  {"code_dir", "entry", "scratch", "allowed", "blocked", "limits", "uid", "max_output",
+         "extra_paths", "load_timeout"}
   call  {"f": name, "a": [args], "s": seed, "t": timeout_s}          -> one reply
   batch {"f": name, "b": [[args], ...], "s": seed, "t": timeout_s}   -> one reply per item
 Replies: {"ok": value} or {"err": {"kind", "message", "tb", "out"}}, plus "x": 1 when the worker
@@ -132,6 +133,8 @@ class _State:
     proto_out = -1
     cpu_checked = 0.0
     cpu_over = False
+    loading = False
+    path_labels = ()
 
 
 S = _State()
@@ -167,9 +170,26 @@ class _Reader:
 
 
 def _clean(text):
+    """``text`` without absolute host paths: the candidate's files become relative, library files
+    are named by where they come from (``<stdlib>/copy.py``, ``<site-packages>/numpy/...``)."""
     if S.code_dir:
         text = text.replace(S.code_dir + os.sep, "")
+    for prefix, label in S.path_labels:
+        text = text.replace(prefix + os.sep, label + "/")
     return text
+
+
+def _path_labels(extra_paths):
+    """(absolute prefix, label) pairs, longest prefix first, for the paths a traceback can show."""
+    labels = {os.path.dirname(os.__file__): "<stdlib>"}
+    for entry in sys.path:
+        if entry.endswith(("site-packages", "dist-packages")):
+            labels[entry] = "<site-packages>"
+    for entry in extra_paths:
+        labels[entry] = "<lib>"
+    for entry in (sys.prefix, sys.base_prefix, sys.exec_prefix):
+        labels.setdefault(entry, "<python>")
+    return tuple(sorted(labels.items(), key=lambda kv: -len(kv[0])))
 
 
 def _traceback_tail(exc):
@@ -177,6 +197,33 @@ def _traceback_tail(exc):
         return _format_tail(exc)
     except BaseException:  # noqa: BLE001 - candidate code may have broken the traceback module
         return f"{_type(exc).__name__}: {exc!r}"[-2000:]
+
+
+def _own(frame):
+    return bool(S.code_dir) and getattr(frame, "filename", "").startswith(S.code_dir + os.sep)
+
+
+def _keep_own_frames(frames):
+    """The frames worth showing in ``_TB_LINES`` lines: every frame of the candidate's own code,
+    and of each run of library frames only the innermost (two at the end of the stack), so a
+    timeout deep inside the standard library still shows the candidate's line that called it."""
+    kept, run = [], []
+
+    def close_run(last):
+        keep = run[-2:] if last else run[-1:]
+        if len(run) > len(keep):
+            kept.append(len(run) - len(keep))  # an int marks "N library frames omitted"
+        kept.extend(keep)
+        run.clear()
+
+    for frame in frames:
+        if _own(frame):
+            close_run(False)
+            kept.append(frame)
+        else:
+            run.append(frame)
+    close_run(True)
+    return kept
 
 
 def _format_tail(exc):
@@ -187,18 +234,38 @@ def _format_tail(exc):
         and not f.filename.startswith("<frozen importlib")
         and not f.filename.startswith(_IMPORTLIB_DIR)
     ]
-    lines = []
-    if frames:
-        lines.append("Traceback (most recent call last):\n")
-        lines.extend(traceback.format_list(frames))
     if isinstance(exc, _CallTimeout):
-        lines.append(f"TimeoutError: still running after {S.timeout:g} s\n")
+        last = [f"TimeoutError: still running after {S.timeout:g} s\n"]
     elif isinstance(exc, _DeniedImport):
-        lines.append(f"ImportError: {exc}\n")
+        last = [f"ImportError: {exc}\n"]
     else:
-        lines.extend(traceback.format_exception_only(_type(exc), exc))
-    text = _clean("".join(lines))
-    return "\n".join(text.splitlines()[-_TB_LINES:])
+        last = list(traceback.format_exception_only(_type(exc), exc))
+    kept = _keep_own_frames(frames)
+    while True:
+        body = []
+        for item in kept:
+            if _type(item) is _int:
+                body.append(f"  ... {item} library frame{'s' if item > 1 else ''} omitted\n")
+            else:
+                body.extend(traceback.format_list([item]))
+        text = _clean("".join((["Traceback (most recent call last):\n"] if frames else []) + body + last))
+        lines = text.splitlines()
+        own_left = sum(1 for item in kept if _type(item) is not _int and _own(item))
+        # Drop outer frames (never the innermost own one) until the tail fits.
+        if len(lines) <= _TB_LINES or len(kept) <= 1 or (own_left <= 1 and _own(kept[0])):
+            return "\n".join(lines[-_TB_LINES:])
+        kept = kept[1:]
+        if kept and _type(kept[0]) is _int:
+            kept = kept[1:]
+
+
+def _innermost_own(exc):
+    """``file:line`` of the innermost frame of the candidate's own code, or ""."""
+    try:
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if _own(f)]
+    except BaseException:  # noqa: BLE001
+        return ""
+    return f"{_clean(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
 
 
 def _error(kind, message, tb="", out=""):
@@ -206,8 +273,14 @@ def _error(kind, message, tb="", out=""):
 
 
 def _describe(exc):
+    if isinstance(exc, _CallTimeout) and S.loading:
+        where = _innermost_own(exc)
+        at = f" (it was stopped at {where})" if where else ""
+        return "timeout", f"loading {S.fn_name} did not finish within {S.timeout:g} s{at}"
     if isinstance(exc, _CallTimeout):
-        return "timeout", f"{S.fn_name} did not return within {S.timeout:g} s (it was stopped here)"
+        where = _innermost_own(exc)
+        at = f" at {where}" if where else " here"
+        return "timeout", f"{S.fn_name} did not return within {S.timeout:g} s (it was stopped{at})"
     if isinstance(exc, MemoryError):
         detail = f" ({exc})" if _str(exc) else ""
         return "memory", f"MemoryError: the worker's memory limit was reached{detail}"
@@ -499,14 +572,26 @@ def _load(init, capture):
         ".".join(parts[:i]) for parts in (a.split(".") for a in S.allowed) for i in range(1, len(parts))
     )
     sys.path[:0] = [S.code_dir] + list(init.get("extra_paths", []))
+    S.path_labels = _path_labels(init.get("extra_paths", []))
     _install_import_guard()
     module_name = init["entry"][:-3].replace("/", ".")
+    # The same alarm as a call's bounds loading, so code that is slow at import time is stopped
+    # inside the worker with a traceback of where it was, not just killed by the parent.
+    S.fn_name, S.timeout = init["entry"], init.get("load_timeout") or 0
+    S.loading = S.in_call = True
+    if S.timeout:
+        _setitimer(signal.ITIMER_REAL, S.timeout)
     try:
         module = importlib.import_module(module_name)
+        S.in_call = False
+        _setitimer(signal.ITIMER_REAL, 0)
+        S.loading = False
         if _builtins_dict != _BUILTINS:
             _builtins_dict.update(_BUILTINS)
         return module, None
     except BaseException as exc:  # noqa: BLE001
+        S.in_call = False
+        _setitimer(signal.ITIMER_REAL, 0)
         if _builtins_dict != _BUILTINS:
             _builtins_dict.update(_BUILTINS)
         kind, message = _describe(exc)
@@ -514,7 +599,9 @@ def _load(init, capture):
             message = f"SyntaxError in {_clean(exc.filename or '?')}:{exc.lineno}: {exc.msg}"
         elif kind == "code":
             message = f"loading {init['entry']} failed: {message}"
-        return None, _error(kind, message, _traceback_tail(exc), capture.tail())
+        tb = _traceback_tail(exc)
+        S.loading = False
+        return None, _error(kind, message, tb, capture.tail())
 
 
 def main():

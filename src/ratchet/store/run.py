@@ -24,7 +24,7 @@ from ratchet.contracts import (
 )
 from ratchet.store import files
 from ratchet.store.index import Index
-from ratchet.store.writers import StepWriter, TrajectoryWriter
+from ratchet.store.writers import StepWriter, TrajectoryWriter, trajectory_segments
 
 #: The states a run can be in; anything but ``running`` means the run process has ended.
 RUN_STATUSES = ("running", "done", "stopped", "failed", "budget_exhausted")
@@ -304,7 +304,9 @@ class Run:
         )
 
     def read_trajectory(self, name: str) -> list[dict[str, Any]]:
-        return files.read_jsonl(self.dir / "trajectories" / f"{safe_name(name, 'trajectory name')}.jsonl")
+        """Every record of trajectory ``name``, its rotated segments first, in the order written."""
+        path = self.dir / "trajectories" / f"{safe_name(name, 'trajectory name')}.jsonl"
+        return [record for segment in trajectory_segments(path) for record in files.read_jsonl(segment)]
 
     def delete_session_data(self, session_id: str) -> int:
         """Erase a session: drop every JSONL record tagged with it (trajectories and any other log

@@ -4,6 +4,7 @@ process loses at most the record it was in the middle of."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -48,12 +49,24 @@ class StepWriter:
         self.close()
 
 
+#: Size past which a trajectory file is closed as a numbered segment and a new one begun.
+ROTATE_BYTES = 64 * 1024 * 1024
+
+
+def trajectory_segments(path: Path) -> list[Path]:
+    """A trajectory's closed segments (``NAME.00001.jsonl``, oldest first), then ``path`` itself."""
+    return [*sorted(path.parent.glob(f"{path.stem}.[0-9][0-9][0-9][0-9][0-9].jsonl")), path]
+
+
 class TrajectoryWriter:
     """Appends conversations (OpenAI-shaped message lists, plus any fields) to a JSONL file.
 
     ``write(messages, **fields)`` stores ``{"messages": messages, **fields}``; ``write(record)``
     with a mapping stores it as given. Every record gets ``written_at`` and, when the writer or
-    the record has one, ``session_id``.
+    the record has one, ``session_id``. Once the file holds ``rotate_bytes`` or more, it is renamed
+    to the next numbered segment before the next record (one atomic rename: a kill leaves every
+    record in exactly one file), so no single file grows without end. Segments stay plain JSONL:
+    every reader of ``*.jsonl`` (session erasure included) still sees them.
     """
 
     def __init__(
@@ -62,12 +75,25 @@ class TrajectoryWriter:
         name: str,
         session_id: str | None = None,
         on_session: Callable[[str, str, float], None] | None = None,
+        rotate_bytes: int | None = ROTATE_BYTES,
     ) -> None:
         self.path = path
         self.name = name
         self.session_id = session_id
         self._on_session = on_session
+        self.rotate_bytes = rotate_bytes
         self.count = 0
+
+    def _rotate_if_full(self) -> None:
+        try:
+            size = self.path.stat().st_size
+        except FileNotFoundError:
+            return
+        if self.rotate_bytes is None or size < self.rotate_bytes:
+            return
+        number = len(trajectory_segments(self.path))  # closed segments + 1
+        os.replace(self.path, self.path.with_name(f"{self.path.stem}.{number:05d}.jsonl"))
+        files.fsync_dir(self.path.parent)
 
     def write(self, record: Sequence[Message] | dict[str, Any], **fields: Any) -> None:
         if isinstance(record, dict):
@@ -78,6 +104,7 @@ class TrajectoryWriter:
             body.setdefault("session_id", self.session_id)
         now = time.time()
         body.setdefault("written_at", now)
+        self._rotate_if_full()
         files.append_jsonl(self.path, body)
         self.count += 1
         session = body.get("session_id")
