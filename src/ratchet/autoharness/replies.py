@@ -88,7 +88,10 @@ class ReplyJournal:
             self.replayed += 1
             return queue.popleft()
         completion = model.complete(messages, **params)
-        reply = Reply(completion.text, completion.usage.prompt_tokens, completion.usage.completion_tokens)
+        # A backend can pass undecodable bytes through as lone surrogates; they are not text (no
+        # parser, store or prompt takes them), so they become "?" here, once, for every reader.
+        text = completion.text.encode("utf-8", errors="replace").decode("utf-8")
+        reply = Reply(text, completion.usage.prompt_tokens, completion.usage.completion_tokens)
         self.run.append_jsonl(REPLIES, {"call": call, "key": key, "model": name, "text": reply.text,
                                         "prompt_tokens": reply.prompt_tokens,
                                         "completion_tokens": reply.completion_tokens, "recorded_at": time.time()})

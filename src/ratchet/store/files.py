@@ -115,6 +115,13 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> None:
     fsync_dir(path.parent)
 
 
+def encode_json_text(text: str) -> bytes:
+    """UTF-8 of JSON text that may hold lone surrogates (a backend can pass undecodable bytes
+    through as such): they are written as ``\\udcXX`` escapes, which JSON reads back as the same
+    string, instead of failing the write of a whole record."""
+    return text.encode("utf-8", errors="backslashreplace")
+
+
 def write_json_atomic(path: str | Path, obj: Any, *, indent: int | None = 2) -> None:
     """Atomically write ``obj`` as JSON with ``format_version`` added (see module guarantees).
 
@@ -122,7 +129,7 @@ def write_json_atomic(path: str | Path, obj: Any, *, indent: int | None = 2) -> 
     that the file is still a versioned mapping; :func:`read_json` unwraps it.
     """
     text = json.dumps(_versioned(obj), indent=indent, ensure_ascii=False, default=json_default)
-    write_bytes_atomic(path, (text + "\n").encode())
+    write_bytes_atomic(path, encode_json_text(text + "\n"))
 
 
 def read_json(path: str | Path, default: Any = None, *, keep_version: bool = False) -> Any:
@@ -151,7 +158,7 @@ def _encode_line(record: Any) -> bytes:
     line = json.dumps(_versioned(record), ensure_ascii=False, default=json_default, separators=(",", ":"))
     if "\n" in line:  # json.dumps escapes newlines in strings; this guards a custom default
         raise RatchetError("a JSONL record must encode to a single line")
-    return (line + "\n").encode()
+    return encode_json_text(line + "\n")
 
 
 def _open_locked_for_append(path: Path) -> int:

@@ -120,7 +120,9 @@ class Run:
         if not meta_path.exists():
             names = [str(safe_relpath(name, "candidate file")) for name in c.files]
             for name, content in c.files.items():
-                files.write_bytes_atomic(cdir / "files" / safe_relpath(name), content.encode())
+                # Lone surrogates (undecodable bytes a backend passed through) become "?" on disk:
+                # the stored file must be valid UTF-8 to be read back at all.
+                files.write_bytes_atomic(cdir / "files" / safe_relpath(name), content.encode("utf-8", errors="replace"))
             files.write_json_atomic(cdir / "status.json", {"status": status, "score": None, "updated_at": c.created_at})
             # meta.json last: its presence means the candidate is complete on disk.
             record = to_record(c)
