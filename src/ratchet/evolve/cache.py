@@ -40,6 +40,7 @@ class CachedEvaluator:
 
     ``paid`` counts task evaluations actually run by this process, ``hits`` those served from the
     cache. ``on_paid(n)`` is called before running ``n`` new task evaluations (a budget check).
+    The inner evaluator is called one task at a time so that every finished result is durable.
     """
 
     def __init__(self, inner: Evaluator, run: Any, on_paid: Any = None) -> None:
@@ -67,11 +68,14 @@ class CachedEvaluator:
         if missing:
             if self.on_paid is not None:
                 self.on_paid(len(missing))
-            for result in self.inner.evaluate(candidate, missing, seed):
+            # One task at a time, each result on disk before the next starts: a kill loses at
+            # most the task in flight, never a finished one.
+            for task in missing:
+                [result] = self.inner.evaluate(candidate, [task], seed)
                 record = {"candidate": candidate.id, "fingerprint": self._fingerprint, **asdict(result),
                           "recorded_at": time.time()}
                 self.run.append_jsonl(EVALS, record)
-                self._cache[(candidate.id, result.task_id, seed)] = result
+                self._cache[(candidate.id, task.id, seed)] = result
                 self.paid += 1
         return [self._cache[(candidate.id, t.id, seed)] for t in tasks]
 
