@@ -7,6 +7,8 @@ They are named in configs by path (``doubles:PlantedProposer``); the test folder
 from __future__ import annotations
 
 import json
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +127,38 @@ class PassEverythingSuite(NoisySuite):
 
     def evaluate(self, candidate: Candidate, tasks: list[Task], seed: int) -> list[TaskResult]:
         return [TaskResult(t.id, seed, 1.0) for t in tasks]
+
+
+class CountingOptions(NoisyOptions):
+    log: str = ""
+    """File that gets one line per task evaluation actually run (across processes)."""
+    die_before: int | None = None
+    """SIGKILL this process when about to run evaluation number die_before + 1."""
+
+
+class CountingSuite(NoisySuite):
+    """The noisy suite, logging every evaluation it runs; optionally killing its process mid-run."""
+
+    name = "counting"
+
+    def __init__(self, options: CountingOptions, ctx: EngineContext | None = None) -> None:
+        super().__init__(options, ctx)
+        self.options: CountingOptions = options
+
+    def fingerprint(self) -> str:
+        # The log and the kill point do not decide a score: a resumed run is the same evaluator.
+        o = self.options
+        return NoisySuite(NoisyOptions(tasks=o.tasks, file=o.file, salt=o.salt)).fingerprint()
+
+    def evaluate(self, candidate: Candidate, tasks: list[Task], seed: int) -> list[TaskResult]:
+        log = Path(self.options.log)
+        for task in tasks:
+            done = len(log.read_text().splitlines()) if log.exists() else 0
+            if self.options.die_before is not None and done >= self.options.die_before:
+                os.kill(os.getpid(), signal.SIGKILL)
+            with log.open("a") as f:
+                f.write(f"{candidate.id} {task.id} {seed}\n")
+        return super().evaluate(candidate, tasks, seed)
 
 
 __all__ = ["FILE", "config", "make_workspace", "task_id"]

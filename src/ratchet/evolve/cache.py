@@ -39,7 +39,7 @@ class CachedEvaluator:
     """Wraps an evaluator; runs only the (task, seed) pairs not already in the run's cache.
 
     ``paid`` counts task evaluations actually run by this process, ``hits`` those served from the
-    cache. ``on_paid(n)`` is called before running ``n`` new task evaluations (a budget check).
+    cache. ``on_paid(1)`` is called before each task evaluation that is run (a budget check).
     The inner evaluator is called one task at a time so that every finished result is durable.
     """
 
@@ -66,11 +66,11 @@ class CachedEvaluator:
         missing = [t for t in tasks if (candidate.id, t.id, seed) not in self._cache]
         self.hits += len(tasks) - len(missing)
         if missing:
-            if self.on_paid is not None:
-                self.on_paid(len(missing))
             # One task at a time, each result on disk before the next starts: a kill loses at
             # most the task in flight, never a finished one.
             for task in missing:
+                if self.on_paid is not None:
+                    self.on_paid(1)
                 [result] = self.inner.evaluate(candidate, [task], seed)
                 record = {"candidate": candidate.id, "fingerprint": self._fingerprint, **asdict(result),
                           "recorded_at": time.time()}

@@ -239,9 +239,10 @@ class Engine:
             self._event(kind="step", step=index, parent=parent.id, proposer=proposer.name, status="no_proposal")
             return
         child = apply(parent, proposal, selection=selection, step=index)
-        if self.archive.status(child.id) is not None and child.id != parent.id:
+        known = self.archive.status(child.id)
+        if known not in (None, "evaluating") and child.id != parent.id:  # "evaluating": cut off by a kill
             self._event(kind="step", step=index, parent=parent.id, child=child.id, proposer=proposer.name,
-                        status="duplicate", reason=f"already in the archive as {self.archive.status(child.id)}")
+                        status="duplicate", reason=f"already in the archive as {known}")
             return
         failures = self.static.check(parent, proposal)
         if failures:
