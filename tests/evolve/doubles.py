@@ -117,6 +117,35 @@ class ModelProposer:
         return Proposal({FILE: json.dumps({"default": float(reply.text.strip())})}, Claim("model"), self.name, (parent.id,))
 
 
+class RecordingProposer:
+    """Edits the protected grader first, then a valid file, recording the rejections it was shown."""
+
+    name = "recording"
+    shown: list[list[str]] = []
+
+    def __init__(self, options: ModelOptions, ctx: EngineContext) -> None:
+        self.calls = 0
+
+    def propose(self, parent, archive, rng):
+        RecordingProposer.shown.append([d.reason for _, d in archive.rejected()])
+        self.calls += 1
+        files = {"grader/settings.json": "{}"} if self.calls == 1 else {FILE: '{"default": 0.9}'}
+        return Proposal(files, Claim("edit"), self.name, (parent.id,))
+
+
+class GraderTamperer:
+    """Stands for anything that changes the evaluator mid-run."""
+
+    name = "tamper"
+
+    def __init__(self, options: ModelOptions, ctx: EngineContext) -> None:
+        self.ws = ctx.workspace
+
+    def propose(self, parent, archive, rng):
+        (Path(self.ws) / "grader" / "settings.json").write_text('{"tasks": 1}')
+        return Proposal({FILE: '{"default": 0.31}'}, Claim("x"), self.name, (parent.id,))
+
+
 class PassEverythingSuite(NoisySuite):
     """A broken grader: every task passes, whatever the candidate."""
 

@@ -97,7 +97,8 @@ def test_a_killed_run_resumes_paying_nothing_twice(tmp_path: Path, reference: di
     assert 0 < step <= 5  # killed after the original was evaluated (5: in the final report)
     summary = _summary(_worker(tmp_path, "--resume", run_id))
     evals = (tmp_path / "evals.log").read_text().splitlines()
-    assert len(evals) == die_before + summary["task_evals"] - die_before  # the resumed process paid only the rest
+    assert summary["task_evals"] == len(evals) == len(reference["evals"])
+    assert summary["replayed_replies"] == (1 if step < 5 else 0)  # the cut-off step's reply came from the journal
     assert not [k for k, n in Counter(evals).items() if n > 1], "an evaluation was run twice"
     assert Counter(evals) == Counter(reference["evals"])
     assert (tmp_path / "calls.log").read_text().splitlines() == reference["calls"]  # no model call made twice

@@ -113,7 +113,7 @@ def _show_summary(run_id: str, summary: dict[str, Any]) -> None:
                       f" · best {b['mean']:.3f} [{b['low']:.3f}, {b['high']:.3f}] ({b['id']})"
                       f" · original best-of-{n['n']} {n['mean']:.3f} [{n['low']:.3f}, {n['high']:.3f}]")
     if state == "waiting":
-        for cand in summary.get("waiting", []):
+        for cand in summary.get("waiting_for", []):
             console.print(f"waiting for approval: {cand}; see it with `ratchet evolve diff {run_id} {cand}`, "
                           f"release it with `ratchet evolve approve {run_id} {cand}`, then `ratchet evolve resume {run_id}`")
 

@@ -1,8 +1,8 @@
 """The one loop: select -> propose -> static check -> smoke -> held-in -> gate -> archive.
 
 :class:`Engine` wires the named components of an :class:`EvolveConfig` around one run of the
-store. Everything it decides is on disk before it moves on: the checkpoint (the step, the RNG,
-the reply journal's count) is written at the start of every step, candidates, results and
+store. Everything it decides is on disk before it moves on: the checkpoint (the next step, the
+RNG, the reply journal's count) is written after every step, candidates, results and
 decisions as they happen, so a killed run resumes at its step and pays nothing twice (evaluations
 come from the cache, model replies from the journal).
 
@@ -151,6 +151,7 @@ class Engine:
             state = self.run.load_checkpoint(CHECKPOINT)
             if state is None:
                 state = self._start()
+                self._checkpoint(state)
             else:
                 self.rng.setstate(_rng_state(state["rng"]))
                 if self.journal is not None:
@@ -158,26 +159,28 @@ class Engine:
             while state["step"] < self.config.iterations:
                 self._settle_waiting()
                 self._verify_between_steps(state["step"])
-                state["rng"] = _plain_rng(self.rng.getstate())
-                state["calls"] = self.journal.calls if self.journal is not None else 0
-                self.run.checkpoint(CHECKPOINT, state)
                 self.step(state["step"])
                 state["step"] += 1
+                self._checkpoint(state)
             self._settle_waiting()
-            self.run.checkpoint(CHECKPOINT, {**state, "rng": _plain_rng(self.rng.getstate()),
-                                             "calls": self.journal.calls if self.journal is not None else 0})
             summary = self.finish("done")
         except BudgetExceeded as exc:
             self._event(kind="budget", reason=str(exc))
             summary = self.finish("budget_exhausted", reason=str(exc).splitlines()[0])
         except _Waiting as waiting:
-            summary = {"state": "waiting", "waiting": list(waiting.args[0]), **self.totals()}
+            summary = {"state": "waiting", **self.totals(), "waiting_for": list(waiting.args[0])}
             self.run.set_status("stopped", summary)
         except (PinMismatch, CanaryFailed) as exc:
             self._event(kind="stopped", reason=str(exc))
             self.run.set_status("failed", {"state": "failed", "error": str(exc).splitlines()[0]})
             raise
         return summary
+
+    def _checkpoint(self, state: dict[str, Any]) -> None:
+        """Where a resumed run starts: the next step, the RNG before it, the journal's call count."""
+        state["rng"] = _plain_rng(self.rng.getstate())
+        state["calls"] = self.journal.calls if self.journal is not None else 0
+        self.run.checkpoint(CHECKPOINT, state)
 
     def _verify_between_steps(self, step: int) -> None:
         self._pin()
