@@ -112,6 +112,9 @@ def _show_summary(run_id: str, summary: dict[str, Any]) -> None:
         console.print(f"{report['split']} split ({report['tasks']} tasks): original {o['mean']:.3f} [{o['low']:.3f}, {o['high']:.3f}]"
                       f" · best {b['mean']:.3f} [{b['low']:.3f}, {b['high']:.3f}] ({b['id']})"
                       f" · original best-of-{n['n']} {n['mean']:.3f} [{n['low']:.3f}, {n['high']:.3f}]")
+        if not report["split_untouched"]:
+            console.print("note: no test split is configured, so this is the held-out split the gate's regression "
+                          "bound saw; set splits.test for an untouched one")
     if state == "waiting":
         for cand in summary.get("waiting_for", []):
             console.print(f"waiting for approval: {cand}; see it with `ratchet evolve diff {run_id} {cand}`, "
@@ -165,8 +168,9 @@ def status_cmd(run_id: str = typer.Argument(...), root: Optional[Path] = RootOpt
     status = run.status()
     archive = Archive(run)
     table = Table(title=f"{run.id}: {status['status']} ({(status.get('summary') or {}).get('state', '')})")
-    for column in ("candidate", "parent", "status", "proposer", "held-in", "reason"):
-        table.add_column(column)
+    for column in ("candidate", "parent", "status", "proposer", "held-in"):
+        table.add_column(column, no_wrap=True)  # ids are what a person copies into `diff` and `approve`
+    table.add_column("reason", overflow="fold")
     for c in archive.candidates():
         decision = archive.decision(c.id)
         score = archive.score(c.id, "heldin")
