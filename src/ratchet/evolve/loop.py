@@ -242,8 +242,12 @@ class Engine:
             self._event(kind="step", step=index, parent=parent.id, proposer=proposer.name, status="no_proposal")
             return
         child = apply(parent, proposal, selection=selection, step=index)
+        if child.id == parent.id:  # nothing to store: the "child" is the parent itself
+            self._event(kind="step", step=index, parent=parent.id, proposer=proposer.name, status="rejected",
+                        reason="static check: " + self.static.check(parent, proposal)[0].message)
+            return
         known = self.archive.status(child.id)
-        if known not in (None, "evaluating") and child.id != parent.id:  # "evaluating": cut off by a kill
+        if known not in (None, "evaluating"):  # "evaluating": cut off by a kill, so decide it now
             self._event(kind="step", step=index, parent=parent.id, child=child.id, proposer=proposer.name,
                         status="duplicate", reason=f"already in the archive as {known}")
             return
