@@ -18,7 +18,7 @@ from ratchet.config import Settings
 from ratchet.contracts import Candidate, Claim, Proposal, Task, TaskResult
 from ratchet.evolve.config import EvolveConfig
 from ratchet.evolve.context import EngineContext
-from ratchet.evolve.suites.synthetic import NoisyOptions, NoisySuite, task_id
+from ratchet.evolve.suites.synthetic import NoisyOptions, NoisySuite
 
 FILE = "harness.json"
 
@@ -188,6 +188,3 @@ class CountingSuite(NoisySuite):
             with log.open("a") as f:
                 f.write(f"{candidate.id} {task.id} {seed}\n")
         return super().evaluate(candidate, tasks, seed)
-
-
-__all__ = ["FILE", "config", "make_workspace", "task_id"]

@@ -54,6 +54,7 @@ Examples:
 
 RootOption = typer.Option(None, "--root", help="Run store directory (default: $RATCHET_RUNS or ./runs).")
 SetOption = typer.Option([], "--set", help="Override a config field: --set iterations=20 --set gate.options.alpha=0.01")
+ThreadsOption = typer.Option(None, help="llama.cpp threads for a local model.")
 
 
 class DefaultRunGroup(TyperGroup):
@@ -126,7 +127,7 @@ def run_cmd(
     config: Path = typer.Argument(..., help="YAML file of EvolveConfig fields (fields: `ratchet config show ratchet.evolve.config:EvolveConfig`)."),
     set_: list[str] = SetOption,
     root: Optional[Path] = RootOption,
-    threads: Optional[int] = typer.Option(None, help="llama.cpp threads for a local model."),
+    threads: Optional[int] = ThreadsOption,
 ) -> None:
     """Start an improvement run from CONFIG (a YAML file)."""
     cfg = load_config(EvolveConfig, config, set_)
@@ -149,7 +150,7 @@ def resume_cmd(
     run_id: str = typer.Argument(..., help="The run to continue."),
     set_: list[str] = SetOption,
     root: Optional[Path] = RootOption,
-    threads: Optional[int] = typer.Option(None, help="llama.cpp threads for a local model."),
+    threads: Optional[int] = ThreadsOption,
 ) -> None:
     """Continue a run after a kill, a budget stop or an approval; nothing finished is paid again.
 

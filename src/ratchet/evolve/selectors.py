@@ -32,9 +32,12 @@ from ratchet.evolve.context import EngineContext
 
 
 class _ScoredSelector:
-    """Shared by every selector: the accepted candidates and their scores on one split."""
+    """Shared by every selector: the accepted candidates and their scores on one split.
+
+    Built as ``Cls(options, ctx)`` with ``options`` of the class's ``Options`` model."""
 
     name = "scored"
+    Options = ScoredSelectorOptions
 
     def __init__(self, options: ScoredSelectorOptions, ctx: EngineContext) -> None:
         self.options = options
@@ -51,9 +54,7 @@ class _ScoredSelector:
 
 class GreedySelector(_ScoredSelector):
     name = "greedy"
-
-    def __init__(self, options: ScoredSelectorOptions, ctx: EngineContext) -> None:
-        super().__init__(options, ctx)
+    Options = ScoredSelectorOptions
 
     def select(self, archive: ArchiveView, rng: Any) -> Candidate:
         best, score = max(self.pool(archive), key=lambda pair: pair[1])  # max keeps the first of ties
@@ -63,10 +64,8 @@ class GreedySelector(_ScoredSelector):
 
 class DgmSelector(_ScoredSelector):
     name = "dgm"
-
-    def __init__(self, options: DgmOptions, ctx: EngineContext) -> None:
-        super().__init__(options, ctx)
-        self.options: DgmOptions = options
+    Options = DgmOptions
+    options: DgmOptions
 
     def weights(self, archive: ArchiveView) -> list[tuple[Candidate, float]]:
         o = self.options
@@ -82,10 +81,8 @@ class DgmSelector(_ScoredSelector):
 
 class ThompsonSelector(_ScoredSelector):
     name = "thompson"
-
-    def __init__(self, options: ThompsonOptions, ctx: EngineContext) -> None:
-        super().__init__(options, ctx)
-        self.options: ThompsonOptions = options
+    Options = ThompsonOptions
+    options: ThompsonOptions
 
     def select(self, archive: ArchiveView, rng: Any) -> Candidate:
         c = self.options.c
@@ -98,9 +95,7 @@ class ThompsonSelector(_ScoredSelector):
 
 class ParetoSelector(_ScoredSelector):
     name = "pareto"
-
-    def __init__(self, options: ParetoOptions, ctx: EngineContext) -> None:
-        super().__init__(options, ctx)
+    Options = ParetoOptions
 
     def front(self, archive: ArchiveView) -> dict[str, int]:
         """Candidate id -> number of tasks it is best on, for the non-dominated ones."""
@@ -128,6 +123,7 @@ class ParetoSelector(_ScoredSelector):
 
 class IslandsSelector(_ScoredSelector):
     name = "islands"
+    Options = IslandsOptions
 
     def __init__(self, options: IslandsOptions, ctx: EngineContext) -> None:
         super().__init__(options, ctx)
