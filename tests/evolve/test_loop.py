@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from doubles import FILE, RecordingProposer, config, make_workspace
 
+from ratchet.contracts import RatchetError
 from ratchet.evolve.canary import CanaryFailed
 from ratchet.evolve.loop import APPROVALS, Engine
 from ratchet.evolve.workspace import PinMismatch
@@ -126,3 +127,29 @@ def test_a_canary_catches_a_grader_that_passes_everything(tmp_path: Path) -> Non
     assert run.status()["status"] == "failed" and not run.candidates()  # nothing was evaluated
     honest, _ = engine(tmp_path / "honest", config(ws, iterations=0))
     assert honest.execute()["state"] == "done"
+
+
+def test_components_fail_clearly_on_a_bad_name_a_missing_module_or_bad_options(tmp_path: Path) -> None:
+    ws = make_workspace(tmp_path)
+    with pytest.raises(RatchetError, match="(?s)unknown selector .best.*greedy"):
+        engine(tmp_path, config(ws, selector={"name": "best"}))
+    with pytest.raises(RatchetError, match="is not available: module nowhere is missing"):
+        engine(tmp_path / "b", config(ws, "nowhere:Proposer"))
+    with pytest.raises(RatchetError, match="(?s)gate .paired. options.*alpha"):
+        engine(tmp_path / "c", config(ws, gate={"name": "paired", "options": {"alpha": 2}}))
+    with pytest.raises(RatchetError, match="task ids the suite does not have: nope"):
+        engine(tmp_path / "d", config(ws, splits={"guard": ["nope"]}))
+
+
+def test_a_failing_proposer_costs_its_step_and_an_early_budget_stop_reports_nothing(tmp_path: Path) -> None:
+    ws = make_workspace(tmp_path)
+    eng, run = engine(tmp_path, config(ws, "doubles:ModelProposer", iterations=2),
+                      ScriptedModel(["not a number"], cycle=True))
+    with pytest.raises(ValueError):  # a bug in a proposer is not swallowed
+        eng.execute()
+    eng, run = engine(tmp_path / "b", config(ws, "doubles:ModelProposer", iterations=2), ScriptedModel([]))
+    summary = eng.execute()  # the scripted model raises RatchetError: out of responses
+    errors = [e for e in run.read_jsonl("evolve/events.jsonl") if e.get("status") == "proposer_error"]
+    assert len(errors) == 2 and "ran out of responses" in errors[0]["reason"] and summary["state"] == "done"
+    early, run = engine(tmp_path / "c", config(ws, max_task_evals=5))
+    assert early.execute()["state"] == "budget_exhausted" and run.read_json("evolve/report.json") is None

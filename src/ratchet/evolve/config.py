@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from ratchet.config import Settings
 from ratchet.models.budget import BudgetConfig
@@ -53,6 +53,13 @@ class SplitsConfig(Settings):
     """Explicit task ids per split (``search``, ``heldin``, ``heldout``, ``test``); override fractions."""
     guard: list[str] = Field(default_factory=list)
     """Task ids that no accepted change may regress on (taken out of the other splits)."""
+
+    @model_validator(mode="after")
+    def _fractions_fit(self) -> SplitsConfig:
+        total = self.search + self.heldin + self.heldout + self.test
+        if total > 1 + 1e-9:
+            raise ValueError(f"search + heldin + heldout + test = {total:g}: the fractions must add up to at most 1")
+        return self
 
 
 class SmokeConfig(Settings):

@@ -192,6 +192,10 @@ class Engine:
         self.unlimited = True  # the final measurement is not part of the search budget
         self.accountant.config = self.accountant.config.model_copy(update={
             "max_calls": None, "max_tokens": None, "max_wall_s": None, "max_usd": None})
+        if not self.archive.candidates("accepted"):  # stopped before the original was fully evaluated
+            summary = {"state": status, **self.totals(), "reason": reason}
+            self.run.set_status(status, summary)
+            return summary
         report = final_report(self, reason)
         self.run.write_json("evolve/report.json", report)
         summary = {"state": status, "best": report["best"]["id"], **self.totals(),
@@ -237,7 +241,14 @@ class Engine:
         parent = self.selector.select(self.archive, self.rng)
         selection = dict(getattr(self.selector, "last", {}) or {})
         proposer = self.rng.choices([p for p, _ in self.proposers], weights=[w for _, w in self.proposers])[0]
-        proposal = proposer.propose(parent, self.archive, self.rng)
+        try:
+            proposal = proposer.propose(parent, self.archive, self.rng)
+        except (BudgetExceeded, PinMismatch, CanaryFailed):
+            raise
+        except RatchetError as exc:  # a proposer that could not make a change costs the step, not the run
+            self._event(kind="step", step=index, parent=parent.id, proposer=proposer.name, status="proposer_error",
+                        reason=str(exc).splitlines()[0])
+            return
         if proposal is None:
             self._event(kind="step", step=index, parent=parent.id, proposer=proposer.name, status="no_proposal")
             return
