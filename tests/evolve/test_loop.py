@@ -153,3 +153,12 @@ def test_a_failing_proposer_costs_its_step_and_an_early_budget_stop_reports_noth
     assert len(errors) == 2 and "ran out of responses" in errors[0]["reason"] and summary["state"] == "done"
     early, run = engine(tmp_path / "c", config(ws, max_task_evals=5))
     assert early.execute()["state"] == "budget_exhausted" and run.read_json("evolve/report.json") is None
+
+
+def test_a_path_that_leaves_the_workspace_is_rejected_without_being_stored(tmp_path: Path) -> None:
+    ws = make_workspace(tmp_path)
+    eng, run = engine(tmp_path, config(ws, "doubles:FilesProposer", {"files": {"../../escape.py": "x = 1\n"}}, iterations=1))
+    assert eng.execute()["state"] == "done"
+    [step] = [e for e in run.read_jsonl("evolve/events.jsonl") if e["kind"] == "step"]
+    assert step["status"] == "rejected" and "must be relative and stay inside" in step["reason"]
+    assert len(run.candidates()) == 1 and not (tmp_path / "escape.py").exists()

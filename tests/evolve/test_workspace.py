@@ -45,6 +45,7 @@ def test_snapshot_holds_only_editable_files_and_materialize_restores_the_workspa
     ({"secret/new.json": "{}"}, "editable"),
     ({FILE: '{"default": 0.9'}, "parse"),
     ({"workflow.py": "def f(:\n"}, "parse"),
+    ({"../outside.py": "x = 1\n"}, "path"),
 ])
 def test_static_check_rejects_with_the_rule_broken(ws: Path, files: dict[str, str], rule: str) -> None:
     manifest = load_manifest(ws)

@@ -263,6 +263,10 @@ class Engine:
                         status="duplicate", reason=f"already in the archive as {known}")
             return
         failures = self.static.check(parent, proposal)
+        if any(f.detail.get("rule") == "path" for f in failures):  # files that cannot even be stored
+            self._event(kind="step", step=index, parent=parent.id, proposer=proposer.name, status="rejected",
+                        reason="static check: " + "; ".join(f.message for f in failures))
+            return
         if failures:
             decision = Decision(False, "static check: " + "; ".join(f.message for f in failures), {"stage": 0.0})
             return self._decide(index, parent, child, decision, None)

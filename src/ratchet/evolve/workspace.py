@@ -24,6 +24,7 @@ from ratchet.evolve.config import StaticCheckConfig
 from ratchet.evolve.manifest import MANIFEST_NAME, Manifest
 from ratchet.sandbox.config import SandboxConfig
 from ratchet.sandbox.sandbox import Sandbox
+from ratchet.store.run import safe_relpath
 
 
 class PinMismatch(RatchetError):
@@ -98,6 +99,11 @@ class StaticCheck:
         if not changed:
             return [Failure("static_check", "the proposal changes nothing: identical to its parent")]
         for rel in sorted(changed):
+            try:
+                safe_relpath(rel, "candidate file")
+            except RatchetError as exc:
+                failures.append(Failure("static_check", str(exc).splitlines()[0], detail={"path": rel, "rule": "path"}))
+                continue
             if self.manifest.is_protected(rel) or rel == MANIFEST_NAME:
                 failures.append(Failure("static_check", f"{rel} is protected: no candidate may change it",
                                         detail={"path": rel, "rule": "protected"}))
