@@ -7,6 +7,8 @@
   are run to show that.
 - **Planted**: 20 runs whose every proposal raises every task's pass probability by ``gain``.
   Target: >= 80% accepted at the default gain; smaller gains are shown as the power curve.
+- **Gate alone**: the same two questions asked of the gate directly, 500 parent/child pairs each
+  (no store, no loop), for a tighter estimate of its error rates, with Wilson 95% intervals.
 
 Each run is a fresh instance of the suite (its own salt) with its own starting pass probability,
 through the whole engine (static check, smoke stage, held-in / held-out / guard, the gate, the
@@ -30,9 +32,12 @@ from pydantic import Field
 
 from ratchet.config import Settings
 from ratchet.contracts import Candidate, Claim, Proposal
-from ratchet.evolve.config import EvolveConfig
+from ratchet.evolve.config import EvolveConfig, GateOptions
 from ratchet.evolve.context import EngineContext
+from ratchet.evolve.gate import BootstrapGate, PairedGate, noise_band
 from ratchet.evolve.loop import Engine
+from ratchet.evolve.manifest import Manifest
+from ratchet.evolve.suites.synthetic import NoisyOptions, NoisySuite
 from ratchet.store import RunStore
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -140,6 +145,42 @@ def arm(tmp: Path, control: str, gain: float, gate: str, args: argparse.Namespac
     return row
 
 
+def wilson(hits: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """95% Wilson score interval of a rate."""
+    if n == 0:
+        return 0.0, 0.0
+    p = hits / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def gate_alone(gate: str, gain: float, pairs: int, tasks: int) -> dict[str, Any]:
+    """Acceptance of ``pairs`` parent/child pairs decided by the gate directly (gain 0: cosmetic)."""
+    suite = NoisySuite(NoisyOptions(tasks=tasks))
+    heldin, heldout = suite.tasks()[: tasks // 2], suite.tasks()[tasks // 2:]
+    cls = {"paired": PairedGate, "bootstrap": BootstrapGate}[gate]
+    decider = cls(GateOptions(), EngineContext(Manifest(name="noisy", editable=[FILE]), Path(".")))
+    rng = random.Random(f"alone:{gate}:{gain}")
+    accepted = 0
+    for i in range(pairs):
+        p = rng.uniform(0.1, 0.9 - gain)
+        parent = Candidate.from_files("noisy", {FILE: json.dumps({"default": p, "pair": i})})
+        child = Candidate.from_files("noisy", {FILE: json.dumps({"default": p + gain, "pair": i, "child": True})})
+
+        def on(c: Candidate, split: list) -> list:
+            return [r for seed in (0, 1, 2) for r in suite.evaluate(c, split, seed)]
+
+        before = {"heldin": on(parent, heldin), "heldout": on(parent, heldout)}
+        after = {"heldin": on(child, heldin), "heldout": on(child, heldout)}
+        accepted += decider.decide(before, after, {k: noise_band(v) for k, v in before.items()}).accepted
+    low, high = wilson(accepted, pairs)
+    row = {"gate": gate, "gain": gain, "pairs": pairs, "heldin_tasks": len(heldin), "accepted": accepted,
+           "rate": accepted / pairs, "ci95": [round(low, 4), round(high, 4)]}
+    print(json.dumps(row), flush=True)
+    return row
+
+
 def markdown(result: dict[str, Any]) -> str:
     cfg = result["config"]
     lines = [
@@ -157,6 +198,14 @@ def markdown(result: dict[str, Any]) -> str:
         lines.append(f"| {r['control']} | {r['gain']} | {r['gate']} | {r['proposals']} | {r['reached_gate']} | {r['accepted']} "
                      f"| {r['acceptance_of_proposals']:.1%} | {r['first_proposal_accepted']:.0%} | {r['runs_with_any_accept']:.0%} | {r['static_rejects']} "
                      f"| {r['smoke_rejects']} |")
+    lines += ["", "## The gate alone", "",
+              f"{result['config']['pairs']} parent/child pairs per row decided by the gate directly: held-in "
+              f"{result['config']['tasks'] // 4} tasks x 3 seeds, held-out as many; gain 0 is a cosmetic child "
+              "(the same pass probability, every answer redrawn).", "",
+              "| gate | gain | pairs | accepted | rate | Wilson 95% |", "|---|---|---|---|---|---|"]
+    for r in result["alone"]:
+        lines.append(f"| {r['gate']} | {r['gain']} | {r['pairs']} | {r['accepted']} | {r['rate']:.1%} "
+                     f"| {r['ci95'][0]:.1%} – {r['ci95'][1]:.1%} |")
     lines += ["", "## Verdict", ""]
     for line in result["verdict"]:
         lines.append(f"- {line}")
@@ -172,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--tasks", type=int, default=80)
+    parser.add_argument("--pairs", type=int, default=500, help="parent/child pairs per gate-alone row")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     rows = []
@@ -181,7 +231,13 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(arm(Path(tmp), "cosmetic", 0.0, gate, args))
             for gain in (0.1, 0.15, 0.25):
                 rows.append(arm(Path(tmp), "planted", gain, gate, args))
+    alone = [gate_alone(gate, gain, args.pairs, args.tasks // 2) for gate in ("paired", "bootstrap")
+             for gain in (0.0, 0.15, 0.25)]
     verdict = []
+    for r in alone:
+        if r["gain"] == 0.0:
+            verdict.append(f"gate alone, {r['gate']}: {r['rate']:.1%} of {r['pairs']} cosmetic children accepted "
+                           f"(95% {r['ci95'][0]:.1%} – {r['ci95'][1]:.1%})")
     for r in rows:
         if r["control"] == "cosmetic":
             ok = r["acceptance_of_proposals"] <= 0.05
@@ -192,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
             verdict.append(f"planted +0.25 {r['gate']}: the first proposal of {r['first_proposal_accepted']:.0%} of runs "
                            f"accepted ({'meets' if ok else 'MISSES'} >= 80%); {r['acceptance_of_proposals']:.0%} of all "
                            "its proposals (later ones compound on an improved parent and cap at p = 1)")
-    result = {"bench": "evolve_gate", "config": vars(args) | {"out": str(args.out)}, "rows": rows, "verdict": verdict,
+    result = {"bench": "evolve_gate", "config": vars(args) | {"out": str(args.out)}, "rows": rows, "alone": alone, "verdict": verdict,
               "python": sys.version.split()[0], "created_at": time.time()}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "evolve_gate.json").write_text(json.dumps(result, indent=2) + "\n")
