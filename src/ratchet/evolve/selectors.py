@@ -115,10 +115,10 @@ class ParetoSelector(_ScoredSelector):
 
     def select(self, archive: ArchiveView, rng: Any) -> Candidate:
         front = self.front(archive)
-        ids = sorted(front, key=lambda cid: [c.id for c in archive.candidates("accepted")].index(cid))
-        chosen = rng.choices(ids, weights=[front[i] for i in ids])[0]
-        self.last = {"front": len(front), "wins": front[chosen]}
-        return next(c for c in archive.candidates("accepted") if c.id == chosen)
+        members = [c for c in archive.candidates("accepted") if c.id in front]  # oldest first: a stable order
+        chosen = rng.choices(members, weights=[front[c.id] for c in members])[0]
+        self.last = {"front": len(front), "wins": front[chosen.id]}
+        return chosen
 
 
 class IslandsSelector(_ScoredSelector):
