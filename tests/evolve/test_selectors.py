@@ -91,6 +91,10 @@ def test_thompson_draws_beta_with_a_children_penalty() -> None:
     draws = {"root": twin.betavariate(1.5, 1.5 + 1), "best": twin.betavariate(1.9, 1.1)}
     assert chosen.id == max(draws, key=draws.get) and selector.last["theta"] == max(draws.values())
     fresh = counts(selector, a)
+    anyone = ThompsonSelector(ThompsonOptions(pool="scored"), ctx())
+    a.add("lost", {"t": 1.0}, "root", status="rejected")  # the AutoHarness tree: rejected versions are nodes too
+    assert counts(anyone, a, 200)["lost"] > 0 and "lost" not in counts(selector, a, 200)
+    a.items.pop()
     for i in range(8):  # refining "best" eight times without progress makes it far less attractive
         a.add(f"kid{i}", {"t": 0.0}, "best", status="rejected")
     tired = counts(selector, a)

@@ -164,6 +164,9 @@ class ScoredSelectorOptions(Settings):
 
     split: str = "heldin"
     """The split whose score ranks candidates."""
+    pool: Literal["accepted", "scored"] = "accepted"
+    """``accepted``: parents are kept candidates; ``scored``: any candidate scored on ``split``, rejected
+    ones too (the AutoHarness tree, where every evaluated version is a node)."""
 
 
 class DgmOptions(ScoredSelectorOptions):

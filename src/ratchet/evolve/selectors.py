@@ -45,11 +45,16 @@ class _ScoredSelector:
         self.last: dict[str, Any] = {}
 
     def pool(self, archive: ArchiveView) -> list[tuple[Candidate, float]]:
-        accepted = archive.candidates("accepted")
-        if not accepted:
-            raise RatchetError("the archive holds no accepted candidate to select from",
+        split = self.options.split
+        if self.options.pool == "scored":
+            scored = [(c, archive.score(c.id, split)) for c in archive.candidates()]
+            pool = [(c, s) for c, s in scored if s is not None]
+        else:
+            pool = [(c, archive.score(c.id, split) or 0.0) for c in archive.candidates("accepted")]
+        if not pool:
+            raise RatchetError(f"the archive holds no {self.options.pool} candidate to select from",
                                hint="the loop adds the original workspace first; was the run's archive deleted?")
-        return [(c, archive.score(c.id, self.options.split) or 0.0) for c in accepted]
+        return pool
 
 
 class GreedySelector(_ScoredSelector):
