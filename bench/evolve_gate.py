@@ -71,7 +71,8 @@ class CosmeticControl(NoopControl):
 
     def propose(self, parent: Candidate, archive: Any, rng: random.Random) -> Proposal:
         data = json.loads(parent.files[FILE])
-        text = json.dumps(data, indent=rng.randint(1, 12)) + "\n" * rng.randint(1, 6)
+        # Whitespace only, drawn from enough variants that no two proposals of a run coincide.
+        text = json.dumps(data, indent=rng.randint(1, 12)) + " " * rng.randrange(10_000) + "\n"
         return Proposal({FILE: text}, Claim("reformat"), self.name, (parent.id,))
 
 
@@ -83,6 +84,9 @@ class PlantedControl(NoopControl):
     def propose(self, parent: Candidate, archive: Any, rng: random.Random) -> Proposal:
         data = json.loads(parent.files[FILE])
         data["default"] = min(1.0, data["default"] + self.options.gain)
+        # A variant number (the suite ignores it) makes each proposal a new candidate with its own
+        # draws, so a rejected improvement is retried as a fresh one rather than as a duplicate.
+        data["variant"] = rng.randrange(10**9)
         return Proposal({FILE: json.dumps(data) + "\n"}, Claim(f"+{self.options.gain}"), self.name, (parent.id,))
 
 
@@ -116,12 +120,14 @@ def one_run(tmp: Path, control: str, gain: float, gate: str, index: int, args: a
     events: list[dict[str, Any]] = []
     Engine(cfg, run, on_event=events.append).execute()
     steps = [e for e in events if e["kind"] == "step"]
-    gated = [e for e in steps if not e.get("reason", "").startswith(("static check", "smoke"))]
+    gated = [e for e in steps if e["status"] in ("accepted", "rejected")
+             and not e.get("reason", "").startswith(("static check", "smoke"))]
     return {"p0": round(p, 3), "proposals": len(steps), "gated": len(gated),
             "first_accepted": bool(steps) and steps[0]["status"] == "accepted",
             "accepted": sum(1 for e in steps if e["status"] == "accepted"),
             "static_rejects": sum(1 for e in steps if e.get("reason", "").startswith("static check")),
-            "smoke_rejects": sum(1 for e in steps if e.get("reason", "").startswith("smoke"))}
+            "smoke_rejects": sum(1 for e in steps if e.get("reason", "").startswith("smoke")),
+            "duplicates": sum(1 for e in steps if e["status"] == "duplicate")}
 
 
 def type_name(control: str) -> str:
@@ -140,7 +146,7 @@ def arm(tmp: Path, control: str, gain: float, gate: str, args: argparse.Namespac
            "acceptance_at_gate": accepted / gated if gated else 0.0,
            "runs_with_any_accept": sum(1 for r in runs if r["accepted"]) / len(runs),
            "first_proposal_accepted": sum(1 for r in runs if r["first_accepted"]) / len(runs), "static_rejects": sum(r["static_rejects"] for r in runs),
-           "smoke_rejects": sum(r["smoke_rejects"] for r in runs), "wall_s": round(time.perf_counter() - t0, 2)}
+           "smoke_rejects": sum(r["smoke_rejects"] for r in runs), "duplicates": sum(r["duplicates"] for r in runs), "wall_s": round(time.perf_counter() - t0, 2)}
     print(json.dumps(row), flush=True)
     return row
 
@@ -191,13 +197,13 @@ def markdown(result: dict[str, Any]) -> str:
         f"{cfg['tasks'] // 4} tasks x 3 seeds per paired test). Targets: A/A (cosmetic) acceptance <= 5%, "
         "planted (gain 0.25) acceptance >= 80%.",
         "",
-        "| control | gain | gate | proposals | reached gate | accepted | accepted / proposals | first proposal accepted | runs with any accept | static rejects | smoke rejects |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| control | gain | gate | proposals | reached gate | accepted | accepted / proposals | first proposal accepted | runs with any accept | static rejects | smoke rejects | duplicates |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in result["rows"]:
         lines.append(f"| {r['control']} | {r['gain']} | {r['gate']} | {r['proposals']} | {r['reached_gate']} | {r['accepted']} "
                      f"| {r['acceptance_of_proposals']:.1%} | {r['first_proposal_accepted']:.0%} | {r['runs_with_any_accept']:.0%} | {r['static_rejects']} "
-                     f"| {r['smoke_rejects']} |")
+                     f"| {r['smoke_rejects']} | {r['duplicates']} |")
     lines += ["", "## The gate alone", "",
               f"{result['config']['pairs']} parent/child pairs per row decided by the gate directly: held-in "
               f"{result['config']['tasks'] // 4} tasks x 3 seeds, held-out as many; gain 0 is a cosmetic child "
