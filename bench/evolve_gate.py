@@ -218,7 +218,12 @@ def markdown(result: dict[str, Any]) -> str:
     lines += ["", "No-op proposals never reach the gate: the static check rejects a candidate identical to its parent. "
               "Cosmetic proposals do reach it, with every answer redrawn, so their acceptance is the gate's "
               "false-positive rate per proposal; \"runs with any accept\" is the chance that a run of "
-              f"{cfg['steps']} such proposals keeps at least one.", ""]
+              f"{cfg['steps']} such proposals keeps at least one: per-proposal control at alpha = 0.05 does not make "
+              "a whole run's false-acceptance rate 5%.", "",
+              "The smoke stage (4 held-in tasks, one seed, drop a child 0.25 below its parent) is cheap but blunt: "
+              "the planted rows' smoke rejects are real improvements it threw away. Planted rows after the first "
+              "proposal compound on an improved parent and cap at p = 1, so \"first proposal accepted\" (20 "
+              "trials) and the gate-alone rows (500 pairs) are the measures of power.", ""]
     return "\n".join(lines)
 
 
