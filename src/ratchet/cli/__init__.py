@@ -19,6 +19,7 @@ HELP = """Ratchet: agents that get better by being used.
 \b
 Improve the harness around a fixed model:
   ratchet autoharness --env TicTacToe-v0 --mode verifier --model local:qwen2.5-coder-0.5b
+  ratchet evolve examples/humaneval-coder/evolve.yaml
 Improve the model's own weights from everyday conversations:
   ratchet serve --model local:qwen2.5-coder-0.5b --learn combine
 \b
@@ -31,7 +32,7 @@ app = typer.Typer(
 )
 
 # Order is the order of `ratchet --help`: first set-up, then the two halves of the mission.
-COMMAND_MODULES = ("doctor", "models", "config", "runs", "envs", "play", "autoharness", "serve", "ui")
+COMMAND_MODULES = ("doctor", "models", "config", "runs", "envs", "play", "autoharness", "evolve", "serve", "ui")
 
 
 def _register_all() -> None:

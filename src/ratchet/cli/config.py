@@ -31,6 +31,7 @@ CONFIGS: dict[str, str] = {
     "openai": "ratchet.models.openai_compat:OpenAIConfig",
     "store": "ratchet.store.config:StoreConfig",
     "ui": "ratchet.ui.config:UIConfig",
+    "evolve": "ratchet.evolve.config:EvolveConfig",
 }
 
 config_app = typer.Typer(help="Show the documented settings; validate a YAML config file.", no_args_is_help=True)

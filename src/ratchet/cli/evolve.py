@@ -1,0 +1,233 @@
+"""``ratchet evolve``: improve a harness workspace with the engine, only on honest evidence.
+
+    ratchet evolve run.yaml                          # start (``run`` may be left out)
+    ratchet evolve run.yaml --set iterations=20 --set budget.max_calls=200
+    ratchet evolve resume RUN_ID                     # after a kill, a budget stop, an approval
+    ratchet evolve status RUN_ID
+    ratchet evolve diff RUN_ID CAND                  # a candidate against its parent
+    ratchet evolve approve RUN_ID CAND               # release a candidate held for approval
+    ratchet evolve export RUN_ID DIR                 # a git repository, one commit per accepted candidate
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+import yaml
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.syntax import Syntax
+from rich.table import Table
+from typer.core import TyperGroup
+
+from ratchet.config import load_config
+from ratchet.contracts import RatchetError
+from ratchet.evolve.archive import Archive
+from ratchet.evolve.config import EvolveConfig
+from ratchet.evolve.export import export_run
+from ratchet.evolve.loop import APPROVALS, Engine
+from ratchet.evolve.manifest import load_manifest
+from ratchet.store import RunStore
+from ratchet.store.files import write_bytes_atomic
+
+console = Console()
+CONFIG_COPY = "evolve/config.yaml"
+KIND = "evolve"
+
+HELP = """Evolve a harness workspace: select a parent, propose a change, check it, evaluate it, keep it
+only if it beats the parent beyond noise on held-in tasks.
+
+\b
+Examples:
+  ratchet evolve examples/humaneval-coder/evolve.yaml
+  ratchet evolve run.yaml --set iterations=20 --set budget.max_calls=200
+  ratchet evolve resume RUN_ID
+  ratchet evolve status RUN_ID
+  ratchet evolve diff RUN_ID CAND
+  ratchet evolve approve RUN_ID CAND
+  ratchet evolve export RUN_ID ./evolved-harness
+"""
+
+RootOption = typer.Option(None, "--root", help="Run store directory (default: $RATCHET_RUNS or ./runs).")
+SetOption = typer.Option([], "--set", help="Override a config field: --set iterations=20 --set gate.options.alpha=0.01")
+ThreadsOption = typer.Option(None, help="llama.cpp threads for a local model.")
+
+
+class DefaultRunGroup(TyperGroup):
+    """``ratchet evolve CONFIG.yaml`` means ``ratchet evolve run CONFIG.yaml``."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and not args[0].startswith("-"):
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+
+evolve_app = typer.Typer(cls=DefaultRunGroup, help=HELP, no_args_is_help=True, rich_markup_mode="rich")
+
+
+def _model(spec: str | None, threads: int | None):
+    if spec is None:
+        return None
+    from ratchet.models import load_model  # loads backends (llama.cpp) only when a model is named
+
+    return load_model(spec, n_threads=threads) if threads and spec.startswith("local:") else load_model(spec)
+
+
+def _drive(config: EvolveConfig, run: Any, threads: int | None) -> dict[str, Any]:
+    """Run the engine with a progress bar on a terminal, one line per step otherwise."""
+    model = _model(config.model, threads)
+    if not console.is_terminal:
+        def line(event: dict[str, Any]) -> None:
+            if event["kind"] == "step":
+                console.print(f"step {event['step'] + 1}/{config.iterations} {event['status']:<9} "
+                              f"{event.get('child', '-')} <- {event['parent']} [{event.get('proposer')}] "
+                              f"best {event.get('best', 0):.3f}: {event.get('reason', '')}", soft_wrap=True)
+            else:
+                console.print(f"{event['kind']}: " + ", ".join(f"{k}={v}" for k, v in event.items() if k not in ("kind", "at")),
+                              soft_wrap=True)
+
+        return Engine(config, run, model, on_event=line).execute()
+    with Progress(TextColumn("[bold]evolve"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
+                  TimeElapsedColumn(), console=console) as bar:
+        task = bar.add_task("evolve", total=config.iterations, info="evaluating the original")
+
+        def update(event: dict[str, Any]) -> None:
+            if event["kind"] == "step":
+                bar.update(task, completed=event["step"] + 1,
+                           info=f"{event['status']} · best held-in {event.get('best', 0):.3f}")
+
+        return Engine(config, run, model, on_event=update).execute()
+
+
+def _show_summary(run_id: str, summary: dict[str, Any]) -> None:
+    state = summary.get("state")
+    console.print(f"run {run_id}: {state}; {summary.get('accepted', 0)} accepted, {summary.get('rejected', 0)} rejected, "
+                  f"{summary.get('task_evals', 0)} task evaluations, {summary.get('model_calls', 0)} model calls")
+    report = summary.get("report")
+    if report:
+        o, b, n = report["original"], report["best"], report["original_best_of_n"]
+        console.print(f"{report['split']} split ({report['tasks']} tasks): original {o['mean']:.3f} [{o['low']:.3f}, {o['high']:.3f}]"
+                      f" · best {b['mean']:.3f} [{b['low']:.3f}, {b['high']:.3f}] ({b['id']})"
+                      f" · original best-of-{n['n']} {n['mean']:.3f} [{n['low']:.3f}, {n['high']:.3f}]")
+        if not report["split_untouched"]:
+            console.print("note: no test split is configured, so this is the held-out split the gate's regression "
+                          "bound saw; set splits.test for an untouched one")
+    if state == "waiting":
+        for cand in summary.get("waiting_for", []):
+            console.print(f"waiting for approval: {cand}; see it with `ratchet evolve diff {run_id} {cand}`, "
+                          f"release it with `ratchet evolve approve {run_id} {cand}`, then `ratchet evolve resume {run_id}`")
+
+
+@evolve_app.command("run")
+def run_cmd(
+    config: Path = typer.Argument(..., help="YAML file of EvolveConfig fields (fields: `ratchet config show ratchet.evolve.config:EvolveConfig`)."),
+    set_: list[str] = SetOption,
+    root: Optional[Path] = RootOption,
+    threads: Optional[int] = ThreadsOption,
+) -> None:
+    """Start an improvement run from CONFIG (a YAML file)."""
+    cfg = load_config(EvolveConfig, config, set_)
+    if not cfg.workspace.is_absolute():  # relative to the config file, so a config travels with its workspace
+        beside = (config.parent / cfg.workspace)
+        cfg = cfg.model_copy(update={"workspace": (beside if beside.is_dir() else cfg.workspace).resolve()})
+    manifest = load_manifest(cfg.workspace)
+    run = RunStore(root).create_run(KIND, cfg, name=manifest.name)
+    write_bytes_atomic(run.path(CONFIG_COPY), _dump(cfg))
+    console.print(f"run {run.id} ({manifest.name}): {cfg.iterations} steps; store {run.dir}")
+    _show_summary(run.id, _drive(cfg, run, threads))
+
+
+def _dump(cfg: EvolveConfig) -> bytes:
+    return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False).encode()
+
+
+@evolve_app.command("resume")
+def resume_cmd(
+    run_id: str = typer.Argument(..., help="The run to continue."),
+    set_: list[str] = SetOption,
+    root: Optional[Path] = RootOption,
+    threads: Optional[int] = ThreadsOption,
+) -> None:
+    """Continue a run after a kill, a budget stop or an approval; nothing finished is paid again.
+
+    Overrides may raise limits (--set budget.max_calls=400 --set iterations=30)."""
+    run = RunStore(root).open_run(run_id)
+    cfg = load_config(EvolveConfig, run.path(CONFIG_COPY), set_)
+    write_bytes_atomic(run.path(CONFIG_COPY), _dump(cfg))
+    run.set_status("running")
+    _show_summary(run.id, _drive(cfg, run, threads))
+
+
+@evolve_app.command("status")
+def status_cmd(run_id: str = typer.Argument(...), root: Optional[Path] = RootOption) -> None:
+    """The run's state, its candidates (lineage, status, held-in score, the gate's reason), its report."""
+    run = RunStore(root).open_run(run_id)
+    status = run.status()
+    archive = Archive(run)
+    table = Table(title=f"{run.id}: {status['status']} ({(status.get('summary') or {}).get('state', '')})")
+    for column in ("candidate", "parent", "status", "proposer", "held-in"):
+        table.add_column(column, no_wrap=True)  # ids are what a person copies into `diff` and `approve`
+    table.add_column("reason", overflow="fold")
+    for c in archive.candidates():
+        decision = archive.decision(c.id)
+        score = archive.score(c.id, "heldin")
+        table.add_row(c.id, c.parent_id or "-", archive.status(c.id) or "", str(c.meta.get("proposer", "original")),
+                      "" if score is None else f"{score:.3f}", decision.reason[:90] if decision else "")
+    console.print(table)
+    summary = dict(status.get("summary") or {})
+    report = run.read_json("evolve/report.json")
+    if report:
+        summary["report"] = report
+    _show_summary(run.id, summary)
+
+
+@evolve_app.command("diff")
+def diff_cmd(run_id: str = typer.Argument(...), candidate: str = typer.Argument(..., help="Candidate id."),
+             root: Optional[Path] = RootOption) -> None:
+    """Show a candidate against its parent (a unified diff of every changed file) and its decision."""
+    run = RunStore(root).open_run(run_id)
+    archive = Archive(run)
+    child = archive.get(candidate)
+    parent_files = archive.get(child.parent_id).files if child.parent_id else {}
+    chunks = []
+    for rel in sorted(parent_files.keys() | child.files.keys()):
+        before, after = parent_files.get(rel, ""), child.files.get(rel, "")
+        if before != after:
+            chunks += difflib.unified_diff(before.splitlines(True), after.splitlines(True), f"a/{rel}", f"b/{rel}")
+    console.print(f"{candidate} <- {child.parent_id or '(original)'}: {archive.status(candidate)}")
+    decision = archive.decision(candidate)
+    if decision:
+        console.print(f"gate: {decision.reason}\n{json.dumps(decision.numbers, sort_keys=True)}", soft_wrap=True)
+    console.print(Syntax("".join(chunks) or "(no change)\n", "diff", theme="ansi_dark"))
+
+
+@evolve_app.command("approve")
+def approve_cmd(run_id: str = typer.Argument(...), candidate: str = typer.Argument(..., help="Candidate id."),
+                root: Optional[Path] = RootOption) -> None:
+    """Release a candidate the gate accepted and the run holds for approval."""
+    run = RunStore(root).open_run(run_id)
+    state = Archive(run).status(candidate)
+    if state != "waiting":
+        raise RatchetError(f"candidate {candidate} of run {run_id} is not waiting for approval (it is {state or 'unknown'})",
+                           hint=f"see the waiting ones with `ratchet evolve status {run_id}`")
+    run.append_jsonl(APPROVALS, {"candidate": candidate})
+    ended = run.status()["status"] != "running"
+    console.print(f"approved {candidate}" + (f"; continue the run with `ratchet evolve resume {run_id}`" if ended
+                                              else "; the running loop picks it up"))
+
+
+@evolve_app.command("export")
+def export_cmd(run_id: str = typer.Argument(...), dest: Path = typer.Argument(..., help="A new directory."),
+               root: Optional[Path] = RootOption) -> None:
+    """Write the run as a git repository: one commit per accepted candidate, main at the best."""
+    run = RunStore(root).open_run(run_id)
+    out = export_run(run, dest)
+    console.print(f"wrote {out['commits']} commits to {out['path']}; main is {out['best']} ({out['head'][:10]})")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(evolve_app, name="evolve")

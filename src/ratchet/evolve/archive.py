@@ -1,0 +1,125 @@
+"""The archive: every candidate of a run with its lineage, results, decision and claim check.
+
+It lives in the run store (the truth is on disk, so a resumed run sees the same archive):
+candidates through ``Run.add_candidate`` / ``set_candidate_status``; per-split results under
+``evolve/results/<cand>/<split>.json`` (and an ``Evaluation`` row each); the gate's decision and
+the claim check under ``evolve/decisions/<cand>.json``. Rejected candidates keep their reasons,
+which proposers read through :meth:`Archive.rejected` so the search does not repeat itself.
+
+Statuses: ``accepted`` (the original and every kept child), ``rejected``, ``waiting`` (accepted
+by the gate, held for approval), ``evaluating`` (stored, not yet decided).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from statistics import fmean
+from typing import Any
+
+from ratchet.contracts import Candidate, Decision, Evaluation, TaskResult
+from ratchet.evolve.cache import result_from_record
+
+STATUSES = ("evaluating", "accepted", "rejected", "waiting")
+
+
+def per_task_means(results: list[TaskResult]) -> dict[str, float]:
+    """Mean score per task id over its seeds."""
+    by_task: dict[str, list[float]] = {}
+    for r in results:
+        by_task.setdefault(r.task_id, []).append(r.score)
+    return {task: fmean(scores) for task, scores in by_task.items()}
+
+
+class Archive:
+    """Implements :class:`ratchet.contracts.ArchiveView` over one run (plus the writes the loop makes)."""
+
+    def __init__(self, run: Any) -> None:
+        self.run = run
+        self._candidates: dict[str, Candidate] = {}
+
+    # -- reads (ArchiveView) ---------------------------------------------------------------
+
+    def get(self, candidate_id: str) -> Candidate:
+        if candidate_id not in self._candidates:
+            self._candidates[candidate_id] = self.run.get_candidate(candidate_id)
+        return self._candidates[candidate_id]
+
+    def status(self, candidate_id: str) -> str | None:
+        state = self.run.read_json(f"candidates/{candidate_id}/status.json")
+        return None if state is None else state["status"]
+
+    def candidates(self, status: str | None = None) -> list[Candidate]:
+        """Candidates oldest first, optionally only those with ``status``."""
+        return [self.get(row["id"]) for row in self.run.candidates() if status is None or row["status"] == status]
+
+    def results(self, candidate_id: str, split: str) -> list[TaskResult]:
+        records = self.run.read_json(f"evolve/results/{candidate_id}/{split}.json") or []
+        return [result_from_record(r) for r in records]
+
+    def score(self, candidate_id: str, split: str) -> float | None:
+        results = self.results(candidate_id, split)
+        return fmean(r.score for r in results) if results else None
+
+    def children(self, candidate_id: str) -> list[str]:
+        """Every candidate made from this one (kept or not; a merge counts for both parents)."""
+        return [c.id for c in self.candidates()
+                if c.parent_id == candidate_id or candidate_id in (c.meta.get("parents") or ())[1:]]
+
+    def decision(self, candidate_id: str) -> Decision | None:
+        record = self.run.read_json(f"evolve/decisions/{candidate_id}.json")
+        return None if record is None else Decision(record["accepted"], record["reason"], record["numbers"])
+
+    def rejected(self, limit: int = 10) -> list[tuple[Candidate, Decision]]:
+        """The most recent rejected candidates (newest first) with the decision that rejected them."""
+        out = []
+        for c in reversed(self.candidates("rejected")):
+            decision = self.decision(c.id)
+            if decision is not None:
+                out.append((c, decision))
+            if len(out) >= limit:
+                break
+        return out
+
+    def lineage(self, candidate_id: str) -> list[str]:
+        """Ids from the original down to ``candidate_id``."""
+        chain = [candidate_id]
+        while (parent := self.get(chain[-1]).parent_id) is not None:
+            chain.append(parent)
+        return chain[::-1]
+
+    def claim_check(self, candidate_id: str) -> dict[str, Any] | None:
+        record = self.run.read_json(f"evolve/decisions/{candidate_id}.json") or {}
+        return record.get("claim_check")
+
+    # -- writes (the loop only) ------------------------------------------------------------
+
+    def add(self, candidate: Candidate, status: str = "evaluating") -> None:
+        self.run.add_candidate(candidate, status=status)
+        self._candidates[candidate.id] = candidate
+
+    def set_status(self, candidate_id: str, status: str, score: float | None = None) -> None:
+        assert status in STATUSES, status
+        self.run.set_candidate_status(candidate_id, status, score)
+
+    def record_results(self, candidate_id: str, split: str, results: list[TaskResult]) -> None:
+        """Keep a candidate's results on a split (all seeds); replaces an earlier record of it."""
+        self.run.write_json(f"evolve/results/{candidate_id}/{split}.json", [asdict(r) for r in results])
+        if results:
+            means = per_task_means(results)
+            self.run.add_evaluation(Evaluation(candidate_id, split, fmean(r.score for r in results),
+                                               {"results": float(len(results))}, means))
+
+    def record_decision(self, candidate_id: str, decision: Decision, claim_check: dict[str, Any] | None = None) -> None:
+        self.run.write_json(f"evolve/decisions/{candidate_id}.json",
+                            {"accepted": decision.accepted, "reason": decision.reason,
+                             "numbers": decision.numbers, "claim_check": claim_check})
+
+
+def claim_check(candidate: Candidate, parent_means: dict[str, float], child_means: dict[str, float]) -> dict[str, Any]:
+    """Which tasks actually flipped (parent failed, child solved: mean below / at-or-above 0.5)
+    against the claim's predicted flips, restricted to tasks both were evaluated on."""
+    common = parent_means.keys() & child_means.keys()
+    actual = sorted(t for t in common if parent_means[t] < 0.5 <= child_means[t])
+    predicted = sorted(set((candidate.meta.get("claim") or {}).get("predicted_flips") or ()) & common)
+    hit = sorted(set(predicted) & set(actual))
+    return {"predicted": predicted, "actual": actual, "hit": hit, "proposer": candidate.meta.get("proposer")}

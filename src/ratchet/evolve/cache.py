@@ -1,0 +1,132 @@
+"""Nothing paid twice: an evaluation cache and a journal of model replies, both in the run store.
+
+:class:`CachedEvaluator` keys every task result by (candidate id, task id, seed, evaluator
+fingerprint) and appends it to ``evolve/evals.jsonl`` the moment it exists, so a killed run's
+finished evaluations are read back, not rerun, and a candidate met again (the same files) costs
+nothing.
+
+:class:`JournaledModel` generalizes the AutoHarness reply journal to any caller: a ``Model`` that
+records each reply (fsynced) before handing it back, keyed by a hash of the exact request. The
+loop checkpoints the journal's call count at each step; on resume, replies recorded from that
+count on (the interrupted step's) are given back, each once, to the request that matches them,
+so the resumed step makes the calls an uninterrupted one makes and sees the same replies.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any
+
+from ratchet.contracts import Candidate, Completion, Evaluator, Failure, Message, Model, Task, TaskResult, Usage
+
+EVALS = "evolve/evals.jsonl"
+REPLIES = "evolve/replies.jsonl"
+
+
+def result_from_record(record: dict[str, Any]) -> TaskResult:
+    """A TaskResult back from its JSON form."""
+    failures = tuple(Failure(**f) for f in record.get("failures") or ())
+    return TaskResult(record["task_id"], int(record["seed"]), float(record["score"]), record.get("trace", ""),
+                      failures, dict(record.get("metrics") or {}))
+
+
+class CachedEvaluator:
+    """Wraps an evaluator; runs only the (task, seed) pairs not already in the run's cache.
+
+    ``paid`` counts task evaluations actually run by this process, ``hits`` those served from the
+    cache. ``on_paid(1)`` is called before each task evaluation that is run (a budget check).
+    The inner evaluator is called one task at a time so that every finished result is durable.
+    """
+
+    def __init__(self, inner: Evaluator, run: Any, on_paid: Any = None) -> None:
+        self.inner = inner
+        self.run = run
+        self.name = inner.name
+        self.on_paid = on_paid
+        self._fingerprint = inner.fingerprint()
+        self._cache: dict[tuple[str, str, int], TaskResult] = {}
+        for record in run.read_jsonl(EVALS):
+            if record["fingerprint"] == self._fingerprint:
+                self._cache[(record["candidate"], record["task_id"], int(record["seed"]))] = result_from_record(record)
+        self.paid = 0
+        self.hits = 0
+
+    def fingerprint(self) -> str:
+        return self._fingerprint
+
+    def cached(self, candidate_id: str, task_id: str, seed: int) -> TaskResult | None:
+        return self._cache.get((candidate_id, task_id, seed))
+
+    def evaluate(self, candidate: Candidate, tasks: Sequence[Task], seed: int) -> list[TaskResult]:
+        missing = [t for t in tasks if (candidate.id, t.id, seed) not in self._cache]
+        self.hits += len(tasks) - len(missing)
+        if missing:
+            # One task at a time, each result on disk before the next starts: a kill loses at
+            # most the task in flight, never a finished one.
+            for task in missing:
+                if self.on_paid is not None:
+                    self.on_paid(1)
+                [result] = self.inner.evaluate(candidate, [task], seed)
+                record = {"candidate": candidate.id, "fingerprint": self._fingerprint, **asdict(result),
+                          "recorded_at": time.time()}
+                self.run.append_jsonl(EVALS, record)
+                self._cache[(candidate.id, task.id, seed)] = result
+                self.paid += 1
+        return [self._cache[(candidate.id, t.id, seed)] for t in tasks]
+
+
+def request_key(model_name: str, messages: Sequence[Message], params: dict[str, Any]) -> str:
+    """A hash of the exact request: equal only for the same model, messages and parameters."""
+    text = json.dumps({"model": model_name, "messages": [dict(m) for m in messages], "params": params},
+                      sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class JournaledModel:
+    """A ``Model`` whose replies are durable before they are used, and replayed after a kill.
+
+    Wrap the *accounted* model, so a replayed reply is not counted again: it was paid for (and
+    logged in the run's model calls) when it first arrived.
+    """
+
+    def __init__(self, inner: Model, run: Any) -> None:
+        self.inner = inner
+        self.run = run
+        self.name = inner.name
+        self.calls = len(run.read_jsonl(REPLIES))
+        self.replayed = 0
+        self._pending: dict[str, deque[dict[str, Any]]] = {}
+
+    def resume(self, calls: int) -> int:
+        """Replies recorded at call index ``calls`` or later become replayable; returns how many."""
+        self._pending = {}
+        count = 0
+        for record in self.run.read_jsonl(REPLIES):
+            if record["call"] >= calls:
+                self._pending.setdefault(record["key"], deque()).append(record)
+                count += 1
+        return count
+
+    def complete(self, messages: Sequence[Message], **params: Any) -> Completion:
+        key = request_key(self.name, messages, params)
+        queue = self._pending.get(key)
+        if queue:
+            self.replayed += 1
+            r = queue.popleft()
+            return Completion(r["text"], Usage(r["prompt_tokens"], r["completion_tokens"]), 0.0, self.name, r["finish_reason"])
+        completion = self.inner.complete(messages, **params)
+        self.run.append_jsonl(REPLIES, {"call": self.calls, "key": key, "text": completion.text,
+                                        "prompt_tokens": completion.usage.prompt_tokens,
+                                        "completion_tokens": completion.usage.completion_tokens,
+                                        "finish_reason": completion.finish_reason, "recorded_at": time.time()})
+        self.calls += 1
+        return completion
+
+    async def acomplete(self, messages: Sequence[Message], **params: Any) -> Completion:
+        # The engine's loop is synchronous; an async caller gets the same journaled path.
+        return self.complete(messages, **params)

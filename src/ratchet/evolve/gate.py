@@ -1,0 +1,132 @@
+"""The honest gate: keep a child only if it beats its parent by more than the parent's own noise.
+
+Every check is paired: parent and child ran the same tasks at the same seeds. Per task the score
+is averaged over seeds, and the child's gain is the mean of the per-task differences.
+
+1. **Held-in**: the gain must exceed ``noise_k`` × the parent's noise band there, and a paired
+   test on the per-task differences must reject "no difference" at ``alpha``:
+   :class:`PairedGate` flips the signs of the differences at random (a permutation test),
+   :class:`BootstrapGate` resamples tasks (a paired bootstrap of the mean gain).
+2. **Guard tasks**: none may drop by more than ``guard_tolerance``.
+3. **Held-out**: the gain may not be below −``heldout_k`` × the noise band there.
+
+The noise band of a split is measured by the loop (:func:`noise_band`): the standard deviation
+over seeds of the parent's mean score, from its repeated evaluation on every seed.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from statistics import fmean, pstdev
+
+from ratchet.contracts import Decision, TaskResult
+from ratchet.evolve.archive import per_task_means
+from ratchet.evolve.config import GateOptions
+from ratchet.evolve.context import EngineContext
+
+
+def noise_band(results: Sequence[TaskResult]) -> float:
+    """Std over seeds of a candidate's mean score (0 with one seed or a deterministic suite)."""
+    by_seed: dict[int, list[float]] = {}
+    for r in results:
+        by_seed.setdefault(r.seed, []).append(r.score)
+    means = [fmean(v) for v in by_seed.values()]
+    return pstdev(means) if len(means) > 1 else 0.0
+
+
+def paired_differences(parent: Sequence[TaskResult], child: Sequence[TaskResult]) -> dict[str, float]:
+    """Per task: child mean − parent mean, over the (task, seed) pairs both have."""
+    p = {(r.task_id, r.seed): r.score for r in parent}
+    c = {(r.task_id, r.seed): r.score for r in child}
+    common = sorted(p.keys() & c.keys())
+    diffs: dict[str, list[float]] = {}
+    for key in common:
+        diffs.setdefault(key[0], []).append(c[key] - p[key])
+    return {task: fmean(v) for task, v in diffs.items()}
+
+
+def sign_flip_p(diffs: Sequence[float], resamples: int, rng: random.Random) -> float:
+    """One-sided p-value of mean(diffs) > 0 under random sign flips (exact when 2^n <= resamples)."""
+    n = len(diffs)
+    if n == 0 or not any(diffs):
+        return 1.0
+    observed = fmean(diffs)
+    if 2 ** n <= resamples:
+        hits = sum(1 for mask in range(2 ** n)
+                   if fmean(d if mask >> i & 1 else -d for i, d in enumerate(diffs)) >= observed - 1e-12)
+        return hits / 2 ** n
+    hits = sum(1 for _ in range(resamples)
+               if fmean(d if rng.random() < 0.5 else -d for d in diffs) >= observed - 1e-12)
+    return (hits + 1) / (resamples + 1)
+
+
+def bootstrap_p(diffs: Sequence[float], resamples: int, rng: random.Random) -> float:
+    """Share of task resamples whose mean gain is <= 0 (a one-sided paired bootstrap p-value)."""
+    n = len(diffs)
+    if n == 0 or not any(diffs):
+        return 1.0
+    at_or_below = sum(1 for _ in range(resamples) if fmean(diffs[rng.randrange(n)] for _ in range(n)) <= 0)
+    return (at_or_below + 1) / (resamples + 1)
+
+
+class PairedGate:
+    """Held-in gain beyond noise with a sign-flip permutation test; guards; held-out bound."""
+
+    name = "paired"
+
+    def __init__(self, options: GateOptions, ctx: EngineContext) -> None:
+        self.options = options
+        self.ctx = ctx
+
+    def rng(self, diffs: Sequence[float]) -> random.Random:
+        # Seeded by the data itself, so a resumed run decides exactly as an uninterrupted one.
+        return random.Random(repr((self.ctx.seed, list(diffs))))
+
+    def p_value(self, diffs: Sequence[float]) -> float:
+        return sign_flip_p(diffs, self.options.resamples, self.rng(diffs))
+
+    def decide(self, parent: Mapping[str, Sequence[TaskResult]], child: Mapping[str, Sequence[TaskResult]],
+               noise: Mapping[str, float]) -> Decision:
+        o = self.options
+        diffs = paired_differences(parent.get("heldin", ()), child.get("heldin", ()))
+        values = [diffs[t] for t in sorted(diffs)]
+        gain = fmean(values) if values else 0.0
+        p = self.p_value(values)
+        numbers = {"heldin_parent": fmean(per_task_means(list(parent.get("heldin", ()))).values() or [0.0]),
+                   "heldin_child": fmean(per_task_means(list(child.get("heldin", ()))).values() or [0.0]),
+                   "heldin_gain": gain, "p_value": p, "alpha": o.alpha, "heldin_tasks": float(len(values)),
+                   "noise_heldin": noise.get("heldin", 0.0)}
+        reasons = []
+        if not values:
+            reasons.append("no paired held-in results")
+        elif gain <= o.noise_k * noise.get("heldin", 0.0) or gain <= 0:
+            reasons.append(f"held-in gain {gain:+.3f} does not clear the noise band "
+                           f"{o.noise_k * noise.get('heldin', 0.0):.3f}")
+        elif p >= o.alpha:
+            reasons.append(f"held-in gain {gain:+.3f} is not significant (p = {p:.3f} >= {o.alpha})")
+        guard = paired_differences(parent.get("guard", ()), child.get("guard", ()))
+        regressed = sorted(t for t, d in guard.items() if d < -o.guard_tolerance)
+        numbers["guard_regressions"] = float(len(regressed))
+        if regressed:
+            reasons.append(f"guard task(s) regressed: {', '.join(regressed)}")
+        out = paired_differences(parent.get("heldout", ()), child.get("heldout", ()))
+        if out:
+            out_gain = fmean(out.values())
+            bound = -o.heldout_k * noise.get("heldout", 0.0)
+            numbers.update(heldout_gain=out_gain, noise_heldout=noise.get("heldout", 0.0))
+            if out_gain < bound - 1e-12:
+                reasons.append(f"held-out dropped {out_gain:+.3f}, beyond the noise bound {bound:+.3f}")
+        if reasons:
+            return Decision(False, "; ".join(reasons), numbers)
+        return Decision(True, f"held-in gain {gain:+.3f} > noise {numbers['noise_heldin']:.3f}, p = {p:.3f}; "
+                              "no guard regressed; held-out within noise", numbers)
+
+
+class BootstrapGate(PairedGate):
+    """The same checks with a paired bootstrap of the held-in gain instead of sign flips."""
+
+    name = "bootstrap"
+
+    def p_value(self, diffs: Sequence[float]) -> float:
+        return bootstrap_p(diffs, self.options.resamples, self.rng(diffs))

@@ -1,0 +1,314 @@
+"""The one loop: select -> propose -> static check -> smoke -> held-in -> gate -> archive.
+
+:class:`Engine` wires the named components of an :class:`EvolveConfig` around one run of the
+store. Everything it decides is on disk before it moves on: the checkpoint (the next step, the
+RNG, the reply journal's count) is written after every step, candidates, results and
+decisions as they happen, so a killed run resumes at its step and pays nothing twice (evaluations
+come from the cache, model replies from the journal).
+
+Stops: ``iterations`` reached (``done``); a budget limit (``budget_exhausted``); a candidate held
+for approval with ``approval.wait = end`` (``stopped``, summary state ``waiting``); a changed
+protected file or a failed canary (``failed``, the error re-raised).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from statistics import fmean
+from typing import Any
+
+from ratchet.contracts import BudgetExceeded, Candidate, Decision, LLMCall, Model, RatchetError, Task, TaskResult
+from ratchet.evolve.archive import Archive, claim_check, per_task_means
+from ratchet.evolve.cache import EVALS, CachedEvaluator, JournaledModel
+from ratchet.evolve.canary import CanaryFailed, check_canaries
+from ratchet.evolve.components import build
+from ratchet.evolve.config import EvolveConfig, SplitsConfig
+from ratchet.evolve.context import EngineContext
+from ratchet.evolve.gate import noise_band
+from ratchet.evolve.manifest import load_manifest
+from ratchet.evolve.report import final_report
+from ratchet.evolve.workspace import PinMismatch, StaticCheck, apply, pins, snapshot, verify_pins
+from ratchet.models.budget import AccountedModel, Accountant
+
+CHECKPOINT = "evolve"
+APPROVALS = "evolve/approvals.jsonl"
+EVENTS = "evolve/events.jsonl"
+GATED_SPLITS = ("heldin", "guard", "heldout")
+LLM_CALL_FIELDS = set(LLMCall.__dataclass_fields__)
+
+
+class _Waiting(Exception):
+    """A candidate is held for approval and the run is to end as waiting."""
+
+
+def split_tasks(tasks: list[Task], cfg: SplitsConfig) -> dict[str, list[Task]]:
+    """search / heldin / heldout / test / guard: explicit ids first, the rest shuffled by fraction."""
+    by_id = {t.id: t for t in tasks}
+    unknown = sorted({i for ids in [*cfg.ids.values(), cfg.guard] for i in ids} - by_id.keys())
+    if unknown:
+        raise RatchetError(f"splits name task ids the suite does not have: {', '.join(unknown[:5])}",
+                           hint="check splits.ids and splits.guard against the suite's task ids")
+    taken = set(cfg.guard) | {i for ids in cfg.ids.values() for i in ids}
+    rest = [t for t in tasks if t.id not in taken]
+    random.Random(cfg.seed).shuffle(rest)
+    out: dict[str, list[Task]] = {"guard": [by_id[i] for i in cfg.guard]}
+    start = 0
+    for name in ("search", "heldin", "heldout", "test"):
+        count = round(getattr(cfg, name) * len(rest))
+        out[name] = [by_id[i] for i in cfg.ids.get(name, [])] + rest[start:start + count]
+        start += count
+    if not out["heldin"]:
+        raise RatchetError("the held-in split is empty: the gate has nothing to decide on",
+                           hint="raise splits.heldin or list splits.ids.heldin")
+    return out
+
+
+class Engine:
+    """One improvement run over one run of the store (new or resumed)."""
+
+    def __init__(self, config: EvolveConfig, run: Any, model: Model | None = None,
+                 on_event: Callable[[dict[str, Any]], None] | None = None) -> None:
+        self.config = config
+        self.run = run
+        self.on_event = on_event or (lambda event: None)
+        self.manifest = load_manifest(config.workspace)
+        self.accountant = Accountant(config.budget)
+        for record in run.read_jsonl("llm_calls.jsonl"):  # a resumed run's budget counts what was spent
+            self.accountant.record(LLMCall(**{k: v for k, v in record.items() if k in LLM_CALL_FIELDS}))
+        self.accountant.on_call = run.record_llm_call
+        self.journal = JournaledModel(AccountedModel(model, self.accountant, "evolve"), run) if model else None
+        self.ctx = EngineContext(self.manifest, config.workspace, self.journal, run, config.seed)
+        self.suite = build("suite", config.suite, self.ctx)
+        self.paid_before = len(run.read_jsonl(EVALS))
+        self.evaluator = CachedEvaluator(self.suite, run, on_paid=self._charge)
+        self.selector = build("selector", config.selector, self.ctx)
+        self.proposers = [(build("proposer", spec, self.ctx), spec.weight) for spec in config.proposers]
+        self.gate = build("gate", config.gate, self.ctx)
+        self.archive = Archive(run)
+        self.static = StaticCheck(self.manifest, config.static)
+        self.splits = split_tasks(self.suite.tasks(), config.splits)
+        self.rng = random.Random(config.seed)
+        self.unlimited = False
+
+    # -- budget ----------------------------------------------------------------------------
+
+    def _charge(self, n: int) -> None:
+        limit = self.config.max_task_evals
+        spent = self.paid_before + self.evaluator.paid
+        if limit is not None and not self.unlimited and spent + n > limit:
+            raise BudgetExceeded(f"budget reached: max_task_evals={limit} ({spent} task evaluations run)",
+                                 hint="raise it with --set max_task_evals=..., and resume the run")
+        self.accountant.check()
+
+    # -- evaluation ------------------------------------------------------------------------
+
+    def evaluate(self, candidate: Candidate, split: str, seeds: list[int] | None = None) -> list[TaskResult]:
+        tasks = self.splits[split]
+        return [r for seed in (seeds or self.config.seeds) for r in self.evaluator.evaluate(candidate, tasks, seed)]
+
+    def gated_results(self, candidate: Candidate) -> dict[str, list[TaskResult]]:
+        return {split: self.evaluate(candidate, split) for split in GATED_SPLITS if self.splits[split]}
+
+    def noise(self, results: dict[str, list[TaskResult]]) -> dict[str, float]:
+        return {split: noise_band(rs) for split, rs in results.items()}
+
+    def _record_all(self, candidate: Candidate, results: dict[str, list[TaskResult]]) -> None:
+        for split, rs in results.items():
+            self.archive.record_results(candidate.id, split, rs)
+
+    # -- the run ---------------------------------------------------------------------------
+
+    def _pin(self) -> None:
+        current = pins(self.config.workspace, self.manifest, self.suite.fingerprint())
+        pinned = self.run.read_json("evolve/pins.json")
+        if pinned is None:
+            self.run.write_json("evolve/pins.json", current)
+        else:
+            verify_pins(pinned, current)
+
+    def _event(self, **event: Any) -> None:
+        event["at"] = time.time()
+        self.run.append_jsonl(EVENTS, event)
+        self.on_event(event)
+
+    def _start(self) -> dict[str, Any]:
+        root = snapshot(self.config.workspace, self.manifest)
+        self.archive.add(root, "evaluating")
+        results = {"search": self.evaluate(root, "search", self.config.seeds[:1]), **self.gated_results(root)}
+        self._record_all(root, results)
+        self.archive.set_status(root.id, "accepted", fmean(r.score for r in results["heldin"]))
+        self._event(kind="original", candidate=root.id, heldin=self.archive.score(root.id, "heldin"))
+        return {"step": 0, "root": root.id}
+
+    def execute(self) -> dict[str, Any]:
+        """Run (or resume) to a stop; returns the run's summary (the report when it finished)."""
+        try:
+            self._pin()
+            if self.config.canaries.enabled:
+                check_canaries(self.suite, self.manifest.name, self.config.canaries.required)
+            state = self.run.load_checkpoint(CHECKPOINT)
+            if state is None:
+                state = self._start()
+                self._checkpoint(state)
+            else:
+                self.rng.setstate(_rng_state(state["rng"]))
+                if self.journal is not None:
+                    self.journal.resume(state["calls"])
+            while state["step"] < self.config.iterations:
+                self._settle_waiting()
+                self._verify_between_steps(state["step"])
+                self.step(state["step"])
+                state["step"] += 1
+                self._checkpoint(state)
+            self._settle_waiting()
+            summary = self.finish("done")
+        except BudgetExceeded as exc:
+            self._event(kind="budget", reason=str(exc))
+            summary = self.finish("budget_exhausted", reason=str(exc).splitlines()[0])
+        except _Waiting as waiting:
+            summary = {"state": "waiting", **self.totals(), "waiting_for": list(waiting.args[0])}
+            self.run.set_status("stopped", summary)
+        except (PinMismatch, CanaryFailed) as exc:
+            self._event(kind="stopped", reason=str(exc))
+            self.run.set_status("failed", {"state": "failed", "error": str(exc).splitlines()[0]})
+            raise
+        return summary
+
+    def _checkpoint(self, state: dict[str, Any]) -> None:
+        """Where a resumed run starts: the next step, the RNG before it, the journal's call count."""
+        state["rng"] = _plain_rng(self.rng.getstate())
+        state["calls"] = self.journal.calls if self.journal is not None else 0
+        self.run.checkpoint(CHECKPOINT, state)
+
+    def _verify_between_steps(self, step: int) -> None:
+        self._pin()
+        every = self.config.canaries.every
+        if self.config.canaries.enabled and every and step and step % every == 0:
+            check_canaries(self.suite, self.manifest.name)
+
+    def finish(self, status: str, reason: str | None = None) -> dict[str, Any]:
+        self.unlimited = True  # the final measurement is not part of the search budget
+        self.accountant.config = self.accountant.config.model_copy(update={
+            "max_calls": None, "max_tokens": None, "max_wall_s": None, "max_usd": None})
+        if not self.archive.candidates("accepted"):  # stopped before the original was fully evaluated
+            summary = {"state": status, **self.totals(), "reason": reason}
+            self.run.set_status(status, summary)
+            return summary
+        report = final_report(self, reason)
+        self.run.write_json("evolve/report.json", report)
+        summary = {"state": status, "best": report["best"]["id"], **self.totals(),
+                   "test_gain": report["comparison"]["best_minus_original"]["mean"]}
+        self.run.set_status(status, summary)
+        self._event(kind="finished", status=status, best=report["best"]["id"])
+        return {**summary, "report": report}
+
+    def totals(self) -> dict[str, Any]:
+        rows = self.run.candidates()
+        counts = {s: sum(1 for r in rows if r["status"] == s) for s in ("accepted", "rejected", "waiting")}
+        return {**counts, "task_evals": self.paid_before + self.evaluator.paid, "cache_hits": self.evaluator.hits,
+                "model_calls": self.accountant.snapshot()["calls"],
+                "replayed_replies": self.journal.replayed if self.journal is not None else 0}
+
+    # -- approval --------------------------------------------------------------------------
+
+    def approved(self) -> set[str]:
+        return {r["candidate"] for r in self.run.read_jsonl(APPROVALS)}
+
+    def _settle_waiting(self) -> None:
+        cfg = self.config.approval
+        started = time.monotonic()
+        while True:
+            waiting = [c for c in self.archive.candidates("waiting")]
+            approved = self.approved()
+            for c in waiting:
+                if c.id in approved:
+                    self.archive.set_status(c.id, "accepted")
+                    self._event(kind="approved", candidate=c.id)
+            pending = [c.id for c in waiting if c.id not in approved]
+            if not pending:
+                return
+            timed_out = cfg.timeout_s is not None and time.monotonic() - started >= cfg.timeout_s
+            if cfg.wait == "end" or timed_out:
+                self._event(kind="waiting", candidates=pending)
+                raise _Waiting(pending)
+            time.sleep(cfg.poll_s)
+
+    # -- one step --------------------------------------------------------------------------
+
+    def step(self, index: int) -> None:
+        parent = self.selector.select(self.archive, self.rng)
+        selection = dict(getattr(self.selector, "last", {}) or {})
+        proposer = self.rng.choices([p for p, _ in self.proposers], weights=[w for _, w in self.proposers])[0]
+        try:
+            proposal = proposer.propose(parent, self.archive, self.rng)
+        except (BudgetExceeded, PinMismatch, CanaryFailed):
+            raise
+        except RatchetError as exc:  # a proposer that could not make a change costs the step, not the run
+            self._event(kind="step", step=index, parent=parent.id, proposer=proposer.name, status="proposer_error",
+                        reason=str(exc).splitlines()[0])
+            return
+        if proposal is None:
+            self._event(kind="step", step=index, parent=parent.id, proposer=proposer.name, status="no_proposal")
+            return
+        child = apply(parent, proposal, selection=selection, step=index)
+        if child.id == parent.id:  # nothing to store: the "child" is the parent itself
+            self._event(kind="step", step=index, parent=parent.id, proposer=proposer.name, status="rejected",
+                        reason="static check: " + self.static.check(parent, proposal)[0].message)
+            return
+        known = self.archive.status(child.id)
+        if known not in (None, "evaluating"):  # "evaluating": cut off by a kill, so decide it now
+            self._event(kind="step", step=index, parent=parent.id, child=child.id, proposer=proposer.name,
+                        status="duplicate", reason=f"already in the archive as {known}")
+            return
+        failures = self.static.check(parent, proposal)
+        if any(f.detail.get("rule") == "path" for f in failures):  # files that cannot even be stored
+            self._event(kind="step", step=index, parent=parent.id, proposer=proposer.name, status="rejected",
+                        reason="static check: " + "; ".join(f.message for f in failures))
+            return
+        if failures:
+            decision = Decision(False, "static check: " + "; ".join(f.message for f in failures), {"stage": 0.0})
+            return self._decide(index, parent, child, decision, None)
+        self.archive.add(child, "evaluating")
+        smoke = self.splits["heldin"][: self.config.smoke.tasks]
+        if smoke:
+            seed = self.config.seeds[0]
+            child_smoke = self.evaluator.evaluate(child, smoke, seed)
+            parent_smoke = self.evaluator.evaluate(parent, smoke, seed)
+            c, p = fmean(r.score for r in child_smoke), fmean(r.score for r in parent_smoke)
+            self.archive.record_results(child.id, "smoke", child_smoke)
+            if c < p - self.config.smoke.margin:
+                decision = Decision(False, f"smoke: {c:.3f} vs parent {p:.3f} on {len(smoke)} held-in tasks",
+                                    {"stage": 1.0, "smoke_child": c, "smoke_parent": p})
+                return self._decide(index, parent, child, decision, None)
+        child_results = self.gated_results(child)
+        parent_results = self.gated_results(parent)
+        decision = self.gate.decide(parent_results, child_results, self.noise(parent_results))
+        child_results["search"] = self.evaluate(child, "search", self.config.seeds[:1])
+        self._record_all(child, child_results)
+        seen = {"search": self.archive.results(parent.id, "search"), "heldin": parent_results["heldin"]}
+        check = claim_check(child, per_task_means([r for rs in seen.values() for r in rs]),
+                            per_task_means(child_results["search"] + child_results["heldin"]))
+        self._decide(index, parent, child, decision, check)
+
+    def _decide(self, index: int, parent: Candidate, child: Candidate, decision: Decision,
+                check: dict[str, Any] | None) -> None:
+        if self.archive.status(child.id) is None:
+            self.archive.add(child, "evaluating")
+        self.archive.record_decision(child.id, decision, check)
+        status = "rejected"
+        if decision.accepted:
+            status = "waiting" if self.config.approval.required else "accepted"
+        self.archive.set_status(child.id, status, self.archive.score(child.id, "heldin"))
+        self._event(kind="step", step=index, parent=parent.id, child=child.id, proposer=child.meta.get("proposer"),
+                    status=status, reason=decision.reason, numbers=decision.numbers,
+                    best=max(self.archive.score(c.id, "heldin") or 0.0 for c in self.archive.candidates("accepted")))
+
+
+def _plain_rng(state: tuple) -> list:
+    return [state[0], list(state[1]), state[2]]
+
+
+def _rng_state(plain: list) -> tuple:
+    return (plain[0], tuple(plain[1]), plain[2])

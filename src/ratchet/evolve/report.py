@@ -1,0 +1,110 @@
+"""The final report: did the search help, on tasks it never saw, against a fair baseline?
+
+Three arms on the test split (held-out when no test split is configured, and then said so):
+
+- **original**: the workspace as it was, on every evaluation seed;
+- **best**: the accepted candidate with the best held-in score, on the same tasks and seeds;
+- **original, best-of-N**: the original given the search's extra budget as N attempts per task
+  (a task counts as solved if any attempt solves it, so this is an upper bound on what the same
+  budget buys by resampling). N = 1 + the search's spend / the cost of one pass of the original
+  over the test tasks, in model calls when an evaluation calls the model, else in task
+  evaluations; capped by ``report.max_best_of_n``.
+
+Each arm has a bootstrap confidence interval over test tasks; the differences are paired
+bootstraps. Proposers' claims are scored: precision = predicted flips that happened / predicted,
+recall = predicted flips that happened / all flips, per proposer, over every evaluated child.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from statistics import fmean
+from typing import Any
+
+from ratchet.evolve.archive import per_task_means
+
+BEST_OF_N_SEED = 100_000  # attempts of the best-of-N arm use seeds far from the evaluation seeds
+
+
+def bootstrap_ci(values: Sequence[float], resamples: int, confidence: float, seed: int = 0) -> dict[str, float]:
+    """Mean and percentile bootstrap interval of ``values`` (tasks resampled with replacement)."""
+    if not values:
+        return {"mean": 0.0, "low": 0.0, "high": 0.0, "n": 0}
+    rng = random.Random(seed)
+    n = len(values)
+    means = sorted(fmean(values[rng.randrange(n)] for _ in range(n)) for _ in range(resamples))
+    tail = (1 - confidence) / 2
+    return {"mean": fmean(values), "low": means[int(tail * (resamples - 1))],
+            "high": means[int((1 - tail) * (resamples - 1))], "n": n}
+
+
+def claim_scores(checks: list[dict[str, Any]]) -> dict[str, dict[str, float | None]]:
+    """Micro-averaged claim precision and recall per proposer."""
+    out: dict[str, dict[str, float | None]] = {}
+    for proposer in sorted({str(c.get("proposer")) for c in checks}):
+        mine = [c for c in checks if str(c.get("proposer")) == proposer]
+        predicted = sum(len(c["predicted"]) for c in mine)
+        actual = sum(len(c["actual"]) for c in mine)
+        hit = sum(len(c["hit"]) for c in mine)
+        out[proposer] = {"proposals": float(len(mine)), "predicted": float(predicted), "flipped": float(actual),
+                         "precision": hit / predicted if predicted else None,
+                         "recall": hit / actual if actual else None}
+    return out
+
+
+def final_report(engine: Any, stop_reason: str | None = None) -> dict[str, Any]:
+    """Evaluate the three arms on the untouched split and summarize the run (see the module doc)."""
+    cfg = engine.config.report
+    archive = engine.archive
+    split = "test" if engine.splits["test"] else "heldout"
+    root = archive.candidates()[0]
+    accepted = archive.candidates("accepted")
+    best = max(accepted, key=lambda c: archive.score(c.id, "heldin") or 0.0)
+    tasks = engine.splits[split]
+    seeds = engine.config.seeds
+
+    spent_evals = engine.paid_before + engine.evaluator.paid
+    spent_calls = engine.accountant.snapshot()["calls"]
+    calls_before = spent_calls
+    original = per_task_means(engine.evaluate(root, split, seeds[:1]))
+    pass_calls = engine.accountant.snapshot()["calls"] - calls_before
+    original = per_task_means(engine.evaluate(root, split))
+    improved = per_task_means(engine.evaluate(best, split))
+    unit, spent, per_pass = (("model calls", spent_calls, pass_calls) if pass_calls
+                             else ("task evaluations", spent_evals, len(tasks)))
+    n = max(1, min(cfg.max_best_of_n, 1 + spent // max(1, per_pass)))
+    attempts = [per_task_means(engine.evaluate(root, split, [BEST_OF_N_SEED + i])) for i in range(n)]
+    best_of_n = {t.id: max(a.get(t.id, 0.0) for a in attempts) for t in tasks}
+
+    ids = [t.id for t in tasks]
+
+    def ci(values: list[float]) -> dict[str, float]:
+        return bootstrap_ci(values, cfg.bootstrap, cfg.confidence, engine.config.seed)
+
+    checks = [archive.claim_check(c.id) for c in archive.candidates()]
+    decisions = [(c, archive.decision(c.id)) for c in archive.candidates() if c.parent_id is not None]
+    return {
+        "split": split,
+        "split_untouched": split == "test",
+        "tasks": len(ids),
+        "seeds": seeds,
+        "stop_reason": stop_reason or "iterations",
+        "original": {"id": root.id, **ci([original.get(t, 0.0) for t in ids])},
+        "best": {"id": best.id, "lineage": archive.lineage(best.id), **ci([improved.get(t, 0.0) for t in ids])},
+        "original_best_of_n": {"n": n, "budget_unit": unit, "search_spend": spent,
+                               **ci([best_of_n.get(t, 0.0) for t in ids])},
+        "comparison": {
+            "best_minus_original": ci([improved.get(t, 0.0) - original.get(t, 0.0) for t in ids]),
+            "best_minus_best_of_n": ci([improved.get(t, 0.0) - best_of_n.get(t, 0.0) for t in ids]),
+        },
+        "proposals": {
+            "total": len(decisions),
+            "accepted": sum(1 for _, d in decisions if d is not None and d.accepted),
+            "static_rejects": sum(1 for _, d in decisions if d is not None and d.reason.startswith("static check")),
+            "smoke_rejects": sum(1 for _, d in decisions if d is not None and d.reason.startswith("smoke")),
+        },
+        "claims": claim_scores([c for c in checks if c]),
+        "budget": engine.accountant.snapshot(),
+        "task_evals": spent_evals,
+    }

@@ -1,0 +1,190 @@
+"""Test doubles of the engine's components: proposers that need no model (or the scripted one),
+a broken grader, and a workspace for the synthetic ``noisy`` suite.
+
+They are named in configs by path (``doubles:PlantedProposer``); the test folder is on sys.path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from ratchet.config import Settings
+from ratchet.contracts import Candidate, Claim, Proposal, Task, TaskResult
+from ratchet.evolve.config import EvolveConfig
+from ratchet.evolve.context import EngineContext
+from ratchet.evolve.suites.synthetic import NoisyOptions, NoisySuite
+
+FILE = "harness.json"
+
+
+def make_workspace(root: Path, p: float = 0.5, tasks: int = 40, extra: dict[str, str] | None = None) -> Path:
+    """A noisy-suite workspace: harness.json editable, grader/settings.json protected."""
+    ws = root / "ws"
+    (ws / "grader").mkdir(parents=True, exist_ok=True)
+    (ws / "manifest.yaml").write_text("name: noisy\neditable: ['harness.json', 'notes/*.md', '*.py']\n"
+                                      "protected: ['grader/**']\nfeatures: [length]\n")
+    (ws / FILE).write_text(json.dumps({"default": p}, indent=1) + "\n")
+    (ws / "grader" / "settings.json").write_text(json.dumps({"tasks": tasks}))
+    for rel, text in (extra or {}).items():
+        (ws / rel).parent.mkdir(parents=True, exist_ok=True)
+        (ws / rel).write_text(text)
+    return ws
+
+
+def config(ws: Path, proposer: str = "doubles:PlantedProposer", options: dict | None = None, **kw: Any) -> EvolveConfig:
+    base: dict[str, Any] = {
+        "workspace": str(ws),
+        "suite": {"name": "noisy", "options": {"tasks": 40}},
+        "splits": {"search": 0.25, "heldin": 0.25, "heldout": 0.25, "test": 0.25},
+        "selector": {"name": "greedy"},
+        "proposers": [{"name": proposer, "options": options or {}}],
+        "gate": {"name": "paired"},
+        "iterations": 3,
+        "seeds": [0, 1, 2],
+        "static": {"load_entry": False},
+    }
+    base.update(kw)
+    return EvolveConfig.model_validate(base)
+
+
+class PlantOptions(Settings):
+    gain: float = 0.4
+    """How much every task's pass probability rises."""
+    cosmetic: bool = False
+    """Change only whitespace (a control: no real change)."""
+    target: str = FILE
+    """Which file the proposal writes."""
+
+
+class PlantedProposer:
+    """Raises the declared pass probability by ``gain`` (or, cosmetic, re-indents the same JSON)."""
+
+    name = "planted"
+
+    def __init__(self, options: PlantOptions, ctx: EngineContext) -> None:
+        self.options = options
+
+    def propose(self, parent: Candidate, archive: Any, rng: Any) -> Proposal:
+        data = json.loads(parent.files[FILE])
+        if self.options.cosmetic:
+            text = json.dumps(data, indent=rng.randint(2, 9)) + "\n" * rng.randint(1, 5)
+        else:
+            data["default"] = min(1.0, data.get("default", 0.0) + self.options.gain)
+            text = json.dumps(data, indent=1) + "\n"
+        failing = [r.task_id for r in archive.results(parent.id, "search") if r.score == 0]
+        return Proposal({self.options.target: text}, Claim("raise p", "p too low", tuple(failing)), self.name, (parent.id,))
+
+
+class FilesOptions(Settings):
+    files: dict[str, str] = Field(default_factory=dict)
+    """The files every proposal writes."""
+
+
+class FilesProposer:
+    """Proposes exactly the given files (for the static checks)."""
+
+    name = "files"
+
+    def __init__(self, options: FilesOptions, ctx: EngineContext) -> None:
+        self.options = options
+
+    def propose(self, parent: Candidate, archive: Any, rng: Any) -> Proposal:
+        return Proposal(dict(self.options.files), Claim("test"), self.name, (parent.id,))
+
+
+class ModelOptions(Settings):
+    pass
+
+
+class ModelProposer:
+    """Asks the engine's model for a new default p, given the parent and the rejected attempts."""
+
+    name = "model"
+
+    def __init__(self, options: ModelOptions, ctx: EngineContext) -> None:
+        self.model = ctx.model
+
+    def propose(self, parent: Candidate, archive: Any, rng: Any) -> Proposal:
+        rejected = [c.id for c, _ in archive.rejected(3)]
+        reply = self.model.complete([{"role": "user", "content": f"improve {parent.id}; rejected: {rejected}"}],
+                                    temperature=0.7, seed=rng.randrange(10**6))
+        return Proposal({FILE: json.dumps({"default": float(reply.text.strip())})}, Claim("model"), self.name, (parent.id,))
+
+
+class RecordingProposer:
+    """Edits the protected grader first, then a valid file, recording the rejections it was shown."""
+
+    name = "recording"
+    shown: list[list[str]] = []
+
+    def __init__(self, options: ModelOptions, ctx: EngineContext) -> None:
+        self.calls = 0
+
+    def propose(self, parent, archive, rng):
+        RecordingProposer.shown.append([d.reason for _, d in archive.rejected()])
+        self.calls += 1
+        files = {"grader/settings.json": "{}"} if self.calls == 1 else {FILE: '{"default": 0.9}'}
+        return Proposal(files, Claim("edit"), self.name, (parent.id,))
+
+
+class GraderTamperer:
+    """Stands for anything that changes the evaluator mid-run."""
+
+    name = "tamper"
+
+    def __init__(self, options: ModelOptions, ctx: EngineContext) -> None:
+        self.ws = ctx.workspace
+
+    def propose(self, parent, archive, rng):
+        (Path(self.ws) / "grader" / "settings.json").write_text('{"tasks": 1}')
+        return Proposal({FILE: '{"default": 0.31}'}, Claim("x"), self.name, (parent.id,))
+
+
+class PassEverythingSuite(NoisySuite):
+    """A broken grader: every task passes, whatever the candidate."""
+
+    name = "pass-everything"
+
+    def __init__(self, options: NoisyOptions, ctx: EngineContext | None = None) -> None:
+        super().__init__(options, ctx)
+
+    def evaluate(self, candidate: Candidate, tasks: list[Task], seed: int) -> list[TaskResult]:
+        return [TaskResult(t.id, seed, 1.0) for t in tasks]
+
+
+class CountingOptions(NoisyOptions):
+    log: str = ""
+    """File that gets one line per task evaluation actually run (across processes)."""
+    die_before: int | None = None
+    """SIGKILL this process when about to run evaluation number die_before + 1."""
+
+
+class CountingSuite(NoisySuite):
+    """The noisy suite, logging every evaluation it runs; optionally killing its process mid-run."""
+
+    name = "counting"
+
+    def __init__(self, options: CountingOptions, ctx: EngineContext | None = None) -> None:
+        super().__init__(options, ctx)
+        self.options: CountingOptions = options
+
+    def fingerprint(self) -> str:
+        # The log and the kill point do not decide a score: a resumed run is the same evaluator.
+        o = self.options
+        return NoisySuite(NoisyOptions(tasks=o.tasks, file=o.file, salt=o.salt)).fingerprint()
+
+    def evaluate(self, candidate: Candidate, tasks: list[Task], seed: int) -> list[TaskResult]:
+        log = Path(self.options.log)
+        for task in tasks:
+            done = len(log.read_text().splitlines()) if log.exists() else 0
+            if self.options.die_before is not None and done >= self.options.die_before:
+                os.kill(os.getpid(), signal.SIGKILL)
+            with log.open("a") as f:
+                f.write(f"{candidate.id} {task.id} {seed}\n")
+        return super().evaluate(candidate, tasks, seed)

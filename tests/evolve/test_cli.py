@@ -1,0 +1,79 @@
+"""``ratchet evolve``: a run from a YAML file with --set overrides (one line per step off a
+terminal), then status, diff, approve and export on it; --help shows examples."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import yaml
+from doubles import FILE, make_workspace
+from typer.testing import CliRunner
+
+from ratchet.cli import app
+from ratchet.store import RunStore
+
+runner = CliRunner()
+
+
+def _config(tmp_path: Path, **extra) -> Path:
+    make_workspace(tmp_path, p=0.1)
+    data = {"workspace": "ws", "suite": {"name": "noisy", "options": {"tasks": 40}},
+            "splits": {"search": 0.25, "heldin": 0.25, "heldout": 0.25, "test": 0.25},
+            "selector": {"name": "greedy"}, "proposers": [{"name": "doubles:PlantedProposer", "options": {"gain": 0.4}}],
+            "iterations": 5, "static": {"load_entry": False}, **extra}
+    path = tmp_path / "evolve.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def _invoke(*args: str):
+    result = runner.invoke(app, list(args))
+    assert result.exit_code == 0, (result.output, result.exception)
+    return result.output
+
+
+def test_run_status_diff_export(tmp_path: Path) -> None:
+    cfg = _config(tmp_path)
+    root = str(tmp_path / "runs")
+    out = _invoke("evolve", str(cfg), "--set", "iterations=2", "--root", root)
+    steps = [line for line in out.splitlines() if line.startswith("step ")]
+    assert [line.split()[1] for line in steps] == ["1/2", "2/2"] and "accepted" in steps[0]  # --set took effect
+    assert "test split (10 tasks): original" in out
+    [row] = RunStore(root).list_runs(kind="evolve")
+    run = RunStore(root).open_run(row["id"])
+    accepted = [c for c in run.candidates() if c["status"] == "accepted" and c["parent_id"]]
+
+    status = _invoke("evolve", "status", run.id, "--root", root)
+    assert accepted[0]["id"] in status and "original" in status
+
+    diff = _invoke("evolve", "diff", run.id, accepted[0]["id"], "--root", root)
+    assert f"--- a/{FILE}" in diff and '"default": 0.5' in diff and "gate: held-in gain" in diff
+
+    dest = tmp_path / "exported"
+    _invoke("evolve", "export", run.id, str(dest), "--root", root)
+    log = subprocess.run(["git", "log", "--format=%s", "main"], cwd=dest, capture_output=True, text=True, check=True)
+    assert len(log.stdout.splitlines()) == 1 + len(accepted) and log.stdout.splitlines()[-1].startswith("original")
+    assert json.loads((dest / FILE).read_text())["default"] > 0.1 and (dest / "grader" / "settings.json").exists()
+
+
+def test_approve_releases_a_waiting_candidate_and_resume_continues(tmp_path: Path) -> None:
+    cfg = _config(tmp_path, iterations=1, approval={"required": True, "wait": "end"})
+    root = str(tmp_path / "runs")
+    out = _invoke("evolve", "run", str(cfg), "--root", root)
+    assert "waiting for approval" in out
+    run_id = RunStore(root).list_runs(kind="evolve")[0]["id"]
+    run = RunStore(root).open_run(run_id)
+    held = next(c["id"] for c in run.candidates() if c["status"] == "waiting")
+    refused = runner.invoke(app, ["evolve", "approve", run_id, run.candidates()[0]["id"], "--root", root])
+    assert refused.exit_code != 0 and "not waiting for approval" in str(refused.exception)
+    assert "ratchet evolve resume" in _invoke("evolve", "approve", run_id, held, "--root", root)
+    _invoke("evolve", "resume", run_id, "--root", root)
+    assert run.status()["status"] == "done" and {c["id"]: c["status"] for c in run.candidates()}[held] == "accepted"
+
+
+def test_help_shows_examples_and_commands() -> None:
+    out = _invoke("evolve", "--help")
+    for word in ("ratchet evolve resume RUN_ID", "approve", "export", "status", "diff"):
+        assert word in out

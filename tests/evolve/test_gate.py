@@ -1,0 +1,90 @@
+"""The honest gate: an identical copy or a cosmetic change is rejected, a planted real improvement
+accepted, a guard regression or a held-out drop beyond noise rejected, with the numbers."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from ratchet.contracts import Candidate, TaskResult
+from ratchet.evolve.config import GateOptions
+from ratchet.evolve.context import EngineContext
+from ratchet.evolve.gate import BootstrapGate, PairedGate, noise_band, paired_differences, sign_flip_p
+from ratchet.evolve.manifest import Manifest
+from ratchet.evolve.suites.synthetic import NoisyOptions, NoisySuite
+
+SEEDS = (0, 1, 2)
+SUITE = NoisySuite(NoisyOptions(tasks=60))
+TASKS = SUITE.tasks()
+
+
+def ctx() -> EngineContext:
+    return EngineContext(Manifest(name="noisy", editable=["harness.json"]), Path("."))
+
+
+def cand(p: float, note: str = "", **per_task: float) -> Candidate:
+    return Candidate.from_files("noisy", {"harness.json": json.dumps({"default": p, "p": per_task, "note": note})})
+
+
+def results(c: Candidate, tasks=TASKS) -> list[TaskResult]:
+    return [r for s in SEEDS for r in SUITE.evaluate(c, tasks, s)]
+
+
+def splits(c: Candidate) -> dict[str, list[TaskResult]]:
+    return {"heldin": results(c, TASKS[:30]), "heldout": results(c, TASKS[30:50]), "guard": results(c, TASKS[50:])}
+
+
+def decide(gate_cls, parent: Candidate, child: Candidate, **options):
+    gate = gate_cls(GateOptions(**options), ctx())
+    p = splits(parent)
+    return gate.decide(p, splits(child), {k: noise_band(v) for k, v in p.items()})
+
+
+@pytest.mark.parametrize("gate_cls", [PairedGate, BootstrapGate])
+def test_an_identical_copy_is_rejected(gate_cls) -> None:
+    parent = cand(0.5)
+    decision = decide(gate_cls, parent, parent)
+    assert not decision.accepted
+    assert decision.numbers["heldin_gain"] == 0.0 and decision.numbers["p_value"] == 1.0
+
+
+@pytest.mark.parametrize("gate_cls", [PairedGate, BootstrapGate])
+def test_a_planted_improvement_is_accepted_with_its_numbers(gate_cls) -> None:
+    decision = decide(gate_cls, cand(0.4), cand(0.8))
+    assert decision.accepted, decision.reason
+    assert decision.numbers["heldin_gain"] > decision.numbers["noise_heldin"] > 0
+    assert decision.numbers["p_value"] < 0.05 and decision.numbers["guard_regressions"] == 0
+
+
+def test_cosmetic_changes_are_accepted_at_most_at_alpha() -> None:
+    parent = cand(0.5)
+    accepted = sum(decide(PairedGate, parent, cand(0.5, note=f"reworded {i}")).accepted for i in range(120))
+    assert accepted / 120 <= 0.05
+
+
+def test_a_guard_regression_is_rejected_even_with_a_held_in_gain() -> None:
+    guard_ids = {t.id: 0.0 for t in TASKS[50:]}
+    decision = decide(PairedGate, cand(0.4, **{t.id: 1.0 for t in TASKS[50:]}), cand(0.8, **guard_ids))
+    assert not decision.accepted and "guard task(s) regressed" in decision.reason
+    assert decision.numbers["guard_regressions"] > 0 and decision.numbers["heldin_gain"] > 0.2
+
+
+def test_a_held_out_drop_beyond_noise_is_rejected() -> None:
+    held_out_zero = {t.id: 0.0 for t in TASKS[30:50]}
+    decision = decide(PairedGate, cand(0.4), cand(0.8, **held_out_zero))
+    assert not decision.accepted and "held-out dropped" in decision.reason
+    assert decision.numbers["heldout_gain"] < -decision.numbers["noise_heldout"]
+
+
+def test_noise_band_and_paired_test_by_hand() -> None:
+    rs = [TaskResult("a", 0, 1.0), TaskResult("b", 0, 0.0), TaskResult("a", 1, 0.0), TaskResult("b", 1, 0.0)]
+    assert noise_band(rs) == pytest.approx(0.25)  # seed means 0.5 and 0.0
+    assert noise_band(rs[:2]) == 0.0
+    diffs = paired_differences(rs, [TaskResult("a", 0, 1.0), TaskResult("a", 1, 1.0), TaskResult("c", 0, 1.0)])
+    assert diffs == {"a": 0.5}  # only pairs both sides have
+    assert sign_flip_p([1, 1, 1, 1, 1], 2000, random.Random(0)) == pytest.approx(1 / 32)  # exact enumeration
+    assert sign_flip_p([0.0, 0.0], 2000, random.Random(0)) == 1.0
+    assert 0 < sign_flip_p([1.0] * 20, 500, random.Random(0)) < 0.01  # Monte Carlo above 2^n > resamples

@@ -1,0 +1,164 @@
+"""The loop end to end on the synthetic suite with in-test proposers: a real improvement is kept,
+a bad edit is rejected with its reason (and shown to later proposals), the budget stops the run,
+approval holds a candidate, a changed grader or a pass-everything grader stops the run."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from doubles import FILE, RecordingProposer, config, make_workspace
+
+from ratchet.contracts import RatchetError
+from ratchet.evolve.canary import CanaryFailed
+from ratchet.evolve.loop import APPROVALS, Engine
+from ratchet.evolve.workspace import PinMismatch
+from ratchet.models import ScriptedModel
+from ratchet.store import RunStore
+
+
+def engine(tmp_path: Path, cfg, model=None) -> tuple[Engine, object]:
+    run = RunStore(tmp_path / "runs").create_run("evolve", cfg)
+    return Engine(cfg, run, model), run
+
+
+def test_a_planted_improvement_is_kept_and_reported_on_the_untouched_test_split(tmp_path: Path) -> None:
+    ws = make_workspace(tmp_path, p=0.3)
+    eng, run = engine(tmp_path, config(ws, options={"gain": 0.5}, iterations=2))
+    summary = eng.execute()
+    report = summary["report"]
+    assert run.status()["status"] == "done" and summary["accepted"] == 2  # the original and the planted child
+    best = eng.archive.get(report["best"]["id"])
+    assert json.loads(best.files[FILE])["default"] == pytest.approx(0.8) and best.parent_id == report["original"]["id"]
+    assert report["split"] == "test" and report["split_untouched"]
+    assert report["comparison"]["best_minus_original"]["low"] > 0  # the CI excludes no gain
+    assert report["original_best_of_n"]["n"] > 1 and report["original_best_of_n"]["budget_unit"] == "task evaluations"
+    claims = report["claims"]["planted"]
+    assert claims["predicted"] > 0 and 0 < claims["precision"] <= 1 and 0 < claims["recall"] <= 1
+    assert run.read_json("evolve/report.json")["best"]["id"] == best.id
+
+
+@pytest.mark.parametrize("selector", ["greedy", "dgm", "thompson", "pareto", "islands"])
+def test_every_selector_drives_the_loop(tmp_path: Path, selector: str) -> None:
+    ws = make_workspace(tmp_path, p=0.2)
+    eng, run = engine(tmp_path, config(ws, options={"gain": 0.3}, iterations=3, selector={"name": selector}))
+    summary = eng.execute()
+    assert summary["accepted"] >= 2 and summary["report"]["best"]["mean"] > summary["report"]["original"]["mean"]
+    steps = [e for e in run.read_jsonl("evolve/events.jsonl") if e["kind"] == "step"]
+    assert len(steps) == 3 and all(eng.archive.status(e["child"]) for e in steps if "child" in e)
+
+
+def test_a_protected_edit_is_rejected_and_shown_to_the_next_proposal(tmp_path: Path) -> None:
+    RecordingProposer.shown = []
+    ws = make_workspace(tmp_path, p=0.4)
+    eng, run = engine(tmp_path, config(ws, "doubles:RecordingProposer", iterations=2))
+    eng.execute()
+    rejected = eng.archive.rejected()
+    assert len(rejected) == 1 and "grader/settings.json is protected" in rejected[0][1].reason
+    assert RecordingProposer.shown[0] == [] and "is protected" in RecordingProposer.shown[1][0]
+    assert (ws / "grader" / "settings.json").read_text() == json.dumps({"tasks": 40})  # never written
+
+
+def test_the_budget_stops_the_run_and_it_still_reports(tmp_path: Path) -> None:
+    ws = make_workspace(tmp_path, p=0.3)
+    model = ScriptedModel(["0.6", "0.7", "0.8", "0.9"])
+    eng, run = engine(tmp_path, config(ws, "doubles:ModelProposer", iterations=4, budget={"max_calls": 2}), model)
+    summary = eng.execute()
+    assert run.status()["status"] == "budget_exhausted" and summary["state"] == "budget_exhausted"
+    assert len(model.calls) == 2 and run.llm_totals()["calls"] == 2
+    assert "max_calls=2" in summary["report"]["stop_reason"]
+    eng2, run2 = engine(tmp_path / "evals", config(ws, iterations=4, max_task_evals=100))
+    assert eng2.execute()["state"] == "budget_exhausted" and eng2.paid_before + eng2.evaluator.paid >= 100
+
+
+def test_approval_holds_a_candidate_until_approved_then_resumes(tmp_path: Path) -> None:
+    ws = make_workspace(tmp_path, p=0.1)  # 0.1 -> 0.5 -> 0.9: both steps clear the gate
+    cfg = config(ws, options={"gain": 0.4}, iterations=2, approval={"required": True, "wait": "end"})
+    eng, run = engine(tmp_path, cfg)
+    summary = eng.execute()
+    assert summary["state"] == "waiting" and run.status()["status"] == "stopped"
+    [held] = summary["waiting_for"]
+    assert eng.archive.status(held) == "waiting" and run.load_checkpoint("evolve")["step"] == 1
+    again = Engine(cfg, run).execute()  # resumed without an approval: still waiting, nothing new evaluated
+    assert again["state"] == "waiting" and again["task_evals"] == summary["task_evals"]
+    run.append_jsonl(APPROVALS, {"candidate": held})
+    final = Engine(cfg, run).execute()
+    [second] = final["waiting_for"]  # the second step's child, bred from the approved one, is held in turn
+    resumed = Engine(cfg, run)
+    assert resumed.archive.status(held) == "accepted" and resumed.archive.get(second).parent_id == held
+    run.append_jsonl(APPROVALS, {"candidate": second})
+    assert resumed.execute()["state"] == "done" and run.status()["status"] == "done"
+
+
+def test_approval_by_polling_releases_the_waiting_loop(tmp_path: Path) -> None:
+    ws = make_workspace(tmp_path, p=0.3)
+    cfg = config(ws, options={"gain": 0.5}, iterations=1, approval={"required": True, "wait": "poll", "poll_s": 0.05})
+    eng, run = engine(tmp_path, cfg)
+
+    def approve_when_waiting() -> None:
+        while not eng.archive.candidates("waiting"):
+            time.sleep(0.02)
+        run.append_jsonl(APPROVALS, {"candidate": eng.archive.candidates("waiting")[0].id})
+
+    threading.Thread(target=approve_when_waiting, daemon=True).start()
+    summary = eng.execute()
+    assert summary["state"] == "done" and summary["accepted"] == 2
+    assert [e["kind"] for e in run.read_jsonl("evolve/events.jsonl")].count("approved") == 1
+
+
+def test_a_changed_protected_file_stops_the_run(tmp_path: Path) -> None:
+    ws = make_workspace(tmp_path, p=0.3)
+    eng, run = engine(tmp_path, config(ws, "doubles:GraderTamperer", iterations=3))
+    with pytest.raises(PinMismatch, match="grader/settings.json changed"):
+        eng.execute()
+    assert run.status()["status"] == "failed" and "not the one this run started with" in run.status()["summary"]["error"]
+    assert run.load_checkpoint("evolve")["step"] == 1  # the tampering step finished; the next one never started
+
+
+def test_a_canary_catches_a_grader_that_passes_everything(tmp_path: Path) -> None:
+    ws = make_workspace(tmp_path)
+    cfg = config(ws, suite={"name": "doubles:PassEverythingSuite", "options": {"tasks": 40}})
+    eng, run = engine(tmp_path, cfg)
+    with pytest.raises(CanaryFailed, match="always-wrong.*gave 1.000"):
+        eng.execute()
+    assert run.status()["status"] == "failed" and not run.candidates()  # nothing was evaluated
+    honest, _ = engine(tmp_path / "honest", config(ws, iterations=0))
+    assert honest.execute()["state"] == "done"
+
+
+def test_components_fail_clearly_on_a_bad_name_a_missing_module_or_bad_options(tmp_path: Path) -> None:
+    ws = make_workspace(tmp_path)
+    with pytest.raises(RatchetError, match="(?s)unknown selector .best.*greedy"):
+        engine(tmp_path, config(ws, selector={"name": "best"}))
+    with pytest.raises(RatchetError, match="is not available: module nowhere is missing"):
+        engine(tmp_path / "b", config(ws, "nowhere:Proposer"))
+    with pytest.raises(RatchetError, match="(?s)gate .paired. options.*alpha"):
+        engine(tmp_path / "c", config(ws, gate={"name": "paired", "options": {"alpha": 2}}))
+    with pytest.raises(RatchetError, match="task ids the suite does not have: nope"):
+        engine(tmp_path / "d", config(ws, splits={"guard": ["nope"]}))
+
+
+def test_a_failing_proposer_costs_its_step_and_an_early_budget_stop_reports_nothing(tmp_path: Path) -> None:
+    ws = make_workspace(tmp_path)
+    eng, run = engine(tmp_path, config(ws, "doubles:ModelProposer", iterations=2),
+                      ScriptedModel(["not a number"], cycle=True))
+    with pytest.raises(ValueError):  # a bug in a proposer is not swallowed
+        eng.execute()
+    eng, run = engine(tmp_path / "b", config(ws, "doubles:ModelProposer", iterations=2), ScriptedModel([]))
+    summary = eng.execute()  # the scripted model raises RatchetError: out of responses
+    errors = [e for e in run.read_jsonl("evolve/events.jsonl") if e.get("status") == "proposer_error"]
+    assert len(errors) == 2 and "ran out of responses" in errors[0]["reason"] and summary["state"] == "done"
+    early, run = engine(tmp_path / "c", config(ws, max_task_evals=5))
+    assert early.execute()["state"] == "budget_exhausted" and run.read_json("evolve/report.json") is None
+
+
+def test_a_path_that_leaves_the_workspace_is_rejected_without_being_stored(tmp_path: Path) -> None:
+    ws = make_workspace(tmp_path)
+    eng, run = engine(tmp_path, config(ws, "doubles:FilesProposer", {"files": {"../../escape.py": "x = 1\n"}}, iterations=1))
+    assert eng.execute()["state"] == "done"
+    [step] = [e for e in run.read_jsonl("evolve/events.jsonl") if e["kind"] == "step"]
+    assert step["status"] == "rejected" and "must be relative and stay inside" in step["reason"]
+    assert len(run.candidates()) == 1 and not (tmp_path / "escape.py").exists()
