@@ -79,7 +79,7 @@ def test_approval_holds_a_candidate_until_approved_then_resumes(tmp_path: Path) 
     cfg = config(ws, options={"gain": 0.4}, iterations=2, approval={"required": True, "wait": "end"})
     eng, run = engine(tmp_path, cfg)
     summary = eng.execute()
-    assert summary["state"] == "waiting" and run.status()["status"] == "stopped"
+    assert summary["state"] == "waiting" and run.status()["status"] == "waiting"
     [held] = summary["waiting_for"]
     assert eng.archive.status(held) == "waiting" and run.load_checkpoint("evolve")["step"] == 1
     again = Engine(cfg, run).execute()  # resumed without an approval: still waiting, nothing new evaluated

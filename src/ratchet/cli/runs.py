@@ -31,7 +31,8 @@ def open_store(root: Path | None) -> RunStore:
     return RunStore(path)
 
 
-STATUS_STYLE = {"running": "cyan", "done": "green", "stopped": "yellow", "failed": "red", "budget_exhausted": "magenta"}
+STATUS_STYLE = {"running": "cyan", "done": "green", "stopped": "yellow", "failed": "red", "budget_exhausted": "magenta",
+                "waiting": "blue"}
 
 
 def _when(ts: float | None) -> str:

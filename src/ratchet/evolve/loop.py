@@ -7,7 +7,7 @@ decisions as they happen, so a killed run resumes at its step and pays nothing t
 come from the cache, model replies from the journal).
 
 Stops: ``iterations`` reached (``done``); a budget limit (``budget_exhausted``); a candidate held
-for approval with ``approval.wait = end`` (``stopped``, summary state ``waiting``); a changed
+for approval with ``approval.wait = end`` (status ``waiting``); a changed
 protected file or a failed canary (``failed``, the error re-raised).
 """
 
@@ -169,7 +169,7 @@ class Engine:
             summary = self.finish("budget_exhausted", reason=str(exc).splitlines()[0])
         except _Waiting as waiting:
             summary = {"state": "waiting", **self.totals(), "waiting_for": list(waiting.args[0])}
-            self.run.set_status("stopped", summary)
+            self.run.set_status("waiting", summary)
         except (PinMismatch, CanaryFailed) as exc:
             self._event(kind="stopped", reason=str(exc))
             self.run.set_status("failed", {"state": "failed", "error": str(exc).splitlines()[0]})

@@ -27,7 +27,7 @@ from ratchet.store.index import Index
 from ratchet.store.writers import StepWriter, TrajectoryWriter, trajectory_segments
 
 #: The states a run can be in; anything but ``running`` means the run process has ended.
-RUN_STATUSES = ("running", "done", "stopped", "failed", "budget_exhausted")
+RUN_STATUSES = ("running", "done", "stopped", "failed", "budget_exhausted", "waiting")  # waiting: for a person's approval
 
 
 def safe_name(name: str, what: str) -> str:
