@@ -78,7 +78,8 @@ def test_model_written_text_in_diffs_and_claims_is_escaped(runs):
     escaped = "&lt;script&gt;window.__pwned = 1&lt;/script&gt;"
     assert f"<b>lower p {escaped}</b>" in page  # the claim
     assert f'<span class="add">+lower p {escaped}</span>' in page and f'<span class="del">-raise p {escaped}</span>' in page
-    assert client.get(f"/evolution/{run.id}", params={"cand": "../../etc"}).status_code == 404
+    for bad in ("../../etc", "0123456789abcdef"):  # outside the run, and no such candidate
+        assert client.get(f"/evolution/{run.id}", params={"cand": bad}).status_code == 404
 
 
 def _waiting(tmp_path, name: str) -> tuple[RunStore, str, object, str]:
@@ -139,4 +140,4 @@ def test_a_verdict_needs_the_token_explicitly(tmp_path, action):
     assert client.post(f"/evolution/{run_id}/{action}", data={**form, "token": "nope"}).status_code == 403
     assert verdicts(store.open_run(run_id)) == {}
     assert client.post(f"/evolution/{run_id}/{action}", data={**form, "token": "s3cret"}).status_code == 303
-    assert verdicts(store.open_run(run_id))[held]["verdict"] == action + "d" if action == "approve" else "rejected"
+    assert verdicts(store.open_run(run_id))[held]["verdict"] == {"approve": "approved", "reject": "rejected"}[action]

@@ -6,10 +6,12 @@ and ``reject`` do."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
+from markupsafe import Markup
 
 from ratchet.contracts import RatchetError
 from ratchet.evolve import approval
@@ -46,7 +48,7 @@ def step_labels(events: list[dict[str, Any]]) -> dict[str, str]:
     return labels
 
 
-def score_chart(events: list[dict[str, Any]], scores: dict[str, float | None]):
+def score_chart(events: list[dict[str, Any]], scores: dict[str, float | None]) -> Markup:
     """Best accepted held-in score after each step, and each evaluated child's own held-in score."""
     best: list[tuple[float, float]] = [(0.0, e["heldin"]) for e in events if e.get("kind") == "original" and e.get("heldin") is not None]
     children: list[tuple[float, float]] = []
@@ -122,7 +124,8 @@ def evolution_page(request: Request, run_id: str, cand: str | None = None, page:
     })
 
 
-def _decided(request: Request, run_id: str, candidate: str, confirm: str, decide) -> RedirectResponse:  # noqa: ANN001
+def _decided(request: Request, run_id: str, candidate: str, confirm: str,
+             decide: Callable[[Run, str], approval.Verdict]) -> RedirectResponse:
     if confirm != "yes":
         raise HTTPException(400, "a verdict needs its confirmation (confirm=yes)")
     run = _evolve_run(request, run_id)
