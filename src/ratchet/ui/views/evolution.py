@@ -85,7 +85,7 @@ def task_table(archive: Archive, candidate_id: str, parent_id: str | None, check
     return out
 
 
-def candidate_detail(run: Run, archive: Archive, candidate_id: str) -> dict[str, Any]:
+def candidate_detail(run: Run, archive: Archive, candidate_id: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
     candidate = archive.get(candidate_id)
     check = archive.claim_check(candidate_id)
     status = archive.status(candidate_id)
@@ -94,7 +94,7 @@ def candidate_detail(run: Run, archive: Archive, candidate_id: str) -> dict[str,
         "parents": candidate.meta.get("parents") or [], "claim": candidate.meta.get("claim") or {}, "check": check,
         "decision": archive.decision(candidate_id), "diff": diff_lines(archive.diff(candidate_id)),
         "files": sorted(candidate.files), "tasks": task_table(archive, candidate_id, candidate.parent_id, check),
-        "lineage": archive.lineage(candidate_id), "children": archive.children(candidate_id),
+        "lineage": archive.lineage(candidate_id), "children": [r["id"] for r in rows if r["parent_id"] == candidate_id],
         "verdict": approval.verdicts(run).get(candidate_id),
     }
 
@@ -119,7 +119,7 @@ def evolution_page(request: Request, run_id: str, cand: str | None = None, page:
         "total": len(rows), "chart": score_chart(events, {r["id"]: r["score"] for r in rows}),
         "waiting": [r["id"] for r in rows if r["status"] == "waiting"], "candidates": listed, "pager": pager,
         "steps": steps[-RECENT_STEPS:], "steps_total": len(steps), "verdict": verdict,
-        "detail": candidate_detail(run, archive, cand) if cand else None,
+        "detail": candidate_detail(run, archive, cand, rows) if cand else None,
         "others": [e for e in events if e.get("kind") not in ("step", "original")][-20:],
     })
 
