@@ -46,7 +46,8 @@ def _record(run: Any, candidate: str, verdict: str, reason: str) -> Verdict:
                            hint=f"see the waiting ones with `ratchet evolve status {run.id}`")
     earlier = verdicts(run).get(candidate)
     if earlier is not None:
-        raise RatchetError(f"candidate {candidate} of run {run.id} is already {earlier['verdict']}; the run applies it when it continues",
+        raise RatchetError(f"candidate {candidate} of run {run.id} is already {earlier['verdict']}; "
+                           "the run applies it when it continues",
                            hint=f"continue the run with `ratchet evolve resume {run.id}`")
     run.append_jsonl(APPROVALS, {"candidate": candidate, "verdict": verdict, "reason": reason, "at": time.time()})
     return Verdict(candidate, verdict, reason, run.status()["status"] == "running")

@@ -50,7 +50,8 @@ def step_labels(events: list[dict[str, Any]]) -> dict[str, str]:
 
 def score_chart(events: list[dict[str, Any]], scores: dict[str, float | None]) -> Markup:
     """Best accepted held-in score after each step, and each evaluated child's own held-in score."""
-    best: list[tuple[float, float]] = [(0.0, e["heldin"]) for e in events if e.get("kind") == "original" and e.get("heldin") is not None]
+    best: list[tuple[float, float]] = [(0.0, e["heldin"]) for e in events
+                                       if e.get("kind") == "original" and e.get("heldin") is not None]
     children: list[tuple[float, float]] = []
     for e in events:
         if e.get("kind") != "step":
