@@ -1,4 +1,5 @@
-"""Dashboard page loads on a big run: 1,000 candidates and 10,000 steps, written through the store.
+"""Dashboard page loads on big runs: 1,000 candidates and 10,000 steps, and an improvement-engine
+archive of 1,000 candidates, written through the store.
 
 Each page is loaded over HTTP from a real uvicorn server (the server's whole answer: routing,
 reading the store, rendering), and, where Debian's chromium is installed, in a headless browser
@@ -27,7 +28,9 @@ import httpx
 import uvicorn
 
 from ratchet.autoharness.search import CHECKPOINT, KIND
-from ratchet.contracts import Candidate, EpisodeSummary, Evaluation, LLMCall, StepRecord
+from ratchet.contracts import Candidate, Decision, EpisodeSummary, Evaluation, LLMCall, StepRecord, TaskResult
+from ratchet.evolve.archive import Archive, claim_check, per_task_means
+from ratchet.evolve.loop import EVENTS
 from ratchet.online.queue import TurnQueue
 from ratchet.online.records import Judgement, Turn
 from ratchet.online.status import QUEUE_NAME, online_dir
@@ -81,6 +84,42 @@ def build_autoharness_run(store: RunStore, candidates: int, steps: int, episodes
     run.set_status("done", {"best_h": 1.0})
     return {"id": run.id, "node": ids[-1], "episode": f"TicTacToe-v0-{episodes - 1:04d}-s{episodes - 1}", "needle": f"needle{episodes - 1}-{per - 1}",
             "pages": max(1, per // 100)}
+
+
+def build_evolve_run(store: RunStore, candidates: int, rng: random.Random) -> dict:
+    """An engine-shaped archive: each candidate bred from one of the 20 newest, with results on
+    three splits (10 tasks x 3 seeds), the gate's decision and claim check, and a step event."""
+    run = store.create_run("evolve", {"iterations": candidates - 1, "suite": {"name": "noisy"}, "selector": {"name": "greedy"},
+                                      "gate": {"name": "paired"}, "proposers": [{"name": "reflective"}]}, "bench-evolve")
+    archive = Archive(run)
+    tasks = [f"t{i:03d}" for i in range(10)]
+    ids: list[str] = []
+    for i in range(candidates):
+        parent = ids[rng.randrange(max(0, len(ids) - 20), len(ids))] if ids else None
+        p = rng.random()
+        files = {"harness.json": json.dumps({"default": p}, indent=1) + "\n", "notes/why.md": f"note {i}\n" + CODE[:400]}
+        cand = Candidate.from_files("noisy", files, parent, proposer="reflective", parents=[parent] if parent else [], step=i - 1,
+                                    claim={"target": f"raise p ({i})", "root_cause": "p too low", "predicted_flips": tasks[:3]})
+        archive.add(cand)
+        results = {split: [TaskResult(t, seed, float(rng.random() < p)) for t in tasks for seed in range(3)]
+                   for split in ("search", "heldin", "heldout")}
+        for split, rs in results.items():
+            archive.record_results(cand.id, split, rs)
+        status = "accepted"
+        if parent is not None:
+            accepted = i % 4 == 0
+            status = "accepted" if accepted else "rejected"
+            archive.record_decision(cand.id, Decision(accepted, f"held-in gain {p:+.3f}", {"gain": p, "p_value": 0.01, "noise_heldin": 0.1}),
+                                    claim_check(cand, per_task_means(archive.results(parent, "heldin")), per_task_means(results["heldin"])))
+            run.append_jsonl(EVENTS, {"kind": "step", "step": i - 1, "parent": parent, "child": cand.id, "proposer": "reflective",
+                                      "status": status, "reason": f"held-in gain {p:+.3f}", "best": p, "at": time.time()})
+        else:
+            run.append_jsonl(EVENTS, {"kind": "original", "candidate": cand.id, "heldin": p, "at": time.time()})
+        archive.set_status(cand.id, status, archive.score(cand.id, "heldin"))
+        ids.append(cand.id)
+    run.checkpoint("evolve", {"step": candidates - 1})
+    run.set_status("done", {"state": "done"})
+    return {"id": run.id, "cand": ids[-1]}
 
 
 def build_serving_run(root: Path, turns: int) -> str:
@@ -146,8 +185,8 @@ def time_browser(base: str, paths: list[str], repeat: int) -> dict[str, list[flo
     return out
 
 
-def pages(run: dict, serve_name: str) -> list[tuple[str, str]]:
-    r = run["id"]
+def pages(run: dict, evo: dict, serve_name: str) -> list[tuple[str, str]]:
+    r, e = run["id"], evo["id"]
     return [
         ("runs list", "/"),
         ("run overview", f"/runs/{r}"),
@@ -160,6 +199,9 @@ def pages(run: dict, serve_name: str) -> list[tuple[str, str]]:
         ("episode search", f"/trajectories/{r}/episode/{run['episode']}?q={run['needle']}"),
         ("run-wide search (worst case: last step)", f"/trajectories/{r}?q={run['needle']}"),
         ("learning from use", f"/learning/{serve_name}"),
+        ("Evolution: lineage, plot, steps", f"/evolution/{e}"),
+        ("Evolution candidate", f"/evolution/{e}?cand={evo['cand']}"),
+        ("Evolution candidates, page 5", f"/evolution/{e}?page=5"),
     ]
 
 
@@ -179,13 +221,14 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         big = build_autoharness_run(store, args.candidates, args.steps, args.episodes, rng)
         small = build_autoharness_run(store, 10, 100, 1, rng)
+        big_evo, small_evo = build_evolve_run(store, args.candidates, rng), build_evolve_run(store, 10, rng)
         serve_name = build_serving_run(root, args.turns)
         build_s = time.perf_counter() - t0
         server, base = serve(root)
         rows = []
         try:
             with httpx.Client(base_url=base, timeout=60) as client:
-                big_pages, small_pages = pages(big, serve_name), pages(small, serve_name)
+                big_pages, small_pages = pages(big, big_evo, serve_name), pages(small, small_evo, serve_name)
                 for (label, path), (_, small_path) in zip(big_pages, small_pages, strict=True):
                     t_big = time_http(client, path, args.repeat)
                     t_small = time_http(client, small_path, args.repeat)
@@ -210,9 +253,10 @@ def main(argv: list[str] | None = None) -> int:
         "# Dashboard page loads on a big run", "",
         f"One AutoHarness-shaped run with **{args.candidates} candidates** (half of them in the tree, each with an evaluation) and "
         f"**{args.steps} steps** ({args.episodes} episodes of {args.steps // args.episodes}); a serving run with {args.turns} judged "
-        f"turns. Written through the store in {build_s:.0f} s. {args.repeat} loads per page after a warm-up; load average "
-        f"{result['load_average']:.2f} on {os.cpu_count()} CPUs. Baseline: the same page for a run of 10 candidates and 100 steps, "
-        "same server, same run of the benchmark.", "",
+        f"turns; an improvement-engine archive of {args.candidates} candidates (results on three splits, a decision "
+        f"and a claim check each, a step event each). Written through the store in {build_s:.0f} s. {args.repeat} loads per page after a warm-up; load average "
+        f"{result['load_average']:.2f} on {os.cpu_count()} CPUs. Baseline: the same page for a run of 10 candidates and 100 steps "
+        "(an archive of 10 candidates), same server, same run of the benchmark.", "",
         "| page | HTTP p50 (ms) | HTTP max (ms) | browser load p50 (ms) | browser max (ms) | small run p50 (ms) | ratio | HTML KiB |",
         "|---|---|---|---|---|---|---|---|",
     ]

@@ -73,7 +73,22 @@ def test_approve_releases_a_waiting_candidate_and_resume_continues(tmp_path: Pat
     assert run.status()["status"] == "done" and {c["id"]: c["status"] for c in run.candidates()}[held] == "accepted"
 
 
+def test_reject_turns_a_waiting_candidate_down_and_resume_continues_without_it(tmp_path: Path) -> None:
+    cfg = _config(tmp_path, iterations=1, approval={"required": True, "wait": "end"})
+    root = str(tmp_path / "runs")
+    _invoke("evolve", "run", str(cfg), "--root", root)
+    run = RunStore(root).open_run(RunStore(root).list_runs(kind="evolve")[0]["id"])
+    held = next(c["id"] for c in run.candidates() if c["status"] == "waiting")
+    out = _invoke("evolve", "reject", run.id, held, "--reason", "too clever", "--root", root)
+    assert f"rejected {held}" in out and "ratchet evolve resume" in out
+    twice = runner.invoke(app, ["evolve", "approve", run.id, held, "--root", root])  # a verdict is given once
+    assert twice.exit_code != 0 and "already rejected" in str(twice.exception)
+    _invoke("evolve", "resume", run.id, "--root", root)
+    assert run.status()["status"] == "done" and {c["id"]: c["status"] for c in run.candidates()}[held] == "rejected"
+    assert "rejected by a person: too clever (the gate had accepted it: held-in gain" in _invoke("evolve", "diff", run.id, held, "--root", root)
+
+
 def test_help_shows_examples_and_commands() -> None:
     out = _invoke("evolve", "--help")
-    for word in ("ratchet evolve resume RUN_ID", "approve", "export", "status", "diff"):
+    for word in ("ratchet evolve resume RUN_ID", "approve", "reject", "export", "status", "diff"):
         assert word in out

@@ -13,6 +13,7 @@ import pytest
 from doubles import FILE, RecordingProposer, config, make_workspace
 
 from ratchet.contracts import RatchetError
+from ratchet.evolve.approval import approve, reject
 from ratchet.evolve.canary import CanaryFailed
 from ratchet.evolve.loop import APPROVALS, Engine
 from ratchet.evolve.workspace import PinMismatch
@@ -91,6 +92,30 @@ def test_approval_holds_a_candidate_until_approved_then_resumes(tmp_path: Path) 
     assert resumed.archive.status(held) == "accepted" and resumed.archive.get(second).parent_id == held
     run.append_jsonl(APPROVALS, {"candidate": second})
     assert resumed.execute()["state"] == "done" and run.status()["status"] == "done"
+
+
+def test_a_rejected_candidate_is_never_a_parent_and_later_proposals_see_why(tmp_path: Path) -> None:
+    ws = make_workspace(tmp_path, p=0.1)
+    cfg = config(ws, options={"gain": 0.4}, iterations=2, approval={"required": True, "wait": "end"})
+    eng, run = engine(tmp_path, cfg)
+    [held] = eng.execute()["waiting_for"]
+    verdict = reject(run, held, "  not this way  ")
+    assert verdict.verdict == "rejected" and verdict.reason == "not this way" and not verdict.run_running
+    with pytest.raises(RatchetError, match="already rejected"):
+        approve(run, held)
+    resumed = Engine(cfg, run)
+    assert resumed.execute()["state"] == "done"
+    root = resumed.archive.candidates()[0].id
+    # Step 2 starts from the original again (the rejected one is no parent) and makes the same change: known.
+    last = [e for e in run.read_jsonl("evolve/events.jsonl") if e["kind"] == "step"][-1]
+    assert last["parent"] == root and last["status"] == "duplicate" and "as rejected" in last["reason"]
+    assert resumed.archive.status(held) == "rejected"
+    [(cand, decision)] = resumed.archive.rejected()
+    assert cand.id == held and decision.reason.startswith("rejected by a person: not this way (the gate had accepted it:")
+    assert decision.numbers and not decision.accepted
+    with pytest.raises(RatchetError, match="not waiting for approval"):
+        approve(run, root)
+    assert [e["kind"] for e in run.read_jsonl("evolve/events.jsonl")].count("rejected_by_person") == 1
 
 
 def test_approval_by_polling_releases_the_waiting_loop(tmp_path: Path) -> None:

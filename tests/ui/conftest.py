@@ -29,6 +29,7 @@ from ratchet.store import RunStore
 # The correct TicTacToe harness of the AutoHarness tests, shared rather than copied.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "autoharness"))
 from fakes import GOOD  # noqa: E402
+from evolution_run import make_evolve_run  # noqa: E402
 
 #: Model-written text that must be shown, never run: the first harness carries it in a comment.
 SCRIPT = "<script>window.__pwned = 1</script>"
@@ -130,5 +131,6 @@ def runs(tmp_path_factory) -> dict:
         "play": make_play_run(root),
         "agent": make_conversation_run(store),
         "serve": make_online_run(root, "serve-test").name,
+        "evolve": make_evolve_run(store, tmp / "evolve")[0],
     }
     return {"root": root, "store": store, **ids}

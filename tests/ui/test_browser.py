@@ -1,6 +1,7 @@
 """End to end in a real headless browser (Debian's chromium driven by Playwright): every view on
-real runs, a click into a tree node, a rollback with its confirmation, live progress without a
-reload, all behind a token as when bound off loopback. Screenshots go to $RATCHET_UI_ARTIFACTS
+real runs, a click into a tree node and a lineage node, a rollback with its confirmation, an
+approval that lets an engine run continue, live progress without a reload, all behind a token as
+when bound off loopback. Screenshots go to $RATCHET_UI_ARTIFACTS
 (default: the test's tmp dir)."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import SCRIPT, make_online_run
+from evolution_run import make_evolve_run, resume
 from ratchet.contracts import LLMCall
 from ratchet.online.status import VERSIONS_NAME, online_dir
 from ratchet.online.versions import VersionStore
@@ -138,3 +140,52 @@ def test_every_view_in_a_browser(server, runs, artifacts):
     assert errors == []
     assert {p.name for p in artifacts.glob("*.png")} >= {"runs.png", "autoharness-node.png", "episode.png", "learning.png",
                                                           "learning-rolled-back.png"}
+
+
+def test_evolution_view_click_a_node_approve_and_see_the_run_continue(server, runs, artifacts, tmp_path):
+    store = runs["store"]
+    run_id, cfg = make_evolve_run(store, tmp_path / "evolve-browser", approval={"required": True, "wait": "end"})
+    run = store.open_run(run_id)
+    [held] = [r["id"] for r in run.candidates() if r["status"] == "waiting"]
+    with playwright_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(f"{server}/?token={TOKEN}")
+        page.locator(f'tr[data-run="{run_id}"] a.tag', has_text="evolution").click()
+        page.wait_for_selector("svg.lineage")
+        assert page.locator("svg.lineage a.node").count() == 2 and page.locator("#run-status").inner_text() == "waiting"
+        page.screenshot(path=artifacts / "evolution.png", full_page=True)
+
+        page.locator(f'svg.lineage a[data-cand="{held}"]').click()  # a lineage node, clicked in the graph
+        page.wait_for_selector("#cand-diff")
+        assert held in page.url and page.locator("#cand-status").inner_text() == "waiting"
+        assert SCRIPT in page.locator("#cand-diff").inner_text() and SCRIPT in page.locator("#claim").inner_text()
+        assert page.evaluate("typeof window.__pwned") == "undefined"  # shown, never run
+        assert "held-in gain" in page.locator("#gate-reason").inner_text()
+        page.screenshot(path=artifacts / "evolution-node.png", full_page=True)
+
+        page.click("#do-approve")  # unconfirmed: the browser keeps the form (the box is required)
+        assert "verdict=" not in page.url and store.open_run(run_id).read_jsonl("evolve/approvals.jsonl") == []
+        page.check("#confirm-approve")
+        page.click("#do-approve")
+        page.wait_for_selector("#verdict-notice")
+        assert "ratchet evolve resume" in page.locator("#verdict-notice").inner_text()
+        assert page.locator("#human-gate").count() == 0 and "approved" in page.locator("#cand-verdict").inner_text()
+        page.screenshot(path=artifacts / "evolution-approved.png", full_page=True)
+
+        assert resume(store, run_id, cfg)["state"] == "done"  # what `ratchet evolve resume` does
+        page.goto(f"{server}/evolution/{run_id}?cand={held}")
+        assert page.locator("#cand-status").inner_text() == "accepted" and page.locator("#run-status").inner_text() == "done"
+        assert page.locator('table.steps tr[data-step="2"]').count() == 1 and page.locator("svg.lineage a.node").count() == 3
+        assert page.locator("#report").count() == 1
+        page.locator('svg.lineage a.node').nth(2).click()  # the step-2 child, bred from the approved one
+        page.wait_for_selector("#cand-diff")
+        assert page.locator("#cand-status").inner_text() == "rejected"
+        assert page.evaluate("typeof window.__pwned") == "undefined"
+        page.screenshot(path=artifacts / "evolution-continued.png", full_page=True)
+        browser.close()
+    assert errors == []
+    assert {p.name for p in artifacts.glob("evolution*.png")} == {"evolution.png", "evolution-node.png", "evolution-approved.png",
+                                                                  "evolution-continued.png"}

@@ -183,7 +183,7 @@ def test_charts_escape_labels_and_thin_long_series():
 def test_a_view_is_one_module_with_its_own_router():
     from ratchet.ui.app import VIEWS
 
-    assert [v.slug for v in VIEWS] == ["runs", "autoharness", "trajectories", "learning"]
+    assert [v.slug for v in VIEWS] == ["runs", "autoharness", "evolution", "trajectories", "learning"]
     assert all(v.router.routes for v in VIEWS)
 
 

@@ -6,12 +6,12 @@
     ratchet evolve status RUN_ID
     ratchet evolve diff RUN_ID CAND                  # a candidate against its parent
     ratchet evolve approve RUN_ID CAND               # release a candidate held for approval
+    ratchet evolve reject RUN_ID CAND --reason TEXT  # turn it down instead
     ratchet evolve export RUN_ID DIR                 # a git repository, one commit per accepted candidate
 """
 
 from __future__ import annotations
 
-import difflib
 import json
 from pathlib import Path
 from typing import Any, Optional
@@ -25,11 +25,11 @@ from rich.table import Table
 from typer.core import TyperGroup
 
 from ratchet.config import load_config
-from ratchet.contracts import RatchetError
+from ratchet.evolve.approval import Verdict, approve, reject
 from ratchet.evolve.archive import Archive
 from ratchet.evolve.config import EvolveConfig
 from ratchet.evolve.export import export_run
-from ratchet.evolve.loop import APPROVALS, Engine
+from ratchet.evolve.loop import Engine
 from ratchet.evolve.manifest import load_manifest
 from ratchet.store import RunStore
 from ratchet.store.files import write_bytes_atomic
@@ -49,6 +49,7 @@ Examples:
   ratchet evolve status RUN_ID
   ratchet evolve diff RUN_ID CAND
   ratchet evolve approve RUN_ID CAND
+  ratchet evolve reject RUN_ID CAND --reason "too clever by half"
   ratchet evolve export RUN_ID ./evolved-harness
 """
 
@@ -192,32 +193,31 @@ def diff_cmd(run_id: str = typer.Argument(...), candidate: str = typer.Argument(
     run = RunStore(root).open_run(run_id)
     archive = Archive(run)
     child = archive.get(candidate)
-    parent_files = archive.get(child.parent_id).files if child.parent_id else {}
-    chunks = []
-    for rel in sorted(parent_files.keys() | child.files.keys()):
-        before, after = parent_files.get(rel, ""), child.files.get(rel, "")
-        if before != after:
-            chunks += difflib.unified_diff(before.splitlines(True), after.splitlines(True), f"a/{rel}", f"b/{rel}")
     console.print(f"{candidate} <- {child.parent_id or '(original)'}: {archive.status(candidate)}")
     decision = archive.decision(candidate)
     if decision:
         console.print(f"gate: {decision.reason}\n{json.dumps(decision.numbers, sort_keys=True)}", soft_wrap=True)
-    console.print(Syntax("".join(chunks) or "(no change)\n", "diff", theme="ansi_dark"))
+    console.print(Syntax(archive.diff(candidate) or "(no change)\n", "diff", theme="ansi_dark"))
 
 
 @evolve_app.command("approve")
 def approve_cmd(run_id: str = typer.Argument(...), candidate: str = typer.Argument(..., help="Candidate id."),
                 root: Optional[Path] = RootOption) -> None:
     """Release a candidate the gate accepted and the run holds for approval."""
-    run = RunStore(root).open_run(run_id)
-    state = Archive(run).status(candidate)
-    if state != "waiting":
-        raise RatchetError(f"candidate {candidate} of run {run_id} is not waiting for approval (it is {state or 'unknown'})",
-                           hint=f"see the waiting ones with `ratchet evolve status {run_id}`")
-    run.append_jsonl(APPROVALS, {"candidate": candidate})
-    ended = run.status()["status"] != "running"
-    console.print(f"approved {candidate}" + (f"; continue the run with `ratchet evolve resume {run_id}`" if ended
-                                              else "; the running loop picks it up"))
+    _said(approve(RunStore(root).open_run(run_id), candidate), run_id)
+
+
+@evolve_app.command("reject")
+def reject_cmd(run_id: str = typer.Argument(...), candidate: str = typer.Argument(..., help="Candidate id."),
+               reason: str = typer.Option("", help="Why: kept in its decision and shown to later proposals."),
+               root: Optional[Path] = RootOption) -> None:
+    """Turn down a candidate the gate accepted and the run holds for approval."""
+    _said(reject(RunStore(root).open_run(run_id), candidate, reason), run_id)
+
+
+def _said(verdict: Verdict, run_id: str) -> None:
+    console.print(f"{verdict.verdict} {verdict.candidate}" + ("; the running loop picks it up" if verdict.run_running
+                  else f"; continue the run with `ratchet evolve resume {run_id}`"))
 
 
 @evolve_app.command("export")

@@ -12,6 +12,7 @@ by the gate, held for approval), ``evaluating`` (stored, not yet decided).
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import asdict
 from statistics import fmean
 from typing import Any
@@ -86,6 +87,17 @@ class Archive:
         while (parent := self.get(chain[-1]).parent_id) is not None:
             chain.append(parent)
         return chain[::-1]
+
+    def diff(self, candidate_id: str) -> str:
+        """A unified diff of every file the candidate changed against its parent ("" when none)."""
+        child = self.get(candidate_id)
+        parent_files = self.get(child.parent_id).files if child.parent_id else {}
+        chunks: list[str] = []
+        for rel in sorted(parent_files.keys() | child.files.keys()):
+            before, after = parent_files.get(rel, ""), child.files.get(rel, "")
+            if before != after:
+                chunks += difflib.unified_diff(before.splitlines(True), after.splitlines(True), f"a/{rel}", f"b/{rel}")
+        return "".join(chunks)
 
     def claim_check(self, candidate_id: str) -> dict[str, Any] | None:
         record = self.run.read_json(f"evolve/decisions/{candidate_id}.json") or {}

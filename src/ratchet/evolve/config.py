@@ -72,7 +72,8 @@ class SmokeConfig(Settings):
 
 
 class ApprovalConfig(Settings):
-    """Human approval of accepted candidates (``ratchet evolve approve RUN CAND``)."""
+    """Human approval of accepted candidates (``ratchet evolve approve|reject RUN CAND``, or the
+    dashboard's Evolution view)."""
 
     required: bool = False
     """Hold every candidate the gate accepts until a person approves it."""

@@ -20,6 +20,7 @@ from statistics import fmean
 from typing import Any
 
 from ratchet.contracts import BudgetExceeded, Candidate, Decision, LLMCall, Model, RatchetError, Task, TaskResult
+from ratchet.evolve.approval import APPROVALS, APPROVED, verdicts
 from ratchet.evolve.archive import Archive, claim_check, per_task_means
 from ratchet.evolve.cache import EVALS, CachedEvaluator, JournaledModel
 from ratchet.evolve.canary import CanaryFailed, check_canaries
@@ -33,7 +34,6 @@ from ratchet.evolve.workspace import PinMismatch, StaticCheck, apply, pins, snap
 from ratchet.models.budget import AccountedModel, Accountant
 
 CHECKPOINT = "evolve"
-APPROVALS = "evolve/approvals.jsonl"
 EVENTS = "evolve/events.jsonl"
 GATED_SPLITS = ("heldin", "guard", "heldout")
 LLM_CALL_FIELDS = set(LLMCall.__dataclass_fields__)
@@ -213,20 +213,21 @@ class Engine:
 
     # -- approval --------------------------------------------------------------------------
 
-    def approved(self) -> set[str]:
-        return {r["candidate"] for r in self.run.read_jsonl(APPROVALS)}
-
     def _settle_waiting(self) -> None:
         cfg = self.config.approval
         started = time.monotonic()
         while True:
             waiting = [c for c in self.archive.candidates("waiting")]
-            approved = self.approved()
+            decided = verdicts(self.run)
             for c in waiting:
-                if c.id in approved:
+                if c.id not in decided:
+                    continue
+                if decided[c.id]["verdict"] == APPROVED:
                     self.archive.set_status(c.id, "accepted")
                     self._event(kind="approved", candidate=c.id)
-            pending = [c.id for c in waiting if c.id not in approved]
+                else:
+                    self._reject_by_person(c.id, decided[c.id]["reason"])
+            pending = [c.id for c in waiting if c.id not in decided]
             if not pending:
                 return
             timed_out = cfg.timeout_s is not None and time.monotonic() - started >= cfg.timeout_s
@@ -234,6 +235,15 @@ class Engine:
                 self._event(kind="waiting", candidates=pending)
                 raise _Waiting(pending)
             time.sleep(cfg.poll_s)
+
+    def _reject_by_person(self, candidate_id: str, reason: str) -> None:
+        # The gate's numbers stay; the reason says who turned it down and what the gate had said.
+        gate = self.archive.decision(candidate_id)
+        said = f" (the gate had accepted it: {gate.reason})" if gate else ""
+        decision = Decision(False, f"rejected by a person: {reason or 'no reason given'}{said}", gate.numbers if gate else {})
+        self.archive.record_decision(candidate_id, decision, self.archive.claim_check(candidate_id))
+        self.archive.set_status(candidate_id, "rejected")
+        self._event(kind="rejected_by_person", candidate=candidate_id, reason=reason)
 
     # -- one step --------------------------------------------------------------------------
 

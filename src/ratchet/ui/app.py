@@ -20,10 +20,10 @@ from ratchet.store import RunStore
 from ratchet.ui import access, formatting
 from ratchet.ui.config import UIConfig
 from ratchet.ui.context import UI
-from ratchet.ui.views import View, autoharness, learning, runs, trajectories
+from ratchet.ui.views import View, autoharness, evolution, learning, runs, trajectories
 
 HERE = Path(__file__).parent
-VIEWS: tuple[View, ...] = (runs.view, autoharness.view, trajectories.view, learning.view)
+VIEWS: tuple[View, ...] = (runs.view, autoharness.view, evolution.view, trajectories.view, learning.view)
 
 
 def _templates() -> Jinja2Templates:

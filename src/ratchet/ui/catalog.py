@@ -56,6 +56,14 @@ def _play_progress(row: RunRow, counts: dict[str, Any], config: dict[str, Any]) 
     row.progress = f"{counts['episodes']}/{planned or '?'} episodes"
 
 
+def _evolve_progress(row: RunRow, counts: dict[str, Any], config: dict[str, Any], run_dir: Path) -> None:
+    planned = config.get("iterations")
+    step = ((read_json(run_dir / "checkpoints" / "evolve.json") or {}).get("state") or {}).get("step", 0)
+    row.fraction = _fraction(step, planned)
+    row.budget_used = _fraction(counts["llm_calls"], (config.get("budget") or {}).get("max_calls"))
+    row.progress = f"step {step}/{planned or '?'} · {counts['candidates']} candidates · {counts['llm_calls']} calls"
+
+
 def store_row(store: RunStore, counts: dict[str, Any]) -> RunRow:
     """A store run's row from its :meth:`RunStore.list_runs` entry (plus its small run.json)."""
     run_dir = store.root / counts["id"]
@@ -66,6 +74,8 @@ def store_row(store: RunStore, counts: dict[str, Any]) -> RunRow:
         _autoharness_progress(row, counts, config)
     elif counts["kind"] == "play":
         _play_progress(row, counts, config)
+    elif counts["kind"] == "evolve":
+        _evolve_progress(row, counts, config, run_dir)
     else:
         row.progress = f"{counts['candidates']} candidates · {counts['episodes']} episodes · {counts['llm_calls']} calls"
     row.views = views_of(run_dir, counts)
@@ -75,7 +85,9 @@ def store_row(store: RunStore, counts: dict[str, Any]) -> RunRow:
 def views_of(run_dir: Path, counts: dict[str, Any]) -> list[str]:
     """Which views have something to show for this run."""
     views = []
-    if counts.get("candidates") or (run_dir / "checkpoints" / "autoharness.json").is_file():
+    if counts.get("kind") == "evolve" or (run_dir / "evolve").is_dir():
+        views.append("evolution")  # the engine's candidates belong to its own view, not the AutoHarness tree
+    elif counts.get("candidates") or (run_dir / "checkpoints" / "autoharness.json").is_file():
         views.append("autoharness")
     if counts.get("episodes") or (run_dir / "trajectories").is_dir():
         views.append("trajectories")

@@ -7,11 +7,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fastapi import Request
+from fastapi import HTTPException, Request
 from fastapi.responses import HTMLResponse
 from starlette.templating import Jinja2Templates
 
-from ratchet.store import RunStore
+from ratchet.store import Run, RunStore, read_json
 from ratchet.ui import access, paths
 from ratchet.ui.config import UIConfig
 
@@ -54,6 +54,13 @@ class UI:
     def run_dir(self, run_id: str) -> Path:
         """The directory of a run named in a URL (checked to be inside the store)."""
         return paths.run_dir(self.store.root, run_id)
+
+    def store_run(self, run_id: str) -> Run:
+        """A run made through the store (it has a run.json), named in a URL; 404 otherwise."""
+        record = read_json(self.run_dir(run_id) / "run.json") or {}
+        if not record:
+            raise HTTPException(404, f"{run_id} is not a store run")
+        return Run(self.store.root, self.store.index, record)
 
     def render(self, request: Request, template: str, context: dict[str, Any], status_code: int = 200) -> HTMLResponse:
         base = {

@@ -15,6 +15,7 @@ from ratchet.autoharness.adoption import verdict_of
 from ratchet.autoharness.search import CHECKPOINT
 from ratchet.store import Run, read_json
 from ratchet.ui.context import Page, ui_of
+from ratchet.ui.lineage import preorder
 from ratchet.ui.views import View
 
 router = APIRouter()
@@ -68,16 +69,10 @@ def build_tree(rows: list[dict[str, Any]], state: dict[str, Any] | None, limit: 
     if nodes:
         best = max(nodes.values(), key=lambda n: -1.0 if n.h is None else n.h)
         best.best = True
-    children: dict[str | None, list[TreeNode]] = {}
-    for node in nodes.values():
-        children.setdefault(node.parent_id if node.parent_id in nodes else None, []).append(node)
-    ordered: list[TreeNode] = []
-    stack = [(n, 0) for n in reversed(children.get(None, []))]
-    while stack and len(ordered) < limit:  # iterative: a chain of refinements can be deep
-        node, depth = stack.pop()
-        node.depth = depth
-        ordered.append(node)
-        stack += [(c, depth + 1) for c in reversed(children.get(node.id, []))]
+    ordered = []
+    for node_id, depth in preorder({n.id: n.parent_id for n in nodes.values()}, limit):
+        nodes[node_id].depth = depth
+        ordered.append(nodes[node_id])
     return ordered, len(nodes)
 
 
@@ -108,11 +103,8 @@ def node_detail(run: Run, node_id: str, rows: dict[str, dict[str, Any]]) -> dict
 @router.get("/autoharness/{run_id}", response_class=HTMLResponse)
 def autoharness_page(request: Request, run_id: str, node: str | None = None, page: int = 1) -> HTMLResponse:
     ui = ui_of(request)
-    run_path = ui.run_dir(run_id)
-    record = read_json(run_path / "run.json") or {}
-    if not record:
-        return ui.render(request, "error.html", {"status": 404, "detail": f"{run_id} is not a store run"}, status_code=404)
-    run = Run(ui.store.root, ui.store.index, record)
+    run = ui.store_run(run_id)
+    run_path = run.dir
     checkpoint = read_json(run_path / "checkpoints" / f"{CHECKPOINT}.json") or {}
     state = checkpoint.get("state")
     rows = run.candidates()
@@ -122,7 +114,7 @@ def autoharness_page(request: Request, run_id: str, node: str | None = None, pag
     by_id = {r["id"]: r for r in rows}
     detail = node_detail(run, node, by_id) if node else None
     return ui.render(request, "autoharness.html", {
-        "run_id": run_id, "config": record.get("config") or {}, "state": state or {}, "tree": tree, "tree_total": tree_total,
+        "run_id": run_id, "config": run.config, "state": state or {}, "tree": tree, "tree_total": tree_total,
         "report": report, "verdict": verdict_of(report) if report else None, "detail": detail,
         "candidates": pager.slice(rows), "pager": pager, "status": run.status(),
     })
