@@ -65,3 +65,18 @@ def test_the_cases_exercise_the_players():
     assert work["rejections"] > 0 and work["fallbacks"] > 0
     assert golden["policy-good"]["harness"]["legal"]["legal_rate"] == 1.0
     assert all(g["baseline"]["legal"]["steps"] > 0 for g in golden.values())
+
+
+def test_the_protocols_players_are_agents():
+    from ratchet.autoharness.protocol import FilterAgent, PolicyAgent, VerifiedLLMAgent, random_legal_opponent
+    from ratchet.envs.agents import Agent
+
+    harness = InProcessHarness({"harness.py": GOOD})
+    model = ScriptedModel(numbered())
+    players = [VerifiedLLMAgent(model, "TicTacToe-v0"), VerifiedLLMAgent(model, "TicTacToe-v0", harness=harness),
+               FilterAgent(model, "TicTacToe-v0", harness), PolicyAgent(harness), random_legal_opponent(FakeTicTacToe())]
+    obs = FakeTicTacToe().reset(0)
+    for player in players:
+        assert isinstance(player, Agent)
+        player.reset(1)
+        assert player.act(obs, None).startswith("[")
