@@ -80,3 +80,17 @@ def test_the_protocols_players_are_agents():
         assert isinstance(player, Agent)
         player.reset(1)
         assert player.act(obs, None).startswith("[")
+
+
+def test_the_runners_game_loop_cuts_games_as_the_protocol_asks():
+    from ratchet.autoharness.protocol import PolicyAgent
+    from ratchet.envs.runner import RolloutConfig, play_episode
+
+    agent = PolicyAgent(InProcessHarness({"harness.py": GOOD}))
+    env, cfg = FakeTicTacToe(), RolloutConfig(keep_observations=False)
+    whole = play_episode(env, {0: agent, 1: agent}, agent, 0, seed=3, config=cfg, self_play=True)
+    assert whole.summary.rewards and whole.agent_steps == len(whole.steps) >= 5  # self-play: every step is the agent's
+    cut = play_episode(env, {0: agent, 1: agent}, agent, 0, seed=3, config=cfg, self_play=True, max_steps=3)
+    assert len(cut.steps) == 3 and cut.summary.rewards == {}
+    budget = play_episode(env, {0: agent, 1: agent}, agent, 1, seed=3, config=cfg, max_agent_steps=2)
+    assert budget.agent_steps == 2 and len(budget.steps) == 4 and budget.summary.rewards == {}  # seat 1 moves second

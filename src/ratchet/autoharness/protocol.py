@@ -184,29 +184,22 @@ class PlayStats:
                 "illegal_reasons": dict(sorted(self.reasons.items(), key=lambda kv: -kv[1])[:5])}
 
 
-def play_game(env: Environment, seats: dict[int, Agent], seed: int, step_cap: int, stats: PlayStats, counted: set[int],
-              step_budget: int | None = None) -> dict[int, float]:
-    """One game; steps of players in ``counted`` seats go into ``stats``. Returns final rewards
-    ({} when cut at ``step_cap`` or ``step_budget``)."""
-    obs = env.reset(seed)
-    for _ in range(step_cap):
-        player = seats[obs.player_id if obs.player_id in seats else 0]
-        action = player.act(obs)
-        result = env.step(action)
-        if obs.player_id in counted:
-            stats.steps += 1
-            if result.losing_not_illegal:
-                stats.losing_not_illegal += 1
-            elif not result.legal:
-                stats.illegal += 1
-                key = (result.illegal_reason or "invalid")[:80]
-                stats.reasons[key] = stats.reasons.get(key, 0) + 1
-        if result.done or result.observation is None:
-            return dict(result.rewards or {})
-        if step_budget is not None and stats.steps >= step_budget:
-            return {}
-        obs = result.observation
-    return {}
+_PLAY = runner.RolloutConfig(keep_observations=False)  # the protocol keeps counts, not step records
+
+
+def play_game(env: Environment, seats: dict[int, Agent], agent_seat: int, seed: int, step_cap: int, stats: PlayStats,
+              self_play: bool = False, step_budget: int | None = None) -> dict[int, float]:
+    """One game on the runner's game loop; the agent's steps go into ``stats``. Returns the final
+    rewards ({} when cut at ``step_cap`` or when ``stats`` reaches ``step_budget`` steps)."""
+    budget = None if step_budget is None else step_budget - stats.steps
+    result = runner.play_episode(env, seats, seats[agent_seat], agent_seat, seed=seed, config=_PLAY, self_play=self_play,
+                                 max_steps=step_cap, max_agent_steps=budget)
+    stats.steps += result.agent_steps
+    stats.illegal += result.agent_illegal
+    stats.losing_not_illegal += result.agent_losing_invalid
+    for reason in result.reasons:
+        stats.reasons[reason[:80]] = stats.reasons.get(reason[:80], 0) + 1
+    return result.summary.rewards
 
 
 def legal_rate(env_factory: Callable[[], Environment], player: Agent, seeds: list[int], steps: int, step_cap: int) -> PlayStats:
@@ -218,7 +211,7 @@ def legal_rate(env_factory: Callable[[], Environment], player: Agent, seeds: lis
             start, k = stats.steps, 0
             while stats.steps - start < steps:
                 seats = {p: player for p in range(getattr(env, "num_players", 1))}
-                play_game(env, seats, game_seed(base, k), step_cap, stats, set(seats), step_budget=start + steps)
+                play_game(env, seats, 0, game_seed(base, k), step_cap, stats, self_play=True, step_budget=start + steps)
                 stats.games += 1
                 k += 1
     finally:
@@ -236,13 +229,13 @@ def reward(env_factory: Callable[[], Environment], player: Agent, opponent_facto
         n = getattr(env, "num_players", 1)
         for i, seed in enumerate(seeds):
             if n == 1:
-                rewards = play_game(env, {0: player}, seed, step_cap, stats, {0})
+                rewards = play_game(env, {0: player}, 0, seed, step_cap, stats)
                 stats.rewards.append(float(rewards.get(0, 0.0)))
             else:
                 seat = i % 2
                 assert opponent_factory is not None
                 seats = {seat: player, 1 - seat: opponent_factory(env)}
-                rewards = play_game(env, seats, seed, step_cap, stats, {seat})
+                rewards = play_game(env, seats, seat, seed, step_cap, stats)
                 mine, theirs = rewards.get(seat, 0.0), rewards.get(1 - seat, 0.0)
                 stats.rewards.append(1.0 if mine > theirs else 0.5 if mine == theirs else 0.0)
             stats.games += 1
