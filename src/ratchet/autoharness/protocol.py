@@ -202,7 +202,7 @@ def play_game(env: Environment, seats: dict[int, Agent], agent_seat: int, seed: 
     return result.summary.rewards
 
 
-def legal_rate(env_factory: Callable[[], Environment], player: Agent, seeds: list[int], steps: int, step_cap: int) -> PlayStats:
+def selfplay_legal_rate(env_factory: Callable[[], Environment], player: Agent, seeds: list[int], steps: int, step_cap: int) -> PlayStats:
     """Self-play legal-action rate: ``steps`` agent steps per seed, games auto-reset."""
     stats = PlayStats()
     env = env_factory()
@@ -290,7 +290,7 @@ def run_protocol(
         player = make_player(with_harness)
         t0 = time.perf_counter()
         note(f"{label}: legal rate")
-        legal = legal_rate(env_factory, player, legal_seeds, cfg.legal_steps, cfg.step_cap)
+        legal = selfplay_legal_rate(env_factory, player, legal_seeds, cfg.legal_steps, cfg.step_cap)
         note(f"{label}: reward")
         rew = reward(env_factory, player, opponent, reward_seeds, cfg.step_cap) if reward_seeds else PlayStats()
         out[label] = {"player": player.name, "legal": legal.to_dict(), "reward": rew.to_dict(), "work": dict(player.info),
