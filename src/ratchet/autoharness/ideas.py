@@ -42,6 +42,24 @@ class Lesson:
     complete: bool = False
     more: list[tuple[str, list[str]]] = field(default_factory=list)
 
+    @classmethod
+    def of(cls, transitions: Sequence[Transition], listed: Sequence[tuple[str, list[str]]]) -> Lesson:
+        """The richest lesson: the earliest mid-game state with both legal and illegal labelled
+        actions, three of each; without one, the first board alone."""
+        by_state: dict[tuple[int, tuple[str, ...]], list[Transition]] = {}
+        for t in transitions:
+            by_state.setdefault((t.seed, t.prefix), []).append(t)
+        rich = [k for k, group in by_state.items() if any(t.legal for t in group) and any(not t.legal for t in group) and len(k[1]) >= 2]
+        if not transitions:
+            return cls()
+        if not rich:
+            return cls(transitions[0].board, more=[st for st in listed if st[0] != transitions[0].board][-2:])
+        group = by_state[min(rich, key=lambda k: len(k[1]))]  # min keeps the first of ties
+        labelled = [t for t in group if not t.legal][:3] + [t for t in group if t.legal][:3]
+        listed_here = list(group[0].listed)
+        return cls(group[0].board, [(t.action, t.legal, t.reason) for t in labelled], listed_here or [t.action for t in group if t.legal],
+                   bool(listed_here), [st for st in listed if st[0] != group[0].board][-2:])
+
 
 @dataclass
 class Request:
@@ -267,24 +285,10 @@ def components(config: AutoHarnessConfig) -> list[Idea]:
     if config.method == "faithful":
         return []
     ideas = config.ideas
-    chosen: list[Idea] = []
-    if ideas.scaffold:
-        chosen.append(Scaffold())
-    if ideas.decompose:
-        chosen.append(Decompose(ideas.helper_library))
-    if ideas.transitions:
-        chosen.append(Transitions(config.rng_seed))
-    if ideas.helper_library:
-        chosen.append(HelperLibrary())
-    if ideas.few_shot:
-        chosen.append(FewShot())
-    chosen.append(Samples(ideas.samples_per_step))
-    if ideas.grammar:
-        chosen.append(Grammar())
-    if ideas.library_seed:
-        chosen.append(LibrarySeed())
-    if ideas.fresh_roots:
-        chosen.append(FreshRoots(config.thompson_c))
-    if ideas.explain_failures:
-        chosen.append(ExplainFailures())
-    return chosen
+    chosen: list[tuple[bool, Callable[[], Idea]]] = [
+        (ideas.scaffold, Scaffold), (ideas.decompose, lambda: Decompose(ideas.helper_library)),
+        (ideas.transitions, lambda: Transitions(config.rng_seed)), (ideas.helper_library, HelperLibrary), (ideas.few_shot, FewShot),
+        (True, lambda: Samples(ideas.samples_per_step)), (ideas.grammar, Grammar), (ideas.library_seed, LibrarySeed),
+        (ideas.fresh_roots, lambda: FreshRoots(config.thompson_c)), (ideas.explain_failures, ExplainFailures),
+    ]
+    return [build() for on, build in chosen if on]

@@ -200,10 +200,7 @@ class Synthesis:
     # ---------------------------------------------------------------- proposing
 
     def _prompt(self, code: str | None, shown: list[dict[str, Any]], pool: list[dict[str, Any]], refine: str, metrics: dict[str, float]):
-        lesson = Lesson()
-        if self.transitions:
-            lesson = Lesson(*_teaching_board(self.transitions))
-            lesson.more = [st for st in self.listed if st[0] != lesson.board][-2:]
+        lesson = Lesson.of(self.transitions, self.listed)
         examples = [t.action for t in self.transitions if t.legal][:6] or list(dict.fromkeys(lib.bracketed(self.description)))[:4]
         score_line = ""
         if code is not None and metrics:
@@ -382,28 +379,6 @@ class Synthesis:
         best = self.tree.best()
         self.on_progress({"iteration": self.state["iteration"], "best_h": best.h if best else 0.0, "calls": self.state["calls"],
                           "tokens": self.state["tokens"], "nodes": len(self.tree)})
-
-
-def _teaching_board(transitions: Sequence[Transition]) -> tuple[str | None, list[tuple[str, bool, str | None]], list[str], bool]:
-    """A mid-game board with both legal and illegal labelled actions (the richest lesson): the
-    board, a few labelled actions, the legal actions known there and whether that list is the
-    game's complete one."""
-    by_state: dict[tuple[int, tuple[str, ...]], list[Transition]] = {}
-    for t in transitions:
-        by_state.setdefault((t.seed, t.prefix), []).append(t)
-    best_key = None
-    for key, group in by_state.items():
-        if any(t.legal for t in group) and any(not t.legal for t in group) and len(key[1]) >= 2:
-            if best_key is None or len(key[1]) < len(best_key[1]):
-                best_key = key
-    if best_key is None:
-        return ((transitions[0].board, [], [], False) if transitions else (None, [], [], False))
-    group = by_state[best_key]
-    illegal = [t for t in group if not t.legal][:3]
-    legal = [t for t in group if t.legal][:3]
-    listed = list(group[0].listed)
-    expected = listed or [t.action for t in group if t.legal]
-    return group[0].board, [(t.action, t.legal, t.reason) for t in illegal + legal], expected, bool(listed)
 
 
 def listed_states(transitions: Sequence[Transition], limit: int = 30) -> list[tuple[str, list[str]]]:
