@@ -136,8 +136,7 @@ def test_a_fresh_root_unsticks_a_search_that_only_refines_a_bad_root():
 def judged():
     """A search with harvested states, judging scaffolded candidates with the feedback on."""
     s = synthesis(config(explain_failures=True), ScriptedModel([]))
-    s.transitions = harvest(lambda: FakeTicTacToe(), lambda: FakeTicTacToe(hints=True), [0, 1, 2], per_seed=30)
-    s._pick_unit_set()
+    s.set_transitions(harvest(lambda: FakeTicTacToe(), lambda: FakeTicTacToe(hints=True), [0, 1, 2], per_seed=30))
     assert len(s.listed) >= 5
     return s
 
@@ -186,11 +185,10 @@ def test_right_or_merely_wrong_code_gets_no_diagnosis(judged):
 
 
 def test_feedback_is_off_without_the_switch(judged):
-    judged.cfg.ideas.explain_failures = False
-    try:
-        assert not kinds(judged.judge(SCAFFOLD + "\n" + TAKEN))
-    finally:
-        judged.cfg.ideas.explain_failures = True
+    assert kinds(judged.judge(SCAFFOLD + "\n" + TAKEN))
+    off = synthesis(config(explain_failures=False), ScriptedModel([]))
+    off.set_transitions(judged.transitions)
+    assert not kinds(off.judge(SCAFFOLD + "\n" + TAKEN))
 
 
 def test_the_refiner_reads_the_diagnosis():

@@ -167,8 +167,7 @@ def test_a_legal_moves_that_returns_every_cell_does_not_score_as_solved():
     from ratchet.autoharness.prompts import SCAFFOLD
 
     s = synthesis(config("ratchet"), ScriptedModel([]))
-    s.transitions = harvest(lambda: FakeTicTacToe(), lambda: FakeTicTacToe(hints=True), [0, 1, 2], per_seed=30)
-    s._pick_unit_set()
+    s.set_transitions(harvest(lambda: FakeTicTacToe(), lambda: FakeTicTacToe(hints=True), [0, 1, 2], per_seed=30))
     assert s.listed, "the fake game prints its legal moves, so states with full lists exist"
     every_cell = SCAFFOLD + "\ndef legal_moves(cells):\n    return cells\n"
     free_cells = SCAFFOLD + "\ndef legal_moves(cells):\n    return [c for c in cells if c not in ('X', 'O')]\n"

@@ -21,8 +21,9 @@ class BudgetSettings(Settings):
 
 
 class RatchetIdeas(Settings):
-    """The small-model ideas that the ``ratchet`` method adds to the paper's loop; each can be
-    switched off on its own for the ablation."""
+    """The small-model ideas that the ``ratchet`` method adds to the paper's loop; each switch
+    chooses one component of ``autoharness/ideas.py`` and can be switched off on its own for the
+    ablation."""
 
     transitions: bool = True
     """Harvest labelled transitions (board, action, legal?, reason) by exploring the env before any

@@ -18,16 +18,19 @@ the LLM picks one. Policy mode: ``propose_action`` alone, no LLM.
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ratchet.autoharness.evaluate import game_seed
+from ratchet.autoharness.evaluate import game_seed, rollout
 from ratchet.autoharness.runtime import HarnessRuntime, feedback_of
+from ratchet.autoharness.transitions import harvest, score_is_legal
 from ratchet.config import Settings
 from ratchet.contracts import Environment, Model, Observation
 from ratchet.envs import runner
+from ratchet.envs.agents import Agent, LLMAgent, RandomLegalAgent
 
 
 class ProtocolConfig(Settings):
@@ -51,26 +54,32 @@ class ProtocolConfig(Settings):
     """Most tokens of one playing answer (the paper's think-then-move prompt)."""
 
 
-class Player:
-    """Something that chooses a move: ``act(observation) -> action``; ``info`` counts its work."""
+class _CountedWork:
+    """What the protocol's agents share: ``info`` counts their work over every game they play
+    (model calls and tokens, harness rejections, fallbacks to ``propose_action``, harness errors);
+    ``last_info`` is the last move's, as every agent's. ``reset`` keeps both the counters and the
+    agent's own seeding: the protocol reports the work of the whole measurement."""
 
-    name = "player"
+    name = "agent"
 
     def __init__(self) -> None:
         self.info: dict[str, int] = {"calls": 0, "tokens": 0, "rejections": 0, "fallbacks": 0, "harness_errors": 0}
+        self.last_info: dict[str, Any] = {}
 
-    def act(self, obs: Observation) -> str:  # pragma: no cover - interface
-        raise NotImplementedError
+    def reset(self, seed: int) -> None:
+        """Nothing to forget between games (see the class docstring)."""
+
+    def _count_model(self, info: dict[str, Any]) -> None:
+        self.info["calls"] += int(info.get("model_calls", 0))
+        self.info["tokens"] += int(info.get("prompt_tokens", 0)) + int(info.get("completion_tokens", 0))
 
 
-class LLMPlayer(Player):
-    """The baseline: the paper's playing prompt, optionally verified by a harness."""
+class VerifiedLLMAgent(_CountedWork):
+    """The baseline: the paper's playing prompt (:class:`LLMAgent`), optionally verified by a harness."""
 
     def __init__(self, model: Model, game: str, *, harness: HarnessRuntime | None = None, retries: int = 3,
                  max_tokens: int = 256, seed: int = 0) -> None:
         super().__init__()
-        from ratchet.envs.agents import LLMAgent
-
         self.name = "llm+verifier" if harness else "llm"
         self.harness = harness
         self.agent = LLMAgent(model, game=game, max_tokens=max_tokens, seed=seed,
@@ -87,59 +96,56 @@ class LLMPlayer(Player):
             self.info["rejections"] += 1
         return ok, "the move is not legal in the current position"
 
-    def act(self, obs: Observation) -> str:
-        action = self.agent.act(obs)
-        info = self.agent.last_info
-        self.info["calls"] += int(info.get("model_calls", 0))
-        self.info["tokens"] += int(info.get("prompt_tokens", 0)) + int(info.get("completion_tokens", 0))
+    def act(self, observation: Observation, feedback: str | None = None) -> str:
+        action = self.agent.act(observation, feedback)
+        info = self.last_info = self.agent.last_info
+        self._count_model(info)
         if self.harness is not None and info.get("verifier_rejections") and len(info["verifier_rejections"]) >= self.agent.verifier_retries:
-            ok, _ = self._verify(obs.text, action)
+            ok, _ = self._verify(observation.text, action)
             if not ok:
                 try:
-                    action = str(self.harness.call("propose_action", obs.text, seed=self.info["calls"]))
+                    action = str(self.harness.call("propose_action", observation.text, seed=self.info["calls"]))
                     self.info["fallbacks"] += 1
                 except Exception:
                     self.info["harness_errors"] += 1
         return action
 
 
-class FilterPlayer(Player):
+class FilterAgent(_CountedWork):
     """Code proposes legal candidates, the LLM chooses among them."""
 
     name = "llm+filter"
 
     def __init__(self, model: Model, game: str, harness: HarnessRuntime, candidates: int = 8, max_tokens: int = 256) -> None:
         super().__init__()
-        from ratchet.envs.agents import LLMAgent
-
         self.harness = harness
         self.k = candidates
         self.agent = LLMAgent(model, game=game, max_tokens=max_tokens)
         self.step = 0
 
-    def act(self, obs: Observation) -> str:
+    def act(self, observation: Observation, feedback: str | None = None) -> str:
         self.step += 1
-        found = self.harness.call_many("propose_action", [(obs.text,)] * self.k, seed=self.step * 1000)
+        self.last_info = {}
+        found = self.harness.call_many("propose_action", [(observation.text,)] * self.k, seed=self.step * 1000)
         moves = list(dict.fromkeys(str(v) for s, v in found if s == "ok"))
-        checks = self.harness.call_many("is_legal_action", [(obs.text, m) for m in moves], seed=0)
+        checks = self.harness.call_many("is_legal_action", [(observation.text, m) for m in moves], seed=0)
         legal = [m for m, (s, v) in zip(moves, checks) if s == "ok" and v]
         if not legal:
             self.info["harness_errors"] += 1
             legal = moves
         if len(legal) == 1:
             return legal[0]
-        text = obs.text + "\n\nLegal moves (choose exactly one): " + ", ".join(legal)
-        action = self.agent.act(Observation(obs.player_id, text))
-        info = self.agent.last_info
-        self.info["calls"] += int(info.get("model_calls", 0))
-        self.info["tokens"] += int(info.get("prompt_tokens", 0)) + int(info.get("completion_tokens", 0))
+        text = observation.text + "\n\nLegal moves (choose exactly one): " + ", ".join(legal)
+        action = self.agent.act(Observation(observation.player_id, text))
+        self.last_info = self.agent.last_info
+        self._count_model(self.last_info)
         if action not in legal:
             self.info["fallbacks"] += 1
             action = legal[0] if legal else action
         return action
 
 
-class PolicyPlayer(Player):
+class PolicyAgent(_CountedWork):
     """The harness alone (no LLM)."""
 
     name = "harness-policy"
@@ -149,10 +155,10 @@ class PolicyPlayer(Player):
         self.harness = harness
         self.step = 0
 
-    def act(self, obs: Observation) -> str:
+    def act(self, observation: Observation, feedback: str | None = None) -> str:
         self.step += 1
         try:
-            return str(self.harness.call("propose_action", obs.text, seed=self.step))
+            return str(self.harness.call("propose_action", observation.text, seed=self.step))
         except Exception:
             self.info["harness_errors"] += 1
             return "[?]"
@@ -178,32 +184,25 @@ class PlayStats:
                 "illegal_reasons": dict(sorted(self.reasons.items(), key=lambda kv: -kv[1])[:5])}
 
 
-def play_game(env: Environment, seats: dict[int, Player], seed: int, step_cap: int, stats: PlayStats, counted: set[int],
-              step_budget: int | None = None) -> dict[int, float]:
-    """One game; steps of players in ``counted`` seats go into ``stats``. Returns final rewards
-    ({} when cut at ``step_cap`` or ``step_budget``)."""
-    obs = env.reset(seed)
-    for _ in range(step_cap):
-        player = seats[obs.player_id if obs.player_id in seats else 0]
-        action = player.act(obs)
-        result = env.step(action)
-        if obs.player_id in counted:
-            stats.steps += 1
-            if result.losing_not_illegal:
-                stats.losing_not_illegal += 1
-            elif not result.legal:
-                stats.illegal += 1
-                key = (result.illegal_reason or "invalid")[:80]
-                stats.reasons[key] = stats.reasons.get(key, 0) + 1
-        if result.done or result.observation is None:
-            return dict(result.rewards or {})
-        if step_budget is not None and stats.steps >= step_budget:
-            return {}
-        obs = result.observation
-    return {}
+_PLAY = runner.RolloutConfig(keep_observations=False)  # the protocol keeps counts, not step records
 
 
-def legal_rate(env_factory: Callable[[], Environment], player: Player, seeds: list[int], steps: int, step_cap: int) -> PlayStats:
+def play_game(env: Environment, seats: dict[int, Agent], agent_seat: int, seed: int, step_cap: int, stats: PlayStats,
+              self_play: bool = False, step_budget: int | None = None) -> dict[int, float]:
+    """One game on the runner's game loop; the agent's steps go into ``stats``. Returns the final
+    rewards ({} when cut at ``step_cap`` or when ``stats`` reaches ``step_budget`` steps)."""
+    budget = None if step_budget is None else step_budget - stats.steps
+    result = runner.play_episode(env, seats, seats[agent_seat], agent_seat, seed=seed, config=_PLAY, self_play=self_play,
+                                 max_steps=step_cap, max_agent_steps=budget)
+    stats.steps += result.agent_steps
+    stats.illegal += result.agent_illegal
+    stats.losing_not_illegal += result.agent_losing_invalid
+    for reason in result.reasons:
+        stats.reasons[reason[:80]] = stats.reasons.get(reason[:80], 0) + 1
+    return result.summary.rewards
+
+
+def selfplay_legal_rate(env_factory: Callable[[], Environment], player: Agent, seeds: list[int], steps: int, step_cap: int) -> PlayStats:
     """Self-play legal-action rate: ``steps`` agent steps per seed, games auto-reset."""
     stats = PlayStats()
     env = env_factory()
@@ -212,7 +211,7 @@ def legal_rate(env_factory: Callable[[], Environment], player: Player, seeds: li
             start, k = stats.steps, 0
             while stats.steps - start < steps:
                 seats = {p: player for p in range(getattr(env, "num_players", 1))}
-                play_game(env, seats, game_seed(base, k), step_cap, stats, set(seats), step_budget=start + steps)
+                play_game(env, seats, 0, game_seed(base, k), step_cap, stats, self_play=True, step_budget=start + steps)
                 stats.games += 1
                 k += 1
     finally:
@@ -220,7 +219,7 @@ def legal_rate(env_factory: Callable[[], Environment], player: Player, seeds: li
     return stats
 
 
-def reward(env_factory: Callable[[], Environment], player: Player, opponent_factory: Callable[[Environment], Player] | None,
+def reward(env_factory: Callable[[], Environment], player: Agent, opponent_factory: Callable[[Environment], Agent] | None,
            seeds: list[int], step_cap: int) -> PlayStats:
     """1-player: mean reward over one game per seed. 2-player: win rate (draw 0.5) against the
     opponent, the agent in seat i % 2 for the i-th match."""
@@ -230,13 +229,13 @@ def reward(env_factory: Callable[[], Environment], player: Player, opponent_fact
         n = getattr(env, "num_players", 1)
         for i, seed in enumerate(seeds):
             if n == 1:
-                rewards = play_game(env, {0: player}, seed, step_cap, stats, {0})
+                rewards = play_game(env, {0: player}, 0, seed, step_cap, stats)
                 stats.rewards.append(float(rewards.get(0, 0.0)))
             else:
                 seat = i % 2
                 assert opponent_factory is not None
                 seats = {seat: player, 1 - seat: opponent_factory(env)}
-                rewards = play_game(env, seats, seed, step_cap, stats, {seat})
+                rewards = play_game(env, seats, seat, seed, step_cap, stats)
                 mine, theirs = rewards.get(seat, 0.0), rewards.get(1 - seat, 0.0)
                 stats.rewards.append(1.0 if mine > theirs else 0.5 if mine == theirs else 0.0)
             stats.games += 1
@@ -245,20 +244,11 @@ def reward(env_factory: Callable[[], Environment], player: Player, opponent_fact
     return stats
 
 
-class RandomLegalOpponent(Player):
+def random_legal_opponent(env: Environment) -> Agent:
     """The fixed 2-player opponent: a random move the env accepts (found by probing)."""
-
-    name = "random-legal"
-
-    def __init__(self, env: Environment, seed: int = 0) -> None:
-        super().__init__()
-        from ratchet.envs.agents import RandomLegalAgent
-
-        self.agent = RandomLegalAgent(seed=seed)
-        self.agent.bind(env)
-
-    def act(self, obs: Observation) -> str:
-        return self.agent.act(obs)
+    opponent = RandomLegalAgent(seed=0)
+    opponent.bind(env)
+    return opponent
 
 
 def run_protocol(
@@ -282,25 +272,25 @@ def run_protocol(
     reward_seeds = [game_seed(s, 10_000 + i) for i, s in enumerate((seeds * (cfg.reward_games // max(1, len(seeds)) + 1)))]
     reward_seeds = reward_seeds[: (cfg.reward_games if players_n == 1 else cfg.matches)]
 
-    def make_player(with_harness: bool) -> Player:
+    def make_player(with_harness: bool) -> VerifiedLLMAgent | FilterAgent | PolicyAgent:
         if not with_harness:
-            return LLMPlayer(model, game, max_tokens=cfg.play_max_tokens)
+            return VerifiedLLMAgent(model, game, max_tokens=cfg.play_max_tokens)
         assert harness is not None
         if mode == "policy":
-            return PolicyPlayer(harness)
+            return PolicyAgent(harness)
         if mode == "filter":
-            return FilterPlayer(model, game, harness, cfg.filter_candidates, cfg.play_max_tokens)
-        return LLMPlayer(model, game, harness=harness, retries=cfg.retries, max_tokens=cfg.play_max_tokens)
+            return FilterAgent(model, game, harness, cfg.filter_candidates, cfg.play_max_tokens)
+        return VerifiedLLMAgent(model, game, harness=harness, retries=cfg.retries, max_tokens=cfg.play_max_tokens)
 
     out: dict[str, Any] = {"env": game, "mode": mode, "players": players_n, "heldout_seeds": seeds, "protocol": cfg.model_dump()}
-    opponent = (lambda env: RandomLegalOpponent(env)) if players_n > 1 else None
+    opponent = random_legal_opponent if players_n > 1 else None
     for label, with_harness in (("baseline", False), ("harness", True)):
         if with_harness and harness is None:
             continue
         player = make_player(with_harness)
         t0 = time.perf_counter()
         note(f"{label}: legal rate")
-        legal = legal_rate(env_factory, player, legal_seeds, cfg.legal_steps, cfg.step_cap)
+        legal = selfplay_legal_rate(env_factory, player, legal_seeds, cfg.legal_steps, cfg.step_cap)
         note(f"{label}: reward")
         rew = reward(env_factory, player, opponent, reward_seeds, cfg.step_cap) if reward_seeds else PlayStats()
         out[label] = {"player": player.name, "legal": legal.to_dict(), "reward": rew.to_dict(), "work": dict(player.info),
@@ -321,11 +311,6 @@ def code_heldout(
     """The harness alone on held-out seeds, no LLM: the legal rate of its own play
     (propose → check → step, every failure counted, games auto-reset) and the accuracy of its
     ``is_legal_action`` on labelled transitions harvested from the same held-out seeds."""
-    import random
-
-    from ratchet.autoharness.evaluate import rollout
-    from ratchet.autoharness.transitions import harvest, score_is_legal
-
     runtime = runtime_factory({"harness.py": code})
     try:
         stats = rollout(runtime, env_factory, seeds, steps, step_cap, keep_going=True)

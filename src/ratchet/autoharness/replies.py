@@ -17,8 +17,6 @@ checkpoint already holds what came of them.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -26,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ratchet.contracts import Message, Model
+from ratchet.evolve.cache import request_key  # the engine's journal keys requests the same way
 
 REPLIES = "autoharness/replies.jsonl"
 
@@ -48,13 +47,6 @@ class Reply:
     @property
     def tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
-
-
-def request_key(model_name: str, messages: Sequence[Message], params: dict[str, Any]) -> str:
-    """A hash of the exact request; equal only for the same model, messages and parameters."""
-    request = {"model": model_name, "messages": [dict(m) for m in messages], "params": params}
-    text = json.dumps(request, sort_keys=True, ensure_ascii=False, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 class ReplyJournal:

@@ -6,7 +6,8 @@ function to refine, prompt the refiner (``samples`` times for the ratchet method
 judge every sample, store every one (rejected and failed ones too), add the best to the tree, and
 checkpoint the tree, the RNG state and the budget used. A killed run resumes from the checkpoint
 and, with a deterministic model, reaches the same result. Stops at h = 1.0, after ``iterations``
-refinements, or when the call / token / time budget is spent.
+refinements, or when the call / token / time budget is spent. Each of the ratchet method's
+additions is a component (``ideas.py``) the loop asks at fixed points; the loop reads no flag.
 """
 
 from __future__ import annotations
@@ -18,15 +19,17 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ratchet.autoharness import critic
+from ratchet.autoharness import harnesslib as lib
 from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.decompose import Decomposer
 from ratchet.autoharness.evaluate import EnvFactory, rollout
-from ratchet.autoharness.prompts import CODE_BLOCK_GRAMMAR, scaffold_for, synthesis_prompt
+from ratchet.autoharness.ideas import Decompose, Idea, Lesson, Request, components
+from ratchet.autoharness.prompts import synthesis_prompt
 from ratchet.autoharness.refine import check_signatures, extract_code, which_to_refine
 from ratchet.autoharness.replies import ReplyJournal
 from ratchet.autoharness.runtime import RuntimeFactory
-from ratchet.autoharness.transitions import Transition, balanced_subset, check_legal_actions, harvest, score_is_legal
-from ratchet.autoharness.tree import Node, Tree, fresh_root_arm, select_action, select_node
+from ratchet.autoharness.transitions import Transition, harvest
+from ratchet.autoharness.tree import Node, Tree, select_action
 from ratchet.contracts import BudgetExceeded, Candidate, Evaluation, Model
 
 CHECKPOINT = "autoharness"
@@ -89,6 +92,7 @@ class Synthesis:
         description: str = "",
         library_seeds: Sequence[dict[str, Any]] = (),
         on_progress: Callable[[dict[str, Any]], None] | None = None,
+        ideas: Sequence[Idea] | None = None,
     ) -> None:
         self.cfg = config
         self.model = model
@@ -99,16 +103,13 @@ class Synthesis:
         self.description = description
         self.library_seeds = list(library_seeds)
         self.on_progress = on_progress or (lambda info: None)
-        self.ratchet = config.method == "ratchet"
-        ideas = config.ideas
-        self.use_transitions = self.ratchet and ideas.transitions
-        self.samples = ideas.samples_per_step if self.ratchet else 1
-        self.decomposer = Decomposer(ideas.helper_library) if self.ratchet and ideas.decompose else None
+        # The method's components (``ideas.components``), or a list of one's own to swap or ablate ideas.
+        self.ideas: list[Idea] = list(components(config) if ideas is None else ideas)
+        self.samples = next((n for n in (i.samples() for i in self.ideas) if n is not None), 1)
         self.state: dict[str, Any] = {}
         self.tree = Tree()
         self.rng = random.Random(config.rng_seed)
         self.transitions: list[Transition] = []
-        self.unit_set: list[Transition] = []
         self.listed: list[tuple[str, list[str]]] = []
         self.codes: dict[str, str] = {}
         self.failures: dict[str, list[dict[str, Any]]] = {}
@@ -137,11 +138,15 @@ class Synthesis:
         self.rng.setstate(_rng_from_json(saved["rng"]))
         self.codes = dict(saved["codes"])
         self.failures = {k: list(v) for k, v in saved["failures"].items()}
-        self.transitions = [Transition.from_json(t) for t in saved.get("transitions", [])]
-        self._pick_unit_set()
-        if self.decomposer is not None:
-            self.decomposer.load(saved.get("decompose"))
+        self.set_transitions([Transition.from_json(t) for t in saved.get("transitions", [])])
+        for idea in self.ideas:
+            idea.load(self, saved)
         return True
+
+    @property
+    def decomposer(self) -> Decomposer | None:
+        """The decomposition component's state, when that idea is on (reports read it)."""
+        return next((i.decomposer for i in self.ideas if isinstance(i, Decompose)), None)
 
     # ---------------------------------------------------------------- budget
 
@@ -157,10 +162,12 @@ class Synthesis:
 
     # ---------------------------------------------------------------- judging
 
-    def _pick_unit_set(self) -> None:
+    def set_transitions(self, transitions: list[Transition]) -> None:
+        """The labelled transitions the search judges and teaches with (harvested or loaded)."""
+        self.transitions = transitions
         self.listed = listed_states(self.transitions)
-        if self.transitions and self.use_transitions:
-            self.unit_set = balanced_subset(self.transitions, 200, random.Random(self.cfg.rng_seed + 1))
+        for idea in self.ideas:
+            idea.ready(self)
 
     def judge(self, code: str) -> Judgement:
         problem = check_signatures(code)
@@ -171,21 +178,8 @@ class Synthesis:
         try:
             metrics: dict[str, float] = {}
             failures: list[dict[str, Any]] = []
-            if self.ratchet and self.cfg.ideas.scaffold and "def legal_actions" in code and self.listed:
-                wrong = check_legal_actions(runtime, self.listed)
-                metrics["legal_actions_accuracy"] = 1.0 - len(wrong) / len(self.listed)
-                if self.cfg.ideas.explain_failures:
-                    failures += critic.diagnose_legal_actions(wrong, self.listed)
-                failures += wrong[:4]
-            if self.decomposer is not None:  # parser and rule, each against the env's ground truth
-                part_metrics, part_failures = self.decomposer.check(runtime, code)
-                metrics.update(part_metrics)
-                failures += part_failures
-            if self.unit_set:
-                unit = score_is_legal(runtime, self.unit_set)
-                metrics["unit_accuracy"] = unit.accuracy
-                # Counterexamples of both signs, so the refiner cannot fix one by breaking the other.
-                failures += unit.errors[:3] + unit.false_accepts[:4] + unit.false_rejects[:4]
+            for idea in self.ideas:  # dense checks, in the components' order
+                idea.check(self, runtime, code, metrics, failures)
             stats = rollout(runtime, self.env_factory, self.cfg.search_seeds[: self.cfg.eval_envs], self.cfg.eval_steps, self.cfg.step_cap)
             # A candidate that never got a step in has shown nothing: it scores as illegal.
             rate = 0.0 if stats.legal_rate is None else stats.legal_rate
@@ -206,55 +200,32 @@ class Synthesis:
     # ---------------------------------------------------------------- proposing
 
     def _prompt(self, code: str | None, shown: list[dict[str, Any]], pool: list[dict[str, Any]], refine: str, metrics: dict[str, float]):
-        ideas = self.cfg.ideas
-        sample_board, labelled, expected, complete = None, [], [], False
-        more: list[tuple[str, list[str]]] = []
-        if self.ratchet and self.transitions:
-            sample_board, labelled, expected, complete = _teaching_board(self.transitions)
-            more = [st for st in self.listed if st[0] != sample_board][-2:]
-        examples = [t.action for t in self.transitions if t.legal][:6] if self.ratchet else []
-        if not examples:
-            from ratchet.autoharness.harnesslib import bracketed
-
-            examples = list(dict.fromkeys(bracketed(self.description)))[:4]
+        lesson = Lesson.of(self.transitions, self.listed)
+        examples = [t.action for t in self.transitions if t.legal][:6] or list(dict.fromkeys(lib.bracketed(self.description)))[:4]
         score_line = ""
         if code is not None and metrics:
             score_line = "Score of the current code: " + ", ".join(f"{k} {v:.2f}" for k, v in metrics.items() if k in ("legal_rate", "unit_accuracy"))
+        options: dict[str, Any] = dict(helper_library=False, few_shot=False, sample_board=None, labelled=[], scaffold=False,
+                                       expected=[], more_examples=[], scaffold_examples=[])
+        for idea in self.ideas:
+            idea.prompt(self, options, lesson, shown)
         return synthesis_prompt(
             game=self.cfg.env, description=self.description, action_examples=examples, mode=self.cfg.mode,
-            code=code, failures=shown, refine=refine, error_summary=critic.summarize(pool),
-            helper_library=self.ratchet and ideas.helper_library, few_shot=self.ratchet and ideas.few_shot,
-            sample_board=sample_board if self.ratchet and ideas.helper_library else None,
-            labelled=labelled if self.use_transitions else [], score_line=score_line,
-            scaffold=self.ratchet and ideas.scaffold, expected=expected if self.use_transitions or ideas.scaffold else [],
-            expected_complete=complete, more_examples=more if ideas.scaffold else [],
-            scaffold_examples=self._scaffold_examples(shown) if self.ratchet and ideas.scaffold else [], grid_view=self._grid_view(),
+            code=code, failures=shown, refine=refine, error_summary=critic.summarize(pool), score_line=score_line,
+            expected_complete=lesson.complete, grid_view=self.grid_view(), **options,
         )
 
-    def _grid_view(self) -> bool:
+    def grid_view(self) -> bool:
         """Whether this game's boards parse as a grid (then legal_moves gets the cells)."""
-        from ratchet.autoharness import harnesslib as lib
-
         boards = [b for b, _ in self.listed[:5]] or [t.board for t in self.transitions[:5]]
         return bool(boards) and all(len(lib.parse_grid(lib.current_board(b))) >= 2 for b in boards)
-
-    def _scaffold_examples(self, shown: Sequence[dict[str, Any]] = ()) -> list[tuple[Any, list[str]]]:
-        """Three states with the game's full legal list, as legal_moves' doctest examples; states
-        a candidate got wrong (``shown``) come first."""
-        from ratchet.autoharness import harnesslib as lib
-
-        states = [(f["board"], f["expected"]) for f in shown if f.get("kind") == "wrong_legal_actions"][:2]
-        states += self.listed[len(self.listed) // 3 :: max(1, len(self.listed) // 4)][:3] or self.listed[:3]
-        if self._grid_view():
-            return [(lib.cells(lib.parse_grid(lib.current_board(b))), legal) for b, legal in states]
-        return [(b, legal) for b, legal in states]
 
     def _ask(self, messages: list, sample: int, max_tokens: int | None = None) -> tuple[str, int]:
         temperature = self.cfg.first_temperature if sample == 0 else self.cfg.temperature
         kwargs: dict[str, Any] = dict(temperature=temperature, max_tokens=max_tokens or self.cfg.max_new_tokens,
                                       seed=self.cfg.rng_seed * 100_003 + self.state["calls"])
-        if self.ratchet and self.cfg.ideas.grammar:
-            kwargs["grammar"] = CODE_BLOCK_GRAMMAR
+        for idea in self.ideas:
+            idea.ask(self, kwargs)
         # On disk before it is used; after a kill the resumed run replays it instead of asking again.
         reply = self.replies.complete(self.model, messages, self.state["calls"], **kwargs)
         self.state["calls"] += 1
@@ -278,27 +249,21 @@ class Synthesis:
         shown = critic.sample_failures(pool, self.rng, self.cfg.max_failures_shown)
         refine = which_to_refine(shown) if parent_id else "both"
         metrics = self.state["metrics"].get(parent_id, {}) if parent_id else {}
-        if self.decomposer is not None and self.decomposer.active:  # one part at a time, with its own failures
-            refine, shown, messages = self.decomposer.request(game=self.cfg.env, description=self.description, code=code, pool=pool,
-                                                              metrics=metrics, rng=self.rng, limit=self.cfg.max_failures_shown)
-        else:
-            messages = self._prompt(code, shown, pool, refine, metrics)
+        request = next((r for r in (i.request(self, code, pool, metrics) for i in self.ideas) if r is not None), None)
+        if request is None:
+            template = next((t for t in (i.template(self) for i in self.ideas) if t is not None), None) if code is None else None
+            request = Request(refine, shown, self._prompt(code, shown, pool, refine, metrics),
+                              lambda text: extract_code(text, previous=code or template))
+        refine, shown, messages = request.refine, request.shown, request.messages
         judged: list[tuple[str, Judgement]] = []
         # A fresh root (a root after the first iteration) skips the low first temperature: the
         # first root already had that near-greedy answer.
         fresh = parent_id is None and iteration > 0
-        # A decomposed request's doctests are whole observations, and small models write the
-        # docstring out again before the body: measured with the 0.5B, all 8 parser replies of one
-        # search stopped at 400 tokens inside that copy. Twice the budget leaves room for both.
-        decomposed = self.decomposer is not None and self.decomposer.active
-        max_tokens = 2 * self.cfg.max_new_tokens if decomposed else None
         for sample in range(self.samples):
             if self._budget_left():
                 break
-            text, tokens = self._ask(messages, sample + 1 if fresh else sample, max_tokens)
-            template = scaffold_for(self._grid_view()) if code is None and self.ratchet and self.cfg.ideas.scaffold and self.listed else None
-            new_code = (self.decomposer.new_code(code, text, refine) if decomposed
-                        else extract_code(text, previous=code or template))
+            text, tokens = self._ask(messages, sample + 1 if fresh else sample, request.max_tokens)
+            new_code = request.build(text)
             meta = dict(prompt=messages, response=text, failures_shown=shown, refine=refine, iteration=iteration,
                         sample=sample, method=self.cfg.method, tokens=tokens)
             if new_code is None:
@@ -338,16 +303,14 @@ class Synthesis:
             self.replies.resume(self.state["calls"])  # replies of the iteration a kill interrupted
         else:
             self.state = {"iteration": 0, "calls": 0, "tokens": 0, "elapsed_s": 0.0, "metrics": {}, "history": [], "stop_reason": None}
-            ideas = self.cfg.ideas
-            if self.ratchet and (ideas.transitions or ideas.helper_library or ideas.scaffold or ideas.decompose):
+            if any(idea.harvests for idea in self.ideas):
                 # Examples for the prompt come from the same exploration; scoring on them as unit
                 # tests is the ``transitions`` idea alone.
-                self.transitions = harvest(self.env_factory, self.hint_env_factory, self.cfg.search_seeds,
-                                           self.cfg.transitions_per_seed, random.Random(self.cfg.rng_seed))
+                self.set_transitions(harvest(self.env_factory, self.hint_env_factory, self.cfg.search_seeds,
+                                             self.cfg.transitions_per_seed, random.Random(self.cfg.rng_seed)))
                 self.state["transitions"] = [t.to_json() for t in self.transitions]
-                self._pick_unit_set()
-                if self.decomposer is not None:  # ground truth for each part; without it, the undecomposed check
-                    self.state["decompose"] = self.decomposer.prepare(self.env_factory, self.transitions)
+                for idea in self.ideas:
+                    idea.start(self)
             self._save()
         try:
             self._loop()
@@ -369,15 +332,14 @@ class Synthesis:
 
     def _loop(self) -> None:
         if not self.tree.nodes and not self.state.get("seeded"):
-            if self.ratchet and self.cfg.ideas.library_seed:
-                for entry in self.library_seeds:
-                    judgement = self.judge(entry["code"])
-                    cid = self._store(entry["code"], None, judgement.status, judgement, origin=f"library:{entry.get('env')}", iteration=0)
-                    self.codes[cid] = entry["code"]
-                    self.failures[cid] = judgement.failures[:40]
-                    self.state["metrics"][cid] = judgement.metrics
-                    self.state["history"].append({"iteration": 0, "candidate": cid, "h": judgement.h, "status": "library"})
-                    self.tree.add(cid, None, judgement.h)
+            for entry in [e for idea in self.ideas for e in idea.seeds(self)]:
+                judgement = self.judge(entry["code"])
+                cid = self._store(entry["code"], None, judgement.status, judgement, origin=f"library:{entry.get('env')}", iteration=0)
+                self.codes[cid] = entry["code"]
+                self.failures[cid] = judgement.failures[:40]
+                self.state["metrics"][cid] = judgement.metrics
+                self.state["history"].append({"iteration": 0, "candidate": cid, "h": judgement.h, "status": "library"})
+                self.tree.add(cid, None, judgement.h)
             self.state["seeded"] = True
             self._save()
         while not self.tree.nodes:
@@ -409,38 +371,14 @@ class Synthesis:
 
     def _choose(self) -> Node | None:
         """The node to refine next by Thompson sampling, or None: sample a fresh root (only with
-        ``ideas.fresh_roots``, whose arm draws after the nodes)."""
-        if self.ratchet and self.cfg.ideas.fresh_roots:
-            arm = fresh_root_arm(self.state.get("root_scores", []), self.cfg.thompson_c)
-            return select_action(self.tree, self.rng, self.cfg.thompson_c, arm)
-        return select_node(self.tree, self.rng, self.cfg.thompson_c)
+        a component's fresh-root arm, which draws after the nodes)."""
+        arm = next((a for a in (i.fresh_arm(self) for i in self.ideas) if a is not None), None)
+        return select_action(self.tree, self.rng, self.cfg.thompson_c, arm)
 
     def _progress(self) -> None:
         best = self.tree.best()
         self.on_progress({"iteration": self.state["iteration"], "best_h": best.h if best else 0.0, "calls": self.state["calls"],
                           "tokens": self.state["tokens"], "nodes": len(self.tree)})
-
-
-def _teaching_board(transitions: Sequence[Transition]) -> tuple[str | None, list[tuple[str, bool, str | None]], list[str], bool]:
-    """A mid-game board with both legal and illegal labelled actions (the richest lesson): the
-    board, a few labelled actions, the legal actions known there and whether that list is the
-    game's complete one."""
-    by_state: dict[tuple[int, tuple[str, ...]], list[Transition]] = {}
-    for t in transitions:
-        by_state.setdefault((t.seed, t.prefix), []).append(t)
-    best_key = None
-    for key, group in by_state.items():
-        if any(t.legal for t in group) and any(not t.legal for t in group) and len(key[1]) >= 2:
-            if best_key is None or len(key[1]) < len(best_key[1]):
-                best_key = key
-    if best_key is None:
-        return ((transitions[0].board, [], [], False) if transitions else (None, [], [], False))
-    group = by_state[best_key]
-    illegal = [t for t in group if not t.legal][:3]
-    legal = [t for t in group if t.legal][:3]
-    listed = list(group[0].listed)
-    expected = listed or [t.action for t in group if t.legal]
-    return group[0].board, [(t.action, t.legal, t.reason) for t in illegal + legal], expected, bool(listed)
 
 
 def listed_states(transitions: Sequence[Transition], limit: int = 30) -> list[tuple[str, list[str]]]:

@@ -1,4 +1,5 @@
-"""The search tree of code versions and Thompson-sampling node choice (REx).
+"""The search tree of code versions and Thompson-sampling node choice (REx, the engine's
+``ThompsonSelector`` draw).
 
 Every node is one harness version. Its value ``h`` is the heuristic score of its evaluation
 (the legal-action rate, or for harness-as-policy the value H); ``refinements`` counts how many
@@ -19,6 +20,8 @@ import random
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from ratchet.evolve.selectors import thompson_draw
 
 
 @dataclass
@@ -72,23 +75,6 @@ class Tree:
         return cls([Node(**d) for d in data])
 
 
-def thompson_draws(tree: Tree, rng: random.Random, c: float) -> dict[str, float]:
-    """θ for every node, drawn in insertion order from Beta(1 + C·h, 1 + C·(1−h) + refinements)."""
-    return {
-        node.candidate_id: rng.betavariate(1.0 + c * node.h, 1.0 + c * (1.0 - node.h) + node.refinements)
-        for node in tree.nodes.values()
-    }
-
-
-def select_node(tree: Tree, rng: random.Random, c: float = 1.0) -> Node:
-    """The node to refine next: the argmax of one Thompson draw per node (first on ties)."""
-    if not tree.nodes:
-        raise ValueError("cannot select from an empty tree")
-    draws = thompson_draws(tree, rng, c)
-    best_id = max(draws, key=lambda k: draws[k])
-    return tree.nodes[best_id]
-
-
 def fresh_root_arm(root_scores: Sequence[float], c: float = 1.0) -> tuple[float, float]:
     """Beta parameters of the "sample a fresh root" arm: Beta(1 + C·Σh, 1 + C·Σ(1−h)) over the
     scores h of the roots the model wrote so far (one per root request, the best of its samples).
@@ -98,15 +84,18 @@ def fresh_root_arm(root_scores: Sequence[float], c: float = 1.0) -> tuple[float,
 
 
 def select_action(tree: Tree, rng: random.Random, c: float = 1.0, fresh: tuple[float, float] | None = None) -> Node | None:
-    """Like :func:`select_node`, plus the fresh-root arm when ``fresh`` (its Beta parameters) is
-    given: one draw per node in insertion order, then one for the fresh arm; the argmax wins, a
-    node on ties. Returns None when the fresh arm wins (sample a new root), else the node."""
+    """The node to refine next: the engine's Thompson draw (``evolve.selectors.thompson_draw``)
+    over the nodes in insertion order, each visited as often as it was refined; with ``fresh`` (the
+    fresh-root arm's Beta parameters) one more draw after the nodes. Returns None when the fresh arm
+    wins (sample a new root), else the node (the first on ties, a node on a tie with the arm)."""
     if not tree.nodes and fresh is None:
         raise ValueError("cannot select from an empty tree")
-    draws = thompson_draws(tree, rng, c)
-    best_id = max(draws, key=lambda k: draws[k]) if draws else None
-    if fresh is not None:
-        theta = rng.betavariate(*fresh)
-        if best_id is None or theta > draws[best_id]:
-            return None
-    return tree.nodes[best_id]
+    node, _ = thompson_draw([(n, n.h, n.refinements) for n in tree.nodes.values()], rng, c, fresh)
+    return node
+
+
+def select_node(tree: Tree, rng: random.Random, c: float = 1.0) -> Node:
+    """:func:`select_action` without the fresh-root arm: always a node."""
+    node = select_action(tree, rng, c)
+    assert node is not None  # no fresh arm, a non-empty tree
+    return node

@@ -248,9 +248,23 @@ def _play(job: _Job) -> EpisodeResult:
         if hasattr(a, "bind"):
             a.bind(env)
 
-    episode_id = f"{job.env_id}-{job.index:04d}-s{job.seed}"
+    return play_episode(env, seats, agent, agent_seat, seed=job.seed, config=cfg, env_id=job.env_id,
+                        episode_id=f"{job.env_id}-{job.index:04d}-s{job.seed}", self_play=job.self_play)
+
+
+def play_episode(env: Any, seats: dict[int, Agent], agent: Agent, agent_seat: int, *, seed: int, config: RolloutConfig,
+                 env_id: str = "", episode_id: str = "", self_play: bool = False, max_steps: int | None = None,
+                 max_agent_steps: int | None = None) -> EpisodeResult:
+    """The one game loop: one episode of ``env`` from ``reset(seed)``, ``seats`` acting in turn, in
+    this process. The evaluated ``agent`` sits in ``agent_seat`` (with ``self_play`` in every seat
+    it holds); only its steps count. Agents are used as given (reset and bound by the caller).
+    ``max_steps`` cuts the game after that many steps of all seats, ``max_agent_steps`` after that
+    many of the agent's (a legal rate measured over a fixed number of steps); a cut game has no
+    rewards."""
+    cfg = config
+    env_id = env_id or getattr(env, "env_id", "")
     start = time.perf_counter()
-    obs = env.reset(job.seed)
+    obs = env.reset(seed)
     steps: list[StepRecord] = []
     feedback: dict[int, str | None] = {}
     counts = {"steps": 0, "illegal": 0, "losing": 0, "tokens": 0}
@@ -261,7 +275,7 @@ def _play(job: _Job) -> EpisodeResult:
     while True:
         player = obs.player_id
         actor = seats.get(player, agent)
-        is_agent = player == agent_seat or (job.self_play and actor is agent)
+        is_agent = player == agent_seat or (self_play and actor is agent)
         t0 = time.perf_counter()
         action = actor.act(obs, feedback.get(player) if cfg.retry_illegal else None)
         t1 = time.perf_counter()
@@ -313,14 +327,16 @@ def _play(job: _Job) -> EpisodeResult:
             rewards = result.rewards or {}
             ended_by_illegal = result.ended_by_illegal or (cfg.stop_on_illegal and is_agent and illegal)
             break
+        if (max_steps is not None and len(steps) >= max_steps) or (max_agent_steps is not None and counts["steps"] >= max_agent_steps):
+            break
         obs = result.observation
     wall = time.perf_counter() - start
     agent_reward = float(rewards.get(agent_seat, 0.0))
     others = [v for k, v in rewards.items() if k != agent_seat]
     summary = EpisodeSummary(
         episode_id=episode_id,
-        env_id=job.env_id,
-        seed=job.seed,
+        env_id=env_id,
+        seed=seed,
         agent=getattr(agent, "name", type(agent).__name__),
         steps=len(steps),
         illegal_steps=counts["illegal"],

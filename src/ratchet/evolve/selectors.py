@@ -16,8 +16,9 @@ from the ``rng`` it is given (so a resumed run draws the same), and says why it 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from statistics import fmean
-from typing import Any
+from typing import Any, TypeVar
 
 from ratchet.contracts import ArchiveView, Candidate, RatchetError
 from ratchet.evolve.archive import per_task_means
@@ -29,6 +30,8 @@ from ratchet.evolve.config import (
     ThompsonOptions,
 )
 from ratchet.evolve.context import EngineContext
+
+T = TypeVar("T")
 
 
 class _ScoredSelector:
@@ -84,16 +87,34 @@ class DgmSelector(_ScoredSelector):
         return chosen
 
 
+def thompson_draw(arms: Sequence[tuple[T, float, int]], rng: Any, c: float = 1.0,
+                  extra: tuple[float, float] | None = None) -> tuple[T | None, float]:
+    """REx's draw over ``arms``, each (key, h, visits): θ ~ Beta(1 + C·h, 1 + C·(1−h) + visits) for
+    every arm in order, the argmax winning (the first on ties). With ``extra`` (the Beta parameters
+    of one arm that is not a candidate) one more draw follows, which wins only when strictly
+    higher; then the key is None. Returns the winner and its θ.
+
+    What counts as a visit is the caller's: the engine counts a candidate's children in the
+    archive; the AutoHarness tree counts refinements, failed and duplicate ones included, and adds
+    its fresh-root arm as ``extra``."""
+    draws = [(key, rng.betavariate(1.0 + c * h, 1.0 + c * (1.0 - h) + visits)) for key, h, visits in arms]
+    best: tuple[T | None, float] = max(draws, key=lambda pair: pair[1]) if draws else (None, float("-inf"))
+    if extra is not None:
+        theta = rng.betavariate(*extra)
+        if not draws or theta > best[1]:
+            return None, theta
+    return best
+
+
 class ThompsonSelector(_ScoredSelector):
     name = "thompson"
     Options = ThompsonOptions
     options: ThompsonOptions
 
     def select(self, archive: ArchiveView, rng: Any) -> Candidate:
-        c = self.options.c
-        draws = [(cand, rng.betavariate(1.0 + c * h, 1.0 + c * (1.0 - h) + len(archive.children(cand.id))))
-                 for cand, h in self.pool(archive)]
-        chosen, theta = max(draws, key=lambda pair: pair[1])
+        arms = [(cand, h, len(archive.children(cand.id))) for cand, h in self.pool(archive)]
+        chosen, theta = thompson_draw(arms, rng, self.options.c)
+        assert chosen is not None  # the pool is never empty (it raises)
         self.last = {"theta": theta}
         return chosen
 

@@ -1,0 +1,294 @@
+"""The ``ratchet`` method's ideas as components of the search: one small class per idea.
+
+The search (:class:`ratchet.autoharness.search.Synthesis`) runs the paper's loop and asks its
+components at a few fixed points: whether to explore the game first (``harvests``), what to check
+when judging (``check``), what to add to the refiner's prompt (``prompt``), a different request
+altogether (``request``), the starting template (``template``), how many samples (``samples``),
+extra generation parameters (``ask``), harnesses to seed the tree with (``seeds``), the fresh-root
+arm of the node choice (``fresh_arm``) and plain-words feedback (``explain``). Every hook of the
+base class does nothing, so an idea overrides only the one or two it is about, and a method is a
+list of components: ``faithful`` is the empty list, ``ratchet`` the list ``AutoHarnessConfig.ideas``
+switches on (:func:`components`). Ideas can be listed (:data:`IDEAS`), swapped (pass your own list
+to ``Synthesis(ideas=...)``) and ablated (switch one off in ``ideas``).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ratchet.autoharness import critic
+from ratchet.autoharness import harnesslib as lib
+from ratchet.autoharness.config import AutoHarnessConfig
+from ratchet.autoharness.decompose import Decomposer
+from ratchet.autoharness.prompts import CODE_BLOCK_GRAMMAR, scaffold_for
+from ratchet.autoharness.transitions import Transition, balanced_subset, check_legal_actions, score_is_legal
+from ratchet.autoharness.tree import fresh_root_arm
+
+if TYPE_CHECKING:  # the search imports this module; the type only names what the hooks read
+    from ratchet.autoharness.search import Synthesis
+
+
+@dataclass
+class Lesson:
+    """What the harvested transitions teach in a prompt: a mid-game board with labelled actions,
+    the legal actions known there (``complete``: the game's whole list) and two more listed states."""
+
+    board: str | None = None
+    labelled: list[tuple[str, bool, str | None]] = field(default_factory=list)
+    expected: list[str] = field(default_factory=list)
+    complete: bool = False
+    more: list[tuple[str, list[str]]] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, transitions: Sequence[Transition], listed: Sequence[tuple[str, list[str]]]) -> Lesson:
+        """The richest lesson: the earliest mid-game state with both legal and illegal labelled
+        actions, three of each; without one, the first board alone."""
+        by_state: dict[tuple[int, tuple[str, ...]], list[Transition]] = {}
+        for t in transitions:
+            by_state.setdefault((t.seed, t.prefix), []).append(t)
+        rich = [k for k, group in by_state.items() if any(t.legal for t in group) and any(not t.legal for t in group) and len(k[1]) >= 2]
+        if not transitions:
+            return cls()
+        if not rich:
+            return cls(transitions[0].board, more=[st for st in listed if st[0] != transitions[0].board][-2:])
+        group = by_state[min(rich, key=lambda k: len(k[1]))]  # min keeps the first of ties
+        labelled = [t for t in group if not t.legal][:3] + [t for t in group if t.legal][:3]
+        listed_here = list(group[0].listed)
+        return cls(group[0].board, [(t.action, t.legal, t.reason) for t in labelled], listed_here or [t.action for t in group if t.legal],
+                   bool(listed_here), [st for st in listed if st[0] != group[0].board][-2:])
+
+
+@dataclass
+class Request:
+    """A refiner request an idea makes instead of the default prompt."""
+
+    refine: str
+    shown: list[dict[str, Any]]
+    messages: list
+    build: Callable[[str], str | None]
+    """Code from the reply text (None: no code in it)."""
+    max_tokens: int | None = None
+
+
+class Idea:
+    """One idea of the search. Every hook is a no-op; an idea overrides the ones it is about."""
+
+    name = "idea"
+    summary = ""
+    harvests = False
+    """Whether the idea needs the labelled transitions harvested before the first call."""
+
+    def ready(self, search: Synthesis) -> None:
+        """The transitions are known (harvested, or loaded on resume)."""
+
+    def start(self, search: Synthesis) -> None:
+        """A fresh search, right after harvesting (not on resume)."""
+
+    def load(self, search: Synthesis, saved: dict[str, Any]) -> None:
+        """A resumed search, from its checkpoint."""
+
+    def check(self, search: Synthesis, runtime: Any, code: str, metrics: dict[str, float], failures: list[dict[str, Any]]) -> None:
+        """Judge a candidate: add dense metrics (they join h) and counterexamples."""
+
+    def prompt(self, search: Synthesis, options: dict[str, Any], lesson: Lesson, shown: Sequence[dict[str, Any]]) -> None:
+        """Add to the refiner prompt's options (``prompts.synthesis_prompt`` keywords)."""
+
+    def request(self, search: Synthesis, code: str | None, pool: list[dict[str, Any]], metrics: dict[str, float]) -> Request | None:
+        """A request of the idea's own, or None for the default prompt."""
+        return None
+
+    def template(self, search: Synthesis) -> str | None:
+        """Code a root reply fills in (its missing functions are kept from it)."""
+        return None
+
+    def samples(self) -> int | None:
+        """Samples per refinement, or None (one)."""
+        return None
+
+    def ask(self, search: Synthesis, kwargs: dict[str, Any]) -> None:
+        """Add generation parameters to every refiner call."""
+
+    def seeds(self, search: Synthesis) -> list[dict[str, Any]]:
+        """Harnesses ({"env", "code"}) the tree starts from, judged without a model call."""
+        return []
+
+    def fresh_arm(self, search: Synthesis) -> tuple[float, float] | None:
+        """Beta parameters of a "sample a fresh root" arm in the node choice, or None."""
+        return None
+
+    def explain(self, wrong: list[dict[str, Any]], listed: list[tuple[str, list[str]]]) -> list[dict[str, Any]]:
+        """Plain-words diagnoses of ``legal_actions``' wrong states, shown before them."""
+        return []
+
+
+class Scaffold(Idea):
+    name = "scaffold"
+    summary = ("one function, legal_moves(cells), with real states as doctests, inside a fixed template; "
+               "legal_actions checked against the game's legal lists")
+    harvests = True
+
+    def check(self, search, runtime, code, metrics, failures):
+        if "def legal_actions" in code and search.listed:
+            wrong = check_legal_actions(runtime, search.listed)
+            metrics["legal_actions_accuracy"] = 1.0 - len(wrong) / len(search.listed)
+            failures += [f for idea in search.ideas for f in idea.explain(wrong, search.listed)]
+            failures += wrong[:4]
+
+    def prompt(self, search, options, lesson, shown):
+        options.update(scaffold=True, expected=lesson.expected, more_examples=lesson.more,
+                       scaffold_examples=self.examples(search, shown))
+
+    def examples(self, search: Synthesis, shown: Sequence[dict[str, Any]] = ()) -> list[tuple[Any, list[str]]]:
+        """Three states with the game's full legal list, as legal_moves' doctest examples; states
+        a candidate got wrong (``shown``) come first."""
+        listed = search.listed
+        states = [(f["board"], f["expected"]) for f in shown if f.get("kind") == "wrong_legal_actions"][:2]
+        states += listed[len(listed) // 3 :: max(1, len(listed) // 4)][:3] or listed[:3]
+        if search.grid_view():
+            return [(lib.cells(lib.parse_grid(lib.current_board(b))), legal) for b, legal in states]
+        return [(b, legal) for b, legal in states]
+
+    def template(self, search):
+        return scaffold_for(search.grid_view()) if search.listed else None
+
+
+class Transitions(Idea):
+    name = "transitions"
+    summary = "labelled transitions (board, action, legal?, reason) from exploring the game, scored as unit tests"
+    harvests = True
+
+    def __init__(self, rng_seed: int = 0, size: int = 200) -> None:
+        self.rng_seed, self.size = rng_seed, size
+        self.unit_set: list[Transition] = []
+
+    def ready(self, search):
+        if search.transitions:
+            self.unit_set = balanced_subset(search.transitions, self.size, random.Random(self.rng_seed + 1))
+
+    def check(self, search, runtime, code, metrics, failures):
+        if self.unit_set:
+            unit = score_is_legal(runtime, self.unit_set)
+            metrics["unit_accuracy"] = unit.accuracy
+            # Counterexamples of both signs, so the refiner cannot fix one by breaking the other.
+            failures += unit.errors[:3] + unit.false_accepts[:4] + unit.false_rejects[:4]
+
+    def prompt(self, search, options, lesson, shown):
+        options.update(labelled=lesson.labelled, expected=lesson.expected)
+
+
+class HelperLibrary(Idea):
+    name = "helper_library"
+    summary = "harness code may import harnesslib; the prompt documents it with its output on a real board"
+    harvests = True
+
+    def prompt(self, search, options, lesson, shown):
+        options.update(helper_library=True, sample_board=lesson.board)
+
+
+class FewShot(Idea):
+    name = "few_shot"
+    summary = "a complete worked harness for another game (Connect Four) in the prompt"
+
+    def prompt(self, search, options, lesson, shown):
+        options["few_shot"] = True
+
+
+class Samples(Idea):
+    name = "samples"
+    summary = "several samples per refinement (the first at first_temperature), the best entering the tree"
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def samples(self):
+        return self.n
+
+
+class Grammar(Idea):
+    name = "grammar"
+    summary = "a GBNF grammar forcing one ```python block"
+
+    def ask(self, search, kwargs):
+        kwargs["grammar"] = CODE_BLOCK_GRAMMAR
+
+
+class LibrarySeed(Idea):
+    name = "library_seed"
+    summary = "start from the harness library's best harness for the same or a similar game"
+
+    def seeds(self, search):
+        return search.library_seeds
+
+
+class Decompose(Idea):
+    name = "decompose"
+    summary = "parse_board and legal_moves written, checked against the env's ground truth and refined apart"
+    harvests = True
+
+    def __init__(self, helper_library: bool = True) -> None:
+        self.decomposer = Decomposer(helper_library)
+
+    def start(self, search):
+        # Ground truth for each part; without it, the undecomposed check.
+        search.state["decompose"] = self.decomposer.prepare(search.env_factory, search.transitions)
+
+    def load(self, search, saved):
+        self.decomposer.load(saved.get("decompose"))
+
+    def check(self, search, runtime, code, metrics, failures):
+        part_metrics, part_failures = self.decomposer.check(runtime, code)
+        metrics.update(part_metrics)
+        failures += part_failures
+
+    def request(self, search, code, pool, metrics):
+        if not self.decomposer.active:
+            return None
+        cfg = search.cfg
+        refine, shown, messages = self.decomposer.request(game=cfg.env, description=search.description, code=code, pool=pool,
+                                                          metrics=metrics, rng=search.rng, limit=cfg.max_failures_shown)
+        # A decomposed request's doctests are whole observations, and small models write the
+        # docstring out again before the body: measured with the 0.5B, all 8 parser replies of one
+        # search stopped at 400 tokens inside that copy. Twice the budget leaves room for both.
+        return Request(refine, shown, messages, lambda text: self.decomposer.new_code(code, text, refine), 2 * cfg.max_new_tokens)
+
+
+class FreshRoots(Idea):
+    name = "fresh_roots"
+    summary = "a Thompson arm that samples a new root, its Beta posterior pooling the roots' scores"
+
+    def __init__(self, c: float = 1.0) -> None:
+        self.c = c
+
+    def fresh_arm(self, search):
+        return fresh_root_arm(search.state.get("root_scores", []), self.c)
+
+
+class ExplainFailures(Idea):
+    name = "explain_failures"
+    summary = "name an inverted condition, a hard-coded answer or a never-true test plainly in the feedback"
+
+    def explain(self, wrong, listed):
+        return critic.diagnose_legal_actions(wrong, listed)
+
+
+IDEAS: dict[str, type[Idea]] = {cls.name: cls for cls in (Transitions, HelperLibrary, FewShot, Scaffold, Samples, Grammar,
+                                                           LibrarySeed, Decompose, FreshRoots, ExplainFailures)}
+"""Every idea by name (the ``AutoHarnessConfig.ideas`` switch of the same name chooses it)."""
+
+
+def components(config: AutoHarnessConfig) -> list[Idea]:
+    """The components a configuration chooses: none for ``faithful``; for ``ratchet`` the ideas
+    ``config.ideas`` switches on. The order is the order their checks run in when judging."""
+    if config.method == "faithful":
+        return []
+    ideas = config.ideas
+    chosen: list[tuple[bool, Callable[[], Idea]]] = [
+        (ideas.scaffold, Scaffold), (ideas.decompose, lambda: Decompose(ideas.helper_library)),
+        (ideas.transitions, lambda: Transitions(config.rng_seed)), (ideas.helper_library, HelperLibrary), (ideas.few_shot, FewShot),
+        (True, lambda: Samples(ideas.samples_per_step)), (ideas.grammar, Grammar), (ideas.library_seed, LibrarySeed),
+        (ideas.fresh_roots, lambda: FreshRoots(config.thompson_c)), (ideas.explain_failures, ExplainFailures),
+    ]
+    return [build() for on, build in chosen if on]
