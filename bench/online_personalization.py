@@ -149,7 +149,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from openai import OpenAI
 
     from ratchet.models.registry import model_path
-    from ratchet.online.status import VERSIONS_NAME, online_dir
+    from ratchet.online.status import QUEUE_NAME, VERSIONS_NAME, online_dir
 
     pref = preference(args.preference)
     gguf = model_path(args.model)
@@ -204,11 +204,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             _save(state_path, state)
             print(f"[{run_name}] conversation {i + 1}/{args.conversations}: met={conv.met} "
                   f"served v{conv.versions} · {len(seen)} versions · {state['elapsed_s']:.0f}s", flush=True)
-        # Let the trainer finish the batch it is on (it keeps training while we wait).
+        # Let the trainer work through what is judged and waiting (it trains while we wait).
         deadline = time.monotonic() + args.drain_s
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and _waiting(online_dir(run_dir) / QUEUE_NAME):
             time.sleep(5)
             _note_versions(versions_dir, seen, len(conversations), time.time() - started)
+        _note_versions(versions_dir, seen, len(conversations), time.time() - started)
         _save(state_path, state)
     finally:
         server.stop()
@@ -257,6 +258,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     }
     _merge(result)
     return result
+
+
+def _waiting(queue_path: Path) -> int:
+    """Turns served but not yet trained on (waiting for a next state, the judge or the trainer)."""
+    import sqlite3
+
+    with sqlite3.connect(queue_path, timeout=30) as db:
+        return int(db.execute("SELECT COUNT(*) FROM turns WHERE state IN ('ready', 'judged', 'claimed')")
+                   .fetchone()[0])
 
 
 def _note_versions(versions_dir: Path, seen: dict[str, Any], conversations: int, elapsed: float) -> None:
