@@ -98,9 +98,10 @@ def test_the_guard_band_widens_with_noisy_cases_and_has_a_floor() -> None:
                 return {"g0": -0.5, "g1": -2.5, "g2": 0.1}[messages[0]["content"]]
             return super().mean_token_logprob(messages, response, base=base)
 
-    check = gate(guard_tolerance=0.1).evaluate(Noisy(), baseline=-1.0)["checks"]["guard"]
+    check = gate(guard_tolerance=0.1, guard_z=3.0).evaluate(Noisy(), baseline=-1.0)["checks"]["guard"]
     assert check["band"] > 0.1 and check["passed"] == (check["change"] >= -check["band"])
     assert gate(guard_tolerance=0.4).evaluate(FakeScorer(guard=-0.8), baseline=-1.0)["checks"]["guard"]["passed"]
+    assert gate(guard_tolerance=0.1).evaluate(Noisy(), baseline=-1.0)["checks"]["guard"]["band"] == 0.1
 
 
 def test_guard_cases_load_and_bad_lines_name_the_file(tmp_path) -> None:
