@@ -172,7 +172,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     heldout = bench_dir / "gate_heldout.jsonl"
     guard = bench_dir / "gate_guard.jsonl"
     _write_jsonl(heldout, heldout_cases(pref, state["gate_replies"]))
-    _write_jsonl(guard, guard_cases(state["gate_guard"]))
+    _write_jsonl(guard, guard_cases(state["gate_guard"], pref))
 
     port = args.port or _free_port()
     serve_args = [

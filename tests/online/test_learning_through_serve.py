@@ -69,7 +69,7 @@ def test_served_replies_move_toward_the_taught_preference(tmp_path) -> None:
         json.dumps(c) + "\n" for c in heldout_cases(pref, {q: "Sure, here is the answer." for q in gate_prompts})))
     (tmp_path / "guard.jsonl").write_text("".join(
         json.dumps(c) + "\n" for c in guard_cases({"What is the capital of France?": "The capital of France is Paris.",
-                                                   "What is 2 plus 2?": "2 plus 2 is 4."})))
+                                                   "What is 2 plus 2?": "2 plus 2 is 4."}, pref)))
     port = _port()
     cmd = [sys.executable, "-c", "from ratchet.cli import main; main()", "serve", "--model", f"local:{MODEL}",
            "--learn", "opd", "--run", "learn", "--port", str(port),

@@ -182,6 +182,13 @@ def heldout_cases(pref: Preference, base_replies: dict[str, str]) -> list[dict[s
             for q, reply in base_replies.items()]
 
 
-def guard_cases(base_replies: dict[str, str]) -> list[dict[str, Any]]:
-    """Guard cases: neutral tasks with the base model's own answer as the reference."""
-    return [{"messages": [{"role": "user", "content": q}], "reference": reply} for q, reply in base_replies.items()]
+def guard_cases(base_replies: dict[str, str], pref: Preference | None = None) -> list[dict[str, Any]]:
+    """Guard cases: neutral tasks with the base model's own answer as the reference.
+
+    With ``pref`` the reference is written in the preferred form (``pref.example`` + the answer):
+    the user wants the preference on every reply, neutral ones included, so a reference without it
+    would measure the preference itself (measured: the greeting's first token alone moved a plain
+    reference by −3.5 nats per token) instead of whether the answers are still good.
+    """
+    prefix = pref.example if pref is not None else ""
+    return [{"messages": [{"role": "user", "content": q}], "reference": prefix + reply} for q, reply in base_replies.items()]
