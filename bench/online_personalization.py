@@ -173,12 +173,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     guard = bench_dir / "gate_guard.jsonl"
     _write_jsonl(heldout, heldout_cases(pref, state["gate_replies"]))
     _write_jsonl(guard, guard_cases(state["gate_guard"], pref))
+    tasks = bench_dir / "gate_tasks.jsonl"
+    _write_jsonl(tasks, [{"messages": [{"role": "user", "content": q}], "answer": a} for q, a in GATE_GUARD])
 
     port = args.port or _free_port()
     serve_args = [
         "--model", f"local:{args.model}", "--learn", args.signal, "--run", run_name,
         "--set", f"runs_root={store}", "--set", f"trainer.heldout_path={heldout}",
-        "--set", f"trainer.gate.guard_path={guard}", "--set", f"max_tokens={args.max_tokens}",
+        "--set", f"trainer.gate.guard_path={guard}", "--set", f"trainer.gate.tasks_path={tasks}",
+        "--set", f"max_tokens={args.max_tokens}",
         "--set", "status_every_s=5",
     ]
     for override in args.set:

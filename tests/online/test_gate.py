@@ -15,6 +15,7 @@ from ratchet.online.evaluation import (
     GateConfig,
     GuardCase,
     HeldOutCase,
+    Task,
     load_guard,
     refusal_line,
 )
@@ -28,7 +29,8 @@ class FakeScorer:
     """Log-probs from a table: the base's and the candidate's, per (response kind)."""
 
     def __init__(self, *, preferred=-1.0, dispreferred=-2.0, guard=-0.5, kl=0.1, base_preferred=-1.5,
-                 base_dispreferred=-1.0, base_guard=-0.5, tokens=2) -> None:
+                 base_dispreferred=-1.0, base_guard=-0.5, tokens=2, collapsed=False) -> None:
+        self.collapsed = collapsed
         self.now = {"pref": preferred, "disp": dispreferred, "guard": guard}
         self.base = {"pref": base_preferred, "disp": base_dispreferred, "guard": base_guard}
         self.kl = kl
@@ -48,15 +50,21 @@ class FakeScorer:
     def response_kl_to_base(self, pairs) -> float:
         return self.kl
 
+    def generate(self, messages, max_tokens, *, base=False) -> str:
+        return "The answer is 4." if base or not self.collapsed else "Ah, hello there! I'm here to help."
+
+
+TASKS = [Task([{"role": "user", "content": f"g{i} 2+2?"}], "4") for i in range(3)]
+
 
 def gate(**settings) -> EvaluationHook:
-    return EvaluationHook(CASES, tolerance=0.5, guard=GUARD, gate=GateConfig(**settings))
+    return EvaluationHook(CASES, tolerance=0.5, guard=GUARD, gate=GateConfig(**settings), tasks=TASKS)
 
 
 def test_a_healthy_candidate_passes_every_check() -> None:
     verdict = gate().evaluate(FakeScorer(), baseline=-1.0)
     assert verdict["promote"] and verdict["failed"] == []
-    assert set(verdict["checks"]) == {"preference", "preferred_floor", "kl", "guard"}
+    assert set(verdict["checks"]) == {"preference", "preferred_floor", "kl", "guard", "tasks"}
     assert verdict["score"] == pytest.approx(2.0)  # margin (-1 - -2) * 2 tokens
     assert refusal_line(verdict) is None
 
@@ -70,6 +78,8 @@ def test_a_healthy_candidate_passes_every_check() -> None:
     (FakeScorer(kl=2.5), "kl"),
     # The neutral references fell outside the guard's band.
     (FakeScorer(guard=-1.2), "guard"),
+    # Teacher forcing looks fine, but the greedy replies no longer answer the neutral tasks.
+    (FakeScorer(collapsed=True), "tasks"),
 ])
 def test_each_check_refuses_on_its_own(scorer, failed) -> None:
     verdict = gate().evaluate(scorer, baseline=1.0)
@@ -81,14 +91,15 @@ def test_each_check_refuses_on_its_own(scorer, failed) -> None:
 def test_the_collapse_of_the_old_settings_is_refused_though_its_margin_improved() -> None:
     # The shape measured at lr 2e-3: both log-probs fell (the margin still grew), KL to base 8.2,
     # neutral answers far less likely.
-    collapse = FakeScorer(preferred=-6.0, dispreferred=-12.0, guard=-4.0, kl=8.2)
+    collapse = FakeScorer(preferred=-6.0, dispreferred=-12.0, guard=-4.0, kl=8.2, collapsed=True)
     old_rule = EvaluationHook(CASES, tolerance=0.5)  # what the old gate looked at: the margin
     assert old_rule.score(collapse) > old_rule.score(FakeScorer(preferred=-1.5, dispreferred=-1.0, kl=0.0))
     verdict = gate().evaluate(collapse, baseline=-1.0)
     assert verdict["checks"]["preference"]["passed"]
-    assert not verdict["promote"] and set(verdict["failed"]) == {"preferred_floor", "kl", "guard"}
+    assert not verdict["promote"] and set(verdict["failed"]) == {"preferred_floor", "kl", "guard", "tasks"}
     line = refusal_line(verdict)
     assert "kl: 8.200 > max 1.000" in line and "guard" in line and "preferred_floor" in line
+    assert "tasks: solved 0/3 < 2 (base 3)" in line
 
 
 def test_the_guard_band_widens_with_noisy_cases_and_has_a_floor() -> None:

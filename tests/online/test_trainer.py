@@ -27,6 +27,9 @@ class CharTokenizer:
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
         return [2 + (b % 60) for b in text.encode()]
 
+    def decode(self, ids, skip_special_tokens=True) -> str:
+        return "".join(chr(96 + int(i) % 26) for i in ids)
+
     def apply_chat_template(self, messages, add_generation_prompt=True, tokenize=True):
         text = "".join(f"<{m['role']}>{m['content']}" for m in messages) + ("<assistant>" if add_generation_prompt else "")
         return self.encode(text)
@@ -128,6 +131,16 @@ def test_topk_distillation_pulls_the_policy_toward_the_hinted_teachers_top_token
     assert kl() < before - 0.5  # a tiny random model: its top-k is nearly flat, so the KL falls slowly
     # The teacher's tokens are its own top-k: the base with the hint, not the trained adapter.
     assert torch.equal(trainer.teacher_topk([it.teacher_ids], [start], 4)[0][1], index)
+
+
+def test_greedy_generation_for_the_gate_follows_the_adapter_and_can_use_the_base() -> None:
+    trainer = make_trainer(learning_rate=5e-2)
+    messages = [{"role": "user", "content": "q"}]
+    before = trainer.generate(messages, 6)
+    assert isinstance(before, str) and trainer.generate(messages, 6) == before  # greedy: deterministic
+    for _ in range(3):
+        trainer.step([sample("q", "ahoy", 1)])
+    assert trainer.generate(messages, 6, base=True) == before
 
 
 def test_stale_samples_are_dropped_and_recent_ones_kept() -> None:

@@ -19,7 +19,11 @@ trainer's fp32 weights, no generation):
 3. ``guard``: the mean per-token log p(reference) of the guard cases is not below the base's by
    more than its noise band, ``max(guard_tolerance, guard_z · standard error of the per-case
    differences)`` (only with guard cases);
-4. ``kl``: the exact full-vocabulary KL(candidate ‖ base) per token, at the reply positions of the
+4. ``tasks``: greedy replies to checkable neutral tasks (``{messages, answer}``) solve at most
+   ``tasks_drop`` fewer than the base model's (only with tasks). Teacher forcing alone missed a
+   collapse: a version that answered every prompt "Ah, hello there! I'm here to help…" still gave
+   the references good log-probs and a KL of 0.93;
+5. ``kl``: the exact full-vocabulary KL(candidate ‖ base) per token, at the reply positions of the
    guard references and preferred replies, is at most ``max_kl``.
 
 A version failing any check is kept on disk (``promoted: false``) and never served; its record
@@ -60,6 +64,14 @@ class GateConfig(Settings):
     preferred_drop: float = Field(default=1.0, ge=0)
     """Floor of the preferred replies: their mean per-token log-prob may fall at most this far (nats
     per token) below the base model's."""
+    tasks_path: Path | None = None
+    """JSONL of checkable tasks ({messages, answer}): neutral prompts whose greedy reply must contain
+    the answer (case-insensitive). Teacher forcing cannot see a model that still scores good answers
+    well but no longer writes them; this check generates. None skips it."""
+    tasks_max_tokens: int = Field(default=24, ge=1)
+    """Reply budget of each task's greedy generation."""
+    tasks_drop: int = Field(default=1, ge=0)
+    """How many fewer tasks than the base model solved may still pass (the noise of a small set)."""
     max_kl: float = Field(default=1.0, gt=0)
     """Largest KL(candidate ‖ base) per reply token on the held-out replies; the collapse measured
     8.2, healthy versions < 0.5."""
@@ -72,6 +84,14 @@ class HeldOutCase:
     messages: list[dict[str, Any]]
     preferred: str
     dispreferred: str
+
+
+@dataclass(frozen=True)
+class Task:
+    """A neutral prompt whose greedy reply must contain ``answer`` (case-insensitive)."""
+
+    messages: list[dict[str, Any]]
+    answer: str
 
 
 @dataclass(frozen=True)
@@ -90,6 +110,8 @@ class SequenceScorer(Protocol):
     def mean_token_logprob(self, messages: Sequence[dict[str, Any]], response: str, *, base: bool = False) -> float: ...
 
     def response_kl_to_base(self, pairs: Sequence[tuple[Sequence[dict[str, Any]], str]]) -> float: ...
+
+    def generate(self, messages: Sequence[dict[str, Any]], max_tokens: int, *, base: bool = False) -> str: ...
 
 
 def _read_jsonl(path: str | Path, keys: tuple[str, ...]) -> list[dict[str, Any]]:
@@ -120,6 +142,11 @@ def load_guard(path: str | Path) -> list[GuardCase]:
     return [GuardCase(r["messages"], r["reference"]) for r in _read_jsonl(path, ("reference",))]
 
 
+def load_tasks(path: str | Path) -> list[Task]:
+    """Read checkable tasks from JSONL: one ``{"messages", "answer"}`` per line."""
+    return [Task(r["messages"], r["answer"]) for r in _read_jsonl(path, ("answer",))]
+
+
 def margins(scorer: SequenceScorer, cases: Sequence[HeldOutCase], *, base: bool = False) -> list[tuple[float, float]]:
     """(log p(preferred), log p(dispreferred)) per case."""
     return [
@@ -144,11 +171,12 @@ class EvaluationHook:
     """Scores policies on held-out cases and decides promotion (see the module docstring)."""
 
     def __init__(self, cases: Sequence[HeldOutCase], tolerance: float = 0.5, *, guard: Sequence[GuardCase] = (),
-                 gate: GateConfig | None = None) -> None:
+                 gate: GateConfig | None = None, tasks: Sequence[Task] = ()) -> None:
         if not cases:
             raise RatchetError("the evaluation hook needs at least one held-out case")
         self.cases = list(cases)
         self.guard = list(guard)
+        self.tasks = list(tasks)
         self.tolerance = tolerance
         self.gate = gate or GateConfig()
         self._base: dict[str, Any] | None = None
@@ -157,7 +185,8 @@ class EvaluationHook:
     def from_jsonl(cls, path: str | Path, tolerance: float = 0.5, *, gate: GateConfig | None = None) -> EvaluationHook:
         gate = gate or GateConfig()
         guard = load_guard(gate.guard_path) if gate.guard_path else []
-        return cls(load_cases(path), tolerance, guard=guard, gate=gate)
+        tasks = load_tasks(gate.tasks_path) if gate.tasks_path else []
+        return cls(load_cases(path), tolerance, guard=guard, gate=gate, tasks=tasks)
 
     def score(self, scorer: SequenceScorer) -> float:
         """Mean log-prob margin preferred − dispreferred of the scorer's current policy."""
@@ -170,8 +199,13 @@ class EvaluationHook:
             self._base = {
                 "preferred": [scorer.mean_token_logprob(c.messages, c.preferred, base=True) for c in self.cases],
                 "guard": [scorer.mean_token_logprob(g.messages, g.reference, base=True) for g in self.guard],
+                "tasks": self._solved(scorer, base=True),
             }
         return self._base
+
+    def _solved(self, scorer: SequenceScorer, *, base: bool = False) -> int:
+        max_tokens = self.gate.tasks_max_tokens
+        return _solved_count([scorer.generate(t.messages, max_tokens, base=base) for t in self.tasks], self.tasks)
 
     def evaluate(self, scorer: SequenceScorer, baseline: float) -> dict[str, Any]:
         """Score the candidate (the scorer's current weights) against ``baseline`` (the current version's score).
@@ -200,6 +234,10 @@ class EvaluationHook:
             band = max(gate.guard_tolerance, gate.guard_z * _standard_error(diffs))
             checks["guard"] = {"value": _mean(guard), "base": _mean(base["guard"]), "change": _mean(diffs),
                                "band": band, "passed": _mean(diffs) >= -band}
+        if self.tasks:
+            solved = self._solved(scorer)
+            checks["tasks"] = {"value": solved, "base": base["tasks"], "limit": base["tasks"] - gate.tasks_drop,
+                               "of": len(self.tasks), "passed": solved >= base["tasks"] - gate.tasks_drop}
         failed = [name for name, check in checks.items() if not check["passed"]]
         return {
             "score": score,
@@ -215,6 +253,10 @@ class EvaluationHook:
         }
 
 
+def _solved_count(replies: Sequence[str], tasks: Sequence[Task]) -> int:
+    return sum(t.answer.lower() in r.lower() for r, t in zip(replies, tasks, strict=True))
+
+
 def refusal_line(evaluation: dict[str, Any]) -> str | None:
     """Which checks refused a version, with their numbers; None when it passed (or was not evaluated)."""
     failed = evaluation.get("failed") or []
@@ -226,6 +268,8 @@ def refusal_line(evaluation: dict[str, Any]) -> str | None:
         if name == "guard":
             parts.append(f"guard: per-token log p(reference) changed {check['change']:+.3f} vs base "
                          f"(band ±{check['band']:.3f})")
+        elif name == "tasks":
+            parts.append(f"tasks: solved {check['value']}/{check['of']} < {check['limit']} (base {check['base']})")
         elif name == "kl":
             parts.append(f"kl: {check['value']:.3f} > max {check['limit']:.3f}")
         elif name == "preferred_floor":

@@ -18,6 +18,7 @@ Log-probs used in the objective (see :mod:`ratchet.online.losses` for the full r
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -475,6 +476,17 @@ class Trainer:
         prompt = _chat_ids(self.tokenizer, messages)
         response_ids = self.tokenizer.encode(response, add_special_tokens=False)
         return float(self.score([prompt + response_ids], [len(prompt)], base=base)[0].mean())
+
+    def generate(self, messages: Sequence[dict[str, Any]], max_tokens: int, *, base: bool = False) -> str:
+        """Greedy reply of the current (or base) policy, for the gate's checkable tasks."""
+        import torch
+
+        ids = torch.tensor([_chat_ids(self.tokenizer, messages)], dtype=torch.long)
+        adapter = self.model.disable_adapter() if base else contextlib.nullcontext()
+        with torch.no_grad(), adapter:
+            out = self.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_tokens,
+                                      do_sample=False, pad_token_id=self.pad_id)
+        return str(self.tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True))
 
     def response_kl_to_base(self, pairs: Sequence[tuple[Sequence[dict[str, Any]], str]]) -> float:
         """Exact KL(π_θ ‖ π_base) per token at the reply positions of (messages, reply) pairs."""
