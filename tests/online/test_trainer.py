@@ -27,6 +27,9 @@ class CharTokenizer:
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
         return [2 + (b % 60) for b in text.encode()]
 
+    def decode(self, ids, skip_special_tokens=True) -> str:
+        return "".join(chr(96 + int(i) % 26) for i in ids)
+
     def apply_chat_template(self, messages, add_generation_prompt=True, tokenize=True):
         text = "".join(f"<{m['role']}>{m['content']}" for m in messages) + ("<assistant>" if add_generation_prompt else "")
         return self.encode(text)
@@ -96,7 +99,7 @@ def test_zero_reward_is_excluded_from_rl_and_hint_only_samples_from_opd() -> Non
 
 
 def test_opd_moves_the_policy_toward_the_teacher_with_hint() -> None:
-    trainer = make_trainer(signal="opd", learning_rate=1e-2)
+    trainer = make_trainer(signal="opd", learning_rate=1e-2, opd_topk=0)  # the sampled-token advantage alone
     s = sample("q", "abcabc", 0, hint="zz")
     items, _ = trainer.prepare([s])
     it = items[0]
@@ -107,6 +110,37 @@ def test_opd_moves_the_policy_toward_the_teacher_with_hint() -> None:
         trainer.step([s])
     gap_after = float((teacher - trainer.score([it.input_ids], [it.response_start])[0]).abs().mean())
     assert gap_after < gap_before
+
+
+def test_topk_distillation_pulls_the_policy_toward_the_hinted_teachers_top_tokens() -> None:
+    trainer = make_trainer(signal="opd", learning_rate=5e-3, opd_topk=4, w_opd=0.0)
+    s = sample("q", "abcabc", 0, hint="zz")
+    it = trainer.prepare([s])[0][0]
+    start = len(it.teacher_ids) - (len(it.input_ids) - it.response_start)
+    values, index = trainer.teacher_topk([it.teacher_ids], [start], 4)[0]
+    q = torch.softmax(values, -1)
+
+    def kl() -> float:
+        _, picked = trainer._response_logprobs([it.input_ids], [it.response_start], gather=[index])
+        return float((q * (torch.log_softmax(values, -1) - picked[0])).sum())
+
+    before = kl()
+    for _ in range(10):
+        metrics = trainer.step([s])
+    assert metrics["distill_kl"] > 0
+    assert kl() < before - 0.5  # a tiny random model: its top-k is nearly flat, so the KL falls slowly
+    # The teacher's tokens are its own top-k: the base with the hint, not the trained adapter.
+    assert torch.equal(trainer.teacher_topk([it.teacher_ids], [start], 4)[0][1], index)
+
+
+def test_greedy_generation_for_the_gate_follows_the_adapter_and_can_use_the_base() -> None:
+    trainer = make_trainer(learning_rate=5e-2)
+    messages = [{"role": "user", "content": "q"}]
+    before = trainer.generate(messages, 6)
+    assert isinstance(before, str) and trainer.generate(messages, 6) == before  # greedy: deterministic
+    for _ in range(3):
+        trainer.step([sample("q", "ahoy", 1)])
+    assert trainer.generate(messages, 6, base=True) == before
 
 
 def test_stale_samples_are_dropped_and_recent_ones_kept() -> None:

@@ -189,6 +189,8 @@ def status_cmd(
         console.print_json(json.dumps(status))
         return
     console.print(status_mod.table(status))
+    for line in status_mod.refusals(status):
+        console.print(f"[yellow]{line}[/]", soft_wrap=True)
     q = status["queue"]
     console.print(f"run {run_dir}: {q['turns']} turns ({q['main']} main, {q['side']} side, {q['inferred']} in "
                   f"inferred sessions), {q['judged']} judged (+{q['positive']} / −{q['negative']} / 0×{q['zero']}), "

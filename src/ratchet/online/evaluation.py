@@ -1,21 +1,80 @@
-"""The gate before promotion: a new weight version is served only if it does not regress.
+"""The gate before promotion: a new weight version is served only if every check passes.
 
-A held-out case is a conversation with a preferred and a dispreferred reply (written by the
-person running the server, or collected from judged turns kept out of training). A policy's score
-is the mean log-probability margin ``log p(preferred) − log p(dispreferred)`` over the cases:
-it rises when the model moves toward the behaviour users rewarded. A candidate is promoted when
-its score is not below the current version's by more than ``tolerance`` (nats).
+Two sets of held-out cases feed it:
+
+* preference cases ``{messages, preferred, dispreferred}``: a conversation with the reply users
+  prefer and the one they correct (written by the person running the server, or collected from
+  judged turns kept out of training);
+* guard cases ``{messages, reference}``: neutral prompts with a good reference answer, which say
+  whether the model is still the model (optional).
+
+A candidate is promoted only when ALL of these hold (each measured by teacher forcing with the
+trainer's fp32 weights, no generation):
+
+1. ``preference``: the mean margin ``log p(preferred) − log p(dispreferred)`` is not below the
+   current version's by more than ``tolerance`` nats;
+2. ``preferred_floor``: the mean per-token log p(preferred) is not below the BASE model's by more
+   than ``preferred_drop`` nats/token. The margin alone is blind to collapse: when a model falls
+   into one-word answers and ``******``, both log-probs fall and their difference can still grow;
+3. ``guard``: the mean per-token log p(reference) of the guard cases is not below the base's by
+   more than its noise band, ``max(guard_tolerance, guard_z · standard error of the per-case
+   differences)`` (only with guard cases);
+4. ``tasks``: greedy replies to checkable neutral tasks (``{messages, answer}``) solve at most
+   ``tasks_drop`` fewer than the base model's (only with tasks). Teacher forcing alone missed a
+   collapse: a version that answered every prompt "Ah, hello there! I'm here to help…" still gave
+   the references good log-probs and a KL of 0.93;
+5. ``kl``: the exact full-vocabulary KL(candidate ‖ base) per token, at the reply positions of the
+   guard references and preferred replies, is at most ``max_kl``.
+
+A version failing any check is kept on disk (``promoted: false``) and never served; its record
+(``version.json`` → ``metrics.evaluation``) lists every check with its numbers and ``failed``
+names the ones that failed, which ``ratchet serve status`` prints.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from pydantic import Field
+
+from ratchet.config import Settings
 from ratchet.contracts import RatchetError
+
+
+class GateConfig(Settings):
+    """The promotion gate's checks beyond the held-out preference margin (``trainer.heldout_path``)."""
+
+    guard_path: Path | None = None
+    """JSONL of guard cases ({messages, reference}): neutral prompts whose reference answers must
+    stay as likely as under the base model. None skips the guard check."""
+    guard_tolerance: float = Field(default=0.3, ge=0)
+    """Noise band of the guard (nats per token): a drop of the mean per-token log p(reference) below
+    the base's by at most this passes. Measured on the 0.5B with the base's own greedy answers as
+    references (docs/online.md): the first served greeting version moved it by −0.23, an overshooting
+    update at lr 1e-3 by −3.5."""
+    guard_z: float = Field(default=0.0, ge=0)
+    """Widen the band to this many standard errors of the per-case changes (0: the fixed band only).
+    Off by default: a collapse damages cases unevenly, so its own spread would widen its band (the
+    overshooting update above had a 3-SE band of ±3.1)."""
+    preferred_drop: float = Field(default=1.0, ge=0)
+    """Floor of the preferred replies: their mean per-token log-prob may fall at most this far (nats
+    per token) below the base model's."""
+    tasks_path: Path | None = None
+    """JSONL of checkable tasks ({messages, answer}): neutral prompts whose greedy reply must contain
+    the answer (case-insensitive). Teacher forcing cannot see a model that still scores good answers
+    well but no longer writes them; this check generates. None skips it."""
+    tasks_max_tokens: int = Field(default=24, ge=1)
+    """Reply budget of each task's greedy generation."""
+    tasks_drop: int = Field(default=1, ge=0)
+    """How many fewer tasks than the base model solved may still pass (the noise of a small set)."""
+    max_kl: float = Field(default=1.0, gt=0)
+    """Largest KL(candidate ‖ base) per reply token on the held-out replies; the collapse measured
+    8.2, healthy versions < 0.5."""
 
 
 @dataclass(frozen=True)
@@ -27,29 +86,65 @@ class HeldOutCase:
     dispreferred: str
 
 
+@dataclass(frozen=True)
+class Task:
+    """A neutral prompt whose greedy reply must contain ``answer`` (case-insensitive)."""
+
+    messages: list[dict[str, Any]]
+    answer: str
+
+
+@dataclass(frozen=True)
+class GuardCase:
+    """A neutral prompt with a good reference answer."""
+
+    messages: list[dict[str, Any]]
+    reference: str
+
+
 class SequenceScorer(Protocol):
-    """Anything that gives log p(response | messages), e.g. :class:`ratchet.online.trainer.Trainer`."""
+    """What the gate needs of a policy, e.g. :class:`ratchet.online.trainer.Trainer`."""
 
     def sequence_logprob(self, messages: Sequence[dict[str, Any]], response: str, *, base: bool = False) -> float: ...
 
+    def mean_token_logprob(self, messages: Sequence[dict[str, Any]], response: str, *, base: bool = False) -> float: ...
 
-def load_cases(path: str | Path) -> list[HeldOutCase]:
-    """Read held-out cases from JSONL: one ``{"messages", "preferred", "dispreferred"}`` per line."""
-    cases = []
+    def response_kl_to_base(self, pairs: Sequence[tuple[Sequence[dict[str, Any]], str]]) -> float: ...
+
+    def generate(self, messages: Sequence[dict[str, Any]], max_tokens: int, *, base: bool = False) -> str: ...
+
+
+def _read_jsonl(path: str | Path, keys: tuple[str, ...]) -> list[dict[str, Any]]:
+    rows = []
     for number, line in enumerate(Path(path).read_text().splitlines(), 1):
         if not line.strip():
             continue
         try:
             data = json.loads(line)
-            cases.append(HeldOutCase(list(data["messages"]), str(data["preferred"]), str(data["dispreferred"])))
+            rows.append({"messages": list(data["messages"]), **{k: str(data[k]) for k in keys}})
         except (ValueError, KeyError, TypeError) as exc:
-            raise RatchetError(
-                f"{path}:{number}: not a held-out case ({exc})",
-                hint='each line: {"messages": [...], "preferred": "...", "dispreferred": "..."}',
-            ) from None
-    if not cases:
+            fields = ", ".join(f'"{k}": "..."' for k in keys)
+            raise RatchetError(f"{path}:{number}: not a held-out case ({exc})",
+                               hint=f'each line: {{"messages": [...], {fields}}}') from None
+    if not rows:
         raise RatchetError(f"{path} holds no held-out cases")
-    return cases
+    return rows
+
+
+def load_cases(path: str | Path) -> list[HeldOutCase]:
+    """Read preference cases from JSONL: one ``{"messages", "preferred", "dispreferred"}`` per line."""
+    return [HeldOutCase(r["messages"], r["preferred"], r["dispreferred"])
+            for r in _read_jsonl(path, ("preferred", "dispreferred"))]
+
+
+def load_guard(path: str | Path) -> list[GuardCase]:
+    """Read guard cases from JSONL: one ``{"messages", "reference"}`` per line."""
+    return [GuardCase(r["messages"], r["reference"]) for r in _read_jsonl(path, ("reference",))]
+
+
+def load_tasks(path: str | Path) -> list[Task]:
+    """Read checkable tasks from JSONL: one ``{"messages", "answer"}`` per line."""
+    return [Task(r["messages"], r["answer"]) for r in _read_jsonl(path, ("answer",))]
 
 
 def margins(scorer: SequenceScorer, cases: Sequence[HeldOutCase], *, base: bool = False) -> list[tuple[float, float]]:
@@ -61,38 +156,125 @@ def margins(scorer: SequenceScorer, cases: Sequence[HeldOutCase], *, base: bool 
     ]
 
 
-class EvaluationHook:
-    """Scores policies on held-out cases and decides promotion."""
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values)
 
-    def __init__(self, cases: Sequence[HeldOutCase], tolerance: float = 0.5) -> None:
+
+def _standard_error(values: Sequence[float]) -> float:
+    if len(values) < 2:
+        return 0.0
+    mean = _mean(values)
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1) / len(values))
+
+
+class EvaluationHook:
+    """Scores policies on held-out cases and decides promotion (see the module docstring)."""
+
+    def __init__(self, cases: Sequence[HeldOutCase], tolerance: float = 0.5, *, guard: Sequence[GuardCase] = (),
+                 gate: GateConfig | None = None, tasks: Sequence[Task] = ()) -> None:
         if not cases:
             raise RatchetError("the evaluation hook needs at least one held-out case")
         self.cases = list(cases)
+        self.guard = list(guard)
+        self.tasks = list(tasks)
         self.tolerance = tolerance
+        self.gate = gate or GateConfig()
+        self._base: dict[str, Any] | None = None
 
     @classmethod
-    def from_jsonl(cls, path: str | Path, tolerance: float = 0.5) -> EvaluationHook:
-        return cls(load_cases(path), tolerance)
+    def from_jsonl(cls, path: str | Path, tolerance: float = 0.5, *, gate: GateConfig | None = None) -> EvaluationHook:
+        gate = gate or GateConfig()
+        guard = load_guard(gate.guard_path) if gate.guard_path else []
+        tasks = load_tasks(gate.tasks_path) if gate.tasks_path else []
+        return cls(load_cases(path), tolerance, guard=guard, gate=gate, tasks=tasks)
 
     def score(self, scorer: SequenceScorer) -> float:
         """Mean log-prob margin preferred − dispreferred of the scorer's current policy."""
         pairs = margins(scorer, self.cases)
-        return sum(p - d for p, d in pairs) / len(pairs)
+        return _mean([p - d for p, d in pairs])
+
+    def base_reference(self, scorer: SequenceScorer) -> dict[str, Any]:
+        """The base model's per-token log-probs of the preferred replies and guard references (cached)."""
+        if self._base is None:
+            self._base = {
+                "preferred": [scorer.mean_token_logprob(c.messages, c.preferred, base=True) for c in self.cases],
+                "guard": [scorer.mean_token_logprob(g.messages, g.reference, base=True) for g in self.guard],
+                "tasks": self._solved(scorer, base=True),
+            }
+        return self._base
+
+    def _solved(self, scorer: SequenceScorer, *, base: bool = False) -> int:
+        max_tokens = self.gate.tasks_max_tokens
+        return _solved_count([scorer.generate(t.messages, max_tokens, base=base) for t in self.tasks], self.tasks)
 
     def evaluate(self, scorer: SequenceScorer, baseline: float) -> dict[str, Any]:
-        """Score the candidate (the scorer's current weights) against ``baseline`` (the current version).
+        """Score the candidate (the scorer's current weights) against ``baseline`` (the current version's score).
 
-        The returned record goes into the version's metrics: both scores, the tolerance, and the
-        decision ``promote``.
+        The returned record goes into the version's metrics: the margin ``score`` and ``baseline``,
+        each check with its numbers and verdict, ``failed`` (names) and the decision ``promote``.
         """
+        gate = self.gate
+        base = self.base_reference(scorer)
         pairs = margins(scorer, self.cases)
-        score = sum(p - d for p, d in pairs) / len(pairs)
+        score = _mean([p - d for p, d in pairs])
+        checks: dict[str, dict[str, Any]] = {
+            "preference": {"value": score, "limit": baseline - self.tolerance, "current": baseline,
+                           "passed": score >= baseline - self.tolerance},
+        }
+        preferred = [scorer.mean_token_logprob(c.messages, c.preferred) for c in self.cases]
+        floor = _mean(base["preferred"]) - gate.preferred_drop
+        checks["preferred_floor"] = {"value": _mean(preferred), "limit": floor, "base": _mean(base["preferred"]),
+                                     "passed": _mean(preferred) >= floor}
+        kl_pairs = [(g.messages, g.reference) for g in self.guard] + [(c.messages, c.preferred) for c in self.cases]
+        kl = scorer.response_kl_to_base(kl_pairs)
+        checks["kl"] = {"value": kl, "limit": gate.max_kl, "passed": kl <= gate.max_kl}
+        if self.guard:
+            guard = [scorer.mean_token_logprob(g.messages, g.reference) for g in self.guard]
+            diffs = [c - b for c, b in zip(guard, base["guard"], strict=True)]
+            band = max(gate.guard_tolerance, gate.guard_z * _standard_error(diffs))
+            checks["guard"] = {"value": _mean(guard), "base": _mean(base["guard"]), "change": _mean(diffs),
+                               "band": band, "passed": _mean(diffs) >= -band}
+        if self.tasks:
+            solved = self._solved(scorer)
+            checks["tasks"] = {"value": solved, "base": base["tasks"], "limit": base["tasks"] - gate.tasks_drop,
+                               "of": len(self.tasks), "passed": solved >= base["tasks"] - gate.tasks_drop}
+        failed = [name for name, check in checks.items() if not check["passed"]]
         return {
             "score": score,
             "baseline": baseline,
             "tolerance": self.tolerance,
-            "preferred_logprob": sum(p for p, _ in pairs) / len(pairs),
-            "dispreferred_logprob": sum(d for _, d in pairs) / len(pairs),
+            "preferred_logprob": _mean([p for p, _ in pairs]),
+            "dispreferred_logprob": _mean([d for _, d in pairs]),
             "cases": len(pairs),
-            "promote": score >= baseline - self.tolerance,
+            "guard_cases": len(self.guard),
+            "checks": checks,
+            "failed": failed,
+            "promote": not failed,
         }
+
+
+def _solved_count(replies: Sequence[str], tasks: Sequence[Task]) -> int:
+    return sum(t.answer.lower() in r.lower() for r, t in zip(replies, tasks, strict=True))
+
+
+def refusal_line(evaluation: dict[str, Any]) -> str | None:
+    """Which checks refused a version, with their numbers; None when it passed (or was not evaluated)."""
+    failed = evaluation.get("failed") or []
+    if not failed:
+        return None
+    parts = []
+    for name in failed:
+        check = evaluation["checks"][name]
+        if name == "guard":
+            parts.append(f"guard: per-token log p(reference) changed {check['change']:+.3f} vs base "
+                         f"(band ±{check['band']:.3f})")
+        elif name == "tasks":
+            parts.append(f"tasks: solved {check['value']}/{check['of']} < {check['limit']} (base {check['base']})")
+        elif name == "kl":
+            parts.append(f"kl: {check['value']:.3f} > max {check['limit']:.3f}")
+        elif name == "preferred_floor":
+            parts.append(f"preferred_floor: per-token log p(preferred) {check['value']:.3f} < floor "
+                         f"{check['limit']:.3f} (base {check['base']:.3f})")
+        else:
+            parts.append(f"preference: margin {check['value']:+.3f} < current {check['current']:+.3f} − tolerance")
+    return "; ".join(parts)

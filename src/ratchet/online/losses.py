@@ -170,3 +170,21 @@ def token_logprobs(logits: Tensor, targets: Tensor) -> Tensor:
     logits = logits.float()
     picked = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     return picked - torch.logsumexp(logits, dim=-1)
+
+
+def topk_distill_loss(student_logprobs: Tensor, teacher_logprobs: Tensor, normalizer: float) -> tuple[Tensor, float]:
+    """Forward KL from the hinted teacher's top-k to the student at each reply position.
+
+    ``teacher_logprobs`` ``[tokens, k]`` are the teacher's k largest log-probs at each position,
+    ``student_logprobs`` ``[tokens, k]`` the student's log-probs of the same k token ids. The
+    teacher's top-k is renormalized to a distribution ``q``; the loss is
+    ``Σ_t Σ_k q_tk (log q_tk − log π_θ(k))`` summed over positions and divided by ``normalizer``.
+
+    Why: the sampled-token OPD advantage only reweights tokens the student already produced, so a
+    behaviour it never samples (a greeting, capitals) gets no push up; the teacher's top-k names
+    those tokens at every position. Returns (loss, the summed KL as a float for logging).
+    """
+    q = torch.softmax(teacher_logprobs.detach().float(), dim=-1)
+    log_q = torch.log_softmax(teacher_logprobs.detach().float(), dim=-1)
+    kl = (q * (log_q - student_logprobs)).sum()
+    return kl / max(float(normalizer), 1.0), float(kl.detach())

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from ratchet.online.evaluation import refusal_line
 from ratchet.online.queue import TurnQueue
 from ratchet.online.supervision import read_status
 
@@ -43,6 +44,8 @@ class VersionRow:
     eval_score: float | None
     promoted: bool
     current: bool
+    refused: str | None = None
+    """Which promotion checks refused this version, with their numbers (None when it passed)."""
 
 
 def moving_average(values: list[int], alpha: float = 0.1) -> float | None:
@@ -102,6 +105,7 @@ def collect(run_dir: Path) -> dict[str, Any]:
             eval_score=_num(evaluation.get("score")),
             promoted=bool(v.promoted) if v is not None else n == 0,
             current=n == current,
+            refused=refusal_line(evaluation) if v is not None and not v.promoted else None,
         ))
     return {
         "at": time.time(),
@@ -183,3 +187,8 @@ def table(status: dict[str, Any]):
             "yes" if r["promoted"] else "no",
         )
     return t
+
+
+def refusals(status: dict[str, Any]) -> list[str]:
+    """One line per version the promotion gate refused: the checks that failed and their numbers."""
+    return [f"v{r['version']} not served: {r['refused']}" for r in status["versions"] if r.get("refused")]

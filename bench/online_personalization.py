@@ -1,0 +1,353 @@
+"""Personalization through the whole system: does `ratchet serve --learn` learn a user's preference?
+
+A simulated user (``ratchet.online.simulated_user``) with one stable, checkable preference (a fixed
+greeting, bullet lists, capitals: none of which the base model shows) talks to a real
+``ratchet serve --learn {binary,opd,combine}`` process (a subprocess on a port; its run lives
+under ``--store``, so an interrupted run resumes) through the stock ``openai`` client for N
+conversations: praise when the reply meets the preference, a correction that states it and asks
+again when not. The server's own loops judge the turns (rule judge), train the LoRA, gate and
+hot-swap versions.
+
+Measured per weight version (every version the trainer published, served or refused), after the
+conversations, with the very GGUF + LoRA file serving loads, greedy (temperature 0):
+
+* preference score: the fraction of replies to held-out prompts (never asked in training) that
+  satisfy the checker;
+* guard score: the fraction of neutral tasks answered correctly (case-insensitive answer check);
+  its noise band is 2 binomial standard errors of the base's score.
+
+The base model (version 0) is measured in the same run, so every number has its baseline. Results
+merge into ``bench/results/online_personalization.{json,md}`` under ``MODEL/PREFERENCE/SIGNAL``.
+
+    python -m bench.online_personalization --preference greeting --signal combine --conversations 40
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import signal as signals
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ratchet.online.simulated_user import (
+    GUARD_TASKS,
+    HELDOUT_PROMPTS,
+    TRAIN_PROMPTS,
+    SimulatedUser,
+    guard_cases,
+    heldout_cases,
+    preference,
+)
+
+RESULTS = Path(__file__).resolve().parent / "results"
+#: Training prompts whose base replies become the promotion gate's preference cases (not asked in
+#: the conversations, so the gate never scores a reply it was trained on, and never the held-out set).
+GATE_PROMPTS = TRAIN_PROMPTS[-6:]
+CONVERSATION_PROMPTS = TRAIN_PROMPTS[:-6]
+GATE_GUARD = GUARD_TASKS[:6]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    os.replace(tmp, path)
+
+
+class Generator:
+    """Greedy replies of one weight version, through the serving policy class and its GGUF + LoRA."""
+
+    def __init__(self, gguf: Path, lora: Path | None, threads: int) -> None:
+        from ratchet.online.policy import LlamaPolicy
+
+        self.policy = LlamaPolicy(gguf, lora_path=lora, n_ctx=1024, n_threads=threads)
+
+    def reply(self, prompt: str, max_tokens: int) -> str:
+        return self.policy.generate([{"role": "user", "content": prompt}], max_tokens=max_tokens,
+                                    temperature=0.0).text
+
+    def close(self) -> None:
+        self.policy.close()
+
+
+def evaluate_version(gguf: Path, lora: Path | None, pref: Any, *, threads: int, max_tokens: int) -> dict[str, Any]:
+    """Held-out preference score and guard score of one version, by greedy generated text."""
+    gen = Generator(gguf, lora, threads)
+    try:
+        replies = {q: gen.reply(q, max_tokens) for q in HELDOUT_PROMPTS}
+        guard = {q: gen.reply(q, 24) for q, _ in GUARD_TASKS}
+    finally:
+        gen.close()
+    met = [pref.check(r) for r in replies.values()]
+    correct = [answer in guard[q].lower() for q, answer in GUARD_TASKS]
+    return {
+        "preference": sum(met) / len(met), "guard": sum(correct) / len(correct),
+        "heldout_replies": replies, "guard_replies": guard,
+    }
+
+
+def noise_band(p: float, n: int) -> float:
+    """Two binomial standard errors (at least one case's worth)."""
+    return max(2 * math.sqrt(p * (1 - p) / n), 1 / n)
+
+
+class Server:
+    """``ratchet serve`` as a subprocess; stopped with SIGINT (Ctrl-C), as a person would."""
+
+    def __init__(self, args: list[str], port: int, log: Path) -> None:
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}/v1"
+        self.log = open(log, "a")
+        self.proc = subprocess.Popen([sys.executable, "-c", "from ratchet.cli import main; main()", "serve", *args, "--port", str(port)],
+                                     stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def wait_ready(self, timeout_s: float = 600.0) -> None:
+        import httpx
+
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"ratchet serve exited with {self.proc.returncode}; see {self.log.name}")
+            try:
+                if httpx.get(self.url + "/models", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(1)
+        raise RuntimeError("ratchet serve did not come up in time")
+
+    def stop(self, timeout_s: float = 120.0) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signals.SIGINT)
+            try:
+                self.proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signals.SIGKILL)
+                self.proc.wait()
+        self.log.close()
+
+
+def _versions(versions_dir: Path) -> list[Any]:
+    from ratchet.online.versions import VersionStore
+
+    return [v for v in VersionStore(versions_dir).list() if v.number > 0]
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    from openai import OpenAI
+
+    from ratchet.models.registry import model_path
+    from ratchet.online.status import QUEUE_NAME, VERSIONS_NAME, online_dir
+
+    pref = preference(args.preference)
+    gguf = model_path(args.model)
+    store = Path(args.store).resolve()
+    run_name = args.run or f"{args.model}-{args.preference}-{args.signal}"
+    run_dir = store / run_name
+    bench_dir = run_dir / "bench"
+    bench_dir.mkdir(parents=True, exist_ok=True)
+    state_path = bench_dir / "state.json"
+    state = json.loads(state_path.read_text()) if state_path.is_file() else {}
+
+    if "base" not in state:
+        print(f"[{run_name}] measuring the base model", flush=True)
+        state["base"] = evaluate_version(gguf, None, pref, threads=args.threads, max_tokens=args.max_tokens)
+        gen = Generator(gguf, None, args.threads)
+        state["gate_replies"] = {q: gen.reply(q, args.max_tokens) for q in GATE_PROMPTS}
+        state["gate_guard"] = {q: gen.reply(q, 24) for q, _ in GATE_GUARD}
+        gen.close()
+        _save(state_path, state)
+    heldout = bench_dir / "gate_heldout.jsonl"
+    guard = bench_dir / "gate_guard.jsonl"
+    _write_jsonl(heldout, heldout_cases(pref, state["gate_replies"]))
+    _write_jsonl(guard, guard_cases(state["gate_guard"], pref))
+    tasks = bench_dir / "gate_tasks.jsonl"
+    _write_jsonl(tasks, [{"messages": [{"role": "user", "content": q}], "answer": a} for q, a in GATE_GUARD])
+
+    port = args.port or _free_port()
+    serve_args = [
+        "--model", f"local:{args.model}", "--learn", args.signal, "--run", run_name,
+        "--set", f"runs_root={store}", "--set", f"trainer.heldout_path={heldout}",
+        "--set", f"trainer.gate.guard_path={guard}", "--set", f"trainer.gate.tasks_path={tasks}",
+        "--set", f"max_tokens={args.max_tokens}",
+        "--set", "status_every_s=5",
+    ]
+    for override in args.set:
+        serve_args += ["--set", override]
+    state["serve_args"] = serve_args
+    server = Server(serve_args, port, bench_dir / "serve.log")
+    conversations = state.setdefault("conversations", [])
+    seen = state.setdefault("versions_seen", {})
+    try:
+        server.wait_ready()
+        client = OpenAI(base_url=server.url, api_key="none", max_retries=0, timeout=600)
+        user = SimulatedUser(pref, max_retries=args.retries)
+        started = time.time() - state.get("elapsed_s", 0.0)
+        versions_dir = online_dir(run_dir) / VERSIONS_NAME
+        for i in range(len(conversations), args.conversations):
+            prompt = CONVERSATION_PROMPTS[i % len(CONVERSATION_PROMPTS)]
+            conv = user.converse(client, run_name, prompt, session=f"{run_name}-c{i}", max_tokens=args.max_tokens,
+                                 temperature=args.temperature, seed=1000 + i)
+            conversations.append({"prompt": prompt, "met": conv.met, "versions": conv.versions,
+                                  "replies": [r[:200] for r in conv.replies]})
+            state["elapsed_s"] = time.time() - started
+            _note_versions(versions_dir, seen, i + 1, state["elapsed_s"])
+            _save(state_path, state)
+            print(f"[{run_name}] conversation {i + 1}/{args.conversations}: met={conv.met} "
+                  f"served v{conv.versions} · {len(seen)} versions · {state['elapsed_s']:.0f}s", flush=True)
+        # Let the trainer work through what is judged and waiting (it trains while we wait).
+        deadline = time.monotonic() + args.drain_s
+        while time.monotonic() < deadline and _waiting(online_dir(run_dir) / QUEUE_NAME):
+            time.sleep(5)
+            _note_versions(versions_dir, seen, len(conversations), time.time() - started)
+        _note_versions(versions_dir, seen, len(conversations), time.time() - started)
+        _save(state_path, state)
+    finally:
+        server.stop()
+
+    rows = [{"version": 0, "promoted": True, "conversations": 0, "elapsed_s": 0.0,
+             **{k: state["base"][k] for k in ("preference", "guard")}}]
+    cache = state.setdefault("evaluated", {})
+    for v in _versions(online_dir(run_dir) / VERSIONS_NAME):
+        key = str(v.number)
+        if key not in cache:
+            print(f"[{run_name}] evaluating v{v.number}", flush=True)
+            if v.lora_gguf is None:
+                continue
+            cache[key] = evaluate_version(gguf, v.lora_gguf, pref, threads=args.threads, max_tokens=args.max_tokens)
+            _save(state_path, state)
+        evaluation = v.metrics.get("evaluation") or {}
+        rows.append({
+            "version": v.number, "promoted": v.promoted, "conversations": seen.get(key, {}).get("conversations"),
+            "elapsed_s": seen.get(key, {}).get("elapsed_s"), "preference": cache[key]["preference"],
+            "guard": cache[key]["guard"], "kl_to_base": v.metrics.get("kl_to_base"),
+            "gate_failed": evaluation.get("failed"), "gate_checks": evaluation.get("checks"),
+            "parent": v.metrics.get("parent_version"), "loss": v.metrics.get("loss"),
+            "distill_kl": v.metrics.get("distill_kl"), "samples": v.metrics.get("samples"),
+        })
+    base = state["base"]
+    band = noise_band(base["preference"], len(HELDOUT_PROMPTS))
+    guard_band = noise_band(base["guard"], len(GUARD_TASKS))
+    first = next((r for r in rows[1:] if r["promoted"] and r["preference"] > base["preference"] + band), None)
+    served = [r for r in rows if r["promoted"]]
+    result = {
+        "model": args.model, "preference": pref.name, "signal": args.signal, "run": run_name,
+        "conversations": len(conversations), "serve_args": serve_args,
+        "base_preference": base["preference"], "preference_noise_band": band,
+        "base_guard": base["guard"], "guard_noise_band": guard_band,
+        "best_served_preference": max(r["preference"] for r in served),
+        "final_served_preference": served[-1]["preference"], "final_served_guard": served[-1]["guard"],
+        "guard_within_band": all(r["guard"] >= base["guard"] - guard_band for r in served),
+        "first_improvement": None if first is None else {k: first[k] for k in ("version", "conversations",
+                                                                                "elapsed_s")},
+        "conversation_met_fraction": [sum(c["met"][:1]) for c in conversations],
+        "versions": rows,
+        "heldout_replies": {"base": base["heldout_replies"],
+                            "final": cache[str(served[-1]["version"])]["heldout_replies"] if len(served) > 1 else None},
+        "wall_s": state.get("elapsed_s"),
+        "cpu": {"cores": os.cpu_count(), "load": os.getloadavg()},
+    }
+    _merge(result)
+    return result
+
+
+def _waiting(queue_path: Path) -> int:
+    """Turns served but not yet trained on (waiting for a next state, the judge or the trainer)."""
+    import sqlite3
+
+    with sqlite3.connect(queue_path, timeout=30) as db:
+        return int(db.execute("SELECT COUNT(*) FROM turns WHERE state IN ('ready', 'judged', 'claimed')")
+                   .fetchone()[0])
+
+
+def _note_versions(versions_dir: Path, seen: dict[str, Any], conversations: int, elapsed: float) -> None:
+    if not versions_dir.is_dir():
+        return
+    for v in _versions(versions_dir):
+        seen.setdefault(str(v.number), {"conversations": conversations, "elapsed_s": round(elapsed, 1)})
+
+
+def _save(path: Path, state: dict[str, Any]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(state, indent=1, default=str))
+    os.replace(tmp, path)
+
+
+def _merge(result: dict[str, Any]) -> None:
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / "online_personalization.json"
+    data = json.loads(path.read_text()) if path.is_file() else {"runs": {}}
+    data["runs"][f"{result['model']}/{result['preference']}/{result['signal']}"] = result
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, default=str))
+    os.replace(tmp, path)
+    (RESULTS / "online_personalization.md").write_text(markdown(data))
+
+
+def markdown(data: dict[str, Any]) -> str:
+    lines = ["# Personalization through `ratchet serve` (bench/online_personalization.py)", "",
+             "Held-out preference score = fraction of greedy replies to 12 held-out prompts that satisfy the "
+             "preference checker; guard = fraction of 12 neutral tasks answered correctly; band = 2 binomial "
+             "standard errors of the base. Every version the trainer published is listed: served (promoted) or "
+             "refused by the gate, with the checks that refused it.", ""]
+    for key, r in sorted(data["runs"].items()):
+        first = r.get("first_improvement")
+        lines += [f"## {key}", "",
+                  f"{r['conversations']} conversations, {r.get('wall_s') or 0:.0f} s; base preference "
+                  f"{r['base_preference']:.2f} (band ±{r['preference_noise_band']:.2f}), best served "
+                  f"{r['best_served_preference']:.2f}, final served {r['final_served_preference']:.2f}; guard base "
+                  f"{r['base_guard']:.2f} (band ±{r['guard_noise_band']:.2f}), final served {r['final_served_guard']:.2f}"
+                  f" ({'within' if r['guard_within_band'] else 'OUTSIDE'} band for every served version). First "
+                  "measurable improvement: " + ("none" if not first else
+                                                f"v{first['version']} after {first['conversations']} conversations, "
+                                                f"{first['elapsed_s']:.0f} s"), "",
+                  "| version | conversations | s | served | preference | guard | KL to base | refused by |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for v in r["versions"]:
+            kl = v.get("kl_to_base")
+            lines.append(f"| {v['version']} | {v.get('conversations') if v.get('conversations') is not None else '—'} | "
+                         f"{v.get('elapsed_s') if v.get('elapsed_s') is not None else '—'} | "
+                         f"{'yes' if v['promoted'] else 'no'} | {v['preference']:.2f} | {v['guard']:.2f} | "
+                         f"{'—' if kl is None else f'{kl:.3f}'} | {', '.join(v.get('gate_failed') or []) or '—'} |")
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.online_personalization", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="qwen2.5-coder-0.5b")
+    parser.add_argument("--preference", default="greeting", help="greeting | bullets | caps")
+    parser.add_argument("--signal", default="combine", help="binary | opd | combine (the --learn mode)")
+    parser.add_argument("--conversations", type=int, default=40)
+    parser.add_argument("--retries", type=int, default=1, help="re-asks after a correction, per conversation")
+    parser.add_argument("--max-tokens", type=int, default=40)
+    parser.add_argument("--temperature", type=float, default=0.8, help="sampling of the conversations (seeded)")
+    parser.add_argument("--drain-s", type=float, default=0.0, help="wait this long after the last conversation")
+    parser.add_argument("--threads", type=int, default=2, help="llama.cpp threads of the evaluation")
+    parser.add_argument("--store", default="bench/runs", help="run store root (a rerun resumes its run)")
+    parser.add_argument("--run", default=None)
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--set", action="append", default=[], help="extra `ratchet serve --set` overrides")
+    args = parser.parse_args(argv)
+    result = run(args)
+    print(json.dumps({k: result[k] for k in ("run", "base_preference", "best_served_preference",
+                                             "final_served_preference", "base_guard", "final_served_guard",
+                                             "first_improvement")}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
