@@ -1,0 +1,109 @@
+"""The permission policy, enforced: every check either passes or logs a denial and raises.
+
+Denials are appended to ``denials.jsonl`` in the run directory with the rule that refused them,
+and reach the model as a tool error (:class:`PermissionDenied`).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from fnmatch import fnmatch
+from pathlib import Path
+from urllib.parse import urlparse
+
+from ratchet.runtime.config import PermissionPolicy
+from ratchet.runtime.errors import PermissionDenied
+from ratchet.store import append_jsonl
+
+
+class Guard:
+    """Checks tool calls, paths, commands, network and sub-agent counts against a policy."""
+
+    def __init__(self, policy: PermissionPolicy, workdir: Path, log_path: Path, *, also_readable: tuple[Path, ...] = ()):
+        self.policy = policy
+        self.workdir = Path(workdir).resolve()
+        self.log_path = log_path
+        self.also_readable = tuple(Path(p).resolve() for p in also_readable)
+        self.tool_name = ""
+
+    def deny(self, rule: str, detail: str) -> PermissionDenied:
+        """Log a denial and return the exception to raise."""
+        append_jsonl(self.log_path, {"at": time.time(), "tool": self.tool_name, "rule": rule, "detail": detail})
+        return PermissionDenied(detail, rule=rule)
+
+    # -- tools -------------------------------------------------------------------------------
+
+    def check_tool(self, name: str) -> None:
+        self.tool_name = name
+        for pat in self.policy.denied_tools:
+            if fnmatch(name, pat):
+                raise self.deny(f"denied_tools[{pat!r}]", f"tool {name!r} is not allowed")
+        if not any(fnmatch(name, p) for p in self.policy.allowed_tools):
+            raise self.deny("allowed_tools", f"tool {name!r} matches no allowed pattern")
+
+    # -- paths -------------------------------------------------------------------------------
+
+    def resolve(self, path: str) -> Path:
+        """``path`` (relative to the working directory, or absolute) made absolute, links followed."""
+        p = Path(os.path.expanduser(path))
+        return (p if p.is_absolute() else self.workdir / p).resolve()
+
+    def _rel(self, p: Path) -> str | None:
+        try:
+            return p.relative_to(self.workdir).as_posix() or "."
+        except ValueError:
+            return None
+
+    def _matches(self, p: Path, patterns: list[str]) -> str | None:
+        rel = self._rel(p)
+        for pat in patterns:
+            if os.path.isabs(pat):
+                if fnmatch(str(p), pat) or str(p).startswith(pat.rstrip("*").rstrip("/") + "/") and pat.endswith("*"):
+                    return pat
+            elif rel is not None and (fnmatch(rel, pat) or rel == "."):
+                return pat
+        return None
+
+    def check_read(self, path: str) -> Path:
+        p = self.resolve(path)
+        if any(p == r or r in p.parents for r in self.also_readable):
+            return p
+        if self._rel(p) is None and not any(os.path.isabs(x) for x in self.policy.readable):
+            raise self.deny("readable", f"{path!r} is outside the working directory {self.workdir}")
+        if self._matches(p, self.policy.readable) is None:
+            raise self.deny("readable", f"{path!r} matches no readable pattern")
+        return p
+
+    def check_write(self, path: str) -> Path:
+        p = self.resolve(path)
+        hit = self._matches(p, self.policy.protected)
+        if hit is not None:
+            raise self.deny(f"protected[{hit!r}]", f"{path!r} is protected")
+        if self._rel(p) is None and not any(os.path.isabs(x) for x in self.policy.writable):
+            raise self.deny("writable", f"{path!r} is outside the working directory {self.workdir}")
+        if self._matches(p, self.policy.writable) is None:
+            raise self.deny("writable", f"{path!r} matches no writable pattern")
+        return p
+
+    # -- commands, network, sub-agents -------------------------------------------------------
+
+    def check_command(self, command: str) -> None:
+        text = command.strip()
+        for pat in self.policy.denied_commands:
+            if fnmatch(text, pat):
+                raise self.deny(f"denied_commands[{pat!r}]", f"command {text[:200]!r} is refused")
+        if not any(fnmatch(text, p) for p in self.policy.allowed_commands):
+            raise self.deny("allowed_commands", f"command {text[:200]!r} matches no allowed pattern")
+
+    def check_network(self, url: str) -> None:
+        if not self.policy.network:
+            raise self.deny("network", f"network is off; cannot reach {urlparse(url).netloc or url!r}")
+
+    def check_subagent(self, running: int, depth: int) -> None:
+        if depth >= self.policy.max_subagent_depth:
+            raise self.deny("max_subagent_depth", f"an agent at depth {depth} may not spawn sub-agents "
+                            f"(limit {self.policy.max_subagent_depth})")
+        if running >= self.policy.max_subagents:
+            raise self.deny("max_subagents", f"{running} sub-agents are running already "
+                            f"(limit {self.policy.max_subagents}); wait for or close one")
