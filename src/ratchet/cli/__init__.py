@@ -30,7 +30,7 @@ app = typer.Typer(
 )
 
 # Order is the order of `ratchet --help`: first set-up, then the two halves of the mission.
-COMMAND_MODULES = ("doctor", "models", "config", "runs", "envs", "play", "autoharness", "serve")
+COMMAND_MODULES = ("doctor", "models", "config", "runs", "envs", "play", "autoharness", "serve", "agent")
 
 
 def _register_all() -> None:
