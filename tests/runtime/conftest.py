@@ -12,9 +12,9 @@ from ratchet.runtime import Agent, PermissionPolicy
 from ratchet.runtime.protocols import ToolCall
 
 
-def tool_reply(name: str, **arguments) -> str:
+def tool_reply(tool: str, **arguments) -> str:
     """A reply in the text protocol calling one tool."""
-    return f"Next step.\n```tool\n{json.dumps({'name': name, 'arguments': arguments})}\n```"
+    return f"Next step.\n```tool\n{json.dumps({'name': tool, 'arguments': arguments})}\n```"
 
 
 @pytest.fixture
