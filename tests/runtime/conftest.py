@@ -41,6 +41,6 @@ def make_agent(tmp_path: Path, workdir: Path):
         agent.close()
 
 
-def call(agent: Agent, name: str, **arguments) -> str:
+def call(agent: Agent, tool: str, **arguments) -> str:
     """Run one tool call through the agent's hooks, policy and trace, as the loop does."""
-    return agent.call_tool(ToolCall(name, arguments))
+    return agent.call_tool(ToolCall(tool, arguments))

@@ -125,21 +125,21 @@ class Agent:
         return self._loop()
 
     def resume(self, message: str | None = None) -> AgentResult:
-        """Continue the saved conversation in ``run_dir/state.json``, optionally with a new message."""
+        """Continue the saved conversation in ``run_dir/state.json``, optionally with a new message;
+        sub-agents whose workers died meanwhile are resumed too."""
         state = read_json(self.run_dir / "state.json", {}) or {}
         self.messages = list(state.get("messages") or [])
         self.steps = int(state.get("steps", 0))
+        self.supervisor.recover()
         if not self.messages:
             return self.run(message or "")
         if message:
             self.messages.append({"role": "user", "content": message})
-        self.supervisor.recover()
         return self._loop()
 
     def _loop(self) -> AgentResult:
         start = time.perf_counter()
         self.exit_status = "running"
-        (self.run_dir / "interrupt").unlink(missing_ok=True)
         self.save_state()
         try:
             while True:

@@ -105,6 +105,7 @@ class Supervisor:
     def _launch(self, agent_id: str, message: str = "") -> None:
         d = self.dir(agent_id)
         (d / "closed").unlink(missing_ok=True)
+        (d / "interrupt").unlink(missing_ok=True)  # a request from before this launch is answered
         cmd = [sys.executable, "-m", "ratchet.runtime.worker", str(d)] + (["--message", message] if message else [])
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         with (d / "worker.log").open("ab") as log:

@@ -1,7 +1,7 @@
 """Tools are typed Python functions; their JSON schema comes from the signature and the docstring.
 
 A tool function takes a :class:`ToolContext` first (not shown to the model), then its arguments.
-Its docstring's first paragraph is the description; an ``Args:`` section describes each argument.
+Its docstring up to an ``Args:`` section is the description; that section describes each argument.
 """
 
 from __future__ import annotations
