@@ -32,7 +32,8 @@ def make_agent(tmp_path: Path, workdir: Path):
 
     def make(responses=(), policy: PermissionPolicy | None = None, **kwargs) -> Agent:
         model = kwargs.pop("model", None) or ScriptedModel(list(responses))
-        agent = Agent(model, workdir, tmp_path / f"run{len(made)}", permissions=policy, **kwargs)
+        run_dir = kwargs.pop("run_dir", tmp_path / f"run{len(made)}")
+        agent = Agent(model, workdir, run_dir, permissions=policy, **kwargs)
         made.append(agent)
         return agent
 
