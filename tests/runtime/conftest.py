@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
@@ -45,3 +49,50 @@ def make_agent(tmp_path: Path, workdir: Path):
 def call(agent: Agent, tool: str, **arguments) -> str:
     """Run one tool call through the agent's hooks, policy and trace, as the loop does."""
     return agent.call_tool(ToolCall(tool, arguments))
+
+
+def wait_for(predicate: Callable[[], object], timeout_s: float = 60.0) -> None:
+    """Poll ``predicate`` until it is true; fail the test after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout_s} s waiting")
+
+
+Page = Callable[[str, str, bytes], tuple[str, bytes]]
+
+
+@pytest.fixture
+def local_http():
+    """``start(page)`` serves ``page(method, path, body) -> (content_type, bytes)`` on a free
+    loopback port and returns the base URL; every request is kept in ``start.requests``."""
+    servers: list[HTTPServer] = []
+
+    def start(page: Page) -> str:
+        class Handler(BaseHTTPRequestHandler):
+            def _answer(self) -> None:
+                body = self.rfile.read(int(self.headers.get("content-length") or 0))
+                start.requests.append((self.command, self.path, body))
+                kind, data = page(self.command, self.path, body)
+                self.send_response(200)
+                self.send_header("content-type", kind)
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = _answer  # noqa: N815 (http.server's naming)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        server = HTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_port}"
+
+    start.requests = []
+    yield start
+    for server in servers:
+        server.shutdown()

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
@@ -113,53 +111,31 @@ def test_solve_is_the_proposer_entry_point(workdir, tmp_path):
     assert result.trace_path == str(tmp_path / "trace-here" / "trace.jsonl")
 
 
-class _FakeOpenAI(BaseHTTPRequestHandler):
-    """An OpenAI-compatible endpoint that answers with native tool calls from a script."""
+def _openai_server(local_http, script: list[dict]) -> str:
+    """An OpenAI-compatible endpoint answering each request with the next scripted tool call."""
 
-    script: list[dict] = []
-    requests: list[dict] = []
-
-    def do_POST(self):  # noqa: N802 (http.server's naming)
-        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
-        self.requests.append(body)
-        call = self.script.pop(0)
+    def page(method: str, path: str, body: bytes) -> tuple[str, bytes]:
+        request, call = json.loads(body), script.pop(0)
         message = {"role": "assistant", "content": None,
-                   "tool_calls": [{"id": f"call_{len(self.requests)}", "type": "function",
+                   "tool_calls": [{"id": f"call_{len(local_http.requests)}", "type": "function",
                                    "function": {"name": call["name"], "arguments": json.dumps(call["arguments"])}}]}
-        reply = {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                 "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
-                 "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}}
-        data = json.dumps(reply).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        return "application/json", json.dumps({
+            "id": "x", "object": "chat.completion", "created": 0, "model": request["model"],
+            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
+            "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}}).encode()
 
-    def log_message(self, *args):
-        pass
+    return local_http(page)
 
 
-@pytest.fixture
-def fake_openai():
-    _FakeOpenAI.requests = []
-    server = HTTPServer(("127.0.0.1", 0), _FakeOpenAI)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server, _FakeOpenAI
-    server.shutdown()
-
-
-def test_native_tool_calls_over_an_openai_compatible_server(fake_openai, make_agent, workdir):
-    server, handler = fake_openai
-    handler.script = [{"name": "edit", "arguments": {"path": "calc.py", "old": "a - b", "new": "a + b"}},
-                      {"name": "submit", "arguments": {"summary": "done natively"}}]
-    model = OpenAIModel("tiny", base_url=f"http://127.0.0.1:{server.server_port}/v1", require_api_key=False)
+def test_native_tool_calls_over_an_openai_compatible_server(local_http, make_agent, workdir):
+    url = _openai_server(local_http, [{"name": "edit", "arguments": {"path": "calc.py", "old": "a - b", "new": "a + b"}},
+                                      {"name": "submit", "arguments": {"summary": "done natively"}}])
+    model = OpenAIModel("tiny", base_url=f"{url}/v1", require_api_key=False)
     agent = make_agent(model=model, config=AgentConfig(protocol="native"))
     result = agent.run("fix add")
     assert result.exit_status == "submitted" and result.submission == "done natively"
     assert "a + b" in (workdir / "calc.py").read_text()
-    first, second = handler.requests
+    first, second = (json.loads(body) for _, _, body in local_http.requests)
     assert {t["function"]["name"] for t in first["tools"]} >= {"read", "edit", "bash", "submit"}
     assert second["messages"][-2]["tool_calls"][0]["id"] == "call_1"
     assert second["messages"][-1] == {"role": "tool", "tool_call_id": "call_1", "content": "edited calc.py"}

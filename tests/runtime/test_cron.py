@@ -15,16 +15,7 @@ from ratchet.runtime.cron import CronTable, ensure_scheduler, next_run, schedule
 from ratchet.runtime.errors import ToolError
 from ratchet.store import read_json
 
-from .conftest import call
-
-
-def _wait_for(predicate, timeout_s=60.0):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise AssertionError("timed out waiting")
+from .conftest import call, wait_for
 
 
 def test_schedules():
@@ -45,11 +36,11 @@ def test_cron_jobs_survive_a_scheduler_restart(make_agent, workdir):
     out = call(agent, "cron_create", schedule="@every 1s", command="date +%s.%N >> ticks.txt")
     job_id = out.split()[3].rstrip(",")
     try:
-        _wait_for(lambda: len(CronTable(root).runs()) >= 2)
+        wait_for(lambda: len(CronTable(root).runs()) >= 2)
         first_pid = read_json(root / "scheduler.json")["pid"]
         assert ensure_scheduler(root) == first_pid  # one scheduler at a time
         os.killpg(first_pid, signal.SIGKILL)  # the scheduler dies (as in a machine restart)
-        _wait_for(lambda: not scheduler_alive(root))
+        wait_for(lambda: not scheduler_alive(root))
         before = len(CronTable(root).runs())
         time.sleep(1.5)
         assert len(CronTable(root).runs()) == before  # nothing runs while no scheduler is up
@@ -58,7 +49,7 @@ def test_cron_jobs_survive_a_scheduler_restart(make_agent, workdir):
         assert job_id in call(again, "cron_list")
         second_pid = ensure_scheduler(root)
         assert second_pid != first_pid
-        _wait_for(lambda: len(CronTable(root).runs()) >= before + 2)
+        wait_for(lambda: len(CronTable(root).runs()) >= before + 2)
         runs = CronTable(root).runs()
         assert {r["pid"] for r in runs} == {first_pid, second_pid}
         assert all(r["returncode"] == 0 and r["job"] == job_id for r in runs)

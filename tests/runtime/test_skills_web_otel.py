@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
-
 import pytest
 
 from ratchet.runtime import AgentConfig, HarnessWorkspace, OTelExporter, PermissionPolicy
@@ -34,29 +31,13 @@ def test_skills_are_listed_then_loaded_with_their_code(make_agent, tmp_path):
     assert "no skill 'nope'" in call(agent, "load_skill", name="nope")
 
 
-class _Pages(BaseHTTPRequestHandler):
-    def do_GET(self):  # noqa: N802
-        body = (b"<html><head><style>x{}</style></head><body><h1>Docs</h1><p>path " + self.path.encode()
-                + b"</p><script>evil()</script></body></html>")
-        self.send_response(200)
-        self.send_header("content-type", "text/html")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
+def _page(method: str, path: str, body: bytes) -> tuple[str, bytes]:
+    return "text/html", (b"<html><head><style>x{}</style></head><body><h1>Docs</h1><p>path " + path.encode()
+                         + b"</p><script>evil()</script></body></html>")
 
 
-@pytest.fixture
-def site():
-    server = HTTPServer(("127.0.0.1", 0), _Pages)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-
-
-def test_web_tools_need_the_tool_allowed_and_the_network_on(make_agent, site):
+def test_web_tools_need_the_tool_allowed_and_the_network_on(make_agent, local_http):
+    site = local_http(_page)
     off = make_agent()
     assert "denied_tools['web_fetch']" in call(off, "web_fetch", url=site)
     no_net = make_agent(policy=PermissionPolicy(denied_tools=[]))

@@ -17,7 +17,7 @@ from ratchet.models.scripted import ScriptedModel
 from ratchet.runtime import Agent, PermissionPolicy
 from ratchet.store import read_json, read_jsonl
 
-from .conftest import call, tool_reply
+from .conftest import call, wait_for, tool_reply
 
 CHILD = [tool_reply("bash", command="sleep 2; echo slept"), tool_reply("submit", summary="child done")]
 
@@ -25,15 +25,6 @@ CHILD = [tool_reply("bash", command="sleep 2; echo slept"), tool_reply("submit",
 def _bash_window(agent_dir: Path) -> tuple[float, float]:
     rec = next(r for r in read_jsonl(agent_dir / "trace.jsonl") if r["type"] == "tool_call" and r["name"] == "bash")
     return rec["at"] - rec["duration_s"], rec["at"]
-
-
-def _wait_for(predicate, timeout_s=60.0):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError("timed out waiting")
 
 
 PARENT = textwrap.dedent('''
@@ -61,8 +52,8 @@ def test_sub_agents_run_concurrently_and_a_restarted_parent_recovers_them(workdi
     run_dir = tmp_path / "parent"
     parent = _start_parent(workdir, run_dir)
     agents = run_dir / "agents"
-    _wait_for(lambda: all((agents / n / "process.json").exists() for n in "ab"))
-    _wait_for(lambda: (run_dir / "state.json").exists() and read_json(run_dir / "state.json")["steps"] >= 3)
+    wait_for(lambda: all((agents / n / "process.json").exists() for n in "ab"))
+    wait_for(lambda: (run_dir / "state.json").exists() and read_json(run_dir / "state.json")["steps"] >= 3)
     os.killpg(parent.pid, signal.SIGKILL)  # the parent dies mid-run, while both children work
     parent.wait()
     # A new parent on the same run directory finds them through their files alone.
@@ -85,9 +76,9 @@ def test_a_sub_agent_killed_mid_run_is_lost_then_resumed_from_its_saved_state(wo
     call(parent, "spawn_agent", task="long job", name="w")
     child = tmp_path / "p" / "agents" / "w"
     # Kill it while its first command runs (the model call is traced before the tool runs).
-    _wait_for(lambda: (child / "trace.jsonl").exists() and read_jsonl(child / "trace.jsonl"))
+    wait_for(lambda: (child / "trace.jsonl").exists() and read_jsonl(child / "trace.jsonl"))
     os.killpg(read_json(child / "process.json")["pid"], signal.SIGKILL)
-    _wait_for(lambda: parent.supervisor.status("w")["status"] == "lost")
+    wait_for(lambda: parent.supervisor.status("w")["status"] == "lost")
     saved = len(read_json(child / "state.json")["messages"])
     # A parent that resumes recovers every lost sub-agent.
     restarted = Agent(ScriptedModel([tool_reply("wait_agent", ids=["w"], timeout_s=60), tool_reply("submit", summary="p")]),
@@ -111,7 +102,7 @@ def test_interrupt_resume_close_and_limits(workdir, tmp_path):
     assert "started sub-agent agent-1" == call(parent, "spawn_agent", task="job")
     assert "permission denied by max_subagents" in call(parent, "spawn_agent", task="another")
     trace = tmp_path / "p" / "agents" / "agent-1" / "trace.jsonl"
-    _wait_for(lambda: trace.exists() and read_jsonl(trace))  # it is in its first command
+    wait_for(lambda: trace.exists() and read_jsonl(trace))  # it is in its first command
     call(parent, "interrupt_agent", id="agent-1")
     (state,) = json.loads(call(parent, "wait_agent", ids=["agent-1"], timeout_s=60))
     assert state["status"] == "interrupted" and state["steps"] == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -24,9 +25,9 @@ def test_the_suite_has_at_least_twelve_well_formed_tasks():
     for t in TASKS:
         assert t.statement and "\n" not in t.statement.strip(), t.id
         assert all((t.repo / rel).is_file() for rel in t.tests), t.id
-        assert (t.dir / "solution").is_dir() and not (t.repo / "solution").exists(), t.id
+        assert t.solution.is_file() and not list(t.repo.rglob("*.patch")), t.id
         # The reference fix never touches a test file.
-        fixed = {p.relative_to(t.dir / "solution").as_posix() for p in (t.dir / "solution").rglob("*") if p.is_file()}
+        fixed = set(re.findall(r"^\+\+\+ b/(\S+)", t.solution.read_text(), re.M))
         assert fixed and not fixed & set(t.tests), t.id
 
 
@@ -52,11 +53,10 @@ def test_editing_the_tests_does_not_pass_the_grader(tmp_path):
 
 
 def _fixing_script(task) -> list[str]:
-    """Replies that write the reference fix, run the tests, and submit (the solution is read here,
-    by the test, never by the agent)."""
-    writes = [tool_reply("write", path=p.relative_to(task.dir / "solution").as_posix(), content=p.read_text())
-              for p in sorted((task.dir / "solution").rglob("*")) if p.is_file()]
-    return writes + [tool_reply("bash", command=task.test_command), tool_reply("submit", summary="fixed")]
+    """Replies that apply the reference fix, run the tests, and submit (the fix is read here, by
+    the test, never by the agent)."""
+    return [tool_reply("apply_patch", patch=task.solution.read_text()), tool_reply("bash", command=task.test_command),
+            tool_reply("submit", summary="fixed")]
 
 
 @pytest.mark.slow

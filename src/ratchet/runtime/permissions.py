@@ -34,13 +34,17 @@ class Guard:
 
     # -- tools -------------------------------------------------------------------------------
 
+    def _deny_or_allow(self, kind: str, text: str, what: str) -> None:
+        """Refuse ``text`` if a ``denied_KIND`` pattern matches it or no ``allowed_KIND`` one does."""
+        for pat in getattr(self.policy, f"denied_{kind}"):
+            if fnmatch(text, pat):
+                raise self.deny(f"denied_{kind}[{pat!r}]", f"{what} is refused")
+        if not any(fnmatch(text, p) for p in getattr(self.policy, f"allowed_{kind}")):
+            raise self.deny(f"allowed_{kind}", f"{what} matches no allowed pattern")
+
     def check_tool(self, name: str) -> None:
         self.tool_name = name
-        for pat in self.policy.denied_tools:
-            if fnmatch(name, pat):
-                raise self.deny(f"denied_tools[{pat!r}]", f"tool {name!r} is not allowed")
-        if not any(fnmatch(name, p) for p in self.policy.allowed_tools):
-            raise self.deny("allowed_tools", f"tool {name!r} matches no allowed pattern")
+        self._deny_or_allow("tools", name, f"tool {name!r}")
 
     # -- paths -------------------------------------------------------------------------------
 
@@ -65,36 +69,33 @@ class Guard:
                 return pat
         return None
 
+    def _check_path(self, path: str, rule: str) -> Path:
+        """``path`` resolved, if the ``rule`` patterns (``readable`` or ``writable``) allow it."""
+        p = self.resolve(path)
+        patterns = getattr(self.policy, rule)
+        if self._rel(p) is None and not any(os.path.isabs(x) for x in patterns):
+            raise self.deny(rule, f"{path!r} is outside the working directory {self.workdir}")
+        if self._matches(p, patterns) is None:
+            raise self.deny(rule, f"{path!r} matches no {rule} pattern")
+        return p
+
     def check_read(self, path: str) -> Path:
         p = self.resolve(path)
         if any(p == r or r in p.parents for r in self.also_readable):
             return p
-        if self._rel(p) is None and not any(os.path.isabs(x) for x in self.policy.readable):
-            raise self.deny("readable", f"{path!r} is outside the working directory {self.workdir}")
-        if self._matches(p, self.policy.readable) is None:
-            raise self.deny("readable", f"{path!r} matches no readable pattern")
-        return p
+        return self._check_path(path, "readable")
 
     def check_write(self, path: str) -> Path:
-        p = self.resolve(path)
-        hit = self._matches(p, self.policy.protected)
+        hit = self._matches(self.resolve(path), self.policy.protected)
         if hit is not None:
             raise self.deny(f"protected[{hit!r}]", f"{path!r} is protected")
-        if self._rel(p) is None and not any(os.path.isabs(x) for x in self.policy.writable):
-            raise self.deny("writable", f"{path!r} is outside the working directory {self.workdir}")
-        if self._matches(p, self.policy.writable) is None:
-            raise self.deny("writable", f"{path!r} matches no writable pattern")
-        return p
+        return self._check_path(path, "writable")
 
     # -- commands, network, sub-agents -------------------------------------------------------
 
     def check_command(self, command: str) -> None:
         text = command.strip()
-        for pat in self.policy.denied_commands:
-            if fnmatch(text, pat):
-                raise self.deny(f"denied_commands[{pat!r}]", f"command {text[:200]!r} is refused")
-        if not any(fnmatch(text, p) for p in self.policy.allowed_commands):
-            raise self.deny("allowed_commands", f"command {text[:200]!r} matches no allowed pattern")
+        self._deny_or_allow("commands", text, f"command {text[:200]!r}")
 
     def check_network(self, url: str) -> None:
         if not self.policy.network:

@@ -2,8 +2,8 @@
 
 A suite is a directory of tasks (``src/ratchet/envs/data/coding-basics/`` ships with Ratchet);
 each task holds ``task.yaml`` (id, one-line statement, test files, test command), ``repo/`` (what
-the agent gets) and ``solution/`` (a reference fix, never copied to the agent and hidden from its
-commands). The grader copies the agent's tree, puts the original test files back (an agent cannot
+the agent gets) and ``solution.patch`` (a reference fix, never copied to the agent and hidden
+from its commands). The grader copies the agent's tree, puts the original test files back (an agent cannot
 pass by editing tests), and runs the test command in the sandbox: the exit code is the verdict,
 never the agent's claim.
 """
@@ -42,6 +42,10 @@ class CodingTask:
     def repo(self) -> Path:
         return self.dir / "repo"
 
+    @property
+    def solution(self) -> Path:
+        return self.dir / "solution.patch"
+
 
 def load_suite(name_or_path: str | Path) -> list[CodingTask]:
     """The tasks of a suite by name (``coding-basics``) or directory, sorted by id."""
@@ -57,7 +61,7 @@ def load_suite(name_or_path: str | Path) -> list[CodingTask]:
         tasks.append(CodingTask(data["id"], data["statement"], spec.parent, tuple(data["tests"]),
                                 data.get("test_command", "python -m pytest -q")))
     if not tasks:
-        raise RatchetError(f"{root} holds no */task.yaml", hint="each task is a folder with task.yaml, repo/, solution/")
+        raise RatchetError(f"{root} holds no */task.yaml", hint="each task is a folder with task.yaml, repo/, solution.patch")
     return tasks
 
 
@@ -100,7 +104,7 @@ def verify(task: CodingTask) -> tuple[TaskResult, TaskResult]:
         before = grade(task, task.repo)
         fixed = Path(tmp) / "fixed"
         shutil.copytree(task.repo, fixed)
-        shutil.copytree(task.dir / "solution", fixed, dirs_exist_ok=True)
+        subprocess.run(["git", "apply", str(task.solution)], cwd=fixed, check=True, capture_output=True)
         return before, grade(task, fixed)
 
 
