@@ -19,10 +19,10 @@ class PermissionPolicy(Settings):
     crosses ``/``) relative to the working directory, or absolute."""
 
     readable: list[str] = Field(default_factory=lambda: ["*"])
-    """Paths the file tools may read."""
+    """Paths the file tools may read (a directory pattern covers what is inside it)."""
     writable: list[str] = Field(default_factory=lambda: ["*"])
     """Paths the file tools may write or edit."""
-    protected: list[str] = Field(default_factory=lambda: [".git", ".git/*"])
+    protected: list[str] = Field(default_factory=lambda: [".git"])
     """Paths never written, whatever ``writable`` says (checked first)."""
     allowed_commands: list[str] = Field(default_factory=lambda: ["*"])
     """fnmatch patterns a whole shell command must match one of."""

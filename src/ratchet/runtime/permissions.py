@@ -60,12 +60,18 @@ class Guard:
             return None
 
     def _matches(self, p: Path, patterns: list[str]) -> str | None:
+        """The first pattern matching ``p`` or a directory above it (so ``.git`` covers ``.git/x``)."""
         rel = self._rel(p)
         for pat in patterns:
             if os.path.isabs(pat):
-                if fnmatch(str(p), pat) or str(p).startswith(pat.rstrip("*").rstrip("/") + "/") and pat.endswith("*"):
+                names = [str(p)] + [str(q) for q in p.parents]
+            elif rel is not None:
+                names = [rel] + [q.as_posix() for q in Path(rel).parents if q.as_posix() != "."]
+                if rel == ".":  # the working directory itself is always listable
                     return pat
-            elif rel is not None and (fnmatch(rel, pat) or rel == "."):
+            else:
+                continue
+            if any(fnmatch(name, pat) for name in names):
                 return pat
         return None
 
