@@ -27,6 +27,7 @@ def test_skills_are_listed_then_loaded_with_their_code(make_agent, tmp_path):
     loaded = call(agent, "load_skill", name="count-lines")
     assert loaded.startswith("Call count_lines with a path.") and "[tools added: count_lines]" in loaded
     assert call(agent, "count_lines", path="notes.txt") == "3"
+    assert "count_lines" in [t.name for t in agent.offered_tools()]  # offered from now on
     assert "python -m pytest" in call(agent, "load_skill", name="run-tests")
     assert "no skill 'nope'" in call(agent, "load_skill", name="nope")
 

@@ -149,11 +149,16 @@ class ToolBox:
 
     def __init__(self, tools: Iterable[Tool] = ()) -> None:
         self.tools: dict[str, Tool] = {}
+        self.pinned: set[str] = set()
         for t in tools:
             self.add(t)
 
-    def add(self, tool: Tool) -> None:
+    def add(self, tool: Tool, *, pin: bool = False) -> None:
+        """Register ``tool``; a pinned one is offered whatever the offered patterns say (a skill's
+        tools, once the agent loaded the skill)."""
         self.tools[tool.name] = tool
+        if pin:
+            self.pinned.add(tool.name)
 
     def get(self, name: str) -> Tool:
         if name not in self.tools:
@@ -162,4 +167,4 @@ class ToolBox:
 
     def offered(self, patterns: Iterable[str]) -> list[Tool]:
         pats = list(patterns)
-        return [t for n, t in self.tools.items() if any(fnmatch(n, p) for p in pats)]
+        return [t for n, t in self.tools.items() if n in self.pinned or any(fnmatch(n, p) for p in pats)]

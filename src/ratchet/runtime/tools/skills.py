@@ -19,7 +19,7 @@ def load_skill(ctx: ToolContext, name: str) -> str:
     code = skill.folder / "skill.py"
     if code.is_file():
         for tool in tools_of_module(load_module(code)):
-            ctx.agent.toolbox.add(tool)
+            ctx.agent.toolbox.add(tool, pin=True)
             added.append(tool.name)
     tail = f"\n\n[tools added: {', '.join(added)}]" if added else ""
     return skill.body() + tail
