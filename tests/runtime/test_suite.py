@@ -94,3 +94,16 @@ def test_cli_agent_run_prints_progress_lines_and_resumes(tmp_path):
     assert resumed.exit_code == 0 and "[1/1]" not in resumed.output and "solved 0/1" in resumed.output
     bad = runner.invoke(app, ["agent", "run", "--model", "scripted:", "--task", "nope", "--root", str(tmp_path)])
     assert bad.exit_code != 0 and "unknown task id(s) nope" in str(bad.exception or bad.output)
+
+
+@pytest.mark.slow
+def test_the_reference_fix_is_out_of_the_agents_view(tmp_path):
+    task = next(t for t in TASKS if t.id == "median-even")
+    model = ScriptedModel([tool_reply("bash", command=f"cat {task.solution}; echo end"),
+                           tool_reply("read", path=str(task.solution)), tool_reply("submit", summary="peeked")])
+    summary = run_suite([task], model, tmp_path / "run", workspace=HarnessWorkspace())
+    results = [r for r in read_jsonl(tmp_path / "run" / "tasks" / task.id / "trace.jsonl") if r["type"] == "tool_call"]
+    assert "+++ b/stats.py" in task.solution.read_text()  # control: the file has it
+    assert "end" in results[0]["result"] and "+++ b/" not in results[0]["result"]
+    assert "permission denied by readable" in results[1]["result"]
+    assert summary["solved"] == 0

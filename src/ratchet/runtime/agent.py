@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass
+from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
@@ -83,8 +84,9 @@ class Agent:
         self.context = context_policy(self.context_config, self.memory)
         self.protocol = protocol_for(self.config.protocol)
         self.hooks = self.workspace.hooks()
+        # Commands never see this run's own files (trace, memory, denials): only the tools read those.
         self.shell = Shell(self.workdir, network=self.policy.network,
-                           hidden=[Path(p) for p in self.policy.hidden_paths])
+                           hidden=[self.run_dir, *(Path(p) for p in self.policy.hidden_paths)])
         self.skills = SkillLibrary(self.workspace.skills_dir)
         self.mcp: list[Any] = []
         self.toolbox = build_toolbox(self)
@@ -115,7 +117,9 @@ class Agent:
         return text
 
     def offered_tools(self) -> list[Any]:
-        return [t for t in self.toolbox.offered(self.config.tools) if t.name not in self.policy.denied_tools]
+        """The tools shown to the model: offered by the settings and not denied by the policy."""
+        return [t for t in self.toolbox.offered(self.config.tools)
+                if not any(fnmatch(t.name, p) for p in self.policy.denied_tools)]
 
     def run(self, task: str) -> AgentResult:
         """Start on ``task`` from a fresh conversation."""

@@ -40,8 +40,8 @@ class PermissionPolicy(Settings):
     max_subagent_depth: int = Field(1, ge=0)
     """How deep sub-agents may nest (0: the top agent may not spawn any)."""
     hidden_paths: list[str] = Field(default_factory=list)
-    """Extra absolute paths the sandbox hides from commands (the user's home and the run store
-    are always hidden)."""
+    """Extra absolute paths the sandbox hides from commands (the user's home and the agent's own
+    run directory are always hidden)."""
 
 
 class ContextConfig(Settings):
