@@ -90,6 +90,8 @@ def test_cli_agent_run_prints_progress_lines_and_resumes(tmp_path):
     run_id = out.output.split("run ")[1].split(":")[0]
     summary = json.loads((tmp_path / run_id / "summary.json").read_text())
     assert summary["solved"] == 0 and summary["tasks"] == 1
+    calls = read_jsonl(tmp_path / run_id / "llm_calls.jsonl")  # model calls reach the run index too
+    assert len(calls) == 2 and calls[0]["purpose"] == "agent:fahrenheit" and calls[0]["prompt_tokens"] > 0
     resumed = runner.invoke(app, args + ["--resume", run_id])
     assert resumed.exit_code == 0 and "[1/1]" not in resumed.output and "solved 0/1" in resumed.output
     bad = runner.invoke(app, ["agent", "run", "--model", "scripted:", "--task", "nope", "--root", str(tmp_path)])

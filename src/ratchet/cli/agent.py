@@ -60,7 +60,7 @@ def run_command(
     lines = sys.stdout.isatty()
     try:
         summary = run_suite(tasks, load_model(model, **options), run.dir, workspace=ws, model_spec=model,
-                            overrides=tuple(overrides),
+                            overrides=tuple(overrides), on_model_call=run.record_llm_call,
                             progress=(lambda line: console.print(line)) if lines else (lambda line: print(line, flush=True)))
     except BaseException:
         run.set_status("stopped")

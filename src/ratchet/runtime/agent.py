@@ -9,12 +9,13 @@ step so a killed run (a sub-agent's worker, say) resumes where it was.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
-from ratchet.contracts import Message, Model
+from ratchet.contracts import LLMCall, Message, Model
 from ratchet.runtime.config import AgentConfig, ContextConfig, PermissionPolicy
 from ratchet.runtime.errors import (
     FormatError,
@@ -57,7 +58,7 @@ class Agent:
     """Runs one task in ``workdir`` with ``model``; writes its trace and state under ``run_dir``.
 
     ``model_spec``/``model_options`` say how to rebuild the model in another process (what
-    sub-agents use). ``memory_dir`` defaults to ``run_dir/memory``; share one across runs to let
+    sub-agents use). ``on_model_call`` gets an LLMCall per model call (``Run.record_llm_call``). ``memory_dir`` defaults to ``run_dir/memory``; share one across runs to let
     the agent read its past runs.
     """
 
@@ -66,7 +67,8 @@ class Agent:
                  context: ContextConfig | None = None, permissions: PermissionPolicy | None = None,
                  agent_id: str = "main", depth: int = 0, memory_dir: str | Path | None = None,
                  exporters: tuple[Any, ...] = (), model_spec: str | None = None,
-                 model_options: dict[str, Any] | None = None) -> None:
+                 model_options: dict[str, Any] | None = None,
+                 on_model_call: Callable[[LLMCall], None] | None = None) -> None:
         self.model = model
         self.workspace = workspace or HarnessWorkspace()
         self.config = config or self.workspace.settings()
@@ -80,7 +82,8 @@ class Agent:
         self.memory = FileMemory(Path(memory_dir) if memory_dir else self.run_dir / "memory")
         self.guard = Guard(self.policy, self.workdir, self.run_dir / "denials.jsonl",
                            also_readable=(self.memory.root,))
-        self.tracer = Tracer(self.run_dir / "trace.jsonl", agent_id=agent_id, exporters=exporters)
+        self.tracer = Tracer(self.run_dir / "trace.jsonl", agent_id=agent_id, exporters=exporters,
+                             on_model_call=on_model_call)
         self.context = context_policy(self.context_config, self.memory)
         self.protocol = protocol_for(self.config.protocol)
         self.hooks = self.workspace.hooks()

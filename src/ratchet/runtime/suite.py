@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from ratchet.contracts import Failure, Model, RatchetError, TaskResult
+from ratchet.contracts import Failure, LLMCall, Model, RatchetError, TaskResult
 from ratchet.runtime.agent import Agent
 from ratchet.runtime.shell import Shell
 from ratchet.runtime.workspace import HarnessWorkspace
@@ -110,7 +110,8 @@ def verify(task: CodingTask) -> tuple[TaskResult, TaskResult]:
 
 def run_suite(tasks: list[CodingTask], model: Model, run_dir: Path, *, workspace: HarnessWorkspace,
               model_spec: str | None = None, overrides: tuple[str, ...] = (),
-              progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+              progress: Callable[[str], None] | None = None,
+              on_model_call: Callable[[LLMCall], None] | None = None) -> dict[str, Any]:
     """Run the agent on every task not yet in ``run_dir/results.jsonl`` (so a killed run resumes),
     grade each one, and return the summary (solve rate over all tasks of the run)."""
     results_path = run_dir / "results.jsonl"
@@ -123,7 +124,7 @@ def run_suite(tasks: list[CodingTask], model: Model, run_dir: Path, *, workspace
             continue
         workdir = prepare(task, run_dir / "work" / task.id)
         agent = Agent(model, workdir, run_dir / "tasks" / task.id, workspace=workspace, config=config,
-                      permissions=policy, agent_id=task.id, model_spec=model_spec)
+                      permissions=policy, agent_id=task.id, model_spec=model_spec, on_model_call=on_model_call)
         started = time.perf_counter()
         try:
             outcome = agent.run(f"{task.statement}\nThe repository is your working directory; its tests run with "

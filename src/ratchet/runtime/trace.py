@@ -8,9 +8,11 @@ mirrors the records as spans with the GenAI semantic-convention attribute names.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ratchet.contracts import LLMCall
 from ratchet.models.scripted import ScriptedModel
 from ratchet.store import append_jsonl, read_jsonl
 
@@ -18,10 +20,12 @@ from ratchet.store import append_jsonl, read_jsonl
 class Tracer:
     """Appends records to ``path`` (fsynced, one line each); forwards them to ``exporters``."""
 
-    def __init__(self, path: Path, *, agent_id: str = "main", exporters: tuple[Any, ...] = ()) -> None:
+    def __init__(self, path: Path, *, agent_id: str = "main", exporters: tuple[Any, ...] = (),
+                 on_model_call: Callable[[LLMCall], None] | None = None) -> None:
         self.path = Path(path)
         self.agent_id = agent_id
         self.exporters = exporters
+        self.on_model_call = on_model_call
         self.tokens = {"prompt": 0, "completion": 0}
 
     def record(self, kind: str, **fields: Any) -> dict[str, Any]:
@@ -38,6 +42,9 @@ class Tracer:
         self.record("model_call", step=step, model=model, prompt_messages=prompt_messages,
                     prompt_tokens=completion.usage.prompt_tokens, completion_tokens=completion.usage.completion_tokens,
                     latency_s=latency_s, finish_reason=completion.finish_reason, text=completion.text, reply=reply)
+        if self.on_model_call is not None:  # e.g. Run.record_llm_call: the run index counts the tokens
+            self.on_model_call(LLMCall(model, f"agent:{self.agent_id}", completion.usage.prompt_tokens,
+                                       completion.usage.completion_tokens, latency_s, True))
 
     def tool_call(self, step: int, name: str, arguments: Any, *, ok: bool, result: str, duration_s: float,
                   denied_rule: str | None = None) -> None:
