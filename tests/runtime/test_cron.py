@@ -24,7 +24,8 @@ def test_schedules():
     assert datetime.fromtimestamp(next_run("*/15 * * * *", t)) == datetime(2026, 12, 1, 10, 15)
     assert datetime.fromtimestamp(next_run("0 9 * * 1", t)) == datetime(2026, 12, 7, 9, 0)  # next Monday
     assert datetime.fromtimestamp(next_run("5,10 10 1 12 *", t)) == datetime(2026, 12, 1, 10, 10)
-    for bad in ("soon", "* * *", "61 * * * *", "@every"):
+    assert datetime.fromtimestamp(next_run("0 9 * * 1-5", t)) == datetime(2026, 12, 2, 9, 0)  # Tue -> Wed
+    for bad in ("soon", "* * *", "61 * * * *", "@every", "5-2 * * * *"):
         with pytest.raises(ToolError, match="bad schedule"):
             next_run(bad, t)
 

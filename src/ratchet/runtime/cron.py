@@ -32,11 +32,17 @@ _RANGES = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 6))
 
 
 def _field(spec: str, low: int, high: int) -> set[int]:
+    """The values one cron field allows: ``*``, ``N``, ``A-B``, each with an optional ``/STEP``, comma-separated."""
     out: set[int] = set()
     for part in spec.split(","):
         body, _, step = part.partition("/")
-        lo, hi = (low, high) if body == "*" else map(int, (body.split("-") + [body])[:2]) if "-" in body else (int(body), int(body))
-        if lo < low or hi > high:
+        if body == "*":
+            lo, hi = low, high
+        elif "-" in body:
+            lo, hi = (int(x) for x in body.split("-", 1))
+        else:
+            lo = hi = int(body)
+        if lo < low or hi > high or lo > hi:
             raise ValueError(part)
         out.update(range(lo, hi + 1, int(step) if step else 1))
     return out
