@@ -6,7 +6,9 @@ import json
 import shutil
 
 import pytest
+from typer.testing import CliRunner
 
+from ratchet.cli import app
 from ratchet.models.openai_compat import OpenAIModel
 from ratchet.models.scripted import ScriptedModel
 from ratchet.runtime import Agent, AgentConfig, HarnessWorkspace, replay_model, solve
@@ -54,6 +56,13 @@ def test_a_trace_replays_to_the_same_calls_and_files(make_agent, workdir, tmp_pa
     calls = lambda a: [(r["name"], r["arguments"]) for r in read_jsonl(a.tracer.path) if r["type"] == "tool_call"]
     assert result.exit_status == "submitted" and calls(second) == calls(first)
     assert (again / "calc.py").read_text() == (workdir / "calc.py").read_text()
+    # The same from the command line.
+    third = tmp_path / "third"
+    shutil.copytree(pristine, third)
+    out = CliRunner().invoke(app, ["agent", "replay", str(first.tracer.path), "--statement", "fix add", "-C", str(third),
+                                   "--run-dir", str(tmp_path / "cli-replay")])
+    assert out.exit_code == 0 and "submitted after 4 steps" in out.output, out.output
+    assert (third / "calc.py").read_text() == (workdir / "calc.py").read_text()
 
 
 def test_format_errors_go_back_to_the_model_then_stop_the_run(make_agent):

@@ -12,7 +12,7 @@ from rich.table import Table
 from ratchet.config import parse_override
 from ratchet.contracts import RatchetError
 from ratchet.models.spec import load_model
-from ratchet.runtime import HarnessWorkspace, solve
+from ratchet.runtime import HarnessWorkspace, replay_model, solve
 from ratchet.runtime.suite import load_suite, run_suite, verify
 from ratchet.store import RunStore, StoreConfig
 
@@ -86,6 +86,19 @@ def solve_command(
     result = solve(workdir, statement, load_model(model, **_model_options(model_set)), workspace=ws.path,
                    run_dir=run_dir, config=ws.settings(tuple(overrides)), model_spec=model)
     console.print(f"{result.exit_status} after {result.steps} steps: {result.submission}\ntrace: {result.trace_path}")
+
+
+@agent_app.command("replay")
+def replay_command(
+    trace: Path = typer.Argument(..., help="A trace.jsonl written by an earlier text-protocol run."),
+    statement: str = typer.Option(..., "--statement", help="The task statement of that run."),
+    workdir: Path = typer.Option(..., "--workdir", "-C", help="A fresh copy of the repository it started from."),
+    workspace: Path | None = WorkspaceOption,
+    run_dir: Path | None = typer.Option(None, "--run-dir", help="Where the new trace goes."),
+) -> None:
+    """Run again with the recorded replies as the model: the same tool calls on the same files."""
+    result = solve(workdir, statement, replay_model(trace), workspace=workspace, run_dir=run_dir)
+    console.print(f"{result.exit_status} after {result.steps} steps; trace: {result.trace_path}")
 
 
 @agent_app.command("init")
