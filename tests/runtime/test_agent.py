@@ -42,6 +42,8 @@ def test_run_fixes_the_file_and_traces_every_call(make_agent, workdir):
     state = read_json(agent.run_dir / "state.json")
     assert state["status"] == "submitted" and len(state["messages"]) == 2 + 4 * 2 - 1
     assert agent.memory.entries("summaries") and agent.memory.entries("trajectories")
+    log = agent.memory.read(agent.memory.entries("logs")[0]).splitlines()
+    assert len(log) == 4 and log[1].startswith('step 2 edit {"path": "calc.py"') and log[1].endswith("ok: edited calc.py")
 
 
 def test_a_trace_replays_to_the_same_calls_and_files(make_agent, workdir, tmp_path):

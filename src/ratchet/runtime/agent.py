@@ -8,6 +8,7 @@ step so a killed run (a sub-agent's worker, say) resumes where it was.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -97,6 +98,7 @@ class Agent:
                                extra={"shell": self.shell, "skills": self.skills})
         self._supervisor: Supervisor | None = None
         self.messages: list[Message] = []
+        self.log: list[str] = []  # one line per tool call: the run's experiment log in memory
         self.steps = self.format_errors = 0
         self.exit_status, self.submission = "running", ""
 
@@ -211,6 +213,7 @@ class Agent:
             text = self.toolbox.get(call.name).call(self.ctx, call.arguments)
             ok = True
         except Submitted as exc:
+            self.log.append(f"step {self.steps} {call.name} -> submitted: {str(exc)[:160]}")
             self.tracer.tool_call(self.steps, call.name, call.arguments, ok=True, result=str(exc),
                                   duration_s=time.perf_counter() - started)
             raise
@@ -224,6 +227,9 @@ class Agent:
             text = f"error: {call.name} raised {type(exc).__name__}: {exc}"
         text = bound_output(text, self.context_config, self.memory, call.name)
         text = self.hooks.after_tool(self, call, text)
+        first = text.strip().splitlines()[0][:160] if text.strip() else ""
+        self.log.append(f"step {self.steps} {call.name} {json.dumps(call.arguments)[:160]} -> "
+                        f"{'ok' if ok else 'FAILED'}: {first}")
         self.tracer.tool_call(self.steps, call.name, call.arguments, ok=ok, result=text,
                               duration_s=time.perf_counter() - started, denied_rule=denied)
         return text
@@ -245,10 +251,11 @@ class Agent:
             "updated_at": time.time()})
 
     def _remember(self) -> None:
-        """The finished run as memory: its trajectory, and a summary or a failure note."""
+        """The finished run as memory: its trajectory, its tool-call log, and a summary or a failure note."""
         name = f"{self.run_dir.name}-{self.agent_id}"
         with TrajectoryWriter(self.memory.root / "trajectories" / f"{name}.jsonl", name) as writer:
             writer.write(self.messages, exit_status=self.exit_status, steps=self.steps)
+        self.memory.write("logs", f"{name}.log", "\n".join(self.log) + "\n")
         kind = "summaries" if self.exit_status == "submitted" else "failures"
         self.memory.write(kind, f"{name}.md", f"task: {_task_of(self.messages)[:500]}\nexit: {self.exit_status}\n"
                           f"steps: {self.steps}\nsummary: {self.submission}\n")
