@@ -72,7 +72,7 @@ def test_format_errors_go_back_to_the_model_then_stop_the_run(make_agent):
                        config=AgentConfig(format_error_limit=3))
     result = agent.run("look around")
     assert result.exit_status == "limits_exceeded" and "3 replies in a row" in result.submission
-    assert "no tool call found" in agent.messages[3]["content"]  # the model was told the format
+    assert "No tool call found" in agent.messages[3]["content"]  # the model was told the format
 
 
 def test_step_and_token_limits(make_agent):

@@ -35,3 +35,11 @@ def test_braces_inside_strings_do_not_confuse_the_parser():
 def test_no_call_is_a_format_error_that_teaches_the_format(text):
     with pytest.raises(FormatError, match="```tool"):
         parse_tool_calls(text)
+
+
+def test_pasted_code_is_pointed_at_the_file_tools():
+    with pytest.raises(FormatError, match="put it in a file with the write or edit tool"):
+        parse_tool_calls("Here is the fix:\n```python\ndef f():\n    return 1\n```")
+    with pytest.raises(FormatError) as plain:
+        parse_tool_calls("I am not sure.")
+    assert "write or edit" not in str(plain.value)

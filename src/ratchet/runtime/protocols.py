@@ -107,8 +107,10 @@ def parse_tool_calls(text: str) -> list[ToolCall]:
             if call is not None:
                 calls.append(call)
     if not calls:
+        pasted = any(lang not in ("tool", "json", "tool_call", "tool_code") for lang, _ in _FENCE.findall(text))
         raise FormatError(
-            "no tool call found in your reply. Reply with exactly one block like:\n"
+            ("code in a reply changes nothing: put it in a file with the write or edit tool. " if pasted else "")
+            + "No tool call found in your reply. Reply with exactly one block like:\n"
             '```tool\n{"name": "read", "arguments": {"path": "README.md"}}\n```\n'
             'When the task is done, call {"name": "submit", "arguments": {"summary": "..."}}.'
         )
