@@ -140,3 +140,8 @@ def test_denied_paths_are_refused_logged_and_traced(make_agent, workdir, tmp_pat
     assert denials[2]["tool"] == "write"
     traced = [r for r in read_jsonl(agent.tracer.path) if r["type"] == "tool_call" and not r["ok"]]
     assert [r["denied_rule"] for r in traced] == [d["rule"] for d in denials]
+    # Searches leave out what may not be read (the link out, a file no pattern allows) instead of leaking it.
+    (workdir / "data.json").write_text('{"secret": "top"}')
+    assert call(agent, "grep", pattern="secret") == "no matches for 'secret'"
+    assert "link.txt" not in call(agent, "glob", pattern="*.txt") and "data.json" not in call(agent, "glob", pattern="*")
+    assert "must stay inside" in call(agent, "glob", pattern="../*")

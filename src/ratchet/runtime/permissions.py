@@ -85,6 +85,16 @@ class Guard:
             raise self.deny(rule, f"{path!r} matches no {rule} pattern")
         return p
 
+    def may_read(self, path: Path) -> bool:
+        """Whether ``check_read`` would pass, without logging: for filtering search results (a
+        link inside the tree that points out of it is silently left out)."""
+        p = Path(path).resolve()
+        if any(p == r or r in p.parents for r in self.also_readable):
+            return True
+        patterns = self.policy.readable
+        inside = self._rel(p) is not None or any(os.path.isabs(x) for x in patterns)
+        return inside and self._matches(p, patterns) is not None
+
     def check_read(self, path: str) -> Path:
         p = self.resolve(path)
         if any(p == r or r in p.parents for r in self.also_readable):

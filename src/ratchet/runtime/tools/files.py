@@ -50,7 +50,10 @@ def glob(ctx: ToolContext, pattern: str, path: str = ".") -> str:
         path: directory to search from.
     """
     root = ctx.guard.check_read(path)
-    hits = sorted(p for p in root.glob(pattern) if p.is_file() and not _SKIP_DIRS & set(p.parts))
+    if pattern.startswith("/") or ".." in pattern.split("/"):
+        raise ToolError(f"glob pattern {pattern!r} must stay inside {path!r} (no '..', not absolute)")
+    hits = sorted(p for p in root.glob(pattern)
+                  if p.is_file() and not _SKIP_DIRS & set(p.parts) and ctx.guard.may_read(p))
     lines = [_show(ctx, p) for p in hits[:_MAX_LISTING]]
     more = f"\n... {len(hits) - _MAX_LISTING} more" if len(hits) > _MAX_LISTING else ""
     return ("\n".join(lines) + more) if lines else f"no files match {pattern!r}"
@@ -70,7 +73,7 @@ def grep(ctx: ToolContext, pattern: str, path: str = ".", include: str = "*", ma
     except re.error as exc:
         raise ToolError(f"bad regular expression {pattern!r}: {exc}") from exc
     root = ctx.guard.check_read(path)
-    targets = [root] if root.is_file() else [p for p in _walk(root) if p.match(include)]
+    targets = [root] if root.is_file() else [p for p in _walk(root) if p.match(include) and ctx.guard.may_read(p)]
     out: list[str] = []
     for p in targets:
         try:
