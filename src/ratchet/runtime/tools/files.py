@@ -10,7 +10,6 @@ import os
 import re
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from ratchet.runtime.errors import ToolError
 from ratchet.runtime.tools.registry import ToolContext
