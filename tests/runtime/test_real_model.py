@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from ratchet.contracts import RatchetError
+from ratchet.models import model_path
+from ratchet.models.spec import load_model
 from ratchet.runtime import HarnessWorkspace
 from ratchet.runtime.suite import load_suite, run_suite
 from ratchet.store import read_jsonl
@@ -14,10 +17,6 @@ MODEL = "qwen2.5-coder-0.5b"
 @pytest.mark.real_model
 @pytest.mark.timeout(900)
 def test_the_small_model_drives_the_loop_through_the_text_protocol(tmp_path):
-    from ratchet.contracts import RatchetError
-    from ratchet.models import model_path
-    from ratchet.models.spec import load_model
-
     try:
         model_path(MODEL)
     except RatchetError as exc:
