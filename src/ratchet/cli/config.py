@@ -32,6 +32,7 @@ CONFIGS: dict[str, str] = {
     "store": "ratchet.store.config:StoreConfig",
     "ui": "ratchet.ui.config:UIConfig",
     "evolve": "ratchet.evolve.config:EvolveConfig",
+    "agent": "ratchet.runtime.config:AgentConfig",
 }
 
 config_app = typer.Typer(help="Show the documented settings; validate a YAML config file.", no_args_is_help=True)

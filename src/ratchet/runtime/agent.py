@@ -1,0 +1,274 @@
+"""The agent loop: model + tools + context policy + stop conditions, in one small class.
+
+Modelled on mini-swe-agent's default agent: the state lives on the object, control flow is by
+exceptions (NonTerminating goes back to the model, Terminating ends the run), one config. Every
+part comes from a :class:`HarnessWorkspace`; every call is traced; the state is saved after every
+step so a killed run (a sub-agent's worker, say) resumes where it was.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from fnmatch import fnmatch
+from pathlib import Path
+from typing import Any
+
+from ratchet.contracts import LLMCall, Message, Model
+from ratchet.runtime.config import AgentConfig, ContextConfig, PermissionPolicy
+from ratchet.runtime.errors import (
+    FormatError,
+    Interrupted,
+    LimitsExceeded,
+    NonTerminating,
+    PermissionDenied,
+    Submitted,
+    Terminating,
+    ToolError,
+)
+from ratchet.runtime.memory import FileMemory, bound_output, context_policy, recall
+from ratchet.runtime.permissions import Guard
+from ratchet.runtime.protocols import ToolCall, protocol_for
+from ratchet.runtime.shell import Shell
+from ratchet.runtime.skills import SkillLibrary
+from ratchet.runtime.subagents import Supervisor
+from ratchet.runtime.tools import build_toolbox
+from ratchet.runtime.tools.registry import ToolContext
+from ratchet.runtime.trace import Tracer
+from ratchet.runtime.workspace import HarnessWorkspace
+from ratchet.store import TrajectoryWriter, read_json, write_json_atomic
+
+
+@dataclass(frozen=True)
+class AgentResult:
+    """How one run ended; ``trace_path`` has every call."""
+
+    exit_status: str
+    submission: str
+    steps: int
+    prompt_tokens: int
+    completion_tokens: int
+    wall_s: float
+    trace_path: str
+    run_dir: str
+
+
+class Agent:
+    """Runs one task in ``workdir`` with ``model``; writes its trace and state under ``run_dir``.
+
+    ``model_spec``/``model_options`` say how to rebuild the model in another process (what
+    sub-agents use). ``on_model_call`` gets an LLMCall per model call (``Run.record_llm_call``). ``memory_dir`` defaults to ``run_dir/memory``; share one across runs to let
+    the agent read its past runs.
+    """
+
+    def __init__(self, model: Model, workdir: str | Path, run_dir: str | Path, *,
+                 workspace: HarnessWorkspace | None = None, config: AgentConfig | None = None,
+                 context: ContextConfig | None = None, permissions: PermissionPolicy | None = None,
+                 agent_id: str = "main", depth: int = 0, memory_dir: str | Path | None = None,
+                 exporters: tuple[Any, ...] = (), model_spec: str | None = None,
+                 model_options: dict[str, Any] | None = None,
+                 on_model_call: Callable[[LLMCall], None] | None = None) -> None:
+        self.model = model
+        self.workspace = workspace or HarnessWorkspace()
+        self.config = config or self.workspace.settings()
+        self.context_config = context or self.workspace.context_config()
+        self.policy = permissions or self.workspace.permissions()
+        self.workdir = Path(workdir).resolve()
+        self.run_dir = Path(run_dir).resolve()
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.agent_id, self.depth = agent_id, depth
+        self.model_spec, self.model_options = model_spec, dict(model_options or {})
+        self.memory = FileMemory(Path(memory_dir) if memory_dir else self.run_dir / "memory")
+        self.guard = Guard(self.policy, self.workdir, self.run_dir / "denials.jsonl",
+                           also_readable=(self.memory.root,))
+        self.tracer = Tracer(self.run_dir / "trace.jsonl", agent_id=agent_id, exporters=exporters,
+                             on_model_call=on_model_call)
+        self.context = context_policy(self.context_config, self.memory)
+        self.protocol = protocol_for(self.config.protocol)
+        self.hooks = self.workspace.hooks()
+        # Commands never see this run's own files (trace, memory, denials): only the tools read those.
+        self.shell = Shell(self.workdir, network=self.policy.network,
+                           hidden=[self.run_dir, *(Path(p) for p in self.policy.hidden_paths)])
+        self.skills = SkillLibrary(self.workspace.skills_dir)
+        self.mcp: list[Any] = []
+        self.toolbox = build_toolbox(self)
+        self.ctx = ToolContext(self.workdir, self.config, self.guard, self.memory, self.run_dir, agent=self,
+                               extra={"shell": self.shell, "skills": self.skills})
+        self._supervisor: Supervisor | None = None
+        self.messages: list[Message] = []
+        self.log: list[str] = []  # one line per tool call: the run's experiment log in memory
+        self.steps = self.format_errors = 0
+        self.exit_status, self.submission = "running", ""
+
+    @property
+    def supervisor(self) -> Supervisor:
+        """This agent's sub-agents (their files are under ``run_dir/agents``)."""
+        if self._supervisor is None:
+            self._supervisor = Supervisor(self.run_dir / "agents", model_spec=self.model_spec,
+                                          model_options=self.model_options, workspace=self.workspace.path,
+                                          workdir=self.workdir, depth=self.depth)
+        return self._supervisor
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def system_message(self) -> str:
+        offered = self.offered_tools()
+        text = self.workspace.system_prompt()
+        for key, value in {"{workdir}": str(self.workdir), "{skills}": self.skills.listing(),
+                           "{tool_instructions}": self.protocol.tool_instructions(offered)}.items():
+            text = text.replace(key, value)
+        return text
+
+    def offered_tools(self) -> list[Any]:
+        """The tools shown to the model: offered by the settings and not denied by the policy."""
+        return [t for t in self.toolbox.offered(self.config.tools)
+                if not any(fnmatch(t.name, p) for p in self.policy.denied_tools)]
+
+    def run(self, task: str) -> AgentResult:
+        """Start on ``task`` from a fresh conversation."""
+        memory = recall(self.memory) if self.context_config.recall_memory else ""
+        self.messages = [{"role": "system", "content": self.system_message()},
+                         {"role": "user", "content": task + (f"\n\n{memory}" if memory else "")}]
+        return self._loop()
+
+    def resume(self, message: str | None = None) -> AgentResult:
+        """Continue the saved conversation in ``run_dir/state.json``, optionally with a new message;
+        sub-agents whose workers died meanwhile are resumed too."""
+        state = read_json(self.run_dir / "state.json", {}) or {}
+        self.messages = list(state.get("messages") or [])
+        self.steps = int(state.get("steps", 0))
+        self.supervisor.recover()
+        if not self.messages:
+            return self.run(message or "")
+        if message:
+            self.messages.append({"role": "user", "content": message})
+        return self._loop()
+
+    def _loop(self) -> AgentResult:
+        start = time.perf_counter()
+        self.exit_status = "running"
+        self.save_state()
+        try:
+            while True:
+                try:
+                    self.step()
+                except NonTerminating as exc:
+                    self.messages.append({"role": "user", "content": str(exc)})
+                except Terminating as exc:
+                    self.exit_status, self.submission = exc.exit_status, str(exc)
+                    break
+                finally:
+                    self.save_state()
+        finally:
+            self.close()
+        self.save_state()
+        self._remember()
+        return AgentResult(self.exit_status, self.submission, self.steps, self.tracer.tokens["prompt"],
+                           self.tracer.tokens["completion"], time.perf_counter() - start,
+                           str(self.tracer.path), str(self.run_dir))
+
+    def step(self) -> None:
+        self.execute(self.query())
+
+    def query(self) -> list[ToolCall]:
+        if (self.run_dir / "interrupt").exists():
+            raise Interrupted("interrupted by request")
+        if self.steps >= self.config.step_limit:
+            raise LimitsExceeded(f"step limit {self.config.step_limit} reached")
+        used = self.tracer.tokens["prompt"] + self.tracer.tokens["completion"]
+        if self.config.token_limit and used >= self.config.token_limit:
+            raise LimitsExceeded(f"token limit {self.config.token_limit} reached ({used} used)")
+        self.messages = self.context.compact(self.messages)
+        prompt = self.hooks.before_model(self, list(self.messages))
+        self.steps += 1
+        started = time.perf_counter()
+        completion, message, calls = self.protocol.complete(self.model, prompt, self.offered_tools(),
+                                                            temperature=self.config.temperature,
+                                                            max_tokens=self.config.max_tokens)
+        message = self.hooks.after_model(self, message)
+        self.messages.append(message)
+        reply = {"tool_calls": [asdict(c) for c in calls]} if isinstance(calls, list) else {"format_error": True}
+        self.tracer.model_call(self.steps, self.model.name, len(prompt), completion, reply,
+                               time.perf_counter() - started)
+        if isinstance(calls, FormatError):
+            self.format_errors += 1
+            if self.format_errors >= self.config.format_error_limit:
+                raise LimitsExceeded(f"{self.format_errors} replies in a row had no tool call")
+            raise calls
+        self.format_errors = 0
+        return calls
+
+    def execute(self, calls: list[ToolCall]) -> None:
+        for call in calls:
+            self.messages.append(self.protocol.result_message(call, self.call_tool(call)))
+
+    def call_tool(self, call: ToolCall) -> str:
+        """Run one call through the hooks and the policy; a failure is text for the model."""
+        started, denied, ok = time.perf_counter(), None, False
+        try:
+            call = self.hooks.before_tool(self, call)
+            self.guard.check_tool(call.name)
+            text = self.toolbox.get(call.name).call(self.ctx, call.arguments)
+            ok = True
+        except Submitted as exc:
+            self.log.append(f"step {self.steps} {call.name} -> submitted: {str(exc)[:160]}")
+            self.tracer.tool_call(self.steps, call.name, call.arguments, ok=True, result=str(exc),
+                                  duration_s=time.perf_counter() - started)
+            raise
+        except PermissionDenied as exc:
+            text, denied = f"error: {exc}", exc.rule
+        except ToolError as exc:
+            text = f"error: {exc}"
+        except Terminating:
+            raise
+        except Exception as exc:  # a bug in a (workspace) tool is the model's feedback, not a crash
+            text = f"error: {call.name} raised {type(exc).__name__}: {exc}"
+        text = bound_output(text, self.context_config, self.memory, call.name)
+        text = self.hooks.after_tool(self, call, text)
+        first = text.strip().splitlines()[0][:160] if text.strip() else ""
+        self.log.append(f"step {self.steps} {call.name} {json.dumps(call.arguments)[:160]} -> "
+                        f"{'ok' if ok else 'FAILED'}: {first}")
+        self.tracer.tool_call(self.steps, call.name, call.arguments, ok=ok, result=text,
+                              duration_s=time.perf_counter() - started, denied_rule=denied)
+        return text
+
+    def close(self) -> None:
+        """Stop the sandbox worker and the MCP servers; flush exporters."""
+        self.shell.close()
+        for connection in self.mcp:
+            connection.close()
+        self.mcp = []
+        self.tracer.close()
+
+    # -- state -------------------------------------------------------------------------------
+
+    def save_state(self) -> None:
+        write_json_atomic(self.run_dir / "state.json", {
+            "agent_id": self.agent_id, "status": self.exit_status, "steps": self.steps,
+            "submission": self.submission, "tokens": dict(self.tracer.tokens), "messages": self.messages,
+            "updated_at": time.time()})
+
+    def _remember(self) -> None:
+        """The finished run as memory: its trajectory, its tool-call log, and a summary or a failure note."""
+        name = f"{self.run_dir.name}-{self.agent_id}"
+        with TrajectoryWriter(self.memory.root / "trajectories" / f"{name}.jsonl", name) as writer:
+            writer.write(self.messages, exit_status=self.exit_status, steps=self.steps)
+        self.memory.write("logs", f"{name}.log", "\n".join(self.log) + "\n")
+        kind = "summaries" if self.exit_status == "submitted" else "failures"
+        self.memory.write(kind, f"{name}.md", f"task: {_task_of(self.messages)[:500]}\nexit: {self.exit_status}\n"
+                          f"steps: {self.steps}\nsummary: {self.submission}\n")
+
+
+def _task_of(messages: list[Message]) -> str:
+    return str(messages[1].get("content", "")) if len(messages) > 1 else ""
+
+
+def solve(workdir: str | Path, statement: str, model: Model, *, workspace: str | Path | None = None,
+          run_dir: str | Path | None = None, **kwargs: Any) -> AgentResult:
+    """The proposer's entry point: edit files in ``workdir`` with the tools to do ``statement``;
+    the trace lands in ``run_dir`` (default ``workdir/../agent-run``)."""
+    ws = HarnessWorkspace(workspace) if workspace is not None else HarnessWorkspace()
+    run_dir = Path(run_dir) if run_dir is not None else Path(workdir).resolve().parent / "agent-run"
+    return Agent(model, workdir, run_dir, workspace=ws, **kwargs).run(statement)

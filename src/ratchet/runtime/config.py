@@ -1,0 +1,107 @@
+"""Settings of the agent runtime: the loop, the context policy and the permission policy.
+
+Each is a file of the harness workspace (``settings.yaml``, ``context.yaml``,
+``permissions.yaml``), so the improvement engine edits them like any other surface.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from ratchet.config import Settings
+
+
+class PermissionPolicy(Settings):
+    """What the agent may touch. Enforced by the runtime before every tool call and by the sandbox
+    around every command, never by prompt text. Path patterns are fnmatch patterns (``*`` also
+    crosses ``/``) relative to the working directory, or absolute."""
+
+    readable: list[str] = Field(default_factory=lambda: ["*"])
+    """Paths the file tools may read (a directory pattern covers what is inside it)."""
+    writable: list[str] = Field(default_factory=lambda: ["*"])
+    """Paths the file tools may write or edit."""
+    protected: list[str] = Field(default_factory=lambda: [".git"])
+    """Paths never written, whatever ``writable`` says (checked first)."""
+    allowed_commands: list[str] = Field(default_factory=lambda: ["*"])
+    """fnmatch patterns a whole shell command must match one of."""
+    denied_commands: list[str] = Field(default_factory=list)
+    """fnmatch patterns refused even when ``allowed_commands`` matches (checked first)."""
+    network: bool = False
+    """Network for tools and commands: off means web tools are refused and the sandbox runs
+    commands in an empty network namespace."""
+    allowed_tools: list[str] = Field(default_factory=lambda: ["*"])
+    """fnmatch patterns of tool names the model may call."""
+    denied_tools: list[str] = Field(default_factory=lambda: ["web_fetch", "web_search"])
+    """Tool names refused even when ``allowed_tools`` matches (web tools off by default)."""
+    max_subagents: int = Field(4, ge=0)
+    """Most sub-agents of one parent running at once."""
+    max_subagent_depth: int = Field(1, ge=0)
+    """How deep sub-agents may nest (0: the top agent may not spawn any)."""
+    hidden_paths: list[str] = Field(default_factory=list)
+    """Extra absolute paths the sandbox hides from commands (the user's home and the agent's own
+    run directory are always hidden)."""
+
+
+class ContextConfig(Settings):
+    """What enters the prompt, and when older turns are compacted to files."""
+
+    strategy: Literal["keep_all", "compact_oldest"] = "compact_oldest"
+    """``keep_all`` sends every message; ``compact_oldest`` moves the oldest turns to a memory
+    file once the prompt passes ``max_prompt_tokens``, leaving a pointer to that file."""
+    max_prompt_tokens: int = Field(6000, ge=256)
+    """Estimated prompt size (4 characters a token) past which compaction starts."""
+    keep_last: int = Field(6, ge=1)
+    """Messages kept verbatim at the end of the conversation when compacting."""
+    max_tool_output_chars: int = Field(4000, ge=200)
+    """A longer tool result is saved whole to memory; the prompt gets its head and the file's path."""
+    recall_memory: bool = True
+    """Put a short listing of earlier summaries and failures from memory in the first user message."""
+
+
+class McpServer(Settings):
+    """One MCP tool server started over stdio."""
+
+    name: str
+    """Short name; its tools appear as ``mcp__NAME__TOOL``."""
+    command: str
+    """Program to start."""
+    args: list[str] = Field(default_factory=list)
+    """Its arguments."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Extra environment variables for it."""
+
+
+class AgentConfig(Settings):
+    """The agent loop (``settings.yaml`` of a harness workspace)."""
+
+    protocol: Literal["text", "native"] = "text"
+    """How tool calls travel: ``text`` parses a fenced ```tool JSON block from the reply (any
+    model, tolerant of small-model formatting); ``native`` uses the backend's tool-call API
+    (OpenAI-compatible servers)."""
+    step_limit: int = Field(30, ge=1)
+    """Model calls per run before it stops with LimitsExceeded."""
+    token_limit: int = Field(0, ge=0)
+    """Total tokens per run before it stops (0: no limit)."""
+    temperature: float = Field(0.0, ge=0)
+    """Sampling temperature of every model call."""
+    max_tokens: int = Field(768, ge=16)
+    """Most tokens one reply may have."""
+    bash_timeout_s: float = Field(30.0, gt=0)
+    """Default and largest timeout of one shell command."""
+    bash_output_kb: int = Field(16, ge=1)
+    """Shell output kept per command (the tail), in KiB."""
+    max_read_lines: int = Field(400, ge=1)
+    """Most lines one ``read`` returns."""
+    max_file_kb: int = Field(256, ge=1)
+    """Files larger than this are read in line windows only, never whole."""
+    tools: list[str] = Field(default_factory=lambda: ["*"])
+    """fnmatch patterns of the tools offered to the model (the permission policy still decides
+    what may run)."""
+    mcp_servers: list[McpServer] = Field(default_factory=list)
+    """MCP tool servers whose tools are offered too."""
+    web_search_url: str | None = None
+    """Search endpoint for ``web_search``, with ``{query}`` where the query goes."""
+    format_error_limit: int = Field(5, ge=1)
+    """Replies in a row without a parsable tool call before the run stops."""

@@ -1,0 +1,53 @@
+"""Control flow of the agent loop, by exceptions that carry the message the model or caller reads."""
+
+from __future__ import annotations
+
+from ratchet.contracts import RatchetError
+
+
+class AgentException(RatchetError):
+    """Base of the loop's own exceptions."""
+
+
+class NonTerminating(AgentException):
+    """The turn went wrong; the message goes back to the model and the loop goes on."""
+
+
+class FormatError(NonTerminating):
+    """The reply held no parsable tool call."""
+
+
+class ToolError(NonTerminating):
+    """A tool failed; the model sees ``error: <message>``."""
+
+
+class PermissionDenied(ToolError):
+    """The permission policy refused a tool call; ``rule`` names the rule that refused it."""
+
+    def __init__(self, message: str, *, rule: str) -> None:
+        super().__init__(f"permission denied by {rule}: {message}")
+        self.rule = rule
+
+
+class Terminating(AgentException):
+    """The run ends; ``exit_status`` names why."""
+
+    exit_status = "terminated"
+
+
+class Submitted(Terminating):
+    """The agent said it is done (its message is the summary)."""
+
+    exit_status = "submitted"
+
+
+class LimitsExceeded(Terminating):
+    """A step, token or format-error limit was reached."""
+
+    exit_status = "limits_exceeded"
+
+
+class Interrupted(Terminating):
+    """Someone asked the agent to stop (``interrupt_agent``); it can be resumed."""
+
+    exit_status = "interrupted"

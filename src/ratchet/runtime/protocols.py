@@ -1,0 +1,205 @@
+"""How tool calls travel between the loop and a model: a text protocol any model can follow,
+or the backend's native tool-call API. Chosen by ``AgentConfig.protocol``.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import openai
+
+from ratchet.contracts import Completion, Message, Model, RatchetError, Usage
+from ratchet.runtime.errors import FormatError
+from ratchet.runtime.tools.registry import Tool
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One call the model asked for."""
+
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+    id: str = ""
+
+
+_FENCE = re.compile(r"```[ \t]*(tool|json|tool_call|tool_code)?[^\n]*\n(.*?)(?:```|$)", re.S)
+_NAME_KEYS = ("name", "tool", "function", "tool_name")
+_ARG_KEYS = ("arguments", "args", "parameters", "input", "params")
+
+
+def _loads(text: str) -> Any:
+    """JSON, or the near-JSON small models write (single quotes, True/None, trailing commas)."""
+    text = text.strip()
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    cleaned = re.sub(r",\s*([}\]])", r"\1", text)
+    try:
+        return json.loads(cleaned)
+    except ValueError:
+        pass
+    try:
+        return ast.literal_eval(re.sub(r"\btrue\b", "True", re.sub(r"\bfalse\b", "False", re.sub(r"\bnull\b", "None", cleaned))))
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+
+
+def _balanced_objects(text: str) -> list[str]:
+    """Top-level ``{...}`` spans of ``text`` (string-aware brace matching)."""
+    spans, depth, start, quote, escape = [], 0, -1, "", False
+    for i, ch in enumerate(text):
+        if quote:
+            if escape:
+                escape = False
+            elif ch == "\\":
+                escape = True
+            elif ch == quote:
+                quote = ""
+        elif ch in "\"'" and depth:
+            quote = ch
+        elif ch == "{":
+            start = i if depth == 0 else start
+            depth += 1
+        elif ch == "}" and depth:
+            depth -= 1
+            if depth == 0:
+                spans.append(text[start:i + 1])
+    return spans
+
+
+def _as_call(obj: Any) -> ToolCall | None:
+    if not isinstance(obj, dict):
+        return None
+    if "function" in obj and isinstance(obj["function"], dict):
+        obj = obj["function"]
+    name = next((obj[k] for k in _NAME_KEYS if isinstance(obj.get(k), str)), None)
+    if not name:
+        return None
+    args: Any = next((obj[k] for k in _ARG_KEYS if k in obj), None)
+    if isinstance(args, str):
+        args = _loads(args) if args.strip().startswith("{") else {"value": args}
+    if args is None:
+        args = {k: v for k, v in obj.items() if k not in _NAME_KEYS}
+    return ToolCall(name.strip(), args if isinstance(args, dict) else {})
+
+
+def parse_tool_calls(text: str) -> list[ToolCall]:
+    """The tool calls in a reply: fenced ```tool (or ```json) blocks first, else bare JSON objects.
+
+    Raises FormatError when there is none, with the format spelled out for the model.
+    """
+    candidates = [body for _, body in _FENCE.findall(text)] or _balanced_objects(text)
+    calls: list[ToolCall] = []
+    for body in candidates:
+        parsed = _loads(body)
+        if parsed is None:
+            parsed = [_loads(s) for s in _balanced_objects(body)]
+        for obj in parsed if isinstance(parsed, list) else [parsed]:
+            call = _as_call(obj)
+            if call is not None:
+                calls.append(call)
+    if not calls:
+        pasted = any(lang not in ("tool", "json", "tool_call", "tool_code") for lang, _ in _FENCE.findall(text))
+        raise FormatError(
+            ("code in a reply changes nothing: put it in a file with the write or edit tool. " if pasted else "")
+            + "No tool call found in your reply. Reply with exactly one block like:\n"
+            '```tool\n{"name": "read", "arguments": {"path": "README.md"}}\n```\n'
+            'When the task is done, call {"name": "submit", "arguments": {"summary": "..."}}.'
+        )
+    return calls
+
+
+class TextProtocol:
+    """Tools described in the system prompt; the model answers with a fenced ```tool JSON block."""
+
+    name = "text"
+
+    def tool_instructions(self, tools: Sequence[Tool]) -> str:
+        lines = ["You act only by calling tools. Each reply: a short thought, then one block", "```tool",
+                 '{"name": "TOOL", "arguments": {...}}', "```", "Tools:"]
+        for t in tools:
+            props = t.parameters["properties"]
+            sig = ", ".join(f"{k}{'' if k in t.parameters['required'] else '?'}: {v.get('type', 'any')}"
+                            for k, v in props.items())
+            lines.append(f"- {t.name}({sig}): {t.description}")
+        return "\n".join(lines)
+
+    def complete(self, model: Model, messages: list[Message], tools: Sequence[Tool], *, temperature: float,
+                 max_tokens: int) -> tuple[Completion, Message, list[ToolCall] | FormatError]:
+        completion = model.complete(messages, temperature=temperature, max_tokens=max_tokens)
+        message: Message = {"role": "assistant", "content": completion.text}
+        try:
+            calls: list[ToolCall] | FormatError = parse_tool_calls(completion.text)
+        except FormatError as exc:
+            calls = exc
+        return completion, message, calls
+
+    def result_message(self, call: ToolCall, text: str) -> Message:
+        return {"role": "user", "content": f"[{call.name} result]\n{text}"}
+
+
+class NativeProtocol:
+    """The OpenAI-compatible ``tools`` API: the server returns structured tool calls.
+
+    Works with any model exposing an OpenAI-compatible ``config`` (``base_url``, ``model``,
+    ``api_key``/``api_key_env``), i.e. :class:`ratchet.models.openai_compat.OpenAIModel`.
+    """
+
+    name = "native"
+
+    def __init__(self) -> None:
+        self._client: Any = None
+
+    def _client_for(self, model: Model) -> tuple[Any, str]:
+        cfg = getattr(model, "config", None)
+        if cfg is None or not hasattr(cfg, "base_url"):
+            raise RatchetError(f"model {model.name!r} has no native tool-call API",
+                               hint="use protocol: text in settings.yaml, or an http(s)://…#MODEL / openai: model")
+        if self._client is None:
+            key = cfg.api_key or os.environ.get(cfg.api_key_env) or "none"
+            self._client = openai.OpenAI(api_key=key, base_url=cfg.base_url, timeout=cfg.timeout_s, max_retries=2)
+        return self._client, cfg.model
+
+    def tool_instructions(self, tools: Sequence[Tool]) -> str:
+        return "Act by calling the tools you are given; call submit when the task is done."
+
+    def complete(self, model: Model, messages: list[Message], tools: Sequence[Tool], *, temperature: float,
+                 max_tokens: int) -> tuple[Completion, Message, list[ToolCall] | FormatError]:
+        client, name = self._client_for(model)
+        start = time.perf_counter()
+        try:
+            resp = client.chat.completions.create(model=name, messages=[dict(m) for m in messages],
+                                                  tools=[t.schema() for t in tools], temperature=temperature,
+                                                  max_tokens=max_tokens)
+        except openai.OpenAIError as exc:
+            raise RatchetError(f"{model.name} failed on a tool-call request: {exc}") from exc
+        choice = resp.choices[0]
+        usage = Usage(resp.usage.prompt_tokens, resp.usage.completion_tokens) if resp.usage else Usage()
+        completion = Completion(choice.message.content or "", usage, time.perf_counter() - start, model.name,
+                                choice.finish_reason or "stop")
+        raw = choice.message.tool_calls or []
+        message: Message = {"role": "assistant", "content": completion.text}
+        if raw:
+            message["tool_calls"] = [{"id": c.id, "type": "function",  # type: ignore[typeddict-unknown-key]
+                                      "function": {"name": c.function.name, "arguments": c.function.arguments}}
+                                     for c in raw]
+        calls: list[ToolCall] | FormatError = [
+            ToolCall(c.function.name, _loads(c.function.arguments or "{}") or {}, c.id) for c in raw]
+        if not raw:
+            calls = FormatError("reply with a tool call; call submit when the task is done")
+        return completion, message, calls
+
+    def result_message(self, call: ToolCall, text: str) -> Message:
+        return {"role": "tool", "tool_call_id": call.id, "content": text}
+
+
+def protocol_for(name: str) -> TextProtocol | NativeProtocol:
+    return NativeProtocol() if name == "native" else TextProtocol()

@@ -1,0 +1,150 @@
+"""The coding task suite: small repositories with a failing test, judged by running the tests.
+
+A suite is a directory of tasks (``src/ratchet/envs/data/coding-basics/`` ships with Ratchet);
+each task holds ``task.yaml`` (id, one-line statement, test files, test command), ``repo/`` (what
+the agent gets) and ``solution.patch`` (a reference fix, never copied to the agent and hidden
+from its commands). The grader copies the agent's tree, puts the original test files back (an agent cannot
+pass by editing tests), and runs the test command in the sandbox: the exit code is the verdict,
+never the agent's claim.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ratchet.contracts import Failure, LLMCall, Model, RatchetError, TaskResult
+from ratchet.runtime.agent import Agent
+from ratchet.runtime.shell import Shell
+from ratchet.runtime.workspace import HarnessWorkspace
+from ratchet.store import append_jsonl, read_jsonl
+
+SUITES_DIR = Path(__file__).resolve().parents[1] / "envs" / "data"
+
+
+@dataclass(frozen=True)
+class CodingTask:
+    id: str
+    statement: str
+    dir: Path
+    tests: tuple[str, ...]
+    test_command: str
+
+    @property
+    def repo(self) -> Path:
+        return self.dir / "repo"
+
+    @property
+    def solution(self) -> Path:
+        return self.dir / "solution.patch"
+
+
+def load_suite(name_or_path: str | Path) -> list[CodingTask]:
+    """The tasks of a suite by name (``coding-basics``) or directory, sorted by id."""
+    root = Path(name_or_path)
+    if not root.is_dir():
+        root = SUITES_DIR / str(name_or_path)
+    if not root.is_dir():
+        known = sorted(p.name for p in SUITES_DIR.iterdir() if p.is_dir() and any(p.glob("*/task.yaml")))
+        raise RatchetError(f"no coding suite {str(name_or_path)!r}", hint=f"use one of {', '.join(known)} or a directory")
+    tasks = []
+    for spec in sorted(root.glob("*/task.yaml")):
+        data = yaml.safe_load(spec.read_text())
+        tasks.append(CodingTask(data["id"], data["statement"], spec.parent, tuple(data["tests"]),
+                                data.get("test_command", "python -m pytest -q")))
+    if not tasks:
+        raise RatchetError(f"{root} holds no */task.yaml", hint="each task is a folder with task.yaml, repo/, solution.patch")
+    return tasks
+
+
+def prepare(task: CodingTask, workdir: Path) -> Path:
+    """Copy the task's repository to ``workdir`` and commit it, so git_diff shows the agent's change."""
+    if workdir.exists():
+        shutil.rmtree(workdir)
+    shutil.copytree(task.repo, workdir)
+    git = ["git", "-c", "user.name=ratchet", "-c", "user.email=ratchet@local", "-c", "init.defaultBranch=main"]
+    subprocess.run([*git, "init", "-q"], cwd=workdir, check=True)
+    subprocess.run([*git, "add", "-A"], cwd=workdir, check=True)
+    subprocess.run([*git, "commit", "-qm", "task start"], cwd=workdir, check=True)
+    return workdir
+
+
+def grade(task: CodingTask, workdir: Path, *, timeout_s: float = 120.0) -> TaskResult:
+    """Run the task's tests on a copy of ``workdir`` with the original test files restored."""
+    with tempfile.TemporaryDirectory(prefix="ratchet-grade-") as tmp:
+        tree = Path(tmp) / "tree"
+        shutil.copytree(workdir, tree, ignore=shutil.ignore_patterns(".git", "__pycache__", ".pytest_cache"))
+        for rel in task.tests:
+            (tree / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(task.repo / rel, tree / rel)
+        shell = Shell(tree, network=False, hidden=[task.dir.parent])
+        try:
+            started = time.perf_counter()
+            result = shell.run(task.test_command, timeout_s, 32 * 1024)
+        finally:
+            shell.close()
+    passed = result["returncode"] == 0
+    failures = () if passed else (Failure("test_failed", result["output"][-1500:], task.id,
+                                          {"returncode": result["returncode"], "timed_out": result["timed_out"]}),)
+    return TaskResult(task.id, 0, 1.0 if passed else 0.0, result["output"][-4000:], failures,
+                      {"grade_s": time.perf_counter() - started})
+
+
+def verify(task: CodingTask) -> tuple[TaskResult, TaskResult]:
+    """(before, after): the pristine repository's grade and the grade with the reference fix."""
+    with tempfile.TemporaryDirectory(prefix="ratchet-verify-") as tmp:
+        before = grade(task, task.repo)
+        fixed = Path(tmp) / "fixed"
+        shutil.copytree(task.repo, fixed)
+        subprocess.run(["git", "apply", str(task.solution)], cwd=fixed, check=True, capture_output=True)
+        return before, grade(task, fixed)
+
+
+def run_suite(tasks: list[CodingTask], model: Model, run_dir: Path, *, workspace: HarnessWorkspace,
+              model_spec: str | None = None, overrides: tuple[str, ...] = (),
+              progress: Callable[[str], None] | None = None,
+              on_model_call: Callable[[LLMCall], None] | None = None) -> dict[str, Any]:
+    """Run the agent on every task not yet in ``run_dir/results.jsonl`` (so a killed run resumes),
+    grade each one, and return the summary (solve rate over all tasks of the run)."""
+    results_path = run_dir / "results.jsonl"
+    done = {r["task_id"]: r for r in (read_jsonl(results_path) if results_path.exists() else [])}
+    config = workspace.settings(overrides)
+    policy = workspace.permissions()
+    policy.hidden_paths = [*policy.hidden_paths, str(tasks[0].dir.parent)] if tasks else policy.hidden_paths
+    for n, task in enumerate(tasks, 1):
+        if task.id in done:
+            continue
+        workdir = prepare(task, run_dir / "work" / task.id)
+        agent = Agent(model, workdir, run_dir / "tasks" / task.id, workspace=workspace, config=config,
+                      permissions=policy, agent_id=task.id, model_spec=model_spec, on_model_call=on_model_call)
+        started = time.perf_counter()
+        try:
+            outcome = agent.run(f"{task.statement}\nThe repository is your working directory; its tests run with "
+                                f"`{task.test_command}`.")
+            status, steps, tokens = outcome.exit_status, outcome.steps, outcome.prompt_tokens + outcome.completion_tokens
+        except RatchetError as exc:  # a model backend failing is a failed task, recorded, not a crash
+            status, steps, tokens = f"error: {exc}"[:300], agent.steps, sum(agent.tracer.tokens.values())
+        agent_s = time.perf_counter() - started
+        verdict = grade(task, workdir)
+        record = {"task_id": task.id, "solved": verdict.score == 1.0, "exit_status": status, "steps": steps,
+                  "tokens": tokens, "agent_s": round(agent_s, 3), "test_tail": verdict.trace[-600:]}
+        append_jsonl(results_path, record)
+        done[task.id] = record
+        if progress is not None:
+            solved = sum(1 for r in done.values() if r["solved"])
+            progress(f"[{len(done)}/{len(tasks)}] {task.id}: {'solved' if record['solved'] else 'failed'} "
+                     f"({status}, {steps} steps, {tokens} tokens, {agent_s:.1f} s) — solved so far {solved}")
+    rows = [done[t.id] for t in tasks if t.id in done]
+    solved = sum(1 for r in rows if r["solved"])
+    return {"tasks": len(tasks), "done": len(rows), "solved": solved,
+            "solve_rate": solved / len(tasks) if tasks else 0.0,
+            "tokens": sum(r["tokens"] for r in rows), "agent_s": round(sum(r["agent_s"] for r in rows), 3),
+            "per_task": {r["task_id"]: r["solved"] for r in rows}}

@@ -1,0 +1,256 @@
+"""File-system tools: glob, grep, ls, read, read_many, write, edit, multi_edit, apply_patch.
+
+Every path goes through the policy guard first; results are bounded so one call cannot flood the
+prompt (the context policy saves anything longer to memory).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from pathlib import Path
+
+from ratchet.runtime.errors import ToolError
+from ratchet.runtime.tools.registry import ToolContext
+from ratchet.runtime.tools.shell import run_git
+from ratchet.store.files import write_bytes_atomic
+
+TOOLS = ("glob", "grep", "ls", "read", "read_many", "write", "edit", "multi_edit", "apply_patch")
+
+_SKIP_DIRS = {".git", "__pycache__", ".venv", "node_modules", ".pytest_cache"}
+_MAX_LISTING = 500
+
+
+def _is_binary(head: bytes) -> bool:
+    return b"\0" in head
+
+
+def _walk(root: Path) -> list[Path]:
+    out: list[Path] = []
+    for dirpath, dirs, names in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS)
+        out.extend(Path(dirpath) / n for n in sorted(names))
+    return out
+
+
+def _show(ctx: ToolContext, p: Path) -> str:
+    try:
+        return p.relative_to(ctx.guard.workdir).as_posix()
+    except ValueError:
+        return str(p)
+
+
+def glob(ctx: ToolContext, pattern: str, path: str = ".") -> str:
+    """Find files whose path matches a glob pattern (``**`` crosses directories).
+
+    Args:
+        pattern: e.g. ``**/*.py`` or ``src/*.txt``.
+        path: directory to search from.
+    """
+    root = ctx.guard.check_read(path)
+    if pattern.startswith("/") or ".." in pattern.split("/"):
+        raise ToolError(f"glob pattern {pattern!r} must stay inside {path!r} (no '..', not absolute)")
+    hits = sorted(p for p in root.glob(pattern)
+                  if p.is_file() and not _SKIP_DIRS & set(p.parts) and ctx.guard.may_read(p))
+    lines = [_show(ctx, p) for p in hits[:_MAX_LISTING]]
+    more = f"\n... {len(hits) - _MAX_LISTING} more" if len(hits) > _MAX_LISTING else ""
+    return ("\n".join(lines) + more) if lines else f"no files match {pattern!r}"
+
+
+def grep(ctx: ToolContext, pattern: str, path: str = ".", include: str = "*", max_matches: int = 100) -> str:
+    """Search file contents for a regular expression; prints ``path:line: text``.
+
+    Args:
+        pattern: Python regular expression.
+        path: file or directory to search.
+        include: only files whose name matches this glob, e.g. ``*.py``.
+        max_matches: stop after this many matching lines.
+    """
+    try:
+        regex = re.compile(pattern)
+    except re.error as exc:
+        raise ToolError(f"bad regular expression {pattern!r}: {exc}") from exc
+    root = ctx.guard.check_read(path)
+    targets = [root] if root.is_file() else [p for p in _walk(root) if p.match(include) and ctx.guard.may_read(p)]
+    out: list[str] = []
+    for p in targets:
+        try:
+            data = p.read_bytes()
+        except OSError:
+            continue
+        if _is_binary(data[:8192]):
+            continue
+        for n, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
+            if regex.search(line):
+                out.append(f"{_show(ctx, p)}:{n}: {line[:300]}")
+                if len(out) >= max_matches:
+                    return "\n".join(out) + f"\n... stopped at {max_matches} matches"
+    return "\n".join(out) if out else f"no matches for {pattern!r}"
+
+
+def ls(ctx: ToolContext, path: str = ".") -> str:
+    """List a directory: one entry a line, directories end with ``/``, files show their size.
+
+    Args:
+        path: the directory.
+    """
+    p = ctx.guard.check_read(path)
+    if not p.is_dir():
+        raise ToolError(f"{path!r} is not a directory")
+    rows = []
+    for child in sorted(p.iterdir())[:_MAX_LISTING]:
+        rows.append(f"{child.name}/" if child.is_dir() else f"{child.name}  ({child.stat().st_size} bytes)")
+    return "\n".join(rows) or "(empty directory)"
+
+
+def read(ctx: ToolContext, path: str, offset: int = 1, limit: int = 0) -> str:
+    """Read a text file with line numbers, a window at a time.
+
+    Args:
+        path: the file.
+        offset: first line to show (1-based).
+        limit: most lines to show (0: the configured maximum).
+    """
+    p = ctx.guard.check_read(path)
+    if not p.is_file():
+        raise ToolError(f"{path!r} is not a file" + (" (it is a directory; use ls)" if p.is_dir() else ""))
+    size = p.stat().st_size
+    with p.open("rb") as fh:
+        head = fh.read(8192)
+    if _is_binary(head):
+        return f"{path} is a binary file ({size} bytes); not shown"
+    limit = min(limit or ctx.config.max_read_lines, ctx.config.max_read_lines)
+    lines: list[str] = []
+    total = 0
+    with p.open("r", encoding="utf-8", errors="replace") as fh:
+        for total, line in enumerate(fh, 1):
+            if offset <= total < offset + limit:
+                lines.append(f"{total:6}\t{line.rstrip(chr(10))[:2000]}")
+    if offset > max(total, 1):
+        raise ToolError(f"{path!r} has {total} lines; offset {offset} is past the end")
+    end = offset + len(lines) - 1
+    note = f"\n[lines {offset}-{end} of {total}; read again with offset={end + 1}]" if end < total else ""
+    big = f"[{path}: {size} bytes, shown in windows]\n" if size > ctx.config.max_file_kb * 1024 else ""
+    return big + "\n".join(lines) + note
+
+
+def read_many(ctx: ToolContext, paths: list[str]) -> str:
+    """Read several text files at once (each as ``read`` would, first window only).
+
+    Args:
+        paths: the files.
+    """
+    parts = []
+    for path in paths:
+        try:
+            parts.append(f"==> {path} <==\n{read(ctx, path)}")
+        except ToolError as exc:
+            parts.append(f"==> {path} <==\nerror: {exc}")
+    return "\n\n".join(parts)
+
+
+def write(ctx: ToolContext, path: str, content: str) -> str:
+    """Create or overwrite a file with ``content`` (parent directories are made).
+
+    Args:
+        path: the file.
+        content: its full new text.
+    """
+    p = ctx.guard.check_write(path)
+    if p.is_dir():
+        raise ToolError(f"{path!r} is a directory")
+    p.parent.mkdir(parents=True, exist_ok=True)
+    write_bytes_atomic(p, content.encode())
+    return f"wrote {len(content)} characters to {path}"
+
+
+def _text_of(ctx: ToolContext, path: str) -> tuple[Path, str]:
+    p = ctx.guard.check_write(path)
+    if not p.is_file():
+        raise ToolError(f"{path!r} does not exist; use write to create it")
+    data = p.read_bytes()
+    if _is_binary(data[:8192]):
+        raise ToolError(f"{path!r} is a binary file; it cannot be edited as text")
+    return p, data.decode("utf-8", errors="replace")
+
+
+def _replace(text: str, old: str, new: str, replace_all: bool, path: str) -> str:
+    if not old:
+        raise ToolError("old must not be empty")
+    count = text.count(old)
+    if count == 0:
+        hint = " (it matches if surrounding whitespace is ignored; copy the exact text)" if old.strip() and old.strip() in text else ""
+        raise ToolError(f"old text not found in {path}{hint}")
+    if count > 1 and not replace_all:
+        raise ToolError(f"old text occurs {count} times in {path}; add context to make it unique or set replace_all")
+    return text.replace(old, new) if replace_all else text.replace(old, new, 1)
+
+
+def edit(ctx: ToolContext, path: str, old: str, new: str, replace_all: bool = False) -> str:
+    """Replace exact text in a file; ``old`` must occur once unless ``replace_all``.
+
+    Args:
+        path: the file.
+        old: the exact text to replace.
+        new: what replaces it.
+        replace_all: replace every occurrence.
+    """
+    p, text = _text_of(ctx, path)
+    write_bytes_atomic(p, _replace(text, old, new, replace_all, path).encode())
+    return f"edited {path}"
+
+
+def multi_edit(ctx: ToolContext, path: str, edits: list[dict]) -> str:
+    """Apply several edits to one file, in order, all or none.
+
+    Args:
+        path: the file.
+        edits: list of {"old": ..., "new": ..., "replace_all": false}.
+    """
+    p, text = _text_of(ctx, path)
+    for i, e in enumerate(edits):
+        if not isinstance(e, dict) or "old" not in e or "new" not in e:
+            raise ToolError(f"edit {i}: expected an object with old and new; nothing was changed")
+        try:
+            text = _replace(text, str(e["old"]), str(e["new"]), bool(e.get("replace_all", False)), path)
+        except ToolError as exc:
+            raise ToolError(f"edit {i}: {exc}; nothing was changed") from exc
+    write_bytes_atomic(p, text.encode())
+    return f"applied {len(edits)} edits to {path}"
+
+
+def _patch_paths(patch: str) -> list[str]:
+    paths = []
+    for line in patch.splitlines():
+        if line.startswith(("+++ ", "--- ")):
+            name = line[4:].split("\t")[0].strip()
+            if name != "/dev/null":
+                paths.append(re.sub(r"^[ab]/", "", name))
+    return sorted(set(paths))
+
+
+def apply_patch(ctx: ToolContext, patch: str) -> str:
+    """Apply a unified diff (as ``git diff`` prints it) to the working directory, all or nothing.
+
+    Args:
+        patch: the diff text, with ``--- a/file`` / ``+++ b/file`` headers and ``@@`` hunks.
+    """
+    paths = _patch_paths(patch)
+    if not paths:
+        raise ToolError("no file headers (--- a/X, +++ b/X) found in the patch")
+    for path in paths:
+        ctx.guard.check_write(path)
+    with tempfile.NamedTemporaryFile("w", suffix=".patch", delete=False) as fh:
+        fh.write(patch if patch.endswith("\n") else patch + "\n")
+    try:
+        for check in (True, False):
+            try:
+                run_git(ctx, "apply", "--recount", "--whitespace=nowarn", *(["--check"] if check else []), fh.name)
+            except ToolError as exc:
+                raise ToolError("the patch does not apply; nothing was changed:\n" + str(exc)) from exc
+    finally:
+        os.unlink(fh.name)
+    return "patched " + ", ".join(paths)
+
+

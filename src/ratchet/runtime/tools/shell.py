@@ -1,0 +1,80 @@
+"""Shell and version-control tools: bash (in the sandbox), git_status, git_diff, git_commit."""
+
+from __future__ import annotations
+
+import subprocess
+
+from ratchet.runtime.errors import ToolError
+from ratchet.runtime.tools.registry import ToolContext
+
+TOOLS = ("bash", "git_status", "git_diff", "git_commit")
+
+
+def bash(ctx: ToolContext, command: str, timeout_s: float = 0) -> str:
+    """Run a bash command in the working directory, in a sandbox (no network unless the policy
+    allows it). Output is stdout and stderr together, its tail kept when long.
+
+    Args:
+        command: the command line.
+        timeout_s: seconds before it is killed (0: the configured default; capped by it).
+    """
+    ctx.guard.check_command(command)
+    limit = ctx.config.bash_timeout_s
+    timeout = min(timeout_s, limit) if timeout_s and timeout_s > 0 else limit
+    result = ctx.extra["shell"].run(command, timeout, ctx.config.bash_output_kb * 1024)
+    head = ""
+    if result["truncated"]:
+        head = f"[output was {result['total_chars']} characters; showing the last {len(result['output'])}]\n"
+    if result["timed_out"]:
+        raise ToolError(f"command timed out after {timeout:g} s and was killed\n{head}{result['output']}")
+    return f"{head}{result['output']}\n[exit code {result['returncode']}]"
+
+
+def run_git(ctx: ToolContext, *args: str) -> str:
+    """``git ARGS`` in the working directory; a failure is a ToolError with git's message."""
+    # The sandbox hands the tree to its own uid; git would then refuse the repository as unsafe.
+    cmd = ["git", "-c", "safe.directory=*", "-c", "user.name=ratchet-agent", "-c", "user.email=agent@ratchet.local",
+           *args]
+    try:
+        proc = subprocess.run(cmd, cwd=ctx.guard.workdir, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ToolError(f"git {' '.join(args)} failed: {exc}") from exc
+    if proc.returncode != 0:
+        raise ToolError(f"git {' '.join(args)} failed: {(proc.stderr or proc.stdout).strip()[-2000:]}")
+    return proc.stdout
+
+
+def git_status(ctx: ToolContext) -> str:
+    """Show changed, staged and untracked files (``git status --short``)."""
+    return run_git(ctx, "status", "--short", "--branch") or "clean"
+
+
+def git_diff(ctx: ToolContext, path: str = "", staged: bool = False) -> str:
+    """Show the diff of the working tree (or of staged changes).
+
+    Args:
+        path: limit to this path.
+        staged: show what is staged instead.
+    """
+    args = ["diff"] + (["--cached"] if staged else [])
+    if path:
+        ctx.guard.check_read(path)
+        args += ["--", path]
+    out = run_git(ctx, *args)
+    return out[:ctx.config.bash_output_kb * 1024] or "no changes"
+
+
+def git_commit(ctx: ToolContext, message: str, paths: list[str] | None = None) -> str:
+    """Stage ``paths`` (default: every change) and commit them.
+
+    Args:
+        message: the commit message.
+        paths: files to commit; all changes when empty.
+    """
+    if not message.strip():
+        raise ToolError("the commit message is empty")
+    for path in paths or []:
+        ctx.guard.check_write(path)
+    run_git(ctx, "add", "--", *(paths or ["."]))
+    run_git(ctx, "commit", "-q", "-m", message)
+    return run_git(ctx, "log", "-1", "--oneline").strip()

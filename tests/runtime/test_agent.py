@@ -1,0 +1,159 @@
+"""The loop end to end with a scripted model: traces per call, replay, limits, workspace surfaces."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from typer.testing import CliRunner
+
+from ratchet.cli import app
+from ratchet.models.openai_compat import OpenAIModel
+from ratchet.models.scripted import ScriptedModel
+from ratchet.runtime import Agent, AgentConfig, HarnessWorkspace, replay_model, solve
+from ratchet.store import read_json, read_jsonl
+
+from .conftest import tool_reply
+
+FIX = [
+    tool_reply("read", path="calc.py"),
+    tool_reply("edit", path="calc.py", old="a - b", new="a + b"),
+    tool_reply("bash", command="python -c 'import calc; assert calc.add(2, 3) == 5; print(\"ok\")'"),
+    tool_reply("submit", summary="add now adds"),
+]
+
+
+def test_run_fixes_the_file_and_traces_every_call(make_agent, workdir):
+    agent = make_agent(FIX)
+    result = agent.run("add() subtracts; make it add")
+    assert result.exit_status == "submitted" and result.submission == "add now adds" and result.steps == 4
+    assert "a + b" in (workdir / "calc.py").read_text()
+    trace = read_jsonl(agent.tracer.path)
+    models = [r for r in trace if r["type"] == "model_call"]
+    tools = [r for r in trace if r["type"] == "tool_call"]
+    assert [r["step"] for r in models] == [1, 2, 3, 4]
+    assert [r["name"] for r in tools] == ["read", "edit", "bash", "submit"]
+    assert all(r["prompt_tokens"] > 0 and r["completion_tokens"] > 0 and r["latency_s"] >= 0 for r in models)
+    assert all(r["duration_s"] >= 0 for r in tools)
+    assert all(r["format_version"] == 1 for r in read_jsonl(agent.tracer.path, keep_version=True))
+    assert tools[2]["ok"] and "ok" in tools[2]["result"]
+    assert sum(r["prompt_tokens"] for r in models) == result.prompt_tokens
+    state = read_json(agent.run_dir / "state.json")
+    assert state["status"] == "submitted" and len(state["messages"]) == 2 + 4 * 2 - 1
+    assert agent.memory.entries("summaries") and agent.memory.entries("trajectories")
+    log = agent.memory.read(agent.memory.entries("logs")[0]).splitlines()
+    assert len(log) == 4 and log[1].startswith('step 2 edit {"path": "calc.py"') and log[1].endswith("ok: edited calc.py")
+
+
+def test_a_trace_replays_to_the_same_calls_and_files(make_agent, workdir, tmp_path):
+    pristine = tmp_path / "pristine"
+    shutil.copytree(workdir, pristine)
+    first = make_agent(FIX)
+    first.run("fix add")
+    again = tmp_path / "again"
+    shutil.copytree(pristine, again)
+    second = Agent(replay_model(first.tracer.path), again, tmp_path / "replayed")
+    result = second.run("fix add")
+    calls = lambda a: [(r["name"], r["arguments"]) for r in read_jsonl(a.tracer.path) if r["type"] == "tool_call"]
+    assert result.exit_status == "submitted" and calls(second) == calls(first)
+    assert (again / "calc.py").read_text() == (workdir / "calc.py").read_text()
+    # The same from the command line.
+    third = tmp_path / "third"
+    shutil.copytree(pristine, third)
+    out = CliRunner().invoke(app, ["agent", "replay", str(first.tracer.path), "--statement", "fix add", "-C", str(third),
+                                   "--run-dir", str(tmp_path / "cli-replay")])
+    assert out.exit_code == 0 and "submitted after 4 steps" in out.output, out.output
+    assert (third / "calc.py").read_text() == (workdir / "calc.py").read_text()
+
+
+def test_format_errors_go_back_to_the_model_then_stop_the_run(make_agent):
+    agent = make_agent(["hmm", "still thinking", tool_reply("ls"), "no", "no", "no"],
+                       config=AgentConfig(format_error_limit=3))
+    result = agent.run("look around")
+    assert result.exit_status == "limits_exceeded" and "3 replies in a row" in result.submission
+    assert "No tool call found" in agent.messages[3]["content"]  # the model was told the format
+
+
+def test_step_and_token_limits(make_agent):
+    loop = ScriptedModel([tool_reply("ls")], cycle=True)
+    assert make_agent(model=loop, config=AgentConfig(step_limit=3)).run("x").steps == 3
+    capped = make_agent(model=loop, config=AgentConfig(token_limit=1500)).run("x")
+    assert capped.exit_status == "limits_exceeded" and "token limit" in capped.submission
+
+
+def test_web_tools_are_off_by_default_and_denied_with_the_rule(make_agent):
+    agent = make_agent([tool_reply("web_fetch", url="http://127.0.0.1:1/"), tool_reply("submit", summary="s")])
+    assert "web_fetch" not in agent.system_message()
+    agent.run("fetch")
+    assert "permission denied by denied_tools['web_fetch']" in agent.messages[3]["content"]
+    assert read_jsonl(agent.run_dir / "denials.jsonl")[0]["rule"] == "denied_tools['web_fetch']"
+
+
+def test_every_part_comes_from_the_workspace_files(tmp_path, workdir):
+    ws = HarnessWorkspace.init(tmp_path / "ws")
+    (ws.path / "system_prompt.md").write_text("CUSTOM PROMPT in {workdir}\n{tool_instructions}")
+    (ws.path / "settings.yaml").write_text("step_limit: 4\ntools: ['read', 'shout', 'submit', 'ls']\n")
+    (ws.path / "tools.yaml").write_text("descriptions:\n  read: READ DESCRIPTION FROM THE WORKSPACE\n")
+    (ws.path / "tools" / "shout.py").write_text(
+        'TOOLS = ("shout",)\n\n\ndef shout(ctx, text: str) -> str:\n    """Upper-case text.\n\n    Args:\n'
+        '        text: what to shout.\n    """\n    return text.upper()\n')
+    (ws.path / "hooks.py").write_text(
+        "from ratchet.runtime.errors import ToolError\n\n"
+        "def before_tool(agent, call):\n    if call.name == 'ls':\n        raise ToolError('ls is switched off by a hook')\n"
+        "    return call\n\n"
+        "def after_tool(agent, call, result):\n    return result + ' [seen by hook]'\n")
+    model = ScriptedModel([tool_reply("shout", text="hi"), tool_reply("ls"), tool_reply("bash", command="ls")],
+                          cycle=True)
+    agent = Agent(model, workdir, tmp_path / "run", workspace=ws)
+    result = agent.run("go")
+    system = agent.messages[0]["content"]
+    assert system.startswith(f"CUSTOM PROMPT in {workdir}") and "READ DESCRIPTION FROM THE WORKSPACE" in system
+    assert "- shout(text: string): Upper-case text." in system and "- bash(" not in system
+    assert result.steps == 4 and result.exit_status == "limits_exceeded"
+    contents = [m["content"] for m in agent.messages if m["role"] == "user"][1:]
+    assert contents[0] == "[shout result]\nHI [seen by hook]"
+    assert contents[1] == "[ls result]\nerror: ls is switched off by a hook [seen by hook]"
+
+
+def test_solve_is_the_proposer_entry_point(workdir, tmp_path):
+    result = solve(workdir, "fix add", ScriptedModel(FIX), run_dir=tmp_path / "trace-here")
+    assert result.exit_status == "submitted" and "a + b" in (workdir / "calc.py").read_text()
+    assert result.trace_path == str(tmp_path / "trace-here" / "trace.jsonl")
+
+
+def _openai_server(local_http, script: list[dict]) -> str:
+    """An OpenAI-compatible endpoint answering each request with the next scripted tool call."""
+
+    def page(method: str, path: str, body: bytes) -> tuple[str, bytes]:
+        request, call = json.loads(body), script.pop(0)
+        message = {"role": "assistant", "content": None,
+                   "tool_calls": [{"id": f"call_{len(local_http.requests)}", "type": "function",
+                                   "function": {"name": call["name"], "arguments": json.dumps(call["arguments"])}}]}
+        return "application/json", json.dumps({
+            "id": "x", "object": "chat.completion", "created": 0, "model": request["model"],
+            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
+            "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}}).encode()
+
+    return local_http(page)
+
+
+def test_native_tool_calls_over_an_openai_compatible_server(local_http, make_agent, workdir):
+    url = _openai_server(local_http, [{"name": "edit", "arguments": {"path": "calc.py", "old": "a - b", "new": "a + b"}},
+                                      {"name": "submit", "arguments": {"summary": "done natively"}}])
+    model = OpenAIModel("tiny", base_url=f"{url}/v1", require_api_key=False)
+    agent = make_agent(model=model, config=AgentConfig(protocol="native"))
+    result = agent.run("fix add")
+    assert result.exit_status == "submitted" and result.submission == "done natively"
+    assert "a + b" in (workdir / "calc.py").read_text()
+    first, second = (json.loads(body) for _, _, body in local_http.requests)
+    assert {t["function"]["name"] for t in first["tools"]} >= {"read", "edit", "bash", "submit"}
+    assert second["messages"][-2]["tool_calls"][0]["id"] == "call_1"
+    assert second["messages"][-1] == {"role": "tool", "tool_call_id": "call_1", "content": "edited calc.py"}
+    assert result.prompt_tokens == 22 and result.completion_tokens == 14
+
+
+def test_native_protocol_needs_a_backend_with_a_tool_api(make_agent):
+    agent = make_agent([tool_reply("ls")], config=AgentConfig(protocol="native"))
+    with pytest.raises(Exception, match="no native tool-call API"):
+        agent.run("x")

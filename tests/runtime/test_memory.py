@@ -1,0 +1,54 @@
+"""File memory and the context policy: compaction keeps what it drops on disk, addressable."""
+
+from __future__ import annotations
+
+import json
+
+from ratchet.models.scripted import ScriptedModel
+from ratchet.runtime import Agent, ContextConfig
+
+from .conftest import call, tool_reply
+
+
+def test_compaction_moves_old_turns_to_a_file_the_agent_can_read_back(make_agent, workdir):
+    (workdir / "long.txt").write_text("".join(f"fact number {i} is {i * i}\n" for i in range(60)))
+    replies = [tool_reply("read", path="long.txt")] + [tool_reply("grep", pattern=f"number {i} ") for i in range(8)]
+    config = ContextConfig(max_prompt_tokens=700, keep_last=3)
+    agent = make_agent(replies + [tool_reply("submit", summary="s")], context=config)
+    agent.run("collect facts")
+    dropped_files = agent.memory.entries("dropped")
+    assert dropped_files, "the prompt passed the limit, so something was compacted"
+    notes = [m["content"] for m in agent.messages if "context compacted" in str(m.get("content"))]
+    assert notes and f"memory file {dropped_files[-1]}" in notes[-1]
+    # Everything dropped is on disk verbatim: the first read result (fact 59) is no longer in the prompt.
+    on_disk = [json.loads(line) for rel in dropped_files for line in agent.memory.read(rel).splitlines()]
+    assert any("fact number 59 is 3481" in m["content"] for m in on_disk)
+    assert not any("fact number 59 is 3481" in str(m.get("content")) for m in agent.messages)
+    assert agent.messages[0]["role"] == "system" and agent.messages[1]["content"].startswith("collect facts")
+    # The agent can find and read it back with its memory tools.
+    holder = next(rel for rel in dropped_files if "3481" in agent.memory.read(rel))
+    assert call(agent, "memory_search", query="3481").startswith(f"{holder}:")
+    assert "fact number 59 is 3481" in call(agent, "memory_read", path=holder)
+    assert len(agent.messages) < 2 + 10 * 2 - 1  # what keep_all would hold after 10 steps
+
+
+def test_keep_all_never_drops(make_agent, workdir):
+    replies = [tool_reply("read", path="notes.txt")] * 6 + [tool_reply("submit", summary="s")]
+    agent = make_agent(replies, context=ContextConfig(strategy="keep_all", max_prompt_tokens=256))
+    agent.run("read a lot")
+    assert agent.memory.entries("dropped") == [] and len(agent.messages) == 2 + 7 * 2 - 1
+
+
+def test_memory_tools_and_recall_across_runs(tmp_path, workdir):
+    shared = tmp_path / "memory"
+    first = Agent(ScriptedModel([tool_reply("memory_note", text="the tests need -p no:cacheprovider", name="tip"),
+                                 tool_reply("submit", summary="left a tip")]), workdir, tmp_path / "r1",
+                  memory_dir=shared)
+    first.run("first task")
+    second = Agent(ScriptedModel([tool_reply("memory_search", query="cacheprovider"), tool_reply("submit", summary="s")]),
+                   workdir, tmp_path / "r2", memory_dir=shared)
+    second.run("second task")
+    assert "summaries/r1-main.md" in second.messages[1]["content"]  # recalled into the first prompt
+    assert "notes/tip:1: the tests need -p no:cacheprovider" in second.messages[3]["content"]
+    assert "memory is empty" not in call(second, "memory_search", query="")
+    assert "is not inside memory" in call(second, "memory_read", path="../../etc/passwd")

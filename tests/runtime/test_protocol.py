@@ -1,0 +1,45 @@
+import pytest
+
+from ratchet.runtime.errors import FormatError
+from ratchet.runtime.protocols import parse_tool_calls
+
+
+@pytest.mark.parametrize("text", [
+    '```tool\n{"name": "read", "arguments": {"path": "a.py"}}\n```',
+    'I will read it.\n```json\n{"name": "read", "arguments": {"path": "a.py"}}\n```\nDone.',
+    '{"name": "read", "arguments": {"path": "a.py"}}',                       # no fence
+    '```tool\n{"name": "read", "args": {"path": "a.py"},}\n```',            # "args", trailing comma
+    "```tool\n{'name': 'read', 'parameters': {'path': 'a.py'}}\n```",       # single quotes
+    '```tool\n{"tool": "read", "path": "a.py"}\n```',                       # arguments at top level
+    '```tool\n{"name": "read", "arguments": "{\\"path\\": \\"a.py\\"}"}\n```',  # arguments as a JSON string
+    '```tool\n{"function": {"name": "read", "arguments": {"path": "a.py"}}}\n```',
+    '```tool\n{"name": "read", "arguments": {"path": "a.py"}}',             # fence never closed
+])
+def test_tolerant_parsing(text):
+    calls = parse_tool_calls(text)
+    assert [(c.name, c.arguments) for c in calls] == [("read", {"path": "a.py"})]
+
+
+def test_several_calls_in_order():
+    text = '```tool\n{"name": "ls", "arguments": {}}\n```\n```tool\n{"name": "read", "arguments": {"path": "x"}}\n```'
+    assert [c.name for c in parse_tool_calls(text)] == ["ls", "read"]
+
+
+def test_braces_inside_strings_do_not_confuse_the_parser():
+    text = 'ok {"name": "write", "arguments": {"path": "a.py", "content": "d = {}\\nx = \\"}\\""}} end'
+    (call,) = parse_tool_calls(text)
+    assert call.arguments["content"] == 'd = {}\nx = "}"'
+
+
+@pytest.mark.parametrize("text", ["I think the bug is in line 3.", "```python\nprint(1)\n```", '{"path": "a"}'])
+def test_no_call_is_a_format_error_that_teaches_the_format(text):
+    with pytest.raises(FormatError, match="```tool"):
+        parse_tool_calls(text)
+
+
+def test_pasted_code_is_pointed_at_the_file_tools():
+    with pytest.raises(FormatError, match="put it in a file with the write or edit tool"):
+        parse_tool_calls("Here is the fix:\n```python\ndef f():\n    return 1\n```")
+    with pytest.raises(FormatError) as plain:
+        parse_tool_calls("I am not sure.")
+    assert "write or edit" not in str(plain.value)

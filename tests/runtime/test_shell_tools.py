@@ -1,0 +1,121 @@
+"""bash in the sandbox (timeout, output bound, network, denied command) and the git tools."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import threading
+
+import pytest
+
+from ratchet.runtime import AgentConfig, PermissionPolicy
+from ratchet.sandbox import isolation_report
+from ratchet.store import read_jsonl
+
+from .conftest import call
+
+
+def test_bash_runs_in_the_working_directory_and_sees_python(make_agent, workdir):
+    agent = make_agent()
+    out = call(agent, "bash", command="python -c 'import calc; print(calc.add(5, 3))' && pwd")
+    assert out.splitlines()[:2] == ["2", str(workdir)] and out.endswith("[exit code 0]")
+    assert call(agent, "bash", command="exit 3").endswith("[exit code 3]")
+    call(agent, "bash", command="echo made > made.txt")
+    assert (workdir / "made.txt").read_text() == "made\n"
+    # A file the runtime wrote after the worker started is still writable by the command.
+    call(agent, "write", path="later.txt", content="a\n")
+    assert call(agent, "bash", command="echo b >> later.txt && cat later.txt").startswith("a\nb")
+
+
+def test_a_command_that_times_out_is_killed(make_agent):
+    agent = make_agent(config=AgentConfig(bash_timeout_s=5))
+    out = call(agent, "bash", command="echo started; sleep 30 & sleep 30; echo never", timeout_s=1)
+    assert out.startswith("error: command timed out after 1 s and was killed")
+    assert "started" in out and "never" not in out
+    # The worker survives and the timeout asked for is capped by the configured one.
+    assert call(agent, "bash", command="echo again").startswith("again")
+    assert "after 5 s" in call(agent, "bash", command="sleep 30", timeout_s=100)
+
+
+def test_output_is_bounded_to_its_tail(make_agent):
+    agent = make_agent(config=AgentConfig(bash_output_kb=1))
+    out = call(agent, "bash", command="for i in $(seq 1 5000); do echo line$i; done")
+    assert out.startswith("[output was ") and "showing the last 1024]" in out
+    assert "line5000" in out and "line1\n" not in out
+
+
+@pytest.fixture
+def host_server():
+    """A TCP server on the host's loopback that answers 'hello'."""
+    server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve():
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except TimeoutError:
+                continue
+            conn.sendall(b"hello")
+            conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield server.getsockname()[1]
+    stop.set()
+    thread.join()
+    server.close()
+
+
+CONNECT = "python -c \"import socket; print(socket.create_connection(('127.0.0.1', {port}), 3).recv(5))\""
+
+
+@pytest.mark.skipif(isolation_report()["mechanism"] != "bwrap", reason="needs bubblewrap")
+def test_commands_cannot_reach_the_network_or_write_outside(make_agent, tmp_path, host_server):
+    with socket.create_connection(("127.0.0.1", host_server), 3) as conn:  # control: the server answers
+        assert conn.recv(5) == b"hello"
+    agent = make_agent()
+    out = call(agent, "bash", command=CONNECT.format(port=host_server) + f"; echo x > {tmp_path}/outside.txt")
+    assert "b'hello'" not in out and "Error" in out
+    assert not (tmp_path / "outside.txt").exists()
+    open_agent = make_agent(policy=PermissionPolicy(network=True))  # network on: the same command gets through
+    assert "b'hello'" in call(open_agent, "bash", command=CONNECT.format(port=host_server))
+
+
+def test_denied_command_is_logged_with_its_rule(make_agent):
+    agent = make_agent(policy=PermissionPolicy(allowed_commands=["python *", "ls*"], denied_commands=["*rm -rf*"]))
+    assert "denied_commands['*rm -rf*']" in call(agent, "bash", command="ls && rm -rf .")
+    assert "by allowed_commands" in call(agent, "bash", command="curl example.com")
+    assert call(agent, "bash", command="ls").endswith("[exit code 0]")
+    assert [d["rule"] for d in read_jsonl(agent.run_dir / "denials.jsonl")] == ["denied_commands['*rm -rf*']",
+                                                                               "allowed_commands"]
+
+
+def test_git_status_diff_commit(make_agent, workdir):
+    subprocess.run(["git", "init", "-q"], cwd=workdir, check=True)
+    agent = make_agent()
+    assert "?? calc.py" in call(agent, "git_status")
+    assert call(agent, "git_commit", message="start").endswith("start")
+    call(agent, "edit", path="calc.py", old="a - b", new="a + b")
+    diff = call(agent, "git_diff")
+    assert "-    return a - b" in diff and "+    return a + b" in diff
+    assert call(agent, "git_diff", staged=True) == "no changes"
+    assert "fix add" in call(agent, "git_commit", message="fix add", paths=["calc.py"])
+    assert "error: the commit message is empty" == call(agent, "git_commit", message=" ")
+    assert call(agent, "git_status").startswith("## ")
+    # The sandbox handed the tree to its uid; git still works on it.
+    call(agent, "bash", command="echo more >> notes.txt")
+    assert "notes.txt" in call(agent, "git_status")
+
+
+@pytest.mark.skipif(isolation_report()["mechanism"] != "bwrap", reason="needs bubblewrap")
+def test_commands_do_not_see_the_run_directory_or_hidden_paths(make_agent, tmp_path):
+    secret = tmp_path / "evaluator"
+    secret.mkdir()
+    (secret / "answer.txt").write_text("42")
+    agent = make_agent(policy=PermissionPolicy(hidden_paths=[str(secret)]))
+    call(agent, "ls")  # writes the trace, so the run directory has a file to find
+    assert (agent.run_dir / "trace.jsonl").exists() and (secret / "answer.txt").exists()
+    out = call(agent, "bash", command=f"cat {secret}/answer.txt; ls {agent.run_dir}; echo done")
+    assert "42" not in out and "trace.jsonl" not in out and "done" in out

@@ -1,0 +1,111 @@
+"""The coding suite: every grader verified, grading by tests only, the runner's solve rate and resume."""
+
+from __future__ import annotations
+
+import json
+import re
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from typer.testing import CliRunner
+
+from ratchet.cli import app
+from ratchet.models.scripted import ScriptedModel
+from ratchet.runtime import HarnessWorkspace
+from ratchet.runtime.suite import grade, load_suite, prepare, run_suite, verify
+from ratchet.store import read_jsonl
+
+from .conftest import tool_reply
+
+TASKS = load_suite("coding-basics")
+
+
+def test_the_suite_has_at_least_twelve_well_formed_tasks():
+    assert len(TASKS) >= 12 and len({t.id for t in TASKS}) == len(TASKS)
+    for t in TASKS:
+        assert t.statement and "\n" not in t.statement.strip(), t.id
+        assert all((t.repo / rel).is_file() for rel in t.tests), t.id
+        assert t.solution.is_file() and not list(t.repo.rglob("*.patch")), t.id
+        # The reference fix never touches a test file.
+        fixed = set(re.findall(r"^\+\+\+ b/(\S+)", t.solution.read_text(), re.M))
+        assert fixed and not fixed & set(t.tests), t.id
+
+
+@pytest.mark.slow
+def test_every_grader_fails_before_the_fix_and_passes_with_it():
+    with ThreadPoolExecutor(2) as pool:
+        verdicts = dict(zip([t.id for t in TASKS], pool.map(verify, TASKS)))
+    for task_id, (before, after) in verdicts.items():
+        assert before.score == 0.0 and after.score == 1.0, task_id
+        # It fails because an assertion fails, not because the repository is broken.
+        assert "failed" in before.trace and "passed" in before.trace, task_id
+        assert "Error while collecting" not in before.trace and "ModuleNotFoundError" not in before.trace, task_id
+        assert before.failures[0].kind == "test_failed"
+
+
+@pytest.mark.slow
+def test_editing_the_tests_does_not_pass_the_grader(tmp_path):
+    task = next(t for t in TASKS if t.id == "median-even")
+    work = prepare(task, tmp_path / "work")
+    (work / "tests" / "test_stats.py").write_text("def test_nothing():\n    assert True\n")
+    assert grade(task, work).score == 0.0
+    assert (work / "tests" / "test_stats.py").read_text().startswith("def test_nothing")  # the copy was graded
+
+
+def _fixing_script(task) -> list[str]:
+    """Replies that apply the reference fix, run the tests, and submit (the fix is read here, by
+    the test, never by the agent)."""
+    return [tool_reply("apply_patch", patch=task.solution.read_text()), tool_reply("bash", command=task.test_command),
+            tool_reply("submit", summary="fixed")]
+
+
+@pytest.mark.slow
+def test_run_suite_grades_by_tests_reports_the_solve_rate_and_resumes(tmp_path):
+    chosen = [t for t in TASKS if t.id in ("fahrenheit", "flatten-deep")]
+    fix_first = _fixing_script(chosen[0])
+    claim_only = [tool_reply("submit", summary="I fixed it, trust me")]  # a claim without a change
+    model = ScriptedModel(fix_first + claim_only)
+    lines: list[str] = []
+    summary = run_suite(chosen, model, tmp_path / "run", workspace=HarnessWorkspace(), progress=lines.append)
+    assert summary["per_task"] == {"fahrenheit": True, "flatten-deep": False}
+    assert summary["solve_rate"] == 0.5 and summary["tokens"] > 0
+    assert lines[0].startswith("[1/2] fahrenheit: solved (submitted") and "[2/2] flatten-deep: failed" in lines[1]
+    rows = read_jsonl(tmp_path / "run" / "results.jsonl")
+    assert [r["exit_status"] for r in rows] == ["submitted", "submitted"]
+    assert (tmp_path / "run" / "tasks" / "fahrenheit" / "trace.jsonl").exists()
+    # Resumed: finished tasks are not run again (the model has no replies left and is not called).
+    again = run_suite(chosen, ScriptedModel([]), tmp_path / "run", workspace=HarnessWorkspace(), progress=lines.append)
+    assert again == summary and len(lines) == 2
+
+
+@pytest.mark.slow
+def test_cli_agent_run_prints_progress_lines_and_resumes(tmp_path):
+    runner = CliRunner()
+    args = ["agent", "run", "--model", "scripted:", "--task", "fahrenheit", "--root", str(tmp_path), "--set",
+            "step_limit=2"]
+    out = runner.invoke(app, args)
+    assert out.exit_code == 0, out.output
+    assert "[1/1] fahrenheit: failed (limits_exceeded, 2 steps" in out.output
+    assert "solved 0/1 (solve rate 0.000)" in out.output
+    run_id = out.output.split("run ")[1].split(":")[0]
+    summary = json.loads((tmp_path / run_id / "summary.json").read_text())
+    assert summary["solved"] == 0 and summary["tasks"] == 1
+    calls = read_jsonl(tmp_path / run_id / "llm_calls.jsonl")  # model calls reach the run index too
+    assert len(calls) == 2 and calls[0]["purpose"] == "agent:fahrenheit" and calls[0]["prompt_tokens"] > 0
+    resumed = runner.invoke(app, args + ["--resume", run_id])
+    assert resumed.exit_code == 0 and "[1/1]" not in resumed.output and "solved 0/1" in resumed.output
+    bad = runner.invoke(app, ["agent", "run", "--model", "scripted:", "--task", "nope", "--root", str(tmp_path)])
+    assert bad.exit_code != 0 and "unknown task id(s) nope" in str(bad.exception or bad.output)
+
+
+@pytest.mark.slow
+def test_the_reference_fix_is_out_of_the_agents_view(tmp_path):
+    task = next(t for t in TASKS if t.id == "median-even")
+    model = ScriptedModel([tool_reply("bash", command=f"cat {task.solution}; echo end"),
+                           tool_reply("read", path=str(task.solution)), tool_reply("submit", summary="peeked")])
+    summary = run_suite([task], model, tmp_path / "run", workspace=HarnessWorkspace())
+    results = [r for r in read_jsonl(tmp_path / "run" / "tasks" / task.id / "trace.jsonl") if r["type"] == "tool_call"]
+    assert "+++ b/stats.py" in task.solution.read_text()  # control: the file has it
+    assert "end" in results[0]["result"] and "+++ b/" not in results[0]["result"]
+    assert "permission denied by readable" in results[1]["result"]
+    assert summary["solved"] == 0
