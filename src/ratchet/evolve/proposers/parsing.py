@@ -92,8 +92,10 @@ def _flip_ids(value: str, known: list[str]) -> list[str]:
         if not token or token.lower() in ("none", "n/a", "and", "tasks", "task"):
             continue
         if known:
+            # "3" names "HumanEval/3" or "t3" (small models drop prefixes), never "t13"
             match = next((k for k in known if k == token), None) or next(
-                (k for k in known if re.split(r"[/#:]", k)[-1] == token), None)
+                (k for k in known if re.split(r"[/#:]", k)[-1] == token
+                 or (token.isdigit() and re.search(rf"(?<!\d){token}$", k))), None)
             if match is None:
                 continue
             token = match
