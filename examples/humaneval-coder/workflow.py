@@ -13,6 +13,7 @@ import doctest
 import re
 
 MAX_REPAIRS = 1
+QUOTES = '"' * 3
 FENCE = re.compile(r"```[ \t]*(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
 
 
@@ -37,7 +38,8 @@ def step(state):
                                {"role": "assistant", "content": replies[-1]["reply"]},
                                {"role": "user", "content": problem + "\nFix the function and reply with "
                                 "the complete corrected code in one ```python block."}]}
-    return {"answer": code or ""}
+    codes = [c for c in (solution(r["reply"], task) for r in replies) if c is not None]
+    return {"answer": codes[-1] if codes else ""}  # the latest code there is
 
 
 def generate_prompt(task):
@@ -66,7 +68,13 @@ def visible_examples(prompt):
         found = doctest.DocTestParser().get_examples(prompt)
     except ValueError:
         return []
-    return [(e.source.strip(), e.want.strip()) for e in found if e.want.strip()]
+    pairs = []
+    for example in found:
+        # the docstring's closing quotes follow the last example's output directly
+        lines = [line for line in example.want.splitlines() if line.strip() not in (QUOTES, QUOTES.replace('"', "'"))]
+        if "\n".join(lines).strip():
+            pairs.append((example.source.strip(), "\n".join(lines).strip()))
+    return pairs
 
 
 def examples_program(examples):
