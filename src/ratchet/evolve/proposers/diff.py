@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 from ratchet.contracts import Candidate, Proposal
-from ratchet.evolve.context import EngineContext
 from ratchet.evolve.proposers.base import clip
 from ratchet.evolve.proposers.config import DiffOptions
 from ratchet.evolve.proposers.parsing import apply_blocks, extract_file, parse_blocks
@@ -23,21 +22,16 @@ class DiffProposer(SurfaceProposer):
     name = "diff"
     default_template = "diff.md"
     options: DiffOptions
-
-    def __init__(self, options: DiffOptions, ctx: EngineContext) -> None:
-        super().__init__(options, ctx)
+    Options = DiffOptions
 
     def propose(self, parent: Candidate, archive: Any, rng: Any) -> Proposal | None:
-        surface = self.choose(parent, rng)
-        if surface is None:
-            return self.skip(parent, f"no file of the parent matches surfaces {self.options.surfaces}")
-        values = self.prompt_values(parent, archive, surface)
-        template, source = self.template(parent)
-        messages = self.render(template, **values)
-        reply = self.ask(messages, rng)
+        asked = self.first_reply(parent, archive, rng)
+        if asked is None:
+            return None
+        surface, values, reply = asked.surface, asked.values, asked.reply
         old = parent.files[surface]
         blocks = parse_blocks(reply)
-        meta: dict[str, Any] = {"template": source, "prompt": messages[0]["content"], "reply": reply,
+        meta: dict[str, Any] = {"template": asked.template, "prompt": asked.prompt, "reply": reply,
                                 "blocks": len(blocks)}
         if blocks:
             text, error = apply_blocks(old, blocks)

@@ -13,7 +13,6 @@ from statistics import fmean
 from typing import Any
 
 from ratchet.contracts import Candidate, Claim, Proposal
-from ratchet.evolve.context import EngineContext
 from ratchet.evolve.proposers.base import ModelProposer, pick
 from ratchet.evolve.proposers.config import MergeOptions
 from ratchet.evolve.proposers.parsing import extract_file, parse_claim
@@ -52,9 +51,7 @@ class MergeProposer(ModelProposer):
     name = "merge"
     default_template = "merge.md"
     options: MergeOptions
-
-    def __init__(self, options: MergeOptions, ctx: EngineContext) -> None:
-        super().__init__(options, ctx)
+    Options = MergeOptions
 
     def second_parent(self, parent: Candidate, archive: Any, rng: Any) -> tuple[Candidate, dict, dict] | None:
         mine = per_task(self.results(archive, parent.id))

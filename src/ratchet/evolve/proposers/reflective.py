@@ -6,11 +6,11 @@ attempts with the gate's reasons; it answers with a claim and the whole new file
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
 from ratchet.contracts import Candidate, Proposal
-from ratchet.evolve.context import EngineContext
 from ratchet.evolve.proposers.base import ModelProposer, pick, surfaces_of
 from ratchet.evolve.proposers.config import ReflectiveOptions
 from ratchet.evolve.proposers.parsing import extract_file
@@ -23,8 +23,29 @@ def language_of(path: str) -> str:
     return _LANGUAGE.get(PurePosixPath(path).suffix, "")
 
 
+@dataclass(frozen=True)
+class Asked:
+    """The first exchange about one surface: what was asked and what came back."""
+
+    surface: str
+    values: dict[str, Any]
+    template: str
+    prompt: str
+    reply: str
+
+
 class SurfaceProposer(ModelProposer):
     """Shared by the proposers that change one surface of the parent from its failures."""
+
+    def first_reply(self, parent: Candidate, archive: Any, rng: Any) -> Asked | None:
+        """Pick a surface, show the model it with the evidence, return its reply (None: no surface)."""
+        surface = self.choose(parent, rng)
+        if surface is None:
+            return self.skip(parent, f"no file of the parent matches surfaces {self.options.surfaces}")
+        values = self.prompt_values(parent, archive, surface)
+        template, source = self.template(parent)
+        messages = self.render(template, **values)
+        return Asked(surface, values, source, messages[0]["content"], self.ask(messages, rng))
 
     def choose(self, parent: Candidate, rng: Any) -> str | None:
         surfaces = surfaces_of(parent, self.options.surfaces)
@@ -49,22 +70,18 @@ class ReflectiveProposer(SurfaceProposer):
     name = "reflective"
     default_template = "reflective.md"
 
-    def __init__(self, options: ReflectiveOptions, ctx: EngineContext) -> None:
-        super().__init__(options, ctx)
+    Options = ReflectiveOptions
 
     def propose(self, parent: Candidate, archive: Any, rng: Any) -> Proposal | None:
-        surface = self.choose(parent, rng)
-        if surface is None:
-            return self.skip(parent, f"no file of the parent matches surfaces {self.options.surfaces}")
-        values = self.prompt_values(parent, archive, surface)
-        template, source = self.template(parent)
-        messages = self.render(template, **values)
-        reply = self.ask(messages, rng)
+        asked = self.first_reply(parent, archive, rng)
+        if asked is None:
+            return None
+        surface, reply = asked.surface, asked.reply
         new = extract_file(reply, surface)
         if new.text is None:
             return self.skip(parent, new.error or "no file in the reply", reply=reply)
         if new.text == parent.files[surface]:
             return self.skip(parent, f"the rewrite of {surface} is identical to the parent's", reply=reply)
-        claim, stated = self.claim(reply, values["known_ids"])
-        return self.proposal({surface: new.text}, claim, (parent.id,), template=source, claim_stated=stated,
-                             prompt=messages[0]["content"], reply=reply)
+        claim, stated = self.claim(reply, asked.values["known_ids"])
+        return self.proposal({surface: new.text}, claim, (parent.id,), template=asked.template, claim_stated=stated,
+                             prompt=asked.prompt, reply=reply)

@@ -13,7 +13,6 @@ grading program past ``grade_timeout_s`` (an infinite loop) fails with ``timeout
 from __future__ import annotations
 
 import gzip
-import hashlib
 import json
 import re
 from collections.abc import Sequence
@@ -24,6 +23,7 @@ from ratchet.envs.tasks import extract_code
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.suites import workflow
 from ratchet.evolve.suites.config import HumanEvalOptions
+from ratchet.evolve.suites.fingerprint import fingerprint
 from ratchet.evolve.suites.workflow import WorkflowDriver, checker_sandbox, run_program
 
 VERSION = 1
@@ -93,12 +93,8 @@ class HumanEvalSuite:
                 for pid, p in self.problems.items()]
 
     def fingerprint(self) -> str:
-        digest = hashlib.sha256()
-        digest.update(json.dumps({"suite": self.name, "version": VERSION, **self.options.model_dump()},
-                                 sort_keys=True).encode())
-        for path in (self.data_file, Path(__file__), Path(workflow.__file__)):
-            digest.update(path.read_bytes())
-        return digest.hexdigest()[:16]
+        settings = {"suite": self.name, "version": VERSION, **self.options.model_dump()}
+        return fingerprint(settings, [self.data_file, Path(__file__), Path(workflow.__file__)])
 
     def evaluate(self, candidate: Candidate, tasks: Sequence[Task], seed: int) -> list[TaskResult]:
         model = self.ctx.model if self.ctx is not None else None

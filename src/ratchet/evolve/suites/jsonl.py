@@ -8,9 +8,7 @@ or a callable) runs out of process exactly as it does for ``ratchet play``; the 
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
-import json
 from dataclasses import asdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,6 +19,7 @@ from ratchet.envs.tasks import TaskEnvironment, load_suite, make_task_env
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.suites import workflow
 from ratchet.evolve.suites.config import JsonlOptions
+from ratchet.evolve.suites.fingerprint import fingerprint
 from ratchet.evolve.suites.workflow import WorkflowDriver
 
 VERSION = 1
@@ -47,10 +46,6 @@ class JsonlSuite:
         return [Task(t.id, {"task_id": t.id, "prompt": t.turns[0], "turns": len(t.turns)}) for t in self.suite]
 
     def fingerprint(self) -> str:
-        digest = hashlib.sha256()
-        digest.update(json.dumps({"suite": self.name, "version": VERSION, **self.options.model_dump()},
-                                 sort_keys=True).encode())
-        digest.update(json.dumps([asdict(t) for t in self.suite], sort_keys=True).encode())
         files = [Path(task_suites.__file__), Path(__file__), Path(workflow.__file__)]
         files += [self.workspace / f for f in self.options.grader_files]
         for task in self.suite:
@@ -58,9 +53,8 @@ class JsonlSuite:
             spec = importlib.util.find_spec(module) if module else None
             if spec is not None and spec.origin and Path(spec.origin).is_file():
                 files.append(Path(spec.origin))
-        for path in dict.fromkeys(files):
-            digest.update(str(path.name).encode() + path.read_bytes())
-        return digest.hexdigest()[:16]
+        settings = {"suite": self.name, "version": VERSION, **self.options.model_dump()}
+        return fingerprint(settings, files, [asdict(t) for t in self.suite])
 
     def evaluate(self, candidate: Candidate, tasks: Sequence[Task], seed: int) -> list[TaskResult]:
         model = self.ctx.model if self.ctx is not None else None

@@ -9,8 +9,6 @@ accounted model live here), so legality, rewards and truncation mean what they m
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError, version
@@ -23,6 +21,7 @@ from ratchet.envs.runner import RolloutConfig, run_rollouts
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.suites import workflow
 from ratchet.evolve.suites.config import TextArenaOptions
+from ratchet.evolve.suites.fingerprint import fingerprint
 from ratchet.evolve.suites.workflow import WorkflowDriver
 
 VERSION = 1
@@ -89,17 +88,13 @@ class TextArenaSuite:
                 for game in o.games for seed in range(o.first_seed, o.first_seed + o.episodes)]
 
     def fingerprint(self) -> str:
-        digest = hashlib.sha256()
         try:
             arena = version("textarena")
         except PackageNotFoundError:
             arena = "missing"
-        digest.update(json.dumps({"suite": self.name, "version": VERSION, "textarena": arena,
-                                  **self.options.model_dump()}, sort_keys=True).encode())
-        for module in (runner, textarena_env, workflow):
-            digest.update(Path(module.__file__).read_bytes())
-        digest.update(Path(__file__).read_bytes())
-        return digest.hexdigest()[:16]
+        settings = {"suite": self.name, "version": VERSION, "textarena": arena, **self.options.model_dump()}
+        sources = [Path(m.__file__) for m in (runner, textarena_env, workflow)] + [Path(__file__)]
+        return fingerprint(settings, sources)
 
     def evaluate(self, candidate: Candidate, tasks: Sequence[Task], seed: int) -> list[TaskResult]:
         model = self.ctx.model if self.ctx is not None else None
