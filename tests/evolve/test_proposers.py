@@ -408,3 +408,18 @@ def test_file_extraction_and_blocks() -> None:
     two = parse_blocks("<<<<<<< SEARCH\na\n=======\nA\n>>>>>>> REPLACE\n<<<<<<< SEARCH\nzz\n=======\nZ\n>>>>>>> REPLACE")
     new, error = apply_blocks(text, two)
     assert new is None and error.startswith("block 2")
+
+
+def test_failures_shown_once_per_task_worst_seed_first(tmp_path) -> None:
+    model = ScriptedModel([CLAIM + fenced(NEW_WORKFLOW)])
+    archive = Archive()
+    parent = archive.add(root())
+    archive.by_split[(parent.id, "search")] = [
+        TaskResult("t1", 0, 0.5, trace="t1 seed 0"), TaskResult("t1", 1, 0.0, trace="t1 seed 1"),
+        TaskResult("t2", 0, 1.0, trace="t2 passes"), TaskResult("t3", 0, 0.25, trace="t3 seed 0"),
+    ]
+    ReflectiveProposer(ReflectiveOptions(surfaces=only_workflow(), max_traces=1), make_ctx(tmp_path, model)).propose(
+        parent, archive, random.Random(0))
+    prompt = model.calls[0]["messages"][0]["content"]
+    assert "t1 seed 1" in prompt and "t1 seed 0" not in prompt and "t2 passes" not in prompt
+    assert "t3 seed 0" not in prompt and "1 more failing tasks not shown" in prompt

@@ -64,7 +64,11 @@ class ModelProposer:
 
     def failures_text(self, results: list[TaskResult]) -> str:
         """The lowest-scoring tasks' traces and failures, as the model reads them."""
-        failing = sorted((r for r in results if r.score < 1.0), key=lambda r: (r.score, r.task_id))
+        worst: dict[str, TaskResult] = {}  # one trace per task: its worst seed
+        for result in results:
+            if result.score < 1.0 and (result.task_id not in worst or result.score < worst[result.task_id].score):
+                worst[result.task_id] = result
+        failing = sorted(worst.values(), key=lambda r: (r.score, r.task_id))
         if not failing:
             return "(no failing task was recorded for this version)"
         parts = []
