@@ -69,7 +69,6 @@ class ReflectiveProposer(SurfaceProposer):
 
     name = "reflective"
     default_template = "reflective.md"
-
     Options = ReflectiveOptions
 
     def propose(self, parent: Candidate, archive: Any, rng: Any) -> Proposal | None:
