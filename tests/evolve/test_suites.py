@@ -159,7 +159,7 @@ def test_humaneval_coder_candidates_differ_only_in_editable_files() -> None:
     ("import socket\ndef step(state):\n    return {'answer': ''}\n", "workflow_error", "socket"),
 ])
 def test_driver_turns_a_bad_workflow_into_a_failure(source, kind, text) -> None:
-    options = WorkflowOptions(max_model_calls=1, max_test_runs=2, step_timeout_s=0.5)
+    options = WorkflowOptions(max_model_calls=1, max_test_runs=2, step_timeout_s=1.0)
     with WorkflowDriver(Candidate.from_files("t", {"workflow.py": source}), options, ScriptedModel(["ok"] * 3)) as driver:
         run = driver.run({"prompt": "p"}, seed=0)
     assert run.answer is None and run.failures[-1].kind == kind and text in run.failures[-1].message
@@ -178,7 +178,7 @@ def test_driver_services_model_calls_and_test_runs_outside_the_sandbox() -> None
         "    return {'answer': events[0]['reply'] + '|' + events[1]['output'].strip() + '|' + str(events[2]['timed_out'])}\n"
     )
     model = ScriptedModel(["hello"])
-    options = WorkflowOptions(test_timeout_s=0.5, max_tokens=64)
+    options = WorkflowOptions(test_timeout_s=1.0, max_tokens=64)
     with WorkflowDriver(Candidate.from_files("t", {"workflow.py": source}), options, model) as driver:
         run = driver.run({"prompt": "say hello"}, seed=3)
     assert run.answer == "hello|42|True"
