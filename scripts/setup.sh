@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 
 VENV=${VENV:-.venv}
 ENVS_VENV=${ENVS_VENV:-.venv-envs}
-EXTRAS=${EXTRAS:-local,learn,ray,ui,mcp,otel,dev}
+EXTRAS=${EXTRAS:-local,learn,ray,ui,mcp,otel,humaneval,dev}
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 

@@ -1,0 +1,10 @@
+"""Proposers: each makes one change to a parent candidate and states what it claims to fix.
+
+``reflective`` (GEPA: rewrite one surface from the parent's failure traces), ``diff`` (OpenEvolve:
+SEARCH/REPLACE blocks, whole-file fallback), ``merge`` (GEPA merge of two parents' surfaces),
+``agentic`` (a tool-using agent over the raw traces; needs a runtime Ratchet does not ship yet),
+``noop`` and ``cosmetic`` (controls for the A/A benchmark). Every one is built as
+``Cls(options, ctx)`` and implements :class:`ratchet.contracts.Proposer`; one that cannot use a
+reply returns None and records why (``last_reason``, and ``proposer_skips.jsonl`` in the run).
+See docs/evolve-proposers.md.
+"""

@@ -1,0 +1,144 @@
+"""What every model-asking proposer shares: its prompt template, the evidence it shows, its model
+call, and how it gives up (None plus a recorded reason, never an exception that stops the loop).
+
+Templates are plain files (``prompts/*.md``) rendered with :class:`string.Template` (``$name``),
+so code with braces in a template or a surface never breaks rendering. A workspace may provide its
+own version as a surface (``options.template``, e.g. ``proposer/reflective.md``): the parent's copy
+wins, then the workspace's, then the packaged one, so a run can evolve how it proposes.
+"""
+
+from __future__ import annotations
+
+import time
+from fnmatch import fnmatch
+from pathlib import Path
+from string import Template
+from typing import Any
+
+from ratchet.contracts import Candidate, Claim, Message, Proposal, RatchetError, TaskResult
+from ratchet.evolve.context import EngineContext
+from ratchet.evolve.proposers.config import ModelProposerOptions
+from ratchet.evolve.proposers.parsing import CLAIM_FORMAT, parse_claim
+
+PROMPTS = Path(__file__).with_name("prompts")
+#: What a proposal's claim says when the reply stated none (the change itself was usable).
+NO_CLAIM = "(the reply stated no claim)"
+#: Where proposers record the replies they could not use (run store, JSONL).
+SKIPS_FILE = "proposer_skips.jsonl"
+
+
+def pick(rng: Any, items: list[Any]) -> Any:
+    """A uniform choice with any rng that has ``random()`` (``random.Random`` or numpy's)."""
+    return items[min(int(rng.random() * len(items)), len(items) - 1)]
+
+
+def surfaces_of(candidate: Candidate, patterns: list[str]) -> list[str]:
+    """The candidate's files that match one of ``patterns``, sorted."""
+    return sorted(p for p in candidate.files if any(fnmatch(p, pattern) for pattern in patterns))
+
+
+def clip(text: str, limit: int) -> str:
+    """Head and tail of a long text (the end of a trace is usually where it failed)."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n[... {len(text) - limit} characters left out ...]\n{text[-half:]}"
+
+
+class ModelProposer:
+    """Base of the proposers that ask the model. Subclasses set ``name`` and ``default_template``."""
+
+    name = "model"
+    default_template = "reflective.md"
+
+    def __init__(self, options: ModelProposerOptions, ctx: EngineContext) -> None:
+        self.options = options
+        self.ctx = ctx
+        self.last_reason: str | None = None
+        """Why the last ``propose`` returned None (None after a proposal)."""
+
+    # -- evidence ------------------------------------------------------------------------------
+
+    def results(self, archive: Any, candidate_id: str) -> list[TaskResult]:
+        return list(archive.results(candidate_id, self.options.split))
+
+    def failures_text(self, results: list[TaskResult]) -> str:
+        """The lowest-scoring tasks' traces and failures, as the model reads them."""
+        worst: dict[str, TaskResult] = {}  # one trace per task: its worst seed
+        for result in results:
+            if result.score < 1.0 and (result.task_id not in worst or result.score < worst[result.task_id].score):
+                worst[result.task_id] = result
+        failing = sorted(worst.values(), key=lambda r: (r.score, r.task_id))
+        if not failing:
+            return "(no failing task was recorded for this version)"
+        parts = []
+        for result in failing[: self.options.max_traces]:
+            lines = [f"### task {result.task_id} (score {result.score:.2f})"]
+            lines += [f"- {f.kind}: {f.message}" for f in result.failures[:5]]
+            if result.trace:
+                lines.append(clip(result.trace, self.options.max_trace_chars))
+            parts.append("\n".join(lines))
+        if len(failing) > self.options.max_traces:
+            parts.append(f"({len(failing) - self.options.max_traces} more failing tasks not shown)")
+        return "\n\n".join(parts)
+
+    def rejected_text(self, archive: Any) -> str:
+        """Earlier attempts the gate rejected, with its reasons, so the model tries something else."""
+        rows = []
+        for candidate, decision in archive.rejected(self.options.max_rejected)[: self.options.max_rejected]:
+            claim = candidate.meta.get("claim") or {}
+            target = claim.get("target", "?") if isinstance(claim, dict) else "?"
+            changed = ", ".join((candidate.meta.get("proposal") or {}).get("surfaces", [])) or "?"
+            rows.append(f"- changed {changed}; aimed at: {target}; rejected: {decision.reason}")
+        return "\n".join(rows) or "(none yet)"
+
+    # -- prompt --------------------------------------------------------------------------------
+
+    def template(self, parent: Candidate, surface: str | None = None, default: str | None = None) -> tuple[str, str]:
+        """``(template text, where it came from)``."""
+        surface = surface if surface is not None else self.options.template
+        if surface:
+            if surface in parent.files:
+                return parent.files[surface], f"candidate:{surface}"
+            local = Path(self.ctx.workspace) / surface
+            if local.is_file():
+                return local.read_text(), f"workspace:{surface}"
+        name = default or self.default_template
+        return (PROMPTS / name).read_text(), f"package:{name}"
+
+    def render(self, template: str, **values: Any) -> list[Message]:
+        text = Template(template).safe_substitute(claim_format=CLAIM_FORMAT, **values)
+        return [{"role": "user", "content": text}]
+
+    # -- the model -----------------------------------------------------------------------------
+
+    def ask(self, messages: list[Message], rng: Any) -> str:
+        """One model call; a budget stop propagates (it ends the run), nothing else is caught here."""
+        if self.ctx.model is None:
+            raise RatchetError(f"proposer {self.name!r} needs a model and the run has none",
+                               hint="give the run a model (model: local:qwen2.5-coder-0.5b), or use noop/cosmetic")
+        seed = int(rng.random() * 2**31)
+        completion = self.ctx.model.complete(messages, temperature=self.options.temperature,
+                                             max_tokens=self.options.max_tokens, seed=seed)
+        return completion.text
+
+    # -- outcome -------------------------------------------------------------------------------
+
+    def claim(self, reply: str, known_ids: list[str]) -> tuple[Claim, bool]:
+        """The reply's claim and whether it was stated (a usable change without one still counts)."""
+        claim = parse_claim(reply, known_ids)
+        return (claim, True) if claim is not None else (Claim(target=NO_CLAIM), False)
+
+    def skip(self, parent: Candidate, reason: str, **meta: Any) -> None:
+        """Give up on this proposal: remember and record why, return None for the loop."""
+        self.last_reason = reason
+        run = self.ctx.run
+        if run is not None and hasattr(run, "append_jsonl"):
+            run.append_jsonl(SKIPS_FILE, {"proposer": self.name, "parent": parent.id, "reason": reason,
+                                          "at": time.time(), **{k: str(v)[:4000] for k, v in meta.items()}})
+        return None
+
+    def proposal(self, files: dict[str, str], claim: Claim, parents: tuple[str, ...], **meta: Any) -> Proposal:
+        self.last_reason = None
+        return Proposal(files=files, claim=claim, proposer=self.name, parents=parents,
+                        meta={"surfaces": sorted(files), **meta})

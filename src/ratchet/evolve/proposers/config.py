@@ -1,0 +1,72 @@
+"""Options of every proposer, one pydantic model each (the ``options:`` of a run config's entry)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from ratchet.config import Settings
+
+
+class ModelProposerOptions(Settings):
+    """What every proposer that asks the model shares."""
+
+    surfaces: list[str] = Field(default_factory=lambda: ["*"])
+    """Glob patterns of the parent's files this proposer may pick to change (``*`` = any editable
+    file, the proposers' own prompt files included, so a run can evolve how it proposes)."""
+    template: str | None = None
+    """A workspace surface holding this proposer's prompt template (e.g. ``proposer/reflective.md``):
+    read from the parent candidate first, then the workspace, else the packaged default."""
+    split: str = "search"
+    """The split whose per-task results (traces) of the parent the model is shown."""
+    max_traces: int = Field(default=4, ge=0)
+    """Most failing tasks shown, the lowest-scoring first."""
+    max_trace_chars: int = Field(default=1500, ge=100)
+    """Longest trace shown per task (its head and tail are kept)."""
+    max_rejected: int = Field(default=5, ge=0)
+    """Most rejected attempts shown with the gate's reason, so the model does not repeat them."""
+    max_tokens: int = Field(default=1500, ge=16)
+    """Reply budget of one model call."""
+    temperature: float = Field(default=0.7, ge=0.0)
+    """Sampling temperature of the model calls."""
+
+
+class ReflectiveOptions(ModelProposerOptions):
+    """Reflective rewrite of one surface from the parent's failure traces (GEPA)."""
+
+
+class DiffOptions(ModelProposerOptions):
+    """SEARCH/REPLACE edits of one surface (OpenEvolve), with a whole-file fallback."""
+
+    fallback: bool = True
+    """When a block does not apply, ask once more for the whole file instead of giving up."""
+    fallback_template: str | None = None
+    """Workspace surface of the fallback prompt (default: the packaged ``rewrite_after_diff.md``)."""
+
+
+class MergeOptions(ModelProposerOptions):
+    """Merge of two accepted candidates' surfaces (GEPA merge)."""
+
+    mode: Literal["ancestor", "llm"] = "ancestor"
+    """``ancestor``: per surface take the version that changed since the common ancestor (both
+    changed: the parent that won more tasks); ``llm``: ask the model to merge one surface both changed."""
+    pool: str = "accepted"
+    """Archive status of the candidates the second parent is drawn from."""
+
+
+class AgenticOptions(ModelProposerOptions):
+    """A tool-using agent that reads raw traces and edits the workspace's files (Meta-Harness)."""
+
+    runtime: str | None = None
+    """Import path ``module:factory`` of the tool-using runtime; ``factory(options, ctx)`` returns an
+    :class:`~ratchet.evolve.proposers.agentic.AgentRuntime`. None: ``ctx.extra["agent_runtime"]``."""
+    max_tool_calls: int = Field(default=40, ge=1)
+    """Most tool calls the agent may make in one proposal."""
+
+
+class ControlOptions(Settings):
+    """Control proposers (noop, cosmetic) for A/A benchmarks: they change nothing that matters."""
+
+    surfaces: list[str] = Field(default_factory=lambda: ["*"])
+    """Glob patterns of the files a cosmetic change may touch."""

@@ -1,0 +1,95 @@
+"""A JSONL task suite (:mod:`ratchet.envs.tasks`) as an engine evaluator.
+
+Each task is played through :class:`ratchet.envs.tasks.TaskEnvironment`, so its verifier (a command
+or a callable) runs out of process exactly as it does for ``ratchet play``; the candidate's workflow
+(:mod:`ratchet.evolve.suites.workflow`) answers each turn. The workflow sees
+``{"task_id", "prompt", "turn", "previous": [[prompt, answer], ...]}``, never the verifier.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import asdict
+from collections.abc import Sequence
+from pathlib import Path
+
+from ratchet.contracts import Candidate, Failure, RatchetError, Task, TaskResult
+from ratchet.envs import tasks as task_suites
+from ratchet.envs.tasks import TaskEnvironment, load_suite, make_task_env
+from ratchet.evolve.context import EngineContext
+from ratchet.evolve.suites import workflow
+from ratchet.evolve.suites.config import JsonlOptions
+from ratchet.evolve.suites.fingerprint import fingerprint
+from ratchet.evolve.suites.workflow import WorkflowDriver
+
+VERSION = 1
+
+
+class JsonlSuite:
+    """The tasks of one JSONL file, judged by their own verifiers."""
+
+    name = "jsonl"
+
+    def __init__(self, options: JsonlOptions, ctx: EngineContext | None = None) -> None:
+        self.options = options
+        self.ctx = ctx
+        self.workspace = Path(ctx.workspace) if ctx is not None else Path.cwd()
+        path = Path(options.path)
+        path = path if path.is_absolute() else self.workspace / path
+        # A shipped suite's name goes through the same lookup as ``ratchet play tasks/NAME``.
+        suite = load_suite(path) if path.is_file() else make_task_env(f"tasks/{options.path}").tasks
+        self.label = path.name if path.is_file() else options.path
+        self.suite = suite[: options.limit]
+        self.by_id = {t.id: t for t in self.suite}
+
+    def tasks(self) -> list[Task]:
+        return [Task(t.id, {"task_id": t.id, "prompt": t.turns[0], "turns": len(t.turns)}) for t in self.suite]
+
+    def fingerprint(self) -> str:
+        files = [Path(task_suites.__file__), Path(__file__), Path(workflow.__file__)]
+        files += [self.workspace / f for f in self.options.grader_files]
+        for task in self.suite:
+            module = task.verifier.get("callable", "").partition(":")[0]
+            spec = importlib.util.find_spec(module) if module else None
+            if spec is not None and spec.origin and Path(spec.origin).is_file():
+                files.append(Path(spec.origin))
+        settings = {"suite": self.name, "version": VERSION, **self.options.model_dump()}
+        return fingerprint(settings, files, [asdict(t) for t in self.suite])
+
+    def evaluate(self, candidate: Candidate, tasks: Sequence[Task], seed: int) -> list[TaskResult]:
+        model = self.ctx.model if self.ctx is not None else None
+        with WorkflowDriver(candidate, self.options.workflow, model) as driver:
+            return [self._one(driver, task.id, seed) for task in tasks]
+
+    def _one(self, driver: WorkflowDriver, task_id: str, seed: int) -> TaskResult:
+        task = self.by_id.get(task_id)
+        if task is None:
+            raise RatchetError(f"jsonl: task {task_id!r} is not in {self.label}")
+        env = TaskEnvironment(f"jsonl:{self.label}", [task])
+        observation = env.reset(0)
+        previous: list[list[str]] = []
+        traces: list[str] = []
+        calls = 0
+        while True:
+            run = driver.run({"task_id": task.id, "prompt": observation.text, "turn": len(previous),
+                              "previous": previous}, seed)
+            calls += run.model_calls
+            traces.append(run.trace())
+            if run.answer is None:
+                failures = [Failure(f.kind, f.message, task.id) for f in run.failures]
+                failures.append(Failure("no_answer", f"the workflow gave no answer to turn {len(previous)}", task.id))
+                return TaskResult(task.id, seed, 0.0, "\n".join(traces), tuple(failures), {"model_calls": calls})
+            step = env.step(run.answer)
+            previous.append([observation.text, run.answer])
+            if step.done:
+                break
+            observation = step.observation
+        score = float((step.rewards or {}).get(0, 0.0))
+        verdict = step.info.get("verdict", {})
+        output = verdict.get("output", "") or step.illegal_reason or ""
+        traces.append(f"[verifier] {'passed' if score >= 1.0 else 'failed'}: {output}")
+        failures: tuple[Failure, ...] = ()
+        if score < 1.0:
+            kind = "no_code" if not step.legal else "wrong_answer"
+            failures = (Failure(kind, (output or kind).strip()[:300], task.id, {"output": output}),)
+        return TaskResult(task.id, seed, score, "\n".join(traces), failures, {"model_calls": calls})

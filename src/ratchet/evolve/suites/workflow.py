@@ -1,0 +1,207 @@
+"""Driving a candidate's workflow: a step function in the sandbox, serviced from outside it.
+
+A harness whose workflow needs the model (generate -> run the visible examples -> repair) must not
+get the model, the network or the grader. So the workflow is a pure step function the evaluator
+drives::
+
+    def step(state: dict) -> dict:
+        # state = {"task": {...what the suite shows...}, "files": {path: text of the candidate's
+        #          non-Python files, e.g. prompts/system.md}, "events": [...], "seed": int}
+        return {"call_model": [{"role": "system", "content": ...}, ...], "max_tokens": 400}
+        #   or {"run_tests": "program text"}      or {"answer": "final answer"}
+
+``step`` runs in a sandbox worker (no network, read-only filesystem, time limit). The driver
+services each request outside it: ``call_model`` through the run's accounted model (every call
+counts against the budget; the reply comes back as an event), ``run_tests`` in a second, separate
+sandbox (the program's output or error comes back as an event). The events are appended to
+``state["events"]`` and ``step`` is called again, until it answers or a limit is reached. The
+workflow is stateless between calls: everything it needs is in ``state``.
+
+Events: ``{"kind": "model", "messages": [...], "reply": str}`` and
+``{"kind": "tests", "code": str, "passed": bool, "timed_out": bool, "output": str}``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ratchet.contracts import Candidate, Failure, Message, Model, RatchetError
+from ratchet.evolve.suites.config import WorkflowOptions
+from ratchet.sandbox import HarnessError, HarnessTimeout, Sandbox, SandboxConfig
+
+#: The module that runs a test program in the test sandbox, its prints captured.
+CHECKER_SOURCE = '''
+import contextlib
+import io
+
+
+def run(program):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(program, "program.py", "exec"), {"__name__": "__main__"})
+    return out.getvalue()[-4000:]
+'''
+_ACTIONS = ("call_model", "run_tests", "answer")
+
+
+@dataclass(frozen=True)
+class ProgramResult:
+    """What running one program in the test sandbox gave."""
+
+    passed: bool
+    output: str
+    timed_out: bool = False
+
+
+def run_program(sandbox: Sandbox, program: str, timeout_s: float) -> ProgramResult:
+    """Run ``program`` in ``sandbox`` (a checker sandbox); a failure or a timeout is a result."""
+    try:
+        return ProgramResult(True, str(sandbox.call("run", program, timeout_s=timeout_s)))
+    except HarnessTimeout as exc:
+        return ProgramResult(False, exc.feedback()[-2000:], timed_out=True)
+    except HarnessError as exc:
+        return ProgramResult(False, exc.feedback()[-2000:])
+
+
+def checker_sandbox(timeout_s: float, memory_mb: int) -> Sandbox:
+    """A sandbox that runs whole programs (tests) through :data:`CHECKER_SOURCE`."""
+    return Sandbox({"checker.py": CHECKER_SOURCE}, entry="checker.py",
+                   config=SandboxConfig(call_timeout_s=timeout_s, memory_mb=memory_mb))
+
+
+@dataclass
+class WorkflowRun:
+    """One task's run of the workflow: its answer (None when it gave none) and what happened."""
+
+    answer: str | None
+    events: list[dict[str, Any]] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
+    steps: int = 0
+
+    @property
+    def model_calls(self) -> int:
+        return sum(e["kind"] == "model" for e in self.events)
+
+    @property
+    def test_runs(self) -> int:
+        return sum(e["kind"] == "tests" for e in self.events)
+
+    def trace(self, limit: int = 1200) -> str:
+        """What happened, as text a reflective proposer reads."""
+        lines = []
+        for event in self.events:
+            if event["kind"] == "model":
+                lines.append(f"[model call] reply:\n{_clip(event['reply'], limit)}")
+            else:
+                status = "timed out" if event["timed_out"] else "passed" if event["passed"] else "failed"
+                lines.append(f"[run_tests] {status}:\n{_clip(event['output'], limit)}")
+        lines += [f"[{f.kind}] {f.message}" for f in self.failures]
+        if self.answer is not None:
+            lines.append(f"[answer]\n{_clip(self.answer, limit)}")
+        return "\n".join(lines)
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit // 2] + "\n[...]\n" + text[-limit // 2:]
+
+
+class WorkflowDriver:
+    """Runs one candidate's ``step`` workflow on tasks; close it (or use ``with``) when done."""
+
+    def __init__(self, candidate: Candidate, options: WorkflowOptions, model: Model | None) -> None:
+        self.options = options
+        self.model = model
+        self.files = {p: t for p, t in candidate.files.items() if not p.endswith(".py")}
+        self.load_error: str | None = None
+        self.sandbox: Sandbox | None = None
+        try:
+            self.sandbox = Sandbox(dict(candidate.files), entry=options.entry,
+                                   config=SandboxConfig(call_timeout_s=options.step_timeout_s,
+                                                        memory_mb=options.memory_mb))
+        except HarnessError as exc:
+            self.load_error = exc.feedback()
+        self.tests = checker_sandbox(options.test_timeout_s, options.memory_mb)
+
+    def __enter__(self) -> WorkflowDriver:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self.sandbox is not None:
+            self.sandbox.close()
+        self.tests.close()
+
+    def run(self, task: dict[str, Any], seed: int) -> WorkflowRun:
+        """Drive the workflow on one task until it answers; never raises for a bad workflow."""
+        opts = self.options
+        outcome = WorkflowRun(answer=None)
+        if self.sandbox is None:
+            outcome.failures.append(Failure("workflow_error", self.load_error or "the workflow did not load"))
+            return outcome
+        state: dict[str, Any] = {"task": task, "files": self.files, "events": outcome.events, "seed": seed}
+        for index in range(opts.max_steps):
+            outcome.steps = index + 1
+            try:
+                action = self.sandbox.call("step", state, seed=seed + index)
+            except HarnessError as exc:
+                outcome.failures.append(Failure("workflow_error", exc.feedback()[-2000:]))
+                return outcome
+            kind, error = _action_kind(action)
+            if kind is None:
+                outcome.failures.append(Failure("workflow_error", error))
+                return outcome
+            value = action[kind]
+            if kind == "answer":
+                outcome.answer = value
+                return outcome
+            if kind == "call_model":
+                if outcome.model_calls >= opts.max_model_calls:
+                    outcome.failures.append(Failure("workflow_limit", f"asked for more than {opts.max_model_calls} model calls"))
+                    return outcome
+                messages, error = _messages(value)
+                if messages is None:
+                    outcome.failures.append(Failure("workflow_error", error))
+                    return outcome
+                reply = self._complete(messages, action.get("max_tokens"), seed * 1000 + index)
+                outcome.events.append({"kind": "model", "messages": messages, "reply": reply})
+            else:
+                if outcome.test_runs >= opts.max_test_runs:
+                    outcome.failures.append(Failure("workflow_limit", f"asked for more than {opts.max_test_runs} test runs"))
+                    return outcome
+                result = run_program(self.tests, value, opts.test_timeout_s)
+                outcome.events.append({"kind": "tests", "code": value, "passed": result.passed,
+                                       "timed_out": result.timed_out, "output": result.output})
+        outcome.failures.append(Failure("workflow_limit", f"no answer after {opts.max_steps} steps"))
+        return outcome
+
+    def _complete(self, messages: list[Message], wanted: Any, seed: int) -> str:
+        if self.model is None:
+            raise RatchetError("the workflow asked for a model call and the run has no model",
+                               hint="give the run a model (model: local:qwen2.5-coder-0.5b)")
+        cap = self.options.max_tokens
+        max_tokens = min(int(wanted), cap) if isinstance(wanted, int) and wanted > 0 else cap
+        return self.model.complete(messages, temperature=self.options.temperature,
+                                   max_tokens=max_tokens, seed=seed).text
+
+
+def _action_kind(action: Any) -> tuple[str | None, str]:
+    if not isinstance(action, dict):
+        return None, f"step() must return a dict, it returned {type(action).__name__}"
+    kinds = [k for k in _ACTIONS if k in action]
+    if len(kinds) != 1:
+        return None, f"step() must return exactly one of {', '.join(_ACTIONS)}; it returned keys {sorted(action)}"
+    kind = kinds[0]
+    if kind != "call_model" and not isinstance(action[kind], str):
+        return None, f"step()'s {kind} must be a string"
+    return kind, ""
+
+
+def _messages(value: Any) -> tuple[list[Message] | None, str]:
+    ok = isinstance(value, list) and value and all(
+        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in value)
+    if not ok:
+        return None, "call_model must be a non-empty list of {role, content} messages with string values"
+    return [{"role": m["role"], "content": m["content"]} for m in value], ""

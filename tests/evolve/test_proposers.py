@@ -1,0 +1,425 @@
+"""Proposers with the scripted model: every proposer, the diff fallback, unusable replies, claims."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from ratchet.contracts import Candidate, Decision, Failure, Proposer, RatchetError, TaskResult
+from ratchet.evolve.context import EngineContext
+from ratchet.evolve.manifest import Manifest
+from ratchet.evolve.proposers.agentic import AgenticProposer, AgentOutcome, AgentTask, ToolError
+from ratchet.evolve.proposers.base import NO_CLAIM, SKIPS_FILE
+from ratchet.evolve.proposers.config import (
+    AgenticOptions,
+    ControlOptions,
+    DiffOptions,
+    MergeOptions,
+    ReflectiveOptions,
+)
+from ratchet.evolve.proposers.controls import CosmeticProposer, NoopProposer
+from ratchet.evolve.proposers.diff import DiffProposer
+from ratchet.evolve.proposers.merge import MergeProposer
+from ratchet.evolve.proposers.parsing import apply_blocks, extract_file, parse_blocks, parse_claim
+from ratchet.evolve.proposers.reflective import ReflectiveProposer
+from ratchet.models.scripted import ScriptedModel
+
+WORKFLOW = "def step(state):\n    return {'answer': 'x'}\n"
+PROMPT = "You write Python.\n"
+
+
+class Archive:
+    """An in-test ArchiveView: candidates with statuses, per-split results, rejected attempts."""
+
+    def __init__(self) -> None:
+        self.items: dict[str, tuple[Candidate, str]] = {}
+        self.by_split: dict[tuple[str, str], list[TaskResult]] = {}
+        self.rejects: list[tuple[Candidate, Decision]] = []
+
+    def add(self, candidate: Candidate, status: str = "accepted", **scores: float) -> Candidate:
+        self.items[candidate.id] = (candidate, status)
+        self.by_split[(candidate.id, "search")] = [
+            TaskResult(task, 0, score, trace=f"trace of {task}: got {score}",
+                       failures=() if score >= 1 else (Failure("test_failed", f"{task} assertion failed", task),))
+            for task, score in scores.items()
+        ]
+        return candidate
+
+    def candidates(self, status: str | None = None) -> list[Candidate]:
+        return [c for c, s in self.items.values() if status is None or s == status]
+
+    def results(self, candidate_id: str, split: str) -> list[TaskResult]:
+        return self.by_split.get((candidate_id, split), [])
+
+    def score(self, candidate_id: str, split: str) -> float | None:
+        rs = self.results(candidate_id, split)
+        return sum(r.score for r in rs) / len(rs) if rs else None
+
+    def children(self, candidate_id: str) -> list[str]:
+        return [c.id for c, _ in self.items.values() if c.parent_id == candidate_id]
+
+    def rejected(self, limit: int = 10) -> list[tuple[Candidate, Decision]]:
+        return self.rejects[-limit:]
+
+
+class Run:
+    """What a proposer writes to the run store: skip records."""
+
+    def __init__(self) -> None:
+        self.records: list[tuple[str, dict]] = []
+
+    def append_jsonl(self, relpath: str, record: dict) -> None:
+        self.records.append((relpath, record))
+
+
+def make_ctx(tmp_path: Path, model: ScriptedModel | None, **extra) -> EngineContext:
+    manifest = Manifest(name="coder", editable=["workflow.py", "prompts/*.md", "proposer/*.md"],
+                        protected=["evolve.yaml"])
+    return EngineContext(manifest, tmp_path, model=model, run=Run(), extra=extra)
+
+
+def root() -> Candidate:
+    return Candidate.from_files("coder", {"workflow.py": WORKFLOW, "prompts/system.md": PROMPT})
+
+
+def fenced(text: str, lang: str = "python") -> str:
+    return f"```{lang}\n{text}```\n"
+
+
+CLAIM = "TARGET: t2 fails on empty input\nROOT CAUSE: no check for []\nFLIPS: t2, t9\n"
+NEW_WORKFLOW = "def step(state):\n    return {'answer': 'y'}\n"
+
+
+def only_workflow() -> list[str]:
+    return ["workflow.py"]
+
+
+def test_every_proposer_satisfies_the_protocol(tmp_path) -> None:
+    ctx = make_ctx(tmp_path, ScriptedModel([]), agent_runtime=object())
+    for proposer in (ReflectiveProposer(ReflectiveOptions(), ctx), DiffProposer(DiffOptions(), ctx),
+                     MergeProposer(MergeOptions(), ctx), AgenticProposer(AgenticOptions(), ctx),
+                     NoopProposer(ControlOptions(), ctx), CosmeticProposer(ControlOptions(), ctx)):
+        assert isinstance(proposer, Proposer)
+
+
+# ------------------------------------------------------------------------------------ reflective
+
+
+def test_reflective_rewrites_one_surface_from_failures_and_rejections(tmp_path) -> None:
+    model = ScriptedModel([CLAIM + fenced(NEW_WORKFLOW)])
+    ctx = make_ctx(tmp_path, model)
+    archive = Archive()
+    parent = archive.add(root(), t1=1.0, t2=0.0, t3=0.0)
+    bad = Candidate.from_files("coder", {"workflow.py": "pass\n"}, parent.id,
+                               claim={"target": "speed"}, proposal={"surfaces": ["workflow.py"]})
+    archive.rejects.append((bad, Decision(False, "held-in 0.30 vs parent 0.33: inside the noise")))
+    proposal = ReflectiveProposer(ReflectiveOptions(surfaces=only_workflow()), ctx).propose(
+        parent, archive, random.Random(0))
+    assert proposal is not None
+    assert proposal.files == {"workflow.py": NEW_WORKFLOW}
+    assert proposal.parents == (parent.id,) and proposal.proposer == "reflective"
+    # t9 is not a task the model could know: it is not kept as a prediction
+    assert proposal.claim.target == "t2 fails on empty input" and proposal.claim.predicted_flips == ("t2",)
+    prompt = model.calls[0]["messages"][0]["content"]
+    assert "trace of t2: got 0.0" in prompt and "t2 assertion failed" in prompt
+    assert "trace of t1" not in prompt  # passing tasks are not shown as failures
+    assert "inside the noise" in prompt and "speed" in prompt
+    assert WORKFLOW in prompt
+
+
+def test_reflective_unparseable_reply_is_none_with_a_recorded_reason(tmp_path) -> None:
+    ctx = make_ctx(tmp_path, ScriptedModel(["I think the code is fine as it is."]))
+    archive = Archive()
+    parent = archive.add(root(), t1=0.0)
+    proposer = ReflectiveProposer(ReflectiveOptions(surfaces=only_workflow()), ctx)
+    assert proposer.propose(parent, archive, random.Random(0)) is None
+    assert "no fenced block" in proposer.last_reason
+    [(path, record)] = ctx.run.records
+    assert path == SKIPS_FILE and record["proposer"] == "reflective" and record["parent"] == parent.id
+    assert "code is fine" in record["reply"]
+
+
+def test_reflective_cut_off_reply_is_refused(tmp_path) -> None:
+    ctx = make_ctx(tmp_path, ScriptedModel([CLAIM + "```python\ndef step(state):\n    return {"]))
+    archive = Archive()
+    parent = archive.add(root(), t1=0.0)
+    proposer = ReflectiveProposer(ReflectiveOptions(surfaces=only_workflow()), ctx)
+    assert proposer.propose(parent, archive, random.Random(0)) is None
+    assert "never closed" in proposer.last_reason
+
+
+def test_reflective_change_without_a_claim_still_counts(tmp_path) -> None:
+    ctx = make_ctx(tmp_path, ScriptedModel([fenced(NEW_WORKFLOW)]))
+    archive = Archive()
+    parent = archive.add(root(), t1=0.0)
+    proposal = ReflectiveProposer(ReflectiveOptions(surfaces=only_workflow()), ctx).propose(
+        parent, archive, random.Random(0))
+    assert proposal is not None and proposal.claim.target == NO_CLAIM and proposal.meta["claim_stated"] is False
+
+
+def test_proposer_prompt_read_from_the_candidate_surface_then_workspace(tmp_path) -> None:
+    model = ScriptedModel([CLAIM + fenced(NEW_WORKFLOW)] * 2)
+    ctx = make_ctx(tmp_path, model)
+    archive = Archive()
+    options = ReflectiveOptions(surfaces=only_workflow(), template="proposer/reflective.md")
+    (tmp_path / "proposer").mkdir()
+    (tmp_path / "proposer" / "reflective.md").write_text("WORKSPACE TEMPLATE for $surface_path")
+    parent = archive.add(root(), t1=0.0)
+    proposal = ReflectiveProposer(options, ctx).propose(parent, archive, random.Random(0))
+    assert model.calls[0]["messages"][0]["content"] == "WORKSPACE TEMPLATE for workflow.py"
+    assert proposal.meta["template"] == "workspace:proposer/reflective.md"
+    evolved = Candidate.from_files("coder", {**parent.files, "proposer/reflective.md": "EVOLVED {x} $failures"})
+    archive.add(evolved, t1=0.0)
+    ReflectiveProposer(options, ctx).propose(evolved, archive, random.Random(0))
+    assert model.calls[1]["messages"][0]["content"].startswith("EVOLVED {x} ### task t1")
+
+
+def test_the_proposer_prompt_itself_can_be_the_surface_changed(tmp_path) -> None:
+    new_prompt = "Improve $surface_path. $failures $claim_format\n"
+    ctx = make_ctx(tmp_path, ScriptedModel([CLAIM + fenced(new_prompt, "markdown")]))
+    archive = Archive()
+    parent = archive.add(Candidate.from_files("coder", {**root().files, "proposer/reflective.md": "old\n"}), t1=0.0)
+    proposal = ReflectiveProposer(ReflectiveOptions(surfaces=["proposer/*"]), ctx).propose(
+        parent, archive, random.Random(0))
+    assert proposal.files == {"proposer/reflective.md": new_prompt}
+
+
+# ------------------------------------------------------------------------------------ diff
+
+
+def diff_reply(search: str, replace: str) -> str:
+    return CLAIM + f"<<<<<<< SEARCH\n{search}=======\n{replace}>>>>>>> REPLACE\n"
+
+
+def test_diff_applies_search_replace_blocks(tmp_path) -> None:
+    model = ScriptedModel([diff_reply("    return {'answer': 'x'}\n", "    return {'answer': 'y'}\n")])
+    ctx = make_ctx(tmp_path, model)
+    archive = Archive()
+    parent = archive.add(root(), t1=1.0, t2=0.0)
+    proposal = DiffProposer(DiffOptions(surfaces=only_workflow()), ctx).propose(parent, archive, random.Random(0))
+    assert proposal.files == {"workflow.py": NEW_WORKFLOW}
+    assert proposal.meta["applied"] is True and "fallback" not in proposal.meta and len(model.calls) == 1
+    assert proposal.claim.predicted_flips == ("t2",)
+
+
+def test_diff_falls_back_to_a_whole_file_rewrite_when_a_block_does_not_apply(tmp_path) -> None:
+    model = ScriptedModel([diff_reply("    return {'answer': 'z'}\n", "    return 1\n"),
+                           "TARGET: t2 fails\nFLIPS: t2\n" + fenced(NEW_WORKFLOW)])
+    ctx = make_ctx(tmp_path, model)
+    archive = Archive()
+    parent = archive.add(root(), t2=0.0)
+    proposal = DiffProposer(DiffOptions(surfaces=only_workflow()), ctx).propose(parent, archive, random.Random(0))
+    assert proposal is not None and proposal.files == {"workflow.py": NEW_WORKFLOW}
+    assert proposal.meta["applied"] is False and proposal.meta["fallback"] == "package:rewrite_after_diff.md"
+    assert "not in the file" in proposal.meta["diff_error"]
+    second = model.calls[1]["messages"][0]["content"]
+    assert "could not be\napplied" in second and "'answer': 'z'" in second  # it sees its failed edit
+    assert proposal.claim.target == "t2 fails"
+
+
+def test_diff_without_fallback_gives_up_with_the_reason(tmp_path) -> None:
+    ctx = make_ctx(tmp_path, ScriptedModel([diff_reply("nothing like it\n", "x\n")]))
+    archive = Archive()
+    parent = archive.add(root(), t2=0.0)
+    proposer = DiffProposer(DiffOptions(surfaces=only_workflow(), fallback=False), ctx)
+    assert proposer.propose(parent, archive, random.Random(0)) is None
+    assert "not in the file" in proposer.last_reason
+
+
+def test_diff_fallback_unparseable_too_is_none_not_an_exception(tmp_path) -> None:
+    ctx = make_ctx(tmp_path, ScriptedModel([diff_reply("absent\n", "x\n"), "sorry, I cannot"]))
+    archive = Archive()
+    parent = archive.add(root(), t2=0.0)
+    proposer = DiffProposer(DiffOptions(surfaces=only_workflow()), ctx)
+    assert proposer.propose(parent, archive, random.Random(0)) is None
+    assert "diff did not apply" in proposer.last_reason and "fallback" in proposer.last_reason
+    assert ctx.run.records[0][1]["fallback_reply"] == "sorry, I cannot"
+
+
+def test_diff_reply_with_a_whole_file_instead_of_blocks_is_taken(tmp_path) -> None:
+    model = ScriptedModel([CLAIM + fenced(NEW_WORKFLOW)])
+    ctx = make_ctx(tmp_path, model)
+    archive = Archive()
+    parent = archive.add(root(), t2=0.0)
+    proposal = DiffProposer(DiffOptions(surfaces=only_workflow()), ctx).propose(parent, archive, random.Random(0))
+    assert proposal.files == {"workflow.py": NEW_WORKFLOW} and proposal.meta["applied"] == "whole-file"
+    assert len(model.calls) == 1
+
+
+# ------------------------------------------------------------------------------------ merge
+
+
+def merge_archive() -> tuple[Archive, Candidate, Candidate, Candidate]:
+    archive = Archive()
+    base = archive.add(root(), t1=0.0, t2=0.0, t3=0.0)
+    a = archive.add(Candidate.from_files("coder", {**base.files, "workflow.py": NEW_WORKFLOW}, base.id),
+                    t1=1.0, t2=0.0, t3=0.0)
+    b = archive.add(Candidate.from_files("coder", {**base.files, "prompts/system.md": "Be careful.\n"}, base.id),
+                    t1=0.0, t2=1.0, t3=1.0)
+    archive.add(Candidate.from_files("coder", {**base.files, "prompts/system.md": "Rejected.\n"}, base.id),
+                "rejected", t1=1.0, t2=1.0, t3=1.0)
+    return archive, base, a, b
+
+
+def test_merge_takes_each_surface_from_the_parent_that_changed_it(tmp_path) -> None:
+    archive, base, a, b = merge_archive()
+    proposal = MergeProposer(MergeOptions(), make_ctx(tmp_path, None)).propose(a, archive, random.Random(0))
+    assert proposal.parents == (a.id, b.id) and proposal.meta["ancestor"] == base.id
+    assert proposal.files == {"prompts/system.md": "Be careful.\n"}  # a keeps its workflow.py
+    assert proposal.claim.predicted_flips == ("t2", "t3")  # what b wins over a
+
+
+def test_merge_when_both_changed_a_surface_takes_the_winner_or_asks_the_model(tmp_path) -> None:
+    archive, base, a, _ = merge_archive()
+    c = archive.add(Candidate.from_files("coder", {**base.files, "workflow.py": "def step(state):\n    return 2\n"},
+                                         base.id), t1=0.0, t2=1.0, t3=1.0)
+    archive.items = {k: v for k, v in archive.items.items() if v[0].files.get("prompts/system.md") == PROMPT}
+    ctx = make_ctx(tmp_path, None)
+    proposal = MergeProposer(MergeOptions(), ctx).propose(a, archive, random.Random(0))
+    assert proposal.meta["both_changed"] == ["workflow.py"] and proposal.files == {"workflow.py": c.files["workflow.py"]}
+    merged = "def step(state):\n    return 3\n"
+    model = ScriptedModel(["TARGET: keep both\nFLIPS: 2, 3\n" + fenced(merged)])
+    proposal = MergeProposer(MergeOptions(mode="llm"), make_ctx(tmp_path, model)).propose(a, archive, random.Random(0))
+    assert proposal.files == {"workflow.py": merged} and proposal.claim.predicted_flips == ("t2", "t3")
+    prompt = model.calls[0]["messages"][0]["content"]
+    assert NEW_WORKFLOW in prompt and "return 2" in prompt and "t2, t3" in prompt
+
+
+def test_merge_with_no_second_parent_is_none_with_a_reason(tmp_path) -> None:
+    archive = Archive()
+    parent = archive.add(root(), t1=0.0)
+    proposer = MergeProposer(MergeOptions(), make_ctx(tmp_path, None))
+    assert proposer.propose(parent, archive, random.Random(0)) is None
+    assert "no other 'accepted' candidate" in proposer.last_reason
+
+
+# ------------------------------------------------------------------------------------ agentic
+
+
+class FakeRuntime:
+    """A double of the tool-using runtime: reads a trace, tries a protected file, edits one."""
+
+    def __init__(self) -> None:
+        self.refused: list[str] = []
+        self.seen: list[str] = []
+
+    def run(self, task: AgentTask) -> AgentOutcome:
+        tools = task.tools
+        self.seen.append(tools.read_trace("t2"))
+        self.seen.append(task.instructions)
+        try:
+            tools.write_file("evolve.yaml", "hacked: true\n")
+        except ToolError as exc:
+            self.refused.append(str(exc))
+        tools.write_file("workflow.py", tools.read_file("workflow.py").replace("'x'", "'y'"))
+        return AgentOutcome("Done.\nTARGET: t2\nROOT CAUSE: wrong answer\nFLIPS: t2", [{"tool": "write_file"}])
+
+
+def test_agentic_proposer_edits_files_through_tools_and_records_a_claim(tmp_path) -> None:
+    runtime = FakeRuntime()
+    ctx = make_ctx(tmp_path, None, agent_runtime=runtime)
+    archive = Archive()
+    parent = archive.add(root(), t1=1.0, t2=0.0)
+    proposal = AgenticProposer(AgenticOptions(), ctx).propose(parent, archive, random.Random(0))
+    assert proposal.files == {"workflow.py": NEW_WORKFLOW}
+    assert proposal.claim.predicted_flips == ("t2",) and proposal.meta["tool_calls"] == 4
+    assert "trace of t2" in runtime.seen[0] and "t2" in runtime.seen[1]
+    assert runtime.refused and "not an editable surface" in runtime.refused[0]
+
+
+def test_agentic_proposer_without_a_runtime_refuses_to_start(tmp_path) -> None:
+    with pytest.raises(RatchetError, match="does not ship one yet"):
+        AgenticProposer(AgenticOptions(), make_ctx(tmp_path, None))
+
+
+def test_agentic_agent_that_changes_nothing_is_none(tmp_path) -> None:
+    class Idle:
+        def run(self, task: AgentTask) -> AgentOutcome:
+            return AgentOutcome("I looked around.")
+
+    proposer = AgenticProposer(AgenticOptions(), make_ctx(tmp_path, None, agent_runtime=Idle()))
+    archive = Archive()
+    assert proposer.propose(archive.add(root(), t1=0.0), archive, random.Random(0)) is None
+    assert "changed no editable file" in proposer.last_reason
+
+
+# ------------------------------------------------------------------------------------ controls
+
+
+def test_noop_and_cosmetic_controls(tmp_path) -> None:
+    ctx = make_ctx(tmp_path, None)
+    archive = Archive()
+    parent = archive.add(root())
+    noop = NoopProposer(ControlOptions(), ctx).propose(parent, archive, random.Random(0))
+    assert noop.files == {} and noop.claim.predicted_flips == ()
+    cosmetic = CosmeticProposer(ControlOptions(), ctx)
+    changed = set()
+    for seed in range(6):
+        proposal = cosmetic.propose(parent, archive, random.Random(seed))
+        [(path, text)] = proposal.files.items()
+        changed.add(path)
+        assert text != parent.files[path] and text.startswith(parent.files[path])
+        if path.endswith(".py"):
+            compile(text, path, "exec")  # still the same program
+            assert text.splitlines()[-1].startswith("# cosmetic")
+        else:
+            assert text.splitlines()[-1].startswith("<!-- cosmetic")
+    assert changed == {"workflow.py", "prompts/system.md"}
+
+
+# ------------------------------------------------------------------------------------ parsing
+
+
+@pytest.mark.parametrize("reply, target, cause, flips", [
+    ("TARGET: empty list\nROOT CAUSE: index error\nFLIPS: t1, t2", "empty list", "index error", ("t1", "t2")),
+    ("**Target:** empty list\n**Root cause:** index error\n**Predicted flips:** `t1` and [t2]",
+     "empty list", "index error", ("t1", "t2")),
+    ("- target - empty list\n- root_cause = index error\n- flips: t1;t2.", "empty list", "index error", ("t1", "t2")),
+    ("1. Target failure: empty list\n2. Cause: index error\n3. Tasks to flip: none", "empty list", "index error", ()),
+    ('Here: {"target": "empty list", "root cause": "index error", "predicted_flips": ["t1", 2]}',
+     "empty list", "index error", ("t1", "t2")),
+    ("### TARGET: empty list\nFLIPS: t1, t7, t1", "empty list", "", ("t1",)),
+])
+def test_claim_parsing_is_tolerant(reply, target, cause, flips) -> None:
+    claim = parse_claim(reply, ["t1", "t2", "t3"])
+    assert (claim.target, claim.root_cause, claim.predicted_flips) == (target, cause, flips)
+
+
+def test_claim_parsing_returns_none_and_ignores_code() -> None:
+    assert parse_claim("") is None
+    assert parse_claim("I changed the prompt to be clearer.") is None
+    assert parse_claim("```python\ntarget: int = 3\n```") is None
+    assert parse_claim('{"not": "a claim"}') is None
+    assert parse_claim("TARGET: x\nFLIPS: HumanEval/3, 4", ["HumanEval/3", "HumanEval/4"]).predicted_flips == (
+        "HumanEval/3", "HumanEval/4")
+    assert parse_claim("TARGET: x\nFLIPS: a, b").predicted_flips == ("a", "b")  # no known ids: kept as given
+
+
+def test_file_extraction_and_blocks() -> None:
+    reply = "TARGET: x\n```\nnot it\n```\n```python\ndef f():\n    return 1\n```"
+    assert extract_file(reply, "w.py").text == "def f():\n    return 1\n"
+    assert extract_file("TARGET: x\ndef f():\n    return 1\n", "w.py").text == "def f():\n    return 1\n"
+    assert extract_file("```markdown\nBe brief.\n```", "p.md").text == "Be brief.\n"
+    assert extract_file("no code here", "w.py").text is None
+    text = "a\n  b  \nc\n"
+    assert apply_blocks(text, parse_blocks("<<<<<<<< SEARCH\n  b\n========\nB\n>>>>>>>> REPLACE")) == ("a\nB\nc\n", None)
+    two = parse_blocks("<<<<<<< SEARCH\na\n=======\nA\n>>>>>>> REPLACE\n<<<<<<< SEARCH\nzz\n=======\nZ\n>>>>>>> REPLACE")
+    new, error = apply_blocks(text, two)
+    assert new is None and error.startswith("block 2")
+
+
+def test_failures_shown_once_per_task_worst_seed_first(tmp_path) -> None:
+    model = ScriptedModel([CLAIM + fenced(NEW_WORKFLOW)])
+    archive = Archive()
+    parent = archive.add(root())
+    archive.by_split[(parent.id, "search")] = [
+        TaskResult("t1", 0, 0.5, trace="t1 seed 0"), TaskResult("t1", 1, 0.0, trace="t1 seed 1"),
+        TaskResult("t2", 0, 1.0, trace="t2 passes"), TaskResult("t3", 0, 0.25, trace="t3 seed 0"),
+    ]
+    ReflectiveProposer(ReflectiveOptions(surfaces=only_workflow(), max_traces=1), make_ctx(tmp_path, model)).propose(
+        parent, archive, random.Random(0))
+    prompt = model.calls[0]["messages"][0]["content"]
+    assert "t1 seed 1" in prompt and "t1 seed 0" not in prompt and "t2 passes" not in prompt
+    assert "t3 seed 0" not in prompt and "1 more failing tasks not shown" in prompt
