@@ -9,22 +9,14 @@ changed instead. The claim predicts the tasks the second parent wins and the par
 
 from __future__ import annotations
 
-from statistics import fmean
 from typing import Any
 
 from ratchet.contracts import Candidate, Claim, Proposal
+from ratchet.evolve.archive import per_task_means
 from ratchet.evolve.proposers.base import ModelProposer, pick
 from ratchet.evolve.proposers.config import MergeOptions
 from ratchet.evolve.proposers.parsing import extract_file, parse_claim
 from ratchet.evolve.proposers.reflective import language_of
-
-
-def per_task(results: list[Any]) -> dict[str, float]:
-    """Mean score per task id (several seeds of one task average)."""
-    scores: dict[str, list[float]] = {}
-    for result in results:
-        scores.setdefault(result.task_id, []).append(result.score)
-    return {task: fmean(values) for task, values in scores.items()}
 
 
 def wins(a: dict[str, float], b: dict[str, float]) -> list[str]:
@@ -54,11 +46,11 @@ class MergeProposer(ModelProposer):
     Options = MergeOptions
 
     def second_parent(self, parent: Candidate, archive: Any, rng: Any) -> tuple[Candidate, dict, dict] | None:
-        mine = per_task(self.results(archive, parent.id))
+        mine = per_task_means(self.results(archive, parent.id))
         pool = [c for c in archive.candidates(self.options.pool) if c.id != parent.id and c.files != parent.files]
         if not pool:
             return None
-        scored = [(c, per_task(self.results(archive, c.id))) for c in pool]
+        scored = [(c, per_task_means(self.results(archive, c.id))) for c in pool]
         best = max(len(wins(theirs, mine)) for _, theirs in scored)
         other, theirs = pick(rng, [(c, t) for c, t in scored if len(wins(t, mine)) == best])
         return other, mine, theirs
