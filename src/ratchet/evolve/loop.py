@@ -260,7 +260,10 @@ class Engine:
                         reason=str(exc).splitlines()[0])
             return
         if proposal is None:
-            self._event(kind="step", step=index, parent=parent.id, proposer=proposer.name, status="no_proposal")
+            # Proposers that keep why they had nothing (an unparseable reply, say) have it shown.
+            reason = getattr(proposer, "last_reason", None) or "the proposer had nothing to offer"
+            self._event(kind="step", step=index, parent=parent.id, proposer=proposer.name, status="no_proposal",
+                        reason=reason)
             return
         child = apply(parent, proposal, selection=selection, step=index)
         if child.id == parent.id:  # nothing to store: the "child" is the parent itself
