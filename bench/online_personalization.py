@@ -198,7 +198,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         versions_dir = online_dir(run_dir) / VERSIONS_NAME
         for i in range(len(conversations), args.conversations):
             prompt = CONVERSATION_PROMPTS[i % len(CONVERSATION_PROMPTS)]
-            conv = user.converse(client, run_name, prompt, session=f"{run_name}-c{i}", max_tokens=args.max_tokens,
+            conv = user.converse(client, f"local:{args.model}", prompt, session=f"{run_name}-c{i}", max_tokens=args.max_tokens,
                                  temperature=args.temperature, seed=1000 + i)
             conversations.append({"prompt": prompt, "met": conv.met, "versions": conv.versions,
                                   "replies": [r[:200] for r in conv.replies]})

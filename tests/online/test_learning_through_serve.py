@@ -52,7 +52,7 @@ def _port() -> int:
 def _heldout(client, prompts) -> tuple[list[str], set[int]]:
     replies, versions = [], set()
     for q in prompts:
-        r = client.chat.completions.create(model="m", messages=[{"role": "user", "content": q}], max_tokens=12,
+        r = client.chat.completions.create(model=f"local:{MODEL}", messages=[{"role": "user", "content": q}], max_tokens=12,
                                            temperature=0.0, extra_headers={"X-Turn-Type": "side"})
         replies.append(r.choices[0].message.content or "")
         versions.add(int(r.model_extra["ratchet"]["policy_version"]))
@@ -99,7 +99,7 @@ def test_served_replies_move_toward_the_taught_preference(tmp_path) -> None:
         # Teach until the trainer promotes a version that passes its gate.
         while store.current_number() == 0:
             assert time.monotonic() < deadline, [v.metrics.get("evaluation", {}).get("failed") for v in store.list()]
-            user.converse(client, "m", TRAIN_PROMPTS[i % 30], session=f"c{i}", max_tokens=16, temperature=0.8,
+            user.converse(client, f"local:{MODEL}", TRAIN_PROMPTS[i % 30], session=f"c{i}", max_tokens=16, temperature=0.8,
                           seed=i)
             i += 1
         # The hot swap: serving answers from the promoted version.
