@@ -83,6 +83,16 @@ def test_autoharness_tree_node_and_report(runs):
     assert client.get(f"/autoharness/{run.id}", params={"node": "0" * 16}).status_code == 404
 
 
+def test_a_runs_navigation_links_only_the_views_it_has(runs):
+    client = client_for(runs["root"])
+    play = client.get(f"/autoharness/{runs['autoharness']}").text
+    assert f'href="/learning/{runs["autoharness"]}"' not in play  # that run has no learning state: no 404 tab
+    assert f'href="/evolution/{runs["autoharness"]}"' not in play
+    assert f'href="/trajectories/{runs["autoharness"]}"' in play
+    served = client.get(f"/learning/{runs['serve']}").text
+    assert f'href="/learning/{runs["serve"]}"' in served
+
+
 def test_tree_building_marks_selection_and_samples():
     rows = [{"id": "a", "parent_id": None, "status": "evaluated", "score": 0.5},
             {"id": "b", "parent_id": "a", "status": "evaluated", "score": 0.8},

@@ -63,8 +63,10 @@ class UI:
         return Run(self.store.root, self.store.index, record)
 
     def render(self, request: Request, template: str, context: dict[str, Any], status_code: int = 200) -> HTMLResponse:
+        run_id = context.get("run_id")
+        run_path = self.run_dir(run_id) if run_id else None
         base = {
-            "nav": [v for v in self.views if v.nav],
+            "nav": [v for v in self.views if v.nav and (run_path is None or v.applies(run_path))],
             "poll_ms": int(self.config.poll_s * 1000),
             # Forms carry the token explicitly: the cookie alone never authorises a change.
             "form_token": self.token or "",

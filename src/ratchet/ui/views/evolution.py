@@ -7,6 +7,7 @@ and ``reject`` do."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Form, HTTPException, Request
@@ -17,14 +18,20 @@ from ratchet.contracts import RatchetError
 from ratchet.evolve import approval
 from ratchet.evolve.archive import Archive, per_task_means
 from ratchet.evolve.loop import CHECKPOINT, EVENTS
-from ratchet.store import Run
+from ratchet.store import Run, read_json
 from ratchet.ui.context import Page, ui_of
 from ratchet.ui.lineage import LineageNode, lineage_svg
 from ratchet.ui.plots import Series, line_chart
 from ratchet.ui.views import View
 
 router = APIRouter()
-view = View("evolution", "Evolution", router)
+
+
+def _has_archive(run_dir: Path) -> bool:
+    return (run_dir / EVENTS).is_file() or (read_json(run_dir / "run.json") or {}).get("kind") == "evolve"
+
+
+view = View("evolution", "Evolution", router, applies=_has_archive)
 
 #: The splits a candidate can have results on, in the order a step makes them.
 SPLITS = ("smoke", "search", "heldin", "guard", "heldout")

@@ -22,7 +22,8 @@ from ratchet.ui.plots import Series, line_chart
 from ratchet.ui.views import View
 
 router = APIRouter()
-view = View("learning", "Learning from use", router)
+view = View("learning", "Learning from use", router,
+            applies=lambda run_dir: (online_dir(run_dir) / QUEUE_NAME).is_file())
 
 RECENT_SESSIONS = 20
 
