@@ -1,0 +1,30 @@
+"""The synthetic ``noisy`` suite with a pause per task, so that a task is still running when a test
+kills its worker. Named in configs as ``slow_suite:SlowSuite`` (this folder is on the workers' path)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from pydantic import Field
+
+from ratchet.contracts import Candidate, Task, TaskResult
+from ratchet.evolve.context import EngineContext
+from ratchet.evolve.suites.synthetic import NoisyOptions, NoisySuite
+
+
+class SlowOptions(NoisyOptions):
+    pause_s: float = Field(default=0.05, ge=0)
+    """Seconds each task evaluation sleeps before answering."""
+
+
+class SlowSuite(NoisySuite):
+    name = "slow-noisy"
+
+    def __init__(self, options: SlowOptions, ctx: EngineContext | None = None) -> None:
+        super().__init__(options, ctx)
+        self.options: SlowOptions = options
+
+    def evaluate(self, candidate: Candidate, tasks: Sequence[Task], seed: int) -> list[TaskResult]:
+        time.sleep(self.options.pause_s * len(tasks))
+        return super().evaluate(candidate, tasks, seed)
