@@ -56,7 +56,7 @@ Examples:
 RootOption = typer.Option(None, "--root", help="Run store directory (default: $RATCHET_RUNS or ./runs).")
 SetOption = typer.Option([], "--set", help="Override a config field: --set iterations=20 --set gate.options.alpha=0.01")
 ThreadsOption = typer.Option(None, help="llama.cpp threads for a local model.")
-ExecutorOption = typer.Option(None, "--executor", help="Where task evaluations run: local | ray [default: local, in this process].")
+ExecutorOption = typer.Option(None, "--executor", help="Where task evaluations run: local | ray (default: local, in this process).")
 AddressOption = typer.Option(None, "--address", help="Ray cluster to join: auto | ray://HOST:10001 (with --executor ray).")
 WorkersOption = typer.Option(None, "--workers", help="Evaluations in flight at once (local processes or Ray tasks).")
 
