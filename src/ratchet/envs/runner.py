@@ -427,9 +427,10 @@ def run_rollouts(
         for result in pool.map(_play, jobs):
             results.append(result)
             if run is not None:
+                # A finished episode's steps are all known: one write and one fsync for them, not
+                # one per step (the driver writes every episode, so this is its cost per result).
                 with run.step_writer(result.summary.episode_id) as writer:
-                    for step in result.steps:
-                        writer.write(step)
+                    writer.write_many(result.steps)
                 run.add_episode(result.summary)
     finally:
         pool.progress = saved_progress
