@@ -28,3 +28,13 @@ class SlowSuite(NoisySuite):
     def evaluate(self, candidate: Candidate, tasks: Sequence[Task], seed: int) -> list[TaskResult]:
         time.sleep(self.options.pause_s * len(tasks))
         return super().evaluate(candidate, tasks, seed)
+
+
+class ModelSuite(NoisySuite):
+    """A suite that keeps the engine's context, model included, as the workflow suites do."""
+
+    name = "model-noisy"
+
+    def __init__(self, options: NoisyOptions, ctx: EngineContext | None = None) -> None:
+        super().__init__(options, ctx)
+        self.ctx = ctx
