@@ -3,6 +3,7 @@
     ratchet evolve run.yaml                          # start (``run`` may be left out)
     ratchet evolve run.yaml --set iterations=20 --set budget.max_calls=200
     ratchet evolve resume RUN_ID                     # after a kill, a budget stop, an approval
+    ratchet evolve run.yaml --executor ray --address auto   # evaluations as Ray tasks on a cluster
     ratchet evolve status RUN_ID
     ratchet evolve diff RUN_ID CAND                  # a candidate against its parent
     ratchet evolve approve RUN_ID CAND               # release a candidate held for approval
@@ -46,6 +47,7 @@ Examples:
   ratchet evolve examples/humaneval-coder/evolve.yaml
   ratchet evolve run.yaml --set iterations=20 --set budget.max_calls=200
   ratchet evolve resume RUN_ID
+  ratchet evolve run.yaml --executor ray --address auto
   ratchet evolve status RUN_ID
   ratchet evolve diff RUN_ID CAND
   ratchet evolve approve RUN_ID CAND
