@@ -1,6 +1,7 @@
 """A local Ray cluster (a head and two worker nodes, each its own raylet process on this machine)
 runs an AutoHarness suite and an engine run while a test kills one of the workers mid-run: the
-results equal the local executor's, nothing is lost, and nothing is counted twice."""
+results equal the local executor's, nothing is lost, and nothing is counted twice. Rollouts on it
+equal the local ones."""
 
 from __future__ import annotations
 
@@ -17,9 +18,14 @@ import pytest
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'ratchet[ray]')")
 from ray.cluster_utils import Cluster  # noqa: E402
 
+from typer.testing import CliRunner  # noqa: E402
+
 from ratchet.autoharness.batch import BATCH_KIND, run_suite  # noqa: E402
+from ratchet.cli import app  # noqa: E402
 from ratchet.autoharness.config import AutoHarnessConfig  # noqa: E402
 from ratchet.autoharness.jobs import LOST  # noqa: E402
+from ratchet.envs.agents import AgentSpec  # noqa: E402
+from ratchet.envs.runner import RolloutConfig, run_rollouts  # noqa: E402
 from ratchet.evolve.cache import EVALS  # noqa: E402
 from ratchet.evolve.config import EvolveConfig  # noqa: E402
 from ratchet.evolve.loop import EVENTS, Engine  # noqa: E402
@@ -196,3 +202,23 @@ def test_an_engine_run_on_ray_with_a_worker_killed_equals_the_local_run(cluster,
     assert len(set(on_ray["evals"])) == len(on_ray["evals"])
     assert summary["lost_attempts"] == executor.stats.lost and summary["retried"] == executor.stats.retried
     executor.close()
+    shown = CliRunner().invoke(app, ["evolve", "status", run.id, "--root", str(tmp_path / "ray" / "runs")])
+    assert shown.exit_code == 0, shown.output
+    assert f"workers lost: {summary['lost_attempts']} evaluation attempts" in " ".join(shown.output.split())
+
+
+# -- Rollouts: one task per episode ---------------------------------------------------------
+
+
+def _episodes(root: Path, executor: Any) -> list[tuple]:
+    run = RunStore(root).create_run("rollouts", {})
+    report = run_rollouts("TicTacToe-v0", AgentSpec("random-legal", game="TicTacToe-v0"), list(range(6)),
+                          RolloutConfig(opponent="random-legal"), run=run, executor=executor)
+    stored = [(e["episode_id"], len(run.steps(e["episode_id"]))) for e in run.episodes()]
+    assert sorted(stored) == sorted((e.episode_id, e.steps) for e in report.episodes)  # the driver wrote each
+    return [(e.episode_id, e.seed, e.steps, e.illegal_steps, tuple(sorted(e.rewards.items()))) for e in report.episodes]
+
+
+def test_rollouts_on_ray_equal_the_local_ones(cluster, tmp_path):
+    with RayExecutor(ExecutorConfig(kind="ray")) as executor:
+        assert _episodes(tmp_path / "ray", executor) == _episodes(tmp_path / "local", None)

@@ -116,6 +116,8 @@ class Engine:
         if getattr(self.executor, "in_process", True):
             return
         if getattr(getattr(self.suite, "ctx", None), "model", None) is not None:
+            if self._owns_executor:
+                self.executor.close()
             raise RatchetError(f"the {self.suite.name} suite calls the model inside its evaluations, which cannot yet "
                                "run outside the driver (their calls must go through the run's one budget and journal)",
                                hint="run it with --executor local (one worker, the default), or leave out `model` "
