@@ -3,6 +3,8 @@ kills its worker. Named in configs as ``slow_suite:SlowSuite`` (this folder is o
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections.abc import Sequence
 
@@ -38,3 +40,10 @@ class ModelSuite(NoisySuite):
     def __init__(self, options: NoisyOptions, ctx: EngineContext | None = None) -> None:
         super().__init__(options, ctx)
         self.ctx = ctx
+
+
+def die(item: int) -> int:
+    """Kills its own worker process for odd items (a worker that always dies on that unit)."""
+    if item % 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return item

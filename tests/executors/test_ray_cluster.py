@@ -17,11 +17,13 @@ import pytest
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'ratchet[ray]')")
 from ray.cluster_utils import Cluster  # noqa: E402
+from slow_suite import die  # noqa: E402  (by reference: the workers import it from this folder)
 
 from typer.testing import CliRunner  # noqa: E402
 
 from ratchet.autoharness.batch import BATCH_KIND, run_suite  # noqa: E402
 from ratchet.cli import app  # noqa: E402
+from ratchet.contracts import RatchetError  # noqa: E402
 from ratchet.autoharness.config import AutoHarnessConfig  # noqa: E402
 from ratchet.autoharness.jobs import LOST  # noqa: E402
 from ratchet.envs.agents import AgentSpec  # noqa: E402
@@ -222,3 +224,14 @@ def _episodes(root: Path, executor: Any) -> list[tuple]:
 def test_rollouts_on_ray_equal_the_local_ones(cluster, tmp_path):
     with RayExecutor(ExecutorConfig(kind="ray")) as executor:
         assert _episodes(tmp_path / "ray", executor) == _episodes(tmp_path / "local", None)
+
+
+def test_a_unit_whose_worker_always_dies_is_retried_a_bounded_number_of_times(cluster):
+    with RayExecutor(ExecutorConfig(kind="ray", max_retries=1)) as executor:
+        lost = []
+        executor.on_lost = lost.append
+        with pytest.raises(RatchetError, match="lost 2 times") as err:
+            list(executor.map(die, [0, 1, 2]))
+    assert "executor.max_retries" in str(err.value)
+    assert [(x["index"], x["attempt"], x["retried"]) for x in lost] == [(1, 1, True), (1, 2, False)]
+    assert executor.stats.given_up == 1 and executor.stats.retried == 1
