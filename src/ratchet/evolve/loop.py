@@ -237,7 +237,8 @@ class Engine:
         rows = self.run.candidates()
         counts = {s: sum(1 for r in rows if r["status"] == s) for s in ("accepted", "rejected", "waiting")}
         lost = [e for e in self.run.read_jsonl(EVENTS) if e.get("kind") == "worker_lost"]
-        return {**counts, "lost_attempts": len(lost), "retried": sum(1 for e in lost if e.get("retried")), "task_evals": self.paid_before + self.evaluator.paid, "cache_hits": self.evaluator.hits,
+        return {**counts, "task_evals": self.paid_before + self.evaluator.paid, "cache_hits": self.evaluator.hits,
+                "lost_attempts": len(lost), "retried": sum(1 for e in lost if e.get("retried")),
                 "model_calls": self.accountant.snapshot()["calls"],
                 "replayed_replies": self.journal.replayed if self.journal is not None else 0}
 
