@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from typer.testing import CliRunner
 
+from ratchet.cli import app
 from ratchet.config import ConfigError, load_config
 from ratchet.contracts import BudgetExceeded, Candidate, RatchetError
 from ratchet.evolve.cache import EVALS, CachedEvaluator
@@ -82,3 +84,21 @@ def test_a_suite_that_calls_the_model_is_refused_outside_the_driver(tmp_path: Pa
         Engine(cfg, run, ScriptedModel(["0.5"]), executor=pool)
     assert "--executor local" in str(err.value)
     Engine(cfg, run, ScriptedModel(["0.5"]))  # in this process (the default) it is fine
+
+
+def test_the_evolve_command_takes_the_executor_flags(tmp_path: Path) -> None:
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump({"workspace": str(_workspace(tmp_path)), "suite": {"name": "noisy", "options": {"tasks": 12}},
+                                    "iterations": 0, "seeds": [0], "canaries": {"enabled": False},
+                                    "static": {"load_entry": False}}))
+    root = tmp_path / "runs"
+    result = CliRunner().invoke(app, ["evolve", "run", str(path), "--workers", "2", "--root", str(root)])
+    assert result.exit_code == 0, result.output
+    [run_id] = RunStore(root).run_ids()
+    run = RunStore(root).open_run(run_id)
+    saved = yaml.safe_load(run.path("evolve/config.yaml").read_text())
+    assert saved["executor"]["workers"] == 2 and saved["executor"]["kind"] == "local"
+    keys = [(r["candidate"], r["task_id"], r["seed"]) for r in run.read_jsonl(EVALS)]
+    assert run.status()["status"] == "done" and len(keys) >= 12 and len(set(keys)) == len(keys)  # each once
+    bad = CliRunner().invoke(app, ["evolve", "resume", run_id, "--executor", "slurm", "--root", str(root)])
+    assert isinstance(bad.exception, ConfigError) and "executor.kind = 'slurm'" in str(bad.exception)
