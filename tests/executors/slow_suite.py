@@ -47,3 +47,9 @@ def die(item: int) -> int:
     if item % 2:
         os.kill(os.getpid(), signal.SIGKILL)
     return item
+
+
+def pause(item: int) -> int:
+    """Half a second of a worker's time, then the item's square."""
+    time.sleep(0.5)
+    return item * item

@@ -17,7 +17,7 @@ import pytest
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'ratchet[ray]')")
 from ray.cluster_utils import Cluster  # noqa: E402
-from slow_suite import die  # noqa: E402  (by reference: the workers import it from this folder)
+from slow_suite import die, pause  # noqa: E402  (by reference: the workers import them from this folder)
 
 from typer.testing import CliRunner  # noqa: E402
 
@@ -235,3 +235,35 @@ def test_a_unit_whose_worker_always_dies_is_retried_a_bounded_number_of_times(cl
     assert "executor.max_retries" in str(err.value)
     assert [(x["index"], x["attempt"], x["retried"]) for x in lost] == [(1, 1, True), (1, 2, False)]
     assert executor.stats.given_up == 1 and executor.stats.retried == 1
+
+
+def _busy_node(cluster) -> Any:
+    """The worker node one of whose workers is running a task right now (its raylet is the parent)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        for status in Path("/proc").glob("[0-9]*/status"):
+            try:
+                title = (status.parent / "cmdline").read_bytes()
+                ppid = int(next(line.split()[1] for line in status.read_text().splitlines() if line.startswith("PPid:")))
+            except (OSError, StopIteration, ValueError):
+                continue
+            if title.startswith(b"ray::_call"):
+                for node in cluster.worker_nodes:
+                    if any(info.process.pid == ppid for info in node.all_processes.get("raylet", [])):
+                        return node
+        time.sleep(0.02)
+    raise AssertionError("no task was seen running on a worker node")
+
+
+def test_a_node_that_dies_mid_run_loses_no_result(cluster):
+    """Last in the module: it takes a worker node down (its raylet and its workers) while one of its
+    workers runs a task, then adds a node back."""
+    with RayExecutor(ExecutorConfig(kind="ray", max_retries=3)) as executor:
+        results = []
+        for i, result in enumerate(executor.map(pause, range(12))):
+            results.append(result)
+            if i == 1:
+                cluster.remove_node(_busy_node(cluster), allow_graceful=False)
+    assert results == [i * i for i in range(12)]  # every result, once, in order
+    assert executor.stats.lost >= 1 and executor.stats.given_up == 0
+    cluster.add_node(num_cpus=1)
