@@ -34,3 +34,18 @@ def test_the_default_writer_rotates_at_the_documented_size(tmp_path: Path) -> No
     assert writer.rotate_bytes == ROTATE_BYTES == 64 * 1024 * 1024
     writer.write(MESSAGES)
     assert trajectory_segments(writer.path) == [writer.path]  # nothing rotated below the size
+
+
+def test_rebuilding_the_index_maps_rotated_segments_back_to_their_trajectory(tmp_path: Path) -> None:
+    run = RunStore(tmp_path / "runs").create_run("serve", {}, name="rebuild")
+    writer = TrajectoryWriter(run.dir / "trajectories" / "chat.jsonl", "chat", rotate_bytes=4000,
+                              on_session=run._index_session)
+    for turn in range(30):
+        writer.write(MESSAGES, turn=turn, session_id=f"s-{turn % 3}")
+    assert len(trajectory_segments(writer.path)) > 2
+    sql = "SELECT session_id, trajectory, records FROM sessions WHERE run_id = ? ORDER BY session_id, trajectory"
+    live = run.index.query(sql, (run.id,))
+    assert [r["trajectory"] for r in live] == ["chat"] * 3 and sum(r["records"] for r in live) == 30
+
+    run.reindex()
+    assert run.index.query(sql, (run.id,)) == live  # the same rows: no "chat.00001" trajectories

@@ -13,6 +13,7 @@ from typing import Any
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ratchet.autoharness.config import AutoHarnessConfig
+from ratchet.autoharness.jobs import run_games
 from ratchet.autoharness.pipeline import accounted, load_refiner, open_or_create, synthesize_game
 from ratchet.autoharness.report import markdown_table
 from ratchet.envs import suite_ids
@@ -21,7 +22,11 @@ BATCH_KIND = "autoharness-batch"
 
 
 def run_suite(suite: str, cfg: AutoHarnessConfig, store: Any, protocol: Any, *, threads: int | None = None,
-              resume: str | None = None, console: Any = None, games: list[str] | None = None) -> dict[str, Any]:
+              resume: str | None = None, console: Any = None, games: list[str] | None = None,
+              executor: Any = None) -> dict[str, Any]:
+    """Every game of ``suite``. With no executor (or one that runs in this process) games run here
+    one after another, each resumable mid-game; with a pool or Ray executor each game is one task
+    (:mod:`ratchet.autoharness.jobs`) and the results are written here as they arrive."""
     if resume:
         batch = store.open_run(resume)
         state = batch.load_checkpoint("batch") or {}
@@ -32,6 +37,9 @@ def run_suite(suite: str, cfg: AutoHarnessConfig, store: Any, protocol: Any, *, 
         batch = store.create_run(BATCH_KIND, cfg.model_dump(), f"{suite}-{cfg.method}")
         state = {"config": cfg.model_dump(), "games": games, "runs": {}, "reports": {}}
         batch.checkpoint("batch", state)
+    if executor is not None and not getattr(executor, "in_process", True):
+        return run_games(batch, state, cfg, store, protocol, executor, threads=threads,
+                         on_report=lambda env_id, report: _keep_report(batch, state, suite, cfg, env_id, report))
     llm = load_refiner(cfg.model, threads)
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
                   TimeElapsedColumn(), console=console) as bar:
@@ -53,11 +61,16 @@ def run_suite(suite: str, cfg: AutoHarnessConfig, store: Any, protocol: Any, *, 
                 report = {"env": env_id, "status": "not run", "reason": f"{type(exc).__name__}: {exc}"[:200],
                           "trace": traceback.format_exc()[-2000:]}
                 run.set_status("failed", {"error": report["reason"]})
-            state["reports"][env_id] = report
-            batch.checkpoint("batch", state)
-            reports = [state["reports"].get(g, {"env": g, "status": "not run", "reason": "pending"}) for g in state["games"]]
-            batch.write_json("reports.json", reports)
-            batch.path("table.md").write_text(markdown_table(reports, f"AutoHarness on {suite} ({cfg.method}, {cfg.model})"))
+            _keep_report(batch, state, suite, cfg, env_id, report)
             bar.advance(task)
     batch.set_status("done", {"games": len(state["reports"])})
     return state
+
+
+def _keep_report(batch: Any, state: dict[str, Any], suite: str, cfg: AutoHarnessConfig, env_id: str,
+                 report: dict[str, Any]) -> None:
+    state["reports"][env_id] = report
+    batch.checkpoint("batch", state)
+    reports = [state["reports"].get(g, {"env": g, "status": "not run", "reason": "pending"}) for g in state["games"]]
+    batch.write_json("reports.json", reports)
+    batch.path("table.md").write_text(markdown_table(reports, f"AutoHarness on {suite} ({cfg.method}, {cfg.model})"))

@@ -74,6 +74,12 @@ def register(app: typer.Typer) -> None:
         export: Optional[Path] = typer.Option(None, "--export", "-o", help="Write the best harness to this file."),
         force: bool = typer.Option(False, "--force", help="Export even a harness the held-out check rejected."),
         store_root: Optional[Path] = typer.Option(None, "--store", help="Run store directory."),
+        executor: Optional[str] = typer.Option(None, "--executor", help="With --suite: where games run, local | ray "
+                                               "(default: local, one after another in this process)."),
+        address: Optional[str] = typer.Option(None, "--address", help="Ray cluster to join: auto | ray://HOST:10001."),
+        workers: Optional[int] = typer.Option(None, "--workers", help="With --suite: games in flight at once."),
+        executor_set: list[str] = typer.Option([], "--executor-set", help="Override an ExecutorConfig field: "
+                                               "--executor-set max_retries=5"),
     ) -> None:
         if ctx.invoked_subcommand is not None:
             return
@@ -93,8 +99,19 @@ def register(app: typer.Typer) -> None:
         proto = None if protocol == "none" else _protocol_config(protocol == "quick", protocol_set)
         if suite:
             from ratchet.autoharness.batch import run_suite
+            from ratchet.executors import ExecutorConfig, build_executor
 
-            run_suite(suite, cfg, store, proto, threads=threads, resume=resume, console=console)
+            flags = {"kind": executor, "address": address, "workers": workers}
+            ex_cfg = load_config(ExecutorConfig, None, [f"{k}={v}" for k, v in flags.items() if v is not None] + executor_set)
+            pool = build_executor(ex_cfg)
+            try:
+                state = run_suite(suite, cfg, store, proto, threads=threads, resume=resume, console=console, executor=pool)
+            finally:
+                pool.close()
+            if pool.stats.lost:
+                console.print(f"workers lost: {pool.stats.lost} game attempts died with their worker, "
+                              f"{pool.stats.retried} were run again (each game is counted once)")
+            console.print(f"{len(state['reports'])} games done")
             return
         run, cfg = open_or_create(store, cfg, resume)
         llm = load_refiner(cfg.model, threads)

@@ -3,6 +3,7 @@
     ratchet evolve run.yaml                          # start (``run`` may be left out)
     ratchet evolve run.yaml --set iterations=20 --set budget.max_calls=200
     ratchet evolve resume RUN_ID                     # after a kill, a budget stop, an approval
+    ratchet evolve run.yaml --executor ray --address auto   # evaluations as Ray tasks on a cluster
     ratchet evolve status RUN_ID
     ratchet evolve diff RUN_ID CAND                  # a candidate against its parent
     ratchet evolve approve RUN_ID CAND               # release a candidate held for approval
@@ -46,6 +47,7 @@ Examples:
   ratchet evolve examples/humaneval-coder/evolve.yaml
   ratchet evolve run.yaml --set iterations=20 --set budget.max_calls=200
   ratchet evolve resume RUN_ID
+  ratchet evolve run.yaml --executor ray --address auto
   ratchet evolve status RUN_ID
   ratchet evolve diff RUN_ID CAND
   ratchet evolve approve RUN_ID CAND
@@ -56,6 +58,15 @@ Examples:
 RootOption = typer.Option(None, "--root", help="Run store directory (default: $RATCHET_RUNS or ./runs).")
 SetOption = typer.Option([], "--set", help="Override a config field: --set iterations=20 --set gate.options.alpha=0.01")
 ThreadsOption = typer.Option(None, help="llama.cpp threads for a local model.")
+ExecutorOption = typer.Option(None, "--executor", help="Where task evaluations run: local | ray (default: local, in this process).")
+AddressOption = typer.Option(None, "--address", help="Ray cluster to join: auto | ray://HOST:10001 (with --executor ray).")
+WorkersOption = typer.Option(None, "--workers", help="Evaluations in flight at once (local processes or Ray tasks).")
+
+
+def executor_overrides(executor: str | None, address: str | None, workers: int | None) -> list[str]:
+    """The executor flags as --set overrides (the flags win over the YAML file)."""
+    given = {"executor.kind": executor, "executor.address": address, "executor.workers": workers}
+    return [f"{key}={value}" for key, value in given.items() if value is not None]
 
 
 class DefaultRunGroup(TyperGroup):
@@ -108,6 +119,9 @@ def _show_summary(run_id: str, summary: dict[str, Any]) -> None:
     state = summary.get("state")
     console.print(f"run {run_id}: {state}; {summary.get('accepted', 0)} accepted, {summary.get('rejected', 0)} rejected, "
                   f"{summary.get('task_evals', 0)} task evaluations, {summary.get('model_calls', 0)} model calls")
+    if summary.get("lost_attempts"):
+        console.print(f"workers lost: {summary['lost_attempts']} evaluation attempts died with their worker, "
+                      f"{summary.get('retried', 0)} were run again (their results are counted once)")
     report = summary.get("report")
     if report:
         o, b, n = report["original"], report["best"], report["original_best_of_n"]
@@ -129,9 +143,12 @@ def run_cmd(
     set_: list[str] = SetOption,
     root: Optional[Path] = RootOption,
     threads: Optional[int] = ThreadsOption,
+    executor: Optional[str] = ExecutorOption,
+    address: Optional[str] = AddressOption,
+    workers: Optional[int] = WorkersOption,
 ) -> None:
     """Start an improvement run from CONFIG (a YAML file)."""
-    cfg = load_config(EvolveConfig, config, set_)
+    cfg = load_config(EvolveConfig, config, [*set_, *executor_overrides(executor, address, workers)])
     if not cfg.workspace.is_absolute():  # relative to the config file, so a config travels with its workspace
         beside = (config.parent / cfg.workspace)
         cfg = cfg.model_copy(update={"workspace": (beside if beside.is_dir() else cfg.workspace).resolve()})
@@ -152,12 +169,16 @@ def resume_cmd(
     set_: list[str] = SetOption,
     root: Optional[Path] = RootOption,
     threads: Optional[int] = ThreadsOption,
+    executor: Optional[str] = ExecutorOption,
+    address: Optional[str] = AddressOption,
+    workers: Optional[int] = WorkersOption,
 ) -> None:
     """Continue a run after a kill, a budget stop or an approval; nothing finished is paid again.
 
-    Overrides may raise limits (--set budget.max_calls=400 --set iterations=30)."""
+    Overrides may raise limits (--set budget.max_calls=400 --set iterations=30) or move the run
+    elsewhere (--executor ray --address auto)."""
     run = RunStore(root).open_run(run_id)
-    cfg = load_config(EvolveConfig, run.path(CONFIG_COPY), set_)
+    cfg = load_config(EvolveConfig, run.path(CONFIG_COPY), [*set_, *executor_overrides(executor, address, workers)])
     write_bytes_atomic(run.path(CONFIG_COPY), _dump(cfg))
     run.set_status("running")
     _show_summary(run.id, _drive(cfg, run, threads))

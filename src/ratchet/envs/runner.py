@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import Field
 
 from ratchet.config import Settings
-from ratchet.contracts import EpisodeSummary, StepRecord
+from ratchet.contracts import EpisodeSummary, Executor, StepRecord
 from ratchet.envs.agents import Agent, AgentSpec, RandomLegalAgent
 from ratchet.envs.config import EnvConfig
 from ratchet.executors.local import LocalExecutor, Progress, default_workers
@@ -390,13 +390,14 @@ def run_rollouts(
     run: Any = None,
     opponent_factory: AgentFactory | None = None,
     progress: Progress | None = None,
-    executor: LocalExecutor | None = None,
+    executor: Executor | None = None,
 ) -> RolloutReport:
     """Play one episode per seed and summarise. ``run`` (a store Run) receives every step record
     and episode summary as episodes finish; ``progress(done, total)`` is called per episode.
 
-    ``executor``: a caller-owned (warm) executor to reuse across calls, e.g. one per search; it is
-    not closed here and its own worker count wins over ``config.workers``."""
+    ``executor``: a caller-owned (warm) executor to reuse across calls, e.g. one per search, or a
+    Ray executor (each episode one task); it is not closed here and its own worker count wins over
+    ``config.workers``. Episodes come back here and are written here, whichever ran them."""
     cfg = config or RolloutConfig()
     self_play = opponent_factory is None and cfg.opponent == "self"
     if opponent_factory is None and cfg.opponent not in ("self", "random-legal"):
@@ -426,9 +427,10 @@ def run_rollouts(
         for result in pool.map(_play, jobs):
             results.append(result)
             if run is not None:
+                # A finished episode's steps are all known: one write and one fsync for them, not
+                # one per step (the driver writes every episode, so this is its cost per result).
                 with run.step_writer(result.summary.episode_id) as writer:
-                    for step in result.steps:
-                        writer.write(step)
+                    writer.write_many(result.steps)
                 run.add_episode(result.summary)
     finally:
         pool.progress = saved_progress

@@ -20,9 +20,10 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import asdict
+from functools import partial
 from typing import Any
 
-from ratchet.contracts import Candidate, Completion, Evaluator, Failure, Message, Model, Task, TaskResult, Usage
+from ratchet.contracts import Candidate, Completion, Evaluator, Executor, Failure, Message, Model, Task, TaskResult, Usage
 
 EVALS = "evolve/evals.jsonl"
 REPLIES = "evolve/replies.jsonl"
@@ -35,19 +36,29 @@ def result_from_record(record: dict[str, Any]) -> TaskResult:
                       failures, dict(record.get("metrics") or {}))
 
 
+def evaluate_task(inner: Evaluator, candidate: Candidate, seed: int, task: Task) -> TaskResult:
+    """One (candidate, task, seed) evaluation: the unit of work an executor runs anywhere."""
+    [result] = inner.evaluate(candidate, [task], seed)
+    return result
+
+
 class CachedEvaluator:
     """Wraps an evaluator; runs only the (task, seed) pairs not already in the run's cache.
 
     ``paid`` counts task evaluations actually run by this process, ``hits`` those served from the
-    cache. ``on_paid(1)`` is called before each task evaluation that is run (a budget check).
-    The inner evaluator is called one task at a time so that every finished result is durable.
+    cache. ``on_paid(n)`` is called before the n-th task evaluation of a batch is let run (a
+    budget check that may raise; the ones let run before it still run and are kept).
+    The inner evaluator is called one task at a time, through ``executor`` (in this process when
+    none is given); results come back here and each is on disk, in task order, before the next is
+    taken, so a kill loses at most the tasks in flight, never a finished one.
     """
 
-    def __init__(self, inner: Evaluator, run: Any, on_paid: Any = None) -> None:
+    def __init__(self, inner: Evaluator, run: Any, on_paid: Any = None, executor: Executor | None = None) -> None:
         self.inner = inner
         self.run = run
         self.name = inner.name
         self.on_paid = on_paid
+        self.executor = executor
         self._fingerprint = inner.fingerprint()
         self._cache: dict[tuple[str, str, int], TaskResult] = {}
         for record in run.read_jsonl(EVALS):
@@ -65,18 +76,27 @@ class CachedEvaluator:
     def evaluate(self, candidate: Candidate, tasks: Sequence[Task], seed: int) -> list[TaskResult]:
         missing = [t for t in tasks if (candidate.id, t.id, seed) not in self._cache]
         self.hits += len(tasks) - len(missing)
-        if missing:
-            # One task at a time, each result on disk before the next starts: a kill loses at
-            # most the task in flight, never a finished one.
-            for task in missing:
+        admitted: list[Task] = []
+        stop: BaseException | None = None
+        for task in missing:  # as many as the budget allows, exactly as if run one after another
+            try:
                 if self.on_paid is not None:
-                    self.on_paid(1)
-                [result] = self.inner.evaluate(candidate, [task], seed)
+                    self.on_paid(len(admitted) + 1)
+            except BaseException as exc:  # noqa: BLE001 - re-raised once the admitted ones are kept
+                stop = exc
+                break
+            admitted.append(task)
+        if admitted:
+            work = partial(evaluate_task, self.inner, candidate, seed)
+            results = self.executor.map(work, admitted) if self.executor is not None else map(work, admitted)
+            for task, result in zip(admitted, results):
                 record = {"candidate": candidate.id, "fingerprint": self._fingerprint, **asdict(result),
                           "recorded_at": time.time()}
                 self.run.append_jsonl(EVALS, record)
                 self._cache[(candidate.id, task.id, seed)] = result
                 self.paid += 1
+        if stop is not None:
+            raise stop
         return [self._cache[(candidate.id, t.id, seed)] for t in tasks]
 
 

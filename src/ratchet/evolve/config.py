@@ -22,6 +22,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from ratchet.config import Settings
+from ratchet.executors.config import ExecutorConfig
 from ratchet.models.budget import BudgetConfig
 
 
@@ -153,6 +154,9 @@ class EvolveConfig(Settings):
     """The final report."""
     seed: int = 0
     """Seed of the loop's own random choices (selector draws, proposer picks)."""
+    executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
+    """Where task evaluations run: in this process (the default), a local pool, or Ray tasks
+    (``--executor ray --address auto``). Results are the same wherever they run."""
 
 
 # ------------------------------------------------------------------------------------------

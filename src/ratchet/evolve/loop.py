@@ -19,7 +19,7 @@ from collections.abc import Callable
 from statistics import fmean
 from typing import Any
 
-from ratchet.contracts import BudgetExceeded, Candidate, Decision, LLMCall, Model, RatchetError, Task, TaskResult
+from ratchet.contracts import BudgetExceeded, Candidate, Decision, Executor, LLMCall, Model, RatchetError, Task, TaskResult
 from ratchet.evolve.approval import APPROVALS, APPROVED, verdicts
 from ratchet.evolve.archive import Archive, claim_check, per_task_means
 from ratchet.evolve.cache import EVALS, CachedEvaluator, JournaledModel
@@ -31,6 +31,7 @@ from ratchet.evolve.gate import noise_band
 from ratchet.evolve.manifest import load_manifest
 from ratchet.evolve.report import final_report
 from ratchet.evolve.workspace import PinMismatch, StaticCheck, apply, pins, snapshot, verify_pins
+from ratchet.executors import build_executor
 from ratchet.models.budget import AccountedModel, Accountant
 
 CHECKPOINT = "evolve"
@@ -69,7 +70,7 @@ class Engine:
     """One improvement run over one run of the store (new or resumed)."""
 
     def __init__(self, config: EvolveConfig, run: Any, model: Model | None = None,
-                 on_event: Callable[[dict[str, Any]], None] | None = None) -> None:
+                 on_event: Callable[[dict[str, Any]], None] | None = None, executor: Executor | None = None) -> None:
         self.config = config
         self.run = run
         self.on_event = on_event or (lambda event: None)
@@ -82,7 +83,12 @@ class Engine:
         self.ctx = EngineContext(self.manifest, config.workspace, self.journal, run, config.seed)
         self.suite = build("suite", config.suite, self.ctx)
         self.paid_before = len(run.read_jsonl(EVALS))
-        self.evaluator = CachedEvaluator(self.suite, run, on_paid=self._charge)
+        self._owns_executor = executor is None
+        self.executor = executor if executor is not None else build_executor(config.executor)
+        if hasattr(self.executor, "on_lost"):
+            self.executor.on_lost = self._lost
+        self._check_remote_suite()
+        self.evaluator = CachedEvaluator(self.suite, run, on_paid=self._charge, executor=self.executor)
         self.selector = build("selector", config.selector, self.ctx)
         self.proposers = [(build("proposer", spec, self.ctx), spec.weight) for spec in config.proposers]
         self.gate = build("gate", config.gate, self.ctx)
@@ -101,6 +107,26 @@ class Engine:
             raise BudgetExceeded(f"budget reached: max_task_evals={limit} ({spent} task evaluations run)",
                                  hint="raise it with --set max_task_evals=..., and resume the run")
         self.accountant.check()
+
+    # -- where evaluations run --------------------------------------------------------------
+
+    def _check_remote_suite(self) -> None:
+        # A suite that calls the model inside an evaluation would carry the run's journaled model
+        # (and so the store) into another process: two writers, and calls the budget never sees.
+        if getattr(self.executor, "in_process", True):
+            return
+        if getattr(getattr(self.suite, "ctx", None), "model", None) is not None:
+            if self._owns_executor:
+                self.executor.close()
+            raise RatchetError(f"the {self.suite.name} suite calls the model inside its evaluations, which cannot yet "
+                               "run outside the driver (their calls must go through the run's one budget and journal)",
+                               hint="run it with --executor local (one worker, the default), or leave out `model` "
+                                    "if its evaluations do not need one")
+
+    def _lost(self, info: dict[str, Any]) -> None:
+        """An evaluation's worker died; the executor runs it again (bounded). Kept in the events so
+        that status shows lost and retried work across resumes."""
+        self._event(kind="worker_lost", **info)
 
     # -- evaluation ------------------------------------------------------------------------
 
@@ -174,6 +200,9 @@ class Engine:
             self._event(kind="stopped", reason=str(exc))
             self.run.set_status("failed", {"state": "failed", "error": str(exc).splitlines()[0]})
             raise
+        finally:
+            if self._owns_executor:
+                self.executor.close()
         return summary
 
     def _checkpoint(self, state: dict[str, Any]) -> None:
@@ -207,7 +236,9 @@ class Engine:
     def totals(self) -> dict[str, Any]:
         rows = self.run.candidates()
         counts = {s: sum(1 for r in rows if r["status"] == s) for s in ("accepted", "rejected", "waiting")}
+        lost = [e for e in self.run.read_jsonl(EVENTS) if e.get("kind") == "worker_lost"]
         return {**counts, "task_evals": self.paid_before + self.evaluator.paid, "cache_hits": self.evaluator.hits,
+                "lost_attempts": len(lost), "retried": sum(1 for e in lost if e.get("retried")),
                 "model_calls": self.accountant.snapshot()["calls"],
                 "replayed_replies": self.journal.replayed if self.journal is not None else 0}
 

@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import TypeVar
 
+from ratchet.executors.retries import ExecutorStats
+
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -38,7 +40,8 @@ class LocalExecutor:
     """Runs ``fn`` over items in up to ``workers`` processes; results come back in input order.
 
     ``progress(done, total)`` is called in this process as results arrive (in completion order).
-    Exceptions raised by ``fn`` are re-raised here when their result is reached.
+    Exceptions raised by ``fn`` are re-raised here when their result is reached. ``stats`` counts
+    tasks run (a local worker that dies breaks the pool: there is no node to retry on).
     """
 
     def __init__(self, workers: int | None = None, *, start_method: str | None = None, progress: Progress | None = None) -> None:
@@ -46,7 +49,13 @@ class LocalExecutor:
         methods = multiprocessing.get_all_start_methods()
         self.start_method = start_method or ("forkserver" if "forkserver" in methods else "spawn")
         self.progress = progress
+        self.stats = ExecutorStats()
         self._pool: ProcessPoolExecutor | None = None
+
+    @property
+    def in_process(self) -> bool:
+        """True when work runs in this process (one worker): it may share this process's state."""
+        return self.workers <= 1
 
     def _get_pool(self) -> ProcessPoolExecutor:
         if self._pool is None:
@@ -60,9 +69,11 @@ class LocalExecutor:
     def map(self, fn: Callable[[T], R], items: Iterable[T]) -> Iterator[R]:
         items = list(items)
         total = len(items)
+        self.stats.tasks += total
         if self.workers <= 1 or total <= 1:
             for done, item in enumerate(items, 1):
                 result = fn(item)
+                self.stats.done += 1
                 if self.progress:
                     self.progress(done, total)
                 yield result
@@ -80,7 +91,9 @@ class LocalExecutor:
                 future.add_done_callback(tick)
         try:
             for future in futures:
-                yield future.result()
+                result = future.result()
+                self.stats.done += 1
+                yield result
         except BaseException:
             for future in futures:
                 future.cancel()

@@ -16,11 +16,11 @@ import logging
 import multiprocessing as mp
 import os
 import signal
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ratchet.executors.ray import ActorResources, LoopWorker, actor_class
 from ratchet.online.config import OnlineConfig
 from ratchet.online.queue import TurnQueue
 from ratchet.online.status import LOOPS_NAME
@@ -178,28 +178,8 @@ class LocalLoops:
 
 
 # ---------------------------------------------------------------------------------------------
-# Ray actors
+# Ray actors (the actor itself, LoopWorker, lives in ratchet.executors.ray)
 # ---------------------------------------------------------------------------------------------
-
-
-class LoopWorker:
-    """One loop inside a Ray actor. ``run`` blocks until ``stop`` is called (the actor is threaded)."""
-
-    def __init__(self, name: str, threads: int) -> None:
-        pin_threads(threads)
-        logging.basicConfig(level=logging.INFO)
-        self.name = name
-        self._stop = threading.Event()
-
-    def run(self, target: str, args: tuple[Any, ...]) -> Any:
-        return resolve(target)(*args, self._stop)
-
-    def stop(self) -> bool:
-        self._stop.set()
-        return True
-
-    def pid(self) -> int:
-        return os.getpid()
 
 
 class RayLoops:
@@ -230,15 +210,17 @@ class RayLoops:
                 kwargs["num_cpus"] = num_cpus or 2
             ray.init(**kwargs)
             self._owns_ray = True
-        actor_cls = ray.remote(max_concurrency=2)(LoopWorker)
         self.specs: dict[str, tuple[str, tuple[Any, ...]]] = {}
         self.actors: dict[str, Any] = {}
+        # Each loop asks for the cores it runs threads on, so the scheduler never stacks two on one.
         if judge:
             self.specs["judge"] = ("ratchet.online.loops:run_judge_loop", (config, str(queue_path)))
-            self.actors["judge"] = actor_cls.options(num_cpus=1, name=None).remote("judge", config.judge.threads)
+            self.actors["judge"] = actor_class(LoopWorker, ActorResources(num_cpus=config.judge.threads)).remote(
+                "judge", config.judge.threads)
         if trainer and config.learn != "off":
             self.specs["trainer"] = (trainer_target, (config, str(queue_path), str(versions_dir)))
-            self.actors["trainer"] = actor_cls.options(num_cpus=1).remote("trainer", config.trainer.num_threads)
+            self.actors["trainer"] = actor_class(LoopWorker, ActorResources(num_cpus=config.trainer.num_threads)).remote(
+                "trainer", config.trainer.num_threads)
         self.refs: dict[str, Any] = {}
 
     def start(self) -> RayLoops:

@@ -8,6 +8,8 @@ new ones.
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ratchet.contracts import Evaluation
@@ -17,6 +19,8 @@ if TYPE_CHECKING:
     from ratchet.store.run import Run
 
 _TABLES = ("candidates", "evaluations", "episodes", "llm_calls", "sessions")
+#: The numbered suffix a rotated trajectory segment carries (see ``writers.TrajectoryWriter``).
+_SEGMENT = re.compile(r"\.[0-9]{5}$")
 
 
 def reindex_run(run: Run) -> None:
@@ -46,7 +50,14 @@ def reindex_run(run: Run) -> None:
         for call in files.iter_jsonl(run.dir / "llm_calls.jsonl"):
             run._index_llm_call(call, conn)
         for path in sorted((run.dir / "trajectories").glob("*.jsonl")):
+            name = trajectory_name(path)
             for record in files.iter_jsonl(path):
                 if record.get("session_id") is not None:
                     at = float(record.get("written_at") or 0.0)
-                    run._index_session(str(record["session_id"]), path.stem, at, conn)
+                    run._index_session(str(record["session_id"]), name, at, conn)
+
+
+def trajectory_name(path: Path) -> str:
+    """The trajectory a file belongs to: ``chat`` for ``chat.jsonl`` and for its rotated segments
+    ``chat.00001.jsonl`` …, so sessions in closed segments are indexed under their trajectory."""
+    return _SEGMENT.sub("", path.stem)

@@ -63,6 +63,9 @@ class _Steps:
             def write(self, step: StepRecord) -> None:
                 records.append(step)
 
+            def write_many(self, steps: list[StepRecord]) -> None:  # how the runner hands a finished episode over
+                records.extend(steps)
+
         yield Writer()
 
     def add_episode(self, summary: EpisodeSummary) -> None:

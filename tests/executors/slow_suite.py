@@ -1,0 +1,55 @@
+"""The synthetic ``noisy`` suite with a pause per task, so that a task is still running when a test
+kills its worker. Named in configs as ``slow_suite:SlowSuite`` (this folder is on the workers' path)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Sequence
+
+from pydantic import Field
+
+from ratchet.contracts import Candidate, Task, TaskResult
+from ratchet.evolve.context import EngineContext
+from ratchet.evolve.suites.synthetic import NoisyOptions, NoisySuite
+
+
+class SlowOptions(NoisyOptions):
+    pause_s: float = Field(default=0.05, ge=0)
+    """Seconds each task evaluation sleeps before answering."""
+
+
+class SlowSuite(NoisySuite):
+    name = "slow-noisy"
+
+    def __init__(self, options: SlowOptions, ctx: EngineContext | None = None) -> None:
+        super().__init__(options, ctx)
+        self.options: SlowOptions = options
+
+    def evaluate(self, candidate: Candidate, tasks: Sequence[Task], seed: int) -> list[TaskResult]:
+        time.sleep(self.options.pause_s * len(tasks))
+        return super().evaluate(candidate, tasks, seed)
+
+
+class ModelSuite(NoisySuite):
+    """A suite that keeps the engine's context, model included, as the workflow suites do."""
+
+    name = "model-noisy"
+
+    def __init__(self, options: NoisyOptions, ctx: EngineContext | None = None) -> None:
+        super().__init__(options, ctx)
+        self.ctx = ctx
+
+
+def die(item: int) -> int:
+    """Kills its own worker process for odd items (a worker that always dies on that unit)."""
+    if item % 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return item
+
+
+def pause(item: int) -> int:
+    """Half a second of a worker's time, then the item's square."""
+    time.sleep(0.5)
+    return item * item

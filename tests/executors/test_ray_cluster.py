@@ -1,0 +1,269 @@
+"""A local Ray cluster (a head and two worker nodes, each its own raylet process on this machine)
+runs an AutoHarness suite and an engine run while a test kills one of the workers mid-run: the
+results equal the local executor's, nothing is lost, and nothing is counted twice. Rollouts on it
+equal the local ones."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'ratchet[ray]')")
+from ray.cluster_utils import Cluster  # noqa: E402
+from slow_suite import die, pause  # noqa: E402  (by reference: the workers import them from this folder)
+
+from typer.testing import CliRunner  # noqa: E402
+
+from ratchet.autoharness.batch import BATCH_KIND, run_suite  # noqa: E402
+from ratchet.cli import app  # noqa: E402
+from ratchet.contracts import RatchetError  # noqa: E402
+from ratchet.autoharness.config import AutoHarnessConfig  # noqa: E402
+from ratchet.autoharness.jobs import LOST  # noqa: E402
+from ratchet.envs.agents import AgentSpec  # noqa: E402
+from ratchet.envs.runner import RolloutConfig, run_rollouts  # noqa: E402
+from ratchet.evolve.cache import EVALS  # noqa: E402
+from ratchet.evolve.config import EvolveConfig  # noqa: E402
+from ratchet.evolve.loop import EVENTS, Engine  # noqa: E402
+from ratchet.executors import ExecutorConfig, LocalExecutor  # noqa: E402
+from ratchet.executors.ray import RayExecutor  # noqa: E402
+from ratchet.models import ScriptedModel  # noqa: E402
+from ratchet.store import RunStore  # noqa: E402
+
+HERE = Path(__file__).parent
+GAMES = ["TicTacToe-v0", "Bandit-v0", "GuessTheNumber-v0"]
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """One cluster for the module (starting Ray takes ~20 s on two cores): a head that runs no
+    tasks and two one-CPU worker nodes. Their workers import this folder (the slow suite) and the
+    same Ratchet as this process."""
+    saved = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE), saved) if p)
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
+    for _ in range(2):
+        c.add_node(num_cpus=1)
+    c.wait_for_nodes()
+    ray.init(address=c.address, include_dashboard=False, log_to_driver=False)
+    try:
+        yield c
+    finally:
+        ray.shutdown()
+        c.shutdown()
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
+
+
+class WorkerKiller(threading.Thread):
+    """SIGKILLs the first Ray worker process it finds running a task (its title is ``ray::_call``)."""
+
+    def __init__(self, deadline_s: float = 120.0) -> None:
+        super().__init__(daemon=True)
+        self.killed: int | None = None
+        self.deadline = time.monotonic() + deadline_s
+
+    def run(self) -> None:
+        while self.killed is None and time.monotonic() < self.deadline:
+            for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+                try:
+                    title = cmdline.read_bytes()
+                except OSError:
+                    continue
+                if title.startswith(b"ray::_call"):
+                    pid = int(cmdline.parent.name)
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        continue
+                    self.killed = pid
+                    return
+            time.sleep(0.02)
+
+
+# -- AutoHarness: one task per game -----------------------------------------------------------
+
+
+def _suite_config(root: Path) -> AutoHarnessConfig:
+    cfg = AutoHarnessConfig(model="scripted:", method="faithful", iterations=3, eval_envs=1, eval_steps=20,
+                            search_seeds=[0, 1], heldout_seeds=[7], rng_seed=3, library_dir=str(root / "lib"))
+    cfg.budget.max_calls = 3
+    return cfg
+
+
+def _game_content(store: RunStore, run_id: str) -> dict[str, Any]:
+    """What a game's run holds, without its ids and clocks."""
+    run = store.open_run(run_id)
+    report = dict(run.read_json("report.json") or {})
+    for key in ("run_id", "wall_s"):
+        report.pop(key, None)
+    report["search"] = {k: v for k, v in (report.get("search") or {}).items() if k != "wall_s"}
+    calls = run.read_jsonl("llm_calls.jsonl")
+    return {
+        "report": report,
+        "candidates": sorted((c["id"], c["status"], c["score"]) for c in run.candidates()),
+        "evaluations": sorted((e["candidate_id"], e["split"], e["score"]) for e in run.evaluations()),
+        "calls": len(calls), "tokens": sum(c["prompt_tokens"] + c["completion_tokens"] for c in calls),
+        "index_calls": store.get_run(run_id)["llm_calls"],
+        "status": run.status()["status"],
+    }
+
+
+def _suite(root: Path, executor: Any) -> tuple[RunStore, dict[str, Any]]:
+    store = RunStore(root / "runs")
+    state = run_suite("autoharness-145", _suite_config(root), store, None, games=GAMES, executor=executor)
+    return store, {g: _game_content(store, state["runs"][g]) for g in GAMES}
+
+
+def test_a_suite_on_ray_with_a_worker_killed_equals_the_local_run(cluster, tmp_path):
+    _, in_process = _suite(tmp_path / "here", None)
+    with LocalExecutor(2) as pool:
+        _, local = _suite(tmp_path / "pool", pool)
+    assert local == in_process  # one task per game changes nothing
+
+    killer = WorkerKiller()
+    executor = RayExecutor(ExecutorConfig(kind="ray"))
+    assert executor.workers == 2  # the two worker nodes' CPUs; the head runs nothing
+    killer.start()
+    store, on_ray = _suite(tmp_path / "ray", executor)
+    killer.join(timeout=5)
+    assert killer.killed is not None
+    assert executor.stats.lost >= 1 and executor.stats.retried == executor.stats.lost and executor.stats.given_up == 0
+    assert on_ray == local  # same reports, candidates, evaluations, calls: the lost attempt left nothing
+    assert all(game["calls"] == game["index_calls"] > 0 for game in on_ray.values())
+    batch = next(r for r in store.list_runs() if r["kind"] == BATCH_KIND)
+    summary = batch and store.get_run(batch["id"])["summary"]
+    lost = store.open_run(batch["id"]).read_jsonl(LOST)
+    assert summary["games"] == len(GAMES) and summary["lost_attempts"] == len(lost) == executor.stats.lost
+    assert {r["env"] for r in lost} <= set(GAMES)
+    executor.close()
+
+
+# -- The engine: one task per (candidate, task, seed) evaluation ------------------------------
+
+
+def _workspace(root: Path) -> Path:
+    ws = root / "ws"
+    ws.mkdir(parents=True)
+    (ws / "manifest.yaml").write_text("name: noisy\neditable: ['harness.json']\nfeatures: [length]\n")
+    (ws / "harness.json").write_text(json.dumps({"default": 0.1}) + "\n")
+    return ws
+
+
+def _responder(messages) -> str:
+    # Deterministic, and different for each parent: the proposals depend on what was accepted.
+    return str(0.5 + (sum(map(ord, messages[-1]["content"])) % 50) / 100)
+
+
+def _evolve(root: Path, executor: Any) -> tuple[dict[str, Any], Any]:
+    ws = _workspace(root)
+    cfg = EvolveConfig.model_validate({
+        "workspace": str(ws), "suite": {"name": "slow_suite:SlowSuite", "options": {"tasks": 20, "pause_s": 0.03}},
+        "splits": {"search": 0.2, "heldin": 0.4, "heldout": 0.2, "test": 0.2},
+        "selector": {"name": "greedy"}, "proposers": [{"name": "doubles:ModelProposer"}],
+        "iterations": 3, "seeds": [0, 1], "static": {"load_entry": False}, "canaries": {"enabled": False},
+    })
+    run = RunStore(root / "runs").create_run("evolve", cfg)
+    summary = Engine(cfg, run, ScriptedModel(_responder), executor=executor).execute()
+    return summary, run
+
+
+def _evolve_content(summary: dict[str, Any], run: Any) -> dict[str, Any]:
+    evals = sorted((r["candidate"], r["task_id"], r["seed"], r["score"]) for r in run.read_jsonl(EVALS))
+    steps = [{k: v for k, v in e.items() if k not in ("at",)} for e in run.read_jsonl(EVENTS) if e["kind"] == "step"]
+    return {"evals": evals, "steps": steps, "candidates": sorted((c["id"], c["status"], c["score"]) for c in run.candidates()),
+            "report": summary["report"]["comparison"], "task_evals": summary["task_evals"],
+            "model_calls": summary["model_calls"]}
+
+
+def test_an_engine_run_on_ray_with_a_worker_killed_equals_the_local_run(cluster, tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(HERE.parent / "evolve"))  # doubles:ModelProposer
+    summary, run = _evolve(tmp_path / "local", None)
+    local = _evolve_content(summary, run)
+    assert summary["lost_attempts"] == 0 and local["task_evals"] == len(local["evals"]) > 50
+    assert summary["accepted"] >= 2 and summary["rejected"] >= 1  # the original, a kept child, a turned-down one
+
+    killer = WorkerKiller()
+    executor = RayExecutor(ExecutorConfig(kind="ray"))
+    killer.start()
+    summary, run = _evolve(tmp_path / "ray", executor)
+    killer.join(timeout=5)
+    on_ray = _evolve_content(summary, run)
+    assert killer.killed is not None and executor.stats.lost >= 1 and executor.stats.given_up == 0
+    assert on_ray == local  # every evaluation once (budget counted once), the same decisions and report
+    assert len(set(on_ray["evals"])) == len(on_ray["evals"])
+    assert summary["lost_attempts"] == executor.stats.lost and summary["retried"] == executor.stats.retried
+    executor.close()
+    shown = CliRunner().invoke(app, ["evolve", "status", run.id, "--root", str(tmp_path / "ray" / "runs")])
+    assert shown.exit_code == 0, shown.output
+    assert f"workers lost: {summary['lost_attempts']} evaluation attempts" in " ".join(shown.output.split())
+
+
+# -- Rollouts: one task per episode ---------------------------------------------------------
+
+
+def _episodes(root: Path, executor: Any) -> list[tuple]:
+    run = RunStore(root).create_run("rollouts", {})
+    report = run_rollouts("TicTacToe-v0", AgentSpec("random-legal", game="TicTacToe-v0"), list(range(6)),
+                          RolloutConfig(opponent="random-legal"), run=run, executor=executor)
+    stored = [(e["episode_id"], len(run.steps(e["episode_id"]))) for e in run.episodes()]
+    assert sorted(stored) == sorted((e.episode_id, e.steps) for e in report.episodes)  # the driver wrote each
+    return [(e.episode_id, e.seed, e.steps, e.illegal_steps, tuple(sorted(e.rewards.items()))) for e in report.episodes]
+
+
+def test_rollouts_on_ray_equal_the_local_ones(cluster, tmp_path):
+    with RayExecutor(ExecutorConfig(kind="ray")) as executor:
+        assert _episodes(tmp_path / "ray", executor) == _episodes(tmp_path / "local", None)
+
+
+def test_a_unit_whose_worker_always_dies_is_retried_a_bounded_number_of_times(cluster):
+    with RayExecutor(ExecutorConfig(kind="ray", max_retries=1)) as executor:
+        lost = []
+        executor.on_lost = lost.append
+        with pytest.raises(RatchetError, match="lost 2 times") as err:
+            list(executor.map(die, [0, 1, 2]))
+    assert "executor.max_retries" in str(err.value)
+    assert [(x["index"], x["attempt"], x["retried"]) for x in lost] == [(1, 1, True), (1, 2, False)]
+    assert executor.stats.given_up == 1 and executor.stats.retried == 1
+
+
+def _busy_node(cluster) -> Any:
+    """The worker node one of whose workers is running a task right now (its raylet is the parent)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        for status in Path("/proc").glob("[0-9]*/status"):
+            try:
+                title = (status.parent / "cmdline").read_bytes()
+                ppid = int(next(line.split()[1] for line in status.read_text().splitlines() if line.startswith("PPid:")))
+            except (OSError, StopIteration, ValueError):
+                continue
+            if title.startswith(b"ray::_call"):
+                for node in cluster.worker_nodes:
+                    if any(info.process.pid == ppid for info in node.all_processes.get("raylet", [])):
+                        return node
+        time.sleep(0.02)
+    raise AssertionError("no task was seen running on a worker node")
+
+
+def test_a_node_that_dies_mid_run_loses_no_result(cluster):
+    """Last in the module: it takes a worker node down (its raylet and its workers) while one of its
+    workers runs a task, then adds a node back."""
+    with RayExecutor(ExecutorConfig(kind="ray", max_retries=3)) as executor:
+        results = []
+        for i, result in enumerate(executor.map(pause, range(12))):
+            results.append(result)
+            if i == 1:
+                cluster.remove_node(_busy_node(cluster), allow_graceful=False)
+    assert results == [i * i for i in range(12)]  # every result, once, in order
+    assert executor.stats.lost >= 1 and executor.stats.given_up == 0
+    cluster.add_node(num_cpus=1)
