@@ -342,6 +342,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--set", action="append", default=[], help="extra `ratchet serve --set` overrides")
     args = parser.parse_args(argv)
+    # A timeout's SIGTERM must still stop the server (the `finally` in run); the run resumes later.
+    signals.signal(signals.SIGTERM, lambda *_: sys.exit(143))
     result = run(args)
     print(json.dumps({k: result[k] for k in ("run", "base_preference", "best_served_preference",
                                              "final_served_preference", "base_guard", "final_served_guard",
