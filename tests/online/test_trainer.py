@@ -113,7 +113,7 @@ def test_opd_moves_the_policy_toward_the_teacher_with_hint() -> None:
 
 
 def test_topk_distillation_pulls_the_policy_toward_the_hinted_teachers_top_tokens() -> None:
-    trainer = make_trainer(signal="opd", learning_rate=5e-3, opd_topk=4, w_opd=0.0)
+    trainer = make_trainer(signal="opd", learning_rate=5e-3, opd_topk=4, w_opd=0.0, distill_target="served")
     s = sample("q", "abcabc", 0, hint="zz")
     it = trainer.prepare([s])[0][0]
     start = len(it.teacher_ids) - (len(it.input_ids) - it.response_start)

@@ -65,12 +65,15 @@ class TrainerConfig(Settings):
     gets no push up. 0 turns the term off (the original OPD)."""
     w_distill: float = Field(default=1.0, ge=0)
     """Weight of the top-k distillation term (per reply token, like the policy objective)."""
-    distill_target: Literal["served", "teacher"] = "served"
+    distill_target: Literal["served", "teacher"] = "teacher"
     """Which reply the top-k distillation runs along. ``served``: the reply the user saw, so the
     hinted teacher disagrees with the student almost only at its first token (the rest is scored
     under a prefix the teacher would not have written). ``teacher``: the hinted teacher's own greedy
     reply (context distillation): the student, without the hint, is taught the whole reply the hint
-    leads to; costs one greedy generation of ``teacher_max_tokens`` per hinted sample."""
+    leads to; costs one greedy generation of ``teacher_max_tokens`` per hinted sample. Measured
+    through ``ratchet serve`` on the 0.5B (docs/online.md): the held-out preference margin rose
+    −24.6 → −15.3 → −9.1 nats in two updates of 5 and 4 samples (``served``, the old hint: −24.6 →
+    −20.4 in one update of 8), though greedy replies did not yet start with the greeting."""
     teacher_max_tokens: int = Field(default=48, ge=1)
     """Length limit of the hinted teacher's own reply (``distill_target=teacher``)."""
     lora_r: int = Field(default=16, ge=1)
