@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.perf_counter()
     gguf = model_path(args.model)
-    pref, judge = Greeting(), RuleJudge()
+    pref, judge = Greeting(), RuleJudge(hint_style="followup")  # the old settings: the whole correction
     user = SimulatedUser(pref)
     policy = LlamaPolicy(gguf, n_ctx=1024, n_threads=args.threads)
     samples = []

@@ -304,7 +304,11 @@ def markdown(data: dict[str, Any]) -> str:
              "refused by the gate, with the checks that refused it.", ""]
     for key, r in sorted(data["runs"].items()):
         first = r.get("first_improvement")
-        lines += [f"## {key}", "",
+        args = r.get("serve_args") or []
+        extra = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--set" and not args[i + 1].startswith(
+            ("runs_root=", "trainer.heldout_path=", "trainer.gate.", "max_tokens=", "status_every_s="))]
+        lines += [f"## {key}", "", f"`ratchet serve --learn {r['signal']}`, overrides: {', '.join(extra) or 'none'} "
+                  "(everything else: the defaults when it ran)." + (f" {r['note']}" if r.get("note") else ""), "",
                   f"{r['conversations']} conversations, {r.get('wall_s') or 0:.0f} s; base preference "
                   f"{r['base_preference']:.2f} (band ±{r['preference_noise_band']:.2f}), best served "
                   f"{r['best_served_preference']:.2f}, final served {r['final_served_preference']:.2f}; guard base "
@@ -342,6 +346,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--set", action="append", default=[], help="extra `ratchet serve --set` overrides")
     args = parser.parse_args(argv)
+    # A timeout's SIGTERM must still stop the server (the `finally` in run); the run resumes later.
+    signals.signal(signals.SIGTERM, lambda *_: sys.exit(143))
     result = run(args)
     print(json.dumps({k: result[k] for k in ("run", "base_preference", "best_served_preference",
                                              "final_served_preference", "base_guard", "final_served_guard",

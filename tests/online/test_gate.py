@@ -11,6 +11,7 @@ from ratchet.cli import app
 from ratchet.contracts import RatchetError
 from ratchet.online import status as status_mod
 from ratchet.online.evaluation import (
+    BUILTIN_TASKS,
     EvaluationHook,
     GateConfig,
     GuardCase,
@@ -141,3 +142,32 @@ def test_status_says_which_check_refused_a_version(tmp_path) -> None:
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
     assert "v1 not served:" in text and "kl: 8.200 > max 1.000" in text
+
+
+class TaskScorer(FakeScorer):
+    """Answers the built-in tasks like the base does, unless collapsed; records the KL pairs it was asked."""
+
+    def __init__(self, **kw) -> None:
+        super().__init__(**kw)
+        self.kl_pairs: list = []
+
+    def generate(self, messages, max_tokens, *, base=False) -> str:
+        answers = dict(BUILTIN_TASKS)
+        return "Ah, hello there!" if self.collapsed and not base else f"Ahoy! It is {answers[messages[0]['content']]}."
+
+    def response_kl_to_base(self, pairs) -> float:
+        self.kl_pairs = list(pairs)
+        return self.kl
+
+
+def test_without_a_held_out_file_the_builtin_tasks_and_kl_still_gate() -> None:
+    hook = EvaluationHook.from_config(None, gate=GateConfig())
+    assert hook is not None and len(hook.tasks) == len(BUILTIN_TASKS) and not hook.cases
+    healthy = TaskScorer()
+    verdict = hook.evaluate(healthy, baseline=hook.score(healthy))
+    assert verdict["promote"] and set(verdict["checks"]) == {"kl", "tasks"}
+    # KL is measured on the base's own replies to the tasks (there is nothing else to measure it on).
+    assert [r for _, r in healthy.kl_pairs] == [f"Ahoy! It is {a}." for _, a in BUILTIN_TASKS]
+    assert hook.evaluate(TaskScorer(kl=2.5), 0.0)["failed"] == ["kl"]
+    assert hook.evaluate(TaskScorer(collapsed=True), 0.0)["failed"] == ["tasks"]
+    assert EvaluationHook.from_config(None, gate=GateConfig(builtin=False)) is None

@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 from ratchet.contracts import Completion, Usage
-from ratchet.online.judge import ModelJudge, RuleJudge, build_judge, majority, parse_hint, parse_vote
+from ratchet.online.judge import (
+    ModelJudge,
+    RuleJudge,
+    build_judge,
+    instruction_of,
+    majority,
+    parse_hint,
+    parse_vote,
+)
 from ratchet.online.records import Turn
 from ratchet.online.sessions import SESSION_ENDED
 
@@ -116,3 +124,13 @@ def test_build_judge_by_learning_mode():
     assert opd.hints and not opd.rewards
     both = build_judge("model", learn="combine", model=Canned([]))
     assert both.hints and both.rewards
+
+
+def test_rule_judge_hint_states_the_instruction_without_the_complaint():
+    correction = "No, that's not how I asked. Always start your reply with the greeting 'Ahoy!'. Please answer again."
+    assert instruction_of(correction) == "Always start your reply with the greeting 'Ahoy!'."
+    j = RuleJudge(hints=True).judge(TURN, correction)
+    assert j.reward == -1 and j.hint == "Always start your reply with the greeting 'Ahoy!'."
+    # Nothing but complaint: the whole correction is the hint; the old style keeps it whole too.
+    assert RuleJudge(hints=True).judge(TURN, "No, wrong.").hint == "The user's follow-up was: No, wrong."
+    assert RuleJudge(hints=True, hint_style="followup").judge(TURN, correction).hint.endswith("Please answer again.")

@@ -79,8 +79,9 @@ class Loop:
     """run_trainer_loop on the tiny trainer in a thread, with helpers to feed it and wait."""
 
     def __init__(self, tmp_path, hook=None, **overrides) -> None:
+        # Staleness is the subject here, not the gate: without a hook every update is promoted.
         settings = dict(signal="rl", batch_size=2, min_batch=2, max_wait_s=0.0, poll_interval_s=0.02,
-                        max_staleness=1, learning_rate=1e-2, kl_samples=0)
+                        max_staleness=1, learning_rate=1e-2, kl_samples=0, gate={"builtin": False})
         settings.update(overrides)
         self.trainer = make_trainer(**settings)
         self.queue = TurnQueue(tmp_path / "queue.sqlite")
@@ -209,7 +210,7 @@ def test_an_idle_trainer_waits_from_the_first_sample_and_never_steps_on_one(tmp_
     q = judged_queue(tmp_path / "q.db", 0)
     trainer = TimedTrainer()
     cfg = TrainerConfig(batch_size=4, min_batch=2, max_wait_s=0.5, poll_interval_s=0.02, convert_gguf=False,
-                        kl_samples=0)
+                        kl_samples=0, gate={"builtin": False})
     stop = threading.Event()
     thread = threading.Thread(target=run_trainer_loop, args=(cfg, q.path, tmp_path / "versions", stop),
                               kwargs={"trainer": trainer}, daemon=True)

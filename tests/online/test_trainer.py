@@ -113,7 +113,7 @@ def test_opd_moves_the_policy_toward_the_teacher_with_hint() -> None:
 
 
 def test_topk_distillation_pulls_the_policy_toward_the_hinted_teachers_top_tokens() -> None:
-    trainer = make_trainer(signal="opd", learning_rate=5e-3, opd_topk=4, w_opd=0.0)
+    trainer = make_trainer(signal="opd", learning_rate=5e-3, opd_topk=4, w_opd=0.0, distill_target="served")
     s = sample("q", "abcabc", 0, hint="zz")
     it = trainer.prepare([s])[0][0]
     start = len(it.teacher_ids) - (len(it.input_ids) - it.response_start)
@@ -247,3 +247,29 @@ def _wait(condition, timeout: float = 60.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("condition not reached in time")
         time.sleep(0.05)
+
+
+def test_distillation_on_the_hinted_teachers_own_reply() -> None:
+    # distill_target=teacher: the base with the hint writes its greedy reply, and the student
+    # (no hint) is pulled toward the teacher's top-k along THAT reply, not along the served one.
+    trainer = make_trainer(signal="opd", learning_rate=5e-3, opd_topk=4, w_opd=0.0, distill_target="teacher",
+                           teacher_max_tokens=5)
+    s = sample("q", "abcabc", -1, hint="zz")
+    it = trainer.prepare([s])[0][0]
+    teacher_prompt = it.teacher_ids[: len(it.teacher_ids) - (len(it.input_ids) - it.response_start)]
+    reply = trainer.greedy_ids([teacher_prompt], 5, base=True)[0]
+    assert 0 < len(reply) <= 5
+    own = it.input_ids[: it.response_start] + reply
+    values, index = trainer.teacher_topk([teacher_prompt + reply], [len(teacher_prompt)], 4)[0]
+    q = torch.softmax(values, -1)
+
+    def kl() -> float:
+        with torch.no_grad():
+            _, picked = trainer._response_logprobs([own], [it.response_start], gather=[index])
+        return float((q * (torch.log_softmax(values, -1) - picked[0])).sum())
+
+    before = kl()
+    for _ in range(10):
+        metrics = trainer.step([s])
+    assert metrics["updated"] and metrics["distill_kl"] > 0
+    assert kl() < before - 0.5

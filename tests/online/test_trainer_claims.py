@@ -26,8 +26,9 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 
 
 def config(**overrides) -> TrainerConfig:
+    # The trainers here are stubs with no policy to gate: the built-in gate is off.
     settings = {"batch_size": 3, "min_batch": 1, "max_wait_s": 0.0, "poll_interval_s": 0.02, "convert_gguf": False,
-                "kl_samples": 0}
+                "kl_samples": 0, "gate": {"builtin": False}}
     settings.update(overrides)
     return TrainerConfig(**settings)
 
@@ -87,7 +88,7 @@ CHILD = textwrap.dedent("""
             time.sleep(600)
 
     config = TrainerConfig(batch_size=3, min_batch=3, poll_interval_s=0.02, convert_gguf=False, kl_samples=0,
-                           claim_lease_s=3600)
+                           claim_lease_s=3600, gate={{"builtin": False}})
     run_trainer_loop(config, {queue!r}, {versions!r}, threading.Event(), trainer=StuckTrainer())
 """)
 

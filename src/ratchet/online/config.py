@@ -33,6 +33,12 @@ class JudgeConfig(Settings):
     max_tokens: int = Field(default=256, ge=8)
     """Token limit of one judge answer (the reasoning plus the boxed verdict and the hint)."""
 
+    hint_style: Literal["instruction", "followup"] = "instruction"
+    """The rule judge's hint for a corrected turn: ``instruction``, the sentences of the correction
+    that state what is wanted, without its complaint and retry request ("No, that's not how I
+    asked." / "Please answer again."), which made the hinted teacher apologise; ``followup``, the
+    whole correction as the user's follow-up. A correction that is all complaint is used whole."""
+
     batch: int = Field(default=8, ge=1)
     """How many turns the judging loop takes from the queue at a time."""
 

@@ -75,6 +75,22 @@ class GateConfig(Settings):
     max_kl: float = Field(default=1.0, gt=0)
     """Largest KL(candidate ‖ base) per reply token on the held-out replies; the collapse measured
     8.2, healthy versions < 0.5."""
+    builtin: bool = True
+    """Without ``trainer.heldout_path`` the gate still runs: the built-in neutral tasks
+    (:data:`BUILTIN_TASKS`, unless ``tasks_path`` names others) must stay solved, and the KL to base
+    on the base's own replies to them must stay under ``max_kl``. There is no preference check (no
+    one has said what is preferred). False promotes every update when no held-out file is given."""
+
+
+#: Neutral tasks any chat model of the catalog answers (checked by substring, case-insensitive, so a
+#: learned greeting, capitals or a bullet list still pass): the default gate's proof the model is still
+#: the model. Distinct from the personalization bench's guard tasks, which measure it independently.
+BUILTIN_TASKS: tuple[tuple[str, str], ...] = (
+    ("What is 6 times 7? Answer with the number.", "42"), ("What is the capital of Italy?", "rome"),
+    ("What is 20 plus 5? Answer with the number.", "25"), ("How many hours are in a day?", "24"),
+    ("What is the opposite of hot?", "cold"), ("What is the capital of Germany?", "berlin"),
+    ("What is 12 minus 4? Answer with the number.", "8"), ("Which animal says meow?", "cat"),
+)
 
 
 @dataclass(frozen=True)
@@ -172,8 +188,8 @@ class EvaluationHook:
 
     def __init__(self, cases: Sequence[HeldOutCase], tolerance: float = 0.5, *, guard: Sequence[GuardCase] = (),
                  gate: GateConfig | None = None, tasks: Sequence[Task] = ()) -> None:
-        if not cases:
-            raise RatchetError("the evaluation hook needs at least one held-out case")
+        if not cases and not tasks:
+            raise RatchetError("the evaluation hook needs at least one held-out case or task")
         self.cases = list(cases)
         self.guard = list(guard)
         self.tasks = list(tasks)
@@ -188,24 +204,44 @@ class EvaluationHook:
         tasks = load_tasks(gate.tasks_path) if gate.tasks_path else []
         return cls(load_cases(path), tolerance, guard=guard, gate=gate, tasks=tasks)
 
+    @classmethod
+    def from_config(cls, heldout_path: str | Path | None, tolerance: float = 0.5, *,
+                    gate: GateConfig | None = None) -> EvaluationHook | None:
+        """The gate of a trainer's settings: the held-out file's when one is set, else the built-in
+        tasks-and-KL gate (None only when ``gate.builtin`` is off)."""
+        gate = gate or GateConfig()
+        if heldout_path:
+            return cls.from_jsonl(heldout_path, tolerance, gate=gate)
+        if not gate.builtin and not gate.tasks_path:
+            return None
+        tasks = (load_tasks(gate.tasks_path) if gate.tasks_path
+                 else [Task([{"role": "user", "content": q}], a) for q, a in BUILTIN_TASKS])
+        guard = load_guard(gate.guard_path) if gate.guard_path else []
+        return cls([], tolerance, guard=guard, gate=gate, tasks=tasks)
+
     def score(self, scorer: SequenceScorer) -> float:
-        """Mean log-prob margin preferred − dispreferred of the scorer's current policy."""
+        """Mean log-prob margin preferred − dispreferred of the scorer's current policy (0 without cases)."""
+        if not self.cases:
+            return 0.0
         pairs = margins(scorer, self.cases)
         return _mean([p - d for p, d in pairs])
 
     def base_reference(self, scorer: SequenceScorer) -> dict[str, Any]:
         """The base model's per-token log-probs of the preferred replies and guard references (cached)."""
         if self._base is None:
+            replies = self._replies(scorer, base=True)
             self._base = {
                 "preferred": [scorer.mean_token_logprob(c.messages, c.preferred, base=True) for c in self.cases],
                 "guard": [scorer.mean_token_logprob(g.messages, g.reference, base=True) for g in self.guard],
-                "tasks": self._solved(scorer, base=True),
+                "tasks": _solved_count(replies, self.tasks),
+                # The base's own replies: where KL is measured when there are no cases or references.
+                "task_replies": replies,
             }
         return self._base
 
-    def _solved(self, scorer: SequenceScorer, *, base: bool = False) -> int:
+    def _replies(self, scorer: SequenceScorer, *, base: bool = False) -> list[str]:
         max_tokens = self.gate.tasks_max_tokens
-        return _solved_count([scorer.generate(t.messages, max_tokens, base=base) for t in self.tasks], self.tasks)
+        return [scorer.generate(t.messages, max_tokens, base=base) for t in self.tasks]
 
     def evaluate(self, scorer: SequenceScorer, baseline: float) -> dict[str, Any]:
         """Score the candidate (the scorer's current weights) against ``baseline`` (the current version's score).
@@ -216,17 +252,19 @@ class EvaluationHook:
         gate = self.gate
         base = self.base_reference(scorer)
         pairs = margins(scorer, self.cases)
-        score = _mean([p - d for p, d in pairs])
-        checks: dict[str, dict[str, Any]] = {
-            "preference": {"value": score, "limit": baseline - self.tolerance, "current": baseline,
-                           "passed": score >= baseline - self.tolerance},
-        }
-        preferred = [scorer.mean_token_logprob(c.messages, c.preferred) for c in self.cases]
-        floor = _mean(base["preferred"]) - gate.preferred_drop
-        checks["preferred_floor"] = {"value": _mean(preferred), "limit": floor, "base": _mean(base["preferred"]),
-                                     "passed": _mean(preferred) >= floor}
+        score = _mean([p - d for p, d in pairs]) if pairs else 0.0
+        checks: dict[str, dict[str, Any]] = {}
+        if self.cases:
+            checks["preference"] = {"value": score, "limit": baseline - self.tolerance, "current": baseline,
+                                    "passed": score >= baseline - self.tolerance}
+            preferred = [scorer.mean_token_logprob(c.messages, c.preferred) for c in self.cases]
+            floor = _mean(base["preferred"]) - gate.preferred_drop
+            checks["preferred_floor"] = {"value": _mean(preferred), "limit": floor, "base": _mean(base["preferred"]),
+                                         "passed": _mean(preferred) >= floor}
         kl_pairs = [(g.messages, g.reference) for g in self.guard] + [(c.messages, c.preferred) for c in self.cases]
-        kl = scorer.response_kl_to_base(kl_pairs)
+        if not kl_pairs:
+            kl_pairs = [(t.messages, r) for t, r in zip(self.tasks, base["task_replies"], strict=True) if r.strip()]
+        kl = scorer.response_kl_to_base(kl_pairs) if kl_pairs else 0.0
         checks["kl"] = {"value": kl, "limit": gate.max_kl, "passed": kl <= gate.max_kl}
         if self.guard:
             guard = [scorer.mean_token_logprob(g.messages, g.reference) for g in self.guard]
@@ -235,7 +273,7 @@ class EvaluationHook:
             checks["guard"] = {"value": _mean(guard), "base": _mean(base["guard"]), "change": _mean(diffs),
                                "band": band, "passed": _mean(diffs) >= -band}
         if self.tasks:
-            solved = self._solved(scorer)
+            solved = _solved_count(self._replies(scorer), self.tasks)
             checks["tasks"] = {"value": solved, "base": base["tasks"], "limit": base["tasks"] - gate.tasks_drop,
                                "of": len(self.tasks), "passed": solved >= base["tasks"] - gate.tasks_drop}
         failed = [name for name, check in checks.items() if not check["passed"]]
@@ -243,8 +281,8 @@ class EvaluationHook:
             "score": score,
             "baseline": baseline,
             "tolerance": self.tolerance,
-            "preferred_logprob": _mean([p for p, _ in pairs]),
-            "dispreferred_logprob": _mean([d for _, d in pairs]),
+            "preferred_logprob": _mean([p for p, _ in pairs]) if pairs else None,
+            "dispreferred_logprob": _mean([d for _, d in pairs]) if pairs else None,
             "cases": len(pairs),
             "guard_cases": len(self.guard),
             "checks": checks,

@@ -95,21 +95,47 @@ def _hits(patterns: Sequence[str], text: str) -> int:
     return sum(1 for p in patterns if re.search(p, text, re.IGNORECASE | re.MULTILINE))
 
 
+#: Sentences of a correction that only complain or ask for a retry: they carry no instruction, and
+#: in a hint they make the teacher apologise ("I apologize for the confusion…") instead of complying.
+_COMPLAINT = (
+    r"^\s*no\b", r"\bthat'?s not\b", r"\bwrong\b", r"\bincorrect\b", r"\bnot what i\b",
+    r"\b(?:answer|try|do (?:it|that)|say (?:it|that)) again\b", r"\bredo\b", r"\bretry\b", r"^\s*please fix\b",
+)
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+
+
+def instruction_of(correction: str) -> str | None:
+    """The instruction a correction states, without its complaint and retry request.
+
+    ``"No, that's not how I asked. Always answer in capitals. Please answer again."`` →
+    ``"Always answer in capitals."``; None when every sentence is complaint (then the whole
+    correction is the only statement of what was wanted).
+    """
+    kept = [s for s in _SENTENCE.split(correction.strip())
+            if s.strip() and not any(re.search(p, s, re.IGNORECASE) for p in _COMPLAINT)]
+    return " ".join(kept) if kept else None
+
+
 class RuleJudge:
     """Keyword rules on the next state. One vote per turn.
 
     A tool message (``tool: ...`` lines or a next state starting with it) is +1 unless it shows an
     error. Otherwise negative cues (correction, redo, "no, I meant") beat positive ones — a change
     request is negative feedback even when polite — and no cue gives 0. With ``hints`` on, a
-    negative turn's hint is the user's own correction, so on-policy distillation has something to
-    condition the teacher on.
+    negative turn's hint comes from the user's own correction, so on-policy distillation has
+    something to condition the teacher on: with ``hint_style="instruction"`` (the default) the
+    instruction it states (:func:`instruction_of`), added to the request as if the user had said it
+    up front; with ``"followup"`` the whole correction, introduced as the user's follow-up.
     """
 
     name = "rule"
 
-    def __init__(self, *, hints: bool = True, hint_chars: int = 400) -> None:
+    def __init__(self, *, hints: bool = True, hint_chars: int = 400, hint_style: str = "instruction") -> None:
+        if hint_style not in ("instruction", "followup"):
+            raise ValueError(f"hint_style must be 'instruction' or 'followup', not {hint_style!r}")
         self.hints = hints
         self.hint_chars = hint_chars
+        self.hint_style = hint_style
 
     def vote(self, next_state: str) -> int:
         text = next_state or ""
@@ -126,7 +152,9 @@ class RuleJudge:
         vote = self.vote(next_state)
         hint = None
         if self.hints and vote < 0 and next_state.strip():
-            hint = f"The user's follow-up was: {next_state.strip()[: self.hint_chars]}"
+            text = next_state.strip()[: self.hint_chars]
+            instruction = instruction_of(text) if self.hint_style == "instruction" else None
+            hint = instruction or f"The user's follow-up was: {text}"
         return Judgement(turn.turn_id, vote, [vote], hint, next_state, self.name)
 
 
@@ -220,12 +248,12 @@ class ModelJudge:
 
 
 def build_judge(kind: str, *, learn: str = "combine", model: Model | None = None, votes: int = 3,
-                temperature: float = 0.6, max_tokens: int = 256) -> Judge:
+                temperature: float = 0.6, max_tokens: int = 256, hint_style: str = "instruction") -> Judge:
     """The judge for a learning mode: rewards for binary/combine, hints for opd/combine."""
     rewards = learn in ("binary", "combine", "off")
     hints = learn in ("opd", "combine")
     if kind == "rule":
-        return RuleJudge(hints=hints)
+        return RuleJudge(hints=hints, hint_style=hint_style)
     if model is None:
         raise ValueError("a model judge needs a model")
     return ModelJudge(model, votes=votes, temperature=temperature, max_tokens=max_tokens, rewards=rewards,

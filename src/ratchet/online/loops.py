@@ -75,7 +75,7 @@ def make_judge(config: OnlineConfig):
             inner = load_model(spec)
         model = AccountedModel(inner, Accountant(), purpose="judge")
     return build_judge(jc.kind, learn=config.learn, model=model, votes=jc.votes, temperature=jc.temperature,
-                       max_tokens=jc.max_tokens)
+                       max_tokens=jc.max_tokens, hint_style=jc.hint_style)
 
 
 def run_judge_loop(config: OnlineConfig, queue_path: str | Path, stop_event: Any, judge: Any = None) -> int:
