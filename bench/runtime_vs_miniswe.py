@@ -71,8 +71,20 @@ def start_server(spec: str, port: int, threads: int, n_ctx: int, store: Path) ->
                     return proc
         except OSError:
             time.sleep(1)
-    os.killpg(proc.pid, signal.SIGTERM)
+    stop_server(proc)
     raise SystemExit("the server did not come up in 180 s")
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    """TERM, then KILL after 10 s (uvicorn waits for a request in flight, which can take minutes)."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    except ProcessLookupError:
+        pass
 
 
 def run_ratchet(task, store: Path, api_base: str, step_limit: int, max_tokens: int) -> dict:
@@ -175,7 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--agents", nargs="+", default=list(AGENTS), choices=AGENTS)
     parser.add_argument("--spec", default=None, help="served model spec (default local:MODEL)")
     parser.add_argument("--endpoint", default=None, help="use this OpenAI-compatible base URL (…/v1) instead of starting a server")
-    parser.add_argument("--threads", type=int, default=2)
+    # One thread: on this shared 2-core machine two llama.cpp threads were ~4x slower per call than
+    # one (measured: ~100 s vs ~22 s for a 100-token reply) once other jobs took CPU.
+    parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--n-ctx", type=int, default=16384)
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--store", type=Path, default=None, help="run directory (default runs/bench-runtime-vs-miniswe-MODEL)")
@@ -218,8 +232,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"{record['prompt_tokens'] + record['completion_tokens']} tok {record['wall_s']:.1f} s", flush=True)
         finally:
             if server is not None:
-                os.killpg(server.pid, signal.SIGTERM)
-                server.wait(timeout=30)
+                stop_server(server)
     data = report(store, out, meta)
     print(json.dumps({"totals": data["totals"], "ratios": data["ratios_ratchet_over_miniswe"]}, indent=2))
     return 0
