@@ -329,9 +329,11 @@ def test_agentic_proposer_edits_files_through_tools_and_records_a_claim(tmp_path
     assert runtime.refused and "not an editable surface" in runtime.refused[0]
 
 
-def test_agentic_proposer_without_a_runtime_refuses_to_start(tmp_path) -> None:
-    with pytest.raises(RatchetError, match="does not ship one yet"):
-        AgenticProposer(AgenticOptions(), make_ctx(tmp_path, None))
+def test_agentic_proposer_defaults_to_the_shipped_runtime_and_names_a_bad_one(tmp_path) -> None:
+    runtime = AgenticProposer(AgenticOptions(), make_ctx(tmp_path, None)).runtime
+    assert type(runtime).__module__ == "ratchet.runtime.proposer"  # tests/runtime/test_proposer.py runs it
+    with pytest.raises(RatchetError, match="cannot load runtime 'nowhere:Nothing'"):
+        AgenticProposer(AgenticOptions(runtime="nowhere:Nothing"), make_ctx(tmp_path, None))
 
 
 def test_agentic_agent_that_changes_nothing_is_none(tmp_path) -> None:

@@ -11,6 +11,7 @@ from datetime import datetime
 import pytest
 
 from ratchet.runtime import PermissionPolicy
+from ratchet.sandbox import isolation_report
 from ratchet.runtime.cron import CronTable, ensure_scheduler, next_run, scheduler_alive, stop_scheduler
 from ratchet.runtime.errors import ToolError
 from ratchet.store import read_json
@@ -70,3 +71,18 @@ def test_cron_commands_are_checked_by_the_policy(make_agent):
     agent = make_agent(policy=PermissionPolicy(allowed_commands=["echo *"]))
     assert "permission denied by allowed_commands" in call(agent, "cron_create", schedule="@every 1h", command="rm x")
     assert not (agent.run_dir / "cron" / "scheduler.json").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(isolation_report()["mechanism"] != "bwrap", reason="needs bubblewrap")
+def test_cron_commands_are_bound_by_the_agents_readable_rules(make_agent, workdir):
+    (workdir / "private.txt").write_text("HIDDENTEXT\n")
+    agent = make_agent(policy=PermissionPolicy(readable=["calc.py", "notes.txt"]))
+    root = agent.run_dir / "cron"
+    call(agent, "cron_create", schedule="@every 1s", command="cat private.txt notes.txt")
+    try:
+        wait_for(lambda: len(CronTable(root).runs()) >= 1)
+    finally:
+        stop_scheduler(root)
+    output = CronTable(root).runs()[0]["output"]
+    assert "alpha" in output and "HIDDENTEXT" not in output  # a readable file shows, the other is an empty view

@@ -119,3 +119,43 @@ def test_commands_do_not_see_the_run_directory_or_hidden_paths(make_agent, tmp_p
     assert (agent.run_dir / "trace.jsonl").exists() and (secret / "answer.txt").exists()
     out = call(agent, "bash", command=f"cat {secret}/answer.txt; ls {agent.run_dir}; echo done")
     assert "42" not in out and "trace.jsonl" not in out and "done" in out
+
+
+@pytest.mark.skipif(isolation_report()["mechanism"] != "bwrap", reason="needs bubblewrap")
+def test_readable_rules_bind_bash_too(make_agent, workdir):
+    (workdir / "secrets").mkdir()
+    (workdir / "secrets" / "key.txt").write_text("TOPSECRET\n")
+    (workdir / "private.txt").write_text("HIDDENTEXT\n")
+    (workdir / "src").mkdir()
+    (workdir / "src" / "ok.py").write_text("VISIBLE = 1\n")
+    (workdir / "src" / "token.env").write_text("SRCSECRET\n")
+    policy = PermissionPolicy(readable=["calc.py", "notes.txt", "src/*.py"])
+    agent = make_agent(policy=policy)
+    # Control: the file tools refuse the same paths, and a readable file reads through bash.
+    assert call(agent, "read", path="private.txt").startswith("error: permission denied by readable")
+    assert "return a - b" in call(agent, "bash", command="cat calc.py")
+    out = call(agent, "bash", command="cat private.txt secrets/key.txt src/token.env; ls secrets; cat src/ok.py")
+    assert "HIDDENTEXT" not in out and "TOPSECRET" not in out and "SRCSECRET" not in out
+    assert "VISIBLE = 1" in out
+    assert call(agent, "bash", command="ls -A secrets") == "\n[exit code 0]"  # an empty view
+    # A file made after the worker started is hidden from the next command as well, and the
+    # files themselves are untouched on the host.
+    (workdir / "later.key").write_text("LATERSECRET\n")
+    assert "LATERSECRET" not in call(agent, "bash", command="cat later.key")
+    assert (workdir / "later.key").read_text() == "LATERSECRET\n"
+    assert (workdir / "secrets" / "key.txt").read_text() == "TOPSECRET\n"
+    # Negative control: the default policy (readable everywhere) shows them to bash.
+    open_agent = make_agent()
+    assert "LATERSECRET" in call(open_agent, "bash", command="cat later.key")
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_readable_rules_refuse_bash_without_bubblewrap(make_agent, workdir, monkeypatch):
+    from ratchet.sandbox import isolation
+
+    (workdir / "private.txt").write_text("HIDDENTEXT\n")
+    monkeypatch.setattr(isolation, "probe_bwrap", lambda: "bwrap is not installed (test)")
+    agent = make_agent(policy=PermissionPolicy(readable=["calc.py"]))
+    out = call(agent, "bash", command="cat private.txt")
+    assert out.startswith("error: permission denied by readable") and "HIDDENTEXT" not in out
+    assert read_jsonl(agent.run_dir / "denials.jsonl")[-1]["rule"] == "readable"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from ratchet.models.scripted import ScriptedModel
-from ratchet.runtime import Agent, PermissionPolicy
+from ratchet.runtime import Agent, AgentConfig, PermissionPolicy
 from ratchet.store import read_json, read_jsonl
 
 from .conftest import call, wait_for, tool_reply
@@ -119,3 +119,44 @@ def test_interrupt_resume_close_and_limits(workdir, tmp_path):
     assert "need a model spec" in call(no_spec, "spawn_agent", task="x")
     for a in (parent, nested, no_spec):
         a.close()
+
+
+@pytest.mark.slow
+def test_sub_agents_model_calls_count_in_the_parents_index_and_tokens(workdir, tmp_path):
+    child_script = [tool_reply("ls"), tool_reply("submit", summary="child done")]
+    parent_script = [tool_reply("spawn_agent", task="look around", name="kid"),
+                     tool_reply("wait_agent", ids=["kid"], timeout_s=60), tool_reply("submit", summary="p")]
+    seen: list = []
+    parent = Agent(ScriptedModel(parent_script), workdir, tmp_path / "p", model_spec="scripted:",
+                   model_options={"responses": child_script}, on_model_call=seen.append)
+    result = parent.run("delegate")
+    assert result.exit_status == "submitted"
+    child_calls = [r for r in read_jsonl(tmp_path / "p" / "agents" / "kid" / "trace.jsonl") if r["type"] == "model_call"]
+    child_tokens = sum(r["prompt_tokens"] + r["completion_tokens"] for r in child_calls)
+    assert len(child_calls) == 2 and child_tokens > 0
+    # The index saw the parent's 3 calls and the child's 2, each under its agent's name.
+    assert sorted(c.purpose for c in seen) == ["agent:kid"] * 2 + ["agent:main"] * 3
+    own = sum(r["prompt_tokens"] + r["completion_tokens"] for r in read_jsonl(result.trace_path) if r["type"] == "model_call")
+    assert result.subagent_tokens == child_tokens
+    assert result.prompt_tokens + result.completion_tokens == own + child_tokens
+    # A parent started again on the same run directory counts nothing twice.
+    again = Agent(ScriptedModel([tool_reply("submit", summary="again")]), workdir, tmp_path / "p",
+                  model_spec="scripted:", on_model_call=seen.append)
+    again.resume("once more")
+    assert [c.purpose for c in seen].count("agent:kid") == 2
+    assert again.subagent_tokens["prompt"] + again.subagent_tokens["completion"] == child_tokens
+
+
+def test_sub_agents_tokens_go_against_the_parents_token_limit(workdir, tmp_path):
+    parent = Agent(ScriptedModel([tool_reply("ls")] * 5), workdir, tmp_path / "p",
+                   config=AgentConfig(token_limit=10_000))
+    # A finished sub-agent's trace, as its worker leaves it: 20,000 tokens in one call.
+    kid = tmp_path / "p" / "agents" / "kid"
+    kid.mkdir(parents=True)
+    (kid / "spec.json").write_text(json.dumps({"task": "t"}))
+    (kid / "trace.jsonl").write_text(json.dumps({"type": "model_call", "agent": "kid", "at": 1.0, "model": "m",
+                                                 "prompt_tokens": 19_000, "completion_tokens": 1_000,
+                                                 "latency_s": 0.5}) + "\n")
+    result = parent.run("go")
+    assert result.exit_status == "limits_exceeded" and result.steps == 0
+    assert "token limit 10000 reached (20000 used)" in result.submission

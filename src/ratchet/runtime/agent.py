@@ -49,10 +49,14 @@ class AgentResult:
     submission: str
     steps: int
     prompt_tokens: int
+    """This agent's and its sub-agents' prompt tokens."""
     completion_tokens: int
+    """This agent's and its sub-agents' completion tokens."""
     wall_s: float
     trace_path: str
     run_dir: str
+    subagent_tokens: int = 0
+    """The part of the tokens above spent by sub-agents (their calls as of this agent's end)."""
 
 
 class Agent:
@@ -90,7 +94,7 @@ class Agent:
         self.hooks = self.workspace.hooks()
         # Commands never see this run's own files (trace, memory, denials): only the tools read those.
         self.shell = Shell(self.workdir, network=self.policy.network,
-                           hidden=[self.run_dir, *(Path(p) for p in self.policy.hidden_paths)])
+                           hidden=[self.run_dir, *(Path(p) for p in self.policy.hidden_paths)], guard=self.guard)
         self.skills = SkillLibrary(self.workspace.skills_dir)
         self.mcp: list[Any] = []
         self.toolbox = build_toolbox(self)
@@ -101,6 +105,8 @@ class Agent:
         self.log: list[str] = []  # one line per tool call: the run's experiment log in memory
         self.steps = self.format_errors = 0
         self.exit_status, self.submission = "running", ""
+        self.subagent_tokens = {"prompt": 0, "completion": 0}
+        """Tokens of the sub-agents' model calls counted so far (see :meth:`account_subagents`)."""
 
     @property
     def supervisor(self) -> Supervisor:
@@ -139,6 +145,8 @@ class Agent:
         state = read_json(self.run_dir / "state.json", {}) or {}
         self.messages = list(state.get("messages") or [])
         self.steps = int(state.get("steps", 0))
+        self.tracer.tokens.update(state.get("tokens") or {})
+        self.subagent_tokens.update(state.get("subagent_tokens") or {})
         self.supervisor.recover()
         if not self.messages:
             return self.run(message or "")
@@ -162,12 +170,26 @@ class Agent:
                 finally:
                     self.save_state()
         finally:
+            self.account_subagents()
             self.close()
         self.save_state()
         self._remember()
-        return AgentResult(self.exit_status, self.submission, self.steps, self.tracer.tokens["prompt"],
-                           self.tracer.tokens["completion"], time.perf_counter() - start,
-                           str(self.tracer.path), str(self.run_dir))
+        sub = self.subagent_tokens
+        return AgentResult(self.exit_status, self.submission, self.steps, self.tracer.tokens["prompt"] + sub["prompt"],
+                           self.tracer.tokens["completion"] + sub["completion"], time.perf_counter() - start,
+                           str(self.tracer.path), str(self.run_dir), sub["prompt"] + sub["completion"])
+
+    def account_subagents(self) -> None:
+        """Count the sub-agents' model calls made since the last look: their tokens go against
+        this agent's token limit and into its result, and each call reaches ``on_model_call``
+        (the run index). Called before every model call and at the end; the cursor is on disk,
+        so a resumed parent counts nothing twice."""
+        if self._supervisor is None and not (self.run_dir / "agents").is_dir():
+            return
+        for rec in self.supervisor.new_model_calls():
+            self.subagent_tokens["prompt"] += int(rec["prompt_tokens"])
+            self.subagent_tokens["completion"] += int(rec["completion_tokens"])
+            self.tracer.forward(rec)
 
     def step(self) -> None:
         self.execute(self.query())
@@ -177,7 +199,8 @@ class Agent:
             raise Interrupted("interrupted by request")
         if self.steps >= self.config.step_limit:
             raise LimitsExceeded(f"step limit {self.config.step_limit} reached")
-        used = self.tracer.tokens["prompt"] + self.tracer.tokens["completion"]
+        self.account_subagents()
+        used = sum(self.tracer.tokens.values()) + sum(self.subagent_tokens.values())
         if self.config.token_limit and used >= self.config.token_limit:
             raise LimitsExceeded(f"token limit {self.config.token_limit} reached ({used} used)")
         self.messages = self.context.compact(self.messages)
@@ -247,7 +270,8 @@ class Agent:
     def save_state(self) -> None:
         write_json_atomic(self.run_dir / "state.json", {
             "agent_id": self.agent_id, "status": self.exit_status, "steps": self.steps,
-            "submission": self.submission, "tokens": dict(self.tracer.tokens), "messages": self.messages,
+            "submission": self.submission, "tokens": dict(self.tracer.tokens),
+            "subagent_tokens": dict(self.subagent_tokens), "messages": self.messages,
             "updated_at": time.time()})
 
     def _remember(self) -> None:

@@ -105,3 +105,15 @@ class AgentConfig(Settings):
     """Search endpoint for ``web_search``, with ``{query}`` where the query goes."""
     format_error_limit: int = Field(5, ge=1)
     """Replies in a row without a parsable tool call before the run stops."""
+
+
+class CodingSuiteOptions(Settings):
+    """The coding suite as the improvement engine's evaluator (``ratchet.runtime.engine_suite``)."""
+
+    suite: str = "coding-basics"
+    """Suite name (under ``envs/data``) or directory."""
+    tasks: list[str] = Field(default_factory=list)
+    """Only these task ids (empty: all)."""
+    overrides: list[str] = Field(default_factory=lambda: ["step_limit=8", "max_tokens=512"])
+    """``settings.yaml`` keys the suite fixes over the candidate's own (``key=value``): the
+    budget every candidate gets, so none buys its score with more steps."""

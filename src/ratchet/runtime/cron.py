@@ -21,7 +21,9 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from ratchet.runtime.errors import ToolError
+from ratchet.runtime.config import PermissionPolicy
+from ratchet.runtime.errors import PermissionDenied, ToolError
+from ratchet.runtime.permissions import Guard
 from ratchet.runtime.shell import Shell
 from ratchet.runtime.subagents import is_alive, process_start_ticks
 from ratchet.store import append_jsonl, read_json, read_jsonl, write_json_atomic
@@ -83,10 +85,14 @@ class CronTable:
     def _save(self, jobs: list[dict[str, Any]]) -> None:
         write_json_atomic(self.root / "jobs.json", jobs)
 
-    def create(self, schedule: str, command: str, workdir: Path, network: bool = False) -> dict[str, Any]:
+    def create(self, schedule: str, command: str, workdir: Path, network: bool = False,
+               readable: list[str] | None = None, hidden: list[str] | None = None) -> dict[str, Any]:
+        """A new job; ``readable`` (the creating agent's patterns) and ``hidden`` (its hidden paths)
+        bind the job's commands as they bind the agent's own."""
         now = time.time()
         job = {"id": uuid.uuid4().hex[:8], "schedule": schedule, "command": command, "workdir": str(workdir),
-               "network": network, "created_at": now, "next_run": next_run(schedule, now), "runs": 0}
+               "network": network, "readable": list(readable or ["*"]), "hidden": list(hidden or []),
+               "created_at": now, "next_run": next_run(schedule, now), "runs": 0}
         self._save(self.jobs() + [job])
         return job
 
@@ -137,18 +143,30 @@ def stop_scheduler(root: Path) -> None:
         os.killpg(int(record["pid"]), signal.SIGTERM)
 
 
+def _shell_for(job: dict[str, Any], root: Path) -> Shell:
+    """The sandboxed shell of one job: its agent's readable rules and hidden paths, the cron
+    directory hidden too; denials go to the cron directory's ``denials.jsonl``."""
+    workdir = Path(job["workdir"])
+    guard = Guard(PermissionPolicy(readable=job.get("readable") or ["*"]), workdir, root / "denials.jsonl")
+    guard.tool_name = f"cron:{job['id']}"
+    return Shell(workdir, network=bool(job.get("network")), hidden=[root, *(Path(p) for p in job.get("hidden", []))],
+                 guard=guard)
+
+
 def serve(root: Path, tick_s: float = 0.5) -> None:
     """The scheduler loop: run due jobs until killed (or until its directory is removed)."""
     table = CronTable(root)
-    shells: dict[tuple[str, bool], Shell] = {}
+    shells: dict[str, Shell] = {}
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
         while Path(root).is_dir():
             for job in table.claim_due(time.time()):
-                key = (job["workdir"], bool(job.get("network")))
-                shell = shells.setdefault(key, Shell(Path(job["workdir"]), network=key[1], hidden=[Path(root)]))
+                shell = shells.get(job["id"]) or shells.setdefault(job["id"], _shell_for(job, Path(root)))
                 started = time.time()
-                result = shell.run(job["command"], 60.0, 16 * 1024)
+                try:
+                    result = shell.run(job["command"], 60.0, 16 * 1024)
+                except PermissionDenied as exc:  # the readable rules cannot be enforced here
+                    result = {"returncode": None, "output": f"error: {exc}"}
                 append_jsonl(Path(root) / "runs.jsonl", {"job": job["id"], "at": started, "pid": os.getpid(),
                                                          "duration_s": time.time() - started,
                                                          "returncode": result["returncode"],

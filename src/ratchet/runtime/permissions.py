@@ -95,6 +95,33 @@ class Guard:
         inside = self._rel(p) is not None or any(os.path.isabs(x) for x in patterns)
         return inside and self._matches(p, patterns) is not None
 
+    def unreadable(self) -> list[Path]:
+        """The topmost paths of the working tree that the ``readable`` patterns do not allow: what
+        the sandbox hides from commands. A directory that is not readable itself but holds readable
+        files stays, with its unreadable entries hidden; links are left alone (what they point
+        to is hidden or absent in the sandbox already)."""
+        if "*" in self.policy.readable:
+            return []
+        hidden: list[Path] = []
+
+        def visit(directory: Path) -> bool:  # True when something under it is readable
+            found, masked = False, []
+            for entry in sorted(directory.iterdir()):
+                if entry.is_symlink():
+                    continue
+                if self.may_read(entry):
+                    found = True
+                elif entry.is_dir() and visit(entry):
+                    found = True
+                else:
+                    masked.append(entry)
+            if found or directory == self.workdir:
+                hidden.extend(masked)
+            return found
+
+        visit(self.workdir)
+        return sorted(hidden)
+
     def check_read(self, path: str) -> Path:
         p = self.resolve(path)
         if any(p == r or r in p.parents for r in self.also_readable):

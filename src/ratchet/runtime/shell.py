@@ -11,6 +11,7 @@ import os
 
 from pathlib import Path
 
+from ratchet.runtime.permissions import Guard
 from ratchet.sandbox import HarnessError, Sandbox, SandboxConfig
 from ratchet.sandbox.config import DEFAULT_BLOCKED
 
@@ -41,28 +42,53 @@ def run(command, timeout_s, max_bytes):
 
 
 class Shell:
-    """Runs bash commands in one sandbox worker whose writable directory is ``workdir``."""
+    """Runs bash commands in one sandbox worker whose writable directory is ``workdir``.
 
-    def __init__(self, workdir: Path, *, network: bool, hidden: list[Path], memory_mb: int = 4096) -> None:
+    With a ``guard``, the paths of the working tree its ``readable`` rules do not allow are hidden
+    from commands (empty read-only views over them, see :meth:`Guard.unreadable`). The set is
+    computed before every command and the worker restarted when it changed, so a file created
+    since is covered too. Only bubblewrap can hide paths: under a weaker mechanism a command is
+    refused while anything would have to be hidden."""
+
+    def __init__(self, workdir: Path, *, network: bool, hidden: list[Path], memory_mb: int = 4096,
+                 guard: Guard | None = None) -> None:
         self.workdir = Path(workdir).resolve()
+        self.guard = guard
         blocked = [m for m in DEFAULT_BLOCKED if m not in ("subprocess", "_posixsubprocess")]
-        hidden_paths = [p for p in [Path.home(), *hidden] if not _contains(p, self.workdir)]
+        self._hidden = [p for p in [Path.home(), *hidden] if not _contains(p, self.workdir)]
         self.config = SandboxConfig(call_timeout_s=60, scratch_dir=self.workdir, blocked_imports=blocked,
-                                    network=network, hidden_paths=hidden_paths, memory_mb=memory_mb,
+                                    network=network, hidden_paths=list(self._hidden), memory_mb=memory_mb,
                                     max_processes=64, max_file_mb=64, max_output_kb=1024, cpu_seconds=3600)
         self._sandbox: Sandbox | None = None
+        self.masked: list[Path] = []
+        """The working-tree paths the running worker hides (the guard's unreadable ones)."""
 
     def run(self, command: str, timeout_s: float, max_bytes: int) -> dict:
         """``{"returncode", "output", "truncated", "total_chars", "timed_out"}``; a sandbox failure
-        comes back as returncode None with its feedback as output."""
+        comes back as returncode None with its feedback as output. Raises PermissionDenied when
+        unreadable paths cannot be hidden here."""
         if self._sandbox is None:
             self._sandbox = Sandbox({"shell.py": _WORKER_CODE}, entry="shell.py", config=self.config)
+        self._mask_unreadable()
         self._hand_over()
         try:
             return self._sandbox.call("run", command, timeout_s, max_bytes, timeout_s=timeout_s + 10)
         except HarnessError as exc:
             return {"returncode": None, "output": exc.feedback(), "truncated": False, "total_chars": 0,
                     "timed_out": exc.kind == "timeout"}
+
+    def _mask_unreadable(self) -> None:
+        if self.guard is None or self._sandbox is None:
+            return
+        masked = self.guard.unreadable()
+        if masked and self._sandbox.mechanism.name != "bwrap":
+            raise self.guard.deny("readable", f"{len(masked)} path(s) of the working tree are not readable "
+                                  f"(e.g. {masked[0].relative_to(self.workdir)}) and only bubblewrap can hide "
+                                  f"them from commands (isolation here: {self._sandbox.isolation})")
+        if masked != self.masked:
+            self.masked = masked
+            self._sandbox.config.hidden_paths = [*self._hidden, *masked]
+            self._sandbox.restart()  # the next call starts a worker with the new views
 
     def _hand_over(self) -> None:
         uid = self._sandbox.worker_uid if self._sandbox else None

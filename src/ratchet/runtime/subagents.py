@@ -20,7 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from ratchet.runtime.errors import ToolError
-from ratchet.store import read_json, write_json_atomic
+from ratchet.store import read_json, read_jsonl, write_json_atomic
+
+#: The parent's cursor over its sub-agents' traces: model calls already counted, per trace file.
+ACCOUNTED = "accounted.json"
 
 #: Statuses of a sub-agent as the supervisor reports them.
 TERMINAL = ("submitted", "limits_exceeded", "interrupted", "terminated", "closed")
@@ -81,6 +84,23 @@ class Supervisor:
         spec = read_json(d / "spec.json")
         return {"id": agent_id, "status": status, "task": spec["task"][:200], "steps": state.get("steps", 0),
                 "submission": state.get("submission", ""), "tokens": state.get("tokens", {})}
+
+    def new_model_calls(self) -> list[dict[str, Any]]:
+        """The model-call records of every sub-agent (nested ones too) not handed out before, in
+        trace order. The cursor (calls counted per trace) is saved in ``ACCOUNTED`` under the root,
+        so a parent started again on the same run directory does not count a call twice."""
+        if not self.root.is_dir():
+            return []
+        seen = read_json(self.root / ACCOUNTED, {}) or {}
+        fresh: list[dict[str, Any]] = []
+        for trace in sorted(self.root.rglob("trace.jsonl")):
+            key = trace.relative_to(self.root).as_posix()
+            calls = [r for r in read_jsonl(trace) if r.get("type") == "model_call"]
+            fresh += calls[int(seen.get(key, 0)):]
+            seen[key] = len(calls)
+        if fresh:
+            write_json_atomic(self.root / ACCOUNTED, seen)
+        return fresh
 
     def list(self) -> list[dict[str, Any]]:
         return [self.status(i) for i in self.ids()]

@@ -46,6 +46,14 @@ class Tracer:
             self.on_model_call(LLMCall(model, f"agent:{self.agent_id}", completion.usage.prompt_tokens,
                                        completion.usage.completion_tokens, latency_s, True))
 
+    def forward(self, rec: dict[str, Any]) -> None:
+        """Hand a sub-agent's model-call record (from its own trace) to ``on_model_call``, so the
+        run index counts calls made in other processes too."""
+        if self.on_model_call is not None:
+            self.on_model_call(LLMCall(rec["model"], f"agent:{rec['agent']}", int(rec["prompt_tokens"]),
+                                       int(rec["completion_tokens"]), float(rec["latency_s"]), True,
+                                       started_at=float(rec["at"]) - float(rec["latency_s"])))
+
     def tool_call(self, step: int, name: str, arguments: Any, *, ok: bool, result: str, duration_s: float,
                   denied_rule: str | None = None) -> None:
         self.record("tool_call", step=step, name=name, arguments=arguments, ok=ok, result=result[:20000],

@@ -125,8 +125,9 @@ class SandboxConfig(Settings):
     exists inside (no checkout, run store, model cache or home); paths missing here are skipped."""
 
     hidden_paths: list[Path] = Field(default_factory=lambda: [Path.home()])
-    """Directories the code must not see even where they lie inside something bound in (an empty
-    read-only view replaces them), e.g. a secret directory under the interpreter's prefix. Under
+    """Directories and files the code must not see even where they lie inside something bound in
+    (an empty read-only view replaces them), e.g. a secret directory under the interpreter's prefix
+    or a file of the scratch directory that a policy does not let the code read. Under
     bubblewrap anything not bound is absent anyway (the home, run stores, checkouts); without
     bubblewrap nothing can be hidden."""
 

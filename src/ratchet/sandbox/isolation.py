@@ -345,19 +345,24 @@ def bwrap_command(config: SandboxConfig, *, worker: str, code_dir: str, scratch:
         if not any(_under(link, r) for r in real):
             args += ["--symlink", target, link]
     # Hidden paths matter only where they lie inside something bound (a secret under a bound
-    # prefix): an empty read-only view goes over them. Everything else is absent already.
+    # prefix, a file of the scratch directory): an empty read-only view goes over them. Everything
+    # else is absent already. Masks inside the scratch directory come after its bind, or the bind
+    # would cover them.
+    in_scratch: list[str] = []
     for hidden in config.hidden_paths:
         path = os.path.realpath(hidden)
+        if _under(path, os.path.realpath(scratch)) and path != os.path.realpath(scratch):
+            in_scratch.append(path)
+            continue
         if not any(_under(path, r) and path != r for r in real) or _under(path, "/tmp"):
             continue
         if any(_under(needed, path) for needed in real):
             continue  # hiding it would hide the interpreter; what lies beside it is not bound
-        if os.path.isdir(path):
-            args += ["--tmpfs", path, "--remount-ro", path]
-        elif os.path.isfile(path):
-            args += ["--ro-bind", "/dev/null", path]
+        args += _mask(path)
     for path, mode in own:
         args += [mode, path, path]
+    for path in in_scratch:
+        args += _mask(path)
     args += ["--remount-ro", "/"]
     args += _bwrap_unshare_flags(config.network)
     args += ["--die-with-parent", "--new-session", "--hostname", "sandbox", "--clearenv"]
@@ -365,6 +370,18 @@ def bwrap_command(config: SandboxConfig, *, worker: str, code_dir: str, scratch:
         args += ["--setenv", key, value]
     args += ["--chdir", scratch, "--", config.python, "-s", "-B", worker]
     return args
+
+
+def _mask(path: str) -> list[str]:
+    """bubblewrap arguments that put an empty read-only view over ``path`` (a directory gets an
+    empty tmpfs, a file ``/dev/null``); nothing for a path that is gone or is a link."""
+    if os.path.islink(path):
+        return []
+    if os.path.isdir(path):
+        return ["--tmpfs", path, "--remount-ro", path]
+    if os.path.isfile(path):
+        return ["--ro-bind", "/dev/null", path]
+    return []
 
 
 def command(mech: Mechanism, config: SandboxConfig, *, worker: str, code_dir: str, scratch: str) -> list[str]:

@@ -2,7 +2,7 @@
 
 ``reflective`` (GEPA: rewrite one surface from the parent's failure traces), ``diff`` (OpenEvolve:
 SEARCH/REPLACE blocks, whole-file fallback), ``merge`` (GEPA merge of two parents' surfaces),
-``agentic`` (a tool-using agent over the raw traces; needs a runtime Ratchet does not ship yet),
+``agentic`` (a tool-using agent over the raw traces; Ratchet's agent runtime by default),
 ``noop`` and ``cosmetic`` (controls for the A/A benchmark). Every one is built as
 ``Cls(options, ctx)`` and implements :class:`ratchet.contracts.Proposer`; one that cannot use a
 reply returns None and records why (``last_reason``, and ``proposer_skips.jsonl`` in the run).

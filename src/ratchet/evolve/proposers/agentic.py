@@ -1,10 +1,10 @@
 """The agentic proposer (Meta-Harness): a tool-using agent reads the raw traces and edits files.
 
-Ratchet has no tool-using agent runtime yet, so this module defines the contract such a runtime
-implements (:class:`AgentRuntime`), the tools it is given (:class:`WorkspaceTools`: they refuse to
-write anything the manifest does not declare editable) and the proposer that turns the agent's
-edits and final message into a :class:`~ratchet.contracts.Proposal`. Without a runtime the proposer
-refuses to start; it never pretends to have proposed anything.
+This module defines the contract a tool-using runtime implements (:class:`AgentRuntime`), the
+tools it is given (:class:`WorkspaceTools`: they refuse to write anything the manifest does not
+declare editable) and the proposer that turns the agent's edits and final message into a
+:class:`~ratchet.contracts.Proposal`. The runtime is ``options.runtime`` if set, else
+``ctx.extra["agent_runtime"]``, else Ratchet's own agent runtime (:data:`DEFAULT_RUNTIME`).
 """
 
 from __future__ import annotations
@@ -21,6 +21,10 @@ from ratchet.evolve.context import EngineContext
 from ratchet.evolve.manifest import Manifest
 from ratchet.evolve.proposers.base import ModelProposer
 from ratchet.evolve.proposers.config import AgenticOptions
+
+
+#: The shipped runtime, loaded by import path (the engine does not import the runtime's package).
+DEFAULT_RUNTIME = "ratchet.runtime.proposer:RuntimeProposerAgent"
 
 
 class ToolError(RatchetError):
@@ -135,19 +139,16 @@ class AgenticProposer(ModelProposer):
 
     @staticmethod
     def _runtime(options: AgenticOptions, ctx: EngineContext) -> AgentRuntime:
-        if options.runtime:
-            module, _, attr = options.runtime.partition(":")
-            try:
-                return getattr(importlib.import_module(module), attr)(options, ctx)
-            except (ImportError, AttributeError) as exc:
-                raise RatchetError(f"agentic proposer: cannot load runtime {options.runtime!r}: {exc}",
-                                   hint="runtime takes module:factory, factory(options, ctx) -> AgentRuntime") from None
         runtime = ctx.extra.get("agent_runtime")
-        if runtime is None:
-            raise RatchetError(
-                "the agentic proposer needs a tool-using agent runtime, and Ratchet does not ship one yet",
-                hint="set options.runtime to module:factory of an AgentRuntime, or use reflective/diff")
-        return runtime
+        if runtime is not None and not options.runtime:
+            return runtime
+        path = options.runtime or DEFAULT_RUNTIME
+        module, _, attr = path.partition(":")
+        try:
+            return getattr(importlib.import_module(module), attr)(options, ctx)
+        except (ImportError, AttributeError) as exc:
+            raise RatchetError(f"agentic proposer: cannot load runtime {path!r}: {exc}",
+                               hint="runtime takes module:factory, factory(options, ctx) -> AgentRuntime") from None
 
     def propose(self, parent: Candidate, archive: Any, rng: Any) -> Proposal | None:
         results = self.results(archive, parent.id)

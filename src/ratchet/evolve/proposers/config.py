@@ -60,9 +60,14 @@ class AgenticOptions(ModelProposerOptions):
 
     runtime: str | None = None
     """Import path ``module:factory`` of the tool-using runtime; ``factory(options, ctx)`` returns an
-    :class:`~ratchet.evolve.proposers.agentic.AgentRuntime`. None: ``ctx.extra["agent_runtime"]``."""
+    :class:`~ratchet.evolve.proposers.agentic.AgentRuntime`. None: ``ctx.extra["agent_runtime"]``
+    if given, else Ratchet's agent runtime (``ratchet.runtime.proposer:RuntimeProposerAgent``)."""
     max_tool_calls: int = Field(default=40, ge=1)
-    """Most tool calls the agent may make in one proposal."""
+    """Most tool calls the agent may make in one proposal (Ratchet's runtime: its step limit)."""
+    harness: str | None = None
+    """Ratchet's runtime: the harness workspace the agent runs with, a directory inside the
+    candidate (the parent's own copy is used, so evolving it evolves the proposer) or absolute.
+    None: the shipped default."""
 
 
 class ControlOptions(Settings):

@@ -25,7 +25,10 @@ def cron_create(ctx: ToolContext, schedule: str, command: str) -> str:
     """
     ctx.guard.check_command(command)
     table = _table(ctx)
-    job = table.create(schedule, command, ctx.workdir, network=ctx.guard.policy.network)
+    policy = ctx.guard.policy
+    hidden = [str(ctx.run_dir), *policy.hidden_paths]  # what the agent's own commands do not see
+    job = table.create(schedule, command, ctx.workdir, network=policy.network, readable=list(policy.readable),
+                       hidden=hidden)
     ensure_scheduler(table.root)
     return f"created cron job {job['id']}, first run at {time.strftime('%H:%M:%S', time.localtime(job['next_run']))}"
 

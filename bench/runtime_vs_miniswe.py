@@ -1,0 +1,242 @@
+"""Ratchet's coding agent vs mini-swe-agent 2.4.6 on the coding-basics suite, same model and step limit.
+
+One OpenAI-compatible server (``ratchet serve --learn off`` over the embedded model, greedy) answers
+both agents, so the model, its weights, its chat template and its token counts are the same for
+both. Each task's repository is copied fresh for each agent, the agent gets the same one-line
+statement (the one ``ratchet agent run`` gives), the same step limit (model calls), the same reply
+budget and the same 30 s command timeout, and both are graded the same way: the suite's grader runs
+the original tests on the agent's tree in the sandbox. mini-swe-agent runs in its own environment
+(``.venv-bench``, ``pip install mini-swe-agent==2.4.6``; see ``bench/_miniswe_worker.py`` for how
+it is configured) and its commands use the same interpreter as Ratchet's (its ``python`` first on
+PATH). Tokens are the server's usage, per call, summed; wall time is the agent's run, grading not
+included. Ratios are Ratchet over mini-swe-agent, measured in the same run.
+
+Resumable: every (agent, task) result is appended to ``--store``/results.jsonl and skipped on a
+rerun, so the bench runs in chunks (``--max-minutes``); ``--report`` rewrites the tables from it.
+
+    flock /work/notes/cpu.lock python -m bench.runtime_vs_miniswe --max-minutes 14
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from ratchet.models.spec import load_model
+from ratchet.runtime import Agent, HarnessWorkspace
+from ratchet.runtime.suite import grade, load_suite, prepare
+from ratchet.store import append_jsonl, read_jsonl
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+WORKER = ROOT / "bench" / "_miniswe_worker.py"
+AGENTS = ("ratchet", "miniswe")
+
+
+def bench_python() -> Path:
+    """The bench environment's interpreter: the shared one if it exists, else this tree's."""
+    for venv in (Path("/work/main/.venv-bench"), ROOT / ".venv-bench"):
+        if (venv / "bin" / "python").exists():
+            return venv / "bin" / "python"
+    raise SystemExit("no bench environment: python3.11 -m venv .venv-bench && .venv-bench/bin/pip install mini-swe-agent==2.4.6")
+
+
+def statement(task) -> str:
+    return (f"{task.statement}\nThe repository is your working directory; its tests run with "
+            f"`{task.test_command}`.")
+
+
+def start_server(spec: str, port: int, threads: int, n_ctx: int, store: Path) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "ratchet", "serve", "--model", spec, "--learn", "off",
+           "--port", str(port), "--set", f"serving_threads={threads}", "--set", f"n_ctx={n_ctx}",
+           "--set", "served_name=qwen"]
+    env = {**os.environ, "RATCHET_RUNS": str(store / "serve-runs"), "OMP_NUM_THREADS": str(threads)}
+    log = (store / "server.log").open("ab")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"the server exited {proc.returncode}; see {store / 'server.log'}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2) as r:
+                if r.status == 200:
+                    return proc
+        except OSError:
+            time.sleep(1)
+    stop_server(proc)
+    raise SystemExit("the server did not come up in 180 s")
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    """TERM, then KILL after 10 s (uvicorn waits for a request in flight, which can take minutes)."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    except ProcessLookupError:
+        pass
+
+
+def run_ratchet(task, store: Path, api_base: str, step_limit: int, max_tokens: int) -> dict:
+    workspace = HarnessWorkspace()
+    config = workspace.settings((f"step_limit={step_limit}", f"max_tokens={max_tokens}"))
+    policy = workspace.permissions()
+    policy.hidden_paths = [*policy.hidden_paths, str(task.dir.parent)]
+    workdir = prepare(task, store / "work" / "ratchet" / task.id)
+    model = load_model(f"{api_base}#qwen")
+    agent = Agent(model, workdir, store / "runs" / "ratchet" / task.id, workspace=workspace, config=config,
+                  permissions=policy, agent_id=task.id)
+    started = time.perf_counter()
+    try:
+        result = agent.run(statement(task))
+        exit_status = result.exit_status
+    except Exception as exc:  # a backend failure is a failed task, recorded
+        exit_status = f"error: {type(exc).__name__}: {exc}"[:300]
+    wall = time.perf_counter() - started
+    return {"exit_status": exit_status, "steps": agent.steps, "prompt_tokens": agent.tracer.tokens["prompt"],
+            "completion_tokens": agent.tracer.tokens["completion"], "wall_s": round(wall, 3), "workdir": str(workdir)}
+
+
+def run_miniswe(task, store: Path, api_base: str, step_limit: int, max_tokens: int) -> dict:
+    workdir = prepare(task, store / "work" / "miniswe" / task.id)
+    trajectory = store / "runs" / "miniswe" / f"{task.id}.traj.json"
+    cmd = [str(bench_python()), str(WORKER), "--workdir", str(workdir), "--task", statement(task),
+           "--api-base", api_base, "--step-limit", str(step_limit),
+           "--max-tokens", str(max_tokens), "--timeout", "30", "--path-prefix", str(Path(sys.executable).parent),
+           "--trajectory", str(trajectory)]
+    started = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=step_limit * 240, cwd=workdir,
+                          env={k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")})
+    wall = time.perf_counter() - started
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        return {"exit_status": f"error: worker exited {proc.returncode}: {proc.stderr[-300:]}", "steps": 0,
+                "prompt_tokens": 0, "completion_tokens": 0, "wall_s": round(wall, 3), "workdir": str(workdir)}
+    return {**json.loads(lines[-1]), "workdir": str(workdir)}
+
+
+RUNNERS = {"ratchet": run_ratchet, "miniswe": run_miniswe}
+
+
+def report(store: Path, out: str, meta: dict) -> dict:
+    rows = read_jsonl(store / "results.jsonl") if (store / "results.jsonl").exists() else []
+    by = {(r["agent"], r["task_id"]): r for r in rows}
+    tasks = sorted({r["task_id"] for r in rows})
+    both = [t for t in tasks if all((a, t) in by for a in AGENTS)]
+    totals = {}
+    for agent in AGENTS:
+        mine = [by[(agent, t)] for t in both]
+        totals[agent] = {"tasks": len(mine), "solved": sum(r["solved"] for r in mine),
+                         "solve_rate": (sum(r["solved"] for r in mine) / len(mine)) if mine else None,
+                         "prompt_tokens": sum(r["prompt_tokens"] for r in mine),
+                         "completion_tokens": sum(r["completion_tokens"] for r in mine),
+                         "steps": sum(r["steps"] for r in mine),
+                         "wall_s": round(sum(r["wall_s"] for r in mine), 1)}
+    r_, m_ = totals["ratchet"], totals["miniswe"]
+    ratios = {}
+    if both:
+        ratios = {"tokens": round((r_["prompt_tokens"] + r_["completion_tokens"]) /
+                                  max(1, m_["prompt_tokens"] + m_["completion_tokens"]), 3),
+                  "wall_s": round(r_["wall_s"] / max(1e-9, m_["wall_s"]), 3)}
+    data = {**meta, "tasks_compared": both, "totals": totals, "ratios_ratchet_over_miniswe": ratios,
+            "per_task": [{"task_id": t, **{a: {k: by[(a, t)][k] for k in ("solved", "exit_status", "steps",
+                                                                          "prompt_tokens", "completion_tokens", "wall_s")}
+                                            for a in AGENTS}} for t in both]}
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"{out}.json").write_text(json.dumps(data, indent=2) + "\n")
+    lines = [f"# {out} ({meta['measured_at']})", "",
+             f"{meta['model']} served by `ratchet serve --learn off` ({meta['threads']} threads, n_ctx {meta['n_ctx']}, "
+             f"greedy) to both agents; step limit {meta['step_limit']} model calls, replies up to {meta['max_tokens']} "
+             f"tokens, 30 s per command; graded by the suite's grader in the sandbox. Ratchet: the shipped harness "
+             f"workspace, text protocol. mini-swe-agent {meta['miniswe_version']}: `mini_textbased.yaml`, "
+             f"`litellm_textbased`, `DefaultAgent`, `LocalEnvironment`. {len(both)} of the 15 tasks run by both.", "",
+             "| task | Ratchet | steps | tokens | wall s | mini-swe-agent | steps | tokens | wall s |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for t in both:
+        a, b = by[("ratchet", t)], by[("miniswe", t)]
+        cell = lambda r: ("**solved**" if r["solved"] else r["exit_status"][:40])  # noqa: E731
+        lines.append(f"| {t} | {cell(a)} | {a['steps']} | {a['prompt_tokens'] + a['completion_tokens']} | "
+                     f"{a['wall_s']:.1f} | {cell(b)} | {b['steps']} | {b['prompt_tokens'] + b['completion_tokens']} | "
+                     f"{b['wall_s']:.1f} |")
+    lines.append(f"| **total** | **{r_['solved']}/{r_['tasks']}** | {r_['steps']} | "
+                 f"{r_['prompt_tokens'] + r_['completion_tokens']} | {r_['wall_s']:.1f} | **{m_['solved']}/{m_['tasks']}** | "
+                 f"{m_['steps']} | {m_['prompt_tokens'] + m_['completion_tokens']} | {m_['wall_s']:.1f} |")
+    if ratios:
+        lines += ["", f"Ratchet / mini-swe-agent: tokens {ratios['tokens']}, wall time {ratios['wall_s']}."]
+    lines += ["", "Notes: " + meta["notes"]]
+    (RESULTS / f"{out}.md").write_text("\n".join(lines) + "\n")
+    return data
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.runtime_vs_miniswe", description=__doc__)
+    parser.add_argument("--model", default="qwen2.5-coder-0.5b", help="embedded model name")
+    parser.add_argument("--step-limit", type=int, default=8)
+    parser.add_argument("--max-tokens", type=int, default=512)
+    parser.add_argument("--task", action="append", default=[], help="only these task ids")
+    parser.add_argument("--agents", nargs="+", default=list(AGENTS), choices=AGENTS)
+    parser.add_argument("--spec", default=None, help="served model spec (default local:MODEL)")
+    parser.add_argument("--endpoint", default=None, help="use this OpenAI-compatible base URL (…/v1) instead of starting a server")
+    # One thread: on this shared 2-core machine two llama.cpp threads were ~4x slower per call than
+    # one (measured: ~100 s vs ~22 s for a 100-token reply) once other jobs took CPU.
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--n-ctx", type=int, default=16384)
+    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--store", type=Path, default=None, help="run directory (default runs/bench-runtime-vs-miniswe-MODEL)")
+    parser.add_argument("--max-minutes", type=float, default=14.0, help="start no new task after this long")
+    parser.add_argument("--report", action="store_true", help="only rewrite the tables from the store")
+    parser.add_argument("--out", default=None, help="result name (default runtime_vs_miniswe[_MODEL])")
+    args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a timeout still stops the server (finally below)
+    store = (args.store or ROOT / "runs" / f"bench-runtime-vs-miniswe-{args.model}").resolve()
+    store.mkdir(parents=True, exist_ok=True)
+    out = args.out or ("runtime_vs_miniswe" if args.model == "qwen2.5-coder-0.5b" else f"runtime_vs_miniswe_{args.model}")
+    version = subprocess.run([str(bench_python()), "-c", "import importlib.metadata as m; print(m.version('mini-swe-agent'))"],
+                             capture_output=True, text=True).stdout.strip()
+    meta = {"model": args.model, "step_limit": args.step_limit, "max_tokens": args.max_tokens, "threads": args.threads,
+            "n_ctx": args.n_ctx, "miniswe_version": version, "python": platform.python_version(),
+            "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "notes": ("mini-swe-agent's LocalEnvironment runs commands on the host (its recommended default), "
+                      "Ratchet's bash runs in the sandbox; neither agent was tuned for this suite. Each agent's own "
+                      "format-error handling applies (Ratchet stops after 5 replies in a row without a tool call, "
+                      "mini-swe-agent after 3).")}
+    tasks = [t for t in load_suite("coding-basics") if not args.task or t.id in args.task]
+    done = {(r["agent"], r["task_id"]) for r in read_jsonl(store / "results.jsonl")} if (store / "results.jsonl").exists() else set()
+    pending = [(t, a) for t in tasks for a in args.agents if (a, t.id) not in done]
+    if pending and not args.report:
+        started = time.monotonic()
+        server = None if args.endpoint else start_server(args.spec or f"local:{args.model}", args.port, args.threads,
+                                                         args.n_ctx, store)
+        api_base = args.endpoint or f"http://127.0.0.1:{args.port}/v1"
+        try:
+            for task, agent in pending:
+                if time.monotonic() - started > args.max_minutes * 60:
+                    print(f"time budget spent; {len(pending)} runs were pending, rerun to continue", flush=True)
+                    break
+                outcome = RUNNERS[agent](task, store, api_base, args.step_limit, args.max_tokens)
+                verdict = grade(task, Path(outcome.pop("workdir")))
+                record = {"agent": agent, "task_id": task.id, "solved": verdict.score == 1.0, **outcome}
+                append_jsonl(store / "results.jsonl", record)
+                print(f"{agent:8s} {task.id:24s} {'SOLVED' if record['solved'] else 'failed':7s} "
+                      f"{record['exit_status'][:30]:30s} {record['steps']} steps "
+                      f"{record['prompt_tokens'] + record['completion_tokens']} tok {record['wall_s']:.1f} s", flush=True)
+        finally:
+            if server is not None:
+                stop_server(server)
+    data = report(store, out, meta)
+    print(json.dumps({"totals": data["totals"], "ratios": data["ratios_ratchet_over_miniswe"]}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

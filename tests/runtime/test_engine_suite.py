@@ -1,0 +1,90 @@
+"""The coding agent's workspace evolved by the engine, with the scripted model standing in for the
+real one: examples/coding-agent/evolve.yaml, the coding-basics suite as the evaluator (the agent
+runs each task, the grader judges it), and the agentic proposer on the runtime editing the very
+workspace it runs with. The scripted coding agent fixes a task only when its system prompt holds
+the phrase the scripted proposer adds, so the run must find, keep and report that change."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ratchet.config import load_config
+from ratchet.contracts import Candidate, RatchetError
+from ratchet.evolve.config import EvolveConfig
+from ratchet.evolve.loop import Engine
+from ratchet.models.scripted import ScriptedModel
+from ratchet.runtime.config import CodingSuiteOptions
+from ratchet.runtime.engine_suite import CodingAgentSuite, harness_from
+from ratchet.runtime.suite import load_suite
+from ratchet.store import RunStore
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "coding-agent"
+PHRASE = "Read the failing test first."
+TASKS = {t.statement: t for t in load_suite("coding-basics")}
+SPLITS = {"search": ["chunks-partial"], "heldin": ["fizzbuzz-fifteen", "median-even", "fahrenheit", "word-count-case",
+                                               "slugify-collapse"], "test": ["palindrome-punct", "duration-hours"]}
+
+
+def reply(tool: str, **arguments) -> str:
+    return f"```tool\n{json.dumps({'name': tool, 'arguments': arguments})}\n```"
+
+
+def responder(messages) -> str:
+    system, task = messages[0]["content"], messages[1]["content"]
+    turns = sum(1 for m in messages if m["role"] == "assistant")
+    if task.startswith("You are improving a program"):  # the proposer, on the runtime
+        failing = task.split("(the failing ones: ")[1].split(")")[0]
+        script = [reply("read_trace", task_id=failing.split(", ")[0]),
+                  reply("edit", path="system_prompt.md", old="Find the cause", new=f"{PHRASE}\nFind the cause"),
+                  reply("submit", summary=f"TARGET: the agent gives up at once\nROOT CAUSE: no method in the "
+                                          f"prompt\nFLIPS: {failing}")]
+        return script[min(turns, 2)]
+    statement = task.split("\nThe repository is")[0]
+    if PHRASE not in system or turns:
+        return reply("submit", summary="done")
+    return reply("apply_patch", patch=TASKS[statement].solution.read_text())
+
+
+@pytest.mark.slow
+def test_the_example_run_improves_the_coding_agent_and_reports_on_the_untouched_split(tmp_path) -> None:
+    ws = tmp_path / "coding-agent"
+    shutil.copytree(EXAMPLE, ws)
+    cfg = load_config(EvolveConfig, ws / "evolve.yaml", (
+        f"workspace={ws}", "iterations=1", "smoke.tasks=0",
+        f"suite.options.tasks={json.dumps([t for ids in SPLITS.values() for t in ids])}",
+        f"splits.ids={json.dumps(SPLITS)}", "splits.search=0", "splits.heldin=0", "splits.test=0"))
+    run = RunStore(tmp_path / "runs").create_run("evolve", cfg.model_dump(mode="json"))
+    engine = Engine(cfg, run, ScriptedModel(responder))
+    summary = engine.execute()
+    report = summary["report"]
+    assert summary["accepted"] == 2, report  # the original and the proposer's child
+    best = report["best"]
+    child = engine.archive.get(best["id"])
+    assert PHRASE in child.files["system_prompt.md"] and child.parent_id == report["original"]["id"]
+    assert report["split"] == "test" and report["split_untouched"]
+    assert report["original"]["mean"] == 0.0 and best["mean"] == 1.0  # judged on the two untouched tasks
+    # The proposal came from the runtime agent, whose trace is kept in the run.
+    (proposal_run,) = (run.dir / "proposer-agent").iterdir()
+    names = [json.loads(line)["name"] for line in (proposal_run / "trace.jsonl").read_text().splitlines()
+             if json.loads(line)["type"] == "tool_call"]
+    assert names == ["read_trace", "edit", "submit"]
+
+
+def test_the_suite_takes_only_the_candidates_data_and_fixes_the_budget(tmp_path) -> None:
+    candidate = Candidate.from_files("coding-agent", {
+        "system_prompt.md": "MINE {tool_instructions}", "settings.yaml": "step_limit: 99\nprotocol: text\n",
+        "permissions.yaml": "readable: []\n", "tools/submit.py": "raise SystemExit(1)\n", "hooks.py": "x = (\n"})
+    harness = harness_from(candidate, tmp_path / "h")
+    assert sorted(p.name for p in (tmp_path / "h").iterdir()) == ["settings.yaml", "system_prompt.md"]
+    assert harness.system_prompt().startswith("MINE") and harness.permissions().readable == ["*"]
+    suite = CodingAgentSuite(CodingSuiteOptions(tasks=["chunks-partial"]), None)
+    assert harness.settings(tuple(suite.options.overrides)).step_limit == 8
+    assert [t.id for t in suite.tasks()] == ["chunks-partial"] and len(suite.fingerprint()) == 16
+    with pytest.raises(RatchetError, match="unknown task ids"):
+        CodingAgentSuite(CodingSuiteOptions(tasks=["nope"]), None)
+    with pytest.raises(RatchetError, match="needs a model"):
+        suite.evaluate(candidate, suite.tasks(), 0)
