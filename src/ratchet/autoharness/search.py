@@ -176,10 +176,7 @@ class Synthesis:
             return Judgement(0.0, "failed", {"legal_rate": 0.0}, [failure])
         runtime = self.runtime_factory({"harness.py": code})
         try:
-            metrics: dict[str, float] = {}
-            failures: list[dict[str, Any]] = []
-            for idea in self.ideas:  # dense checks, in the components' order
-                idea.check(self, runtime, code, metrics, failures)
+            metrics, failures = self._checks(runtime, code)
             stats = rollout(runtime, self.env_factory, self.cfg.search_seeds[: self.cfg.eval_envs], self.cfg.eval_steps, self.cfg.step_cap)
             # A candidate that never got a step in has shown nothing: it scores as illegal.
             rate = 0.0 if stats.legal_rate is None else stats.legal_rate
@@ -191,9 +188,27 @@ class Synthesis:
             # Every dense check counts: a legal_moves that returns every cell labels the transitions
             # right (its is_legal_action is perfect) yet proposes taken cells, which only the
             # comparison with the game's own legal lists exposes.
-            dense = [metrics[k] for k in ("unit_accuracy", "legal_actions_accuracy", "parse_accuracy", "rule_accuracy") if k in metrics]
-            h = 0.5 * primary + 0.5 * sum(dense) / len(dense) if dense else primary
+            dense = _dense(metrics)
+            h = primary if dense is None else 0.5 * primary + 0.5 * dense
             return Judgement(h, "evaluated", metrics, failures)
+        finally:
+            runtime.close()
+
+    def _checks(self, runtime: Any, code: str) -> tuple[dict[str, float], list[dict[str, Any]]]:
+        metrics: dict[str, float] = {}
+        failures: list[dict[str, Any]] = []
+        for idea in self.ideas:  # dense checks, in the components' order
+            idea.check(self, runtime, code, metrics, failures)
+        return metrics, failures
+
+    def dense_score(self, code: str) -> float | None:
+        """The mean of the components' dense checks alone (no rollout): a cheap screen for code
+        proposed without a model call. None when the code does not load or nothing checks densely."""
+        if check_signatures(code):
+            return None
+        runtime = self.runtime_factory({"harness.py": code})
+        try:
+            return _dense(self._checks(runtime, code)[0])
         finally:
             runtime.close()
 
@@ -249,6 +264,7 @@ class Synthesis:
         shown = critic.sample_failures(pool, self.rng, self.cfg.max_failures_shown)
         refine = which_to_refine(shown) if parent_id else "both"
         metrics = self.state["metrics"].get(parent_id, {}) if parent_id else {}
+        self.state["parent"] = parent_id
         request = next((r for r in (i.request(self, code, pool, metrics) for i in self.ideas) if r is not None), None)
         if request is None:
             template = next((t for t in (i.template(self) for i in self.ideas) if t is not None), None) if code is None else None
@@ -259,41 +275,81 @@ class Synthesis:
         # A fresh root (a root after the first iteration) skips the low first temperature: the
         # first root already had that near-greedy answer.
         fresh = parent_id is None and iteration > 0
-        for sample in range(self.samples):
+        sample = repeats = 0
+        while sample < self.samples:
             if self._budget_left():
                 break
-            text, tokens = self._ask(messages, sample + 1 if fresh else sample, request.max_tokens)
+            asked = messages
+            for idea in self.ideas:  # after a repeated program, a component may change the request
+                asked = idea.resample(self, asked, repeats)
+            self.state["repeats"] = repeats
+            text, tokens = self._ask(asked, sample + 1 if fresh else sample, request.max_tokens)
             new_code = request.build(text)
-            meta = dict(prompt=messages, response=text, failures_shown=shown, refine=refine, iteration=iteration,
+            meta = dict(prompt=asked, response=text, failures_shown=shown, refine=refine, iteration=iteration,
                         sample=sample, method=self.cfg.method, tokens=tokens)
             if new_code is None:
                 cid = self._store(text or "# (empty response)\n", parent_id, "failed", None, **meta, error="no code in the response")
                 self.state["history"].append({"iteration": iteration, "candidate": cid, "h": None, "status": "failed"})
+                sample += 1
                 continue
-            judgement = self.judge(new_code)
-            cid = self._store(new_code, parent_id, judgement.status, judgement, **meta)
-            self.codes[cid] = new_code
-            self.failures[cid] = judgement.failures[:40]
-            self.state["metrics"][cid] = judgement.metrics
+            # A program already judged (its parent's copied back, a sibling's) is not judged again
+            # and does not use up a sample, up to ``samples`` repeats per refinement.
+            repeat = next((r for r in (i.repeats(self, new_code) for i in self.ideas) if r is not None), None)
+            if repeat is not None and repeats < self.samples:
+                repeats += 1
+                self.state["history"].append({"iteration": iteration, "candidate": repeat, "h": None, "status": "repeat"})
+                continue
+            sample += 1
+            cid, judgement = self._judged(new_code, parent_id, meta, iteration, "evaluated")
             judged.append((cid, judgement))
-            self.state["history"].append({"iteration": iteration, "candidate": cid, "h": judgement.h, "status": judgement.status})
             if judgement.h >= 1.0:
                 break
         return judged
 
-    def _adopt(self, parent_id: str | None, judged: list[tuple[str, Judgement]]) -> None:
-        """The best sample enters the tree; the others stay in the store as rejected."""
+    def _judged(self, code: str, parent_id: str | None, meta: dict[str, Any], iteration: int, label: str) -> tuple[str, Judgement]:
+        judgement = self.judge(code)
+        cid = self._store(code, parent_id, judgement.status, judgement, **meta)
+        self.codes[cid] = code
+        self.failures[cid] = judgement.failures[:40]
+        self.state["metrics"][cid] = judgement.metrics
+        status = judgement.status if label == "evaluated" else label
+        self.state["history"].append({"iteration": iteration, "candidate": cid, "h": judgement.h, "status": status})
+        return cid, judgement
+
+    def _offspring(self, node_id: str | None) -> None:
+        """Code the components propose without a model call for a node that just entered the
+        tree (e.g. program repair); one that scores higher enters as its child and is tried again."""
+        for _ in range(3):
+            if node_id is None or self.tree.nodes[node_id].h >= 1.0:
+                return
+            node = self.tree.nodes[node_id]
+            better: tuple[str, Judgement] | None = None
+            for code, origin in [o for idea in self.ideas for o in idea.offspring(self, node_id)]:
+                if self._budget_left() == "time budget":  # no model call: only time is spent
+                    return
+                cid, judgement = self._judged(code, node_id, {"origin": origin, "iteration": self.state["iteration"]},
+                                              self.state["iteration"], "repair")
+                if judgement.h > (better[1].h if better else node.h):
+                    better = (cid, judgement)
+            if better is None:
+                return
+            self.tree.add(better[0], node_id, better[1].h, origin="repair")
+            node_id = better[0]
+
+    def _adopt(self, parent_id: str | None, judged: list[tuple[str, Judgement]]) -> str | None:
+        """The best sample enters the tree (its id is returned); the others stay in the store as rejected."""
         if parent_id is None:  # the evidence of the fresh-root arm
             self.state.setdefault("root_scores", []).append(max((j.h for _, j in judged), default=0.0))
         if not judged:
             if parent_id in self.tree.nodes:
                 self.tree.nodes[parent_id].refinements += 1
-            return
+            return None
         best_id, best = max(judged, key=lambda cj: cj[1].h)
         for cid, j in judged:
             if cid != best_id and j.status == "evaluated":
                 self.run.set_candidate_status(cid, "rejected", j.h)
         self.tree.add(best_id, parent_id, best.h)
+        return best_id
 
     # ---------------------------------------------------------------- the loop
 
@@ -347,7 +403,7 @@ class Synthesis:
             if reason:
                 self.state["stop_reason"] = reason
                 return
-            self._adopt(None, self._expand(None, 0))
+            self._offspring(self._adopt(None, self._expand(None, 0)))
             self._save()
             self._progress()
         while True:
@@ -365,13 +421,20 @@ class Synthesis:
             node = self._choose()
             parent_id = node.candidate_id if node is not None else None
             self.state["iteration"] += 1
-            self._adopt(parent_id, self._expand(parent_id, self.state["iteration"]))
+            before = best.h if best is not None else 0.0
+            self._offspring(self._adopt(parent_id, self._expand(parent_id, self.state["iteration"])))
+            after = self.tree.best()
+            self.state["stalled"] = 0 if after is not None and after.h > before else self.state.get("stalled", 0) + 1
             self._save()
             self._progress()
 
     def _choose(self) -> Node | None:
         """The node to refine next by Thompson sampling, or None: sample a fresh root (only with
         a component's fresh-root arm, which draws after the nodes)."""
+        if any(idea.restart(self) for idea in self.ideas):
+            self.state["stalled"] = 0
+            self.state["restarts"] = self.state.get("restarts", 0) + 1
+            return None
         arm = next((a for a in (i.fresh_arm(self) for i in self.ideas) if a is not None), None)
         return select_action(self.tree, self.rng, self.cfg.thompson_c, arm)
 
@@ -379,6 +442,14 @@ class Synthesis:
         best = self.tree.best()
         self.on_progress({"iteration": self.state["iteration"], "best_h": best.h if best else 0.0, "calls": self.state["calls"],
                           "tokens": self.state["tokens"], "nodes": len(self.tree)})
+
+
+DENSE = ("unit_accuracy", "legal_actions_accuracy", "parse_accuracy", "rule_accuracy")
+
+
+def _dense(metrics: dict[str, float]) -> float | None:
+    values = [metrics[k] for k in DENSE if k in metrics]
+    return sum(values) / len(values) if values else None
 
 
 def listed_states(transitions: Sequence[Transition], limit: int = 30) -> list[tuple[str, list[str]]]:
