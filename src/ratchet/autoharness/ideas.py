@@ -24,9 +24,9 @@ from ratchet.autoharness import harnesslib as lib
 from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.decompose import Decomposer
 from ratchet.autoharness.prompts import CODE_BLOCK_GRAMMAR, scaffold_for
-from ratchet.autoharness.refine import defined_functions
 from ratchet.autoharness.transitions import Transition, balanced_subset, check_legal_actions, score_is_legal
 from ratchet.autoharness.tree import fresh_root_arm
+from ratchet.envs.answers import defined_functions
 from ratchet.evolve.proposers.mutation import mutants, normalized
 
 if TYPE_CHECKING:  # the search imports this module; the type only names what the hooks read
@@ -133,8 +133,8 @@ class Idea:
         """The request to send after ``repeats`` samples of this refinement repeated known code."""
         return messages
 
-    def offspring(self, search: Synthesis, node_id: str) -> list[tuple[str, str]]:
-        """Code ((code, origin) pairs) to judge without a model call for a node that just entered the tree."""
+    def offspring(self, search: Synthesis, candidate_id: str) -> list[tuple[str, str]]:
+        """Code ((code, origin) pairs) to judge without a model call, made from a judged candidate."""
         return []
 
     def restart(self, search: Synthesis) -> bool:
@@ -321,21 +321,23 @@ class Novelty(Idea):
 
 class Repair(Idea):
     name = "repair"
-    summary = ("single-point AST mutants of a new node (a comparison or condition flipped, a constant or name swapped, "
-               "off by one), screened on the dense checks; the best that beats the node is judged")
+    summary = ("single-point AST mutants of every judged sample (a comparison or condition flipped, a constant or name "
+               "swapped, off by one), screened on the dense checks; the two best that beat the sample are judged")
 
     def __init__(self, rng_seed: int = 0, limit: int = 24, judged: int = 2) -> None:
         self.rng_seed, self.limit, self.judged = rng_seed, limit, judged
 
-    def offspring(self, search, node_id):
-        code = search.codes[node_id]
+    def offspring(self, search, candidate_id):
+        code = search.codes[candidate_id]
         base = search.dense_score(code)
         if base is None or base >= 1.0:
             return []
         template = next((t for t in (i.template(search) for i in search.ideas) if t is not None), None)
         fixed = defined_functions(template) if template else set()
         own = [f for f in defined_functions(code) if f not in fixed] or None  # what the model wrote, not the template
-        found = mutants(code, functions=own, rng=random.Random(f"{self.rng_seed}:{node_id}"), limit=self.limit)
+        known = {normalized(c) for c in search.codes.values()}
+        found = [m for m in mutants(code, functions=own, rng=random.Random(f"{self.rng_seed}:{candidate_id}"), limit=self.limit)
+                 if normalized(m.code) not in known]
         scored = [(score, m) for m in found if (score := search.dense_score(m.code)) is not None and score > base]
         scored.sort(key=lambda sm: -sm[0])
         return [(m.code, f"repair: {m.change}") for _, m in scored[: self.judged]]

@@ -25,11 +25,12 @@ from ratchet.autoharness.decompose import Decomposer
 from ratchet.autoharness.evaluate import EnvFactory, rollout
 from ratchet.autoharness.ideas import Decompose, Idea, Lesson, Request, components
 from ratchet.autoharness.prompts import synthesis_prompt
-from ratchet.autoharness.refine import check_signatures, extract_code, which_to_refine
+from ratchet.autoharness.refine import REQUIRED, check_signatures, which_to_refine
 from ratchet.autoharness.replies import ReplyJournal
 from ratchet.autoharness.runtime import RuntimeFactory
 from ratchet.autoharness.transitions import Transition, harvest
 from ratchet.autoharness.tree import Node, Tree, select_action
+from ratchet.envs.answers import extract_code
 from ratchet.contracts import BudgetExceeded, Candidate, Evaluation, Model
 
 CHECKPOINT = "autoharness"
@@ -269,7 +270,7 @@ class Synthesis:
         if request is None:
             template = next((t for t in (i.template(self) for i in self.ideas) if t is not None), None) if code is None else None
             request = Request(refine, shown, self._prompt(code, shown, pool, refine, metrics),
-                              lambda text: extract_code(text, previous=code or template))
+                              lambda text: extract_code(text, previous=code or template, required=REQUIRED))
         refine, shown, messages = request.refine, request.shown, request.messages
         judged: list[tuple[str, Judgement]] = []
         # A fresh root (a root after the first iteration) skips the low first temperature: the
@@ -304,7 +305,7 @@ class Synthesis:
             judged.append((cid, judgement))
             if judgement.h >= 1.0:
                 break
-        return judged
+        return judged + self._offspring(judged)
 
     def _judged(self, code: str, parent_id: str | None, meta: dict[str, Any], iteration: int, label: str) -> tuple[str, Judgement]:
         judgement = self.judge(code)
@@ -316,25 +317,29 @@ class Synthesis:
         self.state["history"].append({"iteration": iteration, "candidate": cid, "h": judgement.h, "status": status})
         return cid, judgement
 
-    def _offspring(self, node_id: str | None) -> None:
-        """Code the components propose without a model call for a node that just entered the
-        tree (e.g. program repair); one that scores higher enters as its child and is tried again."""
-        for _ in range(3):
-            if node_id is None or self.tree.nodes[node_id].h >= 1.0:
-                return
-            node = self.tree.nodes[node_id]
-            better: tuple[str, Judgement] | None = None
-            for code, origin in [o for idea in self.ideas for o in idea.offspring(self, node_id)]:
-                if self._budget_left() == "time budget":  # no model call: only time is spent
-                    return
-                cid, judgement = self._judged(code, node_id, {"origin": origin, "iteration": self.state["iteration"]},
-                                              self.state["iteration"], "repair")
-                if judgement.h > (better[1].h if better else node.h):
-                    better = (cid, judgement)
-            if better is None:
-                return
-            self.tree.add(better[0], node_id, better[1].h, origin="repair")
-            node_id = better[0]
+    def _offspring(self, judged: list[tuple[str, Judgement]]) -> list[tuple[str, Judgement]]:
+        """Code the components propose without a model call from each judged sample (e.g. program
+        repair), judged in turn; one that scores higher than its origin is tried again (3 rounds at
+        most). Returns them for the tree's choice among the refinement's candidates."""
+        out: list[tuple[str, Judgement]] = []
+        for origin_id, origin in sorted(judged, key=lambda cj: -cj[1].h):
+            current, current_h = origin_id, origin.h
+            for _ in range(3):
+                if current_h >= 1.0 or any(j.h >= 1.0 for _, j in out):
+                    return out
+                better: tuple[str, Judgement] | None = None
+                for code, why in [o for idea in self.ideas for o in idea.offspring(self, current)]:
+                    if self._budget_left() == "time budget":  # no model call: only time is spent
+                        return out
+                    cid, judgement = self._judged(code, current, {"origin": why, "iteration": self.state["iteration"]},
+                                                  self.state["iteration"], "repair")
+                    out.append((cid, judgement))
+                    if judgement.h > (better[1].h if better else current_h):
+                        better = (cid, judgement)
+                if better is None:
+                    break
+                current, current_h = better[0], better[1].h
+        return out
 
     def _adopt(self, parent_id: str | None, judged: list[tuple[str, Judgement]]) -> str | None:
         """The best sample enters the tree (its id is returned); the others stay in the store as rejected."""
@@ -403,7 +408,7 @@ class Synthesis:
             if reason:
                 self.state["stop_reason"] = reason
                 return
-            self._offspring(self._adopt(None, self._expand(None, 0)))
+            self._adopt(None, self._expand(None, 0))
             self._save()
             self._progress()
         while True:
@@ -422,7 +427,7 @@ class Synthesis:
             parent_id = node.candidate_id if node is not None else None
             self.state["iteration"] += 1
             before = best.h if best is not None else 0.0
-            self._offspring(self._adopt(parent_id, self._expand(parent_id, self.state["iteration"])))
+            self._adopt(parent_id, self._expand(parent_id, self.state["iteration"]))
             after = self.tree.best()
             self.state["stalled"] = 0 if after is not None and after.h > before else self.state.get("stalled", 0) + 1
             self._save()
