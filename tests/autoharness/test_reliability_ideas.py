@@ -13,7 +13,7 @@ from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.prompts import SCAFFOLD
 from ratchet.autoharness.runtime import InProcessHarness
 from ratchet.autoharness.search import Synthesis
-from ratchet.autoharness.transitions import harvest
+from ratchet.envs.explore import harvest
 from ratchet.autoharness.tree import Tree, fresh_root_arm, select_action, select_node
 from ratchet.models import ScriptedModel
 

@@ -24,7 +24,8 @@ from ratchet.autoharness import harnesslib as lib
 from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.decompose import Decomposer
 from ratchet.autoharness.prompts import CODE_BLOCK_GRAMMAR, scaffold_for
-from ratchet.autoharness.transitions import Transition, balanced_subset, check_legal_actions, score_is_legal
+from ratchet.autoharness.transitions import balanced_subset, check_legal_actions, score_is_legal
+from ratchet.envs.explore import Transition
 from ratchet.autoharness.tree import fresh_root_arm
 from ratchet.envs.answers import defined_functions
 from ratchet.evolve.proposers.mutation import mutants, normalized
@@ -170,7 +171,7 @@ class Scaffold(Idea):
         return [(b, legal) for b, legal in states]
 
     def template(self, search):
-        return scaffold_for(search.grid_view()) if search.listed else None
+        return scaffold_for(search.grid_view(), search.grammar.form) if search.listed else None
 
 
 class Transitions(Idea):

@@ -26,7 +26,8 @@ from typing import Any
 
 from ratchet.autoharness.evaluate import game_seed, rollout
 from ratchet.autoharness.runtime import HarnessRuntime, feedback_of
-from ratchet.autoharness.transitions import harvest, score_is_legal
+from ratchet.autoharness.transitions import score_is_legal
+from ratchet.envs.explore import harvest
 from ratchet.config import Settings
 from ratchet.contracts import Environment, Model, Observation
 from ratchet.envs import runner

@@ -28,7 +28,8 @@ from ratchet.autoharness.prompts import synthesis_prompt
 from ratchet.autoharness.refine import REQUIRED, check_signatures, which_to_refine
 from ratchet.autoharness.replies import ReplyJournal
 from ratchet.autoharness.runtime import RuntimeFactory
-from ratchet.autoharness.transitions import Transition, harvest
+from ratchet.envs.explore import Transition, harvest
+from ratchet.envs.grammar import infer_grammar
 from ratchet.autoharness.tree import Node, Tree, select_action
 from ratchet.envs.answers import extract_code
 from ratchet.contracts import BudgetExceeded, Candidate, Evaluation, Model
@@ -111,6 +112,7 @@ class Synthesis:
         self.tree = Tree()
         self.rng = random.Random(config.rng_seed)
         self.transitions: list[Transition] = []
+        self.grammar = infer_grammar(description)
         self.listed: list[tuple[str, list[str]]] = []
         self.codes: dict[str, str] = {}
         self.failures: dict[str, list[dict[str, Any]]] = {}
@@ -167,6 +169,9 @@ class Synthesis:
         """The labelled transitions the search judges and teaches with (harvested or loaded)."""
         self.transitions = transitions
         self.listed = listed_states(self.transitions)
+        # The game's action format, from its rules, its error messages and the actions it accepted.
+        self.grammar = infer_grammar([self.description, *dict.fromkeys(t.reason for t in transitions if t.reason)],
+                                     [t.action for t in transitions if t.legal][:20])
         for idea in self.ideas:
             idea.ready(self)
 

@@ -23,7 +23,7 @@ def extract_code(answer: str, previous: str | None = None, required: Sequence[st
     Fenced blocks (closed or not) that define or import something, joined, each from its first
     statement on; else the last fenced block; else the last ``<move>…</move>`` holding code; else
     the text from the first ``def``/``import`` line on. With ``previous``, the ``required``
-    functions the answer leaves out (and helpers only ``previous`` defines) are carried over from it,
+    functions the answer leaves out (and helpers and constants only ``previous`` defines) are carried over from it,
     so an answer that fixes one function still yields a complete program.
     """
     blocks = _FENCE.findall(answer)
@@ -77,7 +77,11 @@ def _carry_over(code: str, previous: str, required: Sequence[str]) -> str:
         return code
     lines = previous.splitlines()
     imports = [ast.get_source_segment(previous, n) for n in old.body if isinstance(n, (ast.Import, ast.ImportFrom))]
-    extra = [i for i in imports if i and i not in code]
+    # Module constants the carried functions may read (``ACTION_FORM = "[{}]"``), unless redefined.
+    assigned = set(re.findall(r"^(\w+)\s*=", code, re.MULTILINE))
+    constants = [ast.get_source_segment(previous, n) for n in old.body if isinstance(n, ast.Assign)
+                 and not {t.id for t in n.targets if isinstance(t, ast.Name)} & assigned]
+    extra = [i for i in imports + constants if i and i not in code]
     defs = []
     for node in old.body:
         if isinstance(node, ast.FunctionDef) and (node.name in missing or node.name not in have and node.name not in required):
