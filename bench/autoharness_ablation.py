@@ -92,17 +92,19 @@ def search_once(cfg, model, store, name: str, env_factory, hints, runtime_factor
     row = {"best_h": result.best_h, "calls": result.calls, "calls_to_h1": first_solved, "tokens": result.tokens,
            "wall_s": round(wall, 1), "stop": result.stop_reason, "heldout_legal_rate": held.get("legal_rate"),
            "heldout_verifier_accuracy": held.get("verifier_accuracy"), "run": run.id}
+    row["harvest"] = search.state.get("harvest")
     if search.decomposer is not None:  # whether the game gave ground truth for the two parts
         row["decompose"] = {"active": search.decomposer.active, "reason": search.decomposer.reason}
     return row
 
 
 def _calls(history: list[dict]) -> list[dict]:
-    """History entries numbered by the refiner call that produced them (library seeds: call 0)."""
+    """History entries numbered by the refiner call that produced them (library seeds: call 0;
+    repaired code: the call of the sample it was made from)."""
     n = 0
     out = []
     for h in history:
-        if h.get("status") != "library":
+        if h.get("status") not in ("library", "repair"):
             n += 1
         out.append({**h, "call": n})
     return out

@@ -175,6 +175,12 @@ class Synthesis:
         for idea in self.ideas:
             idea.ready(self)
 
+    def harvest_summary(self) -> dict[str, Any]:
+        """What exploring the game found: labelled legal and illegal transitions, the states with a
+        full legal list (printed, or found by trying the whole grammar) and the action grammar."""
+        return {"legal": sum(t.legal for t in self.transitions), "illegal": sum(not t.legal for t in self.transitions),
+                "listed_states": len(self.listed), "grammar": self.grammar.describe()}
+
     def judge(self, code: str) -> Judgement:
         problem = check_signatures(code)
         if problem:
@@ -375,6 +381,7 @@ class Synthesis:
                 self.set_transitions(harvest(self.env_factory, self.hint_env_factory, self.cfg.search_seeds,
                                              self.cfg.transitions_per_seed, random.Random(self.cfg.rng_seed)))
                 self.state["transitions"] = [t.to_json() for t in self.transitions]
+                self.state["harvest"] = self.harvest_summary()
                 for idea in self.ideas:
                     idea.start(self)
             self._save()
