@@ -23,11 +23,11 @@ from ratchet.autoharness import critic
 from ratchet.autoharness import harnesslib as lib
 from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.decompose import Decomposer
-from ratchet.autoharness.prompts import CODE_BLOCK_GRAMMAR, scaffold_for
-from ratchet.autoharness.transitions import balanced_subset, check_legal_actions, score_is_legal
-from ratchet.envs.explore import Transition
+from ratchet.autoharness.prompts import scaffold_for
+from ratchet.autoharness.transitions import check_legal_actions, score_is_legal
+from ratchet.envs.explore import Transition, balanced_subset
 from ratchet.autoharness.tree import fresh_root_arm
-from ratchet.envs.answers import defined_functions
+from ratchet.envs.answers import CODE_BLOCK_GRAMMAR, defined_functions
 from ratchet.evolve.proposers.mutation import mutants, normalized
 
 if TYPE_CHECKING:  # the search imports this module; the type only names what the hooks read
@@ -166,12 +166,17 @@ class Scaffold(Idea):
         listed = search.listed
         states = [(f["board"], f["expected"]) for f in shown if f.get("kind") == "wrong_legal_actions"][:2]
         states += listed[len(listed) // 3 :: max(1, len(listed) // 4)][:3] or listed[:3]
-        if search.grid_view():
-            return [(lib.cells(lib.parse_grid(lib.current_board(b))), legal) for b, legal in states]
-        return [(b, legal) for b, legal in states]
+        return views(search, states)
 
     def template(self, search):
         return scaffold_for(search.grid_view(), search.grammar.form) if search.listed else None
+
+
+def views(search: Synthesis, states: Sequence[tuple[str, list[str]]]) -> list[tuple[Any, list[str]]]:
+    """States as ``legal_moves`` sees them (the cells of a grid game, else the board text), with their legal lists."""
+    if search.grid_view():
+        return [(lib.cells(lib.parse_grid(lib.current_board(b))), legal) for b, legal in states]
+    return [(b, legal) for b, legal in states]
 
 
 class Transitions(Idea):
@@ -358,13 +363,7 @@ class Restarts(Idea):
         restarts = search.state.get("restarts", 0)
         if restarts and search.state.get("parent") is None and options.get("scaffold") and search.listed:
             # Diverse: a restart's examples are other states of the game than the first root's.
-            options["scaffold_examples"] = random.Random(restarts).sample(self.views(search), min(3, len(search.listed)))
-
-    @staticmethod
-    def views(search: Synthesis) -> list[tuple[Any, list[str]]]:
-        if search.grid_view():
-            return [(lib.cells(lib.parse_grid(lib.current_board(b))), legal) for b, legal in search.listed]
-        return [(b, legal) for b, legal in search.listed]
+            options["scaffold_examples"] = views(search, random.Random(restarts).sample(search.listed, min(3, len(search.listed))))
 
 
 IDEAS: dict[str, type[Idea]] = {cls.name: cls for cls in (Transitions, HelperLibrary, FewShot, Scaffold, Samples, Grammar,

@@ -236,12 +236,6 @@ def synthesis_prompt(
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n\n".join(sections)}]
 
 
-#: GBNF grammar forcing one ```python block (for backends that support grammars).
-CODE_BLOCK_GRAMMAR = r'''root ::= "```python\n" body "```"
-body ::= ( [^`] | "`" [^`] | "``" [^`] )*
-'''
-
-
 # ---------------------------------------------------------------- decomposition (ideas.decompose)
 
 

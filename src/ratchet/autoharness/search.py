@@ -28,11 +28,12 @@ from ratchet.autoharness.prompts import synthesis_prompt
 from ratchet.autoharness.refine import REQUIRED, check_signatures, which_to_refine
 from ratchet.autoharness.replies import ReplyJournal
 from ratchet.autoharness.runtime import RuntimeFactory
-from ratchet.envs.explore import Transition, harvest
+from ratchet.envs.explore import Transition, harvest, listed_states
 from ratchet.envs.grammar import infer_grammar
 from ratchet.autoharness.tree import Node, Tree, select_action
 from ratchet.envs.answers import extract_code
 from ratchet.contracts import BudgetExceeded, Candidate, Evaluation, Model
+from ratchet.store.files import rng_from_json, rng_to_json
 
 CHECKPOINT = "autoharness"
 KIND = "autoharness.harness"
@@ -123,7 +124,7 @@ class Synthesis:
     def _save(self) -> None:
         self.state.update(
             tree=self.tree.to_json(),
-            rng=_rng_to_json(self.rng.getstate()),
+            rng=rng_to_json(self.rng.getstate()),
             codes=self.codes,
             failures={k: v[:40] for k, v in self.failures.items()},
         )
@@ -138,7 +139,7 @@ class Synthesis:
             return False
         self.state = dict(saved)
         self.tree = Tree.from_json(saved["tree"])
-        self.rng.setstate(_rng_from_json(saved["rng"]))
+        self.rng.setstate(rng_from_json(saved["rng"]))
         self.codes = dict(saved["codes"])
         self.failures = {k: list(v) for k, v in saved["failures"].items()}
         self.set_transitions([Transition.from_json(t) for t in saved.get("transitions", [])])
@@ -467,25 +468,3 @@ DENSE = ("unit_accuracy", "legal_actions_accuracy", "parse_accuracy", "rule_accu
 def _dense(metrics: dict[str, float]) -> float | None:
     values = [metrics[k] for k in DENSE if k in metrics]
     return sum(values) / len(values) if values else None
-
-
-def listed_states(transitions: Sequence[Transition], limit: int = 30) -> list[tuple[str, list[str]]]:
-    """Distinct states whose full legal list the game printed: (board, legal actions)."""
-    seen: dict[tuple[int, tuple[str, ...]], tuple[str, list[str]]] = {}
-    for t in transitions:
-        if t.listed and (t.seed, t.prefix) not in seen:
-            seen[(t.seed, t.prefix)] = (t.board, list(t.listed))
-    states = list(seen.values())
-    # Spread over game lengths: the early states of every seed look alike.
-    states.sort(key=lambda s: len(s[1]))
-    step = max(1, len(states) // limit)
-    return states[::step][:limit]
-
-
-def _rng_to_json(state: tuple) -> list:
-    version, internal, gauss = state
-    return [version, list(internal), gauss]
-
-
-def _rng_from_json(data: list) -> tuple:
-    return (data[0], tuple(data[1]), data[2])

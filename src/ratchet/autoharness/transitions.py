@@ -58,19 +58,6 @@ def score_is_legal(runtime: HarnessRuntime, transitions: Sequence[Transition]) -
     return score
 
 
-def balanced_subset(transitions: Sequence[Transition], limit: int, rng: random.Random) -> list[Transition]:
-    """At most ``limit`` transitions, half legal and half illegal where possible (deterministic
-    for a given rng), so accuracy can't be won by always answering the majority label."""
-    legal = [t for t in transitions if t.legal]
-    illegal = [t for t in transitions if not t.legal]
-    rng.shuffle(legal)
-    rng.shuffle(illegal)
-    half = limit // 2
-    take_i = illegal[: max(half, limit - len(legal))]
-    take_l = legal[: limit - len(take_i)]
-    return take_l + take_i
-
-
 def check_legal_actions(runtime: HarnessRuntime, states: Sequence[tuple[str, list[str]]]) -> list[dict[str, Any]]:
     """Compare a scaffolded harness's ``legal_actions(board)`` with the game's own legal list on
     each state; one failure per wrong state, saying what it returned and what is right."""

@@ -16,6 +16,11 @@ _MOVE = re.compile(r"<move>(.*?)</move>", re.DOTALL | re.IGNORECASE)
 _STATEMENT = re.compile(r"(#|import |from \w+ import|def |class |@)")
 _CODE_START = re.compile(r"\s*(def |import |from \w+ import)")
 
+#: GBNF grammar forcing an answer of one ```python block (for backends that support grammars).
+CODE_BLOCK_GRAMMAR = r'''root ::= "```python\n" body "```"
+body ::= ( [^`] | "`" [^`] | "``" [^`] )*
+'''
+
 
 def extract_code(answer: str, previous: str | None = None, required: Sequence[str] = ()) -> str | None:
     """The code in ``answer``, or None when there is none.

@@ -171,3 +171,29 @@ def harvest(
             if e is not None:
                 e.close()
     return out
+
+
+def listed_states(transitions: Sequence[Transition], limit: int = 30) -> list[tuple[str, list[str]]]:
+    """Distinct states whose full legal list the game printed: (board, legal actions)."""
+    seen: dict[tuple[int, tuple[str, ...]], tuple[str, list[str]]] = {}
+    for t in transitions:
+        if t.listed and (t.seed, t.prefix) not in seen:
+            seen[(t.seed, t.prefix)] = (t.board, list(t.listed))
+    states = list(seen.values())
+    # Spread over game lengths: the early states of every seed look alike.
+    states.sort(key=lambda s: len(s[1]))
+    step = max(1, len(states) // limit)
+    return states[::step][:limit]
+
+
+def balanced_subset(transitions: Sequence[Transition], limit: int, rng: random.Random) -> list[Transition]:
+    """At most ``limit`` transitions, half legal and half illegal where possible (deterministic
+    for a given rng), so accuracy can't be won by always answering the majority label."""
+    legal = [t for t in transitions if t.legal]
+    illegal = [t for t in transitions if not t.legal]
+    rng.shuffle(legal)
+    rng.shuffle(illegal)
+    half = limit // 2
+    take_i = illegal[: max(half, limit - len(legal))]
+    take_l = legal[: limit - len(take_i)]
+    return take_l + take_i
