@@ -94,7 +94,8 @@ def harvest(
     max_seconds: float = 60.0,
     max_illegal_per_state: int = 3,
     max_legal_per_state: int = 4,
-    exhaustive: int = 64,
+    exhaustive: int = 100,
+    use_grammar: bool = True,
 ) -> list[Transition]:
     """Walk random games from each seed and label actions at visited states by replaying them.
 
@@ -104,7 +105,7 @@ def harvest(
     kept before stripping) when it has one, so no second game is replayed; otherwise the hint env
     is replayed in lockstep and the list read from its text. At a state with no printed list, every
     action of the game's grammar is tried when it allows at most ``exhaustive``, and the legal ones
-    found become that state's list.
+    found become that state's list (``use_grammar=False``: the vocabulary alone, as before the grammar).
     """
     rng = rng or random.Random(0)
     env = env_factory()
@@ -139,7 +140,7 @@ def harvest(
                 tried = list(dict.fromkeys(legal_list))
                 rng.shuffle(tried)
                 tried = tried[:max_legal_per_state]
-                space = [] if legal_list else grammar.enumerate(exhaustive + 1)
+                space = [] if legal_list or not use_grammar else grammar.enumerate(exhaustive + 1)
                 complete = 0 < len(space) <= exhaustive
                 if complete:
                     tried = space  # every action there is: the legal ones found are the full list

@@ -22,14 +22,17 @@ _RANGE = re.compile(r"\b(\d{1,3})\s*(?:-|–|to|through|and)\s*(\d{1,3})\b")
 _LETTERS = re.compile(r"\b([a-zA-Z])\s*(?:-|–|to|through)\s*([a-zA-Z])\b")
 #: Words that stand for a number in a rules text's action template ("[row col]", "[n]").
 NUMBER_WORDS = frozenset({"row", "col", "column", "r", "c", "x", "y", "n", "i", "j", "k", "num", "number", "index", "pos",
-                          "position", "cell", "square", "digit", "guess", "amount", "count", "pile", "from", "to", "id"})
+                          "position", "cell", "square", "digit", "guess", "amount", "count", "pile", "from", "to", "id", "quantity",
+                          "stones", "value", "size", "tile", "card", "bid", "col1", "col2", "row1", "row2"})
+#: Moves that come as a family: naming one names the others.
+DIRECTIONS = ("up", "down", "left", "right")
 #: Words that stand for a letter ("[letter]", "[a-z]").
 LETTER_WORDS = frozenset({"letter", "char", "character"})
 
 
 @dataclass(frozen=True)
 class Slot:
-    """One variable part of an action: its kind ("int" or "letter") and the values it takes."""
+    """One variable part of an action: its kind ("int", "letter" or "word") and the values it takes."""
 
     kind: str
     values: tuple[str, ...]
@@ -48,7 +51,9 @@ class Pattern:
 
     def describe(self) -> str:
         def one(p: str | Slot) -> str:
-            return p if isinstance(p, str) else f"<{p.kind} {p.values[0]}-{p.values[-1]}>"
+            if isinstance(p, str):
+                return p
+            return f"<{'|'.join(p.values)}>" if p.kind == "word" else f"<{p.kind} {p.values[0]}-{p.values[-1]}>"
 
         return "[" + " ".join(one(p) for p in self.parts) + "]"
 
@@ -107,8 +112,18 @@ def infer_grammar(texts: Sequence[str] | str, examples: Sequence[str] = ()) -> A
     ints = tuple(str(i) for i in range(low, min(high, low + 63) + 1))
     letter_ranges = [(a, b) for a, b in _LETTERS.findall(text) if a.islower() == b.islower() and a < b]
     shapes: dict[tuple, Pattern] = {}
-    for token in [*(_TOKEN.findall(text)), *(_TOKEN.findall(" ".join(examples)))]:
-        pattern = _pattern(token.strip(), ints, letter_ranges)
+    tokens = [t.strip() for t in [*_TOKEN.findall(text), *_TOKEN.findall(" ".join(examples))]]
+    # One-word actions ("[up]", "[Hit]", "[stand]") are the values of one choice slot; a direction
+    # named alone ("for example [up]") stands for all four.
+    words = [t for t in dict.fromkeys(tokens) if re.fullmatch(r"[A-Za-z][a-z]{1,11}", t) and not _NOT_ACTION.match(t)
+             and t.lower() not in NUMBER_WORDS | LETTER_WORDS]
+    for w in list(words):
+        if w.lower() in DIRECTIONS:
+            words += [d.capitalize() if w[0].isupper() else d for d in DIRECTIONS if d not in {x.lower() for x in words}]
+    if words:
+        shapes[("word",)] = Pattern((Slot("word", tuple(words)),))
+    for token in tokens:
+        pattern = _pattern(token, ints, letter_ranges)
         if pattern is not None:
             shape = tuple(p.kind if isinstance(p, Slot) else p for p in pattern.parts)
             shapes.setdefault(shape, pattern)
@@ -141,7 +156,8 @@ def _pattern(token: str, ints: tuple[str, ...], letter_ranges: list[tuple[str, s
         elif not has_number and low in LETTER_WORDS:
             parts.append(Slot("letter", _letters(letter_ranges, lower=True)))
         elif len(w) == 1 and w.isalpha():
-            parts.append(Slot("letter", _letters(letter_ranges, lower=w.islower())))
+            letters = _letters(letter_ranges, lower=w.islower())
+            parts.append(Slot("letter", letters if w in letters else tuple(sorted({*letters, w}))))
         elif re.fullmatch(r"[A-Za-z][a-z]*", w):
             parts.append(w)
         else:
