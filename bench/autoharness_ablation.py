@@ -22,7 +22,7 @@ from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
 NONE = {"transitions": False, "helper_library": False, "few_shot": False, "samples_per_step": 1, "library_seed": False,
-        "scaffold": False}
+        "scaffold": False, "novelty": False, "repair": False}
 CONFIGS = {
     "all ideas (ratchet method)": ("ratchet", {"library_seed": False}),
     "faithful (paper loop)": ("faithful", {}),
@@ -33,6 +33,9 @@ CONFIGS = {
     "+ worked example for another game": ("ratchet", {**NONE, "few_shot": True}),
     "+ board parser and rule, each checked on the env's own state (decompose)": ("ratchet", {**NONE, "decompose": True}),
     "all ideas + decompose": ("ratchet", {"library_seed": False, "decompose": True}),
+    "all ideas but novelty (repeated programs judged again)": ("ratchet", {"library_seed": False, "novelty": False}),
+    "all ideas but repair (no AST mutants)": ("ratchet", {"library_seed": False, "repair": False}),
+    "all ideas + restarts after a stall": ("ratchet", {"library_seed": False, "restarts": True}),
 }
 
 
