@@ -5,6 +5,8 @@ SHELL := /bin/bash
 VENV ?= .venv
 BIN := $(VENV)/bin
 MODEL ?= qwen2.5-coder-0.5b
+# The held-out protocol of the demo: `demo` takes minutes; `make demo PROTOCOL=full` is the paper's sizes.
+PROTOCOL ?= demo
 
 .PHONY: setup demo test test-fast bench clean
 
@@ -13,7 +15,7 @@ setup:
 
 demo: setup
 	$(BIN)/ratchet models pull $(MODEL)
-	$(BIN)/ratchet autoharness --env TicTacToe-v0 --mode verifier --model local:$(MODEL)
+	$(BIN)/ratchet autoharness --env TicTacToe-v0 --mode verifier --model local:$(MODEL) --protocol $(PROTOCOL)
 
 # The real-model tests need the default model on disk, and the tiny SmolLM2 (0.1 GB) for the
 # adapter-conversion test; pulling is a no-op once cached.

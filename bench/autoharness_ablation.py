@@ -22,7 +22,7 @@ from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
 NONE = {"transitions": False, "helper_library": False, "few_shot": False, "samples_per_step": 1, "library_seed": False,
-        "scaffold": False}
+        "scaffold": False, "novelty": False, "repair": False}
 CONFIGS = {
     "all ideas (ratchet method)": ("ratchet", {"library_seed": False}),
     "faithful (paper loop)": ("faithful", {}),
@@ -33,6 +33,9 @@ CONFIGS = {
     "+ worked example for another game": ("ratchet", {**NONE, "few_shot": True}),
     "+ board parser and rule, each checked on the env's own state (decompose)": ("ratchet", {**NONE, "decompose": True}),
     "all ideas + decompose": ("ratchet", {"library_seed": False, "decompose": True}),
+    "all ideas but novelty (repeated programs judged again)": ("ratchet", {"library_seed": False, "novelty": False}),
+    "all ideas but repair (no AST mutants)": ("ratchet", {"library_seed": False, "repair": False}),
+    "all ideas + restarts after a stall": ("ratchet", {"library_seed": False, "restarts": True}),
 }
 
 
@@ -92,17 +95,19 @@ def search_once(cfg, model, store, name: str, env_factory, hints, runtime_factor
     row = {"best_h": result.best_h, "calls": result.calls, "calls_to_h1": first_solved, "tokens": result.tokens,
            "wall_s": round(wall, 1), "stop": result.stop_reason, "heldout_legal_rate": held.get("legal_rate"),
            "heldout_verifier_accuracy": held.get("verifier_accuracy"), "run": run.id}
+    row["harvest"] = search.state.get("harvest")
     if search.decomposer is not None:  # whether the game gave ground truth for the two parts
         row["decompose"] = {"active": search.decomposer.active, "reason": search.decomposer.reason}
     return row
 
 
 def _calls(history: list[dict]) -> list[dict]:
-    """History entries numbered by the refiner call that produced them (library seeds: call 0)."""
+    """History entries numbered by the refiner call that produced them (library seeds: call 0;
+    repaired code: the call of the sample it was made from)."""
     n = 0
     out = []
     for h in history:
-        if h.get("status") != "library":
+        if h.get("status") not in ("library", "repair"):
             n += 1
         out.append({**h, "call": n})
     return out

@@ -24,6 +24,10 @@ from bench.autoharness_ablation import search_once
 RESULTS = Path(__file__).resolve().parent / "results"
 CONFIGS: dict[str, dict] = {
     "default": {},
+    "no_novelty": {"novelty": False},
+    "no_repair": {"repair": False},
+    "neither (the previous default)": {"novelty": False, "repair": False},
+    "restarts": {"restarts": True},
     "fresh_roots": {"fresh_roots": True},
     "explain_failures": {"explain_failures": True},
     "fresh_roots+explain_failures": {"fresh_roots": True, "explain_failures": True},

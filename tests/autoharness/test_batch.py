@@ -25,3 +25,25 @@ def test_batch_reports_every_game_and_resume_runs_nothing_twice(tmp_path):
     again = run_suite("autoharness-145", cfg, store, None, resume=batch_id)
     assert again["runs"] == game_runs  # no game was started again
     assert len([r for r in store.list_runs() if r["kind"] != BATCH_KIND]) == len(GAMES)
+
+
+def test_the_same_command_on_the_same_store_carries_on_with_an_unfinished_batch(tmp_path, capsys):
+    store = RunStore(tmp_path / "runs")
+    cfg = AutoHarnessConfig(model="scripted:", iterations=1, eval_envs=1, eval_steps=4, search_seeds=[0],
+                            heldout_seeds=[7], library_dir=str(tmp_path / "lib"))
+    cfg.budget.max_calls = 1
+    first = run_suite("autoharness-145", cfg, store, None, games=GAMES)
+    batch_id = next(r["id"] for r in store.list_runs() if r["kind"] == BATCH_KIND)
+    # As if killed during the second game: its report is missing and the batch is not done.
+    batch = store.open_run(batch_id)
+    state = batch.load_checkpoint("batch")
+    del state["reports"][GAMES[1]]
+    batch.checkpoint("batch", state)
+    batch.set_status("running")
+    again = run_suite("autoharness-145", cfg, store, None, games=GAMES)  # no resume id: found in the store
+    assert list(again["reports"]) == GAMES and again["runs"] == first["runs"]
+    assert len([r for r in store.list_runs() if r["kind"] == BATCH_KIND]) == 1
+    # A finished batch is not resumed, nor one of other games: the same command starts a new one.
+    run_suite("autoharness-145", cfg, store, None, games=GAMES)
+    run_suite("autoharness-145", cfg, store, None, games=GAMES[:1])
+    assert len([r for r in store.list_runs() if r["kind"] == BATCH_KIND]) == 3

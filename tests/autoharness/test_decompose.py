@@ -12,7 +12,7 @@ from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.decompose import MISSING, PARSER, RULE, Decomposer, assemble, split
 from ratchet.autoharness.runtime import InProcessHarness
 from ratchet.autoharness.search import Synthesis
-from ratchet.autoharness.transitions import harvest
+from ratchet.envs.explore import harvest
 from ratchet.models import ScriptedModel
 
 

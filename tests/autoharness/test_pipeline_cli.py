@@ -3,6 +3,7 @@ the CLI's export command."""
 
 from __future__ import annotations
 
+import pytest
 from fakes import GOOD, FakeTicTacToe, fenced
 from typer.testing import CliRunner
 
@@ -170,3 +171,14 @@ def test_the_gate_switched_off_keeps_a_rejected_harness(tmp_path):
 
 def library_entry(tmp_path):
     return HarnessLibrary(tmp_path / "lib").lookup("TicTacToe-v0", "verifier")[0]
+
+
+def test_protocol_sizes_by_name():
+    from ratchet.cli.autoharness import _protocol_config
+    from ratchet.config import ConfigError
+
+    demo, full = _protocol_config("demo", []), _protocol_config("full", ["matches=6"])
+    assert (demo.legal_seeds, demo.legal_steps, demo.play_max_tokens) == (2, 5, 64)
+    assert full.legal_steps == ProtocolConfig().legal_steps and full.matches == 6
+    with pytest.raises(ConfigError, match="unknown protocol 'tiny'"):
+        _protocol_config("tiny", [])

@@ -68,7 +68,8 @@ def test_the_cases_exercise_the_players():
 
 
 def test_the_protocols_players_are_agents():
-    from ratchet.autoharness.protocol import FilterAgent, PolicyAgent, VerifiedLLMAgent, random_legal_opponent
+    from ratchet.autoharness.protocol import FilterAgent, PolicyAgent, VerifiedLLMAgent
+    from ratchet.envs.measure import random_legal_opponent
     from ratchet.envs.agents import Agent
 
     harness = InProcessHarness({"harness.py": GOOD})

@@ -13,7 +13,7 @@ from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.prompts import SCAFFOLD
 from ratchet.autoharness.runtime import InProcessHarness
 from ratchet.autoharness.search import Synthesis
-from ratchet.autoharness.transitions import harvest
+from ratchet.envs.explore import harvest
 from ratchet.autoharness.tree import Tree, fresh_root_arm, select_action, select_node
 from ratchet.models import ScriptedModel
 
@@ -29,7 +29,8 @@ def reply(body: str) -> str:
 
 def config(iterations: int = 6, **ideas) -> AutoHarnessConfig:
     return AutoHarnessConfig(method="ratchet", eval_envs=3, eval_steps=30, iterations=iterations, search_seeds=[0, 1, 2],
-                             heldout_seeds=[100, 101], transitions_per_seed=30, ideas={"samples_per_step": 1, **ideas})
+                             heldout_seeds=[100, 101], transitions_per_seed=30,
+                             ideas={"samples_per_step": 1, "novelty": False, "repair": False, **ideas})
 
 
 def synthesis(cfg, model, run=None) -> Synthesis:

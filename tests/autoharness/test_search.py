@@ -8,7 +8,8 @@ from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.evaluate import CODE_ERROR, ENV_REJECTED, rollout
 from ratchet.autoharness.runtime import InProcessHarness
 from ratchet.autoharness.search import Synthesis
-from ratchet.autoharness.transitions import harvest, score_is_legal
+from ratchet.autoharness.transitions import score_is_legal
+from ratchet.envs.explore import harvest
 from ratchet.models import ScriptedModel
 
 

@@ -48,18 +48,22 @@ def reply(body: str) -> str:
 
 V = "# v@\n"  # each reply numbered, so refinements are distinct candidates and the tree grows
 
+# The scenarios recorded before the novelty and repair components keep them off; the last one has them on.
+PREVIOUS = {"novelty": False, "repair": False}
 SCENARIOS = {
     "faithful": dict(method="faithful", replies=[fenced(FIRST_CELL + V), fenced(CRASHING), "no code here", fenced(FIRST_CELL + V)]),
     "faithful_solves": dict(method="faithful", replies=[fenced(CRASHING + V), fenced(FIRST_CELL + V)] * 2 + [fenced(GOOD)]),
-    "ratchet": dict(method="ratchet", replies=[reply(FIXED + V), reply(TAKEN + V), reply(FIXED), "nothing"], ideas={"samples_per_step": 3}),
-    "ratchet_library": dict(method="ratchet", replies=[reply(TAKEN + V), reply(FIXED + V)] * 4 + [reply(FREE)], ideas={"samples_per_step": 2},
+    "ratchet": dict(method="ratchet", replies=[reply(FIXED + V), reply(TAKEN + V), reply(FIXED), "nothing"], ideas={"samples_per_step": 3, **PREVIOUS}),
+    "ratchet_library": dict(method="ratchet", replies=[reply(TAKEN + V), reply(FIXED + V)] * 4 + [reply(FREE)], ideas={"samples_per_step": 2, **PREVIOUS},
                             library=[{"env": "TicTacToe-v0", "code": FIRST_CELL}]),
     "ratchet_reliability": dict(method="ratchet", replies=[reply(FIXED + V), reply(TAKEN + V), reply(TAKEN)],
-                                ideas={"samples_per_step": 1, "fresh_roots": True, "explain_failures": True, "grammar": True}),
+                                ideas={"samples_per_step": 1, "fresh_roots": True, "explain_failures": True, "grammar": True, **PREVIOUS}),
     "ratchet_no_scaffold": dict(method="ratchet", replies=[fenced(FIRST_CELL + V), fenced(CRASHING + V)],
-                                ideas={"samples_per_step": 2, "scaffold": False, "few_shot": True, "transitions": False}),
+                                ideas={"samples_per_step": 2, "scaffold": False, "few_shot": True, "transitions": False, **PREVIOUS}),
     "ratchet_decompose": dict(method="ratchet", replies=[reply(BAD_PARSER + V), reply(BAD_RULE + V), reply(BAD_PARSER)],
-                              ideas={"samples_per_step": 1, "decompose": True, "library_seed": False}, env=BoardTicTacToe),
+                              ideas={"samples_per_step": 1, "decompose": True, "library_seed": False, **PREVIOUS}, env=BoardTicTacToe),
+    "ratchet_novelty_repair": dict(method="ratchet", replies=[reply(FIXED + V), reply(FIXED), "nothing", reply(TAKEN + V), reply(FIXED)],
+                                   ideas={"samples_per_step": 2, "restarts": True}),
 }
 
 

@@ -7,7 +7,7 @@ import random
 import re
 from typing import Any
 
-from ratchet.autoharness.transitions import harvest
+from ratchet.envs.explore import harvest
 from ratchet.envs import EnvConfig, make
 
 
@@ -62,6 +62,14 @@ def test_same_transitions_as_reading_the_hint_twin():
     assert [t.to_json() for t in direct] == [t.to_json() for t in twin]
 
 
-def test_no_hint_factory_still_means_no_legal_lists():
-    transitions = harvest(_stripped, None, [0], per_seed=10)
-    assert transitions and not any(t.listed for t in transitions)
+def test_without_printed_lists_every_action_of_the_grammar_is_tried_and_the_legal_ones_are_the_list():
+    # No hint factory: no printed list. The rules name "[4]" and "(0-8)": nine actions, all tried.
+    transitions = harvest(_stripped, None, [0], per_seed=30)
+    assert transitions and all(t.listed for t in transitions)
+    for t in transitions:
+        board = t.board.rsplit("Current Board:", 1)[1].split("\n[", 1)[0]
+        assert set(re.findall(r"\b\d\b", board)) == {m.strip("[]") for m in t.listed}
+        assert t.legal == (t.action in t.listed)
+    # With too many actions to try them all (here: at most 5), nothing counts as the full list.
+    sampled = harvest(_stripped, None, [0], per_seed=10, exhaustive=5)
+    assert sampled and not any(t.listed for t in sampled)

@@ -8,7 +8,7 @@ import pytest
 from fakes import make_tree
 
 from ratchet.autoharness import critic
-from ratchet.autoharness.refine import check_signatures, extract_code, which_to_refine
+from ratchet.autoharness.refine import check_signatures, which_to_refine
 from ratchet.autoharness.tree import Tree, select_node
 
 
@@ -72,23 +72,6 @@ def test_tree_round_trips_through_json():
 )
 def test_which_function_to_refine(failures, expected):
     assert which_to_refine(failures) == expected
-
-
-def test_extract_code_is_lenient():
-    both = "def propose_action(board):\n    return '[0]'\n\ndef is_legal_action(board, action):\n    return True\n"
-    assert extract_code("Sure!\n```python\n" + both + "```\nDone.") == both
-    assert extract_code("```python\n" + both) == both  # unclosed fence (max_tokens cut it)
-    assert extract_code("Here you go:\n" + both) == both  # no fence at all
-    assert extract_code("I cannot help with that.") is None
-
-
-def test_extract_code_carries_over_functions_the_reply_left_out():
-    previous = "import random\n\ndef propose_action(board):\n    return '[0]'\n\ndef is_legal_action(board, action):\n    return True\n"
-    reply = "```python\ndef is_legal_action(board, action):\n    return action == '[0]'\n```"
-    code = extract_code(reply, previous=previous)
-    assert check_signatures(code) is None
-    assert "return action == '[0]'" in code and "return '[0]'" in code and "import random" in code
-    assert "return True" not in code
 
 
 def test_check_signatures_names_the_problem():

@@ -1,5 +1,6 @@
 """The plugin interface: the docs' example runs as written, and plugin discovery works."""
 
+import importlib
 import os
 import re
 import subprocess
@@ -60,3 +61,36 @@ def test_plugins_load_from_the_environment_variable(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["True", "True"]
+
+
+def test_a_textarena_game_from_a_plugin_keeps_its_player_count_through_ratchet_autoharness(tmp_path, monkeypatch) -> None:
+    """A 1-player ``ta.Env`` registered with TextArena by a plugin module (default wrappers, no -raw
+    twin) runs like a built-in game: made with 1 player, even over a cached wrong answer."""
+    from ratchet.envs import registry
+
+    here = Path(__file__).parent
+    monkeypatch.setenv("RATCHET_CACHE_DIR", str(tmp_path / "cache"))
+    # A stale record saying 2 players, as an older probe (which did not load plugins) cached it.
+    cache = registry._cache_file(sys.executable, "probe")
+    cache.parent.mkdir(parents=True)
+    cache.write_text('{"Plots-v0": {"id": "Plots-v0", "ok": false, "num_players": 2, "reason": "unknown"}}')
+    env = {**os.environ, "RATCHET_ENV_PLUGINS": "plots_game", "RATCHET_CACHE_DIR": str(tmp_path / "cache"),
+           "PYTHONPATH": os.pathsep.join([str(here.parents[1] / "src"), str(here)])}
+    done = subprocess.run(
+        [sys.executable, "-m", "ratchet", "autoharness", "--env", "Plots-v0", "--model", "scripted:", "--iterations", "1",
+         "--protocol", "none", "--set", "eval_envs=1", "--set", "eval_steps=5", "--set", "search_seeds=[0]",
+         "--set", "heldout_seeds=[9]", "--set", f"library_dir={tmp_path / 'lib'}", "--store", str(tmp_path / "runs")],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    # Not a terminal: one plain line per phase (a progress bar would print nothing until the end).
+    assert "Plots-v0: harvesting and search" in done.stdout and "Plots-v0: done" in done.stdout
+    reports = list((tmp_path / "runs").rglob("report.json"))
+    assert len(reports) == 1 and '"players": 1' in reports[0].read_text()
+    # In this process too: loaded by hand, made with 1 player, reset through the wrapped registration.
+    monkeypatch.syspath_prepend(str(here))
+    importlib.import_module("plots_game")  # registers Plots-v0 with TextArena
+
+    made = make("Plots-v0")
+    assert made.num_players == 1
+    assert "Field:" in made.reset(0).text and made.step("[0 1]").legal and not made.step("[0 1]").legal

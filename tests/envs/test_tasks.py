@@ -6,7 +6,8 @@ import pytest
 
 from ratchet.contracts import RatchetError
 from ratchet.envs import list_envs, make
-from ratchet.envs.tasks import extract_code, load_suite
+from ratchet.envs.answers import extract_code
+from ratchet.envs.tasks import load_suite
 
 GOOD = {
     "add": "def add(a, b):\n    return a + b",

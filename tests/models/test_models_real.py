@@ -57,8 +57,8 @@ def test_token_logprobs_with_logits_all():
 def test_code_block_grammar_gives_one_python_block(qwen):
     """The AutoHarness `grammar` idea with the real model: the answer is exactly one fenced block
     that the refiner's extractor turns into code that compiles."""
-    from ratchet.autoharness.prompts import CODE_BLOCK_GRAMMAR
-    from ratchet.autoharness.refine import extract_code
+    from ratchet.envs.answers import CODE_BLOCK_GRAMMAR
+    from ratchet.envs.answers import extract_code
 
     prompt = "Write a Python function add(a, b) that returns the sum of a and b."
     done = qwen.complete([{"role": "user", "content": prompt}], max_tokens=120, grammar=CODE_BLOCK_GRAMMAR)

@@ -27,13 +27,14 @@ def run_suite(suite: str, cfg: AutoHarnessConfig, store: Any, protocol: Any, *, 
     """Every game of ``suite``. With no executor (or one that runs in this process) games run here
     one after another, each resumable mid-game; with a pool or Ray executor each game is one task
     (:mod:`ratchet.autoharness.jobs`) and the results are written here as they arrive."""
+    if games is None and not resume:
+        games = suite_ids(suite)
+    resume = resume or _unfinished(store, f"{suite}-{cfg.method}", cfg, games)
     if resume:
         batch = store.open_run(resume)
         state = batch.load_checkpoint("batch") or {}
         cfg = AutoHarnessConfig.model_validate(state["config"])
     else:
-        if games is None:
-            games = suite_ids(suite)
         batch = store.create_run(BATCH_KIND, cfg.model_dump(), f"{suite}-{cfg.method}")
         state = {"config": cfg.model_dump(), "games": games, "runs": {}, "reports": {}}
         batch.checkpoint("batch", state)
@@ -63,6 +64,11 @@ def run_suite(suite: str, cfg: AutoHarnessConfig, store: Any, protocol: Any, *, 
                 run.set_status("failed", {"error": report["reason"]})
             _keep_report(batch, state, suite, cfg, env_id, report)
             bar.advance(task)
+            if console is not None and not console.is_terminal:  # a log gets a line per game (a bar prints nothing there)
+                search = report.get("search") or {}
+                print(f"{suite} {len(state['reports'])}/{len(state['games'])} {env_id}: best h {search.get('best_h')}, "
+                      f"{search.get('llm_calls')} calls, {report.get('wall_s')} s{' (' + report['reason'] + ')' if 'reason' in report else ''}",
+                      flush=True)
     batch.set_status("done", {"games": len(state["reports"])})
     return state
 
@@ -74,3 +80,15 @@ def _keep_report(batch: Any, state: dict[str, Any], suite: str, cfg: AutoHarness
     reports = [state["reports"].get(g, {"env": g, "status": "not run", "reason": "pending"}) for g in state["games"]]
     batch.write_json("reports.json", reports)
     batch.path("table.md").write_text(markdown_table(reports, f"AutoHarness on {suite} ({cfg.method}, {cfg.model})"))
+
+
+def _unfinished(store: Any, name: str, cfg: AutoHarnessConfig, games: list[str] | None) -> str | None:
+    """The newest batch of these games and this configuration in ``store`` that has not finished:
+    the same command with the same ``--store`` carries on with it instead of starting over."""
+    for run_id in reversed(store.run_ids()):
+        run = store.open_run(run_id)
+        if run.kind == BATCH_KIND and run.name == name and run.status().get("status") != "done":
+            saved = run.load_checkpoint("batch") or {}
+            if saved.get("config") == cfg.model_dump() and saved.get("games") == games:
+                return run.id
+    return None

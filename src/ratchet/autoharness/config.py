@@ -60,6 +60,16 @@ class RatchetIdeas(Settings):
     """Name two common ``legal_actions`` mistakes plainly in the refiner's feedback: an inverted
     condition (it returns exactly the illegal moves) and a hard-coded answer (the same list on
     boards whose legal moves differ, e.g. a doctest example's)."""
+    novelty: bool = True
+    """Do not judge a sample that is a program already judged (normalized: comments and layout
+    ignored), e.g. its parent copied back; ask again, hotter and told not to repeat it (up to
+    ``samples_per_step`` repeats per refinement)."""
+    repair: bool = True
+    """Program repair without the model: single-point AST mutants of each new node's own functions,
+    screened on the dense checks, the two best judged; one that scores higher enters as a child."""
+    restarts: bool = False
+    """After two refinements without a better best h, sample a fresh root, its scaffold examples
+    drawn from other states of the game."""
 
 
 class AdoptionConfig(Settings):

@@ -30,7 +30,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ratchet.autoharness import critic
-from ratchet.autoharness.refine import extract_code, function_source
+from ratchet.autoharness.refine import function_source
+from ratchet.envs.answers import extract_code
 from ratchet.autoharness.runtime import HarnessRuntime, feedback_of
 from ratchet.contracts import Environment, Message
 from ratchet.envs.textarena_env import plain_board

@@ -15,6 +15,7 @@ from typing import Any
 
 from ratchet.autoharness.runtime import HarnessRuntime, feedback_of
 from ratchet.contracts import Environment
+from ratchet.envs.measure import game_seed
 from ratchet.envs.runner import legal_rate
 
 EnvFactory = Callable[[], Environment]
@@ -23,12 +24,6 @@ EnvFactory = Callable[[], Environment]
 CODE_ERROR = "code_error"
 SELF_REJECTED = "rejected_by_harness"
 ENV_REJECTED = "rejected_by_env"
-
-
-def game_seed(base: int, game_index: int) -> int:
-    """Seed of the ``game_index``-th game of the env started at ``base``: injective on
-    (base, index) so search and held-out seed sets stay disjoint after auto-resets."""
-    return base if game_index == 0 else base * 1_000_003 + game_index
 
 
 @dataclass

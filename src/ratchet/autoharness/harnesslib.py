@@ -23,6 +23,7 @@ __all__ = [
     "cells",
     "bracketed",
     "action_value",
+    "as_action",
     "action_ints",
     "index_to_rc",
     "rc_to_index",
@@ -124,6 +125,26 @@ def action_value(action: str) -> str:
     """
     found = re.search(r"\[([^\[\]]*)\]", action)
     return (found.group(1) if found else action).strip()
+
+
+def as_action(value: object, form: str = "[{}]") -> str:
+    """What code returned, as the game's action text: a bracketed string is kept as it is; a tuple,
+    list, number or bare string fills ``form``'s slots (the game's action format, one ``{}`` a slot)
+    when it has as many parts, else its parts go in brackets, space-separated.
+
+    >>> as_action((1, 2), "[{} {}]")
+    '[1 2]'
+    >>> as_action(4), as_action("4"), as_action("[4]")
+    ('[4]', '[4]', '[4]')
+    >>> as_action("B 3", "[{} {}]"), as_action([0, 2])
+    ('[B 3]', '[0 2]')
+    """
+    if isinstance(value, str) and value.strip().startswith("["):
+        return value.strip()
+    parts = [str(p) for p in value] if isinstance(value, (tuple, list)) else re.findall(r"[^\s,()\[\]'\"]+", str(value))
+    if form.count("{}") == len(parts):
+        return form.format(*parts)
+    return "[" + " ".join(parts) + "]"
 
 
 def action_ints(action: str) -> list[int]:

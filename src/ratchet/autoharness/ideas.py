@@ -23,9 +23,12 @@ from ratchet.autoharness import critic
 from ratchet.autoharness import harnesslib as lib
 from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.decompose import Decomposer
-from ratchet.autoharness.prompts import CODE_BLOCK_GRAMMAR, scaffold_for
-from ratchet.autoharness.transitions import Transition, balanced_subset, check_legal_actions, score_is_legal
+from ratchet.autoharness.prompts import scaffold_for
+from ratchet.autoharness.transitions import check_legal_actions, score_is_legal
+from ratchet.envs.explore import Transition, balanced_subset
 from ratchet.autoharness.tree import fresh_root_arm
+from ratchet.envs.answers import CODE_BLOCK_GRAMMAR, defined_functions
+from ratchet.evolve.proposers.mutation import mutants, normalized
 
 if TYPE_CHECKING:  # the search imports this module; the type only names what the hooks read
     from ratchet.autoharness.search import Synthesis
@@ -123,6 +126,22 @@ class Idea:
         """Plain-words diagnoses of ``legal_actions``' wrong states, shown before them."""
         return []
 
+    def repeats(self, search: Synthesis, code: str) -> str | None:
+        """The id of an already judged candidate that ``code`` is the same program as, or None."""
+        return None
+
+    def resample(self, search: Synthesis, messages: list, repeats: int) -> list:
+        """The request to send after ``repeats`` samples of this refinement repeated known code."""
+        return messages
+
+    def offspring(self, search: Synthesis, candidate_id: str) -> list[tuple[str, str]]:
+        """Code ((code, origin) pairs) to judge without a model call, made from a judged candidate."""
+        return []
+
+    def restart(self, search: Synthesis) -> bool:
+        """Whether the next expansion should be a fresh root instead of a refinement."""
+        return False
+
 
 class Scaffold(Idea):
     name = "scaffold"
@@ -147,12 +166,17 @@ class Scaffold(Idea):
         listed = search.listed
         states = [(f["board"], f["expected"]) for f in shown if f.get("kind") == "wrong_legal_actions"][:2]
         states += listed[len(listed) // 3 :: max(1, len(listed) // 4)][:3] or listed[:3]
-        if search.grid_view():
-            return [(lib.cells(lib.parse_grid(lib.current_board(b))), legal) for b, legal in states]
-        return [(b, legal) for b, legal in states]
+        return views(search, states)
 
     def template(self, search):
-        return scaffold_for(search.grid_view()) if search.listed else None
+        return scaffold_for(search.grid_view(), search.grammar.form) if search.listed else None
+
+
+def views(search: Synthesis, states: Sequence[tuple[str, list[str]]]) -> list[tuple[Any, list[str]]]:
+    """States as ``legal_moves`` sees them (the cells of a grid game, else the board text), with their legal lists."""
+    if search.grid_view():
+        return [(lib.cells(lib.parse_grid(lib.current_board(b))), legal) for b, legal in states]
+    return [(b, legal) for b, legal in states]
 
 
 class Transitions(Idea):
@@ -274,8 +298,77 @@ class ExplainFailures(Idea):
         return critic.diagnose_legal_actions(wrong, listed)
 
 
+class Novelty(Idea):
+    name = "novelty"
+    summary = ("a sample that is a program already judged (its parent copied back, a sibling) is not judged; "
+               "the next sample is asked for at a higher temperature, told not to repeat it")
+
+    def __init__(self) -> None:
+        self.known: dict[str, str] = {}
+
+    def repeats(self, search, code):
+        for cid, known in search.codes.items():
+            if cid not in self.known:
+                self.known[cid] = normalized(known)
+        key = normalized(code)
+        return next((cid for cid, k in self.known.items() if k == key), None)
+
+    def resample(self, search, messages, repeats):
+        if not repeats:
+            return messages
+        note = ("\n\nYour last reply was code that was already tried, unchanged, and it is wrong. "
+                "Write a different implementation: change the logic, not the formatting.")
+        return [*messages[:-1], {**messages[-1], "content": messages[-1]["content"] + note}]
+
+    def ask(self, search, kwargs):
+        if search.state.get("repeats"):
+            kwargs["temperature"] = min(1.3, kwargs["temperature"] + 0.3 * search.state["repeats"])
+
+
+class Repair(Idea):
+    name = "repair"
+    summary = ("single-point AST mutants of every judged sample (a comparison or condition flipped, a constant or name "
+               "swapped, off by one), screened on the dense checks; the two best that beat the sample are judged")
+
+    def __init__(self, rng_seed: int = 0, limit: int = 24, judged: int = 2) -> None:
+        self.rng_seed, self.limit, self.judged = rng_seed, limit, judged
+
+    def offspring(self, search, candidate_id):
+        code = search.codes[candidate_id]
+        base = search.dense_score(code)
+        if base is None or base >= 1.0:
+            return []
+        template = next((t for t in (i.template(search) for i in search.ideas) if t is not None), None)
+        fixed = defined_functions(template) if template else set()
+        own = [f for f in defined_functions(code) if f not in fixed] or None  # what the model wrote, not the template
+        known = {normalized(c) for c in search.codes.values()}
+        found = [m for m in mutants(code, functions=own, rng=random.Random(f"{self.rng_seed}:{candidate_id}"), limit=self.limit)
+                 if normalized(m.code) not in known]
+        scored = [(score, m) for m in found if (score := search.dense_score(m.code)) is not None and score > base]
+        scored.sort(key=lambda sm: -sm[0])
+        return [(m.code, f"repair: {m.change}") for _, m in scored[: self.judged]]
+
+
+class Restarts(Idea):
+    name = "restarts"
+    summary = "after `patience` refinements without a better best h, a fresh root from other example states, at temperature"
+
+    def __init__(self, patience: int = 2) -> None:
+        self.patience = patience
+
+    def restart(self, search):
+        return search.state.get("stalled", 0) >= self.patience
+
+    def prompt(self, search, options, lesson, shown):
+        restarts = search.state.get("restarts", 0)
+        if restarts and search.state.get("parent") is None and options.get("scaffold") and search.listed:
+            # Diverse: a restart's examples are other states of the game than the first root's.
+            options["scaffold_examples"] = views(search, random.Random(restarts).sample(search.listed, min(3, len(search.listed))))
+
+
 IDEAS: dict[str, type[Idea]] = {cls.name: cls for cls in (Transitions, HelperLibrary, FewShot, Scaffold, Samples, Grammar,
-                                                           LibrarySeed, Decompose, FreshRoots, ExplainFailures)}
+                                                           LibrarySeed, Decompose, FreshRoots, ExplainFailures, Novelty, Repair,
+                                                           Restarts)}
 """Every idea by name (the ``AutoHarnessConfig.ideas`` switch of the same name chooses it)."""
 
 
@@ -290,5 +383,6 @@ def components(config: AutoHarnessConfig) -> list[Idea]:
         (ideas.transitions, lambda: Transitions(config.rng_seed)), (ideas.helper_library, HelperLibrary), (ideas.few_shot, FewShot),
         (True, lambda: Samples(ideas.samples_per_step)), (ideas.grammar, Grammar), (ideas.library_seed, LibrarySeed),
         (ideas.fresh_roots, lambda: FreshRoots(config.thompson_c)), (ideas.explain_failures, ExplainFailures),
+        (ideas.novelty, Novelty), (ideas.repair, lambda: Repair(config.rng_seed)), (ideas.restarts, Restarts),
     ]
     return [build() for on, build in chosen if on]

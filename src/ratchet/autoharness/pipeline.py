@@ -110,6 +110,7 @@ def synthesize_game(
     if skipped:
         report["harness_alone_skipped"] = skipped
     report["players"] = report.get("players") or players
+    report["harvest"] = search.state.get("harvest")
     adopt(cfg, run, report, result.best_code, result.best_id, library)
     # The search marked the run done when it stopped; this refreshes it with the same summary once the
     # held-out check and the protocol have finished too.

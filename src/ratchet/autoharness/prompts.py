@@ -63,12 +63,14 @@ def is_legal_action(board, action):
 
 
 SCAFFOLD = '''import random
-from harnesslib import current_board, parse_grid, cells, action_value
+from harnesslib import current_board, parse_grid, cells, action_value, as_action
+
+ACTION_FORM = "[{}]"
 
 def legal_actions(board):
     """Every legal action for the player to move, as strings like "[4]"."""
-    # Small models often return the bare value ("4"); the game's format is the bracketed one.
-    return ["[" + action_value(str(a)) + "]" for a in legal_moves(cells(parse_grid(current_board(board))))]
+    # Small models often return the bare value ("4") or a tuple ((0, 2)); the game's format is ACTION_FORM.
+    return [as_action(a, ACTION_FORM) for a in legal_moves(cells(parse_grid(current_board(board))))]
 
 def propose_action(board):
     return random.choice(legal_actions(board))
@@ -81,8 +83,9 @@ def is_legal_action(board, action):
 SCAFFOLD_TEXT = SCAFFOLD.replace("legal_moves(cells(parse_grid(current_board(board))))", "legal_moves(board)")
 
 
-def scaffold_for(grid_view: bool) -> str:
-    return SCAFFOLD if grid_view else SCAFFOLD_TEXT
+def scaffold_for(grid_view: bool, form: str = "[{}]") -> str:
+    """The template, its ``ACTION_FORM`` the game's action format (``envs.grammar``)."""
+    return (SCAFFOLD if grid_view else SCAFFOLD_TEXT).replace('ACTION_FORM = "[{}]"', f"ACTION_FORM = {form!r}")
 
 
 def scaffold_request(examples: Sequence[tuple[Any, Sequence[str]]], grid_view: bool) -> str:
@@ -231,12 +234,6 @@ def synthesis_prompt(
     else:
         sections.append("Return the complete code with both functions.")
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n\n".join(sections)}]
-
-
-#: GBNF grammar forcing one ```python block (for backends that support grammars).
-CODE_BLOCK_GRAMMAR = r'''root ::= "```python\n" body "```"
-body ::= ( [^`] | "`" [^`] | "``" [^`] )*
-'''
 
 
 # ---------------------------------------------------------------- decomposition (ideas.decompose)

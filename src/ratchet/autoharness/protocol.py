@@ -21,16 +21,16 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
-from ratchet.autoharness.evaluate import game_seed, rollout
+from ratchet.autoharness.evaluate import rollout
 from ratchet.autoharness.runtime import HarnessRuntime, feedback_of
-from ratchet.autoharness.transitions import harvest, score_is_legal
+from ratchet.autoharness.transitions import score_is_legal
+from ratchet.envs.explore import harvest
 from ratchet.config import Settings
 from ratchet.contracts import Environment, Model, Observation
-from ratchet.envs import runner
-from ratchet.envs.agents import Agent, LLMAgent, RandomLegalAgent
+from ratchet.envs.agents import LLMAgent
+from ratchet.envs.measure import PlayStats, game_seed, random_legal_opponent, reward, selfplay_legal_rate
 
 
 class ProtocolConfig(Settings):
@@ -162,93 +162,6 @@ class PolicyAgent(_CountedWork):
         except Exception:
             self.info["harness_errors"] += 1
             return "[?]"
-
-
-@dataclass
-class PlayStats:
-    steps: int = 0
-    illegal: int = 0
-    losing_not_illegal: int = 0
-    games: int = 0
-    rewards: list[float] = field(default_factory=list)
-    reasons: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def legal_rate(self) -> float | None:
-        return runner.legal_rate(self.steps, self.illegal)
-
-    def to_dict(self) -> dict[str, Any]:
-        mean = sum(self.rewards) / len(self.rewards) if self.rewards else None
-        return {"steps": self.steps, "illegal": self.illegal, "losing_not_illegal": self.losing_not_illegal,
-                "legal_rate": self.legal_rate, "games": self.games, "mean_reward": mean,
-                "illegal_reasons": dict(sorted(self.reasons.items(), key=lambda kv: -kv[1])[:5])}
-
-
-_PLAY = runner.RolloutConfig(keep_observations=False)  # the protocol keeps counts, not step records
-
-
-def play_game(env: Environment, seats: dict[int, Agent], agent_seat: int, seed: int, step_cap: int, stats: PlayStats,
-              self_play: bool = False, step_budget: int | None = None) -> dict[int, float]:
-    """One game on the runner's game loop; the agent's steps go into ``stats``. Returns the final
-    rewards ({} when cut at ``step_cap`` or when ``stats`` reaches ``step_budget`` steps)."""
-    budget = None if step_budget is None else step_budget - stats.steps
-    result = runner.play_episode(env, seats, seats[agent_seat], agent_seat, seed=seed, config=_PLAY, self_play=self_play,
-                                 max_steps=step_cap, max_agent_steps=budget)
-    stats.steps += result.agent_steps
-    stats.illegal += result.agent_illegal
-    stats.losing_not_illegal += result.agent_losing_invalid
-    for reason in result.reasons:
-        stats.reasons[reason[:80]] = stats.reasons.get(reason[:80], 0) + 1
-    return result.summary.rewards
-
-
-def selfplay_legal_rate(env_factory: Callable[[], Environment], player: Agent, seeds: list[int], steps: int, step_cap: int) -> PlayStats:
-    """Self-play legal-action rate: ``steps`` agent steps per seed, games auto-reset."""
-    stats = PlayStats()
-    env = env_factory()
-    try:
-        for base in seeds:
-            start, k = stats.steps, 0
-            while stats.steps - start < steps:
-                seats = {p: player for p in range(getattr(env, "num_players", 1))}
-                play_game(env, seats, 0, game_seed(base, k), step_cap, stats, self_play=True, step_budget=start + steps)
-                stats.games += 1
-                k += 1
-    finally:
-        env.close()
-    return stats
-
-
-def reward(env_factory: Callable[[], Environment], player: Agent, opponent_factory: Callable[[Environment], Agent] | None,
-           seeds: list[int], step_cap: int) -> PlayStats:
-    """1-player: mean reward over one game per seed. 2-player: win rate (draw 0.5) against the
-    opponent, the agent in seat i % 2 for the i-th match."""
-    stats = PlayStats()
-    env = env_factory()
-    try:
-        n = getattr(env, "num_players", 1)
-        for i, seed in enumerate(seeds):
-            if n == 1:
-                rewards = play_game(env, {0: player}, 0, seed, step_cap, stats)
-                stats.rewards.append(float(rewards.get(0, 0.0)))
-            else:
-                seat = i % 2
-                assert opponent_factory is not None
-                seats = {seat: player, 1 - seat: opponent_factory(env)}
-                rewards = play_game(env, seats, seat, seed, step_cap, stats)
-                mine, theirs = rewards.get(seat, 0.0), rewards.get(1 - seat, 0.0)
-                stats.rewards.append(1.0 if mine > theirs else 0.5 if mine == theirs else 0.0)
-            stats.games += 1
-    finally:
-        env.close()
-    return stats
-
-
-def random_legal_opponent(env: Environment) -> Agent:
-    """The fixed 2-player opponent: a random move the env accepts (found by probing)."""
-    opponent = RandomLegalAgent(seed=0)
-    opponent.bind(env)
-    return opponent
 
 
 def run_protocol(

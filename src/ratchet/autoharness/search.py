@@ -25,12 +25,15 @@ from ratchet.autoharness.decompose import Decomposer
 from ratchet.autoharness.evaluate import EnvFactory, rollout
 from ratchet.autoharness.ideas import Decompose, Idea, Lesson, Request, components
 from ratchet.autoharness.prompts import synthesis_prompt
-from ratchet.autoharness.refine import check_signatures, extract_code, which_to_refine
+from ratchet.autoharness.refine import REQUIRED, check_signatures, which_to_refine
 from ratchet.autoharness.replies import ReplyJournal
 from ratchet.autoharness.runtime import RuntimeFactory
-from ratchet.autoharness.transitions import Transition, harvest
+from ratchet.envs.explore import Transition, harvest, listed_states
+from ratchet.envs.grammar import infer_grammar
 from ratchet.autoharness.tree import Node, Tree, select_action
+from ratchet.envs.answers import extract_code
 from ratchet.contracts import BudgetExceeded, Candidate, Evaluation, Model
+from ratchet.store.files import rng_from_json, rng_to_json
 
 CHECKPOINT = "autoharness"
 KIND = "autoharness.harness"
@@ -110,6 +113,7 @@ class Synthesis:
         self.tree = Tree()
         self.rng = random.Random(config.rng_seed)
         self.transitions: list[Transition] = []
+        self.grammar = infer_grammar(description)
         self.listed: list[tuple[str, list[str]]] = []
         self.codes: dict[str, str] = {}
         self.failures: dict[str, list[dict[str, Any]]] = {}
@@ -120,7 +124,7 @@ class Synthesis:
     def _save(self) -> None:
         self.state.update(
             tree=self.tree.to_json(),
-            rng=_rng_to_json(self.rng.getstate()),
+            rng=rng_to_json(self.rng.getstate()),
             codes=self.codes,
             failures={k: v[:40] for k, v in self.failures.items()},
         )
@@ -135,7 +139,7 @@ class Synthesis:
             return False
         self.state = dict(saved)
         self.tree = Tree.from_json(saved["tree"])
-        self.rng.setstate(_rng_from_json(saved["rng"]))
+        self.rng.setstate(rng_from_json(saved["rng"]))
         self.codes = dict(saved["codes"])
         self.failures = {k: list(v) for k, v in saved["failures"].items()}
         self.set_transitions([Transition.from_json(t) for t in saved.get("transitions", [])])
@@ -166,8 +170,17 @@ class Synthesis:
         """The labelled transitions the search judges and teaches with (harvested or loaded)."""
         self.transitions = transitions
         self.listed = listed_states(self.transitions)
+        # The game's action format, from its rules, its error messages and the actions it accepted.
+        self.grammar = infer_grammar([self.description, *dict.fromkeys(t.reason for t in transitions if t.reason)],
+                                     [t.action for t in transitions if t.legal][:20])
         for idea in self.ideas:
             idea.ready(self)
+
+    def harvest_summary(self) -> dict[str, Any]:
+        """What exploring the game found: labelled legal and illegal transitions, the states with a
+        full legal list (printed, or found by trying the whole grammar) and the action grammar."""
+        return {"legal": sum(t.legal for t in self.transitions), "illegal": sum(not t.legal for t in self.transitions),
+                "listed_states": len(self.listed), "grammar": self.grammar.describe()}
 
     def judge(self, code: str) -> Judgement:
         problem = check_signatures(code)
@@ -176,10 +189,7 @@ class Synthesis:
             return Judgement(0.0, "failed", {"legal_rate": 0.0}, [failure])
         runtime = self.runtime_factory({"harness.py": code})
         try:
-            metrics: dict[str, float] = {}
-            failures: list[dict[str, Any]] = []
-            for idea in self.ideas:  # dense checks, in the components' order
-                idea.check(self, runtime, code, metrics, failures)
+            metrics, failures = self._checks(runtime, code)
             stats = rollout(runtime, self.env_factory, self.cfg.search_seeds[: self.cfg.eval_envs], self.cfg.eval_steps, self.cfg.step_cap)
             # A candidate that never got a step in has shown nothing: it scores as illegal.
             rate = 0.0 if stats.legal_rate is None else stats.legal_rate
@@ -191,9 +201,27 @@ class Synthesis:
             # Every dense check counts: a legal_moves that returns every cell labels the transitions
             # right (its is_legal_action is perfect) yet proposes taken cells, which only the
             # comparison with the game's own legal lists exposes.
-            dense = [metrics[k] for k in ("unit_accuracy", "legal_actions_accuracy", "parse_accuracy", "rule_accuracy") if k in metrics]
-            h = 0.5 * primary + 0.5 * sum(dense) / len(dense) if dense else primary
+            dense = _dense(metrics)
+            h = primary if dense is None else 0.5 * primary + 0.5 * dense
             return Judgement(h, "evaluated", metrics, failures)
+        finally:
+            runtime.close()
+
+    def _checks(self, runtime: Any, code: str) -> tuple[dict[str, float], list[dict[str, Any]]]:
+        metrics: dict[str, float] = {}
+        failures: list[dict[str, Any]] = []
+        for idea in self.ideas:  # dense checks, in the components' order
+            idea.check(self, runtime, code, metrics, failures)
+        return metrics, failures
+
+    def dense_score(self, code: str) -> float | None:
+        """The mean of the components' dense checks alone (no rollout): a cheap screen for code
+        proposed without a model call. None when the code does not load or nothing checks densely."""
+        if check_signatures(code):
+            return None
+        runtime = self.runtime_factory({"harness.py": code})
+        try:
+            return _dense(self._checks(runtime, code)[0])
         finally:
             runtime.close()
 
@@ -249,51 +277,96 @@ class Synthesis:
         shown = critic.sample_failures(pool, self.rng, self.cfg.max_failures_shown)
         refine = which_to_refine(shown) if parent_id else "both"
         metrics = self.state["metrics"].get(parent_id, {}) if parent_id else {}
+        self.state["parent"] = parent_id
         request = next((r for r in (i.request(self, code, pool, metrics) for i in self.ideas) if r is not None), None)
         if request is None:
             template = next((t for t in (i.template(self) for i in self.ideas) if t is not None), None) if code is None else None
             request = Request(refine, shown, self._prompt(code, shown, pool, refine, metrics),
-                              lambda text: extract_code(text, previous=code or template))
+                              lambda text: extract_code(text, previous=code or template, required=REQUIRED))
         refine, shown, messages = request.refine, request.shown, request.messages
         judged: list[tuple[str, Judgement]] = []
         # A fresh root (a root after the first iteration) skips the low first temperature: the
         # first root already had that near-greedy answer.
         fresh = parent_id is None and iteration > 0
-        for sample in range(self.samples):
+        sample = repeats = 0
+        while sample < self.samples:
             if self._budget_left():
                 break
-            text, tokens = self._ask(messages, sample + 1 if fresh else sample, request.max_tokens)
+            asked = messages
+            for idea in self.ideas:  # after a repeated program, a component may change the request
+                asked = idea.resample(self, asked, repeats)
+            self.state["repeats"] = repeats
+            text, tokens = self._ask(asked, sample + 1 if fresh else sample, request.max_tokens)
             new_code = request.build(text)
-            meta = dict(prompt=messages, response=text, failures_shown=shown, refine=refine, iteration=iteration,
+            meta = dict(prompt=asked, response=text, failures_shown=shown, refine=refine, iteration=iteration,
                         sample=sample, method=self.cfg.method, tokens=tokens)
             if new_code is None:
                 cid = self._store(text or "# (empty response)\n", parent_id, "failed", None, **meta, error="no code in the response")
                 self.state["history"].append({"iteration": iteration, "candidate": cid, "h": None, "status": "failed"})
+                sample += 1
                 continue
-            judgement = self.judge(new_code)
-            cid = self._store(new_code, parent_id, judgement.status, judgement, **meta)
-            self.codes[cid] = new_code
-            self.failures[cid] = judgement.failures[:40]
-            self.state["metrics"][cid] = judgement.metrics
+            # A program already judged (its parent's copied back, a sibling's) is not judged again
+            # and does not use up a sample, up to ``samples`` repeats per refinement.
+            repeat = next((r for r in (i.repeats(self, new_code) for i in self.ideas) if r is not None), None)
+            if repeat is not None and repeats < self.samples:
+                repeats += 1
+                self.state["history"].append({"iteration": iteration, "candidate": repeat, "h": None, "status": "repeat"})
+                continue
+            sample += 1
+            cid, judgement = self._judged(new_code, parent_id, meta, iteration, "evaluated")
             judged.append((cid, judgement))
-            self.state["history"].append({"iteration": iteration, "candidate": cid, "h": judgement.h, "status": judgement.status})
             if judgement.h >= 1.0:
                 break
-        return judged
+        return judged + self._offspring(judged)
 
-    def _adopt(self, parent_id: str | None, judged: list[tuple[str, Judgement]]) -> None:
-        """The best sample enters the tree; the others stay in the store as rejected."""
+    def _judged(self, code: str, parent_id: str | None, meta: dict[str, Any], iteration: int, label: str) -> tuple[str, Judgement]:
+        judgement = self.judge(code)
+        cid = self._store(code, parent_id, judgement.status, judgement, **meta)
+        self.codes[cid] = code
+        self.failures[cid] = judgement.failures[:40]
+        self.state["metrics"][cid] = judgement.metrics
+        status = judgement.status if label == "evaluated" else label
+        self.state["history"].append({"iteration": iteration, "candidate": cid, "h": judgement.h, "status": status})
+        return cid, judgement
+
+    def _offspring(self, judged: list[tuple[str, Judgement]]) -> list[tuple[str, Judgement]]:
+        """Code the components propose without a model call from each judged sample (e.g. program
+        repair), judged in turn; one that scores higher than its origin is tried again (3 rounds at
+        most). Returns them for the tree's choice among the refinement's candidates."""
+        out: list[tuple[str, Judgement]] = []
+        for origin_id, origin in sorted(judged, key=lambda cj: -cj[1].h):
+            current, current_h = origin_id, origin.h
+            for _ in range(3):
+                if current_h >= 1.0 or any(j.h >= 1.0 for _, j in out):
+                    return out
+                better: tuple[str, Judgement] | None = None
+                for code, why in [o for idea in self.ideas for o in idea.offspring(self, current)]:
+                    if self._budget_left() == "time budget":  # no model call: only time is spent
+                        return out
+                    cid, judgement = self._judged(code, current, {"origin": why, "iteration": self.state["iteration"]},
+                                                  self.state["iteration"], "repair")
+                    out.append((cid, judgement))
+                    if judgement.h > (better[1].h if better else current_h):
+                        better = (cid, judgement)
+                if better is None:
+                    break
+                current, current_h = better[0], better[1].h
+        return out
+
+    def _adopt(self, parent_id: str | None, judged: list[tuple[str, Judgement]]) -> str | None:
+        """The best sample enters the tree (its id is returned); the others stay in the store as rejected."""
         if parent_id is None:  # the evidence of the fresh-root arm
             self.state.setdefault("root_scores", []).append(max((j.h for _, j in judged), default=0.0))
         if not judged:
             if parent_id in self.tree.nodes:
                 self.tree.nodes[parent_id].refinements += 1
-            return
+            return None
         best_id, best = max(judged, key=lambda cj: cj[1].h)
         for cid, j in judged:
             if cid != best_id and j.status == "evaluated":
                 self.run.set_candidate_status(cid, "rejected", j.h)
         self.tree.add(best_id, parent_id, best.h)
+        return best_id
 
     # ---------------------------------------------------------------- the loop
 
@@ -309,6 +382,7 @@ class Synthesis:
                 self.set_transitions(harvest(self.env_factory, self.hint_env_factory, self.cfg.search_seeds,
                                              self.cfg.transitions_per_seed, random.Random(self.cfg.rng_seed)))
                 self.state["transitions"] = [t.to_json() for t in self.transitions]
+                self.state["harvest"] = self.harvest_summary()
                 for idea in self.ideas:
                     idea.start(self)
             self._save()
@@ -365,13 +439,20 @@ class Synthesis:
             node = self._choose()
             parent_id = node.candidate_id if node is not None else None
             self.state["iteration"] += 1
+            before = best.h if best is not None else 0.0
             self._adopt(parent_id, self._expand(parent_id, self.state["iteration"]))
+            after = self.tree.best()
+            self.state["stalled"] = 0 if after is not None and after.h > before else self.state.get("stalled", 0) + 1
             self._save()
             self._progress()
 
     def _choose(self) -> Node | None:
         """The node to refine next by Thompson sampling, or None: sample a fresh root (only with
         a component's fresh-root arm, which draws after the nodes)."""
+        if any(idea.restart(self) for idea in self.ideas):
+            self.state["stalled"] = 0
+            self.state["restarts"] = self.state.get("restarts", 0) + 1
+            return None
         arm = next((a for a in (i.fresh_arm(self) for i in self.ideas) if a is not None), None)
         return select_action(self.tree, self.rng, self.cfg.thompson_c, arm)
 
@@ -381,23 +462,9 @@ class Synthesis:
                           "tokens": self.state["tokens"], "nodes": len(self.tree)})
 
 
-def listed_states(transitions: Sequence[Transition], limit: int = 30) -> list[tuple[str, list[str]]]:
-    """Distinct states whose full legal list the game printed: (board, legal actions)."""
-    seen: dict[tuple[int, tuple[str, ...]], tuple[str, list[str]]] = {}
-    for t in transitions:
-        if t.listed and (t.seed, t.prefix) not in seen:
-            seen[(t.seed, t.prefix)] = (t.board, list(t.listed))
-    states = list(seen.values())
-    # Spread over game lengths: the early states of every seed look alike.
-    states.sort(key=lambda s: len(s[1]))
-    step = max(1, len(states) // limit)
-    return states[::step][:limit]
+DENSE = ("unit_accuracy", "legal_actions_accuracy", "parse_accuracy", "rule_accuracy")
 
 
-def _rng_to_json(state: tuple) -> list:
-    version, internal, gauss = state
-    return [version, list(internal), gauss]
-
-
-def _rng_from_json(data: list) -> tuple:
-    return (data[0], tuple(data[1]), data[2])
+def _dense(metrics: dict[str, float]) -> float | None:
+    values = [metrics[k] for k in DENSE if k in metrics]
+    return sum(values) / len(values) if values else None

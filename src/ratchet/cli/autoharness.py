@@ -9,8 +9,11 @@
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 from rich.console import Console
@@ -22,12 +25,62 @@ from ratchet.contracts import RatchetError
 console = Console()
 
 
-def _protocol_config(quick: bool, overrides: list[str]):
-    from ratchet.autoharness.protocol import ProtocolConfig
-    from ratchet.config import load_config
+#: Held-out protocol sizes by name; ``full`` is the paper's (ProtocolConfig's defaults).
+PROTOCOLS = {
+    "full": [],
+    "quick": ["legal_seeds=3", "legal_steps=20", "reward_games=3", "matches=4"],
+    # A few minutes on the embedded 0.5B on two cores: the demo's default.
+    "demo": ["legal_seeds=2", "legal_steps=5", "reward_games=1", "matches=2", "step_cap=10", "play_max_tokens=64"],
+}
 
-    base = ["legal_seeds=3", "legal_steps=20", "reward_games=3", "matches=4"] if quick else []
-    return load_config(ProtocolConfig, None, base + overrides)
+
+def _protocol_config(name: str, overrides: list[str]):
+    from ratchet.autoharness.protocol import ProtocolConfig
+    from ratchet.config import ConfigError, load_config
+
+    if name not in PROTOCOLS:
+        raise ConfigError(f"unknown protocol {name!r}", hint=f"use one of: {', '.join(PROTOCOLS)}, or none")
+    return load_config(ProtocolConfig, None, PROTOCOLS[name] + overrides)
+
+
+@contextmanager
+def _reporter(cfg: Any) -> Iterator[tuple[Callable[[dict], None], Callable[[str], None]]]:
+    """(on_progress, on_phase) for a search: a progress bar on a terminal, plain lines elsewhere."""
+    if not console.is_terminal:
+        lines = _Lines(cfg.env)
+        lines.phase("harvesting and search")
+        yield lines.progress, lines.phase
+        lines.phase("done")
+        return
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
+                  TimeElapsedColumn(), console=console) as bar:
+        task = bar.add_task(f"{cfg.env} search", total=cfg.iterations, info="starting")
+
+        def progress(info: dict) -> None:
+            bar.update(task, completed=info["iteration"],
+                       info=f"best h {info['best_h']:.3f} · {info['calls']} calls · {info['tokens']} tok · {info['nodes']} nodes")
+
+        def phase(name: str) -> None:
+            bar.update(task, description=f"{cfg.env} {name}")
+
+        yield progress, phase
+
+
+class _Lines:
+    """Progress as one plain line per phase and per search iteration, for a log or a pipe (a
+    progress bar prints nothing there until it ends)."""
+
+    def __init__(self, env: str) -> None:
+        self.env, self.started = env, time.monotonic()
+
+    def _say(self, text: str) -> None:
+        print(f"[{time.monotonic() - self.started:6.1f} s] {self.env}: {text}", flush=True)
+
+    def progress(self, info: dict) -> None:
+        self._say(f"iteration {info['iteration']}: best h {info['best_h']:.3f} · {info['calls']} calls · {info['nodes']} nodes")
+
+    def phase(self, name: str) -> None:
+        self._say(name)
 
 
 def _show(report: dict) -> None:
@@ -68,7 +121,7 @@ def register(app: typer.Typer) -> None:
         set_: list[str] = typer.Option([], "--set", help="Override a config field: --set eval_steps=50"),
         resume: Optional[str] = typer.Option(None, help="Resume the run RUN_ID after a kill or a stop."),
         suite: Optional[str] = typer.Option(None, help="Run every game of a suite (e.g. autoharness-145), resumable."),
-        protocol: str = typer.Option("quick", help="full (the paper's sizes) | quick | none"),
+        protocol: str = typer.Option("quick", help="full (the paper's sizes) | quick | demo (a few minutes) | none"),
         protocol_set: list[str] = typer.Option([], "--protocol-set", help="Override a ProtocolConfig field."),
         threads: Optional[int] = typer.Option(None, help="llama.cpp threads for local models."),
         export: Optional[Path] = typer.Option(None, "--export", "-o", help="Write the best harness to this file."),
@@ -96,7 +149,7 @@ def register(app: typer.Typer) -> None:
             overrides.append(f"budget.max_calls={max_calls}")
         cfg = load_config(AutoHarnessConfig, config, overrides)
         store = RunStore(store_root)
-        proto = None if protocol == "none" else _protocol_config(protocol == "quick", protocol_set)
+        proto = None if protocol == "none" else _protocol_config(protocol, protocol_set)
         if suite:
             from ratchet.autoharness.batch import run_suite
             from ratchet.executors import ExecutorConfig, build_executor
@@ -115,17 +168,7 @@ def register(app: typer.Typer) -> None:
             return
         run, cfg = open_or_create(store, cfg, resume)
         llm = load_refiner(cfg.model, threads)
-        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
-                      TimeElapsedColumn(), console=console) as bar:
-            task = bar.add_task(f"{cfg.env} search", total=cfg.iterations, info="starting")
-
-            def progress(info: dict) -> None:
-                bar.update(task, completed=info["iteration"],
-                           info=f"best h {info['best_h']:.3f} · {info['calls']} calls · {info['tokens']} tok · {info['nodes']} nodes")
-
-            def phase(name: str) -> None:
-                bar.update(task, description=f"{cfg.env} {name}")
-
+        with _reporter(cfg) as (progress, phase):
             report = synthesize_game(cfg, accounted(llm, run), run, protocol=proto, play_model=llm,
                                      on_progress=progress, on_phase=phase)
         _show(report)

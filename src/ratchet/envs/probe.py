@@ -74,6 +74,12 @@ def main(argv: list[str]) -> None:
         raise _Timeout()
 
     signal.signal(signal.SIGALRM, on_alarm)
+    try:  # games a plugin registers with TextArena exist only once it is imported
+        from ratchet.envs.registry import load_plugins
+
+        load_plugins()
+    except Exception as exc:  # noqa: BLE001 - a broken plugin must not hide the built-in games
+        sys.stderr.write(f"env plugins not loaded: {exc}\n")
     for item in argv:
         env_id, _, players = item.partition(":")
         signal.alarm(PER_ID_TIMEOUT_S)

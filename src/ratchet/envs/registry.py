@@ -155,7 +155,10 @@ def _run_probe(python: str, items: list[str], timeout_s: float) -> dict[str, dic
     """Probe ids on ``python`` in up to two parallel subprocesses (the machine has two cores)."""
     from ratchet.envs.remote import SRC_DIR
 
-    env = {**os.environ, "PYTHONPATH": str(SRC_DIR), "OMP_NUM_THREADS": "1"}
+    # The probe loads the env plugins too (a plugin may register TextArena games), so it needs the
+    # caller's import path; only this interpreter's (another one's site-packages would not load).
+    path = [str(SRC_DIR)] + ([p or os.getcwd() for p in sys.path] if python == sys.executable else [])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(dict.fromkeys(path)), "OMP_NUM_THREADS": "1"}
     chunks = [items[i::2] for i in range(2)] if len(items) > 8 else [items]
     procs = [
         subprocess.Popen(
@@ -196,14 +199,34 @@ def probe_availability(items: list[str], python: str, *, refresh: bool = False) 
             cached = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError):
             cached = {}
-    missing = [i for i in items if i.partition(":")[0] not in cached]
+    # Only TextArena's own games are cached: a plugin's game changes with its code (and the cache
+    # is shared by every process, plugins loaded or not).
+    own = {i.partition(":")[0] for i in items if _textarena_own(i.partition(":")[0])}
+    found = {k: v for k, v in cached.items() if k in own}
+    missing = [i for i in items if i.partition(":")[0] not in found]
     if missing:
-        cached.update(_run_probe(python, missing, timeout_s=60 + 10 * len(missing)))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(cached, indent=0, sort_keys=True))
-        os.replace(tmp, path)
-    return {i.partition(":")[0]: cached[i.partition(":")[0]] for i in items}
+        found.update(_run_probe(python, missing, timeout_s=60 + 10 * len(missing)))
+        if any(i.partition(":")[0] in own for i in missing):
+            cached.update({k: v for k, v in found.items() if k in own})
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(cached, indent=0, sort_keys=True))
+            os.replace(tmp, path)
+    return {i.partition(":")[0]: found[i.partition(":")[0]] for i in items}
+
+
+def _textarena_own(env_id: str) -> bool:
+    """Whether ``env_id`` is one of TextArena's own games (not one a plugin registered with it)."""
+    try:
+        from textarena.envs.registration import ENV_REGISTRY
+    except Exception:  # noqa: BLE001 - without textarena nothing is its own
+        return False
+    spec = ENV_REGISTRY.get(env_id)
+    if spec is None:
+        return True  # unknown here: the probe reports it, and the answer holds for this version
+    entry = spec.entry_point
+    module = entry.partition(":")[0] if isinstance(entry, str) else getattr(entry, "__module__", "")
+    return module.startswith("textarena.")
 
 
 def textarena_ids() -> list[str]:
@@ -330,8 +353,18 @@ def make(env_id: str, config: EnvConfig | None = None, *, num_players: int | Non
     return TextArenaEnv(env_id, players, config)
 
 
+_OWN_GAME_PLAYERS: dict[str, int | None] = {}
+
+
 def _probed_players(env_id: str) -> int | None:
-    """Player count of a game outside the paper's list, as the availability probe found it."""
+    """Player count of a game outside the paper's list, as the availability probe found it; a game
+    a plugin registered with TextArena is probed here, in this process, which has its code loaded."""
+    if not _textarena_own(env_id):
+        if env_id not in _OWN_GAME_PLAYERS:
+            from ratchet.envs.probe import probe
+
+            _OWN_GAME_PLAYERS[env_id] = probe(env_id, None).get("num_players")
+        return _OWN_GAME_PLAYERS[env_id]
     python = sys.executable
     if needs_py312(env_id):
         from ratchet.envs.remote import envs_python

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -34,10 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from ratchet.contracts import Observation, RatchetError, StepResult
+from ratchet.envs.answers import extract_code
 from ratchet.envs.config import EnvConfig
 
-_FENCE = re.compile(r"```[ \t]*(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
-_MOVE = re.compile(r"<move>(.*?)</move>", re.DOTALL | re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -58,19 +56,6 @@ class Verdict:
     ok: bool
     score: float
     output: str
-
-
-def extract_code(answer: str) -> str | None:
-    """The last fenced code block, else the last <move>…</move>, else None."""
-    blocks = _FENCE.findall(answer)
-    if blocks:
-        return blocks[-1].strip() + "\n"
-    moves = _MOVE.findall(answer)
-    if moves and ("def " in moves[-1] or "return" in moves[-1]):
-        return moves[-1].strip() + "\n"
-    if re.search(r"^\s*def \w+\(", answer, re.MULTILINE):
-        return answer.strip() + "\n"
-    return None
 
 
 def load_suite(path: str | Path) -> list[Task]:

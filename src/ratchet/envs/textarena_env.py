@@ -128,8 +128,7 @@ class TextArenaEnv:
         self._rng_bound = _bindings(self._rng)
         self._bound = _random_module_bound_to(self._rng_bound)
         self._scans: dict[str, list[Any]] = {}
-        with self._own_random():
-            self._env = ta.make(raw_id)
+        self._env = self._make_raw()
         self._invalid: list[tuple[str, bool]] = []
         self._seed = 0
         self._steps = 0
@@ -145,6 +144,15 @@ class TextArenaEnv:
 
     # ---------------------------------------------------------------- random isolation
 
+    def _make_raw(self) -> Any:
+        with self._own_random():
+            env = self._ta.make(self._raw_id)
+        # A game registered the ordinary way (default wrappers, no ``-raw`` twin) comes wrapped;
+        # this adapter reads the raw game's typed messages itself.
+        while isinstance(env, self._ta.Wrapper):
+            env = env.env
+        return env
+
     def _own_random(self) -> Any:
         """Run game code against this env's private ``random.Random`` (see module docstring)."""
         return self._bound
@@ -159,7 +167,7 @@ class TextArenaEnv:
         self._rng.seed(seed)  # games that draw before seeding still get a per-seed stream
         with self._own_random():
             if self._resets and self._fresh_game_on_reset:
-                self._env = self._ta.make(self._raw_id)
+                self._env = self._make_raw()
             self._resets += 1
             self._env.reset(num_players=self.num_players, seed=seed)
             drained = self._env.get_observation()

@@ -29,6 +29,7 @@ from ratchet.evolve.config import EvolveConfig, SplitsConfig
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.gate import noise_band
 from ratchet.evolve.manifest import load_manifest
+from ratchet.store.files import rng_from_json, rng_to_json
 from ratchet.evolve.report import final_report
 from ratchet.evolve.workspace import PinMismatch, StaticCheck, apply, pins, snapshot, verify_pins
 from ratchet.executors import build_executor
@@ -179,7 +180,7 @@ class Engine:
                 state = self._start()
                 self._checkpoint(state)
             else:
-                self.rng.setstate(_rng_state(state["rng"]))
+                self.rng.setstate(rng_from_json(state["rng"]))
                 if self.journal is not None:
                     self.journal.resume(state["calls"])
             while state["step"] < self.config.iterations:
@@ -207,7 +208,7 @@ class Engine:
 
     def _checkpoint(self, state: dict[str, Any]) -> None:
         """Where a resumed run starts: the next step, the RNG before it, the journal's call count."""
-        state["rng"] = _plain_rng(self.rng.getstate())
+        state["rng"] = rng_to_json(self.rng.getstate())
         state["calls"] = self.journal.calls if self.journal is not None else 0
         self.run.checkpoint(CHECKPOINT, state)
 
@@ -348,11 +349,3 @@ class Engine:
         self._event(kind="step", step=index, parent=parent.id, child=child.id, proposer=child.meta.get("proposer"),
                     status=status, reason=decision.reason, numbers=decision.numbers,
                     best=max(self.archive.score(c.id, "heldin") or 0.0 for c in self.archive.candidates("accepted")))
-
-
-def _plain_rng(state: tuple) -> list:
-    return [state[0], list(state[1]), state[2]]
-
-
-def _rng_state(plain: list) -> tuple:
-    return (plain[0], tuple(plain[1]), plain[2])

@@ -320,3 +320,12 @@ def sweep_temp_files(directory: str | Path) -> int:
             removed += 1
     return removed
 
+
+def rng_to_json(state: tuple) -> list:
+    """A ``random.Random.getstate()`` as JSON-able data, for a checkpoint."""
+    return [state[0], list(state[1]), state[2]]
+
+
+def rng_from_json(plain: list) -> tuple:
+    """The ``random.Random.setstate()`` argument back from :func:`rng_to_json`'s data."""
+    return (plain[0], tuple(plain[1]), plain[2])

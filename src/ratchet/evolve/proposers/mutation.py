@@ -1,0 +1,213 @@
+"""Program repair without a model: single-point mutations of a Python file's syntax tree.
+
+A small model's wrong programs are often one token away from right: an inverted condition
+(``in`` for ``not in``), a comparison off by one, two constants swapped. Trying every such
+neighbour of a program costs no model call and is cheap to score on the evaluator's dense checks,
+so a search can try them first and keep a mutant only when the checks prefer it. The operators:
+
+* a comparison flipped to its negation (``==``/``!=``, ``<``/``>=``, ``in``/``not in``…) or to its
+  boundary neighbour (``<``/``<=``, ``>``/``>=``);
+* a condition (``if``, ``while``, conditional expression, comprehension filter) negated, or its
+  ``not`` dropped; ``and``/``or`` swapped;
+* an integer constant moved by one;
+* a string constant swapped for another string constant of the same program, and a name read
+  swapped for another name the same function assigns or takes.
+
+:func:`mutants` lists them (deterministically, shuffled by ``rng`` when given); ``MutationProposer``
+is the engine's proposer over them (one random mutant of one ``.py`` surface per proposal).
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import random
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from fnmatch import fnmatch
+from typing import Any
+
+from pydantic import Field
+
+from ratchet.config import Settings
+from ratchet.contracts import Candidate, Claim, Proposal
+
+_NEGATED: dict[type, type] = {ast.Eq: ast.NotEq, ast.NotEq: ast.Eq, ast.Lt: ast.GtE, ast.GtE: ast.Lt, ast.Gt: ast.LtE,
+                              ast.LtE: ast.Gt, ast.In: ast.NotIn, ast.NotIn: ast.In, ast.Is: ast.IsNot, ast.IsNot: ast.Is}
+_BOUNDARY: dict[type, type] = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt}
+_SYMBOL = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.In: "in",
+           ast.NotIn: "not in", ast.Is: "is", ast.IsNot: "is not"}
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One neighbour of a program: its full source and the change in words (line numbers are the original's)."""
+
+    code: str
+    change: str
+
+
+def normalized(code: str) -> str:
+    """The program without comments and formatting (its unparsed syntax tree): two replies that
+    differ only in layout or comments are the same program. Code that does not parse is only
+    stripped of trailing white space."""
+    try:
+        return ast.unparse(ast.parse(code))
+    except (SyntaxError, ValueError):
+        return "\n".join(line.rstrip() for line in code.strip().splitlines())
+
+
+def mutants(code: str, *, functions: Sequence[str] | None = None, rng: random.Random | None = None,
+            limit: int = 60) -> list[Mutant]:
+    """Single-point mutants of ``code`` (only inside the named top-level ``functions`` when given),
+    each distinct from the original and from each other once normalized; at most ``limit``, a
+    random subset when ``rng`` is given. Code that does not parse has none."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    scopes = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+              and (functions is None or n.name in functions)]
+    strings = sorted({n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                      and len(n.value) <= 12 and not _is_docstring(tree, n)})
+    sites = [(i, edit) for i, scope in enumerate(tree.body) if scope in scopes for edit in _edits(scope, strings)]
+    if rng is not None:
+        rng.shuffle(sites)
+    seen = {normalized(code)}
+    out: list[Mutant] = []
+    for index, (describe, apply) in sites:
+        copy_tree = copy.deepcopy(tree)
+        scope = copy_tree.body[index]
+        change = describe()
+        apply(scope)
+        try:
+            text = ast.unparse(ast.fix_missing_locations(copy_tree)) + "\n"
+        except Exception:  # noqa: BLE001 - an operator that made an unprintable tree offers nothing
+            continue
+        key = normalized(text)
+        if key not in seen:
+            seen.add(key)
+            out.append(Mutant(text, change))
+            if len(out) >= limit:
+                break
+    return out
+
+
+Edit = tuple[Callable[[], str], Callable[[ast.AST], None]]
+
+
+def _is_docstring(tree: ast.Module, node: ast.Constant) -> bool:
+    for owner in [tree, *ast.walk(tree)]:
+        body = getattr(owner, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and body[0].value is node:
+            return True
+    return False
+
+
+def _path_to(scope: ast.AST, target: ast.AST) -> list[tuple[str, int | None]]:
+    """The field path from ``scope`` to ``target``, to find the same node in a deep copy."""
+    for name, value in ast.iter_fields(scope):
+        items = value if isinstance(value, list) else [value]
+        for i, item in enumerate(items):
+            if item is target:
+                return [(name, i if isinstance(value, list) else None)]
+            if isinstance(item, ast.AST):
+                rest = _path_to(item, target)
+                if rest:
+                    return [(name, i if isinstance(value, list) else None), *rest]
+    return []
+
+
+def _follow(scope: ast.AST, path: list[tuple[str, int | None]]) -> Any:
+    node: Any = scope
+    for name, i in path:
+        node = getattr(node, name) if i is None else getattr(node, name)[i]
+    return node
+
+
+def _at(scope: ast.AST, node: ast.AST, change: Callable[[Any], None]) -> Callable[[ast.AST], None]:
+    path = _path_to(scope, node)
+    return lambda copied: change(_follow(copied, path))
+
+
+def _edits(scope: ast.AST, strings: list[str]) -> Iterator[Edit]:
+    names = sorted({a.arg for a in scope.args.args} | {n.id for n in ast.walk(scope) if isinstance(n, ast.Name)  # type: ignore[attr-defined]
+                                                         and isinstance(n.ctx, ast.Store)})
+    for node in ast.walk(scope):
+        line = getattr(node, "lineno", "?")
+        if isinstance(node, ast.Compare):
+            for k, op in enumerate(node.ops):
+                for table in (_NEGATED, _BOUNDARY):
+                    new = table.get(type(op))
+                    if new is not None:
+                        yield ((lambda o=op, n=new, ln=line: f"line {ln}: `{_SYMBOL[type(o)]}` → `{_SYMBOL[n]}`"),
+                               _at(scope, node, lambda c, k=k, n=new: c.ops.__setitem__(k, n())))
+        if isinstance(node, (ast.If, ast.While, ast.IfExp)):
+            yield (lambda ln=line: f"line {ln}: condition negated"), _at(scope, node, _negate_test)
+        if isinstance(node, ast.comprehension):
+            for k in range(len(node.ifs)):
+                yield ((lambda ln=getattr(node.target, "lineno", "?"): f"line {ln}: comprehension filter negated"),
+                       _at(scope, node, lambda c, k=k: c.ifs.__setitem__(k, _negation(c.ifs[k]))))
+        if isinstance(node, ast.BoolOp):
+            yield ((lambda ln=line: f"line {ln}: `and`/`or` swapped"),
+                   _at(scope, node, lambda c: setattr(c, "op", ast.Or() if isinstance(c.op, ast.And) else ast.And())))
+        if isinstance(node, ast.Constant) and type(node.value) is int:
+            for delta in (1, -1):
+                yield ((lambda v=node.value, d=delta, ln=line: f"line {ln}: {v} → {v + d}"),
+                       _at(scope, node, lambda c, d=delta: setattr(c, "value", c.value + d)))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in strings:
+            for other in strings:
+                if other != node.value:
+                    yield ((lambda v=node.value, o=other, ln=line: f"line {ln}: {v!r} → {o!r}"),
+                           _at(scope, node, lambda c, o=other: setattr(c, "value", o)))
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in names:
+            for other in names:
+                if other != node.id:
+                    yield ((lambda v=node.id, o=other, ln=line: f"line {ln}: `{v}` → `{o}`"),
+                           _at(scope, node, lambda c, o=other: setattr(c, "id", o)))
+
+
+def _negation(test: ast.expr) -> ast.expr:
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return test.operand
+    return ast.UnaryOp(ast.Not(), test)
+
+
+def _negate_test(node: Any) -> None:
+    node.test = _negation(node.test)
+
+
+# ------------------------------------------------------------------ the engine's proposer
+
+
+class MutationOptions(Settings):
+    """Single-point AST mutants of one Python surface (no model call)."""
+
+    surfaces: list[str] = Field(default_factory=lambda: ["*.py"])
+    """Glob patterns of the parent's files a mutation may change (only Python files parse)."""
+    max_mutants: int = Field(default=60, ge=1)
+    """Most mutants listed per surface before one is drawn."""
+
+
+class MutationProposer:
+    """Proposes one random single-point mutant of one Python surface of the parent."""
+
+    name = "mutation"
+
+    def __init__(self, options: MutationOptions, ctx: Any = None) -> None:
+        self.options = options
+        self.last_reason: str | None = None
+
+    def propose(self, parent: Candidate, archive: Any, rng: Any) -> Proposal | None:
+        paths = [p for p in sorted(parent.files) if p.endswith(".py") and any(fnmatch(p, g) for g in self.options.surfaces)]
+        rng = rng if isinstance(rng, random.Random) else random.Random(0)
+        rng.shuffle(paths)
+        for path in paths:
+            found = mutants(parent.files[path], rng=rng, limit=self.options.max_mutants)
+            if found:
+                pick = found[0]
+                claim = Claim(target=f"{path}: {pick.change}", root_cause="a single-point mutation (no model)", predicted_flips=())
+                return Proposal(files={path: pick.code}, claim=claim, proposer=self.name, parents=(parent.id,),
+                                meta={"surfaces": [path], "change": pick.change})
+        self.last_reason = "no Python surface of the parent parses into a mutable program"
+        return None
