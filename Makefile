@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 MODEL ?= qwen2.5-coder-0.5b
 
-.PHONY: setup demo test test-fast bench clean
+.PHONY: setup demo test test-fast bench bench-env clean
 
 setup:
 	@scripts/setup.sh
@@ -28,6 +28,11 @@ test-fast: setup
 
 bench: setup
 	$(BIN)/python -m bench
+
+# The peers' environment (GEPA, OpenEvolve, mini-swe-agent), outside the package's dependencies.
+BENCH_VENV ?= .venv-bench
+bench-env:
+	@scripts/setup-bench.sh $(BENCH_VENV)
 
 clean:
 	rm -rf $(VENV) .venv-envs build *.egg-info
