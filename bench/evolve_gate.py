@@ -240,17 +240,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tasks", type=int, default=80)
     parser.add_argument("--pairs", type=int, default=500, help="parent/child pairs per gate-alone row")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--gates", nargs="+", default=["paired:spending", "paired:none", "bootstrap:spending"],
+                        help="gate:correction pairs to measure")
+    parser.add_argument("--name", default="evolve_gate", help="result name under --out")
     args = parser.parse_args(argv)
+    combos = [tuple(g.split(":", 1)) for g in args.gates]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for gate, correction in (("paired", "spending"), ("paired", "none"), ("bootstrap", "spending")):
+        for gate, correction in combos:
             rows.append(arm(Path(tmp), "noop", 0.0, gate, args, correction))
             rows.append(arm(Path(tmp), "cosmetic", 0.0, gate, args, correction))
             for gain in (0.1, 0.15, 0.25):
                 rows.append(arm(Path(tmp), "planted", gain, gate, args, correction))
     alone = [gate_alone(gate, gain, args.pairs, args.tasks // 2, correction)
-             for gate, correction in (("paired", "spending"), ("paired", "none"), ("bootstrap", "spending"))
-             for gain in (0.0, 0.15, 0.25)]
+             for gate, correction in combos for gain in (0.0, 0.15, 0.25)]
     verdict = []
     for r in alone:
         if r["gain"] == 0.0:
@@ -271,8 +274,8 @@ def main(argv: list[str] | None = None) -> int:
     result = {"bench": "evolve_gate", "config": vars(args) | {"out": str(args.out)}, "rows": rows, "alone": alone, "verdict": verdict,
               "python": sys.version.split()[0], "created_at": time.time()}
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "evolve_gate.json").write_text(json.dumps(result, indent=2) + "\n")
-    (args.out / "evolve_gate.md").write_text(markdown(result))
+    (args.out / f"{args.name}.json").write_text(json.dumps(result, indent=2) + "\n")
+    (args.out / f"{args.name}.md").write_text(markdown(result))
     print("\n".join(verdict))
     return 0
 
