@@ -45,6 +45,13 @@ SPLITS = {
     "heldin": [f"HumanEval/{i}" for i in range(104, 116)],
     "test": [f"HumanEval/{i}" for i in range(134, 164)],
 }
+#: The reduced run (``--size small``): the first problems of each slice above, for a machine too
+#: busy for the full one (each split is a prefix of the full one's, so their replies are shared).
+SMALL_SPLITS = {
+    "search": [f"HumanEval/{i}" for i in range(100, 102)],
+    "heldin": [f"HumanEval/{i}" for i in range(104, 110)],
+    "test": [f"HumanEval/{i}" for i in range(134, 142)],
+}
 #: The suite's settings, shared by every arm (the peers' bench grades with the same options).
 SUITE_OPTIONS: dict[str, Any] = {
     "ids": [i for ids in SPLITS.values() for i in ids],
@@ -83,19 +90,28 @@ def shared_model(spec: str = MODEL, threads: int = 2, n_ctx: int = 4096, replies
     return SeedFreeAtGreedy(ReplayModel(load_model(spec, **overrides), replies, mode="auto"))
 
 
-def run_config(iterations: int) -> EvolveConfig:
+def suite_options(splits: dict[str, list[str]]) -> dict[str, Any]:
+    return {**SUITE_OPTIONS, "ids": [i for ids in splits.values() for i in ids]}
+
+
+def span(ids: list[str]) -> str:
+    return f"{ids[0]}-{ids[-1].split('/')[-1]}"
+
+
+def run_config(iterations: int, splits: dict[str, list[str]] = SPLITS, max_search_s: float | None = None) -> EvolveConfig:
     return EvolveConfig.model_validate({
+        "budget": {"max_wall_s": max_search_s},
         "workspace": str(WORKSPACE),
         "model": MODEL,
-        "suite": {"name": "humaneval", "options": SUITE_OPTIONS},
-        "splits": {"search": 0, "heldin": 0, "heldout": 0, "test": 0, "ids": SPLITS},
+        "suite": {"name": "humaneval", "options": suite_options(splits)},
+        "splits": {"search": 0, "heldin": 0, "heldout": 0, "test": 0, "ids": splits},
         "seeds": [0],
         "selector": {"name": "greedy"},
         "proposers": [{"name": "reflective", "options": {
             "surfaces": ["prompts/system.md"], "max_tokens": PROPOSER_MAX_TOKENS,
             "temperature": PROPOSER_TEMPERATURE, "max_traces": 3, "max_trace_chars": 900}}],
         "gate": {"name": "paired", "options": {"alpha": 0.05, "correction": "spending"}},
-        "smoke": {"tasks": 4, "margin": 0.25},
+        "smoke": {"tasks": min(4, len(splits["heldin"]) // 2), "margin": 0.25},
         "iterations": iterations,
         "report": {"max_best_of_n": 4},
     })
@@ -108,10 +124,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default=MODEL, help="model spec (scripted: checks the plumbing, no model)")
     parser.add_argument("--root", default=str(ROOT / "runs"), help="run store of the engine's run")
     parser.add_argument("--run-id", default="bench-evolve-humaneval", help="the run's id (resumed when it exists)")
-    parser.add_argument("--out", default="evolve_humaneval", help="result name under bench/results/")
+    parser.add_argument("--out", default=None, help="result name under bench/results/ (default: by size)")
+    parser.add_argument("--size", choices=["full", "small"], default="full",
+                        help="full: search 4 / held-in 12 / test 30; small: 2 / 6 / 8 (the same slices' first problems)")
+    parser.add_argument("--max-search-s", type=float, default=None,
+                        help="stop the search (then report) after this many seconds of the run's wall clock")
     args = parser.parse_args(argv)
+    args.splits = SPLITS if args.size == "full" else SMALL_SPLITS
+    args.out = args.out or ("evolve_humaneval" if args.size == "full" else "evolve_humaneval_small")
+    if args.size == "small" and args.run_id == "bench-evolve-humaneval":
+        args.run_id = "bench-evolve-humaneval-small"
 
-    config = run_config(args.iterations).model_copy(update={"model": args.model})
+    config = run_config(args.iterations, args.splits, args.max_search_s).model_copy(update={"model": args.model})
     store = RunStore(args.root)
     try:
         run = store.open_run(args.run_id)
@@ -139,7 +163,8 @@ def steps_of(run: Any) -> list[dict[str, Any]]:
 def write(args: argparse.Namespace, report: dict[str, Any], summary: dict[str, Any], wall_s: float, run: Any) -> None:
     steps = steps_of(run)
     out = {
-        "model": MODEL, "splits": SPLITS, "suite_options": SUITE_OPTIONS, "iterations": args.iterations,
+        "model": MODEL, "splits": args.splits, "suite_options": suite_options(args.splits), "iterations": args.iterations,
+        "threads": args.threads,
         "report": report, "steps": [{k: e.get(k) for k in ("step", "status", "reason", "child")} for e in steps],
         "totals": {k: v for k, v in summary.items() if k != "report"},
         "wall_s": round(wall_s, 1),
@@ -159,9 +184,9 @@ def write(args: argparse.Namespace, report: dict[str, Any], summary: dict[str, A
         "Produced by `python -m bench.evolve_humaneval` (see its docstring for the splits and the cache). "
         f"The run evolved `prompts/system.md` of `examples/humaneval-coder` for {args.iterations} steps "
         "(reflective proposer, greedy selector, paired gate: run-wise alpha 0.05, the k-th test at 0.05/2^k); greedy decoding, one seed.", "",
-        f"Splits (by index, fixed before any run): search {len(SPLITS['search'])} "
-        f"(HumanEval/100-103), held-in {len(SPLITS['heldin'])} (HumanEval/104-115), "
-        f"test {len(SPLITS['test'])} (HumanEval/134-163, untouched until this report).", "",
+        f"Splits (by index, fixed before any run): search {len(args.splits['search'])} "
+        f"({span(args.splits['search'])}), held-in {len(args.splits['heldin'])} ({span(args.splits['heldin'])}), "
+        f"test {len(args.splits['test'])} ({span(args.splits['test'])}, untouched until this report).", "",
         f"## Test split ({r['tasks']} problems), pass@1 with 95% bootstrap CIs", "",
         "| arm | pass@1 [95% CI] |", "|---|---|",
         f"| original | {arm(r['original'])} |",
@@ -172,7 +197,7 @@ def write(args: argparse.Namespace, report: dict[str, Any], summary: dict[str, A
         "## The search", "",
         f"Proposals: {r['proposals']['total']}, accepted {r['proposals']['accepted']}, "
         f"smoke rejects {r['proposals']['smoke_rejects']}, static rejects {r['proposals']['static_rejects']}. "
-        f"Model calls: {r['budget']['calls']} in all ({r['original_best_of_n']['search_spend']} in the search, "
+        f"Stopped by: {r['stop_reason']}. Model calls: {r['budget']['calls']} in all ({r['original_best_of_n']['search_spend']} in the search, "
         f"the rest in this report); task evaluations run: {r['task_evals']}.", "",
         "| step | status | reason |", "|---|---|---|",
     ]

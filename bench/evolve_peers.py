@@ -47,8 +47,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from bench.evolve_humaneval import (MODEL, PROPOSER_MAX_TOKENS, PROPOSER_TEMPERATURE, RESULTS, SPLITS, SUITE_OPTIONS,
-                                    WORKSPACE, shared_model)
+from bench.evolve_humaneval import (MODEL, PROPOSER_MAX_TOKENS, PROPOSER_TEMPERATURE, RESULTS, SMALL_SPLITS, SPLITS,
+                                    WORKSPACE, shared_model, span, suite_options)
 from ratchet.contracts import Candidate
 from ratchet.evolve.archive import per_task_means
 from ratchet.evolve.context import EngineContext
@@ -61,7 +61,10 @@ from ratchet.models.budget import AccountedModel, Accountant
 HERE = Path(__file__).resolve().parent
 PEERS = {"gepa": HERE / "_peers" / "gepa_run.py", "openevolve": HERE / "_peers" / "openevolve_run.py"}
 SURFACE = "prompts/system.md"
-OUT = "evolve_peers"
+#: Which Ratchet run the peers repeat (``--size``): its splits, its results, this bench's result name.
+SIZES = {"full": {"splits": SPLITS, "ours": "evolve_humaneval", "out": "evolve_peers"},
+         "small": {"splits": SMALL_SPLITS, "ours": "evolve_humaneval_small", "out": "evolve_peers_small"}}
+SIZE = dict(SIZES["full"])
 
 
 def bench_python() -> Path:
@@ -87,7 +90,7 @@ class Service:
         self.evaluation = Accountant()
         self.proposer_model = AccountedModel(model, self.proposer, "propose")
         ctx = EngineContext(load_manifest(WORKSPACE), WORKSPACE, model=AccountedModel(model, self.evaluation, "evaluate"))
-        self.suite = HumanEvalSuite(HumanEvalOptions.model_validate(SUITE_OPTIONS), ctx)
+        self.suite = HumanEvalSuite(HumanEvalOptions.model_validate(suite_options(SIZE["splits"])), ctx)
         self.tasks = {t.id: t for t in self.suite.tasks()}
         self.base = original_files()
         self.cache: dict[tuple[str, str], dict[str, Any]] = {}
@@ -171,9 +174,9 @@ def handler_for(service: Service) -> type[BaseHTTPRequestHandler]:
 
 
 def ratchet_budget() -> dict[str, Any]:
-    path = RESULTS / "evolve_humaneval.json"
+    path = RESULTS / f"{SIZE['ours']}.json"
     if not path.exists():
-        raise SystemExit("run python -m bench.evolve_humaneval first: the peers get the budget its search spent")
+        raise SystemExit(f"no {path.name}: run python -m bench.evolve_humaneval first (the peers get the budget its search spent)")
     data = json.loads(path.read_text())
     report = data["report"]
     return {"calls": report["original_best_of_n"]["search_spend"], "proposals": report["proposals"]["total"],
@@ -181,7 +184,7 @@ def ratchet_budget() -> dict[str, Any]:
 
 
 def test_scores(service: Service, system_prompt: str) -> dict[str, float]:
-    rows = service.evaluate(system_prompt, SPLITS["test"])
+    rows = service.evaluate(system_prompt, SIZE["splits"]["test"])
     return {r["task_id"]: r["score"] for r in rows}
 
 
@@ -194,8 +197,8 @@ def run_arm(name: str, args: argparse.Namespace) -> dict[str, Any]:
     url = f"http://127.0.0.1:{server.server_address[1]}"
     work = Path(args.work) / name
     work.mkdir(parents=True, exist_ok=True)
-    spec = {"url": url, "budget_calls": budget, "seed_prompt": service.base[SURFACE], "search": SPLITS["search"],
-            "heldin": SPLITS["heldin"], "model": MODEL, "temperature": PROPOSER_TEMPERATURE,
+    spec = {"url": url, "budget_calls": budget, "seed_prompt": service.base[SURFACE], "search": SIZE["splits"]["search"],
+            "heldin": SIZE["splits"]["heldin"], "model": MODEL, "temperature": PROPOSER_TEMPERATURE,
             "max_tokens": PROPOSER_MAX_TOKENS, "work": str(work)}
     (work / "spec.json").write_text(json.dumps(spec, indent=2))
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "OPENAI_API_KEY": "local", "PYTHONPATH": ""}
@@ -218,7 +221,7 @@ def run_arm(name: str, args: argparse.Namespace) -> dict[str, Any]:
            "peer": {k: v for k, v in peer.items() if k != "best_prompt"},
            "test": {"best": best_test, "original": original_test}}
     if args.model == MODEL:  # a plumbing run (scripted:) leaves the results alone
-        store = RESULTS / f"{OUT}.arms.json"
+        store = RESULTS / f"{SIZE['out']}.arms.json"
         arms = json.loads(store.read_text()) if store.exists() else {}
         arms[name] = row
         store.write_text(json.dumps(arms, indent=2) + "\n")
@@ -235,10 +238,11 @@ def fmt(c: dict[str, float]) -> str:
 
 def table() -> None:
     ours = ratchet_budget()["report"]
-    store = RESULTS / f"{OUT}.arms.json"
+    store = RESULTS / f"{SIZE['out']}.arms.json"
     arms = json.loads(store.read_text()) if store.exists() else {}
-    ids = SPLITS["test"]
-    evolve = json.loads((RESULTS / "evolve_humaneval.json").read_text())
+    splits = SIZE["splits"]
+    ids = splits["test"]
+    evolve = json.loads((RESULTS / f"{SIZE['ours']}.json").read_text())
     rows = [{"arm": "ratchet evolve", "calls": ours["original_best_of_n"]["search_spend"],
              "proposals": ours["proposals"]["total"], "accepted": ours["proposals"]["accepted"],
              "best": ours["best"], "gain": ours["comparison"]["best_minus_original"],
@@ -249,14 +253,14 @@ def table() -> None:
         rows.append({"arm": name, "calls": arm["search"]["calls"], "proposals": arm["peer"].get("proposals"),
                      "accepted": arm["peer"].get("improved"), "best": ci(best),
                      "gain": ci([b - o for b, o in zip(best, orig)]), "best_is_original": arm["best_is_original"]})
-    out = {"model": MODEL, "splits": SPLITS, "original_test": ours["original"], "rows": rows, "arms": arms,
+    out = {"model": MODEL, "splits": splits, "original_test": ours["original"], "rows": rows, "arms": arms,
            "ratchet_totals": evolve.get("totals"), "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    (RESULTS / f"{OUT}.json").write_text(json.dumps(out, indent=2, default=str) + "\n")
+    (RESULTS / f"{SIZE['out']}.json").write_text(json.dumps(out, indent=2, default=str) + "\n")
     lines = [f"# Evolving the humaneval-coder system prompt: Ratchet vs GEPA vs OpenEvolve ({MODEL})", "",
              "Produced by `python -m bench.evolve_peers` (its docstring has the set-up). Same model, surface "
              "(the system prompt), starting harness, splits and grader for every arm; each peer's budget is the "
              "model calls Ratchet's search spent (peers stop between iterations, so they may run a little over: "
-             "the calls column is what each actually made). Test split: HumanEval/134-163 (30 problems, greedy, "
+             f"the calls column is what each actually made). Test split: {span(ids)} ({len(ids)} problems, greedy, "
              "untouched by every search). 95% bootstrap CIs over test problems.", "",
              f"Original harness on test: {fmt(ours['original'])}", "",
              "| arm | model calls in the search | proposals | kept / improved | best on test | best - original |",
@@ -268,7 +272,7 @@ def table() -> None:
     missing = sorted(set(PEERS) - set(arms))
     if missing:
         lines += ["", f"Not run: {', '.join(missing)}."]
-    (RESULTS / f"{OUT}.md").write_text("\n".join(lines) + "\n")
+    (RESULTS / f"{SIZE['out']}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 
@@ -281,7 +285,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default=MODEL, help="model spec (scripted: checks the plumbing, no model, no results)")
     parser.add_argument("--budget", type=int, default=None, help="model calls per peer (default: Ratchet's search spend)")
     parser.add_argument("--work", default=str(HERE.parent / "runs" / "peers"), help="the peers' working directories")
+    parser.add_argument("--size", choices=sorted(SIZES), default="full", help="which evolve_humaneval run to repeat")
     args = parser.parse_args(argv)
+    SIZE.update(SIZES[args.size])
+    args.work = str(Path(args.work) / args.size)
     for name in args.arm or ([] if args.table else sorted(PEERS)):
         row = run_arm(name, args)
         print(json.dumps({k: row[k] for k in ("arm", "search", "best_is_original", "best_prompt")}), flush=True)
