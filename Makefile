@@ -8,7 +8,7 @@ MODEL ?= qwen2.5-coder-0.5b
 # The held-out protocol of the demo: `demo` takes minutes; `make demo PROTOCOL=full` is the paper's sizes.
 PROTOCOL ?= demo
 
-.PHONY: setup demo test test-fast bench clean
+.PHONY: setup demo test test-fast bench bench-env clean
 
 setup:
 	@scripts/setup.sh
@@ -30,6 +30,11 @@ test-fast: setup
 
 bench: setup
 	$(BIN)/python -m bench
+
+# The peers' environment (GEPA, OpenEvolve, mini-swe-agent), outside the package's dependencies.
+BENCH_VENV ?= .venv-bench
+bench-env:
+	@scripts/setup-bench.sh $(BENCH_VENV)
 
 clean:
 	rm -rf $(VENV) .venv-envs build *.egg-info

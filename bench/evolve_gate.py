@@ -98,18 +98,19 @@ def workspace(root: Path, p: float) -> Path:
     return root
 
 
-def one_run(tmp: Path, control: str, gain: float, gate: str, index: int, args: argparse.Namespace) -> dict[str, Any]:
+def one_run(tmp: Path, control: str, gain: float, gate: str, index: int, args: argparse.Namespace,
+            correction: str = "spending") -> dict[str, Any]:
     rng = random.Random(f"{control}:{gain}:{gate}:{index}")
     # A planted run starts low enough that its first gain stays below p = 1 (later ones may cap).
     p = rng.uniform(0.2, 0.8) if control != "planted" else rng.uniform(0.1, 0.9 - gain)
-    ws = workspace(tmp / f"ws-{control}-{gain}-{gate}-{index}", round(p, 3))
+    ws = workspace(tmp / f"ws-{control}-{gain}-{gate}-{correction}-{index}", round(p, 3))
     cfg = EvolveConfig.model_validate({
         "workspace": str(ws),
         "suite": {"name": "noisy", "options": {"tasks": args.tasks, "salt": index}},
         "splits": {"search": 0.25, "heldin": 0.25, "heldout": 0.25, "test": 0.25, "seed": index},
         "selector": {"name": "greedy"},
         "proposers": [{"name": f"{MODULE}:{type_name(control)}", "options": {"gain": gain}}],
-        "gate": {"name": gate},
+        "gate": {"name": gate, "options": {"correction": correction}},
         "iterations": args.steps,
         "seeds": [0, 1, 2],
         "static": {"load_entry": False},
@@ -134,13 +135,15 @@ def type_name(control: str) -> str:
     return {"noop": "NoopControl", "cosmetic": "CosmeticControl", "planted": "PlantedControl"}[control]
 
 
-def arm(tmp: Path, control: str, gain: float, gate: str, args: argparse.Namespace) -> dict[str, Any]:
+def arm(tmp: Path, control: str, gain: float, gate: str, args: argparse.Namespace,
+        correction: str = "spending") -> dict[str, Any]:
     t0 = time.perf_counter()
-    runs = [one_run(tmp, control, gain, gate, i, args) for i in range(args.runs)]
+    runs = [one_run(tmp, control, gain, gate, i, args, correction) for i in range(args.runs)]
     proposals = sum(r["proposals"] for r in runs)
     gated = sum(r["gated"] for r in runs)
     accepted = sum(r["accepted"] for r in runs)
-    row = {"control": control, "gain": gain, "gate": gate, "runs": len(runs), "proposals": proposals,
+    row = {"control": control, "gain": gain, "gate": gate, "correction": correction, "runs": len(runs),
+           "proposals": proposals,
            "reached_gate": gated, "accepted": accepted,
            "acceptance_of_proposals": accepted / proposals if proposals else 0.0,
            "acceptance_at_gate": accepted / gated if gated else 0.0,
@@ -161,12 +164,12 @@ def wilson(hits: int, n: int, z: float = 1.96) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def gate_alone(gate: str, gain: float, pairs: int, tasks: int) -> dict[str, Any]:
-    """Acceptance of ``pairs`` parent/child pairs decided by the gate directly (gain 0: cosmetic)."""
+def gate_alone(gate: str, gain: float, pairs: int, tasks: int, correction: str = "spending") -> dict[str, Any]:
+    """Acceptance of ``pairs`` parent/child pairs decided by the gate directly (gain 0: cosmetic).
+    Each pair is decided by a fresh gate: it is the first test of a run (under ``spending``, at alpha/2)."""
     suite = NoisySuite(NoisyOptions(tasks=tasks))
     heldin, heldout = suite.tasks()[: tasks // 2], suite.tasks()[tasks // 2:]
     cls = {"paired": PairedGate, "bootstrap": BootstrapGate}[gate]
-    decider = cls(GateOptions(), EngineContext(Manifest(name="noisy", editable=[FILE]), Path(".")))
     rng = random.Random(f"alone:{gate}:{gain}")
     accepted = 0
     for i in range(pairs):
@@ -179,9 +182,10 @@ def gate_alone(gate: str, gain: float, pairs: int, tasks: int) -> dict[str, Any]
 
         before = {"heldin": on(parent, heldin), "heldout": on(parent, heldout)}
         after = {"heldin": on(child, heldin), "heldout": on(child, heldout)}
+        decider = cls(GateOptions(correction=correction), EngineContext(Manifest(name="noisy", editable=[FILE]), Path(".")))
         accepted += decider.decide(before, after, {k: noise_band(v) for k, v in before.items()}).accepted
     low, high = wilson(accepted, pairs)
-    row = {"gate": gate, "gain": gain, "pairs": pairs, "heldin_tasks": len(heldin), "accepted": accepted,
+    row = {"gate": gate, "correction": correction, "gain": gain, "pairs": pairs, "heldin_tasks": len(heldin), "accepted": accepted,
            "rate": accepted / pairs, "ci95": [round(low, 4), round(high, 4)]}
     print(json.dumps(row), flush=True)
     return row
@@ -197,20 +201,20 @@ def markdown(result: dict[str, Any]) -> str:
         f"{cfg['tasks'] // 4} tasks x 3 seeds per paired test). Targets: A/A (cosmetic) acceptance <= 5%, "
         "planted (gain 0.25) acceptance >= 80%.",
         "",
-        "| control | gain | gate | proposals | reached gate | accepted | accepted / proposals | first proposal accepted | runs with any accept | static rejects | smoke rejects | duplicates |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| control | gain | gate | correction | proposals | reached gate | accepted | accepted / proposals | first proposal accepted | runs with any accept | static rejects | smoke rejects | duplicates |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in result["rows"]:
-        lines.append(f"| {r['control']} | {r['gain']} | {r['gate']} | {r['proposals']} | {r['reached_gate']} | {r['accepted']} "
+        lines.append(f"| {r['control']} | {r['gain']} | {r['gate']} | {r['correction']} | {r['proposals']} | {r['reached_gate']} | {r['accepted']} "
                      f"| {r['acceptance_of_proposals']:.1%} | {r['first_proposal_accepted']:.0%} | {r['runs_with_any_accept']:.0%} | {r['static_rejects']} "
                      f"| {r['smoke_rejects']} | {r['duplicates']} |")
     lines += ["", "## The gate alone", "",
               f"{result['config']['pairs']} parent/child pairs per row decided by the gate directly: held-in "
               f"{result['config']['tasks'] // 4} tasks x 3 seeds, held-out as many; gain 0 is a cosmetic child "
               "(the same pass probability, every answer redrawn).", "",
-              "| gate | gain | pairs | accepted | rate | Wilson 95% |", "|---|---|---|---|---|---|"]
+              "| gate | correction | gain | pairs | accepted | rate | Wilson 95% |", "|---|---|---|---|---|---|---|"]
     for r in result["alone"]:
-        lines.append(f"| {r['gate']} | {r['gain']} | {r['pairs']} | {r['accepted']} | {r['rate']:.1%} "
+        lines.append(f"| {r['gate']} | {r['correction']} | {r['gain']} | {r['pairs']} | {r['accepted']} | {r['rate']:.1%} "
                      f"| {r['ci95'][0]:.1%} – {r['ci95'][1]:.1%} |")
     lines += ["", "## Verdict", ""]
     for line in result["verdict"]:
@@ -218,8 +222,10 @@ def markdown(result: dict[str, Any]) -> str:
     lines += ["", "No-op proposals never reach the gate: the static check rejects a candidate identical to its parent. "
               "Cosmetic proposals do reach it, with every answer redrawn, so their acceptance is the gate's "
               "false-positive rate per proposal; \"runs with any accept\" is the chance that a run of "
-              f"{cfg['steps']} such proposals keeps at least one: per-proposal control at alpha = 0.05 does not make "
-              "a whole run's false-acceptance rate 5%.", "",
+              f"{cfg['steps']} such proposals keeps at least one, the per-run rate the target is about. "
+              "Correction `none` tests each proposal at alpha = 0.05, which does not make a whole run's "
+              "false-acceptance rate 5%; `spending` (the default) tests the k-th proposal of a run at "
+              "alpha / 2^k, so a run's rate is at most alpha. The price is power: see the planted rows.", "",
               "The smoke stage (4 held-in tasks, one seed, drop a child 0.25 below its parent) is cheap but blunt: "
               "the planted rows' smoke rejects are real improvements it threw away. Planted rows after the first "
               "proposal compound on an improved parent and cap at p = 1, so \"first proposal accepted\" (20 "
@@ -234,36 +240,42 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tasks", type=int, default=80)
     parser.add_argument("--pairs", type=int, default=500, help="parent/child pairs per gate-alone row")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--gates", nargs="+", default=["paired:spending", "paired:none", "bootstrap:spending"],
+                        help="gate:correction pairs to measure")
+    parser.add_argument("--name", default="evolve_gate", help="result name under --out")
     args = parser.parse_args(argv)
+    combos = [tuple(g.split(":", 1)) for g in args.gates]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for gate in ("paired", "bootstrap"):
-            rows.append(arm(Path(tmp), "noop", 0.0, gate, args))
-            rows.append(arm(Path(tmp), "cosmetic", 0.0, gate, args))
+        for gate, correction in combos:
+            rows.append(arm(Path(tmp), "noop", 0.0, gate, args, correction))
+            rows.append(arm(Path(tmp), "cosmetic", 0.0, gate, args, correction))
             for gain in (0.1, 0.15, 0.25):
-                rows.append(arm(Path(tmp), "planted", gain, gate, args))
-    alone = [gate_alone(gate, gain, args.pairs, args.tasks // 2) for gate in ("paired", "bootstrap")
-             for gain in (0.0, 0.15, 0.25)]
+                rows.append(arm(Path(tmp), "planted", gain, gate, args, correction))
+    alone = [gate_alone(gate, gain, args.pairs, args.tasks // 2, correction)
+             for gate, correction in combos for gain in (0.0, 0.15, 0.25)]
     verdict = []
     for r in alone:
         if r["gain"] == 0.0:
-            verdict.append(f"gate alone, {r['gate']}: {r['rate']:.1%} of {r['pairs']} cosmetic children accepted "
-                           f"(95% {r['ci95'][0]:.1%} – {r['ci95'][1]:.1%})")
+            verdict.append(f"gate alone, {r['gate']}/{r['correction']}: {r['rate']:.1%} of {r['pairs']} cosmetic "
+                           f"children accepted (95% {r['ci95'][0]:.1%} – {r['ci95'][1]:.1%})")
     for r in rows:
+        name = f"{r['gate']}/{r['correction']}"
         if r["control"] == "cosmetic":
-            ok = r["acceptance_of_proposals"] <= 0.05
-            verdict.append(f"A/A {r['gate']}: {r['acceptance_of_proposals']:.1%} of cosmetic proposals accepted "
-                           f"({'meets' if ok else 'MISSES'} <= 5%)")
+            per_run = r["runs_with_any_accept"]
+            verdict.append(f"A/A {name}: {per_run:.0%} of runs kept a cosmetic change "
+                           f"({'meets' if per_run <= 0.05 else 'MISSES'} <= 5% of runs); "
+                           f"{r['acceptance_of_proposals']:.1%} of cosmetic proposals accepted")
         if r["control"] == "planted" and r["gain"] == 0.25:
             ok = r["first_proposal_accepted"] >= 0.8
-            verdict.append(f"planted +0.25 {r['gate']}: the first proposal of {r['first_proposal_accepted']:.0%} of runs "
-                           f"accepted ({'meets' if ok else 'MISSES'} >= 80%); {r['acceptance_of_proposals']:.0%} of all "
-                           "its proposals (later ones compound on an improved parent and cap at p = 1)")
+            verdict.append(f"planted +0.25 {name}: the first proposal of {r['first_proposal_accepted']:.0%} of runs "
+                           f"accepted ({'meets' if ok else 'MISSES'} >= 80%); {r['runs_with_any_accept']:.0%} of runs "
+                           f"kept one; {r['acceptance_of_proposals']:.0%} of all its proposals")
     result = {"bench": "evolve_gate", "config": vars(args) | {"out": str(args.out)}, "rows": rows, "alone": alone, "verdict": verdict,
               "python": sys.version.split()[0], "created_at": time.time()}
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "evolve_gate.json").write_text(json.dumps(result, indent=2) + "\n")
-    (args.out / "evolve_gate.md").write_text(markdown(result))
+    (args.out / f"{args.name}.json").write_text(json.dumps(result, indent=2) + "\n")
+    (args.out / f"{args.name}.md").write_text(markdown(result))
     print("\n".join(verdict))
     return 0
 

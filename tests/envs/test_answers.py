@@ -17,6 +17,12 @@ def test_extract_code_is_lenient():
     assert extract_code("```\n\n```") is None
 
 
+def test_code_above_the_first_definition_is_kept():
+    code = "LIMIT = 3\nopen('log.txt', 'w')\ndef f():\n    return LIMIT\n"
+    assert extract_code("```python\n" + code + "```") == code
+    assert extract_code("```python\nThe helpers:\n" + code + "```") == code  # the prose line alone is dropped
+
+
 def test_blocks_that_define_code_win_over_usage_and_the_last_plain_block_otherwise():
     assert extract_code("```python\ndef f():\n    return 1\n```\nUse it:\n```python\nprint(f())\n```") == "def f():\n    return 1\n"
     assert extract_code("```py\nx = 1\n```\nand\n```python\ny = 2\n```") == "y = 2\n"

@@ -6,8 +6,11 @@ import pytest
 
 from ratchet.contracts import RatchetError
 from ratchet.envs import list_envs, make
+from ratchet.envs import tasks as task_suites
 from ratchet.envs.answers import extract_code
-from ratchet.envs.tasks import load_suite
+from ratchet.envs.tasks import load_suite, python_tests
+from ratchet.sandbox import isolation_report
+from ratchet.sandbox.programs import ProgramResult
 
 GOOD = {
     "add": "def add(a, b):\n    return a + b",
@@ -81,3 +84,37 @@ def test_extract_code_and_listing() -> None:
     assert extract_code("```py\nx = 1\n```\nand\n```python\ny = 2\n```") == "y = 2\n"
     assert extract_code("no code") is None
     assert "tasks/python-basics" in [i.id for i in list_envs("tasks")]
+
+
+def test_a_suite_by_absolute_or_relative_path_keeps_its_path(tmp_path, monkeypatch) -> None:
+    suite = tmp_path / "mine.jsonl"
+    suite.write_text(json.dumps({"id": "echo", "prompt": "say hi", "metadata": {"kind": "text"},
+                                 "verifier": {"command": ["{python}", "-c", "pass"]}}) + "\n")
+    env = make(f"tasks:{suite}")  # the leading slash of an absolute path must survive the id's parsing
+    assert env.reset(0).text.startswith("say hi")
+    monkeypatch.chdir(tmp_path)
+    assert make("tasks:mine.jsonl").reset(0).text.startswith("say hi")
+    with pytest.raises(RatchetError, match="not found"):
+        make(f"tasks:{tmp_path / 'missing.jsonl'}")
+    with pytest.raises(RatchetError, match="not a .jsonl file"):
+        make(f"tasks:{tmp_path}")
+
+
+def test_python_tests_runs_the_candidate_code_in_the_sandbox(tmp_path, monkeypatch) -> None:
+    task = {"metadata": {"tests": "assert add(2, 3) == 5"}}
+    assert python_tests(fenced(GOOD["add"]), task) == (True, "passed")
+    # printing the pass marker and exiting cleanly before the asserts is no pass
+    ok, reason = python_tests(fenced("import sys\nprint('ALL TESTS PASSED')\nsys.exit(0)"), task)
+    assert not ok and "SystemExit" in reason
+    ran = []
+    monkeypatch.setattr(task_suites, "run_once", lambda program, timeout_s: ran.append(program) or
+                        ProgramResult(False, "stopped"))
+    assert python_tests(fenced(GOOD["add"]), task) == (False, "stopped") and "assert add(2, 3) == 5" in ran[0]
+
+
+@pytest.mark.skipif(not isolation_report()["filesystem_read_only"], reason="needs a read-only sandbox filesystem")
+def test_python_tests_code_cannot_write_to_the_machine(tmp_path) -> None:
+    probe = tmp_path / "probe.txt"
+    ok, _ = python_tests(fenced(f"open({str(probe)!r}, 'w').write('x')\n" + GOOD["add"]),
+                         {"metadata": {"tests": "assert add(2, 3) == 5"}})
+    assert not ok and not probe.exists()

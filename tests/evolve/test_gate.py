@@ -12,9 +12,12 @@ import pytest
 from ratchet.contracts import Candidate, TaskResult
 from ratchet.evolve.config import GateOptions
 from ratchet.evolve.context import EngineContext
-from ratchet.evolve.gate import BootstrapGate, PairedGate, noise_band, paired_differences, sign_flip_p
+from ratchet.evolve.archive import Archive
+from ratchet.evolve.gate import (AlphaSpending, BootstrapGate, PairedGate, PerProposal, noise_band,
+                                 paired_differences, sign_flip_p)
 from ratchet.evolve.manifest import Manifest
 from ratchet.evolve.suites.synthetic import NoisyOptions, NoisySuite
+from ratchet.store import RunStore
 
 SEEDS = (0, 1, 2)
 SUITE = NoisySuite(NoisyOptions(tasks=60))
@@ -88,3 +91,23 @@ def test_noise_band_and_paired_test_by_hand() -> None:
     assert sign_flip_p([1, 1, 1, 1, 1], 2000, random.Random(0)) == pytest.approx(1 / 32)  # exact enumeration
     assert sign_flip_p([0.0, 0.0], 2000, random.Random(0)) == 1.0
     assert 0 < sign_flip_p([1.0] * 20, 500, random.Random(0)) < 0.01  # Monte Carlo above 2^n > resamples
+
+
+def test_alpha_spending_halves_the_level_per_test_and_counts_a_runs_earlier_tests(tmp_path: Path) -> None:
+    run = RunStore(tmp_path / "runs").create_run("evolve", {"x": 1})
+    gate = PairedGate(GateOptions(alpha=0.05), EngineContext(Manifest(name="noisy", editable=["harness.json"]),
+                                                             Path("."), run=run))
+    parent, child = cand(0.4), cand(0.8)
+    first = gate.decide(splits(parent), splits(child), {k: noise_band(v) for k, v in splits(parent).items()})
+    assert first.numbers["alpha"] == pytest.approx(0.025) and first.numbers["test_index"] == 1
+    Archive(run).record_decision(child.id, first)  # the loop records it; a resumed gate reads it back
+    second = PairedGate(GateOptions(alpha=0.05), gate.ctx).decide(splits(parent), splits(child), {})
+    assert second.numbers["alpha"] == pytest.approx(0.0125) and second.numbers["test_index"] == 2
+    assert sum(AlphaSpending().level(0.05, k) for k in range(1, 60)) <= 0.05
+    assert PerProposal().level(0.05, 7) == 0.05
+
+
+def test_a_result_significant_per_proposal_is_not_enough_late_in_a_run() -> None:
+    # p = 1/64 from 6 of 6 tasks improving: below the 1st test's 0.025, above the 3rd test's 0.05 / 8
+    diffs_p = sign_flip_p([1] * 6, 2000, random.Random(0))
+    assert AlphaSpending().level(0.05, 1) > diffs_p > AlphaSpending().level(0.05, 3)

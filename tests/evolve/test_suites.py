@@ -17,11 +17,14 @@ from ratchet.evolve.suites.config import (
     TextArenaOptions,
     WorkflowOptions,
 )
+from ratchet.evolve.canary import CanaryFailed, check_canaries
+from ratchet.evolve.suites import humaneval as humaneval_module
 from ratchet.evolve.suites.humaneval import HumanEvalSuite, grading_program
 from ratchet.evolve.suites.jsonl import JsonlSuite
 from ratchet.evolve.suites.textarena import TextArenaSuite
 from ratchet.evolve.suites.workflow import WorkflowDriver
 from ratchet.models.scripted import ScriptedModel
+from ratchet.sandbox.programs import ProgramResult
 
 WORKSPACE = Path(__file__).resolve().parents[2] / "examples" / "humaneval-coder"
 
@@ -92,6 +95,21 @@ def test_humaneval_every_canonical_solution_passes_its_tests() -> None:
     candidates = {pid: answering(p["canonical_solution"]) for pid, p in suite.problems.items()}
     for task in suite.tasks():
         assert suite.evaluate(candidates[task.id], [task], 0)[0].score == 1.0, task.id
+
+
+def test_humaneval_canaries_pass_a_working_grader_and_catch_one_that_passes_everything(humaneval, monkeypatch) -> None:
+    assert check_canaries(humaneval, "humaneval-coder", required=True) == 3
+    passes_all = lambda sandbox, program, timeout_s: ProgramResult(True, "")  # noqa: E731
+    monkeypatch.setattr(humaneval_module, "run_program", passes_all)
+    with pytest.raises(CanaryFailed, match="wrong-answer"):
+        check_canaries(humaneval, "humaneval-coder")
+
+
+def test_humaneval_canaries_catch_a_grader_that_fails_everything(humaneval, monkeypatch) -> None:
+    fails_all = lambda sandbox, program, timeout_s: ProgramResult(False, "AssertionError")  # noqa: E731
+    monkeypatch.setattr(humaneval_module, "run_program", fails_all)
+    with pytest.raises(CanaryFailed, match="canonical-solution"):
+        check_canaries(humaneval, "humaneval-coder")
 
 
 def test_grading_program_keeps_the_prompts_imports() -> None:

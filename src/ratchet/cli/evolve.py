@@ -127,7 +127,7 @@ def _show_summary(run_id: str, summary: dict[str, Any]) -> None:
         o, b, n = report["original"], report["best"], report["original_best_of_n"]
         console.print(f"{report['split']} split ({report['tasks']} tasks): original {o['mean']:.3f} [{o['low']:.3f}, {o['high']:.3f}]"
                       f" · best {b['mean']:.3f} [{b['low']:.3f}, {b['high']:.3f}] ({b['id']})"
-                      f" · original best-of-{n['n']} {n['mean']:.3f} [{n['low']:.3f}, {n['high']:.3f}]")
+                      f" · original best-of-{n['attempts']} {n['mean']:.3f} [{n['low']:.3f}, {n['high']:.3f}]")
         if not report["split_untouched"]:
             console.print("note: no test split is configured, so this is the held-out split the gate's regression "
                           "bound saw; set splits.test for an untouched one")

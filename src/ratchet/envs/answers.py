@@ -56,10 +56,23 @@ def extract_code(answer: str, previous: str | None = None, required: Sequence[st
 
 
 def _from_first_statement(block: str) -> str:
-    """A fenced block from its first statement on: small models paste prose or listings above their code."""
+    """A fenced block from its first statement on: small models paste prose or listings above their code.
+
+    The block starts at the first line from which the rest parses, so code above the first ``def``
+    (a constant, a call) is kept; a block that does not parse from any line above its first
+    statement-like line (cut off, or broken) starts at that line.
+    """
     lines = block.strip("\n").splitlines()
-    start = next((i for i, line in enumerate(lines) if _STATEMENT.match(line)), 0)
-    return "\n".join(lines[start:])
+    first = next((i for i, line in enumerate(lines) if _STATEMENT.match(line)), 0)
+    # Never past the first statement-like line: a broken function must reach the syntax check as
+    # it was written, not be dropped for a suffix that happens to parse.
+    for i in range(first):
+        try:
+            ast.parse("\n".join(lines[i:]))
+        except (SyntaxError, ValueError):
+            continue
+        return "\n".join(lines[i:])
+    return "\n".join(lines[first:])
 
 
 def defined_functions(code: str) -> set[str]:

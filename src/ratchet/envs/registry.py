@@ -328,7 +328,7 @@ def make(env_id: str, config: EnvConfig | None = None, *, num_players: int | Non
     load_plugins()
     if env_id in _PLUGINS:
         return _PLUGINS[env_id].factory(config)
-    if env_id.startswith("tasks/"):
+    if env_id.startswith(("tasks/", "tasks:")):
         from ratchet.envs.tasks import make_task_env
 
         return make_task_env(env_id, config)

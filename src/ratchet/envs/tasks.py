@@ -35,7 +35,10 @@ from typing import Any
 from ratchet.contracts import Observation, RatchetError, StepResult
 from ratchet.envs.answers import extract_code
 from ratchet.envs.config import EnvConfig
+from ratchet.sandbox.programs import run_once
 
+#: Wall-clock limit of the candidate code under ``python_tests``.
+PYTHON_TESTS_TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -188,9 +191,18 @@ class TaskEnvironment:
 
 
 def make_task_env(env_id: str, config: EnvConfig | None = None) -> TaskEnvironment:
-    """``tasks/<name>`` (a shipped suite) or ``tasks:/path/to/suite.jsonl`` (any file)."""
-    name = env_id.split("/", 1)[1]
-    path = Path(name) if name.endswith(".jsonl") else _suite_dir() / f"{name}.jsonl"
+    """``tasks/<name>`` (a shipped suite) or ``tasks:<path to a .jsonl file>`` (any file, absolute or relative)."""
+    if env_id.startswith("tasks:"):
+        path = Path(env_id[len("tasks:"):])
+        if path.suffix != ".jsonl":
+            raise RatchetError(f"task suite {env_id!r}: {path} is not a .jsonl file",
+                               hint="use tasks:/path/to/suite.jsonl, or tasks/NAME for a shipped suite")
+    elif env_id.startswith("tasks/"):
+        name = env_id[len("tasks/"):]
+        path = Path(name) if name.endswith(".jsonl") else _suite_dir() / f"{name}.jsonl"
+    else:
+        raise RatchetError(f"not a task suite id: {env_id!r}",
+                           hint="use tasks/NAME (a shipped suite) or tasks:/path/to/suite.jsonl")
     if not path.exists():
         raise RatchetError(f"task suite not found: {path}", hint=f"shipped suites: {', '.join(suite_env_ids())}")
     return TaskEnvironment(env_id, load_suite(path), config)
@@ -218,19 +230,20 @@ def _run_callable(module: str, func: str, workdir: str) -> None:
 def python_tests(answer: str, task: dict[str, Any]) -> tuple[bool, str]:
     """Callable verifier for code tasks: run ``metadata.tests`` (asserts) against the answer's code.
 
-    Already runs in a verifier subprocess; the candidate code runs in one more child so a crash or
-    an ``exit()`` in it cannot fake a pass.
+    Already runs in a verifier subprocess; the candidate code runs in a sandbox worker from there
+    (no network, read-only filesystem, time and memory limits), so a crash, an ``exit()`` or a
+    stray write in it can neither fake a pass nor touch the machine.
     """
     code = extract_code(answer)
     if code is None:
         return False, "no code block in the answer"
     program = code + "\n\n" + task["metadata"]["tests"] + "\nprint('ALL TESTS PASSED')\n"
-    try:
-        proc = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=10)
-    except subprocess.TimeoutExpired:
-        return False, "the code ran longer than 10 s"
-    ok = proc.returncode == 0 and proc.stdout.strip().endswith("ALL TESTS PASSED")
-    return ok, (proc.stderr.strip().splitlines() or ["passed" if ok else "failed"])[-1][:300]
+    result = run_once(program, PYTHON_TESTS_TIMEOUT_S)
+    if result.timed_out:
+        return False, f"the code ran longer than {PYTHON_TESTS_TIMEOUT_S:g} s"
+    ok = result.passed and result.output.strip().endswith("ALL TESTS PASSED")
+    lines = result.output.strip().splitlines()
+    return ok, ("passed" if ok else (lines[-1] if lines else "failed"))[:300]
 
 
 if __name__ == "__main__":

@@ -213,7 +213,13 @@ class GateOptions(Settings):
     """The honest gate's thresholds."""
 
     alpha: float = Field(default=0.05, gt=0, lt=1)
-    """Significance level of the paired test on held-in."""
+    """Significance level of the paired test on held-in: of the whole run under ``correction:
+    spending``, of each proposal under ``correction: none``."""
+    correction: Literal["spending", "none"] = "spending"
+    """Multiple comparisons over a run's proposals (:mod:`ratchet.evolve.gate`): ``spending`` tests
+    the k-th proposal that reaches the gate at alpha / 2^k, so the chance that a run keeps any change
+    that is no better than its parent is at most alpha however many proposals it makes; ``none``
+    tests every proposal at alpha (a run of n null proposals then keeps one with up to 1-(1-alpha)^n)."""
     resamples: int = Field(default=2000, ge=100)
     """Random sign flips (permutation) or bootstrap resamples of the paired test."""
     noise_k: float = Field(default=1.0, ge=0)

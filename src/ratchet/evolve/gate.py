@@ -12,12 +12,22 @@ is averaged over seeds, and the child's gain is the mean of the per-task differe
 
 The noise band of a split is measured by the loop (:func:`noise_band`): the standard deviation
 over seeds of the parent's mean score, from its repeated evaluation on every seed.
+
+A run asks the gate many times, so a per-proposal alpha is not a per-run one: with 5 null
+proposals at alpha = 0.05 a run keeps one with probability up to 23%. The ``correction``
+strategies set the level of each test: :class:`AlphaSpending` (the default) tests the k-th
+proposal to reach the paired test at alpha / 2^k (the levels add up to less than alpha, so the
+run's chance of keeping any null change is at most alpha, for any number of proposals; k is
+counted from the run's recorded decisions, so a resumed run tests at the same levels);
+:class:`PerProposal` tests each at alpha.
 """
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from statistics import fmean, pstdev
 
 from ratchet.contracts import Decision, TaskResult
@@ -70,6 +80,41 @@ def bootstrap_p(diffs: Sequence[float], resamples: int, rng: random.Random) -> f
     return (at_or_below + 1) / (resamples + 1)
 
 
+def tests_so_far(run) -> int:
+    """How many children of this run reached the paired test (their decisions carry a p-value)."""
+    if run is None or getattr(run, "dir", None) is None:
+        return 0
+    count = 0
+    for path in sorted((Path(run.dir) / "evolve" / "decisions").glob("*.json")):
+        try:
+            numbers = json.loads(path.read_text()).get("numbers") or {}
+        except (OSError, ValueError, AttributeError):
+            continue
+        count += "p_value" in numbers
+    return count
+
+
+class PerProposal:
+    """Every proposal is tested at alpha (no correction over the run)."""
+
+    name = "none"
+
+    def level(self, alpha: float, k: int) -> float:
+        return alpha
+
+
+class AlphaSpending:
+    """The k-th test of a run (k = 1, 2, ...) is at alpha / 2^k: the run's levels sum to < alpha."""
+
+    name = "spending"
+
+    def level(self, alpha: float, k: int) -> float:
+        return alpha / 2 ** k
+
+
+CORRECTIONS = {c.name: c for c in (PerProposal, AlphaSpending)}
+
+
 class PairedGate:
     """Held-in gain beyond noise with a sign-flip permutation test; guards; held-out bound."""
 
@@ -78,6 +123,15 @@ class PairedGate:
     def __init__(self, options: GateOptions, ctx: EngineContext) -> None:
         self.options = options
         self.ctx = ctx
+        self.correction = CORRECTIONS[options.correction]()
+        self.tested: int | None = None  # tests made in this run, read from its decisions once
+
+    def level(self) -> tuple[float, int]:
+        """The alpha of the next paired test and its index k in the run."""
+        if self.tested is None:
+            self.tested = tests_so_far(getattr(self.ctx, "run", None))
+        k = self.tested + 1
+        return self.correction.level(self.options.alpha, k), k
 
     def rng(self, diffs: Sequence[float]) -> random.Random:
         # Seeded by the data itself, so a resumed run decides exactly as an uninterrupted one.
@@ -93,9 +147,12 @@ class PairedGate:
         values = [diffs[t] for t in sorted(diffs)]
         gain = fmean(values) if values else 0.0
         p = self.p_value(values)
+        alpha, k = self.level()
+        self.tested = k
         numbers = {"heldin_parent": fmean(per_task_means(list(parent.get("heldin", ()))).values() or [0.0]),
                    "heldin_child": fmean(per_task_means(list(child.get("heldin", ()))).values() or [0.0]),
-                   "heldin_gain": gain, "p_value": p, "alpha": o.alpha, "heldin_tasks": float(len(values)),
+                   "heldin_gain": gain, "p_value": p, "alpha": alpha, "run_alpha": o.alpha, "test_index": float(k),
+                   "heldin_tasks": float(len(values)),
                    "noise_heldin": noise.get("heldin", 0.0)}
         reasons = []
         if not values:
@@ -103,8 +160,9 @@ class PairedGate:
         elif gain <= o.noise_k * noise.get("heldin", 0.0) or gain <= 0:
             reasons.append(f"held-in gain {gain:+.3f} does not clear the noise band "
                            f"{o.noise_k * noise.get('heldin', 0.0):.3f}")
-        elif p >= o.alpha:
-            reasons.append(f"held-in gain {gain:+.3f} is not significant (p = {p:.3f} >= {o.alpha})")
+        elif p >= alpha:
+            reasons.append(f"held-in gain {gain:+.3f} is not significant (p = {p:.4f} >= {alpha:.4g}, "
+                           f"test {k} of the run)")
         guard = paired_differences(parent.get("guard", ()), child.get("guard", ()))
         regressed = sorted(t for t, d in guard.items() if d < -o.guard_tolerance)
         numbers["guard_regressions"] = float(len(regressed))
@@ -119,7 +177,7 @@ class PairedGate:
                 reasons.append(f"held-out dropped {out_gain:+.3f}, beyond the noise bound {bound:+.3f}")
         if reasons:
             return Decision(False, "; ".join(reasons), numbers)
-        return Decision(True, f"held-in gain {gain:+.3f} > noise {numbers['noise_heldin']:.3f}, p = {p:.3f}; "
+        return Decision(True, f"held-in gain {gain:+.3f} > noise {numbers['noise_heldin']:.3f}, p = {p:.4f} < {alpha:.4g}; "
                               "no guard regressed; held-out within noise", numbers)
 
 

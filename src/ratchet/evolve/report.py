@@ -92,8 +92,9 @@ def final_report(engine: Any, stop_reason: str | None = None) -> dict[str, Any]:
         "stop_reason": stop_reason or "iterations",
         "original": {"id": root.id, **ci([original.get(t, 0.0) for t in ids])},
         "best": {"id": best.id, "lineage": archive.lineage(best.id), **ci([improved.get(t, 0.0) for t in ids])},
-        "original_best_of_n": {"n": n, "budget_unit": unit, "search_spend": spent,
-                               **ci([best_of_n.get(t, 0.0) for t in ids])},
+        # ``attempts`` is the N of best-of-N (the CI's own ``n`` is the number of test tasks)
+        "original_best_of_n": {**ci([best_of_n.get(t, 0.0) for t in ids]), "attempts": n, "budget_unit": unit,
+                               "search_spend": spent},
         "comparison": {
             "best_minus_original": ci([improved.get(t, 0.0) - original.get(t, 0.0) for t in ids]),
             "best_minus_best_of_n": ci([improved.get(t, 0.0) - best_of_n.get(t, 0.0) for t in ids]),

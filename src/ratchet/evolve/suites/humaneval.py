@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ratchet.contracts import Candidate, Failure, RatchetError, Task, TaskResult
 from ratchet.envs.tasks import extract_code
+from ratchet.evolve.canary import Canary
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.suites import workflow
 from ratchet.evolve.suites.config import HumanEvalOptions
@@ -27,6 +28,14 @@ from ratchet.evolve.suites.fingerprint import fingerprint
 from ratchet.evolve.suites.workflow import WorkflowDriver, checker_sandbox, run_program
 
 VERSION = 1
+
+#: A canary's workflow: answer with a fixed program, no model call.
+CANARY_WORKFLOW = """ANSWER = {answer!r}
+
+
+def step(state):
+    return {{"answer": ANSWER}}
+"""
 
 
 def package_data_file() -> Path:
@@ -91,6 +100,23 @@ class HumanEvalSuite:
     def tasks(self) -> list[Task]:
         return [Task(pid, {"task_id": pid, "prompt": p["prompt"], "entry_point": p["entry_point"]})
                 for pid, p in self.problems.items()]
+
+    def canaries(self) -> list[Canary]:
+        """Known answers on the first problem: its canonical solution must pass; a wrong answer, and
+        a program that exits cleanly before the tests run, must fail (a grader that only checks an
+        exit status would pass it)."""
+        task = self.tasks()[0]
+        problem = self.problems[task.id]
+        entry = problem["entry_point"]
+        answers = [
+            ("canonical-solution", problem["prompt"] + problem.get("canonical_solution", ""), 1.0),
+            ("wrong-answer", f"def {entry}(*args, **kwargs):\n    return None\n", 0.0),
+            ("early-exit", f"import sys\n\ndef {entry}(*args, **kwargs):\n    return None\n\nsys.exit(0)\n", 0.0),
+        ]
+        if "canonical_solution" not in problem:  # another data file may lack it: the wrong answers still check
+            answers = answers[1:]
+        return [Canary(name, task, {"workflow.py": CANARY_WORKFLOW.format(answer=answer)}, expected)
+                for name, answer, expected in answers]
 
     def fingerprint(self) -> str:
         settings = {"suite": self.name, "version": VERSION, **self.options.model_dump()}

@@ -28,46 +28,15 @@ from typing import Any
 
 from ratchet.contracts import Candidate, Failure, Message, Model, RatchetError
 from ratchet.evolve.suites.config import WorkflowOptions
-from ratchet.sandbox import HarnessError, HarnessTimeout, Sandbox, SandboxConfig
+from ratchet.sandbox import HarnessError, Sandbox, SandboxConfig
+from ratchet.sandbox.programs import program_sandbox, run_program
 
-#: The module that runs a test program in the test sandbox, its prints captured.
-CHECKER_SOURCE = '''
-import contextlib
-import io
-
-
-def run(program):
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        exec(compile(program, "program.py", "exec"), {"__name__": "__main__"})
-    return out.getvalue()[-4000:]
-'''
 _ACTIONS = ("call_model", "run_tests", "answer")
 
 
-@dataclass(frozen=True)
-class ProgramResult:
-    """What running one program in the test sandbox gave."""
-
-    passed: bool
-    output: str
-    timed_out: bool = False
-
-
-def run_program(sandbox: Sandbox, program: str, timeout_s: float) -> ProgramResult:
-    """Run ``program`` in ``sandbox`` (a checker sandbox); a failure or a timeout is a result."""
-    try:
-        return ProgramResult(True, str(sandbox.call("run", program, timeout_s=timeout_s)))
-    except HarnessTimeout as exc:
-        return ProgramResult(False, exc.feedback()[-2000:], timed_out=True)
-    except HarnessError as exc:
-        return ProgramResult(False, exc.feedback()[-2000:])
-
-
 def checker_sandbox(timeout_s: float, memory_mb: int) -> Sandbox:
-    """A sandbox that runs whole programs (tests) through :data:`CHECKER_SOURCE`."""
-    return Sandbox({"checker.py": CHECKER_SOURCE}, entry="checker.py",
-                   config=SandboxConfig(call_timeout_s=timeout_s, memory_mb=memory_mb))
+    """A sandbox that runs whole programs (tests, graders' checks): :func:`ratchet.sandbox.programs.program_sandbox`."""
+    return program_sandbox(timeout_s, memory_mb)
 
 
 @dataclass

@@ -1,0 +1,301 @@
+"""Ratchet's evolve vs GEPA (``optimize_anything``) and OpenEvolve on the same HumanEval run.
+
+Every arm evolves the same surface of the same starting harness (the system prompt of
+``examples/humaneval-coder``; its generate -> run the examples -> repair workflow stays fixed) with
+the same model (the embedded qwen2.5-coder-0.5b), on the same splits and grader as
+``bench/evolve_humaneval.py`` (search HumanEval/100-103, held-in 104-115, test 134-163), under
+the same budget of model calls: what Ratchet's run spent in its search (proposals and
+evaluations, the original's included). The best candidate of each arm is then graded here on the
+untouched test split, paired with the original, with bootstrap CIs.
+
+The peers are not dependencies of Ratchet: they run in the bench environment
+(``scripts/setup-bench.sh``, ``make bench-env``; default ``/work/main/.venv-bench`` or
+``$RATCHET_BENCH_VENV``) as a child process (``bench/_peers/*.py``) that reaches this process
+over HTTP on localhost:
+
+- ``POST /v1/chat/completions``: an OpenAI-compatible endpoint in front of the embedded model,
+  so each peer uses its own documented LLM client (GEPA: litellm through ``reflection_lm``;
+  OpenEvolve: its OpenAI client through ``llm.models[].api_base``);
+- ``POST /evaluate`` ``{"system_prompt", "task_ids"}``: the engine's humaneval suite (workflow and
+  grading in the sandbox) on the harness with that system prompt, per-task scores and traces.
+
+Each peer is configured as its documentation recommends for prompt optimization: GEPA in its
+generalization mode (``dataset`` = search, ``valset`` = held-in, reflective mutation on
+minibatches of 3, Pareto candidate selection), OpenEvolve with full rewrites of a text program
+(``diff_based_evolution: false``, as its prompt-optimization example), scored on held-in with
+the search split's failures as artifacts. Both stop when the call budget is spent (checked
+between their iterations, so the last one may run over; the calls actually made are reported).
+
+Replies are shared with ``evolve_humaneval`` through one reply cache
+(``evolve_humaneval.replies.jsonl``), so a request one arm made is not paid again; every arm's
+calls are counted as asked for, cached or not.
+
+    python -m bench.evolve_peers --arm gepa        # one arm per chunk of machine time
+    python -m bench.evolve_peers --arm openevolve
+    python -m bench.evolve_peers --table           # the table from what has run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from bench.evolve_humaneval import (MODEL, PROPOSER_MAX_TOKENS, PROPOSER_TEMPERATURE, RESULTS, SMALL_SPLITS, SPLITS,
+                                    WORKSPACE, shared_model, span, suite_options)
+from ratchet.contracts import Candidate
+from ratchet.evolve.archive import per_task_means
+from ratchet.evolve.context import EngineContext
+from ratchet.evolve.manifest import load_manifest
+from ratchet.evolve.report import bootstrap_ci
+from ratchet.evolve.suites.config import HumanEvalOptions
+from ratchet.evolve.suites.humaneval import HumanEvalSuite
+from ratchet.models.budget import AccountedModel, Accountant
+
+HERE = Path(__file__).resolve().parent
+PEERS = {"gepa": HERE / "_peers" / "gepa_run.py", "openevolve": HERE / "_peers" / "openevolve_run.py"}
+SURFACE = "prompts/system.md"
+#: Which Ratchet run the peers repeat (``--size``): its splits, its results, this bench's result name.
+SIZES = {"full": {"splits": SPLITS, "ours": "evolve_humaneval", "out": "evolve_peers"},
+         "small": {"splits": SMALL_SPLITS, "ours": "evolve_humaneval_small", "out": "evolve_peers_small"}}
+SIZE = dict(SIZES["full"])
+
+
+def bench_python() -> Path:
+    venv = Path(os.environ.get("RATCHET_BENCH_VENV", "/work/main/.venv-bench"))
+    python = venv / "bin" / "python"
+    if not python.exists():
+        raise SystemExit(f"no bench environment at {venv}: build it with scripts/setup-bench.sh {venv}")
+    return python
+
+
+def original_files() -> dict[str, str]:
+    manifest = load_manifest(WORKSPACE)
+    return {str(p.relative_to(WORKSPACE)): p.read_text() for p in sorted(WORKSPACE.rglob("*"))
+            if p.is_file() and manifest.is_editable(str(p.relative_to(WORKSPACE)))}
+
+
+class Service:
+    """The model and the grader behind one lock (one model process), with per-arm call counts."""
+
+    def __init__(self, model: Any) -> None:
+        self.lock = threading.Lock()
+        self.proposer = Accountant()
+        self.evaluation = Accountant()
+        self.proposer_model = AccountedModel(model, self.proposer, "propose")
+        ctx = EngineContext(load_manifest(WORKSPACE), WORKSPACE, model=AccountedModel(model, self.evaluation, "evaluate"))
+        self.suite = HumanEvalSuite(HumanEvalOptions.model_validate(suite_options(SIZE["splits"])), ctx)
+        self.tasks = {t.id: t for t in self.suite.tasks()}
+        self.base = original_files()
+        self.cache: dict[tuple[str, str], dict[str, Any]] = {}
+        self.task_evals = 0
+
+    def candidate(self, system_prompt: str) -> Candidate:
+        return Candidate.from_files("humaneval-coder", {**self.base, SURFACE: system_prompt})
+
+    def complete(self, body: dict[str, Any]) -> dict[str, Any]:
+        messages = [{"role": m["role"], "content": m["content"] if isinstance(m["content"], str)
+                     else "".join(part.get("text", "") for part in m["content"])} for m in body["messages"]]
+        params = {"temperature": float(body.get("temperature", PROPOSER_TEMPERATURE) or 0.0),
+                  "max_tokens": min(int(body.get("max_tokens") or PROPOSER_MAX_TOKENS), PROPOSER_MAX_TOKENS),
+                  "seed": body.get("seed")}
+        with self.lock:
+            if params["seed"] is None:  # a peer that sends no seed gets the next one: replies stay replayable
+                params["seed"] = self.proposer.snapshot()["calls"]
+            out = self.proposer_model.complete(messages, **params)
+        return {"id": f"chatcmpl-{time.time_ns()}", "object": "chat.completion", "created": int(time.time()),
+                "model": body.get("model", MODEL),
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": out.text},
+                             "finish_reason": out.finish_reason or "stop"}],
+                "usage": {"prompt_tokens": out.usage.prompt_tokens, "completion_tokens": out.usage.completion_tokens,
+                          "total_tokens": out.usage.prompt_tokens + out.usage.completion_tokens}}
+
+    def evaluate(self, system_prompt: str, task_ids: list[str]) -> list[dict[str, Any]]:
+        candidate = self.candidate(system_prompt)
+        unknown = [t for t in task_ids if t not in self.tasks]
+        if unknown:
+            raise ValueError(f"unknown task ids {unknown[:3]}")
+        rows = []
+        with self.lock:
+            for task_id in task_ids:
+                key = (candidate.id, task_id)
+                if key not in self.cache:
+                    [r] = self.suite.evaluate(candidate, [self.tasks[task_id]], 0)
+                    self.task_evals += 1
+                    self.cache[key] = {"task_id": task_id, "score": r.score, "trace": r.trace[-3000:],
+                                       "failures": [f"{f.kind}: {f.message}" for f in r.failures]}
+                rows.append(self.cache[key])
+        return rows
+
+    def spent(self) -> dict[str, Any]:
+        p, e = self.proposer.snapshot(), self.evaluation.snapshot()
+        return {"proposer_calls": p["calls"], "evaluation_calls": e["calls"], "calls": p["calls"] + e["calls"],
+                "tokens": p["tokens"] + e["tokens"], "task_evals": self.task_evals}
+
+
+def handler_for(service: Service) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:  # one line per request would drown the bench's log
+            return
+
+        def reply(self, code: int, payload: Any) -> None:
+            data = json.dumps(payload).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            if self.path.rstrip("/").endswith("/models"):
+                return self.reply(200, {"object": "list", "data": [{"id": MODEL, "object": "model"}]})
+            if self.path == "/spent":
+                return self.reply(200, service.spent())
+            self.reply(404, {"error": f"no route {self.path}"})
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+            try:
+                if self.path.rstrip("/").endswith("/chat/completions"):
+                    return self.reply(200, service.complete(body))
+                if self.path == "/evaluate":
+                    return self.reply(200, service.evaluate(body["system_prompt"], list(body["task_ids"])))
+            except (KeyError, ValueError, TypeError) as exc:
+                return self.reply(400, {"error": {"message": str(exc)}})
+            self.reply(404, {"error": f"no route {self.path}"})
+
+    return Handler
+
+
+def ratchet_budget() -> dict[str, Any]:
+    path = RESULTS / f"{SIZE['ours']}.json"
+    if not path.exists():
+        raise SystemExit(f"no {path.name}: run python -m bench.evolve_humaneval first (the peers get the budget its search spent)")
+    data = json.loads(path.read_text())
+    report = data["report"]
+    return {"calls": report["original_best_of_n"]["search_spend"], "proposals": report["proposals"]["total"],
+            "best_prompt": None, "report": report}
+
+
+def test_scores(service: Service, system_prompt: str) -> dict[str, float]:
+    rows = service.evaluate(system_prompt, SIZE["splits"]["test"])
+    return {r["task_id"]: r["score"] for r in rows}
+
+
+def run_arm(name: str, args: argparse.Namespace) -> dict[str, Any]:
+    budget = args.budget if args.budget is not None else ratchet_budget()["calls"]
+    replies = None if args.model == MODEL else Path(args.work) / "scripted.replies.jsonl"
+    service = Service(shared_model(args.model, args.threads, n_ctx=8192, **({"replies": replies} if replies else {})))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler_for(service))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    work = Path(args.work) / name
+    work.mkdir(parents=True, exist_ok=True)
+    spec = {"url": url, "budget_calls": budget, "seed_prompt": service.base[SURFACE], "search": SIZE["splits"]["search"],
+            "heldin": SIZE["splits"]["heldin"], "model": MODEL, "temperature": PROPOSER_TEMPERATURE,
+            "max_tokens": PROPOSER_MAX_TOKENS, "work": str(work)}
+    (work / "spec.json").write_text(json.dumps(spec, indent=2))
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "OPENAI_API_KEY": "local", "PYTHONPATH": ""}
+    started = time.perf_counter()
+    proc = subprocess.run([str(bench_python()), str(PEERS[name]), str(work / "spec.json")], env=env,
+                          timeout=args.timeout_s, cwd=work)
+    search_spent = service.spent()
+    wall = time.perf_counter() - started
+    result_path = work / "result.json"
+    if proc.returncode != 0 or not result_path.exists():
+        server.shutdown()
+        raise SystemExit(f"{name} failed (exit {proc.returncode}); see its output above")
+    peer = json.loads(result_path.read_text())
+    best = peer["best_prompt"]
+    best_test = test_scores(service, best)
+    original_test = test_scores(service, service.base[SURFACE])
+    server.shutdown()
+    row = {"arm": name, "budget_calls": budget, "search": search_spent, "wall_s": round(wall, 1),
+           "best_prompt": best, "best_is_original": best == service.base[SURFACE],
+           "peer": {k: v for k, v in peer.items() if k != "best_prompt"},
+           "test": {"best": best_test, "original": original_test}}
+    if args.model == MODEL:  # a plumbing run (scripted:) leaves the results alone
+        store = RESULTS / f"{SIZE['out']}.arms.json"
+        arms = json.loads(store.read_text()) if store.exists() else {}
+        arms[name] = row
+        store.write_text(json.dumps(arms, indent=2) + "\n")
+    return row
+
+
+def ci(values: list[float]) -> dict[str, float]:
+    return bootstrap_ci(values, 2000, 0.95, 0)
+
+
+def fmt(c: dict[str, float]) -> str:
+    return f"{c['mean']:.3f} [{c['low']:.3f}, {c['high']:.3f}]"
+
+
+def table() -> None:
+    ours = ratchet_budget()["report"]
+    store = RESULTS / f"{SIZE['out']}.arms.json"
+    arms = json.loads(store.read_text()) if store.exists() else {}
+    splits = SIZE["splits"]
+    ids = splits["test"]
+    evolve = json.loads((RESULTS / f"{SIZE['ours']}.json").read_text())
+    rows = [{"arm": "ratchet evolve", "calls": ours["original_best_of_n"]["search_spend"],
+             "proposals": ours["proposals"]["total"], "accepted": ours["proposals"]["accepted"],
+             "best": ours["best"], "gain": ours["comparison"]["best_minus_original"],
+             "best_is_original": ours["best"]["id"] == ours["original"]["id"]}]
+    for name, arm in arms.items():
+        best = [arm["test"]["best"].get(t, 0.0) for t in ids]
+        orig = [arm["test"]["original"].get(t, 0.0) for t in ids]
+        rows.append({"arm": name, "calls": arm["search"]["calls"], "proposals": arm["peer"].get("proposals"),
+                     "accepted": arm["peer"].get("improved"), "best": ci(best),
+                     "gain": ci([b - o for b, o in zip(best, orig)]), "best_is_original": arm["best_is_original"]})
+    out = {"model": MODEL, "splits": splits, "original_test": ours["original"], "rows": rows, "arms": arms,
+           "ratchet_totals": evolve.get("totals"), "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    (RESULTS / f"{SIZE['out']}.json").write_text(json.dumps(out, indent=2, default=str) + "\n")
+    lines = [f"# Evolving the humaneval-coder system prompt: Ratchet vs GEPA vs OpenEvolve ({MODEL})", "",
+             "Produced by `python -m bench.evolve_peers` (its docstring has the set-up). Same model, surface "
+             "(the system prompt), starting harness, splits and grader for every arm; each peer's budget is the "
+             "model calls Ratchet's search spent (peers stop between iterations, so they may run a little over: "
+             f"the calls column is what each actually made). Test split: {span(ids)} ({len(ids)} problems, greedy, "
+             "untouched by every search). 95% bootstrap CIs over test problems.", "",
+             f"Original harness on test: {fmt(ours['original'])}", "",
+             "| arm | model calls in the search | proposals | kept / improved | best on test | best - original |",
+             "|---|---|---|---|---|---|"]
+    for r in rows:
+        same = " (= original)" if r["best_is_original"] else ""
+        lines.append(f"| {r['arm']} | {r['calls']} | {r['proposals']} | {r['accepted']} | {fmt(r['best'])}{same} "
+                     f"| {fmt(r['gain'])} |")
+    missing = sorted(set(PEERS) - set(arms))
+    if missing:
+        lines += ["", f"Not run: {', '.join(missing)}."]
+    (RESULTS / f"{SIZE['out']}.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.evolve_peers", description=__doc__.splitlines()[0])
+    parser.add_argument("--arm", choices=sorted(PEERS), action="append", help="run this peer (repeatable)")
+    parser.add_argument("--table", action="store_true", help="write the table from the arms that have run")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--timeout-s", type=float, default=3000)
+    parser.add_argument("--model", default=MODEL, help="model spec (scripted: checks the plumbing, no model, no results)")
+    parser.add_argument("--budget", type=int, default=None, help="model calls per peer (default: Ratchet's search spend)")
+    parser.add_argument("--work", default=str(HERE.parent / "runs" / "peers"), help="the peers' working directories")
+    parser.add_argument("--size", choices=sorted(SIZES), default="full", help="which evolve_humaneval run to repeat")
+    args = parser.parse_args(argv)
+    SIZE.update(SIZES[args.size])
+    args.work = str(Path(args.work) / args.size)
+    for name in args.arm or ([] if args.table else sorted(PEERS)):
+        row = run_arm(name, args)
+        print(json.dumps({k: row[k] for k in ("arm", "search", "best_is_original", "best_prompt")}), flush=True)
+    if args.model == MODEL:
+        table()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
