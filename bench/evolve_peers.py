@@ -9,7 +9,7 @@ evaluations, the original's included). The best candidate of each arm is then gr
 untouched test split, paired with the original, with bootstrap CIs.
 
 The peers are not dependencies of Ratchet: they run in the bench environment
-(``scripts/setup-bench.sh``, ``make bench-env``; default ``/work/main/.venv-bench`` or
+(``scripts/setup-bench.sh``, ``make bench-env``; default ``.venv-bench`` or
 ``$RATCHET_BENCH_VENV``) as a child process (``bench/_peers/*.py``) that reaches this process
 over HTTP on localhost:
 
@@ -49,6 +49,7 @@ from typing import Any
 
 from bench.evolve_humaneval import (MODEL, PROPOSER_MAX_TOKENS, PROPOSER_TEMPERATURE, RESULTS, SMALL_SPLITS, SPLITS,
                                     WORKSPACE, shared_model, span, suite_options)
+from bench.peer_env import bench_python
 from ratchet.contracts import Candidate
 from ratchet.evolve.archive import per_task_means
 from ratchet.evolve.context import EngineContext
@@ -65,14 +66,6 @@ SURFACE = "prompts/system.md"
 SIZES = {"full": {"splits": SPLITS, "ours": "evolve_humaneval", "out": "evolve_peers"},
          "small": {"splits": SMALL_SPLITS, "ours": "evolve_humaneval_small", "out": "evolve_peers_small"}}
 SIZE = dict(SIZES["full"])
-
-
-def bench_python() -> Path:
-    venv = Path(os.environ.get("RATCHET_BENCH_VENV", "/work/main/.venv-bench"))
-    python = venv / "bin" / "python"
-    if not python.exists():
-        raise SystemExit(f"no bench environment at {venv}: build it with scripts/setup-bench.sh {venv}")
-    return python
 
 
 def original_files() -> dict[str, str]:

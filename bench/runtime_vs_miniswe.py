@@ -30,6 +30,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from bench.peer_env import bench_python
 from ratchet.models.spec import load_model
 from ratchet.runtime import Agent, HarnessWorkspace
 from ratchet.runtime.suite import grade, load_suite, prepare
@@ -39,14 +40,6 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 WORKER = ROOT / "bench" / "_miniswe_worker.py"
 AGENTS = ("ratchet", "miniswe")
-
-
-def bench_python() -> Path:
-    """The bench environment's interpreter: the shared one if it exists, else this tree's."""
-    for venv in (Path("/work/main/.venv-bench"), ROOT / ".venv-bench"):
-        if (venv / "bin" / "python").exists():
-            return venv / "bin" / "python"
-    raise SystemExit("no bench environment: python3.11 -m venv .venv-bench && .venv-bench/bin/pip install mini-swe-agent==2.4.6")
 
 
 def statement(task) -> str:
