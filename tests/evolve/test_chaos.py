@@ -21,7 +21,7 @@ from doubles import make_workspace
 from ratchet.evolve.cache import EVALS, REPLIES
 
 DRIVER = Path(__file__).with_name("chaos_cli.py")
-KILLS = 8  # each resume pays the CLI's start-up (3-5 s on two busy cores): eight keep the test near a minute
+KILLS = 20  # each resume pays the CLI's start-up (3-5 s on two busy cores): about a minute on an idle machine
 
 
 def _config(root: Path) -> Path:

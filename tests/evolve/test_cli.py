@@ -92,3 +92,14 @@ def test_help_shows_examples_and_commands() -> None:
     out = _invoke("evolve", "--help")
     for word in ("ratchet evolve resume RUN_ID", "approve", "reject", "export", "status", "diff"):
         assert word in out
+
+
+def test_resume_of_a_run_killed_before_its_config_copy_starts_from_run_json(tmp_path: Path) -> None:
+    cfg = _config(tmp_path)
+    root = str(tmp_path / "runs")
+    _invoke("evolve", str(cfg), "--set", "iterations=1", "--root", root)
+    [row] = RunStore(root).list_runs(kind="evolve")
+    run = RunStore(root).open_run(row["id"])
+    run.path("evolve/config.yaml").unlink()  # what a kill right after run.json leaves
+    out = _invoke("evolve", "resume", run.id, "--set", "iterations=2", "--root", root)
+    assert "step 2/2" in out and yaml.safe_load(run.path("evolve/config.yaml").read_text())["iterations"] == 2

@@ -193,3 +193,45 @@ def test_a_path_that_leaves_the_workspace_is_rejected_without_being_stored(tmp_p
     [step] = [e for e in run.read_jsonl("evolve/events.jsonl") if e["kind"] == "step"]
     assert step["status"] == "rejected" and "must be relative and stay inside" in step["reason"]
     assert len(run.candidates()) == 1 and not (tmp_path / "escape.py").exists()
+
+
+class _Cut(Exception):
+    """Stands for a SIGKILL between a step's writes and its checkpoint."""
+
+
+def test_a_step_cut_off_before_its_checkpoint_reruns_to_what_the_uninterrupted_run_decided(tmp_path, monkeypatch):
+    # The model proposer's prompt lists the rejected candidates: a rerun step that saw its own
+    # first attempt would ask another prompt, pay a new reply and grow a different archive.
+    ws = make_workspace(tmp_path, p=0.2)
+    paid: list[str] = []
+
+    def respond(messages) -> str:
+        paid.append(messages[-1]["content"])
+        return str(0.2 + sum(map(ord, messages[-1]["content"])) % 70 / 100)
+
+    def kept(run) -> set:
+        return {(c["id"], c["parent_id"], c["status"]) for c in run.candidates()}
+
+    cfg = config(ws, "doubles:ModelProposer", iterations=6)
+    reference, reference_run = engine(tmp_path / "ref", cfg, ScriptedModel(respond))
+    reference.execute()
+    reference_calls, expected = len(paid), kept(reference_run)
+    assert any(status == "rejected" for *_, status in expected)  # else the prompts never change
+
+    checkpoint = Engine._checkpoint
+    for cut in range(1, 7):
+        paid.clear()
+
+        def cut_after(self, state, cut=cut):
+            if state["step"] == cut:
+                raise _Cut
+            checkpoint(self, state)
+
+        monkeypatch.setattr(Engine, "_checkpoint", cut_after)
+        eng, run = engine(tmp_path / f"cut{cut}", cfg, ScriptedModel(respond))
+        with pytest.raises(_Cut):
+            eng.execute()
+        monkeypatch.setattr(Engine, "_checkpoint", checkpoint)
+        Engine(cfg, run, ScriptedModel(respond)).execute()
+        assert kept(run) == expected, f"cut after step {cut}"
+        assert len(paid) == reference_calls, f"cut after step {cut}: a reply paid twice"

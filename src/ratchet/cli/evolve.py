@@ -178,6 +178,10 @@ def resume_cmd(
     Overrides may raise limits (--set budget.max_calls=400 --set iterations=30) or move the run
     elsewhere (--executor ray --address auto)."""
     run = RunStore(root).open_run(run_id)
+    if not run.path(CONFIG_COPY).is_file():
+        # Killed between run.json and the config copy: run.json holds the same config, so the run
+        # starts from it rather than being refused.
+        write_bytes_atomic(run.path(CONFIG_COPY), yaml.safe_dump(run.config, sort_keys=False).encode())
     cfg = load_config(EvolveConfig, run.path(CONFIG_COPY), [*set_, *executor_overrides(executor, address, workers)])
     write_bytes_atomic(run.path(CONFIG_COPY), _dump(cfg))
     run.set_status("running")

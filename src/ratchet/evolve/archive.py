@@ -34,9 +34,24 @@ def per_task_means(results: list[TaskResult]) -> dict[str, float]:
 class Archive:
     """Implements :class:`ratchet.contracts.ArchiveView` over one run (plus the writes the loop makes)."""
 
-    def __init__(self, run: Any) -> None:
+    def __init__(self, run: Any, before_step: int | None = None) -> None:
         self.run = run
+        self.before_step = before_step
         self._candidates: dict[str, Candidate] = {}
+
+    def as_of(self, step: int) -> Archive:
+        """The archive as it stood when step ``step`` began: without the candidates that step (or a
+        later one) made. A step cut off by a kill and run again after the resume is shown what the
+        uninterrupted step was shown, so its selection and its proposal's prompt are the same."""
+        view = Archive(self.run, before_step=step)
+        view._candidates = self._candidates  # the same read cache: candidates are immutable
+        return view
+
+    def _visible(self, candidate_id: str) -> bool:
+        if self.before_step is None:
+            return True
+        step = self.get(candidate_id).meta.get("step")
+        return step is None or step < self.before_step
 
     # -- reads (ArchiveView) ---------------------------------------------------------------
 
@@ -47,11 +62,12 @@ class Archive:
 
     def status(self, candidate_id: str) -> str | None:
         state = self.run.read_json(f"candidates/{candidate_id}/status.json")
-        return None if state is None else state["status"]
+        return None if state is None or not self._visible(candidate_id) else state["status"]
 
     def candidates(self, status: str | None = None) -> list[Candidate]:
         """Candidates oldest first, optionally only those with ``status``."""
-        return [self.get(row["id"]) for row in self.run.candidates() if status is None or row["status"] == status]
+        return [self.get(row["id"]) for row in self.run.candidates()
+                if (status is None or row["status"] == status) and self._visible(row["id"])]
 
     def results(self, candidate_id: str, split: str) -> list[TaskResult]:
         records = self.run.read_json(f"evolve/results/{candidate_id}/{split}.json") or []

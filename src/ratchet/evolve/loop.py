@@ -280,11 +280,15 @@ class Engine:
     # -- one step --------------------------------------------------------------------------
 
     def step(self, index: int) -> None:
-        parent = self.selector.select(self.archive, self.rng)
+        # Selector and proposer see the archive as it was when this step began: after a kill that
+        # came between this step's writes and its checkpoint, the rerun makes the same choice and
+        # asks the same prompt (so the journal replays its reply) instead of reacting to itself.
+        shown = self.archive.as_of(index)
+        parent = self.selector.select(shown, self.rng)
         selection = dict(getattr(self.selector, "last", {}) or {})
         proposer = self.rng.choices([p for p, _ in self.proposers], weights=[w for _, w in self.proposers])[0]
         try:
-            proposal = proposer.propose(parent, self.archive, self.rng)
+            proposal = proposer.propose(parent, shown, self.rng)
         except (BudgetExceeded, PinMismatch, CanaryFailed):
             raise
         except RatchetError as exc:  # a proposer that could not make a change costs the step, not the run
@@ -302,8 +306,9 @@ class Engine:
             self._event(kind="step", step=index, parent=parent.id, proposer=proposer.name, status="rejected",
                         reason="static check: " + self.static.check(parent, proposal)[0].message)
             return
-        known = self.archive.status(child.id)
-        if known not in (None, "evaluating"):  # "evaluating": cut off by a kill, so decide it now
+        # "evaluating", or made by this very step before a kill: decide it (again) now, from the cache.
+        known = self.archive.as_of(index).status(child.id)
+        if known not in (None, "evaluating"):
             self._event(kind="step", step=index, parent=parent.id, child=child.id, proposer=proposer.name,
                         status="duplicate", reason=f"already in the archive as {known}")
             return
