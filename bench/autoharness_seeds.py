@@ -46,6 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--name", default="autoharness_seeds")
     parser.add_argument("--resume", action="store_true")
+    parser.add_argument("--store", type=Path, default=None,
+                        help="run store to keep each search's tree, replies and traces in (default: a temporary one)")
     args = parser.parse_args(argv)
 
     from ratchet.autoharness.config import AutoHarnessConfig
@@ -58,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict] = json.loads(out.read_text())["rows"] if args.resume and out.exists() else []
     have = {(r["config"], r["seed"]) for r in rows}
     model = load_model(args.model, n_threads=args.threads)
-    store = RunStore(tempfile.mkdtemp(prefix="ratchet-seeds-"))
+    store = RunStore(args.store or tempfile.mkdtemp(prefix="ratchet-seeds-"))
     env_factory = env_factory_for(args.env)
     hints = env_factory_for(args.env, hints=True)
     description = env_factory().game_description()
