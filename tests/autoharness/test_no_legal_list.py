@@ -72,3 +72,30 @@ def test_the_search_reaches_h_1_on_a_game_with_no_printed_legal_list():
     assert summary["grammar"] == "[<int 0-2> <int 0-2>]"
     # The prompt showed the states' lists in the game's own format.
     assert "'[0 0]'" in model.calls[0]["messages"][-1]["content"]
+
+
+def test_code_that_returns_a_tuple_is_told_the_games_action_shape():
+    from ratchet.autoharness.evaluate import rollout
+
+    code = '''def propose_action(board):
+    return (0, 0)
+
+
+def is_legal_action(board, action):
+    return True
+'''
+    runtime = InProcessHarness({"harness.py": code})
+    shape = infer_grammar(plots().reset(0).text).describe()
+    stats = rollout(runtime, plots, [0], 5, action_shape=shape)
+    [failure] = stats.failures
+    assert "returned the tuple (0, 0), not the action text" in failure["feedback"]
+    assert "[<int 0-2> <int 0-2>]" in failure["feedback"]
+    text = '''def propose_action(board):
+    return "(0, 0)"
+
+
+def is_legal_action(board, action):
+    return True
+'''
+    [failure] = rollout(InProcessHarness({"harness.py": text}), plots, [0], 5, action_shape=shape).failures
+    assert "not the action text" not in failure["feedback"]  # a string is the code's own choice of text

@@ -64,12 +64,15 @@ def rollout(
     steps_per_env: int,
     step_cap: int = 200,
     keep_going: bool = False,
+    action_shape: str | None = None,
 ) -> RolloutStats:
     """Run ``len(seeds)`` environments in lockstep for up to ``steps_per_env`` steps each.
 
     ``keep_going=False`` (the search) stops an environment at its first failure. With
     ``keep_going=True`` a failed step is counted and the env is reset to its next game instead,
-    so a legal rate over a fixed number of steps can be measured.
+    so a legal rate over a fixed number of steps can be measured. ``action_shape`` (the game's
+    action grammar, described) is named in the feedback when code returns something other than
+    action text, e.g. a tuple of coordinates: the refiner is told what the game wants.
     """
     stats = RolloutStats()
     envs = [env_factory() for _ in seeds]
@@ -118,7 +121,8 @@ def rollout(
                         result = envs[i].step(action)
                         if not result.legal and not result.losing_not_illegal:
                             failure = {**base, "kind": ENV_REJECTED, "function": "both", "action": action, "verdict": True,
-                                       "feedback": f"the environment rejected it: {result.illegal_reason or 'invalid move'}"}
+                                       "feedback": f"the environment rejected it: {result.illegal_reason or 'invalid move'}"
+                                                   + _not_text(value, action_shape)}
                         else:
                             stats.legal_steps += 1
                             game_steps[i] += 1
@@ -145,6 +149,15 @@ def rollout(
             except Exception:  # closing a finished TextArena game can raise; nothing to recover
                 pass
     return stats
+
+
+def _not_text(value: Any, shape: str | None) -> str:
+    """What to add to an illegal-move message when the code returned no string."""
+    if isinstance(value, str):
+        return ""
+    wanted = f" shaped like {shape}" if shape and shape != "(unknown)" else ""
+    return (f"; propose_action returned the {type(value).__name__} {value!r}, not the action text: "
+            f"return a string{wanted}, written the way the rules show it")
 
 
 def _as_action(value: Any) -> str:

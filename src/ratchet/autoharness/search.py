@@ -190,7 +190,8 @@ class Synthesis:
         runtime = self.runtime_factory({"harness.py": code})
         try:
             metrics, failures = self._checks(runtime, code)
-            stats = rollout(runtime, self.env_factory, self.cfg.search_seeds[: self.cfg.eval_envs], self.cfg.eval_steps, self.cfg.step_cap)
+            stats = rollout(runtime, self.env_factory, self.cfg.search_seeds[: self.cfg.eval_envs], self.cfg.eval_steps,
+                            self.cfg.step_cap, action_shape=self.grammar.describe())
             # A candidate that never got a step in has shown nothing: it scores as illegal.
             rate = 0.0 if stats.legal_rate is None else stats.legal_rate
             metrics.update(legal_rate=rate, steps=float(stats.steps), games=float(stats.games))
