@@ -110,6 +110,17 @@ def test_repair_fixes_an_inverted_condition_without_a_model_call():
     assert off.best_h < 1.0
 
 
+def test_repair_replaces_a_guess_at_the_empty_cell_by_a_character_class():
+    # What the 0.5B wrote at the search seeds where TicTacToe plateaued (h 0.60): free cells are
+    # taken to be blank, but the board numbers them.
+    blank = "def legal_moves(cells):\n    return ['[' + c + ']' for c in cells if c != ' ']\n"
+    assert any(m.change == "line 2: `c != ' '` → `c.isdigit()`" for m in mutants(blank))
+    run = MemoryRun()
+    result = search(config(max_calls=1, samples_per_step=1), ScriptedModel([reply(blank)]), run).run_search()
+    assert result.best_h == 1.0 and result.calls == 1
+    assert any("isdigit" in str(c.meta.get("origin", "")) for c in run.cands.values())
+
+
 def test_repair_offers_nothing_for_a_hard_coded_answer_it_cannot_fix():
     run = MemoryRun()
     done = search(config(max_calls=1, samples_per_step=1), ScriptedModel([reply(FIXED)]), run).run_search()

@@ -11,7 +11,10 @@ so a search can try them first and keep a mutant only when the checks prefer it.
   ``not`` dropped; ``and``/``or`` swapped;
 * an integer constant moved by one;
 * a string constant swapped for another string constant of the same program, and a name read
-  swapped for another name the same function assigns or takes.
+  swapped for another name the same function assigns or takes;
+* a test of equality with a string (``cell != " "``) swapped for a character-class test
+  (``cell.isdigit()``, ``not cell.isalpha()``…): a small model guesses what an empty cell looks
+  like, and a board that numbers its free cells or letters its pieces tells which class is right.
 
 :func:`mutants` lists them (deterministically, shuffled by ``rng`` when given); ``MutationProposer``
 is the engine's proposer over them (one random mutant of one ``.py`` surface per proposal).
@@ -142,6 +145,14 @@ def _edits(scope: ast.AST, strings: list[str]) -> Iterator[Edit]:
                     if new is not None:
                         yield ((lambda o=op, n=new, ln=line: f"line {ln}: `{_SYMBOL[type(o)]}` → `{_SYMBOL[n]}`"),
                                _at(scope, node, lambda c, k=k, n=new: c.ops.__setitem__(k, n())))
+            if (len(node.ops) == 1 and type(node.ops[0]) in (ast.Eq, ast.NotEq) and isinstance(node.comparators[0], ast.Constant)
+                    and isinstance(node.comparators[0].value, str)):
+                before, subject = ast.unparse(node), ast.unparse(node.left)
+                for method in _CHARACTER_CLASSES:
+                    for negate in (False, True):
+                        after = f"{'not ' if negate else ''}{subject}.{method}()"
+                        yield ((lambda b=before, a=after, ln=line: f"line {ln}: `{b}` → `{a}`"),
+                               _character_class(scope, node, method, negate))
         if isinstance(node, (ast.If, ast.While, ast.IfExp)):
             yield (lambda ln=line: f"line {ln}: condition negated"), _at(scope, node, _negate_test)
         if isinstance(node, ast.comprehension):
@@ -165,6 +176,27 @@ def _edits(scope: ast.AST, strings: list[str]) -> Iterator[Edit]:
                 if other != node.id:
                     yield ((lambda v=node.id, o=other, ln=line: f"line {ln}: `{v}` → `{o}`"),
                            _at(scope, node, lambda c, o=other: setattr(c, "id", o)))
+
+
+_CHARACTER_CLASSES = ("isdigit", "isalpha")
+
+
+def _character_class(scope: ast.AST, node: ast.Compare, method: str, negate: bool) -> Callable[[ast.AST], None]:
+    """Replace the comparison ``node`` (wherever it sits) by ``[not] left.method()``."""
+    path = _path_to(scope, node)
+    *up, (field, index) = path
+
+    def change(copied: ast.AST) -> None:
+        owner = _follow(copied, up)
+        old = getattr(owner, field) if index is None else getattr(owner, field)[index]
+        call: ast.expr = ast.Call(ast.Attribute(old.left, method, ast.Load()), [], [])
+        new = ast.UnaryOp(ast.Not(), call) if negate else call
+        if index is None:
+            setattr(owner, field, new)
+        else:
+            getattr(owner, field)[index] = new
+
+    return change
 
 
 def _negation(test: ast.expr) -> ast.expr:
