@@ -147,3 +147,15 @@ def test_a_stalled_search_restarts_from_a_fresh_root():
     roots_made = sorted(c.meta["iteration"] for c in run.cands.values() if c.parent_id is None)
     assert roots_made[0] == 0 and roots_made[1] >= 3  # after two refinements without progress
     assert run.ckpt["autoharness"]["restarts"] == 1
+
+
+def test_long_board_examples_are_written_compactly_and_mean_the_same_list():
+    from ratchet.autoharness.prompts import compact_list, scaffold_request
+
+    rng = random.Random(3)
+    for _ in range(200):
+        values = [rng.choice(".XO") for _ in range(rng.randint(0, 50))]
+        assert eval(compact_list(values)) == values  # noqa: S307 - the doctest argument must be the same list
+    board = [str(c) for c in range(7)] + ["."] * 42
+    request = scaffold_request([(board, ["[col 0]"])], grid_view=True)
+    assert "['.'] * 42" in request and "'.', '.', '.', '.'" not in request

@@ -88,6 +88,38 @@ def scaffold_for(grid_view: bool, form: str = "[{}]") -> str:
     return (SCAFFOLD if grid_view else SCAFFOLD_TEXT).replace('ACTION_FORM = "[{}]"', f"ACTION_FORM = {form!r}")
 
 
+def compact_list(values: Sequence[Any], run: int = 4) -> str:
+    """A list as a Python expression with runs of one value written once (``['0', '1'] + ['.'] * 42``).
+
+    A 6×7 board spelled out is 42 dots in a row; a small model copying the example goes on writing
+    dots until it runs out of tokens, inside an unterminated docstring. The expression is the same
+    list, so the doctest still holds.
+
+    >>> compact_list(['0', '1', '.', '.', '.', '.', 'X'])
+    "['0', '1'] + ['.'] * 4 + ['X']"
+    >>> compact_list(['X', 'O'])
+    "['X', 'O']"
+    """
+    parts: list[str] = []
+    plain: list[Any] = []
+    i = 0
+    while i < len(values):
+        j = i
+        while j < len(values) and values[j] == values[i]:
+            j += 1
+        if j - i >= run:
+            if plain:
+                parts.append(repr(plain))
+                plain = []
+            parts.append(f"[{values[i]!r}] * {j - i}")
+        else:
+            plain.extend(values[i:j])
+        i = j
+    if plain or not parts:
+        parts.append(repr(plain))
+    return " + ".join(parts)
+
+
 def scaffold_request(examples: Sequence[tuple[Any, Sequence[str]]], grid_view: bool) -> str:
     """A HumanEval-style request: the signature of ``legal_moves`` and a docstring whose
     examples are real states of the game with the game's own legal lists."""
@@ -96,7 +128,7 @@ def scaffold_request(examples: Sequence[tuple[Any, Sequence[str]]], grid_view: b
             if grid_view else "the observation text")
     lines = [f"def legal_moves({arg}):", f'    """Return every legal action for the player to move. `{arg}` is {what}.', ""]
     for value, legal in examples:
-        shown = repr(value) if grid_view else repr(excerpt(str(value), 300))
+        shown = compact_list(value) if grid_view else repr(excerpt(str(value), 300))
         lines.append(f"    >>> legal_moves({shown})")
         lines.append(f"    {list(legal)[:24]!r}")
     lines.append('    """')
