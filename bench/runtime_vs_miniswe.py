@@ -69,10 +69,10 @@ def start_server(spec: str, port: int, threads: int, n_ctx: int, store: Path) ->
 
 
 def stop_server(proc: subprocess.Popen) -> None:
-    """TERM, then KILL after 10 s (uvicorn waits for a request in flight, which can take minutes)."""
+    """TERM (a request in flight gets the server's shutdown grace, 10 s), then KILL after 60 s."""
     try:
         os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=10)
+        proc.wait(timeout=60)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
