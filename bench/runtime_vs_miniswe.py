@@ -151,7 +151,8 @@ def report(store: Path, out: str, meta: dict) -> dict:
              f"{meta['model']} served by `ratchet serve --learn off` ({meta['threads']} threads, n_ctx {meta['n_ctx']}, "
              f"greedy) to both agents; step limit {meta['step_limit']} model calls, replies up to {meta['max_tokens']} "
              f"tokens, 30 s per command; graded by the suite's grader in the sandbox. Ratchet: the shipped harness "
-             f"workspace, text protocol. mini-swe-agent {meta['miniswe_version']}: `mini_textbased.yaml`, "
+             f"workspace, text protocol, middleware: {', '.join(meta.get('ratchet_middleware') or ['none'])}. "
+             f"mini-swe-agent {meta['miniswe_version']}: `mini_textbased.yaml`, "
              f"`litellm_textbased`, `DefaultAgent`, `LocalEnvironment`. {len(both)} of the 15 tasks run by both.", "",
              "| task | Ratchet | steps | tokens | wall s | mini-swe-agent | steps | tokens | wall s |",
              "|---|---|---|---|---|---|---|---|---|"]
@@ -196,7 +197,9 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or ("runtime_vs_miniswe" if args.model == "qwen2.5-coder-0.5b" else f"runtime_vs_miniswe_{args.model}")
     version = subprocess.run([str(bench_python()), "-c", "import importlib.metadata as m; print(m.version('mini-swe-agent'))"],
                              capture_output=True, text=True).stdout.strip()
+    middleware = [m.kind for m in HarnessWorkspace().settings().middleware]
     meta = {"model": args.model, "step_limit": args.step_limit, "max_tokens": args.max_tokens, "threads": args.threads,
+            "ratchet_middleware": middleware,
             "n_ctx": args.n_ctx, "miniswe_version": version, "python": platform.python_version(),
             "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "notes": ("mini-swe-agent's LocalEnvironment runs commands on the host (its recommended default), "

@@ -18,7 +18,8 @@ def idle_trainer(config, queue_path, versions_dir, stop_event) -> None:
 
 
 def main() -> None:
-    runs, port, grace, words, delay = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+    runs, port, grace, words, delay = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), \
+        float(sys.argv[5])
     policy = ScriptedPolicy(" ".join(["word"] * words), token_delay_s=delay)
     serve_cli._policy_factory = lambda config, versions_dir: ((lambda adapter: policy), None)
     config = load_config(OnlineConfig, None, [f"runs_root={runs}", f"port={port}", "learn=binary", "run=r",

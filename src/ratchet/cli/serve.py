@@ -167,7 +167,8 @@ def run_server(config: Any) -> None:
     # action that killed this process there, before the loops below were stopped. Handled, it
     # only says why we stop.
     signal.signal(signal.SIGTERM, lambda *_: logging.getLogger("ratchet.online").info("SIGTERM: stopping"))
-    server = GracefulServer(uvicorn.Config(create_app(state), host=config.host, port=config.port, log_level="warning",
+    app = create_app(state)
+    server = GracefulServer(uvicorn.Config(app, host=config.host, port=config.port, log_level="warning",
                                            access_log=False), state, grace_s=config.shutdown_grace_s)
     try:
         server.run()

@@ -118,9 +118,10 @@ class RepeatGuard(Passthrough):
         if seen.refused >= self.config.stop_after:
             raise RepeatedFailure(f"stopped: {shown} was called {seen.refused + 1} times and failed the same way "
                                   f"each time ({seen.first_line})")
+        left = self.config.stop_after - seen.refused
         raise ToolError(f"{shown} already failed at step {seen.step} and was not run again: {seen.first_line}\n"
                         f"Do something different: change the arguments, or use another tool "
-                        f"(the run stops if this call is repeated {self.config.stop_after - seen.refused} more time(s)).")
+                        f"(the run stops if this call is repeated {left} more time(s)).")
 
     def after_tool(self, agent: Any, call: ToolCall, result: str) -> str:
         key = self.key(call)
@@ -159,11 +160,16 @@ class UnknownToolHint(Passthrough):
         offered = [t.name for t in agent.offered_tools()]
         run = self.config.run_tool
         parts = [f"there is no tool named `{call.name}`."]
-        where = self.find_definition(agent, call.name) if _IDENT.fullmatch(call.name) else None
-        if where is not None:
+        ident = bool(_IDENT.fullmatch(call.name))
+        skill = self.skill_with(agent, call.name) if ident else None
+        where = self.find_definition(agent, call.name) if ident and skill is None else None
+        if skill is not None:
+            parts.append(f"The skill `{skill}` brings it: call `load_skill` with name {skill!r} first.")
+        elif where is not None:
             path, line = where
             module = path.with_suffix("").as_posix().replace("/", ".")
-            args = ", ".join(f"{k}={v!r}" for k, v in call.arguments.items()) if isinstance(call.arguments, dict) else ""
+            given = call.arguments if isinstance(call.arguments, dict) else {}
+            args = ", ".join(f"{k}={v!r}" for k, v in given.items())
             parts.append(f"`{call.name}` is defined in your code ({path.as_posix()}, line {line}); it is not a tool. "
                          f"Read it with `read`; to run code use `{run}`, e.g. command: "
                          f"python -c \"from {module} import {call.name}; print({call.name}({args}))\"")
@@ -174,6 +180,16 @@ class UnknownToolHint(Passthrough):
             parts.append(f"To run a command or code use `{run}`.")
         parts.append(f"Tools: {', '.join(offered)}.")
         raise ToolError(" ".join(parts))
+
+    @staticmethod
+    def skill_with(agent: Any, name: str) -> str | None:
+        """The skill whose ``skill.py`` defines tool ``name``, not loaded yet."""
+        pattern = re.compile(rf"^def\s+{re.escape(name)}\s*\(", re.M)
+        for skill in agent.skills.skills.values():
+            code = skill.folder / "skill.py"
+            if code.is_file() and pattern.search(code.read_text(errors="replace")):
+                return skill.name
+        return None
 
     def find_definition(self, agent: Any, name: str) -> tuple[Path, int] | None:
         """(path relative to the working directory, line) of ``def NAME``/``class NAME`` in a readable ``*.py``."""
