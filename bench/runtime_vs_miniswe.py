@@ -205,7 +205,10 @@ def main(argv: list[str] | None = None) -> int:
             "notes": ("mini-swe-agent's LocalEnvironment runs commands on the host (its recommended default), "
                       "Ratchet's bash runs in the sandbox; neither agent was tuned for this suite. Each agent's own "
                       "format-error handling applies (Ratchet stops after 5 replies in a row without a tool call, "
-                      "mini-swe-agent after 3).")}
+                      "mini-swe-agent after 3). Ratchet's repeat_guard ends a run as repeated_failure when one failed "
+                      "call is repeated unchanged twice more (stop_after 2). An earlier run without Ratchet's middleware "
+                      "(2026-12-01T15:08Z, the first two tasks in sorted order, chunks-partial and csv-quoted) solved "
+                      "0/2 for both agents; those tasks are not rerun here.")}
     tasks = [t for t in load_suite("coding-basics") if not args.task or t.id in args.task]
     done = {(r["agent"], r["task_id"]) for r in read_jsonl(store / "results.jsonl")} if (store / "results.jsonl").exists() else set()
     pending = [(t, a) for t in tasks for a in args.agents if (a, t.id) not in done]
