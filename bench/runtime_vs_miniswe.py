@@ -69,10 +69,10 @@ def start_server(spec: str, port: int, threads: int, n_ctx: int, store: Path) ->
 
 
 def stop_server(proc: subprocess.Popen) -> None:
-    """TERM, then KILL after 10 s (uvicorn waits for a request in flight, which can take minutes)."""
+    """TERM (a request in flight gets the server's shutdown grace, 10 s), then KILL after 60 s."""
     try:
         os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=10)
+        proc.wait(timeout=60)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
@@ -151,7 +151,8 @@ def report(store: Path, out: str, meta: dict) -> dict:
              f"{meta['model']} served by `ratchet serve --learn off` ({meta['threads']} threads, n_ctx {meta['n_ctx']}, "
              f"greedy) to both agents; step limit {meta['step_limit']} model calls, replies up to {meta['max_tokens']} "
              f"tokens, 30 s per command; graded by the suite's grader in the sandbox. Ratchet: the shipped harness "
-             f"workspace, text protocol. mini-swe-agent {meta['miniswe_version']}: `mini_textbased.yaml`, "
+             f"workspace, text protocol, middleware: {', '.join(meta.get('ratchet_middleware') or ['none'])}. "
+             f"mini-swe-agent {meta['miniswe_version']}: `mini_textbased.yaml`, "
              f"`litellm_textbased`, `DefaultAgent`, `LocalEnvironment`. {len(both)} of the 15 tasks run by both.", "",
              "| task | Ratchet | steps | tokens | wall s | mini-swe-agent | steps | tokens | wall s |",
              "|---|---|---|---|---|---|---|---|---|"]
@@ -196,13 +197,18 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or ("runtime_vs_miniswe" if args.model == "qwen2.5-coder-0.5b" else f"runtime_vs_miniswe_{args.model}")
     version = subprocess.run([str(bench_python()), "-c", "import importlib.metadata as m; print(m.version('mini-swe-agent'))"],
                              capture_output=True, text=True).stdout.strip()
+    middleware = [m.kind for m in HarnessWorkspace().settings().middleware]
     meta = {"model": args.model, "step_limit": args.step_limit, "max_tokens": args.max_tokens, "threads": args.threads,
+            "ratchet_middleware": middleware,
             "n_ctx": args.n_ctx, "miniswe_version": version, "python": platform.python_version(),
             "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "notes": ("mini-swe-agent's LocalEnvironment runs commands on the host (its recommended default), "
                       "Ratchet's bash runs in the sandbox; neither agent was tuned for this suite. Each agent's own "
                       "format-error handling applies (Ratchet stops after 5 replies in a row without a tool call, "
-                      "mini-swe-agent after 3).")}
+                      "mini-swe-agent after 3). Ratchet's repeat_guard ends a run as repeated_failure when one failed "
+                      "call is repeated unchanged twice more (stop_after 2). An earlier run without Ratchet's middleware "
+                      "(2026-12-01T15:08Z, the first two tasks in sorted order, chunks-partial and csv-quoted) solved "
+                      "0/2 for both agents; those tasks are not rerun here.")}
     tasks = [t for t in load_suite("coding-basics") if not args.task or t.id in args.task]
     done = {(r["agent"], r["task_id"]) for r in read_jsonl(store / "results.jsonl")} if (store / "results.jsonl").exists() else set()
     pending = [(t, a) for t in tasks for a in args.agents if (a, t.id) not in done]

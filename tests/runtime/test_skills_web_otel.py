@@ -23,7 +23,9 @@ def test_skills_are_listed_then_loaded_with_their_code(make_agent, tmp_path):
     system = agent.system_message()
     assert "- count-lines: Count lines of files." in system and "- run-tests:" in system
     assert "Call count_lines" not in system  # the body loads only on demand
-    assert "no tool named 'count_lines'" in call(agent, "count_lines", path="notes.txt")
+    unloaded = call(agent, "count_lines", path="notes.txt")
+    assert "no tool named `count_lines`" in unloaded
+    assert "The skill `count-lines` brings it: call `load_skill` with name 'count-lines' first." in unloaded
     loaded = call(agent, "load_skill", name="count-lines")
     assert loaded.startswith("Call count_lines with a path.") and "[tools added: count_lines]" in loaded
     assert call(agent, "count_lines", path="notes.txt") == "3"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import threading
 import time
 from pathlib import Path
@@ -121,7 +122,7 @@ def run_server(config: Any) -> None:
     from ratchet.online.loops import pin_threads, start_loops
     from ratchet.online.policy import PolicyHost
     from ratchet.online.queue import TurnQueue
-    from ratchet.online.server import create_app, make_state
+    from ratchet.online.server import GracefulServer, create_app, make_state
     from ratchet.online.sessions import SessionTracker
 
     api_key = config.api_key or os.environ.get(KEY_ENV) or None
@@ -162,16 +163,29 @@ def run_server(config: Any) -> None:
                   f"  run: {run_dir}  ({'API key required' if api_key else 'no API key: local only'})")
     import uvicorn
 
+    # uvicorn re-raises the signal that stopped it once it is done; with the default SIGTERM
+    # action that killed this process there, before the loops below were stopped. Handled, it
+    # only says why we stop.
+    signal.signal(signal.SIGTERM, lambda *_: logging.getLogger("ratchet.online").info("SIGTERM: stopping"))
+    app = create_app(state)
+    server = GracefulServer(uvicorn.Config(app, host=config.host, port=config.port, log_level="warning",
+                                           access_log=False), state, grace_s=config.shutdown_grace_s)
     try:
-        uvicorn.run(create_app(state), host=config.host, port=config.port, log_level="warning", access_log=False)
+        server.run()
+    except KeyboardInterrupt:  # the Ctrl-C uvicorn re-raised once stopped; uvicorn.run() ends it here too
+        pass
     finally:
         console.print("stopping: serving, collection, judging, training …")
+        stopped = state.stop_generating(timeout_s=10.0)
         stop.set()
         host.stop()
         state.collector.close()
         loops.stop()
         status_mod.write(run_dir, {"requests": state.requests, "errors": state.errors, "sessions": len(tracker)})
         (base / "server.json").unlink(missing_ok=True)
+        if not stopped:  # the interpreter would wait for that thread at exit, unbounded
+            logging.getLogger("ratchet.online").error("a generation did not stop; exiting without it")
+            os._exit(1)
 
 
 @serve_app.command("status")

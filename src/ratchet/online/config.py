@@ -140,6 +140,10 @@ class OnlineConfig(Settings):
     status_every_s: float = Field(default=10.0, gt=0)
     """How often serving writes live metrics (status.json, metrics.jsonl) to the run store."""
 
+    shutdown_grace_s: float = Field(default=10.0, ge=0)
+    """On SIGTERM or Ctrl-C, how long requests in flight may go on to finish; then their
+    generation is cancelled (the client gets an error) and the server stops its loops and exits."""
+
     executor: Literal["process", "ray"] = "process"
     """How the judging and training loops run: local processes, or Ray actors (``ray`` extra)."""
 

@@ -55,6 +55,15 @@ class RequestRefused(RatchetError):
         self.code = code
 
 
+class GenerationCancelled(RatchetError):
+    """The server is shutting down: a generation in progress stopped at its next token."""
+
+
+def _check(cancel: threading.Event | None) -> None:
+    if cancel is not None and cancel.is_set():
+        raise GenerationCancelled("generation cancelled: the server is shutting down")
+
+
 class Policy(Protocol):
     """A chat model that can report what it sampled. ``on_text`` receives text pieces as they come."""
 
@@ -70,7 +79,11 @@ class Policy(Protocol):
         stop: Sequence[str] | None = None,
         seed: int | None = None,
         on_text: TextSink | None = None,
-    ) -> Generation: ...
+        cancel: threading.Event | None = None,
+    ) -> Generation:
+        """One response; once ``cancel`` is set a generation in progress stops soon (between two
+        tokens, or two prompt batches) with :class:`GenerationCancelled`."""
+        ...
 
     def close(self) -> None: ...
 
@@ -112,12 +125,14 @@ class ScriptedPolicy:
         """One "token" per word of every message."""
         return [self._token_id(w) for m in messages for w in str(m.get("content") or "").split()]
 
-    def generate(self, messages, *, max_tokens, temperature=0.0, top_p=1.0, stop=None, seed=None, on_text=None):
+    def generate(self, messages, *, max_tokens, temperature=0.0, top_p=1.0, stop=None, seed=None, on_text=None,
+                 cancel=None):
         self.calls += 1
         text = self._reply(messages) if callable(self._reply) else self._reply
         words = text.split(" ")[:max_tokens]
         pieces = [w if i == 0 else " " + w for i, w in enumerate(words)]
         for piece in pieces:
+            _check(cancel)
             if self._delay:
                 time.sleep(self._delay)
             if on_text is not None:
@@ -225,7 +240,7 @@ class LlamaPolicy:
         prompt = self._formatter(messages=list(messages)).prompt
         return self._llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
 
-    def _eval_prompt(self, tokens: list[int]) -> None:
+    def _eval_prompt(self, tokens: list[int], cancel: threading.Event | None = None) -> None:
         # Reuse the KV cache of the longest shared prefix (multi-turn sessions share most of it);
         # at least one token is always evaluated so the last logits are fresh.
         llm = self._llm
@@ -241,13 +256,18 @@ class LlamaPolicy:
             llm.reset()
             llm._ctx.kv_cache_clear()
             shared = 0
-        llm.eval(tokens[shared:])
+        # Batch by batch (as llm.eval would), so a shutdown does not wait for a long prompt.
+        rest = tokens[shared:]
+        for start in range(0, len(rest), llm.n_batch):
+            _check(cancel)
+            llm.eval(rest[start:start + llm.n_batch])
 
     def _last_logits(self) -> np.ndarray:
         ptr = self._lib.llama_get_logits_ith(self._llm._ctx.ctx, -1)
         return np.ctypeslib.as_array(ptr, shape=(self._n_vocab,))
 
-    def generate(self, messages, *, max_tokens, temperature=0.0, top_p=1.0, stop=None, seed=None, on_text=None):
+    def generate(self, messages, *, max_tokens, temperature=0.0, top_p=1.0, stop=None, seed=None, on_text=None,
+                 cancel=None):
         prompt_ids = self.prompt_tokens(messages)
         room = self._n_ctx - len(prompt_ids) - 1
         if room <= 0:
@@ -263,8 +283,9 @@ class LlamaPolicy:
         emitted = ""
         finish = "length"
         with self._lock:
-            self._eval_prompt(prompt_ids)
+            self._eval_prompt(prompt_ids, cancel)
             for _ in range(min(max_tokens, room)):
+                _check(cancel)
                 lp = log_softmax(self._last_logits())
                 token = choose_token(lp, temperature, top_p, rng)
                 if self._lib.llama_vocab_is_eog(self._vocab, token):
@@ -334,13 +355,17 @@ class HttpPolicy:
             body["seed"] = seed
         return body
 
-    def generate(self, messages, *, max_tokens, temperature=0.0, top_p=1.0, stop=None, seed=None, on_text=None):
+    def generate(self, messages, *, max_tokens, temperature=0.0, top_p=1.0, stop=None, seed=None, on_text=None,
+                 cancel=None):
+        # One HTTP call: ``cancel`` is checked before it; the server's shutdown cancels the awaiting task.
+        _check(cancel)
         resp = self._client.post("/chat/completions", json=self._body(messages, max_tokens, temperature, top_p,
                                                                       stop, seed))
         return self._parse(resp, on_text)
 
     async def agenerate(self, messages, *, max_tokens, temperature=0.0, top_p=1.0, stop=None, seed=None,
-                        on_text=None):
+                        on_text=None, cancel=None):
+        _check(cancel)
         resp = await self._aclient.post("/chat/completions", json=self._body(messages, max_tokens, temperature,
                                                                              top_p, stop, seed))
         return self._parse(resp, on_text)

@@ -16,16 +16,18 @@ import queue as stdqueue
 import secrets
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
+import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import ValidationError
 
 from ratchet.online.api import BodyLimit, ChatRequest, error_body, validation_error
-from ratchet.online.policy import Generation, PolicyHost, RequestRefused
+from ratchet.online.policy import Generation, GenerationCancelled, PolicyHost, RequestRefused
 from ratchet.online.queue import TurnQueue
 from ratchet.online.records import Turn, new_turn_id
 from ratchet.online.sessions import SessionTracker
@@ -120,6 +122,23 @@ class ServingState:
 
     def __post_init__(self) -> None:
         self.executor = ThreadPoolExecutor(max_workers=self.backend_concurrency, thread_name_prefix="generate")
+        self.cancel = threading.Event()  # set at shutdown: generations stop at their next token
+        self._running: set[Future[Any]] = set()
+
+    def submit(self, fn: Callable[[], Any]) -> Future[Any]:
+        """Run a generation on the backend's threads, tracked so that shutdown can wait for it."""
+        future = self.executor.submit(fn)
+        self._running.add(future)
+        future.add_done_callback(self._running.discard)
+        return future
+
+    def stop_generating(self, timeout_s: float) -> bool:
+        """Cancel the generations in progress and the queued ones, wait up to ``timeout_s`` for
+        them; False when one is still running then (the caller must not wait for it)."""
+        self.cancel.set()
+        self.executor.shutdown(wait=False, cancel_futures=True)
+        _, running = wait(list(self._running), timeout=timeout_s)
+        return not running
 
 
 def _error(status: int, message: str, code: str, kind: str = "invalid_request_error", param: str | None = None):
@@ -229,9 +248,12 @@ def create_app(state: ServingState):
         if not req.stream:
             try:
                 if hasattr(policy, "agenerate"):  # an HTTP backend: await it on the loop, no thread hop
-                    gen = await policy.agenerate(messages, **kwargs)
+                    gen = await policy.agenerate(messages, cancel=state.cancel, **kwargs)
                 else:
-                    gen = await loop.run_in_executor(state.executor, lambda: policy.generate(messages, **kwargs))
+                    gen = await asyncio.wrap_future(
+                        state.submit(lambda: policy.generate(messages, cancel=state.cancel, **kwargs)))
+            except GenerationCancelled as exc:
+                return _error(503, str(exc), "shutting_down", "server_error")
             except RequestRefused as exc:  # the backend refused the request as given: the client's to fix
                 return _error(exc.status, str(exc), exc.code)
             except Exception as exc:
@@ -258,9 +280,11 @@ def create_app(state: ServingState):
             def on_text(text: str) -> None:
                 loop.call_soon_threadsafe(pieces.put_nowait, ("text", text))
             try:
-                gen = policy.generate(messages, on_text=on_text, **kwargs)
+                gen = policy.generate(messages, on_text=on_text, cancel=state.cancel, **kwargs)
                 finish(gen)
                 loop.call_soon_threadsafe(pieces.put_nowait, ("end", gen))
+            except GenerationCancelled as exc:
+                loop.call_soon_threadsafe(pieces.put_nowait, ("error", exc))
             except Exception as exc:  # reported to the client as an error event
                 log.exception("generation failed")
                 loop.call_soon_threadsafe(pieces.put_nowait, ("error", exc))
@@ -273,7 +297,7 @@ def create_app(state: ServingState):
             return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
 
         async def events():
-            loop.run_in_executor(state.executor, produce)
+            state.submit(produce)
             yield chunk({"role": "assistant", "content": ""})
             while True:
                 kind, payload = await pieces.get()
@@ -324,6 +348,25 @@ def make_state(host: PolicyHost, turn_queue: TurnQueue | None, *, tracker: Sessi
                **kwargs: Any) -> ServingState:
     """A serving state with a collector writing to ``turn_queue`` (None: collect nothing)."""
     return ServingState(host=host, tracker=tracker or SessionTracker(), collector=Collector(turn_queue), **kwargs)
+
+
+class GracefulServer(uvicorn.Server):
+    """uvicorn, stopping within a bound: at shutdown (SIGTERM, Ctrl-C) requests in flight get
+    ``grace_s`` to finish, then their generation is cancelled (a 503 ``shutting_down``, or an error
+    event in a stream); a request still running ``backstop_s`` later is cancelled by uvicorn.
+
+    Without this a request in flight held shutdown for as long as its generation took (minutes
+    for a long reply on CPU), and the serving process outlived the signal.
+    """
+
+    def __init__(self, config: uvicorn.Config, state: ServingState, grace_s: float, backstop_s: float = 5.0) -> None:
+        config.timeout_graceful_shutdown = grace_s + backstop_s
+        super().__init__(config)
+        self.state, self.grace_s = state, grace_s
+
+    async def shutdown(self, sockets: Any = None) -> None:
+        asyncio.get_running_loop().call_later(self.grace_s, self.state.cancel.set)
+        await super().shutdown(sockets)
 
 
 class ServerThread:

@@ -9,7 +9,7 @@ task statement and a model in; edited files and an :class:`AgentResult` with the
 
 from ratchet.runtime.agent import Agent, AgentResult, solve
 from ratchet.runtime.config import AgentConfig, ContextConfig, McpServer, PermissionPolicy
-from ratchet.runtime.errors import FormatError, LimitsExceeded, PermissionDenied, Submitted, ToolError
+from ratchet.runtime.errors import FormatError, LimitsExceeded, PermissionDenied, RepeatedFailure, Submitted, ToolError
 from ratchet.runtime.trace import OTelExporter, Tracer, read_trace, replay_model
 from ratchet.runtime.workspace import DEFAULT_WORKSPACE, HarnessWorkspace
 
@@ -26,6 +26,7 @@ __all__ = [
     "OTelExporter",
     "PermissionDenied",
     "PermissionPolicy",
+    "RepeatedFailure",
     "Submitted",
     "ToolError",
     "Tracer",

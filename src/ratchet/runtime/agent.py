@@ -29,6 +29,7 @@ from ratchet.runtime.errors import (
     ToolError,
 )
 from ratchet.runtime.memory import FileMemory, bound_output, context_policy, recall
+from ratchet.runtime.middleware import HookChain, build_middleware
 from ratchet.runtime.permissions import Guard
 from ratchet.runtime.protocols import ToolCall, protocol_for
 from ratchet.runtime.shell import Shell
@@ -91,7 +92,9 @@ class Agent:
                              on_model_call=on_model_call)
         self.context = context_policy(self.context_config, self.memory)
         self.protocol = protocol_for(self.config.protocol)
-        self.hooks = self.workspace.hooks()
+        # The workspace's hooks.py is the outer layer: the runtime's middleware sees the calls as
+        # they will run and the results as the tools gave them.
+        self.hooks = HookChain([self.workspace.hooks(), *build_middleware(self.config.middleware)])
         # Commands never see this run's own files (trace, memory, denials): only the tools read those.
         self.shell = Shell(self.workdir, network=self.policy.network,
                            hidden=[self.run_dir, *(Path(p) for p in self.policy.hidden_paths)], guard=self.guard)
@@ -235,16 +238,14 @@ class Agent:
             self.guard.check_tool(call.name)
             text = self.toolbox.get(call.name).call(self.ctx, call.arguments)
             ok = True
-        except Submitted as exc:
-            self.log.append(f"step {self.steps} {call.name} -> submitted: {str(exc)[:160]}")
-            self.tracer.tool_call(self.steps, call.name, call.arguments, ok=True, result=str(exc),
-                                  duration_s=time.perf_counter() - started)
-            raise
         except PermissionDenied as exc:
             text, denied = f"error: {exc}", exc.rule
         except ToolError as exc:
             text = f"error: {exc}"
-        except Terminating:
+        except Terminating as exc:  # submit, or a middleware ending the run: traced, then the loop ends
+            self.log.append(f"step {self.steps} {call.name} -> {exc.exit_status}: {str(exc)[:160]}")
+            self.tracer.tool_call(self.steps, call.name, call.arguments, ok=isinstance(exc, Submitted),
+                                  result=str(exc), duration_s=time.perf_counter() - started)
             raise
         except Exception as exc:  # a bug in a (workspace) tool is the model's feedback, not a crash
             text = f"error: {call.name} raised {type(exc).__name__}: {exc}"

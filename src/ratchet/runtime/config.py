@@ -6,7 +6,7 @@ Each is a file of the harness workspace (``settings.yaml``, ``context.yaml``,
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -73,6 +73,38 @@ class McpServer(Settings):
     """Extra environment variables for it."""
 
 
+class RepeatGuardConfig(Settings):
+    """Middleware: an identical tool call (same name, same arguments) that already failed is not
+    run again; the model is told it failed and how. Small models otherwise repeat one failing
+    call until the step limit."""
+
+    kind: Literal["repeat_guard"] = "repeat_guard"
+    """Which middleware this is."""
+    stop_after: int = Field(2, ge=1)
+    """Refusals of one failed call after which the run stops (exit status ``repeated_failure``)."""
+    resets_on: list[str] = Field(default_factory=lambda: ["write", "edit", "multi_edit", "apply_patch", "bash",
+                                                          "git_commit", "load_skill", "mcp__*"])
+    """fnmatch patterns of tools whose successful call forgets the failures seen so far: they may
+    change the files or the tools, so a call that failed before may now succeed (run the tests,
+    edit, run the tests again; load a skill, call its tool)."""
+
+
+class UnknownToolHintConfig(Settings):
+    """Middleware: a call to a tool that does not exist gets an error naming the tools the model
+    has and the way to do what it meant (small models call the function of the task as a tool)."""
+
+    kind: Literal["unknown_tool_hint"] = "unknown_tool_hint"
+    """Which middleware this is."""
+    run_tool: str = "bash"
+    """The tool the hint names for running code or commands."""
+    max_files: int = Field(2000, ge=0)
+    """Most ``*.py`` files of the working directory searched for a function of the called name
+    (0: do not search)."""
+
+
+MiddlewareConfig = Annotated[RepeatGuardConfig | UnknownToolHintConfig, Field(discriminator="kind")]
+
+
 class AgentConfig(Settings):
     """The agent loop (``settings.yaml`` of a harness workspace)."""
 
@@ -105,6 +137,11 @@ class AgentConfig(Settings):
     """Search endpoint for ``web_search``, with ``{query}`` where the query goes."""
     format_error_limit: int = Field(5, ge=1)
     """Replies in a row without a parsable tool call before the run stops."""
+    middleware: list[MiddlewareConfig] = Field(
+        default_factory=lambda: [RepeatGuardConfig(), UnknownToolHintConfig()])
+    """The runtime's own middleware around every call, each an item with its ``kind`` and
+    options (``repeat_guard``, ``unknown_tool_hint``); ``before_*`` hooks run in list order,
+    ``after_*`` ones in reverse, inside the workspace's ``hooks.py``. ``[]`` turns them off."""
 
 
 class CodingSuiteOptions(Settings):

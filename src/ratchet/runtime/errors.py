@@ -51,3 +51,9 @@ class Interrupted(Terminating):
     """Someone asked the agent to stop (``interrupt_agent``); it can be resumed."""
 
     exit_status = "interrupted"
+
+
+class RepeatedFailure(Terminating):
+    """The model kept repeating a tool call that had already failed the same way."""
+
+    exit_status = "repeated_failure"

@@ -26,7 +26,7 @@ from ratchet.store import read_json, read_jsonl, write_json_atomic
 ACCOUNTED = "accounted.json"
 
 #: Statuses of a sub-agent as the supervisor reports them.
-TERMINAL = ("submitted", "limits_exceeded", "interrupted", "terminated", "closed")
+TERMINAL = ("submitted", "limits_exceeded", "repeated_failure", "interrupted", "terminated", "closed")
 
 
 def process_start_ticks(pid: int) -> int | None:

@@ -1,0 +1,215 @@
+"""The runtime's own middleware: small strategy objects on the four hook points of the loop.
+
+A middleware has the workspace ``hooks.py``'s four methods (``before_model``, ``after_model``,
+``before_tool``, ``after_tool``), each returning what it was given, possibly changed; raising
+``ToolError`` in ``before_tool`` refuses the call (the model reads the error), raising a
+``Terminating`` error ends the run. ``AgentConfig.middleware`` lists the ones an agent uses;
+:class:`HookChain` wraps them inside the workspace's hooks.
+"""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fnmatch import fnmatch
+from pathlib import Path
+from typing import Any, Protocol
+
+from ratchet.runtime.config import MiddlewareConfig, RepeatGuardConfig, UnknownToolHintConfig
+from ratchet.runtime.errors import RepeatedFailure, ToolError
+from ratchet.runtime.protocols import ToolCall
+
+
+class Middleware(Protocol):
+    """What the loop calls around every model call and every tool call."""
+
+    def before_model(self, agent: Any, messages: list[Any]) -> list[Any]: ...
+
+    def after_model(self, agent: Any, message: Any) -> Any: ...
+
+    def before_tool(self, agent: Any, call: ToolCall) -> ToolCall: ...
+
+    def after_tool(self, agent: Any, call: ToolCall, result: str) -> str: ...
+
+
+class Passthrough:
+    """A middleware that changes nothing; subclasses override the hooks they need."""
+
+    def before_model(self, agent: Any, messages: list[Any]) -> list[Any]:
+        return messages
+
+    def after_model(self, agent: Any, message: Any) -> Any:
+        return message
+
+    def before_tool(self, agent: Any, call: ToolCall) -> ToolCall:
+        return call
+
+    def after_tool(self, agent: Any, call: ToolCall, result: str) -> str:
+        return result
+
+
+class HookChain:
+    """Layers of middleware, outermost first: ``before_*`` hooks run in order, ``after_*`` in
+    reverse, each getting what the previous one returned."""
+
+    def __init__(self, layers: Sequence[Middleware]) -> None:
+        self.layers = list(layers)
+
+    def before_model(self, agent: Any, messages: list[Any]) -> list[Any]:
+        for layer in self.layers:
+            messages = layer.before_model(agent, messages)
+        return messages
+
+    def after_model(self, agent: Any, message: Any) -> Any:
+        for layer in reversed(self.layers):
+            message = layer.after_model(agent, message)
+        return message
+
+    def before_tool(self, agent: Any, call: ToolCall) -> ToolCall:
+        for layer in self.layers:
+            call = layer.before_tool(agent, call)
+        return call
+
+    def after_tool(self, agent: Any, call: ToolCall, result: str) -> str:
+        for layer in reversed(self.layers):
+            result = layer.after_tool(agent, call, result)
+        return result
+
+
+_EXIT = re.compile(r"\[exit code (-?\d+)\]\s*$")
+
+
+def failed(result: str) -> bool:
+    """A tool error (``error: ...``) or a command that exited non-zero."""
+    match = _EXIT.search(result)
+    return result.startswith("error:") or bool(match and match.group(1) != "0")
+
+
+@dataclass
+class _Failure:
+    step: int
+    first_line: str
+    refused: int = 0
+
+
+class RepeatGuard(Passthrough):
+    """Refuse an identical call that already failed, telling the model how it failed; stop the
+    run once one call has been refused ``stop_after`` times. A successful call of a tool that may
+    change the files (``resets_on``) forgets the failures seen so far."""
+
+    def __init__(self, config: RepeatGuardConfig) -> None:
+        self.config = config
+        self.failures: dict[str, _Failure] = {}
+
+    @staticmethod
+    def key(call: ToolCall) -> str:
+        return f"{call.name} {json.dumps(call.arguments, sort_keys=True, default=str)}"
+
+    def before_tool(self, agent: Any, call: ToolCall) -> ToolCall:
+        seen = self.failures.get(self.key(call))
+        if seen is None:
+            return call
+        seen.refused += 1
+        shown = f"`{call.name}` with the same arguments"
+        if seen.refused >= self.config.stop_after:
+            raise RepeatedFailure(f"stopped: {shown} was called {seen.refused + 1} times and failed the same way "
+                                  f"each time ({seen.first_line})")
+        left = self.config.stop_after - seen.refused
+        raise ToolError(f"{shown} already failed at step {seen.step} and was not run again: {seen.first_line}\n"
+                        f"Do something different: change the arguments, or use another tool "
+                        f"(the run stops if this call is repeated {left} more time(s)).")
+
+    def after_tool(self, agent: Any, call: ToolCall, result: str) -> str:
+        key = self.key(call)
+        if failed(result):
+            if key not in self.failures:  # a refusal above is not a new failure
+                self.failures[key] = _Failure(agent.steps, _gist(result))
+        elif any(fnmatch(call.name, p) for p in self.config.resets_on):
+            self.failures.clear()
+        return result
+
+
+def _gist(result: str) -> str:
+    """One line saying how a call failed: the error, or the exit code and the output's last line."""
+    text = result.strip()
+    exit_code = _EXIT.search(text)
+    if exit_code and not text.startswith("error:"):
+        output = [line for line in text[:exit_code.start()].splitlines() if line.strip()]
+        return f"exit code {exit_code.group(1)}" + (f", output ending: {output[-1].strip()[:200]}" if output else "")
+    first = text.splitlines()[0] if text else ""
+    return first.removeprefix("error: ")[:300]
+
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class UnknownToolHint(Passthrough):
+    """A call to a tool that does not exist is answered with the tools there are and the right way:
+    the function of that name in the code (run it with ``bash``), or the closest tool name."""
+
+    def __init__(self, config: UnknownToolHintConfig) -> None:
+        self.config = config
+
+    def before_tool(self, agent: Any, call: ToolCall) -> ToolCall:
+        if call.name in agent.toolbox.tools:
+            return call
+        offered = [t.name for t in agent.offered_tools()]
+        run = self.config.run_tool
+        parts = [f"there is no tool named `{call.name}`."]
+        ident = bool(_IDENT.fullmatch(call.name))
+        skill = self.skill_with(agent, call.name) if ident else None
+        where = self.find_definition(agent, call.name) if ident and skill is None else None
+        if skill is not None:
+            parts.append(f"The skill `{skill}` brings it: call `load_skill` with name {skill!r} first.")
+        elif where is not None:
+            path, line = where
+            module = path.with_suffix("").as_posix().replace("/", ".")
+            given = call.arguments if isinstance(call.arguments, dict) else {}
+            args = ", ".join(f"{k}={v!r}" for k, v in given.items())
+            parts.append(f"`{call.name}` is defined in your code ({path.as_posix()}, line {line}); it is not a tool. "
+                         f"Read it with `read`; to run code use `{run}`, e.g. command: "
+                         f"python -c \"from {module} import {call.name}; print({call.name}({args}))\"")
+        else:
+            close = difflib.get_close_matches(call.name, offered, n=1, cutoff=0.6)
+            if close:
+                parts.append(f"Did you mean `{close[0]}`?")
+            parts.append(f"To run a command or code use `{run}`.")
+        parts.append(f"Tools: {', '.join(offered)}.")
+        raise ToolError(" ".join(parts))
+
+    @staticmethod
+    def skill_with(agent: Any, name: str) -> str | None:
+        """The skill whose ``skill.py`` defines tool ``name``, not loaded yet."""
+        pattern = re.compile(rf"^def\s+{re.escape(name)}\s*\(", re.M)
+        for skill in agent.skills.skills.values():
+            code = skill.folder / "skill.py"
+            if code.is_file() and pattern.search(code.read_text(errors="replace")):
+                return skill.name
+        return None
+
+    def find_definition(self, agent: Any, name: str) -> tuple[Path, int] | None:
+        """(path relative to the working directory, line) of ``def NAME``/``class NAME`` in a readable ``*.py``."""
+        pattern = re.compile(rf"^\s*(?:async\s+def|def|class)\s+{re.escape(name)}\b")
+        workdir: Path = agent.workdir
+        sources = (p for p in workdir.rglob("*.py") if ".git" not in p.relative_to(workdir).parts)
+        for path in itertools.islice(sources, self.config.max_files):
+            if not agent.guard.may_read(path):
+                continue
+            try:
+                lines = path.read_text(errors="replace").splitlines()
+            except OSError:
+                continue
+            for number, text in enumerate(lines, 1):
+                if pattern.match(text):
+                    return path.relative_to(workdir), number
+        return None
+
+
+def build_middleware(configs: Sequence[MiddlewareConfig]) -> list[Middleware]:
+    """The configured middleware, in order."""
+    kinds = {"repeat_guard": RepeatGuard, "unknown_tool_hint": UnknownToolHint}
+    return [kinds[c.kind](c) for c in configs]

@@ -1,0 +1,112 @@
+"""The runtime's middleware with a scripted model: the unknown-tool hint and the repeat guard."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from ratchet.config import ConfigError
+from ratchet.models.scripted import ScriptedModel
+from ratchet.runtime import AgentConfig, HarnessWorkspace, PermissionPolicy
+from ratchet.runtime.config import RepeatGuardConfig, UnknownToolHintConfig
+from ratchet.store import read_jsonl
+
+from .conftest import call, tool_reply
+
+FAILING = "echo ran >> count.txt; exit 3"
+
+
+def results(agent) -> list[str]:
+    """The tool results the model read, in order."""
+    return [m["content"] for m in agent.messages if m["role"] == "user"][1:]
+
+
+def test_a_function_called_as_a_tool_is_pointed_at_its_file_and_at_bash(make_agent, workdir):
+    agent = make_agent([tool_reply("add", a=2, b=3)], config=HarnessWorkspace().settings(("step_limit=1",)))
+    agent.run("add() subtracts; make it add")
+    text = results(agent)[0]
+    assert text.startswith("[add result]\nerror: there is no tool named `add`.")
+    assert "`add` is defined in your code (calc.py, line 1)" in text and "use `bash`" in text
+    offered = [t.name for t in agent.offered_tools()]
+    assert text.rstrip().endswith(f"Tools: {', '.join(offered)}.")
+    assert "spawn_agent" not in text  # not offered by the shipped settings: not listed
+    # The command the hint shows runs the model's call as code.
+    command = re.search(r'command: (python -c ".*")', text).group(1)
+    assert command == 'python -c "from calc import add; print(add(a=2, b=3))"'
+    assert call(agent, "bash", command=command).startswith("-1\n")  # the bug the task is about, shown
+
+
+def test_a_misspelt_tool_gets_the_closest_name_and_an_unknown_one_gets_bash(make_agent):
+    agent = make_agent()
+    assert "Did you mean `read`?" in call(agent, "raed", path="calc.py")
+    other = call(agent, "run_python", code="print(1)")
+    assert "no tool named `run_python`" in other and "To run a command or code use `bash`" in other
+    assert "defined in your code" not in other
+
+
+def test_the_hint_never_names_a_file_the_policy_hides(make_agent):
+    agent = make_agent(policy=PermissionPolicy(readable=["notes.txt"]))
+    text = call(agent, "add", a=1, b=2)
+    assert "no tool named `add`" in text and "calc.py" not in text and "defined in your code" not in text
+
+
+def test_an_identical_failed_call_is_refused_then_stops_the_run(make_agent, workdir):
+    agent = make_agent([tool_reply("bash", command=FAILING)] * 3 + [tool_reply("submit", summary="never")])
+    result = agent.run("run it")
+    assert result.exit_status == "repeated_failure" and result.steps == 3
+    assert "`bash` with the same arguments was called 3 times" in result.submission
+    assert "exit code 3" in result.submission
+    assert (workdir / "count.txt").read_text() == "ran\n"  # run once, refused after
+    first, second = results(agent)
+    assert first.endswith("[exit code 3]")
+    assert "already failed at step 1 and was not run again: exit code 3" in second
+    assert "the run stops if this call is repeated 1 more time(s)" in second
+    tools = [r for r in read_jsonl(agent.tracer.path) if r["type"] == "tool_call"]
+    assert [r["ok"] for r in tools] == [True, False, False]  # the stop is traced too
+    assert "repeated_failure" in agent.memory.read(agent.memory.entries("logs")[0]).splitlines()[-1]
+
+
+def test_the_unknown_tool_loop_of_a_small_model_ends_early(make_agent):
+    """What the 0.5B did under the text protocol: the task's function called as a tool, again and again."""
+    agent = make_agent(model=ScriptedModel([tool_reply("add", a=2, b=3)], cycle=True),
+                       config=AgentConfig(step_limit=8))
+    result = agent.run("add() subtracts; make it add")
+    assert result.exit_status == "repeated_failure" and result.steps == 3
+    assert "there is no tool named `add`" in result.submission
+
+
+def test_a_change_to_the_files_lets_the_same_call_run_again(make_agent, workdir):
+    script = [tool_reply("bash", command=FAILING), tool_reply("write", path="fix.txt", content="x"),
+              tool_reply("bash", command=FAILING), tool_reply("read", path="fix.txt"),
+              tool_reply("bash", command=FAILING), tool_reply("submit", summary="done")]
+    result = make_agent(script).run("run it")
+    assert result.exit_status == "submitted"
+    assert (workdir / "count.txt").read_text() == "ran\nran\n"  # a write resets; a read does not
+
+
+def test_different_arguments_are_a_different_call(make_agent, workdir):
+    script = [tool_reply("read", path="missing.py"), tool_reply("read", path="missing.py", offset=2),
+              tool_reply("read", path="nope.py"), tool_reply("submit", summary="done")]
+    agent = make_agent(script)
+    assert agent.run("look").exit_status == "submitted"
+    assert all("already failed" not in text for text in results(agent))
+
+
+def test_middleware_is_configured_in_the_settings_and_can_be_turned_off(make_agent, tmp_path):
+    off = make_agent(model=ScriptedModel([tool_reply("add", a=2, b=3)], cycle=True),
+                     config=AgentConfig(step_limit=4, middleware=[]))
+    result = off.run("x")
+    assert result.exit_status == "limits_exceeded" and result.steps == 4
+    assert all("no tool named 'add'" in text for text in results(off))  # the toolbox's own error
+    ws = HarnessWorkspace.init(tmp_path / "ws")
+    (ws.path / "settings.yaml").write_text("middleware:\n  - {kind: repeat_guard, stop_after: 1}\n")
+    config = ws.settings()
+    assert config.middleware == [RepeatGuardConfig(stop_after=1)]
+    strict = make_agent(model=ScriptedModel([tool_reply("add", a=2, b=3)], cycle=True), workspace=ws)
+    assert strict.run("x").steps == 2
+    assert ws.settings(("middleware=[{kind: unknown_tool_hint, run_tool: shell}]",)).middleware == [
+        UnknownToolHintConfig(run_tool="shell")]
+    (ws.path / "settings.yaml").write_text("middleware:\n  - {kind: repeat_gaurd}\n")
+    with pytest.raises(ConfigError, match="middleware"):
+        ws.settings()
