@@ -99,7 +99,8 @@ def span(ids: list[str]) -> str:
     return f"{ids[0]}-{ids[-1].split('/')[-1]}"
 
 
-def run_config(iterations: int, splits: dict[str, list[str]] = SPLITS, max_search_s: float | None = None) -> EvolveConfig:
+def run_config(iterations: int, splits: dict[str, list[str]] = SPLITS, max_search_s: float | None = None,
+               max_best_of_n: int = 4) -> EvolveConfig:
     return EvolveConfig.model_validate({
         "budget": {"max_wall_s": max_search_s},
         "workspace": str(WORKSPACE),
@@ -114,7 +115,7 @@ def run_config(iterations: int, splits: dict[str, list[str]] = SPLITS, max_searc
         "gate": {"name": "paired", "options": {"alpha": 0.05, "correction": "spending"}},
         "smoke": {"tasks": min(4, len(splits["heldin"]) // 2), "margin": 0.25},
         "iterations": iterations,
-        "report": {"max_best_of_n": 4},
+        "report": {"max_best_of_n": max_best_of_n},
     })
 
 
@@ -130,13 +131,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="full: search 4 / held-in 12 / test 30; small: 2 / 6 / 8 (the same slices' first problems)")
     parser.add_argument("--max-search-s", type=float, default=None,
                         help="stop the search (then report) after this many seconds of the run's wall clock")
+    parser.add_argument("--max-best-of-n", type=int, default=None,
+                        help="cap on the best-of-N baseline's attempts (default: 4 full, 2 small: each sampled "
+                             "attempt is one more pass of the model over the test split)")
     args = parser.parse_args(argv)
+    args.max_best_of_n = args.max_best_of_n or (4 if args.size == "full" else 2)
     args.splits = SPLITS if args.size == "full" else SMALL_SPLITS
     args.out = args.out or ("evolve_humaneval" if args.size == "full" else "evolve_humaneval_small")
     if args.size == "small" and args.run_id == "bench-evolve-humaneval":
         args.run_id = "bench-evolve-humaneval-small"
 
-    config = run_config(args.iterations, args.splits, args.max_search_s).model_copy(update={"model": args.model})
+    config = run_config(args.iterations, args.splits, args.max_search_s, args.max_best_of_n).model_copy(update={"model": args.model})
     store = RunStore(args.root)
     try:
         run = store.open_run(args.run_id)
@@ -199,7 +204,8 @@ def write(args: argparse.Namespace, report: dict[str, Any], summary: dict[str, A
         f"Proposals: {r['proposals']['total']}, accepted {r['proposals']['accepted']}, "
         f"smoke rejects {r['proposals']['smoke_rejects']}, static rejects {r['proposals']['static_rejects']}. "
         f"Stopped by: {r['stop_reason']}. Model calls: {r['budget']['calls']} in all ({r['original_best_of_n']['search_spend']} in the search, "
-        f"the rest in this report); task evaluations run: {r['task_evals']}.", "",
+        f"the rest in this report), {r['budget']['tokens']} tokens ({r['budget']['completion_tokens']} completion); "
+        f"task evaluations run: {r['task_evals']}.", "",
         "| step | status | reason |", "|---|---|---|",
     ]
     for e in steps:
@@ -207,7 +213,10 @@ def write(args: argparse.Namespace, report: dict[str, Any], summary: dict[str, A
     n = r["original_best_of_n"]
     lines += ["", f"Best-of-N: the original's own (greedy) pass plus {n['attempts'] - 1} attempts sampled at temperature "
               f"{n.get('temperature')} (seeds {', '.join(str(s) for s in n.get('attempt_seeds', [])[1:]) or 'none'}); "
-              "a problem counts as solved if any attempt solves it."]
+              "a problem counts as solved if any attempt solves it. The search's spend buys "
+              f"1 + {n['search_spend']} // {n.get('pass_cost')} = {n.get('uncapped_attempts')} attempts "
+              f"({n['budget_unit']}; one pass of the original over the test split costs {n.get('pass_cost')}); "
+              f"N is capped at {args.max_best_of_n} (`--max-best-of-n`) to fit the machine time."]
     (RESULTS / f"{args.out}.md").write_text("\n".join(lines) + "\n")
 
 

@@ -71,6 +71,7 @@ def test_best_of_n_samples_its_extra_attempts_each_with_its_own_seed(tmp_path: P
     arm = report["original_best_of_n"]
     # 3 search/held-in problems at 2 calls each were spent; one pass over the 2 test problems costs 4
     assert arm["budget_unit"] == "model calls" and arm["search_spend"] == 6 and arm["attempts"] == 2
+    assert arm["pass_cost"] == 4 and arm["uncapped_attempts"] == 2
     assert arm["temperature"] == 0.7 and arm["attempt_seeds"] == [0, BEST_OF_N_SEED + 1]
     assert report["original"]["mean"] == 0.0 and report["best"]["mean"] == 0.0
     assert arm["mean"] == 1.0  # every test problem solved by the sampled attempt

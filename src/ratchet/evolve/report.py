@@ -100,7 +100,8 @@ def final_report(engine: Any, stop_reason: str | None = None) -> dict[str, Any]:
     improved = per_task_means(engine.evaluate(best, split))
     unit, spent, per_pass = (("model calls", spent_calls, pass_calls) if pass_calls
                              else ("task evaluations", spent_evals, len(tasks)))
-    n = max(1, min(cfg.max_best_of_n, 1 + spent // max(1, per_pass)))
+    budget_n = 1 + spent // max(1, per_pass)
+    n = max(1, min(cfg.max_best_of_n, budget_n))
     sampler, temperature = sampling_evaluator(engine, cfg.best_of_n_temperature)
     attempt_seeds = [seeds[0], *(BEST_OF_N_SEED + i for i in range(1, n))]
     attempts = [per_task_means(engine.evaluate(root, split, seeds[:1]))]
@@ -124,7 +125,8 @@ def final_report(engine: Any, stop_reason: str | None = None) -> dict[str, Any]:
         "best": {"id": best.id, "lineage": archive.lineage(best.id), **ci([improved.get(t, 0.0) for t in ids])},
         # ``attempts`` is the N of best-of-N (the CI's own ``n`` is the number of test tasks)
         "original_best_of_n": {**ci([best_of_n.get(t, 0.0) for t in ids]), "attempts": n, "budget_unit": unit,
-                               "search_spend": spent, "temperature": temperature, "attempt_seeds": attempt_seeds},
+                               "search_spend": spent, "pass_cost": per_pass, "uncapped_attempts": budget_n,
+                               "temperature": temperature, "attempt_seeds": attempt_seeds},
         "comparison": {
             "best_minus_original": ci([improved.get(t, 0.0) - original.get(t, 0.0) for t in ids]),
             "best_minus_best_of_n": ci([improved.get(t, 0.0) - best_of_n.get(t, 0.0) for t in ids]),
