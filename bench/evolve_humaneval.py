@@ -134,6 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-best-of-n", type=int, default=None,
                         help="cap on the best-of-N baseline's attempts (default: 4 full, 2 small: each sampled "
                              "attempt is one more pass of the model over the test split)")
+    parser.add_argument("--partial", action="store_true",
+                        help="run nothing: write what the run store has measured so far (a run the machine time did not finish)")
     args = parser.parse_args(argv)
     args.max_best_of_n = args.max_best_of_n or (4 if args.size == "full" else 2)
     args.splits = SPLITS if args.size == "full" else SMALL_SPLITS
@@ -147,6 +149,9 @@ def main(argv: list[str] | None = None) -> int:
         run = store.open_run(args.run_id)
     except Exception:  # noqa: BLE001 - no such run yet: start it
         run = store.create_run("evolve", config, name="humaneval-coder", run_id=args.run_id)
+    if args.partial:
+        write_partial(args, run)
+        return 0
     started = time.perf_counter()
 
     def line(event: dict[str, Any]) -> None:
@@ -164,6 +169,47 @@ def main(argv: list[str] | None = None) -> int:
 
 def steps_of(run: Any) -> list[dict[str, Any]]:
     return [e for e in run.read_jsonl("evolve/events.jsonl") if e.get("kind") == "step"]
+
+
+def write_partial(args: argparse.Namespace, run: Any) -> None:
+    """The measurements of an unfinished run, read from its store: each candidate's pass rate per
+    split so far, each finished step's decision, and the model calls with their tokens and latency."""
+    fingerprint = (run.read_json("evolve/pins.json") or {}).get("evaluator")
+    split_of = {i: name for name, ids in args.splits.items() for i in ids}
+    scores: dict[str, dict[str, list[float]]] = {}
+    for r in run.read_jsonl("evolve/evals.jsonl"):
+        if fingerprint is None or r["fingerprint"] == fingerprint:
+            scores.setdefault(r["candidate"], {}).setdefault(split_of.get(r["task_id"], "?"), []).append(r["score"])
+    calls = run.read_jsonl("llm_calls.jsonl")
+    events = run.read_jsonl("evolve/events.jsonl")
+    measured = {
+        "finished": False, "model": MODEL, "splits": args.splits, "suite_options": suite_options(args.splits),
+        "candidates": {c: {split: {"passed": sum(v), "of": len(v)} for split, v in per.items()} for c, per in scores.items()},
+        "events": [{k: v for k, v in e.items() if k != "numbers"} for e in events],
+        "calls": {"n": len(calls), "ok": sum(1 for c in calls if c.get("ok")),
+                  "prompt_tokens": sum(c["prompt_tokens"] for c in calls),
+                  "completion_tokens": sum(c["completion_tokens"] for c in calls),
+                  "latency_s": round(sum(c["latency_s"] for c in calls), 1)},
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"{args.out}.json").write_text(json.dumps(measured, indent=2, default=str) + "\n")
+    c = measured["calls"]
+    lines = [f"# An unfinished `ratchet evolve` run on HumanEval ({MODEL})", "",
+             "Written by `python -m bench.evolve_humaneval --partial` from the run store: the run did not reach its "
+             "final report in the machine time it had, so there is no test-split comparison here yet. "
+             "Resume it with the same command without `--partial`.", "",
+             "| candidate | " + " | ".join(args.splits) + " |", "|---|" + "---|" * len(args.splits)]
+    for cand, per in measured["candidates"].items():
+        cells = [f"{per[s]['passed']:g}/{per[s]['of']}" if s in per else "–" for s in args.splits]
+        lines.append(f"| {cand[:12]} | " + " | ".join(cells) + " |")
+    lines += ["", f"Model calls: {c['n']} ({c['ok']} completed), {c['prompt_tokens']} prompt + {c['completion_tokens']} "
+              f"completion tokens, {c['latency_s']} s of model latency (replies from the shared cache count with the "
+              "latency they had when first made).", "", "| event | detail |", "|---|---|"]
+    for e in measured["events"]:
+        detail = {k: v for k, v in e.items() if k not in ("kind", "at", "format_version")}
+        lines.append(f"| {e['kind']} | {json.dumps(detail, default=str).replace('|', '/')[:300]} |")
+    (RESULTS / f"{args.out}.md").write_text("\n".join(lines) + "\n")
 
 
 def write(args: argparse.Namespace, report: dict[str, Any], summary: dict[str, Any], wall_s: float, run: Any) -> None:
