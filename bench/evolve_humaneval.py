@@ -9,7 +9,8 @@ Splits are fixed slices of the problem file, chosen by index before anything was
 results): the first 20 problems had no headroom (the starting harness passed 0.90 of them,
 ``evolve_humaneval_baseline``), so every split comes from the second half of the file:
 search = HumanEval/100-103, held-in = HumanEval/104-115, test = HumanEval/134-163 (untouched until
-the final report). Decoding is greedy (temperature 0), one seed.
+the final report). Decoding is greedy (temperature 0), one seed; only the report's best-of-N
+baseline samples (its extra attempts at ``report.best_of_n_temperature``, each with its own seed).
 
 All model replies go through one reply cache next to the results
 (``NAME.replies.jsonl``, shared with the peers' bench): at temperature 0 the embedded decoder is
@@ -98,7 +99,8 @@ def span(ids: list[str]) -> str:
     return f"{ids[0]}-{ids[-1].split('/')[-1]}"
 
 
-def run_config(iterations: int, splits: dict[str, list[str]] = SPLITS, max_search_s: float | None = None) -> EvolveConfig:
+def run_config(iterations: int, splits: dict[str, list[str]] = SPLITS, max_search_s: float | None = None,
+               max_best_of_n: int = 4) -> EvolveConfig:
     return EvolveConfig.model_validate({
         "budget": {"max_wall_s": max_search_s},
         "workspace": str(WORKSPACE),
@@ -113,7 +115,7 @@ def run_config(iterations: int, splits: dict[str, list[str]] = SPLITS, max_searc
         "gate": {"name": "paired", "options": {"alpha": 0.05, "correction": "spending"}},
         "smoke": {"tasks": min(4, len(splits["heldin"]) // 2), "margin": 0.25},
         "iterations": iterations,
-        "report": {"max_best_of_n": 4},
+        "report": {"max_best_of_n": max_best_of_n},
     })
 
 
@@ -129,18 +131,27 @@ def main(argv: list[str] | None = None) -> int:
                         help="full: search 4 / held-in 12 / test 30; small: 2 / 6 / 8 (the same slices' first problems)")
     parser.add_argument("--max-search-s", type=float, default=None,
                         help="stop the search (then report) after this many seconds of the run's wall clock")
+    parser.add_argument("--max-best-of-n", type=int, default=None,
+                        help="cap on the best-of-N baseline's attempts (default: 4 full, 2 small: each sampled "
+                             "attempt is one more pass of the model over the test split)")
+    parser.add_argument("--partial", action="store_true",
+                        help="run nothing: write what the run store has measured so far (a run the machine time did not finish)")
     args = parser.parse_args(argv)
+    args.max_best_of_n = args.max_best_of_n or (4 if args.size == "full" else 2)
     args.splits = SPLITS if args.size == "full" else SMALL_SPLITS
     args.out = args.out or ("evolve_humaneval" if args.size == "full" else "evolve_humaneval_small")
     if args.size == "small" and args.run_id == "bench-evolve-humaneval":
         args.run_id = "bench-evolve-humaneval-small"
 
-    config = run_config(args.iterations, args.splits, args.max_search_s).model_copy(update={"model": args.model})
+    config = run_config(args.iterations, args.splits, args.max_search_s, args.max_best_of_n).model_copy(update={"model": args.model})
     store = RunStore(args.root)
     try:
         run = store.open_run(args.run_id)
     except Exception:  # noqa: BLE001 - no such run yet: start it
         run = store.create_run("evolve", config, name="humaneval-coder", run_id=args.run_id)
+    if args.partial:
+        write_partial(args, run)
+        return 0
     started = time.perf_counter()
 
     def line(event: dict[str, Any]) -> None:
@@ -158,6 +169,47 @@ def main(argv: list[str] | None = None) -> int:
 
 def steps_of(run: Any) -> list[dict[str, Any]]:
     return [e for e in run.read_jsonl("evolve/events.jsonl") if e.get("kind") == "step"]
+
+
+def write_partial(args: argparse.Namespace, run: Any) -> None:
+    """The measurements of an unfinished run, read from its store: each candidate's pass rate per
+    split so far, each finished step's decision, and the model calls with their tokens and latency."""
+    fingerprint = (run.read_json("evolve/pins.json") or {}).get("evaluator")
+    split_of = {i: name for name, ids in args.splits.items() for i in ids}
+    scores: dict[str, dict[str, list[float]]] = {}
+    for r in run.read_jsonl("evolve/evals.jsonl"):
+        if fingerprint is None or r["fingerprint"] == fingerprint:
+            scores.setdefault(r["candidate"], {}).setdefault(split_of.get(r["task_id"], "?"), []).append(r["score"])
+    calls = run.read_jsonl("llm_calls.jsonl")
+    events = run.read_jsonl("evolve/events.jsonl")
+    measured = {
+        "finished": False, "model": MODEL, "splits": args.splits, "suite_options": suite_options(args.splits),
+        "candidates": {c: {split: {"passed": sum(v), "of": len(v)} for split, v in per.items()} for c, per in scores.items()},
+        "events": [{k: v for k, v in e.items() if k != "numbers"} for e in events],
+        "calls": {"n": len(calls), "ok": sum(1 for c in calls if c.get("ok")),
+                  "prompt_tokens": sum(c["prompt_tokens"] for c in calls),
+                  "completion_tokens": sum(c["completion_tokens"] for c in calls),
+                  "latency_s": round(sum(c["latency_s"] for c in calls), 1)},
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"{args.out}.json").write_text(json.dumps(measured, indent=2, default=str) + "\n")
+    c = measured["calls"]
+    lines = [f"# An unfinished `ratchet evolve` run on HumanEval ({MODEL})", "",
+             "Written by `python -m bench.evolve_humaneval --partial` from the run store: the run did not reach its "
+             "final report in the machine time it had, so there is no test-split comparison here yet. "
+             "Resume it with the same command without `--partial`.", "",
+             "| candidate | " + " | ".join(args.splits) + " |", "|---|" + "---|" * len(args.splits)]
+    for cand, per in measured["candidates"].items():
+        cells = [f"{per[s]['passed']:g}/{per[s]['of']}" if s in per else "–" for s in args.splits]
+        lines.append(f"| {cand[:12]} | " + " | ".join(cells) + " |")
+    lines += ["", f"Model calls: {c['n']} ({c['ok']} completed), {c['prompt_tokens']} prompt + {c['completion_tokens']} "
+              f"completion tokens, {c['latency_s']} s of model latency (replies from the shared cache count with the "
+              "latency they had when first made).", "", "| event | detail |", "|---|---|"]
+    for e in measured["events"]:
+        detail = {k: v for k, v in e.items() if k not in ("kind", "at", "format_version")}
+        lines.append(f"| {e['kind']} | {json.dumps(detail, default=str).replace('|', '/')[:300]} |")
+    (RESULTS / f"{args.out}.md").write_text("\n".join(lines) + "\n")
 
 
 def write(args: argparse.Namespace, report: dict[str, Any], summary: dict[str, Any], wall_s: float, run: Any) -> None:
@@ -198,14 +250,19 @@ def write(args: argparse.Namespace, report: dict[str, Any], summary: dict[str, A
         f"Proposals: {r['proposals']['total']}, accepted {r['proposals']['accepted']}, "
         f"smoke rejects {r['proposals']['smoke_rejects']}, static rejects {r['proposals']['static_rejects']}. "
         f"Stopped by: {r['stop_reason']}. Model calls: {r['budget']['calls']} in all ({r['original_best_of_n']['search_spend']} in the search, "
-        f"the rest in this report); task evaluations run: {r['task_evals']}.", "",
+        f"the rest in this report), {r['budget']['tokens']} tokens ({r['budget']['completion_tokens']} completion); "
+        f"task evaluations run: {r['task_evals']}.", "",
         "| step | status | reason |", "|---|---|---|",
     ]
     for e in steps:
         lines.append(f"| {e.get('step')} | {e.get('status')} | {str(e.get('reason', '')).replace('|', '/')[:160]} |")
-    lines += ["", "Best-of-N note: decoding is greedy, so resampling the original gives the same answers: "
-              "the best-of-N arm equals the original here (it is the honest same-budget baseline only "
-              "when the suite samples)."]
+    n = r["original_best_of_n"]
+    lines += ["", f"Best-of-N: the original's own (greedy) pass plus {n['attempts'] - 1} attempts sampled at temperature "
+              f"{n.get('temperature')} (seeds {', '.join(str(s) for s in n.get('attempt_seeds', [])[1:]) or 'none'}); "
+              "a problem counts as solved if any attempt solves it. The search's spend buys "
+              f"1 + {n['search_spend']} // {n.get('pass_cost')} = {n.get('uncapped_attempts')} attempts "
+              f"({n['budget_unit']}; one pass of the original over the test split costs {n.get('pass_cost')}); "
+              f"N is capped at {args.max_best_of_n} (`--max-best-of-n`) to fit the machine time."]
     (RESULTS / f"{args.out}.md").write_text("\n".join(lines) + "\n")
 
 

@@ -81,7 +81,9 @@ def main(argv: list[str] | None = None) -> int:
              "| step | status | reason |", "|---|---|---|"]
     for e in steps:
         lines.append(f"| {e.get('step')} | {e.get('status')} | {str(e.get('reason', '')).replace('|', '/')[:160]} |")
-    lines += ["", "Greedy decoding: best-of-N resamples give the original's answers again, so that arm equals the original."]
+    n = r["original_best_of_n"]
+    lines += ["", f"Best-of-N: the original's own (greedy) pass plus {n['attempts'] - 1} attempts sampled at temperature "
+              f"{n.get('temperature')}, each at its own seed."]
     (RESULTS / f"{args.out}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0

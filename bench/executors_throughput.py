@@ -40,7 +40,7 @@ from pathlib import Path
 from pydantic import Field
 
 from ratchet.autoharness.config import AutoHarnessConfig
-from ratchet.autoharness.jobs import GameJob, directory_files, keep_result, run_game
+from ratchet.autoharness.batch import game_job, keep_game
 from ratchet.autoharness.pipeline import open_or_create
 from ratchet.contracts import Candidate, Task, TaskResult
 from ratchet.envs.agents import AgentSpec
@@ -49,6 +49,7 @@ from ratchet.evolve.cache import EVALS, CachedEvaluator
 from ratchet.evolve.suites.synthetic import NoisyOptions, NoisySuite
 from ratchet.executors import ExecutorConfig, LocalExecutor
 from ratchet.store import RunStore
+from ratchet.store.transfer import replace_run_files, run_job
 
 RESULTS = Path(__file__).resolve().parent / "results"
 NAME = "executors_throughput"
@@ -171,13 +172,15 @@ def game_costs(root: Path) -> dict:
     cfg.budget.max_calls = 3
     cfg = cfg.model_copy(update={"env": "TicTacToe-v0"})
     run, cfg = open_or_create(store, cfg, None)
-    job = GameJob("TicTacToe-v0", cfg, run.id, directory_files(run.dir))
+    job = game_job(cfg, run, None, None, {})
     start = time.perf_counter()
-    result = run_game(job)
+    result = run_job(job)
     work = time.perf_counter() - start
     blob = pickle.dumps(result)
     start = time.perf_counter()
-    keep_result(store, pickle.loads(blob), cfg.library_dir)
+    kept = pickle.loads(blob)
+    replace_run_files(store, kept.run_id, kept.files)
+    keep_game(kept, cfg.library_dir)
     keep = time.perf_counter() - start
     return {"game_work_ms": work * 1e3, "game_keep_ms": keep * 1e3, "game_bytes": len(blob),
             "game_files": len(result.files)}

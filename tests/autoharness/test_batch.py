@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ratchet.autoharness.batch import BATCH_KIND, run_suite
 from ratchet.autoharness.config import AutoHarnessConfig
+from ratchet.executors import LocalExecutor
 from ratchet.store import RunStore
 
 GAMES = ["TicTacToe-v0", "Bandit-v0"]
@@ -47,3 +48,19 @@ def test_the_same_command_on_the_same_store_carries_on_with_an_unfinished_batch(
     run_suite("autoharness-145", cfg, store, None, games=GAMES)
     run_suite("autoharness-145", cfg, store, None, games=GAMES[:1])
     assert len([r for r in store.list_runs() if r["kind"] == BATCH_KIND]) == 3
+
+
+def test_on_a_pool_each_game_is_one_job_and_the_results_equal_the_in_process_batch(tmp_path):
+    def content(root, executor):
+        store = RunStore(root / "runs")
+        cfg = AutoHarnessConfig(model="scripted:", iterations=1, eval_envs=1, eval_steps=4, search_seeds=[0],
+                                heldout_seeds=[7], library_dir=str(root / "lib"))
+        cfg.budget.max_calls = 1
+        state = run_suite("autoharness-145", cfg, store, None, games=GAMES, executor=executor)
+        reports = {g: {k: v for k, v in r.items() if k not in ("run_id", "wall_s", "search")} for g, r in state["reports"].items()}
+        runs = {g: sorted((c["id"], c["status"]) for c in store.open_run(state["runs"][g]).candidates()) for g in GAMES}
+        return reports, runs, sorted(p.name for p in (root / "lib").rglob("*") if p.is_file())
+
+    here = content(tmp_path / "here", None)
+    with LocalExecutor(2) as pool:
+        assert content(tmp_path / "pool", pool) == here and here[1][GAMES[0]]

@@ -14,7 +14,7 @@ from ratchet.autoharness.prompts import SCAFFOLD
 from ratchet.autoharness.runtime import InProcessHarness
 from ratchet.autoharness.search import Synthesis
 from ratchet.envs.explore import harvest
-from ratchet.autoharness.tree import Tree, fresh_root_arm, select_action, select_node
+from ratchet.autoharness.tree import Tree, fresh_root_arm, select_action
 from ratchet.models import ScriptedModel
 
 FREE = "def legal_moves(cells):\n    return ['[' + c + ']' for c in cells if c not in ('X', 'O')]\n"
@@ -64,12 +64,6 @@ def test_select_action_draws_nodes_then_the_fresh_arm():
         assert chosen is (None if fresh > expected[best] else tree.nodes[best])
         outcomes.add(chosen is None)
     assert outcomes == {True, False}  # both branches were exercised
-
-
-def test_select_action_without_the_arm_is_select_node():
-    tree = make_tree()
-    for seed in range(5):
-        assert select_action(tree, random.Random(seed), 1.0) is select_node(tree, random.Random(seed), 1.0)
 
 
 def test_select_action_extremes_and_empty_tree():

@@ -9,7 +9,7 @@ from fakes import make_tree
 
 from ratchet.autoharness import critic
 from ratchet.autoharness.refine import check_signatures, which_to_refine
-from ratchet.autoharness.tree import Tree, select_node
+from ratchet.autoharness.tree import Tree, select_action
 
 
 def test_tree_counts_refinements_and_depth():
@@ -30,7 +30,7 @@ def test_thompson_draws_follow_the_beta_parameters_exactly():
         "a": rng.betavariate(1 + c * 0.9, 1 + c * 0.1 + 0),
         "b": rng.betavariate(1 + c * 0.5, 1 + c * 0.5 + 0),
     }
-    chosen = select_node(tree, random.Random(7), c)
+    chosen = select_action(tree, random.Random(7), c)
     assert chosen.candidate_id == max(expected, key=expected.get)
 
 
@@ -39,10 +39,10 @@ def test_selection_prefers_high_h_but_refinements_push_exploration():
     tree.add("good", None, 0.95)
     tree.add("bad", None, 0.05)
     rng = random.Random(0)
-    picks = [select_node(tree, rng, 1.0).candidate_id for _ in range(400)]
+    picks = [select_action(tree, rng, 1.0).candidate_id for _ in range(400)]
     assert picks.count("good") > picks.count("bad")
     tree.nodes["good"].refinements = 50  # refined many times without progress
-    picks = [select_node(tree, rng, 1.0).candidate_id for _ in range(400)]
+    picks = [select_action(tree, rng, 1.0).candidate_id for _ in range(400)]
     assert picks.count("bad") > picks.count("good")
 
 

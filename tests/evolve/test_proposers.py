@@ -404,6 +404,9 @@ def test_file_extraction_and_blocks() -> None:
     assert extract_file(reply, "w.py").text == "def f():\n    return 1\n"
     assert extract_file("TARGET: x\ndef f():\n    return 1\n", "w.py").text == "def f():\n    return 1\n"
     assert extract_file("```markdown\nBe brief.\n```", "p.md").text == "Be brief.\n"
+    claim_only = extract_file("```markdown\nTARGET: test_failed\nROOT CAUSE: wrong step\nFLIPS: 100, 101\n```", "p.md")
+    assert claim_only.text is None and "only the claim" in claim_only.error  # a fenced claim is not the file
+    assert extract_file("```markdown\nGoal: pass the tests.\n```", "p.md").text == "Goal: pass the tests.\n"
     assert extract_file("no code here", "w.py").text is None
     text = "a\n  b  \nc\n"
     assert apply_blocks(text, parse_blocks("<<<<<<<< SEARCH\n  b\n========\nB\n>>>>>>>> REPLACE")) == ("a\nB\nc\n", None)

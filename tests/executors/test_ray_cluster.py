@@ -21,11 +21,10 @@ from slow_suite import die, pause  # noqa: E402  (by reference: the workers impo
 
 from typer.testing import CliRunner  # noqa: E402
 
-from ratchet.autoharness.batch import BATCH_KIND, run_suite  # noqa: E402
+from ratchet.autoharness.batch import BATCH_KIND, LOST, run_suite  # noqa: E402
 from ratchet.cli import app  # noqa: E402
 from ratchet.contracts import RatchetError  # noqa: E402
 from ratchet.autoharness.config import AutoHarnessConfig  # noqa: E402
-from ratchet.autoharness.jobs import LOST  # noqa: E402
 from ratchet.envs.agents import AgentSpec  # noqa: E402
 from ratchet.envs.runner import RolloutConfig, run_rollouts  # noqa: E402
 from ratchet.evolve.cache import EVALS  # noqa: E402

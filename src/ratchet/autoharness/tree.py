@@ -93,9 +93,3 @@ def select_action(tree: Tree, rng: random.Random, c: float = 1.0, fresh: tuple[f
     node, _ = thompson_draw([(n, n.h, n.refinements) for n in tree.nodes.values()], rng, c, fresh)
     return node
 
-
-def select_node(tree: Tree, rng: random.Random, c: float = 1.0) -> Node:
-    """:func:`select_action` without the fresh-root arm: always a node."""
-    node = select_action(tree, rng, c)
-    assert node is not None  # no fresh arm, a non-empty tree
-    return node

@@ -115,6 +115,11 @@ class ReportConfig(Settings):
     """Level of the confidence intervals."""
     max_best_of_n: int = Field(default=16, ge=1)
     """Cap on N for the original-with-the-same-extra-budget (best-of-N) baseline."""
+    best_of_n_temperature: float | None = Field(default=0.7, ge=0.0)
+    """Sampling temperature of the best-of-N baseline's extra attempts (each has its own seed), set as
+    the suite's ``workflow.temperature`` for them: under greedy decoding resampling would repeat the
+    original's answers. ``null`` keeps the suite's own decoding; suites that drive no workflow (the
+    synthetic one, whose draws already differ by seed) ignore it."""
 
 
 class EvolveConfig(Settings):

@@ -8,7 +8,11 @@ Three arms on the test split (held-out when no test split is configured, and the
   (a task counts as solved if any attempt solves it, so this is an upper bound on what the same
   budget buys by resampling). N = 1 + the search's spend / the cost of one pass of the original
   over the test tasks, in model calls when an evaluation calls the model, else in task
-  evaluations; capped by ``report.max_best_of_n``.
+  evaluations; capped by ``report.max_best_of_n``. The first attempt is the original's own pass
+  (the first evaluation seed, its own decoding); the N - 1 extra ones are sampled, each with its own
+  seed, at ``report.best_of_n_temperature`` (set as the suite's ``workflow.temperature``), since
+  under greedy decoding a resample repeats the first answer and the arm would just equal the
+  original.
 
 Each arm has a bootstrap confidence interval over test tasks; the differences are paired
 bootstraps. Proposers' claims are scored: precision = predicted flips that happened / predicted,
@@ -22,7 +26,9 @@ from collections.abc import Sequence
 from statistics import fmean
 from typing import Any
 
+from ratchet.contracts import Evaluator
 from ratchet.evolve.archive import per_task_means
+from ratchet.evolve.cache import CachedEvaluator
 
 BEST_OF_N_SEED = 100_000  # attempts of the best-of-N arm use seeds far from the evaluation seeds
 
@@ -37,6 +43,27 @@ def bootstrap_ci(values: Sequence[float], resamples: int, confidence: float, see
     tail = (1 - confidence) / 2
     return {"mean": fmean(values), "low": means[int(tail * (resamples - 1))],
             "high": means[int((1 - tail) * (resamples - 1))], "n": n}
+
+
+def sampling_evaluator(engine: Any, temperature: float | None) -> tuple[Evaluator, float | None]:
+    """The evaluator of the best-of-N arm's extra attempts, and the temperature they sample at.
+
+    For a suite that drives a workflow, the run's suite rebuilt with ``workflow.temperature`` set
+    (its fingerprint holds the temperature, so its results are cached apart from the greedy ones);
+    the run's own evaluator when there is nothing to change (``temperature`` None, the suite already
+    samples at it, or it drives no workflow: then its attempts differ by seed alone, and None says so).
+    """
+    options = getattr(engine.suite, "options", None)
+    workflow = getattr(options, "workflow", None)
+    if temperature is None or workflow is None:
+        return engine.evaluator, getattr(workflow, "temperature", None)
+    if workflow.temperature == temperature:
+        return engine.evaluator, temperature
+    sampled = options.model_copy(update={"workflow": workflow.model_copy(update={"temperature": temperature})})
+    # Built as the registry builds every component (Cls(options, ctx)); the budget was lifted for
+    # the report, so no budget check is attached.
+    suite = type(engine.suite)(sampled, engine.ctx)
+    return CachedEvaluator(suite, engine.run, executor=engine.executor), temperature
 
 
 def claim_scores(checks: list[dict[str, Any]]) -> dict[str, dict[str, float | None]]:
@@ -73,8 +100,12 @@ def final_report(engine: Any, stop_reason: str | None = None) -> dict[str, Any]:
     improved = per_task_means(engine.evaluate(best, split))
     unit, spent, per_pass = (("model calls", spent_calls, pass_calls) if pass_calls
                              else ("task evaluations", spent_evals, len(tasks)))
-    n = max(1, min(cfg.max_best_of_n, 1 + spent // max(1, per_pass)))
-    attempts = [per_task_means(engine.evaluate(root, split, [BEST_OF_N_SEED + i])) for i in range(n)]
+    budget_n = 1 + spent // max(1, per_pass)
+    n = max(1, min(cfg.max_best_of_n, budget_n))
+    sampler, temperature = sampling_evaluator(engine, cfg.best_of_n_temperature)
+    attempt_seeds = [seeds[0], *(BEST_OF_N_SEED + i for i in range(1, n))]
+    attempts = [per_task_means(engine.evaluate(root, split, seeds[:1]))]
+    attempts += [per_task_means(sampler.evaluate(root, tasks, seed)) for seed in attempt_seeds[1:]]
     best_of_n = {t.id: max(a.get(t.id, 0.0) for a in attempts) for t in tasks}
 
     ids = [t.id for t in tasks]
@@ -94,7 +125,8 @@ def final_report(engine: Any, stop_reason: str | None = None) -> dict[str, Any]:
         "best": {"id": best.id, "lineage": archive.lineage(best.id), **ci([improved.get(t, 0.0) for t in ids])},
         # ``attempts`` is the N of best-of-N (the CI's own ``n`` is the number of test tasks)
         "original_best_of_n": {**ci([best_of_n.get(t, 0.0) for t in ids]), "attempts": n, "budget_unit": unit,
-                               "search_spend": spent},
+                               "search_spend": spent, "pass_cost": per_pass, "uncapped_attempts": budget_n,
+                               "temperature": temperature, "attempt_seeds": attempt_seeds},
         "comparison": {
             "best_minus_original": ci([improved.get(t, 0.0) - original.get(t, 0.0) for t in ids]),
             "best_minus_best_of_n": ci([improved.get(t, 0.0) - best_of_n.get(t, 0.0) for t in ids]),

@@ -151,6 +151,11 @@ def extract_file(reply: str, path: str) -> FileReply:
     chosen = typed or [body for lang, body in blocks if lang in ("", *wanted)] or [b for _, b in blocks]
     if chosen:
         text = max(chosen, key=len)
+        labelled = [_LINE.match(line) for line in text.splitlines() if line.strip()]
+        if labelled and all(labelled) and len({next(k for k in _LABELS if m.group(k)) for m in labelled}) >= 2:
+            # A small model may fence its claim instead of the file: taken as the file, the claim
+            # would replace the harness's text (two labels at least: "Goal: ..." alone may be a prompt).
+            return FileReply(None, f"the reply's block holds only the claim lines, not the new text of {path}")
         if text.strip():
             return FileReply(text.rstrip("\n") + "\n")
     if any(kind == "open" for kind, _, _ in segments):
