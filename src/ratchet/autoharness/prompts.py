@@ -6,6 +6,8 @@ library's API with its output on a real board of the game and one worked example
 
 from __future__ import annotations
 
+import itertools
+
 import textwrap
 from collections.abc import Sequence
 from typing import Any
@@ -89,35 +91,23 @@ def scaffold_for(grid_view: bool, form: str = "[{}]") -> str:
 
 
 def compact_list(values: Sequence[Any], run: int = 4) -> str:
-    """A list as a Python expression with runs of one value written once (``['0', '1'] + ['.'] * 42``).
-
-    A 6×7 board spelled out is 42 dots in a row; a small model copying the example goes on writing
-    dots until it runs out of tokens, inside an unterminated docstring. The expression is the same
-    list, so the doctest still holds.
+    """A list as a Python expression with runs of one value written once: a small model copying a
+    spelled-out 6×7 board writes dots until its token limit, inside an unterminated docstring.
 
     >>> compact_list(['0', '1', '.', '.', '.', '.', 'X'])
     "['0', '1'] + ['.'] * 4 + ['X']"
-    >>> compact_list(['X', 'O'])
-    "['X', 'O']"
     """
     parts: list[str] = []
     plain: list[Any] = []
-    i = 0
-    while i < len(values):
-        j = i
-        while j < len(values) and values[j] == values[i]:
-            j += 1
-        if j - i >= run:
-            if plain:
-                parts.append(repr(plain))
-                plain = []
-            parts.append(f"[{values[i]!r}] * {j - i}")
-        else:
-            plain.extend(values[i:j])
-        i = j
-    if plain or not parts:
-        parts.append(repr(plain))
-    return " + ".join(parts)
+    for value, group in itertools.groupby(values):
+        n = len(list(group))
+        if n < run:
+            plain += [value] * n
+            continue
+        parts += [repr(plain)] if plain else []
+        parts.append(f"[{value!r}] * {n}")
+        plain = []
+    return " + ".join(parts + ([repr(plain)] if plain or not parts else []))
 
 
 def scaffold_request(examples: Sequence[tuple[Any, Sequence[str]]], grid_view: bool) -> str:
