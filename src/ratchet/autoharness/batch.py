@@ -15,7 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.jobs import run_games
 from ratchet.autoharness.pipeline import accounted, load_refiner, open_or_create, synthesize_game
-from ratchet.autoharness.report import markdown_table
+from ratchet.autoharness.report import failed_games, markdown_table
 from ratchet.envs import suite_ids
 
 BATCH_KIND = "autoharness-batch"
@@ -69,7 +69,7 @@ def run_suite(suite: str, cfg: AutoHarnessConfig, store: Any, protocol: Any, *, 
                 print(f"{suite} {len(state['reports'])}/{len(state['games'])} {env_id}: best h {search.get('best_h')}, "
                       f"{search.get('llm_calls')} calls, {report.get('wall_s')} s{' (' + report['reason'] + ')' if 'reason' in report else ''}",
                       flush=True)
-    batch.set_status("done", {"games": len(state["reports"])})
+    batch.set_status("done", {"games": len(state["reports"]), "failed": failed_games(state["reports"])})
     return state
 
 

@@ -25,7 +25,9 @@ from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.library import HarnessLibrary
 from ratchet.autoharness.pipeline import accounted, load_refiner, open_or_create, synthesize_game
 from ratchet.autoharness.protocol import ProtocolConfig
+from ratchet.autoharness.report import failed_games
 from ratchet.contracts import Model
+from ratchet.executors import UnitLost
 from ratchet.store import RunStore
 from ratchet.store.files import write_bytes_atomic
 
@@ -115,6 +117,16 @@ def run_game(job: GameJob) -> GameResult:
         return GameResult(job.env_id, job.run_id, report, directory_files(run.dir), library.ops)
 
 
+def lost_result(store: Any, job: GameJob, error: UnitLost) -> GameResult:
+    """A game whose worker died on every attempt: its run is marked failed with the reason and kept
+    as it stood, and the batch goes on without it."""
+    reason = f"lost: its worker died on all {error.attempts} attempts ({error.error})"
+    run = store.open_run(job.run_id)
+    run.set_status("failed", {"error": reason})
+    return GameResult(job.env_id, job.run_id, {"env": job.env_id, "status": "not run", "reason": reason},
+                      directory_files(run.dir), [])
+
+
 def keep_result(store: Any, result: GameResult, library_dir: str | None) -> None:
     """Write a game's result into the store (its run directory replaced wholesale, then re-indexed)
     and replay its library changes. Idempotent: a batch killed halfway through this is repaired by
@@ -144,10 +156,10 @@ def run_games(batch: Any, state: dict[str, Any], cfg: AutoHarnessConfig, store: 
     batch.checkpoint("batch", state)
     if hasattr(executor, "on_lost"):
         executor.on_lost = lambda info: batch.append_jsonl(LOST, {**info, "env": jobs[info["index"]].env_id})
-    for result in executor.map(run_game, jobs):
+    for result in executor.map(run_game, jobs, given_up=lambda i, error: lost_result(store, jobs[i], error)):
         keep_result(store, result, cfg.library_dir)
         on_report(result.env_id, result.report)
     lost = batch.read_jsonl(LOST)
     batch.set_status("done", {"games": len(state["reports"]), "lost_attempts": len(lost),
-                              "retried": sum(1 for r in lost if r.get("retried"))})
+                              "retried": sum(1 for r in lost if r.get("retried")), "failed": failed_games(state["reports"])})
     return state

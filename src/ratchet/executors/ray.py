@@ -104,7 +104,7 @@ class RayExecutor:
                                                      max_retries=0)  # retries are ours: counted and bounded
 
     def map(self, fn: Callable[[T], R], items: Iterable[T], *,
-            given_up: Callable[[int, RatchetError], R] | None = None) -> Iterator[R]:
+            given_up: Callable[[int, UnitLost], R] | None = None) -> Iterator[R]:
         """``fn`` over ``items``. A unit lost more than ``max_retries`` times raises its
         :class:`UnitLost` here, ending the map, unless ``given_up(index, error)`` is given: then what
         it returns stands in for that unit's result and the other units go on."""
