@@ -9,6 +9,8 @@ import json
 import os
 import re
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -19,6 +21,7 @@ import pytest
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'ratchet[ray]')")
 from ray.cluster_utils import Cluster  # noqa: E402
 from slow_suite import die, pause  # noqa: E402  (by reference: the workers import them from this folder)
+import calling_run  # noqa: E402
 
 from typer.testing import CliRunner  # noqa: E402
 
@@ -260,16 +263,9 @@ class MarkerKiller(threading.Thread):
 
 
 def _calling_evolve(root: Path, executor: Any, markers: Path | None = None) -> tuple[dict[str, Any], Any]:
-    ws = _workspace(root)
-    options = {"tasks": 10, "pause_s": 0.1, "marker_dir": str(markers) if markers else None}
-    cfg = EvolveConfig.model_validate({
-        "workspace": str(ws), "suite": {"name": "slow_suite:CallingSuite", "options": options},
-        "splits": {"search": 0.2, "heldin": 0.4, "heldout": 0.2, "test": 0.2},
-        "selector": {"name": "greedy"}, "proposers": [{"name": "doubles:ModelProposer"}],
-        "iterations": 2, "seeds": [0, 1], "static": {"load_entry": False}, "canaries": {"enabled": False},
-    })
+    cfg = calling_run.config(calling_run.workspace(root), markers)
     run = RunStore(root / "runs").create_run("evolve", cfg)
-    summary = Engine(cfg, run, ScriptedModel(_responder), executor=executor).execute()
+    summary = Engine(cfg, run, calling_run.model(), executor=executor).execute()
     return summary, run
 
 
@@ -277,12 +273,24 @@ def _replies(run: Any) -> list[tuple]:
     return sorted((r.get("unit") or "", r.get("index", -1), r["key"], r["text"]) for r in run.read_jsonl(REPLIES))
 
 
-def test_evaluations_that_call_the_model_run_on_ray_with_one_budget_and_one_journal(cluster, tmp_path, monkeypatch):
+@pytest.fixture(scope="module")
+def calling_local(tmp_path_factory):
+    """The uninterrupted in-process run of the model-calling engine run (what Ray must equal)."""
+    sys.path.insert(0, str(HERE.parent / "evolve"))  # doubles:ModelProposer
+    try:
+        summary, run = _calling_evolve(tmp_path_factory.mktemp("calling-local"), None)
+    finally:
+        sys.path.remove(str(HERE.parent / "evolve"))
+    return summary, run
+
+
+def test_evaluations_that_call_the_model_run_on_ray_with_one_budget_and_one_journal(cluster, calling_local, tmp_path,
+                                                                                      monkeypatch):
     """Each evaluation asks the model once. On Ray the calls come back to the driver's budget and
     journal; a worker killed right after its evaluation's call returned is retried, and the retry
     is given the journaled reply instead of paying for it again."""
     monkeypatch.syspath_prepend(str(HERE.parent / "evolve"))  # doubles:ModelProposer
-    summary, run = _calling_evolve(tmp_path / "local", None)
+    summary, run = calling_local
     local = {**_evolve_content(summary, run), "replies": _replies(run), "logged": len(run.read_jsonl("llm_calls.jsonl"))}
     in_units = [r for r in run.read_jsonl(REPLIES) if r.get("unit")]
     assert len(in_units) == local["task_evals"] > 30 and summary["replayed_replies"] == 0
@@ -302,6 +310,46 @@ def test_evaluations_that_call_the_model_run_on_ray_with_one_budget_and_one_jour
     slots = [(r["unit"], r["index"]) for r in run.read_jsonl(REPLIES) if r.get("unit")]
     assert len(slots) == len(set(slots))
     assert summary["replayed_replies"] >= 1  # the killed attempt's reply, given to its retry
+
+
+def test_a_driver_killed_mid_run_on_ray_resumes_to_the_uninterrupted_result(cluster, calling_local, tmp_path, monkeypatch):
+    """The driver — its own process, on the cluster — is SIGKILLed while evaluations that call the
+    model are in flight on the workers; the run is resumed on the cluster from here."""
+    monkeypatch.syspath_prepend(str(HERE.parent / "evolve"))  # doubles:ModelProposer
+    summary, run = calling_local
+    local = {**_evolve_content(summary, run), "replies": _replies(run)}
+
+    root = tmp_path / "ray"
+    ws, id_file, paid = calling_run.workspace(root), tmp_path / "run_id", tmp_path / "paid.log"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parent / "evolve"), os.environ["PYTHONPATH"]])}
+    driver = subprocess.Popen([sys.executable, str(HERE / "ray_driver.py"), cluster.address, str(root / "runs"), str(ws),
+                               str(id_file), str(paid), "2"], env=env, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (id_file.exists() and len(RunStore(root / "runs").open_run(id_file.read_text()).read_jsonl(EVALS)) >= 20):
+        assert driver.poll() is None, driver.stderr.read()[-3000:]
+        assert time.monotonic() < deadline, "the driver finished no 20 evaluations in time"
+        time.sleep(0.05)
+    driver.kill()
+    driver.wait()
+    store = RunStore(root / "runs")
+    run = store.open_run(id_file.read_text())
+    finished = {(r["candidate"], r["task_id"], r["seed"]) for r in run.read_jsonl(EVALS)}
+    assert run.status()["status"] != "done" and 20 <= len(finished) < local["task_evals"]  # killed mid-run
+
+    cfg = calling_run.config(ws)
+    with RayExecutor(ExecutorConfig(kind="ray")) as executor:
+        summary = Engine(cfg, run, calling_run.model(paid), executor=executor).execute()
+    resumed = {**_evolve_content(summary, run), "replies": _replies(run)}
+    keys = [(r["candidate"], r["task_id"], r["seed"]) for r in run.read_jsonl(EVALS)]
+    assert finished <= set(keys) and len(keys) == len(set(keys))  # nothing finished lost, nothing run twice
+    # task_evals and model_calls count this process's work only; the rest must be the same.
+    for part in ("evals", "candidates", "report", "replies"):
+        assert resumed[part] == local[part], part
+    # A step the kill cut after its event and before its checkpoint is logged again when rerun.
+    assert {e["step"]: e for e in resumed["steps"]} == {e["step"]: e for e in local["steps"]}
+    journaled = len(run.read_jsonl(REPLIES))
+    asked_again = len(paid.read_text().splitlines()) - journaled  # answered, then lost with the driver unjournaled
+    assert journaled == len(local["replies"]) and 0 <= asked_again <= 3
 
 
 def _humaneval(root: Path, executor: Any) -> tuple[dict[str, Any], Any]:
