@@ -322,11 +322,13 @@ def test_a_driver_killed_mid_run_on_ray_resumes_to_the_uninterrupted_result(clus
     root = tmp_path / "ray"
     ws, id_file, paid = calling_run.workspace(root), tmp_path / "run_id", tmp_path / "paid.log"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parent / "evolve"), os.environ["PYTHONPATH"]])}
-    driver = subprocess.Popen([sys.executable, str(HERE / "ray_driver.py"), cluster.address, str(root / "runs"), str(ws),
-                               str(id_file), str(paid), "2"], env=env, stderr=subprocess.PIPE, text=True)
+    log = tmp_path / "driver.log"
+    with log.open("w") as out:
+        driver = subprocess.Popen([sys.executable, str(HERE / "ray_driver.py"), cluster.address, str(root / "runs"),
+                                   str(ws), str(id_file), str(paid), "2"], env=env, stdout=out, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 120
     while not (id_file.exists() and len(RunStore(root / "runs").open_run(id_file.read_text()).read_jsonl(EVALS)) >= 20):
-        assert driver.poll() is None, driver.stderr.read()[-3000:]
+        assert driver.poll() is None, log.read_text()[-3000:]
         assert time.monotonic() < deadline, "the driver finished no 20 evaluations in time"
         time.sleep(0.05)
     driver.kill()
