@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ratchet.autoharness.batch import BATCH_KIND, run_suite
 from ratchet.autoharness.config import AutoHarnessConfig
-from ratchet.executors import LocalExecutor
+from ratchet.executors import LocalExecutor, UnitLost
 from ratchet.store import RunStore
 
 GAMES = ["TicTacToe-v0", "Bandit-v0"]
@@ -64,3 +64,29 @@ def test_on_a_pool_each_game_is_one_job_and_the_results_equal_the_in_process_bat
     here = content(tmp_path / "here", None)
     with LocalExecutor(2) as pool:
         assert content(tmp_path / "pool", pool) == here and here[1][GAMES[0]]
+
+
+class _LosesOneGame:
+    """An executor (the contract :func:`run_games` uses) whose worker always dies on the first game:
+    it gives that game up after its retries, as the Ray executor does, and runs the others."""
+
+    in_process = False
+
+    def map(self, fn, items, *, given_up=None):
+        for index, job in enumerate(items):
+            yield given_up(index, UnitLost(index, 3, "WorkerCrashedError")) if index == 0 else fn(job)
+
+
+def test_a_game_given_up_by_the_executor_is_recorded_failed_and_the_batch_goes_on(tmp_path):
+    store = RunStore(tmp_path / "runs")
+    cfg = AutoHarnessConfig(model="scripted:", iterations=1, eval_envs=1, eval_steps=4, search_seeds=[0],
+                            heldout_seeds=[7], library_dir=str(tmp_path / "lib"))
+    cfg.budget.max_calls = 1
+    state = run_suite("autoharness-145", cfg, store, None, games=GAMES, executor=_LosesOneGame())
+    reason = "lost: its worker died on all 3 attempts (WorkerCrashedError)"
+    assert state["reports"][GAMES[0]] == {"env": GAMES[0], "status": "not run", "reason": reason}
+    assert "search" in state["reports"][GAMES[1]]  # the game after it ran
+    assert store.get_run(state["runs"][GAMES[0]])["status"] == "failed"
+    batch_id = next(r["id"] for r in store.list_runs() if r["kind"] == BATCH_KIND)
+    assert store.get_run(batch_id)["summary"]["failed"] == {GAMES[0]: reason}
+    assert reason in store.open_run(batch_id).path("table.md").read_text()

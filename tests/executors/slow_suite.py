@@ -4,9 +4,11 @@ kills its worker. Named in configs as ``slow_suite:SlowSuite`` (this folder is o
 from __future__ import annotations
 
 import os
+import random
 import signal
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from pydantic import Field
 
@@ -53,3 +55,37 @@ def pause(item: int) -> int:
     """Half a second of a worker's time, then the item's square."""
     time.sleep(0.5)
     return item * item
+
+
+class CallingOptions(SlowOptions):
+    marker_dir: str | None = None
+    """If set, each evaluation leaves a file named by its process id here right after its model
+    call returned, then pauses: a test kills that process when the reply is journaled and the
+    evaluation's result not yet sent."""
+
+
+class CallingSuite(NoisySuite):
+    """Every task's pass probability is half the candidate's declared one and half the model's reply
+    to a question about (candidate, task, seed): its evaluations call the model, as the workflow
+    suites' do."""
+
+    name = "calling-noisy"
+
+    def __init__(self, options: CallingOptions, ctx: EngineContext | None = None) -> None:
+        super().__init__(options, ctx)
+        self.options: CallingOptions = options
+        self.ctx = ctx
+
+    def evaluate(self, candidate: Candidate, tasks: Sequence[Task], seed: int) -> list[TaskResult]:
+        default, _ = self.probabilities(candidate)
+        results = []
+        for task in tasks:
+            reply = self.ctx.model.complete([{"role": "user", "content": f"grade {candidate.id} on {task.id} at {seed}"}],
+                                            max_tokens=8, seed=seed).text
+            if self.options.marker_dir:
+                Path(self.options.marker_dir, str(os.getpid())).touch()
+            time.sleep(self.options.pause_s)
+            p = (default + float(reply)) / 2
+            solved = random.Random(f"{candidate.id}:{task.id}:{seed}").random() < p
+            results.append(TaskResult(task.id, seed, 1.0 if solved else 0.0, f"reply {reply}", (), {"p": p}))
+        return results

@@ -75,14 +75,14 @@ def test_a_pool_evaluates_like_one_after_another_and_stops_at_the_same_budget(tm
     assert kept["pool"] == kept["inline"]
 
 
-def test_a_suite_that_calls_the_model_is_refused_outside_the_driver(tmp_path: Path, monkeypatch) -> None:
+def test_a_suite_that_calls_the_model_is_refused_on_a_local_pool(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.syspath_prepend(str(Path(__file__).parent))
     cfg = EvolveConfig.model_validate({"workspace": str(_workspace(tmp_path)), "model": "scripted:",
                                        "suite": {"name": "slow_suite:ModelSuite"}, "canaries": {"enabled": False}})
     run = RunStore(tmp_path / "runs").create_run("evolve", cfg)
     with LocalExecutor(2) as pool, pytest.raises(RatchetError, match="calls the model inside its evaluations") as err:
         Engine(cfg, run, ScriptedModel(["0.5"]), executor=pool)
-    assert "--executor local" in str(err.value)
+    assert "--executor ray" in str(err.value) and "one local worker" in str(err.value)
     Engine(cfg, run, ScriptedModel(["0.5"]))  # in this process (the default) it is fine
 
 

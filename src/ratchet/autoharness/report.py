@@ -41,6 +41,11 @@ def game_report(cfg: Any, result: Any, evaluation: dict[str, Any] | None, *, run
     }
 
 
+def failed_games(reports: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """Games of a batch that produced no result, each with its reason (a batch's status shows them)."""
+    return {env: r.get("reason", "") for env, r in reports.items() if r.get("status") == "not run"}
+
+
 def _f(value: Any, digits: int = 2) -> str:
     if value is None:
         return "–"

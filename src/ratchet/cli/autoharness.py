@@ -152,6 +152,7 @@ def register(app: typer.Typer) -> None:
         proto = None if protocol == "none" else _protocol_config(protocol, protocol_set)
         if suite:
             from ratchet.autoharness.batch import run_suite
+            from ratchet.autoharness.report import failed_games
             from ratchet.executors import ExecutorConfig, build_executor
 
             flags = {"kind": executor, "address": address, "workers": workers}
@@ -164,7 +165,10 @@ def register(app: typer.Typer) -> None:
             if pool.stats.lost:
                 console.print(f"workers lost: {pool.stats.lost} game attempts died with their worker, "
                               f"{pool.stats.retried} were run again (each game is counted once)")
-            console.print(f"{len(state['reports'])} games done")
+            failed = failed_games(state["reports"])
+            console.print(f"{len(state['reports'])} games done" + (f", {len(failed)} without a result:" if failed else ""))
+            for env_id, reason in failed.items():
+                console.print(f"  {env_id}: {reason}", markup=False)
             return
         run, cfg = open_or_create(store, cfg, resume)
         llm = load_refiner(cfg.model, threads)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -24,6 +25,7 @@ from functools import partial
 from typing import Any
 
 from ratchet.contracts import Candidate, Completion, Evaluator, Executor, Failure, Message, Model, Task, TaskResult, Usage
+from ratchet.executors.units import unit_scope
 
 EVALS = "evolve/evals.jsonl"
 REPLIES = "evolve/replies.jsonl"
@@ -36,9 +38,16 @@ def result_from_record(record: dict[str, Any]) -> TaskResult:
                       failures, dict(record.get("metrics") or {}))
 
 
+def unit_name(candidate_id: str, task_id: str, seed: int) -> str:
+    """The name an evaluation's model calls are journaled under (see :mod:`ratchet.executors.units`)."""
+    return json.dumps([candidate_id, task_id, seed])
+
+
 def evaluate_task(inner: Evaluator, candidate: Candidate, seed: int, task: Task) -> TaskResult:
-    """One (candidate, task, seed) evaluation: the unit of work an executor runs anywhere."""
-    [result] = inner.evaluate(candidate, [task], seed)
+    """One (candidate, task, seed) evaluation: the unit of work an executor runs anywhere. Its model
+    calls are numbered within it, so that a rerun of it is given the replies already journaled."""
+    with unit_scope(unit_name(candidate.id, task.id, seed)):
+        [result] = inner.evaluate(candidate, [task], seed)
     return result
 
 
@@ -112,40 +121,80 @@ class JournaledModel:
 
     Wrap the *accounted* model, so a replayed reply is not counted again: it was paid for (and
     logged in the run's model calls) when it first arrived.
+
+    Calls made inside a unit of work (an evaluation: :func:`complete_for`, through
+    :class:`ratchet.executors.units.ScopedModel` here or the gateway from another machine) are
+    journaled with the unit and their index in it, and the ``index``-th call of a unit is answered
+    from the journal whenever it was answered before for the same request: a unit rerun after a
+    lost worker or a killed driver pays only for the calls no earlier attempt got. Thread-safe.
     """
 
     def __init__(self, inner: Model, run: Any) -> None:
         self.inner = inner
         self.run = run
         self.name = inner.name
-        self.calls = len(run.read_jsonl(REPLIES))
+        records = run.read_jsonl(REPLIES)
+        self.calls = len(records)
         self.replayed = 0
         self._pending: dict[str, deque[dict[str, Any]]] = {}
+        self._units = {(r["unit"], r["index"]): r for r in records if r.get("unit") is not None}
+        self._lock = threading.Lock()
+        self._slots: dict[tuple[str, int], threading.Lock] = {}
 
     def resume(self, calls: int) -> int:
-        """Replies recorded at call index ``calls`` or later become replayable; returns how many."""
+        """Replies recorded outside units at call index ``calls`` or later become replayable;
+        returns how many (replies of units are replayable always, by unit)."""
         self._pending = {}
         count = 0
         for record in self.run.read_jsonl(REPLIES):
-            if record["call"] >= calls:
+            if record["call"] >= calls and record.get("unit") is None:
                 self._pending.setdefault(record["key"], deque()).append(record)
                 count += 1
         return count
 
     def complete(self, messages: Sequence[Message], **params: Any) -> Completion:
         key = request_key(self.name, messages, params)
-        queue = self._pending.get(key)
-        if queue:
-            self.replayed += 1
-            r = queue.popleft()
-            return Completion(r["text"], Usage(r["prompt_tokens"], r["completion_tokens"]), 0.0, self.name, r["finish_reason"])
+        with self._lock:
+            queue = self._pending.get(key)
+            record = queue.popleft() if queue else None
+            if record is not None:
+                self.replayed += 1
+        if record is not None:
+            return self._replay(record)
         completion = self.inner.complete(messages, **params)
-        self.run.append_jsonl(REPLIES, {"call": self.calls, "key": key, "text": completion.text,
-                                        "prompt_tokens": completion.usage.prompt_tokens,
-                                        "completion_tokens": completion.usage.completion_tokens,
-                                        "finish_reason": completion.finish_reason, "recorded_at": time.time()})
-        self.calls += 1
+        self._append(key, completion, {})
         return completion
+
+    def complete_for(self, unit: str | None, index: int, messages: Sequence[Message], **params: Any) -> Completion:
+        """The ``index``-th call of ``unit``: from the journal when answered before for this request."""
+        if unit is None:
+            return self.complete(messages, **params)
+        key = request_key(self.name, messages, params)
+        slot = (unit, index)
+        with self._lock:
+            slot_lock = self._slots.setdefault(slot, threading.Lock())
+        with slot_lock:  # two attempts of one unit asking at once: the second waits and replays
+            record = self._units.get(slot)
+            if record is not None and record["key"] == key:
+                with self._lock:
+                    self.replayed += 1
+                return self._replay(record)
+            completion = self.inner.complete(messages, **params)
+            self._units[slot] = self._append(key, completion, {"unit": unit, "index": index})
+        return completion
+
+    def _replay(self, r: dict[str, Any]) -> Completion:
+        return Completion(r["text"], Usage(r["prompt_tokens"], r["completion_tokens"]), 0.0, self.name, r["finish_reason"])
+
+    def _append(self, key: str, completion: Completion, where: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            record = {"call": self.calls, "key": key, **where, "text": completion.text,
+                      "prompt_tokens": completion.usage.prompt_tokens,
+                      "completion_tokens": completion.usage.completion_tokens,
+                      "finish_reason": completion.finish_reason, "recorded_at": time.time()}
+            self.run.append_jsonl(REPLIES, record)
+            self.calls += 1
+        return record
 
     async def acomplete(self, messages: Sequence[Message], **params: Any) -> Completion:
         # The engine's loop is synchronous; an async caller gets the same journaled path.

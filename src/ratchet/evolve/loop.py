@@ -16,6 +16,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from statistics import fmean
 from typing import Any
 
@@ -33,6 +34,7 @@ from ratchet.store.files import rng_from_json, rng_to_json
 from ratchet.evolve.report import final_report
 from ratchet.evolve.workspace import PinMismatch, StaticCheck, apply, pins, snapshot, verify_pins
 from ratchet.executors import build_executor
+from ratchet.executors.units import ScopedModel
 from ratchet.models.budget import AccountedModel, Accountant
 
 CHECKPOINT = "evolve"
@@ -82,13 +84,15 @@ class Engine:
         self.accountant.on_call = run.record_llm_call
         self.journal = JournaledModel(AccountedModel(model, self.accountant, "evolve"), run) if model else None
         self.ctx = EngineContext(self.manifest, config.workspace, self.journal, run, config.seed)
-        self.suite = build("suite", config.suite, self.ctx)
-        self.paid_before = len(run.read_jsonl(EVALS))
         self._owns_executor = executor is None
         self.executor = executor if executor is not None else build_executor(config.executor)
         if hasattr(self.executor, "on_lost"):
             self.executor.on_lost = self._lost
+        self.gateway = None
+        self.suite_ctx = self._suite_context()  # also what the report's sampled suite is built with
+        self.suite = build("suite", config.suite, self.suite_ctx)
         self._check_remote_suite()
+        self.paid_before = len(run.read_jsonl(EVALS))
         self.evaluator = CachedEvaluator(self.suite, run, on_paid=self._charge, executor=self.executor)
         self.selector = build("selector", config.selector, self.ctx)
         self.proposers = [(build("proposer", spec, self.ctx), spec.weight) for spec in config.proposers]
@@ -111,18 +115,35 @@ class Engine:
 
     # -- where evaluations run --------------------------------------------------------------
 
-    def _check_remote_suite(self) -> None:
-        # A suite that calls the model inside an evaluation would carry the run's journaled model
-        # (and so the store) into another process: two writers, and calls the budget never sees.
+    def _suite_context(self) -> EngineContext:
+        """What the suite is built with. Its evaluations' model calls are numbered by evaluation
+        (so a rerun evaluation is given its journaled replies): in this process through the
+        journal itself; on other machines through the executor's gateway, which brings every call
+        back here to the one budget and journal. A suite sent to other machines gets no run store:
+        only the driver writes it."""
+        if self.journal is None:
+            return self.ctx
         if getattr(self.executor, "in_process", True):
+            return replace(self.ctx, model=ScopedModel(self.journal))
+        serve = getattr(self.executor, "serve", None)
+        if serve is None:  # a local pool: no way back to this process (refused below if the suite needs it)
+            return replace(self.ctx, model=None, run=None)
+        self.gateway = serve(self.journal)
+        return replace(self.ctx, model=self.gateway.model, run=None)
+
+    def _check_remote_suite(self) -> None:
+        # A suite that calls the model inside an evaluation, on a pool with no gateway back to the
+        # driver, would have its calls escape the run's one budget and journal.
+        if getattr(self.executor, "in_process", True) or self.gateway is not None or self.journal is None:
             return
-        if getattr(getattr(self.suite, "ctx", None), "model", None) is not None:
+        if hasattr(getattr(self.suite, "ctx", None), "model"):
             if self._owns_executor:
                 self.executor.close()
-            raise RatchetError(f"the {self.suite.name} suite calls the model inside its evaluations, which cannot yet "
-                               "run outside the driver (their calls must go through the run's one budget and journal)",
-                               hint="run it with --executor local (one worker, the default), or leave out `model` "
-                                    "if its evaluations do not need one")
+            raise RatchetError(f"the {self.suite.name} suite calls the model inside its evaluations, which a local "
+                               "process pool cannot bring back to the run's one budget and journal",
+                               hint="run it with --executor ray (the driver serves the model to the workers), or "
+                                    "with one local worker (the default), or leave out `model` if its evaluations "
+                                    "do not need one")
 
     def _lost(self, info: dict[str, Any]) -> None:
         """An evaluation's worker died; the executor runs it again (bounded). Kept in the events so
@@ -202,6 +223,8 @@ class Engine:
             self.run.set_status("failed", {"state": "failed", "error": str(exc).splitlines()[0]})
             raise
         finally:
+            if self.gateway is not None:
+                self.gateway.close()
             if self._owns_executor:
                 self.executor.close()
         return summary

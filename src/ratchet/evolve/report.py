@@ -62,7 +62,7 @@ def sampling_evaluator(engine: Any, temperature: float | None) -> tuple[Evaluato
     sampled = options.model_copy(update={"workflow": workflow.model_copy(update={"temperature": temperature})})
     # Built as the registry builds every component (Cls(options, ctx)); the budget was lifted for
     # the report, so no budget check is attached.
-    suite = type(engine.suite)(sampled, engine.ctx)
+    suite = type(engine.suite)(sampled, engine.suite_ctx)  # the same way to the model: the journal or the gateway
     return CachedEvaluator(suite, engine.run, executor=engine.executor), temperature
 
 

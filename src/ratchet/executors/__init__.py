@@ -7,7 +7,7 @@ run store. :func:`build_executor` makes the one a config names.
 
 from ratchet.executors.config import ExecutorConfig
 from ratchet.executors.local import LocalExecutor, default_workers
-from ratchet.executors.retries import ExecutorStats, OnLost
+from ratchet.executors.retries import ExecutorStats, OnLost, UnitLost
 
 
 def build_executor(config: ExecutorConfig | None = None, *, local_workers: int = 1,
@@ -22,4 +22,4 @@ def build_executor(config: ExecutorConfig | None = None, *, local_workers: int =
     return LocalExecutor(config.workers or local_workers)
 
 
-__all__ = ["ExecutorConfig", "ExecutorStats", "LocalExecutor", "OnLost", "build_executor", "default_workers"]
+__all__ = ["ExecutorConfig", "ExecutorStats", "LocalExecutor", "OnLost", "UnitLost", "build_executor", "default_workers"]

@@ -32,6 +32,9 @@ class ExecutorConfig(Settings):
     attempt's results never reach the store, so nothing it did is counted."""
     local_cpus: int | None = Field(default=None, ge=1)
     """ray with no ``address``: CPUs of the private instance (None: Ray's own count)."""
+    model_threads: int = Field(default=4, ge=1)
+    """ray: model calls of remote evaluations the driver answers at once (they all go through the
+    run's one budget and journal, in the driver; see ``executors/gateway.py``)."""
     runtime_env: dict[str, Any] = Field(default_factory=dict)
     """ray: a Ray runtime environment for the tasks (``env_vars``, ``working_dir``, ``pip``…); the
     driver's PYTHONPATH is added to ``env_vars`` so workers import the same Ratchet."""

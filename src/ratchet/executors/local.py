@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import TypeVar
 
-from ratchet.executors.retries import ExecutorStats
+from ratchet.executors.retries import ExecutorStats, UnitLost
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -66,7 +66,10 @@ class LocalExecutor:
             )
         return self._pool
 
-    def map(self, fn: Callable[[T], R], items: Iterable[T]) -> Iterator[R]:
+    def map(self, fn: Callable[[T], R], items: Iterable[T], *,
+            given_up: Callable[[int, UnitLost], R] | None = None) -> Iterator[R]:
+        """``fn`` over ``items``. ``given_up`` is accepted for the Ray executor's sake and never
+        called: nothing here is retried, so nothing is given up (a dead pool process is an error)."""
         items = list(items)
         total = len(items)
         self.stats.tasks += total

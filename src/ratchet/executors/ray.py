@@ -23,8 +23,10 @@ from typing import Any, TypeVar
 
 from ratchet.contracts import RatchetError
 from ratchet.executors.config import ExecutorConfig
+from ratchet.executors.gateway import ModelGateway
 from ratchet.executors.local import Progress
-from ratchet.executors.retries import ExecutorStats, OnLost
+from ratchet.executors.retries import ExecutorStats, OnLost, UnitLost
+from ratchet.executors.units import UnitServer
 
 log = logging.getLogger("ratchet.executors.ray")
 
@@ -97,10 +99,15 @@ class RayExecutor:
         self.on_lost = on_lost
         self.stats = ExecutorStats()
         self._deaths = tuple(getattr(self._ray.exceptions, name) for name in _DEATHS if hasattr(self._ray.exceptions, name))
+        self._gateways: list[ModelGateway] = []
         self._task = self._ray.remote(_call).options(num_cpus=self.config.num_cpus, num_gpus=self.config.num_gpus,
                                                      max_retries=0)  # retries are ours: counted and bounded
 
-    def map(self, fn: Callable[[T], R], items: Iterable[T]) -> Iterator[R]:
+    def map(self, fn: Callable[[T], R], items: Iterable[T], *,
+            given_up: Callable[[int, UnitLost], R] | None = None) -> Iterator[R]:
+        """``fn`` over ``items``. A unit lost more than ``max_retries`` times raises its
+        :class:`UnitLost` here, ending the map, unless ``given_up(index, error)`` is given: then what
+        it returns stands in for that unit's result and the other units go on."""
         ray = self._ray
         items = list(items)
         total = len(items)
@@ -139,9 +146,8 @@ class RayExecutor:
                     if self._lost(i, attempts[i], exc):
                         submit(i)
                         continue
-                    results[i] = _Failed(RatchetError(
-                        f"task {i} was lost {attempts[i]} times (its worker died each time): {type(exc).__name__}",
-                        hint="raise executor.max_retries, or look for the cause in the Ray logs (/tmp/ray/session_latest/logs)"))
+                    lost = UnitLost(i, attempts[i], type(exc).__name__)
+                    results[i] = _Failed(lost) if given_up is None else given_up(i, lost)
                 done += 1
                 self.stats.done += 1
                 if self.progress:
@@ -166,7 +172,17 @@ class RayExecutor:
             self.on_lost({"index": index, "attempt": attempt, "retried": retry, "error": type(exc).__name__})
         return retry
 
+    def serve(self, server: UnitServer) -> ModelGateway:
+        """Serve the driver's model to this executor's units while they run: hand the units the
+        gateway's ``model``; close the gateway (or this executor) when done."""
+        gateway = ModelGateway(self._ray, server, self.config.model_threads)
+        self._gateways.append(gateway)
+        return gateway
+
     def close(self) -> None:
+        for gateway in self._gateways:
+            gateway.close()
+        self._gateways = []
         if self._owns and self._ray.is_initialized():
             self._ray.shutdown()
         self._owns = False

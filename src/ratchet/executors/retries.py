@@ -6,6 +6,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ratchet.contracts import RatchetError
+
 #: Called once per attempt lost to a dead worker: ``{"index", "attempt", "retried", "error"}``.
 OnLost = Callable[[dict[str, Any]], None]
 
@@ -23,3 +25,16 @@ class ExecutorStats:
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
+
+
+class UnitLost(RatchetError):
+    """A unit whose worker died on every one of its ``attempts`` (``max_retries`` + 1)."""
+
+    def __init__(self, index: int, attempts: int, error: str) -> None:
+        super().__init__(f"task {index} was lost {attempts} times (its worker died each time): {error}",
+                         hint="raise executor.max_retries, or look for the cause in the Ray logs "
+                              "(/tmp/ray/session_latest/logs)")
+        self.index, self.attempts, self.error = index, attempts, error
+
+    def __reduce__(self) -> tuple[Any, ...]:  # keyword-free arguments: it pickles like any error
+        return (UnitLost, (self.index, self.attempts, self.error))

@@ -91,8 +91,12 @@ def run_job(job: RunJob) -> RunResult:
         return RunResult(job.run_id, directory_files(run.dir), value)
 
 
-def continue_runs(executor: Executor, jobs: Sequence[RunJob], store: Any) -> Iterator[RunResult]:
-    """Each job on ``executor``; each result's files are written into ``store`` before it is yielded."""
-    for result in executor.map(run_job, jobs):
+def continue_runs(executor: Executor, jobs: Sequence[RunJob], store: Any,
+                  given_up: Callable[[RunJob, Any], RunResult] | None = None) -> Iterator[RunResult]:
+    """Each job on ``executor``; each result's files are written into ``store`` before it is yielded.
+    ``given_up(job, error)`` stands in for a job the executor gave up on (its worker died on every
+    attempt); without it that ends the map with the error."""
+    kwargs = {} if given_up is None else {"given_up": lambda i, error: given_up(jobs[i], error)}
+    for result in executor.map(run_job, jobs, **kwargs):
         replace_run_files(store, result.run_id, result.files)
         yield result

@@ -1,0 +1,159 @@
+"""The driver's model, served to units of work running on other machines of a Ray cluster.
+
+A unit that calls the model (a workflow suite's evaluation) must not carry the run's model with it:
+its calls would escape the run's one budget and be journaled by a second writer. Instead the unit
+gets a :class:`RemoteModel`, which sends each call — numbered by its unit
+(:mod:`ratchet.executors.units`) — to a :class:`ModelRelay` actor; threads of the driver take the
+calls from the relay, answer each through the driver's :class:`~ratchet.executors.units.UnitServer`
+(accounted and journaled there, by the store's one writer) and hand the reply back through the
+relay. A call a lost attempt already got is answered again from the journal, not paid again.
+
+The relay holds no state worth keeping: it lives as long as the driver (Ray ends an actor with
+its owner), and a reply it loses to a dead worker was journaled before it was sent.
+
+``ray`` is imported when a gateway or remote call is made, not at module import (an optional,
+slow-to-import dependency).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import pickle
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from ratchet.contracts import Completion, Message, RatchetError
+from ratchet.executors.units import UnitServer, next_call
+
+log = logging.getLogger("ratchet.executors.gateway")
+
+#: Seconds one poll of the relay waits for a call before the driver's thread looks again.
+POLL_S = 0.2
+
+
+class ModelRelay:
+    """A Ray actor (asynchronous) between remote callers and the driver: callers ``call`` and wait;
+    the driver ``take``s the calls waiting and ``answer``s each."""
+
+    def __init__(self) -> None:
+        self._calls: asyncio.Queue[tuple[int, dict[str, Any]]] = asyncio.Queue()
+        self._waiting: dict[int, asyncio.Future[Any]] = {}
+        self._next = 0
+
+    async def call(self, request: dict[str, Any]) -> tuple[str, Any]:
+        future = asyncio.get_running_loop().create_future()
+        self._next += 1
+        self._waiting[self._next] = future
+        await self._calls.put((self._next, request))
+        return await future
+
+    async def take(self, wait_s: float) -> list[tuple[int, dict[str, Any]]]:
+        try:
+            taken = [await asyncio.wait_for(self._calls.get(), wait_s)]
+        except asyncio.TimeoutError:
+            return []
+        while not self._calls.empty():
+            taken.append(self._calls.get_nowait())
+        return taken
+
+    async def answer(self, ident: int, reply: tuple[str, Any]) -> None:
+        future = self._waiting.pop(ident, None)
+        if future is not None and not future.done():  # a caller whose worker died waits no more
+            future.set_result(reply)
+
+
+class RemoteModel:
+    """A ``Model`` that a unit carries to its worker: each call goes to the driver through the relay.
+    Picklable (an actor handle and a name)."""
+
+    def __init__(self, relay: Any, name: str) -> None:
+        self.relay = relay
+        self.name = name
+
+    def complete(self, messages: Sequence[Message], **params: Any) -> Completion:
+        import ray  # deferred: optional and slow to import; a worker that runs this has it loaded
+
+        unit, index = next_call()
+        request = {"unit": unit, "index": index, "messages": [dict(m) for m in messages], "params": params}
+        status, value = ray.get(self.relay.call.remote(request))
+        if status == "error":
+            raise value
+        return value
+
+    async def acomplete(self, messages: Sequence[Message], **params: Any) -> Completion:
+        return self.complete(messages, **params)
+
+
+def _sendable(exc: BaseException) -> BaseException:
+    # The error travels to the worker by pickle; one that cannot is sent as its text.
+    try:
+        pickle.loads(pickle.dumps(exc))
+        return exc
+    except Exception:  # noqa: BLE001 - any unpicklable error
+        return RatchetError(f"{type(exc).__name__}: {exc}")
+
+
+class ModelGateway:
+    """Serves ``server`` to remote units while it is open: ``model`` is what the units get.
+
+    ``threads`` calls are answered at once (more help an HTTP model server that batches; an
+    embedded model answers one at a time whatever the count).
+    """
+
+    def __init__(self, ray: Any, server: UnitServer, threads: int = 4) -> None:
+        self._ray = ray
+        self.server = server
+        # deferred: ray is optional. The relay runs on the driver's node (soft: anywhere if it cannot).
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        strategy = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
+        self.relay = ray.remote(ModelRelay).options(num_cpus=0, scheduling_strategy=strategy).remote()
+        self.model = RemoteModel(self.relay, server.name)
+        self.served = 0
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="ratchet-gateway")
+        self._stop = threading.Event()
+        self._poller = threading.Thread(target=self._poll, name="ratchet-gateway-poll", daemon=True)
+        self._poller.start()
+
+    def _poll(self) -> None:
+        while not self._stop.is_set():
+            try:
+                taken = self._ray.get(self.relay.take.remote(POLL_S))
+            except Exception as exc:  # noqa: BLE001 - the relay is gone (Ray shut down): nothing left to serve
+                if not self._stop.is_set():
+                    log.warning("model gateway stopped: %s", exc)
+                return
+            for ident, request in taken:
+                self._pool.submit(self._serve, ident, request)
+
+    def _serve(self, ident: int, request: dict[str, Any]) -> None:
+        try:
+            reply: tuple[str, Any] = ("ok", self.server.complete_for(request["unit"], request["index"],
+                                                                     request["messages"], **request["params"]))
+        except Exception as exc:  # noqa: BLE001 - the caller raises it (a budget stop, a model error)
+            reply = ("error", _sendable(exc))
+        self.served += 1
+        try:
+            self.relay.answer.remote(ident, reply)
+        except Exception:  # noqa: BLE001 - Ray is shutting down; the reply is journaled all the same
+            pass
+
+    def close(self) -> None:
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        self._poller.join(timeout=POLL_S * 10)
+        self._pool.shutdown(wait=True)
+        try:
+            self._ray.kill(self.relay)
+        except Exception:  # noqa: BLE001 - already gone with the cluster
+            pass
+
+    def __enter__(self) -> ModelGateway:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
