@@ -481,20 +481,22 @@ class Trainer:
                 out.extend(zip(torch.split(values, lengths), torch.split(index, lengths), strict=True))
         return out
 
-    def _teacher_replies(self, hinted: Sequence[_Prepared], starts: Sequence[int]) -> None:
+    def _teacher_replies(self, hinted: Sequence[_Prepared], starts: Sequence[int]) -> list[str]:
         """``distill_target=teacher``: the hinted base model writes its own greedy reply, and its
-        top-k along that reply becomes the distillation target of the student without the hint."""
+        top-k along that reply becomes the distillation target of the student without the hint.
+        Returns the replies' text: what the student is taught, kept in the version's record."""
         cfg = self.config
         prompts = [it.teacher_ids[:start] for it, start in zip(hinted, starts, strict=True)]
         replies = self.greedy_ids(prompts, cfg.teacher_max_tokens, base=True)
         keep = [(it, p, r) for it, p, r in zip(hinted, prompts, replies, strict=True) if r]
         if not keep:
-            return
+            return []
         topk = self.teacher_topk([p + r for _, p, r in keep], [len(p) for _, p, _ in keep], cfg.opd_topk)
         for (it, _, reply), pair in zip(keep, topk, strict=True):
             it.distill_ids = it.input_ids[: it.response_start] + reply
             it.distill_start = it.response_start
             it.teacher_topk = pair
+        return [str(self.tokenizer.decode(r, skip_special_tokens=True)) for _, _, r in keep]
 
     def greedy_ids(self, prompts: Sequence[list[int]], max_tokens: int, *, base: bool = False) -> list[list[int]]:
         """Greedy reply token ids (end-of-turn excluded, as the server records them) for a batch of
@@ -634,6 +636,7 @@ class Trainer:
             return metrics
         # Teacher and reference scores come from the frozen base: computed once, before the update.
         hinted = [it for it in items if it.teacher_ids is not None]
+        teacher_targets: list[str] = []
         if hinted:
             starts = [len(it.teacher_ids) - (len(it.input_ids) - it.response_start) for it in hinted]
             for it, lp in zip(hinted, self.score([it.teacher_ids for it in hinted], starts, base=True), strict=True):
@@ -643,7 +646,7 @@ class Trainer:
                 for it, pair in zip(hinted, topk, strict=True):
                     it.teacher_topk = pair
             elif cfg.opd_topk and cfg.signal != "rl":
-                self._teacher_replies(hinted, starts)
+                teacher_targets = self._teacher_replies(hinted, starts)
         refs = None
         if cfg.kl_coef:
             refs = self.score([it.input_ids for it in items], [it.response_start for it in items], base=True)
@@ -744,6 +747,7 @@ class Trainer:
             tokens=int(total_tokens),
             sequence_tokens=int(sum(len(it.input_ids) for it in items)),
             hinted=len(hinted),
+            teacher_targets=teacher_targets,
             step_s=round(elapsed, 3),
             tokens_per_s=round(sum(len(it.input_ids) for it in items) * epochs / elapsed, 2),
         )
