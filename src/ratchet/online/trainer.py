@@ -271,6 +271,16 @@ def with_hint(messages: Sequence[dict[str, Any]], hint: str) -> list[dict[str, A
     return [*out, {"role": "user", "content": hint}]
 
 
+def already_asked(messages: Sequence[dict[str, Any]], hint: str) -> bool:
+    """Whether the last user message already contains the hint (case and spacing aside)."""
+    def norm(text: str) -> str:
+        return " ".join(text.lower().split())
+
+    last = next((m for m in reversed(messages) if m.get("role") == "user"), None)
+    content = last.get("content") if last else None
+    return isinstance(content, str) and norm(hint) in norm(content)
+
+
 class Trainer:
     """A peft LoRA policy with one update per batch of samples.
 
@@ -382,13 +392,19 @@ class Trainer:
         """
         cfg = self.config
         kept: list[_Prepared] = []
-        dropped = {"stale": 0, "no_signal": 0, "empty": 0}
+        dropped = {"stale": 0, "no_signal": 0, "empty": 0, "hint_already_asked": 0}
         for sample in samples:
             turn, judgement = sample.turn, sample.judgement
             if self.staleness(turn.policy_version) > cfg.max_staleness:
                 dropped["stale"] += 1
                 continue
             hint = judgement.hint if cfg.signal in ("opd", "combine") else None
+            if hint and already_asked(turn.messages, hint):
+                # The student already saw this instruction (a retry after the correction that
+                # states it): a teacher told it again knows nothing the student does not, and
+                # distilling it only pulls the student toward the base's own reply there.
+                dropped["hint_already_asked"] += 1
+                hint = None
             reward = float(judgement.reward) if cfg.signal in ("rl", "combine") else 0.0
             if not reward and not hint:
                 dropped["no_signal"] += 1
