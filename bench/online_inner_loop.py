@@ -199,6 +199,8 @@ def run_variant(name: str, overrides: dict[str, Any], pref: Any, args: argparse.
             torch.save({"step": step, "lora": trainer.lora_state(), "optimizer": trainer.optimizer.state_dict(),
                         "next_prompt": replay.next_prompt, "met_first": replay.met_first}, tmp)
             os.replace(tmp, checkpoint)
+        if step == args.served_check_at:
+            row["served_check"] = served_check(trainer, pref)
         if save is not None:  # a run stopped between updates keeps the steps it made
             save({"overrides": overrides, "curve": curve, "met_first": replay.met_first, "partial": True})
         print(f"[{name}] step {step}: pref {m['preference']:.2f} guard {m['guard']:.2f} "
@@ -211,7 +213,7 @@ def run_variant(name: str, overrides: dict[str, Any], pref: Any, args: argparse.
     return result
 
 
-def served_check(trainer: Any, pref: Any, tokens: int = 24) -> dict[str, Any]:
+def served_check(trainer: Any, pref: Any, tokens: int = 16, prompts: int = 6) -> dict[str, Any]:
     """The adapter as serving loads it (GGUF LoRA in llama.cpp) against the torch policy, greedy.
 
     The base model is compared the same way (llama.cpp without LoRA against torch with the adapter
@@ -226,13 +228,13 @@ def served_check(trainer: Any, pref: Any, tokens: int = 24) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="inner-loop-"))
     adapter = trainer.save_adapter(tmp / "adapter")
     gguf = convert_adapter(adapter, trainer.base_gguf, tmp / "adapter.gguf")
-    prompts = [[{"role": "user", "content": q}] for q in HELDOUT_PROMPTS]
-    out: dict[str, Any] = {"tokens": tokens}
+    chats = [[{"role": "user", "content": q}] for q in HELDOUT_PROMPTS[:prompts]]
+    out: dict[str, Any] = {"tokens": tokens, "step": trainer.version}
     for label, lora, base in (("base", None, True), ("adapter", gguf, False)):
         policy = LlamaPolicy(trainer.base_gguf, lora_path=lora, n_ctx=512, n_threads=2)
-        served = [policy.generate(m, max_tokens=tokens, temperature=0.0) for m in prompts]
+        served = [policy.generate(m, max_tokens=tokens, temperature=0.0) for m in chats]
         policy.close()
-        torch_ids = _replies(trainer, prompts, tokens, base=base)
+        torch_ids = _replies(trainer, chats, tokens, base=base)
         agree = []
         for g, t in zip(served, torch_ids, strict=True):
             n = next((i for i, (a, b) in enumerate(zip(g.token_ids, t)) if a != b), min(len(g.token_ids), len(t)))
@@ -282,7 +284,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="torch threads; more than the cores left free by other jobs slows it several-fold")
     parser.add_argument("--store", default=None,
                         help="checkpoint folder: an interrupted variant continues from its last update")
-    parser.add_argument("--served-check", action="store_true")
+    parser.add_argument("--served-check", action="store_true", help="after the last update: llama.cpp vs torch")
+    parser.add_argument("--served-check-at", type=int, default=0, help="the same check after this update")
     parser.add_argument("--probe", action="store_true")
     parser.add_argument("--probe-preferences", nargs="*", default=["greeting", "caps", "bullets"])
     args = parser.parse_args(argv)
@@ -343,10 +346,11 @@ def markdown(data: dict[str, Any]) -> str:
                 continue
             c = r["curve"]
             label = rkey[len(key) + 1:] + (" (stopped)" if r.get("partial") else "")
-            served = r.get("served_check")
+            served = r.get("served_check") or next((x["served_check"] for x in c if x.get("served_check")), None)
             if served and "adapter" in served:
                 a, b = served["adapter"], served["base"]
-                label += (f"; llama.cpp vs torch, {served['tokens']} greedy tokens: identical {a['identical']:.2f} "
+                label += (f"; llama.cpp vs torch after update {served.get('step')}, {served['tokens']} greedy tokens: "
+                          f"identical {a['identical']:.2f} "
                           f"(base {b['identical']:.2f}), preference {a['served_preference']:.2f} vs "
                           f"{a['torch_preference']:.2f}")
             lines.append(f"| {label} | `{json.dumps(r['overrides'])}` | "
