@@ -199,10 +199,14 @@ def run_variant(name: str, overrides: dict[str, Any], pref: Any, args: argparse.
             torch.save({"step": step, "lora": trainer.lora_state(), "optimizer": trainer.optimizer.state_dict(),
                         "next_prompt": replay.next_prompt, "met_first": replay.met_first}, tmp)
             os.replace(tmp, checkpoint)
+        def keep() -> None:  # a run stopped between updates (or in the check) keeps the steps it made
+            if save is not None:
+                save({"overrides": overrides, "curve": curve, "met_first": replay.met_first, "partial": True})
+
+        keep()
         if step == args.served_check_at:
             row["served_check"] = served_check(trainer, pref)
-        if save is not None:  # a run stopped between updates keeps the steps it made
-            save({"overrides": overrides, "curve": curve, "met_first": replay.met_first, "partial": True})
+            keep()
         print(f"[{name}] step {step}: pref {m['preference']:.2f} guard {m['guard']:.2f} "
               f"logp {m['logp_pref']:.2f} kl {m['kl']:.3f} replay {replay_s:.0f}s step {step_s:.0f}s "
               f"measure {m['measure_s']}s "
