@@ -73,7 +73,9 @@ class TrainerConfig(Settings):
     leads to; costs one greedy generation of ``teacher_max_tokens`` per hinted sample. Measured
     through ``ratchet serve`` on the 0.5B (docs/online.md): the held-out preference margin rose
     −24.6 → −15.3 → −9.1 nats in two updates of 5 and 4 samples (``served``, the old hint: −24.6 →
-    −20.4 in one update of 8), though greedy replies did not yet start with the greeting."""
+    −20.4 in one update of 8), though greedy replies did not yet start with the greeting. On the
+    trainer alone (``bench/online_inner_loop.py``) they did: 8 of 12 held-out replies after the 3rd
+    update, 12 of 12 after the 4th, while the guard tasks fell 0.83 → 0.42."""
     teacher_max_tokens: int = Field(default=48, ge=1)
     """Length limit of the hinted teacher's own reply (``distill_target=teacher``)."""
     lora_r: int = Field(default=16, ge=1)
@@ -88,7 +90,8 @@ class TrainerConfig(Settings):
     collapsed the model; with top-k distillation one update at 3e-4 raised the held-out preference
     margin by 4.6 nats (KL 0.04), at 1e-3 by 8 nats, but the second update at 1e-3 collapsed the
     replies into one greeting for every prompt (refused by the gate's KL check), so 3e-4 is the
-    default. The held-out preference did not yet rise by generated text at either rate."""
+    default. Through the server the held-out preference did not yet rise by generated text at either
+    rate; the trainer alone at 3e-4 flips it in 3–4 updates (``bench/results/online_inner_loop.md``)."""
     batch_size: int = Field(default=8, ge=1)
     """Samples per update (one version per update). 8 publishes a version every ~4 conversations of a
     correcting user; an update of 8 short replies takes ~1 min on one core of the 0.5B."""
