@@ -78,8 +78,9 @@ def measure(trainer: Any, pref: Any, *, base: bool = False, base_replies: dict[s
     replies = [dec(r, skip_special_tokens=True) for r in _replies(trainer, held, CHECK_TOKENS[pref.name], base=base)]
     guard = [dec(r, skip_special_tokens=True)
              for r in _replies(trainer, [[{"role": "user", "content": q}] for q, _ in GUARD_TASKS], 16, base=base)]
-    opening = pref.example.rstrip()
-    logp = [trainer.sequence_logprob(m, opening, base=base) for m in held]
+    opening = trainer.tokenizer.encode(pref.example.rstrip(), add_special_tokens=False)
+    prompts = [_chat(trainer, m) for m in held]
+    logp = [float(lp.sum()) for lp in trainer.score([p + opening for p in prompts], [len(p) for p in prompts], base=base)]
     out = {
         "preference": sum(pref.check(r) for r in replies) / len(replies),
         "guard": sum(a in g.lower() for (_, a), g in zip(GUARD_TASKS, guard, strict=True)) / len(guard),
@@ -106,10 +107,9 @@ class Replay:
         self.met_first: list[bool] = []
         self.left: list[Sample] = []
 
-    def _turn(self, messages: list[dict[str, Any]], reply: list[int]) -> Turn:
+    def _turn(self, messages: list[dict[str, Any]], reply: list[int], logprobs: list[float]) -> Turn:
         trainer = self.trainer
         prompt = _chat(trainer, messages)
-        logprobs = trainer.score([prompt + reply], [len(prompt)])[0].tolist() if reply else []
         return Turn(turn_id=f"c{self.next_prompt}-{len(messages)}", session_id="replay", session_inferred=False,
                     turn_type="main", messages=messages, response_text=trainer.tokenizer.decode(reply),
                     prompt_token_ids=prompt, response_token_ids=reply, response_logprobs=logprobs,
@@ -128,14 +128,19 @@ class Replay:
                 if not convs:
                     break
                 replies = _replies(self.trainer, convs, self.max_tokens)
+                # The serving log-probs of the replies (one batched forward; empty replies score nothing).
+                scored = [(_chat(self.trainer, m), r) for m, r in zip(convs, replies, strict=True) if r]
+                scores = iter(self.trainer.score([p + r for p, r in scored], [len(p) for p, _ in scored])
+                              if scored else [])
                 again = []
                 for messages, reply in zip(convs, replies, strict=True):
+                    logprobs = next(scores).tolist() if reply else []
                     text = self.trainer.tokenizer.decode(reply, skip_special_tokens=True)
                     ok = self.pref.check(text)
                     if attempt == 0:
                         self.met_first.append(ok)
                     next_state = self.user.praise if ok else self.user.correction()
-                    turn = self._turn(list(messages), reply)
+                    turn = self._turn(list(messages), reply, logprobs)
                     samples.append(Sample(turn, self.judge.judge(turn, next_state)))
                     if not ok:
                         again.append([*messages, {"role": "assistant", "content": text},
@@ -146,7 +151,12 @@ class Replay:
 
 
 def run_variant(name: str, overrides: dict[str, Any], pref: Any, args: argparse.Namespace, base: dict,
-                save: Any = None) -> dict:
+                save: Any = None, previous: dict | None = None) -> dict:
+    """``args.steps`` updates from the base model, measured after each; with ``args.store`` the
+    LoRA, Adam state and replay position are checkpointed after every update, and a run whose
+    checkpoint matches ``previous`` (its partial result) continues from it instead of restarting."""
+    import torch
+
     from ratchet.online.trainer import Trainer, TrainerConfig
 
     settings = dict(overrides)
@@ -156,8 +166,18 @@ def run_variant(name: str, overrides: dict[str, Any], pref: Any, args: argparse.
     replay = Replay(trainer, pref, max_tokens=args.max_tokens, second_turns=not args.first_turns_only,
                     hint_style=hint_style)
     curve = [{"step": 0, **{k: base[k] for k in ("preference", "guard", "logp_pref")}, "kl": 0.0}]
+    checkpoint = Path(args.store) / f"{pref.name}-{name}.pt" if args.store else None
+    if checkpoint is not None and checkpoint.is_file() and previous and previous.get("partial") \
+            and previous.get("overrides") == overrides:
+        state = torch.load(checkpoint, weights_only=False)
+        if state["step"] == len(previous["curve"]) - 1:
+            trainer.set_lora_state(state["lora"], state["step"])
+            trainer.optimizer.load_state_dict(state["optimizer"])
+            replay.next_prompt, replay.met_first = state["next_prompt"], state["met_first"]
+            curve = previous["curve"]
+            print(f"[{name}] resumed after step {state['step']}", flush=True)
     print(f"[{name}] {overrides}", flush=True)
-    for step in range(1, args.steps + 1):
+    for step in range(len(curve), args.steps + 1):
         started = time.perf_counter()
         samples = replay.batch(config.batch_size)
         replay_s = time.perf_counter() - started
@@ -166,25 +186,44 @@ def run_variant(name: str, overrides: dict[str, Any], pref: Any, args: argparse.
         step_s = time.perf_counter() - started
         trainer.version += 1
         m = measure(trainer, pref, base_replies=base["base_replies"])
-        row = {"step": step, "step_s": round(step_s, 1), "rewards": [s.judgement.reward for s in samples],
-               **{k: m[k] for k in ("preference", "guard", "logp_pref", "kl")},
+        row = {"step": step, "replay_s": round(replay_s, 1), "step_s": round(step_s, 1),
+               "rewards": [s.judgement.reward for s in samples],
+               **{k: m[k] for k in ("preference", "guard", "logp_pref", "kl", "measure_s")},
                "distill_kl": metrics.get("distill_kl"), "grad_norm": metrics.get("grad_norm"),
-               "replies": list(m["replies"].values())[:4]}
+               "replies": list(m["replies"].values())[:4], "teacher_targets": metrics.get("teacher_targets", []),
+               "guard_replies": m["guard_replies"]}
         curve.append(row)
-        if save is not None:  # a run stopped between updates keeps the steps it made
-            save({"overrides": overrides, "curve": curve, "met_first": replay.met_first, "partial": True})
+        if checkpoint is not None:
+            checkpoint.parent.mkdir(parents=True, exist_ok=True)
+            tmp = checkpoint.with_name(checkpoint.name + ".tmp")
+            torch.save({"step": step, "lora": trainer.lora_state(), "optimizer": trainer.optimizer.state_dict(),
+                        "next_prompt": replay.next_prompt, "met_first": replay.met_first}, tmp)
+            os.replace(tmp, checkpoint)
+        def keep() -> None:  # a run stopped between updates (or in the check) keeps the steps it made
+            if save is not None:
+                save({"overrides": overrides, "curve": curve, "met_first": replay.met_first, "partial": True})
+
+        keep()
+        if step == args.served_check_at:
+            row["served_check"] = served_check(trainer, pref)
+            keep()
         print(f"[{name}] step {step}: pref {m['preference']:.2f} guard {m['guard']:.2f} "
               f"logp {m['logp_pref']:.2f} kl {m['kl']:.3f} replay {replay_s:.0f}s step {step_s:.0f}s "
               f"measure {m['measure_s']}s "
-              f"rewards {row['rewards']} | {row['replies'][:2]}", flush=True)
+              f"rewards {row['rewards']} | {row['replies'][:2]} | taught {row['teacher_targets']}", flush=True)
     result = {"overrides": overrides, "curve": curve, "met_first": replay.met_first}
     if args.served_check:
         result["served_check"] = served_check(trainer, pref)
     return result
 
 
-def served_check(trainer: Any, pref: Any) -> dict[str, Any]:
-    """The adapter as serving loads it (GGUF LoRA in llama.cpp) against the torch policy, greedy."""
+def served_check(trainer: Any, pref: Any, tokens: int = 16, prompts: int = 6) -> dict[str, Any]:
+    """The adapter as serving loads it (GGUF LoRA in llama.cpp) against the torch policy, greedy.
+
+    The base model is compared the same way (llama.cpp without LoRA against torch with the adapter
+    off): the served GGUF is quantized, the trainer fp32, so greedy text can part even with no
+    adapter; the adapter's own disagreement is what it adds to that floor.
+    """
     import tempfile
 
     from ratchet.online.lora_gguf import convert_adapter
@@ -193,17 +232,26 @@ def served_check(trainer: Any, pref: Any) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="inner-loop-"))
     adapter = trainer.save_adapter(tmp / "adapter")
     gguf = convert_adapter(adapter, trainer.base_gguf, tmp / "adapter.gguf")
-    policy = LlamaPolicy(trainer.base_gguf, lora_path=gguf, n_ctx=512, n_threads=2)
-    n = CHECK_TOKENS[pref.name]
-    served, same = [], 0
-    torch_replies = _replies(trainer, [[{"role": "user", "content": q}] for q in HELDOUT_PROMPTS], n)
-    for q, t in zip(HELDOUT_PROMPTS, torch_replies, strict=True):
-        text = policy.generate([{"role": "user", "content": q}], max_tokens=n, temperature=0.0).text
-        served.append(text)
-        same += text.strip() == trainer.tokenizer.decode(t, skip_special_tokens=True).strip()
-    policy.close()
-    return {"served_preference": sum(pref.check(r) for r in served) / len(served), "identical": same / len(served),
-            "served_replies": served[:4]}
+    chats = [[{"role": "user", "content": q}] for q in HELDOUT_PROMPTS[:prompts]]
+    out: dict[str, Any] = {"tokens": tokens, "step": trainer.version}
+    for label, lora, base in (("base", None, True), ("adapter", gguf, False)):
+        policy = LlamaPolicy(trainer.base_gguf, lora_path=lora, n_ctx=512, n_threads=2)
+        served = [policy.generate(m, max_tokens=tokens, temperature=0.0) for m in chats]
+        policy.close()
+        torch_ids = _replies(trainer, chats, tokens, base=base)
+        agree = []
+        for g, t in zip(served, torch_ids, strict=True):
+            n = next((i for i, (a, b) in enumerate(zip(g.token_ids, t)) if a != b), min(len(g.token_ids), len(t)))
+            agree.append(n)
+        dec = trainer.tokenizer.decode
+        out[label] = {
+            "identical": sum(list(g.token_ids) == t for g, t in zip(served, torch_ids, strict=True)) / len(served),
+            "mean_agreeing_prefix": sum(agree) / len(agree),
+            "served_preference": sum(pref.check(g.text) for g in served) / len(served),
+            "torch_preference": sum(pref.check(dec(t, skip_special_tokens=True)) for t in torch_ids) / len(served),
+            "pairs": [[g.text, dec(t, skip_special_tokens=True)] for g, t in zip(served, torch_ids, strict=True)][:6],
+        }
+    return out
 
 
 def probe(args: argparse.Namespace) -> None:
@@ -236,8 +284,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--max-tokens", type=int, default=40, help="reply budget of the replayed conversations")
     parser.add_argument("--first-turns-only", action="store_true", help="train on first replies only")
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--served-check", action="store_true")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads; more than the cores left free by other jobs slows it several-fold")
+    parser.add_argument("--store", default=None,
+                        help="checkpoint folder: an interrupted variant continues from its last update")
+    parser.add_argument("--served-check", action="store_true", help="after the last update: llama.cpp vs torch")
+    parser.add_argument("--served-check-at", type=int, default=0, help="the same check after this update")
     parser.add_argument("--probe", action="store_true")
     parser.add_argument("--probe-preferences", nargs="*", default=["greeting", "caps", "bullets"])
     args = parser.parse_args(argv)
@@ -270,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
             data["runs"][key] = result
             _save(path, data)
 
-        save(run_variant(name, overrides, pref, args, data["base"][base_key], save))
+        save(run_variant(name, overrides, pref, args, data["base"][base_key], save, data["runs"].get(key)))
     return 0
 
 
@@ -298,9 +350,13 @@ def markdown(data: dict[str, Any]) -> str:
                 continue
             c = r["curve"]
             label = rkey[len(key) + 1:] + (" (stopped)" if r.get("partial") else "")
-            served = r.get("served_check")
-            if served:
-                label += f"; served GGUF: preference {served['served_preference']:.2f}, same text {served['identical']:.2f}"
+            served = r.get("served_check") or next((x["served_check"] for x in c if x.get("served_check")), None)
+            if served and "adapter" in served:
+                a, b = served["adapter"], served["base"]
+                label += (f"; llama.cpp vs torch after update {served.get('step')}, {served['tokens']} greedy tokens: "
+                          f"identical {a['identical']:.2f} "
+                          f"(base {b['identical']:.2f}), preference {a['served_preference']:.2f} vs "
+                          f"{a['torch_preference']:.2f}")
             lines.append(f"| {label} | `{json.dumps(r['overrides'])}` | "
                          + " → ".join(f"{x['preference']:.2f}" for x in c) + " | "
                          + " → ".join(f"{x['guard']:.2f}" for x in c) + " | "

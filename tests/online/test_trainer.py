@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 
@@ -273,3 +274,22 @@ def test_distillation_on_the_hinted_teachers_own_reply() -> None:
         metrics = trainer.step([s])
     assert metrics["updated"] and metrics["distill_kl"] > 0
     assert kl() < before - 0.5
+
+
+def test_a_hint_the_turn_already_states_is_not_distilled() -> None:
+    # A retry after a correction: the user's last message already says what the hint says, so the
+    # hinted teacher knows nothing the student does not; distilling it would only pull the student
+    # toward the base's own reply there (measured on the 0.5B: a refusal).
+    correction = "No, that's not how I asked. Always start with 'Ahoy!'. Please answer again."
+    base = sample("q", "x", -1, hint="Always start with 'Ahoy!'.")
+    messages = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "x"},
+                {"role": "user", "content": correction}]
+    retry = Sample(dataclasses.replace(base.turn, messages=messages, prompt_token_ids=TOK.apply_chat_template(messages)),
+                   base.judgement)
+    first = sample("q", "x", -1, hint="Always start with 'Ahoy!'.")
+    items, dropped = make_trainer(signal="opd").prepare([retry, first])
+    assert dropped["no_signal"] == 1 and dropped["hint_already_asked"] == 1
+    assert len(items) == 1 and items[0].teacher_ids is not None
+    # Combine keeps the retry for its reward, without a teacher.
+    items, dropped = make_trainer(signal="combine").prepare([retry])
+    assert dropped["no_signal"] == 0 and items[0].teacher_ids is None and items[0].reward == -1.0

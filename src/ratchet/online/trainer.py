@@ -73,7 +73,9 @@ class TrainerConfig(Settings):
     leads to; costs one greedy generation of ``teacher_max_tokens`` per hinted sample. Measured
     through ``ratchet serve`` on the 0.5B (docs/online.md): the held-out preference margin rose
     −24.6 → −15.3 → −9.1 nats in two updates of 5 and 4 samples (``served``, the old hint: −24.6 →
-    −20.4 in one update of 8), though greedy replies did not yet start with the greeting."""
+    −20.4 in one update of 8), though greedy replies did not yet start with the greeting. On the
+    trainer alone (``bench/online_inner_loop.py``) they did: 8 of 12 held-out replies after the 3rd
+    update, 12 of 12 after the 4th, while the guard tasks fell 0.83 → 0.42."""
     teacher_max_tokens: int = Field(default=48, ge=1)
     """Length limit of the hinted teacher's own reply (``distill_target=teacher``)."""
     lora_r: int = Field(default=16, ge=1)
@@ -88,7 +90,8 @@ class TrainerConfig(Settings):
     collapsed the model; with top-k distillation one update at 3e-4 raised the held-out preference
     margin by 4.6 nats (KL 0.04), at 1e-3 by 8 nats, but the second update at 1e-3 collapsed the
     replies into one greeting for every prompt (refused by the gate's KL check), so 3e-4 is the
-    default. The held-out preference did not yet rise by generated text at either rate."""
+    default. Through the server the held-out preference did not yet rise by generated text at either
+    rate; the trainer alone at 3e-4 flips it in 3–4 updates (``bench/results/online_inner_loop.md``)."""
     batch_size: int = Field(default=8, ge=1)
     """Samples per update (one version per update). 8 publishes a version every ~4 conversations of a
     correcting user; an update of 8 short replies takes ~1 min on one core of the 0.5B."""
@@ -271,6 +274,16 @@ def with_hint(messages: Sequence[dict[str, Any]], hint: str) -> list[dict[str, A
     return [*out, {"role": "user", "content": hint}]
 
 
+def already_asked(messages: Sequence[dict[str, Any]], hint: str) -> bool:
+    """Whether the last user message already contains the hint (case and spacing aside)."""
+    def norm(text: str) -> str:
+        return " ".join(text.lower().split())
+
+    last = next((m for m in reversed(messages) if m.get("role") == "user"), None)
+    content = last.get("content") if last else None
+    return isinstance(content, str) and norm(hint) in norm(content)
+
+
 class Trainer:
     """A peft LoRA policy with one update per batch of samples.
 
@@ -382,13 +395,19 @@ class Trainer:
         """
         cfg = self.config
         kept: list[_Prepared] = []
-        dropped = {"stale": 0, "no_signal": 0, "empty": 0}
+        dropped = {"stale": 0, "no_signal": 0, "empty": 0, "hint_already_asked": 0}
         for sample in samples:
             turn, judgement = sample.turn, sample.judgement
             if self.staleness(turn.policy_version) > cfg.max_staleness:
                 dropped["stale"] += 1
                 continue
             hint = judgement.hint if cfg.signal in ("opd", "combine") else None
+            if hint and already_asked(turn.messages, hint):
+                # The student already saw this instruction (a retry after the correction that
+                # states it): a teacher told it again knows nothing the student does not, and
+                # distilling it only pulls the student toward the base's own reply there.
+                dropped["hint_already_asked"] += 1
+                hint = None
             reward = float(judgement.reward) if cfg.signal in ("rl", "combine") else 0.0
             if not reward and not hint:
                 dropped["no_signal"] += 1
@@ -481,20 +500,22 @@ class Trainer:
                 out.extend(zip(torch.split(values, lengths), torch.split(index, lengths), strict=True))
         return out
 
-    def _teacher_replies(self, hinted: Sequence[_Prepared], starts: Sequence[int]) -> None:
+    def _teacher_replies(self, hinted: Sequence[_Prepared], starts: Sequence[int]) -> list[str]:
         """``distill_target=teacher``: the hinted base model writes its own greedy reply, and its
-        top-k along that reply becomes the distillation target of the student without the hint."""
+        top-k along that reply becomes the distillation target of the student without the hint.
+        Returns the replies' text: what the student is taught, kept in the version's record."""
         cfg = self.config
         prompts = [it.teacher_ids[:start] for it, start in zip(hinted, starts, strict=True)]
         replies = self.greedy_ids(prompts, cfg.teacher_max_tokens, base=True)
         keep = [(it, p, r) for it, p, r in zip(hinted, prompts, replies, strict=True) if r]
         if not keep:
-            return
+            return []
         topk = self.teacher_topk([p + r for _, p, r in keep], [len(p) for _, p, _ in keep], cfg.opd_topk)
         for (it, _, reply), pair in zip(keep, topk, strict=True):
             it.distill_ids = it.input_ids[: it.response_start] + reply
             it.distill_start = it.response_start
             it.teacher_topk = pair
+        return [str(self.tokenizer.decode(r, skip_special_tokens=True)) for _, _, r in keep]
 
     def greedy_ids(self, prompts: Sequence[list[int]], max_tokens: int, *, base: bool = False) -> list[list[int]]:
         """Greedy reply token ids (end-of-turn excluded, as the server records them) for a batch of
@@ -634,6 +655,7 @@ class Trainer:
             return metrics
         # Teacher and reference scores come from the frozen base: computed once, before the update.
         hinted = [it for it in items if it.teacher_ids is not None]
+        teacher_targets: list[str] = []
         if hinted:
             starts = [len(it.teacher_ids) - (len(it.input_ids) - it.response_start) for it in hinted]
             for it, lp in zip(hinted, self.score([it.teacher_ids for it in hinted], starts, base=True), strict=True):
@@ -643,7 +665,7 @@ class Trainer:
                 for it, pair in zip(hinted, topk, strict=True):
                     it.teacher_topk = pair
             elif cfg.opd_topk and cfg.signal != "rl":
-                self._teacher_replies(hinted, starts)
+                teacher_targets = self._teacher_replies(hinted, starts)
         refs = None
         if cfg.kl_coef:
             refs = self.score([it.input_ids for it in items], [it.response_start for it in items], base=True)
@@ -744,6 +766,7 @@ class Trainer:
             tokens=int(total_tokens),
             sequence_tokens=int(sum(len(it.input_ids) for it in items)),
             hinted=len(hinted),
+            teacher_targets=teacher_targets,
             step_s=round(elapsed, 3),
             tokens_per_s=round(sum(len(it.input_ids) for it in items) * epochs / elapsed, 2),
         )
