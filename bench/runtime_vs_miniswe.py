@@ -14,7 +14,7 @@ included. Ratios are Ratchet over mini-swe-agent, measured in the same run.
 Resumable: every (agent, task) result is appended to ``--store``/results.jsonl and skipped on a
 rerun, so the bench runs in chunks (``--max-minutes``); ``--report`` rewrites the tables from it.
 
-    flock /work/notes/cpu.lock python -m bench.runtime_vs_miniswe --max-minutes 14
+    python -m bench.runtime_vs_miniswe --max-minutes 14
 """
 
 from __future__ import annotations
