@@ -111,3 +111,21 @@ def test_a_result_significant_per_proposal_is_not_enough_late_in_a_run() -> None
     # p = 1/64 from 6 of 6 tasks improving: below the 1st test's 0.025, above the 3rd test's 0.05 / 8
     diffs_p = sign_flip_p([1] * 6, 2000, random.Random(0))
     assert AlphaSpending().level(0.05, 1) > diffs_p > AlphaSpending().level(0.05, 3)
+
+
+def test_tests_so_far_leaves_out_the_step_a_resumed_run_reruns(tmp_path):
+    # A kill after step 3's decision but before its checkpoint: the rerun of step 3 must be tested
+    # at the alpha of the 2nd test, as the first time, not the 3rd.
+    from ratchet.contracts import Candidate
+    from ratchet.evolve.gate import tests_so_far
+    from ratchet.store import RunStore
+
+    run = RunStore(tmp_path / "runs").create_run("evolve", {})
+    for step in (1, 2, 3):
+        child = Candidate.from_files("x", {"f.txt": str(step)}, step=step)
+        run.add_candidate(child, status="rejected")
+        run.write_json(f"evolve/decisions/{child.id}.json", {"numbers": {"p_value": 0.5} if step != 2 else {}})
+    run.checkpoint("evolve", {"step": 3})
+    assert tests_so_far(run) == 1
+    run.checkpoint("evolve", {"step": 4})
+    assert tests_so_far(run) == 2

@@ -199,7 +199,8 @@ class _Cut(Exception):
     """Stands for a SIGKILL between a step's writes and its checkpoint."""
 
 
-def test_a_step_cut_off_before_its_checkpoint_reruns_to_what_the_uninterrupted_run_decided(tmp_path, monkeypatch):
+@pytest.mark.parametrize("correction", ["none", "spending"])  # spending: the k-th test's alpha counts earlier tests
+def test_a_step_cut_off_before_its_checkpoint_reruns_to_what_the_uninterrupted_run_decided(tmp_path, monkeypatch, correction):
     # The model proposer's prompt lists the rejected candidates: a rerun step that saw its own
     # first attempt would ask another prompt, pay a new reply and grow a different archive.
     ws = make_workspace(tmp_path, p=0.2)
@@ -212,7 +213,7 @@ def test_a_step_cut_off_before_its_checkpoint_reruns_to_what_the_uninterrupted_r
     def kept(run) -> set:
         return {(c["id"], c["parent_id"], c["status"]) for c in run.candidates()}
 
-    cfg = config(ws, "doubles:ModelProposer", iterations=6)
+    cfg = config(ws, "doubles:ModelProposer", iterations=6, gate={"name": "paired", "options": {"correction": correction}})
     reference, reference_run = engine(tmp_path / "ref", cfg, ScriptedModel(respond))
     reference.execute()
     reference_calls, expected = len(paid), kept(reference_run)

@@ -81,14 +81,24 @@ def bootstrap_p(diffs: Sequence[float], resamples: int, rng: random.Random) -> f
 
 
 def tests_so_far(run) -> int:
-    """How many children of this run reached the paired test (their decisions carry a p-value)."""
+    """How many children of this run reached the paired test (their decisions carry a p-value),
+    counting only children of the steps before the one the run resumes at: a step cut off by a kill
+    after its decision is rerun, and must be tested at the alpha it was tested at the first time."""
     if run is None or getattr(run, "dir", None) is None:
         return 0
+    state = run.load_checkpoint("evolve") if hasattr(run, "load_checkpoint") else None
+    resumes_at = (state or {}).get("step")
     count = 0
     for path in sorted((Path(run.dir) / "evolve" / "decisions").glob("*.json")):
         try:
             numbers = json.loads(path.read_text()).get("numbers") or {}
         except (OSError, ValueError, AttributeError):
+            continue
+        try:
+            step = (json.loads((Path(run.dir) / "candidates" / path.stem / "meta.json").read_text()).get("meta") or {}).get("step")
+        except (OSError, ValueError, AttributeError):
+            step = None  # a decision without a stored candidate counts, as before
+        if resumes_at is not None and step is not None and step >= resumes_at:
             continue
         count += "p_value" in numbers
     return count
