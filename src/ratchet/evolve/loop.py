@@ -83,7 +83,9 @@ class Engine:
             self.accountant.record(LLMCall(**{k: v for k, v in record.items() if k in LLM_CALL_FIELDS}))
         self.accountant.on_call = run.record_llm_call
         self.journal = JournaledModel(AccountedModel(model, self.accountant, "evolve"), run) if model else None
-        self.ctx = EngineContext(self.manifest, config.workspace, self.journal, run, config.seed)
+        # Where this run (re)starts: what the gate counts the run's earlier tests up to.
+        resumes_at = (run.load_checkpoint(CHECKPOINT) or {}).get("step", 0)
+        self.ctx = EngineContext(self.manifest, config.workspace, self.journal, run, config.seed, resumes_at=resumes_at)
         self._owns_executor = executor is None
         self.executor = executor if executor is not None else build_executor(config.executor)
         if hasattr(self.executor, "on_lost"):
@@ -330,7 +332,7 @@ class Engine:
                         reason="static check: " + self.static.check(parent, proposal)[0].message)
             return
         # "evaluating", or made by this very step before a kill: decide it (again) now, from the cache.
-        known = self.archive.as_of(index).status(child.id)
+        known = shown.status(child.id)
         if known not in (None, "evaluating"):
             self._event(kind="step", step=index, parent=parent.id, child=child.id, proposer=proposer.name,
                         status="duplicate", reason=f"already in the archive as {known}")
