@@ -33,7 +33,7 @@ from ratchet.envs.agents import AgentSpec  # noqa: E402
 from ratchet.envs.runner import RolloutConfig, run_rollouts  # noqa: E402
 from ratchet.evolve.cache import EVALS, REPLIES  # noqa: E402
 from ratchet.evolve.config import EvolveConfig  # noqa: E402
-from ratchet.evolve.loop import EVENTS, Engine  # noqa: E402
+from ratchet.evolve.loop import Engine  # noqa: E402
 from ratchet.executors import ExecutorConfig, LocalExecutor  # noqa: E402
 from ratchet.executors.ray import RayExecutor  # noqa: E402
 from ratchet.models import ScriptedModel  # noqa: E402
@@ -204,12 +204,7 @@ def _evolve(root: Path, executor: Any) -> tuple[dict[str, Any], Any]:
     return summary, run
 
 
-def _evolve_content(summary: dict[str, Any], run: Any) -> dict[str, Any]:
-    evals = sorted((r["candidate"], r["task_id"], r["seed"], r["score"]) for r in run.read_jsonl(EVALS))
-    steps = [{k: v for k, v in e.items() if k not in ("at",)} for e in run.read_jsonl(EVENTS) if e["kind"] == "step"]
-    return {"evals": evals, "steps": steps, "candidates": sorted((c["id"], c["status"], c["score"]) for c in run.candidates()),
-            "report": summary["report"]["comparison"], "task_evals": summary["task_evals"],
-            "model_calls": summary["model_calls"]}
+_evolve_content = calling_run.content
 
 
 def test_an_engine_run_on_ray_with_a_worker_killed_equals_the_local_run(cluster, tmp_path, monkeypatch):
@@ -238,27 +233,7 @@ def test_an_engine_run_on_ray_with_a_worker_killed_equals_the_local_run(cluster,
 # -- The engine, evaluations calling the model: the driver's one budget and journal ------------
 
 
-class MarkerKiller(threading.Thread):
-    """SIGKILLs the first process that leaves a marker in ``folder`` (a CallingSuite evaluation, right
-    after its model call returned: its reply is journaled, its result not yet sent)."""
-
-    def __init__(self, folder: Path, deadline_s: float = 120.0) -> None:
-        super().__init__(daemon=True)
-        folder.mkdir(parents=True, exist_ok=True)
-        self.folder = folder
-        self.killed: int | None = None
-        self.deadline = time.monotonic() + deadline_s
-
-    def run(self) -> None:
-        while self.killed is None and time.monotonic() < self.deadline:
-            for marker in self.folder.iterdir():
-                try:
-                    os.kill(int(marker.name), signal.SIGKILL)
-                except ProcessLookupError:
-                    continue
-                self.killed = int(marker.name)
-                return
-            time.sleep(0.01)
+MarkerKiller = calling_run.MarkerKiller
 
 
 def _calling_evolve(root: Path, executor: Any, markers: Path | None = None) -> tuple[dict[str, Any], Any]:
@@ -268,8 +243,7 @@ def _calling_evolve(root: Path, executor: Any, markers: Path | None = None) -> t
     return summary, run
 
 
-def _replies(run: Any) -> list[tuple]:
-    return sorted((r.get("unit") or "", r.get("index", -1), r["key"], r["text"]) for r in run.read_jsonl(REPLIES))
+_replies = calling_run.replies
 
 
 @pytest.fixture(scope="module")
