@@ -20,7 +20,7 @@ import pytest
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'ratchet[ray]')")
 from ray.cluster_utils import Cluster  # noqa: E402
-from slow_suite import die, pause  # noqa: E402  (by reference: the workers import them from this folder)
+from slow_suite import die, hold_once  # noqa: E402  (by reference: the workers import them from this folder)
 import calling_run  # noqa: E402
 
 from typer.testing import CliRunner  # noqa: E402
@@ -402,33 +402,31 @@ def test_a_unit_whose_worker_always_dies_is_retried_a_bounded_number_of_times(cl
     assert executor.stats.given_up == 1 and executor.stats.retried == 1
 
 
-def _busy_node(cluster) -> Any:
-    """The worker node one of whose workers is running a task right now (its raylet is the parent)."""
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        for status in Path("/proc").glob("[0-9]*/status"):
-            try:
-                title = (status.parent / "cmdline").read_bytes()
-                ppid = int(next(line.split()[1] for line in status.read_text().splitlines() if line.startswith("PPid:")))
-            except (OSError, StopIteration, ValueError):
-                continue
-            if title.startswith(b"ray::_call"):
-                for node in cluster.worker_nodes:
-                    if any(info.process.pid == ppid for info in node.all_processes.get("raylet", [])):
-                        return node
-        time.sleep(0.02)
-    raise AssertionError("no task was seen running on a worker node")
+def _node_of(cluster, pid: int) -> Any:
+    """The worker node whose raylet started the worker process ``pid``."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    ppid = int(next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:")))
+    [node] = [n for n in cluster.worker_nodes if any(info.process.pid == ppid for info in n.all_processes.get("raylet", []))]
+    return node
 
 
-def test_a_node_that_dies_mid_run_loses_no_result(cluster):
+def test_a_node_that_dies_mid_run_loses_no_result(cluster, tmp_path):
     """Last in the module: it takes a worker node down (its raylet and its workers) while one of its
-    workers runs a task, then adds a node back."""
+    workers certainly runs a task (the task waits there for it), then adds a node back."""
+    held = tmp_path / "held"
+    held.mkdir()
     with RayExecutor(ExecutorConfig(kind="ray", max_retries=3)) as executor:
         results = []
-        for i, result in enumerate(executor.map(pause, range(12))):
+        for i, result in enumerate(executor.map(hold_once, [(i, str(held)) for i in range(12)])):
             results.append(result)
-            if i == 1:
-                cluster.remove_node(_busy_node(cluster), allow_graceful=False)
+            if i == 1:  # the held item was submitted before this result was handed out
+                deadline = time.monotonic() + 60
+                while not any(held.iterdir()):
+                    assert time.monotonic() < deadline, "the held task never started"
+                    time.sleep(0.02)
+                [pid] = [int(p.name) for p in held.iterdir() if p.name.isdigit()]
+                cluster.remove_node(_node_of(cluster, pid), allow_graceful=False)
     assert results == [i * i for i in range(12)]  # every result, once, in order
     assert executor.stats.lost >= 1 and executor.stats.given_up == 0
+    assert (held / "retried").exists()  # the held item's result came from its retry
     cluster.add_node(num_cpus=1)
