@@ -51,12 +51,6 @@ def die(item: int) -> int:
     return item
 
 
-def pause(item: int) -> int:
-    """Half a second of a worker's time, then the item's square."""
-    time.sleep(0.5)
-    return item * item
-
-
 #: The item :func:`hold_once` holds.
 HELD = 3
 
