@@ -4,10 +4,10 @@ The loops share only the queue and the version store, so each can run anywhere t
 as local processes on the two paths (``spawn``, each with its own pinned thread count, the
 default) or as Ray actors (``executor=ray``; the same loop functions, one actor each), which reach
 them through the serving process (:mod:`ratchet.online.relayed`) and so need no shared disk.
-Serving stays in the process that runs uvicorn. A stop signal ends each loop between two units of work; Ctrl-C in the terminal
-reaches the parent only (children ignore SIGINT) so shutdown is always orderly. Local processes are
-supervised (:mod:`ratchet.online.supervision`): restarted when they die, stopped when the server
-dies, never waited on forever.
+Serving stays in the process that runs uvicorn. A stop signal ends each loop between two units of
+work; Ctrl-C in the terminal reaches the parent only (children ignore SIGINT) so shutdown is always
+orderly. Local processes are supervised (:mod:`ratchet.online.supervision`): restarted when they
+die, stopped when the server dies, never waited on forever.
 """
 
 from __future__ import annotations
