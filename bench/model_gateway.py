@@ -1,9 +1,11 @@
 """What it costs to bring the model calls of remote evaluations back to the driver (the gateway).
 
 Sides, on the same work in the same run: ``inline`` — evaluations in this process, each model call
-answered by the run's journaled model directly (the default executor); ``ray-2`` — the same
-evaluations as Ray tasks on a private two-CPU instance, each call sent through the relay actor to
-the driver, answered there by the same journaled model, and sent back. The model is the scripted
+answered by the run's journaled model directly (the default executor); ``local-2`` — the same
+evaluations on a local pool of two processes, each call sent over the local gateway's socket to
+the driver (``executors/local_gateway.py``); ``ray-2`` — as Ray tasks on a private two-CPU
+instance, each call sent through the relay actor to the driver. Every side's calls are answered by
+the same kind of journaled model, in the driver. The model is the scripted
 one (no model time), so what is measured is the overhead: calls per second, the round trip a
 worker sees per call, and the driver's own time per call (accounting + the fsynced journal
 append), which bounds how many workers' calls one driver can answer: with calls of ``L`` ms of
@@ -28,7 +30,7 @@ from typing import Any
 from ratchet.contracts import Candidate, Task, TaskResult
 from ratchet.evolve.cache import REPLIES, CachedEvaluator, JournaledModel
 from ratchet.evolve.suites.synthetic import NoisyOptions, NoisySuite
-from ratchet.executors import ExecutorConfig
+from ratchet.executors import ExecutorConfig, LocalExecutor
 from ratchet.executors.units import ScopedModel
 from ratchet.models import ScriptedModel
 from ratchet.models.budget import AccountedModel, Accountant
@@ -83,6 +85,12 @@ def side(name: str, tasks: int, root: Path) -> dict[str, Any]:
         gateway = executor.serve(server)
         startup = time.perf_counter() - t0
         model = gateway.model
+    elif name == "local-2":
+        t0 = time.perf_counter()
+        executor = LocalExecutor(2)
+        gateway = executor.serve(server)
+        startup = time.perf_counter() - t0
+        model = gateway.model
     else:
         model = ScopedModel(server)
     try:
@@ -110,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("PYTHONPATH", os.pathsep.join(sys.path))  # Ray workers import this module
     root = Path(tempfile.mkdtemp(prefix="bench-gateway-"))
     sides = {}
-    for name in ("inline", "ray-2"):
+    for name in ("inline", "local-2", "ray-2"):
         sides[name] = side(name, args.tasks, root)
         print(name, json.dumps(sides[name]), flush=True)
     base = sides["inline"]

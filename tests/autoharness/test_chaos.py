@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from killed_runs import only_run, whole_lines
 
 from ratchet.autoharness.replies import REPLIES
 
@@ -28,26 +29,6 @@ def _command(root: Path, resume: str | None) -> list[str]:
     extra = ["--resume", resume] if resume else []
     return [sys.executable, str(DRIVER), str(root / "ledger.jsonl"), *OPTIONS,
             "--set", f"library_dir={root / 'lib'}", "--store", str(root / "runs"), *extra]
-
-
-def _run_id(root: Path) -> str | None:
-    runs = [p.name for p in (root / "runs").glob("*") if (p / "run.json").exists()]
-    assert len(runs) <= 1, runs
-    return runs[0] if runs else None
-
-
-def _lines(path: Path) -> int:
-    """Whole JSON lines in ``path`` (a torn last line does not count)."""
-    if not path.exists():
-        return 0
-    count = 0
-    for line in path.read_text().splitlines():
-        try:
-            json.loads(line)
-            count += 1
-        except ValueError:
-            pass
-    return count
 
 
 def _store(root: Path, run_id: str) -> dict:
@@ -71,7 +52,7 @@ def _store(root: Path, run_id: str) -> dict:
 
 
 def _finish(root: Path) -> subprocess.CompletedProcess:
-    done = subprocess.run(_command(root, _run_id(root)), capture_output=True, text=True, timeout=300)
+    done = subprocess.run(_command(root, only_run(root)), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     return done
 
@@ -82,15 +63,15 @@ def test_autoharness_killed_at_random_points_resumes_to_the_uninterrupted_result
     began, started_at = time.perf_counter(), time.time()
     _finish(reference_root)
     reference_s = time.perf_counter() - began
-    reference_id = _run_id(reference_root)
+    reference_id = only_run(reference_root)
     assert reference_id
     reference = _store(reference_root, reference_id)
-    reference_calls = _lines(reference_root / "ledger.jsonl")
+    reference_calls = whole_lines(reference_root / "ledger.jsonl")
     paid_at = [json.loads(line)["at"] for line in (reference_root / "ledger.jsonl").read_text().splitlines()]
     startup_s = paid_at[0] - started_at  # until the first reply
     work_s = reference_s - startup_s
     assert reference["report"]["search"]["best_h"] == 1.0 and reference_calls >= 4
-    assert _lines(reference_root / "runs" / reference_id / REPLIES) == reference_calls
+    assert whole_lines(reference_root / "runs" / reference_id / REPLIES) == reference_calls
 
     rng = random.Random(20261201)
     kills = attempts = paid_total = 0
@@ -100,7 +81,7 @@ def test_autoharness_killed_at_random_points_resumes_to_the_uninterrupted_result
     while kills < KILLS and attempts < 3 * KILLS:
         attempts += 1
         root = roots[-1]
-        proc = subprocess.Popen(_command(root, _run_id(root)), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        proc = subprocess.Popen(_command(root, only_run(root)), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                 start_new_session=True)
         try:
             # From half the start-up (imports, the root's evaluation) to a little past it: each
@@ -120,14 +101,14 @@ def test_autoharness_killed_at_random_points_resumes_to_the_uninterrupted_result
             continue
         finally:
             proc.stderr.close()
-        run_id = _run_id(root)
+        run_id = only_run(root)
         if run_id is None:
             continue  # killed before the run existed
         kept = _store(root, run_id)  # also: PRAGMA integrity_check after every kill
         # A reply the endpoint returned but the journal had not written yet is the one that may
         # be asked again (the kill fell between the two); count those windows as they happen.
-        unjournaled = _lines(root / "ledger.jsonl") - _lines(root / "runs" / run_id / REPLIES)
-        replies_at_kill.append(_lines(root / "ledger.jsonl"))
+        unjournaled = whole_lines(root / "ledger.jsonl") - whole_lines(root / "runs" / run_id / REPLIES)
+        replies_at_kill.append(whole_lines(root / "ledger.jsonl"))
         # Every finished evaluation and every evaluated candidate so far belongs to the final run.
         assert kept["evaluations"] <= reference["evaluations"]
         assert {c for c in kept["candidates"] if c[2] == "evaluated"} <= reference["candidates"]
@@ -142,10 +123,10 @@ def test_autoharness_killed_at_random_points_resumes_to_the_uninterrupted_result
 def _check_resumed(root: Path, reference: dict, reference_calls: int, unjournaled: int) -> int:
     """A killed-and-resumed run that finished equals the uninterrupted one and paid for no reply
     twice, except one cut off between the endpoint and the journal; returns the replies paid."""
-    final = _store(root, _run_id(root))
+    final = _store(root, only_run(root))
     assert final == reference
-    journal = _lines(root / "runs" / _run_id(root) / REPLIES)
+    journal = whole_lines(root / "runs" / only_run(root) / REPLIES)
     assert journal == reference_calls  # each journaled reply was asked for exactly once
-    paid = _lines(root / "ledger.jsonl")
+    paid = whole_lines(root / "ledger.jsonl")
     assert paid == reference_calls + unjournaled
     return paid

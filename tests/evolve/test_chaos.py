@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 from doubles import make_workspace
+from killed_runs import only_run, whole_lines, whole_records
 
 from ratchet.evolve.cache import EVALS, REPLIES
 
@@ -35,40 +36,10 @@ def _config(root: Path) -> Path:
     return path
 
 
-def _run_id(root: Path) -> str | None:
-    runs = [p.name for p in (root / "runs").glob("*") if (p / "run.json").exists()]
-    assert len(runs) <= 1, runs
-    return runs[0] if runs else None
-
-
 def _command(root: Path) -> list[str]:
-    run_id = _run_id(root)
+    run_id = only_run(root)
     args = ["resume", run_id] if run_id else ["run", str(root / "evolve.yaml")]
     return [sys.executable, str(DRIVER), str(root / "ledger.jsonl"), *args, "--root", str(root / "runs")]
-
-
-def _lines(path: Path) -> int:
-    """Whole JSON lines in ``path`` (a torn last line does not count)."""
-    if not path.exists():
-        return 0
-    count = 0
-    for line in path.read_text().splitlines():
-        try:
-            json.loads(line)
-            count += 1
-        except ValueError:
-            pass
-    return count
-
-
-def _records(path: Path) -> list[dict]:
-    out = []
-    for line in path.read_text().splitlines() if path.exists() else []:
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            pass
-    return out
 
 
 def _store(root: Path, run_id: str) -> dict:
@@ -78,7 +49,7 @@ def _store(root: Path, run_id: str) -> dict:
         candidates = {(r[0], r[1], r[2], round(r[3], 9) if r[3] is not None else None) for r in conn.execute(
             "SELECT id, parent_id, status, score FROM candidates WHERE run_id = ?", (run_id,))}
     run_dir = root / "runs" / run_id
-    evals = [(r["candidate"], r["task_id"], r["seed"], r["score"]) for r in _records(run_dir / EVALS)]
+    evals = [(r["candidate"], r["task_id"], r["seed"], r["score"]) for r in whole_records(run_dir / EVALS)]
     assert len(evals) == len(set(evals))  # no evaluation ran (and was paid) twice
     report_path = run_dir / "evolve" / "report.json"
     report = json.loads(report_path.read_text()) if report_path.exists() else None
@@ -97,15 +68,15 @@ def test_evolve_killed_at_random_points_resumes_to_the_uninterrupted_result(tmp_
     began, started_at = time.perf_counter(), time.time()
     _finish(reference_root)
     reference_s = time.perf_counter() - began
-    reference_id = _run_id(reference_root)
+    reference_id = only_run(reference_root)
     reference = _store(reference_root, reference_id)
-    reference_calls = _lines(reference_root / "ledger.jsonl")
+    reference_calls = whole_lines(reference_root / "ledger.jsonl")
     first_call = json.loads((reference_root / "ledger.jsonl").read_text().splitlines()[0])["at"]
     startup_s = first_call - started_at  # imports, the original's evaluation
     work_s = reference_s - startup_s
     accepted = {c for c in reference["candidates"] if c[2] == "accepted"}
     assert reference["report"] and reference_calls >= 10 and len(accepted) >= 2
-    assert _lines(reference_root / "runs" / reference_id / REPLIES) == reference_calls
+    assert whole_lines(reference_root / "runs" / reference_id / REPLIES) == reference_calls
 
     rng = random.Random(20261201)
     kills = attempts = 0
@@ -135,13 +106,13 @@ def test_evolve_killed_at_random_points_resumes_to_the_uninterrupted_result(tmp_
             continue
         finally:
             proc.stderr.close()
-        run_id = _run_id(root)
+        run_id = only_run(root)
         if run_id is None:
             continue  # killed before the run existed
         kept = _store(root, run_id)  # PRAGMA integrity_check after every kill, too
         # Replies the endpoint returned that the journal had not written when a kill came: asked
         # for (and paid) again after the resume. Cumulative, as both files only grow.
-        unjournaled = _lines(root / "ledger.jsonl") - _lines(root / "runs" / run_id / REPLIES)
+        unjournaled = whole_lines(root / "ledger.jsonl") - whole_lines(root / "runs" / run_id / REPLIES)
         assert kept["evals"] <= reference["evals"]  # every finished evaluation belongs to the final run
         assert {c for c in kept["candidates"] if c[2] == "accepted"} <= accepted
     assert kills == KILLS, f"only {kills} kills landed in {attempts} attempts"
@@ -155,7 +126,7 @@ def test_evolve_killed_at_random_points_resumes_to_the_uninterrupted_result(tmp_
 def _check_resumed(root: Path, reference: dict, reference_calls: int, unjournaled: int) -> None:
     """A killed-and-resumed run that finished equals the uninterrupted one and paid for no reply
     twice, except one cut off between the endpoint and the journal."""
-    final = _store(root, _run_id(root))
+    final = _store(root, only_run(root))
     assert final == reference  # the same candidates, decisions, evaluations and report
-    assert _lines(root / "runs" / _run_id(root) / REPLIES) == reference_calls  # each journaled reply asked once
-    assert _lines(root / "ledger.jsonl") == reference_calls + unjournaled
+    assert whole_lines(root / "runs" / only_run(root) / REPLIES) == reference_calls  # each journaled reply asked once
+    assert whole_lines(root / "ledger.jsonl") == reference_calls + unjournaled

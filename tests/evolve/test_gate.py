@@ -125,7 +125,6 @@ def test_tests_so_far_leaves_out_the_step_a_resumed_run_reruns(tmp_path):
         child = Candidate.from_files("x", {"f.txt": str(step)}, step=step)
         run.add_candidate(child, status="rejected")
         run.write_json(f"evolve/decisions/{child.id}.json", {"numbers": {"p_value": 0.5} if step != 2 else {}})
-    run.checkpoint("evolve", {"step": 3})
-    assert tests_so_far(run) == 1
-    run.checkpoint("evolve", {"step": 4})
-    assert tests_so_far(run) == 2
+    assert tests_so_far(run, before_step=3) == 1
+    assert tests_so_far(run, before_step=4) == 2
+    assert tests_so_far(run) == 2  # no step given: every decision of the run

@@ -199,8 +199,7 @@ class _Cut(Exception):
     """Stands for a SIGKILL between a step's writes and its checkpoint."""
 
 
-@pytest.mark.parametrize("correction", ["none", "spending"])  # spending: the k-th test's alpha counts earlier tests
-def test_a_step_cut_off_before_its_checkpoint_reruns_to_what_the_uninterrupted_run_decided(tmp_path, monkeypatch, correction):
+def test_a_step_cut_off_before_its_checkpoint_reruns_to_what_the_uninterrupted_run_decided(tmp_path, monkeypatch):
     # The model proposer's prompt lists the rejected candidates: a rerun step that saw its own
     # first attempt would ask another prompt, pay a new reply and grow a different archive.
     ws = make_workspace(tmp_path, p=0.2)
@@ -213,7 +212,7 @@ def test_a_step_cut_off_before_its_checkpoint_reruns_to_what_the_uninterrupted_r
     def kept(run) -> set:
         return {(c["id"], c["parent_id"], c["status"]) for c in run.candidates()}
 
-    cfg = config(ws, "doubles:ModelProposer", iterations=6, gate={"name": "paired", "options": {"correction": correction}})
+    cfg = config(ws, "doubles:ModelProposer", iterations=6)
     reference, reference_run = engine(tmp_path / "ref", cfg, ScriptedModel(respond))
     reference.execute()
     reference_calls, expected = len(paid), kept(reference_run)
@@ -236,3 +235,39 @@ def test_a_step_cut_off_before_its_checkpoint_reruns_to_what_the_uninterrupted_r
         Engine(cfg, run, ScriptedModel(respond)).execute()
         assert kept(run) == expected, f"cut after step {cut}"
         assert len(paid) == reference_calls, f"cut after step {cut}: a reply paid twice"
+
+
+def test_a_rerun_step_is_tested_at_the_alpha_of_its_first_attempt(tmp_path, monkeypatch):
+    # Alpha spending tests the k-th paired test of a run at alpha / 2^k. The child here improves all
+    # 6 held-in tasks: p = 1/64, accepted by the 1st test (alpha 0.025) and refused by a 2nd one
+    # (0.0125). A kill after the step's decision, before its checkpoint: the rerun step must not
+    # count its own first decision as an earlier test.
+    ws = make_workspace(tmp_path, p=0.0, tasks=24)
+    cfg = config(ws, options={"gain": 1.0}, iterations=1, suite={"name": "noisy", "options": {"tasks": 24}},
+                 gate={"name": "paired", "options": {"correction": "spending", "alpha": 0.05}})
+
+    def child_decision(run) -> dict:
+        [child] = [c for c in run.candidates() if c["parent_id"]]
+        return {"status": child["status"], **run.read_json(f"evolve/decisions/{child['id']}.json")["numbers"]}
+
+    reference, reference_run = engine(tmp_path / "ref", cfg)
+    reference.execute()
+    expected = child_decision(reference_run)
+    assert expected["status"] == "accepted" and expected["test_index"] == 1
+    assert expected["alpha"] / 2 < expected["p_value"] <= expected["alpha"]  # a 2nd test would refuse it
+
+    checkpoint = Engine._checkpoint
+
+    def cut_after_step_0(self, state):
+        if state["step"] == 1:
+            raise _Cut
+        checkpoint(self, state)
+
+    monkeypatch.setattr(Engine, "_checkpoint", cut_after_step_0)
+    eng, run = engine(tmp_path / "cut", cfg)
+    with pytest.raises(_Cut):
+        eng.execute()
+    assert child_decision(run)["status"] == "accepted"  # decided before the kill
+    monkeypatch.setattr(Engine, "_checkpoint", checkpoint)
+    Engine(cfg, run).execute()
+    assert child_decision(run) == expected

@@ -5,10 +5,16 @@ the request only; ``paid_log`` gets a line for every call it answers, so a reply
 from __future__ import annotations
 
 import json
+import os
+import signal
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
+from ratchet.evolve.cache import EVALS, REPLIES
 from ratchet.evolve.config import EvolveConfig
+from ratchet.evolve.loop import EVENTS
 from ratchet.models import ScriptedModel
 
 
@@ -39,3 +45,41 @@ def model(paid_log: Path | None = None) -> ScriptedModel:
         return str(0.5 + (sum(map(ord, messages[-1]["content"])) % 50) / 100)
 
     return ScriptedModel(respond)
+
+
+def content(summary: dict[str, Any], run: Any) -> dict[str, Any]:
+    """What an engine run decided and kept, without clocks: its evaluations, steps, candidates and
+    report, and the work this process counted."""
+    evals = sorted((r["candidate"], r["task_id"], r["seed"], r["score"]) for r in run.read_jsonl(EVALS))
+    steps = [{k: v for k, v in e.items() if k not in ("at",)} for e in run.read_jsonl(EVENTS) if e["kind"] == "step"]
+    return {"evals": evals, "steps": steps, "candidates": sorted((c["id"], c["status"], c["score"]) for c in run.candidates()),
+            "report": summary["report"]["comparison"], "task_evals": summary["task_evals"],
+            "model_calls": summary["model_calls"]}
+
+
+def replies(run: Any) -> list[tuple]:
+    """The run's journaled replies: (unit, call number, request key, text), sorted."""
+    return sorted((r.get("unit") or "", r.get("index", -1), r["key"], r["text"]) for r in run.read_jsonl(REPLIES))
+
+
+class MarkerKiller(threading.Thread):
+    """SIGKILLs the first process that leaves a marker in ``folder`` (a CallingSuite evaluation, right
+    after its model call returned: its reply is journaled, its result not yet sent)."""
+
+    def __init__(self, folder: Path, deadline_s: float = 120.0) -> None:
+        super().__init__(daemon=True)
+        folder.mkdir(parents=True, exist_ok=True)
+        self.folder = folder
+        self.killed: int | None = None
+        self.deadline = time.monotonic() + deadline_s
+
+    def run(self) -> None:
+        while self.killed is None and time.monotonic() < self.deadline:
+            for marker in self.folder.iterdir():
+                try:
+                    os.kill(int(marker.name), signal.SIGKILL)
+                except ProcessLookupError:
+                    continue
+                self.killed = int(marker.name)
+                return
+            time.sleep(0.01)

@@ -51,8 +51,20 @@ def die(item: int) -> int:
     return item
 
 
-def pause(item: int) -> int:
-    """Half a second of a worker's time, then the item's square."""
+#: The item :func:`hold_once` holds.
+HELD = 3
+
+
+def hold_once(job: tuple[int, str]) -> int:
+    """``(item, folder)`` -> the item's square after half a second; the first attempt at item
+    ``HELD`` leaves a file named by its process id in ``folder`` and then waits (a minute), so a
+    test can take its node down while it certainly runs; a later attempt goes straight on."""
+    item, folder = job
+    if item == HELD and not any(Path(folder).iterdir()):
+        Path(folder, str(os.getpid())).touch()
+        time.sleep(60)
+    elif item == HELD:
+        Path(folder, "retried").touch()
     time.sleep(0.5)
     return item * item
 

@@ -20,7 +20,7 @@ import pytest
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'ratchet[ray]')")
 from ray.cluster_utils import Cluster  # noqa: E402
-from slow_suite import die, pause  # noqa: E402  (by reference: the workers import them from this folder)
+from slow_suite import die, hold_once  # noqa: E402  (by reference: the workers import them from this folder)
 import calling_run  # noqa: E402
 
 from typer.testing import CliRunner  # noqa: E402
@@ -33,7 +33,7 @@ from ratchet.envs.agents import AgentSpec  # noqa: E402
 from ratchet.envs.runner import RolloutConfig, run_rollouts  # noqa: E402
 from ratchet.evolve.cache import EVALS, REPLIES  # noqa: E402
 from ratchet.evolve.config import EvolveConfig  # noqa: E402
-from ratchet.evolve.loop import EVENTS, Engine  # noqa: E402
+from ratchet.evolve.loop import Engine  # noqa: E402
 from ratchet.executors import ExecutorConfig, LocalExecutor  # noqa: E402
 from ratchet.executors.ray import RayExecutor  # noqa: E402
 from ratchet.models import ScriptedModel  # noqa: E402
@@ -204,12 +204,7 @@ def _evolve(root: Path, executor: Any) -> tuple[dict[str, Any], Any]:
     return summary, run
 
 
-def _evolve_content(summary: dict[str, Any], run: Any) -> dict[str, Any]:
-    evals = sorted((r["candidate"], r["task_id"], r["seed"], r["score"]) for r in run.read_jsonl(EVALS))
-    steps = [{k: v for k, v in e.items() if k not in ("at",)} for e in run.read_jsonl(EVENTS) if e["kind"] == "step"]
-    return {"evals": evals, "steps": steps, "candidates": sorted((c["id"], c["status"], c["score"]) for c in run.candidates()),
-            "report": summary["report"]["comparison"], "task_evals": summary["task_evals"],
-            "model_calls": summary["model_calls"]}
+_evolve_content = calling_run.content
 
 
 def test_an_engine_run_on_ray_with_a_worker_killed_equals_the_local_run(cluster, tmp_path, monkeypatch):
@@ -238,27 +233,7 @@ def test_an_engine_run_on_ray_with_a_worker_killed_equals_the_local_run(cluster,
 # -- The engine, evaluations calling the model: the driver's one budget and journal ------------
 
 
-class MarkerKiller(threading.Thread):
-    """SIGKILLs the first process that leaves a marker in ``folder`` (a CallingSuite evaluation, right
-    after its model call returned: its reply is journaled, its result not yet sent)."""
-
-    def __init__(self, folder: Path, deadline_s: float = 120.0) -> None:
-        super().__init__(daemon=True)
-        folder.mkdir(parents=True, exist_ok=True)
-        self.folder = folder
-        self.killed: int | None = None
-        self.deadline = time.monotonic() + deadline_s
-
-    def run(self) -> None:
-        while self.killed is None and time.monotonic() < self.deadline:
-            for marker in self.folder.iterdir():
-                try:
-                    os.kill(int(marker.name), signal.SIGKILL)
-                except ProcessLookupError:
-                    continue
-                self.killed = int(marker.name)
-                return
-            time.sleep(0.01)
+MarkerKiller = calling_run.MarkerKiller
 
 
 def _calling_evolve(root: Path, executor: Any, markers: Path | None = None) -> tuple[dict[str, Any], Any]:
@@ -268,8 +243,7 @@ def _calling_evolve(root: Path, executor: Any, markers: Path | None = None) -> t
     return summary, run
 
 
-def _replies(run: Any) -> list[tuple]:
-    return sorted((r.get("unit") or "", r.get("index", -1), r["key"], r["text"]) for r in run.read_jsonl(REPLIES))
+_replies = calling_run.replies
 
 
 @pytest.fixture(scope="module")
@@ -428,33 +402,31 @@ def test_a_unit_whose_worker_always_dies_is_retried_a_bounded_number_of_times(cl
     assert executor.stats.given_up == 1 and executor.stats.retried == 1
 
 
-def _busy_node(cluster) -> Any:
-    """The worker node one of whose workers is running a task right now (its raylet is the parent)."""
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        for status in Path("/proc").glob("[0-9]*/status"):
-            try:
-                title = (status.parent / "cmdline").read_bytes()
-                ppid = int(next(line.split()[1] for line in status.read_text().splitlines() if line.startswith("PPid:")))
-            except (OSError, StopIteration, ValueError):
-                continue
-            if title.startswith(b"ray::_call"):
-                for node in cluster.worker_nodes:
-                    if any(info.process.pid == ppid for info in node.all_processes.get("raylet", [])):
-                        return node
-        time.sleep(0.02)
-    raise AssertionError("no task was seen running on a worker node")
+def _node_of(cluster, pid: int) -> Any:
+    """The worker node whose raylet started the worker process ``pid``."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    ppid = int(next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:")))
+    [node] = [n for n in cluster.worker_nodes if any(info.process.pid == ppid for info in n.all_processes.get("raylet", []))]
+    return node
 
 
-def test_a_node_that_dies_mid_run_loses_no_result(cluster):
+def test_a_node_that_dies_mid_run_loses_no_result(cluster, tmp_path):
     """Last in the module: it takes a worker node down (its raylet and its workers) while one of its
-    workers runs a task, then adds a node back."""
+    workers certainly runs a task (the task waits there for it), then adds a node back."""
+    held = tmp_path / "held"
+    held.mkdir()
     with RayExecutor(ExecutorConfig(kind="ray", max_retries=3)) as executor:
         results = []
-        for i, result in enumerate(executor.map(pause, range(12))):
+        for i, result in enumerate(executor.map(hold_once, [(i, str(held)) for i in range(12)])):
             results.append(result)
-            if i == 1:
-                cluster.remove_node(_busy_node(cluster), allow_graceful=False)
+            if i == 1:  # the held item was submitted before this result was handed out
+                deadline = time.monotonic() + 60
+                while not any(held.iterdir()):
+                    assert time.monotonic() < deadline, "the held task never started"
+                    time.sleep(0.02)
+                [pid] = [int(p.name) for p in held.iterdir() if p.name.isdigit()]
+                cluster.remove_node(_node_of(cluster, pid), allow_graceful=False)
     assert results == [i * i for i in range(12)]  # every result, once, in order
     assert executor.stats.lost >= 1 and executor.stats.given_up == 0
+    assert (held / "retried").exists()  # the held item's result came from its retry
     cluster.add_node(num_cpus=1)

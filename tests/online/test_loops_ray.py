@@ -1,24 +1,36 @@
-"""The same judging and training loops as Ray actors, on a local Ray instance."""
+"""The same judging and training loops as Ray actors: on a local Ray instance, and on a node of a
+local cluster that cannot see the serving process's run directory (no shared filesystem)."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'ratchet[ray]')")
+from ray.cluster_utils import Cluster  # noqa: E402
 
-from ratchet.online.config import OnlineConfig
-from ratchet.online.loops import RayLoops
-from ratchet.online.queue import TurnQueue
-from ratchet.online.records import Turn
+from ratchet.online.config import OnlineConfig  # noqa: E402
+from ratchet.online.loops import RayLoops  # noqa: E402
+from ratchet.online.queue import TurnQueue, open_queue  # noqa: E402
+from ratchet.online.records import Turn  # noqa: E402
+from ratchet.online.trainer import run_trainer_loop  # noqa: E402
+from ratchet.online.versions import VersionStore  # noqa: E402
+
+HERE = Path(__file__).parent
+#: Where the blind node's trainer looks for the serving run directory (to show it is not there).
+RUN_DIR_ENV = "RATCHET_TEST_HIDDEN_RUN"
 
 
 def fake_ray_trainer(config, queue_path, versions_dir, stop_event):
     """Claims judged samples and marks them trained as version 1; returns its pid."""
-    queue = TurnQueue(queue_path)
+    queue = open_queue(queue_path)
     while not stop_event.is_set():
         batch = queue.take_batch(16, min_version=0)
         if batch:
@@ -36,8 +48,9 @@ def test_judge_and_trainer_as_ray_actors(tmp_path):
         queue.set_next_state(f"t{i}", "thanks!" if i % 2 else "no, that's wrong")
     # The actors import this test module by name: put its folder on their path, and keep the
     # driver's own path so that they run the same ratchet as this test (not another install's).
-    path = os.pathsep.join(p for p in (str(Path(__file__).parent), os.environ.get("PYTHONPATH")) if p)
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+    path = os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH")) if p)
+    # address="local": a private instance, not a cluster another test left in ray_current_cluster
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
              runtime_env={"env_vars": {"PYTHONPATH": path}})
     try:
         config = OnlineConfig(learn="binary", executor="ray")
@@ -55,3 +68,141 @@ def test_judge_and_trainer_as_ray_actors(tmp_path):
     st = queue.stats()
     assert st["judged"] == 6 and st["positive"] == 3 and st["negative"] == 3 and st["trained"] == 6
     assert results["judge"] == 6 and results["trainer"] == pids["trainer"]
+
+
+# -- a node without the run directory --------------------------------------------------------
+
+
+def add_turns(queue: TurnQueue, ids: range, *, answered: bool = True) -> None:
+    for i in ids:
+        queue.add_turn(Turn(f"t{i}", "s", False, "main", [{"role": "user", "content": f"q{i}"}], f"a{i}", [1], [2],
+                            [-0.3], 0, created_at=1000.0 + i))
+    if answered:
+        answer(queue, ids)
+
+
+def answer(queue: TurnQueue, ids: range) -> None:
+    for i in ids:
+        queue.set_next_state(f"t{i}", "thanks!" if i % 2 else "no, that's wrong")
+
+
+class PublishingTrainer:
+    """A stub trainer (no torch) that makes an update of every batch: its adapter's weights file
+    holds the batch's turn ids, so a test can tell which update a copy of an adapter came from."""
+
+    base_gguf = None
+
+    def __init__(self) -> None:
+        self.version = 0
+        self.batch: list[str] = []
+        self.loaded: list[tuple[int, bytes]] = []
+
+    def step(self, batch):
+        self.batch = [s.turn.turn_id for s in batch]
+        return {"updated": True, "loss": 0.5}
+
+    def save_adapter(self, out_dir):
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "adapter_config.json").write_text('{"r": 1}')
+        (out / "adapter_model.safetensors").write_bytes(",".join(self.batch).encode())
+        return out
+
+    def load_adapter(self, adapter_dir, version):
+        self.loaded.append((version, (Path(adapter_dir) / "adapter_model.safetensors").read_bytes()))
+        self.version = version
+
+    def reset_to_base(self):
+        self.loaded.append((0, b""))
+        self.version = 0
+
+
+def blind_trainer(config, queue, versions, stop_event):
+    """The real training loop with the stub trainer, on whatever the actor was handed."""
+    trainer = PublishingTrainer()
+    run_trainer_loop(config.resolved_trainer(), queue, versions, stop_event, trainer=trainer)
+    hidden = Path(os.environ[RUN_DIR_ENV])
+    return {"node": ray.get_runtime_context().get_node_id(), "loaded": trainer.loaded,
+            "sees_run_dir": (hidden / "q.db").exists() or (hidden / "v").exists()}
+
+
+def _can_hide(path: Path) -> bool:
+    if shutil.which("bwrap") is None:
+        return False
+    probe = subprocess.run(["bwrap", "--dev-bind", "/", "/", "--tmpfs", str(path), "ls", "-A", str(path)],
+                           capture_output=True, text=True)
+    return probe.returncode == 0 and probe.stdout == ""
+
+
+@pytest.mark.slow
+def test_loops_on_a_node_that_cannot_see_the_run_directory(tmp_path):
+    """A head that runs nothing (the serving process joins it) and a worker node whose processes
+    see an empty directory where the run directory is (a mount namespace): the judge and the
+    trainer run there, and everything they do lands in the serving process's queue and versions."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "marker").write_text("the serving side's run directory")
+    if not _can_hide(run):
+        pytest.skip("needs bubblewrap with mount namespaces to hide a directory from a Ray node")
+    queue = TurnQueue(run / "q.db")
+    add_turns(queue, range(6))
+    path = os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "PYTHONPATH": path, RUN_DIR_ENV: str(run)}
+    head = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
+    node = subprocess.Popen(
+        ["bwrap", "--dev-bind", "/", "/", "--tmpfs", str(run), "--die-with-parent",
+         str(Path(sys.executable).with_name("ray")), "start", f"--address={head.address}", "--num-cpus=2", "--block",
+         "--disable-usage-stats"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        ray.init(address=head.address, include_dashboard=False, log_to_driver=False,
+                 runtime_env={"env_vars": {"PYTHONPATH": path, RUN_DIR_ENV: str(run)}})
+        deadline = time.time() + 120
+        while sum(n["Alive"] for n in ray.nodes()) < 2 and time.time() < deadline:
+            time.sleep(0.5)
+        assert sum(n["Alive"] for n in ray.nodes()) == 2, "the worker node did not join"
+        driver_node = ray.get_runtime_context().get_node_id()
+        # The stub has no policy to gate: the built-in gate is off.
+        config = OnlineConfig(learn="binary", executor="ray", judge={"poll_s": 0.05}, trainer={
+            "batch_size": 3, "min_batch": 3, "max_wait_s": 0.0, "poll_interval_s": 0.05, "convert_gguf": False,
+            "kl_samples": 0, "gate": {"builtin": False}, "num_threads": 1})
+        loops = RayLoops(config, run / "q.db", run / "v", trainer_target="test_loops_ray:blind_trainer").start()
+
+        def wait_trained(n: int) -> None:
+            deadline = time.time() + 120
+            while queue.stats()["trained"] < n and time.time() < deadline:
+                time.sleep(0.2)
+            assert queue.stats()["trained"] == n
+
+        wait_trained(6)
+        versions = VersionStore(run / "v")
+        assert versions.current_number() == 2
+        # A rollback here, on the serving side: the trainer follows it with version 1's adapter,
+        # which travels to it, and trains the next batch on top of it. The next turns become
+        # trainable once it has fetched that adapter, so no batch can go to the old weights.
+        add_turns(queue, range(6, 9), answered=False)
+        versions.rollback(1)
+        deadline = time.time() + 60
+        while not loops.stores.answered["versions.files"] and time.time() < deadline:
+            time.sleep(0.05)
+        answer(queue, range(6, 9))
+        wait_trained(9)
+        results = loops.stop(timeout_s=60)
+    finally:
+        ray.shutdown()
+        os.killpg(node.pid, signal.SIGTERM)
+        node.wait(60)
+        head.shutdown()
+    trainer = results["trainer"]
+    assert isinstance(trainer, dict), trainer
+    assert trainer["sees_run_dir"] is False  # the trainer's node really has no view of the run directory
+    assert trainer["node"] != driver_node
+    assert results["judge"] == 9
+    st = queue.stats()
+    assert st["judged"] == 9 and st["positive"] == 4 and st["negative"] == 5 and st["trained"] == 9
+    # Every adapter the trainer made is in the serving side's version store, byte for byte.
+    weights = {v.number: (v.adapter_dir / "adapter_model.safetensors").read_bytes()
+               for v in versions.list() if v.number}
+    assert weights == {1: b"t0,t1,t2", 2: b"t3,t4,t5", 3: b"t6,t7,t8"}
+    assert versions.get(3).metrics["parent_version"] == 1 and versions.current_number() == 3
+    assert trainer["loaded"] == [(1, b"t0,t1,t2")]

@@ -113,12 +113,14 @@ def test_git_status_diff_commit(make_agent, workdir):
 def test_commands_do_not_see_the_run_directory_or_hidden_paths(make_agent, tmp_path):
     secret = tmp_path / "evaluator"
     secret.mkdir()
-    (secret / "answer.txt").write_text("42")
+    # A value no path can contain: the error messages name the paths, and a temporary directory's
+    # number (pytest-420, say) would contain a short one.
+    (secret / "answer.txt").write_text("ANSWER-QX7")
     agent = make_agent(policy=PermissionPolicy(hidden_paths=[str(secret)]))
     call(agent, "ls")  # writes the trace, so the run directory has a file to find
     assert (agent.run_dir / "trace.jsonl").exists() and (secret / "answer.txt").exists()
     out = call(agent, "bash", command=f"cat {secret}/answer.txt; ls {agent.run_dir}; echo done")
-    assert "42" not in out and "trace.jsonl" not in out and "done" in out
+    assert "ANSWER-QX7" not in out and "trace.jsonl" not in out and "done" in out
 
 
 @pytest.mark.skipif(isolation_report()["mechanism"] != "bwrap", reason="needs bubblewrap")

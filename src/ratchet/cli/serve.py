@@ -99,6 +99,8 @@ def serve(
     run: str = typer.Option(None, "--run", help="Run name in the run store."),
     judge: str = typer.Option(None, "--judge", help="'rule' or a model spec for the judge."),
     executor: str = typer.Option(None, "--executor", help="process | ray."),
+    address: str = typer.Option(None, "--address", help="With --executor ray: the cluster to join, auto | "
+                                                         "ray://HOST:10001 (default: a private Ray instance)."),
     config_path: Path = typer.Option(None, "--config", "-c", help="YAML config (OnlineConfig)."),
     overrides: list[str] = typer.Option([], "--set", help="Override a config key: --set judge.votes=5."),
 ) -> None:
@@ -108,7 +110,8 @@ def serve(
     from ratchet.config import load_config
     from ratchet.online.config import OnlineConfig
 
-    flags = {"model": model, "learn": learn, "host": host, "port": port, "run": run, "executor": executor}
+    flags = {"model": model, "learn": learn, "host": host, "port": port, "run": run, "executor": executor,
+             "address": address}
     sets = [f"{k}={v}" for k, v in flags.items() if v is not None]
     if judge is not None:
         sets += ["judge.kind=rule"] if judge == "rule" else ["judge.kind=model", f"judge.model={judge}"]

@@ -80,14 +80,13 @@ def bootstrap_p(diffs: Sequence[float], resamples: int, rng: random.Random) -> f
     return (at_or_below + 1) / (resamples + 1)
 
 
-def tests_so_far(run) -> int:
+def tests_so_far(run, before_step: int | None = None) -> int:
     """How many children of this run reached the paired test (their decisions carry a p-value),
-    counting only children of the steps before the one the run resumes at: a step cut off by a kill
-    after its decision is rerun, and must be tested at the alpha it was tested at the first time."""
+    counting only children of the steps before ``before_step``, the step the run resumes at (the
+    engine gives it as ``ctx.resumes_at``): a step cut off by a kill after its decision is rerun,
+    and must be tested at the alpha it was tested at the first time."""
     if run is None or getattr(run, "dir", None) is None:
         return 0
-    state = run.load_checkpoint("evolve") if hasattr(run, "load_checkpoint") else None
-    resumes_at = (state or {}).get("step")
     count = 0
     for path in sorted((Path(run.dir) / "evolve" / "decisions").glob("*.json")):
         try:
@@ -98,7 +97,7 @@ def tests_so_far(run) -> int:
             step = (json.loads((Path(run.dir) / "candidates" / path.stem / "meta.json").read_text()).get("meta") or {}).get("step")
         except (OSError, ValueError, AttributeError):
             step = None  # a decision without a stored candidate counts, as before
-        if resumes_at is not None and step is not None and step >= resumes_at:
+        if before_step is not None and step is not None and step >= before_step:
             continue
         count += "p_value" in numbers
     return count
@@ -139,7 +138,7 @@ class PairedGate:
     def level(self) -> tuple[float, int]:
         """The alpha of the next paired test and its index k in the run."""
         if self.tested is None:
-            self.tested = tests_so_far(getattr(self.ctx, "run", None))
+            self.tested = tests_so_far(self.ctx.run, self.ctx.resumes_at)
         k = self.tested + 1
         return self.correction.level(self.options.alpha, k), k
 

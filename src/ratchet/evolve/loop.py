@@ -83,7 +83,9 @@ class Engine:
             self.accountant.record(LLMCall(**{k: v for k, v in record.items() if k in LLM_CALL_FIELDS}))
         self.accountant.on_call = run.record_llm_call
         self.journal = JournaledModel(AccountedModel(model, self.accountant, "evolve"), run) if model else None
-        self.ctx = EngineContext(self.manifest, config.workspace, self.journal, run, config.seed)
+        # Where this run (re)starts: what the gate counts the run's earlier tests up to.
+        resumes_at = (run.load_checkpoint(CHECKPOINT) or {}).get("step", 0)
+        self.ctx = EngineContext(self.manifest, config.workspace, self.journal, run, config.seed, resumes_at=resumes_at)
         self._owns_executor = executor is None
         self.executor = executor if executor is not None else build_executor(config.executor)
         if hasattr(self.executor, "on_lost"):
@@ -118,31 +120,31 @@ class Engine:
     def _suite_context(self) -> EngineContext:
         """What the suite is built with. Its evaluations' model calls are numbered by evaluation
         (so a rerun evaluation is given its journaled replies): in this process through the
-        journal itself; on other machines through the executor's gateway, which brings every call
-        back here to the one budget and journal. A suite sent to other machines gets no run store:
-        only the driver writes it."""
+        journal itself; in other processes (a local pool, Ray workers) through the executor's
+        gateway, which brings every call back here to the one budget and journal. A suite sent to
+        other processes gets no run store: only the driver writes it."""
         if self.journal is None:
             return self.ctx
         if getattr(self.executor, "in_process", True):
             return replace(self.ctx, model=ScopedModel(self.journal))
         serve = getattr(self.executor, "serve", None)
-        if serve is None:  # a local pool: no way back to this process (refused below if the suite needs it)
+        if serve is None:  # an executor with no way back to this process (refused below if the suite needs it)
             return replace(self.ctx, model=None, run=None)
         self.gateway = serve(self.journal)
         return replace(self.ctx, model=self.gateway.model, run=None)
 
     def _check_remote_suite(self) -> None:
-        # A suite that calls the model inside an evaluation, on a pool with no gateway back to the
-        # driver, would have its calls escape the run's one budget and journal.
+        # A suite that calls the model inside an evaluation, on an executor with no gateway back to
+        # the driver, would have its calls escape the run's one budget and journal.
         if getattr(self.executor, "in_process", True) or self.gateway is not None or self.journal is None:
             return
         if hasattr(getattr(self.suite, "ctx", None), "model"):
             if self._owns_executor:
                 self.executor.close()
-            raise RatchetError(f"the {self.suite.name} suite calls the model inside its evaluations, which a local "
-                               "process pool cannot bring back to the run's one budget and journal",
-                               hint="run it with --executor ray (the driver serves the model to the workers), or "
-                                    "with one local worker (the default), or leave out `model` if its evaluations "
+            raise RatchetError(f"the {self.suite.name} suite calls the model inside its evaluations, which this "
+                               "executor (it has no `serve`) cannot bring back to the run's one budget and journal",
+                               hint="run it with --executor local or ray (both serve the driver's model to their "
+                                    "workers), or leave out `model` if its evaluations "
                                     "do not need one")
 
     def _lost(self, info: dict[str, Any]) -> None:
@@ -330,7 +332,7 @@ class Engine:
                         reason="static check: " + self.static.check(parent, proposal)[0].message)
             return
         # "evaluating", or made by this very step before a kill: decide it (again) now, from the cache.
-        known = self.archive.as_of(index).status(child.id)
+        known = shown.status(child.id)
         if known not in (None, "evaluating"):
             self._event(kind="step", step=index, parent=parent.id, child=child.id, proposer=proposer.name,
                         status="duplicate", reason=f"already in the archive as {known}")

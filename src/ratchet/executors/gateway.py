@@ -1,15 +1,19 @@
-"""The driver's model, served to units of work running on other machines of a Ray cluster.
+"""The driver, answering work that runs on other machines of a Ray cluster: its model, its stores.
 
 A unit that calls the model (a workflow suite's evaluation) must not carry the run's model with it:
 its calls would escape the run's one budget and be journaled by a second writer. Instead the unit
 gets a :class:`RemoteModel`, which sends each call — numbered by its unit
-(:mod:`ratchet.executors.units`) — to a :class:`ModelRelay` actor; threads of the driver take the
+(:mod:`ratchet.executors.units`) — to a :class:`Relay` actor; threads of the driver take the
 calls from the relay, answer each through the driver's :class:`~ratchet.executors.units.UnitServer`
 (accounted and journaled there, by the store's one writer) and hand the reply back through the
 relay. A call a lost attempt already got is answered again from the journal, not paid again.
 
 The relay holds no state worth keeping: it lives as long as the driver (Ray ends an actor with
 its owner), and a reply it loses to a dead worker was journaled before it was sent.
+
+The relay and the driver's side of it (:class:`Gateway`) carry any request, not only model calls:
+the online loops reach the driver's session queue and version store through one
+(:mod:`ratchet.online.relayed`), so their actors need no disk the driver's run directory is on.
 
 ``ray`` is imported when a gateway or remote call is made, not at module import (an optional,
 slow-to-import dependency).
@@ -21,7 +25,7 @@ import asyncio
 import logging
 import pickle
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -34,7 +38,7 @@ log = logging.getLogger("ratchet.executors.gateway")
 POLL_S = 0.2
 
 
-class ModelRelay:
+class Relay:
     """A Ray actor (asynchronous) between remote callers and the driver: callers ``call`` and wait;
     the driver ``take``s the calls waiting and ``answer``s each."""
 
@@ -77,18 +81,26 @@ class RemoteModel:
         import ray  # deferred: optional and slow to import; a worker that runs this has it loaded
 
         unit, index = next_call()
-        request = {"unit": unit, "index": index, "messages": [dict(m) for m in messages], "params": params}
-        status, value = ray.get(self.relay.call.remote(request))
-        if status == "error":
-            raise value
-        return value
+        return relay_call(self.relay, {"unit": unit, "index": index, "messages": [dict(m) for m in messages],
+                                       "params": params})
 
     async def acomplete(self, messages: Sequence[Message], **params: Any) -> Completion:
         return self.complete(messages, **params)
 
 
-def _sendable(exc: BaseException) -> BaseException:
-    # The error travels to the worker by pickle; one that cannot is sent as its text.
+def relay_call(relay: Any, request: Any) -> Any:
+    """Send ``request`` to the driver through ``relay`` and wait for its answer; an error the
+    driver's answer raised is raised here."""
+    import ray  # deferred: optional and slow to import; a worker that runs this has it loaded
+
+    status, value = ray.get(relay.call.remote(request))
+    if status == "error":
+        raise value
+    return value
+
+
+def sendable(exc: BaseException) -> BaseException:
+    """``exc``, or its text when it does not pickle: it travels back to the worker that asked."""
     try:
         pickle.loads(pickle.dumps(exc))
         return exc
@@ -96,22 +108,22 @@ def _sendable(exc: BaseException) -> BaseException:
         return RatchetError(f"{type(exc).__name__}: {exc}")
 
 
-class ModelGateway:
-    """Serves ``server`` to remote units while it is open: ``model`` is what the units get.
+class Gateway:
+    """Answers requests that remote callers send through a :class:`Relay`, with ``answer(request)``
+    run in this (the driver's) process, while it is open. ``relay`` is the handle to give them.
 
-    ``threads`` calls are answered at once (more help an HTTP model server that batches; an
-    embedded model answers one at a time whatever the count).
+    ``threads`` requests are answered at once (for model calls, more help an HTTP model server
+    that batches; an embedded model answers one at a time whatever the count).
     """
 
-    def __init__(self, ray: Any, server: UnitServer, threads: int = 4) -> None:
+    def __init__(self, ray: Any, answer: Callable[[Any], Any], threads: int = 4) -> None:
         self._ray = ray
-        self.server = server
+        self._answer = answer
         # deferred: ray is optional. The relay runs on the driver's node (soft: anywhere if it cannot).
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         strategy = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
-        self.relay = ray.remote(ModelRelay).options(num_cpus=0, scheduling_strategy=strategy).remote()
-        self.model = RemoteModel(self.relay, server.name)
+        self.relay = ray.remote(Relay).options(num_cpus=0, scheduling_strategy=strategy).remote()
         self.served = 0
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="ratchet-gateway")
         self._stop = threading.Event()
@@ -124,21 +136,20 @@ class ModelGateway:
                 taken = self._ray.get(self.relay.take.remote(POLL_S))
             except Exception as exc:  # noqa: BLE001 - the relay is gone (Ray shut down): nothing left to serve
                 if not self._stop.is_set():
-                    log.warning("model gateway stopped: %s", exc)
+                    log.warning("gateway stopped: %s", exc)
                 return
             for ident, request in taken:
                 self._pool.submit(self._serve, ident, request)
 
-    def _serve(self, ident: int, request: dict[str, Any]) -> None:
+    def _serve(self, ident: int, request: Any) -> None:
         try:
-            reply: tuple[str, Any] = ("ok", self.server.complete_for(request["unit"], request["index"],
-                                                                     request["messages"], **request["params"]))
-        except Exception as exc:  # noqa: BLE001 - the caller raises it (a budget stop, a model error)
-            reply = ("error", _sendable(exc))
+            reply: tuple[str, Any] = ("ok", self._answer(request))
+        except Exception as exc:  # noqa: BLE001 - the caller raises it (a budget stop, a model error, a bad request)
+            reply = ("error", sendable(exc))
         self.served += 1
         try:
             self.relay.answer.remote(ident, reply)
-        except Exception:  # noqa: BLE001 - Ray is shutting down; the reply is journaled all the same
+        except Exception:  # noqa: BLE001 - Ray is shutting down; no caller is left to wait
             pass
 
     def close(self) -> None:
@@ -152,8 +163,21 @@ class ModelGateway:
         except Exception:  # noqa: BLE001 - already gone with the cluster
             pass
 
-    def __enter__(self) -> ModelGateway:
+    def __enter__(self) -> Gateway:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class ModelGateway(Gateway):
+    """Serves ``server`` to remote units while it is open: ``model`` is what the units get; each
+    call is answered by ``server.complete_for`` (accounted and journaled in the driver)."""
+
+    def __init__(self, ray: Any, server: UnitServer, threads: int = 4) -> None:
+        super().__init__(ray, self._complete, threads)
+        self.server = server
+        self.model = RemoteModel(self.relay, server.name)
+
+    def _complete(self, request: dict[str, Any]) -> Completion:
+        return self.server.complete_for(request["unit"], request["index"], request["messages"], **request["params"])

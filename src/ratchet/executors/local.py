@@ -14,7 +14,9 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import TypeVar
 
+from ratchet.executors.local_gateway import LocalGateway
 from ratchet.executors.retries import ExecutorStats, UnitLost
+from ratchet.executors.units import UnitServer
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -51,6 +53,7 @@ class LocalExecutor:
         self.progress = progress
         self.stats = ExecutorStats()
         self._pool: ProcessPoolExecutor | None = None
+        self._gateways: list[LocalGateway] = []
 
     @property
     def in_process(self) -> bool:
@@ -102,10 +105,20 @@ class LocalExecutor:
                 future.cancel()
             raise
 
+    def serve(self, server: UnitServer) -> LocalGateway:
+        """Serve the driver's model to this pool's units while they run: hand the units the
+        gateway's ``model``; close the gateway (or this executor) when done."""
+        gateway = LocalGateway(server)
+        self._gateways.append(gateway)
+        return gateway
+
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+        for gateway in self._gateways:  # after the pool: its last units may still be asking
+            gateway.close()
+        self._gateways = []
 
     def __enter__(self) -> LocalExecutor:
         return self

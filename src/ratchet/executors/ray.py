@@ -56,9 +56,11 @@ def connect(ray: Any, config: ExecutorConfig) -> bool:
     if pythonpath:
         env["env_vars"] = {"PYTHONPATH": pythonpath, **env.get("env_vars", {})}
     kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "runtime_env": env or None}
-    if config.address:
-        kwargs["address"] = config.address
-    elif config.local_cpus:
+    # "local", not None, for a private instance: with no address Ray joins the cluster named in
+    # /tmp/ray/ray_current_cluster, which any `ray start` or test cluster on this machine (another
+    # user's, or a stale one) writes, and the run would land there or fail to connect.
+    kwargs["address"] = config.address or "local"
+    if not config.address and config.local_cpus:
         kwargs["num_cpus"] = config.local_cpus
     try:
         ray.init(**kwargs)

@@ -147,9 +147,17 @@ class OnlineConfig(Settings):
     executor: Literal["process", "ray"] = "process"
     """How the judging and training loops run: local processes, or Ray actors (``ray`` extra)."""
 
+    address: str | None = None
+    """executor=ray: the cluster the loops' actors run on — ``auto`` (one started with ``ray start``
+    on this machine), ``ray://HOST:10001`` or ``HOST:6379``; None starts a private Ray instance
+    here. The actors need no disk shared with this machine: they reach the queue and the versions
+    through this process."""
+
     trainer_loop: str = "ratchet.online.trainer:run_trainer_loop"
     """``module:function`` of the training loop, called as fn(config, queue_path, versions_dir,
-    stop_event) in its own process."""
+    stop_event) in its own process. With ``executor=ray`` the two are the serving machine's queue
+    and version store relayed (``online/relayed.py``), not paths: open them with
+    ``queue.open_queue`` and ``versions.open_versions``, which take either."""
 
     judge: JudgeConfig = Field(default_factory=JudgeConfig)
     """The judging loop."""

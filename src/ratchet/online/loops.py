@@ -1,12 +1,13 @@
 """Starting and stopping the loops: judging and training beside the serving process.
 
-The loops share only the queue file and the version directory, so each can run anywhere that sees
-them: as local processes (``spawn``, each with its own pinned thread count, the default) or as Ray
-actors (``executor=ray``; the same loop functions, one actor each). Serving stays in the process
-that runs uvicorn. A stop signal ends each loop between two units of work; Ctrl-C in the terminal
-reaches the parent only (children ignore SIGINT) so shutdown is always orderly. Local processes are
-supervised (:mod:`ratchet.online.supervision`): restarted when they die, stopped when the server
-dies, never waited on forever.
+The loops share only the queue and the version store, so each can run anywhere that reaches them:
+as local processes on the two paths (``spawn``, each with its own pinned thread count, the
+default) or as Ray actors (``executor=ray``; the same loop functions, one actor each), which reach
+them through the serving process (:mod:`ratchet.online.relayed`) and so need no shared disk.
+Serving stays in the process that runs uvicorn. A stop signal ends each loop between two units of
+work; Ctrl-C in the terminal reaches the parent only (children ignore SIGINT) so shutdown is always
+orderly. Local processes are supervised (:mod:`ratchet.online.supervision`): restarted when they
+die, stopped when the server dies, never waited on forever.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from typing import Any
 
 from ratchet.executors.ray import ActorResources, LoopWorker, actor_class
 from ratchet.online.config import OnlineConfig
-from ratchet.online.queue import TurnQueue
+from ratchet.online.queue import open_queue
+from ratchet.online.relayed import StoreGateway
 from ratchet.online.status import LOOPS_NAME
 from ratchet.online.supervision import RestartPolicy, StopSignal, Supervisor, die_with_parent
 
@@ -78,13 +80,14 @@ def make_judge(config: OnlineConfig):
                        max_tokens=jc.max_tokens, hint_style=jc.hint_style)
 
 
-def run_judge_loop(config: OnlineConfig, queue_path: str | Path, stop_event: Any, judge: Any = None) -> int:
+def run_judge_loop(config: OnlineConfig, queue_path: Any, stop_event: Any, judge: Any = None) -> int:
     """Judge turns as their next states arrive until ``stop_event`` is set; returns turns judged.
 
-    A turn whose judging raises is logged and left to its lease expiring, so a flaky judge never
-    loses turns nor stops the loop.
+    ``queue_path``: the queue file, or the serving machine's queue relayed to this one. A turn
+    whose judging raises is logged and left to its lease expiring, so a flaky judge never loses
+    turns nor stops the loop.
     """
-    queue = TurnQueue(queue_path)
+    queue = open_queue(queue_path)
     judge = judge or make_judge(config)
     done = 0
     while not stop_event.is_set():
@@ -103,8 +106,9 @@ def run_judge_loop(config: OnlineConfig, queue_path: str | Path, stop_event: Any
     return done
 
 
-def run_trainer(config: OnlineConfig, queue_path: str | Path, versions_dir: str | Path, stop_event: Any) -> None:
-    """The configured training loop with its settings filled in from the served model."""
+def run_trainer(config: OnlineConfig, queue_path: Any, versions_dir: Any, stop_event: Any) -> None:
+    """The configured training loop with its settings filled in from the served model (on the two
+    paths, or on the serving machine's stores relayed)."""
     fn = resolve(config.trainer_loop)
     fn(config.resolved_trainer(), queue_path, versions_dir, stop_event)
 
@@ -183,11 +187,14 @@ class LocalLoops:
 
 
 class RayLoops:
-    """The same loops as Ray actors: locally (``ray.init``) or on a cluster (``address``).
+    """The same loops as Ray actors: locally (``ray.init``) or on a cluster (``address``, default
+    ``config.address``).
 
-    On one machine the actors share the queue file and version directory with serving. Across
-    machines those two paths must be on storage every node sees (a shared filesystem); see
-    docs/online.md for the vLLM serving path.
+    The actors get no path: they reach the queue and the version store through a
+    :class:`~ratchet.online.relayed.StoreGateway` answered in this process, the one that serves
+    and owns the run directory. So an actor may land on any node, with or without the run
+    directory's disk; turns, judgements and batches travel as actor calls, adapters through Ray's
+    object store.
     """
 
     def __init__(self, config: OnlineConfig, queue_path: Path, versions_dir: Path, *, judge: bool = True,
@@ -204,21 +211,23 @@ class RayLoops:
         self._owns_ray = False
         if not ray.is_initialized():
             kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": True}
-            if address:
-                kwargs["address"] = address
-            else:
+            # "local" for a private instance: without an address Ray joins whatever cluster
+            # /tmp/ray/ray_current_cluster names (see executors.ray.connect).
+            kwargs["address"] = address or config.address or "local"
+            if kwargs["address"] == "local":
                 kwargs["num_cpus"] = num_cpus or 2
             ray.init(**kwargs)
             self._owns_ray = True
+        self.stores = StoreGateway(ray, queue_path, versions_dir)
         self.specs: dict[str, tuple[str, tuple[Any, ...]]] = {}
         self.actors: dict[str, Any] = {}
         # Each loop asks for the cores it runs threads on, so the scheduler never stacks two on one.
         if judge:
-            self.specs["judge"] = ("ratchet.online.loops:run_judge_loop", (config, str(queue_path)))
+            self.specs["judge"] = ("ratchet.online.loops:run_judge_loop", (config, self.stores.queue))
             self.actors["judge"] = actor_class(LoopWorker, ActorResources(num_cpus=config.judge.threads)).remote(
                 "judge", config.judge.threads)
         if trainer and config.learn != "off":
-            self.specs["trainer"] = (trainer_target, (config, str(queue_path), str(versions_dir)))
+            self.specs["trainer"] = (trainer_target, (config, self.stores.queue, self.stores.versions))
             self.actors["trainer"] = actor_class(LoopWorker, ActorResources(num_cpus=config.trainer.num_threads)).remote(
                 "trainer", config.trainer.num_threads)
         self.refs: dict[str, Any] = {}
@@ -245,6 +254,7 @@ class RayLoops:
                 results[name] = exc
         for actor in self.actors.values():
             ray.kill(actor)
+        self.stores.close()  # after the loops: their last calls give back the samples they held
         if self._owns_ray:
             ray.shutdown()
         return results

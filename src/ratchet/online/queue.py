@@ -492,3 +492,9 @@ class TurnQueue:
             deleted = db.execute("DELETE FROM turns WHERE session_id=?", (session_id,)).rowcount
         self._conn().execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return int(deleted)
+
+
+def open_queue(where: Any) -> Any:
+    """The queue at a path, or ``where`` itself when it already is one (the serving machine's,
+    relayed: :class:`ratchet.online.relayed.RelayedQueue`)."""
+    return TurnQueue(where) if isinstance(where, (str, os.PathLike)) else where

@@ -809,11 +809,12 @@ def run_trainer_loop(
     from ratchet.online.claims import Claimer, LeaseKeeper
     from ratchet.online.evaluation import EvaluationHook
     from ratchet.online.lora_gguf import convert_adapter
-    from ratchet.online.queue import TurnQueue
-    from ratchet.online.versions import VersionStore
+    from ratchet.online.queue import open_queue
+    from ratchet.online.versions import TooStale, open_versions
 
-    store = VersionStore(versions_dir)
-    queue = TurnQueue(queue_path)
+    # Paths, or the serving machine's stores relayed to this one (ratchet.online.relayed).
+    store = open_versions(versions_dir)
+    queue = open_queue(queue_path)
     trainer = trainer or Trainer.from_config(config)
     if hook is None:
         hook = EvaluationHook.from_config(config.heldout_path, config.eval_tolerance, gate=config.gate)
@@ -821,9 +822,6 @@ def run_trainer_loop(
     batch: list[Any] = []
     baselines: dict[int, float] = {}
     clock = BatchClock(config.batch_size, config.min_batch, config.max_wait_s)
-
-    def too_stale(served: int) -> bool:
-        return trainer.lineage.staleness(served, trainer.version) > config.max_staleness
 
     scratch = Path(tempfile.mkdtemp(prefix="ratchet-train-"))
     # Claims are leases: a claimer of its own (a loop restarted in this process starts afresh) and
@@ -838,7 +836,8 @@ def run_trainer_loop(
             if room > 0:
                 trainer.lineage = store.lineage()
                 pending.extend(queue.take_batch(room, claimer=claimer, lease_s=config.claim_lease_s,
-                                                max_reclaims=config.max_reclaims, stale=too_stale))
+                                                max_reclaims=config.max_reclaims,
+                                                stale=TooStale(trainer.lineage, trainer.version, config.max_staleness)))
             if not clock.due(len(pending)):
                 stop_event.wait(config.poll_interval_s)
                 continue

@@ -95,6 +95,26 @@ class Lineage:
         return steps_to_current[node]
 
 
+@dataclass(frozen=True)
+class TooStale:
+    """Whether a sample served by a version is too stale to train the weights ``current`` on: more
+    than ``max_steps`` optimizer steps behind on ``lineage``. A value (not a closure over the
+    trainer) so that it travels with a claim to a queue on another machine."""
+
+    lineage: Lineage
+    current: int
+    max_steps: int
+
+    def __call__(self, served: int) -> bool:
+        return self.lineage.staleness(served, self.current) > self.max_steps
+
+
+def open_versions(where: Any) -> Any:
+    """The version store at a path, or ``where`` itself when it already is one (the serving
+    machine's, relayed: :class:`ratchet.online.relayed.RelayedVersions`)."""
+    return VersionStore(where) if isinstance(where, (str, os.PathLike)) else where
+
+
 def _write_atomic(path: Path, text: str) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     with os.fdopen(fd, "w") as handle:

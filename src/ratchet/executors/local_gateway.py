@@ -1,0 +1,124 @@
+"""The driver's model, served to the worker processes of the local pool (``--workers N``).
+
+The local counterpart of :mod:`ratchet.executors.gateway`: a unit that calls the model in a pool
+process gets a :class:`PipeModel`, which sends each call — numbered by its unit
+(:mod:`ratchet.executors.units`) — over a Unix socket to this process, where a thread per worker
+answers it through the driver's :class:`~ratchet.executors.units.UnitServer` (accounted and
+journaled there, by the store's one writer). So a pool's evaluations count against the run's one
+budget, each reply is journaled once under (unit, call number), and a unit rerun after a kill or a
+resume is given the replies its earlier attempt got instead of paying for them again.
+
+The socket is private to this user (a fresh temporary directory) and each connection must prove
+it holds the gateway's random key (``multiprocessing.connection``'s challenge), so no other
+process on the machine can spend the run's budget.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+from collections.abc import Sequence
+from multiprocessing.connection import Client, Connection, Listener
+from typing import Any
+
+from ratchet.contracts import Completion, Message
+from ratchet.executors.gateway import sendable
+from ratchet.executors.units import UnitServer, next_call
+
+log = logging.getLogger("ratchet.executors.local_gateway")
+
+#: This process's connection to each gateway (address -> connection): a unit arrives pickled with
+#: its own copy of the model, and one connection per worker process is enough.
+_CONNS: dict[str, Connection] = {}
+_CONNS_LOCK = threading.Lock()
+
+
+class PipeModel:
+    """A ``Model`` a unit carries to a pool process: each call goes to the driver over the socket.
+    Picklable (an address, a key and a name); each process opens one connection, on first use."""
+
+    def __init__(self, address: str, key: bytes, name: str) -> None:
+        self.address, self.key, self.name = address, key, name
+
+    def complete(self, messages: Sequence[Message], **params: Any) -> Completion:
+        unit, index = next_call()
+        with _CONNS_LOCK:  # one call at a time on this process's connection
+            conn = _CONNS.get(self.address)
+            if conn is None:
+                conn = _CONNS[self.address] = Client(self.address, family="AF_UNIX", authkey=self.key)
+            conn.send({"unit": unit, "index": index, "messages": [dict(m) for m in messages], "params": params})
+            status, value = conn.recv()
+        if status == "error":
+            raise value
+        return value
+
+    async def acomplete(self, messages: Sequence[Message], **params: Any) -> Completion:
+        return self.complete(messages, **params)
+
+
+class LocalGateway:
+    """Serves ``server`` to the pool's processes while it is open: ``model`` is what the units get."""
+
+    def __init__(self, server: UnitServer) -> None:
+        self.server = server
+        self._key = secrets.token_bytes(32)
+        self._listener = Listener(family="AF_UNIX", authkey=self._key)  # in a fresh 0700 temporary directory
+        self.model = PipeModel(self._listener.address, self._key, server.name)
+        self.served = 0
+        self._served_lock = threading.Lock()
+        self._closed = threading.Event()
+        self._conns: list[Connection] = []
+        self._acceptor = threading.Thread(target=self._accept, name="ratchet-local-gateway", daemon=True)
+        self._acceptor.start()
+
+    def _accept(self) -> None:
+        while not self._closed.is_set():
+            try:
+                conn = self._listener.accept()
+            except (OSError, EOFError) as exc:  # closed, or a caller that failed the key check
+                if not self._closed.is_set():
+                    log.warning("refused a connection to the model gateway: %s", exc)
+                continue
+            if self._closed.is_set():
+                conn.close()
+                return
+            self._conns.append(conn)
+            threading.Thread(target=self._serve, args=(conn,), name="ratchet-local-gateway-conn", daemon=True).start()
+
+    def _serve(self, conn: Connection) -> None:
+        while True:
+            try:
+                request = conn.recv()
+            except (EOFError, OSError):  # the worker process ended (or this gateway closed)
+                return
+            try:
+                reply: tuple[str, Any] = ("ok", self.server.complete_for(request["unit"], request["index"],
+                                                                         request["messages"], **request["params"]))
+            except Exception as exc:  # noqa: BLE001 - the caller raises it (a budget stop, a model error)
+                reply = ("error", sendable(exc))
+            with self._served_lock:
+                self.served += 1
+            try:
+                conn.send(reply)
+            except (OSError, ValueError):  # the worker died waiting; the reply is journaled all the same
+                return
+
+    def close(self) -> None:
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        try:  # wake the acceptor, blocked in accept()
+            Client(self._listener.address, family="AF_UNIX", authkey=self._key).close()
+        except OSError:
+            pass
+        self._acceptor.join(timeout=5)
+        self._listener.close()
+        for conn in self._conns:
+            conn.close()
+
+    def __enter__(self) -> LocalGateway:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
