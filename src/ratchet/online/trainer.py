@@ -38,6 +38,7 @@ from ratchet.config import Settings
 from ratchet.contracts import RatchetError
 from ratchet.online.batching import BatchClock
 from ratchet.online.evaluation import GateConfig
+from ratchet.online.targets import TargetFilterName, target_filter
 from ratchet.online.versions import Lineage
 
 log = logging.getLogger(__name__)
@@ -78,6 +79,10 @@ class TrainerConfig(Settings):
     update, 12 of 12 after the 4th, while the guard tasks fell 0.83 → 0.42."""
     teacher_max_tokens: int = Field(default=48, ge=1)
     """Length limit of the hinted teacher's own reply (``distill_target=teacher``)."""
+    teacher_filter: TargetFilterName = "none"
+    """Which of the hinted teacher's own replies are taught (``distill_target=teacher``; see
+    :mod:`ratchet.online.targets`): ``answers`` drops a reply that ends with a question back to the
+    user instead of an answer ("Ahoy! How can I reverse a string in Python?"); ``none`` keeps all."""
     lora_r: int = Field(default=16, ge=1)
     """LoRA rank."""
     lora_alpha: float = 32.0
@@ -500,22 +505,30 @@ class Trainer:
                 out.extend(zip(torch.split(values, lengths), torch.split(index, lengths), strict=True))
         return out
 
-    def _teacher_replies(self, hinted: Sequence[_Prepared], starts: Sequence[int]) -> list[str]:
+    def _teacher_replies(self, hinted: Sequence[_Prepared], starts: Sequence[int]) -> tuple[list[str], list[str]]:
         """``distill_target=teacher``: the hinted base model writes its own greedy reply, and its
         top-k along that reply becomes the distillation target of the student without the hint.
-        Returns the replies' text: what the student is taught, kept in the version's record."""
+        Returns the replies' text, those taught and those ``teacher_filter`` refused (a refused one
+        leaves its sample with its other signals), kept in the version's record."""
         cfg = self.config
         prompts = [it.teacher_ids[:start] for it, start in zip(hinted, starts, strict=True)]
         replies = self.greedy_ids(prompts, cfg.teacher_max_tokens, base=True)
-        keep = [(it, p, r) for it, p, r in zip(hinted, prompts, replies, strict=True) if r]
+        rule = target_filter(cfg.teacher_filter)
+        keep, refused = [], []
+        for it, p, r in zip(hinted, prompts, replies, strict=True):
+            text = str(self.tokenizer.decode(r, skip_special_tokens=True))
+            if r and rule.keep(text):
+                keep.append((it, p, r))
+            elif r:
+                refused.append(text)
         if not keep:
-            return []
+            return [], refused
         topk = self.teacher_topk([p + r for _, p, r in keep], [len(p) for _, p, _ in keep], cfg.opd_topk)
         for (it, _, reply), pair in zip(keep, topk, strict=True):
             it.distill_ids = it.input_ids[: it.response_start] + reply
             it.distill_start = it.response_start
             it.teacher_topk = pair
-        return [str(self.tokenizer.decode(r, skip_special_tokens=True)) for _, _, r in keep]
+        return [str(self.tokenizer.decode(r, skip_special_tokens=True)) for _, _, r in keep], refused
 
     def greedy_ids(self, prompts: Sequence[list[int]], max_tokens: int, *, base: bool = False) -> list[list[int]]:
         """Greedy reply token ids (end-of-turn excluded, as the server records them) for a batch of
@@ -656,6 +669,7 @@ class Trainer:
         # Teacher and reference scores come from the frozen base: computed once, before the update.
         hinted = [it for it in items if it.teacher_ids is not None]
         teacher_targets: list[str] = []
+        refused_targets: list[str] = []
         if hinted:
             starts = [len(it.teacher_ids) - (len(it.input_ids) - it.response_start) for it in hinted]
             for it, lp in zip(hinted, self.score([it.teacher_ids for it in hinted], starts, base=True), strict=True):
@@ -665,7 +679,7 @@ class Trainer:
                 for it, pair in zip(hinted, topk, strict=True):
                     it.teacher_topk = pair
             elif cfg.opd_topk and cfg.signal != "rl":
-                teacher_targets = self._teacher_replies(hinted, starts)
+                teacher_targets, refused_targets = self._teacher_replies(hinted, starts)
         refs = None
         if cfg.kl_coef:
             refs = self.score([it.input_ids for it in items], [it.response_start for it in items], base=True)
@@ -767,6 +781,7 @@ class Trainer:
             sequence_tokens=int(sum(len(it.input_ids) for it in items)),
             hinted=len(hinted),
             teacher_targets=teacher_targets,
+            teacher_targets_refused=refused_targets,
             step_s=round(elapsed, 3),
             tokens_per_s=round(sum(len(it.input_ids) for it in items) * epochs / elapsed, 2),
         )
