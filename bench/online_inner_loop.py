@@ -206,7 +206,7 @@ def run_variant(name: str, overrides: dict[str, Any], pref: Any, args: argparse.
 
         keep()
         if step == args.served_check_at:
-            row["served_check"] = served_check(trainer, pref)
+            row["served_check"] = served_check(trainer, pref, threads=args.threads)
             keep()
         print(f"[{name}] step {step}: pref {m['preference']:.2f} guard {m['guard']:.2f} "
               f"logp {m['logp_pref']:.2f} kl {m['kl']:.3f} replay {replay_s:.0f}s step {step_s:.0f}s "
@@ -214,11 +214,11 @@ def run_variant(name: str, overrides: dict[str, Any], pref: Any, args: argparse.
               f"rewards {row['rewards']} | {row['replies'][:2]} | taught {row['teacher_targets']}", flush=True)
     result = {"overrides": overrides, "curve": curve, "met_first": replay.met_first}
     if args.served_check:
-        result["served_check"] = served_check(trainer, pref)
+        result["served_check"] = served_check(trainer, pref, threads=args.threads)
     return result
 
 
-def served_check(trainer: Any, pref: Any, tokens: int = 16, prompts: int = 6) -> dict[str, Any]:
+def served_check(trainer: Any, pref: Any, tokens: int = 16, prompts: int = 6, threads: int = 1) -> dict[str, Any]:
     """The adapter as serving loads it (GGUF LoRA in llama.cpp) against the torch policy, greedy.
 
     The base model is compared the same way (llama.cpp without LoRA against torch with the adapter
@@ -236,7 +236,7 @@ def served_check(trainer: Any, pref: Any, tokens: int = 16, prompts: int = 6) ->
     chats = [[{"role": "user", "content": q}] for q in HELDOUT_PROMPTS[:prompts]]
     out: dict[str, Any] = {"tokens": tokens, "step": trainer.version}
     for label, lora, base in (("base", None, True), ("adapter", gguf, False)):
-        policy = LlamaPolicy(trainer.base_gguf, lora_path=lora, n_ctx=512, n_threads=2)
+        policy = LlamaPolicy(trainer.base_gguf, lora_path=lora, n_ctx=512, n_threads=threads)
         served = [policy.generate(m, max_tokens=tokens, temperature=0.0) for m in chats]
         policy.close()
         torch_ids = _replies(trainer, chats, tokens, base=base)
