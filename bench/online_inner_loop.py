@@ -154,7 +154,9 @@ def run_variant(name: str, overrides: dict[str, Any], pref: Any, args: argparse.
                 save: Any = None, previous: dict | None = None) -> dict:
     """``args.steps`` updates from the base model, measured after each; with ``args.store`` the
     LoRA, Adam state and replay position are checkpointed after every update, and a run whose
-    checkpoint matches ``previous`` (its partial result) continues from it instead of restarting."""
+    checkpoint matches ``previous`` (its result so far, stopped or finished) continues from it
+    instead of restarting: a finished run given more ``--steps`` goes on, and one given
+    ``--served-check`` and no more steps only runs the check on its last update."""
     import torch
 
     from ratchet.online.trainer import Trainer, TrainerConfig
@@ -167,8 +169,7 @@ def run_variant(name: str, overrides: dict[str, Any], pref: Any, args: argparse.
                     hint_style=hint_style)
     curve = [{"step": 0, **{k: base[k] for k in ("preference", "guard", "logp_pref")}, "kl": 0.0}]
     checkpoint = Path(args.store) / f"{pref.name}-{name}.pt" if args.store else None
-    if checkpoint is not None and checkpoint.is_file() and previous and previous.get("partial") \
-            and previous.get("overrides") == overrides:
+    if checkpoint is not None and checkpoint.is_file() and previous and previous.get("overrides") == overrides:
         state = torch.load(checkpoint, weights_only=False)
         if state["step"] == len(previous["curve"]) - 1:
             trainer.set_lora_state(state["lora"], state["step"])
