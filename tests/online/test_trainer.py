@@ -100,7 +100,7 @@ def test_zero_reward_is_excluded_from_rl_and_hint_only_samples_from_opd() -> Non
 
 
 def test_opd_moves_the_policy_toward_the_teacher_with_hint() -> None:
-    trainer = make_trainer(signal="opd", learning_rate=1e-2, opd_topk=0)  # the sampled-token advantage alone
+    trainer = make_trainer(signal="opd", learning_rate=1e-2, opd_topk=0, w_opd=1.0)  # the sampled-token advantage alone
     s = sample("q", "abcabc", 0, hint="zz")
     items, _ = trainer.prepare([s])
     it = items[0]

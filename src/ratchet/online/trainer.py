@@ -55,8 +55,14 @@ class TrainerConfig(Settings):
     """Learning signal: Binary RL from the judged reward, hindsight-hint distillation, or both."""
     w_rl: float = 1.0
     """Weight of the Binary RL term of the advantage (combine)."""
-    w_opd: float = 1.0
-    """Weight of the distillation term ``teacher − old`` of the advantage (combine)."""
+    w_opd: float = 0.0
+    """Weight of the sampled-token distillation term ``teacher − old`` of the advantage (opd, combine).
+    0 by default: along the served reply that term is strongly negative at its first token (the
+    hinted teacher wants the preferred opening there) and pushes the student's usual openings down
+    with no target to move the mass to; the top-k distillation below already teaches the opening.
+    Measured on the 0.5B with the greeting user (``bench/results/online_inner_loop.md``): after
+    two updates, 1.0 gave held-out preference 0.00, guard 0.83 → 0.42, log p("Ahoy!") −3.9; 0 gave
+    0.17, 0.67, −2.5 (both at KL 0.26). 0 did not remove the refusals, only fewer of them."""
     opd_clip: float | None = 5.0
     """Bound on |teacher − old| per token, so one token the teacher finds absurd cannot dominate."""
     opd_topk: int = Field(default=16, ge=0)
@@ -79,10 +85,15 @@ class TrainerConfig(Settings):
     update, 12 of 12 after the 4th, while the guard tasks fell 0.83 → 0.42."""
     teacher_max_tokens: int = Field(default=48, ge=1)
     """Length limit of the hinted teacher's own reply (``distill_target=teacher``)."""
-    teacher_filter: TargetFilterName = "none"
+    teacher_filter: TargetFilterName = "answers"
     """Which of the hinted teacher's own replies are taught (``distill_target=teacher``; see
     :mod:`ratchet.online.targets`): ``answers`` drops a reply that ends with a question back to the
-    user instead of an answer ("Ahoy! How can I reverse a string in Python?"); ``none`` keeps all."""
+    user instead of an answer ("Ahoy! How can I reverse a string in Python?"); ``none`` keeps all.
+    Measured on the 0.5B (the greeting user, ``w_opd=0``, ``bench/results/online_inner_loop.md``):
+    the hinted base hands the question back on 6 of 12 training prompts, all six caught by this
+    rule; with it the held-out replies stopped echoing "I'm here to help" and the 2nd update's
+    guard kept 8 of 12 tasks (without it also 8, with one refusal more among the held-out replies);
+    the preference reached 1.00 at the 3rd update, but the guard fell to 0.50 there all the same."""
     lora_r: int = Field(default=16, ge=1)
     """LoRA rank."""
     lora_alpha: float = 32.0
