@@ -364,6 +364,8 @@ def markdown(data: dict[str, Any]) -> str:
                          + " → ".join(f"{x['guard']:.2f}" for x in c) + " | "
                          + " → ".join(f"{x['logp_pref']:.1f}" for x in c) + " | "
                          + " → ".join(f"{x['kl']:.2f}" for x in c) + " |")
+        # What a person concluded from the rows (measured numbers only), kept in the JSON.
+        lines += ["", *data.get("notes", {}).get(key, [])]
         lines.append("")
     return "\n".join(lines) + "\n"
 

@@ -107,7 +107,10 @@ class TrainerConfig(Settings):
     margin by 4.6 nats (KL 0.04), at 1e-3 by 8 nats, but the second update at 1e-3 collapsed the
     replies into one greeting for every prompt (refused by the gate's KL check), so 3e-4 is the
     default. Through the server the held-out preference did not yet rise by generated text at either
-    rate; the trainer alone at 3e-4 flips it in 3–4 updates (``bench/results/online_inner_loop.md``)."""
+    rate; the trainer alone at 3e-4 flips it in 3–4 updates (``bench/results/online_inner_loop.md``).
+    1.5e-4 (answer-only targets, distillation alone) walked the same path of preference against
+    guard in more updates (0.92 with guard 0.58 at the 4th; 3e-4: 1.00 with 0.50 at the 3rd): the
+    guard follows the KL to base (intact at ≤ 0.05, falling past 0.2), not the step size."""
     batch_size: int = Field(default=8, ge=1)
     """Samples per update (one version per update). 8 publishes a version every ~4 conversations of a
     correcting user; an update of 8 short replies takes ~1 min on one core of the 0.5B."""
