@@ -154,7 +154,9 @@ def run_variant(name: str, overrides: dict[str, Any], pref: Any, args: argparse.
                 save: Any = None, previous: dict | None = None) -> dict:
     """``args.steps`` updates from the base model, measured after each; with ``args.store`` the
     LoRA, Adam state and replay position are checkpointed after every update, and a run whose
-    checkpoint matches ``previous`` (its partial result) continues from it instead of restarting."""
+    checkpoint matches ``previous`` (its result so far, stopped or finished) continues from it
+    instead of restarting: a finished run given more ``--steps`` goes on, and one given
+    ``--served-check`` and no more steps only runs the check on its last update."""
     import torch
 
     from ratchet.online.trainer import Trainer, TrainerConfig
@@ -167,8 +169,7 @@ def run_variant(name: str, overrides: dict[str, Any], pref: Any, args: argparse.
                     hint_style=hint_style)
     curve = [{"step": 0, **{k: base[k] for k in ("preference", "guard", "logp_pref")}, "kl": 0.0}]
     checkpoint = Path(args.store) / f"{pref.name}-{name}.pt" if args.store else None
-    if checkpoint is not None and checkpoint.is_file() and previous and previous.get("partial") \
-            and previous.get("overrides") == overrides:
+    if checkpoint is not None and checkpoint.is_file() and previous and previous.get("overrides") == overrides:
         state = torch.load(checkpoint, weights_only=False)
         if state["step"] == len(previous["curve"]) - 1:
             trainer.set_lora_state(state["lora"], state["step"])
@@ -191,6 +192,7 @@ def run_variant(name: str, overrides: dict[str, Any], pref: Any, args: argparse.
                **{k: m[k] for k in ("preference", "guard", "logp_pref", "kl", "measure_s")},
                "distill_kl": metrics.get("distill_kl"), "grad_norm": metrics.get("grad_norm"),
                "replies": list(m["replies"].values())[:4], "teacher_targets": metrics.get("teacher_targets", []),
+               "teacher_targets_refused": metrics.get("teacher_targets_refused", []),
                "guard_replies": m["guard_replies"]}
         curve.append(row)
         if checkpoint is not None:
@@ -205,7 +207,7 @@ def run_variant(name: str, overrides: dict[str, Any], pref: Any, args: argparse.
 
         keep()
         if step == args.served_check_at:
-            row["served_check"] = served_check(trainer, pref)
+            row["served_check"] = served_check(trainer, pref, threads=args.threads)
             keep()
         print(f"[{name}] step {step}: pref {m['preference']:.2f} guard {m['guard']:.2f} "
               f"logp {m['logp_pref']:.2f} kl {m['kl']:.3f} replay {replay_s:.0f}s step {step_s:.0f}s "
@@ -213,11 +215,11 @@ def run_variant(name: str, overrides: dict[str, Any], pref: Any, args: argparse.
               f"rewards {row['rewards']} | {row['replies'][:2]} | taught {row['teacher_targets']}", flush=True)
     result = {"overrides": overrides, "curve": curve, "met_first": replay.met_first}
     if args.served_check:
-        result["served_check"] = served_check(trainer, pref)
+        result["served_check"] = served_check(trainer, pref, threads=args.threads)
     return result
 
 
-def served_check(trainer: Any, pref: Any, tokens: int = 16, prompts: int = 6) -> dict[str, Any]:
+def served_check(trainer: Any, pref: Any, tokens: int = 16, prompts: int = 6, threads: int = 1) -> dict[str, Any]:
     """The adapter as serving loads it (GGUF LoRA in llama.cpp) against the torch policy, greedy.
 
     The base model is compared the same way (llama.cpp without LoRA against torch with the adapter
@@ -235,7 +237,7 @@ def served_check(trainer: Any, pref: Any, tokens: int = 16, prompts: int = 6) ->
     chats = [[{"role": "user", "content": q}] for q in HELDOUT_PROMPTS[:prompts]]
     out: dict[str, Any] = {"tokens": tokens, "step": trainer.version}
     for label, lora, base in (("base", None, True), ("adapter", gguf, False)):
-        policy = LlamaPolicy(trainer.base_gguf, lora_path=lora, n_ctx=512, n_threads=2)
+        policy = LlamaPolicy(trainer.base_gguf, lora_path=lora, n_ctx=512, n_threads=threads)
         served = [policy.generate(m, max_tokens=tokens, temperature=0.0) for m in chats]
         policy.close()
         torch_ids = _replies(trainer, chats, tokens, base=base)
@@ -362,6 +364,8 @@ def markdown(data: dict[str, Any]) -> str:
                          + " → ".join(f"{x['guard']:.2f}" for x in c) + " | "
                          + " → ".join(f"{x['logp_pref']:.1f}" for x in c) + " | "
                          + " → ".join(f"{x['kl']:.2f}" for x in c) + " |")
+        # What a person concluded from the rows (measured numbers only), kept in the JSON.
+        lines += ["", *data.get("notes", {}).get(key, [])]
         lines.append("")
     return "\n".join(lines) + "\n"
 

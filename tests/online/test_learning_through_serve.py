@@ -128,5 +128,8 @@ def test_served_replies_move_toward_the_taught_preference(tmp_path) -> None:
         # the greeting before and after. Through `ratchet serve` with the 0.5B, instruction hints
         # and distillation along the teacher's own reply moved the held-out margin −24.6 → −9.1
         # nats in two updates, and still no greedy reply started with the greeting. The plumbing
-        # must pass; the learning is the open target.
+        # must pass; the learning is the open target. Not yet run with the current defaults (no
+        # sampled-token OPD term, answer-only teacher targets): on the 0.5B's inner loop those flip
+        # held-out text in 3-4 updates, but this test waits for one promoted version, and a version
+        # that greets has so far always failed the guard (docs/online.md, "What keeps the guard?").
         pytest.xfail(f"served replies did not move to the taught greeting: {report}")

@@ -100,7 +100,7 @@ def test_zero_reward_is_excluded_from_rl_and_hint_only_samples_from_opd() -> Non
 
 
 def test_opd_moves_the_policy_toward_the_teacher_with_hint() -> None:
-    trainer = make_trainer(signal="opd", learning_rate=1e-2, opd_topk=0)  # the sampled-token advantage alone
+    trainer = make_trainer(signal="opd", learning_rate=1e-2, opd_topk=0, w_opd=1.0)  # the sampled-token advantage alone
     s = sample("q", "abcabc", 0, hint="zz")
     items, _ = trainer.prepare([s])
     it = items[0]
@@ -293,3 +293,40 @@ def test_a_hint_the_turn_already_states_is_not_distilled() -> None:
     # Combine keeps the retry for its reward, without a teacher.
     items, dropped = make_trainer(signal="combine").prepare([retry])
     assert dropped["no_signal"] == 0 and items[0].teacher_ids is None and items[0].reward == -1.0
+
+
+def test_answers_only_refuses_a_teacher_reply_that_hands_the_turn_back() -> None:
+    from ratchet.online.targets import AnswersOnly, KeepAll
+
+    rule = AnswersOnly()
+    # The hinted 0.5B's non-answers, as measured.
+    assert not rule.keep("Ahoy! How can I reverse a string in Python?")
+    assert not rule.keep("Ahoy! I'm here to help you with any questions or tasks you might have. What do you need "
+                         "assistance with?")
+    assert not rule.keep("  ")
+    assert rule.keep("Ahoy! HTTP stands for Hypertext Transfer Protocol.")
+    assert rule.keep("Ahoy! A Python list is a collection of items that are ordered and can contain")  # cut mid-answer
+    assert KeepAll().keep("Ahoy! How can I help?")
+
+
+@pytest.mark.parametrize("refuse", [True, False])
+def test_a_refused_teacher_target_is_not_distilled(monkeypatch, refuse) -> None:
+    import ratchet.online.trainer as trainer_module
+
+    class Rule:
+        name = "test"
+
+        def keep(self, target: str) -> bool:
+            return not refuse
+
+    monkeypatch.setattr(trainer_module, "target_filter", lambda name: Rule())
+    trainer = make_trainer(signal="opd", opd_topk=4, w_opd=0.0, distill_target="teacher", teacher_max_tokens=5)
+    before = trainer.lora_state()
+    metrics = trainer.step([sample("q", "abcabc", -1, hint="zz")])
+    moved = any(not torch.equal(before[k], v) for k, v in trainer.lora_state().items())
+    if refuse:  # nothing else to learn from (w_opd=0): the weights stay where they were
+        assert metrics["teacher_targets"] == [] and len(metrics["teacher_targets_refused"]) == 1
+        assert metrics["distill_kl"] == 0 and not moved
+    else:
+        assert len(metrics["teacher_targets"]) == 1 and metrics["teacher_targets_refused"] == []
+        assert metrics["distill_kl"] > 0 and moved

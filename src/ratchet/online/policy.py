@@ -56,7 +56,8 @@ class RequestRefused(RatchetError):
 
 
 class GenerationCancelled(RatchetError):
-    """The server is shutting down: a generation in progress stopped at its next token."""
+    """The server is shutting down, or the request's client left: a generation in progress stopped
+    at its next token."""
 
 
 def _check(cancel: threading.Event | None) -> None:

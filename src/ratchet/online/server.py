@@ -141,6 +141,39 @@ class ServingState:
         return not running
 
 
+class RequestCancel:
+    """What one generation polls between tokens: set once the server shuts down OR this request's
+    client has gone (a closed stream or connection), so nobody's tokens are generated for no one.
+
+    Quacks like the ``threading.Event`` the policies take (``is_set``).
+    """
+
+    def __init__(self, shutdown: threading.Event) -> None:
+        self._shutdown = shutdown
+        self._gone = threading.Event()
+
+    def client_gone(self) -> None:
+        self._gone.set()
+
+    @property
+    def client_left(self) -> bool:
+        return self._gone.is_set()
+
+    def is_set(self) -> bool:
+        return self._gone.is_set() or self._shutdown.is_set()
+
+
+async def _watch_disconnect(request: Request, cancel: RequestCancel) -> None:
+    """Until cancelled: wait for the client's ``http.disconnect`` (the body is already read, so the
+    next message is that one) and mark the request's generation cancelled."""
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            log.info("client disconnected before its reply was complete: generation stopped")
+            cancel.client_gone()
+            return
+
+
 def _error(status: int, message: str, code: str, kind: str = "invalid_request_error", param: str | None = None):
     return JSONResponse(status_code=status, content=error_body(message, code, param, kind))
 
@@ -232,6 +265,7 @@ def create_app(state: ServingState):
         headers = {"X-Session-Id": tag.session_id, "X-Turn-Id": turn_id, "X-Policy-Version": str(version)}
         created = int(time.time())
         want_logprobs = bool(req.logprobs)
+        cancel = RequestCancel(state.cancel)
 
         def finish(gen: Generation) -> None:
             closing = state.tracker.served(tag, turn_id, messages, gen.text)
@@ -246,13 +280,16 @@ def create_app(state: ServingState):
                     state.collector.set_next_state(*closing)
 
         if not req.stream:
+            watcher = asyncio.create_task(_watch_disconnect(request, cancel))
             try:
                 if hasattr(policy, "agenerate"):  # an HTTP backend: await it on the loop, no thread hop
-                    gen = await policy.agenerate(messages, cancel=state.cancel, **kwargs)
+                    gen = await policy.agenerate(messages, cancel=cancel, **kwargs)
                 else:
                     gen = await asyncio.wrap_future(
-                        state.submit(lambda: policy.generate(messages, cancel=state.cancel, **kwargs)))
+                        state.submit(lambda: policy.generate(messages, cancel=cancel, **kwargs)))
             except GenerationCancelled as exc:
+                if cancel.client_left:  # nobody is there to read an answer
+                    return _error(499, "the client closed the request", "client_closed_request")
                 return _error(503, str(exc), "shutting_down", "server_error")
             except RequestRefused as exc:  # the backend refused the request as given: the client's to fix
                 return _error(exc.status, str(exc), exc.code)
@@ -260,6 +297,8 @@ def create_app(state: ServingState):
                 state.errors += 1
                 log.exception("generation failed")
                 return _error(500, f"generation failed: {exc}", "generation_failed", "server_error")
+            finally:
+                watcher.cancel()
             finish(gen)
             if want_logprobs:
                 extra.update(prompt_token_ids=gen.prompt_token_ids, response_token_ids=gen.token_ids)
@@ -280,7 +319,7 @@ def create_app(state: ServingState):
             def on_text(text: str) -> None:
                 loop.call_soon_threadsafe(pieces.put_nowait, ("text", text))
             try:
-                gen = policy.generate(messages, on_text=on_text, cancel=state.cancel, **kwargs)
+                gen = policy.generate(messages, on_text=on_text, cancel=cancel, **kwargs)
                 finish(gen)
                 loop.call_soon_threadsafe(pieces.put_nowait, ("end", gen))
             except GenerationCancelled as exc:
@@ -297,25 +336,33 @@ def create_app(state: ServingState):
             return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
 
         async def events():
-            state.submit(produce)
-            yield chunk({"role": "assistant", "content": ""})
-            while True:
-                kind, payload = await pieces.get()
-                if kind == "text":
-                    yield chunk({"content": payload})
-                elif kind == "error":
-                    state.errors += 1
-                    err = {"error": {"message": f"generation failed: {payload}", "type": "server_error",
-                                     "param": None, "code": "generation_failed"}}
-                    yield f"data: {json.dumps(err)}\n\n"
-                    break
-                else:
-                    gen: Generation = payload
-                    usage = {"prompt_tokens": len(gen.prompt_token_ids), "completion_tokens": len(gen.token_ids),
-                             "total_tokens": len(gen.prompt_token_ids) + len(gen.token_ids)}
-                    yield chunk({}, gen.finish_reason, usage=usage, ratchet=extra)
-                    break
-            yield "data: [DONE]\n\n"
+            ended = False
+            try:
+                state.submit(produce)
+                yield chunk({"role": "assistant", "content": ""})
+                while True:
+                    kind, payload = await pieces.get()
+                    if kind == "text":
+                        yield chunk({"content": payload})
+                    elif kind == "error":
+                        state.errors += 1
+                        err = {"error": {"message": f"generation failed: {payload}", "type": "server_error",
+                                         "param": None, "code": "generation_failed"}}
+                        yield f"data: {json.dumps(err)}\n\n"
+                        break
+                    else:
+                        gen: Generation = payload
+                        usage = {"prompt_tokens": len(gen.prompt_token_ids), "completion_tokens": len(gen.token_ids),
+                                 "total_tokens": len(gen.prompt_token_ids) + len(gen.token_ids)}
+                        yield chunk({}, gen.finish_reason, usage=usage, ratchet=extra)
+                        break
+                yield "data: [DONE]\n\n"
+                ended = True
+            finally:
+                # Left before the end: the client disconnected (starlette cancels the stream) or
+                # the response was closed; the generation stops at its next token.
+                if not ended:
+                    cancel.client_gone()
 
         return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
 

@@ -38,6 +38,7 @@ from ratchet.config import Settings
 from ratchet.contracts import RatchetError
 from ratchet.online.batching import BatchClock
 from ratchet.online.evaluation import GateConfig
+from ratchet.online.targets import TargetFilterName, target_filter
 from ratchet.online.versions import Lineage
 
 log = logging.getLogger(__name__)
@@ -54,8 +55,14 @@ class TrainerConfig(Settings):
     """Learning signal: Binary RL from the judged reward, hindsight-hint distillation, or both."""
     w_rl: float = 1.0
     """Weight of the Binary RL term of the advantage (combine)."""
-    w_opd: float = 1.0
-    """Weight of the distillation term ``teacher − old`` of the advantage (combine)."""
+    w_opd: float = 0.0
+    """Weight of the sampled-token distillation term ``teacher − old`` of the advantage (opd, combine).
+    0 by default: along the served reply that term is strongly negative at its first token (the
+    hinted teacher wants the preferred opening there) and pushes the student's usual openings down
+    with no target to move the mass to; the top-k distillation below already teaches the opening.
+    Measured on the 0.5B with the greeting user (``bench/results/online_inner_loop.md``): after
+    two updates, 1.0 gave held-out preference 0.00, guard 0.83 → 0.42, log p("Ahoy!") −3.9; 0 gave
+    0.17, 0.67, −2.5 (both at KL 0.26). 0 did not remove the refusals, only fewer of them."""
     opd_clip: float | None = 5.0
     """Bound on |teacher − old| per token, so one token the teacher finds absurd cannot dominate."""
     opd_topk: int = Field(default=16, ge=0)
@@ -78,6 +85,15 @@ class TrainerConfig(Settings):
     update, 12 of 12 after the 4th, while the guard tasks fell 0.83 → 0.42."""
     teacher_max_tokens: int = Field(default=48, ge=1)
     """Length limit of the hinted teacher's own reply (``distill_target=teacher``)."""
+    teacher_filter: TargetFilterName = "answers"
+    """Which of the hinted teacher's own replies are taught (``distill_target=teacher``; see
+    :mod:`ratchet.online.targets`): ``answers`` drops a reply that ends with a question back to the
+    user instead of an answer ("Ahoy! How can I reverse a string in Python?"); ``none`` keeps all.
+    Measured on the 0.5B (the greeting user, ``w_opd=0``, ``bench/results/online_inner_loop.md``):
+    the hinted base hands the question back on 6 of 12 training prompts, all six caught by this
+    rule; with it the held-out replies stopped echoing "I'm here to help" and the 2nd update's
+    guard kept 8 of 12 tasks (without it also 8, with one refusal more among the held-out replies);
+    the preference reached 1.00 at the 3rd update, but the guard fell to 0.50 there all the same."""
     lora_r: int = Field(default=16, ge=1)
     """LoRA rank."""
     lora_alpha: float = 32.0
@@ -91,7 +107,10 @@ class TrainerConfig(Settings):
     margin by 4.6 nats (KL 0.04), at 1e-3 by 8 nats, but the second update at 1e-3 collapsed the
     replies into one greeting for every prompt (refused by the gate's KL check), so 3e-4 is the
     default. Through the server the held-out preference did not yet rise by generated text at either
-    rate; the trainer alone at 3e-4 flips it in 3–4 updates (``bench/results/online_inner_loop.md``)."""
+    rate; the trainer alone at 3e-4 flips it in 3–4 updates (``bench/results/online_inner_loop.md``).
+    1.5e-4 (answer-only targets, distillation alone) walked the same path of preference against
+    guard in more updates (0.92 with guard 0.58 at the 4th; 3e-4: 1.00 with 0.50 at the 3rd): the
+    guard follows the KL to base (intact at ≤ 0.05, falling past 0.2), not the step size."""
     batch_size: int = Field(default=8, ge=1)
     """Samples per update (one version per update). 8 publishes a version every ~4 conversations of a
     correcting user; an update of 8 short replies takes ~1 min on one core of the 0.5B."""
@@ -500,22 +519,30 @@ class Trainer:
                 out.extend(zip(torch.split(values, lengths), torch.split(index, lengths), strict=True))
         return out
 
-    def _teacher_replies(self, hinted: Sequence[_Prepared], starts: Sequence[int]) -> list[str]:
+    def _teacher_replies(self, hinted: Sequence[_Prepared], starts: Sequence[int]) -> tuple[list[str], list[str]]:
         """``distill_target=teacher``: the hinted base model writes its own greedy reply, and its
         top-k along that reply becomes the distillation target of the student without the hint.
-        Returns the replies' text: what the student is taught, kept in the version's record."""
+        Returns the replies' text, those taught and those ``teacher_filter`` refused (a refused one
+        leaves its sample with its other signals), kept in the version's record."""
         cfg = self.config
         prompts = [it.teacher_ids[:start] for it, start in zip(hinted, starts, strict=True)]
         replies = self.greedy_ids(prompts, cfg.teacher_max_tokens, base=True)
-        keep = [(it, p, r) for it, p, r in zip(hinted, prompts, replies, strict=True) if r]
+        rule = target_filter(cfg.teacher_filter)
+        keep, refused = [], []
+        for it, p, r in zip(hinted, prompts, replies, strict=True):
+            text = str(self.tokenizer.decode(r, skip_special_tokens=True))
+            if r and rule.keep(text):
+                keep.append((it, p, r))
+            elif r:
+                refused.append(text)
         if not keep:
-            return []
+            return [], refused
         topk = self.teacher_topk([p + r for _, p, r in keep], [len(p) for _, p, _ in keep], cfg.opd_topk)
         for (it, _, reply), pair in zip(keep, topk, strict=True):
             it.distill_ids = it.input_ids[: it.response_start] + reply
             it.distill_start = it.response_start
             it.teacher_topk = pair
-        return [str(self.tokenizer.decode(r, skip_special_tokens=True)) for _, _, r in keep]
+        return [str(self.tokenizer.decode(r, skip_special_tokens=True)) for _, _, r in keep], refused
 
     def greedy_ids(self, prompts: Sequence[list[int]], max_tokens: int, *, base: bool = False) -> list[list[int]]:
         """Greedy reply token ids (end-of-turn excluded, as the server records them) for a batch of
@@ -656,6 +683,7 @@ class Trainer:
         # Teacher and reference scores come from the frozen base: computed once, before the update.
         hinted = [it for it in items if it.teacher_ids is not None]
         teacher_targets: list[str] = []
+        refused_targets: list[str] = []
         if hinted:
             starts = [len(it.teacher_ids) - (len(it.input_ids) - it.response_start) for it in hinted]
             for it, lp in zip(hinted, self.score([it.teacher_ids for it in hinted], starts, base=True), strict=True):
@@ -665,7 +693,7 @@ class Trainer:
                 for it, pair in zip(hinted, topk, strict=True):
                     it.teacher_topk = pair
             elif cfg.opd_topk and cfg.signal != "rl":
-                teacher_targets = self._teacher_replies(hinted, starts)
+                teacher_targets, refused_targets = self._teacher_replies(hinted, starts)
         refs = None
         if cfg.kl_coef:
             refs = self.score([it.input_ids for it in items], [it.response_start for it in items], base=True)
@@ -767,6 +795,7 @@ class Trainer:
             sequence_tokens=int(sum(len(it.input_ids) for it in items)),
             hinted=len(hinted),
             teacher_targets=teacher_targets,
+            teacher_targets_refused=refused_targets,
             step_s=round(elapsed, 3),
             tokens_per_s=round(sum(len(it.input_ids) for it in items) * epochs / elapsed, 2),
         )
