@@ -3,7 +3,8 @@ running them offline: a board's Python lists read as actions (Tower of Hanoi: ``
 Chopsticks: ``Player 0: [1, 1]``), a template's one-letter names that the rules define as numbers
 (``[attack M O]`` where ``M=your hand (0 or 1)``), towers named ``[A C]`` read as row and column, a
 board under a "Current grid state (…):" header (Lights Out), a grid row of empty cells dropped as a
-separator (Frozen Lake), and a grammar of 104 actions whose first state used up every seed's quota."""
+separator (Frozen Lake), a grammar of 104 actions whose first state used up every seed's quota, and a
+board-less game (Guess the Number) whose observation window hid the guesses the game rejects again."""
 
 from __future__ import annotations
 
@@ -58,3 +59,13 @@ def test_a_grammar_of_104_actions_is_enumerated_and_later_states_get_lists():
     # Every state with a list was tried whole: its legal transitions are exactly its list's actions.
     for t in found:
         assert t.legal == (t.action in t.listed)
+
+
+def test_a_game_without_a_board_keeps_its_earlier_moves_in_the_observation():
+    env = make("GuessTheNumber-v0", EnvConfig(remote="never"))
+    env.reset(5)
+    for guess in range(1, 9):
+        result = env.step(f"[{guess}]")
+    # Its guesses are its state: the game rejects a repeated one, so a harness must see all of them.
+    assert all(f"[Player] [{guess}]" in result.observation.text for guess in range(1, 9))
+    env.close()
