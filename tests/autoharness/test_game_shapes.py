@@ -69,3 +69,11 @@ def test_a_game_without_a_board_keeps_its_earlier_moves_in_the_observation():
     # Its guesses are its state: the game rejects a repeated one, so a harness must see all of them.
     assert all(f"[Player] [{guess}]" in result.observation.text for guess in range(1, 9))
     env.close()
+
+
+def test_a_listed_action_with_a_comma_is_the_same_action_as_the_scaffolds():
+    from ratchet.autoharness.harnesslib import action_value, as_action
+
+    # Othello prints "[2, 3]"; the scaffold's ACTION_FORM writes "[2 3]", which the game accepts too.
+    assert action_value("[2, 3]") == action_value(as_action((2, 3), "[{} {}]")) == "2 3"
+    assert action_value("[attack 0  1]") == "attack 0 1" and action_value("[e2e4]") == "e2e4"

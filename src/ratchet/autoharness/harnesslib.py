@@ -114,17 +114,14 @@ def bracketed(text: str) -> list[str]:
 
 
 def action_value(action: str) -> str:
-    """The inside of an action's first brackets, stripped; the whole action stripped if none.
+    """The inside of an action's first brackets, stripped, its parts one space apart (the games that
+    print "[2, 3]" accept "[2 3]"); the whole action if none.
 
-    >>> action_value(" [4] ")
-    '4'
-    >>> action_value("[A 3]")
-    'A 3'
-    >>> action_value("up")
-    'up'
+    >>> action_value(" [4] "), action_value("[A 3]"), action_value("[2, 3]"), action_value("up")
+    ('4', 'A 3', '2 3', 'up')
     """
     found = re.search(r"\[([^\[\]]*)\]", action)
-    return (found.group(1) if found else action).strip()
+    return " ".join((found.group(1) if found else action).replace(",", " ").split())
 
 
 def as_action(value: object, form: str = "[{}]") -> str:
