@@ -105,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.protocol_last:
         notes.append("LLM protocol (before/after) run after every game's search, game by game in table order, in the time "
                      "left; '–' where the run ended first")
+    if args.redo and out_json.exists():  # the first run's notes describe its rows; reruns add their own line
+        notes = [n for n in json.loads(out_json.read_text())["notes"] if not n.startswith("rows run again")]
     commit = _commit()  # at the start: a commit made while the run goes on is not the code it runs
     rows: list[dict] = []
     for env_id in args.games:
@@ -173,7 +175,8 @@ def _write(out_json: Path, settings: dict, notes: list[str], rows: list[dict], g
     finished = {r["env"] for r in rows}
     reruns = [f"{r['env']} ({r['rerun']})" for r in rows if r.get("rerun")]
     if reruns:  # the other rows are from the first run, on older code
-        notes = [*notes, "rows run again on newer code: " + ", ".join(reruns) + "; every other row is from the first run"]
+        notes = [*notes, "rows run again on newer code: " + ", ".join(reruns) + " (the same search budget; the LLM protocol "
+                 "only where before/after are filled); every other row is from the first run"]
     pending = [{"env": g, "status": "not run", "reason": "not reached in the time available"} for g in games if g not in finished]
     out_json.write_text(json.dumps({"settings": settings, "notes": notes, "games": rows + pending}, indent=2))
     out_json.with_suffix(".md").write_text(table(rows + pending, "AutoHarness per-game table", notes))
