@@ -29,6 +29,15 @@ B: []
 C: []"""
 
 
+HANOI_ANSWER = '''import re
+
+def legal_moves(board):
+    towers = {t: [int(x) for x in body.split(",") if x.strip()]
+              for t, body in re.findall(r"^([A-C]): \\[(.*?)\\]", board.split("Current Board:")[-1], re.M)}
+    return [s + " " + d for s in "ABC" for d in "ABC" if towers.get(s) and (s == d or not towers.get(d) or towers[d][-1] > towers[s][-1])]
+'''
+
+
 def test_a_boards_lists_are_not_actions_and_one_letter_names_defined_as_numbers_are_numbers():
     chopsticks = infer_grammar(CHOPSTICKS)
     assert chopsticks.describe() == "[attack <int 0-1> <int 0-1>] or [split <int 0-9> <int 0-9>]"
@@ -77,3 +86,23 @@ def test_a_listed_action_with_a_comma_is_the_same_action_as_the_scaffolds():
     # Othello prints "[2, 3]"; the scaffold's ACTION_FORM writes "[2 3]", which the game accepts too.
     assert action_value("[2, 3]") == action_value(as_action((2, 3), "[{} {}]")) == "2 3"
     assert action_value("[attack 0  1]") == "attack 0 1" and action_value("[e2e4]") == "e2e4"
+
+
+def test_the_search_reaches_h_1_on_tower_of_hanoi_with_a_right_answer():
+    from fakes import MemoryRun
+
+    from ratchet.autoharness.config import AutoHarnessConfig
+    from ratchet.autoharness.pipeline import env_factory_for
+    from ratchet.autoharness.runtime import InProcessHarness
+    from ratchet.autoharness.search import Synthesis
+    from ratchet.models import ScriptedModel
+
+    cfg = AutoHarnessConfig(env="TowerOfHanoi-v0", method="ratchet", iterations=1, ideas={"samples_per_step": 1, "library_seed": False})
+    hanoi = env_factory_for("TowerOfHanoi-v0")
+    model = ScriptedModel(["```python\n" + HANOI_ANSWER + "```"])
+    search = Synthesis(cfg, model, MemoryRun(), hanoi, InProcessHarness, hint_env_factory=env_factory_for("TowerOfHanoi-v0", hints=True),
+                       description=hanoi().reset(0).text)
+    result = search.run_search()
+    # No printed list: the grammar's 25 tower pairs were tried at each state, and the board reaches the code as text.
+    assert result.best_h == 1.0 and result.calls == 1 and not search.grid_view()
+    assert "ACTION_FORM = '[{} {}]'" in result.best_code and "legal_moves(board)" in result.best_code
