@@ -106,3 +106,11 @@ def test_the_search_reaches_h_1_on_tower_of_hanoi_with_a_right_answer():
     # No printed list: the grammar's 25 tower pairs were tried at each state, and the board reaches the code as text.
     assert result.best_h == 1.0 and result.calls == 1 and not search.grid_view()
     assert "ACTION_FORM = '[{} {}]'" in result.best_code and "legal_moves(board)" in result.best_code
+
+
+def test_a_text_boards_doctest_example_shows_the_whole_history_its_answer_depends_on():
+    from ratchet.autoharness.prompts import scaffold_request
+
+    board = "Guess the number between 1 and 20.\n" + "".join(f"\n[Player] [{n}]\n\n[GAME] The target number is higher.\n" for n in range(1, 10))
+    request = scaffold_request([(board, [f"[{n}]" for n in range(10, 21)])], grid_view=False)
+    assert all(f"[Player] [{n}]" in request for n in range(1, 10))
