@@ -6,13 +6,19 @@ synthesized harness, same model, held-out seeds.
     python -m bench.autoharness_table --games TicTacToe-v0 --protocol full        # the paper's sizes
 
 Writes bench/results/autoharness_table.json and .md after every game (a killed run keeps what it
-finished; ``--resume`` skips games already in the JSON). Each game gets its own run in the store.
+finished; ``--resume`` skips games already in the JSON, ``--redo GAME...`` runs those again and replaces
+their rows). Each game gets its own run in the store.
+
+    python -m bench.autoharness_table --resume --redo TowerOfHanoi-v0 --threads 1 \
+        --store /work/runs/autoharness-table-1.5b --library /work/runs/autoharness-table-1.5b/library \
+        --protocol-set legal_seeds=2 legal_steps=5 reward_games=1 matches=2 step_cap=10   # one game, in its own chunk
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -48,6 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--name", default="autoharness_table")
     parser.add_argument("--resume", action="store_true")
+    parser.add_argument("--redo", nargs="*", default=[], metavar="GAME",
+                        help="with --resume: games run again (their rows replaced, and marked with the code they ran on)")
     parser.add_argument("--rewrite", action="store_true",
                         help="only write NAME.md again from the rows stored in NAME.json (after the table's columns change)")
     parser.add_argument("--store", default=None, help="run store root (default: the user's store)")
@@ -74,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     RESULTS.mkdir(parents=True, exist_ok=True)
     done: dict[str, dict] = {}
     if args.resume and out_json.exists():
-        done = {r["env"]: r for r in json.loads(out_json.read_text())["games"] if r.get("status") != "not run"}
+        done = {r["env"]: r for r in json.loads(out_json.read_text())["games"] if r.get("status") != "not run" and r["env"] not in args.redo}
     settings = {
         "model": args.model, "method": args.method, "mode": args.mode, "max_calls": args.max_calls,
         "iterations": args.iterations, "search_seconds": args.search_seconds, "protocol": protocol.model_dump(),
@@ -97,6 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.protocol_last:
         notes.append("LLM protocol (before/after) run after every game's search, game by game in table order, in the time "
                      "left; '–' where the run ended first")
+    if args.redo and out_json.exists():  # the first run's notes describe its rows; reruns add their own line
+        notes = [n for n in json.loads(out_json.read_text())["notes"] if not n.startswith("rows run again")]
+    commit = _commit()  # at the start: a commit made while the run goes on is not the code it runs
     rows: list[dict] = []
     for env_id in args.games:
         if env_id in done:
@@ -117,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as exc:  # record and continue: one broken game must not end the table
             report = {"env": env_id, "status": "not run", "reason": f"{type(exc).__name__}: {exc}"[:160]}
         report["bench_wall_s"] = round(time.perf_counter() - started, 1)
+        if env_id in args.redo:
+            report["rerun"] = f"{time.strftime('%Y-%m-%d', time.gmtime())} at {commit}"
         rows.append(report)
         _write(out_json, settings, notes, rows, args.games, markdown_table)
         print(f"  done in {report['bench_wall_s']} s: {json.dumps(report.get('search'))}", flush=True)
@@ -152,8 +165,18 @@ def _protocol_pass(args, store, model, protocol, rows: list[dict], save) -> None
         save()
 
 
+def _commit() -> str:
+    """The commit the code ran on (a rerun row says which code made it)."""
+    found = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent)
+    return found.stdout.strip() or "unknown"
+
+
 def _write(out_json: Path, settings: dict, notes: list[str], rows: list[dict], games: list[str], table) -> None:
     finished = {r["env"] for r in rows}
+    reruns = [f"{r['env']} ({r['rerun']})" for r in rows if r.get("rerun")]
+    if reruns:  # the other rows are from the first run, on older code
+        notes = [*notes, "rows run again on newer code: " + ", ".join(reruns) + " (the same search budget; the LLM protocol "
+                 "only where before/after are filled); every other row is from the first run"]
     pending = [{"env": g, "status": "not run", "reason": "not reached in the time available"} for g in games if g not in finished]
     out_json.write_text(json.dumps({"settings": settings, "notes": notes, "games": rows + pending}, indent=2))
     out_json.with_suffix(".md").write_text(table(rows + pending, "AutoHarness per-game table", notes))

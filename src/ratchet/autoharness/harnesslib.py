@@ -29,13 +29,13 @@ __all__ = [
     "rc_to_index",
 ]
 
-_SEPARATOR = re.compile(r"^[\s\-+=|_]*$")
-_BOARD_HEADER = re.compile(r"(current )?board( state)?\s*:?\s*$", re.IGNORECASE)
+_SEPARATOR = re.compile(r"^(?=.*[-+=_])[\s\-+=|_]*$")  # "|     |     |" is a row of empty cells
+_BOARD_HEADER = re.compile(r"((current )?board( state)?\s*:?|current (board|grid|state)\b.*:)\s*$", re.IGNORECASE)
 
 
 def current_board(text: str) -> str:
-    """The last board block of an observation: the lines after the last line ending in
-    "Board:" (e.g. "[GAME] Current Board:") up to the next blank-line-separated paragraph that is
+    """The last board block of an observation: the lines after the last line ending in "Board:"
+    (e.g. "[GAME] Current Board:") or a "Current grid state (...):" header up to the next blank-line-separated paragraph that is
     not part of the grid. Falls back to the last block of lines containing '|'. Returns "" if none.
 
     >>> obs = "[GAME] Current Board:\\n\\n 0 | 1 | 2 \\n---+---+---\\n 3 | O | 5 \\n\\nYour move"
@@ -114,17 +114,14 @@ def bracketed(text: str) -> list[str]:
 
 
 def action_value(action: str) -> str:
-    """The inside of an action's first brackets, stripped; the whole action stripped if none.
+    """The inside of an action's first brackets, stripped, its parts one space apart (the games that
+    print "[2, 3]" accept "[2 3]"); the whole action if none.
 
-    >>> action_value(" [4] ")
-    '4'
-    >>> action_value("[A 3]")
-    'A 3'
-    >>> action_value("up")
-    'up'
+    >>> action_value(" [4] "), action_value("[A 3]"), action_value("[2, 3]"), action_value("up")
+    ('4', 'A 3', '2 3', 'up')
     """
     found = re.search(r"\[([^\[\]]*)\]", action)
-    return (found.group(1) if found else action).strip()
+    return " ".join((found.group(1) if found else action).replace(",", " ").split())
 
 
 def as_action(value: object, form: str = "[{}]") -> str:

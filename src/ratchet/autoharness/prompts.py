@@ -118,7 +118,7 @@ def scaffold_request(examples: Sequence[tuple[Any, Sequence[str]]], grid_view: b
             if grid_view else "the observation text")
     lines = [f"def legal_moves({arg}):", f'    """Return every legal action for the player to move. `{arg}` is {what}.', ""]
     for value, legal in examples:
-        shown = compact_list(value) if grid_view else repr(excerpt(str(value), 300))
+        shown = compact_list(value) if grid_view else repr(excerpt(str(value), 600))  # 300 cut the earlier guesses the answer leaves out
         lines.append(f"    >>> legal_moves({shown})")
         lines.append(f"    {list(legal)[:24]!r}")
     lines.append('    """')

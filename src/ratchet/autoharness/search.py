@@ -245,9 +245,9 @@ class Synthesis:
         )
 
     def grid_view(self) -> bool:
-        """Whether this game's boards parse as a grid (then legal_moves gets the cells)."""
+        """Whether the boards parse as a grid (legal_moves gets its cells); cells with "[" are lists ("A: [3, 1]")."""
         boards = [b for b, _ in self.listed[:5]] or [t.board for t in self.transitions[:5]]
-        return bool(boards) and all(len(lib.parse_grid(lib.current_board(b))) >= 2 for b in boards)
+        return bool(boards) and all(len(g := lib.parse_grid(lib.current_board(b))) >= 2 and "[" not in "".join(lib.cells(g)) for b in boards)
 
     def _ask(self, messages: list, sample: int, max_tokens: int | None = None) -> tuple[str, int]:
         temperature = self.cfg.first_temperature if sample == 0 else self.cfg.temperature

@@ -25,6 +25,10 @@ class EnvConfig(Settings):
     max_feedback_messages: int = 12
     """Bounded observations keep at most this many of the latest messages."""
 
+    max_feedback_messages_without_board: int = 100
+    """The same bound for a game that has shown no board: its messages are its state (Guess the
+    Number's earlier guesses, which the game rejects again), so 12 would hide what is legal."""
+
     error_allowance: int = 1
     """Invalid moves a player may make in a row before the game ends (TextArena's default: 1 warning)."""
 

@@ -94,7 +94,7 @@ def harvest(
     max_seconds: float = 60.0,
     max_illegal_per_state: int = 3,
     max_legal_per_state: int = 4,
-    exhaustive: int = 100,
+    exhaustive: int = 128,
     use_grammar: bool = True,
 ) -> list[Transition]:
     """Walk random games from each seed and label actions at visited states by replaying them.
@@ -161,7 +161,11 @@ def harvest(
                         grammar = infer_grammar(texts)
                 legal_here = [t.action for t in here if t.legal]
                 if complete:
-                    here = [replace(t, listed=tuple(a for a in space if a in legal_here)) for t in here]
+                    # Kept: every legal one and 10 illegal ones, so a large grammar (100 actions) does not
+                    # spend a seed's whole quota on its first state, which every seed shares.
+                    wrong = [t for t in here if not t.legal]
+                    keep = {id(t) for t in rng.sample(wrong, min(10, len(wrong)))}
+                    here = [replace(t, listed=tuple(a for a in space if a in legal_here)) for t in here if t.legal or id(t) in keep]
                 out += here
                 count += len(here)
                 if not legal_here:

@@ -20,6 +20,8 @@ _TOKEN = re.compile(r"\[([^\[\]\n]{1,40})\]")
 _NOT_ACTION = re.compile(r"^(GAME|Player|player|[A-Z][a-z]+ \d+$)")
 _RANGE = re.compile(r"\b(\d{1,3})\s*(?:-|–|to|through|and)\s*(\d{1,3})\b")
 _LETTERS = re.compile(r"\b([a-zA-Z])\s*(?:-|–|to|through)\s*([a-zA-Z])\b")
+#: A board's Python-style list ("A: [3, 2, 1]", "Player 0: [1, 1]"): contents, not an action.
+_LIST_LITERAL = re.compile(r"^-?\d+(?:, -?\d+)+$")
 #: Words that stand for a number in a rules text's action template ("[row col]", "[n]").
 NUMBER_WORDS = frozenset({"row", "col", "column", "r", "c", "x", "y", "n", "i", "j", "k", "num", "number", "index", "pos",
                           "position", "cell", "square", "digit", "guess", "amount", "count", "pile", "from", "to", "id", "quantity",
@@ -123,7 +125,7 @@ def infer_grammar(texts: Sequence[str] | str, examples: Sequence[str] = ()) -> A
     if words:
         shapes[("word",)] = Pattern((Slot("word", tuple(words)),))
     for token in tokens:
-        pattern = _pattern(token, ints, letter_ranges)
+        pattern = _pattern(token, ints, letter_ranges, text)
         if pattern is not None:
             shape = tuple(p.kind if isinstance(p, Slot) else p for p in pattern.parts)
             shapes.setdefault(shape, pattern)
@@ -132,8 +134,8 @@ def infer_grammar(texts: Sequence[str] | str, examples: Sequence[str] = ()) -> A
     return ActionGrammar(tuple(ordered))
 
 
-def _pattern(token: str, ints: tuple[str, ...], letter_ranges: list[tuple[str, str]]) -> Pattern | None:
-    if _NOT_ACTION.match(token) or not token:
+def _pattern(token: str, ints: tuple[str, ...], letter_ranges: list[tuple[str, str]], text: str = "") -> Pattern | None:
+    if _NOT_ACTION.match(token) or not token or _LIST_LITERAL.match(token):
         return None
     words = token.replace(",", " ").split()
     if len(words) > 4:
@@ -151,10 +153,12 @@ def _pattern(token: str, ints: tuple[str, ...], letter_ranges: list[tuple[str, s
         elif re.fullmatch(r"\d+-\d+", w):
             a, b = (int(x) for x in w.split("-"))
             parts.append(Slot("int", tuple(str(i) for i in range(a, min(b, a + 63) + 1))))
-        elif not has_number and low in NUMBER_WORDS:
+        elif not has_number and low in NUMBER_WORDS and not (len(w) == 1 and w.isupper()):  # "[A C]": towers, not a column
             parts.append(Slot("int", ints))
         elif not has_number and low in LETTER_WORDS:
             parts.append(Slot("letter", _letters(letter_ranges, lower=True)))
+        elif len(w) == 1 and w.isalpha() and (number := _letter_number(w, text, ints)):
+            parts.append(Slot("int", number))
         elif len(w) == 1 and w.isalpha():
             letters = _letters(letter_ranges, lower=w.islower())
             parts.append(Slot("letter", letters if w in letters else tuple(sorted({*letters, w}))))
@@ -165,6 +169,17 @@ def _pattern(token: str, ints: tuple[str, ...], letter_ranges: list[tuple[str, s
     if not any(isinstance(p, Slot) for p in parts):
         return None
     return Pattern(tuple(parts))
+
+
+def _letter_number(name: str, text: str, ints: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The values of a template's one-letter name that the rules define as a number ("[attack M O] where
+    M=your hand (0 or 1)", "[split L R] … L+R = your total"), else None (then it is a letter slot)."""
+    n = re.escape(name)
+    choice = re.search(rf"\b{n}\s*=[^=\n]{{0,40}}?\((\d+) or (\d+)\)", text)
+    if choice:
+        low, high = sorted(int(x) for x in choice.groups())
+        return tuple(str(i) for i in range(low, high + 1))
+    return ints if re.search(rf"\b{n}\s*[=+<>]|[+<>]\s*{n}\b", text) else None
 
 
 def _letters(ranges: list[tuple[str, str]], lower: bool) -> tuple[str, ...]:

@@ -405,7 +405,8 @@ class TextArenaEnv:
             window.append((line, is_board))
             if not bounded:
                 history.append(line)
-        del window[: max(0, len(window) - cfg.max_feedback_messages)]
+        keep = cfg.max_feedback_messages if player in self._board else cfg.max_feedback_messages_without_board
+        del window[: max(0, len(window) - keep)]
 
         parts: list[str] = []
         prompt = self._prompt.get(player, "")

@@ -1,0 +1,137 @@
+"""What the search can reach with correct code: a hand-written right answer per game (the
+``legal_moves`` a scaffolded search asks for, or a whole harness where the game gets no scaffold),
+sent by the scripted model as the first reply of a real search on the offline game.
+
+A game where even this stays below h = 1.0 cannot be solved by any model: the ceiling is in the
+method (exploring, board reading, scoring), not in the refiner. No model is loaded.
+
+    python -m bench.autoharness_ceiling
+    python -m bench.autoharness_ceiling --games TowerOfHanoi-v0 Chopsticks-v0
+
+Writes bench/results/autoharness_ceiling.{json,md}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+#: The right answer per game, written from its rules text (not from the search's output).
+ANSWERS = {
+    "ConnectFour-v0": '''def legal_moves(cells):
+    return [c for c in range(7) if cells[7 + c] == "."]
+''',
+    "LightsOut-v0": '''def legal_moves(cells):
+    return [(r, c) for r in range(5) for c in range(5)]
+''',
+    "FrozenLake-v0": '''def legal_moves(cells):
+    return ["up", "down", "left", "right", "w", "a", "s", "d"]
+''',
+    "FifteenPuzzle-v0": '''def legal_moves(cells):
+    r, c = divmod(cells.index("__"), 4)
+    return [m for m, ok in (("up", r < 3), ("down", r > 0), ("left", c < 3), ("right", c > 0)) if ok]
+''',
+    "Minesweeper-v0": '''def legal_moves(cells):
+    rows = [cells[8 + 9 * r + 1 : 8 + 9 * r + 9] for r in range(8)]  # a header row, then a row label per row
+    return [(r, c) for r in range(8) for c in range(8) if rows[r][c] == "."]
+''',
+    "TowerOfHanoi-v0": '''import re
+
+def legal_moves(board):
+    towers = {t: [int(x) for x in body.split(",") if x.strip()]
+              for t, body in re.findall(r"^([A-C]): \\[(.*?)\\]", board.split("Current Board:")[-1], re.M)}
+    # The game accepts a move onto the same tower.
+    return [s + " " + d for s in "ABC" for d in "ABC" if towers.get(s) and (s == d or not towers.get(d) or towers[d][-1] > towers[s][-1])]
+''',
+    "Chopsticks-v0": '''import re
+
+def legal_moves(board):
+    me = int(re.findall(r"You are Player (\\d)", board)[0])
+    hands = {int(p): (int(a), int(b)) for p, a, b in re.findall(r"Player (\\d): \\[(\\d+), (\\d+)\\]", board)[-2:]}
+    mine, theirs = hands[me], hands[1 - me]
+    out = ["attack %d %d" % (m, o) for m in range(2) for o in range(2) if mine[m] > 0 and theirs[o] > 0]
+    total = sum(mine)
+    return out + ["split %d %d" % (l, total - l) for l in range(total + 1) if (l, total - l) != mine and l < 5 and total - l < 5]
+''',
+    "GuessTheNumber-v0": '''import re
+
+def legal_moves(board):
+    used = set(re.findall(r"\\[Player\\] \\[(\\d+)\\]", board))
+    return [str(n) for n in range(1, 21) if str(n) not in used]
+''',
+    "Mastermind-v0": '''import random
+import re
+from harnesslib import action_ints
+
+def is_legal_action(board, action):
+    digits = action_ints(action)
+    guessed = {tuple(int(d) for d in g.split()) for g in re.findall(r"\\[Player\\] \\[([\\d ]+)\\]", board)}
+    return len(digits) == 4 and len(set(digits)) == 4 and all(1 <= d <= 6 for d in digits) and tuple(digits) not in guessed
+
+def propose_action(board):
+    while True:
+        action = "[" + " ".join(str(d) for d in random.sample(range(1, 7), 4)) + "]"
+        if is_legal_action(board, action):
+            return action
+''',
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.autoharness_ceiling", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--games", nargs="*", default=list(ANSWERS))
+    parser.add_argument("--name", default="autoharness_ceiling")
+    args = parser.parse_args(argv)
+
+    from ratchet.autoharness.config import AutoHarnessConfig
+    from ratchet.autoharness.pipeline import env_factory_for
+    from ratchet.autoharness.runtime import InProcessHarness
+    from ratchet.autoharness.search import Synthesis
+    from ratchet.models import ScriptedModel
+    from ratchet.store import RunStore
+
+    store = RunStore(tempfile.mkdtemp(prefix="ratchet-ceiling-"))
+    rows = []
+    for env_id in args.games:
+        started = time.perf_counter()
+        cfg = AutoHarnessConfig(env=env_id, method="ratchet", iterations=1, ideas={"samples_per_step": 1, "library_seed": False})
+        cfg.budget.max_calls = 1  # the answer alone, and the repair operator's mutants of it
+        stripped, hinted = env_factory_for(env_id), env_factory_for(env_id, hints=True)
+        run = store.create_run("autoharness", cfg.model_dump(), f"ceiling-{env_id}")
+        search = Synthesis(cfg, ScriptedModel(["```python\n" + ANSWERS[env_id] + "```"]), run, stripped, InProcessHarness,
+                           hint_env_factory=hinted, description=stripped().reset(0).text)
+        result = search.run_search()
+        first = next(iter(search.state["metrics"].values()), {})
+        rows.append({"env": env_id, "best_h": result.best_h, "first_h": next((h["h"] for h in search.state["history"] if h["h"] is not None), None),
+                     "metrics": {k: round(v, 3) for k, v in first.items() if k in ("legal_rate", "unit_accuracy", "legal_actions_accuracy")},
+                     "harvest": search.harvest_summary(), "grid_view": search.grid_view(), "s": round(time.perf_counter() - started, 1)})
+        print(json.dumps(rows[-1]), flush=True)
+        _write(args.name, rows)
+    return 0
+
+
+def _write(name: str, rows: list[dict]) -> None:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"{name}.json").write_text(json.dumps({"rows": rows}, indent=2))
+    lines = ["# AutoHarness ceiling: a right answer per game through the real search (scripted model, offline games)", "",
+             "h of the answer itself (first h) and after the repair operator's mutants of it (best h); its checks; what",
+             "exploring found (legal / illegal transitions / states with a full list, and the action grammar).", "",
+             "| game | first h | best h | legal rate | verifier on transitions | legal_actions on full lists | harvest | grammar | board seen as |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        m, hv = r["metrics"], r["harvest"]
+        lines.append(f"| {r['env']} | {r['first_h']:.3f} | {r['best_h']:.3f} | {m.get('legal_rate', '–')} | {m.get('unit_accuracy', '–')} | "
+                     f"{m.get('legal_actions_accuracy', '–')} | {hv['legal']} / {hv['illegal']} / {hv['listed_states']} | `{hv['grammar']}` | "
+                     f"{'grid cells' if r['grid_view'] else 'text'} |")
+    (RESULTS / f"{name}.md").write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

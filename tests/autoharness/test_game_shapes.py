@@ -1,0 +1,116 @@
+"""Game shapes that defeated exploring and board reading on the per-game table's games, found by
+running them offline: a board's Python lists read as actions (Tower of Hanoi: ``A: [3, 2, 1]``,
+Chopsticks: ``Player 0: [1, 1]``), a template's one-letter names that the rules define as numbers
+(``[attack M O]`` where ``M=your hand (0 or 1)``), towers named ``[A C]`` read as row and column, a
+board under a "Current grid state (…):" header (Lights Out), a grid row of empty cells dropped as a
+separator (Frozen Lake), a grammar of 104 actions whose first state used up every seed's quota, and a
+board-less game (Guess the Number) whose observation window hid the guesses the game rejects again."""
+
+from __future__ import annotations
+
+import random
+
+from ratchet.autoharness.harnesslib import cells, current_board, parse_grid
+from ratchet.envs import EnvConfig, make
+from ratchet.envs.explore import harvest, listed_states
+from ratchet.envs.grammar import infer_grammar
+
+CHOPSTICKS = """You are Player 0 in Chopsticks. On your turn, choose one of:
+  + Attack:  '[attack M O]'  where M=your hand (0 or 1), O=opponent hand (0 or 1).
+  + Split:   '[split L R]'  to redistribute your total fingers into L and R (L+R = your total).
+[GAME] Current Board:
+Player 0: [1, 1]
+Player 1: [1, 1]"""
+
+HANOI = """To move a disk, type the source tower and the target tower (e.g., '[A C]').
+[GAME] Current Board:
+A: [3, 2, 1]
+B: []
+C: []"""
+
+
+HANOI_ANSWER = '''import re
+
+def legal_moves(board):
+    towers = {t: [int(x) for x in body.split(",") if x.strip()]
+              for t, body in re.findall(r"^([A-C]): \\[(.*?)\\]", board.split("Current Board:")[-1], re.M)}
+    return [s + " " + d for s in "ABC" for d in "ABC" if towers.get(s) and (s == d or not towers.get(d) or towers[d][-1] > towers[s][-1])]
+'''
+
+
+def test_a_boards_lists_are_not_actions_and_one_letter_names_defined_as_numbers_are_numbers():
+    chopsticks = infer_grammar(CHOPSTICKS)
+    assert chopsticks.describe() == "[attack <int 0-1> <int 0-1>] or [split <int 0-9> <int 0-9>]"
+    assert chopsticks.matches("[attack 1 0]") and chopsticks.matches("[split 0 2]") and not chopsticks.matches("[1 1]")
+    hanoi = infer_grammar(HANOI)
+    assert hanoi.describe() == "[<letter A-E> <letter A-E>]" and hanoi.size() == 25
+    # Lowercase one-letter template words still stand for numbers.
+    assert infer_grammar("Answer [r c] with r and c in 0-2.").describe() == "[<int 0-2> <int 0-2>]"
+
+
+def test_boards_under_a_grid_state_header_and_rows_of_empty_cells():
+    lights = ("Type [row col] to press a light.\n[GAME] Current grid state (Move 0, 20 moves remaining):\n"
+              "   0 1\n0: O .\n1: . O\n\n[Player] [0 0]\n\n[GAME] Current grid state (Move 1, 19 moves remaining):\n"
+              "   0 1\n0: . O\n1: O O")
+    assert current_board(lights) == "   0 1\n0: . O\n1: O O"
+    lake = "[GAME] Current Board:\n+---+---+\n| P |   |\n+---+---+\n|   |   |\n+---+---+\n| H | G |\n+---+---+"
+    assert cells(parse_grid(current_board(lake))) == ["P", "", "", "", "H", "G"]
+
+
+def test_a_grammar_of_104_actions_is_enumerated_and_later_states_get_lists():
+    chopsticks = lambda: make("Chopsticks-v0", EnvConfig(remote="never"))  # noqa: E731
+    found = harvest(chopsticks, None, [0, 1], per_seed=60, rng=random.Random(0))
+    states = listed_states(found)
+    assert len(states) >= 4 and sum(t.legal for t in found) >= 20
+    first = next(t for t in found if not t.prefix)
+    assert set(first.listed) == {"[attack 0 0]", "[attack 0 1]", "[attack 1 0]", "[attack 1 1]", "[split 0 2]", "[split 2 0]"}
+    assert len({t.prefix for t in found if t.seed == 0}) >= 3  # the first state did not use up the seed's quota
+    # Every state with a list was tried whole: its legal transitions are exactly its list's actions.
+    for t in found:
+        assert t.legal == (t.action in t.listed)
+
+
+def test_a_game_without_a_board_keeps_its_earlier_moves_in_the_observation():
+    env = make("GuessTheNumber-v0", EnvConfig(remote="never"))
+    env.reset(5)
+    for guess in range(1, 9):
+        result = env.step(f"[{guess}]")
+    # Its guesses are its state: the game rejects a repeated one, so a harness must see all of them.
+    assert all(f"[Player] [{guess}]" in result.observation.text for guess in range(1, 9))
+    env.close()
+
+
+def test_a_listed_action_with_a_comma_is_the_same_action_as_the_scaffolds():
+    from ratchet.autoharness.harnesslib import action_value, as_action
+
+    # Othello prints "[2, 3]"; the scaffold's ACTION_FORM writes "[2 3]", which the game accepts too.
+    assert action_value("[2, 3]") == action_value(as_action((2, 3), "[{} {}]")) == "2 3"
+    assert action_value("[attack 0  1]") == "attack 0 1" and action_value("[e2e4]") == "e2e4"
+
+
+def test_the_search_reaches_h_1_on_tower_of_hanoi_with_a_right_answer():
+    from fakes import MemoryRun
+
+    from ratchet.autoharness.config import AutoHarnessConfig
+    from ratchet.autoharness.pipeline import env_factory_for
+    from ratchet.autoharness.runtime import InProcessHarness
+    from ratchet.autoharness.search import Synthesis
+    from ratchet.models import ScriptedModel
+
+    cfg = AutoHarnessConfig(env="TowerOfHanoi-v0", method="ratchet", iterations=1, ideas={"samples_per_step": 1, "library_seed": False})
+    hanoi = env_factory_for("TowerOfHanoi-v0")
+    model = ScriptedModel(["```python\n" + HANOI_ANSWER + "```"])
+    search = Synthesis(cfg, model, MemoryRun(), hanoi, InProcessHarness, hint_env_factory=env_factory_for("TowerOfHanoi-v0", hints=True),
+                       description=hanoi().reset(0).text)
+    result = search.run_search()
+    # No printed list: the grammar's 25 tower pairs were tried at each state, and the board reaches the code as text.
+    assert result.best_h == 1.0 and result.calls == 1 and not search.grid_view()
+    assert "ACTION_FORM = '[{} {}]'" in result.best_code and "legal_moves(board)" in result.best_code
+
+
+def test_a_text_boards_doctest_example_shows_the_whole_history_its_answer_depends_on():
+    from ratchet.autoharness.prompts import scaffold_request
+
+    board = "Guess the number between 1 and 20.\n" + "".join(f"\n[Player] [{n}]\n\n[GAME] The target number is higher.\n" for n in range(1, 10))
+    request = scaffold_request([(board, [f"[{n}]" for n in range(10, 21)])], grid_view=False)
+    assert all(f"[Player] [{n}]" in request for n in range(1, 10))
