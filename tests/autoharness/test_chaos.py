@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ratchet.autoharness.replies import REPLIES
+from ratchet.autoharness.search import REPLIES
 
 DRIVER = Path(__file__).with_name("chaos_cli.py")
 KILLS = 20
