@@ -229,7 +229,7 @@ def fmt(c: dict[str, float]) -> str:
     return f"{c['mean']:.3f} [{c['low']:.3f}, {c['high']:.3f}]"
 
 
-def table() -> None:
+def table(missing_why: str = "") -> None:
     ours = ratchet_budget()["report"]
     store = RESULTS / f"{SIZE['out']}.arms.json"
     arms = json.loads(store.read_text()) if store.exists() else {}
@@ -264,7 +264,7 @@ def table() -> None:
                      f"| {fmt(r['gain'])} |")
     missing = sorted(set(PEERS) - set(arms))
     if missing:
-        lines += ["", f"Not run: {', '.join(missing)}."]
+        lines += ["", f"Not run: {', '.join(missing)}." + (f" {missing_why}" if missing_why else "")]
     (RESULTS / f"{SIZE['out']}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
@@ -279,6 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=int, default=None, help="model calls per peer (default: Ratchet's search spend)")
     parser.add_argument("--work", default=str(HERE.parent / "runs" / "peers"), help="the peers' working directories")
     parser.add_argument("--size", choices=sorted(SIZES), default="full", help="which evolve_humaneval run to repeat")
+    parser.add_argument("--missing-why", default="", help="why the arms the table lacks did not run (written beside them)")
     args = parser.parse_args(argv)
     SIZE.update(SIZES[args.size])
     args.work = str(Path(args.work) / args.size)
@@ -286,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
         row = run_arm(name, args)
         print(json.dumps({k: row[k] for k in ("arm", "search", "best_is_original", "best_prompt")}), flush=True)
     if args.model == MODEL:
-        table()
+        table(args.missing_why)
     return 0
 
 

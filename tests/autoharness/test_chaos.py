@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from killed_runs import only_run, whole_lines
 
-from ratchet.autoharness.replies import REPLIES
+from ratchet.autoharness.search import REPLIES
 
 DRIVER = Path(__file__).with_name("chaos_cli.py")
 KILLS = 20

@@ -18,7 +18,8 @@ import pytest
 from fakes import RULES, FakeTicTacToe, MemoryRun
 from resume_worker import config, responder
 
-from ratchet.autoharness.replies import REPLIES, ReplyJournal, request_key
+from ratchet.autoharness.search import REPLIES
+from ratchet.evolve.cache import JournaledModel, request_key
 from ratchet.autoharness.runtime import InProcessHarness
 from ratchet.autoharness.search import Synthesis
 from ratchet.models import ScriptedModel
@@ -132,16 +133,16 @@ def test_a_search_interrupted_by_the_model_resumes_without_asking_twice(tmp_path
 def test_journal_replays_only_replies_recorded_after_the_checkpoint():
     run = MemoryRun()
     model = ScriptedModel(["first", "second", "third"])
-    journal = ReplyJournal(run)
+    journal = JournaledModel(model, run, REPLIES)
     messages = [{"role": "user", "content": "write the harness"}]
-    assert journal.complete(model, messages, 0, temperature=0.2, seed=7).text == "first"
-    assert journal.complete(model, messages, 1, temperature=0.7, seed=8).text == "second"
+    assert journal.complete(messages, temperature=0.2, seed=7).text == "first"
+    assert journal.complete(messages, temperature=0.7, seed=8).text == "second"
 
-    again = ReplyJournal(run)
+    again = JournaledModel(model, run, REPLIES)
     assert again.resume(1) == 1  # call 0 came before the checkpoint; only call 1 is replayable
     # A request that differs in any parameter is not the one recorded: it goes to the model.
-    assert again.complete(model, messages, 1, temperature=0.7, seed=9).text == "third"
-    assert again.complete(model, messages, 1, temperature=0.7, seed=8).text == "second"
+    assert again.complete(messages, temperature=0.7, seed=9).text == "third"
+    assert again.complete(messages, temperature=0.7, seed=8).text == "second"
     assert again.replayed == 1 and len(model.calls) == 3
     assert request_key("a", messages, {"seed": 1}) != request_key("b", messages, {"seed": 1})
 

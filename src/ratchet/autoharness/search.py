@@ -26,17 +26,19 @@ from ratchet.autoharness.evaluate import EnvFactory, rollout
 from ratchet.autoharness.ideas import Decompose, Idea, Lesson, Request, components
 from ratchet.autoharness.prompts import synthesis_prompt
 from ratchet.autoharness.refine import REQUIRED, check_signatures, which_to_refine
-from ratchet.autoharness.replies import ReplyJournal
 from ratchet.autoharness.runtime import RuntimeFactory
 from ratchet.envs.explore import Transition, harvest, listed_states
 from ratchet.envs.grammar import infer_grammar
 from ratchet.autoharness.tree import Node, Tree, select_action
 from ratchet.envs.answers import extract_code
 from ratchet.contracts import BudgetExceeded, Candidate, Evaluation, Model
+from ratchet.evolve.cache import JournaledModel
 from ratchet.store.files import rng_from_json, rng_to_json
 
 CHECKPOINT = "autoharness"
 KIND = "autoharness.harness"
+#: The refiner's replies, each on disk before it is used (the engine's journal, see ``JournaledModel``).
+REPLIES = "autoharness/replies.jsonl"
 
 
 class RunLog(Protocol):
@@ -117,7 +119,7 @@ class Synthesis:
         self.listed: list[tuple[str, list[str]]] = []
         self.codes: dict[str, str] = {}
         self.failures: dict[str, list[dict[str, Any]]] = {}
-        self.replies = ReplyJournal(run)
+        self.replies = JournaledModel(model, run, REPLIES)
 
     # ---------------------------------------------------------------- state
 
@@ -256,10 +258,11 @@ class Synthesis:
         for idea in self.ideas:
             idea.ask(self, kwargs)
         # On disk before it is used; after a kill the resumed run replays it instead of asking again.
-        reply = self.replies.complete(self.model, messages, self.state["calls"], **kwargs)
+        reply = self.replies.complete(messages, **kwargs)
+        tokens = reply.usage.prompt_tokens + reply.usage.completion_tokens
         self.state["calls"] += 1
-        self.state["tokens"] += reply.tokens
-        return reply.text, reply.tokens
+        self.state["tokens"] += tokens
+        return reply.text, tokens
 
     def _store(self, code: str, parent: str | None, status: str, judgement: Judgement | None, **meta: Any) -> str:
         cand = Candidate.from_files(KIND, {"harness.py": code}, parent_id=parent, **meta)

@@ -9,7 +9,8 @@ nothing.
 records each reply (fsynced) before handing it back, keyed by a hash of the exact request. The
 loop checkpoints the journal's call count at each step; on resume, replies recorded from that
 count on (the interrupted step's) are given back, each once, to the request that matches them,
-so the resumed step makes the calls an uninterrupted one makes and sees the same replies.
+so the resumed step makes the calls an uninterrupted one makes and sees the same replies. The
+AutoHarness search journals its refiner replies with it too, in its own file of the run.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from functools import partial
 from typing import Any
 
@@ -129,11 +130,12 @@ class JournaledModel:
     lost worker or a killed driver pays only for the calls no earlier attempt got. Thread-safe.
     """
 
-    def __init__(self, inner: Model, run: Any) -> None:
+    def __init__(self, inner: Model, run: Any, path: str = REPLIES) -> None:
         self.inner = inner
         self.run = run
+        self.path = path
         self.name = inner.name
-        records = run.read_jsonl(REPLIES)
+        records = run.read_jsonl(path)
         self.calls = len(records)
         self.replayed = 0
         self._pending: dict[str, deque[dict[str, Any]]] = {}
@@ -146,7 +148,7 @@ class JournaledModel:
         returns how many (replies of units are replayable always, by unit)."""
         self._pending = {}
         count = 0
-        for record in self.run.read_jsonl(REPLIES):
+        for record in self.run.read_jsonl(self.path):
             if record["call"] >= calls and record.get("unit") is None:
                 self._pending.setdefault(record["key"], deque()).append(record)
                 count += 1
@@ -161,7 +163,7 @@ class JournaledModel:
                 self.replayed += 1
         if record is not None:
             return self._replay(record)
-        completion = self.inner.complete(messages, **params)
+        completion = self._ask(messages, params)
         self._append(key, completion, {})
         return completion
 
@@ -179,12 +181,20 @@ class JournaledModel:
                 with self._lock:
                     self.replayed += 1
                 return self._replay(record)
-            completion = self.inner.complete(messages, **params)
+            completion = self._ask(messages, params)
             self._units[slot] = self._append(key, completion, {"unit": unit, "index": index})
         return completion
 
     def _replay(self, r: dict[str, Any]) -> Completion:
-        return Completion(r["text"], Usage(r["prompt_tokens"], r["completion_tokens"]), 0.0, self.name, r["finish_reason"])
+        # Journals written before replies carried a finish reason have none.
+        return Completion(r["text"], Usage(r["prompt_tokens"], r["completion_tokens"]), 0.0, self.name, r.get("finish_reason", "stop"))
+
+    def _ask(self, messages: Sequence[Message], params: dict[str, Any]) -> Completion:
+        completion = self.inner.complete(messages, **params)
+        # A backend can pass undecodable bytes through as lone surrogates; they are not text (no
+        # parser, store or prompt takes them), so they become "?" here, once, for every reader.
+        text = completion.text.encode("utf-8", errors="replace").decode("utf-8")
+        return completion if text == completion.text else replace(completion, text=text)
 
     def _append(self, key: str, completion: Completion, where: dict[str, Any]) -> dict[str, Any]:
         with self._lock:
@@ -192,7 +202,7 @@ class JournaledModel:
                       "prompt_tokens": completion.usage.prompt_tokens,
                       "completion_tokens": completion.usage.completion_tokens,
                       "finish_reason": completion.finish_reason, "recorded_at": time.time()}
-            self.run.append_jsonl(REPLIES, record)
+            self.run.append_jsonl(self.path, record)
             self.calls += 1
         return record
 
