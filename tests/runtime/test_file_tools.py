@@ -62,6 +62,23 @@ def test_read_many(make_agent):
     assert "==> calc.py <==" in out and "return a - b" in out and "==> missing.txt <==\nerror:" in out
 
 
+def test_edit_matches_whole_lines_copied_with_line_numbers_or_other_indentation(make_agent, workdir):
+    agent = make_agent()
+    (workdir / "f.py").write_text("def f(x):\n    if x:\n        return 1\n    return 0\n")
+    # as `read` shows it, numbers and all: the numbers go, the file's indentation stays
+    assert call(agent, "edit", path="f.py", old="     3\t        return 1", new="     3\t        return 2") == "edited f.py"
+    assert (workdir / "f.py").read_text() == "def f(x):\n    if x:\n        return 2\n    return 0\n"
+    # indentation off on both sides: the new lines take the matched line's indentation, keeping their own nesting
+    assert call(agent, "edit", path="f.py", old="if x:\n    return 2", new="if x > 1:\n    return 3") == "edited f.py"
+    assert (workdir / "f.py").read_text() == "def f(x):\n    if x > 1:\n        return 3\n    return 0\n"
+    # ambiguous or absent whole lines: an error, nothing changed
+    (workdir / "g.py").write_text("  a\nb\n a\n")
+    assert "occurs 2 times" in call(agent, "edit", path="g.py", old="a", new="c")
+    assert "not found in g.py" in call(agent, "edit", path="g.py", old=" a \n", new="c")  # two whole-line matches
+    assert "not found in g.py" in call(agent, "edit", path="g.py", old="zz\nb", new="c")
+    assert (workdir / "g.py").read_text() == "  a\nb\n a\n"
+
+
 def test_write_edit_multi_edit(make_agent, workdir):
     agent = make_agent()
     assert call(agent, "write", path="new/dir/file.py", content="x = 1\n").startswith("wrote")

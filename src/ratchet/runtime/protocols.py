@@ -123,8 +123,10 @@ class TextProtocol:
     name = "text"
 
     def tool_instructions(self, tools: Sequence[Tool]) -> str:
-        lines = ["You act only by calling tools. Each reply: a short thought, then one block", "```tool",
-                 '{"name": "TOOL", "arguments": {...}}', "```", "Tools:"]
+        # A real call, not a placeholder: small models copy the template's name ("TOOL") verbatim.
+        lines = ["You act only by calling tools. Each reply: a short thought, then one block like", "```tool",
+                 '{"name": "bash", "arguments": {"command": "ls"}}', "```",
+                 'with "name" one of the tools below and "arguments" its arguments by name. Tools:']
         for t in tools:
             props = t.parameters["properties"]
             sig = ", ".join(f"{k}{'' if k in t.parameters['required'] else '?'}: {v.get('type', 'any')}"
