@@ -236,7 +236,8 @@ def main(argv: list[str] | None = None) -> int:
                       "guard that also refuses an unchanged read), so its rows are not blind: fahrenheit, "
                       "fizzbuzz-fifteen and median-even were looked at while changing it. The version column "
                       "says which harness a Ratchet row ran (a hash of src/ratchet/runtime); mini-swe-agent rows "
-                      "from 2026-12-01T18:37Z are reused (same server, model, limits). Each agent's own "
+                      "measured earlier with the same worker, server, model and limits are reused (each row's "
+                      "measured_at in the JSON: chunks-partial and csv-quoted 15:08Z, the next six 18:37Z). Each agent's own "
                       "format-error handling applies (Ratchet stops after 5 replies in a row without a tool call, "
                       "mini-swe-agent after 3); Ratchet's repeat_guard ends a run as repeated_failure when one "
                       "call is refused twice (stop_after 2).")}
