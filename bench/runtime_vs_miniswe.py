@@ -167,7 +167,7 @@ def report(store: Path, out: str, meta: dict) -> dict:
     data = {**meta, "tasks_compared": both, "totals": totals, "ratios_ratchet_over_miniswe": ratios,
             "per_task": [{"task_id": t, **{a: {k: by[(a, t)][k] for k in ("solved", "exit_status", "steps",
                                                                           "prompt_tokens", "completion_tokens", "wall_s")}
-                                            | {"version": version_of(by[(a, t)])}
+                                            | {"version": version_of(by[(a, t)]), "measured_at": by[(a, t)].get("measured_at")}
                                             for a in AGENTS}} for t in both]}
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"{out}.json").write_text(json.dumps(data, indent=2) + "\n")
