@@ -191,6 +191,9 @@ def report(store: Path, out: str, meta: dict) -> dict:
                  f"{m_['steps']} | {m_['prompt_tokens'] + m_['completion_tokens']} | {m_['wall_s']:.1f} |")
     if ratios:
         lines += ["", f"Ratchet / mini-swe-agent: tokens {ratios['tokens']}, wall time {ratios['wall_s']}."]
+    shown = sorted({version_of(by[("ratchet", t)]) for t in both})
+    lines += ["", f"Ratchet harness of this checkout: {meta['ratchet_version']}; the rows above ran "
+                  f"{', '.join(shown) or 'none'} (a task's row is of this harness when it has one, else its latest)."]
     lines += ["", "Notes: " + meta["notes"]]
     (RESULTS / f"{out}.md").write_text("\n".join(lines) + "\n")
     return data
@@ -233,8 +236,8 @@ def main(argv: list[str] | None = None) -> int:
                       "7018c69f -> the current one: an opening that shows the file tree and the files the task "
                       "names with their tests, a worked example from another repository instead of examples with "
                       "paths that do not exist, edits matching whole lines copied with line numbers, a repeat "
-                      "guard that also refuses an unchanged read), so its rows are not blind: fahrenheit, "
-                      "fizzbuzz-fifteen and median-even were looked at while changing it. The version column "
+                      "guard that also refuses an unchanged read), so its rows are not blind: the traces of fahrenheit "
+                      "and fizzbuzz-fifteen were read while changing it. The version column "
                       "says which harness a Ratchet row ran (a hash of src/ratchet/runtime); mini-swe-agent rows "
                       "measured earlier with the same worker, server, model and limits are reused (each row's "
                       "measured_at in the JSON: chunks-partial and csv-quoted 15:08Z, the next six 18:37Z). Each agent's own "
