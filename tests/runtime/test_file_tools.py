@@ -79,6 +79,15 @@ def test_edit_matches_whole_lines_copied_with_line_numbers_or_other_indentation(
     assert (workdir / "g.py").read_text() == "  a\nb\n a\n"
 
 
+def test_an_edit_whose_old_text_is_not_there_is_shown_the_closest_lines(make_agent, workdir):
+    (workdir / "h.py").write_text("def chunks(seq, n):\n    out = [seq[i:i + n] for i in range(0, len(seq) - n + 1, n)]\n    return out\n")
+    out = call(make_agent(), "edit", path="h.py", old="    return list(seq[i:i + n])", new="x")
+    assert out.startswith("error: old text not found in h.py")
+    assert out.endswith("The closest lines in the file are:\n     1\tdef chunks(seq, n):\n"
+                        "     2\t    out = [seq[i:i + n] for i in range(0, len(seq) - n + 1, n)]\n     3\t    return out")
+    assert "closest" not in call(make_agent(), "edit", path="h.py", old="zzzz qqqq", new="x")  # nothing alike: no guess
+
+
 def test_write_edit_multi_edit(make_agent, workdir):
     agent = make_agent()
     assert call(agent, "write", path="new/dir/file.py", content="x = 1\n").startswith("wrote")

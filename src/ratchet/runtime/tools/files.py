@@ -6,6 +6,7 @@ prompt (the context policy saves anything longer to memory).
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import tempfile
@@ -214,6 +215,19 @@ def _reindent(new: str, indent: str) -> str:
     return "".join(f"{indent}{line}\n" if line.strip() else "\n" for line in body.splitlines())
 
 
+def _closest(text: str, old: str, context: int = 2) -> str:
+    """The file's lines most like ``old``'s first non-blank line, numbered, with
+    two lines either side: what the model meant, to copy from (a small model otherwise retypes ``old`` wrong again)."""
+    lines = text.splitlines()
+    first = next((line.strip() for line in old.splitlines() if line.strip()), "")
+    scores = [(difflib.SequenceMatcher(None, first, line.strip()).ratio(), n) for n, line in enumerate(lines)]
+    best = max(scores, default=(0.0, 0))
+    if best[0] < 0.5:
+        return ""
+    lo, hi = max(0, best[1] - context), min(len(lines), best[1] + context + 1)
+    return "\nThe closest lines in the file are:\n" + "\n".join(f"{n + 1:6}\t{lines[n]}" for n in range(lo, hi))
+
+
 def _replace(text: str, old: str, new: str, replace_all: bool, path: str) -> str:
     if not old:
         raise ToolError("old must not be empty")
@@ -225,7 +239,8 @@ def _replace(text: str, old: str, new: str, replace_all: bool, path: str) -> str
             return text[:start] + _reindent(new, indent) + text[end:]
     if count == 0:
         hint = " (it matches if surrounding whitespace is ignored; copy the exact text)" if old.strip() and old.strip() in text else ""
-        raise ToolError(f"old text not found in {path}{hint}; copy it from `read` without the line numbers")
+        raise ToolError(f"old text not found in {path}{hint}; copy it from `read` without the line numbers"
+                        + _closest(text, old))
     if count > 1 and not replace_all:
         raise ToolError(f"old text occurs {count} times in {path}; add context to make it unique or set replace_all")
     return text.replace(old, new) if replace_all else text.replace(old, new, 1)
