@@ -20,6 +20,7 @@ rerun, so the bench runs in chunks (``--max-minutes``); ``--report`` rewrites th
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import platform
@@ -121,9 +122,31 @@ def run_miniswe(task, store: Path, api_base: str, step_limit: int, max_tokens: i
 RUNNERS = {"ratchet": run_ratchet, "miniswe": run_miniswe}
 
 
+def harness_version() -> str:
+    """What Ratchet ran: a hash of the runtime's code and the shipped workspace, so a row says
+    which harness it measured and a changed harness reruns its tasks."""
+    runtime = ROOT / "src" / "ratchet" / "runtime"
+    digest = hashlib.sha256()
+    for path in sorted(runtime.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            digest.update(path.relative_to(runtime).as_posix().encode() + b"\0" + path.read_bytes())
+    return "ratchet@" + digest.hexdigest()[:8]
+
+
+def version_of(row: dict) -> str:
+    return row.get("version") or ("ratchet@unrecorded" if row["agent"] == "ratchet" else "mini-swe-agent")
+
+
 def report(store: Path, out: str, meta: dict) -> dict:
     rows = read_jsonl(store / "results.jsonl") if (store / "results.jsonl").exists() else []
-    by = {(r["agent"], r["task_id"]): r for r in rows}
+    # The latest row per (agent, task); a Ratchet row of the current harness wins over older ones.
+    by: dict = {}
+    for r in rows:
+        key = (r["agent"], r["task_id"])
+        current = by.get(key)
+        if current is None or r["agent"] != "ratchet" or version_of(current) != meta["ratchet_version"] \
+                or version_of(r) == meta["ratchet_version"]:
+            by[key] = r
     tasks = sorted({r["task_id"] for r in rows})
     both = [t for t in tasks if all((a, t) in by for a in AGENTS)]
     totals = {}
@@ -144,6 +167,7 @@ def report(store: Path, out: str, meta: dict) -> dict:
     data = {**meta, "tasks_compared": both, "totals": totals, "ratios_ratchet_over_miniswe": ratios,
             "per_task": [{"task_id": t, **{a: {k: by[(a, t)][k] for k in ("solved", "exit_status", "steps",
                                                                           "prompt_tokens", "completion_tokens", "wall_s")}
+                                            | {"version": version_of(by[(a, t)]), "measured_at": by[(a, t)].get("measured_at")}
                                             for a in AGENTS}} for t in both]}
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"{out}.json").write_text(json.dumps(data, indent=2) + "\n")
@@ -154,19 +178,22 @@ def report(store: Path, out: str, meta: dict) -> dict:
              f"workspace, text protocol, middleware: {', '.join(meta.get('ratchet_middleware') or ['none'])}. "
              f"mini-swe-agent {meta['miniswe_version']}: `mini_textbased.yaml`, "
              f"`litellm_textbased`, `DefaultAgent`, `LocalEnvironment`. {len(both)} of the 15 tasks run by both.", "",
-             "| task | Ratchet | steps | tokens | wall s | mini-swe-agent | steps | tokens | wall s |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| task | Ratchet | version | steps | tokens | wall s | mini-swe-agent | steps | tokens | wall s |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for t in both:
         a, b = by[("ratchet", t)], by[("miniswe", t)]
         cell = lambda r: ("**solved**" if r["solved"] else r["exit_status"][:40])  # noqa: E731
-        lines.append(f"| {t} | {cell(a)} | {a['steps']} | {a['prompt_tokens'] + a['completion_tokens']} | "
+        lines.append(f"| {t} | {cell(a)} | {version_of(a).removeprefix('ratchet@')} | {a['steps']} | {a['prompt_tokens'] + a['completion_tokens']} | "
                      f"{a['wall_s']:.1f} | {cell(b)} | {b['steps']} | {b['prompt_tokens'] + b['completion_tokens']} | "
                      f"{b['wall_s']:.1f} |")
-    lines.append(f"| **total** | **{r_['solved']}/{r_['tasks']}** | {r_['steps']} | "
+    lines.append(f"| **total** | **{r_['solved']}/{r_['tasks']}** | | {r_['steps']} | "
                  f"{r_['prompt_tokens'] + r_['completion_tokens']} | {r_['wall_s']:.1f} | **{m_['solved']}/{m_['tasks']}** | "
                  f"{m_['steps']} | {m_['prompt_tokens'] + m_['completion_tokens']} | {m_['wall_s']:.1f} |")
     if ratios:
         lines += ["", f"Ratchet / mini-swe-agent: tokens {ratios['tokens']}, wall time {ratios['wall_s']}."]
+    shown = sorted({version_of(by[("ratchet", t)]) for t in both})
+    lines += ["", f"Ratchet harness of this checkout: {meta['ratchet_version']}; the rows above ran "
+                  f"{', '.join(shown) or 'none'} (a task's row is of this harness when it has one, else its latest)."]
     lines += ["", "Notes: " + meta["notes"]]
     (RESULTS / f"{out}.md").write_text("\n".join(lines) + "\n")
     return data
@@ -198,19 +225,29 @@ def main(argv: list[str] | None = None) -> int:
     version = subprocess.run([str(bench_python()), "-c", "import importlib.metadata as m; print(m.version('mini-swe-agent'))"],
                              capture_output=True, text=True).stdout.strip()
     middleware = [m.kind for m in HarnessWorkspace().settings().middleware]
+    ratchet_version = harness_version()
     meta = {"model": args.model, "step_limit": args.step_limit, "max_tokens": args.max_tokens, "threads": args.threads,
-            "ratchet_middleware": middleware,
+            "ratchet_middleware": middleware, "ratchet_version": ratchet_version,
             "n_ctx": args.n_ctx, "miniswe_version": version, "python": platform.python_version(),
             "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "notes": ("mini-swe-agent's LocalEnvironment runs commands on the host (its recommended default), "
-                      "Ratchet's bash runs in the sandbox; neither agent was tuned for this suite. Each agent's own "
+                      "Ratchet's bash runs in the sandbox. mini-swe-agent is as its documentation configures it; "
+                      "Ratchet's shipped workspace was changed after reading its failures on this suite (harness "
+                      "7018c69f -> the current one: an opening that shows the file tree and the files the task "
+                      "names with their tests, a worked example from another repository instead of examples with "
+                      "paths that do not exist, edits matching whole lines copied with line numbers, a repeat "
+                      "guard that also refuses an unchanged read), so its rows are not blind: the traces of fahrenheit "
+                      "and fizzbuzz-fifteen were read while changing it. The version column "
+                      "says which harness a Ratchet row ran (a hash of src/ratchet/runtime); mini-swe-agent rows "
+                      "measured earlier with the same worker, server, model and limits are reused (each row's "
+                      "measured_at in the JSON: chunks-partial and csv-quoted 15:08Z, the next six 18:37Z). Each agent's own "
                       "format-error handling applies (Ratchet stops after 5 replies in a row without a tool call, "
-                      "mini-swe-agent after 3). Ratchet's repeat_guard ends a run as repeated_failure when one failed "
-                      "call is repeated unchanged twice more (stop_after 2). An earlier run without Ratchet's middleware "
-                      "(2026-12-01T15:08Z, the first two tasks in sorted order, chunks-partial and csv-quoted) solved "
-                      "0/2 for both agents; those tasks are not rerun here.")}
+                      "mini-swe-agent after 3); Ratchet's repeat_guard ends a run as repeated_failure when one "
+                      "call is refused twice (stop_after 2).")}
     tasks = [t for t in load_suite("coding-basics") if not args.task or t.id in args.task]
-    done = {(r["agent"], r["task_id"]) for r in read_jsonl(store / "results.jsonl")} if (store / "results.jsonl").exists() else set()
+    # mini-swe-agent does not change between runs; Ratchet's rows count only for the harness they ran.
+    done = {(r["agent"], r["task_id"]) for r in read_jsonl(store / "results.jsonl")
+            if r["agent"] != "ratchet" or version_of(r) == ratchet_version} if (store / "results.jsonl").exists() else set()
     pending = [(t, a) for t in tasks for a in args.agents if (a, t.id) not in done]
     if pending and not args.report:
         started = time.monotonic()
@@ -224,7 +261,9 @@ def main(argv: list[str] | None = None) -> int:
                     break
                 outcome = RUNNERS[agent](task, store, api_base, args.step_limit, args.max_tokens)
                 verdict = grade(task, Path(outcome.pop("workdir")))
-                record = {"agent": agent, "task_id": task.id, "solved": verdict.score == 1.0, **outcome}
+                record = {"agent": agent, "task_id": task.id, "solved": verdict.score == 1.0,
+                          "version": ratchet_version if agent == "ratchet" else f"mini-swe-agent {version}",
+                          "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **outcome}
                 append_jsonl(store / "results.jsonl", record)
                 print(f"{agent:8s} {task.id:24s} {'SOLVED' if record['solved'] else 'failed':7s} "
                       f"{record['exit_status'][:30]:30s} {record['steps']} steps "

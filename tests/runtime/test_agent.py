@@ -73,6 +73,7 @@ def test_format_errors_go_back_to_the_model_then_stop_the_run(make_agent):
     result = agent.run("look around")
     assert result.exit_status == "limits_exceeded" and "3 replies in a row" in result.submission
     assert "No tool call found" in agent.messages[3]["content"]  # the model was told the format
+    assert "README.md" not in agent.messages[3]["content"]  # no path to copy that the repository may not have
 
 
 def test_step_and_token_limits(make_agent):

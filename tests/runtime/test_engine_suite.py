@@ -39,7 +39,7 @@ def responder(messages) -> str:
     if task.startswith("You are improving a program"):  # the proposer, on the runtime
         failing = task.split("(the failing ones: ")[1].split(")")[0]
         script = [reply("read_trace", task_id=failing.split(", ")[0]),
-                  reply("edit", path="system_prompt.md", old="Find the cause", new=f"{PHRASE}\nFind the cause"),
+                  reply("edit", path="system_prompt.md", old="Find the wrong line", new=f"{PHRASE}\nFind the wrong line"),
                   reply("submit", summary=f"TARGET: the agent gives up at once\nROOT CAUSE: no method in the "
                                           f"prompt\nFLIPS: {failing}")]
         return script[min(turns, 2)]

@@ -62,6 +62,32 @@ def test_read_many(make_agent):
     assert "==> calc.py <==" in out and "return a - b" in out and "==> missing.txt <==\nerror:" in out
 
 
+def test_edit_matches_whole_lines_copied_with_line_numbers_or_other_indentation(make_agent, workdir):
+    agent = make_agent()
+    (workdir / "f.py").write_text("def f(x):\n    if x:\n        return 1\n    return 0\n")
+    # as `read` shows it, numbers and all: the numbers go, the file's indentation stays
+    assert call(agent, "edit", path="f.py", old="     3\t        return 1", new="     3\t        return 2") == "edited f.py"
+    assert (workdir / "f.py").read_text() == "def f(x):\n    if x:\n        return 2\n    return 0\n"
+    # indentation off on both sides: the new lines take the matched line's indentation, keeping their own nesting
+    assert call(agent, "edit", path="f.py", old="if x:\n    return 2", new="if x > 1:\n    return 3") == "edited f.py"
+    assert (workdir / "f.py").read_text() == "def f(x):\n    if x > 1:\n        return 3\n    return 0\n"
+    # ambiguous or absent whole lines: an error, nothing changed
+    (workdir / "g.py").write_text("  a\nb\n a\n")
+    assert "occurs 2 times" in call(agent, "edit", path="g.py", old="a", new="c")
+    assert "not found in g.py" in call(agent, "edit", path="g.py", old=" a \n", new="c")  # two whole-line matches
+    assert "not found in g.py" in call(agent, "edit", path="g.py", old="zz\nb", new="c")
+    assert (workdir / "g.py").read_text() == "  a\nb\n a\n"
+
+
+def test_an_edit_whose_old_text_is_not_there_is_shown_the_closest_lines(make_agent, workdir):
+    (workdir / "h.py").write_text("def chunks(seq, n):\n    out = [seq[i:i + n] for i in range(0, len(seq) - n + 1, n)]\n    return out\n")
+    out = call(make_agent(), "edit", path="h.py", old="    return list(seq[i:i + n])", new="x")
+    assert out.startswith("error: old text not found in h.py")
+    assert out.endswith("The closest lines in the file are:\n     1\tdef chunks(seq, n):\n"
+                        "     2\t    out = [seq[i:i + n] for i in range(0, len(seq) - n + 1, n)]\n     3\t    return out")
+    assert "closest" not in call(make_agent(), "edit", path="h.py", old="zzzz qqqq", new="x")  # nothing alike: no guess
+
+
 def test_write_edit_multi_edit(make_agent, workdir):
     agent = make_agent()
     assert call(agent, "write", path="new/dir/file.py", content="x = 1\n").startswith("wrote")

@@ -33,7 +33,8 @@ def test_compaction_moves_old_turns_to_a_file_the_agent_can_read_back(make_agent
 
 
 def test_keep_all_never_drops(make_agent, workdir):
-    replies = [tool_reply("read", path="notes.txt")] * 6 + [tool_reply("submit", summary="s")]
+    # six different reads (the repeat guard refuses an unchanged one)
+    replies = [tool_reply("read", path="notes.txt", limit=i + 1) for i in range(6)] + [tool_reply("submit", summary="s")]
     agent = make_agent(replies, context=ContextConfig(strategy="keep_all", max_prompt_tokens=256))
     agent.run("read a lot")
     assert agent.memory.entries("dropped") == [] and len(agent.messages) == 2 + 7 * 2 - 1

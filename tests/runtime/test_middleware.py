@@ -110,3 +110,37 @@ def test_middleware_is_configured_in_the_settings_and_can_be_turned_off(make_age
     (ws.path / "settings.yaml").write_text("middleware:\n  - {kind: repeat_gaurd}\n")
     with pytest.raises(ConfigError, match="middleware"):
         ws.settings()
+
+
+def test_an_unchanged_successful_read_is_refused_until_something_changes(make_agent, workdir):
+    script = [tool_reply("read", path="calc.py"), tool_reply("read", path="calc.py"),
+              tool_reply("edit", path="calc.py", old="a - b", new="a + b"), tool_reply("read", path="calc.py"),
+              tool_reply("submit", summary="done")]
+    agent = make_agent(script)
+    assert agent.run("fix add").exit_status == "submitted"
+    first, second, _, third = results(agent)
+    assert "return a - b" in first
+    assert "already ran at step 1 and nothing changed since, so it was not run again" in second
+    assert "its result is above (it began: 1\tdef add(a, b):)" in second
+    assert "return a + b" in third  # the edit reset the guard: the read ran again
+
+
+def test_a_read_repeated_forever_stops_the_run(make_agent):
+    agent = make_agent(model=ScriptedModel([tool_reply("ls")], cycle=True), config=AgentConfig(step_limit=8))
+    result = agent.run("look around")
+    assert result.exit_status == "repeated_failure" and result.steps == 3
+    assert "`ls` with the same arguments was called 3 times and gave the same result each time" in result.submission
+
+
+def test_the_guard_remembers_across_a_resume(make_agent, tmp_path, workdir):
+    run_dir = tmp_path / "resumed"
+    first = make_agent([tool_reply("bash", command=FAILING), tool_reply("read", path="notes.txt")],
+                       run_dir=run_dir, config=AgentConfig(step_limit=2))
+    assert first.run("run it").exit_status == "limits_exceeded"
+    # A new process picks the run up: the same failing command and the same read are still refused.
+    again = make_agent([tool_reply("bash", command=FAILING), tool_reply("read", path="notes.txt"),
+                        tool_reply("submit", summary="s")], run_dir=run_dir, config=AgentConfig(step_limit=6))
+    assert again.resume("go on").exit_status == "submitted"
+    later = results(again)[-2:]
+    assert "already failed at step 1" in later[0] and "already ran at step 2" in later[1]
+    assert (workdir / "count.txt").read_text() == "ran\n"

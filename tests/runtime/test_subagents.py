@@ -94,7 +94,8 @@ def test_a_sub_agent_killed_mid_run_is_lost_then_resumed_from_its_saved_state(wo
 
 @pytest.mark.slow
 def test_interrupt_resume_close_and_limits(workdir, tmp_path):
-    script = [tool_reply("bash", command="sleep 2")] + [tool_reply("ls")] * 3 + [tool_reply("submit", summary="fin")]
+    script = [tool_reply("bash", command="sleep 2"), tool_reply("ls"), tool_reply("glob", pattern="*"),
+              tool_reply("read", path="notes.txt"), tool_reply("submit", summary="fin")]
     parent = Agent(ScriptedModel([]), workdir, tmp_path / "p", model_spec="scripted:",
                    model_options={"responses": script},
                    permissions=PermissionPolicy(max_subagents=1, max_subagent_depth=1))

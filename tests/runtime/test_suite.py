@@ -109,3 +109,23 @@ def test_the_reference_fix_is_out_of_the_agents_view(tmp_path):
     assert "end" in results[0]["result"] and "+++ b/" not in results[0]["result"]
     assert "permission denied by readable" in results[1]["result"]
     assert summary["solved"] == 0
+
+
+@pytest.mark.slow
+def test_the_shipped_workspace_shows_the_task_files_and_takes_an_edit_copied_from_them(tmp_path):
+    """What the shipped opening is for: the model sees the code with line numbers and answers with
+    an edit whose ``old`` is copied from that view, numbers and all; the grader passes it."""
+    from ratchet.runtime import Agent
+
+    task = next(t for t in TASKS if t.id == "fahrenheit")
+    work = prepare(task, tmp_path / "work")
+    replies = [tool_reply("edit", path="units/temperature.py", old="     6\t    return f * 5 / 9",
+                          new="     6\t    return (f - 32) * 5 / 9"),
+               tool_reply("bash", command=task.test_command), tool_reply("submit", summary="subtract 32 first")]
+    agent = Agent(ScriptedModel(replies), work, tmp_path / "run")
+    assert agent.run(task.statement).exit_status == "submitted"
+    first = agent.messages[1]["content"]
+    assert "Files in the repository:\ntests/test_temperature.py\nunits/__init__.py\nunits/temperature.py" in first
+    assert "==> units/temperature.py <==\n     1\tdef celsius_to_fahrenheit(c):" in first
+    assert "==> tests/test_temperature.py <==" in first
+    assert grade(task, work).score == 1.0

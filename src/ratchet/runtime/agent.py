@@ -30,6 +30,7 @@ from ratchet.runtime.errors import (
 )
 from ratchet.runtime.memory import FileMemory, bound_output, context_policy, recall
 from ratchet.runtime.middleware import HookChain, build_middleware
+from ratchet.runtime.opening import build_openings, opening_text
 from ratchet.runtime.permissions import Guard
 from ratchet.runtime.protocols import ToolCall, protocol_for
 from ratchet.runtime.shell import Shell
@@ -94,7 +95,9 @@ class Agent:
         self.protocol = protocol_for(self.config.protocol)
         # The workspace's hooks.py is the outer layer: the runtime's middleware sees the calls as
         # they will run and the results as the tools gave them.
-        self.hooks = HookChain([self.workspace.hooks(), *build_middleware(self.config.middleware)])
+        self.middleware = build_middleware(self.config.middleware)
+        self.hooks = HookChain([self.workspace.hooks(), *self.middleware])
+        self.openings = build_openings(self.context_config.opening)
         # Commands never see this run's own files (trace, memory, denials): only the tools read those.
         self.shell = Shell(self.workdir, network=self.policy.network,
                            hidden=[self.run_dir, *(Path(p) for p in self.policy.hidden_paths)], guard=self.guard)
@@ -138,8 +141,9 @@ class Agent:
     def run(self, task: str) -> AgentResult:
         """Start on ``task`` from a fresh conversation."""
         memory = recall(self.memory) if self.context_config.recall_memory else ""
-        self.messages = [{"role": "system", "content": self.system_message()},
-                         {"role": "user", "content": task + (f"\n\n{memory}" if memory else "")}]
+        opening = opening_text(self.openings, self, task)
+        first = "\n\n".join(part for part in (task, opening, memory) if part)
+        self.messages = [{"role": "system", "content": self.system_message()}, {"role": "user", "content": first}]
         return self._loop()
 
     def resume(self, message: str | None = None) -> AgentResult:
@@ -150,6 +154,9 @@ class Agent:
         self.steps = int(state.get("steps", 0))
         self.tracer.tokens.update(state.get("tokens") or {})
         self.subagent_tokens.update(state.get("subagent_tokens") or {})
+        for layer, saved in zip(self.middleware, state.get("middleware") or []):
+            if hasattr(layer, "restore"):
+                layer.restore(saved)
         self.supervisor.recover()
         if not self.messages:
             return self.run(message or "")
@@ -273,6 +280,8 @@ class Agent:
             "agent_id": self.agent_id, "status": self.exit_status, "steps": self.steps,
             "submission": self.submission, "tokens": dict(self.tracer.tokens),
             "subagent_tokens": dict(self.subagent_tokens), "messages": self.messages,
+            # what the middleware has seen (the repeat guard's calls), in the order of settings.yaml
+            "middleware": [layer.state() if hasattr(layer, "state") else None for layer in self.middleware],
             "updated_at": time.time()})
 
     def _remember(self) -> None:

@@ -44,8 +44,39 @@ class PermissionPolicy(Settings):
     run directory are always hidden)."""
 
 
+class FileTreeConfig(Settings):
+    """Opening: the repository's files, one path a line, under the task. Small models otherwise
+    guess paths (the example's, a common name) and spend their steps on "not a file"."""
+
+    kind: Literal["file_tree"] = "file_tree"
+    """Which opening this is."""
+    max_entries: int = Field(200, ge=1)
+    """Most paths listed (the rest are counted)."""
+
+
+class TaskFilesConfig(Settings):
+    """Opening: the files the task points at (paths it names, files defining a function or class
+    it names, and the tests that import those), shown as ``read`` shows them, under the task."""
+
+    kind: Literal["task_files"] = "task_files"
+    """Which opening this is."""
+    max_chars: int = Field(6000, ge=200)
+    """Most characters of file text shown in all; files past it are only named."""
+    include_tests: bool = True
+    """Also show the test files that import a shown module (what the fix must satisfy)."""
+    closing: str = "Find the wrong line in the code above and reply with the edit that fixes it."
+    """A line after the files: the last thing a small model reads before it answers ("" for none)."""
+
+
+OpeningConfig = Annotated[FileTreeConfig | TaskFilesConfig, Field(discriminator="kind")]
+
+
 class ContextConfig(Settings):
     """What enters the prompt, and when older turns are compacted to files."""
+
+    opening: list[OpeningConfig] = Field(default_factory=list)
+    """What the runtime gathers into the first user message, below the task, in order
+    (``file_tree``, ``task_files``): context the model would otherwise spend tool calls on."""
 
     strategy: Literal["keep_all", "compact_oldest"] = "compact_oldest"
     """``keep_all`` sends every message; ``compact_oldest`` moves the oldest turns to a memory
@@ -74,9 +105,9 @@ class McpServer(Settings):
 
 
 class RepeatGuardConfig(Settings):
-    """Middleware: an identical tool call (same name, same arguments) that already failed is not
-    run again; the model is told it failed and how. Small models otherwise repeat one failing
-    call until the step limit."""
+    """Middleware: an identical tool call (same name, same arguments) that already failed, or a
+    read-only one that already succeeded with nothing changed since, is not run again; the model
+    is told why. Small models otherwise repeat one call until the step limit."""
 
     kind: Literal["repeat_guard"] = "repeat_guard"
     """Which middleware this is."""
@@ -87,6 +118,11 @@ class RepeatGuardConfig(Settings):
     """fnmatch patterns of tools whose successful call forgets the failures seen so far: they may
     change the files or the tools, so a call that failed before may now succeed (run the tests,
     edit, run the tests again; load a skill, call its tool)."""
+    read_only: list[str] = Field(default_factory=lambda: ["read", "read_many", "ls", "glob", "grep", "git_status",
+                                                          "git_diff", "memory_search", "memory_read"])
+    """fnmatch patterns of tools that only look: their successful call repeated unchanged, with no
+    ``resets_on`` call since, would give the same text again, so it is refused like a repeated
+    failure (and counts toward ``stop_after``)."""
 
 
 class UnknownToolHintConfig(Settings):

@@ -14,7 +14,7 @@ import itertools
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any, Protocol
@@ -90,47 +90,62 @@ def failed(result: str) -> bool:
 
 
 @dataclass
-class _Failure:
+class _Seen:
     step: int
     first_line: str
+    failed: bool = True
     refused: int = 0
 
 
 class RepeatGuard(Passthrough):
-    """Refuse an identical call that already failed, telling the model how it failed; stop the
-    run once one call has been refused ``stop_after`` times. A successful call of a tool that may
-    change the files (``resets_on``) forgets the failures seen so far."""
+    """Refuse an identical call that already failed, telling the model how it failed, and an
+    identical read-only call that already succeeded (nothing changed, so it would say the same);
+    stop the run once one call has been refused ``stop_after`` times. A successful call of a tool
+    that may change the files (``resets_on``) forgets what was seen so far. What it has seen is
+    part of the agent's saved state (:meth:`state`, :meth:`restore`), so a resumed run keeps it."""
 
     def __init__(self, config: RepeatGuardConfig) -> None:
         self.config = config
-        self.failures: dict[str, _Failure] = {}
+        self.seen: dict[str, _Seen] = {}
 
     @staticmethod
     def key(call: ToolCall) -> str:
         return f"{call.name} {json.dumps(call.arguments, sort_keys=True, default=str)}"
 
     def before_tool(self, agent: Any, call: ToolCall) -> ToolCall:
-        seen = self.failures.get(self.key(call))
+        seen = self.seen.get(self.key(call))
         if seen is None:
             return call
         seen.refused += 1
         shown = f"`{call.name}` with the same arguments"
+        how = "failed the same way each time" if seen.failed else "gave the same result each time"
         if seen.refused >= self.config.stop_after:
-            raise RepeatedFailure(f"stopped: {shown} was called {seen.refused + 1} times and failed the same way "
-                                  f"each time ({seen.first_line})")
+            raise RepeatedFailure(f"stopped: {shown} was called {seen.refused + 1} times and {how} ({seen.first_line})")
         left = self.config.stop_after - seen.refused
-        raise ToolError(f"{shown} already failed at step {seen.step} and was not run again: {seen.first_line}\n"
-                        f"Do something different: change the arguments, or use another tool "
+        what = (f"already failed at step {seen.step} and was not run again: {seen.first_line}" if seen.failed else
+                f"already ran at step {seen.step} and nothing changed since, so it was not run again; "
+                f"its result is above (it began: {seen.first_line})")
+        raise ToolError(f"{shown} {what}\nDo something different: change the arguments, or use another tool "
                         f"(the run stops if this call is repeated {left} more time(s)).")
 
     def after_tool(self, agent: Any, call: ToolCall, result: str) -> str:
         key = self.key(call)
+        if key in self.seen:  # a refusal above is not a new result
+            return result
         if failed(result):
-            if key not in self.failures:  # a refusal above is not a new failure
-                self.failures[key] = _Failure(agent.steps, _gist(result))
+            self.seen[key] = _Seen(agent.steps, _gist(result))
         elif any(fnmatch(call.name, p) for p in self.config.resets_on):
-            self.failures.clear()
+            self.seen.clear()
+        elif any(fnmatch(call.name, p) for p in self.config.read_only):
+            first = next((line.strip() for line in result.splitlines() if line.strip()), "")
+            self.seen[key] = _Seen(agent.steps, first[:160], failed=False)
         return result
+
+    def state(self) -> dict[str, Any]:
+        return {key: asdict(seen) for key, seen in self.seen.items()}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.seen = {key: _Seen(**value) for key, value in (state or {}).items()}
 
 
 def _gist(result: str) -> str:

@@ -110,8 +110,10 @@ def parse_tool_calls(text: str) -> list[ToolCall]:
         pasted = any(lang not in ("tool", "json", "tool_call", "tool_code") for lang, _ in _FENCE.findall(text))
         raise FormatError(
             ("code in a reply changes nothing: put it in a file with the write or edit tool. " if pasted else "")
-            + "No tool call found in your reply. Reply with exactly one block like:\n"
-            '```tool\n{"name": "read", "arguments": {"path": "README.md"}}\n```\n'
+            # No path in the example: the 0.5B copied `README.md` from it into repositories without one.
+            + "No tool call found in your reply. Put your next step in exactly one block like:\n"
+            '```tool\n{"name": "bash", "arguments": {"command": "ls"}}\n```\n'
+            "with the tool and arguments that step needs (an edit: edit with path, old and new). "
             'When the task is done, call {"name": "submit", "arguments": {"summary": "..."}}.'
         )
     return calls
@@ -123,8 +125,10 @@ class TextProtocol:
     name = "text"
 
     def tool_instructions(self, tools: Sequence[Tool]) -> str:
-        lines = ["You act only by calling tools. Each reply: a short thought, then one block", "```tool",
-                 '{"name": "TOOL", "arguments": {...}}', "```", "Tools:"]
+        # A real call, not a placeholder: small models copy the template's name ("TOOL") verbatim.
+        lines = ["You act only by calling tools. Each reply: a short thought, then one block like", "```tool",
+                 '{"name": "bash", "arguments": {"command": "ls"}}', "```",
+                 'with "name" one of the tools below and "arguments" its arguments by name. Tools:']
         for t in tools:
             props = t.parameters["properties"]
             sig = ", ".join(f"{k}{'' if k in t.parameters['required'] else '?'}: {v.get('type', 'any')}"

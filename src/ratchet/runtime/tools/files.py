@@ -6,9 +6,11 @@ prompt (the context policy saves anything longer to memory).
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import tempfile
+import textwrap
 from pathlib import Path
 
 from ratchet.runtime.errors import ToolError
@@ -175,13 +177,70 @@ def _text_of(ctx: ToolContext, path: str) -> tuple[Path, str]:
     return p, data.decode("utf-8", errors="replace")
 
 
+_NUMBERED = re.compile(r"^\s*\d+(?:\t|: |\| )")
+
+
+def _loose_span(text: str, old: str) -> tuple[int, int, str] | None:
+    """Where ``old`` occurs once as whole lines when indentation and trailing space are ignored,
+    and line numbers as ``read`` prints them are dropped: (start, end, the first line's indent).
+    Small models copy ``old`` from a ``read`` with its numbers, or with the indentation off."""
+    wanted = old.splitlines()
+    if wanted and all(_NUMBERED.match(line) or not line.strip() for line in wanted):
+        wanted = [_NUMBERED.sub("", line, count=1) for line in wanted]
+    while wanted and not wanted[0].strip():
+        wanted.pop(0)
+    while wanted and not wanted[-1].strip():
+        wanted.pop()
+    if not wanted:
+        return None
+    lines = text.splitlines(keepends=True)
+    key = [line.strip() for line in wanted]
+    hits = [i for i in range(len(lines) - len(key) + 1)
+            if [line.strip() for line in lines[i:i + len(key)]] == key]
+    if len(hits) != 1:
+        return None
+    start = sum(len(line) for line in lines[:hits[0]])
+    end = start + sum(len(line) for line in lines[hits[0]:hits[0] + len(key)])
+    first = lines[hits[0]]
+    return start, end, first[:len(first) - len(first.lstrip())]
+
+
+def _reindent(new: str, indent: str) -> str:
+    """``new`` (line numbers dropped as in ``_loose_span``) with its common indentation replaced by
+    ``indent``, each line ending in a newline."""
+    rows = new.splitlines()
+    if rows and all(_NUMBERED.match(row) or not row.strip() for row in rows):
+        rows = [_NUMBERED.sub("", row, count=1) for row in rows]
+    body = textwrap.dedent("\n".join(rows))
+    return "".join(f"{indent}{line}\n" if line.strip() else "\n" for line in body.splitlines())
+
+
+def _closest(text: str, old: str, context: int = 2) -> str:
+    """The file's lines most like ``old``'s first non-blank line, numbered, with
+    two lines either side: what the model meant, to copy from (a small model otherwise retypes ``old`` wrong again)."""
+    lines = text.splitlines()
+    first = next((line.strip() for line in old.splitlines() if line.strip()), "")
+    scores = [(difflib.SequenceMatcher(None, first, line.strip()).ratio(), n) for n, line in enumerate(lines)]
+    best = max(scores, default=(0.0, 0))
+    if best[0] < 0.5:
+        return ""
+    lo, hi = max(0, best[1] - context), min(len(lines), best[1] + context + 1)
+    return "\nThe closest lines in the file are:\n" + "\n".join(f"{n + 1:6}\t{lines[n]}" for n in range(lo, hi))
+
+
 def _replace(text: str, old: str, new: str, replace_all: bool, path: str) -> str:
     if not old:
         raise ToolError("old must not be empty")
     count = text.count(old)
+    if count == 0 and not replace_all:
+        span = _loose_span(text, old)
+        if span is not None:
+            start, end, indent = span
+            return text[:start] + _reindent(new, indent) + text[end:]
     if count == 0:
         hint = " (it matches if surrounding whitespace is ignored; copy the exact text)" if old.strip() and old.strip() in text else ""
-        raise ToolError(f"old text not found in {path}{hint}")
+        raise ToolError(f"old text not found in {path}{hint}; copy it from `read` without the line numbers"
+                        + _closest(text, old))
     if count > 1 and not replace_all:
         raise ToolError(f"old text occurs {count} times in {path}; add context to make it unique or set replace_all")
     return text.replace(old, new) if replace_all else text.replace(old, new, 1)
@@ -189,6 +248,8 @@ def _replace(text: str, old: str, new: str, replace_all: bool, path: str) -> str
 
 def edit(ctx: ToolContext, path: str, old: str, new: str, replace_all: bool = False) -> str:
     """Replace exact text in a file; ``old`` must occur once unless ``replace_all``.
+
+    Whole lines also match with other indentation, or copied from ``read`` with its line numbers.
 
     Args:
         path: the file.

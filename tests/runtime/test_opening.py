@@ -1,0 +1,64 @@
+"""The opening: what the runtime puts under the task before the first model call."""
+
+from __future__ import annotations
+
+from ratchet.runtime import ContextConfig, PermissionPolicy
+from ratchet.runtime.config import FileTreeConfig, TaskFilesConfig
+
+from .conftest import tool_reply
+
+BOTH = ContextConfig(opening=[FileTreeConfig(), TaskFilesConfig()])
+
+
+def first_message(agent, task: str) -> str:
+    agent.run(task)
+    return agent.messages[1]["content"]
+
+
+def make_repo(workdir):
+    (workdir / "pkg").mkdir()
+    (workdir / "pkg" / "shapes.py").write_text("class Square:\n    def area(self):\n        return 4\n")
+    (workdir / "tests").mkdir()
+    (workdir / "tests" / "test_shapes.py").write_text("from pkg.shapes import Square\n\ndef test_area():\n    assert Square().area() == 9\n")
+    (workdir / "tests" / "test_other.py").write_text("def test_x():\n    assert True\n")
+
+
+def test_named_paths_defined_names_and_their_tests_are_shown(make_agent, workdir):
+    make_repo(workdir)
+    text = first_message(make_agent([tool_reply("submit", summary="s")], context=BOTH),
+                         "Square.area() is wrong; and calc.py has add()")
+    task, tree, shown = text.split("\n\n", 2)
+    assert task == "Square.area() is wrong; and calc.py has add()"
+    assert tree.splitlines()[0] == "Files in the repository:" and "pkg/shapes.py" in tree and "notes.txt" in tree
+    order = [line for line in shown.splitlines() if line.startswith("==>")]
+    assert order == ["==> calc.py <==", "==> pkg/shapes.py <==", "==> tests/test_shapes.py <=="]
+    assert "     3\t        return 4" in shown and "test_other" not in shown
+    assert shown.endswith("\n\n" + TaskFilesConfig().closing)
+
+
+def test_nothing_is_shown_without_openings_or_when_the_policy_hides_it(make_agent, workdir):
+    make_repo(workdir)
+    plain = first_message(make_agent([tool_reply("submit", summary="s")], context=ContextConfig()), "fix calc.py")
+    assert plain == "fix calc.py"
+    hidden = make_agent([tool_reply("submit", summary="s")], context=BOTH,
+                        policy=PermissionPolicy(readable=["notes.txt", "pkg*"]))
+    text = first_message(hidden, "fix calc.py and Square.area()")
+    assert "calc.py" not in text.split("\n\n", 1)[1] and "==> pkg/shapes.py <==" in text
+    assert "tests/" not in text
+
+
+def test_files_past_the_budget_are_named_not_shown(make_agent, workdir):
+    (workdir / "big.py").write_text("x = 1\n" * 400)
+    agent = make_agent([tool_reply("submit", summary="s")],
+                       context=ContextConfig(opening=[TaskFilesConfig(max_chars=300, closing="")]))
+    text = first_message(agent, "big.py and calc.py")
+    assert "==> calc.py <==" in text and "==> big.py" not in text
+    assert text.rstrip().endswith("Not shown (too long; use read): big.py")
+
+
+def test_the_shipped_workspace_opens_with_the_tree_and_the_task_files(make_agent, workdir):
+    from ratchet.runtime import HarnessWorkspace
+
+    agent = make_agent([tool_reply("submit", summary="s")], context=HarnessWorkspace().context_config())
+    text = first_message(agent, "add() in calc.py subtracts")
+    assert "Files in the repository:\ncalc.py\nnotes.txt" in text and "==> calc.py <==" in text
