@@ -10,7 +10,7 @@ finished; ``--resume`` skips games already in the JSON, ``--redo GAME...`` runs 
 their rows). Each game gets its own run in the store.
 
     python -m bench.autoharness_table --resume --redo TowerOfHanoi-v0 --threads 1 \
-        --store /work/runs/autoharness-table-1.5b --library /work/runs/autoharness-table-1.5b/library \
+        --store runs/autoharness-table-1.5b --library runs/autoharness-table-1.5b/library \
         --protocol-set legal_seeds=2 legal_steps=5 reward_games=1 matches=2 step_cap=10   # one game, in its own chunk
 """
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections import Counter
 import tempfile
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
