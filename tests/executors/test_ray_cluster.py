@@ -35,6 +35,7 @@ from ratchet.evolve.cache import EVALS, REPLIES  # noqa: E402
 from ratchet.evolve.config import EvolveConfig  # noqa: E402
 from ratchet.evolve.loop import Engine  # noqa: E402
 from ratchet.executors import ExecutorConfig, LocalExecutor  # noqa: E402
+from ratchet.executors.gateway import ModelGateway  # noqa: E402
 from ratchet.executors.ray import RayExecutor  # noqa: E402
 from ratchet.models import ScriptedModel  # noqa: E402
 from ratchet.store import RunStore  # noqa: E402
@@ -430,3 +431,14 @@ def test_a_node_that_dies_mid_run_loses_no_result(cluster, tmp_path):
     assert executor.stats.lost >= 1 and executor.stats.given_up == 0
     assert (held / "retried").exists()  # the held item's result came from its retry
     cluster.add_node(num_cpus=1)
+
+
+def test_two_acomplete_calls_through_the_relay_overlap(cluster):
+    """``RemoteModel.acomplete`` awaits the relay's reply: two calls on one event loop are both sent
+    before either is answered (the server answers each only while the other is being answered)."""
+    from test_local_gateway import MeetingServer, asking_twice
+
+    server = MeetingServer()
+    with ModelGateway(ray, server, threads=2) as gateway:
+        assert asking_twice(gateway.model) == ["A", "B"]
+        assert gateway.served == 2

@@ -77,15 +77,24 @@ class RemoteModel:
         self.relay = relay
         self.name = name
 
-    def complete(self, messages: Sequence[Message], **params: Any) -> Completion:
-        import ray  # deferred: optional and slow to import; a worker that runs this has it loaded
-
+    def _request(self, messages: Sequence[Message], params: dict[str, Any]) -> dict[str, Any]:
         unit, index = next_call()
-        return relay_call(self.relay, {"unit": unit, "index": index, "messages": [dict(m) for m in messages],
-                                       "params": params})
+        return {"unit": unit, "index": index, "messages": [dict(m) for m in messages], "params": params}
+
+    def complete(self, messages: Sequence[Message], **params: Any) -> Completion:
+        return relay_call(self.relay, self._request(messages, params))
 
     async def acomplete(self, messages: Sequence[Message], **params: Any) -> Completion:
-        return self.complete(messages, **params)
+        """As ``complete``, awaiting the relay's reply (a Ray reference is awaitable): the event
+        loop goes on meanwhile, and calls made at once are answered at once by the driver's threads."""
+        return _unwrap(await self.relay.call.remote(self._request(messages, params)))
+
+
+def _unwrap(reply: tuple[str, Any]) -> Any:
+    status, value = reply
+    if status == "error":
+        raise value
+    return value
 
 
 def relay_call(relay: Any, request: Any) -> Any:
@@ -93,10 +102,7 @@ def relay_call(relay: Any, request: Any) -> Any:
     driver's answer raised is raised here."""
     import ray  # deferred: optional and slow to import; a worker that runs this has it loaded
 
-    status, value = ray.get(relay.call.remote(request))
-    if status == "error":
-        raise value
-    return value
+    return _unwrap(ray.get(relay.call.remote(request)))
 
 
 def sendable(exc: BaseException) -> BaseException:
