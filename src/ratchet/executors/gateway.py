@@ -30,6 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ratchet.contracts import Completion, Message, RatchetError
+from ratchet.executors.files import FileServer
 from ratchet.executors.units import UnitServer, next_call
 
 log = logging.getLogger("ratchet.executors.gateway")
@@ -79,7 +80,8 @@ class RemoteModel:
 
     def _request(self, messages: Sequence[Message], params: dict[str, Any]) -> dict[str, Any]:
         unit, index = next_call()
-        return {"unit": unit, "index": index, "messages": [dict(m) for m in messages], "params": params}
+        return {"unit": unit, "index": index, "messages": [dict(m) for m in messages], "params": params,
+                "node": _this_node()}
 
     def complete(self, messages: Sequence[Message], **params: Any) -> Completion:
         return relay_call(self.relay, self._request(messages, params))
@@ -88,6 +90,18 @@ class RemoteModel:
         """As ``complete``, awaiting the relay's reply (a Ray reference is awaitable): the event
         loop goes on meanwhile, and calls made at once are answered at once by the driver's threads."""
         return _unwrap(await self.relay.call.remote(self._request(messages, params)))
+
+
+_NODE: list[str] = []  # this process's Ray node id, looked up once
+
+
+def _this_node() -> str:
+    """The Ray node this process runs on: the driver computes the call on that node's model server."""
+    if not _NODE:
+        import ray  # deferred: optional and slow to import; a process that calls the relay has it loaded
+
+        _NODE.append(ray.get_runtime_context().get_node_id())
+    return _NODE[0]
 
 
 def _unwrap(reply: tuple[str, Any]) -> Any:
@@ -176,14 +190,48 @@ class Gateway:
         self.close()
 
 
+class DriverPlacement:
+    """``model_server: driver``: the driver's own model computes every call of remote units (the
+    fallback for a model that cannot be copied to the nodes; :mod:`ratchet.executors.node_server`
+    has the default, one model server per node)."""
+
+    def threads(self, ray: Any) -> int | None:
+        return None  # the executor's ``model_threads``
+
+    def start(self, gateway: ModelGateway) -> None:
+        pass
+
+    def answer(self, server: UnitServer, request: dict[str, Any]) -> Completion:
+        return server.complete_for(request["unit"], request["index"], request["messages"], **request["params"])
+
+    def close(self) -> None:
+        pass
+
+
 class ModelGateway(Gateway):
     """Serves ``server`` to remote units while it is open: ``model`` is what the units get; each
-    call is answered by ``server.complete_for`` (accounted and journaled in the driver)."""
+    call is answered by ``server.complete_for`` (accounted and journaled in the driver) and computed
+    where ``placement`` says (default: here). Files the placement offers (a model file for the
+    nodes) are read through the same relay."""
 
-    def __init__(self, ray: Any, server: UnitServer, threads: int = 4) -> None:
-        super().__init__(ray, self._complete, threads)
+    def __init__(self, ray: Any, server: UnitServer, threads: int = 4, placement: Any = None) -> None:
         self.server = server
+        self.ray = ray
+        self.files = FileServer()
+        self.placement = placement or DriverPlacement()
+        super().__init__(ray, self._dispatch, threads)
         self.model = RemoteModel(self.relay, server.name)
+        try:
+            self.placement.start(self)  # the nodes' model servers, if any, load (asking for files) now
+        except BaseException:
+            self.close()
+            raise
 
-    def _complete(self, request: dict[str, Any]) -> Completion:
-        return self.server.complete_for(request["unit"], request["index"], request["messages"], **request["params"])
+    def _dispatch(self, request: dict[str, Any]) -> Any:
+        if "chunk" in request:
+            return self.files.chunk(*request["chunk"])
+        return self.placement.answer(self.server, request)
+
+    def close(self) -> None:
+        self.placement.close()
+        super().close()
