@@ -151,7 +151,9 @@ def markdown(out: dict[str, Any]) -> str:
     w = out["workers_before_the_driver_binds"]
     lines += ["", "Driver ms per call: the driver's own time answering one call (accounting and the fsynced journal "
               "append; for `ray-2`, the wait for the node's model server too: its round trip, as the scripted model "
-              "computes in no time). `ray-2` runs one task at a time: its node's second CPU is the model server's. With calls of L ms model time, one driver answers the calls of about L / d workers: "
+              "computes in no time, an upper bound on the driver's own work). `ray-2` runs one task at a time: its "
+              "node's second CPU is the model server's. With calls of L ms model time, one driver answers the calls "
+              "of about L / d workers (d of `ray-2`): "
               + ", ".join(f"{k}: ~{v}" for k, v in w.items())
               + " (extrapolated from this machine's d, not measured on a cluster; the model server binds first).", ""]
     return "\n".join(lines)
