@@ -11,7 +11,8 @@ from ratchet.evolve.cache import REPLIES, JournaledModel
 from ratchet.executors import ExecutorConfig
 from ratchet.executors.files import FileServer, sha256_of
 from ratchet.executors.gateway import DriverPlacement
-from ratchet.executors.node_server import LlamaRecipe, NodePlacement, ScriptedRecipe, base_model, placement_for, recipe_for
+from ratchet.executors.node_server import (LlamaRecipe, NodePlacement, ScriptedRecipe, base_model, placement_for,
+                                           recipe_for)
 from ratchet.models import ScriptedModel
 from ratchet.models.budget import AccountedModel, Accountant, BudgetConfig
 from ratchet.models.llama_embedded import LlamaModel

@@ -333,7 +333,8 @@ def test_a_gguf_that_cannot_load_on_the_nodes_fails_the_start_naming_node_and_fi
             executor.serve(journal)
         assert executor.gateways == []  # nothing left serving
     assert "executor.model_server: driver" in err.value.hint
-    sent = cached(SimpleNamespace(sha256=sha256_of(fake), name=fake.name), Path(os.environ["RATCHET_CACHE_DIR"]) / "received")
+    node_cache = Path(os.environ["RATCHET_CACHE_DIR"]) / "received"
+    sent = cached(SimpleNamespace(sha256=sha256_of(fake), name=fake.name), node_cache)
     assert sent.read_bytes() == fake.read_bytes()  # on the nodes (one machine here), by content hash
 
 

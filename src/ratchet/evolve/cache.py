@@ -192,7 +192,8 @@ class JournaledModel:
         # Journals written before replies carried a finish reason have none.
         return Completion(r["text"], Usage(r["prompt_tokens"], r["completion_tokens"]), 0.0, self.name, r.get("finish_reason", "stop"))
 
-    def _ask(self, messages: Sequence[Message], params: dict[str, Any], computed_by: Model | None = None) -> Completion:
+    def _ask(self, messages: Sequence[Message], params: dict[str, Any],
+             computed_by: Model | None = None) -> Completion:
         inner = self.inner
         if computed_by is not None:  # the inner model's accounting (if any) around the copy that computes
             inner = inner.computed_by(computed_by) if hasattr(inner, "computed_by") else computed_by

@@ -7,6 +7,10 @@ gets a :class:`RemoteModel`, which sends each call — numbered by its unit
 calls from the relay, answer each through the driver's :class:`~ratchet.executors.units.UnitServer`
 (accounted and journaled there, by the store's one writer) and hand the reply back through the
 relay. A call a lost attempt already got is answered again from the journal, not paid again.
+Where a call not in the journal is *computed* is the gateway's placement: here, by the driver's
+model (:class:`DriverPlacement`, ``executor.model_server: driver``), or by the model server on the
+caller's node (:mod:`ratchet.executors.node_server`, the default on Ray), accounted and journaled
+here either way.
 
 The relay holds no state worth keeping: it lives as long as the driver (Ray ends an actor with
 its owner), and a reply it loses to a dead worker was journaled before it was sent.
@@ -27,7 +31,7 @@ import pickle
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Protocol
 
 from ratchet.contracts import Completion, Message, RatchetError
 from ratchet.executors.files import FileServer
@@ -190,6 +194,25 @@ class Gateway:
         self.close()
 
 
+class Placement(Protocol):
+    """Where the calls of remote units are computed (a strategy of the :class:`ModelGateway`)."""
+
+    def threads(self, ray: Any) -> int | None:
+        """Driver threads the gateway answers with (None: ``executor.model_threads``)."""
+        ...
+
+    def start(self, gateway: ModelGateway) -> None:
+        """Ready to compute (the nodes' servers started), before any unit is submitted."""
+        ...
+
+    def answer(self, server: UnitServer, request: dict[str, Any]) -> Completion:
+        """The reply to one call, through ``server`` (the driver's journal and budget)."""
+        ...
+
+    def close(self) -> None:
+        ...
+
+
 class DriverPlacement:
     """``model_server: driver``: the driver's own model computes every call of remote units (the
     fallback for a model that cannot be copied to the nodes; :mod:`ratchet.executors.node_server`
@@ -214,7 +237,7 @@ class ModelGateway(Gateway):
     where ``placement`` says (default: here). Files the placement offers (a model file for the
     nodes) are read through the same relay."""
 
-    def __init__(self, ray: Any, server: UnitServer, threads: int = 4, placement: Any = None) -> None:
+    def __init__(self, ray: Any, server: UnitServer, threads: int = 4, placement: Placement | None = None) -> None:
         self.server = server
         self.ray = ray
         self.files = FileServer()
