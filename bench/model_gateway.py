@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def markdown(out: dict[str, Any]) -> str:
-    lines = [f"# Model calls of remote evaluations, answered by the driver ({out['machine']['cpus']} CPUs)", "",
+    lines = [f"# Model calls of remote evaluations, accounted by the driver ({out['machine']['cpus']} CPUs)", "",
              f"{out['args']['tasks']} task evaluations, one scripted model call each (no model time: overhead only). "
              "Ratios against `inline` (in this process) in the same run.", "",
              "| side | start-up s | evaluations/s | × | ms per call seen by the evaluation | driver ms per call |",
