@@ -3,9 +3,12 @@
 Sides, on the same work in the same run: ``inline`` — evaluations in this process, each model call
 answered by the run's journaled model directly (the default executor); ``local-2`` — the same
 evaluations on a local pool of two processes, each call sent over the local gateway's socket to
-the driver (``executors/local_gateway.py``); ``ray-2`` — as Ray tasks on a private two-CPU
-instance, each call sent through the relay actor to the driver. Every side's calls are answered by
-the same kind of journaled model, in the driver. The model is the scripted
+the driver (``executors/local_gateway.py``); ``ray-2-driver`` — as Ray tasks on a private two-CPU
+instance, each call sent through the relay actor to the driver, which computes it
+(``model_server: driver``); ``ray-2`` — the same with the default ``model_server: node``: the
+driver's journal answers and accounts each call, and the node's model server (one CPU of the two,
+so one task at a time) computes it, a second round trip from the driver. Every side's calls are
+accounted and journaled by the same kind of journaled model, in the driver. The model is the scripted
 one (no model time), so what is measured is the overhead: calls per second, the round trip a
 worker sees per call, and the driver's own time per call (accounting + the fsynced journal
 append), which bounds how many workers' calls one driver can answer: with calls of ``L`` ms of
@@ -62,6 +65,7 @@ class TimedServer:
 
     def __init__(self, journal: JournaledModel) -> None:
         self.journal = journal
+        self.inner = journal  # what the nodes' model servers copy is found through it
         self.name = journal.name
         self.seconds: list[float] = []
 
@@ -77,11 +81,12 @@ def side(name: str, tasks: int, root: Path) -> dict[str, Any]:
     run = RunStore(root / name).create_run("evolve", {})
     server = TimedServer(JournaledModel(AccountedModel(ScriptedModel(lambda m: "ok"), Accountant()), run))
     executor, gateway, startup = None, None, 0.0
-    if name == "ray-2":
+    if name.startswith("ray-2"):
         from ratchet.executors.ray import RayExecutor  # deferred: ray is optional and slow to import
 
         t0 = time.perf_counter()
-        executor = RayExecutor(ExecutorConfig(kind="ray", local_cpus=2))
+        placement = "driver" if name == "ray-2-driver" else "node"
+        executor = RayExecutor(ExecutorConfig(kind="ray", local_cpus=2, model_server=placement))
         gateway = executor.serve(server)
         startup = time.perf_counter() - t0
         model = gateway.model
@@ -118,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("PYTHONPATH", os.pathsep.join(sys.path))  # Ray workers import this module
     root = Path(tempfile.mkdtemp(prefix="bench-gateway-"))
     sides = {}
-    for name in ("inline", "local-2", "ray-2"):
+    for name in ("inline", "local-2", "ray-2-driver", "ray-2"):
         sides[name] = side(name, args.tasks, root)
         print(name, json.dumps(sides[name]), flush=True)
     base = sides["inline"]
@@ -135,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def markdown(out: dict[str, Any]) -> str:
-    lines = [f"# Model calls of remote evaluations, answered by the driver ({out['machine']['cpus']} CPUs)", "",
+    lines = [f"# Model calls of remote evaluations, accounted by the driver ({out['machine']['cpus']} CPUs)", "",
              f"{out['args']['tasks']} task evaluations, one scripted model call each (no model time: overhead only). "
              "Ratios against `inline` (in this process) in the same run.", "",
              "| side | start-up s | evaluations/s | × | ms per call seen by the evaluation | driver ms per call |",
@@ -145,7 +150,10 @@ def markdown(out: dict[str, Any]) -> str:
                      f"{s['call_ms_seen_by_evaluation']} | {s['driver_ms_per_call']} |")
     w = out["workers_before_the_driver_binds"]
     lines += ["", "Driver ms per call: the driver's own time answering one call (accounting and the fsynced journal "
-              "append). With calls of L ms model time, one driver answers the calls of about L / d workers: "
+              "append; for `ray-2`, the wait for the node's model server too: its round trip, as the scripted model "
+              "computes in no time, an upper bound on the driver's own work). `ray-2` runs one task at a time: its "
+              "node's second CPU is the model server's. With calls of L ms model time, one driver answers the calls "
+              "of about L / d workers (d of `ray-2`): "
               + ", ".join(f"{k}: ~{v}" for k, v in w.items())
               + " (extrapolated from this machine's d, not measured on a cluster; the model server binds first).", ""]
     return "\n".join(lines)

@@ -5,7 +5,9 @@ journaled reply instead of paying for it again, and ends where the in-process ru
 
 from __future__ import annotations
 
+import asyncio
 import pickle
+import threading
 from pathlib import Path
 
 import pytest
@@ -92,3 +94,35 @@ def test_the_pool_model_pickles_and_reports_errors_from_the_driver(tmp_path):
         with pytest.raises(Exception, match="ran out of responses"):
             model.complete([{"role": "user", "content": "y"}])
         assert gateway.served == 2
+
+
+class MeetingServer:
+    """Answers a call only while a second call is being answered too: calls that do not overlap
+    (one waits for the other's reply before it is sent) break the barrier and fail."""
+
+    name = "meeting"
+
+    def __init__(self) -> None:
+        self.barrier = threading.Barrier(2, timeout=20)
+        self.model = ScriptedModel(lambda messages: messages[-1]["content"].upper())
+
+    def complete_for(self, unit, index, messages, **params):
+        self.barrier.wait()
+        return self.model.complete(messages, **params)
+
+
+def asking_twice(model) -> list[str]:
+    """Two ``acomplete`` calls at once on one event loop."""
+    async def both():
+        return await asyncio.gather(*(model.acomplete([{"role": "user", "content": c}]) for c in ("a", "b")))
+
+    return [reply.text for reply in asyncio.run(both())]
+
+
+def test_two_acomplete_calls_of_the_pool_model_overlap():
+    server = MeetingServer()
+    with LocalGateway(server) as gateway:
+        model = pickle.loads(pickle.dumps(gateway.model))
+        assert asking_twice(model) == ["A", "B"]  # each waited for the other: neither blocked the loop
+        assert asking_twice(model) == ["A", "B"]  # and again, on the connections the first two left idle
+        assert gateway.served == 4

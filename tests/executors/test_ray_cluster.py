@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -35,6 +36,7 @@ from ratchet.evolve.cache import EVALS, REPLIES  # noqa: E402
 from ratchet.evolve.config import EvolveConfig  # noqa: E402
 from ratchet.evolve.loop import Engine  # noqa: E402
 from ratchet.executors import ExecutorConfig, LocalExecutor  # noqa: E402
+from ratchet.executors.gateway import ModelGateway  # noqa: E402
 from ratchet.executors.ray import RayExecutor  # noqa: E402
 from ratchet.models import ScriptedModel  # noqa: E402
 from ratchet.store import RunStore  # noqa: E402
@@ -46,17 +48,20 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def cluster():
+def cluster(tmp_path_factory):
     """One cluster for the module (starting Ray takes ~20 s on two cores): a head that runs no
-    tasks and two one-CPU worker nodes. Their workers import this folder (the slow suite) and the
-    same Ratchet as this process."""
+    tasks and two two-CPU worker nodes (a task's CPU, and one for the node's model server while a
+    model is served). Their workers import this folder (the slow suite) and the same Ratchet as this
+    process, and keep files sent to them in a cache of the module's own."""
     saved = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE), saved) if p)
     plugins = os.environ.get("RATCHET_ENV_PLUGINS")
     os.environ["RATCHET_ENV_PLUGINS"] = "dying_game"  # the workers' WorkerDies-v0
+    cache = os.environ.get("RATCHET_CACHE_DIR")
+    os.environ["RATCHET_CACHE_DIR"] = str(tmp_path_factory.mktemp("node-cache"))
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
     for _ in range(2):
-        c.add_node(num_cpus=1)
+        c.add_node(num_cpus=2)
     c.wait_for_nodes()
     ray.init(address=c.address, include_dashboard=False, log_to_driver=False)
     try:
@@ -64,7 +69,7 @@ def cluster():
     finally:
         ray.shutdown()
         c.shutdown()
-        for name, value in (("PYTHONPATH", saved), ("RATCHET_ENV_PLUGINS", plugins)):
+        for name, value in (("PYTHONPATH", saved), ("RATCHET_ENV_PLUGINS", plugins), ("RATCHET_CACHE_DIR", cache)):
             if value is None:
                 os.environ.pop(name, None)
             else:
@@ -139,7 +144,7 @@ def test_a_suite_on_ray_with_a_worker_killed_equals_the_local_run(cluster, tmp_p
 
     killer = WorkerKiller()
     executor = RayExecutor(ExecutorConfig(kind="ray"))
-    assert executor.workers == 2  # the two worker nodes' CPUs; the head runs nothing
+    assert executor.workers == 4  # the two worker nodes' CPUs; the head runs nothing
     killer.start()
     store, on_ray = _suite(tmp_path / "ray", executor)
     killer.join(timeout=5)
@@ -271,10 +276,13 @@ def test_evaluations_that_call_the_model_run_on_ray_with_one_budget_and_one_jour
 
     killer = MarkerKiller(tmp_path / "markers")
     executor = RayExecutor(ExecutorConfig(kind="ray"))
+    assert executor.config.model_server == "node"  # the default on Ray
     killer.start()
     summary, run = _calling_evolve(tmp_path / "ray", executor, tmp_path / "markers")
     killer.join(timeout=5)
     on_ray = {**_evolve_content(summary, run), "replies": _replies(run), "logged": len(run.read_jsonl("llm_calls.jsonl"))}
+    [gateway] = executor.gateways
+    servers = gateway.placement.servers
     executor.close()
     assert killer.killed is not None and executor.stats.lost >= 1 and executor.stats.given_up == 0
     # The same evaluations, decisions and report; the same calls paid and logged (budget counted
@@ -283,6 +291,51 @@ def test_evaluations_that_call_the_model_run_on_ray_with_one_budget_and_one_jour
     slots = [(r["unit"], r["index"]) for r in run.read_jsonl(REPLIES) if r.get("unit")]
     assert len(slots) == len(set(slots))
     assert summary["replayed_replies"] >= 1  # the killed attempt's reply, given to its retry
+    # Every evaluation's call was computed by the model server on the evaluation's own node, as the
+    # servers report themselves; one server (process) per worker node for all the run's tasks; each
+    # journaled reply computed once, the replayed one not again, none by the driver.
+    workers = {n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get("CPU", 0) > 0}
+    assert set(servers.nodes) == workers and len(workers) == 2
+    assert all(asked == node for asked, (node, _) in servers.answered)
+    assert {node for _, (node, _) in servers.answered} == workers  # both nodes' tasks called
+    assert len({pid for _, (_, pid) in servers.answered}) == len(workers)
+    assert sum(servers.answered.values()) == len(slots)
+
+
+def test_the_driver_computing_the_calls_is_kept_as_the_fallback(cluster, calling_local, tmp_path, monkeypatch):
+    """``model_server: driver``: the calls computed by the driver's own model, as before the nodes
+    had model servers; the same run to the call."""
+    monkeypatch.syspath_prepend(str(HERE.parent / "evolve"))  # doubles:ModelProposer
+    summary, run = calling_local
+    local = {**_evolve_content(summary, run), "replies": _replies(run)}
+    with RayExecutor(ExecutorConfig(kind="ray", model_server="driver")) as executor:
+        summary, run = _calling_evolve(tmp_path / "ray", executor)
+        [gateway] = executor.gateways
+        assert gateway.placement.threads(ray) is None and not hasattr(gateway.placement, "servers")
+        assert gateway.served == local["task_evals"]  # every evaluation's call, answered here
+    assert {**_evolve_content(summary, run), "replies": _replies(run)} == local
+
+
+def test_a_gguf_that_cannot_load_on_the_nodes_fails_the_start_naming_node_and_fix(cluster, tmp_path):
+    """A ``local:`` model's file is sent to each node by its hash (through the relay) and loaded
+    there once, when serving starts; a file llama.cpp cannot load stops it there, with the fix."""
+    from ratchet.evolve.cache import JournaledModel
+    from ratchet.executors.files import cached, sha256_of
+    from ratchet.models.budget import AccountedModel, Accountant
+    from ratchet.models.llama_embedded import LlamaModel
+
+    fake = tmp_path / "not-a-model.gguf"
+    fake.write_bytes(b"GGUF but not really" * 1000)
+    run = RunStore(tmp_path / "runs").create_run("evolve", {})
+    journal = JournaledModel(AccountedModel(LlamaModel(str(fake), name="local:fake"), Accountant()), run)
+    with RayExecutor(ExecutorConfig(kind="ray")) as executor:
+        with pytest.raises(RatchetError, match=r"model server on node \w+ cannot run 'local:fake'") as err:
+            executor.serve(journal)
+        assert executor.gateways == []  # nothing left serving
+    assert "executor.model_server: driver" in err.value.hint
+    node_cache = Path(os.environ["RATCHET_CACHE_DIR"]) / "received"
+    sent = cached(SimpleNamespace(sha256=sha256_of(fake), name=fake.name), node_cache)
+    assert sent.read_bytes() == fake.read_bytes()  # on the nodes (one machine here), by content hash
 
 
 def test_a_driver_killed_mid_run_on_ray_resumes_to_the_uninterrupted_result(cluster, calling_local, tmp_path, monkeypatch):
@@ -429,4 +482,15 @@ def test_a_node_that_dies_mid_run_loses_no_result(cluster, tmp_path):
     assert results == [i * i for i in range(12)]  # every result, once, in order
     assert executor.stats.lost >= 1 and executor.stats.given_up == 0
     assert (held / "retried").exists()  # the held item's result came from its retry
-    cluster.add_node(num_cpus=1)
+    cluster.add_node(num_cpus=2)
+
+
+def test_two_acomplete_calls_through_the_relay_overlap(cluster):
+    """``RemoteModel.acomplete`` awaits the relay's reply: two calls on one event loop are both sent
+    before either is answered (the server answers each only while the other is being answered)."""
+    from test_local_gateway import MeetingServer, asking_twice
+
+    server = MeetingServer()
+    with ModelGateway(ray, server, threads=2) as gateway:
+        assert asking_twice(gateway.model) == ["A", "B"]
+        assert gateway.served == 2

@@ -3,6 +3,7 @@ local cluster that cannot see the serving process's run directory (no shared fil
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import signal
@@ -17,6 +18,7 @@ ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'ratc
 from ray.cluster_utils import Cluster  # noqa: E402
 
 from ratchet.online.config import OnlineConfig  # noqa: E402
+from ratchet.online.evaluation import EvaluationHook  # noqa: E402
 from ratchet.online.loops import RayLoops  # noqa: E402
 from ratchet.online.queue import TurnQueue, open_queue  # noqa: E402
 from ratchet.online.records import Turn  # noqa: E402
@@ -117,13 +119,31 @@ class PublishingTrainer:
         self.version = 0
 
 
+#: The trainer's input files, as the serving side has them in its run directory.
+INPUTS = {
+    "heldout.jsonl": '{"messages": [{"role": "user", "content": "hi"}], "preferred": "Ahoy!", "dispreferred": "Hi."}\n',
+    "guard.jsonl": '{"messages": [{"role": "user", "content": "2+2?"}], "reference": "4"}\n',
+    "tasks.jsonl": '{"messages": [{"role": "user", "content": "3+3?"}], "answer": "6"}\n'
+                   '{"messages": [{"role": "user", "content": "5+5?"}], "answer": "10"}\n',
+}
+
+
 def blind_trainer(config, queue, versions, stop_event):
-    """The real training loop with the stub trainer, on whatever the actor was handed."""
+    """The real training loop with the stub trainer, on whatever the actor was handed; it reports
+    what its settings' files are on its node (the stub cannot be scored, so the loop runs without them)."""
+    tc = config.resolved_trainer()
+    hook = EvaluationHook.from_config(tc.heldout_path, tc.eval_tolerance, gate=tc.gate)  # as the loop reads them
+    files = {Path(p).name: (str(p), Path(p).read_text()) for p in (tc.heldout_path, tc.gate.guard_path, tc.gate.tasks_path)}
+    model = Path(tc.model)
     trainer = PublishingTrainer()
-    run_trainer_loop(config.resolved_trainer(), queue, versions, stop_event, trainer=trainer)
+    bare = tc.model_copy(update={"heldout_path": None, "gate": tc.gate.model_copy(update={
+        "guard_path": None, "tasks_path": None})})
+    run_trainer_loop(bare, queue, versions, stop_event, trainer=trainer)
     hidden = Path(os.environ[RUN_DIR_ENV])
     return {"node": ray.get_runtime_context().get_node_id(), "loaded": trainer.loaded,
-            "sees_run_dir": (hidden / "q.db").exists() or (hidden / "v").exists()}
+            "sees_run_dir": any((hidden / name).exists() for name in ("q.db", "v", *INPUTS, "model.gguf")),
+            "files": files, "cases": (len(hook.cases), len(hook.guard), len(hook.tasks)),
+            "model": (str(model), hashlib.sha256(model.read_bytes()).hexdigest())}
 
 
 def _can_hide(path: Path) -> bool:
@@ -138,16 +158,23 @@ def _can_hide(path: Path) -> bool:
 def test_loops_on_a_node_that_cannot_see_the_run_directory(tmp_path):
     """A head that runs nothing (the serving process joins it) and a worker node whose processes
     see an empty directory where the run directory is (a mount namespace): the judge and the
-    trainer run there, and everything they do lands in the serving process's queue and versions."""
+    trainer run there, and everything they do lands in the serving process's queue and versions.
+    The trainer's held-out, guard and task sets and its model are in that directory too: they
+    reach the node through the relay, and the trainer reads its own copies there."""
     run = tmp_path / "run"
     run.mkdir()
     (run / "marker").write_text("the serving side's run directory")
+    for name, text in INPUTS.items():
+        (run / name).write_text(text)
+    model_bytes = os.urandom(9 * 1024 * 1024)  # more than one chunk (8 MiB)
+    (run / "model.gguf").write_bytes(model_bytes)
+    node_cache = tmp_path / "node-cache"  # the node's RATCHET_CACHE_DIR: where what it receives is kept
     if not _can_hide(run):
         pytest.skip("needs bubblewrap with mount namespaces to hide a directory from a Ray node")
     queue = TurnQueue(run / "q.db")
     add_turns(queue, range(6))
     path = os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH")) if p)
-    env = {**os.environ, "PYTHONPATH": path, RUN_DIR_ENV: str(run)}
+    env = {**os.environ, "PYTHONPATH": path, RUN_DIR_ENV: str(run), "RATCHET_CACHE_DIR": str(node_cache)}
     head = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
     node = subprocess.Popen(
         ["bwrap", "--dev-bind", "/", "/", "--tmpfs", str(run), "--die-with-parent",
@@ -156,16 +183,20 @@ def test_loops_on_a_node_that_cannot_see_the_run_directory(tmp_path):
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         ray.init(address=head.address, include_dashboard=False, log_to_driver=False,
-                 runtime_env={"env_vars": {"PYTHONPATH": path, RUN_DIR_ENV: str(run)}})
+                 runtime_env={"env_vars": {"PYTHONPATH": path, RUN_DIR_ENV: str(run),
+                                           "RATCHET_CACHE_DIR": str(node_cache)}})
         deadline = time.time() + 120
         while sum(n["Alive"] for n in ray.nodes()) < 2 and time.time() < deadline:
             time.sleep(0.5)
         assert sum(n["Alive"] for n in ray.nodes()) == 2, "the worker node did not join"
         driver_node = ray.get_runtime_context().get_node_id()
         # The stub has no policy to gate: the built-in gate is off.
-        config = OnlineConfig(learn="binary", executor="ray", judge={"poll_s": 0.05}, trainer={
+        config = OnlineConfig(model=f"local:{run / 'model.gguf'}", learn="binary", executor="ray",
+                              judge={"poll_s": 0.05}, trainer={
             "batch_size": 3, "min_batch": 3, "max_wait_s": 0.0, "poll_interval_s": 0.05, "convert_gguf": False,
-            "kl_samples": 0, "gate": {"builtin": False}, "num_threads": 1})
+            "kl_samples": 0, "gate": {"builtin": False, "guard_path": run / "guard.jsonl",
+                                      "tasks_path": run / "tasks.jsonl"},
+            "heldout_path": run / "heldout.jsonl", "num_threads": 1})
         loops = RayLoops(config, run / "q.db", run / "v", trainer_target="test_loops_ray:blind_trainer").start()
 
         def wait_trained(n: int) -> None:
@@ -197,6 +228,14 @@ def test_loops_on_a_node_that_cannot_see_the_run_directory(tmp_path):
     assert isinstance(trainer, dict), trainer
     assert trainer["sees_run_dir"] is False  # the trainer's node really has no view of the run directory
     assert trainer["node"] != driver_node
+    # Its settings named files it could not see: it read copies received from the serving side.
+    assert trainer["cases"] == (1, 1, 2)
+    for name, (where, text) in trainer["files"].items():
+        assert text == INPUTS[name] and Path(where).is_relative_to(node_cache) and not Path(where).is_relative_to(run)
+    where, digest = trainer["model"]
+    assert Path(where).is_relative_to(node_cache) and Path(where).name == "model.gguf"
+    assert digest == hashlib.sha256(model_bytes).hexdigest()
+    assert loops.stores.answered["files.chunk"] == 3 + 2  # a chunk per small file, two for the model
     assert results["judge"] == 9
     st = queue.stats()
     assert st["judged"] == 9 and st["positive"] == 4 and st["negative"] == 5 and st["trained"] == 9

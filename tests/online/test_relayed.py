@@ -1,15 +1,20 @@
-"""The parts of the relayed stores that need no Ray: a version's files as they travel, and the
-staleness predicate that travels with a training claim."""
+"""The parts of the relayed stores that need no Ray: a version's files as they travel, the
+staleness predicate that travels with a training claim, and the trainer's input files and model
+sent to its node."""
 
 from __future__ import annotations
 
 import pickle
+import shutil
+from types import SimpleNamespace
 
 import pytest
 
 from ratchet.contracts import RatchetError
+from ratchet.executors.files import FileServer
+from ratchet.online.config import OnlineConfig
 from ratchet.online.queue import TurnQueue, open_queue
-from ratchet.online.relayed import read_files, write_files
+from ratchet.online.relayed import SentInputs, read_files, write_files
 from ratchet.online.versions import GGUF_NAME, Lineage, TooStale, VersionStore, open_versions
 
 
@@ -40,3 +45,48 @@ def test_open_takes_a_path_or_a_store(tmp_path):
     queue, versions = open_queue(tmp_path / "q.db"), open_versions(str(tmp_path / "v"))
     assert isinstance(queue, TurnQueue) and isinstance(versions, VersionStore)
     assert open_queue(queue) is queue and open_versions(versions) is versions
+
+
+def test_the_trainers_input_files_and_model_reach_a_node_that_lacks_them(tmp_path, monkeypatch):
+    monkeypatch.setenv("RATCHET_CACHE_DIR", str(tmp_path / "node-cache"))
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in ("heldout.jsonl", "guard.jsonl"):
+        (run / name).write_text(f'{{"file": "{name}"}}\n')
+    (run / "tiny.gguf").write_bytes(b"GGUF" + bytes(1000))
+    config = OnlineConfig(model=f"local:{run / 'tiny.gguf'}", trainer={
+        "heldout_path": run / "heldout.jsonl", "gate": {"guard_path": run / "guard.jsonl"}})
+    stores = SimpleNamespace(files=FileServer(), relay=None)
+    inputs = SentInputs.offer(config, stores)
+    assert sorted(inputs.files) == ["trainer.gate.guard_path", "trainer.heldout_path"]
+    assert inputs.model is not None and inputs.model.size == 1004
+    reads: list[str] = []
+
+    def read(sha256, offset, length):
+        reads.append(sha256)
+        return stores.files.chunk(sha256, offset, length)
+
+    inputs._read = read  # the relay, without Ray
+    # The node has the model at the same path: only the small files travel.
+    here = inputs.localize(config)
+    assert here.resolved_trainer().model == str(run / "tiny.gguf") and inputs.model.sha256 not in reads
+    assert here.trainer.heldout_path.read_text() == '{"file": "heldout.jsonl"}\n'
+    assert here.trainer.gate.guard_path.read_text() == '{"file": "guard.jsonl"}\n'
+    assert here.trainer.heldout_path.parent.parent == tmp_path / "node-cache" / "received"
+    # A node that cannot see the run directory (the serving side still reads it from where it went).
+    away = tmp_path / "away"
+    shutil.move(run, away)
+    stores.files.offer(away / "tiny.gguf")
+    there = inputs.localize(config)
+    assert inputs.model.sha256 in reads
+    model = there.resolved_trainer().model
+    assert model.startswith(str(tmp_path / "node-cache")) and there.model == f"local:{model}"
+    assert open(model, "rb").read() == b"GGUF" + bytes(1000)
+    assert there.trainer.heldout_path == here.trainer.heldout_path  # cached: the same content, the same copy
+
+
+def test_a_setting_naming_a_missing_file_fails_on_the_serving_side(tmp_path):
+    config = OnlineConfig(model="local:absent-model-name", trainer={"gate": {"tasks_path": tmp_path / "tasks.jsonl"}})
+    with pytest.raises(RatchetError, match="trainer.gate.tasks_path names .*tasks.jsonl, which is not a file") as err:
+        SentInputs.offer(config, SimpleNamespace(files=FileServer(), relay=None))
+    assert "trainer.gate.tasks_path" in err.value.hint

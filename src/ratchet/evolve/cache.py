@@ -167,8 +167,11 @@ class JournaledModel:
         self._append(key, completion, {})
         return completion
 
-    def complete_for(self, unit: str | None, index: int, messages: Sequence[Message], **params: Any) -> Completion:
-        """The ``index``-th call of ``unit``: from the journal when answered before for this request."""
+    def complete_for(self, unit: str | None, index: int, messages: Sequence[Message], *,
+                     computed_by: Model | None = None, **params: Any) -> Completion:
+        """The ``index``-th call of ``unit``: from the journal when answered before for this request.
+        ``computed_by``: a copy of the model elsewhere (a node's model server) that computes a reply
+        this journal has not got; it is accounted and journaled here all the same."""
         if unit is None:
             return self.complete(messages, **params)
         key = request_key(self.name, messages, params)
@@ -181,7 +184,7 @@ class JournaledModel:
                 with self._lock:
                     self.replayed += 1
                 return self._replay(record)
-            completion = self._ask(messages, params)
+            completion = self._ask(messages, params, computed_by)
             self._units[slot] = self._append(key, completion, {"unit": unit, "index": index})
         return completion
 
@@ -189,8 +192,12 @@ class JournaledModel:
         # Journals written before replies carried a finish reason have none.
         return Completion(r["text"], Usage(r["prompt_tokens"], r["completion_tokens"]), 0.0, self.name, r.get("finish_reason", "stop"))
 
-    def _ask(self, messages: Sequence[Message], params: dict[str, Any]) -> Completion:
-        completion = self.inner.complete(messages, **params)
+    def _ask(self, messages: Sequence[Message], params: dict[str, Any],
+             computed_by: Model | None = None) -> Completion:
+        inner = self.inner
+        if computed_by is not None:  # the inner model's accounting (if any) around the copy that computes
+            inner = inner.computed_by(computed_by) if hasattr(inner, "computed_by") else computed_by
+        completion = inner.complete(messages, **params)
         # A backend can pass undecodable bytes through as lone surrogates; they are not text (no
         # parser, store or prompt takes them), so they become "?" here, once, for every reader.
         text = completion.text.encode("utf-8", errors="replace").decode("utf-8")

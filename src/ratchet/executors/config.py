@@ -33,8 +33,22 @@ class ExecutorConfig(Settings):
     local_cpus: int | None = Field(default=None, ge=1)
     """ray with no ``address``: CPUs of the private instance (None: Ray's own count)."""
     model_threads: int = Field(default=4, ge=1)
-    """ray: model calls of remote evaluations the driver answers at once (they all go through the
-    run's one budget and journal, in the driver; see ``executors/gateway.py``)."""
+    """ray: model calls of remote evaluations in flight at once — with ``model_server: driver``, in
+    the driver; with ``node``, at each node's model server (the driver waits on as many). Either way
+    every call goes through the run's one budget and journal, in the driver (``executors/gateway.py``)."""
+    model_server: Literal["node", "driver"] = "node"
+    """ray: where the model calls of remote evaluations are computed. ``node``: by one model server
+    actor per node, reused by every task on that node, the model loaded (its file sent) once per
+    node, while the driver still answers replays from its journal and accounts every call;
+    ``driver``: by the driver's own model, in the driver (for a model that cannot be copied to the
+    nodes, such as an HTTP one, whose server computes anyway). See ``executors/node_server.py``."""
+    model_server_threads: int = Field(default=1, ge=1)
+    """ray, ``model_server: node``: threads each node's model server computes with — the CPUs it asks
+    the scheduler for, and an embedded model's ``n_threads``. Each node needs this many CPUs free
+    beside its tasks' when the run starts."""
+    model_server_gpus: float = Field(default=0.0, ge=0)
+    """ray, ``model_server: node``: GPUs each node's model server asks for (an embedded model that
+    offloads layers); nodes without them get no server."""
     runtime_env: dict[str, Any] = Field(default_factory=dict)
     """ray: a Ray runtime environment for the tasks (``env_vars``, ``working_dir``, ``pip``…); the
     driver's PYTHONPATH is added to ``env_vars`` so workers import the same Ratchet."""

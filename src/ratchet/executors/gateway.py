@@ -7,6 +7,10 @@ gets a :class:`RemoteModel`, which sends each call — numbered by its unit
 calls from the relay, answer each through the driver's :class:`~ratchet.executors.units.UnitServer`
 (accounted and journaled there, by the store's one writer) and hand the reply back through the
 relay. A call a lost attempt already got is answered again from the journal, not paid again.
+Where a call not in the journal is *computed* is the gateway's placement: here, by the driver's
+model (:class:`DriverPlacement`, ``executor.model_server: driver``), or by the model server on the
+caller's node (:mod:`ratchet.executors.node_server`, the default on Ray), accounted and journaled
+here either way.
 
 The relay holds no state worth keeping: it lives as long as the driver (Ray ends an actor with
 its owner), and a reply it loses to a dead worker was journaled before it was sent.
@@ -27,9 +31,10 @@ import pickle
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Protocol
 
 from ratchet.contracts import Completion, Message, RatchetError
+from ratchet.executors.files import FileServer
 from ratchet.executors.units import UnitServer, next_call
 
 log = logging.getLogger("ratchet.executors.gateway")
@@ -77,15 +82,37 @@ class RemoteModel:
         self.relay = relay
         self.name = name
 
-    def complete(self, messages: Sequence[Message], **params: Any) -> Completion:
-        import ray  # deferred: optional and slow to import; a worker that runs this has it loaded
-
+    def _request(self, messages: Sequence[Message], params: dict[str, Any]) -> dict[str, Any]:
         unit, index = next_call()
-        return relay_call(self.relay, {"unit": unit, "index": index, "messages": [dict(m) for m in messages],
-                                       "params": params})
+        return {"unit": unit, "index": index, "messages": [dict(m) for m in messages], "params": params,
+                "node": _this_node()}
+
+    def complete(self, messages: Sequence[Message], **params: Any) -> Completion:
+        return relay_call(self.relay, self._request(messages, params))
 
     async def acomplete(self, messages: Sequence[Message], **params: Any) -> Completion:
-        return self.complete(messages, **params)
+        """As ``complete``, awaiting the relay's reply (a Ray reference is awaitable): the event
+        loop goes on meanwhile, and calls made at once are answered at once by the driver's threads."""
+        return _unwrap(await self.relay.call.remote(self._request(messages, params)))
+
+
+_NODE: list[str] = []  # this process's Ray node id, looked up once
+
+
+def _this_node() -> str:
+    """The Ray node this process runs on: the driver computes the call on that node's model server."""
+    if not _NODE:
+        import ray  # deferred: optional and slow to import; a process that calls the relay has it loaded
+
+        _NODE.append(ray.get_runtime_context().get_node_id())
+    return _NODE[0]
+
+
+def _unwrap(reply: tuple[str, Any]) -> Any:
+    status, value = reply
+    if status == "error":
+        raise value
+    return value
 
 
 def relay_call(relay: Any, request: Any) -> Any:
@@ -93,10 +120,7 @@ def relay_call(relay: Any, request: Any) -> Any:
     driver's answer raised is raised here."""
     import ray  # deferred: optional and slow to import; a worker that runs this has it loaded
 
-    status, value = ray.get(relay.call.remote(request))
-    if status == "error":
-        raise value
-    return value
+    return _unwrap(ray.get(relay.call.remote(request)))
 
 
 def sendable(exc: BaseException) -> BaseException:
@@ -170,14 +194,67 @@ class Gateway:
         self.close()
 
 
+class Placement(Protocol):
+    """Where the calls of remote units are computed (a strategy of the :class:`ModelGateway`)."""
+
+    def threads(self, ray: Any) -> int | None:
+        """Driver threads the gateway answers with (None: ``executor.model_threads``)."""
+        ...
+
+    def start(self, gateway: ModelGateway) -> None:
+        """Ready to compute (the nodes' servers started), before any unit is submitted."""
+        ...
+
+    def answer(self, server: UnitServer, request: dict[str, Any]) -> Completion:
+        """The reply to one call, through ``server`` (the driver's journal and budget)."""
+        ...
+
+    def close(self) -> None:
+        ...
+
+
+class DriverPlacement:
+    """``model_server: driver``: the driver's own model computes every call of remote units (the
+    fallback for a model that cannot be copied to the nodes; :mod:`ratchet.executors.node_server`
+    has the default, one model server per node)."""
+
+    def threads(self, ray: Any) -> int | None:
+        return None  # the executor's ``model_threads``
+
+    def start(self, gateway: ModelGateway) -> None:
+        pass
+
+    def answer(self, server: UnitServer, request: dict[str, Any]) -> Completion:
+        return server.complete_for(request["unit"], request["index"], request["messages"], **request["params"])
+
+    def close(self) -> None:
+        pass
+
+
 class ModelGateway(Gateway):
     """Serves ``server`` to remote units while it is open: ``model`` is what the units get; each
-    call is answered by ``server.complete_for`` (accounted and journaled in the driver)."""
+    call is answered by ``server.complete_for`` (accounted and journaled in the driver) and computed
+    where ``placement`` says (default: here). Files the placement offers (a model file for the
+    nodes) are read through the same relay."""
 
-    def __init__(self, ray: Any, server: UnitServer, threads: int = 4) -> None:
-        super().__init__(ray, self._complete, threads)
+    def __init__(self, ray: Any, server: UnitServer, threads: int = 4, placement: Placement | None = None) -> None:
         self.server = server
+        self.ray = ray
+        self.files = FileServer()
+        self.placement = placement or DriverPlacement()
+        super().__init__(ray, self._dispatch, threads)
         self.model = RemoteModel(self.relay, server.name)
+        try:
+            self.placement.start(self)  # the nodes' model servers, if any, load (asking for files) now
+        except BaseException:
+            self.close()
+            raise
 
-    def _complete(self, request: dict[str, Any]) -> Completion:
-        return self.server.complete_for(request["unit"], request["index"], request["messages"], **request["params"])
+    def _dispatch(self, request: dict[str, Any]) -> Any:
+        if "chunk" in request:
+            return self.files.chunk(*request["chunk"])
+        return self.placement.answer(self.server, request)
+
+    def close(self) -> None:
+        self.placement.close()
+        super().close()

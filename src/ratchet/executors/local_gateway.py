@@ -2,8 +2,8 @@
 
 The local counterpart of :mod:`ratchet.executors.gateway`: a unit that calls the model in a pool
 process gets a :class:`PipeModel`, which sends each call — numbered by its unit
-(:mod:`ratchet.executors.units`) — over a Unix socket to this process, where a thread per worker
-answers it through the driver's :class:`~ratchet.executors.units.UnitServer` (accounted and
+(:mod:`ratchet.executors.units`) — over a Unix socket to this process, where a thread per
+connection answers it through the driver's :class:`~ratchet.executors.units.UnitServer` (accounted and
 journaled there, by the store's one writer). So a pool's evaluations count against the run's one
 budget, each reply is journaled once under (unit, call number), and a unit rerun after a kill or a
 resume is given the replies its earlier attempt got instead of paying for them again.
@@ -15,6 +15,7 @@ process on the machine can spend the run's budget.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import secrets
 import threading
@@ -28,33 +29,45 @@ from ratchet.executors.units import UnitServer, next_call
 
 log = logging.getLogger("ratchet.executors.local_gateway")
 
-#: This process's connection to each gateway (address -> connection): a unit arrives pickled with
-#: its own copy of the model, and one connection per worker process is enough.
-_CONNS: dict[str, Connection] = {}
-_CONNS_LOCK = threading.Lock()
+#: This process's idle connections to each gateway (address -> connections): a unit arrives
+#: pickled with its own copy of the model, so they are kept here, not on the model. A call takes
+#: an idle one or opens another, so calls made at once (threads, or ``acomplete`` on one event
+#: loop) each have their own and are answered at once, by the gateway's thread per connection.
+_IDLE: dict[str, list[Connection]] = {}
+_IDLE_LOCK = threading.Lock()
 
 
 class PipeModel:
     """A ``Model`` a unit carries to a pool process: each call goes to the driver over the socket.
-    Picklable (an address, a key and a name); each process opens one connection, on first use."""
+    Picklable (an address, a key and a name); a process opens a connection per call in flight."""
 
     def __init__(self, address: str, key: bytes, name: str) -> None:
         self.address, self.key, self.name = address, key, name
 
-    def complete(self, messages: Sequence[Message], **params: Any) -> Completion:
-        unit, index = next_call()
-        with _CONNS_LOCK:  # one call at a time on this process's connection
-            conn = _CONNS.get(self.address)
-            if conn is None:
-                conn = _CONNS[self.address] = Client(self.address, family="AF_UNIX", authkey=self.key)
-            conn.send({"unit": unit, "index": index, "messages": [dict(m) for m in messages], "params": params})
-            status, value = conn.recv()
+    def _request(self, messages: Sequence[Message], params: dict[str, Any]) -> dict[str, Any]:
+        unit, index = next_call()  # numbered here, in the caller's unit scope, before any thread
+        return {"unit": unit, "index": index, "messages": [dict(m) for m in messages], "params": params}
+
+    def _send(self, request: dict[str, Any]) -> Completion:
+        with _IDLE_LOCK:
+            idle = _IDLE.setdefault(self.address, [])
+            conn = idle.pop() if idle else None
+        if conn is None:
+            conn = Client(self.address, family="AF_UNIX", authkey=self.key)
+        conn.send(request)
+        status, value = conn.recv()  # an error here drops the connection: its state is unknown
+        with _IDLE_LOCK:
+            _IDLE[self.address].append(conn)
         if status == "error":
             raise value
         return value
 
+    def complete(self, messages: Sequence[Message], **params: Any) -> Completion:
+        return self._send(self._request(messages, params))
+
     async def acomplete(self, messages: Sequence[Message], **params: Any) -> Completion:
-        return self.complete(messages, **params)
+        """As ``complete``, with the socket's wait in a thread: the event loop goes on meanwhile."""
+        return await asyncio.to_thread(self._send, self._request(messages, params))
 
 
 class LocalGateway:

@@ -25,6 +25,7 @@ from ratchet.contracts import RatchetError
 from ratchet.executors.config import ExecutorConfig
 from ratchet.executors.gateway import ModelGateway
 from ratchet.executors.local import Progress
+from ratchet.executors.node_server import placement_for
 from ratchet.executors.retries import ExecutorStats, OnLost, UnitLost
 from ratchet.executors.units import UnitServer
 
@@ -101,7 +102,7 @@ class RayExecutor:
         self.on_lost = on_lost
         self.stats = ExecutorStats()
         self._deaths = tuple(getattr(self._ray.exceptions, name) for name in _DEATHS if hasattr(self._ray.exceptions, name))
-        self._gateways: list[ModelGateway] = []
+        self.gateways: list[ModelGateway] = []  # those serving now (their model servers' counts in tests)
         self._task = self._ray.remote(_call).options(num_cpus=self.config.num_cpus, num_gpus=self.config.num_gpus,
                                                      max_retries=0)  # retries are ours: counted and bounded
 
@@ -176,15 +177,19 @@ class RayExecutor:
 
     def serve(self, server: UnitServer) -> ModelGateway:
         """Serve the driver's model to this executor's units while they run: hand the units the
-        gateway's ``model``; close the gateway (or this executor) when done."""
-        gateway = ModelGateway(self._ray, server, self.config.model_threads)
-        self._gateways.append(gateway)
+        gateway's ``model``; close the gateway (or this executor) when done. With
+        ``model_server: node`` the nodes' model servers start (and load the model) here, before
+        any unit is submitted."""
+        placement = placement_for(self.config)
+        threads = placement.threads(self._ray) or self.config.model_threads
+        gateway = ModelGateway(self._ray, server, threads, placement)
+        self.gateways.append(gateway)
         return gateway
 
     def close(self) -> None:
-        for gateway in self._gateways:
+        for gateway in self.gateways:
             gateway.close()
-        self._gateways = []
+        self.gateways = []
         if self._owns and self._ray.is_initialized():
             self._ray.shutdown()
         self._owns = False

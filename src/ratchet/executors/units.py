@@ -30,8 +30,11 @@ class UnitServer(Protocol):
 
     name: str
 
-    def complete_for(self, unit: str | None, index: int, messages: Sequence[Message], **params: Any) -> Completion:
-        """The reply to the ``index``-th call of ``unit`` (None: a call made outside any unit)."""
+    def complete_for(self, unit: str | None, index: int, messages: Sequence[Message], *,
+                     computed_by: Any = None, **params: Any) -> Completion:
+        """The reply to the ``index``-th call of ``unit`` (None: a call made outside any unit).
+        ``computed_by``: a copy of the model elsewhere (a node's model server) that computes the
+        reply if it is not replayed; accounting and journal stay here."""
         ...
 
 

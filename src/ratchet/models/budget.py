@@ -165,6 +165,14 @@ class AccountedModel:
         self.purpose = purpose
         self.name = inner.name
 
+    def computed_by(self, model: Model) -> AccountedModel:
+        """This model's accounting around ``model``, a copy of it that computes the same replies
+        elsewhere (a node's model server): checked and recorded by the same accountant, under this
+        model's name, so where a reply was computed changes nothing in the budget."""
+        twin = AccountedModel(model, self.accountant, self.purpose)
+        twin.name = self.name
+        return twin
+
     def _call(self, started: float, t0: float, completion: Completion | None, error: BaseException | None) -> LLMCall:
         usage = completion.usage if completion is not None else Usage()
         return LLMCall(

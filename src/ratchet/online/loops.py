@@ -24,7 +24,7 @@ from typing import Any
 from ratchet.executors.ray import ActorResources, LoopWorker, actor_class
 from ratchet.online.config import OnlineConfig
 from ratchet.online.queue import open_queue
-from ratchet.online.relayed import StoreGateway
+from ratchet.online.relayed import SentInputs, StoreGateway
 from ratchet.online.status import LOOPS_NAME
 from ratchet.online.supervision import RestartPolicy, StopSignal, Supervisor, die_with_parent
 
@@ -194,7 +194,8 @@ class RayLoops:
     :class:`~ratchet.online.relayed.StoreGateway` answered in this process, the one that serves
     and owns the run directory. So an actor may land on any node, with or without the run
     directory's disk; turns, judgements and batches travel as actor calls, adapters through Ray's
-    object store.
+    object store, and the trainer's input files and model in chunks through the relay
+    (:class:`~ratchet.online.relayed.SentInputs`: once per node and content).
     """
 
     def __init__(self, config: OnlineConfig, queue_path: Path, versions_dir: Path, *, judge: bool = True,
@@ -219,6 +220,16 @@ class RayLoops:
             ray.init(**kwargs)
             self._owns_ray = True
         self.stores = StoreGateway(ray, queue_path, versions_dir)
+        trainer = trainer and config.learn != "off"
+        if trainer:
+            # Its input files and model go to its node (unless there already): it may see no disk of ours.
+            try:
+                self.inputs = SentInputs.offer(config, self.stores)
+            except Exception:  # a setting names a missing file: nothing of ours is left running
+                self.stores.close()
+                if self._owns_ray:
+                    ray.shutdown()
+                raise
         self.specs: dict[str, tuple[str, tuple[Any, ...]]] = {}
         self.actors: dict[str, Any] = {}
         # Each loop asks for the cores it runs threads on, so the scheduler never stacks two on one.
@@ -226,8 +237,9 @@ class RayLoops:
             self.specs["judge"] = ("ratchet.online.loops:run_judge_loop", (config, self.stores.queue))
             self.actors["judge"] = actor_class(LoopWorker, ActorResources(num_cpus=config.judge.threads)).remote(
                 "judge", config.judge.threads)
-        if trainer and config.learn != "off":
-            self.specs["trainer"] = (trainer_target, (config, self.stores.queue, self.stores.versions))
+        if trainer:
+            self.specs["trainer"] = ("ratchet.online.relayed:run_with_inputs",
+                                     (trainer_target, config, self.inputs, self.stores.queue, self.stores.versions))
             self.actors["trainer"] = actor_class(LoopWorker, ActorResources(num_cpus=config.trainer.num_threads)).remote(
                 "trainer", config.trainer.num_threads)
         self.refs: dict[str, Any] = {}

@@ -10,24 +10,36 @@ SQLite file or writes the version directory — its actors need no shared filesy
 
 An adapter the trainer publishes, or a version it loads (a rollback moved ``current``), is kept
 in a cache directory on the trainer's machine, so the paths in the :class:`Version` it gets back
-are paths there. ``ray`` is imported where a call is made (an optional, slow-to-import dependency).
+are paths there. The files the trainer's settings name on the serving machine — the held-out,
+guard and task sets, and the model it trains — are sent to its node the same way, chunk by chunk
+through the relay and named by their content's hash (:class:`SentInputs`,
+:mod:`ratchet.executors.files`), unless the node already has them. ``ray`` is imported where a
+call is made (an optional, slow-to-import dependency).
 """
 
 from __future__ import annotations
 
+import importlib
+import logging
 import os
 import shutil
 import tempfile
 from collections import Counter
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ratchet.contracts import RatchetError
+from ratchet.executors.files import FileServer, SentFile, receive
 from ratchet.executors.gateway import Gateway, relay_call
+from ratchet.models.registry import model_path
 from ratchet.online.claims import Claimer, default_claimer
+from ratchet.online.config import OnlineConfig
 from ratchet.online.queue import TurnQueue
+from ratchet.online.trainer import _gguf_sha256, resolve_gguf
 from ratchet.online.versions import BASE, GGUF_NAME, Lineage, Version, VersionStore
+
+log = logging.getLogger("ratchet.online.relayed")
 
 #: What the loops may ask of the queue; anything else is refused by the serving side.
 QUEUE_CALLS = frozenset({"turns_to_judge", "add_judgement", "take_batch", "renew", "held", "mark_trained",
@@ -71,11 +83,12 @@ def write_files(files: Files, root: Path) -> Path:
 class StoreGateway(Gateway):
     """The serving side: answers relayed calls on this machine's queue file and version directory.
     ``queue`` and ``versions`` are what to hand the loops; ``answered`` counts the calls answered
-    by ``store.method``."""
+    by ``store.method``; ``files`` holds the files offered to the loops' nodes (:class:`SentInputs`)."""
 
     def __init__(self, ray: Any, queue_path: str | Path, versions_dir: str | Path, threads: int = 4) -> None:
         self._queue = TurnQueue(queue_path)
         self._versions = VersionStore(versions_dir)
+        self.files = FileServer()
         self.answered: Counter[str] = Counter()
         super().__init__(ray, self._dispatch, threads)
         self.queue = RelayedQueue(self.relay)
@@ -92,6 +105,8 @@ class StoreGateway(Gateway):
             return self._publish(*args, **kwargs)
         if store == "versions" and method in VERSION_CALLS:
             return getattr(self._versions, method)(*args, **kwargs)
+        if store == "files" and method == "chunk":
+            return self.files.chunk(*args)
         raise RatchetError(f"the serving process answers no {store}.{method} call")
 
     def _files(self, number: int) -> tuple[Version, Any]:
@@ -217,3 +232,92 @@ class RelayedVersions:
         files = read_files(adapter_dir, Path(lora_gguf) if lora_gguf is not None else None)
         version = self._call("publish", ray.put(files), metrics, promote)
         return self._local(version, files)
+
+
+# ---------------------------------------------------------------------------------------------
+# The files the trainer's settings name, sent to its node
+# ---------------------------------------------------------------------------------------------
+
+#: Settings (of :class:`OnlineConfig`) that name a file the training loop reads at its start.
+INPUT_SETTINGS = ("trainer.heldout_path", "trainer.gate.guard_path", "trainer.gate.tasks_path")
+
+
+def _get(config: Any, setting: str) -> Any:
+    for part in setting.split("."):
+        config = getattr(config, part)
+    return config
+
+
+def _set(config: Any, setting: str, value: Any) -> Any:
+    head, _, rest = setting.partition(".")
+    return config.model_copy(update={head: _set(getattr(config, head), rest, value) if rest else value})
+
+
+def _model_here(spec: str, sent: SentFile) -> bool:
+    """Whether this machine has the trainer's model as the serving machine has it."""
+    path = Path(spec).expanduser()
+    if path.suffix == ".gguf":
+        return path.is_file() and path.stat().st_size == sent.size and _gguf_sha256(path) == sent.sha256
+    try:
+        return model_path(spec).stat().st_size == sent.size  # a catalog model, verified against its pinned hash
+    except RatchetError:
+        return False
+
+
+@dataclass
+class SentInputs:
+    """What the trainer's settings name on the serving machine, as its node gets them: each file
+    setting's :class:`SentFile` and the model's (None: the serving machine has no such model file,
+    so the node must have its own). Picklable: the relay handle and the files' names and hashes."""
+
+    relay: Any
+    files: dict[str, SentFile] = field(default_factory=dict)
+    model: SentFile | None = None
+
+    @classmethod
+    def offer(cls, config: OnlineConfig, stores: StoreGateway) -> SentInputs:
+        """Offer ``config``'s input files and model through ``stores``; a setting naming a file
+        that is not there is an error here, at the serving side's start, not on a remote node."""
+        files = {}
+        for setting in INPUT_SETTINGS:
+            value = _get(config, setting)
+            if value is None:
+                continue
+            if not Path(value).expanduser().is_file():
+                raise RatchetError(f"{setting} names {value}, which is not a file on the serving machine",
+                                   hint=f"fix or unset {setting} (--set {setting}=PATH)")
+            files[setting] = stores.files.offer(value)
+        model = None
+        spec = config.resolved_trainer().model
+        try:
+            gguf = resolve_gguf(spec)
+        except RatchetError as exc:
+            log.warning("the trainer's model %s is not on the serving machine (%s); its node must have it", spec, exc)
+        else:
+            model = stores.files.offer(gguf, sha256=_gguf_sha256(gguf))
+        return cls(stores.relay, files, model)
+
+    def _read(self, sha256: str, offset: int, length: int) -> bytes:
+        return relay_call(self.relay, ("files", "chunk", (sha256, offset, length), {}))
+
+    def localize(self, config: OnlineConfig) -> OnlineConfig:
+        """``config`` with every sent file's setting naming its copy on this machine (received now
+        unless the cache holds that content), and the model's too when this machine lacks it."""
+        for setting, sent in self.files.items():
+            config = _set(config, setting, receive(sent, self._read))
+        spec = config.resolved_trainer().model
+        if self.model is not None and not _model_here(spec, self.model):
+            log.info("receiving the trainer's model %s (%d MB) from the serving machine", self.model.origin,
+                     self.model.size >> 20)
+            path = receive(self.model, self._read)
+            config = _set(config, "trainer.model", str(path))
+            if config.model.startswith("local:"):  # resolved_trainer() takes the served model's file
+                config = config.model_copy(update={"model": f"local:{path}"})
+        return config
+
+
+def run_with_inputs(target: str, config: OnlineConfig, inputs: SentInputs, *args: Any) -> Any:
+    """Call the loop ``module:function`` as fn(config, *args) with ``config``'s files here (on
+    the actor's node); ``args`` end with the loop's stop event."""
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)(inputs.localize(config), *args)

@@ -1,0 +1,90 @@
+"""The parts of the per-node model server that need no cluster: what travels to a node, what
+cannot (with the fix named), and the driver's journal computing a reply by a copy elsewhere while
+accounting and journaling it itself. The cluster tests (``test_ray_cluster.py``) run it on Ray."""
+
+from __future__ import annotations
+
+import pytest
+
+from ratchet.contracts import RatchetError
+from ratchet.evolve.cache import REPLIES, JournaledModel
+from ratchet.executors import ExecutorConfig
+from ratchet.executors.files import FileServer, sha256_of
+from ratchet.executors.gateway import DriverPlacement
+from ratchet.executors.node_server import (LlamaRecipe, NodePlacement, ScriptedRecipe, base_model, placement_for,
+                                           recipe_for)
+from ratchet.models import ScriptedModel
+from ratchet.models.budget import AccountedModel, Accountant, BudgetConfig
+from ratchet.models.llama_embedded import LlamaModel
+from ratchet.store import RunStore
+
+ASK = [{"role": "user", "content": "grade c1 on t1"}]
+
+
+def test_the_node_server_is_the_default_on_ray_and_the_driver_the_fallback():
+    assert ExecutorConfig().model_server == "node"
+    assert isinstance(placement_for(ExecutorConfig(kind="ray")), NodePlacement)
+    assert isinstance(placement_for(ExecutorConfig(kind="ray", model_server="driver")), DriverPlacement)
+    with pytest.raises(ValueError):
+        ExecutorConfig(model_server="everywhere")
+
+
+def test_a_scripted_model_with_a_responder_travels_as_itself():
+    def responder(messages):
+        return "r:" + messages[-1]["content"]
+
+    recipe = recipe_for(ScriptedModel(responder, name="scripted:x"), FileServer())
+    assert recipe == ScriptedRecipe("scripted:x", responder)
+    copy = recipe.build(lambda *a: b"", threads=1)
+    assert copy.name == "scripted:x" and copy.complete(ASK).text == "r:grade c1 on t1"
+    echo = recipe_for(ScriptedModel(), FileServer()).build(lambda *a: b"", threads=1)
+    assert echo.complete(ASK).text == "grade c1 on t1"
+
+
+def test_a_gguf_model_travels_as_its_file_by_hash_and_its_settings(tmp_path):
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"weights" * 100)
+    files = FileServer()
+    recipe = recipe_for(LlamaModel(str(gguf), name="local:m", n_ctx=1024, n_threads=2), files)
+    assert isinstance(recipe, LlamaRecipe) and recipe.name == "local:m" and recipe.lora is None
+    assert recipe.model.sha256 == sha256_of(gguf) and recipe.model.name == "m.gguf"
+    assert recipe.settings["n_ctx"] == 1024 and "n_threads" not in recipe.settings  # the node's own threads
+    assert files.chunk(recipe.model.sha256, 0, 7) == b"weights"  # offered: the nodes can ask for it
+
+
+@pytest.mark.parametrize("model, says", [
+    (ScriptedModel(["a", "b"]), "answers from a list"),
+    (type("HttpModel", (), {"name": "http://h:1/v1#m"})(), "cannot be copied to the cluster's nodes"),
+])
+def test_a_model_that_cannot_run_on_the_nodes_is_refused_naming_the_fix(model, says):
+    with pytest.raises(RatchetError, match=says) as err:
+        recipe_for(model, FileServer())
+    assert "executor.model_server: driver" in err.value.hint
+
+
+class Copy:
+    """The node's copy: the same replies, counted where they are computed."""
+
+    def __init__(self) -> None:
+        self.name, self.asked = "copy", 0
+
+    def complete(self, messages, **params):
+        self.asked += 1
+        return ScriptedModel(lambda m: "0.7").complete(messages, **params)
+
+
+def test_a_reply_computed_by_a_copy_is_accounted_and_journaled_by_the_driver_once(tmp_path):
+    run = RunStore(tmp_path).create_run("evolve", {})
+    driver_model = ScriptedModel(lambda m: pytest.fail("the driver's model computed a unit's call"), name="scripted:d")
+    logged = []
+    accountant = Accountant(BudgetConfig(max_calls=10), on_call=logged.append)
+    journal = JournaledModel(AccountedModel(driver_model, accountant, "evolve"), run)
+    assert base_model(journal) is driver_model
+    copy = Copy()
+    first = journal.complete_for("unit-a", 0, ASK, computed_by=copy, max_tokens=8)
+    again = journal.complete_for("unit-a", 0, ASK, computed_by=copy, max_tokens=8)  # a retried unit
+    assert first.text == again.text == "0.7" and copy.asked == 1 and journal.replayed == 1
+    assert accountant.snapshot()["calls"] == 1 and accountant.snapshot()["in_flight"] == 0
+    [record] = run.read_jsonl(REPLIES)
+    assert (record["unit"], record["index"], record["text"]) == ("unit-a", 0, "0.7")
+    assert [(c.model, c.purpose, c.ok) for c in logged] == [("scripted:d", "evolve", True)]  # under the driver's name
