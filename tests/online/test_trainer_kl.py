@@ -32,14 +32,20 @@ def test_the_penalty_skips_the_positions_the_distillation_teaches() -> None:
 
 
 def test_samples_without_signal_are_kept_for_the_penalty_only() -> None:
-    praised_under_opd = sample("q", "ahoy there", 1)
-    items, dropped = make_trainer(signal="opd").prepare([praised_under_opd])
+    ambiguous = sample("q", "hello there", 0)
+    items, dropped = make_trainer(signal="opd").prepare([ambiguous])
     assert items == [] and dropped["no_signal"] == 1
-    items, dropped = make_trainer(signal="opd", kl_coef=1.0).prepare([praised_under_opd])
+    items, dropped = make_trainer(signal="opd", kl_coef=1.0).prepare([ambiguous])
     assert len(items) == 1 and items[0].anchor_only and dropped["no_signal"] == 0
     # A batch of them alone is no update: nothing asked for a change.
-    metrics = make_trainer(signal="opd", kl_coef=1.0).step([praised_under_opd])
+    metrics = make_trainer(signal="opd", kl_coef=1.0).step([ambiguous])
     assert not metrics["updated"]
+    # A praised reply is no anchor (the user wants all of it) and carries no penalty under rl either.
+    praised = sample("q", "ahoy there", 1)
+    items, dropped = make_trainer(signal="opd", kl_coef=1.0).prepare([praised])
+    assert items == [] and dropped["no_signal"] == 1
+    metrics = make_trainer(signal="rl", kl_coef=1.0).step([praised])
+    assert metrics["updated"] and metrics["kl_tokens"] == 0
 
 
 def _kl_on(trainer, s) -> float:
@@ -51,7 +57,7 @@ def test_the_penalty_pulls_toward_the_base_with_the_adapter_off() -> None:
     # Move the adapter away from the base, then take the same updates with and without the
     # penalty. Were the reference scored with the adapter on, the KL would be 0 and both would match.
     learn = sample("q1", "abcabc", 1)
-    anchor = sample("q2", "hello there", 1)  # no signal under opd: an anchor
+    anchor = sample("q2", "hello there", 0)  # no signal: an anchor
     hint = sample("q1", "abcabc", -1, hint="zz")
     away = make_trainer(signal="rl", learning_rate=5e-2)
     for _ in range(8):

@@ -127,9 +127,10 @@ class TrainerConfig(Settings):
     Exact over the vocabulary (not the sampled-token k3: that sees only the served token, so mass
     moving onto tokens nobody sampled, a refusal's "I'm", goes unseen), along the served replies of
     every sample of the batch, including those with no signal of their own (kept for this term
-    only), and only at positions whose context the distillation does not teach (see
-    :func:`~ratchet.online.losses.untaught_positions`): where the feedback says what to write the
-    penalty would only argue with it; everywhere else it holds the model where the base had it.
+    only), and only at positions whose context the feedback does not teach: not where the
+    distillation teaches (:func:`~ratchet.online.losses.untaught_positions`), nor anywhere along a
+    reply the user praised; there the penalty would only argue with the feedback. Everywhere else
+    it holds the model where the base had it.
     Costs one forward of the base (adapter off) per micro-batch. Its gradient is 0 at the base, so
     it acts from the second update on."""
     is_cap: float = Field(default=2.0, gt=0)
@@ -441,7 +442,10 @@ class Trainer:
                 hint = None
             reward = float(judgement.reward) if cfg.signal in ("rl", "combine") else 0.0
             anchor = not reward and not hint
-            if anchor and not cfg.kl_coef:
+            # A praised reply is not an anchor: the user endorsed all of it, and holding it to the
+            # base pulled first replies that already greeted back to the base's opening (measured
+            # on the 0.5B: preference 0.25 → 0.00 in one update whose batch had two of them).
+            if anchor and (not cfg.kl_coef or judgement.reward > 0):
                 dropped["no_signal"] += 1
                 continue
             response = list(turn.response_token_ids)
@@ -737,8 +741,10 @@ class Trainer:
         if cfg.kl_coef:
             for it in items + anchors:
                 reply = it.input_ids[it.response_start:]
+                # What the feedback taught in this reply's context: the teacher's reply, the reply
+                # itself (distilled along it, or rewarded: the user asked for all of it), or nothing.
                 taught = (it.distill_ids[it.distill_start:] if it.distill_ids is not None
-                          else reply if it.teacher_topk is not None else None)
+                          else reply if it.teacher_topk is not None or it.reward > 0 else None)
                 it.kl_mask = untaught_positions(reply, taught)
                 kl_tokens += float(it.kl_mask.sum())
         kl_masks = bool(kl_tokens)
