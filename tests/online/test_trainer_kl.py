@@ -78,3 +78,25 @@ def test_the_penalty_pulls_toward_the_base_with_the_adapter_off() -> None:
             assert 0 < metrics["kl_tokens"] <= len(anchor.turn.response_token_ids) + len(hint.turn.response_token_ids)
     # Without it the distillation of q1 leaves q2's reply about where it was; with it, q2 goes home.
     assert kls[50.0] < 0.6 * min(kls[0.0], start), (start, kls)
+
+
+def test_a_refused_teacher_reply_still_marks_where_the_correction_speaks(monkeypatch) -> None:
+    import ratchet.online.trainer as trainer_module
+
+    class Refuse:
+        name = "refuse"
+
+        def keep(self, target: str) -> bool:
+            return False
+
+    monkeypatch.setattr(trainer_module, "target_filter", lambda name: Refuse())
+    trainer = make_trainer(signal="opd", opd_topk=4, w_opd=1.0, distill_target="teacher", teacher_max_tokens=5,
+                           kl_coef=1.0)
+    s = sample("q", "abcabc", -1, hint="zz")
+    metrics = trainer.step([s])
+    it = trainer.prepare([s])[0][0]
+    prompt = it.teacher_ids[: len(it.teacher_ids) - (len(it.input_ids) - it.response_start)]
+    reply = trainer.greedy_ids([prompt], 5, base=True)[0]
+    served = list(s.turn.response_token_ids)
+    assert metrics["teacher_targets"] == [] and len(metrics["teacher_targets_refused"]) == 1
+    assert metrics["kl_tokens"] == int(untaught_positions(served, reply).sum()) < len(served)

@@ -280,6 +280,8 @@ class _Prepared:
     teacher_logprobs: Any = None
     proximal_logprobs: Any = None
     teacher_topk: Any = None
+    #: distill_target=teacher: the hinted teacher's greedy reply ids, taught or refused (the KL mask reads it).
+    teacher_reply: list[int] | None = None
     #: distill_target=teacher: student ids (prompt + the teacher's reply) and where its reply starts.
     distill_ids: list[int] | None = None
     distill_start: int = 0
@@ -569,6 +571,7 @@ class Trainer:
         rule = target_filter(cfg.teacher_filter)
         keep, refused = [], []
         for it, p, r in zip(hinted, prompts, replies, strict=True):
+            it.teacher_reply = r
             text = str(self.tokenizer.decode(r, skip_special_tokens=True))
             if r and rule.keep(text):
                 keep.append((it, p, r))
@@ -741,9 +744,12 @@ class Trainer:
         if cfg.kl_coef:
             for it in items + anchors:
                 reply = it.input_ids[it.response_start:]
-                # What the feedback taught in this reply's context: the teacher's reply, the reply
-                # itself (distilled along it, or rewarded: the user asked for all of it), or nothing.
-                taught = (it.distill_ids[it.distill_start:] if it.distill_ids is not None
+                # Where the feedback speaks in this reply's context: up to where the hinted teacher's
+                # reply parts from it (taught or refused by teacher_filter: a refused one still says
+                # the correction was about the opening, measured: holding the opening of 3 such
+                # replies of 4 took a greeting the previous update had taught back to the base's),
+                # all of it (distilled along it, or praised: the user asked for all of it), or nowhere.
+                taught = (it.teacher_reply if it.teacher_reply is not None
                           else reply if it.teacher_topk is not None or it.reward > 0 else None)
                 it.kl_mask = untaught_positions(reply, taught)
                 kl_tokens += float(it.kl_mask.sum())
