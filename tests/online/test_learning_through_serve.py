@@ -131,5 +131,7 @@ def test_served_replies_move_toward_the_taught_preference(tmp_path) -> None:
         # must pass; the learning is the open target. Not yet run with the current defaults (no
         # sampled-token OPD term, answer-only teacher targets): on the 0.5B's inner loop those flip
         # held-out text in 3-4 updates, but this test waits for one promoted version, and a version
-        # that greets has so far always failed the guard (docs/online.md, "What keeps the guard?").
+        # that greets has so far always failed the guard (docs/online.md, "What keeps the guard?"),
+        # with a KL to the base too (`kl_coef`): held over the openings it kept the guard and no
+        # greeting, with the openings left free it changed nothing. Not run here with kl_coef on.
         pytest.xfail(f"served replies did not move to the taught greeting: {report}")

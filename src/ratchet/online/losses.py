@@ -28,6 +28,7 @@ variance. With one optimization pass per batch ``π_prox`` equals ``π_θ`` at t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -188,3 +189,39 @@ def topk_distill_loss(student_logprobs: Tensor, teacher_logprobs: Tensor, normal
     log_q = torch.log_softmax(teacher_logprobs.detach().float(), dim=-1)
     kl = (q * (log_q - student_logprobs)).sum()
     return kl / max(float(normalizer), 1.0), float(kl.detach())
+
+
+def exact_kl_per_token(logits: Tensor, ref_logits: Tensor) -> Tensor:
+    """``KL(π_θ ‖ π_ref)`` over the whole vocabulary at each position: ``[tokens, vocab]`` -> ``[tokens]``.
+
+    Exact, not the sampled-token k3 estimate: k3 looks at one token per position (the one served),
+    so it cannot see mass moving between tokens nobody sampled (a refusal's "I'm" rising at the
+    first position of every reply), which is how the guard tasks were lost. The reference is a
+    constant (no gradient).
+    """
+    log_p = torch.log_softmax(logits.float(), dim=-1)
+    log_r = torch.log_softmax(ref_logits.detach().float(), dim=-1)
+    return (log_p.exp() * (log_p - log_r)).sum(-1)
+
+
+def untaught_positions(response: Sequence[int], taught: Sequence[int] | None) -> Tensor:
+    """Which positions of a served reply the KL-to-base penalty covers: a 0/1 float mask.
+
+    ``taught`` is the reply the distillation runs along in the same prompt (the hinted teacher's own
+    reply, or the served reply itself), or None when nothing is distilled there. Position ``i`` of
+    the served reply predicts its token ``i`` from ``prompt + response[:i]``; while that context is
+    also one the distillation teaches at (``response[:i] == taught[:i]``), the user's feedback says
+    what to do there and a KL to the base would only argue with it (at the first position: keep the
+    base's opening against the greeting asked for). Past the point where the two replies part, the
+    contexts are the model's ordinary ones, where nothing asked for a change: the penalty keeps them
+    as the base had them.
+    """
+    n = len(response)
+    shared = 0
+    if taught is not None:
+        while shared < min(n, len(taught)) and response[shared] == taught[shared]:
+            shared += 1
+        shared = min(shared + 1, n)  # the position where they part is still taught (same context)
+    mask = torch.ones(n, dtype=torch.float32)
+    mask[:shared] = 0.0
+    return mask

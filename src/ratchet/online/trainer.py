@@ -123,7 +123,20 @@ class TrainerConfig(Settings):
     eps_high: float = 0.28
     """PPO clip above 1 (ratio ceiling 1 + eps_high), wider to leave room for exploration."""
     kl_coef: float = Field(default=0.0, ge=0)
-    """Weight of the k3 KL penalty to the base model (0 for a personal agent; costs one base forward)."""
+    """Weight of a KL(policy ‖ base) penalty, a per-token mean added to the loss; 0 turns it off.
+    Exact over the vocabulary (not the sampled-token k3: that sees only the served token, so mass
+    moving onto tokens nobody sampled, a refusal's "I'm", goes unseen), along the served replies of
+    every sample of the batch, including those with no signal of their own (kept for this term
+    only), and only at positions whose context the feedback does not teach: not where the
+    distillation teaches (:func:`~ratchet.online.losses.untaught_positions`), nor anywhere along a
+    reply the user praised; there the penalty would only argue with the feedback. Everywhere else
+    it holds the model where the base had it.
+    Costs one forward of the base (adapter off) per micro-batch. Its gradient is 0 at the base, so
+    it acts from the second update on. 0 by default: measured on the 0.5B with the greeting user
+    (``bench/results/online_inner_loop.md``, docs/online.md "What keeps the guard?"), at 5 held
+    over the openings it kept the guard at 10 of 12 for five updates and the preference at 0.00;
+    with the openings the feedback speaks about left free it changed nothing (preference 1.00,
+    guard 0.50 at update 3, as without it)."""
     is_cap: float = Field(default=2.0, gt=0)
     """Cap c of the truncated importance weight min(π_trainer / π_serve, c) that corrects staleness."""
     max_staleness: int = Field(default=2, ge=0)
@@ -271,9 +284,15 @@ class _Prepared:
     teacher_logprobs: Any = None
     proximal_logprobs: Any = None
     teacher_topk: Any = None
+    #: distill_target=teacher: the hinted teacher's greedy reply ids, taught or refused (the KL mask reads it).
+    teacher_reply: list[int] | None = None
     #: distill_target=teacher: student ids (prompt + the teacher's reply) and where its reply starts.
     distill_ids: list[int] | None = None
     distill_start: int = 0
+    #: No learning signal of its own, kept (``kl_coef`` > 0) only for the KL to base on its reply.
+    anchor_only: bool = False
+    #: 0/1 per reply token: where the KL-to-base penalty applies (:func:`~ratchet.online.losses.untaught_positions`).
+    kl_mask: Any = None
 
 
 def _chat_ids(tokenizer: Any, messages: Sequence[dict[str, Any]]) -> list[int]:
@@ -428,7 +447,11 @@ class Trainer:
                 dropped["hint_already_asked"] += 1
                 hint = None
             reward = float(judgement.reward) if cfg.signal in ("rl", "combine") else 0.0
-            if not reward and not hint:
+            anchor = not reward and not hint
+            # A praised reply is not an anchor: the user endorsed all of it, and holding it to the
+            # base pulled first replies that already greeted back to the base's opening (measured
+            # on the 0.5B: preference 0.25 → 0.00 in one update whose batch had two of them).
+            if anchor and (not cfg.kl_coef or judgement.reward > 0):
                 dropped["no_signal"] += 1
                 continue
             response = list(turn.response_token_ids)
@@ -445,6 +468,7 @@ class Trainer:
                 response_start=len(prompt),
                 reward=reward,
                 serving_logprobs=list(turn.response_logprobs)[: len(response)],
+                anchor_only=anchor,
             )
             if hint:
                 hinted = _chat_ids(self.tokenizer, with_hint(turn.messages, hint))
@@ -485,11 +509,14 @@ class Trainer:
             logits = torch.cat([full[row, a:b] for row, a, b in spans])
         return logits, targets, [b - a for _, a, b in spans]
 
-    def _response_logprobs(self, sequences: Sequence[list[int]], starts: Sequence[int], gather: Sequence[Any] | None = None):
+    def _response_logprobs(self, sequences: Sequence[list[int]], starts: Sequence[int], gather: Sequence[Any] | None = None,
+                           kl_masks: Sequence[Any] | None = None):
         """Forward pass -> per-sample tensor of log-probs of the response tokens (with grad if enabled).
 
         With ``gather`` (one ``[tokens, k]`` index tensor or None per sample) it returns a pair:
         the log-probs, and per sample the log-probs of those k token ids at each reply position.
+        With ``kl_masks`` (one 0/1 mask per sample) it returns a triple, the third item the summed
+        exact KL(π_θ ‖ π_base) at the masked-in reply positions, from the same forward pass.
         """
         import torch
 
@@ -498,13 +525,31 @@ class Trainer:
         logits, targets, lengths = self._response_logits(sequences, starts)
         flat = token_logprobs(logits, targets)
         per_sample = list(torch.split(flat, lengths))
-        if gather is None:
+        if gather is None and kl_masks is None:
             return per_sample
-        rows = list(torch.split(logits, lengths))
-        picked = []
-        for row, index in zip(rows, gather, strict=True):
-            picked.append(None if index is None else torch.log_softmax(row.float(), -1).gather(-1, index))
-        return per_sample, picked
+        picked: list[Any] = []
+        if gather is not None:
+            rows = list(torch.split(logits, lengths))
+            for row, index in zip(rows, gather, strict=True):
+                picked.append(None if index is None else torch.log_softmax(row.float(), -1).gather(-1, index))
+        if kl_masks is None:
+            return per_sample, picked
+        return per_sample, picked, self._kl_to_base_sum(logits, sequences, starts, kl_masks)
+
+    def _kl_to_base_sum(self, logits: Any, sequences: Sequence[list[int]], starts: Sequence[int],
+                        masks: Sequence[Any]) -> Any:
+        """Σ over masked-in reply positions of exact KL(π_θ ‖ π_base); the base scored with the
+        adapter off (no second copy of the weights), without gradient."""
+        import torch
+
+        from ratchet.online.losses import exact_kl_per_token
+
+        mask = torch.cat(list(masks))
+        if not float(mask.sum()):
+            return logits.sum() * 0.0
+        with torch.no_grad(), self.model.disable_adapter():
+            ref, _, _ = self._response_logits(sequences, starts)
+        return (exact_kl_per_token(logits, ref) * mask).sum()
 
     def teacher_topk(self, sequences: Sequence[list[int]], starts: Sequence[int], k: int) -> list[tuple[Any, Any]]:
         """The frozen base model's k most likely tokens at each reply position: (log-probs, ids) per sample."""
@@ -530,6 +575,7 @@ class Trainer:
         rule = target_filter(cfg.teacher_filter)
         keep, refused = [], []
         for it, p, r in zip(hinted, prompts, replies, strict=True):
+            it.teacher_reply = r
             text = str(self.tokenizer.decode(r, skip_special_tokens=True))
             if r and rule.keep(text):
                 keep.append((it, p, r))
@@ -672,14 +718,18 @@ class Trainer:
             ppo_clipped_loss,
             topk_distill_loss,
             truncated_importance_weights,
+            untaught_positions,
         )
 
         cfg = self.config
         started = time.perf_counter()
         items, dropped = self.prepare(samples)
         metrics: dict[str, Any] = {"samples": len(items), "dropped": dropped, "updated": False, "trained": []}
-        if not items:
+        if not items or all(it.anchor_only for it in items):
+            # A batch with nothing to learn is no update: holding the model in place needs no step.
             return metrics
+        anchors = [it for it in items if it.anchor_only]
+        items = [it for it in items if not it.anchor_only]
         # Teacher and reference scores come from the frozen base: computed once, before the update.
         hinted = [it for it in items if it.teacher_ids is not None]
         teacher_targets: list[str] = []
@@ -694,9 +744,20 @@ class Trainer:
                     it.teacher_topk = pair
             elif cfg.opd_topk and cfg.signal != "rl":
                 teacher_targets, refused_targets = self._teacher_replies(hinted, starts)
-        refs = None
+        kl_tokens = 0.0
         if cfg.kl_coef:
-            refs = self.score([it.input_ids for it in items], [it.response_start for it in items], base=True)
+            for it in items + anchors:
+                reply = it.input_ids[it.response_start:]
+                # Where the feedback speaks in this reply's context: up to where the hinted teacher's
+                # reply parts from it (taught or refused by teacher_filter: a refused one still says
+                # the correction was about the opening, measured: holding the opening of 3 such
+                # replies of 4 took a greeting the previous update had taught back to the base's),
+                # all of it (distilled along it, or praised: the user asked for all of it), or nowhere.
+                taught = (it.teacher_reply if it.teacher_reply is not None
+                          else reply if it.teacher_topk is not None or it.reward > 0 else None)
+                it.kl_mask = untaught_positions(reply, taught)
+                kl_tokens += float(it.kl_mask.sum())
+        kl_masks = bool(kl_tokens)
         total_tokens = float(sum(len(it.input_ids) - it.response_start for it in items))
         distilled_own = [it for it in items if it.distill_ids is not None]
         distill_tokens = float(sum(len(it.distill_ids) - it.distill_start for it in distilled_own))
@@ -710,10 +771,11 @@ class Trainer:
                 chunk = items[i : i + cfg.micro_batch_size]
                 gather = [it.teacher_topk[1] if it.teacher_topk is not None and it.distill_ids is None else None
                           for it in chunk]
-                logps, student_topk = self._response_logprobs(
-                    [it.input_ids for it in chunk], [it.response_start for it in chunk], gather=gather)
+                logps, student_topk, *kl_sum = self._response_logprobs(
+                    [it.input_ids for it in chunk], [it.response_start for it in chunk], gather=gather,
+                    kl_masks=[it.kl_mask for it in chunk] if kl_masks else None)
                 rows = []
-                for j, (it, lp) in enumerate(zip(chunk, logps, strict=True)):
+                for it, lp in zip(chunk, logps, strict=True):
                     if it.proximal_logprobs is None:
                         # First pass: the weights are still θ_old, so the detached log-probs ARE π_prox.
                         it.proximal_logprobs = lp.detach()
@@ -737,17 +799,18 @@ class Trainer:
                     )
                     if epoch == 0:
                         adv_sum += float(adv.sum())
-                    ref = refs[i + j] if refs is not None else None
-                    rows.append((lp, prox, adv, weights, ref))
+                    rows.append((lp, prox, adv, weights))
                 # Concatenate the chunk's tokens: the token mean is over the whole batch anyway.
                 cat = [torch.cat([r[k] for r in rows]) for k in range(4)]
-                ref_cat = torch.cat([r[4] for r in rows]) if refs is not None else None
                 out = ppo_clipped_loss(
                     cat[0], cat[1], cat[2], torch.ones_like(cat[0]),
-                    eps_low=cfg.eps_low, eps_high=cfg.eps_high, weights=cat[3],
-                    kl_coef=cfg.kl_coef, ref_logprobs=ref_cat, normalizer=total_tokens,
+                    eps_low=cfg.eps_low, eps_high=cfg.eps_high, weights=cat[3], normalizer=total_tokens,
                 )
                 loss = out.loss
+                if kl_sum:
+                    # A per-token mean over every penalized position of the batch (anchors included).
+                    loss = loss + cfg.kl_coef * kl_sum[0] / kl_tokens
+                    stats["kl"] += float(kl_sum[0].detach()) / kl_tokens
                 distilled = [(s, it.teacher_topk[0]) for s, it in zip(student_topk, chunk, strict=True) if s is not None]
                 if distilled:
                     term, kl_sum = topk_distill_loss(torch.cat([s for s, _ in distilled]),
@@ -769,10 +832,19 @@ class Trainer:
                 share = out.tokens / total_tokens
                 stats["loss"] += float(loss.detach())
                 stats["objective"] += out.objective
-                stats["kl"] += out.kl
                 stats["clip"] += out.clip_fraction * share
                 stats["ratio"] += out.ratio_mean * share
                 stats["weight"] += out.weight_mean * share
+            for i in range(0, len(anchors) if kl_masks else 0, cfg.micro_batch_size):
+                # Samples with no signal of their own (praised under opd, a retry the correction
+                # already instructed): ordinary replies of this user's, held where the base had them.
+                chunk = anchors[i : i + cfg.micro_batch_size]
+                _, _, kl_sum = self._response_logprobs([it.input_ids for it in chunk],
+                                                       [it.response_start for it in chunk],
+                                                       kl_masks=[it.kl_mask for it in chunk])
+                (cfg.kl_coef * kl_sum / kl_tokens).backward()
+                stats["kl"] += float(kl_sum.detach()) / kl_tokens
+                stats["loss"] += float(cfg.kl_coef * kl_sum.detach() / kl_tokens)
             grad_norm = torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
             self.optimizer.step()
         self.model.eval()
@@ -780,10 +852,12 @@ class Trainer:
         epochs = cfg.ppo_epochs
         metrics.update(
             updated=True,
-            trained=[it.turn_id for it in items],
+            trained=[it.turn_id for it in items + anchors],
             loss=stats["loss"] / epochs,
             objective=stats["objective"] / epochs,
-            kl_k3=stats["kl"] / epochs,
+            kl_penalty=stats["kl"] / epochs,
+            kl_tokens=int(kl_tokens),
+            anchors=len(anchors),
             distill_kl=stats["distill"] / epochs,
             clip_fraction=stats["clip"] / epochs,
             ratio_mean=stats["ratio"] / epochs,
