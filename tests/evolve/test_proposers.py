@@ -277,6 +277,7 @@ def test_reflective_claim_only_reply_is_asked_again_with_the_file_and_the_format
     reminder = retry[2]["content"]
     assert "only the claim lines" in reminder and WORKFLOW in reminder and "```python" in reminder
     assert "The change you described: t2 fails on empty input" in reminder
+    assert "do not write it again" in reminder and "TARGET:" not in reminder  # the edit alone is asked for
 
 
 def test_reflective_retries_are_bounded_and_a_copy_of_the_parent_counts_as_unusable(tmp_path) -> None:

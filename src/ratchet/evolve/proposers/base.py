@@ -99,7 +99,7 @@ class ModelProposer:
         room = self.options.max_rejected - len(rows)
         for failed in (getattr(archive, "unusable", lambda limit: [])(room) if room > 0 else []):
             aimed = f"aimed at: {failed['claim']}; " if failed.get("claim") else ""
-            rows.append(f"- {aimed}no usable change ({failed['proposer']}): {clip(failed['reason'], 300)}")
+            rows.append(f"- {aimed}no usable change ({failed['proposer']}): {clip(failed['reason'], 160)}")
         return "\n".join(rows) or "(none yet)"
 
     # -- prompt --------------------------------------------------------------------------------

@@ -67,7 +67,7 @@ class DiffProposer(SurfaceProposer):
         if text is None:
             if not self.options.fallback:
                 return self.skip(parent, chain(attempts), claim=self.claim_of(replies, values["known_ids"]),
-                                 attempts=attempts, reply=asked.reply)
+                                 attempts=attempts, reply=asked.reply, retries="\n---\n".join(replies[1:]))
             meta["diff_error"] = error
             fallback, fallback_source = self.template(parent, self.options.fallback_template, "rewrite_after_diff.md")
             retry = self.render(fallback, **values, diff_error=error, previous_reply=clip(replies[-1], 3000))
@@ -77,7 +77,8 @@ class DiffProposer(SurfaceProposer):
             attempts.append(attempt("whole-file fallback", new.error, second))
             if new.text is None:
                 return self.skip(parent, chain(attempts), claim=self.claim_of([*replies, second], values["known_ids"]),
-                                 attempts=attempts, reply=asked.reply, fallback_reply=second)
+                                 attempts=attempts, reply=asked.reply, retries="\n---\n".join(replies[1:]),
+                                 fallback_reply=second)
             text, claim_source = new.text, second + "\n" + claim_source
         claim, stated = self.claim(claim_source, values["known_ids"])
         return self.proposal({surface: text}, claim, (parent.id,), claim_stated=stated, **meta)

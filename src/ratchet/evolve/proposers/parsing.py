@@ -19,7 +19,7 @@ from ratchet.contracts import Claim
 #: The claim format every prompt asks for (also shown to the model by the templates).
 CLAIM_FORMAT = """TARGET: <the failure this change fixes, in one line>
 ROOT CAUSE: <why the current version fails there, in one line>
-FLIPS: <comma-separated ids of the tasks you predict will go from failing to passing>"""
+FLIPS: <comma-separated ids (at most 5) of the tasks you predict will go from failing to passing>"""
 
 _LABELS = {
     "target": r"target(?:ed)?(?:\s+failure)?|failure(?:\s+targeted)?|goal",
