@@ -280,6 +280,13 @@ def test_reflective_claim_only_reply_is_asked_again_with_the_file_and_the_format
     assert "do not write it again" in reminder and "TARGET:" not in reminder  # the edit alone is asked for
 
 
+def test_a_claim_fenced_as_json_is_not_taken_as_the_file() -> None:
+    reply = '```json\n{\n  "TARGET": "t1 repeats a guess",\n  "ROOT CAUSE": "no check",\n  "FLIPS": ["t1"]\n}\n```\n'
+    assert extract_file(reply, "workflow.py").text is None
+    assert "only the claim lines" in extract_file(reply, "workflow.py").error
+    assert extract_file('```json\n{"default": 0.5}\n```\n', "harness.json").text == '{"default": 0.5}\n'
+
+
 def test_reflective_retries_are_bounded_and_a_copy_of_the_parent_counts_as_unusable(tmp_path) -> None:
     model = ScriptedModel([CLAIM_ONLY, fenced(WORKFLOW), "no", "still no"])
     ctx = make_ctx(tmp_path, model)

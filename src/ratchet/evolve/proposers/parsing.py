@@ -68,7 +68,11 @@ def _claim_from_lines(text: str) -> dict[str, str]:
 
 def _only_claim_lines(block: str) -> bool:
     """A fenced block that holds claim lines and nothing else (two labels at least: a prompt
-    file may well start with "Goal: ..."). Small models fence their claim instead of the file."""
+    file may well start with "Goal: ..."), or the claim as a JSON object. Small models fence their
+    claim instead of the file (the 0.5B wrote ``{"TARGET": …, "FLIPS": […]}`` as a workflow.py)."""
+    if block.lstrip().startswith("{") and re.search(r'"target"\s*:', block, re.IGNORECASE) and \
+            re.search(r'"(?:root[ _]cause|flips|predicted_flips)"\s*:', block, re.IGNORECASE):
+        return True
     labelled = [_LINE.match(line) for line in block.splitlines() if line.strip()]
     return bool(labelled) and all(labelled) and len({next(k for k in _LABELS if m.group(k)) for m in labelled}) >= 2
 
