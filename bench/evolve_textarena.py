@@ -57,11 +57,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--iterations", type=int, default=None, help="override the YAML's iterations")
     parser.add_argument("--partial", action="store_true", help="write what the run store holds so far; run nothing")
     args = parser.parse_args(argv)
-    raw = yaml.safe_load(CONFIG.read_text())
-    raw["workspace"] = str(CONFIG.parent)
+    raw = yaml.safe_load(CONFIG.read_text())  # the results keep its relative workspace (no machine path)
     if args.iterations is not None:
         raw["iterations"] = args.iterations
-    config = EvolveConfig.model_validate({**raw, "model": args.model})
+    config = EvolveConfig.model_validate({**raw, "workspace": str(CONFIG.parent), "model": args.model})
     run = open_or_create(args, config)
     if args.partial:
         write_partial(args, run, raw)
