@@ -1,12 +1,19 @@
 """``ratchet evolve`` on a TextArena one-player game with the embedded 0.5B: before/after on held-out seeds.
 
-Runs ``examples/guess-the-number/evolve.yaml`` (GuessTheNumber-v0; the system prompt of a player
-that asks the model for each guess is evolved by the reflective proposer, the paired gate with
-run-wise alpha decides) through the engine, as ``ratchet evolve`` does, with the replies in a
-cache next to the results (``evolve_textarena.replies.jsonl``; greedy decoding, so the seed is
-left out of the key, see ``bench.evolve_humaneval.SeedFreeAtGreedy``). Splits are game seeds
-fixed by index in the YAML: search 0-1, held-in 2-7, test 8-12 (untouched until the report).
-The engine's run store (``runs/bench-evolve-textarena``) resumes a cut-short run.
+Runs ``examples/guess-the-number/evolve.yaml`` (GuessTheNumber-v0, numbers 1-20, 10 guesses)
+through the engine, as ``ratchet evolve`` does. The harness the model plays through is the system
+prompt (``prompts/system.md``, rewritten by the reflective proposer) and the workflow's move
+function (``workflow.py``, ``legal_move``: SEARCH/REPLACE edits by the diff proposer); the grader is
+the game, played by the suite outside the candidate; the paired gate with the run-wise alpha
+decides. Splits are game seeds fixed by index in the YAML: search 0-1, held-in 2-9, test 10-17
+(untouched until the report). Score: the game's reward (1 guessed; otherwise 1 - the last
+guess's distance / 19).
+
+Replies go through a cache next to the results (``evolve_textarena.replies.jsonl``; greedy
+decoding, so the seed is left out of the key, see ``bench.evolve_humaneval.SeedFreeAtGreedy``), and
+the engine's run store (``--root``/``--run-id``) resumes a cut-short run paying nothing twice: run it
+in chunks (``timeout 1200 python -m bench.evolve_textarena ...``) and then ``--partial`` writes what
+an unfinished run measured so far.
 """
 
 from __future__ import annotations
@@ -17,34 +24,47 @@ import os
 import platform
 import time
 from pathlib import Path
+from statistics import fmean
 from typing import Any
 
 import yaml
 
 from bench.evolve_humaneval import MODEL, RESULTS, ROOT, shared_model, steps_of
+from ratchet.evolve.archive import Archive
 from ratchet.evolve.config import EvolveConfig
 from ratchet.evolve.loop import Engine
 from ratchet.store import RunStore
 
 CONFIG = ROOT / "examples" / "guess-the-number" / "evolve.yaml"
+TITLE = f"`ratchet evolve` on TextArena GuessTheNumber-v0 ({MODEL})"
+
+
+def open_or_create(args: argparse.Namespace, config: EvolveConfig) -> Any:
+    store = RunStore(args.root)
+    try:
+        return store.open_run(args.run_id)
+    except Exception:  # noqa: BLE001 - no such run yet: start it
+        return store.create_run("evolve", config, name="guess-the-number", run_id=args.run_id)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.evolve_textarena", description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--model", default=MODEL, help="model spec (scripted: checks the plumbing, no results)")
     parser.add_argument("--root", default=str(ROOT / "runs"))
     parser.add_argument("--run-id", default="bench-evolve-textarena")
     parser.add_argument("--out", default="evolve_textarena")
+    parser.add_argument("--iterations", type=int, default=None, help="override the YAML's iterations")
+    parser.add_argument("--partial", action="store_true", help="write what the run store holds so far; run nothing")
     args = parser.parse_args(argv)
-    raw = yaml.safe_load(CONFIG.read_text())
-    raw["workspace"] = str(CONFIG.parent)
-    config = EvolveConfig.model_validate({**raw, "model": args.model})
-    store = RunStore(args.root)
-    try:
-        run = store.open_run(args.run_id)
-    except Exception:  # noqa: BLE001 - no such run yet: start it
-        run = store.create_run("evolve", config, name="guess-the-number", run_id=args.run_id)
+    raw = yaml.safe_load(CONFIG.read_text())  # the results keep its relative workspace (no machine path)
+    if args.iterations is not None:
+        raw["iterations"] = args.iterations
+    config = EvolveConfig.model_validate({**raw, "workspace": str(CONFIG.parent), "model": args.model})
+    run = open_or_create(args, config)
+    if args.partial:
+        write_partial(args, run, raw)
+        return 0
     replies = RESULTS / f"{args.out}.replies.jsonl" if args.model == MODEL else Path(args.root) / "scripted.replies.jsonl"
     started = time.perf_counter()
     summary = Engine(config, run, shared_model(args.model, args.threads, replies=replies),
@@ -53,10 +73,61 @@ def main(argv: list[str] | None = None) -> int:
     if report is None or args.model != MODEL:
         print(json.dumps({k: v for k, v in summary.items() if k != "report"}, default=str))
         return 0 if report is not None else 1
-    steps = steps_of(run)
-    out = {"model": MODEL, "config": raw, "report": report, "totals": {k: v for k, v in summary.items() if k != "report"},
-           "steps": [{k: e.get(k) for k in ("step", "status", "reason", "child")} for e in steps],
-           "wall_s": round(time.perf_counter() - started, 1),
+    write(args, run, raw, config, report, summary, time.perf_counter() - started)
+    return 0
+
+
+def candidates_table(run: Any) -> list[str]:
+    """Each candidate's mean reward per split it was evaluated on, and its status."""
+    archive = Archive(run)
+    lines = ["| candidate | proposer | status | search | held-in | test |", "|---|---|---|---|---|---|"]
+    for c in archive.candidates():
+        cells = []
+        for split in ("search", "heldin", "test"):
+            rs = archive.results(c.id, split)
+            cells.append(f"{fmean(r.score for r in rs):.3f} ({len(rs)})" if rs else "–")
+        lines.append(f"| {c.id[:12]} | {c.meta.get('proposer', 'original')} | {archive.status(c.id)} | "
+                     + " | ".join(cells) + " |")
+    return lines
+
+
+def calls_line(run: Any) -> str:
+    calls = run.read_jsonl("llm_calls.jsonl")
+    return (f"Model calls paid: {len(calls)}, {sum(c['prompt_tokens'] for c in calls)} prompt + "
+            f"{sum(c['completion_tokens'] for c in calls)} completion tokens, "
+            f"{sum(c['latency_s'] for c in calls):.0f} s of model latency (a reply already in the bench's cache "
+            "counts with the latency it had when first made).")
+
+
+def steps_table(run: Any) -> list[str]:
+    lines = ["| step | proposer | status | model calls | reason |", "|---|---|---|---|---|"]
+    for e in steps_of(run):
+        reason = str(e.get("reason", "")).replace("|", "/").replace("\n", " ")[:400]
+        lines.append(f"| {e.get('step')} | {e.get('proposer')} | {e.get('status')} | {e.get('model_calls', '')} | {reason} |")
+    return lines
+
+
+def write_partial(args: argparse.Namespace, run: Any, raw: dict[str, Any]) -> None:
+    out = {"finished": False, "model": MODEL, "config": raw, "events": run.read_jsonl("evolve/events.jsonl"),
+           "failed_proposals": Archive(run).unusable(),
+           "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    (RESULTS / f"{args.out}.json").write_text(json.dumps(out, indent=2, default=str) + "\n")
+    lines = [f"# An unfinished {TITLE}", "",
+             "Written by `python -m bench.evolve_textarena --partial` from the run store: the run has not reached its "
+             "final report, so there is no test-seed comparison here yet. The same command without `--partial` "
+             "resumes it.", "", *candidates_table(run), "", calls_line(run), "", *steps_table(run)]
+    (RESULTS / f"{args.out}.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+def write(args: argparse.Namespace, run: Any, raw: dict[str, Any], config: EvolveConfig, report: dict[str, Any],
+          summary: dict[str, Any], wall_s: float) -> None:
+    out = {"finished": True, "model": MODEL, "config": raw, "report": report,
+           "totals": {k: v for k, v in summary.items() if k != "report"},
+           "steps": [{k: e.get(k) for k in ("step", "proposer", "status", "reason", "child", "model_calls")}
+                     for e in steps_of(run)],
+           "failed_proposals": Archive(run).unusable(),
+           "wall_s_this_chunk": round(wall_s, 1),
            "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "load": os.getloadavg()},
            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     (RESULTS / f"{args.out}.json").write_text(json.dumps(out, indent=2, default=str) + "\n")
@@ -65,28 +136,32 @@ def main(argv: list[str] | None = None) -> int:
         return f"{row['mean']:.3f} [{row['low']:.3f}, {row['high']:.3f}]"
 
     r = report
-    same = " (= original)" if r["best"]["id"] == r["original"]["id"] else ""
-    lines = [f"# `ratchet evolve` on TextArena GuessTheNumber-v0 ({MODEL})", "",
-             "Produced by `python -m bench.evolve_textarena` from `examples/guess-the-number/evolve.yaml`: the player's "
-             f"system prompt evolved for {config.iterations} steps (reflective proposer, paired gate with run-wise "
-             "alpha 0.05); greedy decoding; score = the game's reward (1 solved). Seeds by index: search 0-1, "
-             "held-in 2-7, test 8-12.", "",
-             f"## Test seeds ({r['tasks']} episodes), mean reward with 95% bootstrap CIs", "",
-             "| arm | mean reward [95% CI] |", "|---|---|",
-             f"| original | {arm(r['original'])} |", f"| best{same} | {arm(r['best'])} |",
-             f"| original, best-of-{r['original_best_of_n']['attempts']} | {arm(r['original_best_of_n'])} |", "",
-             f"best - original: {arm(r['comparison']['best_minus_original'])}", "",
-             f"Proposals {r['proposals']['total']}, accepted {r['proposals']['accepted']}; model calls "
-             f"{r['budget']['calls']} ({r['original_best_of_n']['search_spend']} in the search).", "",
-             "| step | status | reason |", "|---|---|---|"]
-    for e in steps:
-        lines.append(f"| {e.get('step')} | {e.get('status')} | {str(e.get('reason', '')).replace('|', '/')[:160]} |")
     n = r["original_best_of_n"]
-    lines += ["", f"Best-of-N: the original's own (greedy) pass plus {n['attempts'] - 1} attempts sampled at temperature "
-              f"{n.get('temperature')}, each at its own seed."]
+    p = r["proposals"]
+    same = " (= original: nothing was accepted)" if r["best"]["id"] == r["original"]["id"] else ""
+    lines = [f"# {TITLE}", "",
+             "Produced by `python -m bench.evolve_textarena` from `examples/guess-the-number/evolve.yaml` (see the "
+             f"bench's docstring): {config.iterations} steps, the system prompt (reflective proposer) and the move "
+             "function `legal_move` in `workflow.py` (diff proposer) as the surfaces, greedy selector, paired gate "
+             "with run-wise alpha 0.05; greedy decoding, one seed; score = the game's reward. Seeds by index: "
+             "search 0-1, held-in 2-9, test 10-17.", "",
+             f"## Test seeds ({r['tasks']} games, untouched by the search), mean reward with 95% bootstrap CIs", "",
+             "| arm | mean reward [95% CI] |", "|---|---|",
+             f"| original | {arm(r['original'])} |", f"| best ({r['best']['id'][:12]}){same} | {arm(r['best'])} |",
+             f"| original, best-of-{n['attempts']} (same extra budget) | {arm(n)} |", "",
+             f"best - original: {arm(r['comparison']['best_minus_original'])}; best - best-of-N: "
+             f"{arm(r['comparison']['best_minus_best_of_n'])}", "",
+             "## The search", "",
+             f"Proposals evaluated: {p['total']}, accepted {p['accepted']} (static rejects {p['static_rejects']}, "
+             f"smoke rejects {p['smoke_rejects']}); failed proposals (no usable edit after the retries): "
+             f"{p.get('failed', 0)}, {p.get('failed_model_calls', 0)} model calls. Stopped by: {r['stop_reason']}. "
+             f"Model calls in all: {r['budget']['calls']} ({n['search_spend']} {n['budget_unit']} in the search).", "",
+             calls_line(run), "", *candidates_table(run), "", *steps_table(run), "",
+             f"Best-of-N: the original's own (greedy) pass plus {n['attempts'] - 1} attempts sampled at temperature "
+             f"{n.get('temperature')}, each at its own seed; N = 1 + search spend // one pass over the test seeds "
+             f"({n['pass_cost']} {n['budget_unit']}) = {n['uncapped_attempts']}, capped at {config.report.max_best_of_n}."]
     (RESULTS / f"{args.out}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
-    return 0
 
 
 if __name__ == "__main__":

@@ -103,3 +103,12 @@ def test_resume_of_a_run_killed_before_its_config_copy_starts_from_run_json(tmp_
     run.path("evolve/config.yaml").unlink()  # what a kill right after run.json leaves
     out = _invoke("evolve", "resume", run.id, "--set", "iterations=2", "--root", root)
     assert "step 2/2" in out and yaml.safe_load(run.path("evolve/config.yaml").read_text())["iterations"] == 2
+
+
+def test_status_lists_the_steps_that_made_no_candidate(tmp_path: Path) -> None:
+    cfg = _config(tmp_path, iterations=1, proposers=[{"name": "noop"}])
+    root = str(tmp_path / "runs")
+    _invoke("evolve", str(cfg), "--root", root)
+    run_id = RunStore(root).list_runs(kind="evolve")[0]["id"]
+    status = _invoke("evolve", "status", run_id, "--root", root)
+    assert "failed proposals" in status and "noop" in status and "static check" in status

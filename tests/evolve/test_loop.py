@@ -271,3 +271,36 @@ def test_a_rerun_step_is_tested_at_the_alpha_of_its_first_attempt(tmp_path, monk
     monkeypatch.setattr(Engine, "_checkpoint", checkpoint)
     Engine(cfg, run).execute()
     assert child_decision(run) == expected
+
+
+CLAIM_ONLY = "```\nTARGET: t3 fails\nROOT CAUSE: the default is too low\nFLIPS: t3\n```\n"
+
+
+def test_a_reply_without_an_edit_is_retried_paid_and_kept_as_a_failed_proposal(tmp_path: Path) -> None:
+    ws = make_workspace(tmp_path)
+    cfg = config(ws, "reflective", {"surfaces": [FILE]}, iterations=2)
+    model = ScriptedModel([CLAIM_ONLY, "I cannot."], cycle=True)
+    eng, run = engine(tmp_path, cfg, model)
+    summary = eng.execute()
+    assert summary["state"] == "done" and summary["model_calls"] == 4  # each step: the ask and one retry
+    failed = eng.archive.unusable()
+    assert [f["step"] for f in failed] == [1, 0] and all(f["model_calls"] == 2 for f in failed)
+    assert failed[0]["proposer"] == "reflective" and failed[0]["claim"] == "t3 fails"
+    assert "first reply: the reply's block holds only the claim lines" in failed[0]["reason"]
+    assert [a["ask"] for a in failed[0]["attempts"]] == ["first reply", "format retry 1"]
+    # the second step's proposal is shown the first one's failure
+    second_prompt = model.calls[2]["messages"][0]["content"]
+    assert "aimed at: t3 fails; no usable change (reflective): first reply" in second_prompt
+    proposals = summary["report"]["proposals"]
+    assert proposals["failed"] == 2 and proposals["failed_model_calls"] == 4 and proposals["total"] == 0
+    steps = [e for e in run.read_jsonl("evolve/events.jsonl") if e["kind"] == "step"]
+    assert [(e["status"], e["model_calls"]) for e in steps] == [("no_proposal", 2), ("no_proposal", 2)]
+
+
+def test_the_budget_stops_a_run_inside_a_format_retry(tmp_path: Path) -> None:
+    ws = make_workspace(tmp_path)
+    cfg = config(ws, "reflective", {"surfaces": [FILE]}, iterations=3, budget={"max_calls": 3})
+    eng, run = engine(tmp_path, cfg, ScriptedModel([CLAIM_ONLY, "I cannot."], cycle=True))
+    summary = eng.execute()
+    assert summary["state"] == "budget_exhausted" and summary["model_calls"] == 3
+    assert [f["step"] for f in eng.archive.unusable()] == [0]  # step 1 was stopped at its retry

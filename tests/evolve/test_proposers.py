@@ -130,22 +130,28 @@ def test_reflective_rewrites_one_surface_from_failures_and_rejections(tmp_path) 
 
 
 def test_reflective_unparseable_reply_is_none_with_a_recorded_reason(tmp_path) -> None:
-    ctx = make_ctx(tmp_path, ScriptedModel(["I think the code is fine as it is."]))
+    model = ScriptedModel(["I think the code is fine as it is.", "Still fine."])
+    ctx = make_ctx(tmp_path, model)
     archive = Archive()
     parent = archive.add(root(), t1=0.0)
     proposer = ReflectiveProposer(ReflectiveOptions(surfaces=only_workflow()), ctx)
     assert proposer.propose(parent, archive, random.Random(0)) is None
-    assert "no fenced block" in proposer.last_reason
+    # one format retry (the default), then given up with both asks' reasons
+    assert len(model.calls) == 2 and proposer.asks == 2
+    assert proposer.last_reason.startswith("first reply: the reply holds no fenced block")
+    assert "format retry 1: the reply holds no fenced block" in proposer.last_reason
+    assert [a["ask"] for a in proposer.last_skip["attempts"]] == ["first reply", "format retry 1"]
+    assert proposer.last_skip["claim"] is None
     [(path, record)] = ctx.run.records
     assert path == SKIPS_FILE and record["proposer"] == "reflective" and record["parent"] == parent.id
-    assert "code is fine" in record["reply"]
+    assert "code is fine" in record["reply"] and "Still fine" in record["retries"]
 
 
 def test_reflective_cut_off_reply_is_refused(tmp_path) -> None:
     ctx = make_ctx(tmp_path, ScriptedModel([CLAIM + "```python\ndef step(state):\n    return {"]))
     archive = Archive()
     parent = archive.add(root(), t1=0.0)
-    proposer = ReflectiveProposer(ReflectiveOptions(surfaces=only_workflow()), ctx)
+    proposer = ReflectiveProposer(ReflectiveOptions(surfaces=only_workflow(), format_retries=0), ctx)
     assert proposer.propose(parent, archive, random.Random(0)) is None
     assert "never closed" in proposer.last_reason
 
@@ -234,7 +240,7 @@ def test_diff_fallback_unparseable_too_is_none_not_an_exception(tmp_path) -> Non
     parent = archive.add(root(), t2=0.0)
     proposer = DiffProposer(DiffOptions(surfaces=only_workflow()), ctx)
     assert proposer.propose(parent, archive, random.Random(0)) is None
-    assert "diff did not apply" in proposer.last_reason and "fallback" in proposer.last_reason
+    assert "not in the file" in proposer.last_reason and "whole-file fallback: " in proposer.last_reason
     assert ctx.run.records[0][1]["fallback_reply"] == "sorry, I cannot"
 
 
@@ -246,6 +252,105 @@ def test_diff_reply_with_a_whole_file_instead_of_blocks_is_taken(tmp_path) -> No
     proposal = DiffProposer(DiffOptions(surfaces=only_workflow()), ctx).propose(parent, archive, random.Random(0))
     assert proposal.files == {"workflow.py": NEW_WORKFLOW} and proposal.meta["applied"] == "whole-file"
     assert len(model.calls) == 1
+
+
+CLAIM_ONLY = "```\nTARGET: t2 fails on empty input\nROOT CAUSE: no check for []\nFLIPS: t2\n```\n"
+
+
+def test_reflective_claim_only_reply_is_asked_again_with_the_file_and_the_format(tmp_path) -> None:
+    # the small model's reply that held only its claim (the reply the HumanEval run got)
+    model = ScriptedModel([CLAIM_ONLY, fenced(NEW_WORKFLOW)])
+    ctx = make_ctx(tmp_path, model)
+    archive = Archive()
+    parent = archive.add(root(), t2=0.0)
+    proposer = ReflectiveProposer(ReflectiveOptions(surfaces=only_workflow()), ctx)
+    proposal = proposer.propose(parent, archive, random.Random(0))
+    assert proposal is not None and proposal.files == {"workflow.py": NEW_WORKFLOW}
+    assert proposer.asks == 2
+    # the claim stated (fenced) in the first reply is the proposal's claim
+    assert proposal.claim.target == "t2 fails on empty input" and proposal.claim.predicted_flips == ("t2",)
+    assert [a["error"] is None for a in proposal.meta["attempts"]] == [False, True]
+    retry = model.calls[1]["messages"]
+    # the same conversation: the first prompt, the model's reply, then the reminder
+    assert [m["role"] for m in retry] == ["user", "assistant", "user"]
+    assert retry[1]["content"] == CLAIM_ONLY
+    reminder = retry[2]["content"]
+    assert "only the claim lines" in reminder and WORKFLOW in reminder and "```python" in reminder
+    assert "The change you described: t2 fails on empty input" in reminder
+    assert "do not write it again" in reminder and "TARGET:" not in reminder  # the edit alone is asked for
+
+
+def test_a_claim_fenced_as_json_is_not_taken_as_the_file() -> None:
+    reply = '```json\n{\n  "TARGET": "t1 repeats a guess",\n  "ROOT CAUSE": "no check",\n  "FLIPS": ["t1"]\n}\n```\n'
+    assert extract_file(reply, "workflow.py").text is None
+    assert "only the claim lines" in extract_file(reply, "workflow.py").error
+    assert extract_file('```json\n{"default": 0.5}\n```\n', "harness.json").text == '{"default": 0.5}\n'
+
+
+def test_reflective_retries_are_bounded_and_a_copy_of_the_parent_counts_as_unusable(tmp_path) -> None:
+    model = ScriptedModel([CLAIM_ONLY, fenced(WORKFLOW), "no", "still no"])
+    ctx = make_ctx(tmp_path, model)
+    archive = Archive()
+    parent = archive.add(root(), t2=0.0)
+    proposer = ReflectiveProposer(ReflectiveOptions(surfaces=only_workflow(), format_retries=2), ctx)
+    assert proposer.propose(parent, archive, random.Random(0)) is None
+    assert len(model.calls) == 3 and proposer.asks == 3  # first ask + 2 retries, never a fourth
+    assert [a["ask"] for a in proposer.last_skip["attempts"]] == ["first reply", "format retry 1", "format retry 2"]
+    assert "format retry 1: the rewrite of workflow.py is identical" in proposer.last_reason
+    assert proposer.last_skip["claim"] == "t2 fails on empty input"
+    # each reminder names the problem of the reply before it
+    assert "identical to the parent" in model.calls[2]["messages"][-1]["content"]
+    assert len(model.calls[2]["messages"]) == 5
+
+
+def test_diff_claim_only_reply_gets_a_format_retry_then_the_whole_file_fallback(tmp_path) -> None:
+    model = ScriptedModel([CLAIM_ONLY, "TARGET: t2\nI would change the answer.", fenced(NEW_WORKFLOW)])
+    ctx = make_ctx(tmp_path, model)
+    archive = Archive()
+    parent = archive.add(root(), t2=0.0)
+    proposer = DiffProposer(DiffOptions(surfaces=only_workflow()), ctx)
+    proposal = proposer.propose(parent, archive, random.Random(0))
+    assert proposal is not None and proposal.files == {"workflow.py": NEW_WORKFLOW}
+    assert proposer.asks == 3
+    reminder = model.calls[1]["messages"][-1]["content"]
+    assert "<<<<<<< SEARCH" in reminder and WORKFLOW in reminder and "no SEARCH/REPLACE block" in reminder
+    assert proposal.meta["fallback"] == "package:rewrite_after_diff.md"
+    assert [(a["ask"], a["error"] is None) for a in proposal.meta["attempts"]] == [
+        ("first reply", False), ("format retry 1", False), ("whole-file fallback", True)]
+
+
+def test_diff_format_retry_with_blocks_that_apply_needs_no_fallback(tmp_path) -> None:
+    model = ScriptedModel([CLAIM_ONLY, diff_reply("    return {'answer': 'x'}\n", "    return {'answer': 'y'}\n")])
+    ctx = make_ctx(tmp_path, model)
+    archive = Archive()
+    parent = archive.add(root(), t2=0.0)
+    proposal = DiffProposer(DiffOptions(surfaces=only_workflow()), ctx).propose(parent, archive, random.Random(0))
+    assert proposal.files == {"workflow.py": NEW_WORKFLOW} and proposal.meta["applied"] is True
+    assert "fallback" not in proposal.meta and len(model.calls) == 2
+
+
+def test_diff_that_fails_every_ask_records_each_reason(tmp_path) -> None:
+    model = ScriptedModel([CLAIM_ONLY, "no edit", "no file"])
+    ctx = make_ctx(tmp_path, model)
+    archive = Archive()
+    parent = archive.add(root(), t2=0.0)
+    proposer = DiffProposer(DiffOptions(surfaces=only_workflow()), ctx)
+    assert proposer.propose(parent, archive, random.Random(0)) is None
+    assert [a["ask"] for a in proposer.last_skip["attempts"]] == ["first reply", "format retry 1",
+                                                                   "whole-file fallback"]
+    assert proposer.asks == 3 and proposer.last_skip["claim"] == "t2 fails on empty input"
+
+
+def test_failed_proposals_are_shown_to_later_proposals(tmp_path) -> None:
+    model = ScriptedModel([CLAIM + fenced(NEW_WORKFLOW)])
+    ctx = make_ctx(tmp_path, model)
+    archive = Archive()
+    archive.unusable = lambda limit=None: [{"step": 0, "proposer": "diff", "claim": "speed it up",
+                                            "reason": "first reply: the reply holds no SEARCH/REPLACE block"}]
+    parent = archive.add(root(), t2=0.0)
+    ReflectiveProposer(ReflectiveOptions(surfaces=only_workflow()), ctx).propose(parent, archive, random.Random(0))
+    prompt = model.calls[0]["messages"][0]["content"]
+    assert "aimed at: speed it up; no usable change (diff): first reply: the reply holds no SEARCH" in prompt
 
 
 # ------------------------------------------------------------------------------------ merge

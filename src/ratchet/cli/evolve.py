@@ -204,6 +204,15 @@ def status_cmd(run_id: str = typer.Argument(...), root: Optional[Path] = RootOpt
         table.add_row(c.id, c.parent_id or "-", archive.status(c.id) or "", str(c.meta.get("proposer", "original")),
                       "" if score is None else f"{score:.3f}", decision.reason[:90] if decision else "")
     console.print(table)
+    failed = archive.unusable()
+    if failed:  # steps that made no candidate: their calls were spent, so they are shown too
+        steps = Table(title="failed proposals (no candidate made)")
+        for column in ("step", "parent", "proposer", "calls"):
+            steps.add_column(column, no_wrap=True)
+        steps.add_column("reason", overflow="fold")
+        for f in failed[::-1]:
+            steps.add_row(str(f["step"]), f["parent"], f["proposer"], str(f.get("model_calls", "")), f["reason"][:300])
+        console.print(steps)
     summary = dict(status.get("summary") or {})
     report = run.read_json("evolve/report.json")
     if report:

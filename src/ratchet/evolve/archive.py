@@ -5,6 +5,10 @@ candidates through ``Run.add_candidate`` / ``set_candidate_status``; per-split r
 ``evolve/results/<cand>/<split>.json`` (and an ``Evaluation`` row each); the gate's decision and
 the claim check under ``evolve/decisions/<cand>.json``. Rejected candidates keep their reasons,
 which proposers read through :meth:`Archive.rejected` so the search does not repeat itself.
+A step whose proposer made no usable change (a reply with no applicable edit after its retries,
+a proposer error) made no candidate; it is kept as a **failed proposal** in
+``evolve/unusable.jsonl`` (step, parent, proposer, reason, the claim it stated, model calls
+spent), read through :meth:`Archive.unusable`, shown to later proposals and counted by the report.
 
 Statuses: ``accepted`` (the original and every kept child), ``rejected``, ``waiting`` (accepted
 by the gate, held for approval), ``evaluating`` (stored, not yet decided).
@@ -21,6 +25,7 @@ from ratchet.contracts import Candidate, Decision, Evaluation, TaskResult
 from ratchet.evolve.cache import result_from_record
 
 STATUSES = ("evaluating", "accepted", "rejected", "waiting")
+UNUSABLE = "evolve/unusable.jsonl"
 
 
 def per_task_means(results: list[TaskResult]) -> dict[str, float]:
@@ -97,6 +102,14 @@ class Archive:
                 break
         return out
 
+    def unusable(self, limit: int | None = None) -> list[dict[str, Any]]:
+        """The failed proposals (steps that made no candidate), newest first, one per step (a step
+        run again after a kill recorded it again: the last record wins)."""
+        by_step = {r["step"]: r for r in self.run.read_jsonl(UNUSABLE)
+                   if self.before_step is None or r["step"] < self.before_step}
+        rows = [by_step[step] for step in sorted(by_step, reverse=True)]
+        return rows if limit is None else rows[:limit]
+
     def lineage(self, candidate_id: str) -> list[str]:
         """Ids from the original down to ``candidate_id``."""
         chain = [candidate_id]
@@ -136,6 +149,13 @@ class Archive:
             means = per_task_means(results)
             self.run.add_evaluation(Evaluation(candidate_id, split, fmean(r.score for r in results),
                                                {"results": float(len(results))}, means))
+
+    def record_unusable(self, step: int, parent_id: str, proposer: str, reason: str, model_calls: int,
+                        claim: str | None = None, attempts: list[dict[str, Any]] | None = None) -> None:
+        """Keep a step that made no candidate, with why, as a failed proposal."""
+        self.run.append_jsonl(UNUSABLE, {"step": step, "parent": parent_id, "proposer": proposer, "reason": reason,
+                                         "model_calls": model_calls, "claim": claim,
+                                         "attempts": [{k: a.get(k) for k in ("ask", "error")} for a in attempts or []]})
 
     def record_decision(self, candidate_id: str, decision: Decision, claim_check: dict[str, Any] | None = None) -> None:
         self.run.write_json(f"evolve/decisions/{candidate_id}.json",

@@ -312,36 +312,30 @@ class Engine:
         parent = self.selector.select(shown, self.rng)
         selection = dict(getattr(self.selector, "last", {}) or {})
         proposer = self.rng.choices([p for p, _ in self.proposers], weights=[w for _, w in self.proposers])[0]
+        asks = getattr(proposer, "asks", 0)
         try:
             proposal = proposer.propose(parent, shown, self.rng)
         except (BudgetExceeded, PinMismatch, CanaryFailed):
             raise
         except RatchetError as exc:  # a proposer that could not make a change costs the step, not the run
-            self._event(kind="step", step=index, parent=parent.id, proposer=proposer.name, status="proposer_error",
-                        reason=str(exc).splitlines()[0])
-            return
+            return self._unusable(index, parent, proposer, "proposer_error", str(exc).splitlines()[0], asks)
         if proposal is None:
             # Proposers that keep why they had nothing (an unparseable reply, say) have it shown.
             reason = getattr(proposer, "last_reason", None) or "the proposer had nothing to offer"
-            self._event(kind="step", step=index, parent=parent.id, proposer=proposer.name, status="no_proposal",
-                        reason=reason)
-            return
+            return self._unusable(index, parent, proposer, "no_proposal", reason, asks)
         child = apply(parent, proposal, selection=selection, step=index)
         if child.id == parent.id:  # nothing to store: the "child" is the parent itself
-            self._event(kind="step", step=index, parent=parent.id, proposer=proposer.name, status="rejected",
-                        reason="static check: " + self.static.check(parent, proposal)[0].message)
-            return
+            return self._unusable(index, parent, proposer, "rejected", "static check: " + self.static.check(
+                parent, proposal)[0].message, asks, proposal)
         # "evaluating", or made by this very step before a kill: decide it (again) now, from the cache.
         known = shown.status(child.id)
         if known not in (None, "evaluating"):
-            self._event(kind="step", step=index, parent=parent.id, child=child.id, proposer=proposer.name,
-                        status="duplicate", reason=f"already in the archive as {known}")
-            return
+            return self._unusable(index, parent, proposer, "duplicate", f"already in the archive as {known}", asks,
+                                  proposal, child=child.id)
         failures = self.static.check(parent, proposal)
         if any(f.detail.get("rule") == "path" for f in failures):  # files that cannot even be stored
-            self._event(kind="step", step=index, parent=parent.id, proposer=proposer.name, status="rejected",
-                        reason="static check: " + "; ".join(f.message for f in failures))
-            return
+            return self._unusable(index, parent, proposer, "rejected", "static check: " + "; ".join(
+                f.message for f in failures), asks, proposal)
         if failures:
             decision = Decision(False, "static check: " + "; ".join(f.message for f in failures), {"stage": 0.0})
             return self._decide(index, parent, child, decision, None)
@@ -366,6 +360,18 @@ class Engine:
         check = claim_check(child, per_task_means([r for rs in seen.values() for r in rs]),
                             per_task_means(child_results["search"] + child_results["heldin"]))
         self._decide(index, parent, child, decision, check)
+
+    def _unusable(self, index: int, parent: Candidate, proposer: Any, status: str, reason: str, asks: int,
+                  proposal: Any = None, **event: Any) -> None:
+        """A step that made no new candidate (no usable proposal, a proposer error, a change the
+        static check cannot store, a duplicate): kept in the archive as a failed proposal with
+        its reason and the model calls it spent (paid like any other), shown to later proposals."""
+        skip = (getattr(proposer, "last_skip", None) if status == "no_proposal" else None) or {}
+        claim = proposal.claim.target if proposal is not None else skip.get("claim")
+        calls = getattr(proposer, "asks", 0) - asks
+        self.archive.record_unusable(index, parent.id, proposer.name, reason, calls, claim, skip.get("attempts"))
+        self._event(kind="step", step=index, parent=parent.id, proposer=proposer.name, status=status,
+                    reason=reason, model_calls=calls, **event)
 
     def _decide(self, index: int, parent: Candidate, child: Candidate, decision: Decision,
                 check: dict[str, Any] | None) -> None:

@@ -114,6 +114,7 @@ def final_report(engine: Any, stop_reason: str | None = None) -> dict[str, Any]:
         return bootstrap_ci(values, cfg.bootstrap, cfg.confidence, engine.config.seed)
 
     checks = [archive.claim_check(c.id) for c in archive.candidates()]
+    failed = archive.unusable()
     decisions = [(c, archive.decision(c.id)) for c in archive.candidates() if c.parent_id is not None]
     return {
         "split": split,
@@ -136,6 +137,11 @@ def final_report(engine: Any, stop_reason: str | None = None) -> dict[str, Any]:
             "accepted": sum(1 for _, d in decisions if d is not None and d.accepted),
             "static_rejects": sum(1 for _, d in decisions if d is not None and d.reason.startswith("static check")),
             "smoke_rejects": sum(1 for _, d in decisions if d is not None and d.reason.startswith("smoke")),
+            # steps that made no candidate (no usable reply after the retries, a proposer error, an
+            # unstorable or duplicate change): their calls were spent all the same
+            "failed": len(failed),
+            "failed_model_calls": sum(int(f.get("model_calls") or 0) for f in failed),
+            "failed_steps": [{k: f.get(k) for k in ("step", "proposer", "reason", "model_calls")} for f in failed[::-1]],
         },
         "claims": claim_scores([c for c in checks if c]),
         "budget": engine.accountant.snapshot(),

@@ -56,6 +56,11 @@ class ModelProposer:
         self.ctx = ctx
         self.last_reason: str | None = None
         """Why the last ``propose`` returned None (None after a proposal)."""
+        self.last_skip: dict[str, Any] | None = None
+        """What the loop records in the archive about the last ``propose`` that returned None:
+        its reason, the claim the reply stated (if any) and each ask's outcome."""
+        self.asks = 0
+        """Model calls this proposer has made (every ask, retries and fallbacks included)."""
 
     # -- evidence ------------------------------------------------------------------------------
 
@@ -90,6 +95,11 @@ class ModelProposer:
             target = claim.get("target", "?") if isinstance(claim, dict) else "?"
             changed = ", ".join((candidate.meta.get("proposal") or {}).get("surfaces", [])) or "?"
             rows.append(f"- changed {changed}; aimed at: {target}; rejected: {decision.reason}")
+        # failed proposals (no candidate was made): an archive without them (a test's) shows none
+        room = self.options.max_rejected - len(rows)
+        for failed in (getattr(archive, "unusable", lambda limit: [])(room) if room > 0 else []):
+            aimed = f"aimed at: {failed['claim']}; " if failed.get("claim") else ""
+            rows.append(f"- {aimed}no usable change ({failed['proposer']}): {clip(failed['reason'], 160)}")
         return "\n".join(rows) or "(none yet)"
 
     # -- prompt --------------------------------------------------------------------------------
@@ -118,6 +128,7 @@ class ModelProposer:
             raise RatchetError(f"proposer {self.name!r} needs a model and the run has none",
                                hint="give the run a model (model: local:qwen2.5-coder-0.5b), or use noop/cosmetic")
         seed = int(rng.random() * 2**31)
+        self.asks += 1
         completion = self.ctx.model.complete(messages, temperature=self.options.temperature,
                                              max_tokens=self.options.max_tokens, seed=seed)
         return completion.text
@@ -129,9 +140,13 @@ class ModelProposer:
         claim = parse_claim(reply, known_ids)
         return (claim, True) if claim is not None else (Claim(target=NO_CLAIM), False)
 
-    def skip(self, parent: Candidate, reason: str, **meta: Any) -> None:
-        """Give up on this proposal: remember and record why, return None for the loop."""
+    def skip(self, parent: Candidate, reason: str, claim: Claim | None = None,
+             attempts: list[dict[str, Any]] | None = None, **meta: Any) -> None:
+        """Give up on this proposal: remember and record why, return None for the loop (which
+        keeps ``last_skip`` in the archive as a failed proposal)."""
         self.last_reason = reason
+        self.last_skip = {"reason": reason, "claim": None if claim is None else claim.target,
+                          "attempts": attempts or []}
         run = self.ctx.run
         if run is not None and hasattr(run, "append_jsonl"):
             run.append_jsonl(SKIPS_FILE, {"proposer": self.name, "parent": parent.id, "reason": reason,
@@ -140,5 +155,6 @@ class ModelProposer:
 
     def proposal(self, files: dict[str, str], claim: Claim, parents: tuple[str, ...], **meta: Any) -> Proposal:
         self.last_reason = None
+        self.last_skip = None
         return Proposal(files=files, claim=claim, proposer=self.name, parents=parents,
                         meta={"surfaces": sorted(files), **meta})

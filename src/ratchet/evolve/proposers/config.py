@@ -32,11 +32,24 @@ class ModelProposerOptions(Settings):
     """Sampling temperature of the model calls."""
 
 
-class ReflectiveOptions(ModelProposerOptions):
+class SurfaceProposerOptions(ModelProposerOptions):
+    """What the proposers that change one surface share: how they ask again after an unusable reply."""
+
+    format_retries: int = Field(default=1, ge=0, le=3)
+    """When a reply holds no usable edit (only the claim, no block, a block cut off, the file
+    unchanged), ask again at most this many times: the same conversation plus a reminder that
+    shows the target file and the answer's format (one model call each, paid from the run's
+    budget). 0 gives up at once."""
+    retry_template: str | None = None
+    """Workspace surface of that reminder (default: the packaged ``retry_rewrite.md``, or
+    ``retry_diff.md`` for the diff proposer)."""
+
+
+class ReflectiveOptions(SurfaceProposerOptions):
     """Reflective rewrite of one surface from the parent's failure traces (GEPA)."""
 
 
-class DiffOptions(ModelProposerOptions):
+class DiffOptions(SurfaceProposerOptions):
     """SEARCH/REPLACE edits of one surface (OpenEvolve), with a whole-file fallback."""
 
     fallback: bool = True

@@ -19,7 +19,7 @@ from ratchet.contracts import Claim
 #: The claim format every prompt asks for (also shown to the model by the templates).
 CLAIM_FORMAT = """TARGET: <the failure this change fixes, in one line>
 ROOT CAUSE: <why the current version fails there, in one line>
-FLIPS: <comma-separated ids of the tasks you predict will go from failing to passing>"""
+FLIPS: <comma-separated ids (at most 5) of the tasks you predict will go from failing to passing>"""
 
 _LABELS = {
     "target": r"target(?:ed)?(?:\s+failure)?|failure(?:\s+targeted)?|goal",
@@ -43,7 +43,9 @@ def parse_claim(text: str, known_ids: Iterable[str] = ()) -> Claim | None:
     are kept only if they name one of them (``3`` matches ``HumanEval/3``), so an invented id never
     counts against the proposer's precision as a real prediction.
     """
-    fields = _claim_from_json(text) or _claim_from_lines(text)
+    fields = _claim_from_json(text) or _claim_from_lines(_outside_fences(text))
+    if not fields.get("target", "").strip():
+        fields = _claim_from_fenced_claim(text) or fields
     if not fields or not fields.get("target", "").strip():
         return None
     flips = _flip_ids(fields.get("flips", ""), list(known_ids))
@@ -57,11 +59,30 @@ def _clean(value: str) -> str:
 
 def _claim_from_lines(text: str) -> dict[str, str]:
     found: dict[str, str] = {}
-    for match in _LINE.finditer(_outside_fences(text)):
+    for match in _LINE.finditer(text):
         key = next(k for k in _LABELS if match.group(k))
         if key not in found:
             found[key] = match.group("value")
     return found
+
+
+def _only_claim_lines(block: str) -> bool:
+    """A fenced block that holds claim lines and nothing else (two labels at least: a prompt
+    file may well start with "Goal: ..."), or the claim as a JSON object. Small models fence their
+    claim instead of the file (the 0.5B wrote ``{"TARGET": …, "FLIPS": […]}`` as a workflow.py)."""
+    if block.lstrip().startswith("{") and re.search(r'"target"\s*:', block, re.IGNORECASE) and \
+            re.search(r'"(?:root[ _]cause|flips|predicted_flips)"\s*:', block, re.IGNORECASE):
+        return True
+    labelled = [_LINE.match(line) for line in block.splitlines() if line.strip()]
+    return bool(labelled) and all(labelled) and len({next(k for k in _LABELS if m.group(k)) for m in labelled}) >= 2
+
+
+def _claim_from_fenced_claim(text: str) -> dict[str, str]:
+    """The claim of a reply that stated it only inside a fence holding nothing else."""
+    for kind, _, body in _segments(text):
+        if kind == "code" and _only_claim_lines(body):
+            return _claim_from_lines(body)
+    return {}
 
 
 def _claim_from_json(text: str) -> dict[str, str] | None:
@@ -151,10 +172,8 @@ def extract_file(reply: str, path: str) -> FileReply:
     chosen = typed or [body for lang, body in blocks if lang in ("", *wanted)] or [b for _, b in blocks]
     if chosen:
         text = max(chosen, key=len)
-        labelled = [_LINE.match(line) for line in text.splitlines() if line.strip()]
-        if labelled and all(labelled) and len({next(k for k in _LABELS if m.group(k)) for m in labelled}) >= 2:
-            # A small model may fence its claim instead of the file: taken as the file, the claim
-            # would replace the harness's text (two labels at least: "Goal: ..." alone may be a prompt).
+        if _only_claim_lines(text):
+            # taken as the file, the claim would replace the harness's text
             return FileReply(None, f"the reply's block holds only the claim lines, not the new text of {path}")
         if text.strip():
             return FileReply(text.rstrip("\n") + "\n")
