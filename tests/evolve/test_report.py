@@ -17,7 +17,7 @@ import pytest
 from ratchet.contracts import Completion, Usage
 from ratchet.evolve.config import EvolveConfig
 from ratchet.evolve.loop import Engine
-from ratchet.evolve.report import BEST_OF_N_SEED
+from ratchet.evolve.report import BEST_OF_N_SEED, final_report
 from ratchet.evolve.suites.humaneval import package_data_file, read_problems
 from ratchet.store import RunStore
 
@@ -88,3 +88,23 @@ def test_best_of_n_without_sampling_repeats_the_original(tmp_path: Path, tempera
     arm = report["original_best_of_n"]
     assert arm["attempts"] == 2 and arm["temperature"] == 0.0 and arm["mean"] == report["original"]["mean"] == 0.0
     assert all(c["temperature"] == 0.0 for c in model.calls)
+
+
+def test_best_of_n_counts_model_calls_when_the_originals_pass_is_cached(tmp_path: Path) -> None:
+    """A report made again (as after a resume) finds the original's test pass in the cache, paying
+    no call for it; the pass's cost comes from the journal, so the unit stays model calls."""
+    cfg = EvolveConfig.model_validate({
+        "workspace": str(WORKSPACE),
+        "suite": {"name": "humaneval", "options": {
+            "ids": [i for ids in SPLITS.values() for i in ids], "grade_timeout_s": 5,
+            "workflow": {"max_model_calls": 2, "max_test_runs": 2, "temperature": 0.0}}},
+        "splits": {"search": 0, "heldin": 0, "heldout": 0, "test": 0, "ids": SPLITS},
+        "seeds": [0], "proposers": [{"name": "noop"}], "iterations": 0,
+        "report": {"best_of_n_temperature": 0.7, "max_best_of_n": 4, "bootstrap": 200},
+    })
+    run = RunStore(tmp_path / "runs").create_run("evolve", cfg)
+    engine = Engine(cfg, run, RightOnlyWhenSampled())
+    first = engine.execute()["report"]["original_best_of_n"]
+    again = final_report(engine)["original_best_of_n"]
+    assert first["budget_unit"] == again["budget_unit"] == "model calls"
+    assert again["attempts"] >= first["attempts"] > 1

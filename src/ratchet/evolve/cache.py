@@ -20,7 +20,7 @@ import json
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import asdict, replace
 from functools import partial
 from typing import Any
@@ -142,6 +142,12 @@ class JournaledModel:
         self._units = {(r["unit"], r["index"]): r for r in records if r.get("unit") is not None}
         self._lock = threading.Lock()
         self._slots: dict[tuple[str, int], threading.Lock] = {}
+
+    def calls_in(self, units: Collection[str]) -> int:
+        """How many replies are journaled inside ``units``: what those evaluations cost in model
+        calls, whether they were paid in this process or before a resume."""
+        with self._lock:
+            return sum(1 for unit, _ in self._units if unit in units)
 
     def resume(self, calls: int) -> int:
         """Replies recorded outside units at call index ``calls`` or later become replayable;

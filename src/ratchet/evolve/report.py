@@ -28,7 +28,7 @@ from typing import Any
 
 from ratchet.contracts import Evaluator
 from ratchet.evolve.archive import per_task_means
-from ratchet.evolve.cache import CachedEvaluator
+from ratchet.evolve.cache import CachedEvaluator, unit_name
 
 BEST_OF_N_SEED = 100_000  # attempts of the best-of-N arm use seeds far from the evaluation seeds
 
@@ -93,9 +93,11 @@ def final_report(engine: Any, stop_reason: str | None = None) -> dict[str, Any]:
 
     spent_evals = engine.paid_before + engine.evaluator.paid
     spent_calls = engine.accountant.snapshot()["calls"]
-    calls_before = spent_calls
     original = per_task_means(engine.evaluate(root, split, seeds[:1]))
-    pass_calls = engine.accountant.snapshot()["calls"] - calls_before
+    # What one pass of the original costs, read from the journal rather than from this process's
+    # accountant: after a resume the pass may come from the cache and cost nothing here.
+    pass_calls = (engine.journal.calls_in({unit_name(root.id, t.id, seeds[0]) for t in tasks})
+                  if engine.journal is not None else 0)
     original = per_task_means(engine.evaluate(root, split))
     improved = per_task_means(engine.evaluate(best, split))
     unit, spent, per_pass = (("model calls", spent_calls, pass_calls) if pass_calls
