@@ -110,7 +110,60 @@ def test_the_search_reaches_h_1_on_tower_of_hanoi_with_a_right_answer():
 
 def test_a_text_boards_doctest_example_shows_the_whole_history_its_answer_depends_on():
     from ratchet.autoharness.prompts import scaffold_request
+    from ratchet.autoharness.views import BoardView
 
     board = "Guess the number between 1 and 20.\n" + "".join(f"\n[Player] [{n}]\n\n[GAME] The target number is higher.\n" for n in range(1, 10))
-    request = scaffold_request([(board, [f"[{n}]" for n in range(10, 21)])], grid_view=False)
+    request = scaffold_request([((board,), [f"[{n}]" for n in range(10, 21)])], BoardView())
     assert all(f"[Player] [{n}]" in request for n in range(1, 10))
+
+
+OTHELLO_ANSWER = '''def legal_moves(cells, player):
+    board = [cells[9 + 9 * r : 17 + 9 * r] for r in range(8)]
+    other = "W" if player == "B" else "B"
+
+    def flanks(r, c, dr, dc):
+        r, c, n = r + dr, c + dc, 0
+        while 0 <= r < 8 and 0 <= c < 8 and board[r][c] == other:
+            r, c, n = r + dr, c + dc, n + 1
+        return n > 0 and 0 <= r < 8 and 0 <= c < 8 and board[r][c] == player
+
+    steps = [(dr, dc) for dr in (-1, 0, 1) for dc in (-1, 0, 1) if dr or dc]
+    return [(r, c) for r in range(8) for c in range(8) if board[r][c] == "." and any(flanks(r, c, dr, dc) for dr, dc in steps)]
+'''
+
+
+def test_the_mover_is_read_from_each_games_opening():
+    from ratchet.autoharness.harnesslib import mover
+
+    assert mover("You are Player 1 playing White (W) in a game of Othello.\n[Black] [2, 3]\n[GAME] Player 0 (B) played") == "W"
+    assert mover("You are Player 0 in Tic Tac Toe.\nAs Player 0, you will be 'O', while your opponent is 'X'.\n") == "O"
+    assert mover("You are Player 1 in Connect Four.\nYour disc symbol: O.\n[Player 0] [3]") == "O"
+    assert mover("You are playing Black in a game of Breakthrough.") == "B"
+    # A message after the opening names other marks; it is not the opening.
+    assert mover("Guess the number.\n[GAME] Player 0 (B) played") == ""
+
+
+def test_othellos_legal_moves_see_the_player_to_move_and_the_search_reaches_h_1():
+    from fakes import MemoryRun
+
+    from ratchet.autoharness.config import AutoHarnessConfig
+    from ratchet.autoharness.pipeline import env_factory_for
+    from ratchet.autoharness.runtime import InProcessHarness
+    from ratchet.autoharness.search import Synthesis
+    from ratchet.autoharness.views import CellsView, MoverCellsView, choose_view
+    from ratchet.models import ScriptedModel
+
+    cfg = AutoHarnessConfig(env="Othello-v0", method="ratchet", iterations=1, search_seeds=[0, 1, 2, 3], eval_envs=4,
+                            ideas={"samples_per_step": 1, "library_seed": False})
+    othello = env_factory_for("Othello-v0")
+    search = Synthesis(cfg, ScriptedModel(["```python\n" + OTHELLO_ANSWER + "```"]), MemoryRun(), othello, InProcessHarness,
+                       hint_env_factory=env_factory_for("Othello-v0", hints=True), description=othello().reset(0).text)
+    result = search.run_search()
+    # Both colours moved in the listed states: legal_moves gets the cells and the mover's mark, and
+    # a mover with no move passes (the game then takes any action).
+    assert isinstance(search.view(), MoverCellsView)
+    assert "legal_moves(cells(parse_grid(current_board(board))), mover(board))" in result.best_code
+    assert result.best_h == 1.0 and result.calls == 1
+    # The cells alone cannot say whose turn it is; a game where one mover is ever listed keeps them alone.
+    one_mover = [b for b, _ in search.listed if "(B)" in b.split("\n[")[0]]
+    assert type(choose_view(one_mover)) is CellsView

@@ -151,11 +151,12 @@ def test_a_stalled_search_restarts_from_a_fresh_root():
 
 def test_long_board_examples_are_written_compactly_and_mean_the_same_list():
     from ratchet.autoharness.prompts import compact_list, scaffold_request
+    from ratchet.autoharness.views import CellsView
 
     rng = random.Random(3)
     for _ in range(200):
         values = [rng.choice(".XO") for _ in range(rng.randint(0, 50))]
         assert eval(compact_list(values)) == values  # noqa: S307 - the doctest argument must be the same list
     board = [str(c) for c in range(7)] + ["."] * 42
-    request = scaffold_request([(board, ["[col 0]"])], grid_view=True)
+    request = scaffold_request([((board,), ["[col 0]"])], CellsView())
     assert "['.'] * 42" in request and "'.', '.', '.', '.'" not in request

@@ -25,6 +25,7 @@ __all__ = [
     "action_value",
     "as_action",
     "action_ints",
+    "mover",
     "index_to_rc",
     "rc_to_index",
 ]
@@ -153,6 +154,33 @@ def action_ints(action: str) -> list[int]:
     [12, 7]
     """
     return [int(x) for x in re.findall(r"-?\d+", action)]
+
+
+#: How games' openings name the mover's mark, most specific first: "playing Black (B)", "you will be 'X'",
+#: "Your disc symbol: O."; a colour alone ("You are playing White") gives its initial.
+_MARKS = [re.compile(p, re.IGNORECASE) for p in (r"playing \w+ \(([a-z])\)", r"you will be '([a-z])'", r"symbol:\s*'?([a-z])\b")]
+_COLOUR = re.compile(r"\bplaying (?:as )?(white|black|red|blue|yellow|green)\b", re.IGNORECASE)
+
+
+def mover(text: str) -> str:
+    """The mark of the player to move, as the observation's opening (the text before the game's
+    first "[...]" message) names it; "" when it names none. A two-player board's legal moves often
+    depend on whose turn it is (Othello's flanking), which the board's cells alone do not say.
+
+    >>> mover("You are Player 1 playing White (W) in a game of Othello.\\n[GAME] Game Board:")
+    'W'
+    >>> mover("As Player 1, you will be 'X', while your opponent is 'O'."), mover("You are playing Black in a game")
+    ('X', 'B')
+    >>> mover("[GAME] Current Board: ...")
+    ''
+    """
+    opening = re.split(r"^\[", text, maxsplit=1, flags=re.MULTILINE)[0]
+    for pattern in _MARKS:
+        found = pattern.search(opening)
+        if found:
+            return found.group(1).upper()
+    found = _COLOUR.search(opening)
+    return found.group(1)[0].upper() if found else ""
 
 
 def index_to_rc(index: int, width: int) -> tuple[int, int]:

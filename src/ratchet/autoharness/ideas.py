@@ -169,14 +169,13 @@ class Scaffold(Idea):
         return views(search, states)
 
     def template(self, search):
-        return scaffold_for(search.grid_view(), search.grammar.form) if search.listed else None
+        return scaffold_for(search.view(), search.grammar.form) if search.listed else None
 
 
-def views(search: Synthesis, states: Sequence[tuple[str, list[str]]]) -> list[tuple[Any, list[str]]]:
-    """States as ``legal_moves`` sees them (the cells of a grid game, else the board text), with their legal lists."""
-    if search.grid_view():
-        return [(lib.cells(lib.parse_grid(lib.current_board(b))), legal) for b, legal in states]
-    return [(b, legal) for b, legal in states]
+def views(search: Synthesis, states: Sequence[tuple[str, list[str]]]) -> list[tuple[tuple[Any, ...], list[str]]]:
+    """States as ``legal_moves`` sees them (``search.view()``'s arguments), with their legal lists."""
+    view = search.view()
+    return [(view.args(b), legal) for b, legal in states]
 
 
 class Transitions(Idea):

@@ -10,10 +10,13 @@ import itertools
 
 import textwrap
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ratchet.autoharness.refine import function_source
 from ratchet.contracts import Message
+
+if TYPE_CHECKING:  # views imports this module's text helpers
+    from ratchet.autoharness.views import BoardView
 
 SYSTEM = "You write short, correct Python code for game harnesses. Reply with exactly one ```python code block and nothing else."
 
@@ -81,13 +84,13 @@ def is_legal_action(board, action):
     return action_value(action) in [action_value(a) for a in legal_actions(board)]
 '''
 
-# For boards without a grid, the model gets the board text itself.
-SCAFFOLD_TEXT = SCAFFOLD.replace("legal_moves(cells(parse_grid(current_board(board))))", "legal_moves(board)")
-
-
-def scaffold_for(grid_view: bool, form: str = "[{}]") -> str:
-    """The template, its ``ACTION_FORM`` the game's action format (``envs.grammar``)."""
-    return (SCAFFOLD if grid_view else SCAFFOLD_TEXT).replace('ACTION_FORM = "[{}]"', f"ACTION_FORM = {form!r}")
+def scaffold_for(view: BoardView, form: str = "[{}]") -> str:
+    """The template for ``view`` (``views.py``: what ``legal_moves`` is called with), its
+    ``ACTION_FORM`` the game's action format (``envs.grammar``)."""
+    text = SCAFFOLD.replace("legal_moves(cells(parse_grid(current_board(board))))", f"legal_moves({view.call})")
+    if view.imports:
+        text = text.replace("action_value, as_action\n", f"action_value, as_action, {view.imports}\n", 1)
+    return view.adapt(text).replace('ACTION_FORM = "[{}]"', f"ACTION_FORM = {form!r}")
 
 
 def compact_list(values: Sequence[Any], run: int = 4) -> str:
@@ -110,16 +113,12 @@ def compact_list(values: Sequence[Any], run: int = 4) -> str:
     return " + ".join(parts + ([repr(plain)] if plain or not parts else []))
 
 
-def scaffold_request(examples: Sequence[tuple[Any, Sequence[str]]], grid_view: bool) -> str:
+def scaffold_request(examples: Sequence[tuple[tuple[Any, ...], Sequence[str]]], view: BoardView) -> str:
     """A HumanEval-style request: the signature of ``legal_moves`` and a docstring whose
-    examples are real states of the game with the game's own legal lists."""
-    arg = "cells" if grid_view else "board"
-    what = ("the cells of the current board, row by row (harnesslib's cells(parse_grid(current_board(board))))"
-            if grid_view else "the observation text")
-    lines = [f"def legal_moves({arg}):", f'    """Return every legal action for the player to move. `{arg}` is {what}.', ""]
-    for value, legal in examples:
-        shown = compact_list(value) if grid_view else repr(excerpt(str(value), 600))  # 300 cut the earlier guesses the answer leaves out
-        lines.append(f"    >>> legal_moves({shown})")
+    examples are real states of the game (``view.args`` of each) with the game's own legal lists."""
+    lines = [f"def legal_moves({view.params}):", f'    """Return every legal action for the player to move. `{view.params.split(",")[0]}` is {view.what}.', ""]
+    for args, legal in examples:
+        lines.append(f"    >>> legal_moves({view.show(args)})")  # a text board shows 600 characters: 300 cut the earlier guesses
         lines.append(f"    {list(legal)[:24]!r}")
     lines.append('    """')
     return ("Complete this Python function so that its examples pass. Compute the answer from its argument.\n"
@@ -191,7 +190,7 @@ def synthesis_prompt(
     expected_complete: bool = False,
     more_examples: Sequence[tuple[str, Sequence[str]]] = (),
     scaffold_examples: Sequence[tuple[Any, Sequence[str]]] = (),
-    grid_view: bool = True,
+    view: BoardView | None = None,
 ) -> list[Message]:
     """The refiner's messages. ``code=None`` asks for the first version (the tree's root)."""
     if scaffold and code is not None and scaffold_examples and "def legal_moves" in code:
@@ -200,14 +199,14 @@ def synthesis_prompt(
         text = (f"Game: {game}\n\n{excerpt(description, 600)}\n\n"
                 f"This attempt is wrong:\n```python\n{function_source(code, 'legal_moves')}\n```\n"
                 + (f"Its errors: {error_summary}\n\n" if error_summary else "\n")
-                + scaffold_request(scaffold_examples, grid_view))
+                + scaffold_request(scaffold_examples, view))
         return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": text}]
     if scaffold and code is None and scaffold_examples:
         # Small models echo a template instead of filling it in, hard-code a single example's
         # answer, and copy API listings into their code: ask for one function in the HumanEval
         # format (signature + doctest examples from real states) and nothing else; propose_action
         # / is_legal_action are built around it when the code is extracted.
-        text = f"Game: {game}\n\n{excerpt(description, 600)}\n\n" + scaffold_request(scaffold_examples, grid_view)
+        text = f"Game: {game}\n\n{excerpt(description, 600)}\n\n" + scaffold_request(scaffold_examples, view)
         return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": text}]
     sections = [f"Game: {game}", "Game description:\n" + excerpt(description, 900)]
     if action_examples:

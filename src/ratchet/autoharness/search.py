@@ -30,6 +30,7 @@ from ratchet.autoharness.runtime import RuntimeFactory
 from ratchet.envs.explore import Transition, harvest, listed_states
 from ratchet.envs.grammar import infer_grammar
 from ratchet.autoharness.tree import Node, Tree, select_action
+from ratchet.autoharness.views import BoardView, choose_view
 from ratchet.envs.answers import extract_code
 from ratchet.contracts import BudgetExceeded, Candidate, Evaluation, Model
 from ratchet.evolve.cache import JournaledModel
@@ -243,13 +244,16 @@ class Synthesis:
         return synthesis_prompt(
             game=self.cfg.env, description=self.description, action_examples=examples, mode=self.cfg.mode,
             code=code, failures=shown, refine=refine, error_summary=critic.summarize(pool), score_line=score_line,
-            expected_complete=lesson.complete, grid_view=self.grid_view(), **options,
+            expected_complete=lesson.complete, view=self.view(), **options,
         )
 
+    def view(self) -> BoardView:
+        """What the scaffolded legal_moves is called with (``views.choose_view``), read from the listed states."""
+        return choose_view([b for b, _ in self.listed] or [t.board for t in self.transitions[:5]])
+
     def grid_view(self) -> bool:
-        """Whether the boards parse as a grid (legal_moves gets its cells); cells with "[" are lists ("A: [3, 1]")."""
-        boards = [b for b, _ in self.listed[:5]] or [t.board for t in self.transitions[:5]]
-        return bool(boards) and all(len(g := lib.parse_grid(lib.current_board(b))) >= 2 and "[" not in "".join(lib.cells(g)) for b in boards)
+        """Whether the boards parse as a grid (legal_moves gets its cells)."""
+        return self.view().params.startswith("cells")
 
     def _ask(self, messages: list, sample: int, max_tokens: int | None = None) -> tuple[str, int]:
         temperature = self.cfg.first_temperature if sample == 0 else self.cfg.temperature

@@ -1,0 +1,92 @@
+"""How the scaffolded ``legal_moves`` sees a state: one small class per view, chosen once per
+search from the states the game listed (``choose_view``).
+
+A view names ``legal_moves``' parameters, the expression the scaffold's ``legal_actions`` calls it
+with, and how a state is written as a doctest example. A grid game gets the board's cells; a game
+whose boards are no grid gets the observation text; a two-player grid game whose openings name the
+mover's mark also gets that mark, since its legal moves can depend on whose turn it is (Othello).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ratchet.autoharness import harnesslib as lib
+from ratchet.autoharness.prompts import compact_list, excerpt
+
+
+class BoardView:
+    """The observation text itself (boards that are no grid: towers, hands, a guess history)."""
+
+    name = "text"
+    params = "board"
+    call = "board"
+    imports = ""  # harnesslib names the scaffold needs beyond its own
+    what = "the observation text"
+
+    def adapt(self, scaffold: str) -> str:
+        """The scaffold's text for this view (the others keep it as it is)."""
+        return scaffold
+
+    def args(self, board: str) -> tuple[Any, ...]:
+        """The state as ``legal_moves``' arguments."""
+        return (board,)
+
+    def show(self, args: tuple[Any, ...], limit: int = 600) -> str:
+        """The arguments as a doctest writes them (the end of a long text: the position is last)."""
+        return repr(excerpt(str(args[0]), limit))
+
+
+class CellsView(BoardView):
+    """The board's cells, row by row."""
+
+    name = "cells"
+    params = "cells"
+    call = "cells(parse_grid(current_board(board)))"
+    what = "the cells of the current board, row by row (harnesslib's cells(parse_grid(current_board(board))))"
+
+    def args(self, board: str) -> tuple[Any, ...]:
+        return (lib.cells(lib.parse_grid(lib.current_board(board))),)
+
+    def show(self, args: tuple[Any, ...], limit: int = 600) -> str:
+        return compact_list(args[0])
+
+
+class MoverCellsView(CellsView):
+    """The cells and the mark of the player to move (``harnesslib.mover``)."""
+
+    name = "cells+mover"
+    params = "cells, player"
+    call = "cells(parse_grid(current_board(board))), mover(board)"
+    imports = "mover"
+    what = ("the cells of the current board, row by row (harnesslib's cells(parse_grid(current_board(board)))), "
+            "and `player` the mark of the player to move")
+
+    def adapt(self, scaffold: str) -> str:
+        # A two-player game whose mover has no move passes, and the game then takes any action
+        # (Othello): the plain scaffold's random.choice fails on the empty list there.
+        return (scaffold.replace("return random.choice(legal_actions(board))", "return random.choice(legal_actions(board) or [ACTION_FORM.format(*[0] * ACTION_FORM.count('{}'))])")
+                .replace("    return action_value(action) in [action_value(a) for a in legal_actions(board)]",
+                         "    legal = [action_value(a) for a in legal_actions(board)]\n    return not legal or action_value(action) in legal"))
+
+    def args(self, board: str) -> tuple[Any, ...]:
+        return (*super().args(board), lib.mover(board))
+
+    def show(self, args: tuple[Any, ...], limit: int = 600) -> str:
+        return super().show(args, limit) + ", " + repr(args[1])
+
+
+def is_grid(boards: Sequence[str]) -> bool:
+    """Whether the boards parse as a grid (legal_moves gets its cells); cells with "[" are lists ("A: [3, 1]")."""
+    return bool(boards) and all(len(g := lib.parse_grid(lib.current_board(b))) >= 2 and "[" not in "".join(lib.cells(g)) for b in boards)
+
+
+def choose_view(boards: Sequence[str]) -> BoardView:
+    """The view for a game's listed states: the mover's mark joins the cells where the states show
+    more than one mover, each named by its opening (both players of a two-player game moved). The
+    first five boards decide whether there is a grid; all of them, who moves."""
+    if not is_grid(boards[:5]):
+        return BoardView()
+    movers = [lib.mover(b) for b in boards]
+    return MoverCellsView() if all(movers) and len(set(movers)) > 1 else CellsView()
