@@ -272,9 +272,10 @@ def main(argv: list[str] | None = None) -> int:
                                                          args.n_ctx, store)
         api_base = args.endpoint or f"http://127.0.0.1:{args.port}/v1"
         try:
-            for task, agent in pending:
+            for n, (task, agent) in enumerate(pending):
                 if time.monotonic() - started > args.max_minutes * 60:
-                    print(f"time budget spent; {len(pending)} runs were pending, rerun to continue", flush=True)
+                    print(f"time budget spent; {len(pending) - n} of {len(pending)} runs still pending, rerun to "
+                          f"continue", flush=True)
                     break
                 outcome = RUNNERS[agent](task, store, api_base, args.step_limit, args.max_tokens)
                 verdict = grade(task, Path(outcome.pop("workdir")))
