@@ -133,6 +133,15 @@ def harness_version() -> str:
     return "ratchet@" + digest.hexdigest()[:8]
 
 
+def harness_commit() -> str:
+    """The commit of this checkout the harness came from, ``+changes`` when the runtime has
+    uncommitted edits (then only the hash in ``version`` says what ran)."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    commit = git("rev-parse", "--short=10", "HEAD") or "unknown"
+    return commit + ("+changes" if git("status", "--porcelain", "--", "src/ratchet/runtime") else "")
+
+
 def version_of(row: dict) -> str:
     return row.get("version") or ("ratchet@unrecorded" if row["agent"] == "ratchet" else "mini-swe-agent")
 
@@ -167,7 +176,8 @@ def report(store: Path, out: str, meta: dict) -> dict:
     data = {**meta, "tasks_compared": both, "totals": totals, "ratios_ratchet_over_miniswe": ratios,
             "per_task": [{"task_id": t, **{a: {k: by[(a, t)][k] for k in ("solved", "exit_status", "steps",
                                                                           "prompt_tokens", "completion_tokens", "wall_s")}
-                                            | {"version": version_of(by[(a, t)]), "measured_at": by[(a, t)].get("measured_at")}
+                                            | {"version": version_of(by[(a, t)]), "commit": by[(a, t)].get("commit"),
+                                               "measured_at": by[(a, t)].get("measured_at")}
                                             for a in AGENTS}} for t in both]}
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"{out}.json").write_text(json.dumps(data, indent=2) + "\n")
@@ -178,12 +188,13 @@ def report(store: Path, out: str, meta: dict) -> dict:
              f"workspace, text protocol, middleware: {', '.join(meta.get('ratchet_middleware') or ['none'])}. "
              f"mini-swe-agent {meta['miniswe_version']}: `mini_textbased.yaml`, "
              f"`litellm_textbased`, `DefaultAgent`, `LocalEnvironment`. {len(both)} of the 15 tasks run by both.", "",
-             "| task | Ratchet | version | steps | tokens | wall s | mini-swe-agent | steps | tokens | wall s |",
+             "| task | Ratchet | version (commit) | steps | tokens | wall s | mini-swe-agent | steps | tokens | wall s |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for t in both:
         a, b = by[("ratchet", t)], by[("miniswe", t)]
         cell = lambda r: ("**solved**" if r["solved"] else r["exit_status"][:40])  # noqa: E731
-        lines.append(f"| {t} | {cell(a)} | {version_of(a).removeprefix('ratchet@')} | {a['steps']} | {a['prompt_tokens'] + a['completion_tokens']} | "
+        shown_version = version_of(a).removeprefix("ratchet@") + (f" ({a['commit']})" if a.get("commit") else "")
+        lines.append(f"| {t} | {cell(a)} | {shown_version} | {a['steps']} | {a['prompt_tokens'] + a['completion_tokens']} | "
                      f"{a['wall_s']:.1f} | {cell(b)} | {b['steps']} | {b['prompt_tokens'] + b['completion_tokens']} | "
                      f"{b['wall_s']:.1f} |")
     lines.append(f"| **total** | **{r_['solved']}/{r_['tasks']}** | | {r_['steps']} | "
@@ -192,7 +203,8 @@ def report(store: Path, out: str, meta: dict) -> dict:
     if ratios:
         lines += ["", f"Ratchet / mini-swe-agent: tokens {ratios['tokens']}, wall time {ratios['wall_s']}."]
     shown = sorted({version_of(by[("ratchet", t)]) for t in both})
-    lines += ["", f"Ratchet harness of this checkout: {meta['ratchet_version']}; the rows above ran "
+    lines += ["", f"Ratchet harness of this checkout: {meta['ratchet_version']} (commit {meta['ratchet_commit']}); "
+                  f"the rows above ran "
                   f"{', '.join(shown) or 'none'} (a task's row is of this harness when it has one, else its latest)."]
     lines += ["", "Notes: " + meta["notes"]]
     (RESULTS / f"{out}.md").write_text("\n".join(lines) + "\n")
@@ -225,25 +237,30 @@ def main(argv: list[str] | None = None) -> int:
     version = subprocess.run([str(bench_python()), "-c", "import importlib.metadata as m; print(m.version('mini-swe-agent'))"],
                              capture_output=True, text=True).stdout.strip()
     middleware = [m.kind for m in HarnessWorkspace().settings().middleware]
-    ratchet_version = harness_version()
+    ratchet_version, commit = harness_version(), harness_commit()
     meta = {"model": args.model, "step_limit": args.step_limit, "max_tokens": args.max_tokens, "threads": args.threads,
-            "ratchet_middleware": middleware, "ratchet_version": ratchet_version,
+            "ratchet_middleware": middleware, "ratchet_version": ratchet_version, "ratchet_commit": commit,
             "n_ctx": args.n_ctx, "miniswe_version": version, "python": platform.python_version(),
             "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "notes": ("mini-swe-agent's LocalEnvironment runs commands on the host (its recommended default), "
-                      "Ratchet's bash runs in the sandbox. mini-swe-agent is as its documentation configures it; "
-                      "Ratchet's shipped workspace was changed after reading its failures on this suite (harness "
-                      "7018c69f -> the current one: an opening that shows the file tree and the files the task "
-                      "names with their tests, a worked example from another repository instead of examples with "
-                      "paths that do not exist, edits matching whole lines copied with line numbers, a repeat "
-                      "guard that also refuses an unchanged read), so its rows are not blind: the traces of fahrenheit "
-                      "and fizzbuzz-fifteen were read while changing it. The version column "
-                      "says which harness a Ratchet row ran (a hash of src/ratchet/runtime); mini-swe-agent rows "
-                      "measured earlier with the same worker, server, model and limits are reused (each row's "
-                      "measured_at in the JSON: chunks-partial and csv-quoted 15:08Z, the next six 18:37Z). Each agent's own "
-                      "format-error handling applies (Ratchet stops after 5 replies in a row without a tool call, "
-                      "mini-swe-agent after 3); Ratchet's repeat_guard ends a run as repeated_failure when one "
-                      "call is refused twice (stop_after 2).")}
+                      "Ratchet's bash runs in the sandbox. mini-swe-agent is as its documentation configures it. "
+                      "Ratchet's shipped workspace is NOT blind to this suite: it was changed after reading its "
+                      "failures here (harness 7018c69f -> the current one: an opening that shows the file tree and "
+                      "the files the task names with their tests, a worked example from another repository, edits "
+                      "matching whole lines copied with line numbers, a repeat guard that also refuses an unchanged "
+                      "read or an unchanged passing test command, and submit_on_pass); the traces of fahrenheit, "
+                      "fizzbuzz-fifteen and inventory-total were read while changing it. submit_on_pass ends "
+                      "Ratchet's run as submitted when a test command passes after a change to the files (in "
+                      "inventory-total the 0.5B fixed the bug at step 1 and then reran the passing tests until the "
+                      "step limit); it saves steps, tokens and time, it does not decide a solve: both agents' trees "
+                      "are graded by the suite's grader either way, and mini-swe-agent ends only when the model "
+                      "submits by itself. The version column says which harness a Ratchet row ran (a hash of "
+                      "src/ratchet/runtime) and, for rows measured since it was recorded, the commit it came from; "
+                      "mini-swe-agent rows measured earlier with the same worker, server, model and limits are "
+                      "reused (each row's measured_at is in the JSON). Each agent's own format-error handling "
+                      "applies (Ratchet stops after 5 replies in a row without a tool call, mini-swe-agent after "
+                      "3); Ratchet's repeat_guard ends a run as repeated_failure when one call is refused twice "
+                      "(stop_after 2).")}
     tasks = [t for t in load_suite("coding-basics") if not args.task or t.id in args.task]
     # mini-swe-agent does not change between runs; Ratchet's rows count only for the harness they ran.
     done = {(r["agent"], r["task_id"]) for r in read_jsonl(store / "results.jsonl")
@@ -255,14 +272,16 @@ def main(argv: list[str] | None = None) -> int:
                                                          args.n_ctx, store)
         api_base = args.endpoint or f"http://127.0.0.1:{args.port}/v1"
         try:
-            for task, agent in pending:
+            for n, (task, agent) in enumerate(pending):
                 if time.monotonic() - started > args.max_minutes * 60:
-                    print(f"time budget spent; {len(pending)} runs were pending, rerun to continue", flush=True)
+                    print(f"time budget spent; {len(pending) - n} of {len(pending)} runs still pending, rerun to "
+                          f"continue", flush=True)
                     break
                 outcome = RUNNERS[agent](task, store, api_base, args.step_limit, args.max_tokens)
                 verdict = grade(task, Path(outcome.pop("workdir")))
                 record = {"agent": agent, "task_id": task.id, "solved": verdict.score == 1.0,
                           "version": ratchet_version if agent == "ratchet" else f"mini-swe-agent {version}",
+                          **({"commit": commit} if agent == "ratchet" else {}),
                           "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **outcome}
                 append_jsonl(store / "results.jsonl", record)
                 print(f"{agent:8s} {task.id:24s} {'SOLVED' if record['solved'] else 'failed':7s} "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 
 from ratchet.runtime import PermissionPolicy
+from ratchet.runtime.tools.files import _unnumbered
 from ratchet.store import read_jsonl
 
 from .conftest import call
@@ -55,6 +56,27 @@ def test_read_huge_file_is_windowed(make_agent, workdir):
     assert "line 399 " in window and "line 400 " not in window and "offset=401" in window
     later = call(agent, "read", path="big.txt", offset=4999, limit=5)
     assert "line 4998 " in later and "[lines" not in later
+
+
+def test_line_numbers_go_only_when_every_line_has_one():
+    """One rule for ``old`` and ``new``: numbers as ``read`` prints them are dropped when every
+    non-blank line has one; a line of code that starts with a number is otherwise left alone."""
+    assert _unnumbered(["     3\t    x = 1", "", "     4\t    y = 2"]) == ["    x = 1", "", "    y = 2"]
+    assert _unnumbered(["3: a", "4| b"]) == ["a", "b"]
+    assert _unnumbered(["x = 1", "2: y"]) == ["x = 1", "2: y"]  # one unnumbered line: nothing is a number
+    assert _unnumbered([]) == []
+
+
+def test_edit_drops_numbers_from_old_and_new_by_the_same_rule(make_agent, workdir):
+    agent = make_agent()
+    (workdir / "h.py").write_text("def h():\n    a = 1\n    b = 2\n")
+    # numbered old, numbered new (copied from `read` and changed): both lose their numbers
+    assert call(agent, "edit", path="h.py", old="     2\t    a = 1\n     3\t    b = 2",
+                new="     2\t    a = 10\n     3\t    b = 20") == "edited h.py"
+    assert (workdir / "h.py").read_text() == "def h():\n    a = 10\n    b = 20\n"
+    # numbered old, new typed without numbers but with a line that starts like one: kept as typed
+    assert call(agent, "edit", path="h.py", old="     3\t    b = 20", new="b = {\n1: 'x'}") == "edited h.py"
+    assert (workdir / "h.py").read_text() == "def h():\n    a = 10\n    b = {\n    1: 'x'}\n"
 
 
 def test_read_many(make_agent):

@@ -9,7 +9,7 @@ import pytest
 from ratchet.config import ConfigError
 from ratchet.models.scripted import ScriptedModel
 from ratchet.runtime import AgentConfig, HarnessWorkspace, PermissionPolicy
-from ratchet.runtime.config import RepeatGuardConfig, UnknownToolHintConfig
+from ratchet.runtime.config import RepeatGuardConfig, SubmitOnPassConfig, UnknownToolHintConfig
 from ratchet.store import read_jsonl
 
 from .conftest import call, tool_reply
@@ -144,3 +144,91 @@ def test_the_guard_remembers_across_a_resume(make_agent, tmp_path, workdir):
     later = results(again)[-2:]
     assert "already failed at step 1" in later[0] and "already ran at step 2" in later[1]
     assert (workdir / "count.txt").read_text() == "ran\n"
+
+
+TESTS = "python -m pytest -q -p no:cacheprovider"
+FIX = tool_reply("edit", path="calc.py", old="return a - b", new="return a + b")
+
+
+@pytest.fixture
+def tested(workdir):
+    """The workdir with a test of add() that fails until the fix."""
+    (workdir / "test_calc.py").write_text("from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n")
+    return workdir
+
+
+def test_tests_that_pass_after_an_edit_end_the_run_as_submitted(make_agent, tested):
+    agent = make_agent([tool_reply("bash", command=TESTS), FIX, tool_reply("bash", command=TESTS)])
+    result = agent.run("fix add")
+    assert result.exit_status == "submitted" and result.steps == 3  # no fourth model call was asked for
+    assert result.submission == f"the tests pass after the change at step 2: `{TESTS}` exited 0 (1 passed)"
+    failing, _, passing = results(agent)
+    assert "1 failed" in failing and failing.endswith("[exit code 1]")
+    assert "1 passed" in passing and passing.endswith("[exit code 0]")  # the passing run stays in the conversation
+    tools = [r for r in read_jsonl(agent.tracer.path) if r["type"] == "tool_call"]
+    assert [(r["name"], r["ok"]) for r in tools] == [("bash", True), ("edit", True), ("bash", True)]
+    assert "1 passed" in tools[-1]["result"]
+    assert "-> submitted: the tests pass" in agent.memory.read(agent.memory.entries("logs")[0]).splitlines()[-1]
+    assert agent.memory.entries("summaries")  # a submitted run is a summary, not a failure
+
+
+def test_what_does_not_end_the_run(make_agent, tested):
+    """Passing tests before any change, a command that only prints "passed", a test command with
+    a shell operator, and tests that still fail after an edit: none is a submission."""
+    script = [tool_reply("bash", command="echo '1 passed'"), tool_reply("bash", command=f"{TESTS} -k nothing_here"),
+              tool_reply("edit", path="calc.py", old="return a - b", new="return a * b"),
+              tool_reply("bash", command=TESTS), tool_reply("bash", command=f"{TESTS}; true"),
+              tool_reply("submit", summary="gave up")]
+    agent = make_agent(script, config=AgentConfig(step_limit=8))
+    result = agent.run("fix add")
+    assert result.exit_status == "submitted" and result.submission == "gave up" and result.steps == 6
+    assert results(agent)[1].endswith("[exit code 5]")  # no test ran: pytest's own "nothing collected"
+    assert "1 failed" in results(agent)[3]
+    (tested / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    later = make_agent([tool_reply("bash", command=TESTS), tool_reply("submit", summary="already fine")])
+    assert later.run("check").submission == "already fine"  # passing before any change ends nothing
+
+
+def test_with_then_tell_the_model_is_told_and_decides(make_agent, tested):
+    config = AgentConfig(middleware=[SubmitOnPassConfig(then="tell")])
+    agent = make_agent([FIX, tool_reply("bash", command=TESTS), tool_reply("submit", summary="fixed add")], config=config)
+    result = agent.run("fix add")
+    assert result.exit_status == "submitted" and result.submission == "fixed add" and result.steps == 3
+    assert results(agent)[1].endswith("[exit code 0]\n" + SubmitOnPassConfig().tell_text)
+
+
+def test_the_change_is_remembered_across_a_resume(make_agent, tmp_path, tested):
+    run_dir = tmp_path / "resumed"
+    assert make_agent([FIX], run_dir=run_dir, config=AgentConfig(step_limit=1)).run("fix add").exit_status \
+        == "limits_exceeded"
+    again = make_agent([tool_reply("bash", command=TESTS)], run_dir=run_dir, config=AgentConfig(step_limit=4))
+    result = again.resume("go on")
+    assert result.exit_status == "submitted" and "after the change at step 1" in result.submission
+
+
+def test_a_passing_test_command_repeated_unchanged_is_refused_and_forgets_nothing(make_agent, tested):
+    """A test run changes no file: repeated with nothing changed it would print the same, and a
+    failed edit before it stays failed (a successful `bash` used to forget it)."""
+    bad = tool_reply("edit", path="calc.py", old="return a / b", new="return a + b")
+    script = [FIX, tool_reply("bash", command=TESTS), tool_reply("bash", command=TESTS), bad,
+              tool_reply("bash", command=TESTS), bad, tool_reply("write", path="notes.txt", content="x"),
+              tool_reply("bash", command=TESTS), tool_reply("submit", summary="done")]
+    agent = make_agent(script, config=AgentConfig(step_limit=10, middleware=[RepeatGuardConfig(stop_after=3)]))
+    assert agent.run("fix add").exit_status == "submitted"
+    out = results(agent)
+    assert out[1].endswith("[exit code 0]")
+    assert "already ran at step 2 and nothing changed since, so it was not run again" in out[2]
+    assert "its result is above (exit code 0, output ending: 1 passed" in out[2]
+    assert "old text not found" in out[3]
+    assert "already ran at step 2" in out[4]  # the failed edit changed nothing
+    assert "already failed at step 4" in out[5]  # the test run in between did not forget it
+    assert out[7].endswith("[exit code 0]")  # a write changed the files: the tests ran again
+
+
+def test_only_single_test_commands_are_read_only(make_agent, tested, workdir):
+    (workdir / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    agent = make_agent(config=AgentConfig(middleware=[RepeatGuardConfig()]))
+    for command in ("echo hi >> log.txt", f"{TESTS} && echo hi >> log.txt", "cat test_calc.py | grep add"):
+        assert "[exit code 0]" in call(agent, "bash", command=command)
+        assert "already ran" not in call(agent, "bash", command=command)
+    assert (workdir / "log.txt").read_text() == "hi\n" * 4

@@ -235,7 +235,13 @@ class Agent:
 
     def execute(self, calls: list[ToolCall]) -> None:
         for call in calls:
-            self.messages.append(self.protocol.result_message(call, self.call_tool(call)))
+            try:
+                text = self.call_tool(call)
+            except Terminating as exc:
+                if exc.result is not None:  # the call ran and the run ended on its result: keep it
+                    self.messages.append(self.protocol.result_message(call, exc.result))
+                raise
+            self.messages.append(self.protocol.result_message(call, text))
 
     def call_tool(self, call: ToolCall) -> str:
         """Run one call through the hooks and the policy; a failure is text for the model."""
@@ -257,13 +263,23 @@ class Agent:
         except Exception as exc:  # a bug in a (workspace) tool is the model's feedback, not a crash
             text = f"error: {call.name} raised {type(exc).__name__}: {exc}"
         text = bound_output(text, self.context_config, self.memory, call.name)
-        text = self.hooks.after_tool(self, call, text)
+        try:
+            text = self.hooks.after_tool(self, call, text)
+        except Terminating as exc:  # a middleware ending the run on this result (the tests pass)
+            self._record(call, text, ok, started, denied)
+            self.log.append(f"step {self.steps} -> {exc.exit_status}: {str(exc)[:160]}")
+            exc.result = text
+            raise
+        self._record(call, text, ok, started, denied)
+        return text
+
+    def _record(self, call: ToolCall, text: str, ok: bool, started: float, denied: str | None) -> None:
+        """One tool call into the experiment log and the trace."""
         first = text.strip().splitlines()[0][:160] if text.strip() else ""
         self.log.append(f"step {self.steps} {call.name} {json.dumps(call.arguments)[:160]} -> "
                         f"{'ok' if ok else 'FAILED'}: {first}")
         self.tracer.tool_call(self.steps, call.name, call.arguments, ok=ok, result=text,
                               duration_s=time.perf_counter() - started, denied_rule=denied)
-        return text
 
     def close(self) -> None:
         """Stop the sandbox worker and the MCP servers; flush exporters."""

@@ -104,6 +104,11 @@ class McpServer(Settings):
     """Extra environment variables for it."""
 
 
+TEST_COMMANDS = ("pytest*", "python -m pytest*", "python3 -m pytest*", "python -m unittest*",
+                 "python3 -m unittest*")
+"""Commands that run a Python project's tests, as fnmatch patterns (the middleware defaults)."""
+
+
 class RepeatGuardConfig(Settings):
     """Middleware: an identical tool call (same name, same arguments) that already failed, or a
     read-only one that already succeeded with nothing changed since, is not run again; the model
@@ -123,6 +128,13 @@ class RepeatGuardConfig(Settings):
     """fnmatch patterns of tools that only look: their successful call repeated unchanged, with no
     ``resets_on`` call since, would give the same text again, so it is refused like a repeated
     failure (and counts toward ``stop_after``)."""
+    command_tool: str = "bash"
+    """The tool whose ``command`` argument ``read_only_commands`` is matched against."""
+    read_only_commands: list[str] = Field(default_factory=lambda: list(TEST_COMMANDS))
+    """fnmatch patterns of whole ``command_tool`` commands that only look (running the tests): a
+    successful one does not forget what was seen, and the same command repeated with nothing
+    changed since is refused like a ``read_only`` call. A command with a shell operator
+    (``;``, ``&``, ``|``, ``>``, a backtick, ``$(``) never counts: it may do more than look."""
 
 
 class UnknownToolHintConfig(Settings):
@@ -138,7 +150,35 @@ class UnknownToolHintConfig(Settings):
     (0: do not search)."""
 
 
-MiddlewareConfig = Annotated[RepeatGuardConfig | UnknownToolHintConfig, Field(discriminator="kind")]
+class SubmitOnPassConfig(Settings):
+    """Middleware: once the files were changed, a test command that passes ends the run as
+    ``submitted`` (``then: submit``) or tells the model the tests pass (``then: tell``). The harness
+    reads the command's result, never the model's claim (as mini-swe-agent's environment ends a run
+    on what a command printed); the suite's grader still runs the tests itself. Small models
+    otherwise rerun the passing tests until the step limit instead of calling ``submit``."""
+
+    kind: Literal["submit_on_pass"] = "submit_on_pass"
+    """Which middleware this is."""
+    then: Literal["submit", "tell"] = "submit"
+    """``submit`` ends the run (exit status ``submitted``, the summary names the command);
+    ``tell`` adds ``tell_text`` to the command's result and lets the model decide."""
+    command_tool: str = "bash"
+    """The tool whose ``command`` argument is matched against ``test_commands``."""
+    test_commands: list[str] = Field(default_factory=lambda: list(TEST_COMMANDS))
+    """fnmatch patterns of whole commands that run the tests (a command with a shell operator
+    never counts, as in ``repeat_guard``)."""
+    passed_output: str = r"\b\d+ passed\b|^OK\b"
+    """Regular expression (multiline) the output of a passing run must contain besides exit code
+    0: a summary saying tests ran and passed (pytest's ``N passed``, unittest's ``OK``)."""
+    changes_on: list[str] = Field(default_factory=lambda: ["write", "edit", "multi_edit", "apply_patch", "bash"])
+    """fnmatch patterns of tools whose successful call counts as a change of the files (a test
+    command itself never does); tests that pass before any change end nothing."""
+    tell_text: str = "The tests pass. If the task is done, call `submit` with a one-line summary."
+    """What ``then: tell`` adds to the passing command's result."""
+
+
+MiddlewareConfig = Annotated[RepeatGuardConfig | UnknownToolHintConfig | SubmitOnPassConfig,
+                             Field(discriminator="kind")]
 
 
 class AgentConfig(Settings):
@@ -174,9 +214,9 @@ class AgentConfig(Settings):
     format_error_limit: int = Field(5, ge=1)
     """Replies in a row without a parsable tool call before the run stops."""
     middleware: list[MiddlewareConfig] = Field(
-        default_factory=lambda: [RepeatGuardConfig(), UnknownToolHintConfig()])
+        default_factory=lambda: [RepeatGuardConfig(), UnknownToolHintConfig(), SubmitOnPassConfig()])
     """The runtime's own middleware around every call, each an item with its ``kind`` and
-    options (``repeat_guard``, ``unknown_tool_hint``); ``before_*`` hooks run in list order,
+    options (``repeat_guard``, ``unknown_tool_hint``, ``submit_on_pass``); ``before_*`` hooks run in list order,
     ``after_*`` ones in reverse, inside the workspace's ``hooks.py``. ``[]`` turns them off."""
 
 

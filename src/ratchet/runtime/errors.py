@@ -33,6 +33,9 @@ class Terminating(AgentException):
     """The run ends; ``exit_status`` names why."""
 
     exit_status = "terminated"
+    result: str | None = None
+    """The tool result the model would have read, when the run ended on what a call returned
+    (set by the loop; it joins the conversation before the run ends)."""
 
 
 class Submitted(Terminating):

@@ -19,8 +19,8 @@ from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any, Protocol
 
-from ratchet.runtime.config import MiddlewareConfig, RepeatGuardConfig, UnknownToolHintConfig
-from ratchet.runtime.errors import RepeatedFailure, ToolError
+from ratchet.runtime.config import MiddlewareConfig, RepeatGuardConfig, SubmitOnPassConfig, UnknownToolHintConfig
+from ratchet.runtime.errors import RepeatedFailure, Submitted, ToolError
 from ratchet.runtime.protocols import ToolCall
 
 
@@ -81,6 +81,15 @@ class HookChain:
 
 
 _EXIT = re.compile(r"\[exit code (-?\d+)\]\s*$")
+_COMPOUND = re.compile(r"[;&|>`]|\$\(")
+
+
+def command_matches(call: ToolCall, tool: str, patterns: Sequence[str]) -> bool:
+    """``call`` runs ``tool`` with a single command (no shell operator) matching one of ``patterns``."""
+    command = call.arguments.get("command") if call.name == tool and isinstance(call.arguments, dict) else None
+    if not isinstance(command, str) or _COMPOUND.search(command):
+        return False
+    return any(fnmatch(command.strip(), p) for p in patterns)
 
 
 def failed(result: str) -> bool:
@@ -99,9 +108,10 @@ class _Seen:
 
 class RepeatGuard(Passthrough):
     """Refuse an identical call that already failed, telling the model how it failed, and an
-    identical read-only call that already succeeded (nothing changed, so it would say the same);
-    stop the run once one call has been refused ``stop_after`` times. A successful call of a tool
-    that may change the files (``resets_on``) forgets what was seen so far. What it has seen is
+    identical read-only call that already succeeded (nothing changed, so it would say the same; a
+    test command that passed is one: ``read_only_commands``); stop the run once one call has been
+    refused ``stop_after`` times. A successful call of a tool that may change the files
+    (``resets_on``) forgets what was seen so far. What it has seen is
     part of the agent's saved state (:meth:`state`, :meth:`restore`), so a resumed run keeps it."""
 
     def __init__(self, config: RepeatGuardConfig) -> None:
@@ -124,7 +134,7 @@ class RepeatGuard(Passthrough):
         left = self.config.stop_after - seen.refused
         what = (f"already failed at step {seen.step} and was not run again: {seen.first_line}" if seen.failed else
                 f"already ran at step {seen.step} and nothing changed since, so it was not run again; "
-                f"its result is above (it began: {seen.first_line})")
+                f"its result is above ({seen.first_line})")
         raise ToolError(f"{shown} {what}\nDo something different: change the arguments, or use another tool "
                         f"(the run stops if this call is repeated {left} more time(s)).")
 
@@ -134,11 +144,14 @@ class RepeatGuard(Passthrough):
             return result
         if failed(result):
             self.seen[key] = _Seen(agent.steps, _gist(result))
+        elif command_matches(call, self.config.command_tool, self.config.read_only_commands):
+            # before resets_on, which names the command tool: running the tests changes no file
+            self.seen[key] = _Seen(agent.steps, _gist(result), failed=False)
         elif any(fnmatch(call.name, p) for p in self.config.resets_on):
             self.seen.clear()
         elif any(fnmatch(call.name, p) for p in self.config.read_only):
             first = next((line.strip() for line in result.splitlines() if line.strip()), "")
-            self.seen[key] = _Seen(agent.steps, first[:160], failed=False)
+            self.seen[key] = _Seen(agent.steps, f"it began: {first[:160]}", failed=False)
         return result
 
     def state(self) -> dict[str, Any]:
@@ -224,7 +237,42 @@ class UnknownToolHint(Passthrough):
         return None
 
 
+class SubmitOnPass(Passthrough):
+    """After a change to the files, a test command that exits 0 and prints a passing summary ends
+    the run as ``submitted`` (or, with ``then: tell``, the model is told). It judges nothing: it
+    reads the result of a command the model chose to run, the way mini-swe-agent's environment
+    ends a run on what a command printed, and the suite's grader still runs the tests itself.
+    The step of the last change is part of the agent's saved state, so a resumed run keeps it."""
+
+    def __init__(self, config: SubmitOnPassConfig) -> None:
+        self.config = config
+        self.passed = re.compile(config.passed_output, re.M)
+        self.changed_at: int | None = None
+
+    def after_tool(self, agent: Any, call: ToolCall, result: str) -> str:
+        if failed(result):
+            return result
+        if not command_matches(call, self.config.command_tool, self.config.test_commands):
+            if any(fnmatch(call.name, p) for p in self.config.changes_on):
+                self.changed_at = agent.steps
+            return result
+        exit_code = _EXIT.search(result)  # not failed: when there is one, it is 0
+        summary = self.passed.search(result[:exit_code.start()]) if exit_code else None
+        if self.changed_at is None or summary is None:
+            return result
+        if self.config.then == "tell":
+            return f"{result}\n{self.config.tell_text}"
+        raise Submitted(f"the tests pass after the change at step {self.changed_at}: "
+                        f"`{call.arguments['command'].strip()}` exited 0 ({summary.group(0)})")
+
+    def state(self) -> dict[str, Any]:
+        return {"changed_at": self.changed_at}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.changed_at = (state or {}).get("changed_at")
+
+
 def build_middleware(configs: Sequence[MiddlewareConfig]) -> list[Middleware]:
     """The configured middleware, in order."""
-    kinds = {"repeat_guard": RepeatGuard, "unknown_tool_hint": UnknownToolHint}
+    kinds = {"repeat_guard": RepeatGuard, "unknown_tool_hint": UnknownToolHint, "submit_on_pass": SubmitOnPass}
     return [kinds[c.kind](c) for c in configs]

@@ -180,13 +180,19 @@ def _text_of(ctx: ToolContext, path: str) -> tuple[Path, str]:
 _NUMBERED = re.compile(r"^\s*\d+(?:\t|: |\| )")
 
 
+def _unnumbered(lines: list[str]) -> list[str]:
+    """``lines`` without the line numbers ``read`` prints, when every non-blank line has one (a
+    line of code that merely starts with a number, among unnumbered ones, is kept as it is)."""
+    if lines and all(_NUMBERED.match(line) or not line.strip() for line in lines):
+        return [_NUMBERED.sub("", line, count=1) for line in lines]
+    return lines
+
+
 def _loose_span(text: str, old: str) -> tuple[int, int, str] | None:
     """Where ``old`` occurs once as whole lines when indentation and trailing space are ignored,
     and line numbers as ``read`` prints them are dropped: (start, end, the first line's indent).
     Small models copy ``old`` from a ``read`` with its numbers, or with the indentation off."""
-    wanted = old.splitlines()
-    if wanted and all(_NUMBERED.match(line) or not line.strip() for line in wanted):
-        wanted = [_NUMBERED.sub("", line, count=1) for line in wanted]
+    wanted = _unnumbered(old.splitlines())
     while wanted and not wanted[0].strip():
         wanted.pop(0)
     while wanted and not wanted[-1].strip():
@@ -206,12 +212,9 @@ def _loose_span(text: str, old: str) -> tuple[int, int, str] | None:
 
 
 def _reindent(new: str, indent: str) -> str:
-    """``new`` (line numbers dropped as in ``_loose_span``) with its common indentation replaced by
+    """``new`` (line numbers dropped as in ``_loose_span``: see ``_unnumbered``) with its common indentation replaced by
     ``indent``, each line ending in a newline."""
-    rows = new.splitlines()
-    if rows and all(_NUMBERED.match(row) or not row.strip() for row in rows):
-        rows = [_NUMBERED.sub("", row, count=1) for row in rows]
-    body = textwrap.dedent("\n".join(rows))
+    body = textwrap.dedent("\n".join(_unnumbered(new.splitlines())))
     return "".join(f"{indent}{line}\n" if line.strip() else "\n" for line in body.splitlines())
 
 
