@@ -48,8 +48,9 @@ class RightOnlyWhenSampled:
         return self.complete(messages, **params)
 
 
-def run_report(tmp_path: Path, temperature: float | None) -> tuple[dict[str, Any], RightOnlyWhenSampled]:
-    cfg = EvolveConfig.model_validate({
+def config(temperature: float | None) -> EvolveConfig:
+    """No search (iterations 0): the report alone, on HumanEval problems that call the model."""
+    return EvolveConfig.model_validate({
         "workspace": str(WORKSPACE),
         "suite": {"name": "humaneval", "options": {
             "ids": [i for ids in SPLITS.values() for i in ids], "grade_timeout_s": 5,
@@ -60,6 +61,10 @@ def run_report(tmp_path: Path, temperature: float | None) -> tuple[dict[str, Any
         "iterations": 0,
         "report": {"best_of_n_temperature": temperature, "max_best_of_n": 4, "bootstrap": 200},
     })
+
+
+def run_report(tmp_path: Path, temperature: float | None) -> tuple[dict[str, Any], RightOnlyWhenSampled]:
+    cfg = config(temperature)
     model = RightOnlyWhenSampled()
     run = RunStore(tmp_path / "runs").create_run("evolve", cfg)
     summary = Engine(cfg, run, model).execute()
@@ -93,15 +98,7 @@ def test_best_of_n_without_sampling_repeats_the_original(tmp_path: Path, tempera
 def test_best_of_n_counts_model_calls_when_the_originals_pass_is_cached(tmp_path: Path) -> None:
     """A report made again (as after a resume) finds the original's test pass in the cache, paying
     no call for it; the pass's cost comes from the journal, so the unit stays model calls."""
-    cfg = EvolveConfig.model_validate({
-        "workspace": str(WORKSPACE),
-        "suite": {"name": "humaneval", "options": {
-            "ids": [i for ids in SPLITS.values() for i in ids], "grade_timeout_s": 5,
-            "workflow": {"max_model_calls": 2, "max_test_runs": 2, "temperature": 0.0}}},
-        "splits": {"search": 0, "heldin": 0, "heldout": 0, "test": 0, "ids": SPLITS},
-        "seeds": [0], "proposers": [{"name": "noop"}], "iterations": 0,
-        "report": {"best_of_n_temperature": 0.7, "max_best_of_n": 4, "bootstrap": 200},
-    })
+    cfg = config(0.7)
     run = RunStore(tmp_path / "runs").create_run("evolve", cfg)
     engine = Engine(cfg, run, RightOnlyWhenSampled())
     first = engine.execute()["report"]["original_best_of_n"]
