@@ -771,7 +771,7 @@ class Trainer:
                 chunk = items[i : i + cfg.micro_batch_size]
                 gather = [it.teacher_topk[1] if it.teacher_topk is not None and it.distill_ids is None else None
                           for it in chunk]
-                logps, student_topk, *kl_sum = self._response_logprobs(
+                logps, student_topk, *penalty = self._response_logprobs(
                     [it.input_ids for it in chunk], [it.response_start for it in chunk], gather=gather,
                     kl_masks=[it.kl_mask for it in chunk] if kl_masks else None)
                 rows = []
@@ -807,10 +807,10 @@ class Trainer:
                     eps_low=cfg.eps_low, eps_high=cfg.eps_high, weights=cat[3], normalizer=total_tokens,
                 )
                 loss = out.loss
-                if kl_sum:
+                if penalty:
                     # A per-token mean over every penalized position of the batch (anchors included).
-                    loss = loss + cfg.kl_coef * kl_sum[0] / kl_tokens
-                    stats["kl"] += float(kl_sum[0].detach()) / kl_tokens
+                    loss = loss + cfg.kl_coef * penalty[0] / kl_tokens
+                    stats["kl"] += float(penalty[0].detach()) / kl_tokens
                 distilled = [(s, it.teacher_topk[0]) for s, it in zip(student_topk, chunk, strict=True) if s is not None]
                 if distilled:
                     term, kl_sum = topk_distill_loss(torch.cat([s for s, _ in distilled]),
@@ -836,15 +836,15 @@ class Trainer:
                 stats["ratio"] += out.ratio_mean * share
                 stats["weight"] += out.weight_mean * share
             for i in range(0, len(anchors) if kl_masks else 0, cfg.micro_batch_size):
-                # Samples with no signal of their own (praised under opd, a retry the correction
+                # Samples with no signal of their own (a neutral turn, a retry the correction
                 # already instructed): ordinary replies of this user's, held where the base had them.
                 chunk = anchors[i : i + cfg.micro_batch_size]
-                _, _, kl_sum = self._response_logprobs([it.input_ids for it in chunk],
+                _, _, penalty = self._response_logprobs([it.input_ids for it in chunk],
                                                        [it.response_start for it in chunk],
                                                        kl_masks=[it.kl_mask for it in chunk])
-                (cfg.kl_coef * kl_sum / kl_tokens).backward()
-                stats["kl"] += float(kl_sum.detach()) / kl_tokens
-                stats["loss"] += float(cfg.kl_coef * kl_sum.detach() / kl_tokens)
+                (cfg.kl_coef * penalty / kl_tokens).backward()
+                stats["kl"] += float(penalty.detach()) / kl_tokens
+                stats["loss"] += float(cfg.kl_coef * penalty.detach() / kl_tokens)
             grad_norm = torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
             self.optimizer.step()
         self.model.eval()
