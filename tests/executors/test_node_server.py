@@ -21,12 +21,37 @@ from ratchet.store import RunStore
 ASK = [{"role": "user", "content": "grade c1 on t1"}]
 
 
+class FakeRay:
+    """``ray.nodes()`` of a cluster whose nodes have ``cpus`` CPUs each."""
+
+    def __init__(self, *cpus: float) -> None:
+        self.cpus = cpus
+
+    def nodes(self):
+        return [{"NodeID": f"n{i}", "Alive": True, "Resources": {"CPU": c}} for i, c in enumerate(self.cpus)]
+
+
 def test_the_node_server_is_the_default_on_ray_and_the_driver_the_fallback():
-    assert ExecutorConfig().model_server == "node"
-    assert isinstance(placement_for(ExecutorConfig(kind="ray")), NodePlacement)
-    assert isinstance(placement_for(ExecutorConfig(kind="ray", model_server="driver")), DriverPlacement)
+    assert ExecutorConfig().model_server == "auto"
+    responder = ScriptedModel(lambda m: "ok")
+    assert isinstance(placement_for(ExecutorConfig(kind="ray"), FakeRay(2, 2), responder), NodePlacement)
+    assert isinstance(placement_for(ExecutorConfig(kind="ray", model_server="node")), NodePlacement)
+    assert isinstance(placement_for(ExecutorConfig(kind="ray", model_server="driver"), FakeRay(2), responder),
+                      DriverPlacement)
     with pytest.raises(ValueError):
         ExecutorConfig(model_server="everywhere")
+
+
+@pytest.mark.parametrize("ray, model", [
+    (FakeRay(1, 1), ScriptedModel(lambda m: "ok")),  # no node has room for a server beside a task
+    (FakeRay(2, 2), ScriptedModel(["a", "b"])),  # a list of answers cannot be copied
+    (FakeRay(2, 2), type("HttpModel", (), {"name": "http://h:1/v1#m"})()),
+])
+def test_auto_lets_the_driver_compute_where_node_servers_cannot(ray, model):
+    """The default does not stop a run the driver can serve; ``node`` asked for explicitly does."""
+    accounted = AccountedModel(model, Accountant(), "evolve")  # as the journal wraps it
+    assert isinstance(placement_for(ExecutorConfig(kind="ray"), ray, accounted), DriverPlacement)
+    assert isinstance(placement_for(ExecutorConfig(kind="ray", model_server="node"), ray, accounted), NodePlacement)
 
 
 def test_a_scripted_model_with_a_responder_travels_as_itself():

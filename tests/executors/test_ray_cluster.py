@@ -276,7 +276,7 @@ def test_evaluations_that_call_the_model_run_on_ray_with_one_budget_and_one_jour
 
     killer = MarkerKiller(tmp_path / "markers")
     executor = RayExecutor(ExecutorConfig(kind="ray"))
-    assert executor.config.model_server == "node"  # the default on Ray
+    assert executor.config.model_server == "auto"  # the default: node servers here (scripted responder, 2-CPU nodes)
     killer.start()
     summary, run = _calling_evolve(tmp_path / "ray", executor, tmp_path / "markers")
     killer.join(timeout=5)

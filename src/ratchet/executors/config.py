@@ -36,12 +36,15 @@ class ExecutorConfig(Settings):
     """ray: model calls of remote evaluations in flight at once — with ``model_server: driver``, in
     the driver; with ``node``, at each node's model server (the driver waits on as many). Either way
     every call goes through the run's one budget and journal, in the driver (``executors/gateway.py``)."""
-    model_server: Literal["node", "driver"] = "node"
+    model_server: Literal["auto", "node", "driver"] = "auto"
     """ray: where the model calls of remote evaluations are computed. ``node``: by one model server
     actor per node, reused by every task on that node, the model loaded (its file sent) once per
-    node, while the driver still answers replays from its journal and accounts every call;
-    ``driver``: by the driver's own model, in the driver (for a model that cannot be copied to the
-    nodes, such as an HTTP one, whose server computes anyway). See ``executors/node_server.py``."""
+    node, while the driver still answers replays from its journal and accounts every call; a model
+    that cannot be copied, or nodes with no room for a server, stop the run at its start.
+    ``driver``: by the driver's own model, in the driver (the way for a model that cannot be copied
+    to the nodes, such as an HTTP one, whose server computes anyway). ``auto``: ``node`` where the
+    model can be copied (scripted with a responder, a ``local:`` GGUF) and some node has room for a
+    server beside a task, else ``driver`` (logged). See ``executors/node_server.py``."""
     model_server_threads: int = Field(default=1, ge=1)
     """ray, ``model_server: node``: threads each node's model server computes with — the CPUs it asks
     the scheduler for, and an embedded model's ``n_threads``. Each node needs this many CPUs free

@@ -1,5 +1,6 @@
 """One model server per node of a Ray cluster: it computes the model calls of the tasks on its
-node, while the driver stays their one accountant (``executor.model_server: node``, the default).
+node, while the driver stays their one accountant (``executor.model_server: node``, and ``auto``,
+the default, where the model can be copied to the nodes and they have room for a server).
 
 A call a remote unit makes reaches the driver through the relay (:mod:`ratchet.executors.gateway`)
 as before. What changes is who computes it. The driver's journal answers the call
@@ -104,24 +105,35 @@ def base_model(server: Any) -> Any:
     return model
 
 
-def recipe_for(model: Any, files: FileServer) -> Recipe:
-    """How a node rebuilds ``model``; an error naming the fix for a model that cannot be copied."""
+def uncopyable(model: Any) -> RatchetError | None:
+    """Why ``model`` cannot be rebuilt on a node, naming the fix (None: it can)."""
     name = getattr(model, "name", type(model).__name__)
     if isinstance(model, ScriptedModel):
         # Its parts are private; they are read here only to rebuild the same model on a node.
-        if model._responses is not None:
-            raise RatchetError(f"the scripted model {name!r} answers from a list, in order: a copy on each node "
-                               "would start the list again", hint="give it a responder (a function of the "
-                                                                  "messages), or " + _FIX)
-        return ScriptedRecipe(name, model._responder)
+        if model._responses is None:
+            return None
+        return RatchetError(f"the scripted model {name!r} answers from a list, in order: a copy on each node "
+                            "would start the list again", hint="give it a responder (a function of the "
+                                                               "messages), or " + _FIX)
     if isinstance(model, LlamaModel):
-        config = model.config
-        lora = files.offer(config.lora_path) if config.lora_path else None
-        return LlamaRecipe(name, files.offer(config.model_path), lora,
-                           config.model_dump(exclude={"model_path", "lora_path", "n_threads"}))
-    raise RatchetError(f"the model {name!r} ({type(model).__name__}) cannot be copied to the cluster's nodes: only "
-                       "scripted and local: GGUF models can", hint=_FIX + "; an HTTP model's own server computes "
-                                                                          "its calls anyway")
+        return None
+    return RatchetError(f"the model {name!r} ({type(model).__name__}) cannot be copied to the cluster's nodes: only "
+                        "scripted and local: GGUF models can", hint=_FIX + "; an HTTP model's own server computes "
+                                                                           "its calls anyway")
+
+
+def recipe_for(model: Any, files: FileServer) -> Recipe:
+    """How a node rebuilds ``model``; an error naming the fix for a model that cannot be copied."""
+    error = uncopyable(model)
+    if error is not None:
+        raise error
+    name = getattr(model, "name", type(model).__name__)
+    if isinstance(model, ScriptedModel):
+        return ScriptedRecipe(name, model._responder)
+    config = model.config
+    lora = files.offer(config.lora_path) if config.lora_path else None
+    return LlamaRecipe(name, files.offer(config.model_path), lora,
+                       config.model_dump(exclude={"model_path", "lora_path", "n_threads"}))
 
 
 # -- the node's side ---------------------------------------------------------------------------
@@ -274,7 +286,8 @@ class NodeModel:
 
 
 class NodePlacement:
-    """``model_server: node``: each call computed by the model server on its caller's node."""
+    """``model_server: node`` (or ``auto`` where it can): each call computed by the model server on
+    its caller's node."""
 
     def __init__(self, config: ExecutorConfig) -> None:
         self.config = config
@@ -298,6 +311,21 @@ class NodePlacement:
             self.servers.close()
 
 
-def placement_for(config: ExecutorConfig) -> NodePlacement | DriverPlacement:
-    """Where the model calls of remote units are computed, as ``config.model_server`` says."""
-    return NodePlacement(config) if config.model_server == "node" else DriverPlacement()
+def placement_for(config: ExecutorConfig, ray: Any = None, server: Any = None) -> NodePlacement | DriverPlacement:
+    """Where the model calls of remote units are computed, as ``config.model_server`` says. With
+    ``auto`` (the default) the nodes' servers compute them when the model can be copied there
+    (``server``'s model: scripted with a responder, or a ``local:`` GGUF) and a node has room for a
+    server beside a task (``ray``'s live nodes); otherwise the driver does, with a log line saying
+    why: a default should not stop a run that the driver can serve as well."""
+    if config.model_server == "driver":
+        return DriverPlacement()
+    if config.model_server == "auto":
+        why = uncopyable(base_model(server)) if server is not None else None
+        if why is None and ray is not None and not any(n.get("Alive") and _room(n["Resources"], config)
+                                                       for n in ray.nodes()):
+            why = RatchetError(f"no node has room for a model server ({config.model_server_threads} CPUs) beside a "
+                               f"task ({config.num_cpus} CPUs)")
+        if why is not None:
+            log.info("model calls of remote units are computed by the driver: %s", why)
+            return DriverPlacement()
+    return NodePlacement(config)

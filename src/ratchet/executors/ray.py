@@ -178,9 +178,9 @@ class RayExecutor:
     def serve(self, server: UnitServer) -> ModelGateway:
         """Serve the driver's model to this executor's units while they run: hand the units the
         gateway's ``model``; close the gateway (or this executor) when done. With
-        ``model_server: node`` the nodes' model servers start (and load the model) here, before
+        ``model_server: node`` (``auto``: where they can) the nodes' model servers start (and load the model) here, before
         any unit is submitted."""
-        placement = placement_for(self.config)
+        placement = placement_for(self.config, self._ray, server)
         threads = placement.threads(self._ray) or self.config.model_threads
         gateway = ModelGateway(self._ray, server, threads, placement)
         self.gateways.append(gateway)
