@@ -165,5 +165,22 @@ def test_othellos_legal_moves_see_the_player_to_move_and_the_search_reaches_h_1(
     assert "legal_moves(cells(parse_grid(current_board(board))), mover(board))" in result.best_code
     assert result.best_h == 1.0 and result.calls == 1
     # The cells alone cannot say whose turn it is; a game where one mover is ever listed keeps them alone.
-    one_mover = [b for b, _ in search.listed if "(B)" in b.split("\n[")[0]]
+    one_mover = [(b, legal) for b, legal in search.listed if "(B)" in b.split("\n[")[0]]
     assert type(choose_view(one_mover)) is CellsView
+
+
+def test_a_two_player_game_whose_free_cells_are_its_moves_keeps_the_cells_alone():
+    """Tic Tac Toe: both marks move, but every numbered square is a move whoever moves, so
+    legal_moves is not handed a player it has no use for."""
+    from ratchet.autoharness.views import CellsView, MoverCellsView, choose_view
+
+    def state(player, grid, legal):
+        rows = "\n".join(" | ".join(grid[r * 3:r * 3 + 3]) for r in range(3))
+        return (f"You are Player {'01'[player == 'O']} in Tic Tac Toe.\nAs Player {'01'[player == 'O']}, "
+                f"you will be '{player}'.\n[GAME] Current Board:\n\n{rows}\n", legal)
+
+    states = [state("X", ["X", "X", "O", "3", "4", "O", "6", "O", "8"], ["[3]", "[4]", "[6]", "[8]"]),
+              state("O", ["O", "O", "X", "3", "4", "5", "6", "7", "X"], ["[3]", "[4]", "[5]", "[6]", "[7]"])]
+    assert type(choose_view(states)) is CellsView
+    # the same boards where only some free squares are moves: the mover is handed over
+    assert isinstance(choose_view([(states[0][0], ["[3]"]), states[1]]), MoverCellsView)

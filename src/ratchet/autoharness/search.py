@@ -249,7 +249,7 @@ class Synthesis:
 
     def view(self) -> BoardView:
         """What the scaffolded legal_moves is called with (``views.choose_view``), read from the listed states."""
-        return choose_view([b for b, _ in self.listed] or [t.board for t in self.transitions[:5]])
+        return choose_view(self.listed or [(t.board, []) for t in self.transitions[:5]])
 
     def grid_view(self) -> bool:
         """Whether the boards parse as a grid (legal_moves gets its cells)."""

@@ -4,7 +4,7 @@ search from the states the game listed (``choose_view``).
 A view names ``legal_moves``' parameters, the expression the scaffold's ``legal_actions`` calls it
 with, and how a state is written as a doctest example. A grid game gets the board's cells; a game
 whose boards are no grid gets the observation text; a two-player grid game whose openings name the
-mover's mark also gets that mark, since its legal moves can depend on whose turn it is (Othello).
+mover's mark also gets that mark where its legal moves depend on whose turn it is (Othello).
 """
 
 from __future__ import annotations
@@ -82,11 +82,24 @@ def is_grid(boards: Sequence[str]) -> bool:
     return bool(boards) and all(len(g := lib.parse_grid(lib.current_board(b))) >= 2 and "[" not in "".join(lib.cells(g)) for b in boards)
 
 
-def choose_view(boards: Sequence[str]) -> BoardView:
-    """The view for a game's listed states: the mover's mark joins the cells where the states show
-    more than one mover, each named by its opening (both players of a two-player game moved). The
-    first five boards decide whether there is a grid; all of them, who moves."""
+def every_free_cell_is_a_move(states: Sequence[tuple[str, Sequence[str]]], marks: set[str]) -> bool:
+    """Whether each listed state has as many legal actions as cells holding no player's mark: then
+    the cells alone say what is legal (Tic Tac Toe: every numbered square), whoever moves."""
+    return all(len(legal) == sum(c not in marks for c in lib.cells(lib.parse_grid(lib.current_board(b))))
+               for b, legal in states)
+
+
+def choose_view(states: Sequence[tuple[str, Sequence[str]]]) -> BoardView:
+    """The view for a game's listed states (board, legal actions): the mover's mark joins the cells
+    where the states show more than one mover, each named by its opening (both players of a
+    two-player game moved), and the cells alone cannot say what is legal (Othello: few of the empty
+    squares are moves, and which depends on the mover). A view the game does not need costs a small
+    model: given a `player` it has no use for, the 0.5B stopped solving Tic Tac Toe. The first five
+    boards decide whether there is a grid; all of them, who moves."""
+    boards = [b for b, _ in states]
     if not is_grid(boards[:5]):
         return BoardView()
     movers = [lib.mover(b) for b in boards]
-    return MoverCellsView() if all(movers) and len(set(movers)) > 1 else CellsView()
+    if all(movers) and len(set(movers)) > 1 and not every_free_cell_is_a_move(states, set(movers)):
+        return MoverCellsView()
+    return CellsView()
