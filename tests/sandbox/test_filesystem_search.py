@@ -18,6 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 SEARCH = '''
 import os
+import sys
 
 STORES = {"index.sqlite", "run.json"}
 QUEUES = {"queue.sqlite"}
@@ -42,7 +43,9 @@ def search(roots):
                     found["weights"].append(path)
                 elif name == "pyproject.toml":
                     found["pyproject"].append(path)
-                elif name in ("sandbox.py", "README.md") and "ratchet" in top:
+                elif name in ("sandbox.py", "README.md") and "ratchet" in top and not top.startswith(sys.prefix):
+                    # the interpreter's own environment is bound on purpose; a checkout named
+                    # ratchet/ holding it puts "ratchet" in its libraries' paths (jinja2's sandbox.py)
                     found["ratchet_sources"].append(path)
     return found
 '''
