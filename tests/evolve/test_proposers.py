@@ -31,12 +31,13 @@ PROMPT = "You write Python.\n"
 
 
 class Archive:
-    """An in-test ArchiveView: candidates with statuses, per-split results, rejected attempts."""
+    """An in-test ArchiveView: candidates with statuses, per-split results, rejected attempts, failed proposals."""
 
     def __init__(self) -> None:
         self.items: dict[str, tuple[Candidate, str]] = {}
         self.by_split: dict[tuple[str, str], list[TaskResult]] = {}
         self.rejects: list[tuple[Candidate, Decision]] = []
+        self.failed: list[dict] = []
 
     def add(self, candidate: Candidate, status: str = "accepted", **scores: float) -> Candidate:
         self.items[candidate.id] = (candidate, status)
@@ -62,6 +63,9 @@ class Archive:
 
     def rejected(self, limit: int = 10) -> list[tuple[Candidate, Decision]]:
         return self.rejects[-limit:]
+
+    def unusable(self, limit: int | None = None) -> list[dict]:
+        return self.failed[:limit]
 
 
 class Run:
@@ -342,8 +346,8 @@ def test_failed_proposals_are_shown_to_later_proposals(tmp_path) -> None:
     model = ScriptedModel([CLAIM + fenced(NEW_WORKFLOW)])
     ctx = make_ctx(tmp_path, model)
     archive = Archive()
-    archive.unusable = lambda limit=None: [{"step": 0, "proposer": "diff", "claim": "speed it up",
-                                            "reason": "first reply: the reply holds no SEARCH/REPLACE block"}]
+    archive.failed = [{"step": 0, "proposer": "diff", "claim": "speed it up",
+                       "reason": "first reply: the reply holds no SEARCH/REPLACE block"}]
     parent = archive.add(root(), t2=0.0)
     ReflectiveProposer(ReflectiveOptions(surfaces=only_workflow()), ctx).propose(parent, archive, random.Random(0))
     prompt = model.calls[0]["messages"][0]["content"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ratchet.contracts import RatchetError
+from ratchet.contracts import ComputedElsewhere, RatchetError
 from ratchet.evolve.cache import REPLIES, JournaledModel
 from ratchet.executors import ExecutorConfig
 from ratchet.executors.files import FileServer, sha256_of
@@ -113,3 +113,16 @@ def test_a_reply_computed_by_a_copy_is_accounted_and_journaled_by_the_driver_onc
     [record] = run.read_jsonl(REPLIES)
     assert (record["unit"], record["index"], record["text"]) == ("unit-a", 0, "0.7")
     assert [(c.model, c.purpose, c.ok) for c in logged] == [("scripted:d", "evolve", True)]  # under the driver's name
+
+
+def test_a_model_without_bookkeeping_of_its_own_is_replaced_by_the_copy_that_computes(tmp_path):
+    """Only a :class:`ComputedElsewhere` model (the accounting) is kept around the copy; a plain
+    model under the journal has nothing to keep, so the copy answers alone, journaled all the same."""
+    assert isinstance(AccountedModel(ScriptedModel(), Accountant()), ComputedElsewhere)
+    assert not isinstance(ScriptedModel(), ComputedElsewhere)
+    run = RunStore(tmp_path).create_run("evolve", {})
+    plain = ScriptedModel(lambda m: pytest.fail("the driver's model computed a unit's call"), name="scripted:d")
+    journal = JournaledModel(plain, run)
+    copy = Copy()
+    assert journal.complete_for("unit-a", 0, ASK, computed_by=copy).text == "0.7" and copy.asked == 1
+    assert [r["text"] for r in run.read_jsonl(REPLIES)] == ["0.7"]
