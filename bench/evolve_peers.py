@@ -52,7 +52,6 @@ from bench.evolve_humaneval import (MODEL, PROPOSER_MAX_TOKENS, PROPOSER_TEMPERA
                                     WORKSPACE, shared_model, span, suite_options)
 from bench.peer_env import bench_python
 from ratchet.contracts import Candidate
-from ratchet.evolve.archive import per_task_means
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.manifest import load_manifest
 from ratchet.evolve.report import bootstrap_ci
