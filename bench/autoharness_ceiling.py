@@ -21,6 +21,9 @@ import time
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
+#: Right answers the offline tests send through the search too, kept once beside the tests' other data
+#: (tests do not import bench/); read as text, the reply the scripted model gives.
+SHARED = Path(__file__).resolve().parent.parent / "tests" / "autoharness" / "data"
 
 #: The right answer per game, written from its rules text (not from the search's output).
 ANSWERS = {
@@ -31,19 +34,7 @@ ANSWERS = {
     "ConnectFour-v0": '''def legal_moves(cells, player=None):
     return [c for c in range(7) if cells[7 + c] == "."]
 ''',
-    "Othello-v0": '''def legal_moves(cells, player):
-    board = [cells[9 + 9 * r : 17 + 9 * r] for r in range(8)]  # a header row of 8, then a row label per row
-    other = "W" if player == "B" else "B"
-
-    def flanks(r, c, dr, dc):
-        r, c, n = r + dr, c + dc, 0
-        while 0 <= r < 8 and 0 <= c < 8 and board[r][c] == other:
-            r, c, n = r + dr, c + dc, n + 1
-        return n > 0 and 0 <= r < 8 and 0 <= c < 8 and board[r][c] == player
-
-    steps = [(dr, dc) for dr in (-1, 0, 1) for dc in (-1, 0, 1) if dr or dc]
-    return [(r, c) for r in range(8) for c in range(8) if board[r][c] == "." and any(flanks(r, c, dr, dc) for dr, dc in steps)]
-''',
+    "Othello-v0": (SHARED / "othello_legal_moves.py").read_text(),
     "LightsOut-v0": '''def legal_moves(cells):
     return [(r, c) for r in range(5) for c in range(5)]
 ''',
@@ -58,14 +49,7 @@ ANSWERS = {
     rows = [cells[8 + 9 * r + 1 : 8 + 9 * r + 9] for r in range(8)]  # a header row, then a row label per row
     return [(r, c) for r in range(8) for c in range(8) if rows[r][c] == "."]
 ''',
-    "TowerOfHanoi-v0": '''import re
-
-def legal_moves(board):
-    towers = {t: [int(x) for x in body.split(",") if x.strip()]
-              for t, body in re.findall(r"^([A-C]): \\[(.*?)\\]", board.split("Current Board:")[-1], re.M)}
-    # The game accepts a move onto the same tower.
-    return [s + " " + d for s in "ABC" for d in "ABC" if towers.get(s) and (s == d or not towers.get(d) or towers[d][-1] > towers[s][-1])]
-''',
+    "TowerOfHanoi-v0": (SHARED / "hanoi_legal_moves.py").read_text(),
     "Chopsticks-v0": '''import re
 
 def legal_moves(board):

@@ -16,7 +16,7 @@ import os
 import time
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results"
+from bench._results import write_json, write_markdown
 
 
 def _coverage_one(job: tuple[str, int, int]) -> dict:
@@ -68,8 +68,7 @@ def coverage(out: str, seeds: int = 3, max_steps: int = 30, resume: list[str] | 
             rows.append(row)
     order = {env_id: i for i, env_id in enumerate(suite_ids("autoharness-145"))}
     rows = sorted([*done.values(), *rows], key=lambda r: order[r["env_id"]])
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{out}.json").write_text(json.dumps(rows, indent=1))
+    write_json(out, rows, indent=1)
     exact = [r for r in rows if r["legal_rate"] == 1.0]
     by_source = {k: sum(r["moves_from"] == k for r in rows) for k in ("rules", "listed", "none")}
     lines = [
@@ -92,7 +91,7 @@ def coverage(out: str, seeds: int = 3, max_steps: int = 30, resume: list[str] | 
         note = r.get("error") or "; ".join(r.get("reasons") or [])
         lines.append(f"| {r['env_id']} | {source} | {rate} | {r['steps']} | {r['illegal'] if r['illegal'] is not None else '-'} | "
                      f"{note.replace('|', '/')[:120]} |")
-    (RESULTS / f"{out}.md").write_text("\n".join(lines) + "\n")
+    write_markdown(out, "\n".join(lines) + "\n")
     print("\n".join(lines[:5]))
     return 0
 

@@ -36,7 +36,8 @@ import tempfile
 import time
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results"
+from bench._results import RESULTS, write_json, write_markdown
+
 MAX_STEPS = 120
 GAMES = ("TicTacToe-v0", "ConnectFour-v0", "Othello-v0", "PigDice-v0", "FifteenPuzzle-v0", "Minesweeper-v0")
 
@@ -313,10 +314,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _write(result: dict, out: str) -> None:
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{out}.json").write_text(json.dumps(result, indent=2))
+    write_json(out, result)
     lines = report_lines(result)
-    (RESULTS / f"{out}.md").write_text("\n".join(lines) + "\n")
+    write_markdown(out, "\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

@@ -30,6 +30,7 @@ from typing import Any
 
 from pydantic import Field
 
+from bench._results import RESULTS, write_json, write_markdown
 from ratchet.config import Settings
 from ratchet.contracts import Candidate, Claim, Proposal
 from ratchet.evolve.config import EvolveConfig, GateOptions
@@ -40,7 +41,6 @@ from ratchet.evolve.manifest import Manifest
 from ratchet.evolve.suites.synthetic import NoisyOptions, NoisySuite
 from ratchet.store import RunStore
 
-RESULTS = Path(__file__).resolve().parent / "results"
 FILE = "harness.json"
 MODULE = "bench.evolve_gate"
 
@@ -330,9 +330,8 @@ def main(argv: list[str] | None = None) -> int:
     result = {"bench": "evolve_gate", "config": vars(args) | {"out": str(args.out)}, "rows": rows, "alone": alone,
               "scale": scale, "verdict": verdict,
               "python": sys.version.split()[0], "created_at": time.time()}
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"{args.name}.json").write_text(json.dumps(result, indent=2) + "\n")
-    (args.out / f"{args.name}.md").write_text(markdown(result))
+    write_json(args.name, result, out=args.out)
+    write_markdown(args.name, markdown(result), out=args.out)
     print("\n".join(verdict))
     return 0
 

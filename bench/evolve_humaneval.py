@@ -25,17 +25,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import time
 from pathlib import Path
 from typing import Any
 
+from bench._results import RESULTS, machine, write_json, write_markdown
 from ratchet.contracts import Completion, Message
 from ratchet.evolve.config import EvolveConfig
 from ratchet.evolve.loop import Engine
 from ratchet.store import RunStore
 
-RESULTS = Path(__file__).resolve().parent / "results"
 ROOT = Path(__file__).resolve().parents[1]
 WORKSPACE = ROOT / "examples" / "humaneval-coder"
 MODEL = "local:qwen2.5-coder-0.5b"
@@ -192,8 +191,7 @@ def write_partial(args: argparse.Namespace, run: Any) -> None:
                   "latency_s": round(sum(c["latency_s"] for c in calls), 1)},
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{args.out}.json").write_text(json.dumps(measured, indent=2, default=str) + "\n")
+    write_json(args.out, measured, default=str)
     c = measured["calls"]
     lines = [f"# An unfinished `ratchet evolve` run on HumanEval ({MODEL})", "",
              "Written by `python -m bench.evolve_humaneval --partial` from the run store: the run did not reach its "
@@ -209,7 +207,7 @@ def write_partial(args: argparse.Namespace, run: Any) -> None:
     for e in measured["events"]:
         detail = {k: v for k, v in e.items() if k not in ("kind", "at", "format_version")}
         lines.append(f"| {e['kind']} | {json.dumps(detail, default=str).replace('|', '/')[:300]} |")
-    (RESULTS / f"{args.out}.md").write_text("\n".join(lines) + "\n")
+    write_markdown(args.out, "\n".join(lines) + "\n")
 
 
 def write(args: argparse.Namespace, report: dict[str, Any], summary: dict[str, Any], wall_s: float, run: Any) -> None:
@@ -220,11 +218,10 @@ def write(args: argparse.Namespace, report: dict[str, Any], summary: dict[str, A
         "report": report, "steps": [{k: e.get(k) for k in ("step", "status", "reason", "child")} for e in steps],
         "totals": {k: v for k, v in summary.items() if k != "report"},
         "wall_s": round(wall_s, 1),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "load": os.getloadavg()},
+        "machine": machine(load=os.getloadavg()),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{args.out}.json").write_text(json.dumps(out, indent=2, default=str) + "\n")
+    write_json(args.out, out, default=str)
 
     def arm(row: dict[str, Any]) -> str:
         return f"{row['mean']:.3f} [{row['low']:.3f}, {row['high']:.3f}]"
@@ -263,7 +260,7 @@ def write(args: argparse.Namespace, report: dict[str, Any], summary: dict[str, A
               f"1 + {n['search_spend']} // {n.get('pass_cost')} = {n.get('uncapped_attempts')} attempts "
               f"({n['budget_unit']}; one pass of the original over the test split costs {n.get('pass_cost')}); "
               f"N is capped at {args.max_best_of_n} (`--max-best-of-n`) to fit the machine time."]
-    (RESULTS / f"{args.out}.md").write_text("\n".join(lines) + "\n")
+    write_markdown(args.out, "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

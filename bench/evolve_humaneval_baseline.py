@@ -12,12 +12,11 @@ harness. Replies are recorded next to the results (``NAME.replies.jsonl``) and r
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import time
 from pathlib import Path
 
+from bench._results import RESULTS, machine, write_json, write_markdown
 from ratchet.contracts import Candidate
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.manifest import load_manifest
@@ -25,7 +24,6 @@ from ratchet.evolve.suites.config import HumanEvalOptions, WorkflowOptions
 from ratchet.evolve.suites.humaneval import HumanEvalSuite
 from ratchet.models.budget import AccountedModel, Accountant
 
-RESULTS = Path(__file__).resolve().parent / "results"
 WORKSPACE = Path(__file__).resolve().parents[1] / "examples" / "humaneval-coder"
 
 #: The baseline's workflow: the starting harness's own request, answered with the first reply.
@@ -111,11 +109,10 @@ def write(args: argparse.Namespace, results: dict[str, list], accountants: dict[
         "model": args.model, "problems_asked": args.problems, "problems_done": done, "threads": args.threads,
         "temperature": 0.0, "replayed_replies": replayed,
         "arms": rows, "ratio_vs_single_call": (rows["humaneval-coder"]["pass_at_1"] / base) if base else None,
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "load": os.getloadavg()},
+        "machine": machine(load=os.getloadavg()),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{args.out}.json").write_text(json.dumps(report, indent=2) + "\n")
+    write_json(args.out, report)
     lines = [f"# HumanEval pass@1 of the starting humaneval-coder harness ({args.model})", "",
              f"The first {done} problems (of {args.problems} asked), greedy (temperature 0, seed 0), "
              f"{args.threads} threads; workflow and grading in the sandbox. "
@@ -128,7 +125,7 @@ def write(args: argparse.Namespace, results: dict[str, list], accountants: dict[
     ratio = report["ratio_vs_single_call"]
     lines += ["", f"Ratio humaneval-coder / single-call: {ratio:.2f}" if ratio is not None else
               "Ratio: undefined (the single-call harness passed nothing)."]
-    (RESULTS / f"{args.out}.md").write_text("\n".join(lines) + "\n")
+    write_markdown(args.out, "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

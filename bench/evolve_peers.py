@@ -47,11 +47,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from bench._results import write_json, write_markdown
 from bench.evolve_humaneval import (MODEL, PROPOSER_MAX_TOKENS, PROPOSER_TEMPERATURE, RESULTS, SMALL_SPLITS, SPLITS,
                                     WORKSPACE, shared_model, span, suite_options)
 from bench.peer_env import bench_python
 from ratchet.contracts import Candidate
-from ratchet.evolve.archive import per_task_means
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.manifest import load_manifest
 from ratchet.evolve.report import bootstrap_ci
@@ -248,7 +248,7 @@ def table(missing_why: str = "") -> None:
                      "gain": ci([b - o for b, o in zip(best, orig)]), "best_is_original": arm["best_is_original"]})
     out = {"model": MODEL, "splits": splits, "original_test": ours["original"], "rows": rows, "arms": arms,
            "ratchet_totals": evolve.get("totals"), "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    (RESULTS / f"{SIZE['out']}.json").write_text(json.dumps(out, indent=2, default=str) + "\n")
+    write_json(SIZE["out"], out, default=str)
     lines = [f"# Evolving the humaneval-coder system prompt: Ratchet vs GEPA vs OpenEvolve ({MODEL})", "",
              "Produced by `python -m bench.evolve_peers` (its docstring has the set-up). Same model, surface "
              "(the system prompt), starting harness, splits and grader for every arm; each peer's budget is the "
@@ -265,7 +265,7 @@ def table(missing_why: str = "") -> None:
     missing = sorted(set(PEERS) - set(arms))
     if missing:
         lines += ["", f"Not run: {', '.join(missing)}." + (f" {missing_why}" if missing_why else "")]
-    (RESULTS / f"{SIZE['out']}.md").write_text("\n".join(lines) + "\n")
+    write_markdown(SIZE["out"], "\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import time
 from pathlib import Path
 from statistics import fmean
@@ -29,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from bench._results import machine, write_json, write_markdown
 from bench.evolve_humaneval import MODEL, RESULTS, ROOT, shared_model, steps_of
 from ratchet.evolve.archive import Archive
 from ratchet.evolve.config import EvolveConfig
@@ -111,12 +111,12 @@ def write_partial(args: argparse.Namespace, run: Any, raw: dict[str, Any]) -> No
     out = {"finished": False, "model": MODEL, "config": raw, "events": run.read_jsonl("evolve/events.jsonl"),
            "failed_proposals": Archive(run).unusable(),
            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    (RESULTS / f"{args.out}.json").write_text(json.dumps(out, indent=2, default=str) + "\n")
+    write_json(args.out, out, default=str)
     lines = [f"# An unfinished {TITLE}", "",
              "Written by `python -m bench.evolve_textarena --partial` from the run store: the run has not reached its "
              "final report, so there is no test-seed comparison here yet. The same command without `--partial` "
              "resumes it.", "", *candidates_table(run), "", calls_line(run), "", *steps_table(run)]
-    (RESULTS / f"{args.out}.md").write_text("\n".join(lines) + "\n")
+    write_markdown(args.out, "\n".join(lines) + "\n")
     print("\n".join(lines))
 
 
@@ -128,9 +128,9 @@ def write(args: argparse.Namespace, run: Any, raw: dict[str, Any], config: Evolv
                      for e in steps_of(run)],
            "failed_proposals": Archive(run).unusable(),
            "wall_s_this_chunk": round(wall_s, 1),
-           "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "load": os.getloadavg()},
+           "machine": machine(load=os.getloadavg()),
            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    (RESULTS / f"{args.out}.json").write_text(json.dumps(out, indent=2, default=str) + "\n")
+    write_json(args.out, out, default=str)
 
     def arm(row: dict[str, Any]) -> str:
         return f"{row['mean']:.3f} [{row['low']:.3f}, {row['high']:.3f}]"
@@ -160,7 +160,7 @@ def write(args: argparse.Namespace, run: Any, raw: dict[str, Any], config: Evolv
              f"Best-of-N: the original's own (greedy) pass plus {n['attempts'] - 1} attempts sampled at temperature "
              f"{n.get('temperature')}, each at its own seed; N = 1 + search spend // one pass over the test seeds "
              f"({n['pass_cost']} {n['budget_unit']}) = {n['uncapped_attempts']}, capped at {config.report.max_best_of_n}."]
-    (RESULTS / f"{args.out}.md").write_text("\n".join(lines) + "\n")
+    write_markdown(args.out, "\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

@@ -39,6 +39,7 @@ from pathlib import Path
 
 from pydantic import Field
 
+from bench._results import machine, write_json, write_markdown
 from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.batch import game_job, keep_game
 from ratchet.autoharness.pipeline import open_or_create
@@ -51,7 +52,6 @@ from ratchet.executors import ExecutorConfig, LocalExecutor
 from ratchet.store import RunStore
 from ratchet.store.transfer import replace_run_files, run_job
 
-RESULTS = Path(__file__).resolve().parent / "results"
 NAME = "executors_throughput"
 
 
@@ -245,12 +245,11 @@ def main(argv: list[str] | None = None) -> int:
                  "driver_ms_with_ray": round(costs["game_keep_ms"] + noop, 2),
                  "workers_ray_bound": round(costs["game_work_ms"] / (costs["game_keep_ms"] + noop), 1)},
     }
-    out = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+    out = {"machine": machine(platform=platform.platform()),
            "args": vars(args), "sides": sides, "ratio_vs_inline": ratios,
            "driver_cost": {k: round(v, 4) for k, v in costs.items()}, "crossover": crossover}
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{NAME}.json").write_text(json.dumps(out, indent=2) + "\n")
-    (RESULTS / f"{NAME}.md").write_text(markdown(out))
+    write_json(NAME, out)
+    write_markdown(NAME, markdown(out))
     print(markdown(out))
     return 0
 

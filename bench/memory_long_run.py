@@ -11,7 +11,6 @@ report gives the slope per unit of work and the final RSS as a ratio of that bas
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import re
 import sys
@@ -19,6 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench._results import write_json, write_markdown
 from ratchet.autoharness.config import AutoHarnessConfig, BudgetSettings
 from ratchet.autoharness.pipeline import env_factory_for
 from ratchet.autoharness.runtime import sandbox_runtime_factory
@@ -27,7 +27,6 @@ from ratchet.models import ScriptedModel
 from ratchet.sandbox import isolation_report
 from ratchet.store import RunStore
 
-RESULTS = Path(__file__).resolve().parent / "results"
 WARMUP = 0.2  # the first fifth of the samples is warm-up (imports, caches, the first workers)
 
 
@@ -115,8 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         store = store_part(args.records, Path(tmp))
     results = {"machine": platform.machine(), "python": sys.version.split()[0],
                "sandbox": isolation_report()["mechanism"], "search": search, "store": store}
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{args.out}.json").write_text(json.dumps(results, indent=2) + "\n")
+    write_json(args.out, results)
     s, w = search, store
     md = [
         "# Memory over a long scripted run",
@@ -135,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{w['rss_final_kib'] / 1024:.1f} | {w['final_over_baseline']} | {w['slope_kib_per_1000_records']} KiB / 1000 records |",
     ]
     text = "\n".join(md) + "\n"
-    (RESULTS / f"{args.out}.md").write_text(text)
+    write_markdown(args.out, text)
     print(text, end="")
     return 0
 

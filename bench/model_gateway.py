@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench._results import machine, write_json, write_markdown
 from ratchet.contracts import Candidate, Task, TaskResult
 from ratchet.evolve.cache import REPLIES, CachedEvaluator, JournaledModel
 from ratchet.evolve.suites.synthetic import NoisyOptions, NoisySuite
@@ -39,7 +40,6 @@ from ratchet.models import ScriptedModel
 from ratchet.models.budget import AccountedModel, Accountant
 from ratchet.store import RunStore
 
-RESULTS = Path(__file__).resolve().parent / "results"
 NAME = "model_gateway"
 
 
@@ -128,13 +128,12 @@ def main(argv: list[str] | None = None) -> int:
         print(name, json.dumps(sides[name]), flush=True)
     base = sides["inline"]
     d = sides["ray-2"]["driver_ms_per_call"]
-    out = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+    out = {"machine": machine(platform=platform.platform()),
            "args": vars(args), "sides": sides,
            "ratio_vs_inline": {n: round(s["evaluations_per_s"] / base["evaluations_per_s"], 2) for n, s in sides.items()},
            "workers_before_the_driver_binds": {f"{latency_ms} ms calls": round(latency_ms / d) for latency_ms in (500, 5000)}}
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{NAME}.json").write_text(json.dumps(out, indent=2) + "\n")
-    (RESULTS / f"{NAME}.md").write_text(markdown(out))
+    write_json(NAME, out)
+    write_markdown(NAME, markdown(out))
     print(markdown(out))
     return 0
 

@@ -10,15 +10,13 @@ each is not counted. The ratio is of the medians.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import statistics
 import sys
 import time
-from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results"
+from bench._results import RESULTS, machine, write_json, write_markdown
+
 PROMPT = [
     {"role": "system", "content": "You are a careful Python programmer."},
     {"role": "user", "content": "Write a Python function is_legal(board, move) for TicTacToe, where board is a "
@@ -112,13 +110,12 @@ def main(argv: list[str] | None = None) -> int:
         "meets_target": ratio >= 0.95,
         "identical_outputs": all(r["same_text"] for r in rounds),
         "rounds": rounds,
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "loadavg_before": load_before, "loadavg_after": os.getloadavg()},
+        "machine": machine(loadavg_before=load_before, loadavg_after=os.getloadavg()),
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{args.out}.json").write_text(json.dumps(result, indent=2) + "\n")
-    (RESULTS / f"{args.out}.md").write_text(
+    write_json(args.out, result)
+    write_markdown(
+        args.out,
         f"# models_throughput ({result['measured_at']})\n\n"
         f"{args.model}, {args.threads} threads, n_ctx {args.n_ctx}, greedy, max_tokens {args.max_tokens}, "
         f"{args.runs} alternating rounds after one warm-up each; load average before/after "

@@ -10,16 +10,15 @@ bubblewrap and under the weaker fallbacks. Overhead is the difference of the med
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
 import sys
 import time
 import warnings
-from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results"
+from bench._results import write_json, write_markdown
+
 HARNESS = """
 def is_legal_action(board, action):
     return action in board.split()
@@ -122,8 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         },
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{args.out}.json").write_text(json.dumps(result, indent=2) + "\n")
+    write_json(args.out, result)
     lines = [
         "# Sandbox per-call overhead",
         "",
@@ -149,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
             lines.append(f"| {key} | unavailable: {row['error'][:60]} | |")
         else:
             lines.append(f"| {key} | {row['p50_ms']} | {row['max_ms']} |")
-    (RESULTS / f"{args.out}.md").write_text("\n".join(lines) + "\n")
+    write_markdown(args.out, "\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
 

@@ -27,6 +27,7 @@ from pathlib import Path
 import httpx
 import uvicorn
 
+from bench._results import write_json, write_markdown
 from ratchet.autoharness.search import CHECKPOINT, KIND
 from ratchet.contracts import Candidate, Decision, EpisodeSummary, Evaluation, LLMCall, StepRecord, TaskResult
 from ratchet.evolve.archive import Archive, claim_check, per_task_means
@@ -38,7 +39,6 @@ from ratchet.online.status import write as write_status
 from ratchet.store import RunStore
 from ratchet.ui import UIConfig, create_app
 
-RESULTS = Path(__file__).resolve().parent / "results"
 CHROMIUM = Path("/usr/bin/chromium")
 BOARD = "[GAME] Current Board:\n\n 0 | 1 | X \n---+---+---\n 3 | O | 5 \n---+---+---\n 6 | 7 | 8 \n"
 CODE = "import random\n\n" + "\n".join(f"def helper_{i}(board):\n    return board.count('{i}')\n" for i in range(30))
@@ -247,8 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {"candidates": args.candidates, "steps": args.steps, "episodes": args.episodes, "turns": args.turns,
               "repeat": args.repeat, "build_s": round(build_s, 1), "load_average": os.getloadavg()[0], "cpus": os.cpu_count(),
               "browser": bool(rows and "browser_p50_ms" in rows[0]), "worst_ms": worst, "target_met": worst < 1000, "pages": rows}
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{args.out}.json").write_text(json.dumps(result, indent=2) + "\n")
+    write_json(args.out, result)
     lines = [
         "# Dashboard page loads on a big run", "",
         f"One AutoHarness-shaped run with **{args.candidates} candidates** (half of them in the tree, each with an evaluation) and "
@@ -265,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
                      f"{r.get('browser_max_ms', float('nan')):.1f} | {r['small_p50_ms']:.1f} | {r['ratio']:.1f}× | {r['bytes'] / 1024:.0f} |")
     lines += ["", f"Target (every page under 1 s): {'met' if result['target_met'] else 'NOT met'}; slowest single load {worst:.0f} ms.",
               "The learning row reads the same serving run for both columns (its ratio is ~1 by construction)."]
-    (RESULTS / f"{args.out}.md").write_text("\n".join(lines) + "\n")
+    write_markdown(args.out, "\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
 

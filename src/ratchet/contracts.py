@@ -121,6 +121,15 @@ class Model(Protocol):
     ) -> Completion: ...
 
 
+@runtime_checkable
+class ComputedElsewhere(Protocol):
+    """A model wrapper with bookkeeping of its own (the budget's accounting) that keeps it when a
+    copy of its model elsewhere (a node's model server) computes a reply: a caller handed such a
+    copy asks through ``computed_by(copy)``, and through the copy alone for a model without this."""
+
+    def computed_by(self, model: Model) -> Model: ...
+
+
 @dataclass(frozen=True)
 class LLMCall:
     """One model call as the budget accountant saw it; stored in the run index."""
@@ -351,6 +360,11 @@ class ArchiveView(Protocol):
     def children(self, candidate_id: str) -> list[str]: ...
 
     def rejected(self, limit: int = 10) -> list[tuple[Candidate, Decision]]: ...
+
+    def unusable(self, limit: int | None = None) -> list[dict[str, Any]]:
+        """Failed proposals (steps that made no candidate), newest first: each a mapping with the
+        step's ``proposer``, ``reason`` and ``claim`` (None when it stated none)."""
+        ...
 
 
 @runtime_checkable

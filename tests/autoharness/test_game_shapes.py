@@ -9,6 +9,7 @@ board-less game (Guess the Number) whose observation window hid the guesses the 
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 from ratchet.autoharness.harnesslib import cells, current_board, parse_grid
 from ratchet.envs import EnvConfig, make
@@ -29,13 +30,10 @@ B: []
 C: []"""
 
 
-HANOI_ANSWER = '''import re
-
-def legal_moves(board):
-    towers = {t: [int(x) for x in body.split(",") if x.strip()]
-              for t, body in re.findall(r"^([A-C]): \\[(.*?)\\]", board.split("Current Board:")[-1], re.M)}
-    return [s + " " + d for s in "ABC" for d in "ABC" if towers.get(s) and (s == d or not towers.get(d) or towers[d][-1] > towers[s][-1])]
-'''
+DATA = Path(__file__).parent / "data"
+#: Right answers, shared with bench/autoharness_ceiling.py: read as text, the scripted model's reply.
+HANOI_ANSWER = (DATA / "hanoi_legal_moves.py").read_text()
+OTHELLO_ANSWER = (DATA / "othello_legal_moves.py").read_text()
 
 
 def test_a_boards_lists_are_not_actions_and_one_letter_names_defined_as_numbers_are_numbers():
@@ -115,21 +113,6 @@ def test_a_text_boards_doctest_example_shows_the_whole_history_its_answer_depend
     board = "Guess the number between 1 and 20.\n" + "".join(f"\n[Player] [{n}]\n\n[GAME] The target number is higher.\n" for n in range(1, 10))
     request = scaffold_request([((board,), [f"[{n}]" for n in range(10, 21)])], BoardView())
     assert all(f"[Player] [{n}]" in request for n in range(1, 10))
-
-
-OTHELLO_ANSWER = '''def legal_moves(cells, player):
-    board = [cells[9 + 9 * r : 17 + 9 * r] for r in range(8)]
-    other = "W" if player == "B" else "B"
-
-    def flanks(r, c, dr, dc):
-        r, c, n = r + dr, c + dc, 0
-        while 0 <= r < 8 and 0 <= c < 8 and board[r][c] == other:
-            r, c, n = r + dr, c + dc, n + 1
-        return n > 0 and 0 <= r < 8 and 0 <= c < 8 and board[r][c] == player
-
-    steps = [(dr, dc) for dr in (-1, 0, 1) for dc in (-1, 0, 1) if dr or dc]
-    return [(r, c) for r in range(8) for c in range(8) if board[r][c] == "." and any(flanks(r, c, dr, dc) for dr, dc in steps)]
-'''
 
 
 def test_the_mover_is_read_from_each_games_opening():

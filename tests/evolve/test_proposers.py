@@ -31,12 +31,13 @@ PROMPT = "You write Python.\n"
 
 
 class Archive:
-    """An in-test ArchiveView: candidates with statuses, per-split results, rejected attempts."""
+    """An in-test ArchiveView: candidates with statuses, per-split results, rejected attempts, failed proposals."""
 
     def __init__(self) -> None:
         self.items: dict[str, tuple[Candidate, str]] = {}
         self.by_split: dict[tuple[str, str], list[TaskResult]] = {}
         self.rejects: list[tuple[Candidate, Decision]] = []
+        self.failed: list[dict] = []
 
     def add(self, candidate: Candidate, status: str = "accepted", **scores: float) -> Candidate:
         self.items[candidate.id] = (candidate, status)
@@ -62,6 +63,9 @@ class Archive:
 
     def rejected(self, limit: int = 10) -> list[tuple[Candidate, Decision]]:
         return self.rejects[-limit:]
+
+    def unusable(self, limit: int | None = None) -> list[dict]:
+        return self.failed[:limit]
 
 
 class Run:
@@ -257,19 +261,31 @@ def test_diff_reply_with_a_whole_file_instead_of_blocks_is_taken(tmp_path) -> No
 CLAIM_ONLY = "```\nTARGET: t2 fails on empty input\nROOT CAUSE: no check for []\nFLIPS: t2\n```\n"
 
 
-def test_reflective_claim_only_reply_is_asked_again_with_the_file_and_the_format(tmp_path) -> None:
-    # the small model's reply that held only its claim (the reply the HumanEval run got)
-    model = ScriptedModel([CLAIM_ONLY, fenced(NEW_WORKFLOW)])
+@pytest.mark.parametrize("make, replies, attempts, claim, fallback, reminder_names", [
+    # the small model's reply that held only its claim (the reply the HumanEval run got), then the file
+    (lambda ctx: ReflectiveProposer(ReflectiveOptions(surfaces=only_workflow()), ctx),
+     [CLAIM_ONLY, fenced(NEW_WORKFLOW)],
+     [("first reply", False), ("format retry 1", True)], ("t2 fails on empty input", ("t2",)), None, []),
+    # the diff proposer's retry asks for blocks; a retry without any falls back to the whole file
+    (lambda ctx: DiffProposer(DiffOptions(surfaces=only_workflow()), ctx),
+     [CLAIM_ONLY, "TARGET: t2\nI would change the answer.", fenced(NEW_WORKFLOW)],
+     [("first reply", False), ("format retry 1", False), ("whole-file fallback", True)], ("t2", ()),
+     "package:rewrite_after_diff.md", ["<<<<<<< SEARCH", "no SEARCH/REPLACE block"]),
+], ids=["reflective", "diff"])
+def test_a_claim_only_reply_is_asked_again_with_the_file_and_the_format(
+        tmp_path, make, replies, attempts, claim, fallback, reminder_names) -> None:
+    model = ScriptedModel(replies)
     ctx = make_ctx(tmp_path, model)
     archive = Archive()
     parent = archive.add(root(), t2=0.0)
-    proposer = ReflectiveProposer(ReflectiveOptions(surfaces=only_workflow()), ctx)
+    proposer = make(ctx)
     proposal = proposer.propose(parent, archive, random.Random(0))
     assert proposal is not None and proposal.files == {"workflow.py": NEW_WORKFLOW}
-    assert proposer.asks == 2
-    # the claim stated (fenced) in the first reply is the proposal's claim
-    assert proposal.claim.target == "t2 fails on empty input" and proposal.claim.predicted_flips == ("t2",)
-    assert [a["error"] is None for a in proposal.meta["attempts"]] == [False, True]
+    assert proposer.asks == len(attempts) == len(model.calls)
+    assert [(a["ask"], a["error"] is None) for a in proposal.meta["attempts"]] == attempts
+    # the claim stated (fenced) in the first reply is the proposal's claim, unless a later reply states another
+    assert (proposal.claim.target, proposal.claim.predicted_flips) == claim
+    assert proposal.meta.get("fallback") == fallback
     retry = model.calls[1]["messages"]
     # the same conversation: the first prompt, the model's reply, then the reminder
     assert [m["role"] for m in retry] == ["user", "assistant", "user"]
@@ -278,6 +294,7 @@ def test_reflective_claim_only_reply_is_asked_again_with_the_file_and_the_format
     assert "only the claim lines" in reminder and WORKFLOW in reminder and "```python" in reminder
     assert "The change you described: t2 fails on empty input" in reminder
     assert "do not write it again" in reminder and "TARGET:" not in reminder  # the edit alone is asked for
+    assert all(name in reminder for name in reminder_names)
 
 
 def test_a_claim_fenced_as_json_is_not_taken_as_the_file() -> None:
@@ -301,22 +318,6 @@ def test_reflective_retries_are_bounded_and_a_copy_of_the_parent_counts_as_unusa
     # each reminder names the problem of the reply before it
     assert "identical to the parent" in model.calls[2]["messages"][-1]["content"]
     assert len(model.calls[2]["messages"]) == 5
-
-
-def test_diff_claim_only_reply_gets_a_format_retry_then_the_whole_file_fallback(tmp_path) -> None:
-    model = ScriptedModel([CLAIM_ONLY, "TARGET: t2\nI would change the answer.", fenced(NEW_WORKFLOW)])
-    ctx = make_ctx(tmp_path, model)
-    archive = Archive()
-    parent = archive.add(root(), t2=0.0)
-    proposer = DiffProposer(DiffOptions(surfaces=only_workflow()), ctx)
-    proposal = proposer.propose(parent, archive, random.Random(0))
-    assert proposal is not None and proposal.files == {"workflow.py": NEW_WORKFLOW}
-    assert proposer.asks == 3
-    reminder = model.calls[1]["messages"][-1]["content"]
-    assert "<<<<<<< SEARCH" in reminder and WORKFLOW in reminder and "no SEARCH/REPLACE block" in reminder
-    assert proposal.meta["fallback"] == "package:rewrite_after_diff.md"
-    assert [(a["ask"], a["error"] is None) for a in proposal.meta["attempts"]] == [
-        ("first reply", False), ("format retry 1", False), ("whole-file fallback", True)]
 
 
 def test_diff_format_retry_with_blocks_that_apply_needs_no_fallback(tmp_path) -> None:
@@ -345,8 +346,8 @@ def test_failed_proposals_are_shown_to_later_proposals(tmp_path) -> None:
     model = ScriptedModel([CLAIM + fenced(NEW_WORKFLOW)])
     ctx = make_ctx(tmp_path, model)
     archive = Archive()
-    archive.unusable = lambda limit=None: [{"step": 0, "proposer": "diff", "claim": "speed it up",
-                                            "reason": "first reply: the reply holds no SEARCH/REPLACE block"}]
+    archive.failed = [{"step": 0, "proposer": "diff", "claim": "speed it up",
+                       "reason": "first reply: the reply holds no SEARCH/REPLACE block"}]
     parent = archive.add(root(), t2=0.0)
     ReflectiveProposer(ReflectiveOptions(surfaces=only_workflow()), ctx).propose(parent, archive, random.Random(0))
     prompt = model.calls[0]["messages"][0]["content"]

@@ -316,6 +316,51 @@ def test_the_driver_computing_the_calls_is_kept_as_the_fallback(cluster, calling
     assert {**_evolve_content(summary, run), "replies": _replies(run)} == local
 
 
+class ServerKiller(threading.Thread):
+    """Kills one node's model server (``ray.kill``, which Ray does not restart) once the run's
+    servers have computed ``after`` calls, while the run's evaluations go on calling the model."""
+
+    def __init__(self, executor: RayExecutor, after: int = 3, deadline_s: float = 120.0) -> None:
+        super().__init__(daemon=True)
+        self.executor, self.after = executor, after
+        self.killed: str | None = None
+        self.deadline = time.monotonic() + deadline_s
+
+    def run(self) -> None:
+        while self.killed is None and time.monotonic() < self.deadline:
+            for gateway in list(self.executor.gateways):
+                servers = getattr(gateway.placement, "servers", None)
+                if servers is not None and sum(servers.answered.values()) >= self.after:
+                    node, handle = next(iter(list(servers.handles.items())))
+                    ray.kill(handle, no_restart=True)
+                    self.killed = node
+                    return
+            time.sleep(0.01)
+
+
+def test_a_model_server_killed_mid_run_hands_its_nodes_calls_to_the_other_nodes(cluster, calling_local, tmp_path,
+                                                                                  monkeypatch):
+    """A node's model server dies while the run's evaluations call the model: the calls of that
+    node's tasks are computed by the other node's server (the driver neither hangs on the dead one
+    nor computes them itself), and the run equals the in-process one, each call paid and journaled once."""
+    monkeypatch.syspath_prepend(str(HERE.parent / "evolve"))  # doubles:ModelProposer
+    summary, run = calling_local
+    local = {**_evolve_content(summary, run), "replies": _replies(run)}
+    executor = RayExecutor(ExecutorConfig(kind="ray"))
+    killer = ServerKiller(executor)
+    killer.start()
+    summary, run = _calling_evolve(tmp_path / "ray", executor)
+    killer.join(timeout=5)
+    [gateway] = executor.gateways
+    servers = gateway.placement.servers
+    executor.close()
+    assert killer.killed is not None
+    assert {**_evolve_content(summary, run), "replies": _replies(run)} == local
+    assert any(asked == killer.killed and node != killer.killed for asked, (node, _) in servers.answered)
+    slots = [(r["unit"], r["index"]) for r in run.read_jsonl(REPLIES) if r.get("unit")]
+    assert sum(servers.answered.values()) == len(slots) == len(set(slots))  # each computed once, none by the driver
+
+
 def test_a_gguf_that_cannot_load_on_the_nodes_fails_the_start_naming_node_and_fix(cluster, tmp_path):
     """A ``local:`` model's file is sent to each node by its hash (through the relay) and loaded
     there once, when serving starts; a file llama.cpp cannot load stops it there, with the fix."""

@@ -38,6 +38,9 @@ class Archive:
     def rejected(self, limit: int = 10) -> list:
         return []
 
+    def unusable(self, limit: int | None = None) -> list:
+        return []
+
 
 class Run:
     def __init__(self, root: Path) -> None:

@@ -25,7 +25,8 @@ from dataclasses import asdict, replace
 from functools import partial
 from typing import Any
 
-from ratchet.contracts import Candidate, Completion, Evaluator, Executor, Failure, Message, Model, Task, TaskResult, Usage
+from ratchet.contracts import (Candidate, Completion, ComputedElsewhere, Evaluator, Executor, Failure, Message, Model, Task,
+                               TaskResult, Usage)
 from ratchet.executors.units import unit_scope
 
 EVALS = "evolve/evals.jsonl"
@@ -202,7 +203,7 @@ class JournaledModel:
              computed_by: Model | None = None) -> Completion:
         inner = self.inner
         if computed_by is not None:  # the inner model's accounting (if any) around the copy that computes
-            inner = inner.computed_by(computed_by) if hasattr(inner, "computed_by") else computed_by
+            inner = inner.computed_by(computed_by) if isinstance(inner, ComputedElsewhere) else computed_by
         completion = inner.complete(messages, **params)
         # A backend can pass undecodable bytes through as lone surrogates; they are not text (no
         # parser, store or prompt takes them), so they become "?" here, once, for every reader.

@@ -168,7 +168,8 @@ class AccountedModel:
     def computed_by(self, model: Model) -> AccountedModel:
         """This model's accounting around ``model``, a copy of it that computes the same replies
         elsewhere (a node's model server): checked and recorded by the same accountant, under this
-        model's name, so where a reply was computed changes nothing in the budget."""
+        model's name, so where a reply was computed changes nothing in the budget
+        (:class:`ratchet.contracts.ComputedElsewhere`)."""
         twin = AccountedModel(model, self.accountant, self.purpose)
         twin.name = self.name
         return twin

@@ -15,7 +15,7 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
-from ratchet.contracts import Candidate, Claim, Message, Proposal, RatchetError, TaskResult
+from ratchet.contracts import ArchiveView, Candidate, Claim, Message, Proposal, RatchetError, TaskResult
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.proposers.config import ModelProposerOptions
 from ratchet.evolve.proposers.parsing import CLAIM_FORMAT, parse_claim
@@ -87,7 +87,7 @@ class ModelProposer:
             parts.append(f"({len(failing) - self.options.max_traces} more failing tasks not shown)")
         return "\n\n".join(parts)
 
-    def rejected_text(self, archive: Any) -> str:
+    def rejected_text(self, archive: ArchiveView) -> str:
         """Earlier attempts the gate rejected, with its reasons, so the model tries something else."""
         rows = []
         for candidate, decision in archive.rejected(self.options.max_rejected)[: self.options.max_rejected]:
@@ -95,9 +95,9 @@ class ModelProposer:
             target = claim.get("target", "?") if isinstance(claim, dict) else "?"
             changed = ", ".join((candidate.meta.get("proposal") or {}).get("surfaces", [])) or "?"
             rows.append(f"- changed {changed}; aimed at: {target}; rejected: {decision.reason}")
-        # failed proposals (no candidate was made): an archive without them (a test's) shows none
+        # then failed proposals (no candidate was made), in the room the rejections left
         room = self.options.max_rejected - len(rows)
-        for failed in (getattr(archive, "unusable", lambda limit: [])(room) if room > 0 else []):
+        for failed in (archive.unusable(room) if room > 0 else []):
             aimed = f"aimed at: {failed['claim']}; " if failed.get("claim") else ""
             rows.append(f"- {aimed}no usable change ({failed['proposer']}): {clip(failed['reason'], 160)}")
         return "\n".join(rows) or "(none yet)"

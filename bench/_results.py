@@ -1,0 +1,39 @@
+"""How a benchmark writes what it measured: ``bench/results/NAME.json`` (the numbers, for tools
+and later runs) beside ``NAME.md`` (the same for people), and the machine block the numbers carry.
+
+Not a benchmark itself: ``python -m bench`` runs only the modules whose names do not start with ``_``.
+It imports nothing of ``ratchet``: envs_throughput's children time an older checkout's sources
+(``--before-src``) and must load only those.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def machine(**extra: Any) -> dict[str, Any]:
+    """What the numbers were measured on: the CPU count and the Python version, then ``extra`` (a
+    bench's own readings, such as load averages or the platform string) in the order given."""
+    return {"cpus": os.cpu_count(), "python": platform.python_version(), **extra}
+
+
+def write_json(name: str, data: Any, *, out: Path = RESULTS, indent: int = 2,
+               default: Callable[[Any], Any] | None = None) -> None:
+    """Write ``data`` to ``out/NAME.json`` as JSON with ``indent`` (``default`` for what JSON cannot
+    hold), ending in a newline, creating ``out``. Benches call it before they format the markdown,
+    so that a long run's numbers are on disk even if the formatting fails."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps(data, indent=indent, default=default) + "\n")
+
+
+def write_markdown(name: str, text: str, *, out: Path = RESULTS) -> None:
+    """Write ``text``, as given, to ``out/NAME.md`` (the results for people), creating ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.md").write_text(text)
