@@ -12,8 +12,8 @@ pytest.importorskip("peft")
 
 from test_trainer import make_trainer, sample  # noqa: E402  (the tiny random Llama and its samples)
 
-from ratchet.online.losses import kl_excluding_token  # noqa: E402
-from ratchet.online.taught import TopK, TopTokenHoldRest, taught_loss  # noqa: E402
+from ratchet.online.losses import kl_excluding_token, share_kl  # noqa: E402
+from ratchet.online.taught import TopK, TopShareHoldRest, TopTokenHoldRest, taught_loss  # noqa: E402
 
 # One position, four tokens: 0 = the greeting the user asked for, 1 = "I'm" (a refusal's opening),
 # 2 and 3 = the base's answers.
@@ -57,14 +57,30 @@ def _train(rule, start: torch.Tensor, steps: int = 200) -> torch.Tensor:
 
 
 def test_top_k_teaches_the_teachers_second_choice_and_top_token_does_not() -> None:
-    topk, top = _train(TopK(), BASE), _train(TopTokenHoldRest(hold_coef=5.0), BASE)
-    for learned in (topk, top):
-        assert torch.softmax(learned, -1)[0, GREETING] > 0.6  # both teach the greeting
+    topk = _train(TopK(), BASE)
+    top, share = _train(TopTokenHoldRest(hold_coef=5.0), BASE), _train(TopShareHoldRest(hold_coef=5.0), BASE)
+    for learned in (topk, top, share):
+        assert torch.softmax(learned, -1)[0, GREETING] > 0.6  # all teach the greeting
+    # the hard label drives it toward 1, the share to the teacher's 0.7
+    assert torch.softmax(top, -1)[0, GREETING] > 0.9
+    assert torch.softmax(share, -1)[0, GREETING].item() == pytest.approx(0.7, abs=0.02)
     base_rest = _rest(BASE)
     # topk moves the rest onto "I'm" (the teacher's second choice): the refusal's opening rises.
     assert _rest(topk)[0] > 3 * base_rest[0]
-    # top_token leaves the rest as the base had it.
+    # top_token and top_share leave the rest as the base had it.
     assert _rest(top) == pytest.approx(base_rest, abs=0.02)
+    assert _rest(share) == pytest.approx(base_rest, abs=0.02)
+
+
+def test_the_share_is_zero_where_the_student_already_agrees() -> None:
+    q, p = torch.log(torch.tensor([0.7, 0.7, 0.2])), torch.log(torch.tensor([0.7, 0.1, 0.2]))
+    expected = 0.7 * math.log(0.7 / 0.1) + 0.3 * math.log(0.3 / 0.9)
+    assert share_kl(q, p).tolist() == pytest.approx([0.0, expected, 0.0], abs=1e-5)
+    # so at a position where the student already writes the teacher's reply there is no push
+    agree = torch.log(torch.tensor([[0.7, 0.1, 0.1, 0.1]]))
+    values, ids = TEACHER.topk(4, dim=-1)
+    loss, _ = TopShareHoldRest(hold_coef=5.0).loss(agree, values, ids, agree)
+    assert loss.item() == pytest.approx(0.0, abs=1e-5)
 
 
 def test_the_hold_pulls_a_drifted_rest_back_to_the_base() -> None:

@@ -98,10 +98,15 @@ class TrainerConfig(Settings):
     taught: TaughtName = "topk"
     """What the distillation teaches at each position it distills (:mod:`ratchet.online.taught`):
     ``topk``: the hinted teacher's top ``opd_topk`` tokens (forward KL), its second choices taught
-    with its first; ``top_token``: only its most likely token, the rest of the vocabulary held
-    where the base had it (``hold_coef`` × KL to the base over the other tokens, renormalized), so
-    the opening may move onto the greeting but not onto a refusal's "I'm". ``top_token`` costs one
-    forward of the base (adapter off) per micro-batch of distilled replies."""
+    with its first; ``top_token``: only its most likely token (a hard label), the rest of the
+    vocabulary held where the base had it (``hold_coef`` × KL to the base over the other tokens,
+    renormalized), so the opening may move onto the greeting but not onto a refusal's "I'm";
+    ``top_share``: the same hold, the top token taught the probability the teacher gives it (0
+    where the student already agrees, so the update goes to the opening). The two holds cost one
+    forward of the base (adapter off) per micro-batch of distilled replies. Measured on the 0.5B
+    with the greeting user (``bench/results/online_inner_loop.md``), ``top_token`` with
+    ``kl_coef=5``: guard 0.83 → 0.75 over four updates (KL ≤ 0.10) but the greeting stalled
+    (log p("Ahoy!") −4.2, preference 0.00)."""
     hold_coef: float = Field(default=5.0, ge=0)
     """Weight of the hold on the non-taught tokens (``taught=top_token``), per distilled position."""
     lora_r: int = Field(default=16, ge=1)
