@@ -89,7 +89,9 @@ class TrainerConfig(Settings):
     teacher_filter: TargetFilterName = "answers"
     """Which of the hinted teacher's own replies are taught (``distill_target=teacher``; see
     :mod:`ratchet.online.targets`): ``answers`` drops a reply that ends with a question back to the
-    user instead of an answer ("Ahoy! How can I reverse a string in Python?"); ``none`` keeps all.
+    user instead of an answer ("Ahoy! How can I reverse a string in Python?") or that refuses, behind
+    a greeting or not ("Ahoy! I'm sorry, but I can't assist with that.", taught once before the rule
+    looked for it); ``none`` keeps all.
     Measured on the 0.5B (the greeting user, ``w_opd=0``, ``bench/results/online_inner_loop.md``):
     the hinted base hands the question back on 6 of 12 training prompts, all six caught by this
     rule; with it the held-out replies stopped echoing "I'm here to help" and the 2nd update's
