@@ -106,11 +106,16 @@ class TrainerConfig(Settings):
     ``top_share``: the same hold, the top token taught the probability the teacher gives it (0
     where the student already agrees, so the update goes to the opening). The two holds cost one
     forward of the base (adapter off) per micro-batch of distilled replies. Measured on the 0.5B
-    with the greeting user (``bench/results/online_inner_loop.md``), ``top_token`` with
-    ``kl_coef=5``: guard 0.83 → 0.75 over four updates (KL ≤ 0.10) but the greeting stalled
-    (log p("Ahoy!") −4.2, preference 0.00)."""
-    hold_coef: float = Field(default=5.0, ge=0)
-    """Weight of the hold on the non-taught tokens (``taught=top_token``), per distilled position."""
+    with the greeting user (``bench/results/online_inner_loop.md``, signal ``opd``, ``w_opd=0``):
+    ``top_share`` with ``hold_coef=1`` reached held-out preference 0.92 / 1.00 with the guard at 9 /
+    10 of 12 after updates 3 / 4 (every ``topk`` run at that KL: 5–7 of 12), after a dip to 7 of 12
+    at update 2; ``hold_coef=5`` (with ``kl_coef=5``) kept the guard and stalled the greeting
+    (preference 0.00 after 3–4 updates, log p("Ahoy!") −4.2 to −4.4). ``topk`` stays the default
+    until that one run is repeated, on a second preference and with ``combine``."""
+    hold_coef: float = Field(default=1.0, ge=0)
+    """Weight of the hold on the non-taught tokens (``taught=top_token``/``top_share``), per distilled
+    position. 1 is the measured value that let the greeting come with the guard in its band; 5 held
+    the greeting back too (see ``taught``)."""
     lora_r: int = Field(default=16, ge=1)
     """LoRA rank."""
     lora_alpha: float = 32.0
