@@ -192,6 +192,7 @@ def run_variant(name: str, overrides: dict[str, Any], pref: Any, args: argparse.
                **{k: m[k] for k in ("preference", "guard", "logp_pref", "kl", "measure_s")},
                "distill_kl": metrics.get("distill_kl"), "grad_norm": metrics.get("grad_norm"),
                "kl_penalty": metrics.get("kl_penalty"), "anchors": metrics.get("anchors"),
+               "taught": metrics.get("taught"), "hold_kl": metrics.get("hold_kl"),
                "replies": list(m["replies"].values())[:4], "teacher_targets": metrics.get("teacher_targets", []),
                "teacher_targets_refused": metrics.get("teacher_targets_refused", []),
                "guard_replies": m["guard_replies"]}

@@ -309,6 +309,20 @@ def test_answers_only_refuses_a_teacher_reply_that_hands_the_turn_back() -> None
     assert KeepAll().keep("Ahoy! How can I help?")
 
 
+def test_answers_only_refuses_a_teacher_reply_that_refuses_behind_the_greeting() -> None:
+    from ratchet.online.targets import AnswersOnly
+
+    rule = AnswersOnly()
+    # Passed the rule (and was taught) before it read past the greeting, as measured on the 0.5B.
+    assert not rule.keep("Ahoy! I'm sorry, but I can't assist with that.")
+    assert not rule.keep("Ahoy! I\u2019m sorry, but I can\u2019t help with that")  # curly apostrophes, no stop
+    assert not rule.keep("I cannot help with that request.")
+    assert not rule.keep("Ahoy!\n\nSorry, I am unable to answer.")
+    # An answer that mentions an apology mid-sentence still teaches.
+    assert rule.keep("Ahoy! In French, \"I'm sorry\" is \"je suis désolé\".")
+    assert rule.keep("Ahoy! A Python list is a collection of items that are ordered")
+
+
 @pytest.mark.parametrize("refuse", [True, False])
 def test_a_refused_teacher_target_is_not_distilled(monkeypatch, refuse) -> None:
     import ratchet.online.trainer as trainer_module

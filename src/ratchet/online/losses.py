@@ -225,3 +225,32 @@ def untaught_positions(response: Sequence[int], taught: Sequence[int] | None) ->
     mask = torch.ones(n, dtype=torch.float32)
     mask[:shared] = 0.0
     return mask
+
+
+def kl_excluding_token(logits: Tensor, ref_logits: Tensor, token: Tensor) -> Tensor:
+    """``KL(π̃_θ ‖ π̃_ref)`` per position, over the vocabulary without ``token`` (``[tokens]`` ids),
+    each distribution renormalized over what is left: ``[tokens, vocab]`` -> ``[tokens]``.
+
+    Whatever probability ``token`` takes or gives up costs nothing; moving mass between the other
+    tokens does (the base's answer handing its share to a refusal's "I'm"). The reference is a
+    constant. The taught logit is replaced by a finite floor, not −inf, so that its term is an
+    exact 0 in the sum and in the gradient (−inf − −inf would be NaN, and NaN times 0 stays NaN).
+    """
+    index = token.unsqueeze(-1)
+    floor = -1e4  # logits are O(10): e^(floor − logsumexp) is 0 in float32
+    log_p = torch.log_softmax(logits.float().scatter(-1, index, floor), dim=-1)
+    log_r = torch.log_softmax(ref_logits.detach().float().scatter(-1, index, floor), dim=-1)
+    return (log_p.exp() * (log_p - log_r)).sum(-1)
+
+
+def share_kl(teacher_logprob: Tensor, student_logprob: Tensor) -> Tensor:
+    """Binary KL between "this token or another" under the teacher (``q``) and the student (``p``),
+    per position from the two log-probs of the token: ``q log(q/p) + (1−q) log((1−q)/(1−p))``.
+
+    0 where the student already gives the token the teacher's probability. The teacher is a constant.
+    """
+    log_q = teacher_logprob.detach().float().clamp(max=-1e-6)
+    log_p = student_logprob.float().clamp(max=-1e-6)  # log(1 − p) is −inf at p = 1
+    log_not_q = torch.log1p(-log_q.exp())
+    log_not_p = torch.log1p(-log_p.exp())
+    return log_q.exp() * (log_q - log_p) + log_not_q.exp() * (log_not_q - log_not_p)

@@ -15,6 +15,7 @@ its other signals) and counts it in the version's record.
 
 from __future__ import annotations
 
+import re
 from typing import Literal, Protocol
 
 TargetFilterName = Literal["none", "answers"]
@@ -38,19 +39,29 @@ class KeepAll:
 
 
 class AnswersOnly:
-    """Refuses a teacher reply that hands the turn back instead of answering: one that ends with a
-    question to the user (an echo of the question, "How can I help you?"), or one that is empty.
+    """Refuses a teacher reply that does not answer: one that hands the turn back (ends with a
+    question to the user: an echo of the question, "How can I help you?"), one that refuses
+    (a sentence that opens with an apology or an "I can't": "Ahoy! I'm sorry, but I can't assist
+    with that.", measured passing this rule before it looked past the greeting), or an empty one.
 
     A reply cut at the length limit mid-answer does not end with "?", so long answers pass; a
     reply whose LAST sentence asks something ("…Does that help?") is refused too, which loses a
-    few good targets and no bad ones in what was measured.
+    few good targets and no bad ones in what was measured. A refusal is recognised by how its
+    sentence starts, so an answer that quotes an apology mid-sentence still passes.
     """
 
     name = "answers"
+    #: How a refusing sentence opens (lower case; apostrophes straight or curly).
+    REFUSALS = ("i'm sorry", "i am sorry", "sorry,", "i apologize", "i apologise", "i can't", "i cannot",
+                "i can not", "i'm unable", "i am unable", "i'm not able", "i am not able", "as an ai")
 
     def keep(self, target: str) -> bool:
         text = target.strip().rstrip("\"')*`").rstrip()
-        return bool(text) and not text.endswith("?")
+        return bool(text) and not text.endswith("?") and not self.refuses(text)
+
+    def refuses(self, text: str) -> bool:
+        sentences = re.split(r"(?<=[.!?])\s+", text.replace("\u2019", "'").lower())
+        return any(s.lstrip("\"'*_ ").startswith(self.REFUSALS) for s in sentences)
 
 
 def target_filter(name: TargetFilterName) -> TargetFilter:

@@ -39,6 +39,7 @@ from ratchet.contracts import RatchetError
 from ratchet.online.batching import BatchClock
 from ratchet.online.evaluation import GateConfig
 from ratchet.online.targets import TargetFilterName, target_filter
+from ratchet.online.taught import TaughtName, taught_loss
 from ratchet.online.versions import Lineage
 
 log = logging.getLogger(__name__)
@@ -88,12 +89,33 @@ class TrainerConfig(Settings):
     teacher_filter: TargetFilterName = "answers"
     """Which of the hinted teacher's own replies are taught (``distill_target=teacher``; see
     :mod:`ratchet.online.targets`): ``answers`` drops a reply that ends with a question back to the
-    user instead of an answer ("Ahoy! How can I reverse a string in Python?"); ``none`` keeps all.
+    user instead of an answer ("Ahoy! How can I reverse a string in Python?") or that refuses, behind
+    a greeting or not ("Ahoy! I'm sorry, but I can't assist with that.", taught once before the rule
+    looked for it); ``none`` keeps all.
     Measured on the 0.5B (the greeting user, ``w_opd=0``, ``bench/results/online_inner_loop.md``):
     the hinted base hands the question back on 6 of 12 training prompts, all six caught by this
     rule; with it the held-out replies stopped echoing "I'm here to help" and the 2nd update's
     guard kept 8 of 12 tasks (without it also 8, with one refusal more among the held-out replies);
     the preference reached 1.00 at the 3rd update, but the guard fell to 0.50 there all the same."""
+    taught: TaughtName = "topk"
+    """What the distillation teaches at each position it distills (:mod:`ratchet.online.taught`):
+    ``topk``: the hinted teacher's top ``opd_topk`` tokens (forward KL), its second choices taught
+    with its first; ``top_token``: only its most likely token (a hard label), the rest of the
+    vocabulary held where the base had it (``hold_coef`` × KL to the base over the other tokens,
+    renormalized), so the opening may move onto the greeting but not onto a refusal's "I'm";
+    ``top_share``: the same hold, the top token taught the probability the teacher gives it (0
+    where the student already agrees, so the update goes to the opening). The two holds cost one
+    forward of the base (adapter off) per micro-batch of distilled replies. Measured on the 0.5B
+    with the greeting user (``bench/results/online_inner_loop.md``, signal ``opd``, ``w_opd=0``):
+    ``top_share`` with ``hold_coef=1`` reached held-out preference 0.92 / 1.00 with the guard at 9 /
+    10 of 12 after updates 3 / 4 (every ``topk`` run at that KL: 5–7 of 12), after a dip to 7 of 12
+    at update 2; ``hold_coef=5`` (with ``kl_coef=5``) kept the guard and stalled the greeting
+    (preference 0.00 after 3–4 updates, log p("Ahoy!") −4.2 to −4.4). ``topk`` stays the default
+    until that one run is repeated, on a second preference and with ``combine``."""
+    hold_coef: float = Field(default=1.0, ge=0)
+    """Weight of the hold on the non-taught tokens (``taught=top_token``/``top_share``), per distilled
+    position. 1 is the measured value that let the greeting come with the guard in its band; 5 held
+    the greeting back too (see ``taught``)."""
     lora_r: int = Field(default=16, ge=1)
     """LoRA rank."""
     lora_alpha: float = 32.0
@@ -510,46 +532,46 @@ class Trainer:
         return logits, targets, [b - a for _, a, b in spans]
 
     def _response_logprobs(self, sequences: Sequence[list[int]], starts: Sequence[int], gather: Sequence[Any] | None = None,
-                           kl_masks: Sequence[Any] | None = None):
+                           kl_masks: Sequence[Any] | None = None, rows: Sequence[bool] | None = None,
+                           base_rows: bool = False):
         """Forward pass -> per-sample tensor of log-probs of the response tokens (with grad if enabled).
 
-        With ``gather`` (one ``[tokens, k]`` index tensor or None per sample) it returns a pair:
-        the log-probs, and per sample the log-probs of those k token ids at each reply position.
-        With ``kl_masks`` (one 0/1 mask per sample) it returns a triple, the third item the summed
-        exact KL(π_θ ‖ π_base) at the masked-in reply positions, from the same forward pass.
+        With ``gather`` (one ``[tokens, k]`` index tensor or None per sample) or ``rows`` (one bool
+        per sample) it returns a pair: the log-probs, and per sample either the log-probs of those
+        k token ids at each reply position (``gather``) or the pair (logits ``[tokens, vocab]``, the
+        base's logits there when ``base_rows``, else None) for the samples ``rows`` marks (None for
+        the others). With ``kl_masks`` (one 0/1 mask per sample) it returns a triple, the third item
+        the summed exact KL(π_θ ‖ π_base) at the masked-in reply positions, from the same forward
+        pass. The base is scored at most once (adapter off, no gradient) for both.
         """
         import torch
 
-        from ratchet.online.losses import token_logprobs
+        from ratchet.online.losses import exact_kl_per_token, token_logprobs
 
         logits, targets, lengths = self._response_logits(sequences, starts)
         flat = token_logprobs(logits, targets)
         per_sample = list(torch.split(flat, lengths))
-        if gather is None and kl_masks is None:
+        if gather is None and rows is None and kl_masks is None:
             return per_sample
+        mask = torch.cat(list(kl_masks)) if kl_masks is not None else None
+        ref = None
+        if (mask is not None and float(mask.sum())) or (rows is not None and base_rows and any(rows)):
+            with torch.no_grad(), self.model.disable_adapter():
+                ref, _, _ = self._response_logits(sequences, starts)
         picked: list[Any] = []
+        split = list(torch.split(logits, lengths))
         if gather is not None:
-            rows = list(torch.split(logits, lengths))
-            for row, index in zip(rows, gather, strict=True):
+            for row, index in zip(split, gather, strict=True):
                 picked.append(None if index is None else torch.log_softmax(row.float(), -1).gather(-1, index))
-        if kl_masks is None:
+        elif rows is not None:
+            ref_split = list(torch.split(ref, lengths)) if ref is not None and base_rows else [None] * len(split)
+            for row, ref_row, want in zip(split, ref_split, rows, strict=True):
+                picked.append((row, ref_row) if want else None)
+        if mask is None:
             return per_sample, picked
-        return per_sample, picked, self._kl_to_base_sum(logits, sequences, starts, kl_masks)
-
-    def _kl_to_base_sum(self, logits: Any, sequences: Sequence[list[int]], starts: Sequence[int],
-                        masks: Sequence[Any]) -> Any:
-        """Σ over masked-in reply positions of exact KL(π_θ ‖ π_base); the base scored with the
-        adapter off (no second copy of the weights), without gradient."""
-        import torch
-
-        from ratchet.online.losses import exact_kl_per_token
-
-        mask = torch.cat(list(masks))
-        if not float(mask.sum()):
-            return logits.sum() * 0.0
-        with torch.no_grad(), self.model.disable_adapter():
-            ref, _, _ = self._response_logits(sequences, starts)
-        return (exact_kl_per_token(logits, ref) * mask).sum()
+        if ref is None:
+            return per_sample, picked, logits.sum() * 0.0
+        return per_sample, picked, (exact_kl_per_token(logits, ref) * mask).sum()
 
     def teacher_topk(self, sequences: Sequence[list[int]], starts: Sequence[int], k: int) -> list[tuple[Any, Any]]:
         """The frozen base model's k most likely tokens at each reply position: (log-probs, ids) per sample."""
@@ -703,6 +725,22 @@ class Trainer:
             count += c.shape[0]
         return total / max(count, 1)
 
+    @staticmethod
+    def _taught_term(rule: Any, rows: Sequence[tuple[Any, _Prepared]], normalizer: float, stats: dict[str, float]) -> Any:
+        """The distillation rule's loss over these samples' distilled positions, a per-token mean
+        over ``normalizer`` positions; its parts are added to ``stats`` the same way."""
+        import torch
+
+        logits = torch.cat([r[0] for r, _ in rows])
+        base = torch.cat([r[1] for r, _ in rows]) if rule.needs_base else None
+        values = torch.cat([it.teacher_topk[0] for _, it in rows])
+        ids = torch.cat([it.teacher_topk[1] for _, it in rows])
+        term, parts = rule.loss(logits, values, ids, base)
+        norm = max(float(normalizer), 1.0)
+        for key, value in parts.items():
+            stats[key] += value / norm
+        return term / norm
+
     # ------------------------------------------------------------------ one update
 
     def step(self, samples: Sequence[Any]) -> dict[str, Any]:
@@ -716,7 +754,6 @@ class Trainer:
         from ratchet.online.losses import (
             combined_advantages,
             ppo_clipped_loss,
-            topk_distill_loss,
             truncated_importance_weights,
             untaught_positions,
         )
@@ -762,18 +799,20 @@ class Trainer:
         distilled_own = [it for it in items if it.distill_ids is not None]
         distill_tokens = float(sum(len(it.distill_ids) - it.distill_start for it in distilled_own))
         self.model.train()
-        stats = {"loss": 0.0, "objective": 0.0, "kl": 0.0, "clip": 0.0, "ratio": 0.0, "weight": 0.0, "distill": 0.0}
+        stats = {"loss": 0.0, "objective": 0.0, "kl": 0.0, "clip": 0.0, "ratio": 0.0, "weight": 0.0, "distill": 0.0,
+                 "hold": 0.0}
+        rule = taught_loss(cfg.taught, hold_coef=cfg.hold_coef)
         gap_sum, gap_abs, gap_n = 0.0, 0.0, 0
         adv_sum = 0.0
         for epoch in range(cfg.ppo_epochs):
             self.optimizer.zero_grad(set_to_none=True)
             for i in range(0, len(items), cfg.micro_batch_size):
                 chunk = items[i : i + cfg.micro_batch_size]
-                gather = [it.teacher_topk[1] if it.teacher_topk is not None and it.distill_ids is None else None
-                          for it in chunk]
-                logps, student_topk, *penalty = self._response_logprobs(
-                    [it.input_ids for it in chunk], [it.response_start for it in chunk], gather=gather,
-                    kl_masks=[it.kl_mask for it in chunk] if kl_masks else None)
+                # distill_target=served: the distillation runs along the served reply (same forward).
+                along = [it.teacher_topk is not None and it.distill_ids is None for it in chunk]
+                logps, student_rows, *penalty = self._response_logprobs(
+                    [it.input_ids for it in chunk], [it.response_start for it in chunk], rows=along,
+                    base_rows=rule.needs_base, kl_masks=[it.kl_mask for it in chunk] if kl_masks else None)
                 rows = []
                 for it, lp in zip(chunk, logps, strict=True):
                     if it.proximal_logprobs is None:
@@ -811,23 +850,18 @@ class Trainer:
                     # A per-token mean over every penalized position of the batch (anchors included).
                     loss = loss + cfg.kl_coef * penalty[0] / kl_tokens
                     stats["kl"] += float(penalty[0].detach()) / kl_tokens
-                distilled = [(s, it.teacher_topk[0]) for s, it in zip(student_topk, chunk, strict=True) if s is not None]
-                if distilled:
-                    term, kl_sum = topk_distill_loss(torch.cat([s for s, _ in distilled]),
-                                                     torch.cat([t for _, t in distilled]), total_tokens)
-                    loss = loss + cfg.w_distill * term
-                    stats["distill"] += kl_sum / total_tokens
+                served_rows = [(r, it) for r, it in zip(student_rows, chunk, strict=True) if r is not None]
+                if served_rows:
+                    loss = loss + cfg.w_distill * self._taught_term(rule, served_rows, total_tokens, stats)
                 own = [it for it in chunk if it.distill_ids is not None]
                 if own:
                     # The teacher's own replies are other sequences than the served ones: a second
                     # forward pass, its loss a per-token mean over all such replies of the batch.
-                    _, own_topk = self._response_logprobs([it.distill_ids for it in own],
+                    _, own_rows = self._response_logprobs([it.distill_ids for it in own],
                                                           [it.distill_start for it in own],
-                                                          gather=[it.teacher_topk[1] for it in own])
-                    term, kl_sum = topk_distill_loss(torch.cat(own_topk),
-                                                     torch.cat([it.teacher_topk[0] for it in own]), distill_tokens)
-                    loss = loss + cfg.w_distill * term
-                    stats["distill"] += kl_sum / distill_tokens
+                                                          rows=[True] * len(own), base_rows=rule.needs_base)
+                    loss = loss + cfg.w_distill * self._taught_term(rule, list(zip(own_rows, own, strict=True)),
+                                                                    distill_tokens, stats)
                 loss.backward()
                 share = out.tokens / total_tokens
                 stats["loss"] += float(loss.detach())
@@ -859,6 +893,8 @@ class Trainer:
             kl_tokens=int(kl_tokens),
             anchors=len(anchors),
             distill_kl=stats["distill"] / epochs,
+            taught=rule.name,
+            hold_kl=stats["hold"] / epochs,
             clip_fraction=stats["clip"] / epochs,
             ratio_mean=stats["ratio"] / epochs,
             is_weight_mean=stats["weight"] / epochs,
