@@ -24,6 +24,7 @@ from ratchet.runtime.errors import (
     LimitsExceeded,
     NonTerminating,
     PermissionDenied,
+    Refused,
     Submitted,
     Terminating,
     ToolError,
@@ -234,18 +235,40 @@ class Agent:
         return calls
 
     def execute(self, calls: list[ToolCall]) -> None:
-        for call in calls:
+        """Run the reply's calls in order, up to the first that fails: the later ones were written
+        before its result was seen (an edit that did not apply, then the tests, then ``submit``),
+        so they are not run; the model reads which, and sends again what is still needed."""
+        for i, call in enumerate(calls):
             try:
-                text = self.call_tool(call)
+                text, failed = self._call(call)
             except Terminating as exc:
                 if exc.result is not None:  # the call ran and the run ended on its result: keep it
                     self.messages.append(self.protocol.result_message(call, exc.result))
                 raise
             self.messages.append(self.protocol.result_message(call, text))
+            if failed and i + 1 < len(calls):
+                self._not_run(call, calls[i + 1:])
+                return
+
+    def _not_run(self, failed: ToolCall, rest: list[ToolCall]) -> None:
+        """Each call after a failed one gets a result saying it was not run (the native protocol
+        needs one per call id), traced and logged like any other."""
+        names = ", ".join(f"`{c.name}`" for c in rest)
+        for call in rest:
+            text = (f"not run: `{failed.name}` failed earlier in this reply, so the calls after it ({names}) were "
+                    "not run. Fix that failure first, then send again the calls still needed.")
+            self.log.append(f"step {self.steps} {call.name} {json.dumps(call.arguments)[:160]} -> NOT RUN")
+            self.tracer.tool_call(self.steps, call.name, call.arguments, ok=False, result=text, duration_s=0.0)
+            self.messages.append(self.protocol.result_message(call, text))
 
     def call_tool(self, call: ToolCall) -> str:
         """Run one call through the hooks and the policy; a failure is text for the model."""
-        started, denied, ok = time.perf_counter(), None, False
+        return self._call(call)[0]
+
+    def _call(self, call: ToolCall) -> tuple[str, bool]:
+        """(the result text, whether the call failed: the tool, the policy or a hook said error;
+        a middleware's refusal to repeat a call is not a failure, nor a command's non-zero exit)."""
+        started, denied, ok, refused = time.perf_counter(), None, False, False
         try:
             call = self.hooks.before_tool(self, call)
             self.guard.check_tool(call.name)
@@ -253,6 +276,8 @@ class Agent:
             ok = True
         except PermissionDenied as exc:
             text, denied = f"error: {exc}", exc.rule
+        except Refused as exc:
+            text, refused = f"error: {exc}", True
         except ToolError as exc:
             text = f"error: {exc}"
         except Terminating as exc:  # submit, or a middleware ending the run: traced, then the loop ends
@@ -271,7 +296,7 @@ class Agent:
             exc.result = text
             raise
         self._record(call, text, ok, started, denied)
-        return text
+        return text, not ok and not refused
 
     def _record(self, call: ToolCall, text: str, ok: bool, started: float, denied: str | None) -> None:
         """One tool call into the experiment log and the trace."""
