@@ -189,3 +189,17 @@ def test_a_refused_repeat_or_a_failing_command_does_not_stop_the_reply(make_agen
     assert agent.run("fix add").exit_status == "submitted"
     assert "a + b" in (workdir / "calc.py").read_text()
     assert "nothing changed since" in agent.messages[6]["content"]
+
+
+def test_submit_after_a_failing_command_in_the_same_reply_is_held_back(make_agent, workdir):
+    """What the 0.5B wrote on palindrome-punct: a change, the tests (they fail), and submit
+    ("the tests pass") in one reply. The tests ran; the submit is not run; the model goes on."""
+    reply = "\n".join([tool_reply("write", path="x.txt", content="x"), tool_reply("bash", command="exit 1"),
+                       tool_reply("submit", summary="the tests pass")])
+    agent = make_agent([reply, tool_reply("edit", path="calc.py", old="a - b", new="a + b"),
+                        tool_reply("submit", summary="fixed")])
+    result = agent.run("fix add")
+    assert result.exit_status == "submitted" and result.submission == "fixed" and result.steps == 3
+    assert (workdir / "x.txt").exists()
+    held = agent.messages[5]["content"]
+    assert held.startswith("[submit result]\nnot run: `bash` exited non-zero earlier in this reply")
