@@ -48,7 +48,7 @@ def proposer_runs(run: Any) -> list[dict[str, Any]]:
         out.append({"run": d.name, "model_calls": len(replies),
                     "prompt_tokens": sum(r["prompt_tokens"] for r in replies),
                     "completion_tokens": sum(r["completion_tokens"] for r in replies),
-                    "calls": calls, "last_reply": replies[-1]["text"][:1500] if replies else ""})
+                    "calls": calls, "replies": [r["text"][:600] for r in replies]})
     return out
 
 
@@ -142,6 +142,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"{r['completion_tokens']} completion tokens; its tool calls:", ""]
         lines += [f"- step {c['step']} `{c['name']}` {c['arguments'][:160]} -> {'ok' if c['ok'] else 'FAILED'}: "
                   f"{c['result'][:160]}" for c in r["calls"]] or ["- (none)"]
+        if r["replies"]:
+            first = r["replies"][0].replace("\n", " / ")[:300]
+            lines += ["", f"Its first reply: `{first}`"]
         lines.append("")
     if args.note:
         lines += ["## What happened", "", args.note, ""]
