@@ -1,15 +1,20 @@
 """``ratchet evolve`` on the coding agent's own workspace, judged on coding-basics tasks it never saw.
 
-The run itself is ``ratchet evolve run examples/coding-agent/evolve.yaml`` (the agentic proposer on
-the runtime with the candidate's own harness, DGM selector, paired gate; splits of the 15 tasks:
-search 5, held-in 5, test 5, untouched until the report), in chunks under the CPU lock and resumed
-with ``ratchet evolve resume RUN_ID`` (a run store pays nothing twice). This module runs nothing:
-it reads that run store and writes ``bench/results/evolve_coding_agent.{json,md}``: the before/after
-on the test split with the report's bootstrap CIs, each proposal (the proposer agent's tool calls,
-its claim, the diff), the gate's decision and its numbers, and per-task results. Before the run
-has its report, the same command writes what it has so far (``finished: false``).
+Runs (or resumes) ``examples/coding-agent/evolve.yaml`` through the engine, as ``ratchet evolve``
+does: the agentic proposer on the runtime with the candidate's own harness, DGM selector, paired
+gate; splits of the 15 tasks: search 5, held-in 5, test 5, untouched until the report. Then it
+reads the run store and writes ``bench/results/evolve_coding_agent.{json,md}``: the before/after on
+the test split with the report's bootstrap CIs, each proposal (the proposer agent's tool calls,
+its claim, the diff), the gate's decision and its numbers, and every task evaluation. Before the
+run has its report it writes what it has so far (``finished: false``).
 
-    python -m bench.evolve_coding_agent --root /work/runs/evolve-coding-agent-0.5b --run-id RUN_ID
+The run store pays nothing twice, so run it in chunks under the CPU lock (``timeout -s INT 1140
+python -m bench.evolve_coding_agent ...``), or drive the run with ``ratchet evolve run/resume
+--root R`` and write its results with ``--write-only --root R --run-id ID`` (how the committed
+results were made: ``ratchet evolve run examples/coding-agent/evolve.yaml --set iterations=1 --set
+report.max_best_of_n=1 --threads 1``, then ``ratchet evolve resume ID --set iterations=2``).
+
+    python -m bench.evolve_coding_agent --threads 1 --iterations 2 --set report.max_best_of_n=1
 """
 
 from __future__ import annotations
@@ -20,17 +25,23 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.evolve_humaneval import RESULTS, steps_of
+import yaml
+
+from bench.evolve_humaneval import MODEL, RESULTS, ROOT, steps_of
 from bench.evolve_textarena import calls_line, candidates_table, steps_table
+from ratchet.cli.evolve import CONFIG_COPY
+from ratchet.config import load_config
 from ratchet.evolve.archive import Archive
 from ratchet.evolve.cache import EVALS
 from ratchet.evolve.config import EvolveConfig
-from ratchet.evolve.loop import split_tasks
+from ratchet.evolve.loop import Engine, split_tasks
 from ratchet.runtime.config import CodingSuiteOptions
 from ratchet.runtime.engine_suite import CodingAgentSuite
 from ratchet.store import RunStore
+from ratchet.store.files import write_bytes_atomic
 
 TITLE = "`ratchet evolve` on the coding agent's workspace (coding-basics)"
+CONFIG = ROOT / "examples" / "coding-agent" / "evolve.yaml"
 
 
 def proposer_runs(run: Any) -> list[dict[str, Any]]:
@@ -89,31 +100,60 @@ def arm(row: dict[str, Any]) -> str:
     return f"{row['mean']:.3f} [{row['low']:.3f}, {row['high']:.3f}]"
 
 
+def drive(args: argparse.Namespace) -> Any:
+    """Start or resume the run ``args.run_id`` of the example config (as ``ratchet evolve run`` /
+    ``resume`` do: the run's config copy, with the overrides); returns the run."""
+    store = RunStore(args.root)
+    overrides = [*([f"iterations={args.iterations}"] if args.iterations else []), *args.set]
+    if (Path(args.root) / args.run_id).is_dir():
+        run = store.open_run(args.run_id)
+        config = load_config(EvolveConfig, run.path(CONFIG_COPY), overrides)
+    else:
+        config = load_config(EvolveConfig, CONFIG, [f"model={args.model}", *overrides])
+        config = config.model_copy(update={"workspace": CONFIG.parent})
+        run = store.create_run("evolve", config, name="coding-agent", run_id=args.run_id)
+    write_bytes_atomic(run.path(CONFIG_COPY), yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False).encode())
+    # llama.cpp loads only here, when the bench runs the model.
+    from ratchet.models import load_model
+
+    model = (load_model(config.model, n_threads=args.threads) if str(config.model).startswith("local:")
+             else load_model(config.model))
+    Engine(config, run, model, on_event=lambda e: print(json.dumps(e, default=str)[:300], flush=True)).execute()
+    return run
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.evolve_coding_agent", description=__doc__.splitlines()[0])
-    parser.add_argument("--root", required=True, help="the run store's root (ratchet evolve --root)")
-    parser.add_argument("--run-id", required=True)
+    parser.add_argument("--root", default=str(ROOT / "runs"), help="the run store's root (ratchet evolve --root)")
+    parser.add_argument("--run-id", default="bench-evolve-coding-agent")
+    parser.add_argument("--model", default=MODEL)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--iterations", type=int, default=None, help="override the YAML's iterations")
+    parser.add_argument("--set", action="append", default=[], help="another EvolveConfig override (KEY=VALUE)")
+    parser.add_argument("--write-only", action="store_true", help="write the results of the run in the store; run nothing")
     parser.add_argument("--out", default="evolve_coding_agent")
     parser.add_argument("--note", default="", help="a paragraph of what happened, put under the tables")
     args = parser.parse_args(argv)
-    run = RunStore(args.root).open_run(args.run_id)
+    run = RunStore(args.root).open_run(args.run_id) if args.write_only else drive(args)
     archive = Archive(run)
     report = run.read_json("evolve/report.json")
     status = run.read_json("status.json") or {}
-    config = (run.read_json("run.json") or {}).get("config") or {}
+    copy = run.path(CONFIG_COPY)  # the config as last resumed (run.json keeps the one it started with)
+    config = yaml.safe_load(copy.read_text()) if copy.is_file() else (run.read_json("run.json") or {}).get("config") or {}
+    config["workspace"] = "examples/coding-agent"  # the results keep no machine path (the run holds the full one)
     out = {"finished": report is not None, "run_id": args.run_id, "status": status,
            "config": config, "report": report,
            "steps": [{k: e.get(k) for k in ("step", "proposer", "status", "reason", "child", "numbers", "model_calls")}
                      for e in steps_of(run)],
            "proposals": proposals(archive), "failed_proposals": archive.unusable(),
            "proposer_runs": proposer_runs(run), "per_task": per_task(run, split_of(config)),
-           "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+           "note": args.note, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     (RESULTS / f"{args.out}.json").write_text(json.dumps(out, indent=2, default=str) + "\n")
 
     lines = [f"# {TITLE}" if report else f"# An unfinished {TITLE}", "",
-             "`ratchet evolve run examples/coding-agent/evolve.yaml` with local:qwen2.5-coder-0.5b (one llama.cpp "
-             "thread), resumed in chunks; written by `python -m bench.evolve_coding_agent` from the run store "
-             f"(run `{args.run_id}`). Score: the suite's grader (the original tests, in the sandbox) per task.", ""]
+             f"`examples/coding-agent/evolve.yaml` with {config.get('model')} ({config.get('iterations')} steps), "
+             f"resumed in chunks; written by `python -m bench.evolve_coding_agent` from the run store (run "
+             f"`{args.run_id}`). Score: the suite's grader (the original tests, in the sandbox) per task.", ""]
     if report:
         same = " (= original: nothing was accepted)" if report["best"]["id"] == report["original"]["id"] else ""
         lines += [f"## Test split ({report['tasks']} tasks, untouched by the search): solve rate, 95% bootstrap CI",
