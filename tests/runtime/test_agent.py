@@ -158,3 +158,48 @@ def test_native_protocol_needs_a_backend_with_a_tool_api(make_agent):
     agent = make_agent([tool_reply("ls")], config=AgentConfig(protocol="native"))
     with pytest.raises(Exception, match="no native tool-call API"):
         agent.run("x")
+
+
+def test_a_failed_call_stops_the_rest_of_its_reply(make_agent, workdir):
+    """The 1.5B's reply: an edit whose old text is not in the file, the tests, and submit, in one
+    reply. The edit fails, so the tests and submit are not run; the model reads why."""
+    reply = "\n".join([tool_reply("edit", path="calc.py", old="return a * b", new="return a + b"),
+                       tool_reply("bash", command="touch ran.txt"), tool_reply("submit", summary="tests pass")])
+    agent = make_agent([reply, tool_reply("edit", path="calc.py", old="a - b", new="a + b"),
+                        tool_reply("submit", summary="fixed")])
+    result = agent.run("fix add")
+    assert result.exit_status == "submitted" and result.submission == "fixed" and result.steps == 3
+    assert not (workdir / "ran.txt").exists()
+    first = [m["content"] for m in agent.messages[3:6]]
+    assert first[0].startswith("[edit result]\nerror:")
+    assert first[1].startswith("[bash result]\nnot run: `edit` failed earlier in this reply")
+    assert first[2].startswith("[submit result]\nnot run:") and "(`bash`, `submit`)" in first[2]
+    tools = [r for r in read_jsonl(agent.tracer.path) if r["type"] == "tool_call"]
+    assert [(r["step"], r["name"], r["ok"]) for r in tools] == [
+        (1, "edit", False), (1, "bash", False), (1, "submit", False), (2, "edit", True), (3, "submit", True)]
+
+
+def test_a_refused_repeat_or_a_failing_command_does_not_stop_the_reply(make_agent, workdir):
+    """A refusal ran nothing and a non-zero exit is a result (the 0.5B runs the failing tests
+    before its edit): the calls after them still run."""
+    first = "\n".join([tool_reply("read", path="calc.py"), tool_reply("bash", command="exit 1")])
+    again = "\n".join([tool_reply("read", path="calc.py"), tool_reply("bash", command="exit 1"),
+                       tool_reply("edit", path="calc.py", old="a - b", new="a + b")])
+    agent = make_agent([first, again, tool_reply("submit", summary="fixed")])
+    assert agent.run("fix add").exit_status == "submitted"
+    assert "a + b" in (workdir / "calc.py").read_text()
+    assert "nothing changed since" in agent.messages[6]["content"]
+
+
+def test_submit_after_a_failing_command_in_the_same_reply_is_held_back(make_agent, workdir):
+    """What the 0.5B wrote on palindrome-punct: a change, the tests (they fail), and submit
+    ("the tests pass") in one reply. The tests ran; the submit is not run; the model goes on."""
+    reply = "\n".join([tool_reply("write", path="x.txt", content="x"), tool_reply("bash", command="exit 1"),
+                       tool_reply("submit", summary="the tests pass")])
+    agent = make_agent([reply, tool_reply("edit", path="calc.py", old="a - b", new="a + b"),
+                        tool_reply("submit", summary="fixed")])
+    result = agent.run("fix add")
+    assert result.exit_status == "submitted" and result.submission == "fixed" and result.steps == 3
+    assert (workdir / "x.txt").exists()
+    held = agent.messages[5]["content"]
+    assert held.startswith("[submit result]\nnot run: `bash` exited non-zero earlier in this reply")

@@ -20,6 +20,7 @@ from ratchet.models.scripted import ScriptedModel
 from ratchet.runtime.config import CodingSuiteOptions
 from ratchet.runtime.engine_suite import CodingAgentSuite, harness_from
 from ratchet.runtime.suite import load_suite
+from ratchet.runtime.workspace import DEFAULT_WORKSPACE
 from ratchet.store import RunStore
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "coding-agent"
@@ -88,3 +89,10 @@ def test_the_suite_takes_only_the_candidates_data_and_fixes_the_budget(tmp_path)
         CodingAgentSuite(CodingSuiteOptions(tasks=["nope"]), None)
     with pytest.raises(RatchetError, match="needs a model"):
         suite.evaluate(candidate, suite.tasks(), 0)
+
+
+def test_the_example_starts_from_the_shipped_harness() -> None:
+    """The example's run improves the harness the runtime ships: its data files are those files
+    (a stale copy, missing a middleware, would evolve and report on another agent)."""
+    for name in ("settings.yaml", "context.yaml", "system_prompt.md", "tools.yaml", "skills/run-tests/SKILL.md"):
+        assert (EXAMPLE / name).read_text() == (DEFAULT_WORKSPACE / name).read_text(), name

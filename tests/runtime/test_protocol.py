@@ -43,3 +43,25 @@ def test_pasted_code_is_pointed_at_the_file_tools():
     with pytest.raises(FormatError) as plain:
         parse_tool_calls("I am not sure.")
     assert "write or edit" not in str(plain.value)
+
+
+def test_a_bare_call_on_its_own_line_runs_beside_a_fenced_one_in_order():
+    """What the 0.5B writes: the test command as bare JSON, then a fenced edit."""
+    text = ('{"name": "bash", "arguments": {"command": "python -m pytest -q"}}\n'
+            '```tool\n{"name": "edit", "arguments": {"path": "a.py", "old": "x", "new": "y"}}\n```\n'
+            '  {"name": "submit", "arguments": {"summary": "done"}}  ')
+    assert [c.name for c in parse_tool_calls(text)] == ["bash", "edit", "submit"]
+
+
+def test_a_call_quoted_in_a_sentence_is_not_run_beside_real_ones():
+    text = ('When the tests pass I will call {"name": "submit", "arguments": {"summary": "s"}} to finish.\n'
+            'Use `{"name": "read", "arguments": {"path": "b.py"}}` to look.\n'
+            '```tool\n{"name": "read", "arguments": {"path": "a.py"}}\n```\n'
+            '{"name": "ls", "arguments": {}}')
+    assert [(c.name, c.arguments) for c in parse_tool_calls(text)] == [("read", {"path": "a.py"}), ("ls", {})]
+
+
+def test_a_stray_closing_fence_does_not_swallow_the_next_block():
+    text = ('{"name": "bash", "arguments": {"command": "python -m pytest -q"}}\n```\nThe tests pass.\n'
+            '```tool\n{"name": "submit", "arguments": {"summary": "fixed"}}\n```')
+    assert [c.name for c in parse_tool_calls(text)] == ["bash", "submit"]

@@ -22,7 +22,7 @@ def test_the_small_model_drives_the_loop_through_the_text_protocol(tmp_path):
     except RatchetError as exc:
         pytest.skip(f"model file absent: {exc} (run: ratchet models pull {MODEL})")
     task = next(t for t in load_suite("coding-basics") if t.id == "fahrenheit")
-    model = load_model(f"local:{MODEL}", n_threads=2)
+    model = load_model(f"local:{MODEL}", n_threads=1)  # one thread: a real-model test keeps to one core
     summary = run_suite([task], model, tmp_path, workspace=HarnessWorkspace(),
                         overrides=("step_limit=3", "max_tokens=200"))
     assert summary["done"] == 1 and summary["tokens"] > 0

@@ -24,12 +24,13 @@ from ratchet.runtime.errors import (
     LimitsExceeded,
     NonTerminating,
     PermissionDenied,
+    Refused,
     Submitted,
     Terminating,
     ToolError,
 )
 from ratchet.runtime.memory import FileMemory, bound_output, context_policy, recall
-from ratchet.runtime.middleware import HookChain, build_middleware
+from ratchet.runtime.middleware import HookChain, build_middleware, failed
 from ratchet.runtime.opening import build_openings, opening_text
 from ratchet.runtime.permissions import Guard
 from ratchet.runtime.protocols import ToolCall, protocol_for
@@ -233,19 +234,55 @@ class Agent:
         self.format_errors = 0
         return calls
 
+    ENDS = ("submit",)
+    """Calls that end the run on a claim about results (held back after a failed command, below)."""
+
     def execute(self, calls: list[ToolCall]) -> None:
-        for call in calls:
+        """Run the reply's calls in order, up to the first that fails: the later ones were written
+        before its result was seen (an edit that did not apply, then the tests, then ``submit``),
+        so they are not run; the model reads which, and sends again what is still needed. A
+        command that exits non-zero (the failing tests a small model runs before its edit) stops
+        only a ``submit`` after it: "the tests pass" was written before they ran."""
+        nonzero: ToolCall | None = None
+        for i, call in enumerate(calls):
+            if nonzero is not None and call.name in self.ENDS:
+                self._not_run(calls[i:], f"`{nonzero.name}` exited non-zero earlier in this reply, so `{call.name}` "
+                                         "and what follows were not run: the reply was written before that result. "
+                                         "Submit once the tests pass.")
+                return
             try:
-                text = self.call_tool(call)
+                text, call_failed = self._call(call)
             except Terminating as exc:
                 if exc.result is not None:  # the call ran and the run ended on its result: keep it
                     self.messages.append(self.protocol.result_message(call, exc.result))
                 raise
             self.messages.append(self.protocol.result_message(call, text))
+            rest = calls[i + 1:]
+            if call_failed and rest:
+                names = ", ".join(f"`{c.name}`" for c in rest)
+                self._not_run(rest, f"`{call.name}` failed earlier in this reply, so the calls after it ({names}) "
+                                    "were not run. Fix that failure first, then send again the calls still needed.")
+                return
+            if not call_failed and not text.startswith("error:") and failed(text):
+                nonzero = call
+
+    def _not_run(self, rest: list[ToolCall], why: str) -> None:
+        """Each call held back gets a result saying so (the native protocol needs one per call id),
+        traced and logged like any other."""
+        for call in rest:
+            self.log.append(f"step {self.steps} {call.name} {json.dumps(call.arguments)[:160]} -> NOT RUN")
+            self.tracer.tool_call(self.steps, call.name, call.arguments, ok=False, result=f"not run: {why}",
+                                  duration_s=0.0)
+            self.messages.append(self.protocol.result_message(call, f"not run: {why}"))
 
     def call_tool(self, call: ToolCall) -> str:
         """Run one call through the hooks and the policy; a failure is text for the model."""
-        started, denied, ok = time.perf_counter(), None, False
+        return self._call(call)[0]
+
+    def _call(self, call: ToolCall) -> tuple[str, bool]:
+        """(the result text, whether the call failed: the tool, the policy or a hook said error;
+        a middleware's refusal to repeat a call is not a failure, nor a command's non-zero exit)."""
+        started, denied, ok, refused = time.perf_counter(), None, False, False
         try:
             call = self.hooks.before_tool(self, call)
             self.guard.check_tool(call.name)
@@ -253,6 +290,8 @@ class Agent:
             ok = True
         except PermissionDenied as exc:
             text, denied = f"error: {exc}", exc.rule
+        except Refused as exc:
+            text, refused = f"error: {exc}", True
         except ToolError as exc:
             text = f"error: {exc}"
         except Terminating as exc:  # submit, or a middleware ending the run: traced, then the loop ends
@@ -271,7 +310,7 @@ class Agent:
             exc.result = text
             raise
         self._record(call, text, ok, started, denied)
-        return text
+        return text, not ok and not refused
 
     def _record(self, call: ToolCall, text: str, ok: bool, started: float, denied: str | None) -> None:
         """One tool call into the experiment log and the trace."""

@@ -21,6 +21,11 @@ class ToolError(NonTerminating):
     """A tool failed; the model sees ``error: <message>``."""
 
 
+class Refused(ToolError):
+    """A middleware declined to run a call (a repeat of one already answered). The call did
+    nothing, so it is not a failure that stops the rest of the reply."""
+
+
 class PermissionDenied(ToolError):
     """The permission policy refused a tool call; ``rule`` names the rule that refused it."""
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ratchet.runtime.config import MiddlewareConfig, RepeatGuardConfig, SubmitOnPassConfig, UnknownToolHintConfig
-from ratchet.runtime.errors import RepeatedFailure, Submitted, ToolError
+from ratchet.runtime.errors import Refused, RepeatedFailure, Submitted, ToolError
 from ratchet.runtime.protocols import ToolCall
 
 
@@ -135,8 +135,8 @@ class RepeatGuard(Passthrough):
         what = (f"already failed at step {seen.step} and was not run again: {seen.first_line}" if seen.failed else
                 f"already ran at step {seen.step} and nothing changed since, so it was not run again; "
                 f"its result is above ({seen.first_line})")
-        raise ToolError(f"{shown} {what}\nDo something different: change the arguments, or use another tool "
-                        f"(the run stops if this call is repeated {left} more time(s)).")
+        raise Refused(f"{shown} {what}\nDo something different: change the arguments, or use another tool "
+                      f"(the run stops if this call is repeated {left} more time(s)).")
 
     def after_tool(self, agent: Any, call: ToolCall, result: str) -> str:
         key = self.key(call)

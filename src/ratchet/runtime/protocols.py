@@ -29,7 +29,10 @@ class ToolCall:
     id: str = ""
 
 
-_FENCE = re.compile(r"```[ \t]*(tool|json|tool_call|tool_code)?[^\n]*\n(.*?)(?:```|$)", re.S)
+# A fence's body ends at a bare ``` (one followed by a language word opens the next block): a stray
+# closing fence after a bare call (the 0.5B writes `{...}` then ```) must not swallow the next opener.
+_FENCE = re.compile(r"```[ \t]*(tool|json|tool_call|tool_code)?[^\n]*\n(.*?)(?:```(?![ \t]*\w)|$)", re.S)
+_CALL_FENCES = ("tool", "json", "tool_call", "tool_code")
 _NAME_KEYS = ("name", "tool", "function", "tool_name")
 _ARG_KEYS = ("arguments", "args", "parameters", "input", "params")
 
@@ -54,6 +57,11 @@ def _loads(text: str) -> Any:
 
 def _balanced_objects(text: str) -> list[str]:
     """Top-level ``{...}`` spans of ``text`` (string-aware brace matching)."""
+    return [text[start:end] for start, end in _object_spans(text)]
+
+
+def _object_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each top-level ``{...}`` of ``text``."""
     spans, depth, start, quote, escape = [], 0, -1, "", False
     for i, ch in enumerate(text):
         if quote:
@@ -71,7 +79,7 @@ def _balanced_objects(text: str) -> list[str]:
         elif ch == "}" and depth:
             depth -= 1
             if depth == 0:
-                spans.append(text[start:i + 1])
+                spans.append((start, i + 1))
     return spans
 
 
@@ -91,23 +99,46 @@ def _as_call(obj: Any) -> ToolCall | None:
     return ToolCall(name.strip(), args if isinstance(args, dict) else {})
 
 
+def _on_own_lines(text: str, start: int, end: int) -> bool:
+    """Nothing but blanks before ``text[start:end]`` on its first line and after it on its last
+    (a stray ``` may follow): a call standing alone, not one quoted in a sentence."""
+    before = text[text.rfind("\n", 0, start) + 1:start]
+    line_end = text.find("\n", end)
+    after = text[end:line_end if line_end >= 0 else len(text)]
+    return not before.strip() and after.strip() in ("", "```")
+
+
+def _calls_in(body: str) -> list[ToolCall]:
+    parsed = _loads(body)
+    if parsed is None:
+        parsed = [_loads(s) for s in _balanced_objects(body)]
+    return [c for c in (_as_call(obj) for obj in (parsed if isinstance(parsed, list) else [parsed])) if c is not None]
+
+
 def parse_tool_calls(text: str) -> list[ToolCall]:
-    """The tool calls in a reply: fenced ```tool (or ```json) blocks first, else bare JSON objects.
+    """The tool calls in a reply, in the order written: fenced blocks (```tool, ```json, or any
+    fence), and bare JSON calls that stand on their own lines outside the fences (small models
+    write the test command bare, then a fenced edit). A call quoted inside a sentence is not run,
+    unless the reply has no fence and no call on its own line (then every bare object counts).
 
     Raises FormatError when there is none, with the format spelled out for the model.
     """
-    candidates = [body for _, body in _FENCE.findall(text)] or _balanced_objects(text)
-    calls: list[ToolCall] = []
-    for body in candidates:
-        parsed = _loads(body)
-        if parsed is None:
-            parsed = [_loads(s) for s in _balanced_objects(body)]
-        for obj in parsed if isinstance(parsed, list) else [parsed]:
-            call = _as_call(obj)
-            if call is not None:
-                calls.append(call)
+    fences = list(_FENCE.finditer(text))
+    found: list[tuple[int, list[ToolCall]]] = [(m.start(), _calls_in(m.group(2))) for m in fences]
+    gaps, cursor = [], 0
+    for m in fences:
+        gaps.append((cursor, m.start()))
+        cursor = m.end()
+    gaps.append((cursor, len(text)))
+    for lo, hi in gaps:
+        for start, end in _object_spans(text[lo:hi]):
+            if _on_own_lines(text, lo + start, lo + end):
+                found.append((lo + start, _calls_in(text[lo + start:lo + end])))
+    calls = [c for _, cs in sorted(found, key=lambda item: item[0]) for c in cs]
+    if not calls and not fences:
+        calls = [c for body in _balanced_objects(text) for c in _calls_in(body)]
     if not calls:
-        pasted = any(lang not in ("tool", "json", "tool_call", "tool_code") for lang, _ in _FENCE.findall(text))
+        pasted = any(m.group(1) not in _CALL_FENCES for m in fences)
         raise FormatError(
             ("code in a reply changes nothing: put it in a file with the write or edit tool. " if pasted else "")
             # No path in the example: the 0.5B copied `README.md` from it into repositories without one.

@@ -1,0 +1,197 @@
+"""``ratchet evolve`` on the coding agent's own workspace, judged on coding-basics tasks it never saw.
+
+Runs (or resumes) ``examples/coding-agent/evolve.yaml`` through the engine, as ``ratchet evolve``
+does: the agentic proposer on the runtime with the candidate's own harness, DGM selector, paired
+gate; splits of the 15 tasks: search 5, held-in 5, test 5, untouched until the report. Then it
+reads the run store and writes ``bench/results/evolve_coding_agent.{json,md}``: the before/after on
+the test split with the report's bootstrap CIs, each proposal (the proposer agent's tool calls,
+its claim, the diff), the gate's decision and its numbers, and every task evaluation. Before the
+run has its report it writes what it has so far (``finished: false``).
+
+The run store pays nothing twice, so run it in chunks under the CPU lock (``timeout -s INT 1140
+python -m bench.evolve_coding_agent ...``), or drive the run with ``ratchet evolve run/resume
+--root R`` and write its results with ``--write-only --root R --run-id ID`` (how the committed
+results were made: ``ratchet evolve run examples/coding-agent/evolve.yaml --set iterations=1 --set
+report.max_best_of_n=1 --threads 1``, then ``ratchet evolve resume ID --set iterations=2``).
+
+    python -m bench.evolve_coding_agent --threads 1 --iterations 2 --set report.max_best_of_n=1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bench.evolve_humaneval import MODEL, RESULTS, ROOT, steps_of
+from bench.evolve_textarena import calls_line, candidates_table, steps_table
+from ratchet.cli.evolve import CONFIG_COPY
+from ratchet.config import load_config
+from ratchet.evolve.archive import Archive
+from ratchet.evolve.cache import EVALS
+from ratchet.evolve.config import EvolveConfig
+from ratchet.evolve.loop import Engine, split_tasks
+from ratchet.runtime.config import CodingSuiteOptions
+from ratchet.runtime.engine_suite import CodingAgentSuite
+from ratchet.store import RunStore
+from ratchet.store.files import write_bytes_atomic
+
+TITLE = "`ratchet evolve` on the coding agent's workspace (coding-basics)"
+CONFIG = ROOT / "examples" / "coding-agent" / "evolve.yaml"
+
+
+def proposer_runs(run: Any) -> list[dict[str, Any]]:
+    """Each proposer agent's run in the store: its tool calls (name, ok, first line of the result)."""
+    out = []
+    root = Path(run.dir) / "proposer-agent"
+    for d in sorted(root.iterdir()) if root.is_dir() else []:
+        trace = d / "trace.jsonl"
+        records = [json.loads(line) for line in trace.read_text().splitlines()] if trace.is_file() else []
+        calls = [{"step": r["step"], "name": r["name"], "ok": r["ok"],
+                  "arguments": json.dumps(r["arguments"])[:300],
+                  "result": (r["result"].strip().splitlines() or [""])[0][:200]}
+                 for r in records if r["type"] == "tool_call"]
+        replies = [r for r in records if r["type"] == "model_call"]
+        out.append({"run": d.name, "model_calls": len(replies),
+                    "prompt_tokens": sum(r["prompt_tokens"] for r in replies),
+                    "completion_tokens": sum(r["completion_tokens"] for r in replies),
+                    "calls": calls, "replies": [r["text"][:600] for r in replies]})
+    return out
+
+
+def split_of(config: dict[str, Any]) -> dict[str, str]:
+    """task id -> the split the engine put it in (recomputed from the run's config, as the engine does)."""
+    cfg = EvolveConfig.model_validate(config)
+    suite = CodingAgentSuite(CodingSuiteOptions.model_validate(cfg.suite.options), None)
+    return {t.id: name for name, tasks in split_tasks(suite.tasks(), cfg.splits).items() for t in tasks}
+
+
+def per_task(run: Any, splits: dict[str, str]) -> list[dict[str, Any]]:
+    """Every task evaluation paid so far (the engine's cache, finished ones only): candidate,
+    task, its split, seed, score, how the agent's run ended."""
+    rows = []
+    for r in run.read_jsonl(EVALS):
+        lines = r["trace"].splitlines()
+        rows.append({"candidate": r["candidate"], "task": r["task_id"], "split": splits.get(r["task_id"], "?"),
+                     "seed": r["seed"], "score": r["score"], "agent": lines[1] if len(lines) > 1 else "",
+                     "tokens": r.get("metrics", {}).get("tokens")})
+    return rows
+
+
+def proposals(archive: Archive) -> list[dict[str, Any]]:
+    out = []
+    for c in archive.candidates():
+        if c.parent_id is None:
+            continue
+        decision = archive.decision(c.id)
+        out.append({"id": c.id, "parent": c.parent_id, "status": archive.status(c.id),
+                    "proposer": c.meta.get("proposer"), "claim": c.meta.get("claim"),
+                    "decision": None if decision is None else
+                    {"accepted": decision.accepted, "reason": decision.reason, "numbers": decision.numbers},
+                    "claim_check": archive.claim_check(c.id), "diff": archive.diff(c.id)})
+    return out
+
+
+def arm(row: dict[str, Any]) -> str:
+    return f"{row['mean']:.3f} [{row['low']:.3f}, {row['high']:.3f}]"
+
+
+def drive(args: argparse.Namespace) -> Any:
+    """Start or resume the run ``args.run_id`` of the example config (as ``ratchet evolve run`` /
+    ``resume`` do: the run's config copy, with the overrides); returns the run."""
+    store = RunStore(args.root)
+    overrides = [*([f"iterations={args.iterations}"] if args.iterations else []), *args.set]
+    if (Path(args.root) / args.run_id).is_dir():
+        run = store.open_run(args.run_id)
+        config = load_config(EvolveConfig, run.path(CONFIG_COPY), overrides)
+    else:
+        config = load_config(EvolveConfig, CONFIG, [f"model={args.model}", *overrides])
+        config = config.model_copy(update={"workspace": CONFIG.parent})
+        run = store.create_run("evolve", config, name="coding-agent", run_id=args.run_id)
+    write_bytes_atomic(run.path(CONFIG_COPY), yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False).encode())
+    # llama.cpp loads only here, when the bench runs the model.
+    from ratchet.models import load_model
+
+    model = (load_model(config.model, n_threads=args.threads) if str(config.model).startswith("local:")
+             else load_model(config.model))
+    Engine(config, run, model, on_event=lambda e: print(json.dumps(e, default=str)[:300], flush=True)).execute()
+    return run
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.evolve_coding_agent", description=__doc__.splitlines()[0])
+    parser.add_argument("--root", default=str(ROOT / "runs"), help="the run store's root (ratchet evolve --root)")
+    parser.add_argument("--run-id", default="bench-evolve-coding-agent")
+    parser.add_argument("--model", default=MODEL)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--iterations", type=int, default=None, help="override the YAML's iterations")
+    parser.add_argument("--set", action="append", default=[], help="another EvolveConfig override (KEY=VALUE)")
+    parser.add_argument("--write-only", action="store_true", help="write the results of the run in the store; run nothing")
+    parser.add_argument("--out", default="evolve_coding_agent")
+    parser.add_argument("--note", default="", help="a paragraph of what happened, put under the tables")
+    args = parser.parse_args(argv)
+    run = RunStore(args.root).open_run(args.run_id) if args.write_only else drive(args)
+    archive = Archive(run)
+    report = run.read_json("evolve/report.json")
+    status = run.read_json("status.json") or {}
+    copy = run.path(CONFIG_COPY)  # the config as last resumed (run.json keeps the one it started with)
+    config = yaml.safe_load(copy.read_text()) if copy.is_file() else (run.read_json("run.json") or {}).get("config") or {}
+    config["workspace"] = "examples/coding-agent"  # the results keep no machine path (the run holds the full one)
+    out = {"finished": report is not None, "run_id": args.run_id, "status": status,
+           "config": config, "report": report,
+           "steps": [{k: e.get(k) for k in ("step", "proposer", "status", "reason", "child", "numbers", "model_calls")}
+                     for e in steps_of(run)],
+           "proposals": proposals(archive), "failed_proposals": archive.unusable(),
+           "proposer_runs": proposer_runs(run), "per_task": per_task(run, split_of(config)),
+           "note": args.note, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    (RESULTS / f"{args.out}.json").write_text(json.dumps(out, indent=2, default=str) + "\n")
+
+    lines = [f"# {TITLE}" if report else f"# An unfinished {TITLE}", "",
+             f"`examples/coding-agent/evolve.yaml` with {config.get('model')} ({config.get('iterations')} steps), "
+             f"resumed in chunks; written by `python -m bench.evolve_coding_agent` from the run store (run "
+             f"`{args.run_id}`). Score: the suite's grader (the original tests, in the sandbox) per task.", ""]
+    if report:
+        same = " (= original: nothing was accepted)" if report["best"]["id"] == report["original"]["id"] else ""
+        lines += [f"## Test split ({report['tasks']} tasks, untouched by the search): solve rate, 95% bootstrap CI",
+                  "", "| arm | solve rate [95% CI] |", "|---|---|",
+                  f"| original ({report['original']['id'][:12]}) | {arm(report['original'])} |",
+                  f"| best ({report['best']['id'][:12]}){same} | {arm(report['best'])} |",
+                  f"| original, best-of-{report['original_best_of_n']['attempts']} | "
+                  f"{arm(report['original_best_of_n'])} |", "",
+                  f"best - original: {arm(report['comparison']['best_minus_original'])}. "
+                  f"Stopped by: {report['stop_reason']}.", ""]
+    else:
+        lines += ["The run has no report yet: no test-split comparison here.", ""]
+    lines += ["## Every task evaluation", "", "| candidate | split | task | seed | solved | the agent's run |",
+              "|---|---|---|---|---|---|"]
+    lines += [f"| {r['candidate'][:12]} | {r['split']} | {r['task']} | {r['seed']} | {r['score']:.0f} | {r['agent']} |"
+              for r in sorted(out["per_task"], key=lambda r: (r["split"], r["task"], r["candidate"]))]
+    lines += ["", "## The search", "", calls_line(run), "", *candidates_table(run), "", *steps_table(run), ""]
+    for p in out["proposals"]:
+        d = p["decision"] or {}
+        lines += [f"### Proposal {p['id'][:12]} ({p['status']})", "",
+                  f"Claim: {json.dumps(p['claim'])[:600]}", "",
+                  f"Gate: {d.get('reason')} (numbers: {json.dumps(d.get('numbers'))})", "",
+                  "```diff", p["diff"].rstrip()[:3000], "```", ""]
+    for r in out["proposer_runs"]:
+        lines += [f"Proposer agent run `{r['run']}`: {r['model_calls']} model calls, {r['prompt_tokens']} prompt + "
+                  f"{r['completion_tokens']} completion tokens; its tool calls:", ""]
+        lines += [f"- step {c['step']} `{c['name']}` {c['arguments'][:160]} -> {'ok' if c['ok'] else 'FAILED'}: "
+                  f"{c['result'][:160]}" for c in r["calls"]] or ["- (none)"]
+        if r["replies"]:
+            first = r["replies"][0].replace("\n", " / ")[:300]
+            lines += ["", f"Its first reply: `{first}`"]
+        lines.append("")
+    if args.note:
+        lines += ["## What happened", "", args.note, ""]
+    (RESULTS / f"{args.out}.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
