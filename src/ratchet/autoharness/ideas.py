@@ -404,7 +404,8 @@ class BodyPrefix(Idea):
                "(the model contract's assistant prefix), so only the body is asked for")
 
     def prompt(self, search, options, lesson, shown):
-        if options.get("scaffold_examples") and long_request(search):
+        # The grammar forces a reply that opens a ```python block, which a continuation must not.
+        if options.get("scaffold_examples") and long_request(search) and not any(isinstance(i, Grammar) for i in search.ideas):
             options["body_only"] = True
 
 
