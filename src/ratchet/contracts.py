@@ -90,7 +90,11 @@ class Model(Protocol):
     """A chat model. Backends: OpenAI-compatible HTTP, embedded llama.cpp, scripted/replay.
 
     ``grammar`` is a GBNF grammar for constrained output; backends that cannot honour it raise
-    ``RatchetError`` rather than silently ignoring it. ``logprobs=True`` asks for per-token
+    ``RatchetError`` rather than silently ignoring it. A last message with role ``assistant`` is a
+    prefix of the answer: the reply continues it and holds only the continuation (join the two with
+    ``ratchet.models.request.continued``); the embedded llama.cpp backend renders the chat template
+    up to that prefix, the scripted model hands it to its script, and an HTTP endpoint gets it as
+    the last message (servers differ on continuing it, which ``continued`` tolerates). ``logprobs=True`` asks for per-token
     log-probs; backends that cannot give them return ``Completion.logprobs = None``.
     """
 

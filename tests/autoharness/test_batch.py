@@ -90,3 +90,16 @@ def test_a_game_given_up_by_the_executor_is_recorded_failed_and_the_batch_goes_o
     batch_id = next(r["id"] for r in store.list_runs() if r["kind"] == BATCH_KIND)
     assert store.get_run(batch_id)["summary"]["failed"] == {GAMES[0]: reason}
     assert reason in store.open_run(batch_id).path("table.md").read_text()
+
+
+def test_a_batch_stopped_after_its_time_starts_no_new_game_and_carries_on_later(tmp_path):
+    store = RunStore(tmp_path / "runs")
+    cfg = AutoHarnessConfig(model="scripted:", iterations=1, eval_envs=1, eval_steps=4, search_seeds=[0],
+                            heldout_seeds=[7], library_dir=str(tmp_path / "lib"))
+    cfg.budget.max_calls = 1
+    first = run_suite("autoharness-145", cfg, store, None, games=GAMES, stop_after_s=0.0)
+    assert list(first["reports"]) == []  # the time was up before the first game
+    batch_id = next(r["id"] for r in store.list_runs() if r["kind"] == BATCH_KIND)
+    assert store.open_run(batch_id).status().get("status") != "done"
+    later = run_suite("autoharness-145", cfg, store, None, games=GAMES)
+    assert list(later["reports"]) == GAMES and store.open_run(batch_id).status()["status"] == "done"

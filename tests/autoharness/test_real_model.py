@@ -13,6 +13,8 @@ The same model with best-of-20 sampling reached a legal-step rate of 0.01 on thi
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from ratchet.autoharness.config import AutoHarnessConfig
@@ -33,7 +35,8 @@ def _model_or_skip():
         pytest.skip(f"{MODEL} is not in the model cache ({exc}); run `ratchet models pull {MODEL}`")
     if not path.exists():
         pytest.skip(f"{MODEL} is not in the model cache; run `ratchet models pull {MODEL}`")
-    return load_model(f"local:{MODEL}", n_threads=2)
+    # OMP_NUM_THREADS pins llama.cpp too where a job is given one core (a CPU slot); CI leaves it unset.
+    return load_model(f"local:{MODEL}", n_threads=int(os.environ.get("OMP_NUM_THREADS") or 2))
 
 
 @pytest.mark.real_model

@@ -12,6 +12,7 @@ do not depend on the number of workers or on the order games finish.
 
 from __future__ import annotations
 
+import time
 import traceback
 from collections.abc import Callable
 from functools import cache, partial
@@ -37,10 +38,14 @@ LOST = "executor/lost.jsonl"
 
 def run_suite(suite: str, cfg: AutoHarnessConfig, store: Any, protocol: Any, *, threads: int | None = None,
               resume: str | None = None, console: Any = None, games: list[str] | None = None,
-              executor: Any = None) -> dict[str, Any]:
+              executor: Any = None, stop_after_s: float | None = None) -> dict[str, Any]:
     """Every game of ``suite``. With no executor (or one that runs in this process) games run here
     one after another, each resumable mid-game; with a pool or Ray executor each game is one task
-    (:func:`run_games`) and the results are written here as they arrive."""
+    (:func:`run_games`) and the results are written here as they arrive. ``stop_after_s``: in this
+    process, start no new game once that many seconds have passed (the batch stays unfinished, and
+    the same command carries on with it): a long suite run in chunks on a shared machine, each
+    game whole, since a game resumed mid-search gets its time budget afresh."""
+    started = time.monotonic()
     if games is None and not resume:
         games = suite_ids(suite)
     resume = resume or _unfinished(store, f"{suite}-{cfg.method}", cfg, games)
@@ -62,6 +67,8 @@ def run_suite(suite: str, cfg: AutoHarnessConfig, store: Any, protocol: Any, *, 
         for env_id in state["games"]:
             if env_id in state["reports"]:
                 continue
+            if stop_after_s is not None and time.monotonic() - started >= stop_after_s:
+                return state  # unfinished on purpose: resumable
             run, game_cfg = open_or_create(store, cfg.model_copy(update={"env": env_id}), state["runs"].get(env_id))
             state["runs"][env_id] = run.id
             batch.checkpoint("batch", state)

@@ -67,6 +67,17 @@ class RatchetIdeas(Settings):
     repair: bool = True
     """Program repair without the model: single-point AST mutants of each new node's own functions,
     screened on the dense checks, the two best judged; one that scores higher enters as a child."""
+    short_examples: bool = True
+    """Where the one-function request is long (over ``ideas.LONG_REQUEST`` characters: long text
+    boards, big grids), show two doctest examples instead of three, a text board's without the
+    opening every observation shares. Tic Tac Toe's request is short and unchanged."""
+    body_prefix: bool = True
+    """Where the one-function request is long, give ``legal_moves``' signature and docstring as the
+    reply's prefix (an assistant prefix the model continues) so only the body is asked for: the
+    1.5B copied long docstrings back without a body."""
+    whole_fallback: bool = True
+    """After a reply to the one-function request that has no body for ``legal_moves``, ask that
+    node (the root, or the node being refined) for the whole harness instead."""
     restarts: bool = False
     """After two refinements without a better best h, sample a fresh root, its scaffold examples
     drawn from other states of the game."""

@@ -14,7 +14,9 @@ to ``Synthesis(ideas=...)``) and ablated (switch one off in ``ideas``).
 
 from __future__ import annotations
 
+import ast
 import random
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -23,7 +25,7 @@ from ratchet.autoharness import critic
 from ratchet.autoharness import harnesslib as lib
 from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.decompose import Decomposer
-from ratchet.autoharness.prompts import scaffold_for
+from ratchet.autoharness.prompts import scaffold_for, scaffold_function
 from ratchet.autoharness.transitions import check_legal_actions, score_is_legal
 from ratchet.envs.explore import Transition, balanced_subset
 from ratchet.autoharness.tree import fresh_root_arm
@@ -140,6 +142,17 @@ class Idea:
 
     def restart(self, search: Synthesis) -> bool:
         """Whether the next expansion should be a fresh root instead of a refinement."""
+        return False
+
+    def replied(self, search: Synthesis, parent_id: str | None, messages: list, code: str | None) -> bool:
+        """A reply to ``messages`` (its code, None when it had none) for the refinement of
+        ``parent_id`` (None: a root) has arrived; True asks the search to build this node's
+        request again (``whole_harness`` may have changed) for the samples still to come."""
+        return False
+
+    def whole_harness(self, search: Synthesis, parent_id: str | None) -> bool:
+        """Whether the refinement of ``parent_id`` (None: a root) asks for the whole harness
+        instead of the one-function request."""
         return False
 
 
@@ -317,7 +330,9 @@ class Novelty(Idea):
             return messages
         note = ("\n\nYour last reply was code that was already tried, unchanged, and it is wrong. "
                 "Write a different implementation: change the logic, not the formatting.")
-        return [*messages[:-1], {**messages[-1], "content": messages[-1]["content"] + note}]
+        # The user's request gets the note, not an assistant prefix that the reply continues.
+        last = max(i for i, m in enumerate(messages) if m.get("role") == "user")
+        return [*messages[:last], {**messages[last], "content": messages[last]["content"] + note}, *messages[last + 1:]]
 
     def ask(self, search, kwargs):
         if search.state.get("repeats"):
@@ -365,9 +380,122 @@ class Restarts(Idea):
             options["scaffold_examples"] = views(search, random.Random(restarts).sample(search.listed, min(3, len(search.listed))))
 
 
+#: Characters of ``legal_moves``' signature and docstring above which the one-function request
+#: counts as long. Measured with the 1.5B: it copied the docstring back without a body on Tower of
+#: Hanoi (5 of 5 replies; its root request's signature and docstring are 1,826 characters), Guess
+#: the Number (6 of 6, 2,295) and Lights Out (5 of 6, 1,448). Tic Tac Toe's (527: 9 cells, at most 9
+#: actions an example; Connect Four 726, Frozen Lake 668) is answered with a body by the 0.5B and keeps its request.
+LONG_REQUEST = 1000
+
+
+def long_request(search: Synthesis) -> bool:
+    """Whether the game's first one-function request (its root examples) is long (``LONG_REQUEST``):
+    a property of the game, so a search asks every node the same way."""
+    if "long_request" not in search.state:
+        scaffold = next((i for i in search.ideas if isinstance(i, Scaffold)), None)
+        examples = scaffold.examples(search) if scaffold is not None and search.listed else []
+        search.state["long_request"] = bool(examples) and len(scaffold_function(examples, search.view())) > LONG_REQUEST
+    return search.state["long_request"]
+
+
+class BodyPrefix(Idea):
+    name = "body_prefix"
+    summary = ("a long one-function request gives legal_moves' signature and docstring as the reply's prefix "
+               "(the model contract's assistant prefix), so only the body is asked for")
+
+    def prompt(self, search, options, lesson, shown):
+        # The grammar forces a reply that opens a ```python block, which a continuation must not.
+        if options.get("scaffold_examples") and long_request(search) and not any(isinstance(i, Grammar) for i in search.ideas):
+            options["body_only"] = True
+
+
+class ShortExamples(Idea):
+    name = "short_examples"
+    summary = ("a long one-function request shows two examples, a text board's without the opening that every "
+               "observation of the game shares (the rules, shown above them)")
+
+    def __init__(self, keep: int = 2) -> None:
+        self.keep = keep
+
+    def prompt(self, search, options, lesson, shown):
+        examples = options.get("scaffold_examples") or []
+        if not examples or not long_request(search):
+            return
+        examples = examples[: self.keep]
+        if search.view().name == "text":
+            texts = [str(args[0]) for args, _ in examples]
+            common = len(_common_opening(texts)) if len(texts) > 1 else 0
+            examples = [(("…" + str(args[0])[common:].lstrip("\n"),) if common else args, legal) for args, legal in examples]
+        options["scaffold_examples"] = examples
+
+
+def _common_opening(texts: Sequence[str]) -> str:
+    """The lines every text starts with (whole lines, so an example never starts mid-word)."""
+    first = texts[0].splitlines(keepends=True)
+    n = 0
+    while n < len(first) and all(t.startswith("".join(first[: n + 1])) for t in texts[1:]):
+        n += 1
+    return "".join(first[:n])
+
+
+class WholeFallback(Idea):
+    name = "whole_fallback"
+    summary = "after a one-function reply with no body for legal_moves, that node asks for the whole harness instead"
+
+    def replied(self, search, parent_id, messages, code):
+        key = parent_id or "root"
+        if key in search.state.get("whole_harness", []) or not _one_function(messages) or has_body(code, "legal_moves"):
+            return False
+        search.state.setdefault("whole_harness", []).append(key)
+        return True
+
+    def whole_harness(self, search, parent_id):
+        # A node whose own legal_moves has no body (a copied docstring that entered the tree)
+        # falls back too: refining it with the one-function request shows it that docstring again.
+        code = search.codes.get(parent_id) if parent_id else None
+        return ((parent_id or "root") in search.state.get("whole_harness", [])
+                or (code is not None and "def legal_moves" in code and not has_body(code, "legal_moves")))
+
+
+def _one_function(messages: list) -> bool:
+    """Whether ``messages`` are the one-function request (``prompts.scaffold_function``'s docstring)."""
+    return any("def legal_moves(" in str(m.get("content", "")) and '"""Return every legal action' in str(m.get("content", ""))
+               for m in messages)
+
+
+def has_body(code: str | None, name: str) -> bool:
+    r'''Whether ``code`` defines ``name`` with at least one statement besides its docstring
+    (``pass`` does not count). Code that does not parse counts as having one only when text other
+    than a closed docstring follows the ``def`` line.
+
+    >>> has_body('def f(x):\n    """Doc."""\n', "f"), has_body('def f(x):\n    """Doc."""\n    return 1\n', "f")
+    (False, True)
+    >>> has_body('def f(x):\n    """Doc.\n    >>> f(1)\n', "f")
+    False
+    '''
+    if not code:
+        return False
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        match = re.search(rf"^def {name}\(.*?$(.*)", code, re.MULTILINE | re.DOTALL)
+        if not match:
+            return False
+        rest = match.group(1)
+        if rest.count('"""') % 2:  # cut off inside its docstring
+            return False
+        rest = re.sub(r'""".*?"""', "", rest, flags=re.DOTALL)
+        return any(line.strip() and not line.strip().startswith("#") for line in rest.splitlines())
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            body = [b for b in node.body if not (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant))]
+            return any(not isinstance(b, ast.Pass) for b in body)
+    return False
+
+
 IDEAS: dict[str, type[Idea]] = {cls.name: cls for cls in (Transitions, HelperLibrary, FewShot, Scaffold, Samples, Grammar,
                                                            LibrarySeed, Decompose, FreshRoots, ExplainFailures, Novelty, Repair,
-                                                           Restarts)}
+                                                           Restarts, ShortExamples, BodyPrefix, WholeFallback)}
 """Every idea by name (the ``AutoHarnessConfig.ideas`` switch of the same name chooses it)."""
 
 
@@ -383,5 +511,7 @@ def components(config: AutoHarnessConfig) -> list[Idea]:
         (True, lambda: Samples(ideas.samples_per_step)), (ideas.grammar, Grammar), (ideas.library_seed, LibrarySeed),
         (ideas.fresh_roots, lambda: FreshRoots(config.thompson_c)), (ideas.explain_failures, ExplainFailures),
         (ideas.novelty, Novelty), (ideas.repair, lambda: Repair(config.rng_seed)), (ideas.restarts, Restarts),
+        # After every component that chooses the examples (scaffold, restarts): these read them.
+        (ideas.short_examples, ShortExamples), (ideas.body_prefix, BodyPrefix), (ideas.whole_fallback, WholeFallback),
     ]
     return [build() for on, build in chosen if on]

@@ -113,16 +113,35 @@ def compact_list(values: Sequence[Any], run: int = 4) -> str:
     return " + ".join(parts + ([repr(plain)] if plain or not parts else []))
 
 
-def scaffold_request(examples: Sequence[tuple[tuple[Any, ...], Sequence[str]]], view: BoardView) -> str:
-    """A HumanEval-style request: the signature of ``legal_moves`` and a docstring whose
-    examples are real states of the game (``view.args`` of each) with the game's own legal lists."""
+def scaffold_function(examples: Sequence[tuple[tuple[Any, ...], Sequence[str]]], view: BoardView) -> str:
+    """The signature of ``legal_moves`` and a docstring whose examples are real states of the game
+    (``view.args`` of each) with the game's own legal lists."""
     lines = [f"def legal_moves({view.params}):", f'    """Return every legal action for the player to move. `{view.params.split(",")[0]}` is {view.what}.', ""]
     for args, legal in examples:
-        lines.append(f"    >>> legal_moves({view.show(args)})")  # a text board shows 600 characters: 300 cut the earlier guesses
+        # A list cut to 24 says so in the call: shown as the whole answer, Lights Out's 25 presses
+        # read as "every cell but the last".
+        cut = "[:24]" if len(legal) > 24 else ""
+        lines.append(f"    >>> legal_moves({view.show(args)}){cut}")  # a text board shows 600 characters: 300 cut the earlier guesses
         lines.append(f"    {list(legal)[:24]!r}")
     lines.append('    """')
+    return "\n".join(lines)
+
+
+def scaffold_request(examples: Sequence[tuple[tuple[Any, ...], Sequence[str]]], view: BoardView) -> str:
+    """A HumanEval-style request: :func:`scaffold_function`, to be completed."""
     return ("Complete this Python function so that its examples pass. Compute the answer from its argument.\n"
-            "```python\n" + "\n".join(lines) + "\n```\nReply with the complete function in one ```python block.")
+            "```python\n" + scaffold_function(examples, view) + "\n```\nReply with the complete function in one ```python block.")
+
+
+BODY_REQUEST = ("Write the body of the Python function that your reply starts with, so that its examples pass. "
+                "Compute the answer from its argument; the docstring is written already: do not repeat it or its examples.")
+
+
+def body_request(examples: Sequence[tuple[tuple[Any, ...], Sequence[str]]], view: BoardView) -> tuple[str, str]:
+    """The same request with the function's signature and docstring as the reply's prefix (the
+    model contract's assistant prefix): the model is asked for the body only. A small model given
+    the docstring to complete copies it, examples and all, into its token limit instead."""
+    return BODY_REQUEST, "```python\n" + scaffold_function(examples, view) + "\n"
 
 
 SCAFFOLD_FEW_SHOT = '''Example for a different game (Connect Four: a row of column numbers above rows of "." and X/O):
@@ -191,23 +210,30 @@ def synthesis_prompt(
     more_examples: Sequence[tuple[str, Sequence[str]]] = (),
     scaffold_examples: Sequence[tuple[Any, Sequence[str]]] = (),
     view: BoardView | None = None,
+    body_only: bool = False,
 ) -> list[Message]:
-    """The refiner's messages. ``code=None`` asks for the first version (the tree's root)."""
-    if scaffold and code is not None and scaffold_examples and "def legal_moves" in code:
-        # Counterexample-guided: the same short request, the states it got wrong added as
-        # examples, and the wrong attempt shown.
-        text = (f"Game: {game}\n\n{excerpt(description, 600)}\n\n"
-                f"This attempt is wrong:\n```python\n{function_source(code, 'legal_moves')}\n```\n"
-                + (f"Its errors: {error_summary}\n\n" if error_summary else "\n")
-                + scaffold_request(scaffold_examples, view))
-        return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": text}]
-    if scaffold and code is None and scaffold_examples:
-        # Small models echo a template instead of filling it in, hard-code a single example's
-        # answer, and copy API listings into their code: ask for one function in the HumanEval
-        # format (signature + doctest examples from real states) and nothing else; propose_action
-        # / is_legal_action are built around it when the code is extracted.
-        text = f"Game: {game}\n\n{excerpt(description, 600)}\n\n" + scaffold_request(scaffold_examples, view)
-        return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": text}]
+    """The refiner's messages. ``code=None`` asks for the first version (the tree's root).
+    ``body_only``: the one-function request's signature and docstring are the reply's prefix
+    (:func:`body_request`), so only the body is asked for."""
+    one_function = scaffold and scaffold_examples and (code is None or "def legal_moves" in code)
+    if one_function:
+        if code is not None:
+            # Counterexample-guided: the same short request, the states it got wrong added as
+            # examples, and the wrong attempt shown.
+            head = (f"Game: {game}\n\n{excerpt(description, 600)}\n\n"
+                    f"This attempt is wrong:\n```python\n{function_source(code, 'legal_moves')}\n```\n"
+                    + (f"Its errors: {error_summary}\n\n" if error_summary else "\n"))
+        else:
+            # Small models echo a template instead of filling it in, hard-code a single example's
+            # answer, and copy API listings into their code: ask for one function in the HumanEval
+            # format (signature + doctest examples from real states) and nothing else; propose_action
+            # / is_legal_action are built around it when the code is extracted.
+            head = f"Game: {game}\n\n{excerpt(description, 600)}\n\n"
+        system = {"role": "system", "content": SYSTEM}
+        if body_only:
+            ask, prefix = body_request(scaffold_examples, view)
+            return [system, {"role": "user", "content": head + ask}, {"role": "assistant", "content": prefix}]
+        return [system, {"role": "user", "content": head + scaffold_request(scaffold_examples, view)}]
     sections = [f"Game: {game}", "Game description:\n" + excerpt(description, 900)]
     if action_examples:
         sections.append("Action space: actions are written in brackets, e.g. " + ", ".join(action_examples[:6]))

@@ -34,6 +34,7 @@ from ratchet.autoharness.views import BoardView, choose_view
 from ratchet.envs.answers import extract_code
 from ratchet.contracts import BudgetExceeded, Candidate, Evaluation, Model
 from ratchet.evolve.cache import JournaledModel
+from ratchet.models.request import continued
 from ratchet.store.files import rng_from_json, rng_to_json
 
 CHECKPOINT = "autoharness"
@@ -231,7 +232,8 @@ class Synthesis:
 
     # ---------------------------------------------------------------- proposing
 
-    def _prompt(self, code: str | None, shown: list[dict[str, Any]], pool: list[dict[str, Any]], refine: str, metrics: dict[str, float]):
+    def _prompt(self, code: str | None, shown: list[dict[str, Any]], pool: list[dict[str, Any]], refine: str, metrics: dict[str, float],
+                whole: bool = False):
         lesson = Lesson.of(self.transitions, self.listed)
         examples = [t.action for t in self.transitions if t.legal][:6] or list(dict.fromkeys(lib.bracketed(self.description)))[:4]
         score_line = ""
@@ -241,6 +243,8 @@ class Synthesis:
                                        expected=[], more_examples=[], scaffold_examples=[])
         for idea in self.ideas:
             idea.prompt(self, options, lesson, shown)
+        if whole:  # the whole harness, the paper's request (``Idea.whole_harness``)
+            options.update(scaffold=False, scaffold_examples=[], body_only=False, expected=[], more_examples=[])
         return synthesis_prompt(
             game=self.cfg.env, description=self.description, action_examples=examples, mode=self.cfg.mode,
             code=code, failures=shown, refine=refine, error_summary=critic.summarize(pool), score_line=score_line,
@@ -266,7 +270,8 @@ class Synthesis:
         tokens = reply.usage.prompt_tokens + reply.usage.completion_tokens
         self.state["calls"] += 1
         self.state["tokens"] += tokens
-        return reply.text, tokens
+        # A request ending in an assistant prefix gets its continuation: the answer is both.
+        return continued(messages, reply.text), tokens
 
     def _store(self, code: str, parent: str | None, status: str, judgement: Judgement | None, **meta: Any) -> str:
         cand = Candidate.from_files(KIND, {"harness.py": code}, parent_id=parent, **meta)
@@ -288,9 +293,7 @@ class Synthesis:
         self.state["parent"] = parent_id
         request = next((r for r in (i.request(self, code, pool, metrics) for i in self.ideas) if r is not None), None)
         if request is None:
-            template = next((t for t in (i.template(self) for i in self.ideas) if t is not None), None) if code is None else None
-            request = Request(refine, shown, self._prompt(code, shown, pool, refine, metrics),
-                              lambda text: extract_code(text, previous=code or template, required=REQUIRED))
+            request = self._default_request(parent_id, code, shown, pool, refine, metrics)
         refine, shown, messages = request.refine, request.shown, request.messages
         judged: list[tuple[str, Judgement]] = []
         # A fresh root (a root after the first iteration) skips the low first temperature: the
@@ -308,6 +311,11 @@ class Synthesis:
             new_code = request.build(text)
             meta = dict(prompt=asked, response=text, failures_shown=shown, refine=refine, iteration=iteration,
                         sample=sample, method=self.cfg.method, tokens=tokens)
+            if any([idea.replied(self, parent_id, messages, new_code) for idea in self.ideas]):
+                # A component wants this node's request asked differently from now on (e.g. the
+                # whole harness after a one-function reply without a body).
+                request = self._default_request(parent_id, code, shown, pool, refine, metrics)
+                messages = request.messages
             if new_code is None:
                 cid = self._store(text or "# (empty response)\n", parent_id, "failed", None, **meta, error="no code in the response")
                 self.state["history"].append({"iteration": iteration, "candidate": cid, "h": None, "status": "failed"})
@@ -326,6 +334,21 @@ class Synthesis:
             if judgement.h >= 1.0:
                 break
         return judged + self._offspring(judged)
+
+    def _default_request(self, parent_id: str | None, code: str | None, shown: list[dict[str, Any]], pool: list[dict[str, Any]],
+                         refine: str, metrics: dict[str, float]) -> Request:
+        """The paper's request (with the components' additions): the one-function request where the
+        scaffold applies, the whole harness where a component says so for this node."""
+        whole = any([idea.whole_harness(self, parent_id) for idea in self.ideas])
+        if whole and code is not None and "def legal_moves" in code:
+            # A scaffolded node asked for the whole harness: the first request again, no template
+            # (its legal_moves would be carried into code that no longer calls it).
+            code, shown, pool, refine, metrics = None, [], [], "both", {}
+        template = None
+        if code is None and not whole:
+            template = next((t for t in (i.template(self) for i in self.ideas) if t is not None), None)
+        return Request(refine, shown, self._prompt(code, shown, pool, refine, metrics, whole),
+                       lambda text: extract_code(text, previous=code or template, required=REQUIRED))
 
     def _judged(self, code: str, parent_id: str | None, meta: dict[str, Any], iteration: int, label: str) -> tuple[str, Judgement]:
         judgement = self.judge(code)

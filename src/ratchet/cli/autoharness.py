@@ -131,6 +131,8 @@ def register(app: typer.Typer) -> None:
                                                "(default: local, one after another in this process)."),
         address: Optional[str] = typer.Option(None, "--address", help="Ray cluster to join: auto | ray://HOST:10001."),
         workers: Optional[int] = typer.Option(None, "--workers", help="With --suite: games in flight at once."),
+        stop_after: Optional[float] = typer.Option(None, "--stop-after", help="With --suite, games run here: start no new game "
+                                                   "after this many seconds; the same command later carries on."),
         executor_set: list[str] = typer.Option([], "--executor-set", help="Override an ExecutorConfig field: "
                                                "--executor-set max_retries=5"),
     ) -> None:
@@ -159,7 +161,8 @@ def register(app: typer.Typer) -> None:
             ex_cfg = load_config(ExecutorConfig, None, [f"{k}={v}" for k, v in flags.items() if v is not None] + executor_set)
             pool = build_executor(ex_cfg)
             try:
-                state = run_suite(suite, cfg, store, proto, threads=threads, resume=resume, console=console, executor=pool)
+                state = run_suite(suite, cfg, store, proto, threads=threads, resume=resume, console=console, executor=pool,
+                                  stop_after_s=stop_after)
             finally:
                 pool.close()
             if pool.stats.lost:

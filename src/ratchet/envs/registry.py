@@ -31,6 +31,7 @@ from typing import Any
 from ratchet.contracts import Environment, RatchetError
 from ratchet.envs.config import EnvConfig
 from ratchet.envs.notes import note_for
+from ratchet.envs.suites import suite_file
 
 #: Families whose TextArena code needs Python >= 3.12 (f-string syntax) in textarena 0.7.4.
 NEEDS_PY312 = frozenset({"Chess", "Checkers", "ReverseTicTacToe", "IteratedStagHunt", "UltimateTexasHoldem"})
@@ -103,6 +104,8 @@ def suite_ids(name: str) -> list[str]:
     """Ids of a named suite (``autoharness-145``: the paper's 145 games)."""
     if name == "autoharness-145":
         return [line.split()[0] for line in _paper_games()]
+    if name == "autoharness-40":
+        return suite_file(name)
     if name.startswith("tasks"):
         from ratchet.envs.tasks import suite_env_ids
 
@@ -129,6 +132,7 @@ def _paper_players() -> dict[str, int]:
 
 SUITES: dict[str, str] = {
     "autoharness-145": "the 145 TextArena games of the AutoHarness paper (44 one-player, 101 two-player)",
+    "autoharness-40": "a stratified sample of those 145: 40 games over every (family, player count), the 15 per-game table games included",
     "tasks": "task suites shipped in ratchet/envs/data/tasks (JSONL tasks judged by a verifier)",
 }
 

@@ -139,7 +139,10 @@ class LlamaModel:
                 kwargs["grammar"] = _grammar(grammar)
             start = time.perf_counter()
             try:
-                response = llm.create_chat_completion(**kwargs)
+                if messages and messages[-1].get("role") == "assistant":
+                    response = _continue(llm, self.name, kwargs)
+                else:
+                    response = llm.create_chat_completion(**kwargs)
             except ValueError as exc:  # e.g. the prompt does not fit the context window
                 raise RatchetError(f"{self.name}: {exc}", hint="shorten the prompt or raise n_ctx") from exc
             latency = time.perf_counter() - start
@@ -147,7 +150,7 @@ class LlamaModel:
         usage = response.get("usage") or {}
         tokens = _logprobs(choice) if want_logprobs else None
         return Completion(
-            text=choice["message"].get("content") or "",
+            text=(choice["message"].get("content") if "message" in choice else choice.get("text")) or "",
             usage=Usage(int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))),
             latency_s=latency,
             model=self.name,
@@ -170,8 +173,33 @@ class LlamaModel:
                                        stop=stop, seed=seed, logprobs=logprobs, grammar=grammar)
 
 
+def _continue(llm: Any, name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A completion that continues the last (assistant) message: the GGUF's chat template renders
+    the messages before it with the assistant's turn opened, the prefix is appended as plain text,
+    and the model goes on from there (``create_chat_completion`` would close that turn instead)."""
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter  # heavy optional dependency
+
+    template = (llm.metadata or {}).get("tokenizer.chat_template")
+    if not template:
+        raise RatchetError(f"{name}: the GGUF has no chat template, so an assistant prefix cannot be continued",
+                           hint="end the messages with a user message, or use a GGUF that stores its chat template")
+    messages = kwargs.pop("messages")
+    eos, bos = llm.token_eos(), llm.token_bos()
+    text = lambda token: llm._model.token_get_text(token) if token != -1 else ""  # noqa: E731 - the template's special tokens
+    formatter = Jinja2ChatFormatter(template=template, eos_token=text(eos), bos_token=text(bos), add_generation_prompt=True)
+    rendered = formatter(messages=messages[:-1])
+    stop = [*(kwargs.pop("stop") or []), *([rendered.stop] if isinstance(rendered.stop, str) else list(rendered.stop or []))]
+    prompt = rendered.prompt + str(messages[-1].get("content", ""))
+    if kwargs.pop("logprobs", False):
+        kwargs["logprobs"] = kwargs.pop("top_logprobs", 1)
+    return llm.create_completion(prompt=prompt, stop=stop or None, **kwargs)
+
+
 def _logprobs(choice: dict[str, Any]) -> tuple[TokenLogprob, ...] | None:
-    content = (choice.get("logprobs") or {}).get("content")
+    logprobs = choice.get("logprobs") or {}
+    if "content" not in logprobs and logprobs.get("tokens"):  # a plain completion's log-probs
+        return tuple(TokenLogprob(str(t), float(lp)) for t, lp in zip(logprobs["tokens"], logprobs["token_logprobs"]))
+    content = logprobs.get("content")
     if content is None:
         return None
     return tuple(TokenLogprob(str(t["token"]), float(t["logprob"])) for t in content)

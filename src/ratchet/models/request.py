@@ -61,6 +61,24 @@ def last_user_message(messages: Sequence[Message]) -> str:
     return str(messages[-1].get("content", "")) if messages else ""
 
 
+def continued(messages: Sequence[Message], reply: str) -> str:
+    """The whole answer to ``messages``: when their last message is the assistant's prefix (see
+    :class:`ratchet.contracts.Model`), that prefix followed by the reply; the reply alone when there
+    is no prefix or the reply starts over (it repeats the prefix's first code line, as a server that
+    ignores the prefix or a model that restarts the function does).
+
+    >>> continued([{"role": "user", "content": "q"}, {"role": "assistant", "content": "def f(x):\\n"}], "    return x")
+    'def f(x):\\n    return x'
+    >>> continued([{"role": "assistant", "content": "```python\\ndef f(x):\\n"}], "```python\\ndef f(x):\\n    return 1")
+    '```python\\ndef f(x):\\n    return 1'
+    """
+    if not messages or messages[-1].get("role") != "assistant":
+        return reply
+    prefix = str(messages[-1].get("content", ""))
+    first = next((line.strip() for line in prefix.splitlines() if line.strip() and not line.strip().startswith("```")), "")
+    return reply if first and first in reply else prefix + reply
+
+
 def completion_to_dict(completion: Completion) -> dict[str, Any]:
     return {
         "text": completion.text,
