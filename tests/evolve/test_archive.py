@@ -46,3 +46,25 @@ def test_claim_check_counts_predicted_and_actual_flips_on_common_tasks() -> None
     child = cand("c", "p", proposer="reflective", claim={"predicted_flips": ["t1", "t2", "elsewhere"]})
     check = claim_check(child, {"t1": 0.0, "t2": 0.0, "t3": 0.0, "t4": 1.0}, {"t1": 1.0, "t2": 0.0, "t3": 0.5, "t4": 0.0})
     assert check == {"predicted": ["t1", "t2"], "actual": ["t1", "t3"], "hit": ["t1"], "proposer": "reflective"}
+
+
+def test_a_candidate_cut_off_inside_add_is_not_in_the_archive_until_added_again(tmp_path: Path) -> None:
+    # A kill inside add_candidate leaves the files and status.json, not meta.json (written last):
+    # the resumed step must see no candidate, add it again and go on (it once failed with
+    # "run ... has no candidate ..." when it decided the half-written child).
+    store = RunStore(tmp_path)
+    run = store.create_run("evolve", {})
+    root = cand("root")
+    Archive(run).add(root, "accepted")
+    child = cand("child", root.id, step=1)
+    Archive(run).add(child, "evaluating")
+    (run.dir / "candidates" / child.id / "meta.json").unlink()  # and its index row, written after it
+    run.index.execute("DELETE FROM candidates WHERE run_id = ? AND id = ?", (run.id, child.id))
+
+    resumed = Archive(store.open_run(run.id))
+    assert not run.has_candidate(child.id)
+    assert resumed.status(child.id) is None and resumed.as_of(1).status(child.id) is None
+    assert [c.id for c in resumed.candidates()] == [root.id]
+    resumed.add(child, "evaluating")
+    resumed.set_status(child.id, "rejected", 0.5)
+    assert resumed.status(child.id) == "rejected" and resumed.get(child.id).files == child.files

@@ -66,6 +66,10 @@ class Archive:
         return self._candidates[candidate_id]
 
     def status(self, candidate_id: str) -> str | None:
+        # Not yet in the archive while incomplete on disk (a kill inside add): the step that
+        # made it adds it again on the resume, and a half-written candidate is never read.
+        if not self.run.has_candidate(candidate_id):
+            return None
         state = self.run.read_json(f"candidates/{candidate_id}/status.json")
         return None if state is None or not self._visible(candidate_id) else state["status"]
 

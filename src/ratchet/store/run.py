@@ -144,10 +144,16 @@ class Run:
             ),
         )
 
+    def has_candidate(self, candidate_id: str) -> bool:
+        """Whether the candidate is complete on disk (its meta.json, written last by add_candidate):
+        a kill inside add_candidate leaves its files and status.json without it, and such a
+        candidate does not exist until it is added again."""
+        return (self._candidate_dir(candidate_id) / "meta.json").exists()
+
     def set_candidate_status(self, candidate_id: str, status: str, score: float | None = None) -> None:
         """Change a candidate's status; ``score=None`` keeps its previous score."""
         cdir = self._candidate_dir(candidate_id)
-        if not (cdir / "meta.json").exists():
+        if not self.has_candidate(candidate_id):
             raise RatchetError(f"run {self.id} has no candidate {candidate_id}", hint="add it with add_candidate first")
         previous = files.read_json(cdir / "status.json", {}) or {}
         score = previous.get("score") if score is None else float(score)
