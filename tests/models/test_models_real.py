@@ -68,3 +68,21 @@ def test_code_block_grammar_gives_one_python_block(qwen):
     namespace: dict = {}
     exec(compile(code, "answer.py", "exec"), namespace)
     assert namespace["add"](2, 3) == 5
+
+
+def test_an_assistant_prefix_is_continued_not_restarted(qwen):
+    """A last assistant message is the start of the answer (the AutoHarness body request): the
+    reply holds only what follows it, and prefix + reply is one function that runs."""
+    from ratchet.envs.answers import extract_code
+    from ratchet.models.request import continued
+
+    prefix = '```python\ndef add(a, b):\n    """Return the sum of a and b."""\n'
+    messages = [{"role": "user", "content": "Write a Python function add(a, b) that returns a + b."},
+                {"role": "assistant", "content": prefix}]
+    done = qwen.complete(messages, max_tokens=40, stop=["```"])
+    assert "def add" not in done.text  # a continuation, not a new answer
+    assert 0 < done.usage.completion_tokens <= 40
+    code = extract_code(continued(messages, done.text) + "```")
+    namespace: dict = {}
+    exec(compile(code or "", "answer.py", "exec"), namespace)
+    assert namespace["add"](2, 3) == 5
