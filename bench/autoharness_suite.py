@@ -1,7 +1,7 @@
 """AutoHarness over a suite (``autoharness-40``, the stratified sample of the paper's 145), run in
 chunks on a shared machine, with the paper's numbers beside ours.
 
-    python -m bench.autoharness_suite --store /work/runs/autoharness-40-1.5b --threads 1 --minutes 12
+    python -m bench.autoharness_suite --store ~/ratchet-runs/autoharness-40-1.5b --threads 1 --minutes 12
 
 Each call runs the suite's batch (``ratchet.autoharness.batch.run_suite``, the same batch as
 ``ratchet autoharness --suite autoharness-40``) on the store, starting no new game after
@@ -94,8 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = [_row(env_id, state["reports"].get(env_id), ran_on.get(env_id) or commit) for env_id in state["games"]]
     settings = {"suite": args.suite, "model": args.model, "method": cfg.method, "mode": cfg.mode, "max_calls": args.max_calls,
                 "iterations": args.iterations, "search_seconds": args.search_seconds, "eval_envs": cfg.eval_envs,
-                "eval_steps": cfg.eval_steps, "protocol": args.protocol, "threads": args.threads, "batch_run": batch.id,
-                "store": args.store}
+                "eval_steps": cfg.eval_steps, "protocol": args.protocol, "threads": args.threads, "batch_run": batch.id}
     chunks = before.get("chunks", []) + ([{"started": started, "commit": commit, "minutes": args.minutes}] if not args.rewrite else [])
     RESULTS.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"settings": settings, "chunks": chunks, "games": rows}, indent=2) + "\n")
@@ -137,7 +136,7 @@ def markdown(settings: dict[str, Any], chunks: list[dict[str, Any]], rows: list[
         f"not run yet: {sum(r['status'] == 'not run yet' for r in rows)}, failed to run: {sum(r['status'] == 'failed' for r in rows)}",
         f"- per game: {settings['max_calls']} refiner calls, {settings['iterations']} iterations, {settings['search_seconds']:.0f} s of search, "
         f"candidates judged on {settings['eval_envs']} envs x {settings['eval_steps']} steps (seeds 0-9), method {settings['method']}, "
-        f"mode {settings['mode']}, {settings['threads']} thread; batch run {settings['batch_run']} in {settings['store']}",
+        f"mode {settings['mode']}, {settings['threads']} thread; batch run {settings['batch_run']} in the run store passed as --store",
         "- held-out (seeds 1000-1004): the best harness's code alone, 5 seeds x 200 steps (legal rate), and its is_legal_action on the "
         "transitions harvested there (verifier accuracy); the LLM protocol (model with and without the harness) is cut "
         f"(`--protocol {settings['protocol']}`) to keep a game near 8 minutes; wall s = the game's search and held-out check",
