@@ -38,7 +38,7 @@ from ratchet.runtime.shell import Shell
 from ratchet.runtime.skills import SkillLibrary
 from ratchet.runtime.subagents import Supervisor
 from ratchet.runtime.tools import build_toolbox
-from ratchet.runtime.tools.registry import ToolContext
+from ratchet.runtime.tools.registry import SHOWN_WORKDIR, ToolContext
 from ratchet.runtime.trace import Tracer
 from ratchet.runtime.workspace import HarnessWorkspace
 from ratchet.store import TrajectoryWriter, read_json, write_json_atomic
@@ -129,7 +129,7 @@ class Agent:
     def system_message(self) -> str:
         offered = self.offered_tools()
         text = self.workspace.system_prompt()
-        for key, value in {"{workdir}": str(self.workdir), "{skills}": self.skills.listing(),
+        for key, value in {"{workdir}": SHOWN_WORKDIR, "{skills}": self.skills.listing(),
                            "{tool_instructions}": self.protocol.tool_instructions(offered)}.items():
             text = text.replace(key, value)
         return text
