@@ -220,7 +220,7 @@ class Agent:
         started = time.perf_counter()
         completion, message, calls = self.protocol.complete(self.model, prompt, self.offered_tools(),
                                                             temperature=self.config.temperature,
-                                                            max_tokens=self.config.max_tokens)
+                                                            max_tokens=self.config.max_tokens, seed=self.config.seed)
         message = self.hooks.after_model(self, message)
         self.messages.append(message)
         reply = {"tool_calls": [asdict(c) for c in calls]} if isinstance(calls, list) else {"format_error": True}
