@@ -15,7 +15,8 @@ The run store pays nothing twice, so run it in chunks under the CPU lock (``time
 python -m bench.evolve_coding_agent ...``), or drive the run with ``ratchet evolve run/resume
 --root R`` and write its results with ``--write-only --root R --run-id ID`` (how the committed
 results were made: ``ratchet evolve run examples/coding-agent/evolve.yaml --set iterations=1 --set
-report.max_best_of_n=1 --threads 1``, then ``ratchet evolve resume ID --set iterations=2``).
+report.max_best_of_n=1 --threads 1``, then ``ratchet evolve resume ID --set iterations=2``, with
+the YAML of that time: splits 5/5/5, no proposer fallback; its config copy in the run keeps them).
 
     python -m bench.evolve_coding_agent --threads 1 --iterations 2 --split 3,9,3 --set report.max_best_of_n=4
 
