@@ -14,7 +14,7 @@ from ratchet.models.scripted import ScriptedModel
 from ratchet.runtime import Agent, AgentConfig, HarnessWorkspace, replay_model, solve
 from ratchet.store import read_json, read_jsonl
 
-from .conftest import tool_reply
+from .conftest import call, tool_reply
 
 FIX = [
     tool_reply("read", path="calc.py"),
@@ -226,5 +226,6 @@ def test_the_prompt_and_the_results_show_a_stable_working_directory(tmp_path):
         assert "return a - b" in results[0]  # read resolves against the real directory
         assert "calc.py\n" in results[1] and "\n.\n" in results[1]  # the module's path and pwd, as shown
         assert "outside the working directory" in results[2]
+        assert "return a - b" in call(agent, "read", path=str(repo / "calc.py"))  # the real path still works
         agent.close()
     assert seen[0] == seen[1]
