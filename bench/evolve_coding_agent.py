@@ -2,7 +2,10 @@
 
 Runs (or resumes) ``examples/coding-agent/evolve.yaml`` through the engine, as ``ratchet evolve``
 does: the agentic proposer on the runtime with the candidate's own harness, DGM selector, paired
-gate; splits of the 15 tasks: search 5, held-in 5, test 5, untouched until the report. Then it
+gate; splits of the 15 tasks as the YAML says (search 3, held-in 9, test 3, the test split
+untouched until the report), or ``--split SEARCH,HELDIN,TEST`` in task counts for a new run. The
+results say how many held-in flips the run's gate could accept at that size (its own test: with
+5 held-in tasks only a sweep of all 5 passes the first test). Then it
 reads the run store and writes ``bench/results/evolve_coding_agent.{json,md}``: the before/after on
 the test split with the report's bootstrap CIs, each proposal (the proposer agent's tool calls,
 its claim, the diff), the gate's decision and its numbers, and every task evaluation. Before the
@@ -12,9 +15,14 @@ The run store pays nothing twice, so run it in chunks under the CPU lock (``time
 python -m bench.evolve_coding_agent ...``), or drive the run with ``ratchet evolve run/resume
 --root R`` and write its results with ``--write-only --root R --run-id ID`` (how the committed
 results were made: ``ratchet evolve run examples/coding-agent/evolve.yaml --set iterations=1 --set
-report.max_best_of_n=1 --threads 1``, then ``ratchet evolve resume ID --set iterations=2``).
+report.max_best_of_n=1 --threads 1``, then ``ratchet evolve resume ID --set iterations=2``, with
+the YAML of that time: splits 5/5/5, no proposer fallback; its config copy in the run keeps them).
 
-    python -m bench.evolve_coding_agent --threads 1 --iterations 2 --set report.max_best_of_n=1
+    python -m bench.evolve_coding_agent --threads 1 --iterations 2 --split 3,9,3 --set report.max_best_of_n=4
+
+The best-of-N baseline's extra attempts sample (the suite's ``sampled``: temperature 0.7, the
+evaluation seed as sampling seed); each is one more pass of the agent over the test tasks, so
+cap N to what the CPU time allows; the results say how many attempts were distinct.
 """
 
 from __future__ import annotations
@@ -33,8 +41,11 @@ from ratchet.cli.evolve import CONFIG_COPY
 from ratchet.config import load_config
 from ratchet.evolve.archive import Archive
 from ratchet.evolve.cache import EVALS
+from ratchet.evolve.components import build
 from ratchet.evolve.config import EvolveConfig
+from ratchet.evolve.context import EngineContext
 from ratchet.evolve.loop import Engine, split_tasks
+from ratchet.evolve.manifest import load_manifest
 from ratchet.runtime.config import CodingSuiteOptions
 from ratchet.runtime.engine_suite import CodingAgentSuite
 from ratchet.store import RunStore
@@ -96,6 +107,61 @@ def proposals(archive: Archive) -> list[dict[str, Any]]:
     return out
 
 
+def split_overrides(split: str | None, config: EvolveConfig) -> list[str]:
+    """``--split SEARCH,HELDIN,TEST`` (task counts) as ``splits.*`` fractions of the suite's tasks."""
+    if not split:
+        return []
+    try:
+        counts = [int(part) for part in split.split(",")]
+    except ValueError:
+        counts = []
+    if len(counts) != 3 or min(counts) < 0:
+        raise SystemExit(f"--split {split!r}: give three task counts SEARCH,HELDIN,TEST, e.g. --split 3,9,3")
+    total = len(CodingAgentSuite(CodingSuiteOptions.model_validate(config.suite.options), None).tasks())
+    if sum(counts) > total:
+        raise SystemExit(f"--split {split!r} asks for {sum(counts)} tasks; the suite has {total}")
+    search, heldin, test = (c / total for c in counts)
+    return [f"splits.search={search!r}", f"splits.heldin={heldin!r}", "splits.heldout=0.0", f"splits.test={test!r}"]
+
+
+def gate_power(config: dict[str, Any]) -> dict[str, Any]:
+    """How many held-in tasks a child must flip (losing none) for the run's gate to accept it, at
+    the run's held-in size: the gate's own paired test and correction, its first and second test
+    of the run (later ones are stricter under alpha spending)."""
+    cfg = EvolveConfig.model_validate(config)
+    held_in = sum(1 for split in split_of(config).values() if split == "heldin")
+    gate = build("gate", cfg.gate, EngineContext(load_manifest(CONFIG.parent), CONFIG.parent))
+    if not hasattr(gate, "smallest_accepted_flips"):
+        return {"heldin_tasks": held_in, "gate": cfg.gate.name, "smallest_accepted_flips": None}
+    return {"heldin_tasks": held_in, "gate": cfg.gate.name,
+            "smallest_accepted_flips": {"test 1": gate.smallest_accepted_flips(held_in, 1),
+                                        "test 2": gate.smallest_accepted_flips(held_in, 2)}}
+
+
+def power_line(power: dict[str, Any]) -> str:
+    flips = power["smallest_accepted_flips"]
+    n = power["heldin_tasks"]
+    if flips is None:
+        return f"Held-in: {n} tasks (gate `{power['gate']}` states no smallest number of flips)."
+
+    def needs(k: int | None, which: str) -> str:
+        return (f"at the run's {which} test no child can pass, not even one that flips all {n}" if k is None else
+                f"at the run's {which} test a child must flip at least {k} of the {n} from fail to pass, losing none")
+
+    return (f"Held-in: {n} tasks. For the gate (`{power['gate']}`, its own paired test, computed by "
+            f"`PairedGate.smallest_accepted_flips`): {needs(flips['test 1'], 'first')}; "
+            f"{needs(flips['test 2'], 'second')}.")
+
+
+def best_of_n_label(row: dict[str, Any]) -> str:
+    """``best-of-N`` with what the N attempts were: how many distinct, sampled at what temperature."""
+    n, distinct = row["attempts"], row.get("distinct_attempts")
+    how = f"sampled at {row['temperature']:g}" if row.get("temperature") else "not sampled"
+    if distinct is None or n == 1:
+        return f"best-of-{n}" + (f" ({how})" if n > 1 else "")
+    return f"best-of-{n} ({distinct} distinct, {how})"
+
+
 def arm(row: dict[str, Any]) -> str:
     return f"{row['mean']:.3f} [{row['low']:.3f}, {row['high']:.3f}]"
 
@@ -106,10 +172,14 @@ def drive(args: argparse.Namespace) -> Any:
     store = RunStore(args.root)
     overrides = [*([f"iterations={args.iterations}"] if args.iterations else []), *args.set]
     if (Path(args.root) / args.run_id).is_dir():
+        if args.split:  # the splits are part of what the run pinned; a resume cannot move tasks between them
+            raise SystemExit(f"--split applies to a new run; {args.run_id} exists (resume it without --split)")
         run = store.open_run(args.run_id)
         config = load_config(EvolveConfig, run.path(CONFIG_COPY), overrides)
     else:
         config = load_config(EvolveConfig, CONFIG, [f"model={args.model}", *overrides])
+        # --split is in task counts; its fractions need the suite's size, known from the config above
+        config = load_config(EvolveConfig, CONFIG, [f"model={args.model}", *overrides, *split_overrides(args.split, config)])
         config = config.model_copy(update={"workspace": CONFIG.parent})
         run = store.create_run("evolve", config, name="coding-agent", run_id=args.run_id)
     write_bytes_atomic(run.path(CONFIG_COPY), yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False).encode())
@@ -130,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--iterations", type=int, default=None, help="override the YAML's iterations")
     parser.add_argument("--set", action="append", default=[], help="another EvolveConfig override (KEY=VALUE)")
+    parser.add_argument("--split", default=None, metavar="SEARCH,HELDIN,TEST",
+                        help="task counts of the splits for a new run (default: the YAML's, 3,9,3)")
     parser.add_argument("--write-only", action="store_true", help="write the results of the run in the store; run nothing")
     parser.add_argument("--out", default="evolve_coding_agent")
     parser.add_argument("--note", default="", help="a paragraph of what happened, put under the tables")
@@ -147,20 +219,22 @@ def main(argv: list[str] | None = None) -> int:
                      for e in steps_of(run)],
            "proposals": proposals(archive), "failed_proposals": archive.unusable(),
            "proposer_runs": proposer_runs(run), "per_task": per_task(run, split_of(config)),
+           "gate_power": gate_power(config),
            "note": args.note, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     (RESULTS / f"{args.out}.json").write_text(json.dumps(out, indent=2, default=str) + "\n")
 
     lines = [f"# {TITLE}" if report else f"# An unfinished {TITLE}", "",
              f"`examples/coding-agent/evolve.yaml` with {config.get('model')} ({config.get('iterations')} steps), "
              f"resumed in chunks; written by `python -m bench.evolve_coding_agent` from the run store (run "
-             f"`{args.run_id}`). Score: the suite's grader (the original tests, in the sandbox) per task.", ""]
+             f"`{args.run_id}`). Score: the suite's grader (the original tests, in the sandbox) per task.", "",
+             power_line(out["gate_power"]), ""]
     if report:
         same = " (= original: nothing was accepted)" if report["best"]["id"] == report["original"]["id"] else ""
         lines += [f"## Test split ({report['tasks']} tasks, untouched by the search): solve rate, 95% bootstrap CI",
                   "", "| arm | solve rate [95% CI] |", "|---|---|",
                   f"| original ({report['original']['id'][:12]}) | {arm(report['original'])} |",
                   f"| best ({report['best']['id'][:12]}){same} | {arm(report['best'])} |",
-                  f"| original, best-of-{report['original_best_of_n']['attempts']} | "
+                  f"| original, {best_of_n_label(report['original_best_of_n'])} | "
                   f"{arm(report['original_best_of_n'])} |", "",
                   f"best - original: {arm(report['comparison']['best_minus_original'])}. "
                   f"Stopped by: {report['stop_reason']}.", ""]

@@ -190,3 +190,31 @@ class CountingSuite(NoisySuite):
             with log.open("a") as f:
                 f.write(f"{candidate.id} {task.id} {seed}\n")
         return super().evaluate(candidate, tasks, seed)
+
+
+class AgentLikeOptions(Settings):
+    calls: int = 3
+    """Model calls made per proposal, straight on ``ctx.model`` as a tool-using runtime makes them."""
+    propose: bool = False
+    """Return a real change (raise the pass probability by 0.4) instead of nothing."""
+
+
+class AgentLikeProposer:
+    """Calls the run's model itself (an agent loop does; it has no ``asks`` counter) and then
+    proposes nothing, or a planted change."""
+
+    name = "agent-like"
+
+    def __init__(self, options: AgentLikeOptions, ctx: EngineContext) -> None:
+        self.options, self.ctx = options, ctx
+
+    def propose(self, parent: Candidate, archive: Any, rng: Any) -> Proposal | None:
+        for i in range(self.options.calls):
+            self.ctx.model.complete([{"role": "user", "content": f"turn {i} on {parent.id}"}], max_tokens=8)
+        if not self.options.propose:
+            self.last_reason = "the agent changed no editable file"
+            return None
+        data = json.loads(parent.files[FILE])
+        data["default"] = min(1.0, data.get("default", 0.0) + 0.4)
+        return Proposal(files={FILE: json.dumps(data) + "\n"}, claim=Claim(target="t"), proposer=self.name,
+                        parents=(parent.id,))

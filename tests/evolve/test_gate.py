@@ -128,3 +128,25 @@ def test_tests_so_far_leaves_out_the_step_a_resumed_run_reruns(tmp_path):
     assert tests_so_far(run, before_step=3) == 1
     assert tests_so_far(run, before_step=4) == 2
     assert tests_so_far(run) == 2  # no step given: every decision of the run
+
+
+def flipped(n: int, k: int, seed: int = 0) -> tuple[list[TaskResult], list[TaskResult]]:
+    """Parent fails ``n`` held-in tasks; the child passes the first ``k`` of them (one seed)."""
+    parent = [TaskResult(f"t{i}", seed, 0.0) for i in range(n)]
+    return parent, [TaskResult(f"t{i}", seed, 1.0 if i < k else 0.0) for i in range(n)]
+
+
+@pytest.mark.parametrize("n, correction, expected", [(5, "spending", 5), (4, "spending", None), (5, "none", 4),
+                                                      (9, "spending", 5), (15, "spending", 5)])
+def test_the_smallest_accepted_flips_is_what_the_gate_accepts(n, correction, expected) -> None:
+    """The number the coding-agent bench reports for its held-in size: the gate's own decision,
+    not a formula beside it (k flips and no loss accepted, k - 1 rejected)."""
+    options = GateOptions(alpha=0.1, correction=correction)
+    k = PairedGate(options, ctx()).smallest_accepted_flips(n)
+    assert k == expected
+    for flips in range(1, n + 1):
+        parent, child = flipped(n, flips)
+        accepted = PairedGate(options, ctx()).decide({"heldin": parent}, {"heldin": child}, {"heldin": 0.0}).accepted
+        assert accepted == (k is not None and flips >= k), flips
+    # later tests of a run are stricter (alpha / 2^k): the second needs more
+    assert PairedGate(options, ctx()).smallest_accepted_flips(15, test_index=2) == (6 if correction == "spending" else 4)

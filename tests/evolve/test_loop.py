@@ -304,3 +304,18 @@ def test_the_budget_stops_a_run_inside_a_format_retry(tmp_path: Path) -> None:
     summary = eng.execute()
     assert summary["state"] == "budget_exhausted" and summary["model_calls"] == 3
     assert [f["step"] for f in eng.archive.unusable()] == [0]  # step 1 was stopped at its retry
+
+
+@pytest.mark.parametrize("propose", [False, True])
+def test_each_step_counts_the_model_calls_its_proposal_made(tmp_path: Path, propose: bool) -> None:
+    """A proposer whose agent calls the model itself (the agentic one on the runtime) is counted
+    like one that asks through ModelProposer.ask: the step table showed 0 for 12 calls."""
+    ws = make_workspace(tmp_path)
+    model = ScriptedModel(["ok"], cycle=True)
+    eng, run = engine(tmp_path, config(ws, "doubles:AgentLikeProposer", {"calls": 3, "propose": propose},
+                                       iterations=2), model)
+    eng.execute()
+    steps = [e for e in run.read_jsonl("evolve/events.jsonl") if e["kind"] == "step"]
+    assert [e["model_calls"] for e in steps] == [3, 3] and len(model.calls) == 6
+    if not propose:
+        assert [f["model_calls"] for f in eng.archive.unusable()] == [3, 3]

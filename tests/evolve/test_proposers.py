@@ -453,6 +453,44 @@ def test_agentic_agent_that_changes_nothing_is_none(tmp_path) -> None:
     assert "changed no editable file" in proposer.last_reason
 
 
+class Idle:
+    """The 0.5B on the runtime, as in the coding-agent run: it looked around and changed nothing."""
+
+    def run(self, task: AgentTask) -> AgentOutcome:
+        return AgentOutcome("The bug is line 2: it subtracts.")
+
+
+def test_an_agent_that_changes_nothing_falls_back_to_a_whole_file_rewrite(tmp_path) -> None:
+    """The fallback is a proposer of its own (here the reflective rewrite of one surface): one
+    model call asking for a whole file is what a small model that cannot drive the tools can do."""
+    model = ScriptedModel([CLAIM + fenced(NEW_WORKFLOW)])
+    options = AgenticOptions(fallback={"name": "reflective", "options": {"surfaces": ["workflow.py"]}})
+    proposer = AgenticProposer(options, make_ctx(tmp_path, model, agent_runtime=Idle()))
+    archive = Archive()
+    parent = archive.add(root(), t1=1.0, t2=0.0)
+    proposal = proposer.propose(parent, archive, random.Random(0))
+    assert proposal is not None and proposal.files == {"workflow.py": NEW_WORKFLOW}
+    assert proposal.proposer == "agentic/reflective" and proposal.meta["fallback"] == "reflective"
+    assert proposal.meta["agent_reason"] == "the agent changed no editable file"
+    assert proposal.claim.predicted_flips == ("t2",) and len(model.calls) == 1
+    assert "trace of t2" in model.calls[0]["messages"][0]["content"]  # the rewrite is shown the failures
+
+
+def test_when_the_fallback_fails_too_both_reasons_are_kept(tmp_path) -> None:
+    model = ScriptedModel(["I would change the prompt.", "Still no file."])
+    options = AgenticOptions(fallback={"name": "reflective", "options": {"surfaces": ["workflow.py"]}})
+    proposer = AgenticProposer(options, make_ctx(tmp_path, model, agent_runtime=Idle()))
+    archive = Archive()
+    assert proposer.propose(archive.add(root(), t1=0.0), archive, random.Random(0)) is None
+    assert proposer.last_reason.startswith("the agent changed no editable file; whole-file fallback (reflective): ")
+    assert "format retry 1" in proposer.last_reason and len(model.calls) == 2
+
+
+def test_the_fallback_must_be_another_proposer(tmp_path) -> None:
+    with pytest.raises(RatchetError, match="fallback"):
+        AgenticProposer(AgenticOptions(fallback={"name": "agentic"}), make_ctx(tmp_path, None, agent_runtime=Idle()))
+
+
 # ------------------------------------------------------------------------------------ controls
 
 
@@ -534,3 +572,15 @@ def test_failures_shown_once_per_task_worst_seed_first(tmp_path) -> None:
     prompt = model.calls[0]["messages"][0]["content"]
     assert "t1 seed 1" in prompt and "t1 seed 0" not in prompt and "t2 passes" not in prompt
     assert "t3 seed 0" not in prompt and "1 more failing tasks not shown" in prompt
+
+
+def test_a_tool_call_block_is_never_taken_as_the_file() -> None:
+    """A small model that has just run as an agent answers a rewrite with a ```tool block (the
+    0.5B's `bash ls`); taken as the file, it would replace the harness's prompt with a tool call."""
+    call = '```tool\n{"name": "bash", "arguments": {"command": "ls"}}\n```\n'
+    got = extract_file(call, "prompts/system.md")
+    assert got.text is None and "a tool call" in got.error
+    assert extract_file('```\n{"name": "edit", "arguments": {"path": "a"}}\n```\n', "prompts/system.md").text is None
+    assert extract_file(call + fenced(PROMPT, "markdown"), "prompts/system.md").text == PROMPT
+    data = '```json\n{"name": "bash", "arguments": {}}\n```\n'  # a JSON surface may well look like one
+    assert extract_file(data, "tools.json").text == '{"name": "bash", "arguments": {}}\n'

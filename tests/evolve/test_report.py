@@ -80,6 +80,7 @@ def test_best_of_n_samples_its_extra_attempts_each_with_its_own_seed(tmp_path: P
     assert arm["temperature"] == 0.7 and arm["attempt_seeds"] == [0, BEST_OF_N_SEED + 1]
     assert report["original"]["mean"] == 0.0 and report["best"]["mean"] == 0.0
     assert arm["mean"] == 1.0  # every test problem solved by the sampled attempt
+    assert arm["distinct_attempts"] == 2
     assert report["comparison"]["best_minus_best_of_n"]["mean"] == -1.0
     sampled = [c for c in model.calls if c["temperature"] == 0.7]
     assert sampled and {c["seed"] // 1000 for c in sampled} == {BEST_OF_N_SEED + 1}
@@ -92,6 +93,7 @@ def test_best_of_n_without_sampling_repeats_the_original(tmp_path: Path, tempera
     report, model = run_report(tmp_path, temperature)
     arm = report["original_best_of_n"]
     assert arm["attempts"] == 2 and arm["temperature"] == 0.0 and arm["mean"] == report["original"]["mean"] == 0.0
+    assert arm["distinct_attempts"] == 1  # greedy: two attempts, one sample, and the report says so
     assert all(c["temperature"] == 0.0 for c in model.calls)
 
 

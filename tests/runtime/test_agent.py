@@ -14,7 +14,7 @@ from ratchet.models.scripted import ScriptedModel
 from ratchet.runtime import Agent, AgentConfig, HarnessWorkspace, replay_model, solve
 from ratchet.store import read_json, read_jsonl
 
-from .conftest import tool_reply
+from .conftest import call, tool_reply
 
 FIX = [
     tool_reply("read", path="calc.py"),
@@ -109,7 +109,7 @@ def test_every_part_comes_from_the_workspace_files(tmp_path, workdir):
     agent = Agent(model, workdir, tmp_path / "run", workspace=ws)
     result = agent.run("go")
     system = agent.messages[0]["content"]
-    assert system.startswith(f"CUSTOM PROMPT in {workdir}") and "READ DESCRIPTION FROM THE WORKSPACE" in system
+    assert system.startswith("CUSTOM PROMPT in .\n") and "READ DESCRIPTION FROM THE WORKSPACE" in system
     assert "- shout(text: string): Upper-case text." in system and "- bash(" not in system
     assert result.steps == 4 and result.exit_status == "limits_exceeded"
     contents = [m["content"] for m in agent.messages if m["role"] == "user"][1:]
@@ -203,3 +203,29 @@ def test_submit_after_a_failing_command_in_the_same_reply_is_held_back(make_agen
     assert (workdir / "x.txt").exists()
     held = agent.messages[5]["content"]
     assert held.startswith("[submit result]\nnot run: `bash` exited non-zero earlier in this reply")
+
+
+def test_the_prompt_and_the_results_show_a_stable_working_directory(tmp_path):
+    """Two runs of one task in two unique scratch directories send the model the same tokens (greedy
+    runs repeat), while the tools still work on the real directory."""
+    replies = [tool_reply("read", path="calc.py"),
+               tool_reply("bash", command="pwd; python -c 'import calc; print(calc.__file__)'; cat nope.py"),
+               tool_reply("read", path="/etc/hostname"), tool_reply("submit", summary="done")]
+    seen = []
+    for name in ("run-a8f3", "run-71c0"):
+        repo = tmp_path / name / "repo"
+        repo.mkdir(parents=True)
+        (repo / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+        model = ScriptedModel(list(replies))
+        agent = Agent(model, repo, tmp_path / name / "agent")
+        assert agent.run("add() subtracts").exit_status == "submitted"
+        seen.append([m["messages"] for m in model.calls])
+        text = json.dumps(seen[-1])
+        assert name not in text and str(tmp_path) not in text
+        results = [m["content"] for m in agent.messages if m["role"] == "user"][1:]
+        assert "return a - b" in results[0]  # read resolves against the real directory
+        assert "calc.py\n" in results[1] and "\n.\n" in results[1]  # the module's path and pwd, as shown
+        assert "outside the working directory" in results[2]
+        assert "return a - b" in call(agent, "read", path=str(repo / "calc.py"))  # the real path still works
+        agent.close()
+    assert seen[0] == seen[1]

@@ -96,3 +96,25 @@ def test_the_example_starts_from_the_shipped_harness() -> None:
     (a stale copy, missing a middleware, would evolve and report on another agent)."""
     for name in ("settings.yaml", "context.yaml", "system_prompt.md", "tools.yaml", "skills/run-tests/SKILL.md"):
         assert (EXAMPLE / name).read_text() == (DEFAULT_WORKSPACE / name).read_text(), name
+
+
+def test_the_suite_samples_for_the_best_of_n_arm_each_seed_its_own_sample(tmp_path) -> None:
+    """The report's best-of-N attempts on this greedy suite must be samples, not reruns: the
+    sampled copy's agents call the model at the temperature with the evaluation seed as sampling
+    seed (the embedded model's default seed would make every sample the same), and it is cached
+    apart from the greedy suite."""
+    candidate = Candidate.from_files("coding-agent", {"system_prompt.md": "P {tool_instructions}"})
+
+    class Ctx:
+        model = ScriptedModel([reply("submit", summary="done")], cycle=True)
+
+    suite = CodingAgentSuite(CodingSuiteOptions(tasks=["chunks-partial"]), Ctx())
+    sampled = suite.sampled(0.7)
+    assert sampled.options.overrides[-1] == "temperature=0.7" and sampled.fingerprint() != suite.fingerprint()
+    assert sampled.sampled(0.9).options.overrides.count("temperature=0.9") == 1  # replaced, not stacked
+    suite.evaluate(candidate, suite.tasks(), 3)
+    sampled.evaluate(candidate, sampled.tasks(), 3)
+    sampled.evaluate(candidate, sampled.tasks(), 4)
+    greedy, first, second = [c["params"] for c in Ctx.model.calls]
+    assert greedy["temperature"] == 0.0 and greedy.get("seed") is None
+    assert (first["temperature"], first["seed"]) == (0.7, 3) and (second["temperature"], second["seed"]) == (0.7, 4)

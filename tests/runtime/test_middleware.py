@@ -225,10 +225,42 @@ def test_a_passing_test_command_repeated_unchanged_is_refused_and_forgets_nothin
     assert out[7].endswith("[exit code 0]")  # a write changed the files: the tests ran again
 
 
-def test_only_single_test_commands_are_read_only(make_agent, tested, workdir):
+def test_a_repeated_bash_ls_is_caught_like_a_repeated_ls(make_agent):
+    """What the proposer agent did in the coding-agent evolve run: `bash ls` eleven times with
+    nothing changed. Every call is judged the same way (same call, same files: same result), so the
+    command tool gets no pass because it could change files: this one changed none."""
+    agent = make_agent(model=ScriptedModel([tool_reply("bash", command="ls")], cycle=True),
+                       config=AgentConfig(step_limit=12))
+    result = agent.run("look around")
+    assert result.exit_status == "repeated_failure" and result.steps == 3
+    assert "`bash` with the same arguments was called 3 times and gave the same result each time" in result.submission
+    first, second = results(agent)[:2]
+    assert "calc.py" in first and first.endswith("[exit code 0]")
+    assert "already ran at step 1 and nothing changed since" in second
+
+
+def test_a_command_that_changes_the_files_runs_again_one_that_changes_nothing_is_refused(make_agent, tested, workdir):
     (workdir / "calc.py").write_text("def add(a, b):\n    return a + b\n")
     agent = make_agent(config=AgentConfig(middleware=[RepeatGuardConfig()]))
-    for command in ("echo hi >> log.txt", f"{TESTS} && echo hi >> log.txt", "cat test_calc.py | grep add"):
+    for command in ("echo hi >> log.txt", f"{TESTS} && echo hi >> log.txt"):
         assert "[exit code 0]" in call(agent, "bash", command=command)
         assert "already ran" not in call(agent, "bash", command=command)
     assert (workdir / "log.txt").read_text() == "hi\n" * 4
+    for command in ("cat test_calc.py | grep add", "git status --short 2>/dev/null; ls"):
+        assert "[exit code 0]" in call(agent, "bash", command=command)
+        assert "already ran" in call(agent, "bash", command=command)
+
+
+def test_calls_whose_result_changes_with_time_are_never_refused(make_agent):
+    """A sub-agent's progress or a job's runs change without any file changing: `volatile` tools run again."""
+    agent = make_agent(config=AgentConfig(middleware=[RepeatGuardConfig(volatile=["ls"])]))
+    assert "calc.py" in call(agent, "ls") and "calc.py" in call(agent, "ls") and "calc.py" in call(agent, "ls")
+
+
+def test_a_skill_loaded_lets_a_failed_call_run_again(make_agent):
+    """``resets_on``: a call that changes the tools, not the files (load_skill), forgets the failures."""
+    agent = make_agent(config=AgentConfig(middleware=[RepeatGuardConfig(resets_on=["ls"])]))
+    assert "no tool named" in call(agent, "nope")
+    assert "already failed" in call(agent, "nope")
+    call(agent, "ls")
+    assert "already failed" not in call(agent, "nope")

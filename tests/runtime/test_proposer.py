@@ -14,7 +14,7 @@ from ratchet.evolve.manifest import Manifest
 from ratchet.evolve.proposers.agentic import AgenticProposer
 from ratchet.evolve.proposers.config import AgenticOptions
 from ratchet.models.scripted import ScriptedModel
-from ratchet.runtime.proposer import RuntimeProposerAgent
+from ratchet.runtime.proposer import PROPOSER_CLOSING, RuntimeProposerAgent
 from ratchet.store import read_jsonl
 
 from .conftest import tool_reply
@@ -109,3 +109,45 @@ def test_missing_model_or_harness_is_a_clear_error(tmp_path) -> None:
     ctx.model = None
     with pytest.raises(RatchetError, match="needs a model"):
         AgenticProposer(AgenticOptions(), ctx).propose(parent, Archive(parent), random.Random(0))
+
+
+def test_the_proposer_on_the_coding_agents_own_harness_is_told_its_own_task_last(tmp_path) -> None:
+    """In the coding-agent run the proposer's first message ended with the coding harness's
+    closing line ("Find the wrong line in the code above and reply with the edit that fixes it."),
+    and the 0.5B answered that line with the worked example's first reply. The harness's prompt
+    and context policy stay the candidate's own; the line after the files is the proposer's."""
+    example = Path(__file__).resolve().parents[2] / "examples" / "coding-agent"
+    files = {p.relative_to(example).as_posix(): p.read_text() for p in example.rglob("*") if p.is_file()}
+    parent = Candidate.from_files("coding-agent", files)
+    manifest = Manifest(name="coding-agent", editable=["system_prompt.md", "settings.yaml", "context.yaml"],
+                        protected=["evolve.yaml"])
+    model = ScriptedModel([tool_reply("read_trace", task_id="t2"), tool_reply("submit", summary=CLAIM)])
+    ctx = EngineContext(manifest, example, model=model, run=Run(tmp_path / "run"))
+    AgenticProposer(AgenticOptions(harness=".", max_tool_calls=3), ctx).propose(parent, Archive(parent), random.Random(0))
+    system, first = (m["content"] for m in model.calls[0]["messages"])
+    assert system.startswith("You are a careful software engineer")  # the candidate's own prompt
+    assert "Find the wrong line in the code above" not in first and "==> system_prompt.md <==" in first
+    assert first.rstrip().endswith(PROPOSER_CLOSING)
+
+
+def test_the_coding_agent_runs_first_proposal_replayed_ends_early_and_falls_back(tmp_path) -> None:
+    """The 0.5B's replies in the committed coding-agent run (bench/results/evolve_coding_agent.json,
+    proposer run 1): the worked example's first line with no call, then `bash ls` eleven times.
+    Replayed on the runtime: the repeat guard ends the agent after its third `bash ls` (it spent
+    all 12 calls before), and the whole-file fallback is asked and its rewrite proposed."""
+    ls = "```tool\n{\"name\": \"bash\", \"arguments\": {\"command\": \"ls\"}}\n```"
+    rewrite = f"{CLAIM}\n```markdown\nRead the failing test first.\n{{tool_instructions}}\n```\n"
+    model = ScriptedModel(["The bug is line 2: it subtracts.", *[ls] * 3, rewrite, *[ls] * 8])
+    ctx = _ctx(tmp_path, [])
+    ctx.model = model
+    options = AgenticOptions(max_tool_calls=12, fallback={"name": "reflective",
+                                                          "options": {"surfaces": ["prompts/*.md"]}})
+    parent = Candidate.from_files("coder", {"workflow.py": WORKFLOW, "prompts/system.md": "Hi.\n"})
+    proposal = AgenticProposer(options, ctx).propose(parent, Archive(parent), random.Random(0))
+    assert proposal is not None and proposal.proposer == "agentic/reflective"
+    assert proposal.files == {"prompts/system.md": "Read the failing test first.\n{tool_instructions}\n"}
+    assert len(model.calls) == 5  # 1 + 3 agent turns (the third `bash ls` stopped it) + the rewrite
+    (run_dir,) = (tmp_path / "run" / "proposer-agent").iterdir()
+    tools = [r for r in read_jsonl(run_dir / "trace.jsonl") if r["type"] == "tool_call"]
+    assert [t["name"] for t in tools] == ["bash"] * 3 and [t["ok"] for t in tools] == [True, False, False]
+    assert "was called 3 times and gave the same result each time" in tools[-1]["result"]

@@ -18,7 +18,8 @@ from .conftest import call
 def test_bash_runs_in_the_working_directory_and_sees_python(make_agent, workdir):
     agent = make_agent()
     out = call(agent, "bash", command="python -c 'import calc; print(calc.add(5, 3))' && pwd")
-    assert out.splitlines()[:2] == ["2", str(workdir)] and out.endswith("[exit code 0]")
+    # pwd is the working directory, shown as the model knows it (the real path is unique per run)
+    assert out.splitlines()[:2] == ["2", "."] and out.endswith("[exit code 0]")
     assert call(agent, "bash", command="exit 3").endswith("[exit code 3]")
     call(agent, "bash", command="echo made > made.txt")
     assert (workdir / "made.txt").read_text() == "made\n"

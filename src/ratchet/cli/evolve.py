@@ -125,9 +125,12 @@ def _show_summary(run_id: str, summary: dict[str, Any]) -> None:
     report = summary.get("report")
     if report:
         o, b, n = report["original"], report["best"], report["original_best_of_n"]
+        # greedy attempts that could not sample are one run N times: say how many were distinct
+        distinct = n.get("distinct_attempts")
+        shown = f"{n['attempts']}" + (f" ({distinct} distinct)" if distinct is not None and n["attempts"] > 1 else "")
         console.print(f"{report['split']} split ({report['tasks']} tasks): original {o['mean']:.3f} [{o['low']:.3f}, {o['high']:.3f}]"
                       f" · best {b['mean']:.3f} [{b['low']:.3f}, {b['high']:.3f}] ({b['id']})"
-                      f" · original best-of-{n['attempts']} {n['mean']:.3f} [{n['low']:.3f}, {n['high']:.3f}]")
+                      f" · original best-of-{shown} {n['mean']:.3f} [{n['low']:.3f}, {n['high']:.3f}]")
         if not report["split_untouched"]:
             console.print("note: no test split is configured, so this is the held-out split the gate's regression "
                           "bound saw; set splits.test for an untouched one")

@@ -149,6 +149,19 @@ class PairedGate:
     def p_value(self, diffs: Sequence[float]) -> float:
         return sign_flip_p(diffs, self.options.resamples, self.rng(diffs))
 
+    def smallest_accepted_flips(self, tasks: int, test_index: int = 1) -> int | None:
+        """The fewest of ``tasks`` held-in tasks a child must flip from fail to pass, losing none
+        (one seed, so no noise band), for this gate's own paired test to accept it as the
+        ``test_index``-th test of the run; None when even flipping every task is not enough.
+        What a run's split must allow before it is worth paying for: with 5 held-in tasks and
+        the first test at alpha/2 = 0.05, only a sweep of all 5 (p = 1/32) passes."""
+        level = self.correction.level(self.options.alpha, test_index)
+        for k in range(1, tasks + 1):
+            diffs = [1.0] * k + [0.0] * (tasks - k)
+            if self.p_value(diffs) < level:  # the gain (k / tasks) clears a zero noise band
+                return k
+        return None
+
     def decide(self, parent: Mapping[str, Sequence[TaskResult]], child: Mapping[str, Sequence[TaskResult]],
                noise: Mapping[str, float]) -> Decision:
         o = self.options

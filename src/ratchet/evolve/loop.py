@@ -312,33 +312,35 @@ class Engine:
         parent = self.selector.select(shown, self.rng)
         selection = dict(getattr(self.selector, "last", {}) or {})
         proposer = self.rng.choices([p for p, _ in self.proposers], weights=[w for _, w in self.proposers])[0]
-        asks = getattr(proposer, "asks", 0)
+        before = self.model_calls()
         try:
             proposal = proposer.propose(parent, shown, self.rng)
         except (BudgetExceeded, PinMismatch, CanaryFailed):
             raise
         except RatchetError as exc:  # a proposer that could not make a change costs the step, not the run
-            return self._unusable(index, parent, proposer, "proposer_error", str(exc).splitlines()[0], asks)
+            return self._unusable(index, parent, proposer, "proposer_error", str(exc).splitlines()[0],
+                                  self.model_calls() - before)
+        calls = self.model_calls() - before  # no evaluation has run yet: every call so far is the proposal's
         if proposal is None:
             # Proposers that keep why they had nothing (an unparseable reply, say) have it shown.
             reason = getattr(proposer, "last_reason", None) or "the proposer had nothing to offer"
-            return self._unusable(index, parent, proposer, "no_proposal", reason, asks)
+            return self._unusable(index, parent, proposer, "no_proposal", reason, calls)
         child = apply(parent, proposal, selection=selection, step=index)
         if child.id == parent.id:  # nothing to store: the "child" is the parent itself
             return self._unusable(index, parent, proposer, "rejected", "static check: " + self.static.check(
-                parent, proposal)[0].message, asks, proposal)
+                parent, proposal)[0].message, calls, proposal)
         # "evaluating", or made by this very step before a kill: decide it (again) now, from the cache.
         known = shown.status(child.id)
         if known not in (None, "evaluating"):
-            return self._unusable(index, parent, proposer, "duplicate", f"already in the archive as {known}", asks,
+            return self._unusable(index, parent, proposer, "duplicate", f"already in the archive as {known}", calls,
                                   proposal, child=child.id)
         failures = self.static.check(parent, proposal)
         if any(f.detail.get("rule") == "path" for f in failures):  # files that cannot even be stored
             return self._unusable(index, parent, proposer, "rejected", "static check: " + "; ".join(
-                f.message for f in failures), asks, proposal)
+                f.message for f in failures), calls, proposal)
         if failures:
             decision = Decision(False, "static check: " + "; ".join(f.message for f in failures), {"stage": 0.0})
-            return self._decide(index, parent, child, decision, None)
+            return self._decide(index, parent, child, decision, None, calls)
         self.archive.add(child, "evaluating")
         smoke = self.splits["heldin"][: self.config.smoke.tasks]
         if smoke:
@@ -350,7 +352,7 @@ class Engine:
             if c < p - self.config.smoke.margin:
                 decision = Decision(False, f"smoke: {c:.3f} vs parent {p:.3f} on {len(smoke)} held-in tasks",
                                     {"stage": 1.0, "smoke_child": c, "smoke_parent": p})
-                return self._decide(index, parent, child, decision, None)
+                return self._decide(index, parent, child, decision, None, calls)
         child_results = self.gated_results(child)
         parent_results = self.gated_results(parent)
         decision = self.gate.decide(parent_results, child_results, self.noise(parent_results))
@@ -359,22 +361,28 @@ class Engine:
         seen = {"search": self.archive.results(parent.id, "search"), "heldin": parent_results["heldin"]}
         check = claim_check(child, per_task_means([r for rs in seen.values() for r in rs]),
                             per_task_means(child_results["search"] + child_results["heldin"]))
-        self._decide(index, parent, child, decision, check)
+        self._decide(index, parent, child, decision, check, calls)
 
-    def _unusable(self, index: int, parent: Candidate, proposer: Any, status: str, reason: str, asks: int,
+    def model_calls(self) -> int:
+        """Model calls of this run through the journal so far, replayed ones included: a step's
+        count is the difference around its proposal, whoever made the calls (a proposer's ``ask``
+        or the agent loop of the agentic one, which calls the model itself), and a step rerun
+        after a kill counts the calls its replies replay."""
+        return self.journal.calls + self.journal.replayed if self.journal is not None else 0
+
+    def _unusable(self, index: int, parent: Candidate, proposer: Any, status: str, reason: str, calls: int,
                   proposal: Any = None, **event: Any) -> None:
         """A step that made no new candidate (no usable proposal, a proposer error, a change the
         static check cannot store, a duplicate): kept in the archive as a failed proposal with
         its reason and the model calls it spent (paid like any other), shown to later proposals."""
         skip = (getattr(proposer, "last_skip", None) if status == "no_proposal" else None) or {}
         claim = proposal.claim.target if proposal is not None else skip.get("claim")
-        calls = getattr(proposer, "asks", 0) - asks
         self.archive.record_unusable(index, parent.id, proposer.name, reason, calls, claim, skip.get("attempts"))
         self._event(kind="step", step=index, parent=parent.id, proposer=proposer.name, status=status,
                     reason=reason, model_calls=calls, **event)
 
     def _decide(self, index: int, parent: Candidate, child: Candidate, decision: Decision,
-                check: dict[str, Any] | None) -> None:
+                check: dict[str, Any] | None, calls: int) -> None:
         if self.archive.status(child.id) is None:
             self.archive.add(child, "evaluating")
         self.archive.record_decision(child.id, decision, check)
@@ -383,5 +391,5 @@ class Engine:
             status = "waiting" if self.config.approval.required else "accepted"
         self.archive.set_status(child.id, status, self.archive.score(child.id, "heldin"))
         self._event(kind="step", step=index, parent=parent.id, child=child.id, proposer=child.meta.get("proposer"),
-                    status=status, reason=decision.reason, numbers=decision.numbers,
+                    status=status, reason=decision.reason, numbers=decision.numbers, model_calls=calls,
                     best=max(self.archive.score(c.id, "heldin") or 0.0 for c in self.archive.candidates("accepted")))

@@ -10,9 +10,10 @@ Three arms on the test split (held-out when no test split is configured, and the
   over the test tasks, in model calls when an evaluation calls the model, else in task
   evaluations; capped by ``report.max_best_of_n``. The first attempt is the original's own pass
   (the first evaluation seed, its own decoding); the N - 1 extra ones are sampled, each with its own
-  seed, at ``report.best_of_n_temperature`` (set as the suite's ``workflow.temperature``), since
-  under greedy decoding a resample repeats the first answer and the arm would just equal the
-  original.
+  seed, at ``report.best_of_n_temperature`` (through the suite's ``sampled``, or set as its
+  ``workflow.temperature``), since under greedy decoding a resample repeats the first answer and
+  the arm would just equal the original. ``distinct_attempts`` counts the attempts that differed
+  (score or metrics on some task): 1 means the arm is N copies of one run, and is only the original.
 
 Each arm has a bootstrap confidence interval over test tasks; the differences are paired
 bootstraps. Proposers' claims are scored: precision = predicted flips that happened / predicted,
@@ -24,7 +25,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from statistics import fmean
-from typing import Any
+from typing import Any, Protocol
 
 from ratchet.contracts import Evaluator
 from ratchet.evolve.archive import per_task_means
@@ -45,14 +46,27 @@ def bootstrap_ci(values: Sequence[float], resamples: int, confidence: float, see
             "high": means[int((1 - tail) * (resamples - 1))], "n": n}
 
 
+class Resamplable(Protocol):
+    """A suite that can make its evaluations sample (the coding-agent suite): ``sampled(t)`` is a
+    copy whose model calls use temperature ``t`` with the evaluation seed as sampling seed, and
+    whose fingerprint differs, so its results are cached apart from the greedy ones."""
+
+    def sampled(self, temperature: float) -> Any: ...
+
+
 def sampling_evaluator(engine: Any, temperature: float | None) -> tuple[Evaluator, float | None]:
     """The evaluator of the best-of-N arm's extra attempts, and the temperature they sample at.
 
-    For a suite that drives a workflow, the run's suite rebuilt with ``workflow.temperature`` set
-    (its fingerprint holds the temperature, so its results are cached apart from the greedy ones);
-    the run's own evaluator when there is nothing to change (``temperature`` None, the suite already
-    samples at it, or it drives no workflow: then its attempts differ by seed alone, and None says so).
+    For a :class:`Resamplable` suite, its ``sampled(temperature)``; for a suite that drives a
+    workflow, the run's suite rebuilt with ``workflow.temperature`` set (its fingerprint holds the
+    temperature, so its results are cached apart from the greedy ones); the run's own evaluator
+    when there is nothing to change (``temperature`` None, the suite already samples at it, or it
+    can do neither: then its attempts differ by seed alone, and None says so, and the report
+    counts how many attempts were distinct).
     """
+    if temperature is not None and hasattr(engine.suite, "sampled"):
+        suite = engine.suite.sampled(temperature)
+        return CachedEvaluator(suite, engine.run, executor=engine.executor), temperature
     options = getattr(engine.suite, "options", None)
     workflow = getattr(options, "workflow", None)
     if temperature is None or workflow is None:
@@ -106,9 +120,15 @@ def final_report(engine: Any, stop_reason: str | None = None) -> dict[str, Any]:
     n = max(1, min(cfg.max_best_of_n, budget_n))
     sampler, temperature = sampling_evaluator(engine, cfg.best_of_n_temperature)
     attempt_seeds = [seeds[0], *(BEST_OF_N_SEED + i for i in range(1, n))]
-    attempts = [per_task_means(engine.evaluate(root, split, seeds[:1]))]
-    attempts += [per_task_means(sampler.evaluate(root, tasks, seed)) for seed in attempt_seeds[1:]]
+    runs = [engine.evaluate(root, split, seeds[:1])]
+    runs += [sampler.evaluate(root, tasks, seed) for seed in attempt_seeds[1:]]
+    attempts = [per_task_means(rs) for rs in runs]
     best_of_n = {t.id: max(a.get(t.id, 0.0) for a in attempts) for t in tasks}
+    # Measured, not assumed: attempts with the same score and metrics on every task (the coding
+    # agent's steps and tokens, a workflow's calls and test runs) are one sample; traces are not
+    # compared, they hold timings. A suite that can neither sample nor vary by seed (a greedy
+    # model, no way to set its temperature) gives N copies of one run, and then this says 1.
+    distinct = len({tuple(sorted((r.task_id, r.score, tuple(sorted(r.metrics.items()))) for r in rs)) for rs in runs})
 
     ids = [t.id for t in tasks]
 
@@ -129,7 +149,8 @@ def final_report(engine: Any, stop_reason: str | None = None) -> dict[str, Any]:
         # ``attempts`` is the N of best-of-N (the CI's own ``n`` is the number of test tasks)
         "original_best_of_n": {**ci([best_of_n.get(t, 0.0) for t in ids]), "attempts": n, "budget_unit": unit,
                                "search_spend": spent, "pass_cost": per_pass, "uncapped_attempts": budget_n,
-                               "temperature": temperature, "attempt_seeds": attempt_seeds},
+                               "temperature": temperature, "attempt_seeds": attempt_seeds,
+                               "distinct_attempts": distinct},
         "comparison": {
             "best_minus_original": ci([improved.get(t, 0.0) - original.get(t, 0.0) for t in ids]),
             "best_minus_best_of_n": ci([improved.get(t, 0.0) - best_of_n.get(t, 0.0) for t in ids]),

@@ -38,7 +38,7 @@ from ratchet.runtime.shell import Shell
 from ratchet.runtime.skills import SkillLibrary
 from ratchet.runtime.subagents import Supervisor
 from ratchet.runtime.tools import build_toolbox
-from ratchet.runtime.tools.registry import ToolContext
+from ratchet.runtime.tools.registry import SHOWN_WORKDIR, ToolContext
 from ratchet.runtime.trace import Tracer
 from ratchet.runtime.workspace import HarnessWorkspace
 from ratchet.store import TrajectoryWriter, read_json, write_json_atomic
@@ -129,7 +129,7 @@ class Agent:
     def system_message(self) -> str:
         offered = self.offered_tools()
         text = self.workspace.system_prompt()
-        for key, value in {"{workdir}": str(self.workdir), "{skills}": self.skills.listing(),
+        for key, value in {"{workdir}": SHOWN_WORKDIR, "{skills}": self.skills.listing(),
                            "{tool_instructions}": self.protocol.tool_instructions(offered)}.items():
             text = text.replace(key, value)
         return text
@@ -220,7 +220,7 @@ class Agent:
         started = time.perf_counter()
         completion, message, calls = self.protocol.complete(self.model, prompt, self.offered_tools(),
                                                             temperature=self.config.temperature,
-                                                            max_tokens=self.config.max_tokens)
+                                                            max_tokens=self.config.max_tokens, seed=self.config.seed)
         message = self.hooks.after_model(self, message)
         self.messages.append(message)
         reply = {"tool_calls": [asdict(c) for c in calls]} if isinstance(calls, list) else {"format_error": True}

@@ -110,31 +110,31 @@ TEST_COMMANDS = ("pytest*", "python -m pytest*", "python3 -m pytest*", "python -
 
 
 class RepeatGuardConfig(Settings):
-    """Middleware: an identical tool call (same name, same arguments) that already failed, or a
-    read-only one that already succeeded with nothing changed since, is not run again; the model
-    is told why. Small models otherwise repeat one call until the step limit."""
+    """Middleware: an identical tool call (same name, same arguments) made again while the working
+    tree is as that call left it is not run again; the model is told why. Every tool is judged
+    the same way, the command tool too: the guard looks at whether the files changed, not at what
+    a tool or a command might do (a `bash ls` changes nothing, a `bash sed -i` does). Small models
+    otherwise repeat one call until the step limit."""
 
     kind: Literal["repeat_guard"] = "repeat_guard"
     """Which middleware this is."""
     stop_after: int = Field(2, ge=1)
-    """Refusals of one failed call after which the run stops (exit status ``repeated_failure``)."""
-    resets_on: list[str] = Field(default_factory=lambda: ["write", "edit", "multi_edit", "apply_patch", "bash",
-                                                          "git_commit", "load_skill", "mcp__*"])
-    """fnmatch patterns of tools whose successful call forgets the failures seen so far: they may
-    change the files or the tools, so a call that failed before may now succeed (run the tests,
-    edit, run the tests again; load a skill, call its tool)."""
-    read_only: list[str] = Field(default_factory=lambda: ["read", "read_many", "ls", "glob", "grep", "git_status",
-                                                          "git_diff", "memory_search", "memory_read"])
-    """fnmatch patterns of tools that only look: their successful call repeated unchanged, with no
-    ``resets_on`` call since, would give the same text again, so it is refused like a repeated
-    failure (and counts toward ``stop_after``)."""
-    command_tool: str = "bash"
-    """The tool whose ``command`` argument ``read_only_commands`` is matched against."""
-    read_only_commands: list[str] = Field(default_factory=lambda: list(TEST_COMMANDS))
-    """fnmatch patterns of whole ``command_tool`` commands that only look (running the tests): a
-    successful one does not forget what was seen, and the same command repeated with nothing
-    changed since is refused like a ``read_only`` call. A command with a shell operator
-    (``;``, ``&``, ``|``, ``>``, a backtick, ``$(``) never counts: it may do more than look."""
+    """Refusals of one call after which the run stops (exit status ``repeated_failure``)."""
+    resets_on: list[str] = Field(default_factory=lambda: ["load_skill", "memory_note", "git_commit", "spawn_agent",
+                                                          "resume_agent", "close_agent", "interrupt_agent",
+                                                          "cron_create", "cron_delete"])
+    """fnmatch patterns of tools whose successful call forgets every call seen so far: they change
+    what other calls return without changing the working tree (the tools, memory, the commit
+    history, sub-agents, jobs), so a call that failed before may now succeed (load a skill, call
+    its tool)."""
+    volatile: list[str] = Field(default_factory=lambda: ["wait_agent", "list_agents", "cron_list", "web_*",
+                                                         "mcp__*", "submit"])
+    """fnmatch patterns of tools whose result changes with time, not with the files (a sub-agent's
+    progress, a job's runs, the network, an outside server): never refused."""
+    ignore: list[str] = Field(default_factory=lambda: [".git", "__pycache__", ".pytest_cache", "*.pyc"])
+    """fnmatch patterns of names (a directory's covers what is inside it) left out when comparing
+    the working tree: caches a test run rewrites, and git's index, which ``git status`` refreshes,
+    are no progress."""
 
 
 class UnknownToolHintConfig(Settings):
@@ -194,6 +194,10 @@ class AgentConfig(Settings):
     """Total tokens per run before it stops (0: no limit)."""
     temperature: float = Field(0.0, ge=0)
     """Sampling temperature of every model call."""
+    seed: int | None = None
+    """Sampling seed of every model call (None: the backend's default, which for the embedded
+    model is a fixed one: two sampled runs of one task would then be the same run). The coding
+    suite sets it from the evaluation seed when it samples."""
     max_tokens: int = Field(768, ge=16)
     """Most tokens one reply may have."""
     bash_timeout_s: float = Field(30.0, gt=0)

@@ -60,6 +60,14 @@ class CodingAgentSuite:
         self.by_id = {t.id: t for t in tasks}
         HarnessWorkspace().settings(tuple(options.overrides))  # a bad override fails here, naming the key
 
+    def sampled(self, temperature: float) -> "CodingAgentSuite":
+        """This suite with its agents sampling at ``temperature`` (the report's best-of-N attempts:
+        the shipped harness decodes greedily, so an attempt at another seed would be the same run).
+        The override is part of the options, so the fingerprint, and the cache, keep them apart."""
+        overrides = [o for o in self.options.overrides if not o.startswith("temperature=")]
+        options = self.options.model_copy(update={"overrides": [*overrides, f"temperature={temperature:g}"]})
+        return type(self)(options, self.ctx)
+
     def tasks(self) -> list[Task]:
         return [Task(t.id, {"statement": t.statement}) for t in self.by_id.values()]
 
@@ -77,6 +85,8 @@ class CodingAgentSuite:
         with tempfile.TemporaryDirectory(prefix="ratchet-coding-eval-") as tmp:
             harness = harness_from(candidate, Path(tmp) / "harness")
             config = harness.settings(tuple(self.options.overrides))
+            if config.temperature > 0:  # the evaluation seed picks the sample (a greedy run needs none)
+                config = config.model_copy(update={"seed": seed})
             policy = HarnessWorkspace().permissions()
             for task in tasks:
                 spec = self.by_id.get(task.id)

@@ -10,9 +10,12 @@ A middleware has the workspace ``hooks.py``'s four methods (``before_model``, ``
 from __future__ import annotations
 
 import difflib
+import hashlib
 import itertools
 import json
+import os
 import re
+import stat
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from fnmatch import fnmatch
@@ -104,27 +107,76 @@ class _Seen:
     first_line: str
     failed: bool = True
     refused: int = 0
+    tree: str = ""
+    """The working tree's fingerprint right after the call ran (:func:`tree_fingerprint`)."""
+
+
+#: Files larger than this are fingerprinted by size and modification time, not by content.
+_HASHED_BYTES = 1 << 20
+
+
+def tree_fingerprint(root: Path, ignore: Sequence[str]) -> str:
+    """A digest of the files under ``root`` (path and content; size and mtime for large ones),
+    names matching ``ignore`` left out with what is inside them. Content, not modification times:
+    a command that rewrites a file with the same text (a test run's cache) changed nothing."""
+    digest = hashlib.blake2b(digest_size=16)
+    for dirpath, dirs, names in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not any(fnmatch(d, p) for p in ignore))
+        for name in sorted(names):
+            if any(fnmatch(name, p) for p in ignore):
+                continue
+            path = Path(dirpath) / name
+            digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+            try:
+                info = path.lstat()
+                if not stat.S_ISREG(info.st_mode) or info.st_size > _HASHED_BYTES:
+                    digest.update(f"{info.st_mode} {info.st_size} {info.st_mtime_ns}".encode())
+                else:
+                    digest.update(path.read_bytes())
+            except OSError:  # gone or unreadable between the walk and the read: still a state
+                digest.update(b"?")
+            digest.update(b"\0")
+    return digest.hexdigest()
 
 
 class RepeatGuard(Passthrough):
-    """Refuse an identical call that already failed, telling the model how it failed, and an
-    identical read-only call that already succeeded (nothing changed, so it would say the same; a
-    test command that passed is one: ``read_only_commands``); stop the run once one call has been
-    refused ``stop_after`` times. A successful call of a tool that may change the files
-    (``resets_on``) forgets what was seen so far. What it has seen is
-    part of the agent's saved state (:meth:`state`, :meth:`restore`), so a resumed run keeps it."""
+    """Refuse a call identical to one made while the working tree was as it is now: it would fail
+    the same way, or print the same text (a `read`, a `bash ls`, a test run), so the model is
+    told how it went before and to do something different; stop the run once one call has been
+    refused ``stop_after`` times. One rule for every tool: whether the files changed is observed
+    (a fingerprint of the working tree after each call), never guessed from the tool's name or
+    the command's text. ``resets_on`` tools (they change the tools, memory or sub-agents, not the
+    files) forget what was seen; ``volatile`` ones (their results change with time) are never
+    refused. What it has seen is part of the agent's saved state (:meth:`state`, :meth:`restore`),
+    so a resumed run keeps it."""
 
     def __init__(self, config: RepeatGuardConfig) -> None:
         self.config = config
         self.seen: dict[str, _Seen] = {}
+        self._refused: str | None = None  # the key refused by before_tool, whose after_tool is no new result
+        self._before: tuple[str, str] | None = None  # (key, the tree before it ran) of the call running now
 
     @staticmethod
     def key(call: ToolCall) -> str:
         return f"{call.name} {json.dumps(call.arguments, sort_keys=True, default=str)}"
 
+    def _tree(self, agent: Any) -> str:
+        return tree_fingerprint(agent.workdir, self.config.ignore)
+
+    def _volatile(self, call: ToolCall) -> bool:
+        return any(fnmatch(call.name, p) for p in self.config.volatile)
+
     def before_tool(self, agent: Any, call: ToolCall) -> ToolCall:
-        seen = self.seen.get(self.key(call))
+        key = self.key(call)
+        if self._volatile(call):
+            return call
+        tree = self._tree(agent)
+        self._before = (key, tree)
+        seen = self.seen.get(key)
         if seen is None:
+            return call
+        if seen.tree != tree:  # the files changed since: it may go differently now
+            del self.seen[key]
             return call
         seen.refused += 1
         shown = f"`{call.name}` with the same arguments"
@@ -132,6 +184,7 @@ class RepeatGuard(Passthrough):
         if seen.refused >= self.config.stop_after:
             raise RepeatedFailure(f"stopped: {shown} was called {seen.refused + 1} times and {how} ({seen.first_line})")
         left = self.config.stop_after - seen.refused
+        self._refused = key
         what = (f"already failed at step {seen.step} and was not run again: {seen.first_line}" if seen.failed else
                 f"already ran at step {seen.step} and nothing changed since, so it was not run again; "
                 f"its result is above ({seen.first_line})")
@@ -140,18 +193,27 @@ class RepeatGuard(Passthrough):
 
     def after_tool(self, agent: Any, call: ToolCall, result: str) -> str:
         key = self.key(call)
-        if key in self.seen:  # a refusal above is not a new result
+        if self._refused == key:  # the refusal above is not a new result
+            self._refused = None
             return result
-        if failed(result):
-            self.seen[key] = _Seen(agent.steps, _gist(result))
-        elif command_matches(call, self.config.command_tool, self.config.read_only_commands):
-            # before resets_on, which names the command tool: running the tests changes no file
-            self.seen[key] = _Seen(agent.steps, _gist(result), failed=False)
-        elif any(fnmatch(call.name, p) for p in self.config.resets_on):
+        if self._volatile(call):
+            return result
+        if not failed(result) and any(fnmatch(call.name, p) for p in self.config.resets_on):
             self.seen.clear()
-        elif any(fnmatch(call.name, p) for p in self.config.read_only):
+            return result
+        before = self._before[1] if self._before is not None and self._before[0] == key else None
+        self._before = None
+        tree = self._tree(agent)
+        if not failed(result) and tree != before:
+            # It changed the files (`echo x >> log`, a write): run again, it would change them again.
+            # A failed call is remembered all the same: with nothing changed since, it fails again.
+            return result
+        if failed(result) or _EXIT.search(result):
+            gist = _gist(result)
+        else:
             first = next((line.strip() for line in result.splitlines() if line.strip()), "")
-            self.seen[key] = _Seen(agent.steps, f"it began: {first[:160]}", failed=False)
+            gist = f"it began: {first[:160]}"
+        self.seen[key] = _Seen(agent.steps, gist, failed=failed(result), tree=tree)
         return result
 
     def state(self) -> dict[str, Any]:

@@ -80,7 +80,7 @@ class Guard:
         p = self.resolve(path)
         patterns = getattr(self.policy, rule)
         if self._rel(p) is None and not any(os.path.isabs(x) for x in patterns):
-            raise self.deny(rule, f"{path!r} is outside the working directory {self.workdir}")
+            raise self.deny(rule, f"{path!r} is outside the working directory")
         if self._matches(p, patterns) is None:
             raise self.deny(rule, f"{path!r} matches no {rule} pattern")
         return p

@@ -29,6 +29,7 @@ from ratchet.contracts import RatchetError
 from ratchet.evolve.manifest import MANIFEST_NAME
 from ratchet.evolve.proposers.agentic import AgentOutcome, AgentTask
 from ratchet.runtime.agent import Agent
+from ratchet.runtime.config import ContextConfig, TaskFilesConfig
 from ratchet.runtime.errors import ToolError
 from ratchet.runtime.tools.registry import ToolContext, tool_from_function
 from ratchet.runtime.workspace import HarnessWorkspace
@@ -36,6 +37,13 @@ from ratchet.runtime.workspace import HarnessWorkspace
 #: The task message's ending: the runtime finishes with ``submit``, whose summary carries the claim.
 FINISH = ("\n\nWhen you are done, call submit; put the claim, in the format above, in its summary "
           "(the TARGET / ROOT CAUSE / FLIPS lines).")
+
+#: The line after the files the harness's ``task_files`` opening shows, in place of the harness's
+#: own: that one is written for a coding task ("Find the wrong line in the code above and reply
+#: with the edit that fixes it."), and as the last line of the proposer's first message the 0.5B
+#: answered it with the worked example's first reply and no tool call.
+PROPOSER_CLOSING = ("Reply with one tool call. Start with read_trace on one of the failing tasks named above; "
+                    "then change an editable file with edit or write_file, and submit your claim.")
 
 
 def _engine(ctx: ToolContext) -> Any:
@@ -116,8 +124,8 @@ class RuntimeProposerAgent:
         with tempfile.TemporaryDirectory(prefix="ratchet-proposer-") as tmp:
             workspace = self._harness(task.workdir, Path(tmp) / "harness")
             agent = Agent(task.model, task.workdir, self._run_dir(Path(tmp)), workspace=workspace,
-                          config=self._settings(workspace), permissions=self._policy(workspace, task),
-                          agent_id="proposer")
+                          config=self._settings(workspace), context=self._context(workspace),
+                          permissions=self._policy(workspace, task), agent_id="proposer")
             for fn in ENGINE_TOOLS:
                 agent.toolbox.add(tool_from_function(fn), pin=True)
             agent.ctx.extra["workspace_tools"] = task.tools
@@ -150,6 +158,13 @@ class RuntimeProposerAgent:
         return config.model_copy(update={"step_limit": self.options.max_tool_calls,
                                          "temperature": self.options.temperature,
                                          "max_tokens": self.options.max_tokens})
+
+    def _context(self, workspace: HarnessWorkspace) -> ContextConfig:
+        """The harness's context policy, with :data:`PROPOSER_CLOSING` after the files it shows."""
+        config = workspace.context_config()
+        opening = [o.model_copy(update={"closing": PROPOSER_CLOSING}) if isinstance(o, TaskFilesConfig) else o
+                   for o in config.opening]
+        return config.model_copy(update={"opening": opening})
 
     def _policy(self, workspace: HarnessWorkspace, task: AgentTask) -> Any:
         manifest = task.tools.manifest

@@ -168,8 +168,10 @@ class TextProtocol:
         return "\n".join(lines)
 
     def complete(self, model: Model, messages: list[Message], tools: Sequence[Tool], *, temperature: float,
-                 max_tokens: int) -> tuple[Completion, Message, list[ToolCall] | FormatError]:
-        completion = model.complete(messages, temperature=temperature, max_tokens=max_tokens)
+                 max_tokens: int, seed: int | None = None) -> tuple[Completion, Message, list[ToolCall] | FormatError]:
+        # no seed, no `seed` key: a greedy run's requests (and their journal keys) stay as they were
+        completion = model.complete(messages, temperature=temperature, max_tokens=max_tokens,
+                                    **({} if seed is None else {"seed": seed}))
         message: Message = {"role": "assistant", "content": completion.text}
         try:
             calls: list[ToolCall] | FormatError = parse_tool_calls(completion.text)
@@ -207,13 +209,13 @@ class NativeProtocol:
         return "Act by calling the tools you are given; call submit when the task is done."
 
     def complete(self, model: Model, messages: list[Message], tools: Sequence[Tool], *, temperature: float,
-                 max_tokens: int) -> tuple[Completion, Message, list[ToolCall] | FormatError]:
+                 max_tokens: int, seed: int | None = None) -> tuple[Completion, Message, list[ToolCall] | FormatError]:
         client, name = self._client_for(model)
         start = time.perf_counter()
         try:
             resp = client.chat.completions.create(model=name, messages=[dict(m) for m in messages],
                                                   tools=[t.schema() for t in tools], temperature=temperature,
-                                                  max_tokens=max_tokens)
+                                                  max_tokens=max_tokens, **({} if seed is None else {"seed": seed}))
         except openai.OpenAIError as exc:
             raise RatchetError(f"{model.name} failed on a tool-call request: {exc}") from exc
         choice = resp.choices[0]

@@ -4,7 +4,7 @@
 ``settings.yaml``      the loop's settings (AgentConfig)
 ``context.yaml``       the context/memory policy (ContextConfig)
 ``permissions.yaml``   the permission policy (PermissionPolicy)
-``system_prompt.md``   the system prompt ({workdir}, {tool_instructions}, {skills} filled in)
+``system_prompt.md``   the system prompt ({workdir} shown as ".", {tool_instructions}, {skills} filled in)
 ``tools.yaml``         the tool descriptions the model sees
 ``tools/*.py``         tool implementations (a module's ``TOOLS`` names its tool functions);
                        a workspace tool replaces a built-in one of the same name

@@ -12,11 +12,12 @@ from __future__ import annotations
 import importlib
 import re
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from ratchet.contracts import Candidate, Proposal, RatchetError
+from ratchet.contracts import Candidate, Claim, Proposal, RatchetError
+from ratchet.evolve.components import build, resolve
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.manifest import Manifest
 from ratchet.evolve.proposers.base import ModelProposer
@@ -136,6 +137,16 @@ class AgenticProposer(ModelProposer):
     def __init__(self, options: AgenticOptions, ctx: EngineContext) -> None:
         super().__init__(options, ctx)
         self.runtime: AgentRuntime = self._runtime(options, ctx)
+        self.fallback: Any = self._fallback(options, ctx)
+
+    @staticmethod
+    def _fallback(options: AgenticOptions, ctx: EngineContext) -> Any:
+        if options.fallback is None:
+            return None
+        if issubclass(resolve("proposer", options.fallback.name), AgenticProposer):
+            raise RatchetError(f"agentic proposer: fallback {options.fallback.name!r} is an agentic proposer itself",
+                               hint="fall back to a proposer that asks once, e.g. {name: reflective}")
+        return build("proposer", options.fallback, ctx)
 
     @staticmethod
     def _runtime(options: AgenticOptions, ctx: EngineContext) -> AgentRuntime:
@@ -172,8 +183,25 @@ class AgenticProposer(ModelProposer):
             after = {str(p.relative_to(workdir)): p.read_text() for p in workdir.rglob("*") if p.is_file()}
         changed = {p: t for p, t in after.items() if parent.files.get(p) != t and self.ctx.manifest.is_editable(p)}
         if not changed:
-            return self.skip(parent, "the agent changed no editable file", reply=outcome.final_message)
+            return self._fall_back(parent, archive, rng, "the agent changed no editable file", outcome.final_message)
         claim, stated = self.claim(outcome.final_message, [r.task_id for r in results])
         return self.proposal(changed, claim, (parent.id,), template=source, claim_stated=stated,
                              reply=outcome.final_message, tool_calls=tools.calls,
                              transcript=outcome.transcript[-50:])
+
+    def _fall_back(self, parent: Candidate, archive: Any, rng: Any, why: str, reply: str) -> Proposal | None:
+        """The fallback proposer's proposal, named after both (``agentic/reflective``: the claim
+        scores keep them apart), or a skip that keeps both reasons."""
+        if self.fallback is None:
+            return self.skip(parent, why, reply=reply)
+        proposal = self.fallback.propose(parent, archive, rng)
+        name = getattr(self.fallback, "name", "fallback")
+        if proposal is None:
+            skipped = getattr(self.fallback, "last_skip", None) or {}
+            said = getattr(self.fallback, "last_reason", None) or "it had nothing to offer"
+            claim = Claim(target=skipped["claim"]) if skipped.get("claim") else None
+            return self.skip(parent, f"{why}; whole-file fallback ({name}): {said}", claim=claim,
+                             attempts=skipped.get("attempts"), reply=reply)
+        self.last_reason = self.last_skip = None
+        return replace(proposal, proposer=f"{self.name}/{name}",
+                       meta={**proposal.meta, "fallback": name, "agent_reason": why, "agent_reply": reply[:2000]})

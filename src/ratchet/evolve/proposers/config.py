@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field
 
 from ratchet.config import Settings
+from ratchet.evolve.config import ComponentSpec
 
 
 class ModelProposerOptions(Settings):
@@ -81,6 +82,11 @@ class AgenticOptions(ModelProposerOptions):
     """Ratchet's runtime: the harness workspace the agent runs with, a directory inside the
     candidate (the parent's own copy is used, so evolving it evolves the proposer) or absolute.
     None: the shipped default."""
+    fallback: ComponentSpec | None = None
+    """Another proposer asked when the agent changed no editable file, e.g. ``{name: reflective,
+    options: {surfaces: [system_prompt.md]}}``: a whole-file rewrite of one surface from the
+    failures, one model call, which a small model that cannot drive the tools may still manage
+    (the 0.5B answered the proposer's task with no tool call at all). None: the step gives up."""
 
 
 class ControlOptions(Settings):

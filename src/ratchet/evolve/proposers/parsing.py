@@ -165,8 +165,11 @@ def extract_file(reply: str, path: str) -> FileReply:
     """The new full text of ``path`` from a reply: the fenced block in the file's language (else
     the longest block); for Python, an unfenced reply that parses as a module with a definition."""
     segments = _segments(reply)
-    blocks = [(lang, body) for kind, lang, body in segments if kind == "code"]
     suffix = PurePosixPath(path).suffix
+    every = [(lang, body) for kind, lang, body in segments if kind == "code"]
+    blocks = [(lang, body) for lang, body in every if not _is_tool_call(lang, body, suffix)]
+    if every and not blocks:
+        return FileReply(None, f"the reply's block is a tool call, not the new text of {path}")
     wanted = _LANGUAGES.get(suffix, set())
     typed = [body for lang, body in blocks if lang in wanted]
     chosen = typed or [body for lang, body in blocks if lang in ("", *wanted)] or [b for _, b in blocks]
@@ -188,6 +191,20 @@ def extract_file(reply: str, path: str) -> FileReply:
             except SyntaxError:
                 pass
     return FileReply(None, f"the reply holds no fenced block with the new text of {path}")
+
+
+def _is_tool_call(lang: str, body: str, suffix: str) -> bool:
+    """A ```tool block, or (for a file that is not JSON) a block that is one JSON tool call
+    (``{"name": ..., "arguments": ...}``): what a model that has just run as an agent writes."""
+    if lang == "tool":
+        return True
+    if suffix == ".json" or not body.lstrip().startswith("{"):
+        return False
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return False
+    return isinstance(data, dict) and "name" in data and "arguments" in data
 
 
 # ------------------------------------------------------------------------------- SEARCH/REPLACE

@@ -21,6 +21,12 @@ from ratchet.runtime.errors import ToolError
 _JSON_TYPES: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean",
                                dict: "object", list: "array", Any: "string"}
 
+SHOWN_WORKDIR = "."
+"""What the model is shown for the working directory: the system prompt's ``{workdir}`` and, in
+command output, the real path. The real directory is unique per run (a fresh scratch copy of the
+repository); naming it would make two greedy runs of one task send different tokens and answer
+differently. Tools take paths relative to it and commands start in it, so ``.`` is a path that works."""
+
 
 @dataclass
 class ToolContext:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 from ratchet.runtime.errors import ToolError
-from ratchet.runtime.tools.registry import ToolContext
+from ratchet.runtime.tools.registry import SHOWN_WORKDIR, ToolContext
 
 TOOLS = ("bash", "git_status", "git_diff", "git_commit")
 
@@ -27,7 +28,15 @@ def bash(ctx: ToolContext, command: str, timeout_s: float = 0) -> str:
         head = f"[output was {result['total_chars']} characters; showing the last {len(result['output'])}]\n"
     if result["timed_out"]:
         raise ToolError(f"command timed out after {timeout:g} s and was killed\n{head}{result['output']}")
-    return f"{head}{result['output']}\n[exit code {result['returncode']}]"
+    return f"{head}{as_shown(result['output'], ctx.workdir)}\n[exit code {result['returncode']}]"
+
+
+def as_shown(text: str, workdir: Path) -> str:
+    """``text`` with the working directory's real path written as the model knows it: relative
+    paths below it, ``.`` for itself (``pwd``, a traceback's file names). The real path is unique
+    per run; output naming it would differ between two runs of one task."""
+    real = str(Path(workdir).resolve())
+    return text.replace(real + "/", "").replace(real, SHOWN_WORKDIR)
 
 
 def run_git(ctx: ToolContext, *args: str) -> str:
