@@ -166,6 +166,38 @@ def test_patch_that_does_not_apply_changes_nothing(make_agent, workdir):
     assert "no file headers" in call(agent, "apply_patch", patch="just words")
 
 
+def test_a_patch_is_checked_by_the_paths_git_writes_not_by_its_header_text(make_agent, workdir):
+    _git_init(workdir)
+    policy = PermissionPolicy(protected=[".git", "calc.py"])
+    agent = make_agent(policy=policy)
+    # git strips the first directory of a header's path: this patch writes calc.py itself.
+    stripped = PATCH.replace("a/calc.py", "x/calc.py").replace("b/calc.py", "y/calc.py")
+    assert "by protected['calc.py']" in call(agent, "apply_patch", patch=stripped)
+    # A rename has no ---/+++ lines for its source: applying this would delete calc.py.
+    renamed = """diff --git a/calc.py b/gone.py
+similarity index 100%
+rename from calc.py
+rename to gone.py
+diff --git a/notes.txt b/notes.txt
+--- a/notes.txt
++++ b/notes.txt
+@@ -1,3 +1,3 @@
+-alpha
++delta
+ beta
+ gamma
+"""
+    assert "by protected['calc.py']" in call(agent, "apply_patch", patch=renamed)
+    assert (workdir / "calc.py").read_text() == "def add(a, b):\n    return a - b\n"
+    assert (workdir / "notes.txt").read_text().startswith("alpha") and not (workdir / "gone.py").exists()
+    # Without the protection both apply, so the refusals above are the policy's, not git's.
+    free = make_agent()
+    assert call(free, "apply_patch", patch=stripped) == "patched calc.py"
+    assert call(free, "apply_patch", patch=renamed) == "patched calc.py, gone.py, notes.txt"
+    assert (workdir / "gone.py").read_text().endswith("a + b\n") and not (workdir / "calc.py").exists()
+    assert (workdir / "notes.txt").read_text().startswith("delta")
+
+
 def test_denied_paths_are_refused_logged_and_traced(make_agent, workdir, tmp_path):
     (tmp_path / "secret.txt").write_text("top secret")
     (workdir / "private").mkdir()

@@ -6,6 +6,7 @@ prompt (the context policy saves anything longer to memory).
 
 from __future__ import annotations
 
+import codecs
 import difflib
 import os
 import re
@@ -284,14 +285,31 @@ def multi_edit(ctx: ToolContext, path: str, edits: list[dict]) -> str:
     return f"applied {len(edits)} edits to {path}"
 
 
-def _patch_paths(patch: str) -> list[str]:
-    paths = []
-    for line in patch.splitlines():
-        if line.startswith(("+++ ", "--- ")):
-            name = line[4:].split("\t")[0].strip()
-            if name != "/dev/null":
-                paths.append(re.sub(r"^[ab]/", "", name))
-    return sorted(set(paths))
+def _git_path(text: str) -> str:
+    """A path as git writes it in a header: C-quoted (``"a\\tb"``, octal bytes) when unusual."""
+    text = text.strip()
+    if len(text) > 1 and text.startswith('"') and text.endswith('"'):
+        return codecs.escape_decode(text[1:-1].encode())[0].decode("utf-8", errors="replace")
+    return text
+
+
+def _patch_paths(ctx: ToolContext, patch_file: str) -> tuple[list[str], list[str]]:
+    """(the paths applying the patch would write, those it would only read), as git itself reads
+    the patch. Not from the ``---``/``+++`` lines: git strips the first directory of those
+    (``x/calc.py`` is ``calc.py``) and a rename's source has no such line, so checking the header
+    text would let a patch write a protected file under another name."""
+    try:
+        listing = run_git(ctx, "apply", "--numstat", "-z", "--recount", patch_file)
+    except ToolError as exc:
+        raise ToolError("the patch does not apply; nothing was changed:\n" + str(exc)) from exc
+    written = {rec.split("\t", 2)[2] for rec in listing.split("\0") if rec.count("\t") >= 2 and rec.split("\t", 2)[2]}
+    read_only: set[str] = set()
+    for line in Path(patch_file).read_text().splitlines():
+        if line.startswith("rename from "):  # the source of a rename is deleted: a write
+            written.add(_git_path(line[len("rename from "):]))
+        elif line.startswith("copy from "):
+            read_only.add(_git_path(line[len("copy from "):]))
+    return sorted(written), sorted(read_only - written)
 
 
 def apply_patch(ctx: ToolContext, patch: str) -> str:
@@ -300,14 +318,16 @@ def apply_patch(ctx: ToolContext, patch: str) -> str:
     Args:
         patch: the diff text, with ``--- a/file`` / ``+++ b/file`` headers and ``@@`` hunks.
     """
-    paths = _patch_paths(patch)
-    if not paths:
+    if not re.search(r"^(--- |\+\+\+ |diff --git )", patch, re.M):
         raise ToolError("no file headers (--- a/X, +++ b/X) found in the patch")
-    for path in paths:
-        ctx.guard.check_write(path)
     with tempfile.NamedTemporaryFile("w", suffix=".patch", delete=False) as fh:
         fh.write(patch if patch.endswith("\n") else patch + "\n")
     try:
+        paths, sources = _patch_paths(ctx, fh.name)
+        for path in paths:
+            ctx.guard.check_write(path)
+        for path in sources:
+            ctx.guard.check_read(path)
         for check in (True, False):
             try:
                 run_git(ctx, "apply", "--recount", "--whitespace=nowarn", *(["--check"] if check else []), fh.name)
