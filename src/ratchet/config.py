@@ -97,7 +97,7 @@ def load_config(cls: type[S], path: str | Path | None = None, overrides: Iterabl
     if path is not None:
         path = Path(path)
         if not path.is_file():
-            raise ConfigError(f"config file not found: {path}", hint="pass an existing YAML file to --config")
+            raise ConfigError(f"config file not found: {path}", hint="check the path: a relative one is read from the current directory")
         try:
             loaded = yaml.safe_load(path.read_text()) or {}
         except yaml.YAMLError as exc:

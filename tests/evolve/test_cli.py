@@ -112,3 +112,16 @@ def test_status_lists_the_steps_that_made_no_candidate(tmp_path: Path) -> None:
     run_id = RunStore(root).list_runs(kind="evolve")[0]["id"]
     status = _invoke("evolve", "status", run_id, "--root", root)
     assert "failed proposals" in status and "noop" in status and "static check" in status
+
+
+def test_commands_refuse_a_run_of_another_kind_and_a_missing_config_by_name(tmp_path: Path) -> None:
+    root = str(tmp_path / "runs")
+    other = RunStore(root).create_run("agent", {"model": "scripted:", "tasks": []})
+    for args in (["status", other.id], ["diff", other.id, "abc"], ["approve", other.id, "abc"],
+                 ["reject", other.id, "abc"], ["export", other.id, str(tmp_path / "out")], ["resume", other.id]):
+        out = runner.invoke(app, ["evolve", *args, "--root", root])
+        assert out.exit_code != 0 and f"run {other.id} is not an evolve run (its kind is agent)" in str(out.exception), args
+    assert not other.path("evolve").exists()  # resume wrote no evolve config into the other run
+    missing = runner.invoke(app, ["evolve", str(tmp_path / "nope.yaml"), "--root", root])
+    assert missing.exit_code != 0 and "config file not found" in str(missing.exception)
+    assert "--config" not in missing.exception.hint  # `ratchet evolve` takes the file as an argument

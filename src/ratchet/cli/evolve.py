@@ -26,11 +26,12 @@ from rich.table import Table
 from typer.core import TyperGroup
 
 from ratchet.config import load_config
+from ratchet.contracts import RatchetError
 from ratchet.evolve.approval import Verdict, approve, reject
 from ratchet.evolve.archive import Archive
 from ratchet.evolve.config import EvolveConfig
 from ratchet.evolve.export import export_run
-from ratchet.evolve.loop import Engine
+from ratchet.evolve.loop import EVENTS, Engine
 from ratchet.evolve.manifest import load_manifest
 from ratchet.store import RunStore
 from ratchet.store.files import write_bytes_atomic
@@ -162,6 +163,16 @@ def run_cmd(
     _show_summary(run.id, _drive(cfg, run, threads))
 
 
+def _open(root: Path | None, run_id: str) -> Any:
+    """The evolve run ``run_id``; another kind of run is refused by name (read as an archive it
+    would show an empty table, and `resume` would write an evolve config into it)."""
+    run = RunStore(root).open_run(run_id)
+    if run.kind != KIND and not run.path(EVENTS).is_file():
+        raise RatchetError(f"run {run.id} is not an evolve run (its kind is {run.kind})",
+                           hint="list the evolve runs with: ratchet runs list --kind evolve")
+    return run
+
+
 def _dump(cfg: EvolveConfig) -> bytes:
     return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False).encode()
 
@@ -180,7 +191,7 @@ def resume_cmd(
 
     Overrides may raise limits (--set budget.max_calls=400 --set iterations=30) or move the run
     elsewhere (--executor ray --address auto)."""
-    run = RunStore(root).open_run(run_id)
+    run = _open(root, run_id)
     if not run.path(CONFIG_COPY).is_file():
         # Killed between run.json and the config copy: run.json holds the same config, so the run
         # starts from it rather than being refused.
@@ -194,7 +205,7 @@ def resume_cmd(
 @evolve_app.command("status")
 def status_cmd(run_id: str = typer.Argument(...), root: Optional[Path] = RootOption) -> None:
     """The run's state, its candidates (lineage, status, held-in score, the gate's reason), its report."""
-    run = RunStore(root).open_run(run_id)
+    run = _open(root, run_id)
     status = run.status()
     archive = Archive(run)
     table = Table(title=f"{run.id}: {status['status']} ({(status.get('summary') or {}).get('state', '')})")
@@ -227,7 +238,7 @@ def status_cmd(run_id: str = typer.Argument(...), root: Optional[Path] = RootOpt
 def diff_cmd(run_id: str = typer.Argument(...), candidate: str = typer.Argument(..., help="Candidate id."),
              root: Optional[Path] = RootOption) -> None:
     """Show a candidate against its parent (a unified diff of every changed file) and its decision."""
-    run = RunStore(root).open_run(run_id)
+    run = _open(root, run_id)
     archive = Archive(run)
     child = archive.get(candidate)
     console.print(f"{candidate} <- {child.parent_id or '(original)'}: {archive.status(candidate)}")
@@ -241,7 +252,7 @@ def diff_cmd(run_id: str = typer.Argument(...), candidate: str = typer.Argument(
 def approve_cmd(run_id: str = typer.Argument(...), candidate: str = typer.Argument(..., help="Candidate id."),
                 root: Optional[Path] = RootOption) -> None:
     """Release a candidate the gate accepted and the run holds for approval."""
-    _said(approve(RunStore(root).open_run(run_id), candidate), run_id)
+    _said(approve(_open(root, run_id), candidate), run_id)
 
 
 @evolve_app.command("reject")
@@ -249,7 +260,7 @@ def reject_cmd(run_id: str = typer.Argument(...), candidate: str = typer.Argumen
                reason: str = typer.Option("", help="Why: kept in its decision and shown to later proposals."),
                root: Optional[Path] = RootOption) -> None:
     """Turn down a candidate the gate accepted and the run holds for approval."""
-    _said(reject(RunStore(root).open_run(run_id), candidate, reason), run_id)
+    _said(reject(_open(root, run_id), candidate, reason), run_id)
 
 
 def _said(verdict: Verdict, run_id: str) -> None:
@@ -261,7 +272,7 @@ def _said(verdict: Verdict, run_id: str) -> None:
 def export_cmd(run_id: str = typer.Argument(...), dest: Path = typer.Argument(..., help="A new directory."),
                root: Optional[Path] = RootOption) -> None:
     """Write the run as a git repository: one commit per accepted candidate, main at the best."""
-    run = RunStore(root).open_run(run_id)
+    run = _open(root, run_id)
     out = export_run(run, dest)
     console.print(f"wrote {out['commits']} commits to {out['path']}; main is {out['best']} ({out['head'][:10]})")
 
