@@ -32,6 +32,14 @@ def test_read_windows_and_line_numbers(make_agent, workdir):
     assert "error:" in call(agent, "read", path="notes.txt", offset=99)
     assert "does not exist" in call(agent, "edit", path="missing.py", old="a", new="b")
     assert call(agent, "read", path="nope.txt").startswith("error:")
+    # A window that cannot be shown is an error naming the argument, never an empty window or a
+    # "read again" note pointing back where it was.
+    assert "offset 0: lines are numbered from 1" in call(agent, "read", path="notes.txt", offset=0)
+    assert "offset -2: lines are numbered from 1" in call(agent, "read", path="notes.txt", offset=-2)
+    assert "limit -1: give the number of lines" in call(agent, "read", path="notes.txt", limit=-1)
+    (workdir / "empty.txt").write_text("")
+    assert call(agent, "read", path="empty.txt") == "empty.txt is empty (0 lines)"
+    assert "max_matches must be 1 or more" in call(agent, "grep", pattern="a", max_matches=0)
 
 
 def test_read_binary_file(make_agent, workdir):

@@ -70,6 +70,8 @@ def grep(ctx: ToolContext, pattern: str, path: str = ".", include: str = "*", ma
         include: only files whose name matches this glob, e.g. ``*.py``.
         max_matches: stop after this many matching lines.
     """
+    if max_matches < 1:
+        raise ToolError(f"max_matches must be 1 or more, got {max_matches}")
     try:
         regex = re.compile(pattern)
     except re.error as exc:
@@ -115,10 +117,18 @@ def read(ctx: ToolContext, path: str, offset: int = 1, limit: int = 0) -> str:
         offset: first line to show (1-based).
         limit: most lines to show (0: the configured maximum).
     """
+    # Checked before anything is shown: offset 0 or -2 printed "[lines -2-0 of 3; read again with
+    # offset=1]" and a negative limit an empty window asking to be read again, which a small model follows.
+    if offset < 1:
+        raise ToolError(f"offset {offset}: lines are numbered from 1; use offset=1 for the start of the file")
+    if limit < 0:
+        raise ToolError(f"limit {limit}: give the number of lines to show, or 0 for the configured maximum")
     p = ctx.guard.check_read(path)
     if not p.is_file():
         raise ToolError(f"{path!r} is not a file" + (" (it is a directory; use ls)" if p.is_dir() else ""))
     size = p.stat().st_size
+    if size == 0:
+        return f"{path} is empty (0 lines)"
     with p.open("rb") as fh:
         head = fh.read(8192)
     if _is_binary(head):
