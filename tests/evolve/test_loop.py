@@ -195,6 +195,16 @@ def test_a_path_that_leaves_the_workspace_is_rejected_without_being_stored(tmp_p
     assert len(run.candidates()) == 1 and not (tmp_path / "escape.py").exists()
 
 
+
+def test_a_step_that_makes_no_candidate_reports_the_runs_best_score_not_zero(tmp_path: Path) -> None:
+    ws = make_workspace(tmp_path, p=0.6)
+    eng, run = engine(tmp_path, config(ws, "noop", iterations=1))
+    eng.execute()
+    [step] = [e for e in run.read_jsonl("evolve/events.jsonl") if e["kind"] == "step"]
+    original = eng.archive.score(eng.archive.candidates("accepted")[0].id, "heldin")
+    assert step["status"] == "rejected" and "child" not in step and original > 0
+    assert step["best"] == original  # the progress line's "best" after this step
+
 class _Cut(Exception):
     """Stands for a SIGKILL between a step's writes and its checkpoint."""
 

@@ -379,7 +379,7 @@ class Engine:
         claim = proposal.claim.target if proposal is not None else skip.get("claim")
         self.archive.record_unusable(index, parent.id, proposer.name, reason, calls, claim, skip.get("attempts"))
         self._event(kind="step", step=index, parent=parent.id, proposer=proposer.name, status=status,
-                    reason=reason, model_calls=calls, **event)
+                    reason=reason, model_calls=calls, best=self._best(), **event)
 
     def _decide(self, index: int, parent: Candidate, child: Candidate, decision: Decision,
                 check: dict[str, Any] | None, calls: int) -> None:
@@ -392,4 +392,9 @@ class Engine:
         self.archive.set_status(child.id, status, self.archive.score(child.id, "heldin"))
         self._event(kind="step", step=index, parent=parent.id, child=child.id, proposer=child.meta.get("proposer"),
                     status=status, reason=decision.reason, numbers=decision.numbers, model_calls=calls,
-                    best=max(self.archive.score(c.id, "heldin") or 0.0 for c in self.archive.candidates("accepted")))
+                    best=self._best())
+
+    def _best(self) -> float:
+        """The best held-in score among the accepted candidates: every step event carries it, a
+        step that made no candidate too (the progress line showed 0.000 for those)."""
+        return max(self.archive.score(c.id, "heldin") or 0.0 for c in self.archive.candidates("accepted"))
