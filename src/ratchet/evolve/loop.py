@@ -39,6 +39,7 @@ from ratchet.models.budget import AccountedModel, Accountant
 
 CHECKPOINT = "evolve"
 EVENTS = "evolve/events.jsonl"
+REPORT_SPEND = "evolve/report_spend.json"
 GATED_SPLITS = ("heldin", "guard", "heldout")
 LLM_CALL_FIELDS = set(LLMCall.__dataclass_fields__)
 
@@ -253,11 +254,37 @@ class Engine:
             return summary
         report = final_report(self, reason)
         self.run.write_json("evolve/report.json", report)
+        done = self._raw_spend()
+        self.run.write_json(REPORT_SPEND, {**self.run.read_json(REPORT_SPEND), "done_evals": done[0], "done_calls": done[1]})
         summary = {"state": status, "best": report["best"]["id"], **self.totals(),
                    "test_gain": report["comparison"]["best_minus_original"]["mean"]}
         self.run.set_status(status, summary)
         self._event(kind="finished", status=status, best=report["best"]["id"])
         return {**summary, "report": report}
+
+    def _raw_spend(self) -> tuple[int, int]:
+        return self.paid_before + self.evaluator.paid, self.accountant.snapshot()["calls"]
+
+    def search_spend(self) -> dict[str, Any]:
+        """What the search had spent (task evaluations, model calls) when the final report began,
+        which sizes the report's best-of-N arm. The reports' own evaluations and calls are
+        measurement: counted as spend, a report made again (the resume of a finished run, or of one
+        killed inside its report) bought its best-of-N arm more attempts each time. Recorded in
+        ``evolve/report_spend.json`` when a report begins at a step, reused by any report at that
+        step; a run resumed for more steps leaves out what its earlier complete reports spent (a
+        report killed and never finished before the run went on is counted as search)."""
+        step = (self.run.load_checkpoint(CHECKPOINT) or {}).get("step", 0)
+        last = self.run.read_json(REPORT_SPEND) or {}
+        if last.get("step") == step:
+            return last
+        measured = [last.get("measured_evals", 0), last.get("measured_calls", 0)]
+        if "done_evals" in last:
+            measured = [measured[0] + last["done_evals"] - last["at_evals"], measured[1] + last["done_calls"] - last["at_calls"]]
+        evals, calls = self._raw_spend()
+        spend = {"step": step, "evals": evals - measured[0], "calls": calls - measured[1], "at_evals": evals,
+                 "at_calls": calls, "measured_evals": measured[0], "measured_calls": measured[1]}
+        self.run.write_json(REPORT_SPEND, spend)
+        return spend
 
     def totals(self) -> dict[str, Any]:
         rows = self.run.candidates()
