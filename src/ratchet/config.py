@@ -106,9 +106,12 @@ def load_config(cls: type[S], path: str | Path | None = None, overrides: Iterabl
             raise ConfigError(f"config file {path} must hold a mapping at the top level, not {type(loaded).__name__}")
         data = loaded
         source = f"config {path}"
+    overrides = list(overrides)
     for text in overrides:
         keys, value = parse_override(text)
         _set_path(data, keys, _as_text_if_wanted(cls, keys, text.partition("=")[2], value))
+    if overrides:  # else a bad --set key reads as if the file held it
+        source += " with --set " + " --set ".join(overrides)
     return validate_config(cls, data, source)
 
 
