@@ -125,3 +125,16 @@ def test_commands_refuse_a_run_of_another_kind_and_a_missing_config_by_name(tmp_
     missing = runner.invoke(app, ["evolve", str(tmp_path / "nope.yaml"), "--root", root])
     assert missing.exit_code != 0 and "config file not found" in str(missing.exception)
     assert "--config" not in missing.exception.hint  # `ratchet evolve` takes the file as an argument
+
+
+def test_a_run_that_cannot_start_is_not_left_running(tmp_path: Path) -> None:
+    cfg = _config(tmp_path)
+    root = str(tmp_path / "runs")
+    bad_model = runner.invoke(app, ["evolve", str(cfg), "--set", "model=bogus:x", "--root", root])
+    assert bad_model.exit_code != 0 and "bad model spec 'bogus:x'" in str(bad_model.exception)
+    assert RunStore(root).list_runs(kind="evolve") == []  # no run made for a model that cannot load
+    bad_selector = runner.invoke(app, ["evolve", str(cfg), "--set", "selector.name=nope", "--root", root])
+    assert bad_selector.exit_code != 0 and "unknown selector 'nope'" in str(bad_selector.exception)
+    [row] = RunStore(root).list_runs(kind="evolve")
+    status = RunStore(root).open_run(row["id"]).status()
+    assert status["status"] == "failed" and "unknown selector 'nope'" in status["summary"]["error"]

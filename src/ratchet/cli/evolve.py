@@ -90,9 +90,18 @@ def _model(spec: str | None, threads: int | None):
     return load_model(spec, n_threads=threads) if threads and spec.startswith("local:") else load_model(spec)
 
 
-def _drive(config: EvolveConfig, run: Any, threads: int | None) -> dict[str, Any]:
+def _engine(config: EvolveConfig, run: Any, model: Any, on_event: Any) -> Engine:
+    """The engine for ``run``; a component that cannot be built (an unknown selector, bad suite
+    options) marks the run failed with the error, which otherwise stayed 'running' for good."""
+    try:
+        return Engine(config, run, model, on_event=on_event)
+    except Exception as exc:
+        run.set_status("failed", {"state": "failed", "error": str(exc).splitlines()[0]})
+        raise
+
+
+def _drive(config: EvolveConfig, run: Any, model: Any) -> dict[str, Any]:
     """Run the engine with a progress bar on a terminal, one line per step otherwise."""
-    model = _model(config.model, threads)
     if not console.is_terminal:
         def line(event: dict[str, Any]) -> None:
             if event["kind"] == "step":
@@ -103,7 +112,7 @@ def _drive(config: EvolveConfig, run: Any, threads: int | None) -> dict[str, Any
                 console.print(f"{event['kind']}: " + ", ".join(f"{k}={v}" for k, v in event.items() if k not in ("kind", "at")),
                               soft_wrap=True)
 
-        return Engine(config, run, model, on_event=line).execute()
+        return _engine(config, run, model, line).execute()
     with Progress(TextColumn("[bold]evolve"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
                   TimeElapsedColumn(), console=console) as bar:
         task = bar.add_task("evolve", total=config.iterations, info="evaluating the original")
@@ -113,7 +122,7 @@ def _drive(config: EvolveConfig, run: Any, threads: int | None) -> dict[str, Any
                 bar.update(task, completed=event["step"] + 1,
                            info=f"{event['status']} · best held-in {event.get('best', 0):.3f}")
 
-        return Engine(config, run, model, on_event=update).execute()
+        return _engine(config, run, model, update).execute()
 
 
 def _show_summary(run_id: str, summary: dict[str, Any]) -> None:
@@ -157,10 +166,11 @@ def run_cmd(
         beside = (config.parent / cfg.workspace)
         cfg = cfg.model_copy(update={"workspace": (beside if beside.is_dir() else cfg.workspace).resolve()})
     manifest = load_manifest(cfg.workspace)
+    model = _model(cfg.model, threads)  # a bad model spec fails before a run is made for it
     run = RunStore(root).create_run(KIND, cfg, name=manifest.name)
     write_bytes_atomic(run.path(CONFIG_COPY), _dump(cfg))
     console.print(f"run {run.id} ({manifest.name}): {cfg.iterations} steps; store {run.dir}")
-    _show_summary(run.id, _drive(cfg, run, threads))
+    _show_summary(run.id, _drive(cfg, run, model))
 
 
 def _open(root: Path | None, run_id: str) -> Any:
@@ -197,9 +207,10 @@ def resume_cmd(
         # starts from it rather than being refused.
         write_bytes_atomic(run.path(CONFIG_COPY), yaml.safe_dump(run.config, sort_keys=False).encode())
     cfg = load_config(EvolveConfig, run.path(CONFIG_COPY), [*set_, *executor_overrides(executor, address, workers)])
+    model = _model(cfg.model, threads)
     write_bytes_atomic(run.path(CONFIG_COPY), _dump(cfg))
     run.set_status("running")
-    _show_summary(run.id, _drive(cfg, run, threads))
+    _show_summary(run.id, _drive(cfg, run, model))
 
 
 @evolve_app.command("status")
