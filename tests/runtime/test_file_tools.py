@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import tempfile
 
 from ratchet.runtime import PermissionPolicy
 from ratchet.runtime.tools.files import _unnumbered
@@ -152,6 +153,14 @@ PATCH = """--- a/calc.py
 """
 
 
+def test_an_edit_that_changes_nothing_is_not_reported_as_made(make_agent, workdir):
+    agent = make_agent()
+    assert "changes nothing in calc.py" in call(agent, "edit", path="calc.py", old="a - b", new="a - b")
+    same = [{"old": "a - b", "new": "a + b"}, {"old": "a + b", "new": "a - b"}]
+    assert "change nothing in calc.py" in call(agent, "multi_edit", path="calc.py", edits=same)
+    assert (workdir / "calc.py").read_text() == "def add(a, b):\n    return a - b\n"
+
+
 def test_apply_patch(make_agent, workdir):
     _git_init(workdir)
     agent = make_agent()
@@ -171,6 +180,7 @@ def test_patch_that_does_not_apply_changes_nothing(make_agent, workdir):
     out = call(agent, "apply_patch", patch=bad)
     assert out.startswith("error: the patch does not apply; nothing was changed")
     assert "return a - b" in (workdir / "calc.py").read_text()  # the good hunk was not applied either
+    assert "PATCH" in out and tempfile.gettempdir() not in out  # never the temporary file's random name
     assert "no file headers" in call(agent, "apply_patch", patch="just words")
 
 

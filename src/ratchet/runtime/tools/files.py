@@ -272,7 +272,10 @@ def edit(ctx: ToolContext, path: str, old: str, new: str, replace_all: bool = Fa
         replace_all: replace every occurrence.
     """
     p, text = _text_of(ctx, path)
-    write_bytes_atomic(p, _replace(text, old, new, replace_all, path).encode())
+    changed = _replace(text, old, new, replace_all, path)
+    if changed == text:  # "edited" would tell the model a fix was made
+        raise ToolError(f"the edit changes nothing in {path}: new is the same text as what it replaces")
+    write_bytes_atomic(p, changed.encode())
     return f"edited {path}"
 
 
@@ -284,6 +287,7 @@ def multi_edit(ctx: ToolContext, path: str, edits: list[dict]) -> str:
         edits: list of {"old": ..., "new": ..., "replace_all": false}.
     """
     p, text = _text_of(ctx, path)
+    original = text
     for i, e in enumerate(edits):
         if not isinstance(e, dict) or "old" not in e or "new" not in e:
             raise ToolError(f"edit {i}: expected an object with old and new; nothing was changed")
@@ -291,6 +295,8 @@ def multi_edit(ctx: ToolContext, path: str, edits: list[dict]) -> str:
             text = _replace(text, str(e["old"]), str(e["new"]), bool(e.get("replace_all", False)), path)
         except ToolError as exc:
             raise ToolError(f"edit {i}: {exc}; nothing was changed") from exc
+    if text == original:
+        raise ToolError(f"the edits change nothing in {path}: each new is the same text as what it replaces")
     write_bytes_atomic(p, text.encode())
     return f"applied {len(edits)} edits to {path}"
 
@@ -303,15 +309,21 @@ def _git_path(text: str) -> str:
     return text
 
 
+def _git_apply(ctx: ToolContext, patch_file: str, *args: str) -> str:
+    """``git apply ARGS PATCH``; a failure names the patch PATCH, not its temporary file (the
+    model would see a new random name each run, so two runs of one task would differ in it)."""
+    try:
+        return run_git(ctx, "apply", *args, patch_file)
+    except ToolError as exc:
+        raise ToolError("the patch does not apply; nothing was changed:\n" + str(exc).replace(patch_file, "PATCH")) from None
+
+
 def _patch_paths(ctx: ToolContext, patch_file: str) -> tuple[list[str], list[str]]:
     """(the paths applying the patch would write, those it would only read), as git itself reads
     the patch. Not from the ``---``/``+++`` lines: git strips the first directory of those
     (``x/calc.py`` is ``calc.py``) and a rename's source has no such line, so checking the header
     text would let a patch write a protected file under another name."""
-    try:
-        listing = run_git(ctx, "apply", "--numstat", "-z", "--recount", patch_file)
-    except ToolError as exc:
-        raise ToolError("the patch does not apply; nothing was changed:\n" + str(exc)) from exc
+    listing = _git_apply(ctx, patch_file, "--numstat", "-z", "--recount")
     written = {rec.split("\t", 2)[2] for rec in listing.split("\0") if rec.count("\t") >= 2 and rec.split("\t", 2)[2]}
     read_only: set[str] = set()
     for line in Path(patch_file).read_text().splitlines():
@@ -339,10 +351,7 @@ def apply_patch(ctx: ToolContext, patch: str) -> str:
         for path in sources:
             ctx.guard.check_read(path)
         for check in (True, False):
-            try:
-                run_git(ctx, "apply", "--recount", "--whitespace=nowarn", *(["--check"] if check else []), fh.name)
-            except ToolError as exc:
-                raise ToolError("the patch does not apply; nothing was changed:\n" + str(exc)) from exc
+            _git_apply(ctx, fh.name, "--recount", "--whitespace=nowarn", *(["--check"] if check else []))
     finally:
         os.unlink(fh.name)
     return "patched " + ", ".join(paths)
