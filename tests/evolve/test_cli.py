@@ -50,6 +50,7 @@ def test_run_status_diff_export(tmp_path: Path) -> None:
 
     diff = _invoke("evolve", "diff", run.id, accepted[0]["id"], "--root", root)
     assert f"--- a/{FILE}" in diff and '"default": 0.5' in diff and "gate: held-in gain" in diff
+    assert _invoke("evolve", "diff", run.id, accepted[0]["id"][:5], "--root", root) == diff  # a start of the id
 
     dest = tmp_path / "exported"
     _invoke("evolve", "export", run.id, str(dest), "--root", root)
@@ -68,7 +69,7 @@ def test_approve_releases_a_waiting_candidate_and_resume_continues(tmp_path: Pat
     held = next(c["id"] for c in run.candidates() if c["status"] == "waiting")
     refused = runner.invoke(app, ["evolve", "approve", run_id, run.candidates()[0]["id"], "--root", root])
     assert refused.exit_code != 0 and "not waiting for approval" in str(refused.exception)
-    assert "ratchet evolve resume" in _invoke("evolve", "approve", run_id, held, "--root", root)
+    assert "ratchet evolve resume" in _invoke("evolve", "approve", run_id, held[:6], "--root", root)  # a start of the id
     _invoke("evolve", "resume", run_id, "--root", root)
     assert run.status()["status"] == "done" and {c["id"]: c["status"] for c in run.candidates()}[held] == "accepted"
 

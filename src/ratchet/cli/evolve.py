@@ -183,6 +183,21 @@ def _open(root: Path | None, run_id: str) -> Any:
     return run
 
 
+def _candidate(run: Any, given: str) -> str:
+    """The full id of the candidate ``given`` names, or of the one candidate whose id starts with it
+    (as run ids do); a prefix of several is refused with them."""
+    ids = [c["id"] for c in run.candidates()]
+    if given in ids:
+        return given
+    matches = [i for i in ids if given and i.startswith(given)]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        raise RatchetError(f"{given!r} starts {len(matches)} candidates of run {run.id}: {', '.join(matches[:5])}",
+                           hint="give more of the id")
+    return given  # unknown: the command says so in its own words
+
+
 def _dump(cfg: EvolveConfig) -> bytes:
     return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False).encode()
 
@@ -246,11 +261,12 @@ def status_cmd(run_id: str = typer.Argument(...), root: Optional[Path] = RootOpt
 
 
 @evolve_app.command("diff")
-def diff_cmd(run_id: str = typer.Argument(...), candidate: str = typer.Argument(..., help="Candidate id."),
+def diff_cmd(run_id: str = typer.Argument(...), candidate: str = typer.Argument(..., help="Candidate id (or a unique start of it)."),
              root: Optional[Path] = RootOption) -> None:
     """Show a candidate against its parent (a unified diff of every changed file) and its decision."""
     run = _open(root, run_id)
     archive = Archive(run)
+    candidate = _candidate(run, candidate)
     child = archive.get(candidate)
     console.print(f"{candidate} <- {child.parent_id or '(original)'}: {archive.status(candidate)}")
     decision = archive.decision(candidate)
@@ -260,18 +276,20 @@ def diff_cmd(run_id: str = typer.Argument(...), candidate: str = typer.Argument(
 
 
 @evolve_app.command("approve")
-def approve_cmd(run_id: str = typer.Argument(...), candidate: str = typer.Argument(..., help="Candidate id."),
+def approve_cmd(run_id: str = typer.Argument(...), candidate: str = typer.Argument(..., help="Candidate id (or a unique start of it)."),
                 root: Optional[Path] = RootOption) -> None:
     """Release a candidate the gate accepted and the run holds for approval."""
-    _said(approve(_open(root, run_id), candidate), run_id)
+    run = _open(root, run_id)
+    _said(approve(run, _candidate(run, candidate)), run_id)
 
 
 @evolve_app.command("reject")
-def reject_cmd(run_id: str = typer.Argument(...), candidate: str = typer.Argument(..., help="Candidate id."),
+def reject_cmd(run_id: str = typer.Argument(...), candidate: str = typer.Argument(..., help="Candidate id (or a unique start of it)."),
                reason: str = typer.Option("", help="Why: kept in its decision and shown to later proposals."),
                root: Optional[Path] = RootOption) -> None:
     """Turn down a candidate the gate accepted and the run holds for approval."""
-    _said(reject(_open(root, run_id), candidate, reason), run_id)
+    run = _open(root, run_id)
+    _said(reject(run, _candidate(run, candidate), reason), run_id)
 
 
 def _said(verdict: Verdict, run_id: str) -> None:
