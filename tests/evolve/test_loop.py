@@ -224,6 +224,22 @@ def test_a_report_made_again_sizes_best_of_n_by_the_search_alone(tmp_path: Path)
     assert spend["step"] == 2 and spend["measured_evals"] > 0
     assert report["search_spend"] == spend["at_evals"] - spend["measured_evals"] > search
 
+
+def test_a_finished_reports_evaluations_do_not_count_against_a_resumed_search_budget(tmp_path: Path) -> None:
+    ws = make_workspace(tmp_path, p=0.5)
+    cfg = config(ws, options={"gain": 0.3}, iterations=1)
+    # What two steps of search evaluate, measured on a twin run made in one go.
+    twin, _ = engine(tmp_path / "twin", cfg.model_copy(update={"iterations": 2}))
+    two_steps = twin.execute()["report"]["original_best_of_n"]["search_spend"]
+    eng, run = engine(tmp_path, cfg)
+    eng.execute()
+    # Resumed for the second step with exactly that budget: the first report's evaluations are
+    # not search, so the run finishes as the twin did instead of stopping on the budget.
+    longer = cfg.model_copy(update={"iterations": 2, "max_task_evals": two_steps})
+    summary = Engine(longer, run, None).execute()
+    assert summary["state"] == "done", summary
+    assert summary["report"]["original_best_of_n"]["search_spend"] == two_steps
+
 class _Cut(Exception):
     """Stands for a SIGKILL between a step's writes and its checkpoint."""
 

@@ -96,6 +96,7 @@ class Engine:
         self.suite = build("suite", config.suite, self.suite_ctx)
         self._check_remote_suite()
         self.paid_before = len(run.read_jsonl(EVALS))
+        self.reports_before = self._reports_spent()[0]  # evaluations made by finished reports of this run
         self.evaluator = CachedEvaluator(self.suite, run, on_paid=self._charge, executor=self.executor)
         self.selector = build("selector", config.selector, self.ctx)
         self.proposers = [(build("proposer", spec, self.ctx), spec.weight) for spec in config.proposers]
@@ -110,7 +111,7 @@ class Engine:
 
     def _charge(self, n: int) -> None:
         limit = self.config.max_task_evals
-        spent = self.paid_before + self.evaluator.paid
+        spent = self.paid_before + self.evaluator.paid - self.reports_before  # earlier reports are measurement
         if limit is not None and not self.unlimited and spent + n > limit:
             raise BudgetExceeded(f"budget reached: max_task_evals={limit} ({spent} task evaluations run)",
                                  hint="raise it with --set max_task_evals=..., and resume the run")
@@ -265,6 +266,15 @@ class Engine:
     def _raw_spend(self) -> tuple[int, int]:
         return self.paid_before + self.evaluator.paid, self.accountant.snapshot()["calls"]
 
+    def _reports_spent(self) -> tuple[int, int]:
+        """Task evaluations and model calls that this run's finished final reports made (zero until
+        one has finished): measurement, kept out of the search's budget and of its spend."""
+        last = self.run.read_json(REPORT_SPEND) or {}
+        evals, calls = last.get("measured_evals", 0), last.get("measured_calls", 0)
+        if "done_evals" in last:
+            evals, calls = evals + last["done_evals"] - last["at_evals"], calls + last["done_calls"] - last["at_calls"]
+        return evals, calls
+
     def search_spend(self) -> dict[str, Any]:
         """What the search had spent (task evaluations, model calls) when the final report began,
         which sizes the report's best-of-N arm. The reports' own evaluations and calls are
@@ -277,9 +287,7 @@ class Engine:
         last = self.run.read_json(REPORT_SPEND) or {}
         if last.get("step") == step:
             return last
-        measured = [last.get("measured_evals", 0), last.get("measured_calls", 0)]
-        if "done_evals" in last:
-            measured = [measured[0] + last["done_evals"] - last["at_evals"], measured[1] + last["done_calls"] - last["at_calls"]]
+        measured = self._reports_spent()
         evals, calls = self._raw_spend()
         spend = {"step": step, "evals": evals - measured[0], "calls": calls - measured[1], "at_evals": evals,
                  "at_calls": calls, "measured_evals": measured[0], "measured_calls": measured[1]}
