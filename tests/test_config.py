@@ -139,6 +139,15 @@ def test_bad_literal_names_key_and_allowed_values() -> None:
         assert allowed in message
 
 
+def test_a_bad_override_is_named_as_an_override_not_as_the_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(Demo, write(tmp_path, "name: ok\n"), ["nmae=x"])
+    assert "c.yaml with --set nmae=x: nmae: unknown key" in str(info.value)
+    with pytest.raises(ConfigError) as plain:  # a file alone is named alone
+        load_config(Demo, write(tmp_path, "nmae: x\n"))
+    assert "--set" not in str(plain.value)
+
+
 def test_bad_type_names_key_and_value(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         load_config(Demo, write(tmp_path, "budget:\n  max_calls: lots\n"))

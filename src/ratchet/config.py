@@ -97,7 +97,7 @@ def load_config(cls: type[S], path: str | Path | None = None, overrides: Iterabl
     if path is not None:
         path = Path(path)
         if not path.is_file():
-            raise ConfigError(f"config file not found: {path}", hint="pass an existing YAML file to --config")
+            raise ConfigError(f"config file not found: {path}", hint="check the path: a relative one is read from the current directory")
         try:
             loaded = yaml.safe_load(path.read_text()) or {}
         except yaml.YAMLError as exc:
@@ -106,9 +106,12 @@ def load_config(cls: type[S], path: str | Path | None = None, overrides: Iterabl
             raise ConfigError(f"config file {path} must hold a mapping at the top level, not {type(loaded).__name__}")
         data = loaded
         source = f"config {path}"
+    overrides = list(overrides)
     for text in overrides:
         keys, value = parse_override(text)
         _set_path(data, keys, _as_text_if_wanted(cls, keys, text.partition("=")[2], value))
+    if overrides:  # else a bad --set key reads as if the file held it
+        source += " with --set " + " --set ".join(overrides)
     return validate_config(cls, data, source)
 
 

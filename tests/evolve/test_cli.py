@@ -50,6 +50,7 @@ def test_run_status_diff_export(tmp_path: Path) -> None:
 
     diff = _invoke("evolve", "diff", run.id, accepted[0]["id"], "--root", root)
     assert f"--- a/{FILE}" in diff and '"default": 0.5' in diff and "gate: held-in gain" in diff
+    assert _invoke("evolve", "diff", run.id, accepted[0]["id"][:5], "--root", root) == diff  # a start of the id
 
     dest = tmp_path / "exported"
     _invoke("evolve", "export", run.id, str(dest), "--root", root)
@@ -68,7 +69,7 @@ def test_approve_releases_a_waiting_candidate_and_resume_continues(tmp_path: Pat
     held = next(c["id"] for c in run.candidates() if c["status"] == "waiting")
     refused = runner.invoke(app, ["evolve", "approve", run_id, run.candidates()[0]["id"], "--root", root])
     assert refused.exit_code != 0 and "not waiting for approval" in str(refused.exception)
-    assert "ratchet evolve resume" in _invoke("evolve", "approve", run_id, held, "--root", root)
+    assert "ratchet evolve resume" in _invoke("evolve", "approve", run_id, held[:6], "--root", root)  # a start of the id
     _invoke("evolve", "resume", run_id, "--root", root)
     assert run.status()["status"] == "done" and {c["id"]: c["status"] for c in run.candidates()}[held] == "accepted"
 
@@ -112,3 +113,29 @@ def test_status_lists_the_steps_that_made_no_candidate(tmp_path: Path) -> None:
     run_id = RunStore(root).list_runs(kind="evolve")[0]["id"]
     status = _invoke("evolve", "status", run_id, "--root", root)
     assert "failed proposals" in status and "noop" in status and "static check" in status
+
+
+def test_commands_refuse_a_run_of_another_kind_and_a_missing_config_by_name(tmp_path: Path) -> None:
+    root = str(tmp_path / "runs")
+    other = RunStore(root).create_run("agent", {"model": "scripted:", "tasks": []})
+    for args in (["status", other.id], ["diff", other.id, "abc"], ["approve", other.id, "abc"],
+                 ["reject", other.id, "abc"], ["export", other.id, str(tmp_path / "out")], ["resume", other.id]):
+        out = runner.invoke(app, ["evolve", *args, "--root", root])
+        assert out.exit_code != 0 and f"run {other.id} is not an evolve run (its kind is agent)" in str(out.exception), args
+    assert not other.path("evolve").exists()  # resume wrote no evolve config into the other run
+    missing = runner.invoke(app, ["evolve", str(tmp_path / "nope.yaml"), "--root", root])
+    assert missing.exit_code != 0 and "config file not found" in str(missing.exception)
+    assert "--config" not in missing.exception.hint  # `ratchet evolve` takes the file as an argument
+
+
+def test_a_run_that_cannot_start_is_not_left_running(tmp_path: Path) -> None:
+    cfg = _config(tmp_path)
+    root = str(tmp_path / "runs")
+    bad_model = runner.invoke(app, ["evolve", str(cfg), "--set", "model=bogus:x", "--root", root])
+    assert bad_model.exit_code != 0 and "bad model spec 'bogus:x'" in str(bad_model.exception)
+    assert RunStore(root).list_runs(kind="evolve") == []  # no run made for a model that cannot load
+    bad_selector = runner.invoke(app, ["evolve", str(cfg), "--set", "selector.name=nope", "--root", root])
+    assert bad_selector.exit_code != 0 and "unknown selector 'nope'" in str(bad_selector.exception)
+    [row] = RunStore(root).list_runs(kind="evolve")
+    status = RunStore(root).open_run(row["id"]).status()
+    assert status["status"] == "failed" and "unknown selector 'nope'" in status["summary"]["error"]

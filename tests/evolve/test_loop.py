@@ -195,6 +195,51 @@ def test_a_path_that_leaves_the_workspace_is_rejected_without_being_stored(tmp_p
     assert len(run.candidates()) == 1 and not (tmp_path / "escape.py").exists()
 
 
+
+def test_a_step_that_makes_no_candidate_reports_the_runs_best_score_not_zero(tmp_path: Path) -> None:
+    ws = make_workspace(tmp_path, p=0.6)
+    eng, run = engine(tmp_path, config(ws, "noop", iterations=1))
+    eng.execute()
+    [step] = [e for e in run.read_jsonl("evolve/events.jsonl") if e["kind"] == "step"]
+    original = eng.archive.score(eng.archive.candidates("accepted")[0].id, "heldin")
+    assert step["status"] == "rejected" and "child" not in step and original > 0
+    assert step["best"] == original  # the progress line's "best" after this step
+
+
+def test_a_report_made_again_sizes_best_of_n_by_the_search_alone(tmp_path: Path) -> None:
+    ws = make_workspace(tmp_path, p=0.5)
+    cfg = config(ws, options={"gain": 0.3}, iterations=1, report={"max_best_of_n": 1000})
+    eng, run = engine(tmp_path, cfg)
+    first = eng.execute()["report"]["original_best_of_n"]
+    search = first["search_spend"]
+    assert first["budget_unit"] == "task evaluations" and 1 < first["attempts"] == first["uncapped_attempts"]
+    # Resuming the finished run makes the report again: the first report's evaluations are not search.
+    again = Engine(cfg, run, None).execute()["report"]["original_best_of_n"]
+    assert again == first
+    # Resumed for one more step: its spend is the search's, both steps, without the reports'.
+    longer = cfg.model_copy(update={"iterations": 2})
+    more = Engine(longer, run, None)
+    report = more.execute()["report"]["original_best_of_n"]
+    spend = run.read_json("evolve/report_spend.json")
+    assert spend["step"] == 2 and spend["measured_evals"] > 0
+    assert report["search_spend"] == spend["at_evals"] - spend["measured_evals"] > search
+
+
+def test_a_finished_reports_evaluations_do_not_count_against_a_resumed_search_budget(tmp_path: Path) -> None:
+    ws = make_workspace(tmp_path, p=0.5)
+    cfg = config(ws, options={"gain": 0.3}, iterations=1)
+    # What two steps of search evaluate, measured on a twin run made in one go.
+    twin, _ = engine(tmp_path / "twin", cfg.model_copy(update={"iterations": 2}))
+    two_steps = twin.execute()["report"]["original_best_of_n"]["search_spend"]
+    eng, run = engine(tmp_path, cfg)
+    eng.execute()
+    # Resumed for the second step with exactly that budget: the first report's evaluations are
+    # not search, so the run finishes as the twin did instead of stopping on the budget.
+    longer = cfg.model_copy(update={"iterations": 2, "max_task_evals": two_steps})
+    summary = Engine(longer, run, None).execute()
+    assert summary["state"] == "done", summary
+    assert summary["report"]["original_best_of_n"]["search_spend"] == two_steps
+
 class _Cut(Exception):
     """Stands for a SIGKILL between a step's writes and its checkpoint."""
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from ratchet.cli import app
+from ratchet.contracts import RatchetError
 from ratchet.models.openai_compat import OpenAIModel
 from ratchet.models.scripted import ScriptedModel
 from ratchet.runtime import Agent, AgentConfig, HarnessWorkspace, replay_model, solve
@@ -121,6 +123,24 @@ def test_solve_is_the_proposer_entry_point(workdir, tmp_path):
     result = solve(workdir, "fix add", ScriptedModel(FIX), run_dir=tmp_path / "trace-here")
     assert result.exit_status == "submitted" and "a + b" in (workdir / "calc.py").read_text()
     assert result.trace_path == str(tmp_path / "trace-here" / "trace.jsonl")
+
+
+def test_solve_refuses_a_missing_workdir_and_gives_each_run_its_own_trace(workdir, tmp_path):
+    with pytest.raises(RatchetError, match="is not a directory"):  # not made and worked in
+        solve(tmp_path / "typo", "fix add", ScriptedModel(FIX))
+    assert not (tmp_path / "typo").exists()
+    first = solve(workdir, "fix add", ScriptedModel(FIX))
+    (workdir / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    second = solve(workdir, "fix add", ScriptedModel(FIX))
+    assert first.trace_path == str(tmp_path / "agent-run" / "trace.jsonl")
+    assert second.trace_path == str(tmp_path / "agent-run-2" / "trace.jsonl")
+    calls = [r for r in read_jsonl(Path(first.trace_path)) if r["type"] == "model_call"]
+    assert len(calls) == first.steps  # the second run's calls are in its own trace only
+    with pytest.raises(RatchetError, match="no trace at"):
+        replay_model(tmp_path / "none.jsonl")
+    (tmp_path / "empty.jsonl").write_text("")
+    with pytest.raises(RatchetError, match="records no model calls"):
+        replay_model(tmp_path / "empty.jsonl")
 
 
 def _openai_server(local_http, script: list[dict]) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import tempfile
 
 from ratchet.runtime import PermissionPolicy
 from ratchet.runtime.tools.files import _unnumbered
@@ -32,6 +33,14 @@ def test_read_windows_and_line_numbers(make_agent, workdir):
     assert "error:" in call(agent, "read", path="notes.txt", offset=99)
     assert "does not exist" in call(agent, "edit", path="missing.py", old="a", new="b")
     assert call(agent, "read", path="nope.txt").startswith("error:")
+    # A window that cannot be shown is an error naming the argument, never an empty window or a
+    # "read again" note pointing back where it was.
+    assert "offset 0: lines are numbered from 1" in call(agent, "read", path="notes.txt", offset=0)
+    assert "offset -2: lines are numbered from 1" in call(agent, "read", path="notes.txt", offset=-2)
+    assert "limit -1: give the number of lines" in call(agent, "read", path="notes.txt", limit=-1)
+    (workdir / "empty.txt").write_text("")
+    assert call(agent, "read", path="empty.txt") == "empty.txt is empty (0 lines)"
+    assert "max_matches must be 1 or more" in call(agent, "grep", pattern="a", max_matches=0)
 
 
 def test_read_binary_file(make_agent, workdir):
@@ -144,6 +153,14 @@ PATCH = """--- a/calc.py
 """
 
 
+def test_an_edit_that_changes_nothing_is_not_reported_as_made(make_agent, workdir):
+    agent = make_agent()
+    assert "changes nothing in calc.py" in call(agent, "edit", path="calc.py", old="a - b", new="a - b")
+    same = [{"old": "a - b", "new": "a + b"}, {"old": "a + b", "new": "a - b"}]
+    assert "change nothing in calc.py" in call(agent, "multi_edit", path="calc.py", edits=same)
+    assert (workdir / "calc.py").read_text() == "def add(a, b):\n    return a - b\n"
+
+
 def test_apply_patch(make_agent, workdir):
     _git_init(workdir)
     agent = make_agent()
@@ -163,7 +180,40 @@ def test_patch_that_does_not_apply_changes_nothing(make_agent, workdir):
     out = call(agent, "apply_patch", patch=bad)
     assert out.startswith("error: the patch does not apply; nothing was changed")
     assert "return a - b" in (workdir / "calc.py").read_text()  # the good hunk was not applied either
+    assert "PATCH" in out and tempfile.gettempdir() not in out  # never the temporary file's random name
     assert "no file headers" in call(agent, "apply_patch", patch="just words")
+
+
+def test_a_patch_is_checked_by_the_paths_git_writes_not_by_its_header_text(make_agent, workdir):
+    _git_init(workdir)
+    policy = PermissionPolicy(protected=[".git", "calc.py"])
+    agent = make_agent(policy=policy)
+    # git strips the first directory of a header's path: this patch writes calc.py itself.
+    stripped = PATCH.replace("a/calc.py", "x/calc.py").replace("b/calc.py", "y/calc.py")
+    assert "by protected['calc.py']" in call(agent, "apply_patch", patch=stripped)
+    # A rename has no ---/+++ lines for its source: applying this would delete calc.py.
+    renamed = """diff --git a/calc.py b/gone.py
+similarity index 100%
+rename from calc.py
+rename to gone.py
+diff --git a/notes.txt b/notes.txt
+--- a/notes.txt
++++ b/notes.txt
+@@ -1,3 +1,3 @@
+-alpha
++delta
+ beta
+ gamma
+"""
+    assert "by protected['calc.py']" in call(agent, "apply_patch", patch=renamed)
+    assert (workdir / "calc.py").read_text() == "def add(a, b):\n    return a - b\n"
+    assert (workdir / "notes.txt").read_text().startswith("alpha") and not (workdir / "gone.py").exists()
+    # Without the protection both apply, so the refusals above are the policy's, not git's.
+    free = make_agent()
+    assert call(free, "apply_patch", patch=stripped) == "patched calc.py"
+    assert call(free, "apply_patch", patch=renamed) == "patched calc.py, gone.py, notes.txt"
+    assert (workdir / "gone.py").read_text().endswith("a + b\n") and not (workdir / "calc.py").exists()
+    assert (workdir / "notes.txt").read_text().startswith("delta")
 
 
 def test_denied_paths_are_refused_logged_and_traced(make_agent, workdir, tmp_path):

@@ -53,3 +53,11 @@ def test_memory_tools_and_recall_across_runs(tmp_path, workdir):
     assert "notes/tip:1: the tests need -p no:cacheprovider" in second.messages[3]["content"]
     assert "memory is empty" not in call(second, "memory_search", query="")
     assert "is not inside memory" in call(second, "memory_read", path="../../etc/passwd")
+
+
+def test_a_second_note_of_one_name_is_added_not_written_over(make_agent):
+    agent = make_agent()
+    assert call(agent, "memory_note", text="run the tests with -q") == "saved to notes/note"
+    assert call(agent, "memory_note", text="calc.py holds add") == "added to notes/note"
+    assert call(agent, "memory_read", path="notes/note").startswith("run the tests with -q\n\ncalc.py holds add")
+    assert "the note is empty" in call(agent, "memory_note", text="  ")

@@ -93,6 +93,22 @@ def test_denied_command_is_logged_with_its_rule(make_agent):
                                                                                "allowed_commands"]
 
 
+def test_a_command_printing_binary_bytes_shows_them_escaped(make_agent, workdir):
+    (workdir / "blob.bin").write_bytes(b"PK\x03\x04\x00\x00\x1b[31m")
+    agent = make_agent()
+    out = call(agent, "bash", command="cat blob.bin")
+    assert out.startswith("[the output holds control bytes, shown as \\xNN]\nPK\\x03\\x04\\x00\\x00\\x1b[31m")
+    assert "\x00" not in out and "\x1b" not in out
+    assert call(agent, "bash", command="printf 'a\\tb\\n'") == "a\tb\n\n[exit code 0]"  # tabs, newlines stay
+
+
+def test_git_tools_outside_a_repository_say_so(make_agent):
+    agent = make_agent()
+    assert call(agent, "git_status") == "error: git_status: the working directory is not a git repository"
+    assert call(agent, "git_diff", path="calc.py") == "error: git_diff: the working directory is not a git repository"
+    assert call(agent, "git_commit", message="x") == "error: git_commit: the working directory is not a git repository"
+
+
 def test_git_status_diff_commit(make_agent, workdir):
     subprocess.run(["git", "init", "-q"], cwd=workdir, check=True)
     agent = make_agent()

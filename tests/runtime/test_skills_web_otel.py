@@ -52,6 +52,8 @@ def test_web_tools_need_the_tool_allowed_and_the_network_on(make_agent, local_ht
     assert "Docs" in page and "path /page" in page and "evil" not in page and "<h1>" not in page
     assert "path /search?q=ratchet+agent" in call(on, "web_search", query="ratchet agent")
     assert "only http(s) URLs" in call(on, "web_fetch", url="file:///etc/passwd")
+    blob = local_http(lambda method, path, body: ("image/png", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"))
+    assert call(on, "web_fetch", url=blob) == f"{blob} is binary content (16 bytes, image/png); not shown"
     assert "no search endpoint" in call(make_agent(policy=PermissionPolicy(denied_tools=[], network=True)),
                                         "web_search", query="x")
 

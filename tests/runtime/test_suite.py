@@ -7,13 +7,15 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from ratchet.cli import app
+from ratchet.contracts import RatchetError
 from ratchet.models.scripted import ScriptedModel
 from ratchet.runtime import HarnessWorkspace
 from ratchet.runtime.suite import grade, load_suite, prepare, run_suite, verify
-from ratchet.store import read_jsonl
+from ratchet.store import RunStore, read_jsonl
 
 from .conftest import tool_reply
 
@@ -92,8 +94,16 @@ def test_cli_agent_run_prints_progress_lines_and_resumes(tmp_path):
     assert summary["solved"] == 0 and summary["tasks"] == 1
     calls = read_jsonl(tmp_path / run_id / "llm_calls.jsonl")  # model calls reach the run index too
     assert len(calls) == 2 and calls[0]["purpose"] == "agent:fahrenheit" and calls[0]["prompt_tokens"] > 0
-    resumed = runner.invoke(app, args + ["--resume", run_id])
+    resumed = runner.invoke(app, args + ["--resume", run_id])  # the same command line again
     assert resumed.exit_code == 0 and "[1/1]" not in resumed.output and "solved 0/1" in resumed.output
+    # --resume alone takes the run's own tasks, settings and model: still its one task, not the suite.
+    alone = runner.invoke(app, ["agent", "run", "--resume", run_id, "--root", str(tmp_path)])
+    assert alone.exit_code == 0, alone.output
+    assert f"run {run_id}: 1 tasks, model scripted:" in alone.output and "solved 0/1" in alone.output
+    for flags in (["--task", "flatten-deep"], ["--set", "step_limit=5"], ["--model", "local:smollm2-135m"]):
+        changed = runner.invoke(app, ["agent", "run", "--resume", run_id, "--root", str(tmp_path), *flags])
+        assert changed.exit_code != 0 and "would change them" in str(changed.exception), flags
+    assert len(read_jsonl(tmp_path / run_id / "results.jsonl")) == 1
     bad = runner.invoke(app, ["agent", "run", "--model", "scripted:", "--task", "nope", "--root", str(tmp_path)])
     assert bad.exit_code != 0 and "unknown task id(s) nope" in str(bad.exception or bad.output)
 
@@ -129,3 +139,70 @@ def test_the_shipped_workspace_shows_the_task_files_and_takes_an_edit_copied_fro
     assert "==> units/temperature.py <==\n     1\tdef celsius_to_fahrenheit(c):" in first
     assert "==> tests/test_temperature.py <==" in first
     assert grade(task, work).score == 1.0
+
+
+def test_cli_agent_run_refuses_bad_flags_before_making_a_run(tmp_path):
+    runner = CliRunner()
+    root = ["--root", str(tmp_path)]
+    cases = {"cannot be negative": ["--model", "scripted:", "--limit", "-1"],
+             "bad model spec 'bogus:x'": ["--model", "bogus:x", "--task", "fahrenheit"],
+             "--model is required": ["--task", "fahrenheit"]}
+    for message, flags in cases.items():
+        out = runner.invoke(app, ["agent", "run", *flags, *root])
+        assert out.exit_code != 0 and message in str(out.exception), (message, out.output, out.exception)
+    assert not any(tmp_path.glob("*/run.json"))  # no run was made for a command that could not start
+    other = RunStore(tmp_path).create_run("evolve", {})
+    out = runner.invoke(app, ["agent", "run", "--resume", other.id, *root])
+    assert out.exit_code != 0 and f"run {other.id} is not a run of `ratchet agent run` (its kind is evolve)" in str(out.exception)
+    assert not (other.dir / "results.jsonl").exists()
+
+
+def _user_task(root, name="adder", **fields):
+    """A task as docs/runtime.md says to add one: task.yaml, repo/ with a failing test, solution.patch."""
+    task = root / name
+    (task / "repo" / "tests").mkdir(parents=True)
+    (task / "repo" / "adder.py").write_text("def add(a, b):\n    return a - b\n")
+    (task / "repo" / "tests" / "test_adder.py").write_text("from adder import add\n\n\ndef test_add():\n"
+                                                           "    assert add(2, 3) == 5\n")
+    data = {"id": name, "statement": "add() in adder.py subtracts; make it add.", "tests": ["tests/test_adder.py"],
+            "test_command": "python -m pytest -q -p no:cacheprovider", **fields}
+    (task / "task.yaml").write_text(yaml.safe_dump({k: v for k, v in data.items() if v is not None}))
+    (task / "solution.patch").write_text("--- a/adder.py\n+++ b/adder.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n"
+                                         "-    return a - b\n+    return a + b\n")
+    return task
+
+
+def test_a_suite_added_as_the_docs_say_loads_and_verifies(tmp_path):
+    _user_task(tmp_path / "mine")
+    [task] = load_suite(tmp_path / "mine")
+    before, after = verify(task)
+    assert (before.score, after.score) == (0.0, 1.0)
+    out = CliRunner().invoke(app, ["agent", "verify", "--suite", str(tmp_path / "mine")])
+    assert out.exit_code == 0 and "adder" in out.output, out.output
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"tests": None}, "tests missing or not of the right kind"),
+    ({"statement": ""}, "statement missing or not of the right kind"),
+    ({"tests": ["tests/test_nope.py"]}, "test file(s) tests/test_nope.py not in"),
+])
+def test_a_broken_task_yaml_is_named_with_what_is_wrong(tmp_path, fields, message):
+    _user_task(tmp_path / "mine", **fields)
+    with pytest.raises(RatchetError, match=re.escape(message)) as info:
+        load_suite(tmp_path / "mine")
+    assert "task.yaml" in str(info.value) and "Adding a task" in info.value.hint
+
+
+def test_duplicate_ids_and_a_patch_that_does_not_apply_are_named(tmp_path):
+    _user_task(tmp_path / "dup", "a", id="same")
+    _user_task(tmp_path / "dup", "b", id="same")
+    with pytest.raises(RatchetError, match="task id 'same' is used by"):
+        load_suite(tmp_path / "dup")
+    task_dir = _user_task(tmp_path / "bad", "adder")
+    (task_dir / "solution.patch").write_text("--- a/adder.py\n+++ b/adder.py\n@@ -1,1 +1,1 @@\n-nothing like it\n+x\n")
+    [task] = load_suite(tmp_path / "bad")
+    with pytest.raises(RatchetError, match="its solution.patch does not apply"):
+        verify(task)
+    (task_dir / "solution.patch").unlink()
+    with pytest.raises(RatchetError, match="has no solution.patch"):
+        verify(task)

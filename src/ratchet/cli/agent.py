@@ -29,37 +29,83 @@ def _model_options(pairs: list[str]) -> dict:
     return {".".join(keys): value for keys, value in map(parse_override, pairs)}
 
 
-@agent_app.command("run")
-def run_command(
-    model: str = typer.Option(..., "--model", "-m", help="Model spec, e.g. local:qwen2.5-coder-0.5b."),
-    suite: str = typer.Option("coding-basics", "--suite", help="Suite name or directory."),
-    task: list[str] = typer.Option([], "--task", help="Only these task ids (repeatable)."),
-    limit: int = typer.Option(0, "--limit", help="Only the first N tasks (0: all)."),
-    workspace: Path | None = WorkspaceOption,
-    overrides: list[str] = SetOption,
-    model_set: list[str] = ModelSetOption,
-    resume: str | None = typer.Option(None, "--resume", help="Continue this run id: finished tasks are skipped."),
-    root: Path | None = typer.Option(None, "--root", help="Run store directory (default: $RATCHET_RUNS or ./runs)."),
-) -> None:
-    """Run the agent on every task of a suite and report the solve rate, judged by the tests."""
+def _selection(suite: str, task: list[str], limit: int) -> list:
+    """The suite's tasks that --task and --limit pick, in the suite's order."""
     tasks = load_suite(suite)
     if task:
         unknown = sorted(set(task) - {t.id for t in tasks})
         if unknown:
             raise RatchetError(f"unknown task id(s) {', '.join(unknown)}", hint="`ratchet agent verify` lists them")
         tasks = [t for t in tasks if t.id in task]
-    tasks = tasks[:limit] if limit else tasks
+    return tasks[:limit] if limit else tasks
+
+
+@agent_app.command("run")
+def run_command(
+    model: str | None = typer.Option(None, "--model", "-m", help="Model spec, e.g. local:qwen2.5-coder-0.5b "
+                                     "(required; a resumed run keeps its own)."),
+    suite: str | None = typer.Option(None, "--suite", help="Suite name or directory (default: coding-basics)."),
+    task: list[str] = typer.Option([], "--task", help="Only these task ids (repeatable)."),
+    limit: int = typer.Option(0, "--limit", help="Only the first N tasks (0: all)."),
+    workspace: Path | None = WorkspaceOption,
+    overrides: list[str] = SetOption,
+    model_set: list[str] = ModelSetOption,
+    resume: str | None = typer.Option(None, "--resume", help="Continue this run id with the tasks, workspace, "
+                                      "settings and model it started with: finished tasks are skipped."),
+    root: Path | None = typer.Option(None, "--root", help="Run store directory (default: $RATCHET_RUNS or ./runs)."),
+) -> None:
+    """Run the agent on every task of a suite and report the solve rate, judged by the tests."""
+    if limit < 0:
+        raise RatchetError(f"--limit {limit}: the number of tasks cannot be negative", hint="give 0 for all tasks or N > 0")
+    store = RunStore(root if root is not None else StoreConfig().root)
+    run = None
+    if resume:
+        run = store.open_run(resume)
+        if run.kind != "agent":
+            raise RatchetError(f"run {run.id} is not a run of `ratchet agent run` (its kind is {run.kind})",
+                               hint="list the agent runs with: ratchet runs list")
+        recorded = run.config
+        # A resumed run's solve rate is over the tasks it started with, under one harness, its
+        # settings and one model: a flag that would change them mid-run is refused, not half applied
+        # (the same flags given again, as a repeated command line does, are fine).
+        changed = []
+        if (suite is not None or task or limit) and [t.id for t in _selection(suite or "coding-basics", task, limit)] \
+                != recorded["tasks"]:
+            changed.append("--suite/--task/--limit (the tasks)")
+        if workspace is not None and str(HarnessWorkspace(workspace).path) != recorded["workspace"]:
+            changed.append("--workspace")
+        if overrides and list(overrides) != list(recorded.get("overrides") or []):
+            changed.append("--set")
+        if model is not None and model != recorded["model"]:
+            changed.append(f"--model (it ran {recorded['model']!r})")
+        if changed:
+            raise RatchetError(f"run {run.id} keeps the tasks, workspace, settings and model it started with; "
+                               f"{', '.join(changed)} would change them",
+                               hint=f"resume with `ratchet agent run --resume {run.id}` alone (--model-set and --root "
+                                    f"may be given), or start a new run with those flags")
+        suite, model, workspace = recorded["suite"], recorded["model"], Path(recorded["workspace"])
+        overrides = list(recorded.get("overrides") or [])
+        by_id = {t.id: t for t in load_suite(suite)}
+        tasks = [by_id[i] for i in recorded["tasks"]]
+        options = {**(recorded.get("model_options") or {}), **_model_options(model_set)}
+    else:
+        if model is None:
+            raise RatchetError("--model is required to start a run", hint="e.g. --model local:qwen2.5-coder-0.5b "
+                               "(see `ratchet models list`), or --resume RUN_ID to continue one")
+        suite = suite or "coding-basics"
+        tasks = _selection(suite, task, limit)
+        options = _model_options(model_set)
     ws = HarnessWorkspace(workspace)
     ws.settings(tuple(overrides))  # a bad override fails here, before any model loads
-    options = _model_options(model_set)
-    store = RunStore(root if root is not None else StoreConfig().root)
-    config = {"model": model, "suite": suite, "tasks": [t.id for t in tasks], "workspace": str(ws.path),
-              "overrides": list(overrides), "model_options": options}
-    run = store.open_run(resume) if resume else store.create_run("agent", config)
+    loaded = load_model(model, **options)  # a bad spec fails before a run is made for it
+    if run is None:
+        config = {"model": model, "suite": suite, "tasks": [t.id for t in tasks], "workspace": str(ws.path),
+                  "overrides": list(overrides), "model_options": options}
+        run = store.create_run("agent", config)
     console.print(f"run {run.id}: {len(tasks)} tasks, model {model}, workspace {ws.path}")
     lines = sys.stdout.isatty()
     try:
-        summary = run_suite(tasks, load_model(model, **options), run.dir, workspace=ws, model_spec=model,
+        summary = run_suite(tasks, loaded, run.dir, workspace=ws, model_spec=model,
                             overrides=tuple(overrides), on_model_call=run.record_llm_call,
                             progress=(lambda line: console.print(line)) if lines else (lambda line: print(line, flush=True)))
     except BaseException:

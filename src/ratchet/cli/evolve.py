@@ -26,11 +26,12 @@ from rich.table import Table
 from typer.core import TyperGroup
 
 from ratchet.config import load_config
+from ratchet.contracts import RatchetError
 from ratchet.evolve.approval import Verdict, approve, reject
 from ratchet.evolve.archive import Archive
 from ratchet.evolve.config import EvolveConfig
 from ratchet.evolve.export import export_run
-from ratchet.evolve.loop import Engine
+from ratchet.evolve.loop import EVENTS, Engine
 from ratchet.evolve.manifest import load_manifest
 from ratchet.store import RunStore
 from ratchet.store.files import write_bytes_atomic
@@ -89,9 +90,18 @@ def _model(spec: str | None, threads: int | None):
     return load_model(spec, n_threads=threads) if threads and spec.startswith("local:") else load_model(spec)
 
 
-def _drive(config: EvolveConfig, run: Any, threads: int | None) -> dict[str, Any]:
+def _engine(config: EvolveConfig, run: Any, model: Any, on_event: Any) -> Engine:
+    """The engine for ``run``; a component that cannot be built (an unknown selector, bad suite
+    options) marks the run failed with the error, which otherwise stayed 'running' for good."""
+    try:
+        return Engine(config, run, model, on_event=on_event)
+    except Exception as exc:
+        run.set_status("failed", {"state": "failed", "error": str(exc).splitlines()[0]})
+        raise
+
+
+def _drive(config: EvolveConfig, run: Any, model: Any) -> dict[str, Any]:
     """Run the engine with a progress bar on a terminal, one line per step otherwise."""
-    model = _model(config.model, threads)
     if not console.is_terminal:
         def line(event: dict[str, Any]) -> None:
             if event["kind"] == "step":
@@ -102,7 +112,7 @@ def _drive(config: EvolveConfig, run: Any, threads: int | None) -> dict[str, Any
                 console.print(f"{event['kind']}: " + ", ".join(f"{k}={v}" for k, v in event.items() if k not in ("kind", "at")),
                               soft_wrap=True)
 
-        return Engine(config, run, model, on_event=line).execute()
+        return _engine(config, run, model, line).execute()
     with Progress(TextColumn("[bold]evolve"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
                   TimeElapsedColumn(), console=console) as bar:
         task = bar.add_task("evolve", total=config.iterations, info="evaluating the original")
@@ -112,7 +122,7 @@ def _drive(config: EvolveConfig, run: Any, threads: int | None) -> dict[str, Any
                 bar.update(task, completed=event["step"] + 1,
                            info=f"{event['status']} · best held-in {event.get('best', 0):.3f}")
 
-        return Engine(config, run, model, on_event=update).execute()
+        return _engine(config, run, model, update).execute()
 
 
 def _show_summary(run_id: str, summary: dict[str, Any]) -> None:
@@ -156,10 +166,36 @@ def run_cmd(
         beside = (config.parent / cfg.workspace)
         cfg = cfg.model_copy(update={"workspace": (beside if beside.is_dir() else cfg.workspace).resolve()})
     manifest = load_manifest(cfg.workspace)
+    model = _model(cfg.model, threads)  # a bad model spec fails before a run is made for it
     run = RunStore(root).create_run(KIND, cfg, name=manifest.name)
     write_bytes_atomic(run.path(CONFIG_COPY), _dump(cfg))
     console.print(f"run {run.id} ({manifest.name}): {cfg.iterations} steps; store {run.dir}")
-    _show_summary(run.id, _drive(cfg, run, threads))
+    _show_summary(run.id, _drive(cfg, run, model))
+
+
+def _open(root: Path | None, run_id: str) -> Any:
+    """The evolve run ``run_id``; another kind of run is refused by name (read as an archive it
+    would show an empty table, and `resume` would write an evolve config into it)."""
+    run = RunStore(root).open_run(run_id)
+    if run.kind != KIND and not run.path(EVENTS).is_file():
+        raise RatchetError(f"run {run.id} is not an evolve run (its kind is {run.kind})",
+                           hint="list the evolve runs with: ratchet runs list --kind evolve")
+    return run
+
+
+def _candidate(run: Any, given: str) -> str:
+    """The full id of the candidate ``given`` names, or of the one candidate whose id starts with it
+    (as run ids do); a prefix of several is refused with them."""
+    ids = [c["id"] for c in run.candidates()]
+    if given in ids:
+        return given
+    matches = [i for i in ids if given and i.startswith(given)]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        raise RatchetError(f"{given!r} starts {len(matches)} candidates of run {run.id}: {', '.join(matches[:5])}",
+                           hint="give more of the id")
+    return given  # unknown: the command says so in its own words
 
 
 def _dump(cfg: EvolveConfig) -> bytes:
@@ -180,21 +216,22 @@ def resume_cmd(
 
     Overrides may raise limits (--set budget.max_calls=400 --set iterations=30) or move the run
     elsewhere (--executor ray --address auto)."""
-    run = RunStore(root).open_run(run_id)
+    run = _open(root, run_id)
     if not run.path(CONFIG_COPY).is_file():
         # Killed between run.json and the config copy: run.json holds the same config, so the run
         # starts from it rather than being refused.
         write_bytes_atomic(run.path(CONFIG_COPY), yaml.safe_dump(run.config, sort_keys=False).encode())
     cfg = load_config(EvolveConfig, run.path(CONFIG_COPY), [*set_, *executor_overrides(executor, address, workers)])
+    model = _model(cfg.model, threads)
     write_bytes_atomic(run.path(CONFIG_COPY), _dump(cfg))
     run.set_status("running")
-    _show_summary(run.id, _drive(cfg, run, threads))
+    _show_summary(run.id, _drive(cfg, run, model))
 
 
 @evolve_app.command("status")
 def status_cmd(run_id: str = typer.Argument(...), root: Optional[Path] = RootOption) -> None:
     """The run's state, its candidates (lineage, status, held-in score, the gate's reason), its report."""
-    run = RunStore(root).open_run(run_id)
+    run = _open(root, run_id)
     status = run.status()
     archive = Archive(run)
     table = Table(title=f"{run.id}: {status['status']} ({(status.get('summary') or {}).get('state', '')})")
@@ -224,11 +261,12 @@ def status_cmd(run_id: str = typer.Argument(...), root: Optional[Path] = RootOpt
 
 
 @evolve_app.command("diff")
-def diff_cmd(run_id: str = typer.Argument(...), candidate: str = typer.Argument(..., help="Candidate id."),
+def diff_cmd(run_id: str = typer.Argument(...), candidate: str = typer.Argument(..., help="Candidate id (or a unique start of it)."),
              root: Optional[Path] = RootOption) -> None:
     """Show a candidate against its parent (a unified diff of every changed file) and its decision."""
-    run = RunStore(root).open_run(run_id)
+    run = _open(root, run_id)
     archive = Archive(run)
+    candidate = _candidate(run, candidate)
     child = archive.get(candidate)
     console.print(f"{candidate} <- {child.parent_id or '(original)'}: {archive.status(candidate)}")
     decision = archive.decision(candidate)
@@ -238,18 +276,20 @@ def diff_cmd(run_id: str = typer.Argument(...), candidate: str = typer.Argument(
 
 
 @evolve_app.command("approve")
-def approve_cmd(run_id: str = typer.Argument(...), candidate: str = typer.Argument(..., help="Candidate id."),
+def approve_cmd(run_id: str = typer.Argument(...), candidate: str = typer.Argument(..., help="Candidate id (or a unique start of it)."),
                 root: Optional[Path] = RootOption) -> None:
     """Release a candidate the gate accepted and the run holds for approval."""
-    _said(approve(RunStore(root).open_run(run_id), candidate), run_id)
+    run = _open(root, run_id)
+    _said(approve(run, _candidate(run, candidate)), run_id)
 
 
 @evolve_app.command("reject")
-def reject_cmd(run_id: str = typer.Argument(...), candidate: str = typer.Argument(..., help="Candidate id."),
+def reject_cmd(run_id: str = typer.Argument(...), candidate: str = typer.Argument(..., help="Candidate id (or a unique start of it)."),
                reason: str = typer.Option("", help="Why: kept in its decision and shown to later proposals."),
                root: Optional[Path] = RootOption) -> None:
     """Turn down a candidate the gate accepted and the run holds for approval."""
-    _said(reject(RunStore(root).open_run(run_id), candidate, reason), run_id)
+    run = _open(root, run_id)
+    _said(reject(run, _candidate(run, candidate), reason), run_id)
 
 
 def _said(verdict: Verdict, run_id: str) -> None:
@@ -261,7 +301,7 @@ def _said(verdict: Verdict, run_id: str) -> None:
 def export_cmd(run_id: str = typer.Argument(...), dest: Path = typer.Argument(..., help="A new directory."),
                root: Optional[Path] = RootOption) -> None:
     """Write the run as a git repository: one commit per accepted candidate, main at the best."""
-    run = RunStore(root).open_run(run_id)
+    run = _open(root, run_id)
     out = export_run(run, dest)
     console.print(f"wrote {out['commits']} commits to {out['path']}; main is {out['best']} ({out['head'][:10]})")
 

@@ -39,6 +39,7 @@ from ratchet.models.budget import AccountedModel, Accountant
 
 CHECKPOINT = "evolve"
 EVENTS = "evolve/events.jsonl"
+REPORT_SPEND = "evolve/report_spend.json"
 GATED_SPLITS = ("heldin", "guard", "heldout")
 LLM_CALL_FIELDS = set(LLMCall.__dataclass_fields__)
 
@@ -95,6 +96,7 @@ class Engine:
         self.suite = build("suite", config.suite, self.suite_ctx)
         self._check_remote_suite()
         self.paid_before = len(run.read_jsonl(EVALS))
+        self.reports_before = self._reports_spent()[0]  # evaluations made by finished reports of this run
         self.evaluator = CachedEvaluator(self.suite, run, on_paid=self._charge, executor=self.executor)
         self.selector = build("selector", config.selector, self.ctx)
         self.proposers = [(build("proposer", spec, self.ctx), spec.weight) for spec in config.proposers]
@@ -109,7 +111,7 @@ class Engine:
 
     def _charge(self, n: int) -> None:
         limit = self.config.max_task_evals
-        spent = self.paid_before + self.evaluator.paid
+        spent = self.paid_before + self.evaluator.paid - self.reports_before  # earlier reports are measurement
         if limit is not None and not self.unlimited and spent + n > limit:
             raise BudgetExceeded(f"budget reached: max_task_evals={limit} ({spent} task evaluations run)",
                                  hint="raise it with --set max_task_evals=..., and resume the run")
@@ -253,11 +255,44 @@ class Engine:
             return summary
         report = final_report(self, reason)
         self.run.write_json("evolve/report.json", report)
+        done = self._raw_spend()
+        self.run.write_json(REPORT_SPEND, {**self.run.read_json(REPORT_SPEND), "done_evals": done[0], "done_calls": done[1]})
         summary = {"state": status, "best": report["best"]["id"], **self.totals(),
                    "test_gain": report["comparison"]["best_minus_original"]["mean"]}
         self.run.set_status(status, summary)
         self._event(kind="finished", status=status, best=report["best"]["id"])
         return {**summary, "report": report}
+
+    def _raw_spend(self) -> tuple[int, int]:
+        return self.paid_before + self.evaluator.paid, self.accountant.snapshot()["calls"]
+
+    def _reports_spent(self) -> tuple[int, int]:
+        """Task evaluations and model calls that this run's finished final reports made (zero until
+        one has finished): measurement, kept out of the search's budget and of its spend."""
+        last = self.run.read_json(REPORT_SPEND) or {}
+        evals, calls = last.get("measured_evals", 0), last.get("measured_calls", 0)
+        if "done_evals" in last:
+            evals, calls = evals + last["done_evals"] - last["at_evals"], calls + last["done_calls"] - last["at_calls"]
+        return evals, calls
+
+    def search_spend(self) -> dict[str, Any]:
+        """What the search had spent (task evaluations, model calls) when the final report began,
+        which sizes the report's best-of-N arm. The reports' own evaluations and calls are
+        measurement: counted as spend, a report made again (the resume of a finished run, or of one
+        killed inside its report) bought its best-of-N arm more attempts each time. Recorded in
+        ``evolve/report_spend.json`` when a report begins at a step, reused by any report at that
+        step; a run resumed for more steps leaves out what its earlier complete reports spent (a
+        report killed and never finished before the run went on is counted as search)."""
+        step = (self.run.load_checkpoint(CHECKPOINT) or {}).get("step", 0)
+        last = self.run.read_json(REPORT_SPEND) or {}
+        if last.get("step") == step:
+            return last
+        measured = self._reports_spent()
+        evals, calls = self._raw_spend()
+        spend = {"step": step, "evals": evals - measured[0], "calls": calls - measured[1], "at_evals": evals,
+                 "at_calls": calls, "measured_evals": measured[0], "measured_calls": measured[1]}
+        self.run.write_json(REPORT_SPEND, spend)
+        return spend
 
     def totals(self) -> dict[str, Any]:
         rows = self.run.candidates()
@@ -379,7 +414,7 @@ class Engine:
         claim = proposal.claim.target if proposal is not None else skip.get("claim")
         self.archive.record_unusable(index, parent.id, proposer.name, reason, calls, claim, skip.get("attempts"))
         self._event(kind="step", step=index, parent=parent.id, proposer=proposer.name, status=status,
-                    reason=reason, model_calls=calls, **event)
+                    reason=reason, model_calls=calls, best=self._best(), **event)
 
     def _decide(self, index: int, parent: Candidate, child: Candidate, decision: Decision,
                 check: dict[str, Any] | None, calls: int) -> None:
@@ -392,4 +427,9 @@ class Engine:
         self.archive.set_status(child.id, status, self.archive.score(child.id, "heldin"))
         self._event(kind="step", step=index, parent=parent.id, child=child.id, proposer=child.meta.get("proposer"),
                     status=status, reason=decision.reason, numbers=decision.numbers, model_calls=calls,
-                    best=max(self.archive.score(c.id, "heldin") or 0.0 for c in self.archive.candidates("accepted")))
+                    best=self._best())
+
+    def _best(self) -> float:
+        """The best held-in score among the accepted candidates: every step event carries it, a
+        step that made no candidate too (the progress line showed 0.000 for those)."""
+        return max(self.archive.score(c.id, "heldin") or 0.0 for c in self.archive.candidates("accepted"))

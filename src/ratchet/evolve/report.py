@@ -105,8 +105,8 @@ def final_report(engine: Any, stop_reason: str | None = None) -> dict[str, Any]:
     tasks = engine.splits[split]
     seeds = engine.config.seeds
 
-    spent_evals = engine.paid_before + engine.evaluator.paid
-    spent_calls = engine.accountant.snapshot()["calls"]
+    spend = engine.search_spend()
+    spent_evals, spent_calls = spend["evals"], spend["calls"]
     original = per_task_means(engine.evaluate(root, split, seeds[:1]))
     # What one pass of the original costs, read from the journal rather than from this process's
     # accountant: after a resume the pass may come from the cache and cost nothing here.

@@ -16,7 +16,7 @@ from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
-from ratchet.contracts import LLMCall, Message, Model
+from ratchet.contracts import LLMCall, Message, Model, RatchetError
 from ratchet.runtime.config import AgentConfig, ContextConfig, PermissionPolicy
 from ratchet.runtime.errors import (
     FormatError,
@@ -83,6 +83,9 @@ class Agent:
         self.context_config = context or self.workspace.context_config()
         self.policy = permissions or self.workspace.permissions()
         self.workdir = Path(workdir).resolve()
+        if not self.workdir.is_dir():  # the sandbox would make it: a mistyped -C ran the agent in a new, empty one
+            raise RatchetError(f"working directory {workdir} is not a directory",
+                               hint="give the repository to work in (ratchet agent solve -C PATH)")
         self.run_dir = Path(run_dir).resolve()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.agent_id, self.depth = agent_id, depth
@@ -357,7 +360,12 @@ def _task_of(messages: list[Message]) -> str:
 def solve(workdir: str | Path, statement: str, model: Model, *, workspace: str | Path | None = None,
           run_dir: str | Path | None = None, **kwargs: Any) -> AgentResult:
     """The proposer's entry point: edit files in ``workdir`` with the tools to do ``statement``;
-    the trace lands in ``run_dir`` (default ``workdir/../agent-run``)."""
+    the trace lands in ``run_dir`` (default: a new ``agent-run``, ``agent-run-2``, … beside ``workdir``:
+    a second solve in the same repository reusing the first's directory appended to its trace, so a
+    replay of it gave both runs' replies, and took over its memory)."""
     ws = HarnessWorkspace(workspace) if workspace is not None else HarnessWorkspace()
-    run_dir = Path(run_dir) if run_dir is not None else Path(workdir).resolve().parent / "agent-run"
+    if run_dir is None:
+        beside = Path(workdir).resolve().parent
+        run_dir = next(d for n in range(1, 10**6) if not (d := beside / ("agent-run" if n == 1 else f"agent-run-{n}")).exists())
+    run_dir = Path(run_dir)
     return Agent(model, workdir, run_dir, workspace=ws, **kwargs).run(statement)

@@ -34,11 +34,20 @@ class FileMemory:
         """Write ``text`` to ``kind/name``; returns the path relative to the memory root."""
         if kind not in KINDS:
             raise ToolError(f"unknown memory kind {kind!r}; use one of {', '.join(KINDS)}")
-        safe = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "entry"
+        safe = self._safe(name)
         path = self.root / kind / safe
         path.parent.mkdir(parents=True, exist_ok=True)
         write_bytes_atomic(path, text.encode())
         return f"{kind}/{safe}"
+
+    def read_note(self, name: str) -> str:
+        """The note saved under ``name`` (as ``write`` names it), or "" when there is none."""
+        path = self.root / "notes" / self._safe(name)
+        return path.read_text(errors="replace") if path.is_file() else ""
+
+    @staticmethod
+    def _safe(name: str) -> str:
+        return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "entry"
 
     def path(self, rel: str) -> Path:
         p = (self.root / rel).resolve()

@@ -55,14 +55,42 @@ def load_suite(name_or_path: str | Path) -> list[CodingTask]:
     if not root.is_dir():
         known = sorted(p.name for p in SUITES_DIR.iterdir() if p.is_dir() and any(p.glob("*/task.yaml")))
         raise RatchetError(f"no coding suite {str(name_or_path)!r}", hint=f"use one of {', '.join(known)} or a directory")
-    tasks = []
-    for spec in sorted(root.glob("*/task.yaml")):
-        data = yaml.safe_load(spec.read_text())
-        tasks.append(CodingTask(data["id"], data["statement"], spec.parent, tuple(data["tests"]),
-                                data.get("test_command", "python -m pytest -q")))
+    tasks = [_task(spec) for spec in sorted(root.glob("*/task.yaml"))]
     if not tasks:
         raise RatchetError(f"{root} holds no */task.yaml", hint="each task is a folder with task.yaml, repo/, solution.patch")
-    return tasks
+    seen: dict[str, Path] = {}
+    for t in tasks:
+        if t.id in seen:
+            raise RatchetError(f"task id {t.id!r} is used by {seen[t.id]} and {t.dir}", hint="give every task its own id")
+        seen[t.id] = t.dir
+    return sorted(tasks, key=lambda t: t.id)
+
+
+_TASK_HINT = ("task.yaml holds id, statement (one line), tests (the test files, relative to repo/) and optionally "
+              "test_command; see docs/runtime.md, 'Adding a task or a suite'")
+
+
+def _task(spec: Path) -> CodingTask:
+    """One task from its ``task.yaml``, checked: a task someone adds fails here naming the file and
+    what is wrong, not later as a KeyError or a missing file in the middle of a run."""
+    try:
+        data = yaml.safe_load(spec.read_text())
+    except yaml.YAMLError as exc:
+        raise RatchetError(f"{spec} is not valid YAML: {exc}", hint=_TASK_HINT) from None
+    data = data if isinstance(data, dict) else {}
+    wrong = [key for key in ("id", "statement") if not isinstance(data.get(key), str) or not data[key].strip()]
+    tests = data.get("tests")
+    if not isinstance(tests, list) or not tests or not all(isinstance(t, str) for t in tests):
+        wrong.append("tests")
+    if wrong:
+        raise RatchetError(f"{spec}: {', '.join(wrong)} missing or not of the right kind", hint=_TASK_HINT)
+    repo = spec.parent / "repo"
+    missing = [t for t in tests if not (repo / t).is_file()]
+    if not repo.is_dir() or missing:
+        raise RatchetError(f"{spec}: " + ("no repo/ beside it" if not repo.is_dir() else
+                           f"test file(s) {', '.join(missing)} not in {repo}"), hint=_TASK_HINT)
+    return CodingTask(data["id"], data["statement"], spec.parent, tuple(tests),
+                      str(data.get("test_command") or "python -m pytest -q"))
 
 
 def prepare(task: CodingTask, workdir: Path) -> Path:
@@ -100,11 +128,17 @@ def grade(task: CodingTask, workdir: Path, *, timeout_s: float = 120.0) -> TaskR
 
 def verify(task: CodingTask) -> tuple[TaskResult, TaskResult]:
     """(before, after): the pristine repository's grade and the grade with the reference fix."""
+    if not task.solution.is_file():
+        raise RatchetError(f"task {task.id} has no solution.patch in {task.dir}",
+                           hint="write the reference fix as a unified diff (git diff > solution.patch)")
     with tempfile.TemporaryDirectory(prefix="ratchet-verify-") as tmp:
         before = grade(task, task.repo)
         fixed = Path(tmp) / "fixed"
         shutil.copytree(task.repo, fixed)
-        subprocess.run(["git", "apply", str(task.solution)], cwd=fixed, check=True, capture_output=True)
+        applied = subprocess.run(["git", "apply", str(task.solution)], cwd=fixed, capture_output=True, text=True)
+        if applied.returncode != 0:
+            raise RatchetError(f"task {task.id}: its solution.patch does not apply to repo/: {applied.stderr.strip()}",
+                               hint="make the patch from the repository as shipped (paths a/FILE, b/FILE)")
         return before, grade(task, fixed)
 
 

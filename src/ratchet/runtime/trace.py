@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ratchet.contracts import LLMCall
+from ratchet.contracts import LLMCall, RatchetError
 from ratchet.models.scripted import ScriptedModel
 from ratchet.store import append_jsonl, read_jsonl
 
@@ -70,7 +70,11 @@ def read_trace(path: Path) -> list[dict[str, Any]]:
 
 def replay_model(path: Path, name: str = "replay-trace") -> ScriptedModel:
     """A model that gives the replies recorded in a trace, in order (text protocol runs)."""
+    if not Path(path).is_file():
+        raise RatchetError(f"no trace at {path}", hint="give the trace.jsonl of an earlier run (its run directory has one)")
     texts = [r["text"] for r in read_jsonl(path) if r["type"] == "model_call"]
+    if not texts:  # else the replay fails at its first call as "ran out of responses after 0 calls"
+        raise RatchetError(f"{path} records no model calls", hint="give the trace.jsonl of an agent run")
     return ScriptedModel(texts, name=name)
 
 

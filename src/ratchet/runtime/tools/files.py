@@ -6,6 +6,7 @@ prompt (the context policy saves anything longer to memory).
 
 from __future__ import annotations
 
+import codecs
 import difflib
 import os
 import re
@@ -69,6 +70,8 @@ def grep(ctx: ToolContext, pattern: str, path: str = ".", include: str = "*", ma
         include: only files whose name matches this glob, e.g. ``*.py``.
         max_matches: stop after this many matching lines.
     """
+    if max_matches < 1:
+        raise ToolError(f"max_matches must be 1 or more, got {max_matches}")
     try:
         regex = re.compile(pattern)
     except re.error as exc:
@@ -114,10 +117,18 @@ def read(ctx: ToolContext, path: str, offset: int = 1, limit: int = 0) -> str:
         offset: first line to show (1-based).
         limit: most lines to show (0: the configured maximum).
     """
+    # Checked before anything is shown: offset 0 or -2 printed "[lines -2-0 of 3; read again with
+    # offset=1]" and a negative limit an empty window asking to be read again, which a small model follows.
+    if offset < 1:
+        raise ToolError(f"offset {offset}: lines are numbered from 1; use offset=1 for the start of the file")
+    if limit < 0:
+        raise ToolError(f"limit {limit}: give the number of lines to show, or 0 for the configured maximum")
     p = ctx.guard.check_read(path)
     if not p.is_file():
         raise ToolError(f"{path!r} is not a file" + (" (it is a directory; use ls)" if p.is_dir() else ""))
     size = p.stat().st_size
+    if size == 0:
+        return f"{path} is empty (0 lines)"
     with p.open("rb") as fh:
         head = fh.read(8192)
     if _is_binary(head):
@@ -261,7 +272,10 @@ def edit(ctx: ToolContext, path: str, old: str, new: str, replace_all: bool = Fa
         replace_all: replace every occurrence.
     """
     p, text = _text_of(ctx, path)
-    write_bytes_atomic(p, _replace(text, old, new, replace_all, path).encode())
+    changed = _replace(text, old, new, replace_all, path)
+    if changed == text:  # "edited" would tell the model a fix was made
+        raise ToolError(f"the edit changes nothing in {path}: new is the same text as what it replaces")
+    write_bytes_atomic(p, changed.encode())
     return f"edited {path}"
 
 
@@ -273,6 +287,7 @@ def multi_edit(ctx: ToolContext, path: str, edits: list[dict]) -> str:
         edits: list of {"old": ..., "new": ..., "replace_all": false}.
     """
     p, text = _text_of(ctx, path)
+    original = text
     for i, e in enumerate(edits):
         if not isinstance(e, dict) or "old" not in e or "new" not in e:
             raise ToolError(f"edit {i}: expected an object with old and new; nothing was changed")
@@ -280,18 +295,43 @@ def multi_edit(ctx: ToolContext, path: str, edits: list[dict]) -> str:
             text = _replace(text, str(e["old"]), str(e["new"]), bool(e.get("replace_all", False)), path)
         except ToolError as exc:
             raise ToolError(f"edit {i}: {exc}; nothing was changed") from exc
+    if text == original:
+        raise ToolError(f"the edits change nothing in {path}: each new is the same text as what it replaces")
     write_bytes_atomic(p, text.encode())
     return f"applied {len(edits)} edits to {path}"
 
 
-def _patch_paths(patch: str) -> list[str]:
-    paths = []
-    for line in patch.splitlines():
-        if line.startswith(("+++ ", "--- ")):
-            name = line[4:].split("\t")[0].strip()
-            if name != "/dev/null":
-                paths.append(re.sub(r"^[ab]/", "", name))
-    return sorted(set(paths))
+def _git_path(text: str) -> str:
+    """A path as git writes it in a header: C-quoted (``"a\\tb"``, octal bytes) when unusual."""
+    text = text.strip()
+    if len(text) > 1 and text.startswith('"') and text.endswith('"'):
+        return codecs.escape_decode(text[1:-1].encode())[0].decode("utf-8", errors="replace")
+    return text
+
+
+def _git_apply(ctx: ToolContext, patch_file: str, *args: str) -> str:
+    """``git apply ARGS PATCH``; a failure names the patch PATCH, not its temporary file (the
+    model would see a new random name each run, so two runs of one task would differ in it)."""
+    try:
+        return run_git(ctx, "apply", *args, patch_file)
+    except ToolError as exc:
+        raise ToolError("the patch does not apply; nothing was changed:\n" + str(exc).replace(patch_file, "PATCH")) from None
+
+
+def _patch_paths(ctx: ToolContext, patch_file: str) -> tuple[list[str], list[str]]:
+    """(the paths applying the patch would write, those it would only read), as git itself reads
+    the patch. Not from the ``---``/``+++`` lines: git strips the first directory of those
+    (``x/calc.py`` is ``calc.py``) and a rename's source has no such line, so checking the header
+    text would let a patch write a protected file under another name."""
+    listing = _git_apply(ctx, patch_file, "--numstat", "-z", "--recount")
+    written = {rec.split("\t", 2)[2] for rec in listing.split("\0") if rec.count("\t") >= 2 and rec.split("\t", 2)[2]}
+    read_only: set[str] = set()
+    for line in Path(patch_file).read_text().splitlines():
+        if line.startswith("rename from "):  # the source of a rename is deleted: a write
+            written.add(_git_path(line[len("rename from "):]))
+        elif line.startswith("copy from "):
+            read_only.add(_git_path(line[len("copy from "):]))
+    return sorted(written), sorted(read_only - written)
 
 
 def apply_patch(ctx: ToolContext, patch: str) -> str:
@@ -300,19 +340,18 @@ def apply_patch(ctx: ToolContext, patch: str) -> str:
     Args:
         patch: the diff text, with ``--- a/file`` / ``+++ b/file`` headers and ``@@`` hunks.
     """
-    paths = _patch_paths(patch)
-    if not paths:
+    if not re.search(r"^(--- |\+\+\+ |diff --git )", patch, re.M):
         raise ToolError("no file headers (--- a/X, +++ b/X) found in the patch")
-    for path in paths:
-        ctx.guard.check_write(path)
     with tempfile.NamedTemporaryFile("w", suffix=".patch", delete=False) as fh:
         fh.write(patch if patch.endswith("\n") else patch + "\n")
     try:
+        paths, sources = _patch_paths(ctx, fh.name)
+        for path in paths:
+            ctx.guard.check_write(path)
+        for path in sources:
+            ctx.guard.check_read(path)
         for check in (True, False):
-            try:
-                run_git(ctx, "apply", "--recount", "--whitespace=nowarn", *(["--check"] if check else []), fh.name)
-            except ToolError as exc:
-                raise ToolError("the patch does not apply; nothing was changed:\n" + str(exc)) from exc
+            _git_apply(ctx, fh.name, "--recount", "--whitespace=nowarn", *(["--check"] if check else []))
     finally:
         os.unlink(fh.name)
     return "patched " + ", ".join(paths)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ratchet.runtime.errors import ToolError
 from ratchet.runtime.tools.registry import ToolContext
 
 TOOLS = ("memory_search", "memory_read", "memory_note")
@@ -29,10 +30,17 @@ def memory_read(ctx: ToolContext, path: str) -> str:
 
 
 def memory_note(ctx: ToolContext, text: str, name: str = "note") -> str:
-    """Save a note to memory for later steps or later runs.
+    """Save a note to memory for later steps or later runs (a note of the same name gets it added
+    at its end).
 
     Args:
         text: what to remember.
         name: a short file name.
     """
+    if not text.strip():
+        raise ToolError("the note is empty; give the text to remember")
+    # Added to, never replaced: a second note under the default name overwrote the first.
+    earlier = ctx.memory.read_note(name)
+    if earlier:
+        return "added to " + ctx.memory.write("notes", name, earlier.rstrip("\n") + "\n\n" + text)
     return "saved to " + ctx.memory.write("notes", name, text)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -26,9 +27,22 @@ def bash(ctx: ToolContext, command: str, timeout_s: float = 0) -> str:
     head = ""
     if result["truncated"]:
         head = f"[output was {result['total_chars']} characters; showing the last {len(result['output'])}]\n"
+    shown = printable(as_shown(result["output"], ctx.workdir))
     if result["timed_out"]:
-        raise ToolError(f"command timed out after {timeout:g} s and was killed\n{head}{result['output']}")
-    return f"{head}{as_shown(result['output'], ctx.workdir)}\n[exit code {result['returncode']}]"
+        raise ToolError(f"command timed out after {timeout:g} s and was killed\n{head}{shown}")
+    return f"{head}{shown}\n[exit code {result['returncode']}]"
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def printable(text: str) -> str:
+    """``text`` with control bytes (NUL, escape sequences…) written as ``\\xNN``: ``read`` never shows
+    a binary file, and a command that prints one (``cat blob.bin``) must not put raw NULs and
+    terminal codes into the prompt either. Tabs and newlines stay."""
+    if not _CONTROL.search(text):
+        return text
+    return "[the output holds control bytes, shown as \\xNN]\n" + _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def as_shown(text: str, workdir: Path) -> str:
@@ -53,8 +67,18 @@ def run_git(ctx: ToolContext, *args: str) -> str:
     return proc.stdout
 
 
+def _in_repository(ctx: ToolContext, tool: str) -> None:
+    """Refuse ``tool`` outside a git work tree: there ``git diff`` prints its usage text (which
+    then reached the model as the tool's error) and the others fail with a fatal message."""
+    try:
+        run_git(ctx, "rev-parse", "--is-inside-work-tree")
+    except ToolError:
+        raise ToolError(f"{tool}: the working directory is not a git repository") from None
+
+
 def git_status(ctx: ToolContext) -> str:
     """Show changed, staged and untracked files (``git status --short``)."""
+    _in_repository(ctx, "git_status")
     return run_git(ctx, "status", "--short", "--branch") or "clean"
 
 
@@ -65,6 +89,7 @@ def git_diff(ctx: ToolContext, path: str = "", staged: bool = False) -> str:
         path: limit to this path.
         staged: show what is staged instead.
     """
+    _in_repository(ctx, "git_diff")
     args = ["diff"] + (["--cached"] if staged else [])
     if path:
         ctx.guard.check_read(path)
@@ -84,6 +109,7 @@ def git_commit(ctx: ToolContext, message: str, paths: list[str] | None = None) -
         raise ToolError("the commit message is empty")
     for path in paths or []:
         ctx.guard.check_write(path)
+    _in_repository(ctx, "git_commit")
     run_git(ctx, "add", "--", *(paths or ["."]))
     run_git(ctx, "commit", "-q", "-m", message)
     return run_git(ctx, "log", "-1", "--oneline").strip()

@@ -25,6 +25,8 @@ def _get(url: str) -> str:
             kind = r.headers.get("content-type", "")
     except (urllib.error.URLError, OSError) as exc:
         raise ToolError(f"fetching {url} failed: {exc}") from exc
+    if b"\0" in data[:8192]:  # as ``read`` does for a binary file: named, not put into the prompt
+        return f"{url} is binary content ({len(data)} bytes, {kind or 'no content type'}); not shown"
     text = data.decode("utf-8", errors="replace")
     if "html" in kind:
         text = re.sub(r"(?is)<(script|style).*?</\1>", "", text)
