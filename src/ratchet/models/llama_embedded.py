@@ -50,6 +50,8 @@ class LlamaConfig(Settings):
 
 
 _LOCK = threading.RLock()
+#: Chat-template tokens counted per message (Qwen's `<|im_start|>role\n ... <|im_end|>\n` is 5).
+_TEMPLATE_TOKENS = 8
 _INSTANCES: dict[tuple[Any, ...], Any] = {}
 _GRAMMARS: dict[str, Any] = {}
 
@@ -110,6 +112,19 @@ class LlamaModel:
         """Load the weights now (otherwise the first call does); returns the ``Llama`` object."""
         with _LOCK:
             return _instance(self.config)
+
+    @property
+    def context_tokens(self) -> int:
+        """The context window (prompt + reply), ``n_ctx`` (:class:`ratchet.contracts.ContextWindow`)."""
+        return self.config.n_ctx
+
+    def count_tokens(self, messages: Sequence[Message]) -> int:
+        """The request's tokens by the model's own tokenizer: every message's text plus its chat
+        template's markers (a few tokens a message; counted high so a prompt that fits, fits)."""
+        with _LOCK:
+            llm = _instance(self.config)
+            return sum(len(llm.tokenize(str(m.get("content", "")).encode(), add_bos=False, special=False)) + _TEMPLATE_TOKENS
+                       for m in messages) + _TEMPLATE_TOKENS
 
     def complete(
         self,
