@@ -24,7 +24,7 @@ from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.decompose import Decomposer
 from ratchet.autoharness.evaluate import EnvFactory, rollout
 from ratchet.autoharness.ideas import Decompose, Idea, Lesson, Request, components
-from ratchet.autoharness.prompts import synthesis_prompt
+from ratchet.autoharness.prompts import asks_one_function, synthesis_prompt
 from ratchet.autoharness.refine import REQUIRED, check_signatures, which_to_refine
 from ratchet.autoharness.runtime import RuntimeFactory
 from ratchet.envs.explore import Transition, harvest, listed_states
@@ -243,8 +243,9 @@ class Synthesis:
     # ---------------------------------------------------------------- proposing
 
     def _prompt(self, code: str | None, shown: list[dict[str, Any]], pool: list[dict[str, Any]], refine: str, metrics: dict[str, float],
-                whole: bool = False) -> tuple[list, list[dict[str, Any]]]:
-        """The refiner's messages for this node and the failures they show, cut to the refiner's
+                whole: bool = False) -> tuple[list, list[dict[str, Any]], str | None]:
+        """The refiner's messages for this node, the failures they show and the one function they ask
+        for (None: the whole harness), cut to the refiner's
         context window (``SHRINK``) when the whole request does not fit."""
         lesson = Lesson.of(self.transitions, self.listed)
         examples = [t.action for t in self.transitions if t.legal][:6] or list(dict.fromkeys(lib.bracketed(self.description)))[:4]
@@ -266,7 +267,8 @@ class Synthesis:
                 expected_complete=lesson.complete, view=self.view(), **options,
             )
             if self._fits(messages, self.cfg.max_new_tokens):
-                return messages, options["failures"]
+                asks = "legal_moves" if asks_one_function(code, options["scaffold"], options["scaffold_examples"]) else None
+                return messages, options["failures"], asks
         window = context_window(self.model)
         raise RatchetError(f"{self.cfg.env}: the refiner's shortest request is {window.count_tokens(messages)} tokens, and "
                            f"{self.model.name} reads {window.context_tokens} with {self.cfg.max_new_tokens} of them for the reply",
@@ -338,7 +340,7 @@ class Synthesis:
             new_code = request.build(text)
             meta = dict(prompt=asked, response=text, failures_shown=shown, refine=refine, iteration=iteration,
                         sample=sample, method=self.cfg.method, tokens=tokens)
-            if any([idea.replied(self, parent_id, messages, new_code) for idea in self.ideas]):
+            if any([idea.replied(self, parent_id, request, new_code) for idea in self.ideas]):
                 # A component wants this node's request asked differently from now on (e.g. the
                 # whole harness after a one-function reply without a body).
                 request = self._default_request(parent_id, code, shown, pool, refine, metrics)
@@ -374,8 +376,9 @@ class Synthesis:
         template = None
         if code is None and not whole:
             template = next((t for t in (i.template(self) for i in self.ideas) if t is not None), None)
-        messages, shown = self._prompt(code, shown, pool, refine, metrics, whole)
-        return Request(refine, shown, messages, lambda text: extract_code(text, previous=code or template, required=REQUIRED))
+        messages, shown, asks = self._prompt(code, shown, pool, refine, metrics, whole)
+        return Request(refine, shown, messages, lambda text: extract_code(text, previous=code or template, required=REQUIRED),
+                       asks=asks)
 
     def _judged(self, code: str, parent_id: str | None, meta: dict[str, Any], iteration: int, label: str) -> tuple[str, Judgement]:
         judgement = self.judge(code)

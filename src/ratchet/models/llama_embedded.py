@@ -200,7 +200,9 @@ def _continue(llm: Any, name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
                            hint="end the messages with a user message, or use a GGUF that stores its chat template")
     messages = kwargs.pop("messages")
     eos, bos = llm.token_eos(), llm.token_bos()
-    text = lambda token: llm._model.token_get_text(token) if token != -1 else ""  # noqa: E731 - the template's special tokens
+    # The template's special tokens as text (public API: a special token detokenized as itself;
+    # the same text llama-cpp-python's own chat handler reads through its private model object).
+    text = lambda token: llm.detokenize([token], special=True).decode("utf-8", errors="ignore") if token != -1 else ""  # noqa: E731
     formatter = Jinja2ChatFormatter(template=template, eos_token=text(eos), bos_token=text(bos), add_generation_prompt=True)
     rendered = formatter(messages=messages[:-1])
     stop = [*(kwargs.pop("stop") or []), *([rendered.stop] if isinstance(rendered.stop, str) else list(rendered.stop or []))]
