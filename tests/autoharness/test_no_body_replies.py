@@ -13,7 +13,7 @@ from fakes import MemoryRun
 from test_game_shapes import HANOI_ANSWER
 
 from ratchet.autoharness.config import AutoHarnessConfig
-from ratchet.autoharness.ideas import has_body
+from ratchet.envs.answers import has_body
 from ratchet.autoharness.pipeline import env_factory_for
 from ratchet.autoharness.runtime import InProcessHarness
 from ratchet.autoharness.search import Synthesis

@@ -14,22 +14,19 @@ to ``Synthesis(ideas=...)``) and ablated (switch one off in ``ideas``).
 
 from __future__ import annotations
 
-import ast
 import random
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ratchet.autoharness import critic
-from ratchet.autoharness import harnesslib as lib
 from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.decompose import Decomposer
 from ratchet.autoharness.prompts import scaffold_for, scaffold_function
 from ratchet.autoharness.transitions import check_legal_actions, score_is_legal
 from ratchet.envs.explore import Transition, balanced_subset
 from ratchet.autoharness.tree import fresh_root_arm
-from ratchet.envs.answers import CODE_BLOCK_GRAMMAR, defined_functions
+from ratchet.envs.answers import CODE_BLOCK_GRAMMAR, defined_functions, has_body
 from ratchet.evolve.proposers.mutation import mutants, normalized
 
 if TYPE_CHECKING:  # the search imports this module; the type only names what the hooks read
@@ -468,36 +465,6 @@ class WholeFallback(Idea):
         code = search.codes.get(parent_id) if parent_id else None
         return ((parent_id or "root") in search.state.get("whole_harness", [])
                 or (code is not None and "def legal_moves" in code and not has_body(code, "legal_moves")))
-
-
-def has_body(code: str | None, name: str) -> bool:
-    r'''Whether ``code`` defines ``name`` with at least one statement besides its docstring
-    (``pass`` does not count). Code that does not parse counts as having one only when text other
-    than a closed docstring follows the ``def`` line.
-
-    >>> has_body('def f(x):\n    """Doc."""\n', "f"), has_body('def f(x):\n    """Doc."""\n    return 1\n', "f")
-    (False, True)
-    >>> has_body('def f(x):\n    """Doc.\n    >>> f(1)\n', "f")
-    False
-    '''
-    if not code:
-        return False
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        match = re.search(rf"^def {name}\(.*?$(.*)", code, re.MULTILINE | re.DOTALL)
-        if not match:
-            return False
-        rest = match.group(1)
-        if rest.count('"""') % 2:  # cut off inside its docstring
-            return False
-        rest = re.sub(r'""".*?"""', "", rest, flags=re.DOTALL)
-        return any(line.strip() and not line.strip().startswith("#") for line in rest.splitlines())
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and node.name == name:
-            body = [b for b in node.body if not (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant))]
-            return any(not isinstance(b, ast.Pass) for b in body)
-    return False
 
 
 IDEAS: dict[str, type[Idea]] = {cls.name: cls for cls in (Transitions, HelperLibrary, FewShot, Scaffold, Samples, Grammar,

@@ -12,8 +12,8 @@ import textwrap
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ratchet.autoharness.refine import function_source
 from ratchet.contracts import Message
+from ratchet.envs.answers import function_source
 
 if TYPE_CHECKING:  # views imports this module's text helpers
     from ratchet.autoharness.views import BoardView

@@ -468,12 +468,7 @@ class Synthesis:
     def _loop(self) -> None:
         if not self.tree.nodes and not self.state.get("seeded"):
             for entry in [e for idea in self.ideas for e in idea.seeds(self)]:
-                judgement = self.judge(entry["code"])
-                cid = self._store(entry["code"], None, judgement.status, judgement, origin=f"library:{entry.get('env')}", iteration=0)
-                self.codes[cid] = entry["code"]
-                self.failures[cid] = judgement.failures[:40]
-                self.state["metrics"][cid] = judgement.metrics
-                self.state["history"].append({"iteration": 0, "candidate": cid, "h": judgement.h, "status": "library"})
+                cid, judgement = self._judged(entry["code"], None, {"origin": f"library:{entry.get('env')}", "iteration": 0}, 0, "library")
                 self.tree.add(cid, None, judgement.h)
             self.state["seeded"] = True
             self._save()
