@@ -472,33 +472,23 @@ class Synthesis:
                 self.tree.add(cid, None, judgement.h)
             self.state["seeded"] = True
             self._save()
-        while not self.tree.nodes:
-            reason = self._budget_left()
-            if reason:
-                self.state["stop_reason"] = reason
-                return
-            self._adopt(None, self._expand(None, 0))
-            self._save()
-            self._progress()
         while True:
             best = self.tree.best()
-            if best is not None and best.h >= 1.0:
-                self.state["stop_reason"] = "solved (h = 1.0)"
-                return
-            if self.state["iteration"] >= self.cfg.iterations:
-                self.state["stop_reason"] = "iterations"
-                return
-            reason = self._budget_left()
+            # Until a root is in the tree only the budget stops the search; then h = 1.0 and the iterations too.
+            reason = ("solved (h = 1.0)" if best is not None and best.h >= 1.0 else
+                      "iterations" if best is not None and self.state["iteration"] >= self.cfg.iterations else self._budget_left())
             if reason:
                 self.state["stop_reason"] = reason
                 return
-            node = self._choose()
-            parent_id = node.candidate_id if node is not None else None
-            self.state["iteration"] += 1
-            before = best.h if best is not None else 0.0
-            self._adopt(parent_id, self._expand(parent_id, self.state["iteration"]))
-            after = self.tree.best()
-            self.state["stalled"] = 0 if after is not None and after.h > before else self.state.get("stalled", 0) + 1
+            if best is None:
+                self._adopt(None, self._expand(None, 0))
+            else:
+                node = self._choose()
+                parent_id = node.candidate_id if node is not None else None
+                self.state["iteration"] += 1
+                self._adopt(parent_id, self._expand(parent_id, self.state["iteration"]))
+                after = self.tree.best()
+                self.state["stalled"] = 0 if after is not None and after.h > best.h else self.state.get("stalled", 0) + 1
             self._save()
             self._progress()
 
