@@ -165,7 +165,7 @@ def markdown(settings: dict[str, Any], chunks: list[dict[str, Any]], rows: list[
         f"(`--protocol {settings['protocol']}`) to keep a game near 8 minutes; wall s = the game's search and held-out check",
         "- the suite: src/ratchet/envs/data/autoharness-40.txt (families and the draw: src/ratchet/envs/suites.py); "
         "the three table games that fell in the last rerun come first, the 12 other table games last",
-        "- code = the commit the game ran on; chunks: " + "; ".join(f"{c['started']} UTC at {c['commit']} ({c['minutes']:g} min)" for c in chunks),
+        "- code = the commit the game ran on; chunks: " + "; ".join(f"{c['started']} UTC at {c['commit']} ({c['minutes']:g} min{', ' + c['note'] if c.get('note') else ''})" for c in chunks),
         *[f"- {n}" for n in PAPER_NOTES],
         "",
         "| game | players | family | best h | held-out legal rate (code alone) | verifier accuracy | iterations | LLM calls | wall s | stop | code | "
