@@ -65,9 +65,13 @@ def main(argv: list[str] | None = None) -> int:
 
     from ratchet.autoharness.batch import BATCH_KIND, run_suite
     from ratchet.autoharness.config import AutoHarnessConfig
+    from ratchet.envs import suite_ids
     from ratchet.store import RunStore
 
     store = RunStore(args.store)
+    out = RESULTS / f"{args.name}.json"
+    before = json.loads(out.read_text()) if out.exists() else {}
+    kept = committed_rows(before, store)
     cfg = AutoHarnessConfig(model=args.model, iterations=args.iterations, eval_envs=5, eval_steps=40,
                             library_dir=str(Path(args.store) / "library"))
     cfg.budget.max_calls = args.max_calls
@@ -82,16 +86,18 @@ def main(argv: list[str] | None = None) -> int:
             protocol = _protocol_config(args.protocol, [])
         from rich.console import Console
 
-        run_suite(args.suite, cfg, store, protocol, threads=args.threads, console=Console(), stop_after_s=args.minutes * 60)
+        run_suite(args.suite, cfg, store, protocol, threads=args.threads, console=Console(), stop_after_s=args.minutes * 60,
+                  games=[g for g in suite_ids(args.suite) if g not in kept])
     batch = next((store.open_run(r) for r in reversed(store.run_ids())
                   if store.open_run(r).kind == BATCH_KIND and store.open_run(r).name == f"{args.suite}-{cfg.method}"), None)
     if batch is None:
         raise SystemExit(f"no {args.suite} batch in {args.store}")
     state = batch.load_checkpoint("batch") or {}
-    out = RESULTS / f"{args.name}.json"
-    before = json.loads(out.read_text()) if out.exists() else {}
-    ran_on = {r["env"]: r.get("code") for r in before.get("games", []) if r.get("code")}
-    rows = [_row(env_id, state["reports"].get(env_id), ran_on.get(env_id) or commit) for env_id in state["games"]]
+    # A game this batch finished in an earlier chunk keeps the commit it ran on.
+    ran_on = {r["env"]: r.get("code") for r in before.get("games", []) if r.get("code") and _batch_of(r, before) == batch.id}
+    rows = [kept[env_id] if env_id in kept else {**_row(env_id, state["reports"].get(env_id), ran_on.get(env_id) or commit),
+                                                 "batch_run": batch.id}
+            for env_id in suite_ids(args.suite)]
     settings = {"suite": args.suite, "model": args.model, "method": cfg.method, "mode": cfg.mode, "max_calls": args.max_calls,
                 "iterations": args.iterations, "search_seconds": args.search_seconds, "eval_envs": cfg.eval_envs,
                 "eval_steps": cfg.eval_steps, "protocol": args.protocol, "threads": args.threads, "batch_run": batch.id}
@@ -101,6 +107,20 @@ def main(argv: list[str] | None = None) -> int:
     out.with_suffix(".md").write_text(markdown(settings, chunks, rows))
     print(f"{sum(r['status'] == 'done' for r in rows)} of {len(rows)} games done; wrote {out.with_suffix('.md')}")
     return 0
+
+
+def _batch_of(row: dict[str, Any], results: dict[str, Any]) -> str | None:
+    """The batch run a committed row came from (rows written before they named it: the file's)."""
+    return row.get("batch_run") or (results.get("settings") or {}).get("batch_run")
+
+
+def committed_rows(results: dict[str, Any], store: Any) -> dict[str, dict[str, Any]]:
+    """The committed results' finished games whose batch run is not in ``store`` (a fresh store on
+    another machine), by game: they are kept as they were measured, with their own commit and batch
+    run, and not run again; a game that failed to run is run again."""
+    here = set(store.run_ids())
+    return {r["env"]: {**r, "batch_run": _batch_of(r, results)} for r in results.get("games", [])
+            if r.get("status") == "done" and _batch_of(r, results) not in here}
 
 
 def _row(env_id: str, report: dict[str, Any] | None, commit: str) -> dict[str, Any]:
@@ -128,6 +148,7 @@ def _f(value: Any, digits: int = 2) -> str:
 
 def markdown(settings: dict[str, Any], chunks: list[dict[str, Any]], rows: list[dict[str, Any]]) -> str:
     done = [r for r in rows if r["status"] == "done"]
+    carried = {r["batch_run"] for r in rows if r.get("batch_run") and r["batch_run"] != settings["batch_run"]}
     solved = [r for r in done if r["h"] >= 1.0]
     lines = [
         f"# AutoHarness on {settings['suite']} with {settings['model']}",
@@ -136,13 +157,15 @@ def markdown(settings: dict[str, Any], chunks: list[dict[str, Any]], rows: list[
         f"not run yet: {sum(r['status'] == 'not run yet' for r in rows)}, failed to run: {sum(r['status'] == 'failed' for r in rows)}",
         f"- per game: {settings['max_calls']} refiner calls, {settings['iterations']} iterations, {settings['search_seconds']:.0f} s of search, "
         f"candidates judged on {settings['eval_envs']} envs x {settings['eval_steps']} steps (seeds 0-9), method {settings['method']}, "
-        f"mode {settings['mode']}, {settings['threads']} thread; batch run {settings['batch_run']} in the run store passed as --store",
+        f"mode {settings['mode']}, {settings['threads']} thread; batch run {settings['batch_run']} in the run store passed as --store"
+        + (f"; rows marked † are carried over from earlier batch runs ({', '.join(sorted(carried))}) whose store is not the one "
+           "passed: measured then, at the commit named, and not run again" if carried else ""),
         "- held-out (seeds 1000-1004): the best harness's code alone, 5 seeds x 200 steps (legal rate), and its is_legal_action on the "
         "transitions harvested there (verifier accuracy); the LLM protocol (model with and without the harness) is cut "
         f"(`--protocol {settings['protocol']}`) to keep a game near 8 minutes; wall s = the game's search and held-out check",
         "- the suite: src/ratchet/envs/data/autoharness-40.txt (families and the draw: src/ratchet/envs/suites.py); "
         "the three table games that fell in the last rerun come first, the 12 other table games last",
-        "- code = the commit the game ran on; chunks: " + "; ".join(f"{c['started']} UTC at {c['commit']} ({c['minutes']:g} min)" for c in chunks),
+        "- code = the commit the game ran on; chunks: " + "; ".join(f"{c['started']} UTC at {c['commit']} ({c['minutes']:g} min{', ' + c['note'] if c.get('note') else ''})" for c in chunks),
         *[f"- {n}" for n in PAPER_NOTES],
         "",
         "| game | players | family | best h | held-out legal rate (code alone) | verifier accuracy | iterations | LLM calls | wall s | stop | code | "
@@ -152,7 +175,8 @@ def markdown(settings: dict[str, Any], chunks: list[dict[str, Any]], rows: list[
     for r in rows:
         paper = f"1.0 | {_f(r['paper_iterations'])} | " + ("/".join(_f(float(v)) for v in r["paper_1p_reward"]) if r["paper_1p_reward"] else "n/a")
         paper = paper.replace("| – |", "| n/a |")
-        head = f"| {r['env']} | {r['players']} | {r['family']} |"
+        mark = " †" if r.get("batch_run") in carried else ""
+        head = f"| {r['env']}{mark} | {r['players']} | {r['family']} |"
         if r["status"] != "done":
             what = "not run yet" if r["status"] == "not run yet" else f"failed: {r.get('reason', '')[:80]}"
             lines.append(f"{head} {what} | | | | | | | {r.get('code', '')} | {paper} |")

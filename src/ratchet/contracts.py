@@ -126,6 +126,18 @@ class Model(Protocol):
 
 
 @runtime_checkable
+class ContextWindow(Protocol):
+    """A model that knows how many tokens it can read and write at once (an embedded model's
+    ``n_ctx``) and counts a request's tokens with its own tokenizer, so a caller can fit a prompt
+    to it instead of meeting the backend's "exceeds context window" error. Wrappers need not
+    implement it: ``ratchet.models.request.context_window`` looks through their ``inner``."""
+
+    context_tokens: int
+
+    def count_tokens(self, messages: Sequence[Message]) -> int: ...
+
+
+@runtime_checkable
 class ComputedElsewhere(Protocol):
     """A model wrapper with bookkeeping of its own (the budget's accounting) that keeps it when a
     copy of its model elsewhere (a node's model server) computes a reply: a caller handed such a

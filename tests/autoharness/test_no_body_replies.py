@@ -13,7 +13,7 @@ from fakes import MemoryRun
 from test_game_shapes import HANOI_ANSWER
 
 from ratchet.autoharness.config import AutoHarnessConfig
-from ratchet.autoharness.ideas import has_body
+from ratchet.envs.answers import has_body
 from ratchet.autoharness.pipeline import env_factory_for
 from ratchet.autoharness.runtime import InProcessHarness
 from ratchet.autoharness.search import Synthesis
@@ -82,11 +82,13 @@ def test_the_body_alone_is_asked_for_with_the_docstring_as_the_replys_prefix():
     assert stored.meta["response"].startswith(prefix["content"]) and stored.meta["response"].endswith(BODY)
 
 
-def test_after_a_reply_without_a_body_the_node_asks_for_the_whole_harness():
+def test_after_two_replies_without_a_body_the_node_asks_for_the_whole_harness():
     _, result, model = search_hanoi(samples=2, **{**OFF, "whole_fallback": True})
-    assert result.best_h == 1.0 and result.calls == 2
-    first, second = (c["messages"][-1]["content"] for c in model.calls)
-    assert "def legal_moves(" in first and "def legal_moves(" not in second and "def propose_action(board: str)" in second
+    assert result.best_h == 1.0 and result.calls == 3
+    first, second, third = (c["messages"][-1]["content"] for c in model.calls)
+    # One reply without a body is not enough: the second sample gets the one-function request again.
+    assert "def legal_moves(" in first and "def legal_moves(" in second
+    assert "def legal_moves(" not in third and "def propose_action(board: str)" in third
 
 
 def test_a_copied_docstring_that_entered_the_tree_is_refined_by_the_whole_harness_request():

@@ -65,7 +65,7 @@ SCENARIOS = {
                               ideas={"samples_per_step": 1, "decompose": True, "library_seed": False, **PREVIOUS}, env=BoardTicTacToe),
     "ratchet_novelty_repair": dict(method="ratchet", replies=[reply(FIXED + V), reply(FIXED), "nothing", reply(TAKEN + V), reply(FIXED)],
                                    ideas={"samples_per_step": 2, "restarts": True}),
-    "ratchet_whole_fallback": dict(method="ratchet", replies=[reply(NO_BODY), fenced(FIRST_CELL + V), fenced(CRASHING + V), reply(FREE)],
+    "ratchet_whole_fallback": dict(method="ratchet", replies=[reply(NO_BODY), reply(NO_BODY), fenced(FIRST_CELL + V), fenced(CRASHING + V), reply(FREE)],
                                    ideas={"samples_per_step": 2}),
 }
 

@@ -76,8 +76,9 @@ class RatchetIdeas(Settings):
     reply's prefix (an assistant prefix the model continues) so only the body is asked for: the
     1.5B copied long docstrings back without a body."""
     whole_fallback: bool = True
-    """After a reply to the one-function request that has no body for ``legal_moves``, ask that
-    node (the root, or the node being refined) for the whole harness instead."""
+    """After two replies to a node's one-function request that have no body for ``legal_moves``
+    (none, a copied docstring, no code at all), ask that node (the root, or the node being refined)
+    for the whole harness instead."""
     restarts: bool = False
     """After two refinements without a better best h, sample a fresh root, its scaffold examples
     drawn from other states of the game."""

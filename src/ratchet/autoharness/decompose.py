@@ -30,10 +30,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ratchet.autoharness import critic
-from ratchet.autoharness.refine import function_source
-from ratchet.envs.answers import extract_code
+from ratchet.envs.answers import extract_code, function_source
 from ratchet.autoharness.runtime import HarnessRuntime, feedback_of
 from ratchet.contracts import Environment, Message
+from ratchet.envs.explore import replay
 from ratchet.envs.textarena_env import plain_board
 
 PARSER = "parse_board"
@@ -143,17 +143,8 @@ def harvest_states(env_factory: Callable[[], Environment], transitions: Sequence
     states: list[PartState] = []
     try:
         for seed, prefix in keys:
-            obs = env.reset(seed)
-            ended = False
-            for action in prefix:
-                result = env.step(action)
-                if result.done or result.observation is None:
-                    ended = True
-                    break
-                obs = result.observation
-            if ended:
-                continue
-            if any(s.board == obs.text for s in states):
+            obs = replay(env, seed, prefix)
+            if obs is None or any(s.board == obs.text for s in states):
                 continue  # the same position reached from another seed: one check is enough
             truth = true_board(env)
             if truth is None:

@@ -15,8 +15,7 @@ from typing import Any
 
 from ratchet.autoharness.runtime import HarnessRuntime, feedback_of
 from ratchet.contracts import Environment
-from ratchet.envs.measure import game_seed
-from ratchet.envs.runner import legal_rate
+from ratchet.envs.measure import PlayStats, game_seed
 
 EnvFactory = Callable[[], Environment]
 
@@ -27,19 +26,11 @@ ENV_REJECTED = "rejected_by_env"
 
 
 @dataclass
-class RolloutStats:
-    """What code-only rollouts of one candidate measured."""
+class RolloutStats(PlayStats):
+    """What code-only rollouts of one candidate measured: a failed attempt (a code error, a
+    proposal its own check rejects, a move the env rejects) is one illegal step, with its failure."""
 
-    steps: int = 0
-    legal_steps: int = 0
-    games: int = 0
-    rewards: list[float] = field(default_factory=list)
     failures: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def legal_rate(self) -> float | None:
-        """See :func:`ratchet.envs.runner.legal_rate` (a failed attempt counts as one illegal step)."""
-        return legal_rate(self.steps, self.steps - self.legal_steps)
 
     def policy_value(self) -> float:
         """Harness-as-policy value H: 0 if any move failed, else 0.5 + 0.5·mean reward in [0, 1]."""
@@ -124,7 +115,6 @@ def rollout(
                                        "feedback": f"the environment rejected it: {result.illegal_reason or 'invalid move'}"
                                                    + _not_text(value, action_shape)}
                         else:
-                            stats.legal_steps += 1
                             game_steps[i] += 1
                             if result.done or result.observation is None:
                                 stats.games += 1
@@ -135,6 +125,7 @@ def rollout(
                                 if game_steps[i] >= step_cap:
                                     next_game(i)
                 if failure is not None:
+                    stats.illegal += 1
                     stats.failures.append(failure)
                     if not keep_going:
                         continue

@@ -8,14 +8,16 @@ library inlined as a module when the harness imports it, then the harness code w
 
 from __future__ import annotations
 
-import importlib.util
 import time
 from pathlib import Path
 from typing import Any
 
 from ratchet.autoharness.runtime import HARNESSLIB_PATH, HarnessRuntime
 from ratchet.contracts import RatchetError
+from ratchet.sandbox.inprocess import InProcessSandbox
 
+#: The line after which an exported file holds the harness code as it was synthesized.
+HARNESS_MARK = "# ---- harness ----\n"
 PRELUDE = '''import sys as _sys
 import types as _types
 
@@ -43,8 +45,7 @@ def render(code: str, provenance: dict[str, Any]) -> str:
         if "'''" in source:
             raise RatchetError("harnesslib source cannot be inlined (it contains ''')")
         parts.append(PRELUDE.format(source=source))
-    parts.append("# ---- harness ----")
-    parts.append(code.strip() + "\n")
+    parts.append(HARNESS_MARK + code.strip() + "\n")
     return "\n".join(parts)
 
 
@@ -79,43 +80,15 @@ class LoadedHarness:
         self.close()
 
 
-class _ImportedHarness:
-    """A harness file imported as a module (trusted code only)."""
-
-    def __init__(self, path: Path) -> None:
-        spec = importlib.util.spec_from_file_location(f"ratchet_harness_{abs(hash(str(path)))}", path)
-        assert spec and spec.loader
-        self.module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(self.module)
-
-    def call(self, fn: str, *args: Any, seed: int | None = None) -> Any:
-        import random
-
-        if seed is not None:
-            random.seed(seed)
-        return getattr(self.module, fn)(*args)
-
-    def call_many(self, fn: str, args_list: Any, seed: int | None = None) -> list[tuple[str, Any]]:
-        out: list[tuple[str, Any]] = []
-        for i, args in enumerate(args_list):
-            try:
-                out.append(("ok", self.call(fn, *args, seed=None if seed is None else seed + i)))
-            except Exception as exc:  # trusted code: report per item like the sandbox does
-                out.append(("error", exc))
-        return out
-
-    def close(self) -> None:
-        pass
-
-
 def load_harness(path: str | Path, *, trusted: bool = False, timeout_s: float = 2.0) -> LoadedHarness:
     """Load an exported harness. By default its code runs in Ratchet's sandbox (an isolated worker
-    process); ``trusted=True`` imports it into this process instead (fast, no isolation)."""
+    process); ``trusted=True`` runs it in this process instead (fast, no isolation)."""
     path = Path(path)
     if not path.is_file():
         raise RatchetError(f"no harness file at {path}", hint="export one with: ratchet autoharness export RUN_ID -o FILE")
     if trusted:
-        return LoadedHarness(_ImportedHarness(path), path)
+        # The file inlines the helper library itself.
+        return LoadedHarness(InProcessSandbox({"harness.py": path.read_text()}), path)
     from ratchet.autoharness.runtime import sandbox_runtime_factory
 
     return LoadedHarness(sandbox_runtime_factory(timeout_s)({"harness.py": path.read_text()}), path)

@@ -14,22 +14,19 @@ to ``Synthesis(ideas=...)``) and ablated (switch one off in ``ideas``).
 
 from __future__ import annotations
 
-import ast
 import random
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ratchet.autoharness import critic
-from ratchet.autoharness import harnesslib as lib
 from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.decompose import Decomposer
 from ratchet.autoharness.prompts import scaffold_for, scaffold_function
 from ratchet.autoharness.transitions import check_legal_actions, score_is_legal
 from ratchet.envs.explore import Transition, balanced_subset
 from ratchet.autoharness.tree import fresh_root_arm
-from ratchet.envs.answers import CODE_BLOCK_GRAMMAR, defined_functions
+from ratchet.envs.answers import CODE_BLOCK_GRAMMAR, defined_functions, has_body
 from ratchet.evolve.proposers.mutation import mutants, normalized
 
 if TYPE_CHECKING:  # the search imports this module; the type only names what the hooks read
@@ -76,6 +73,9 @@ class Request:
     build: Callable[[str], str | None]
     """Code from the reply text (None: no code in it)."""
     max_tokens: int | None = None
+    asks: str | None = None
+    """The one function the request asks for (``legal_moves``: the one-function request), or
+    None: the whole harness or the idea's own parts."""
 
 
 class Idea:
@@ -144,8 +144,8 @@ class Idea:
         """Whether the next expansion should be a fresh root instead of a refinement."""
         return False
 
-    def replied(self, search: Synthesis, parent_id: str | None, messages: list, code: str | None) -> bool:
-        """A reply to ``messages`` (its code, None when it had none) for the refinement of
+    def replied(self, search: Synthesis, parent_id: str | None, request: Request, code: str | None) -> bool:
+        """A reply to ``request`` (its code, None when it had none) for the refinement of
         ``parent_id`` (None: a root) has arrived; True asks the search to build this node's
         request again (``whole_harness`` may have changed) for the samples still to come."""
         return False
@@ -440,11 +440,21 @@ def _common_opening(texts: Sequence[str]) -> str:
 
 class WholeFallback(Idea):
     name = "whole_fallback"
-    summary = "after a one-function reply with no body for legal_moves, that node asks for the whole harness instead"
+    summary = ("after `after` replies to a node's one-function request with no body for legal_moves, "
+               "that node asks for the whole harness instead")
 
-    def replied(self, search, parent_id, messages, code):
+    def __init__(self, after: int = 2) -> None:
+        # Two, not one: measured with the 1.5B, falling back on the first empty reply sent Guess the
+        # Number nodes to whole-harness samples that all scored 0.0, where its one-function bodies reached 0.70.
+        self.after = after
+
+    def replied(self, search, parent_id, request, code):
         key = parent_id or "root"
-        if key in search.state.get("whole_harness", []) or not _one_function(messages) or has_body(code, "legal_moves"):
+        if key in search.state.get("whole_harness", []) or request.asks != "legal_moves" or has_body(code, "legal_moves"):
+            return False
+        empty = search.state.setdefault("no_body", {})
+        empty[key] = empty.get(key, 0) + 1
+        if empty[key] < self.after:
             return False
         search.state.setdefault("whole_harness", []).append(key)
         return True
@@ -455,42 +465,6 @@ class WholeFallback(Idea):
         code = search.codes.get(parent_id) if parent_id else None
         return ((parent_id or "root") in search.state.get("whole_harness", [])
                 or (code is not None and "def legal_moves" in code and not has_body(code, "legal_moves")))
-
-
-def _one_function(messages: list) -> bool:
-    """Whether ``messages`` are the one-function request (``prompts.scaffold_function``'s docstring)."""
-    return any("def legal_moves(" in str(m.get("content", "")) and '"""Return every legal action' in str(m.get("content", ""))
-               for m in messages)
-
-
-def has_body(code: str | None, name: str) -> bool:
-    r'''Whether ``code`` defines ``name`` with at least one statement besides its docstring
-    (``pass`` does not count). Code that does not parse counts as having one only when text other
-    than a closed docstring follows the ``def`` line.
-
-    >>> has_body('def f(x):\n    """Doc."""\n', "f"), has_body('def f(x):\n    """Doc."""\n    return 1\n', "f")
-    (False, True)
-    >>> has_body('def f(x):\n    """Doc.\n    >>> f(1)\n', "f")
-    False
-    '''
-    if not code:
-        return False
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        match = re.search(rf"^def {name}\(.*?$(.*)", code, re.MULTILINE | re.DOTALL)
-        if not match:
-            return False
-        rest = match.group(1)
-        if rest.count('"""') % 2:  # cut off inside its docstring
-            return False
-        rest = re.sub(r'""".*?"""', "", rest, flags=re.DOTALL)
-        return any(line.strip() and not line.strip().startswith("#") for line in rest.splitlines())
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and node.name == name:
-            body = [b for b in node.body if not (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant))]
-            return any(not isinstance(b, ast.Pass) for b in body)
-    return False
 
 
 IDEAS: dict[str, type[Idea]] = {cls.name: cls for cls in (Transitions, HelperLibrary, FewShot, Scaffold, Samples, Grammar,

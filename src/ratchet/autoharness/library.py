@@ -9,19 +9,16 @@ one only if its score is at least as high.
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from platformdirs import user_data_dir
 
-from ratchet.autoharness.export import export_harness
+from ratchet.autoharness.export import HARNESS_MARK, export_harness
 from ratchet.envs.notes import family_of
-
-_HARNESS_MARK = "# ---- harness ----\n"
+from ratchet.store.files import read_json, write_json_atomic
 
 
 def default_dir() -> Path:
@@ -39,15 +36,10 @@ class HarnessLibrary:
         self.root = Path(root) if root else default_dir()
 
     def _index(self) -> dict[str, Any]:
-        path = self.root / "index.json"
-        return json.loads(path.read_text()) if path.is_file() else {}
+        return read_json(self.root / "index.json", {})
 
     def _write_index(self, index: dict[str, Any]) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.root, suffix=".tmp")
-        with os.fdopen(fd, "w") as fh:
-            json.dump(index, fh, indent=2, sort_keys=True)
-        os.replace(tmp, self.root / "index.json")
+        write_json_atomic(self.root / "index.json", index)
 
     def add(self, env_id: str, mode: str, code: str, score: float, **provenance: Any) -> bool:
         """Store ``code`` as the harness for ``env_id`` unless a better one is already there."""
@@ -78,7 +70,7 @@ class HarnessLibrary:
     def code_of(self, entry: dict[str, Any]) -> str:
         """The harness code of a library entry (the part after the exported file's prelude)."""
         text = (self.root / entry["path"]).read_text()
-        return text.split(_HARNESS_MARK, 1)[1] if _HARNESS_MARK in text else text
+        return text.split(HARNESS_MARK, 1)[1] if HARNESS_MARK in text else text
 
     def lookup(self, env_id: str, mode: str, limit: int = 2) -> list[dict[str, Any]]:
         """Harnesses to seed a search for ``env_id``, best first: the same game, then variants of

@@ -12,8 +12,8 @@ import textwrap
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ratchet.autoharness.refine import function_source
 from ratchet.contracts import Message
+from ratchet.envs.answers import function_source
 
 if TYPE_CHECKING:  # views imports this module's text helpers
     from ratchet.autoharness.views import BoardView
@@ -189,6 +189,12 @@ def describe_failure(i: int, f: dict[str, Any], board_limit: int = 500) -> str:
     return "\n".join(parts)
 
 
+def asks_one_function(code: str | None, scaffold: bool, scaffold_examples: Sequence[Any]) -> bool:
+    """Whether :func:`synthesis_prompt` asks for ``legal_moves`` alone (the one-function request):
+    the scaffold is on, there are examples, and the node is a root or a scaffolded one."""
+    return bool(scaffold and scaffold_examples and (code is None or "def legal_moves" in code))
+
+
 def synthesis_prompt(
     *,
     game: str,
@@ -215,8 +221,7 @@ def synthesis_prompt(
     """The refiner's messages. ``code=None`` asks for the first version (the tree's root).
     ``body_only``: the one-function request's signature and docstring are the reply's prefix
     (:func:`body_request`), so only the body is asked for."""
-    one_function = scaffold and scaffold_examples and (code is None or "def legal_moves" in code)
-    if one_function:
+    if asks_one_function(code, scaffold, scaffold_examples):
         if code is not None:
             # Counterexample-guided: the same short request, the states it got wrong added as
             # examples, and the wrong attempt shown.

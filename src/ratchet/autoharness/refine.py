@@ -36,21 +36,3 @@ def check_signatures(code: str) -> str | None:
         return f"SyntaxError: {exc.msg} (line {exc.lineno})"
     missing = [name for name in REQUIRED if name not in defined_functions(code)]
     return f"missing function(s): {', '.join(missing)}" if missing else None
-
-
-def function_source(part: str, name: str) -> str:
-    """The source of ``name`` in a part, docstring dropped (it repeats the request, and a small
-    model's context is short); the whole part when it does not parse."""
-    try:
-        tree = ast.parse(part)
-    except SyntaxError:
-        return part.strip()
-    lines = part.splitlines()
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and node.name == name:
-            header = lines[node.lineno - 1 : node.body[0].lineno - 1]
-            body = node.body
-            if len(body) > 1 and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant):
-                body = body[1:]
-            return "\n".join([*header, *lines[body[0].lineno - 1 : node.end_lineno]])
-    return part.strip()

@@ -6,7 +6,6 @@ against the full legal lists.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any

@@ -84,6 +84,54 @@ def defined_functions(code: str) -> set[str]:
     return {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
 
 
+def has_body(code: str | None, name: str) -> bool:
+    r'''Whether ``code`` defines ``name`` with at least one statement besides its docstring
+    (``pass`` does not count). Code that does not parse counts as having one only when text other
+    than a closed docstring follows the ``def`` line.
+
+    >>> has_body('def f(x):\n    """Doc."""\n', "f"), has_body('def f(x):\n    """Doc."""\n    return 1\n', "f")
+    (False, True)
+    >>> has_body('def f(x):\n    """Doc.\n    >>> f(1)\n', "f")
+    False
+    '''
+    if not code:
+        return False
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        match = re.search(rf"^def {name}\(.*?$(.*)", code, re.MULTILINE | re.DOTALL)
+        if not match:
+            return False
+        rest = match.group(1)
+        if rest.count('"""') % 2:  # cut off inside its docstring
+            return False
+        rest = re.sub(r'""".*?"""', "", rest, flags=re.DOTALL)
+        return any(line.strip() and not line.strip().startswith("#") for line in rest.splitlines())
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            body = [b for b in node.body if not (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant))]
+            return any(not isinstance(b, ast.Pass) for b in body)
+    return False
+
+
+def function_source(part: str, name: str) -> str:
+    """The source of ``name`` in a part, docstring dropped (it repeats the request, and a small
+    model's context is short); the whole part when it does not parse."""
+    try:
+        tree = ast.parse(part)
+    except SyntaxError:
+        return part.strip()
+    lines = part.splitlines()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            header = lines[node.lineno - 1 : node.body[0].lineno - 1]
+            body = node.body
+            if len(body) > 1 and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant):
+                body = body[1:]
+            return "\n".join([*header, *lines[body[0].lineno - 1 : node.end_lineno]])
+    return part.strip()
+
+
 def _carry_over(code: str, previous: str, required: Sequence[str]) -> str:
     have = defined_functions(code)
     missing = [name for name in required if name not in have]

@@ -67,7 +67,8 @@ class Transition:
         return cls(**{**data, "prefix": tuple(data["prefix"]), "listed": tuple(data.get("listed", ()))})
 
 
-def _replay(env: Environment, seed: int, prefix: Sequence[str]):
+def replay(env: Environment, seed: int, prefix: Sequence[str]) -> Any:
+    """The observation after ``prefix`` from ``seed``, or None when the game ends on the way."""
     obs = env.reset(seed)
     for action in prefix:
         result = env.step(action)
@@ -121,7 +122,7 @@ def harvest(
             prefix: list[str] = []
             count = 0
             while count < per_seed and time.monotonic() < deadline:
-                obs = _replay(env, seed, prefix)
+                obs = replay(env, seed, prefix)
                 if obs is None:
                     break
                 if not texts:
@@ -130,7 +131,7 @@ def harvest(
                 if listed_by_env:
                     legal_list = list(env.legal_moves_hint())
                 else:
-                    hint_obs = _replay(hint_env, seed, prefix) if hint_env else None
+                    hint_obs = replay(hint_env, seed, prefix) if hint_env else None
                     legal_list = _hint_items(hint_obs.text) if hint_obs else []
                 for token in _BRACKETED.findall(obs.text) + legal_list:
                     if not _NOT_ACTION.match(token) and token not in vocabulary:
@@ -150,7 +151,7 @@ def harvest(
                 tried += others[: max_illegal_per_state if legal_list or complete else 10]
                 here: list[Transition] = []
                 for action in tried:
-                    if _replay(env, seed, prefix) is None:
+                    if replay(env, seed, prefix) is None:
                         break
                     result = env.step(action)
                     ok = result.legal or result.losing_not_illegal

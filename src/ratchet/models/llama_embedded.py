@@ -50,6 +50,8 @@ class LlamaConfig(Settings):
 
 
 _LOCK = threading.RLock()
+#: Chat-template tokens counted per message (Qwen's `<|im_start|>role\n ... <|im_end|>\n` is 5).
+_TEMPLATE_TOKENS = 8
 _INSTANCES: dict[tuple[Any, ...], Any] = {}
 _GRAMMARS: dict[str, Any] = {}
 
@@ -110,6 +112,19 @@ class LlamaModel:
         """Load the weights now (otherwise the first call does); returns the ``Llama`` object."""
         with _LOCK:
             return _instance(self.config)
+
+    @property
+    def context_tokens(self) -> int:
+        """The context window (prompt + reply), ``n_ctx`` (:class:`ratchet.contracts.ContextWindow`)."""
+        return self.config.n_ctx
+
+    def count_tokens(self, messages: Sequence[Message]) -> int:
+        """The request's tokens by the model's own tokenizer: every message's text plus its chat
+        template's markers (a few tokens a message; counted high so a prompt that fits, fits)."""
+        with _LOCK:
+            llm = _instance(self.config)
+            return sum(len(llm.tokenize(str(m.get("content", "")).encode(), add_bos=False, special=False)) + _TEMPLATE_TOKENS
+                       for m in messages) + _TEMPLATE_TOKENS
 
     def complete(
         self,
@@ -185,7 +200,9 @@ def _continue(llm: Any, name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
                            hint="end the messages with a user message, or use a GGUF that stores its chat template")
     messages = kwargs.pop("messages")
     eos, bos = llm.token_eos(), llm.token_bos()
-    text = lambda token: llm._model.token_get_text(token) if token != -1 else ""  # noqa: E731 - the template's special tokens
+    # The template's special tokens as text (public API: a special token detokenized as itself;
+    # the same text llama-cpp-python's own chat handler reads through its private model object).
+    text = lambda token: llm.detokenize([token], special=True).decode("utf-8", errors="ignore") if token != -1 else ""  # noqa: E731
     formatter = Jinja2ChatFormatter(template=template, eos_token=text(eos), bos_token=text(bos), add_generation_prompt=True)
     rendered = formatter(messages=messages[:-1])
     stop = [*(kwargs.pop("stop") or []), *([rendered.stop] if isinstance(rendered.stop, str) else list(rendered.stop or []))]

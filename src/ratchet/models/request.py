@@ -12,7 +12,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ratchet.contracts import Completion, Message, TokenLogprob, Usage
+from ratchet.contracts import Completion, ContextWindow, Message, TokenLogprob, Usage
 
 
 def generation_params(
@@ -102,3 +102,15 @@ def completion_from_dict(data: dict[str, Any]) -> Completion:
         finish_reason=data.get("finish_reason", "stop"),
         logprobs=None if logprobs is None else tuple(TokenLogprob(**t) for t in logprobs),
     )
+
+
+def context_window(model: Any) -> ContextWindow | None:
+    """The model behind ``model``'s wrappers (each keeps it as ``inner``: accounting, journal,
+    replay) that knows its context window, or None when none says (an HTTP endpoint, a script)."""
+    seen: set[int] = set()
+    while model is not None and id(model) not in seen:
+        if isinstance(model, ContextWindow):
+            return model
+        seen.add(id(model))
+        model = getattr(model, "inner", None)
+    return None
