@@ -37,6 +37,7 @@ from pydantic import Field
 from ratchet.config import Settings
 from ratchet.contracts import RatchetError
 from ratchet.online.batching import BatchClock
+from ratchet.online.credit import CreditName, reward_credit
 from ratchet.online.evaluation import GateConfig
 from ratchet.online.targets import TargetFilterName, target_filter
 from ratchet.online.taught import TaughtName, taught_loss
@@ -56,6 +57,12 @@ class TrainerConfig(Settings):
     """Learning signal: Binary RL from the judged reward, hindsight-hint distillation, or both."""
     w_rl: float = 1.0
     """Weight of the Binary RL term of the advantage (combine)."""
+    rl_credit: CreditName = "reply"
+    """Which tokens of a judged reply carry its Binary RL reward (:mod:`ratchet.online.credit`):
+    ``reply``: every token (Binary RL as published); ``parting``: a corrected reply whose hinted
+    teacher wrote its own reply (``distill_target=teacher``) gets −1 only on the token where it parts
+    from the teacher's, so the answer the user did not object to is not pushed down with the
+    opening they did; praised replies keep +1 on every token."""
     w_opd: float = 0.0
     """Weight of the sampled-token distillation term ``teacher − old`` of the advantage (opd, combine).
     0 by default: along the served reply that term is strongly negative at its first token (the
@@ -802,8 +809,10 @@ class Trainer:
         stats = {"loss": 0.0, "objective": 0.0, "kl": 0.0, "clip": 0.0, "ratio": 0.0, "weight": 0.0, "distill": 0.0,
                  "hold": 0.0}
         rule = taught_loss(cfg.taught, hold_coef=cfg.hold_coef)
+        credit = reward_credit(cfg.rl_credit)
         gap_sum, gap_abs, gap_n = 0.0, 0.0, 0
         adv_sum = 0.0
+        rl_tokens = 0.0  # reply tokens the Binary RL reward landed on (rl_credit)
         for epoch in range(cfg.ppo_epochs):
             self.optimizer.zero_grad(set_to_none=True)
             for i in range(0, len(items), cfg.micro_batch_size):
@@ -830,11 +839,15 @@ class Trainer:
                             gap_n += n
                     else:
                         weights = torch.ones(n)
+                    rl_mask = credit.mask(it.reward, it.input_ids[it.response_start:], it.teacher_reply)
+                    if epoch == 0 and it.reward:
+                        rl_tokens += float(rl_mask.sum())
                     adv = combined_advantages(
                         it.reward, it.teacher_logprobs, prox,
                         w_rl=cfg.w_rl if cfg.signal != "opd" else 0.0,
                         w_opd=cfg.w_opd if cfg.signal != "rl" else 0.0,
                         opd_clip=cfg.opd_clip,
+                        rl_mask=rl_mask,
                     )
                     if epoch == 0:
                         adv_sum += float(adv.sum())
@@ -899,6 +912,8 @@ class Trainer:
             ratio_mean=stats["ratio"] / epochs,
             is_weight_mean=stats["weight"] / epochs,
             advantage_mean=adv_sum / total_tokens,
+            rl_credit=credit.name,
+            rl_tokens=int(rl_tokens),
             grad_norm=float(grad_norm),
             optimizer_steps=epochs,
             tokens=int(total_tokens),
