@@ -57,12 +57,16 @@ class TrainerConfig(Settings):
     """Learning signal: Binary RL from the judged reward, hindsight-hint distillation, or both."""
     w_rl: float = 1.0
     """Weight of the Binary RL term of the advantage (combine)."""
-    rl_credit: CreditName = "reply"
+    rl_credit: CreditName = "parting"
     """Which tokens of a judged reply carry its Binary RL reward (:mod:`ratchet.online.credit`):
     ``reply``: every token (Binary RL as published); ``parting``: a corrected reply whose hinted
     teacher wrote its own reply (``distill_target=teacher``) gets −1 only on the token where it parts
     from the teacher's, so the answer the user did not object to is not pushed down with the
-    opening they did; praised replies keep +1 on every token."""
+    opening they did; praised replies keep +1 on every token. ``parting`` by default: with it
+    ``combine`` reached the greeting as ``opd`` did (``bench/results/online_inner_loop.md``: held-out
+    preference 0.92 with guard 9 of 12 at update 3, then 1.00 with guard 7 at update 4, against
+    ``opd``'s 1.00 with guard 10). ``reply`` was not run with the current distillation rules, so the
+    two are not compared; −1 on every token of a corrected answer is what the guard tasks check."""
     w_opd: float = 0.0
     """Weight of the sampled-token distillation term ``teacher − old`` of the advantage (opd, combine).
     0 by default: along the served reply that term is strongly negative at its first token (the
@@ -104,7 +108,7 @@ class TrainerConfig(Settings):
     rule; with it the held-out replies stopped echoing "I'm here to help" and the 2nd update's
     guard kept 8 of 12 tasks (without it also 8, with one refusal more among the held-out replies);
     the preference reached 1.00 at the 3rd update, but the guard fell to 0.50 there all the same."""
-    taught: TaughtName = "topk"
+    taught: TaughtName = "top_share"
     """What the distillation teaches at each position it distills (:mod:`ratchet.online.taught`):
     ``topk``: the hinted teacher's top ``opd_topk`` tokens (forward KL), its second choices taught
     with its first; ``top_token``: only its most likely token (a hard label), the rest of the
@@ -112,13 +116,16 @@ class TrainerConfig(Settings):
     renormalized), so the opening may move onto the greeting but not onto a refusal's "I'm";
     ``top_share``: the same hold, the top token taught the probability the teacher gives it (0
     where the student already agrees, so the update goes to the opening). The two holds cost one
-    forward of the base (adapter off) per micro-batch of distilled replies. Measured on the 0.5B
-    with the greeting user (``bench/results/online_inner_loop.md``, signal ``opd``, ``w_opd=0``):
-    ``top_share`` with ``hold_coef=1`` reached held-out preference 0.92 / 1.00 with the guard at 9 /
-    10 of 12 after updates 3 / 4 (every ``topk`` run at that KL: 5–7 of 12), after a dip to 7 of 12
-    at update 2; ``hold_coef=5`` (with ``kl_coef=5``) kept the guard and stalled the greeting
-    (preference 0.00 after 3–4 updates, log p("Ahoy!") −4.2 to −4.4). ``topk`` stays the default
-    until that one run is repeated, on a second preference and with ``combine``."""
+    forward of the base (adapter off) per micro-batch of distilled replies.
+    ``top_share`` by default: measured on the 0.5B (``bench/results/online_inner_loop.md``,
+    ``w_opd=0``, ``teacher_filter=answers``, ``hold_coef=1``), it is the only rule that reached
+    held-out preference ≥ 0.8 with the guard inside its band (at least 8 of 12 neutral tasks), and
+    it did in all three runs: the greeting with ``signal=opd`` (0.92 / 1.00 at updates 3 / 4, guard
+    9 / 10 of 12), the greeting with ``combine`` (0.92, guard 9, at update 3; update 4: 1.00 with
+    guard 7, which the promotion gate is there to refuse), and bullets with ``opd`` (0.83 at update
+    5, guard 10 of 12 at every update, the base's level). Every ``topk`` run at the same KL (0.46–0.72)
+    had guard 5–7 of 12. ``hold_coef=5`` (with ``kl_coef=5``) kept the guard and stalled the greeting
+    (preference 0.00 after 3–4 updates, log p("Ahoy!") −4.2 to −4.4)."""
     hold_coef: float = Field(default=1.0, ge=0)
     """Weight of the hold on the non-taught tokens (``taught=top_token``/``top_share``), per distilled
     position. 1 is the measured value that let the greeting come with the guard in its band; 5 held
