@@ -254,7 +254,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     result = {
         "model": args.model, "preference": pref.name, "signal": args.signal, "run": run_name, "label": args.label,
         "pace": args.pace,
-        "conversations": len(conversations), "serve_args": serve_args,
+        # The run store's location is this machine's, not the result's.
+        "conversations": len(conversations), "serve_args": [a.replace(str(store), "<store>") for a in serve_args],
         "base_preference": base["preference"], "preference_noise_band": band,
         "base_guard": base["guard"], "guard_noise_band": guard_band,
         "best_served_preference": max(r["preference"] for r in served),
