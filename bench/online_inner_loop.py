@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import sys
 import time
 from pathlib import Path
@@ -94,11 +95,22 @@ def measure(trainer: Any, pref: Any, *, base: bool = False, base_replies: dict[s
     return out
 
 
+def conversation_order(seed: int) -> list[str]:
+    """The order the simulated user asks its questions in: as listed for 0, else a seeded shuffle
+    (the same questions, so a repeat of a setting differs only in which ones each update sees)."""
+    prompts = list(CONVERSATION_PROMPTS)
+    if seed:
+        random.Random(seed).shuffle(prompts)
+    return prompts
+
+
 class Replay:
     """The simulated user's conversations against the trainer's own policy, judged by the rule judge."""
 
-    def __init__(self, trainer: Any, pref: Any, *, max_tokens: int, second_turns: bool, hint_style: str) -> None:
+    def __init__(self, trainer: Any, pref: Any, *, max_tokens: int, second_turns: bool, hint_style: str,
+                 order_seed: int = 0) -> None:
         self.trainer, self.pref = trainer, pref
+        self.prompts = conversation_order(order_seed)
         self.user = SimulatedUser(pref)
         self.judge = RuleJudge(hints=True, hint_style=hint_style)
         self.max_tokens = max_tokens
@@ -120,7 +132,7 @@ class Replay:
         turns beyond ``size`` wait for the next batch, a step behind, as queued turns do."""
         samples, self.left = self.left, []
         while len(samples) < size:
-            prompts = [CONVERSATION_PROMPTS[(self.next_prompt + i) % len(CONVERSATION_PROMPTS)]
+            prompts = [self.prompts[(self.next_prompt + i) % len(self.prompts)]
                        for i in range(max(size // 2, 1))]
             self.next_prompt += len(prompts)
             convs = [[{"role": "user", "content": p}] for p in prompts]
@@ -166,10 +178,11 @@ def run_variant(name: str, overrides: dict[str, Any], pref: Any, args: argparse.
     config = TrainerConfig(model=args.model, num_threads=args.threads, **settings)
     trainer = Trainer.from_config(config)
     replay = Replay(trainer, pref, max_tokens=args.max_tokens, second_turns=not args.first_turns_only,
-                    hint_style=hint_style)
+                    hint_style=hint_style, order_seed=args.order_seed)
     curve = [{"step": 0, **{k: base[k] for k in ("preference", "guard", "logp_pref")}, "kl": 0.0}]
     checkpoint = Path(args.store) / f"{pref.name}-{name}.pt" if args.store else None
-    if checkpoint is not None and checkpoint.is_file() and previous and previous.get("overrides") == overrides:
+    if (checkpoint is not None and checkpoint.is_file() and previous and previous.get("overrides") == overrides
+            and previous.get("order_seed", 0) == args.order_seed):
         state = torch.load(checkpoint, weights_only=False)
         if state["step"] == len(previous["curve"]) - 1:
             trainer.set_lora_state(state["lora"], state["step"])
@@ -205,7 +218,8 @@ def run_variant(name: str, overrides: dict[str, Any], pref: Any, args: argparse.
             os.replace(tmp, checkpoint)
         def keep() -> None:  # a run stopped between updates (or in the check) keeps the steps it made
             if save is not None:
-                save({"overrides": overrides, "curve": curve, "met_first": replay.met_first, "partial": True})
+                save({"overrides": overrides, "curve": curve, "met_first": replay.met_first, "partial": True,
+                      "order_seed": args.order_seed})
 
         keep()
         if step == args.served_check_at:
@@ -215,7 +229,7 @@ def run_variant(name: str, overrides: dict[str, Any], pref: Any, args: argparse.
               f"logp {m['logp_pref']:.2f} kl {m['kl']:.3f} replay {replay_s:.0f}s step {step_s:.0f}s "
               f"measure {m['measure_s']}s "
               f"rewards {row['rewards']} | {row['replies'][:2]} | taught {row['teacher_targets']}", flush=True)
-    result = {"overrides": overrides, "curve": curve, "met_first": replay.met_first}
+    result = {"overrides": overrides, "curve": curve, "met_first": replay.met_first, "order_seed": args.order_seed}
     if args.served_check:
         result["served_check"] = served_check(trainer, pref, threads=args.threads)
     return result
@@ -287,6 +301,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variant", action="append", default=[], help="NAME:key=value,... (TrainerConfig)")
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--max-tokens", type=int, default=40, help="reply budget of the replayed conversations")
+    parser.add_argument("--order-seed", type=int, default=0,
+                        help="shuffle the conversation questions with this seed (0: the listed order)")
     parser.add_argument("--first-turns-only", action="store_true", help="train on first replies only")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads; more than the cores left free by other jobs slows it several-fold")
@@ -354,6 +370,8 @@ def markdown(data: dict[str, Any]) -> str:
                 continue
             c = r["curve"]
             label = rkey[len(key) + 1:] + (" (stopped)" if r.get("partial") else "")
+            if r.get("order_seed"):
+                label += f"; questions shuffled (seed {r['order_seed']})"
             served = r.get("served_check") or next((x["served_check"] for x in c if x.get("served_check")), None)
             if served and "adapter" in served:
                 a, b = served["adapter"], served["base"]

@@ -207,6 +207,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             _save(state_path, state)
             print(f"[{run_name}] conversation {i + 1}/{args.conversations}: met={conv.met} "
                   f"served v{conv.versions} · {len(seen)} versions · {state['elapsed_s']:.0f}s", flush=True)
+            if args.pace and (i + 1) % args.pace == 0 and i + 1 < args.conversations:
+                # The user comes back once what it said has been learned from: nothing judged is
+                # waiting for the trainer (its version published, served or refused), or the timeout.
+                deadline = time.monotonic() + args.pace_timeout_s
+                while time.monotonic() < deadline and _waiting(online_dir(run_dir) / QUEUE_NAME):
+                    time.sleep(5)
+                state["elapsed_s"] = time.time() - started
+                _note_versions(versions_dir, seen, i + 1, state["elapsed_s"])
+                _save(state_path, state)
         # Let the trainer work through what is judged and waiting (it trains while we wait).
         deadline = time.monotonic() + args.drain_s
         while time.monotonic() < deadline and _waiting(online_dir(run_dir) / QUEUE_NAME):
@@ -243,8 +252,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     first = next((r for r in rows[1:] if r["promoted"] and r["preference"] > base["preference"] + band), None)
     served = [r for r in rows if r["promoted"]]
     result = {
-        "model": args.model, "preference": pref.name, "signal": args.signal, "run": run_name,
-        "conversations": len(conversations), "serve_args": serve_args,
+        "model": args.model, "preference": pref.name, "signal": args.signal, "run": run_name, "label": args.label,
+        "pace": args.pace,
+        # The run store's location is this machine's, not the result's.
+        "conversations": len(conversations), "serve_args": [a.replace(str(store), "<store>") for a in serve_args],
         "base_preference": base["preference"], "preference_noise_band": band,
         "base_guard": base["guard"], "guard_noise_band": guard_band,
         "best_served_preference": max(r["preference"] for r in served),
@@ -289,7 +300,8 @@ def _merge(result: dict[str, Any]) -> None:
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / "online_personalization.json"
     data = json.loads(path.read_text()) if path.is_file() else {"runs": {}}
-    data["runs"][f"{result['model']}/{result['preference']}/{result['signal']}"] = result
+    key = f"{result['model']}/{result['preference']}/{result['signal']}"
+    data["runs"][key + (f"/{result['label']}" if result.get("label") else "")] = result
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(data, indent=1, default=str))
     os.replace(tmp, path)
@@ -309,7 +321,9 @@ def markdown(data: dict[str, Any]) -> str:
             ("runs_root=", "trainer.heldout_path=", "trainer.gate.", "max_tokens=", "status_every_s="))]
         lines += [f"## {key}", "", f"`ratchet serve --learn {r['signal']}`, overrides: {', '.join(extra) or 'none'} "
                   "(everything else: the defaults when it ran)." + (f" {r['note']}" if r.get("note") else ""), "",
-                  f"{r['conversations']} conversations, {r.get('wall_s') or 0:.0f} s; base preference "
+                  f"{r['conversations']} conversations"
+                  + (f" (a pause after every {r['pace']} until the trainer had taken them)" if r.get("pace") else "")
+                  + f", {r.get('wall_s') or 0:.0f} s; base preference "
                   f"{r['base_preference']:.2f} (band ±{r['preference_noise_band']:.2f}), best served "
                   f"{r['best_served_preference']:.2f}, final served {r['final_served_preference']:.2f}; guard base "
                   f"{r['base_guard']:.2f} (band ±{r['guard_noise_band']:.2f}), final served {r['final_served_guard']:.2f}"
@@ -339,6 +353,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--retries", type=int, default=1, help="re-asks after a correction, per conversation")
     parser.add_argument("--max-tokens", type=int, default=40)
     parser.add_argument("--temperature", type=float, default=0.8, help="sampling of the conversations (seeded)")
+    parser.add_argument("--pace", type=int, default=0,
+                        help="after every N conversations wait until the trainer has taken all that is judged "
+                             "(0: no pause, conversations back to back)")
+    parser.add_argument("--pace-timeout-s", type=float, default=900.0, help="longest such wait")
+    parser.add_argument("--label", default=None,
+                        help="results key suffix (MODEL/PREFERENCE/SIGNAL/LABEL), so a rerun keeps earlier rows")
     parser.add_argument("--drain-s", type=float, default=0.0, help="wait this long after the last conversation")
     parser.add_argument("--threads", type=int, default=2, help="llama.cpp threads of the evaluation")
     parser.add_argument("--store", default="bench/runs", help="run store root (a rerun resumes its run)")

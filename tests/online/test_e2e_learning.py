@@ -132,8 +132,8 @@ def test_users_feedback_teaches_the_served_model_on_heldout_prompts(tmp_path) ->
         model=str(gguf), num_threads=2, signal="combine", lora_r=8, lora_alpha=16, learning_rate=2e-3,
         batch_size=8, micro_batch_size=4, max_staleness=4, convert_gguf=True,
         # The margins asserted below were measured with distillation along the served replies,
-        # with the sampled-token term on.
-        distill_target="served", w_opd=1.0,
+        # with the sampled-token term on, the teacher's top-k taught and Binary RL on every token.
+        distill_target="served", w_opd=1.0, taught="topk", rl_credit="reply",
     )
     trainer = Trainer.from_config(config)
     timings["trainer_load_s"] = time.perf_counter() - t0

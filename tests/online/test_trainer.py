@@ -114,7 +114,8 @@ def test_opd_moves_the_policy_toward_the_teacher_with_hint() -> None:
 
 
 def test_topk_distillation_pulls_the_policy_toward_the_hinted_teachers_top_tokens() -> None:
-    trainer = make_trainer(signal="opd", learning_rate=5e-3, opd_topk=4, w_opd=0.0, distill_target="served")
+    trainer = make_trainer(signal="opd", learning_rate=5e-3, opd_topk=4, w_opd=0.0, distill_target="served",
+                           taught="topk")
     s = sample("q", "abcabc", 0, hint="zz")
     it = trainer.prepare([s])[0][0]
     start = len(it.teacher_ids) - (len(it.input_ids) - it.response_start)
@@ -254,7 +255,7 @@ def test_distillation_on_the_hinted_teachers_own_reply() -> None:
     # distill_target=teacher: the base with the hint writes its greedy reply, and the student
     # (no hint) is pulled toward the teacher's top-k along THAT reply, not along the served one.
     trainer = make_trainer(signal="opd", learning_rate=5e-3, opd_topk=4, w_opd=0.0, distill_target="teacher",
-                           teacher_max_tokens=5)
+                           teacher_max_tokens=5, taught="topk")
     s = sample("q", "abcabc", -1, hint="zz")
     it = trainer.prepare([s])[0][0]
     teacher_prompt = it.teacher_ids[: len(it.teacher_ids) - (len(it.input_ids) - it.response_start)]

@@ -67,9 +67,14 @@ def combined_advantages(
     w_rl: float = 1.0,
     w_opd: float = 1.0,
     opd_clip: float | None = None,
+    rl_mask: Tensor | None = None,
 ) -> Tensor:
-    """``A_t = w_rl·r + w_opd·(teacher − old)``; without a teacher (no hint) only the RL term remains."""
+    """``A_t = w_rl·r·m_t + w_opd·(teacher − old)``; without a teacher (no hint) only the RL term
+    remains. ``rl_mask`` (0/1 per token, :mod:`ratchet.online.credit`) says where the reward lands;
+    None: every token."""
     adv = binary_rl_advantages(reward, old_logprobs.shape[-1]) * w_rl
+    if rl_mask is not None:
+        adv = adv * rl_mask
     if teacher_logprobs is not None:
         adv = adv + w_opd * opd_advantages(teacher_logprobs, old_logprobs, clip=opd_clip)
     return adv
