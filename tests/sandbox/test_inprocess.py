@@ -24,3 +24,11 @@ def test_failures_are_feedback_from_the_programs_own_frames():
     broken = InProcessSandbox({"harness.py": "def f(:\n"})
     assert broken.load_error and "SyntaxError" in broken.load_error
     assert "defines no function 'h'" in str(InProcessSandbox(FILES).call_many("h", [()])[0][1])
+
+
+def test_a_module_of_the_same_name_already_imported_is_put_back_after_loading(monkeypatch):
+    theirs = type(sys)("helper")
+    monkeypatch.setitem(sys.modules, "helper", theirs)
+    box = InProcessSandbox(FILES)
+    assert sys.modules["helper"] is theirs
+    assert box.call("f", 4) == 8 and sys.modules["helper"] is theirs

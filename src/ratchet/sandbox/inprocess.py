@@ -35,16 +35,15 @@ class InProcessSandbox:
 
     def __init__(self, files: dict[str, str], entry: str = "harness.py") -> None:
         self.filenames = set(files)
-        self.modules: dict[str, types.ModuleType] = {}
         self.namespace: dict[str, Any] = {"__name__": entry.removesuffix(".py")}
         self.load_error: str | None = None
+        # Made before _imports() reads what they shadow, so that a module of the same name already
+        # imported is put back afterwards, not dropped.
+        self.modules = {name[:-3]: types.ModuleType(name[:-3]) for name in files if name != entry and name.endswith(".py")}
         try:
             with self._imports():
-                for name, source in files.items():
-                    if name != entry and name.endswith(".py"):
-                        module = self.modules[name[:-3]] = types.ModuleType(name[:-3])
-                        sys.modules[name[:-3]] = module
-                        exec(compile(source, name, "exec"), module.__dict__)
+                for name, module in self.modules.items():
+                    exec(compile(files[name + ".py"], name + ".py", "exec"), module.__dict__)
                 exec(compile(files[entry], entry, "exec"), self.namespace)
         except BaseException as exc:  # a syntax error is feedback, not a crash of the caller
             self.load_error = self._trace_of(exc)
