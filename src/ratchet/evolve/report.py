@@ -25,7 +25,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from statistics import fmean
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from ratchet.contracts import Evaluator
 from ratchet.evolve.archive import per_task_means
@@ -46,6 +46,7 @@ def bootstrap_ci(values: Sequence[float], resamples: int, confidence: float, see
             "high": means[int((1 - tail) * (resamples - 1))], "n": n}
 
 
+@runtime_checkable
 class Resamplable(Protocol):
     """A suite that can make its evaluations sample (the coding-agent suite): ``sampled(t)`` is a
     copy whose model calls use temperature ``t`` with the evaluation seed as sampling seed, and
@@ -64,7 +65,7 @@ def sampling_evaluator(engine: Any, temperature: float | None) -> tuple[Evaluato
     can do neither: then its attempts differ by seed alone, and None says so, and the report
     counts how many attempts were distinct).
     """
-    if temperature is not None and hasattr(engine.suite, "sampled"):
+    if temperature is not None and isinstance(engine.suite, Resamplable):
         suite = engine.suite.sampled(temperature)
         return CachedEvaluator(suite, engine.run, executor=engine.executor), temperature
     options = getattr(engine.suite, "options", None)
