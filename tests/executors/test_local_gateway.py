@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import pickle
 import threading
+from multiprocessing.connection import Client
 from pathlib import Path
 
 import pytest
@@ -94,6 +95,31 @@ def test_the_pool_model_pickles_and_reports_errors_from_the_driver(tmp_path):
         with pytest.raises(Exception, match="ran out of responses"):
             model.complete([{"role": "user", "content": "y"}])
         assert gateway.served == 2
+
+
+def test_a_caller_with_the_wrong_key_leaves_the_gateway_serving_and_closable():
+    class Server:
+        name = "scripted"
+
+        def __init__(self):
+            self.model = ScriptedModel(["after"])
+
+        def complete_for(self, unit, index, messages, **params):
+            return self.model.complete(messages, **params)
+
+    gateway = LocalGateway(Server())
+    with pytest.raises(Exception):  # refused by the key check (the acceptor must live on)
+        Client(gateway.model.address, family="AF_UNIX", authkey=b"not the key").close()
+    replies: list[str] = []
+    caller = threading.Thread(target=lambda: replies.append(gateway.model.complete([{"role": "user", "content": "x"}]).text),
+                              daemon=True)
+    caller.start()
+    caller.join(timeout=30)
+    closer = threading.Thread(target=gateway.close, daemon=True)
+    closer.start()
+    closer.join(timeout=30)
+    assert replies == ["after"], "the gateway stopped accepting after a refused caller"
+    assert not closer.is_alive(), "close() hung"
 
 
 class MeetingServer:

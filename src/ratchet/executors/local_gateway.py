@@ -18,8 +18,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+import socket
 import threading
 from collections.abc import Sequence
+from multiprocessing import AuthenticationError
 from multiprocessing.connection import Client, Connection, Listener
 from typing import Any
 
@@ -89,7 +91,7 @@ class LocalGateway:
         while not self._closed.is_set():
             try:
                 conn = self._listener.accept()
-            except (OSError, EOFError) as exc:  # closed, or a caller that failed the key check
+            except (OSError, EOFError, AuthenticationError) as exc:  # closed, or a caller that failed the key check
                 if not self._closed.is_set():
                     log.warning("refused a connection to the model gateway: %s", exc)
                 continue
@@ -121,10 +123,15 @@ class LocalGateway:
         if self._closed.is_set():
             return
         self._closed.set()
-        try:  # wake the acceptor, blocked in accept()
-            Client(self._listener.address, family="AF_UNIX", authkey=self._key).close()
-        except OSError:
-            pass
+        # Wake the acceptor, blocked in accept(), with a bare connection: its key check fails at
+        # once and the loop sees the gateway closed. Not an authenticated Client: that waits for the
+        # acceptor's challenge, forever when the acceptor is not there to send it.
+        if self._acceptor.is_alive():
+            with socket.socket(socket.AF_UNIX) as wake:
+                try:
+                    wake.connect(self._listener.address)
+                except OSError:
+                    pass
         self._acceptor.join(timeout=5)
         self._listener.close()
         for conn in self._conns:
