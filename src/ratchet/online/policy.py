@@ -49,10 +49,11 @@ class Generation:
 class RequestRefused(RatchetError):
     """A backend refused a request as the client sent it (a 4xx): the server answers with ``status``."""
 
-    def __init__(self, message: str, status: int = 400, code: str = "backend_refused") -> None:
+    def __init__(self, message: str, status: int = 400, code: str = "backend_refused", param: str | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
+        self.param = param
 
 
 class GenerationCancelled(RatchetError):
@@ -165,6 +166,12 @@ def log_softmax(logits: np.ndarray) -> np.ndarray:
     return z - math.log(np.exp(z).sum())
 
 
+def sampling_seed(seed: int | None) -> int | None:
+    """A request's ``seed`` as numpy's generator takes it: OpenAI's seeds are any 64-bit integer,
+    numpy's only non-negative ones; distinct 64-bit seeds stay distinct (two's complement)."""
+    return None if seed is None else seed % (1 << 64)
+
+
 def choose_token(raw_logprobs: np.ndarray, temperature: float, top_p: float, rng: np.random.Generator) -> int:
     """Greedy at temperature 0, else sample from softmax(logits / T) restricted to the top-p mass.
 
@@ -270,13 +277,15 @@ class LlamaPolicy:
     def generate(self, messages, *, max_tokens, temperature=0.0, top_p=1.0, stop=None, seed=None, on_text=None,
                  cancel=None):
         prompt_ids = self.prompt_tokens(messages)
-        room = self._n_ctx - len(prompt_ids) - 1
+        # Every sampled token is evaluated after it is chosen, so k reply tokens need the prompt
+        # plus k positions of the context.
+        room = self._n_ctx - len(prompt_ids)
         if room <= 0:
-            raise RatchetError(
-                f"prompt of {len(prompt_ids)} tokens does not fit the context of {self._n_ctx}",
-                hint="raise n_ctx (--set n_ctx=8192) or send a shorter conversation",
-            )
-        rng = np.random.default_rng(seed)
+            raise RequestRefused(
+                f"the prompt is {len(prompt_ids)} tokens; the served context allows at most "
+                f"{self.max_prompt_tokens} prompt tokens (shorten the conversation, or serve with a larger "
+                "--set n_ctx=N)", code="context_length_exceeded", param="messages")
+        rng = np.random.default_rng(sampling_seed(seed))
         ids: list[int] = []
         logprobs: list[float] = []
         pieces: list[str] = []
