@@ -180,8 +180,10 @@ def choose_token(raw_logprobs: np.ndarray, temperature: float, top_p: float, rng
     """
     if temperature <= 0.0:
         return int(np.argmax(raw_logprobs))
-    scaled = raw_logprobs / temperature
-    scaled = scaled - scaled.max()
+    # Shifted before scaling: every value is then <= 0, and a tiny temperature (the request's
+    # 5e-324 is valid JSON within the schema's range) gives -inf (probability 0), never inf - inf = NaN.
+    with np.errstate(over="ignore", divide="ignore"):
+        scaled = (raw_logprobs - raw_logprobs.max()) / temperature
     probs = np.exp(scaled)
     probs /= probs.sum()
     if top_p < 1.0:
