@@ -151,6 +151,33 @@ def test_a_backend_refusal_mid_stream_is_the_clients_error_not_the_servers(serve
     assert state.errors == 0
 
 
+def test_a_prompt_far_over_the_context_is_refused_from_its_bound_without_the_tokenizer(tmp_path):
+    class Bounded(ScriptedPolicy):
+        """Knows a lower bound of its prompt length; its tokenizer takes its time, as a real one does."""
+
+        tokenized = 0
+
+        def prompt_tokens_at_least(self, messages):
+            return sum(len(str(m.get("content") or "")) for m in messages) // 10
+
+        def prompt_tokens(self, messages):
+            Bounded.tokenized += 1
+            return super().prompt_tokens(messages)
+
+    policy = Bounded("ok", max_prompt_tokens=CONTEXT)
+    state = make_state(PolicyHost(lambda adapter: policy), None, max_body_bytes=LIMIT_BYTES)
+    with ServerThread(create_app(state)) as srv:
+        huge = {"messages": [{"role": "user", "content": "x" * (LIMIT_BYTES // 2)}]}
+        r = httpx.post(srv.url + "/v1/chat/completions", json=huge, timeout=30)
+        assert r.status_code == 400 and r.json()["error"]["code"] == "context_length_exceeded"
+        assert f"at least {LIMIT_BYTES // 20} tokens" in r.json()["error"]["message"]
+        assert Bounded.tokenized == 0 and policy.calls == 0
+        # Within the bound, the tokenizer decides as before.
+        r = httpx.post(srv.url + "/v1/chat/completions", json=with_(), timeout=30)
+        assert r.status_code == 200 and Bounded.tokenized == 1
+    state.collector.close()
+
+
 def test_not_json_and_not_an_object(server):
     srv, *_ = server
     deep = b'{"messages": ' + b"[" * 20_000 + b"]" * 20_000 + b"}"
@@ -276,6 +303,12 @@ def test_an_over_long_prompt_to_the_embedded_model_is_a_400_with_its_context(tmp
             **with_(), "max_tokens": 12, "temperature": 1.5, "seed": seed}) for seed in (-1, -1, (1 << 63) - 1)]
         assert [s.status_code for s in sampled] == [200, 200, 200], sampled[0].text
         assert sampled[0].json()["choices"][0]["message"] == sampled[1].json()["choices"][0]["message"]
+        # 1.5 MB of prompt is refused from the vocabulary's bound, without seconds of tokenizing.
+        huge = {"messages": [{"role": "user", "content": "x" * 1_500_000}]}
+        started = time.monotonic()
+        r = httpx.post(srv.url + "/v1/chat/completions", json=huge, timeout=120)
+        assert r.status_code == 400 and "the prompt is at least" in r.json()["error"]["message"], r.text
+        assert time.monotonic() - started < 1.0
         assert state.errors == 0
     state.collector.close()
     policy.close()

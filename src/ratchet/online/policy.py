@@ -16,6 +16,7 @@ request is refused or cut during a swap.
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import math
 import threading
@@ -195,6 +196,10 @@ def choose_token(raw_logprobs: np.ndarray, temperature: float, top_p: float, rng
     return int(rng.choice(len(probs), p=probs))
 
 
+#: The longest token of each served GGUF, in bytes (see :meth:`LlamaPolicy.prompt_tokens_at_least`).
+_LONGEST_TOKEN: dict[str, int] = {}
+
+
 class LlamaPolicy:
     """The embedded GGUF model (llama.cpp), base weights plus an optional LoRA adapter."""
 
@@ -243,12 +248,34 @@ class LlamaPolicy:
         self._n_ctx = n_ctx
         #: The longest prompt that leaves room for one reply token (the server refuses longer ones).
         self.max_prompt_tokens = n_ctx - 1
+        key = str(Path(model_path).resolve())
+        if key not in _LONGEST_TOKEN:  # once per model and process, not at every hot swap
+            _LONGEST_TOKEN[key] = max(len(self._piece(t, special=True)) for t in range(self._n_vocab))
+        self._longest_token = max(1, _LONGEST_TOKEN[key])
         self._lock = threading.Lock()
+
+    def _piece(self, token: int, *, special: bool = False) -> bytes:
+        """The bytes of one token (llama-cpp-python's ``token_to_piece`` cuts them at 32 bytes)."""
+        size = 64
+        while True:
+            buf = ctypes.create_string_buffer(size)
+            n = self._lib.llama_token_to_piece(self._vocab, token, buf, size, 0, special)
+            if n >= 0:
+                return buf.raw[:n]
+            size = -n  # too small: the call says how much it needs
 
     def prompt_tokens(self, messages: Sequence[dict[str, Any]]) -> list[int]:
         """The chat-templated prompt as token ids (special tokens parsed, no extra BOS)."""
         prompt = self._formatter(messages=list(messages)).prompt
         return self._llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+
+    def prompt_tokens_at_least(self, messages: Sequence[dict[str, Any]]) -> int:
+        """A lower bound of ``len(prompt_tokens(messages))`` without tokenizing: no token covers more
+        bytes of the rendered prompt than the vocabulary's longest. Rendering takes milliseconds
+        where tokenizing a 2 MB prompt took seconds, so a prompt far over the context is refused
+        before the tokenizer holds up the requests queued behind it."""
+        prompt = self._formatter(messages=list(messages)).prompt
+        return -(-len(prompt.encode("utf-8")) // self._longest_token)
 
     def _eval_prompt(self, tokens: list[int], cancel: threading.Event | None = None) -> None:
         # Reuse the KV cache of the longest shared prefix (multi-turn sessions share most of it);
@@ -305,7 +332,7 @@ class LlamaPolicy:
                     break
                 ids.append(token)
                 logprobs.append(float(lp[token]))
-                piece = self._llm._model.token_to_piece(token).split(b"\0", 1)[0]
+                piece = self._piece(token)
                 raw += piece
                 pieces.append(piece.decode("utf-8", errors="replace"))
                 # Emit only complete UTF-8: a multi-byte character may span two tokens.

@@ -384,14 +384,20 @@ async def _check_context(policy: Any, messages: list[dict[str, Any]], loop: Any,
     limit = getattr(policy, "max_prompt_tokens", None)
     if not limit:
         return None
+    at_least = getattr(policy, "prompt_tokens_at_least", None)
     try:
-        n = len(await loop.run_in_executor(executor, policy.prompt_tokens, messages))
+        # First the bound without the tokenizer, off both the event loop and the generation
+        # executor: a prompt far over the limit then never holds up the generations queued there.
+        n = await loop.run_in_executor(None, at_least, messages) if at_least is not None else 0
+        known = "at least " if n > limit else ""
+        if n <= limit:
+            n = len(await loop.run_in_executor(executor, policy.prompt_tokens, messages))
     except Exception as exc:
         return _error(400, f"the served model's chat template cannot render these messages: {exc}",
                       "invalid_messages", param="messages")
     if n > limit:
-        return _error(400, f"the prompt is {n} tokens; the served context allows at most {limit} prompt tokens "
-                      "(shorten the conversation, or serve with a larger --set n_ctx=N)",
+        return _error(400, f"the prompt is {known}{n} tokens; the served context allows at most {limit} prompt "
+                      "tokens (shorten the conversation, or serve with a larger --set n_ctx=N)",
                       "context_length_exceeded", param="messages")
     return None
 
