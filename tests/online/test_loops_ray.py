@@ -72,6 +72,47 @@ def test_judge_and_trainer_as_ray_actors(tmp_path):
     assert results["judge"] == 6 and results["trainer"] == pids["trainer"]
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("max_restarts", [1, 0], ids=["restarted", "left-down"])
+def test_a_killed_loop_actor_is_restarted_and_stop_never_fails_on_a_dead_one(tmp_path, max_restarts):
+    queue = TurnQueue(tmp_path / "q.db")
+    path = os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH")) if p)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": {"PYTHONPATH": path}})
+    try:
+        config = OnlineConfig(learn="binary", executor="ray")
+        config.judge.poll_s = 0.05
+        config.loops.max_restarts = max_restarts
+        loops = RayLoops(config, tmp_path / "q.db", tmp_path / "v", trainer_target="test_loops_ray:fake_ray_trainer")
+        loops.start()
+        first = loops.pids()
+        os.kill(first["judge"], signal.SIGKILL)
+        if max_restarts:
+            deadline = time.time() + 120
+            while time.time() < deadline:
+                try:
+                    if loops.pids()["judge"] != first["judge"]:
+                        break
+                except ray.exceptions.RayActorError:  # still restarting
+                    pass
+                time.sleep(0.2)
+            queue.add_turn(Turn("t0", "s", False, "main", [{"role": "user", "content": "q"}], "a", [1], [2], [-0.3], 0))
+            queue.set_next_state("t0", "thanks!")
+            while queue.stats()["judged"] < 1 and time.time() < deadline:
+                time.sleep(0.2)
+            assert queue.stats()["judged"] == 1  # the restarted actor runs the judging loop again
+        started = time.monotonic()
+        results = loops.stop(timeout_s=30)
+        assert time.monotonic() - started < 60
+    finally:
+        ray.shutdown()
+    assert results["trainer"] == first["trainer"]
+    if max_restarts:
+        assert results["judge"] == 1
+    else:
+        assert isinstance(results["judge"], Exception)  # reported, not raised
+
+
 # -- a node without the run directory --------------------------------------------------------
 
 

@@ -3,6 +3,7 @@ naming the field, and a huge body is refused before it is read, without holding 
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
@@ -13,7 +14,7 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
-from ratchet.online.policy import PolicyHost, ScriptedPolicy  # noqa: E402
+from ratchet.online.policy import PolicyHost, RequestRefused, ScriptedPolicy  # noqa: E402
 from ratchet.online.queue import TurnQueue  # noqa: E402
 from ratchet.online.server import ServerThread, create_app, make_state  # noqa: E402
 
@@ -51,6 +52,8 @@ BAD = [
     (with_(top_p="high"), 400, "top_p"),
     (with_(seed="abc"), 400, "seed"),
     (with_(seed=1.5), 400, "seed"),
+    (with_(seed=1 << 63), 400, "seed"),  # OpenAI's seeds are 64-bit signed integers
+    (with_(seed=-(1 << 63) - 1), 400, "seed"),
     (with_(stop=5), 400, "stop"),
     (with_(stop=["a", 5]), 400, "stop"),
     (with_(stop=["a", "b", "c", "d", "e"]), 400, "stop"),
@@ -109,6 +112,7 @@ def test_the_limits_are_stated_in_the_errors(server):
     with_(),
     with_(model="ratchet-test", max_tokens=3, temperature=0, top_p=1, seed=7, stop=["x"], n=1, stream=False),
     with_(temperature=2, top_p=0.5, stop="x", logprobs=False, user="me", tools=[], presence_penalty=0.5),
+    with_(seed=-1), with_(seed=(1 << 63) - 1),
     {"messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": [{"type": "text",
                                                                                            "text": "hi"}]}]},
     {"messages": [U1, {"role": "assistant", "content": None, "tool_calls": []}, {"role": "tool", "content": "ok",
@@ -127,6 +131,51 @@ def test_list_content_is_joined_to_text(server):
     body = {"messages": [{"role": "user", "content": [{"type": "text", "text": "a "}, {"type": "text", "text": "b"}]}]}
     assert httpx.post(srv.url + "/v1/chat/completions", json=body, timeout=30).status_code == 200
     assert seen == [[{"role": "user", "content": "a b"}]]
+
+
+def test_a_backend_refusal_mid_stream_is_the_clients_error_not_the_servers(server):
+    srv, state, policy = server
+
+    def refuse(messages):
+        raise RequestRefused("the prompt is 9 tokens; the served context allows at most 8 prompt tokens",
+                             code="context_length_exceeded", param="messages")
+
+    policy._reply = refuse
+    with httpx.stream("POST", srv.url + "/v1/chat/completions", json=with_(stream=True), timeout=30) as r:
+        events = [line.removeprefix("data: ") for line in r.iter_lines() if line.startswith("data: ")]
+    error = json.loads(next(e for e in events if '"error"' in e))["error"]
+    assert error["type"] == "invalid_request_error" and error["code"] == "context_length_exceeded"
+    assert error["param"] == "messages" and "at most 8 prompt tokens" in error["message"]
+    r = httpx.post(srv.url + "/v1/chat/completions", json=with_(), timeout=30)
+    assert r.status_code == 400 and r.json()["error"]["param"] == "messages"
+    assert state.errors == 0
+
+
+def test_a_prompt_far_over_the_context_is_refused_from_its_bound_without_the_tokenizer(tmp_path):
+    class Bounded(ScriptedPolicy):
+        """Knows a lower bound of its prompt length; its tokenizer takes its time, as a real one does."""
+
+        tokenized = 0
+
+        def prompt_tokens_at_least(self, messages):
+            return sum(len(str(m.get("content") or "")) for m in messages) // 10
+
+        def prompt_tokens(self, messages):
+            Bounded.tokenized += 1
+            return super().prompt_tokens(messages)
+
+    policy = Bounded("ok", max_prompt_tokens=CONTEXT)
+    state = make_state(PolicyHost(lambda adapter: policy), None, max_body_bytes=LIMIT_BYTES)
+    with ServerThread(create_app(state)) as srv:
+        huge = {"messages": [{"role": "user", "content": "x" * (LIMIT_BYTES // 2)}]}
+        r = httpx.post(srv.url + "/v1/chat/completions", json=huge, timeout=30)
+        assert r.status_code == 400 and r.json()["error"]["code"] == "context_length_exceeded"
+        assert f"at least {LIMIT_BYTES // 20} tokens" in r.json()["error"]["message"]
+        assert Bounded.tokenized == 0 and policy.calls == 0
+        # Within the bound, the tokenizer decides as before.
+        r = httpx.post(srv.url + "/v1/chat/completions", json=with_(), timeout=30)
+        assert r.status_code == 200 and Bounded.tokenized == 1
+    state.collector.close()
 
 
 def test_not_json_and_not_an_object(server):
@@ -241,5 +290,25 @@ def test_an_over_long_prompt_to_the_embedded_model_is_a_400_with_its_context(tmp
         assert "at most 255 prompt tokens" in r.json()["error"]["message"]
         ok = httpx.post(srv.url + "/v1/chat/completions", json={**with_(), "max_tokens": 4}, timeout=120)
         assert ok.status_code == 200, ok.text
+        # A prompt of exactly the limit still gets its reply token (it was a 500: one position short).
+        words = 1
+        while len(policy.prompt_tokens([{"role": "user", "content": "a" + " a" * words}])) < 255:
+            words += 1
+        at_limit = [{"role": "user", "content": "a" + " a" * words}]
+        assert len(policy.prompt_tokens(at_limit)) == 255
+        r = httpx.post(srv.url + "/v1/chat/completions", json={"messages": at_limit, "max_tokens": 8}, timeout=120)
+        assert r.status_code == 200, r.text
+        # Any 64-bit seed samples (a negative one was a 500), and the same seed samples the same reply.
+        sampled = [httpx.post(srv.url + "/v1/chat/completions", timeout=120, json={
+            **with_(), "max_tokens": 12, "temperature": 1.5, "seed": seed}) for seed in (-1, -1, (1 << 63) - 1)]
+        assert [s.status_code for s in sampled] == [200, 200, 200], sampled[0].text
+        assert sampled[0].json()["choices"][0]["message"] == sampled[1].json()["choices"][0]["message"]
+        # 1.5 MB of prompt is refused from the vocabulary's bound, without seconds of tokenizing.
+        huge = {"messages": [{"role": "user", "content": "x" * 1_500_000}]}
+        started = time.monotonic()
+        r = httpx.post(srv.url + "/v1/chat/completions", json=huge, timeout=120)
+        assert r.status_code == 400 and "the prompt is at least" in r.json()["error"]["message"], r.text
+        assert time.monotonic() - started < 1.0
+        assert state.errors == 0
     state.collector.close()
     policy.close()

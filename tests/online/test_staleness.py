@@ -12,6 +12,7 @@ from test_trainer import _wait, make_trainer, sample  # the tiny random Llama an
 from test_trainer_claims import RecordingTrainer
 from trainable import judged_queue
 
+from ratchet.online import status as status_mod
 from ratchet.online.batching import BatchClock
 from ratchet.online.queue import TurnQueue
 from ratchet.online.records import Judgement, Turn
@@ -84,8 +85,9 @@ class Loop:
                         max_staleness=1, learning_rate=1e-2, kl_samples=0, gate={"builtin": False})
         settings.update(overrides)
         self.trainer = make_trainer(**settings)
-        self.queue = TurnQueue(tmp_path / "queue.sqlite")
-        self.store = VersionStore(tmp_path / "versions")
+        base = status_mod.online_dir(tmp_path)  # where `ratchet serve status` reads a run
+        self.queue = TurnQueue(base / status_mod.QUEUE_NAME)
+        self.store = VersionStore(base / status_mod.VERSIONS_NAME)
         self.records: list[dict] = []
         self.stop = threading.Event()
         self.thread = threading.Thread(
@@ -167,6 +169,39 @@ def test_a_rollback_drops_no_sample_and_starts_a_fresh_optimizer(tmp_path):
         loop.feed(0)
         _wait(lambda: loop.queue.stats()["dropped_stale"] == 2)
     assert loop.queue.stats()["trained"] == 10
+
+
+def test_a_rollback_during_a_step_is_not_undone_by_its_promotion(tmp_path):
+    with Loop(tmp_path) as loop:
+        loop.feed(0)
+        loop.versions(1)
+        assert loop.store.current_number() == 1
+        stepping, go = threading.Event(), threading.Event()
+        real_step = loop.trainer.step
+
+        def slow_step(batch):  # a training step takes minutes on a CPU: the rollback comes meanwhile
+            stepping.set()
+            assert go.wait(30)
+            return real_step(batch)
+
+        loop.trainer.step = slow_step
+        batch = loop.feed(1)
+        assert stepping.wait(30)
+        loop.store.rollback(0)
+        go.set()
+        loop.versions(3)
+        # v2 trained from v1 while v0 became current: kept, not served, the rollback holds.
+        v2 = loop.store.get(2)
+        assert not v2.promoted and "v0 was made current while it trained" in v2.metrics["not_promoted"]
+        assert loop.records[1]["promoted"] is False
+        # Its batch, which no served weights learned from, trained again from the base as v3.
+        assert loop.records[2]["parent_version"] == 0 and loop.records[2]["promoted"]
+        assert loop.store.current_number() == 3 and loop.trainer.version == 3
+    rows = loop.queue._conn().execute(
+        f"SELECT state, trained_version FROM turns WHERE turn_id IN ({','.join('?' * len(batch))})", batch).fetchall()
+    assert rows == [("trained", 3)] * 2 and loop.queue.stats()["dropped_stale"] == 0
+    refused = [r for r in status_mod.collect(tmp_path)["versions"] if r["version"] == 2]
+    assert refused[0]["refused"].startswith("trained from v1, but v0 was made current")
 
 
 # ------------------------------------------------------------------ the batch clock

@@ -214,6 +214,9 @@ class ActorResources:
     num_cpus: float = 1.0
     num_gpus: float = 0.0
     max_concurrency: int = 2  # the loop's blocking ``run`` plus ``stop`` / ``pid`` calls beside it
+    max_restarts: int = 0
+    """Times Ray restarts the actor when its process dies; the call in flight (a loop's ``run``)
+    is retried on the restarted actor as often, so a restarted loop runs again."""
 
 
 class LoopWorker:
@@ -245,4 +248,5 @@ def actor_class(cls: type, resources: ActorResources) -> Any:
     """``cls`` as a Ray actor class that asks for ``resources`` (Ray must be connected)."""
     ray = import_ray()
     return ray.remote(max_concurrency=resources.max_concurrency)(cls).options(
-        num_cpus=resources.num_cpus, num_gpus=resources.num_gpus)
+        num_cpus=resources.num_cpus, num_gpus=resources.num_gpus, max_restarts=resources.max_restarts,
+        max_task_retries=resources.max_restarts)

@@ -14,7 +14,7 @@ import ipaddress
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, ValidationError, field_validator
 
 
 
@@ -73,7 +73,7 @@ class ChatRequest(BaseModel):
     n: Annotated[int, Field(strict=True, ge=1, le=1)] | None = None
     stream: StrictBool | None = None
     stop: str | list[str] | None = None
-    seed: StrictInt | None = None
+    seed: Annotated[int, Field(strict=True, ge=-(1 << 63), lt=1 << 63)] | None = None  # OpenAI's: any int64
     logprobs: StrictBool | None = None
     top_logprobs: Annotated[int, Field(strict=True, ge=0, le=20)] | None = None
     presence_penalty: Annotated[float, Field(strict=True, ge=-2.0, le=2.0)] | None = None

@@ -57,7 +57,8 @@ class LoopsConfig(Settings):
 
     max_restarts: int = Field(default=5, ge=0)
     """Restarts of one loop within ``restart_window_s`` before it is left down (status: failed);
-    serving goes on without it. 0 never restarts."""
+    serving goes on without it. 0 never restarts. With ``executor=ray`` Ray restarts each loop's
+    actor up to this many times in all (Ray counts no window and waits no backoff)."""
 
     restart_window_s: float = Field(default=600.0, gt=0)
     """The window ``max_restarts`` counts in: a loop that dies once a day is restarted every time."""

@@ -188,7 +188,8 @@ class LocalLoops:
 
 class RayLoops:
     """The same loops as Ray actors: locally (``ray.init``) or on a cluster (``address``, default
-    ``config.address``).
+    ``config.address``). Ray restarts an actor whose process dies, up to ``loops.max_restarts``
+    times in all, and runs its loop again; stopping never waits on one that stays dead.
 
     The actors get no path: they reach the queue and the version store through a
     :class:`~ratchet.online.relayed.StoreGateway` answered in this process, the one that serves
@@ -235,12 +236,13 @@ class RayLoops:
         # Each loop asks for the cores it runs threads on, so the scheduler never stacks two on one.
         if judge:
             self.specs["judge"] = ("ratchet.online.loops:run_judge_loop", (config, self.stores.queue))
-            self.actors["judge"] = actor_class(LoopWorker, ActorResources(num_cpus=config.judge.threads)).remote(
-                "judge", config.judge.threads)
+            self.actors["judge"] = actor_class(LoopWorker, ActorResources(
+                num_cpus=config.judge.threads, max_restarts=config.loops.max_restarts)).remote("judge", config.judge.threads)
         if trainer:
             self.specs["trainer"] = ("ratchet.online.relayed:run_with_inputs",
                                      (trainer_target, config, self.inputs, self.stores.queue, self.stores.versions))
-            self.actors["trainer"] = actor_class(LoopWorker, ActorResources(num_cpus=config.trainer.num_threads)).remote(
+            self.actors["trainer"] = actor_class(LoopWorker, ActorResources(
+                num_cpus=config.trainer.num_threads, max_restarts=config.loops.max_restarts)).remote(
                 "trainer", config.trainer.num_threads)
         self.refs: dict[str, Any] = {}
 
@@ -256,8 +258,12 @@ class RayLoops:
 
     def stop(self, timeout_s: float = 60.0) -> dict[str, Any]:
         ray = self._ray
-        for actor in self.actors.values():
-            ray.get(actor.stop.remote(), timeout=timeout_s)
+        for name, actor in self.actors.items():
+            try:
+                ray.get(actor.stop.remote(), timeout=timeout_s)
+            except Exception as exc:  # dead past its restarts, or hung: it is killed below either way
+                log.warning("the %s loop's actor did not take the stop signal (%s); killing it", name,
+                            type(exc).__name__)
         results: dict[str, Any] = {}
         for name, ref in self.refs.items():
             try:

@@ -16,6 +16,7 @@ request is refused or cut during a swap.
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import math
 import threading
@@ -49,10 +50,11 @@ class Generation:
 class RequestRefused(RatchetError):
     """A backend refused a request as the client sent it (a 4xx): the server answers with ``status``."""
 
-    def __init__(self, message: str, status: int = 400, code: str = "backend_refused") -> None:
+    def __init__(self, message: str, status: int = 400, code: str = "backend_refused", param: str | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
+        self.param = param
 
 
 class GenerationCancelled(RatchetError):
@@ -165,6 +167,12 @@ def log_softmax(logits: np.ndarray) -> np.ndarray:
     return z - math.log(np.exp(z).sum())
 
 
+def sampling_seed(seed: int | None) -> int | None:
+    """A request's ``seed`` as numpy's generator takes it: OpenAI's seeds are any 64-bit integer,
+    numpy's only non-negative ones; distinct 64-bit seeds stay distinct (two's complement)."""
+    return None if seed is None else seed % (1 << 64)
+
+
 def choose_token(raw_logprobs: np.ndarray, temperature: float, top_p: float, rng: np.random.Generator) -> int:
     """Greedy at temperature 0, else sample from softmax(logits / T) restricted to the top-p mass.
 
@@ -173,8 +181,10 @@ def choose_token(raw_logprobs: np.ndarray, temperature: float, top_p: float, rng
     """
     if temperature <= 0.0:
         return int(np.argmax(raw_logprobs))
-    scaled = raw_logprobs / temperature
-    scaled = scaled - scaled.max()
+    # Shifted before scaling: every value is then <= 0, and a tiny temperature (the request's
+    # 5e-324 is valid JSON within the schema's range) gives -inf (probability 0), never inf - inf = NaN.
+    with np.errstate(over="ignore", divide="ignore"):
+        scaled = (raw_logprobs - raw_logprobs.max()) / temperature
     probs = np.exp(scaled)
     probs /= probs.sum()
     if top_p < 1.0:
@@ -184,6 +194,10 @@ def choose_token(raw_logprobs: np.ndarray, temperature: float, top_p: float, rng
         mask[keep] = probs[keep]
         probs = mask / mask.sum()
     return int(rng.choice(len(probs), p=probs))
+
+
+#: The longest token of each served GGUF, in bytes (see :meth:`LlamaPolicy.prompt_tokens_at_least`).
+_LONGEST_TOKEN: dict[str, int] = {}
 
 
 class LlamaPolicy:
@@ -234,12 +248,34 @@ class LlamaPolicy:
         self._n_ctx = n_ctx
         #: The longest prompt that leaves room for one reply token (the server refuses longer ones).
         self.max_prompt_tokens = n_ctx - 1
+        key = str(Path(model_path).resolve())
+        if key not in _LONGEST_TOKEN:  # once per model and process, not at every hot swap
+            _LONGEST_TOKEN[key] = max(len(self._piece(t, special=True)) for t in range(self._n_vocab))
+        self._longest_token = max(1, _LONGEST_TOKEN[key])
         self._lock = threading.Lock()
+
+    def _piece(self, token: int, *, special: bool = False) -> bytes:
+        """The bytes of one token (llama-cpp-python's ``token_to_piece`` cuts them at 32 bytes)."""
+        size = 64
+        while True:
+            buf = ctypes.create_string_buffer(size)
+            n = self._lib.llama_token_to_piece(self._vocab, token, buf, size, 0, special)
+            if n >= 0:
+                return buf.raw[:n]
+            size = -n  # too small: the call says how much it needs
 
     def prompt_tokens(self, messages: Sequence[dict[str, Any]]) -> list[int]:
         """The chat-templated prompt as token ids (special tokens parsed, no extra BOS)."""
         prompt = self._formatter(messages=list(messages)).prompt
         return self._llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+
+    def prompt_tokens_at_least(self, messages: Sequence[dict[str, Any]]) -> int:
+        """A lower bound of ``len(prompt_tokens(messages))`` without tokenizing: no token covers more
+        bytes of the rendered prompt than the vocabulary's longest. Rendering takes milliseconds
+        where tokenizing a 2 MB prompt took seconds, so a prompt far over the context is refused
+        before the tokenizer holds up the requests queued behind it."""
+        prompt = self._formatter(messages=list(messages)).prompt
+        return -(-len(prompt.encode("utf-8")) // self._longest_token)
 
     def _eval_prompt(self, tokens: list[int], cancel: threading.Event | None = None) -> None:
         # Reuse the KV cache of the longest shared prefix (multi-turn sessions share most of it);
@@ -270,13 +306,15 @@ class LlamaPolicy:
     def generate(self, messages, *, max_tokens, temperature=0.0, top_p=1.0, stop=None, seed=None, on_text=None,
                  cancel=None):
         prompt_ids = self.prompt_tokens(messages)
-        room = self._n_ctx - len(prompt_ids) - 1
+        # Every sampled token is evaluated after it is chosen, so k reply tokens need the prompt
+        # plus k positions of the context.
+        room = self._n_ctx - len(prompt_ids)
         if room <= 0:
-            raise RatchetError(
-                f"prompt of {len(prompt_ids)} tokens does not fit the context of {self._n_ctx}",
-                hint="raise n_ctx (--set n_ctx=8192) or send a shorter conversation",
-            )
-        rng = np.random.default_rng(seed)
+            raise RequestRefused(
+                f"the prompt is {len(prompt_ids)} tokens; the served context allows at most "
+                f"{self.max_prompt_tokens} prompt tokens (shorten the conversation, or serve with a larger "
+                "--set n_ctx=N)", code="context_length_exceeded", param="messages")
+        rng = np.random.default_rng(sampling_seed(seed))
         ids: list[int] = []
         logprobs: list[float] = []
         pieces: list[str] = []
@@ -294,7 +332,7 @@ class LlamaPolicy:
                     break
                 ids.append(token)
                 logprobs.append(float(lp[token]))
-                piece = self._llm._model.token_to_piece(token).split(b"\0", 1)[0]
+                piece = self._piece(token)
                 raw += piece
                 pieces.append(piece.decode("utf-8", errors="replace"))
                 # Emit only complete UTF-8: a multi-byte character may span two tokens.

@@ -114,12 +114,12 @@ class StoreGateway(Gateway):
         files = read_files(version.adapter_dir, version.lora_gguf) if version.adapter_dir else {}
         return version, self._ray.put(files)  # the bytes go through the object store, not the relay
 
-    def _publish(self, files_ref: Any, metrics: dict[str, Any], promote: bool) -> Version:
+    def _publish(self, files_ref: Any, metrics: dict[str, Any], promote: bool, if_current: int | None = None) -> Version:
         with tempfile.TemporaryDirectory(prefix="ratchet-publish-") as tmp:
             root = write_files(self._ray.get(files_ref), Path(tmp) / "version")
             gguf = root / GGUF_NAME
             return self._versions.publish(root / "adapter", metrics, promote=promote,
-                                          lora_gguf=gguf if gguf.is_file() else None)
+                                          lora_gguf=gguf if gguf.is_file() else None, if_current=if_current)
 
 
 def _with_claimer(kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -222,7 +222,7 @@ class RelayedVersions:
         return self._local(version, ray.get(files_ref))
 
     def publish(self, adapter_dir: str | Path, metrics: dict[str, Any], promote: bool,
-                lora_gguf: str | Path | None = None) -> Version:
+                lora_gguf: str | Path | None = None, *, if_current: int | None = None) -> Version:
         """As :meth:`VersionStore.publish`: the files go to the serving machine, which stores them."""
         import ray  # deferred: optional; a worker that runs this has it loaded
 
@@ -230,7 +230,7 @@ class RelayedVersions:
         if not (adapter_dir / "adapter_config.json").is_file():
             raise RatchetError(f"{adapter_dir} is not a saved peft adapter (no adapter_config.json)")
         files = read_files(adapter_dir, Path(lora_gguf) if lora_gguf is not None else None)
-        version = self._call("publish", ray.put(files), metrics, promote)
+        version = self._call("publish", ray.put(files), metrics, promote, if_current)
         return self._local(version, files)
 
 

@@ -292,7 +292,7 @@ def create_app(state: ServingState):
                     return _error(499, "the client closed the request", "client_closed_request")
                 return _error(503, str(exc), "shutting_down", "server_error")
             except RequestRefused as exc:  # the backend refused the request as given: the client's to fix
-                return _error(exc.status, str(exc), exc.code)
+                return _error(exc.status, str(exc), exc.code, param=exc.param)
             except Exception as exc:
                 state.errors += 1
                 log.exception("generation failed")
@@ -324,6 +324,8 @@ def create_app(state: ServingState):
                 loop.call_soon_threadsafe(pieces.put_nowait, ("end", gen))
             except GenerationCancelled as exc:
                 loop.call_soon_threadsafe(pieces.put_nowait, ("error", exc))
+            except RequestRefused as exc:  # the client's to fix, as in a reply without streaming
+                loop.call_soon_threadsafe(pieces.put_nowait, ("refused", exc))
             except Exception as exc:  # reported to the client as an error event
                 log.exception("generation failed")
                 loop.call_soon_threadsafe(pieces.put_nowait, ("error", exc))
@@ -344,6 +346,9 @@ def create_app(state: ServingState):
                     kind, payload = await pieces.get()
                     if kind == "text":
                         yield chunk({"content": payload})
+                    elif kind == "refused":
+                        yield f"data: {json.dumps(error_body(str(payload), payload.code, payload.param))}\n\n"
+                        break
                     elif kind == "error":
                         state.errors += 1
                         err = {"error": {"message": f"generation failed: {payload}", "type": "server_error",
@@ -379,14 +384,20 @@ async def _check_context(policy: Any, messages: list[dict[str, Any]], loop: Any,
     limit = getattr(policy, "max_prompt_tokens", None)
     if not limit:
         return None
+    at_least = getattr(policy, "prompt_tokens_at_least", None)
     try:
-        n = len(await loop.run_in_executor(executor, policy.prompt_tokens, messages))
+        # First the bound without the tokenizer, off both the event loop and the generation
+        # executor: a prompt far over the limit then never holds up the generations queued there.
+        n = await loop.run_in_executor(None, at_least, messages) if at_least is not None else 0
+        known = "at least " if n > limit else ""
+        if n <= limit:
+            n = len(await loop.run_in_executor(executor, policy.prompt_tokens, messages))
     except Exception as exc:
         return _error(400, f"the served model's chat template cannot render these messages: {exc}",
                       "invalid_messages", param="messages")
     if n > limit:
-        return _error(400, f"the prompt is {n} tokens; the served context allows at most {limit} prompt tokens "
-                      "(shorten the conversation, or serve with a larger --set n_ctx=N)",
+        return _error(400, f"the prompt is {known}{n} tokens; the served context allows at most {limit} prompt "
+                      "tokens (shorten the conversation, or serve with a larger --set n_ctx=N)",
                       "context_length_exceeded", param="messages")
     return None
 

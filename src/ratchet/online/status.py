@@ -45,7 +45,8 @@ class VersionRow:
     promoted: bool
     current: bool
     refused: str | None = None
-    """Which promotion checks refused this version, with their numbers (None when it passed)."""
+    """Which promotion checks refused this version, with their numbers, or why else it was not
+    promoted (None when it was)."""
 
 
 def moving_average(values: list[int], alpha: float = 0.1) -> float | None:
@@ -105,7 +106,8 @@ def collect(run_dir: Path) -> dict[str, Any]:
             eval_score=_num(evaluation.get("score")),
             promoted=bool(v.promoted) if v is not None else n == 0,
             current=n == current,
-            refused=refusal_line(evaluation) if v is not None and not v.promoted else None,
+            refused=(refusal_line(evaluation) or metrics.get("not_promoted")) if v is not None and not v.promoted
+            else None,
         ))
     return {
         "at": time.time(),

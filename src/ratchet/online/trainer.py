@@ -963,7 +963,9 @@ def run_trainer_loop(
     trainer returns to the weights AND the optimizer state it had before that update, so a refused
     update leaves no trace. A rollback done by someone else (the ``current`` pointer moving to
     another version) is noticed between updates and the trainer reloads that version with a fresh
-    optimizer (Adam's moments describe the path to the weights it leaves, not to those it goes to).
+    optimizer (Adam's moments describe the path to the weights it leaves, not to those it goes to);
+    an update that was training when the rollback came is kept unpromoted (it would undo the
+    rollback) and its batch trains again from the weights rolled back to.
     A partial batch waits ``max_wait_s`` from its first sample and needs ``min_batch`` samples
     (:class:`~ratchet.online.batching.BatchClock`); staleness is counted in optimizer steps on the
     version tree (:class:`~ratchet.online.versions.Lineage`). ``metrics_sink`` receives one dict
@@ -1031,8 +1033,20 @@ def run_trainer_loop(
             gguf = None
             if config.convert_gguf and trainer.base_gguf is not None:
                 gguf = convert_adapter(adapter, trainer.base_gguf, scratch / "adapter.gguf")
-            version = store.publish(adapter, record, promote=promote, lora_gguf=gguf)
+            version = store.publish(adapter, record, promote=promote, lora_gguf=gguf, if_current=trainer.version)
             shutil.rmtree(adapter, ignore_errors=True)
+            if promote and not version.promoted:
+                # Someone rolled back while this update trained: it stays on disk, unserved, and
+                # its batch, which no served weights learned from, trains again from the weights
+                # rolled back to (loaded with a fresh optimizer at the top of the loop).
+                log.warning("v%d not promoted: %s; its %d samples train again", version.number,
+                            version.metrics.get("not_promoted"), len(batch))
+                pending, batch = batch, []
+                record.update(version=version.number, promoted=False,
+                              not_promoted=version.metrics.get("not_promoted"))
+                if metrics_sink is not None:
+                    metrics_sink(record)
+                continue
             queue.mark_trained([s.turn.turn_id for s in batch], version.number)
             if promote:
                 trainer.version = version.number

@@ -203,17 +203,28 @@ class VersionStore:
         metrics: dict[str, Any],
         promote: bool,
         lora_gguf: str | Path | None = None,
+        *,
+        if_current: int | None = None,
     ) -> Version:
         """Store a trained adapter as the next version; make it current when ``promote``.
 
         ``adapter_dir`` is a saved peft adapter; ``lora_gguf`` (optional) its llama.cpp
         conversion. Both are copied, so the caller may reuse its own directories afterwards.
+        ``if_current``: promote only if that version is still current, checked under the same
+        lock a rollback takes. A trainer passes the version it trained from, so a rollback made
+        while it trained is not undone by its promotion; such a version is kept unpromoted, its
+        ``metrics["not_promoted"]`` saying why.
         """
         adapter_dir = Path(adapter_dir)
         if not (adapter_dir / "adapter_config.json").is_file():
             raise RatchetError(f"{adapter_dir} is not a saved peft adapter (no adapter_config.json)")
         with self._lock():
             number = self.latest_number() + 1
+            current = self.current_number()
+            if promote and if_current is not None and current != if_current:
+                promote = False
+                metrics = {**metrics, "not_promoted": f"trained from v{if_current}, but v{current} was made "
+                                                      "current while it trained (a rollback)"}
             tmp = Path(tempfile.mkdtemp(dir=self.root, prefix=f".v{number:06d}."))
             try:
                 shutil.copytree(adapter_dir, tmp / "adapter")
