@@ -1,10 +1,23 @@
 """Through the whole system with a real model: `ratchet serve` → queue → judge → trainer → gate → hot swap.
 
-A simulated user who wants every reply to start with "Ahoy!" talks to a real ``ratchet serve
---learn opd`` subprocess (SmolLM2-135M) through the stock ``openai`` client, correcting every reply
-that does not. The test waits until the trainer has promoted a version and serving has swapped to
-it, then asks held-out questions (side turns, greedy) and asserts the generated text moved toward
-the preference: more held-out replies start with the greeting than under the base model.
+A simulated user who wants every reply as a bullet list talks to a real ``ratchet serve --learn
+combine`` subprocess (Qwen2.5-Coder-0.5B, the learner's defaults) through the stock ``openai``
+client, praising replies that are bullet lists and correcting the others. After every four
+conversations it waits until the trainer has published a version from them (served or refused by
+the gate), and after every promoted version it waits for serving to swap to it and asks held-out
+questions (side turns, greedy). It asserts the generated text moved toward the preference: more
+held-out replies are bullet lists under a served version than under the base model.
+
+Why the 0.5B and bullets: SmolLM2-135M did not move under the defaults or the settings tried for it
+(``bench/results/online_inner_loop.md``, ``smollm2-135m/greeting``: its hinted teacher greets on
+2 of 6 prompts, so ``top_share`` gets one or two greeting targets per batch and the greedy opening
+never turned; ``taught=topk`` turned it but broke the neutral tasks first). Through the same
+system the 0.5B took bullets from 0 to 9 of 12 held-out prompts at its second version, 8
+conversations (``bench/results/online_personalization.md``, ``…/bullets/combine/defaults_paced``),
+where the greeting needed 20. The only override is ``trainer.max_wait_s=20``: a partial batch
+(fewer than 8 judged turns after four conversations) is trained after 20 s instead of 120 s; it
+changes when the trainer steps, not how it learns. Measured on one core (two runs): v1 0 of 8
+held-out bullet lists, v2 (8 conversations) 8 of 8, the base 0 of 8; 421 s and 369 s in all.
 """
 
 from __future__ import annotations
@@ -27,14 +40,23 @@ from ratchet.models.registry import is_verified  # noqa: E402
 from ratchet.online.simulated_user import (  # noqa: E402
     HELDOUT_PROMPTS,
     TRAIN_PROMPTS,
-    Greeting,
+    Bullets,
     SimulatedUser,
     guard_cases,
     heldout_cases,
 )
 from ratchet.online.versions import VersionStore  # noqa: E402
 
-MODEL = "smollm2-135m"
+MODEL = "qwen2.5-coder-0.5b"
+#: Reply budget of the conversations and the held-out check: room for two short bullets.
+MAX_TOKENS = 40
+#: Conversations between two versions (a batch of ``trainer.batch_size`` judged turns is 4-8 of them).
+PACE = 4
+#: Longest teaching time before the test gives up on the preference (measured: v2, the first that
+#: moved, 4-5 min after the first conversation on one core; see the module docstring).
+TEACH_S = 600
+#: The one override (see the module docstring): when a partial batch trains, not how.
+OVERRIDES = ["trainer.max_wait_s=20"]
 
 pytestmark = [
     pytest.mark.real_model,
@@ -52,17 +74,29 @@ def _port() -> int:
 def _heldout(client, prompts) -> tuple[list[str], set[int]]:
     replies, versions = [], set()
     for q in prompts:
-        r = client.chat.completions.create(model=f"local:{MODEL}", messages=[{"role": "user", "content": q}], max_tokens=12,
+        r = client.chat.completions.create(model=f"local:{MODEL}", messages=[{"role": "user", "content": q}],
+                                           max_tokens=MAX_TOKENS,
                                            temperature=0.0, extra_headers={"X-Turn-Type": "side"})
         replies.append(r.choices[0].message.content or "")
         versions.add(int(r.model_extra["ratchet"]["policy_version"]))
     return replies, versions
 
 
+def _wait(predicate, timeout_s: float, proc, log) -> bool:
+    """Poll until ``predicate()`` holds (True) or ``timeout_s`` passes (False); the server must stay up."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert proc.poll() is None, log.read_text()[-3000:]
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(1)
+    return True
+
+
 def test_served_replies_move_toward_the_taught_preference(tmp_path) -> None:
     import json
 
-    pref = Greeting()
+    pref = Bullets()
     heldout = HELDOUT_PROMPTS[:8]
     gate_prompts = TRAIN_PROMPTS[-4:]
     (tmp_path / "gate.jsonl").write_text("".join(
@@ -72,46 +106,56 @@ def test_served_replies_move_toward_the_taught_preference(tmp_path) -> None:
                                                    "What is 2 plus 2?": "2 plus 2 is 4."}, pref)))
     port = _port()
     cmd = [sys.executable, "-c", "from ratchet.cli import main; main()", "serve", "--model", f"local:{MODEL}",
-           "--learn", "opd", "--run", "learn", "--port", str(port),
+           "--learn", "combine", "--run", "learn", "--port", str(port),
            "--set", f"runs_root={tmp_path}", "--set", f"trainer.heldout_path={tmp_path / 'gate.jsonl'}",
-           "--set", f"trainer.gate.guard_path={tmp_path / 'guard.jsonl'}", "--set", "trainer.batch_size=6",
-           "--set", "trainer.learning_rate=1e-3", "--set", "version_poll_s=0.5", "--set", "max_tokens=16"]
-    log = open(tmp_path / "serve.log", "w")
+           "--set", f"trainer.gate.guard_path={tmp_path / 'guard.jsonl'}", "--set", "version_poll_s=0.5", "--set", "status_every_s=5",
+           "--set", f"max_tokens={MAX_TOKENS}", *(a for o in OVERRIDES for a in ("--set", o))]
+    log_path = tmp_path / "serve.log"
+    log = open(log_path, "w")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                             env={**os.environ, "OMP_NUM_THREADS": "1"})
     store = VersionStore(tmp_path / "learn" / "online" / "versions")
+    history: list[dict] = []
     try:
-        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", max_retries=0, timeout=120)
-        deadline = time.monotonic() + 120
-        while True:
-            assert proc.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", max_retries=0, timeout=300)
+
+        def up() -> bool:
             try:
                 client.models.list()
-                break
+                return True
             except openai.APIConnectionError:
-                assert time.monotonic() < deadline, "ratchet serve did not start"
-                time.sleep(1)
+                return False
+
+        assert _wait(up, 300, proc, log_path), "ratchet serve did not start"
         before, versions = _heldout(client, heldout)
         assert versions == {0}
+        met_before = sum(pref.check(r) for r in before)
         user = SimulatedUser(pref)
-        deadline = time.monotonic() + 240
+        deadline = time.monotonic() + TEACH_S
         i = 0
-        # Teach until the trainer promotes a version that passes its gate.
-        while store.current_number() == 0:
-            assert time.monotonic() < deadline, [v.metrics.get("evaluation", {}).get("failed") for v in store.list()]
-            user.converse(client, f"local:{MODEL}", TRAIN_PROMPTS[i % 30], session=f"c{i}", max_tokens=16, temperature=0.8,
-                          seed=i)
-            i += 1
-        # The hot swap: serving answers from the promoted version.
-        deadline = time.monotonic() + 60
-        while True:
-            after, versions = _heldout(client, heldout[:1])
-            if versions != {0}:
+        after: list[str] = []
+        while time.monotonic() < deadline and sum(pref.check(r) for r in after) <= met_before:
+            # A few conversations, then the user comes back once the trainer has published a
+            # version from them (served or refused), so each batch is served by a recent version.
+            published = store.latest_number()
+            for _ in range(PACE):
+                user.converse(client, f"local:{MODEL}", TRAIN_PROMPTS[i % 30], session=f"c{i}",
+                              max_tokens=MAX_TOKENS, temperature=0.8, seed=i)
+                i += 1
+            if not _wait(lambda: store.latest_number() > published, deadline - time.monotonic(), proc, log_path):
                 break
-            assert time.monotonic() < deadline, "serving never swapped to the promoted version"
-            time.sleep(1)
-        after, versions = _heldout(client, heldout)
-        assert 0 not in versions
+            latest = store.get(store.latest_number())
+            if not latest.promoted:
+                history.append({"version": latest.number, "served": False, "conversations": i,
+                                "failed": (latest.metrics.get("evaluation") or {}).get("failed")})
+                continue
+            # The hot swap: serving answers from the promoted version.
+            assert _wait(lambda: _heldout(client, heldout[:1])[1] == {latest.number}, 60, proc, log_path), \
+                f"serving never swapped to v{latest.number}"
+            after, versions = _heldout(client, heldout)
+            assert versions == {latest.number}
+            history.append({"version": latest.number, "served": True, "conversations": i,
+                            "met": sum(pref.check(r) for r in after), "after": after})
     finally:
         proc.send_signal(signal.SIGINT)
         try:
@@ -119,16 +163,7 @@ def test_served_replies_move_toward_the_taught_preference(tmp_path) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
         log.close()
-    met_before = sum(pref.check(r) for r in before)
     met_after = sum(pref.check(r) for r in after)
-    report = {"conversations": i, "before": before, "after": after}
-    if met_after <= met_before:
-        # Measured (docs/online.md): the chain above passes (v1 trained, gated, promoted,
-        # hot-swapped) and no held-out greedy reply starts with the greeting, also with the current
-        # defaults (top_share, rl_credit=parting): 21 conversations, 0 of 8 before and after. The
-        # whole system does learn the greeting with the 0.5B (bench/online_personalization.py,
-        # `…/greeting/combine/defaults_paced`: 0 -> 7 of 12 held-out replies at v5, after 20
-        # paced conversations and 17.5 min; 12 of 12 at v8, 32 conversations, 29 min) but not in
-        # the one promoted version of the 135M this test waits for. The plumbing must pass; the
-        # learning within a test's time is the open target.
-        pytest.xfail(f"served replies did not move to the taught greeting: {report}")
+    report = {"before": before, "met_before": met_before, "history": history}
+    print(json.dumps(report, indent=1))  # what moved, for `pytest -rP`
+    assert after and met_after > met_before, report

@@ -125,7 +125,8 @@ class TrainerConfig(Settings):
     in both; updates 2 and 4 fell to 7 of 12 in the shuffled order, update 4 in the other: the
     promotion gate is there to refuse those), and bullets with ``opd`` (0.83 at update 5, guard 10
     of 12 at every update, the base's level). Through ``ratchet serve`` with these defaults the
-    greeting reached 12 of 12 held-out replies at v8, the gate refusing four versions on the way
+    greeting reached 12 of 12 held-out replies at v8, the gate refusing four versions on the way,
+    and bullets 10 of 12 at v3 (12 conversations) and 11 at v5, none refused
     (``bench/results/online_personalization.md``). Every ``topk`` run at the same KL (0.46–0.72)
     had guard 5–7 of 12. ``hold_coef=5`` (with ``kl_coef=5``) kept the guard and stalled the greeting
     (preference 0.00 after 3–4 updates, log p("Ahoy!") −4.2 to −4.4)."""
