@@ -17,6 +17,7 @@ import pytest
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'ratchet[ray]')")
 from ray.cluster_utils import Cluster  # noqa: E402
 
+from ratchet.online.batching import Usable  # noqa: E402
 from ratchet.online.config import OnlineConfig  # noqa: E402
 from ratchet.online.evaluation import EvaluationHook  # noqa: E402
 from ratchet.online.loops import RayLoops  # noqa: E402
@@ -134,6 +135,7 @@ class PublishingTrainer:
     holds the batch's turn ids, so a test can tell which update a copy of an adapter came from."""
 
     base_gguf = None
+    usable = staticmethod(Usable.every)  # it drops nothing
 
     def __init__(self) -> None:
         self.version = 0

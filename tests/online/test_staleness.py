@@ -204,6 +204,90 @@ def test_a_rollback_during_a_step_is_not_undone_by_its_promotion(tmp_path):
     assert refused[0]["refused"].startswith("trained from v1, but v0 was made current")
 
 
+def enqueue(queue: TurnQueue, *samples) -> list[str]:
+    """Judged samples straight into the queue, as the judge leaves them."""
+    for s in samples:
+        queue.add_turn(s.turn)
+        queue.set_next_state(s.turn.turn_id, "thanks")
+        queue.add_judgement(s.judgement)
+    return [s.turn.turn_id for s in samples]
+
+
+def states(queue: TurnQueue, ids: list[str]) -> list[tuple[str, int]]:
+    marks = ",".join("?" * len(ids))
+    return queue._conn().execute(
+        f"SELECT state, trained_version FROM turns WHERE turn_id IN ({marks}) ORDER BY turn_id", ids).fetchall()
+
+
+def test_min_batch_counts_the_samples_an_update_learns_from_not_those_claimed(tmp_path):
+    with Loop(tmp_path, signal="combine", batch_size=3, min_batch=3) as loop:
+        # Two retries judged 0 whose hint the user had already written: claimed, nothing to teach.
+        retries = enqueue(loop.queue, *(sample(f"r{i}\n\nsay ahoy", "hello", 0, hint="say ahoy",
+                                               turn_id=f"r{i}") for i in range(2)))
+        first = loop.feed(0, 1)
+        _wait(lambda: loop.queue.stats()["claimed"] == 3)
+        time.sleep(0.5)  # some 25 polls on a full batch of claims with one usable sample among them
+        assert loop.records == [] and loop.queue.stats()["claimed"] == 3
+        rest = loop.feed(0, 2)
+        loop.versions(1)
+        time.sleep(0.2)
+    assert len(loop.records) == 1
+    record = loop.records[0]
+    assert record["samples"] == 3 and record["dropped"]["no_signal"] == 2
+    assert record["dropped"]["hint_already_asked"] == 2
+    # Nothing lost: the three it learned from and the two it dropped are all marked with v1.
+    assert states(loop.queue, retries + first + rest) == [("trained", 1)] * 5
+    assert loop.queue.stats()["claimed"] == 0
+
+
+def test_a_sample_a_rollback_makes_stale_while_it_waits_does_not_count(tmp_path):
+    with Loop(tmp_path, batch_size=2, min_batch=2, max_staleness=0) as loop:
+        loop.feed(0)
+        loop.versions(1)  # v1 from v0
+        loop.store.rollback(0)
+        _wait(lambda: loop.trainer.version == 0)
+        loop.feed(0)
+        loop.versions(2)  # v2 from v0: a second branch
+        waiting = loop.feed(2, 1)  # served by v2, waits for a second sample
+        _wait(lambda: loop.queue.stats()["claimed"] == 1)
+        loop.store.rollback(1)
+        _wait(lambda: loop.trainer.version == 1)
+        # v2's sample is of the other branch: counted from v0, one update behind v1, so stale at 0.
+        late = loop.feed(1, 1)
+        time.sleep(0.5)
+        assert len(loop.records) == 2  # one usable sample and one stale: no step
+        late += loop.feed(1, 1)
+        loop.versions(3)
+    record = loop.records[2]
+    assert record["parent_version"] == 1 and record["samples"] == 2 and record["dropped"]["stale"] == 1
+    assert states(loop.queue, waiting + late) == [("trained", 3)] * 3
+    assert loop.queue.stats()["trained"] == 7 and loop.queue.stats()["claimed"] == 0
+
+
+def test_usable_says_what_prepare_keeps():
+    def batch():
+        return [sample("q1", "ahoy", 1, version=1, turn_id="learns"),
+                sample("q2", "ahoy", 1, version=0, turn_id="stale"),
+                sample("q3\n\nsay ahoy", "hello", 0, hint="say ahoy", version=1, turn_id="retry"),
+                sample("q4", "", 1, version=1, turn_id="empty")]
+
+    def at_v1(**settings):
+        trainer = make_trainer(signal="combine", max_staleness=0, **settings)
+        trainer.version = 1
+        return trainer
+
+    trainer = at_v1(kl_coef=1.0)
+    usable = trainer.usable(batch())
+    assert [s.turn.turn_id for s in usable.samples] == ["learns"]
+    assert usable.unused == {"stale": "stale", "retry": "anchor", "empty": "empty"}
+    items, dropped = trainer.prepare(batch())
+    assert sorted((it.turn_id, it.anchor_only) for it in items) == [("learns", False), ("retry", True)]
+    assert dropped == {"stale": 1, "no_signal": 0, "empty": 1, "hint_already_asked": 1}
+    # Without the KL term the retry is of no use at all.
+    assert at_v1().usable(batch()).unused["retry"] == "no_signal"
+    assert at_v1().prepare(batch())[1]["no_signal"] == 1
+
+
 # ------------------------------------------------------------------ the batch clock
 
 

@@ -18,6 +18,7 @@ import pytest
 from pydantic import ValidationError
 from trainable import judged_queue
 
+from ratchet.online.batching import Usable
 from ratchet.online.claims import Claimer
 from ratchet.online.queue import TurnQueue
 from ratchet.online.trainer import TrainerConfig, _still_held, run_trainer_loop
@@ -37,6 +38,7 @@ class RecordingTrainer:
     """Records each batch; makes no update (the loop then marks the batch trained at its version)."""
 
     version = 0
+    usable = staticmethod(Usable.every)  # it drops nothing
 
     def __init__(self, seconds: float = 0.0, poison: str | None = None) -> None:
         self.batches: list[list[str]] = []
@@ -79,10 +81,12 @@ CHILD = textwrap.dedent("""
     import sys, threading, time
     from pathlib import Path
     sys.path.insert(0, {src!r})
+    from ratchet.online.batching import Usable
     from ratchet.online.trainer import TrainerConfig, run_trainer_loop
 
     class StuckTrainer:  # is SIGKILLed in the middle of this step
         version = 0
+        usable = staticmethod(Usable.every)
         def step(self, batch):
             Path({marker!r}).write_text(" ".join(s.turn.turn_id for s in batch))
             time.sleep(600)

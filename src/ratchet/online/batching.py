@@ -5,16 +5,40 @@ loop that sat idle for an hour must not train on the first sample that then show
 partial batch needs ``min_batch`` samples however long it waited, so an idle period never makes
 the trainer step on a single sample (one sample's reward is mostly noise, and Adam's first steps
 are its largest).
+
+What counts is the samples an update would learn from (:class:`Usable`, which the trainer says
+before the loop decides), not the samples claimed: a retry judged 0 whose hint the user had already
+written, or a sample a rollback made stale while it waited, is dropped by the update, and counting
+it would let an update run on fewer than ``min_batch`` samples. Such samples stay with the batch
+they were claimed with (dropped and counted in its version's record, as ever) while the usable
+ones wait for company.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Usable:
+    """What an update would make of some claimed samples: the ones it would learn from, and for
+    each of the others (by turn id) why not: a drop reason of the trainer's (``stale``,
+    ``no_signal``, ``empty``) or ``anchor`` (kept only to hold the KL to the base)."""
+
+    samples: tuple[Any, ...]
+    unused: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def every(cls, samples: Sequence[Any]) -> Usable:
+        """All of ``samples`` usable: for trainers that drop nothing."""
+        return cls(tuple(samples))
 
 
 class BatchClock:
-    """Says when ``pending`` claimed samples make a batch; ``now`` is injectable for tests."""
+    """Says when ``pending`` usable samples make a batch; ``now`` is injectable for tests."""
 
     def __init__(self, batch_size: int, min_batch: int, max_wait_s: float,
                  now: Callable[[], float] = time.monotonic) -> None:
@@ -26,8 +50,8 @@ class BatchClock:
         self.first_at: float | None = None
 
     def due(self, pending: int) -> bool:
-        """Whether to train on the ``pending`` samples now. The first call that sees samples starts
-        the wait; a call with none clears it."""
+        """Whether to train on the ``pending`` usable samples now. The first call that sees one
+        starts the wait; a call with none clears it."""
         if pending <= 0:
             self.first_at = None
             return False

@@ -36,7 +36,7 @@ from pydantic import Field
 
 from ratchet.config import Settings
 from ratchet.contracts import RatchetError
-from ratchet.online.batching import BatchClock
+from ratchet.online.batching import BatchClock, Usable
 from ratchet.online.credit import CreditName, reward_credit
 from ratchet.online.evaluation import GateConfig
 from ratchet.online.targets import TargetFilterName, target_filter
@@ -193,7 +193,9 @@ class TrainerConfig(Settings):
     """Seed for the LoRA initialization."""
     min_batch: int = Field(default=4, ge=1)
     """Fewest samples a partial batch is trained on, however long it waited (capped at
-    ``batch_size``): an idle period never makes the trainer step on one sample."""
+    ``batch_size``): an idle period never makes the trainer step on one sample. Counted among the
+    samples the update learns from (``Trainer.usable``): claimed samples it would drop (stale, no
+    signal) or keep only as KL anchors do not count, and wait with the batch."""
     max_wait_s: float = Field(default=120.0, ge=0)
     """How long after the first sample of a batch arrives to wait for a full batch before training
     on what is there (at least ``min_batch``). The clock starts at that first sample, not when the
@@ -466,38 +468,60 @@ class Trainer:
 
     # ------------------------------------------------------------------ preparing samples
 
-    def prepare(self, samples: Sequence[Any]) -> tuple[list[_Prepared], dict[str, int]]:
-        """Filter samples by signal and staleness, and turn them into token ids.
+    def _signal(self, sample: Any) -> tuple[float, str | None]:
+        """(reward, hint) that ``sample`` teaches with the configured signal."""
+        cfg = self.config
+        hint = sample.judgement.hint if cfg.signal in ("opd", "combine") else None
+        if hint and already_asked(sample.turn.messages, hint):
+            # The student already saw this instruction (a retry after the correction that
+            # states it): a teacher told it again knows nothing the student does not, and
+            # distilling it only pulls the student toward the base's own reply there.
+            hint = None
+        reward = float(sample.judgement.reward) if cfg.signal in ("rl", "combine") else 0.0
+        return reward, hint
 
-        Returns the kept samples and counts of what was dropped and why.
+    def _unused(self, sample: Any) -> str | None:
+        """Why an update would not learn from ``sample``: a drop reason of :meth:`prepare`
+        (``stale``, ``no_signal``, ``empty``), ``anchor`` (kept only for the KL to the base), or
+        None when it learns from it. Cheap (no tokenizing): the loop asks it on every poll."""
+        if self.staleness(sample.turn.policy_version) > self.config.max_staleness:
+            return "stale"
+        reward, hint = self._signal(sample)
+        anchor = not reward and not hint
+        # A praised reply is not an anchor: the user endorsed all of it, and holding it to the
+        # base pulled first replies that already greeted back to the base's opening (measured
+        # on the 0.5B: preference 0.25 → 0.00 in one update whose batch had two of them).
+        if anchor and (not self.config.kl_coef or sample.judgement.reward > 0):
+            return "no_signal"
+        if not sample.turn.response_token_ids:
+            return "empty"
+        return "anchor" if anchor else None
+
+    def usable(self, samples: Sequence[Any]) -> Usable:
+        """Which of ``samples`` an update would learn from now, and why not the others: what the
+        training loop counts against ``batch_size`` and ``min_batch`` before it steps."""
+        unused = {s.turn.turn_id: why for s in samples if (why := self._unused(s)) is not None}
+        return Usable(tuple(s for s in samples if s.turn.turn_id not in unused), unused)
+
+    def prepare(self, samples: Sequence[Any]) -> tuple[list[_Prepared], dict[str, int]]:
+        """Filter samples by signal and staleness (:meth:`usable`), and turn them into token ids.
+
+        Returns the kept samples (anchors included) and counts of what was dropped and why.
         """
         cfg = self.config
         kept: list[_Prepared] = []
         dropped = {"stale": 0, "no_signal": 0, "empty": 0, "hint_already_asked": 0}
         for sample in samples:
             turn, judgement = sample.turn, sample.judgement
-            if self.staleness(turn.policy_version) > cfg.max_staleness:
-                dropped["stale"] += 1
+            why = self._unused(sample)
+            reward, hint = self._signal(sample)
+            if why != "stale" and judgement.hint and cfg.signal != "rl" and not hint:
+                dropped["hint_already_asked"] += 1  # a hint ignored; the sample may still teach by its reward
+            if why in dropped:
+                dropped[why] += 1
                 continue
-            hint = judgement.hint if cfg.signal in ("opd", "combine") else None
-            if hint and already_asked(turn.messages, hint):
-                # The student already saw this instruction (a retry after the correction that
-                # states it): a teacher told it again knows nothing the student does not, and
-                # distilling it only pulls the student toward the base's own reply there.
-                dropped["hint_already_asked"] += 1
-                hint = None
-            reward = float(judgement.reward) if cfg.signal in ("rl", "combine") else 0.0
-            anchor = not reward and not hint
-            # A praised reply is not an anchor: the user endorsed all of it, and holding it to the
-            # base pulled first replies that already greeted back to the base's opening (measured
-            # on the 0.5B: preference 0.25 → 0.00 in one update whose batch had two of them).
-            if anchor and (not cfg.kl_coef or judgement.reward > 0):
-                dropped["no_signal"] += 1
-                continue
+            anchor = why == "anchor"
             response = list(turn.response_token_ids)
-            if not response:
-                dropped["empty"] += 1
-                continue
             prompt = list(turn.prompt_token_ids) or _chat_ids(self.tokenizer, turn.messages)
             keep_prompt = max(cfg.max_seq_len - len(response), 1)
             prompt = prompt[-keep_prompt:]
@@ -967,8 +991,9 @@ def run_trainer_loop(
     optimizer (Adam's moments describe the path to the weights it leaves, not to those it goes to);
     an update that was training when the rollback came is kept unpromoted (it would undo the
     rollback) and its batch trains again from the weights rolled back to.
-    A partial batch waits ``max_wait_s`` from its first sample and needs ``min_batch`` samples
-    (:class:`~ratchet.online.batching.BatchClock`); staleness is counted in optimizer steps on the
+    A partial batch waits ``max_wait_s`` from its first sample and needs ``min_batch`` samples,
+    counted among those the trainer would learn from (:meth:`Trainer.usable`,
+    :class:`~ratchet.online.batching.BatchClock`); staleness is counted in optimizer steps on the
     version tree (:class:`~ratchet.online.versions.Lineage`). ``metrics_sink`` receives one dict
     per version. ``trainer`` and ``hook`` (an :class:`~ratchet.online.evaluation.EvaluationHook`)
     default to ones built from ``config``.
@@ -999,19 +1024,23 @@ def run_trainer_loop(
         while not stop_event.is_set():
             batch = []
             _follow_current(trainer, store)
-            room = config.batch_size - len(pending)
+            trainer.lineage = store.lineage()
+            # Batches count the samples the update would learn from, not those claimed: the others
+            # (stale since a rollback, a retry with nothing to teach) ride along with the batch, are
+            # dropped by the step and counted in its record, and take no usable sample's place.
+            room = config.batch_size - len(trainer.usable(pending).samples)
             if room > 0:
-                trainer.lineage = store.lineage()
                 pending.extend(queue.take_batch(room, claimer=claimer, lease_s=config.claim_lease_s,
                                                 max_reclaims=config.max_reclaims,
                                                 stale=TooStale(trainer.lineage, trainer.version, config.max_staleness)))
-            if not clock.due(len(pending)):
+            if not clock.due(len(trainer.usable(pending).samples)):
                 stop_event.wait(config.poll_interval_s)
                 continue
-            batch, pending = _still_held(queue, claimer, pending), []
+            pending = _still_held(queue, claimer, pending)
+            if not clock.due(len(trainer.usable(pending).samples)):
+                continue  # a lost lease took some: the rest wait for more
+            batch, pending = pending, []
             clock.reset()
-            if not batch:
-                continue
             baseline = None
             if hook is not None:
                 # The current version's score changes only when the trainer's weights do.
