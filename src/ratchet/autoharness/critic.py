@@ -19,6 +19,8 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from ratchet.autoharness import harnesslib as lib
+
 #: Failure kinds that are diagnoses over many boards, not single failed steps.
 INVERTED = "inverted_condition"
 COPIED = "copied_answer"
@@ -71,10 +73,8 @@ def diagnose_legal_actions(wrong: Sequence[dict[str, Any]], states: Sequence[tup
     Copied: one and the same output on at least half of the boards (and 3) whose legal lists
     differ: an answer hard-coded instead of computed (if it is some state's legal list, most likely
     an example's). When that output is [] it is a test for "legal" that never holds (``NEVER``)."""
-    from ratchet.autoharness.harnesslib import action_value
-
     listed = [f for f in wrong if f.get("kind") == "wrong_legal_actions"]
-    universe = {action_value(str(a)) for _, legal in states for a in legal}
+    universe = {lib.action_value(str(a)) for _, legal in states for a in legal}
     out: list[dict[str, Any]] = []
     inverted = [f for f in listed if _inverted(f, universe)]
     if len(inverted) < max(2, len(listed) // 2):  # one board can match by chance; a real inversion is everywhere
@@ -103,9 +103,9 @@ def diagnose_legal_actions(wrong: Sequence[dict[str, Any]], states: Sequence[tup
                                  + _legal_cell_values(same[0]))})
     elif len({tuple(f["expected"]) for f in same}) >= 3:
         got = same[0]["got"]
-        values = sorted(action_value(str(a)) for a in got) if isinstance(got, list) else None
+        values = sorted(lib.action_value(str(a)) for a in got) if isinstance(got, list) else None
         origin = ("; that is the answer of one example, copied" if values is not None and any(
-            sorted(action_value(a) for a in legal) == values for _, legal in states) else "")
+            sorted(lib.action_value(a) for a in legal) == values for _, legal in states) else "")
         out.append({"kind": COPIED, "function": "legal_actions", "board": same[0]["board"], "action": None, "verdict": None,
                     "feedback": (f"legal_actions returned the same {short(got)} on {len(same)} boards whose legal moves all differ: "
                                  f"the answer is hard-coded{origin}. Compute the list from the argument instead.")})
@@ -115,8 +115,6 @@ def diagnose_legal_actions(wrong: Sequence[dict[str, Any]], states: Sequence[tup
 def _legal_cell_values(failure: dict[str, Any]) -> str:
     """What the legal cells of a board actually hold (" On this board cell 4 holds '4'..."), when the
     legal actions are cell indices of a grid: the concrete fact a "never true" test contradicts."""
-    from ratchet.autoharness import harnesslib as lib
-
     cells = lib.cells(lib.parse_grid(lib.current_board(failure.get("board") or "")))
     shown = []
     for action in failure.get("expected") or []:
@@ -129,8 +127,6 @@ def _legal_cell_values(failure: dict[str, Any]) -> str:
 
 
 def _inverted(failure: dict[str, Any], universe: set[str]) -> bool:
-    from ratchet.autoharness import harnesslib as lib
-
     got = failure.get("got")
     if not isinstance(got, list) or not got:
         return False
