@@ -90,7 +90,7 @@ def test_the_search_reaches_h_1_on_tower_of_hanoi_with_a_right_answer():
     from fakes import MemoryRun
 
     from ratchet.autoharness.config import AutoHarnessConfig
-    from ratchet.autoharness.pipeline import env_factory_for
+    from ratchet.envs import env_factory_for
     from ratchet.autoharness.runtime import InProcessHarness
     from ratchet.autoharness.search import Synthesis
     from ratchet.models import ScriptedModel
@@ -130,7 +130,7 @@ def test_othellos_legal_moves_see_the_player_to_move_and_the_search_reaches_h_1(
     from fakes import MemoryRun
 
     from ratchet.autoharness.config import AutoHarnessConfig
-    from ratchet.autoharness.pipeline import env_factory_for
+    from ratchet.envs import env_factory_for
     from ratchet.autoharness.runtime import InProcessHarness
     from ratchet.autoharness.search import Synthesis
     from ratchet.autoharness.views import CellsView, MoverCellsView, choose_view

@@ -15,6 +15,7 @@ from ratchet.autoharness.report import game_report
 from ratchet.autoharness.runtime import RuntimeFactory, sandbox_runtime_factory
 from ratchet.autoharness.search import KIND, SearchResult, Synthesis
 from ratchet.contracts import Model, RatchetError
+from ratchet.envs import env_factory_for
 from ratchet.models import AccountedModel, Accountant, BudgetConfig, load_model
 
 RUN_KIND = "autoharness"
@@ -31,19 +32,6 @@ def accounted(model: Model, run: Any) -> AccountedModel:
     """Every refiner call goes through one accountant that logs it in ``run``'s store. The search
     enforces its own (resumable) budget; the accountant records."""
     return AccountedModel(model, Accountant(BudgetConfig(), on_call=run.record_llm_call), purpose="autoharness.refine")
-
-
-def env_factory_for(env_id: str, *, hints: bool = False) -> Callable[[], Any]:
-    """A factory of hint-stripped environments for ``env_id`` (the paper's setting); with
-    ``hints=True`` the game's own "Valid moves" lists are kept (used only to label transitions)."""
-    from ratchet.envs import EnvConfig, make
-
-    config = EnvConfig(strip_move_hints=not hints)
-
-    def build() -> Any:
-        return make(env_id, config)
-
-    return build
 
 
 def open_or_create(store: Any, cfg: AutoHarnessConfig, resume: str | None, name: str | None = None) -> tuple[Any, AutoHarnessConfig]:
@@ -184,4 +172,4 @@ def best_code(run: Any) -> tuple[str, dict[str, Any]]:
     return state["codes"][best["candidate_id"]], provenance
 
 
-__all__ = ["KIND", "RUN_KIND", "adopt", "best_code", "env_factory_for", "evaluate_harness", "open_or_create", "synthesize_game"]
+__all__ = ["KIND", "RUN_KIND", "adopt", "best_code", "evaluate_harness", "open_or_create", "synthesize_game"]
