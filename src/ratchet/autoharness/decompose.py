@@ -31,7 +31,8 @@ from typing import Any
 from ratchet.autoharness import critic
 from ratchet.autoharness.harnesslib import action_value
 from ratchet.autoharness.prompts import decomposed_prompt
-from ratchet.autoharness.runtime import HarnessRuntime, feedback_of
+from ratchet.autoharness.runtime import HarnessRuntime
+from ratchet.sandbox.errors import feedback_of
 from ratchet.contracts import Environment, Message
 from ratchet.envs.answers import extract_code, function_source
 from ratchet.envs.explore import TrueState, true_states

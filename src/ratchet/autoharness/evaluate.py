@@ -13,7 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ratchet.autoharness.runtime import HarnessRuntime, feedback_of
+from ratchet.autoharness.runtime import HarnessRuntime
+from ratchet.sandbox.errors import feedback_of
 from ratchet.contracts import Environment
 from ratchet.envs.measure import PlayStats, game_seed
 

@@ -24,7 +24,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ratchet.autoharness.evaluate import rollout
-from ratchet.autoharness.runtime import HarnessRuntime, feedback_of
+from ratchet.autoharness.runtime import HarnessRuntime
+from ratchet.sandbox.errors import feedback_of
 from ratchet.autoharness.transitions import score_is_legal
 from ratchet.envs.explore import harvest
 from ratchet.config import Settings
