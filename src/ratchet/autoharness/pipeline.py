@@ -16,16 +16,9 @@ from ratchet.autoharness.runtime import RuntimeFactory, sandbox_runtime_factory
 from ratchet.autoharness.search import KIND, SearchResult, Synthesis
 from ratchet.contracts import Model, RatchetError
 from ratchet.envs import env_factory_for
-from ratchet.models import AccountedModel, Accountant, BudgetConfig, load_model
+from ratchet.models import AccountedModel, Accountant, BudgetConfig
 
 RUN_KIND = "autoharness"
-
-
-def load_refiner(spec: str, threads: int | None = None) -> Model:
-    """The model named by ``spec``; ``threads`` pins an embedded model's threads (ignored by HTTP backends)."""
-    if threads and spec.startswith("local:"):
-        return load_model(spec, n_threads=threads)
-    return load_model(spec)
 
 
 def accounted(model: Model, run: Any) -> AccountedModel:
