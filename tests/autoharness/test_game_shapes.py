@@ -102,7 +102,7 @@ def test_the_search_reaches_h_1_on_tower_of_hanoi_with_a_right_answer():
                        description=hanoi().reset(0).text)
     result = search.run_search()
     # No printed list: the grammar's 25 tower pairs were tried at each state, and the board reaches the code as text.
-    assert result.best_h == 1.0 and result.calls == 1 and not search.grid_view()
+    assert result.best_h == 1.0 and result.calls == 1 and search.view().name == "text"
     assert "ACTION_FORM = '[{} {}]'" in result.best_code and "legal_moves(board)" in result.best_code
 
 

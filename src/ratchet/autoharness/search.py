@@ -284,10 +284,6 @@ class Synthesis:
         """What the scaffolded legal_moves is called with (``views.choose_view``), read from the listed states."""
         return choose_view(self.listed or [(t.board, []) for t in self.transitions[:5]])
 
-    def grid_view(self) -> bool:
-        """Whether the boards parse as a grid (legal_moves gets its cells)."""
-        return self.view().params.startswith("cells")
-
     def _ask(self, messages: list, sample: int, max_tokens: int | None = None) -> tuple[str, int]:
         temperature = self.cfg.first_temperature if sample == 0 else self.cfg.temperature
         kwargs: dict[str, Any] = dict(temperature=temperature, max_tokens=max_tokens or self.cfg.max_new_tokens,
