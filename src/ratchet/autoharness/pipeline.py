@@ -137,12 +137,9 @@ def evaluate_harness(
     the slower LLM protocol."""
     env_factory = env_factory or env_factory_for(cfg.env)
     runtime_factory = runtime_factory or sandbox_runtime_factory(cfg.call_timeout_s)
-    runtime = runtime_factory({"harness.py": code})
-    try:
+    with runtime_factory({"harness.py": code}) as runtime:
         evaluation = run_protocol(env_factory, play_model, cfg.env, cfg.mode, runtime, cfg.heldout_seeds, protocol,
                                   on_phase=on_phase)
-    finally:
-        runtime.close()
     run.write_json("protocol.json", evaluation)
     return evaluation
 

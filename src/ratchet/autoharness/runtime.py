@@ -21,13 +21,17 @@ HARNESSLIB_FILE = HARNESSLIB_NAME + ".py"
 
 
 class HarnessRuntime(Protocol):
-    """A loaded harness that can be called by function name."""
+    """A loaded harness that can be called by function name; ``with`` closes it."""
 
     def call(self, fn: str, *args: Any, seed: int | None = None) -> Any: ...
 
     def call_many(self, fn: str, args_list: Sequence[Sequence[Any]], seed: int | None = None) -> list[tuple[str, Any]]: ...
 
     def close(self) -> None: ...
+
+    def __enter__(self) -> HarnessRuntime: ...
+
+    def __exit__(self, *exc: object) -> None: ...
 
 
 RuntimeFactory = Callable[[dict[str, str]], HarnessRuntime]

@@ -201,8 +201,7 @@ class Synthesis:
         if problem:
             failure = {"kind": "code_error", "function": "both", "board": "", "action": None, "verdict": None, "feedback": problem}
             return Judgement(0.0, "failed", {"legal_rate": 0.0}, [failure])
-        runtime = self.runtime_factory({"harness.py": code})
-        try:
+        with self.runtime_factory({"harness.py": code}) as runtime:
             metrics, failures = self._checks(runtime, code)
             stats = rollout(runtime, self.env_factory, self.cfg.search_seeds[: self.cfg.eval_envs], self.cfg.eval_steps,
                             self.cfg.step_cap, action_shape=self.grammar.describe())
@@ -219,8 +218,6 @@ class Synthesis:
             dense = _dense(metrics)
             h = primary if dense is None else 0.5 * primary + 0.5 * dense
             return Judgement(h, "evaluated", metrics, failures)
-        finally:
-            runtime.close()
 
     def _checks(self, runtime: Any, code: str) -> tuple[dict[str, float], list[dict[str, Any]]]:
         metrics: dict[str, float] = {}
@@ -234,11 +231,8 @@ class Synthesis:
         proposed without a model call. None when the code does not load or nothing checks densely."""
         if check_signatures(code):
             return None
-        runtime = self.runtime_factory({"harness.py": code})
-        try:
+        with self.runtime_factory({"harness.py": code}) as runtime:
             return _dense(self._checks(runtime, code)[0])
-        finally:
-            runtime.close()
 
     # ---------------------------------------------------------------- proposing
 
