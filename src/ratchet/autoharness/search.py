@@ -253,6 +253,7 @@ class Synthesis:
         if whole:  # the whole harness, the paper's request (``Idea.whole_harness``)
             options.update(scaffold=False, scaffold_examples=[], body_only=False, expected=[], more_examples=[])
         options["failures"] = shown
+        window = context_window(self.model)  # None: the model does not say; every request fits
         for less in ({}, *SHRINK):
             options.update({k: options[k][:v] if type(v) is int else v for k, v in less.items()})
             messages = synthesis_prompt(
@@ -260,19 +261,12 @@ class Synthesis:
                 code=code, refine=refine, error_summary=critic.summarize(pool), score_line=score_line,
                 expected_complete=lesson.complete, view=self.view(), **options,
             )
-            if self._fits(messages, self.cfg.max_new_tokens):
+            if window is None or window.count_tokens(messages) + self.cfg.max_new_tokens <= window.context_tokens:
                 asks = "legal_moves" if asks_one_function(code, options["scaffold"], options["scaffold_examples"]) else None
                 return messages, options["failures"], asks
-        window = context_window(self.model)
         raise RatchetError(f"{self.cfg.env}: the refiner's shortest request is {window.count_tokens(messages)} tokens, and "
                            f"{self.model.name} reads {window.context_tokens} with {self.cfg.max_new_tokens} of them for the reply",
                            hint="use a model with a larger context window (e.g. local:NAME?n_ctx=8192) or lower max_new_tokens")
-
-    def _fits(self, messages: list, max_tokens: int) -> bool:
-        """Whether the request and a reply of ``max_tokens`` fit the refiner's context window
-        (always, for a model that does not say what its window is)."""
-        window = context_window(self.model)
-        return window is None or window.count_tokens(messages) + max_tokens <= window.context_tokens
 
     def view(self) -> BoardView:
         """What the scaffolded legal_moves is called with (``views.choose_view``), read from the listed states."""
