@@ -9,16 +9,13 @@ Every failure carries what the refiner needs: board, action, verdict, env reason
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ratchet.autoharness.runtime import HarnessRuntime
 from ratchet.sandbox.errors import feedback_of
-from ratchet.contracts import Environment
+from ratchet.envs.explore import EnvFactory
 from ratchet.envs.measure import PlayStats, game_seed
-
-EnvFactory = Callable[[], Environment]
 
 #: Failure kinds, and which functions each one says to refine (the paper's rule; see refine.py).
 CODE_ERROR = "code_error"

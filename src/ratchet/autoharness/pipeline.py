@@ -13,7 +13,7 @@ from ratchet.autoharness.library import HarnessLibrary
 from ratchet.autoharness.protocol import ProtocolConfig, code_heldout, run_protocol
 from ratchet.autoharness.report import game_report
 from ratchet.autoharness.runtime import RuntimeFactory, sandbox_runtime_factory
-from ratchet.autoharness.search import KIND, SearchResult, Synthesis
+from ratchet.autoharness.search import SearchResult, Synthesis
 from ratchet.contracts import Model, RatchetError
 from ratchet.envs import env_factory_for
 from ratchet.models import AccountedModel, Accountant, BudgetConfig
@@ -161,5 +161,3 @@ def best_code(run: Any) -> tuple[str, dict[str, Any]]:
     }
     return state["codes"][best["candidate_id"]], provenance
 
-
-__all__ = ["KIND", "RUN_KIND", "adopt", "best_code", "evaluate_harness", "open_or_create", "synthesize_game"]

@@ -20,15 +20,10 @@ if TYPE_CHECKING:  # views imports this module's text helpers
 
 SYSTEM = "You write short, correct Python code for game harnesses. Reply with exactly one ```python code block and nothing else."
 
+_IS_LEGAL = 'def is_legal_action(board: str, action: str) -> bool:\n    """Return True if the game accepts `action` on this board, else False."""'
 SIGNATURES = {
-    "verifier": (
-        'def propose_action(board: str) -> str:\n    """Return one random legal action for the player to move."""\n\n'
-        'def is_legal_action(board: str, action: str) -> bool:\n    """Return True if the game accepts `action` on this board, else False."""'
-    ),
-    "policy": (
-        'def propose_action(board: str) -> str:\n    """Return one of the best legal actions so that the final reward is maximized."""\n\n'
-        'def is_legal_action(board: str, action: str) -> bool:\n    """Return True if the game accepts `action` on this board, else False."""'
-    ),
+    "verifier": 'def propose_action(board: str) -> str:\n    """Return one random legal action for the player to move."""\n\n' + _IS_LEGAL,
+    "policy": 'def propose_action(board: str) -> str:\n    """Return one of the best legal actions so that the final reward is maximized."""\n\n' + _IS_LEGAL,
 }
 SIGNATURES["filter"] = SIGNATURES["verifier"]
 

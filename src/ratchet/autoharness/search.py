@@ -22,12 +22,12 @@ from ratchet.autoharness import critic
 from ratchet.autoharness import harnesslib as lib
 from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.decompose import Decomposer
-from ratchet.autoharness.evaluate import EnvFactory, rollout
+from ratchet.autoharness.evaluate import rollout
 from ratchet.autoharness.ideas import Decompose, Idea, Lesson, Request, components
 from ratchet.autoharness.prompts import asks_one_function, synthesis_prompt
 from ratchet.autoharness.refine import REQUIRED, check_signatures, which_to_refine
 from ratchet.autoharness.runtime import RuntimeFactory
-from ratchet.envs.explore import Transition, harvest, listed_states
+from ratchet.envs.explore import EnvFactory, Transition, harvest, listed_states
 from ratchet.envs.grammar import infer_grammar
 from ratchet.autoharness.tree import Node, Tree, select_action
 from ratchet.autoharness.views import BoardView, choose_view
