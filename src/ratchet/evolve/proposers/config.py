@@ -89,6 +89,16 @@ class AgenticOptions(ModelProposerOptions):
     (the 0.5B answered the proposer's task with no tool call at all). None: the step gives up."""
 
 
+class CriticRefinerOptions(ModelProposerOptions):
+    """The critic + refiner (AutoHarness): a few of the parent's failures, one per error type
+    first, shown to the run's refiner (``ctx.extra["refiner"]``), which rewrites one file."""
+
+    surface: str = "harness.py"
+    """The file the refiner rewrites."""
+    max_failures_shown: int = Field(default=5, ge=1)
+    """Most failures the critic shows the refiner (the AutoHarness paper: 5)."""
+
+
 class ControlOptions(Settings):
     """Control proposers (noop, cosmetic) for A/A benchmarks: they change nothing that matters."""
 
