@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from ratchet.autoharness.refine import HarnessRefiner
-from ratchet.contracts import Candidate, Failure, Proposer, TaskResult
+from ratchet.contracts import Candidate, Failure, Proposer, RatchetError, TaskResult
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.manifest import Manifest
 from ratchet.evolve.proposers.config import CriticRefinerOptions
@@ -74,10 +76,21 @@ def test_an_unusable_reply_is_no_proposal_with_its_reason(tmp_path) -> None:
 
 def test_without_a_refiner_or_the_surface_it_gives_up(tmp_path) -> None:
     made, model = proposer(tmp_path, [])
-    made.ctx.extra.clear()
+    made.refiner = None
     parent = Candidate.from_files("harness", {"harness.py": OLD})
     assert made.propose(parent, Archive(parent), random.Random(0)) is None and "no refiner" in made.last_reason
-    made.ctx.extra["refiner"] = HarnessRefiner("TicTacToe-v0")
+    made.refiner = HarnessRefiner("TicTacToe-v0")
     other = Candidate.from_files("harness", {"notes.md": "x"})
     assert made.propose(other, Archive(other), random.Random(0)) is None and "no harness.py" in made.last_reason
     assert model.calls == []
+
+
+def test_a_config_names_the_refiner_by_import_path(tmp_path) -> None:
+    ctx = EngineContext(Manifest(name="harness", editable=["harness.py"]), tmp_path, model=ScriptedModel([]))
+    named = CriticRefinerOptions(refiner="ratchet.autoharness.refine:HarnessRefiner", refiner_options={"game": "Nim-v0"})
+    made = CriticRefinerProposer(named, ctx)
+    assert isinstance(made.refiner, HarnessRefiner) and made.refiner.game == "Nim-v0"
+    for bad in (CriticRefinerOptions(refiner="ratchet.autoharness.refine:NoSuchRefiner"),
+                CriticRefinerOptions(refiner="ratchet.autoharness.refine:HarnessRefiner", refiner_options={"colour": "red"})):
+        with pytest.raises(RatchetError, match="cannot build refiner"):
+            CriticRefinerProposer(bad, ctx)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -97,6 +97,11 @@ class CriticRefinerOptions(ModelProposerOptions):
     """The file the refiner rewrites."""
     max_failures_shown: int = Field(default=5, ge=1)
     """Most failures the critic shows the refiner (the AutoHarness paper: 5)."""
+    refiner: str | None = None
+    """Import path ``module:Class`` of the refiner, built as ``Class(**refiner_options)`` (e.g.
+    ``ratchet.autoharness.refine:HarnessRefiner``); None: ``ctx.extra["refiner"]``."""
+    refiner_options: dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments of the refiner (``HarnessRefiner``: ``game``, ``description``, ``mode``)."""
 
 
 class ControlOptions(Settings):

@@ -15,13 +15,15 @@ their tasks flip.
 
 from __future__ import annotations
 
+import importlib
 import random
 import re
 from collections import Counter
 from collections.abc import Collection, Sequence
 from typing import Any, Protocol
 
-from ratchet.contracts import ArchiveView, Candidate, Claim, Message, Proposal
+from ratchet.contracts import ArchiveView, Candidate, Claim, Message, Proposal, RatchetError
+from ratchet.evolve.context import EngineContext
 from ratchet.evolve.proposers.base import ModelProposer
 from ratchet.evolve.proposers.config import CriticRefinerOptions
 
@@ -74,15 +76,28 @@ class Refiner(Protocol):
 
 
 class CriticRefinerProposer(ModelProposer):
-    """One refinement of the parent's ``options.surface`` by ``ctx.extra["refiner"]`` (a :class:`Refiner`)."""
+    """One refinement of the parent's ``options.surface`` by a :class:`Refiner`: the one
+    ``options.refiner`` names, else ``ctx.extra["refiner"]``."""
 
     name = "critic_refiner"
     Options = CriticRefinerOptions
     options: CriticRefinerOptions
 
+    def __init__(self, options: CriticRefinerOptions, ctx: EngineContext) -> None:
+        super().__init__(options, ctx)
+        self.refiner: Refiner | None = self._refiner(options) if options.refiner else ctx.extra.get("refiner")
+
+    @staticmethod
+    def _refiner(options: CriticRefinerOptions) -> Refiner:
+        module, _, attr = (options.refiner or "").partition(":")
+        try:
+            return getattr(importlib.import_module(module), attr)(**options.refiner_options)
+        except (ImportError, AttributeError, TypeError, ValueError) as exc:
+            raise RatchetError(f"critic_refiner proposer: cannot build refiner {options.refiner!r}: {exc}",
+                               hint="refiner takes module:Class, built as Class(**refiner_options)") from None
+
     def propose(self, parent: Candidate, archive: ArchiveView, rng: Any) -> Proposal | None:
-        refiner: Refiner | None = self.ctx.extra.get("refiner")
-        surface = self.options.surface
+        refiner, surface = self.refiner, self.options.surface
         if refiner is None or surface not in parent.files:
             return self.skip(parent, "no refiner in the run's context" if refiner is None else f"the parent has no {surface}")
         pool = [{**f.detail, "kind": f.kind, "feedback": f.message, "task_id": f.task_id or r.task_id}
