@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from ratchet.autoharness.config import AutoHarnessConfig
-    from ratchet.autoharness.pipeline import env_factory_for
+    from ratchet.envs import env_factory_for
     from ratchet.autoharness.runtime import InProcessHarness
     from ratchet.autoharness.search import Synthesis
     from ratchet.models import ScriptedModel

@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-seed", type=int, default=60, help="transitions per seed (the search's default)")
     args = parser.parse_args(argv)
 
-    from ratchet.autoharness.pipeline import env_factory_for
+    from ratchet.envs import env_factory_for
     from ratchet.envs.explore import harvest, listed_states
     from ratchet.envs.grammar import infer_grammar
 

@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from ratchet.autoharness.config import AutoHarnessConfig
-    from ratchet.autoharness.pipeline import env_factory_for
+    from ratchet.envs import env_factory_for
     from ratchet.autoharness.runtime import sandbox_runtime_factory
     from ratchet.models import load_model
     from ratchet.store import RunStore

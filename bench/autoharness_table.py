@@ -63,7 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from ratchet.autoharness.config import AutoHarnessConfig
-    from ratchet.autoharness.pipeline import accounted, load_refiner, open_or_create, synthesize_game
+    from ratchet.autoharness.pipeline import accounted, open_or_create, synthesize_game
+    from ratchet.models import load_model
     from ratchet.autoharness.protocol import ProtocolConfig
     from ratchet.autoharness.report import markdown_table
     from ratchet.config import load_config
@@ -76,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         out_json.with_suffix(".md").write_text(markdown_table(stored["games"], "AutoHarness per-game table", notes))
         return 0
     protocol = load_config(ProtocolConfig, None, ([] if args.protocol == "full" else QUICK) + args.protocol_set)
-    model = load_refiner(args.model, args.threads)
+    model = load_model(args.model, threads=args.threads)
     store = RunStore(args.store)
     library = args.library or tempfile.mkdtemp(prefix="ratchet-harness-library-")
     RESULTS.mkdir(parents=True, exist_ok=True)

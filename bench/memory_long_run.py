@@ -20,7 +20,7 @@ from pathlib import Path
 
 from bench._results import write_json, write_markdown
 from ratchet.autoharness.config import AutoHarnessConfig, BudgetSettings
-from ratchet.autoharness.pipeline import env_factory_for
+from ratchet.envs import env_factory_for
 from ratchet.autoharness.runtime import sandbox_runtime_factory
 from ratchet.autoharness.search import Synthesis
 from ratchet.models import ScriptedModel

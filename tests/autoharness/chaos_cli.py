@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from resume_worker import version  # noqa: E402
 
-import ratchet.autoharness.pipeline as pipeline  # noqa: E402
+import ratchet.models  # noqa: E402
 from ratchet.cli import main  # noqa: E402
 from ratchet.models import ScriptedModel  # noqa: E402
 from ratchet.store.files import append_jsonl  # noqa: E402
@@ -41,6 +41,6 @@ def endpoint(ledger: Path) -> ScriptedModel:
 
 if __name__ == "__main__":
     ledger = Path(sys.argv[1])
-    pipeline.load_refiner = lambda spec, threads=None: endpoint(ledger)
+    ratchet.models.load_model = lambda spec, threads=None: endpoint(ledger)  # the CLI imports it when it runs
     sys.argv = ["ratchet", "autoharness", *sys.argv[2:]]
     main()

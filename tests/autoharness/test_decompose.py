@@ -237,7 +237,7 @@ def test_resumed_search_keeps_the_ground_truth():
 
 
 def test_textarena_tictactoe_exposes_its_board_as_ground_truth():
-    from ratchet.autoharness.pipeline import env_factory_for
+    from ratchet.envs import env_factory_for
 
     env, hints = env_factory_for("TicTacToe-v0"), env_factory_for("TicTacToe-v0", hints=True)
     transitions = harvest(env, hints, [0], per_seed=20)

@@ -90,7 +90,7 @@ def test_the_search_reaches_h_1_on_tower_of_hanoi_with_a_right_answer():
     from fakes import MemoryRun
 
     from ratchet.autoharness.config import AutoHarnessConfig
-    from ratchet.autoharness.pipeline import env_factory_for
+    from ratchet.envs import env_factory_for
     from ratchet.autoharness.runtime import InProcessHarness
     from ratchet.autoharness.search import Synthesis
     from ratchet.models import ScriptedModel
@@ -102,7 +102,7 @@ def test_the_search_reaches_h_1_on_tower_of_hanoi_with_a_right_answer():
                        description=hanoi().reset(0).text)
     result = search.run_search()
     # No printed list: the grammar's 25 tower pairs were tried at each state, and the board reaches the code as text.
-    assert result.best_h == 1.0 and result.calls == 1 and not search.grid_view()
+    assert result.best_h == 1.0 and result.calls == 1 and search.view().name == "text"
     assert "ACTION_FORM = '[{} {}]'" in result.best_code and "legal_moves(board)" in result.best_code
 
 
@@ -130,7 +130,7 @@ def test_othellos_legal_moves_see_the_player_to_move_and_the_search_reaches_h_1(
     from fakes import MemoryRun
 
     from ratchet.autoharness.config import AutoHarnessConfig
-    from ratchet.autoharness.pipeline import env_factory_for
+    from ratchet.envs import env_factory_for
     from ratchet.autoharness.runtime import InProcessHarness
     from ratchet.autoharness.search import Synthesis
     from ratchet.autoharness.views import CellsView, MoverCellsView, choose_view

@@ -14,7 +14,7 @@ from test_game_shapes import HANOI_ANSWER
 
 from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.envs.answers import has_body
-from ratchet.autoharness.pipeline import env_factory_for
+from ratchet.envs import env_factory_for
 from ratchet.autoharness.runtime import InProcessHarness
 from ratchet.autoharness.search import Synthesis
 from ratchet.models import ScriptedModel

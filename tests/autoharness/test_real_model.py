@@ -18,7 +18,7 @@ import os
 import pytest
 
 from ratchet.autoharness.config import AutoHarnessConfig
-from ratchet.autoharness.pipeline import env_factory_for
+from ratchet.envs import env_factory_for
 from ratchet.autoharness.protocol import code_heldout
 from ratchet.autoharness.runtime import sandbox_runtime_factory
 from ratchet.autoharness.search import Synthesis

@@ -55,5 +55,3 @@ def verdict_of(report: dict[str, Any] | None) -> Verdict:
     report = report or {}
     return (report.get("adoption") or judge(report.get("before"), report.get("after")))["verdict"]
 
-
-__all__ = ["AdoptionConfig", "Verdict", "judge", "verdict_of"]

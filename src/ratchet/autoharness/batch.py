@@ -23,10 +23,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.library import HarnessLibrary
-from ratchet.autoharness.pipeline import accounted, load_refiner, open_or_create, synthesize_game
+from ratchet.autoharness.pipeline import accounted, open_or_create, synthesize_game
 from ratchet.autoharness.protocol import ProtocolConfig
 from ratchet.autoharness.report import failed_games, markdown_table
 from ratchet.contracts import Model
+from ratchet.models import load_model
 from ratchet.envs import suite_ids
 from ratchet.executors import UnitLost
 from ratchet.store.transfer import RunJob, RunResult, continue_runs, directory_files
@@ -60,7 +61,7 @@ def run_suite(suite: str, cfg: AutoHarnessConfig, store: Any, protocol: Any, *, 
     if executor is not None and not getattr(executor, "in_process", True):
         return run_games(batch, state, cfg, store, protocol, executor, threads=threads,
                          on_report=lambda env_id, report: _keep_report(batch, state, suite, cfg, env_id, report))
-    llm = load_refiner(cfg.model, threads)
+    llm = load_model(cfg.model, threads=threads)
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
                   TimeElapsedColumn(), console=console) as bar:
         task = bar.add_task(suite, total=len(state["games"]), completed=len(state["reports"]), info="")
@@ -119,7 +120,7 @@ class RecordingLibrary(HarnessLibrary):
 
 @cache  # one load per worker process, reused by every game it runs (an embedded model takes seconds)
 def _model(spec: str, threads: int | None) -> Model:
-    return load_refiner(spec, threads)
+    return load_model(spec, threads=threads)
 
 
 def _play_game(cfg: AutoHarnessConfig, protocol: ProtocolConfig | None, threads: int | None,

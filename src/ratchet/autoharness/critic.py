@@ -1,8 +1,6 @@
-"""The critic: picks at most N failed steps to show the refiner and names their error types.
-
-Sampling takes one failure of each error type first (so one noisy error does not crowd out the
-rest), then fills up at random. The consolidated summary ("3× rejected by env: cell N is already
-occupied; 1× code_error: IndexError…") tells the refiner what kinds of mistakes remain.
+"""The critic's AutoHarness half, its diagnoses over many boards. Picking the failed steps to show
+and naming their error types is the engine's critic (``evolve.proposers.critic``), which the
+search and the engine's critic + refiner proposer share.
 
 ``diagnose_legal_actions`` names, in plain words, mistakes small models make over and over when
 asked for ``legal_actions``: an inverted condition (it returns exactly the moves that are not
@@ -13,11 +11,12 @@ X but the legal actions are Y" says none of these; the summary puts the diagnose
 
 from __future__ import annotations
 
-import random
-import re
-from collections import Counter
 from collections.abc import Sequence
 from typing import Any
+
+from ratchet.autoharness import harnesslib as lib
+from ratchet.evolve.proposers import critic as engine_critic
+from ratchet.evolve.proposers.critic import error_type, sample_failures  # noqa: F401 - the search's critic.*
 
 #: Failure kinds that are diagnoses over many boards, not single failed steps.
 INVERTED = "inverted_condition"
@@ -26,38 +25,9 @@ NEVER = "never_legal"
 DIAGNOSES = (INVERTED, COPIED, NEVER)
 
 
-def error_type(failure: dict[str, Any]) -> str:
-    """A failure's type: its kind plus the last line of its feedback with numbers masked, so
-    "cell 4 is occupied" and "cell 7 is occupied" are one type."""
-    feedback = (failure.get("feedback") or "").strip().splitlines()
-    last = feedback[-1] if feedback else ""
-    last = re.sub(r"\d+", "N", last)[:120]
-    return f"{failure.get('kind', 'failure')}: {last}" if last else str(failure.get("kind", "failure"))
-
-
-def sample_failures(failures: Sequence[dict[str, Any]], rng: random.Random, limit: int = 5) -> list[dict[str, Any]]:
-    """At most ``limit`` failures: one per error type first (in order of first appearance), then
-    random others. Deterministic for a given rng state."""
-    if len(failures) <= limit:
-        return list(failures)
-    by_type: dict[str, list[int]] = {}
-    for i, f in enumerate(failures):
-        by_type.setdefault(error_type(f), []).append(i)
-    chosen: list[int] = []
-    for indices in by_type.values():
-        if len(chosen) < limit:
-            chosen.append(rng.choice(indices))
-    rest = [i for i in range(len(failures)) if i not in chosen]
-    rng.shuffle(rest)
-    chosen += rest[: limit - len(chosen)]
-    return [failures[i] for i in sorted(chosen)]
-
-
 def summarize(failures: Sequence[dict[str, Any]]) -> str:
-    """The error types among ``failures`` with counts, most frequent first."""
-    diagnoses = list(dict.fromkeys(f["feedback"] for f in failures if f.get("kind") in DIAGNOSES))
-    counts = Counter(error_type(f) for f in failures if f.get("kind") not in DIAGNOSES)
-    return "; ".join(diagnoses + [f"{n}× {t}" for t, n in counts.most_common(6)])
+    """The error types among ``failures`` with counts, most frequent first, the diagnoses first."""
+    return engine_critic.summarize(failures, first=DIAGNOSES)
 
 
 def diagnose_legal_actions(wrong: Sequence[dict[str, Any]], states: Sequence[tuple[str, Sequence[str]]]) -> list[dict[str, Any]]:
@@ -71,10 +41,8 @@ def diagnose_legal_actions(wrong: Sequence[dict[str, Any]], states: Sequence[tup
     Copied: one and the same output on at least half of the boards (and 3) whose legal lists
     differ: an answer hard-coded instead of computed (if it is some state's legal list, most likely
     an example's). When that output is [] it is a test for "legal" that never holds (``NEVER``)."""
-    from ratchet.autoharness.harnesslib import action_value
-
     listed = [f for f in wrong if f.get("kind") == "wrong_legal_actions"]
-    universe = {action_value(str(a)) for _, legal in states for a in legal}
+    universe = {lib.action_value(str(a)) for _, legal in states for a in legal}
     out: list[dict[str, Any]] = []
     inverted = [f for f in listed if _inverted(f, universe)]
     if len(inverted) < max(2, len(listed) // 2):  # one board can match by chance; a real inversion is everywhere
@@ -103,9 +71,9 @@ def diagnose_legal_actions(wrong: Sequence[dict[str, Any]], states: Sequence[tup
                                  + _legal_cell_values(same[0]))})
     elif len({tuple(f["expected"]) for f in same}) >= 3:
         got = same[0]["got"]
-        values = sorted(action_value(str(a)) for a in got) if isinstance(got, list) else None
+        values = sorted(lib.action_value(str(a)) for a in got) if isinstance(got, list) else None
         origin = ("; that is the answer of one example, copied" if values is not None and any(
-            sorted(action_value(a) for a in legal) == values for _, legal in states) else "")
+            sorted(lib.action_value(a) for a in legal) == values for _, legal in states) else "")
         out.append({"kind": COPIED, "function": "legal_actions", "board": same[0]["board"], "action": None, "verdict": None,
                     "feedback": (f"legal_actions returned the same {short(got)} on {len(same)} boards whose legal moves all differ: "
                                  f"the answer is hard-coded{origin}. Compute the list from the argument instead.")})
@@ -115,8 +83,6 @@ def diagnose_legal_actions(wrong: Sequence[dict[str, Any]], states: Sequence[tup
 def _legal_cell_values(failure: dict[str, Any]) -> str:
     """What the legal cells of a board actually hold (" On this board cell 4 holds '4'..."), when the
     legal actions are cell indices of a grid: the concrete fact a "never true" test contradicts."""
-    from ratchet.autoharness import harnesslib as lib
-
     cells = lib.cells(lib.parse_grid(lib.current_board(failure.get("board") or "")))
     shown = []
     for action in failure.get("expected") or []:
@@ -129,8 +95,6 @@ def _legal_cell_values(failure: dict[str, Any]) -> str:
 
 
 def _inverted(failure: dict[str, Any], universe: set[str]) -> bool:
-    from ratchet.autoharness import harnesslib as lib
-
     got = failure.get("got")
     if not isinstance(got, list) or not got:
         return False

@@ -26,14 +26,16 @@ import ast
 import random
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ratchet.autoharness import critic
-from ratchet.envs.answers import extract_code, function_source
-from ratchet.autoharness.runtime import HarnessRuntime, feedback_of
+from ratchet.autoharness.harnesslib import action_value
+from ratchet.autoharness.prompts import decomposed_prompt
+from ratchet.autoharness.runtime import HarnessRuntime
+from ratchet.sandbox.errors import feedback_of
 from ratchet.contracts import Environment, Message
-from ratchet.envs.explore import replay
+from ratchet.envs.answers import extract_code, function_source
+from ratchet.envs.explore import TrueState, true_states
 from ratchet.envs.textarena_env import plain_board
 
 PARSER = "parse_board"
@@ -107,57 +109,6 @@ def part_from_response(response: str, target: str) -> str | None:
     return "\n\n".join(keep) + "\n"
 
 
-# ---------------------------------------------------------------- ground truth
-
-
-def true_board(env: Environment) -> Any:
-    """The env's own board now, as plain data, or None when the env exposes none."""
-    method = getattr(env, "board_state", None)
-    return plain_board(method()) if callable(method) else None
-
-
-@dataclass
-class PartState:
-    """One harvested state: what the player sees, the env's board, and what is legal there."""
-
-    board: str
-    truth: Any
-    listed: list[str] = field(default_factory=list)
-    """The game's full legal list at this state (empty when the game prints none)."""
-    labelled: list[tuple[str, bool, str | None]] = field(default_factory=list)
-    """(action, legal?, env reason) tried at this state."""
-
-
-def harvest_states(env_factory: Callable[[], Environment], transitions: Sequence[Any], limit: int = 30) -> tuple[list[PartState], str | None]:
-    """Distinct states of the labelled transitions, each replayed to read the env's true board.
-    Returns (states, None), or ([], why there is no ground truth)."""
-    if not transitions:
-        return [], "no harvested states (the env gave no labelled transitions)"
-    groups: dict[tuple[int, tuple[str, ...]], list[Any]] = {}
-    for t in transitions:
-        groups.setdefault((t.seed, tuple(t.prefix)), []).append(t)
-    # Spread over game lengths: the early states of every seed look alike.
-    keys = sorted(groups, key=lambda k: len(k[1]))
-    keys = keys[:: max(1, len(keys) // limit)][:limit]
-    env = env_factory()
-    states: list[PartState] = []
-    try:
-        for seed, prefix in keys:
-            obs = replay(env, seed, prefix)
-            if obs is None or any(s.board == obs.text for s in states):
-                continue  # the same position reached from another seed: one check is enough
-            truth = true_board(env)
-            if truth is None:
-                return [], f"{type(env).__name__} exposes no plain board state (no board_state(), or it is not plain data)"
-            group = groups[(seed, prefix)]
-            states.append(PartState(obs.text, truth, list(group[0].listed), [(t.action, bool(t.legal), t.reason) for t in group]))
-    finally:
-        env.close()
-    if not states:
-        return [], "no harvested state could be replayed"
-    return states, None
-
-
 # ---------------------------------------------------------------- checking each part
 
 
@@ -176,7 +127,7 @@ def first_difference(got: Any, expected: Any, path: tuple[int, ...] = ()) -> str
     return f"{where}: {got!r} instead of {expected!r}"
 
 
-def check_parser(runtime: HarnessRuntime, states: Sequence[PartState]) -> tuple[float, list[dict[str, Any]]]:
+def check_parser(runtime: HarnessRuntime, states: Sequence[TrueState]) -> tuple[float, list[dict[str, Any]]]:
     """``parse_board`` on every state's observation against the env's board: (accuracy, failures)."""
     results = runtime.call_many(PARSER, [(s.board,) for s in states], seed=0)
     wrong: list[dict[str, Any]] = []
@@ -191,11 +142,9 @@ def check_parser(runtime: HarnessRuntime, states: Sequence[PartState]) -> tuple[
     return (1.0 - len(wrong) / len(states) if states else 0.0), wrong
 
 
-def check_rule(runtime: HarnessRuntime, states: Sequence[PartState]) -> tuple[float, list[dict[str, Any]]]:
+def check_rule(runtime: HarnessRuntime, states: Sequence[TrueState]) -> tuple[float, list[dict[str, Any]]]:
     """``legal_moves`` on every state's TRUE board against the game's legal list (where printed)
     and the labelled actions: (accuracy over states, one failure per wrong state)."""
-    from ratchet.autoharness.harnesslib import action_value
-
     results = runtime.call_many(RULE, [(s.truth,) for s in states], seed=0)
     wrong: list[dict[str, Any]] = []
     for s, (status, value) in zip(states, results):
@@ -247,7 +196,7 @@ class Decomposer:
 
     def __init__(self, helper_library: bool = True) -> None:
         self.helper_library = helper_library
-        self.states: list[PartState] = []
+        self.states: list[TrueState] = []
         self.reason: str | None = "not prepared"
 
     @property
@@ -255,16 +204,16 @@ class Decomposer:
         return bool(self.states)
 
     def prepare(self, env_factory: Callable[[], Environment], transitions: Sequence[Any]) -> dict[str, Any]:
-        self.states, self.reason = harvest_states(env_factory, transitions)
+        self.states, self.reason = true_states(env_factory, transitions)
         return self.to_json()
 
     def to_json(self) -> dict[str, Any]:
-        return {"active": self.active, "reason": self.reason, "states": [asdict(s) for s in self.states]}
+        return {"active": self.active, "reason": self.reason, "states": [s.to_json() for s in self.states]}
 
     def load(self, data: dict[str, Any] | None) -> None:
         data = data or {}
         self.reason = data.get("reason", "not prepared")
-        self.states = [PartState(s["board"], s["truth"], list(s["listed"]), [tuple(x) for x in s["labelled"]]) for s in data.get("states", [])]
+        self.states = [TrueState.from_json(s) for s in data.get("states", [])]
 
     def check(self, runtime: HarnessRuntime, code: str) -> tuple[dict[str, float], list[dict[str, Any]]]:
         """Each part's accuracy and failures ({} and [] for code that is not decomposed, such as
@@ -280,8 +229,6 @@ class Decomposer:
         """(part asked for, failures shown, messages). The root (or a parent that is not
         decomposed) asks for the parser, its child for the rule; later, the failing part, with that
         part's failures only (:func:`choose_part`)."""
-        from ratchet.autoharness.prompts import decomposed_prompt
-
         parts = split(code)
         target = choose_part(metrics, parts)
         own = [f for f in pool if f.get("part") == target]
@@ -304,7 +251,7 @@ class Decomposer:
         wrong_boards = {f["board"] for f in shown if f.get("kind") in ("wrong_parse", "wrong_rule")}
         first = [s for s in self.states if s.board in wrong_boards][:2]
         spread = self.states[len(self.states) // 3 :: max(1, len(self.states) // 4)] or self.states
-        chosen: list[PartState] = []
+        chosen: list[TrueState] = []
         for s in first + spread + self.states:
             if s not in chosen and len(chosen) < 3:
                 chosen.append(s)

@@ -9,15 +9,13 @@ Every failure carries what the refiner needs: board, action, verdict, env reason
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ratchet.autoharness.runtime import HarnessRuntime, feedback_of
-from ratchet.contracts import Environment
+from ratchet.autoharness.runtime import HarnessRuntime
+from ratchet.sandbox.errors import feedback_of
+from ratchet.envs.explore import EnvFactory
 from ratchet.envs.measure import PlayStats, game_seed
-
-EnvFactory = Callable[[], Environment]
 
 #: Failure kinds, and which functions each one says to refine (the paper's rule; see refine.py).
 CODE_ERROR = "code_error"
@@ -82,15 +80,10 @@ def rollout(
         while active:
             step_seed = [game_seed(seeds[i], game_index[i]) * 7 + done_steps[i] for i in active]
             proposals = runtime.call_many("propose_action", [(obs[i].text,) for i in active], seed=step_seed[0])
-            checks_for = [(i, p[1]) for i, p in zip(active, proposals) if p[0] == "ok"]
-            verdicts = dict(
-                zip(
-                    [i for i, _ in checks_for],
-                    runtime.call_many("is_legal_action", [(obs[i].text, _as_action(a)) for i, a in checks_for], seed=step_seed[0])
-                    if checks_for
-                    else [],
-                )
-            )
+            checks_for = [(i, str(p[1])) for i, p in zip(active, proposals) if p[0] == "ok"]
+            checked = (runtime.call_many("is_legal_action", [(obs[i].text, a) for i, a in checks_for], seed=step_seed[0])
+                       if checks_for else [])
+            verdicts = dict(zip([i for i, _ in checks_for], checked))
             still: list[int] = []
             for i, (status, value) in zip(active, proposals):
                 board = obs[i].text
@@ -101,7 +94,7 @@ def rollout(
                 if status != "ok":
                     failure = {**base, "kind": CODE_ERROR, "function": "propose_action", "action": None, "verdict": None, "feedback": feedback_of(value)}
                 else:
-                    action = _as_action(value)
+                    action = str(value)
                     vstatus, verdict = verdicts[i]
                     if vstatus != "ok":
                         failure = {**base, "kind": CODE_ERROR, "function": "is_legal_action", "action": action, "verdict": None, "feedback": feedback_of(verdict)}
@@ -149,7 +142,3 @@ def _not_text(value: Any, shape: str | None) -> str:
     wanted = f" shaped like {shape}" if shape and shape != "(unknown)" else ""
     return (f"; propose_action returned the {type(value).__name__} {value!r}, not the action text: "
             f"return a string{wanted}, written the way the rules show it")
-
-
-def _as_action(value: Any) -> str:
-    return value if isinstance(value, str) else str(value)

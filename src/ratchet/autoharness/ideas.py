@@ -1,15 +1,10 @@
 """The ``ratchet`` method's ideas as components of the search: one small class per idea.
 
 The search (:class:`ratchet.autoharness.search.Synthesis`) runs the paper's loop and asks its
-components at a few fixed points: whether to explore the game first (``harvests``), what to check
-when judging (``check``), what to add to the refiner's prompt (``prompt``), a different request
-altogether (``request``), the starting template (``template``), how many samples (``samples``),
-extra generation parameters (``ask``), harnesses to seed the tree with (``seeds``), the fresh-root
-arm of the node choice (``fresh_arm``) and plain-words feedback (``explain``). Every hook of the
-base class does nothing, so an idea overrides only the one or two it is about, and a method is a
-list of components: ``faithful`` is the empty list, ``ratchet`` the list ``AutoHarnessConfig.ideas``
-switches on (:func:`components`). Ideas can be listed (:data:`IDEAS`), swapped (pass your own list
-to ``Synthesis(ideas=...)``) and ablated (switch one off in ``ideas``).
+components at fixed points, the hooks of :class:`Idea` (each a no-op there, so an idea overrides
+only the one or two it is about). A method is a list of components: ``faithful`` is the empty
+list, ``ratchet`` the list ``AutoHarnessConfig.ideas`` switches on (:func:`components`). Ideas can
+be listed (:data:`IDEAS`), swapped (``Synthesis(ideas=...)``) and ablated (switch one off).
 """
 
 from __future__ import annotations

@@ -13,37 +13,18 @@ from ratchet.autoharness.library import HarnessLibrary
 from ratchet.autoharness.protocol import ProtocolConfig, code_heldout, run_protocol
 from ratchet.autoharness.report import game_report
 from ratchet.autoharness.runtime import RuntimeFactory, sandbox_runtime_factory
-from ratchet.autoharness.search import KIND, SearchResult, Synthesis
+from ratchet.autoharness.search import SearchResult, Synthesis
 from ratchet.contracts import Model, RatchetError
-from ratchet.models import AccountedModel, Accountant, BudgetConfig, load_model
+from ratchet.envs import env_factory_for
+from ratchet.models import AccountedModel, Accountant, BudgetConfig
 
 RUN_KIND = "autoharness"
-
-
-def load_refiner(spec: str, threads: int | None = None) -> Model:
-    """The model named by ``spec``; ``threads`` pins an embedded model's threads (ignored by HTTP backends)."""
-    if threads and spec.startswith("local:"):
-        return load_model(spec, n_threads=threads)
-    return load_model(spec)
 
 
 def accounted(model: Model, run: Any) -> AccountedModel:
     """Every refiner call goes through one accountant that logs it in ``run``'s store. The search
     enforces its own (resumable) budget; the accountant records."""
     return AccountedModel(model, Accountant(BudgetConfig(), on_call=run.record_llm_call), purpose="autoharness.refine")
-
-
-def env_factory_for(env_id: str, *, hints: bool = False) -> Callable[[], Any]:
-    """A factory of hint-stripped environments for ``env_id`` (the paper's setting); with
-    ``hints=True`` the game's own "Valid moves" lists are kept (used only to label transitions)."""
-    from ratchet.envs import EnvConfig, make
-
-    config = EnvConfig(strip_move_hints=not hints)
-
-    def build() -> Any:
-        return make(env_id, config)
-
-    return build
 
 
 def open_or_create(store: Any, cfg: AutoHarnessConfig, resume: str | None, name: str | None = None) -> tuple[Any, AutoHarnessConfig]:
@@ -156,12 +137,9 @@ def evaluate_harness(
     the slower LLM protocol."""
     env_factory = env_factory or env_factory_for(cfg.env)
     runtime_factory = runtime_factory or sandbox_runtime_factory(cfg.call_timeout_s)
-    runtime = runtime_factory({"harness.py": code})
-    try:
+    with runtime_factory({"harness.py": code}) as runtime:
         evaluation = run_protocol(env_factory, play_model, cfg.env, cfg.mode, runtime, cfg.heldout_seeds, protocol,
                                   on_phase=on_phase)
-    finally:
-        runtime.close()
     run.write_json("protocol.json", evaluation)
     return evaluation
 
@@ -183,5 +161,3 @@ def best_code(run: Any) -> tuple[str, dict[str, Any]]:
     }
     return state["codes"][best["candidate_id"]], provenance
 
-
-__all__ = ["KIND", "RUN_KIND", "adopt", "best_code", "env_factory_for", "evaluate_harness", "open_or_create", "synthesize_game"]

@@ -7,11 +7,11 @@ library's API with its output on a real board of the game and one worked example
 from __future__ import annotations
 
 import itertools
-
 import textwrap
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ratchet.autoharness import harnesslib as lib
 from ratchet.contracts import Message
 from ratchet.envs.answers import function_source
 
@@ -20,15 +20,10 @@ if TYPE_CHECKING:  # views imports this module's text helpers
 
 SYSTEM = "You write short, correct Python code for game harnesses. Reply with exactly one ```python code block and nothing else."
 
+_IS_LEGAL = 'def is_legal_action(board: str, action: str) -> bool:\n    """Return True if the game accepts `action` on this board, else False."""'
 SIGNATURES = {
-    "verifier": (
-        'def propose_action(board: str) -> str:\n    """Return one random legal action for the player to move."""\n\n'
-        'def is_legal_action(board: str, action: str) -> bool:\n    """Return True if the game accepts `action` on this board, else False."""'
-    ),
-    "policy": (
-        'def propose_action(board: str) -> str:\n    """Return one of the best legal actions so that the final reward is maximized."""\n\n'
-        'def is_legal_action(board: str, action: str) -> bool:\n    """Return True if the game accepts `action` on this board, else False."""'
-    ),
+    "verifier": 'def propose_action(board: str) -> str:\n    """Return one random legal action for the player to move."""\n\n' + _IS_LEGAL,
+    "policy": 'def propose_action(board: str) -> str:\n    """Return one of the best legal actions so that the final reward is maximized."""\n\n' + _IS_LEGAL,
 }
 SIGNATURES["filter"] = SIGNATURES["verifier"]
 
@@ -162,8 +157,6 @@ def excerpt(text: str, limit: int = 700) -> str:
 def library_view(board: str) -> str:
     """What the helper library returns on a real board of the game, so a small model sees the
     data it will work with instead of guessing it."""
-    from ratchet.autoharness import harnesslib as lib
-
     block = lib.current_board(board)
     grid = lib.parse_grid(block)
     lines = [f"current_board(board) ->\n{textwrap.indent(block, '    ') if block else '    (empty: no board block found)'}"]
@@ -261,8 +254,6 @@ def synthesis_prompt(
         sections.append(("On that board legal_actions(board) must return " if expected_complete else
                          "On that board the legal actions include ") + shown)
         for i, (board, legal) in enumerate(more_examples, start=2):
-            from ratchet.autoharness import harnesslib as lib
-
             block = lib.current_board(board)
             sections.append(f"Board {i} (its last board):\n{textwrap.indent(block, '  ')}\n"
                             f"cells(parse_grid(current_board(board))) -> {lib.cells(lib.parse_grid(block))!r}"[:600]
@@ -313,8 +304,6 @@ def _cell_hint(examples: Sequence[tuple[str, Any, Any]]) -> str:
     """How shown cells map to stored ones, read from the examples where the text's grid has the
     board's shape (e.g. TicTacToe shows free cells as their number and stores ''): "Cells shown as
     '0', '2', '3', … are '' in the board." Empty when nothing is renamed or shapes differ."""
-    from ratchet.autoharness import harnesslib as lib
-
     renamed: dict[str, list[str]] = {}
     for _, board, truth in examples:
         grid = lib.parse_grid(lib.current_board(str(board)))
@@ -348,8 +337,6 @@ def decomposed_request(target: str, examples: Sequence[tuple[str, Any, Any]], he
             shown = _board_excerpt(board)
             if helper_library and i == 0:
                 # What the library gives on the same text: the model then only maps cells.
-                from ratchet.autoharness import harnesslib as lib
-
                 lines += [f"    >>> parse_grid(current_board({shown!r}))", f"    {lib.parse_grid(lib.current_board(shown))!r}"]
             lines += [f"    >>> parse_board({shown!r})", f"    {value!r}"]
         head = "from harnesslib import current_board, parse_grid\n\n" if helper_library else ""

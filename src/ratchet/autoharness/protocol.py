@@ -24,7 +24,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ratchet.autoharness.evaluate import rollout
-from ratchet.autoharness.runtime import HarnessRuntime, feedback_of
+from ratchet.autoharness.runtime import HarnessRuntime
+from ratchet.sandbox.errors import feedback_of
 from ratchet.autoharness.transitions import score_is_legal
 from ratchet.envs.explore import harvest
 from ratchet.config import Settings
@@ -224,13 +225,10 @@ def code_heldout(
     """The harness alone on held-out seeds, no LLM: the legal rate of its own play
     (propose → check → step, every failure counted, games auto-reset) and the accuracy of its
     ``is_legal_action`` on labelled transitions harvested from the same held-out seeds."""
-    runtime = runtime_factory({"harness.py": code})
-    try:
+    with runtime_factory({"harness.py": code}) as runtime:
         stats = rollout(runtime, env_factory, seeds, steps, step_cap, keep_going=True)
         transitions = harvest(env_factory, hint_env_factory, seeds, transitions_per_seed, random.Random(12345))
         unit = score_is_legal(runtime, transitions) if transitions else None
-    finally:
-        runtime.close()
     return {
         "legal_rate": stats.legal_rate, "steps": stats.steps, "failures": len(stats.failures),
         "verifier_accuracy": unit.accuracy if unit else None, "transitions": unit.total if unit else 0,

@@ -1,4 +1,5 @@
-"""Which function to refine, and whether a response's code is a complete harness.
+"""Which function to refine, whether a response's code is a complete harness, and the refiner the
+engine's critic + refiner proposer asks (:class:`HarnessRefiner`).
 
 The paper's rule: if ``is_legal_action`` said True but the environment rejected the move, both
 functions are wrong → refine both; if it said False (the proposal itself was illegal) → refine
@@ -13,7 +14,10 @@ import ast
 from collections.abc import Sequence
 from typing import Any
 
-from ratchet.envs.answers import defined_functions
+from ratchet.autoharness.critic import summarize
+from ratchet.autoharness.prompts import synthesis_prompt
+from ratchet.contracts import Message
+from ratchet.envs.answers import defined_functions, extract_code
 
 REQUIRED = ("propose_action", "is_legal_action")
 
@@ -36,3 +40,21 @@ def check_signatures(code: str) -> str | None:
         return f"SyntaxError: {exc.msg} (line {exc.lineno})"
     missing = [name for name in REQUIRED if name not in defined_functions(code)]
     return f"missing function(s): {', '.join(missing)}" if missing else None
+
+
+class HarnessRefiner:
+    """The paper's refinement request for a harness (``ratchet.evolve.proposers.critic.Refiner``):
+    the function the shown failures blame (:func:`which_to_refine`), the reply's code completed
+    from the parent where it leaves a function out, refused unless it defines both."""
+
+    def __init__(self, game: str, description: str = "", mode: str = "verifier") -> None:
+        self.game, self.description, self.mode = game, description, mode
+
+    def request(self, code: str, shown: list[dict[str, Any]], pool: list[dict[str, Any]]) -> list[Message]:
+        return synthesis_prompt(game=self.game, description=self.description, action_examples=[], mode=self.mode, code=code,
+                                failures=shown, refine=which_to_refine(shown), error_summary=summarize(pool))
+
+    def new_code(self, reply: str, code: str) -> tuple[str | None, str]:
+        new = extract_code(reply, previous=code, required=REQUIRED)
+        problem = "no code in the reply" if new is None else check_signatures(new)
+        return (None, problem) if problem else (new, "")

@@ -9,7 +9,6 @@ refiner can act on (a traceback, a timeout), and ``call_many(fn, args_list, seed
 
 from __future__ import annotations
 
-import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -22,7 +21,7 @@ HARNESSLIB_FILE = HARNESSLIB_NAME + ".py"
 
 
 class HarnessRuntime(Protocol):
-    """A loaded harness that can be called by function name."""
+    """A loaded harness that can be called by function name; ``with`` closes it."""
 
     def call(self, fn: str, *args: Any, seed: int | None = None) -> Any: ...
 
@@ -30,19 +29,12 @@ class HarnessRuntime(Protocol):
 
     def close(self) -> None: ...
 
+    def __enter__(self) -> HarnessRuntime: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
 
 RuntimeFactory = Callable[[dict[str, str]], HarnessRuntime]
-
-
-def feedback_of(exc: BaseException) -> str:
-    """The text a refiner sees for a failed harness call."""
-    feedback = getattr(exc, "feedback", None)
-    if callable(feedback):
-        try:
-            return str(feedback())
-        except Exception:  # a broken feedback() must not hide the original error
-            pass
-    return "".join(traceback.format_exception_only(type(exc), exc)).strip()
 
 
 class InProcessHarness(InProcessSandbox):

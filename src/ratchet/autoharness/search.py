@@ -22,12 +22,12 @@ from ratchet.autoharness import critic
 from ratchet.autoharness import harnesslib as lib
 from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.decompose import Decomposer
-from ratchet.autoharness.evaluate import EnvFactory, rollout
+from ratchet.autoharness.evaluate import rollout
 from ratchet.autoharness.ideas import Decompose, Idea, Lesson, Request, components
 from ratchet.autoharness.prompts import asks_one_function, synthesis_prompt
 from ratchet.autoharness.refine import REQUIRED, check_signatures, which_to_refine
 from ratchet.autoharness.runtime import RuntimeFactory
-from ratchet.envs.explore import Transition, harvest, listed_states
+from ratchet.envs.explore import EnvFactory, Transition, harvest, listed_states
 from ratchet.envs.grammar import infer_grammar
 from ratchet.autoharness.tree import Node, Tree, select_action
 from ratchet.autoharness.views import BoardView, choose_view
@@ -201,8 +201,7 @@ class Synthesis:
         if problem:
             failure = {"kind": "code_error", "function": "both", "board": "", "action": None, "verdict": None, "feedback": problem}
             return Judgement(0.0, "failed", {"legal_rate": 0.0}, [failure])
-        runtime = self.runtime_factory({"harness.py": code})
-        try:
+        with self.runtime_factory({"harness.py": code}) as runtime:
             metrics, failures = self._checks(runtime, code)
             stats = rollout(runtime, self.env_factory, self.cfg.search_seeds[: self.cfg.eval_envs], self.cfg.eval_steps,
                             self.cfg.step_cap, action_shape=self.grammar.describe())
@@ -219,8 +218,6 @@ class Synthesis:
             dense = _dense(metrics)
             h = primary if dense is None else 0.5 * primary + 0.5 * dense
             return Judgement(h, "evaluated", metrics, failures)
-        finally:
-            runtime.close()
 
     def _checks(self, runtime: Any, code: str) -> tuple[dict[str, float], list[dict[str, Any]]]:
         metrics: dict[str, float] = {}
@@ -234,11 +231,8 @@ class Synthesis:
         proposed without a model call. None when the code does not load or nothing checks densely."""
         if check_signatures(code):
             return None
-        runtime = self.runtime_factory({"harness.py": code})
-        try:
+        with self.runtime_factory({"harness.py": code}) as runtime:
             return _dense(self._checks(runtime, code)[0])
-        finally:
-            runtime.close()
 
     # ---------------------------------------------------------------- proposing
 
@@ -259,6 +253,7 @@ class Synthesis:
         if whole:  # the whole harness, the paper's request (``Idea.whole_harness``)
             options.update(scaffold=False, scaffold_examples=[], body_only=False, expected=[], more_examples=[])
         options["failures"] = shown
+        window = context_window(self.model)  # None: the model does not say; every request fits
         for less in ({}, *SHRINK):
             options.update({k: options[k][:v] if type(v) is int else v for k, v in less.items()})
             messages = synthesis_prompt(
@@ -266,27 +261,16 @@ class Synthesis:
                 code=code, refine=refine, error_summary=critic.summarize(pool), score_line=score_line,
                 expected_complete=lesson.complete, view=self.view(), **options,
             )
-            if self._fits(messages, self.cfg.max_new_tokens):
+            if window is None or window.count_tokens(messages) + self.cfg.max_new_tokens <= window.context_tokens:
                 asks = "legal_moves" if asks_one_function(code, options["scaffold"], options["scaffold_examples"]) else None
                 return messages, options["failures"], asks
-        window = context_window(self.model)
         raise RatchetError(f"{self.cfg.env}: the refiner's shortest request is {window.count_tokens(messages)} tokens, and "
                            f"{self.model.name} reads {window.context_tokens} with {self.cfg.max_new_tokens} of them for the reply",
                            hint="use a model with a larger context window (e.g. local:NAME?n_ctx=8192) or lower max_new_tokens")
 
-    def _fits(self, messages: list, max_tokens: int) -> bool:
-        """Whether the request and a reply of ``max_tokens`` fit the refiner's context window
-        (always, for a model that does not say what its window is)."""
-        window = context_window(self.model)
-        return window is None or window.count_tokens(messages) + max_tokens <= window.context_tokens
-
     def view(self) -> BoardView:
         """What the scaffolded legal_moves is called with (``views.choose_view``), read from the listed states."""
         return choose_view(self.listed or [(t.board, []) for t in self.transitions[:5]])
-
-    def grid_view(self) -> bool:
-        """Whether the boards parse as a grid (legal_moves gets its cells)."""
-        return self.view().params.startswith("cells")
 
     def _ask(self, messages: list, sample: int, max_tokens: int | None = None) -> tuple[str, int]:
         temperature = self.cfg.first_temperature if sample == 0 else self.cfg.temperature

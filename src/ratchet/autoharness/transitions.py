@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ratchet.autoharness.harnesslib import action_value
-from ratchet.autoharness.runtime import HarnessRuntime, feedback_of
+from ratchet.autoharness.runtime import HarnessRuntime
+from ratchet.sandbox.errors import feedback_of
 from ratchet.envs.explore import Transition
 
 @dataclass

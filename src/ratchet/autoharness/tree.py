@@ -40,9 +40,7 @@ class Tree:
     """Nodes by candidate id, in insertion order. Only evaluated (scored) nodes are selectable."""
 
     def __init__(self, nodes: list[Node] | None = None) -> None:
-        self.nodes: dict[str, Node] = {}
-        for node in nodes or []:
-            self.nodes[node.candidate_id] = node
+        self.nodes: dict[str, Node] = {node.candidate_id: node for node in nodes or []}
 
     def add(self, candidate_id: str, parent_id: str | None, h: float, **meta: Any) -> Node:
         """Add a scored node; a parent's refinement count goes up by one. Adding a node that
@@ -57,12 +55,8 @@ class Tree:
         return node
 
     def best(self) -> Node | None:
-        """The node with the highest h (the earliest one on ties)."""
-        best: Node | None = None
-        for node in self.nodes.values():
-            if best is None or node.h > best.h:
-                best = node
-        return best
+        """The node with the highest h (the earliest one on ties: ``max`` keeps the first)."""
+        return max(self.nodes.values(), key=lambda node: node.h, default=None)
 
     def __len__(self) -> int:
         return len(self.nodes)

@@ -139,7 +139,8 @@ def register(app: typer.Typer) -> None:
         if ctx.invoked_subcommand is not None:
             return
         from ratchet.autoharness.config import AutoHarnessConfig
-        from ratchet.autoharness.pipeline import accounted, load_refiner, open_or_create, synthesize_game
+        from ratchet.autoharness.pipeline import accounted, open_or_create, synthesize_game
+        from ratchet.models import load_model
         from ratchet.config import load_config
         from ratchet.store import RunStore
 
@@ -174,7 +175,7 @@ def register(app: typer.Typer) -> None:
                 console.print(f"  {env_id}: {reason}", markup=False)
             return
         run, cfg = open_or_create(store, cfg, resume)
-        llm = load_refiner(cfg.model, threads)
+        llm = load_model(cfg.model, threads=threads)
         with _reporter(cfg) as (progress, phase):
             report = synthesize_game(cfg, accounted(llm, run), run, protocol=proto, play_model=llm,
                                      on_progress=progress, on_phase=phase)

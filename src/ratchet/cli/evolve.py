@@ -87,7 +87,7 @@ def _model(spec: str | None, threads: int | None):
         return None
     from ratchet.models import load_model  # loads backends (llama.cpp) only when a model is named
 
-    return load_model(spec, n_threads=threads) if threads and spec.startswith("local:") else load_model(spec)
+    return load_model(spec, threads=threads)
 
 
 def _engine(config: EvolveConfig, run: Any, model: Any, on_event: Any) -> Engine:

@@ -5,6 +5,6 @@ Importing this package is cheap: TextArena is imported when a game is first made
 """
 
 from ratchet.envs.config import EnvConfig
-from ratchet.envs.registry import SUITES, EnvInfo, list_envs, make, register_env, suite_ids
+from ratchet.envs.registry import SUITES, EnvInfo, env_factory_for, list_envs, make, register_env, suite_ids
 
-__all__ = ["SUITES", "EnvConfig", "EnvInfo", "list_envs", "make", "register_env", "suite_ids"]
+__all__ = ["SUITES", "EnvConfig", "EnvInfo", "env_factory_for", "list_envs", "make", "register_env", "suite_ids"]

@@ -23,7 +23,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from importlib import metadata, resources
 from pathlib import Path
 from typing import Any
@@ -355,6 +355,13 @@ def make(env_id: str, config: EnvConfig | None = None, *, num_players: int | Non
     from ratchet.envs.textarena_env import TextArenaEnv
 
     return TextArenaEnv(env_id, players, config)
+
+
+def env_factory_for(env_id: str, *, hints: bool = False) -> Callable[[], Environment]:
+    """A (picklable) factory of fresh environments for ``env_id`` whose observations have the
+    game's own "Valid moves" lists stripped (the harness-evaluation setting); with ``hints=True``
+    they are kept (to label transitions, never shown to what is evaluated)."""
+    return partial(make, env_id, EnvConfig(strip_move_hints=not hints))
 
 
 _OWN_GAME_PLAYERS: dict[str, int | None] = {}

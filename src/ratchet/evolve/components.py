@@ -30,6 +30,7 @@ PROPOSERS = {
     "diff": "ratchet.evolve.proposers.diff:DiffProposer",
     "merge": "ratchet.evolve.proposers.merge:MergeProposer",
     "agentic": "ratchet.evolve.proposers.agentic:AgenticProposer",
+    "critic_refiner": "ratchet.evolve.proposers.critic:CriticRefinerProposer",
     "noop": "ratchet.evolve.proposers.controls:NoopProposer",
     "cosmetic": "ratchet.evolve.proposers.controls:CosmeticProposer",
 }

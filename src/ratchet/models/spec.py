@@ -37,8 +37,9 @@ def _bad(spec: str, why: str) -> RatchetError:
     return RatchetError(f"bad model spec {spec!r}: {why}", hint="accepted forms: " + "; ".join(ACCEPTED_FORMS))
 
 
-def load_model(spec: str, **overrides: Any) -> Model:
-    """Build the model ``spec`` names; ``overrides`` go to the backend's settings.
+def load_model(spec: str, *, threads: int | None = None, **overrides: Any) -> Model:
+    """Build the model ``spec`` names; ``overrides`` go to the backend's settings. ``threads`` pins
+    an embedded (``local:``) model's CPU threads and is ignored by the backends that have none.
 
     (``n_ctx=2048`` or ``logits_all=True`` for ``local:``, ``timeout_s=30`` or ``accepts_grammar=True``
     for HTTP models, ``mode="auto"`` with ``inner=`` for ``replay:``.) Nothing heavy happens here:
@@ -47,6 +48,8 @@ def load_model(spec: str, **overrides: Any) -> Model:
     if not isinstance(spec, str) or ":" not in spec:
         raise _bad(str(spec), "no scheme")
     scheme, _, rest = spec.partition(":")
+    if threads and scheme == "local":
+        overrides.setdefault("n_threads", threads)
     try:
         if scheme == "local":
             return _local(spec, rest, overrides)

@@ -7,6 +7,7 @@ exception object. ``kind`` is a short stable tag for counting and for the run st
 
 from __future__ import annotations
 
+import traceback
 from typing import Any
 
 from ratchet.contracts import RatchetError
@@ -189,3 +190,15 @@ def error_from_reply(data: Any) -> HarnessError:
     tb = str(data.get("tb", ""))[-20000:]
     out = str(data.get("out", ""))[-4000:]
     return cls(message, traceback_tail=tb, output_tail=out)
+
+
+def feedback_of(exc: BaseException) -> str:
+    """The text a refiner sees for a failed call: a sandbox error's ``feedback()``, else the
+    exception's own last line (an in-process call raises the candidate's exception itself)."""
+    feedback = getattr(exc, "feedback", None)
+    if callable(feedback):
+        try:
+            return str(feedback())
+        except Exception:  # a broken feedback() must not hide the original error
+            pass
+    return "".join(traceback.format_exception_only(type(exc), exc)).strip()

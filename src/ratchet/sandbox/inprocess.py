@@ -88,6 +88,12 @@ class InProcessSandbox:
     def close(self) -> None:
         self.namespace.clear()
 
+    def __enter__(self) -> InProcessSandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def _trace_of(self, exc: BaseException) -> str:
         """The traceback lines that point into the program's files (not into this module)."""
         frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename in self.filenames]

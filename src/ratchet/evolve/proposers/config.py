@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -87,6 +87,21 @@ class AgenticOptions(ModelProposerOptions):
     options: {surfaces: [system_prompt.md]}}``: a whole-file rewrite of one surface from the
     failures, one model call, which a small model that cannot drive the tools may still manage
     (the 0.5B answered the proposer's task with no tool call at all). None: the step gives up."""
+
+
+class CriticRefinerOptions(ModelProposerOptions):
+    """The critic + refiner (AutoHarness): a few of the parent's failures, one per error type
+    first, shown to the run's refiner (``ctx.extra["refiner"]``), which rewrites one file."""
+
+    surface: str = "harness.py"
+    """The file the refiner rewrites."""
+    max_failures_shown: int = Field(default=5, ge=1)
+    """Most failures the critic shows the refiner (the AutoHarness paper: 5)."""
+    refiner: str | None = None
+    """Import path ``module:Class`` of the refiner, built as ``Class(**refiner_options)`` (e.g.
+    ``ratchet.autoharness.refine:HarnessRefiner``); None: ``ctx.extra["refiner"]``."""
+    refiner_options: dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments of the refiner (``HarnessRefiner``: ``game``, ``description``, ``mode``)."""
 
 
 class ControlOptions(Settings):

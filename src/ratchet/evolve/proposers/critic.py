@@ -1,0 +1,112 @@
+"""The critic + refiner (AutoHarness): the critic picks at most N of the parent's failures to show
+and names their error types; a refiner, a strategy object of the domain's, turns them into a
+request and reads the new file out of the reply.
+
+Sampling takes one failure of each error type first (so one noisy error does not crowd out the
+rest), then fills up at random. The consolidated summary ("3× rejected_by_env: cell N is already
+occupied; 1× code_error: IndexError…") tells the refiner what kinds of mistakes remain.
+
+Failures here are the plain dicts of the AutoHarness search (``kind`` and ``feedback``, plus what
+the domain adds); :class:`CriticRefinerProposer` makes them from the archive's typed
+:class:`ratchet.contracts.Failure` (its ``detail`` joins the dict), so the same critic serves the
+search and the engine. The proposer's claim names the error types it was shown and predicts that
+their tasks flip.
+"""
+
+from __future__ import annotations
+
+import importlib
+import random
+import re
+from collections import Counter
+from collections.abc import Collection, Sequence
+from typing import Any, Protocol
+
+from ratchet.contracts import ArchiveView, Candidate, Claim, Message, Proposal, RatchetError
+from ratchet.evolve.context import EngineContext
+from ratchet.evolve.proposers.base import ModelProposer
+from ratchet.evolve.proposers.config import CriticRefinerOptions
+
+
+def error_type(failure: dict[str, Any]) -> str:
+    """A failure's type: its kind plus the last line of its feedback with numbers masked, so
+    "cell 4 is occupied" and "cell 7 is occupied" are one type."""
+    feedback = (failure.get("feedback") or "").strip().splitlines()
+    last = feedback[-1] if feedback else ""
+    last = re.sub(r"\d+", "N", last)[:120]
+    return f"{failure.get('kind', 'failure')}: {last}" if last else str(failure.get("kind", "failure"))
+
+
+def sample_failures(failures: Sequence[dict[str, Any]], rng: random.Random, limit: int = 5) -> list[dict[str, Any]]:
+    """At most ``limit`` failures: one per error type first (in order of first appearance), then
+    random others. Deterministic for a given rng state."""
+    if len(failures) <= limit:
+        return list(failures)
+    by_type: dict[str, list[int]] = {}
+    for i, f in enumerate(failures):
+        by_type.setdefault(error_type(f), []).append(i)
+    chosen: list[int] = []
+    for indices in by_type.values():
+        if len(chosen) < limit:
+            chosen.append(rng.choice(indices))
+    rest = [i for i in range(len(failures)) if i not in chosen]
+    rng.shuffle(rest)
+    chosen += rest[: limit - len(chosen)]
+    return [failures[i] for i in sorted(chosen)]
+
+
+def summarize(failures: Sequence[dict[str, Any]], first: Collection[str] = ()) -> str:
+    """The error types among ``failures`` with counts, most frequent first; the feedback of the
+    failures whose kind is in ``first`` (diagnoses over many steps) comes before them, unabridged."""
+    diagnoses = list(dict.fromkeys(f["feedback"] for f in failures if f.get("kind") in first))
+    counts = Counter(error_type(f) for f in failures if f.get("kind") not in first)
+    return "; ".join(diagnoses + [f"{n}× {t}" for t, n in counts.most_common(6)])
+
+
+class Refiner(Protocol):
+    """The domain's half of the proposer: what to ask for one file and how to read the answer."""
+
+    def request(self, code: str, shown: list[dict[str, Any]], pool: list[dict[str, Any]]) -> list[Message]:
+        """The refiner's messages for ``code`` with the failures ``shown`` (``pool``: all of them)."""
+        ...
+
+    def new_code(self, reply: str, code: str) -> tuple[str | None, str]:
+        """The new file from ``reply`` (None when it is unusable) and why it is unusable."""
+        ...
+
+
+class CriticRefinerProposer(ModelProposer):
+    """One refinement of the parent's ``options.surface`` by a :class:`Refiner`: the one
+    ``options.refiner`` names, else ``ctx.extra["refiner"]``."""
+
+    name = "critic_refiner"
+    Options = CriticRefinerOptions
+    options: CriticRefinerOptions
+
+    def __init__(self, options: CriticRefinerOptions, ctx: EngineContext) -> None:
+        super().__init__(options, ctx)
+        self.refiner: Refiner | None = self._refiner(options) if options.refiner else ctx.extra.get("refiner")
+
+    @staticmethod
+    def _refiner(options: CriticRefinerOptions) -> Refiner:
+        module, _, attr = (options.refiner or "").partition(":")
+        try:
+            return getattr(importlib.import_module(module), attr)(**options.refiner_options)
+        except (ImportError, AttributeError, TypeError, ValueError) as exc:
+            raise RatchetError(f"critic_refiner proposer: cannot build refiner {options.refiner!r}: {exc}",
+                               hint="refiner takes module:Class, built as Class(**refiner_options)") from None
+
+    def propose(self, parent: Candidate, archive: ArchiveView, rng: Any) -> Proposal | None:
+        refiner, surface = self.refiner, self.options.surface
+        if refiner is None or surface not in parent.files:
+            return self.skip(parent, "no refiner in the run's context" if refiner is None else f"the parent has no {surface}")
+        pool = [{**f.detail, "kind": f.kind, "feedback": f.message, "task_id": f.task_id or r.task_id}
+                for r in self.results(archive, parent.id) for f in r.failures]
+        shown = sample_failures(pool, rng, self.options.max_failures_shown)
+        reply = self.ask(refiner.request(parent.files[surface], shown, pool), rng)
+        code, why = refiner.new_code(reply, parent.files[surface])
+        if code is None or code == parent.files[surface]:
+            return self.skip(parent, why if code is None else f"the refined {surface} is identical to the parent's", reply=reply)
+        claim = Claim(target=summarize(shown) or "(the parent recorded no failure)",
+                      predicted_flips=tuple(dict.fromkeys(f["task_id"] for f in shown)))
+        return self.proposal({surface: code}, claim, (parent.id,), shown=len(shown))
