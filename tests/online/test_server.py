@@ -162,3 +162,47 @@ def test_no_key_configured_means_open_local_server(tmp_path):
     with ServerThread(create_app(state)) as server:
         assert httpx.post(server.url + "/v1/chat/completions", json={"messages": [U1]}).status_code == 200
     state.collector.close()
+
+
+def test_an_unknown_path_gets_an_openai_shaped_error(served):
+    client, *_ = served
+    r = client.get("/v1/no-such-thing")
+    assert r.status_code == 404
+    assert r.json()["error"]["code"] == "unknown_url" and "/v1/no-such-thing" in r.json()["error"]["message"]
+    r = client.get("/v1/chat/completions")
+    assert r.status_code == 405 and r.json()["error"]["code"] == "method_not_allowed"
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_an_unreachable_or_failing_backend_is_a_502(tmp_path):
+    """Neither the client nor this server is at fault when the backend behind it is down or
+    answers 5xx: a gateway's 502, and the server keeps serving."""
+    from fastapi import FastAPI
+    from fastapi.responses import JSONResponse
+
+    from ratchet.online.policy import HttpPolicy
+
+    backend = FastAPI()
+
+    @backend.post("/v1/chat/completions")
+    async def fail():
+        return JSONResponse(status_code=503, content={"error": "overloaded"})
+
+    queue = TurnQueue(tmp_path / "q.db")
+    with ServerThread(backend) as failing:
+        for url in (f"http://127.0.0.1:{_free_port()}/v1", failing.url + "/v1"):
+            policy = HttpPolicy(url, "m", timeout_s=5)
+            state = make_state(PolicyHost(lambda adapter, p=policy: p), queue, served_name="ratchet-test")
+            with ServerThread(create_app(state)) as server:
+                r = httpx.post(server.url + "/v1/chat/completions", json={"messages": [U1]}, timeout=30)
+                assert r.status_code == 502, r.text
+                assert r.json()["error"]["code"] == "backend_failed" and url.rsplit("/v1", 1)[0] in r.json()["error"]["message"]
+                assert httpx.get(server.url + "/health", timeout=5).status_code == 200
+            state.collector.close()

@@ -57,6 +57,11 @@ class RequestRefused(RatchetError):
         self.param = param
 
 
+class BackendFailed(RatchetError):
+    """The backend behind the server failed or could not be reached: the server answers 502, as a
+    gateway does, since neither the client's request nor this server is at fault."""
+
+
 class GenerationCancelled(RatchetError):
     """The server is shutting down, or the request's client left: a generation in progress stopped
     at its next token."""
@@ -397,16 +402,26 @@ class HttpPolicy:
     def generate(self, messages, *, max_tokens, temperature=0.0, top_p=1.0, stop=None, seed=None, on_text=None,
                  cancel=None):
         # One HTTP call: ``cancel`` is checked before it; the server's shutdown cancels the awaiting task.
+        import httpx
+
         _check(cancel)
-        resp = self._client.post("/chat/completions", json=self._body(messages, max_tokens, temperature, top_p,
-                                                                      stop, seed))
+        try:
+            resp = self._client.post("/chat/completions", json=self._body(messages, max_tokens, temperature, top_p,
+                                                                          stop, seed))
+        except httpx.TransportError as exc:
+            raise BackendFailed(f"backend {self.base_url} could not be reached: {exc}") from exc
         return self._parse(resp, on_text)
 
     async def agenerate(self, messages, *, max_tokens, temperature=0.0, top_p=1.0, stop=None, seed=None,
                         on_text=None, cancel=None):
+        import httpx
+
         _check(cancel)
-        resp = await self._aclient.post("/chat/completions", json=self._body(messages, max_tokens, temperature,
-                                                                             top_p, stop, seed))
+        try:
+            resp = await self._aclient.post("/chat/completions", json=self._body(messages, max_tokens, temperature,
+                                                                                 top_p, stop, seed))
+        except httpx.TransportError as exc:
+            raise BackendFailed(f"backend {self.base_url} could not be reached: {exc}") from exc
         return self._parse(resp, on_text)
 
     def _parse(self, resp: Any, on_text: TextSink | None) -> Generation:
@@ -414,7 +429,7 @@ class HttpPolicy:
             # The request as sent is wrong (too long for its context, a bad value): the client's to fix.
             raise RequestRefused(f"the backend refused the request: {resp.text[:300]}", resp.status_code)
         if resp.status_code != 200:
-            raise RatchetError(f"backend {self.base_url} answered {resp.status_code}: {resp.text[:300]}")
+            raise BackendFailed(f"backend {self.base_url} answered {resp.status_code}: {resp.text[:300]}")
         data = resp.json()
         choice = data["choices"][0]
         text = choice["message"].get("content") or ""

@@ -25,9 +25,10 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ratchet.online.api import BodyLimit, ChatRequest, error_body, validation_error
-from ratchet.online.policy import Generation, GenerationCancelled, PolicyHost, RequestRefused
+from ratchet.online.policy import BackendFailed, Generation, GenerationCancelled, PolicyHost, RequestRefused
 from ratchet.online.queue import TurnQueue
 from ratchet.online.records import Turn, new_turn_id
 from ratchet.online.sessions import SessionTracker
@@ -194,6 +195,13 @@ def create_app(state: ServingState):
     app = FastAPI(title="Ratchet", docs_url=None, redoc_url=None)
     app.state.serving = state
 
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException):
+        # An unknown path or method gets OpenAI's error shape too, so a client's error handling
+        # (the stock ``openai`` client reads ``error.message``) sees what went wrong.
+        code = {404: "unknown_url", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return _error(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}", code)
+
     def authorized(request: Request) -> bool:
         if not state.api_key:
             return True
@@ -293,6 +301,10 @@ def create_app(state: ServingState):
                 return _error(503, str(exc), "shutting_down", "server_error")
             except RequestRefused as exc:  # the backend refused the request as given: the client's to fix
                 return _error(exc.status, str(exc), exc.code, param=exc.param)
+            except BackendFailed as exc:
+                state.errors += 1
+                log.warning("%s", exc)
+                return _error(502, str(exc), "backend_failed", "server_error")
             except Exception as exc:
                 state.errors += 1
                 log.exception("generation failed")
