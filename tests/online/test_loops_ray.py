@@ -3,6 +3,7 @@ local cluster that cannot see the serving process's run directory (no shared fil
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -42,6 +43,31 @@ def fake_ray_trainer(config, queue_path, versions_dir, stop_event):
     return os.getpid()
 
 
+@contextlib.contextmanager
+def local_ray():
+    """A private Ray instance (address="local": not a cluster another test left in
+    ray_current_cluster) whose workers import this test module by name: its folder on their path,
+    and the driver's own path kept, so that they run the same ratchet as this test."""
+    path = os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH")) if p)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": {"PYTHONPATH": path}})
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+def fake_loops(tmp_path, max_restarts: int | None = None) -> RayLoops:
+    """The judge and the fake trainer as started Ray actors over ``tmp_path``'s queue."""
+    config = OnlineConfig(learn="binary", executor="ray")
+    config.judge.poll_s = 0.05
+    if max_restarts is not None:
+        config.loops.max_restarts = max_restarts
+    loops = RayLoops(config, tmp_path / "q.db", tmp_path / "v", trainer_target="test_loops_ray:fake_ray_trainer")
+    loops.start()
+    return loops
+
+
 @pytest.mark.slow
 def test_judge_and_trainer_as_ray_actors(tmp_path):
     queue = TurnQueue(tmp_path / "q.db")
@@ -49,25 +75,14 @@ def test_judge_and_trainer_as_ray_actors(tmp_path):
         queue.add_turn(Turn(f"t{i}", "s", False, "main", [{"role": "user", "content": "q"}], "a", [1], [2],
                             [-0.3], 0))
         queue.set_next_state(f"t{i}", "thanks!" if i % 2 else "no, that's wrong")
-    # The actors import this test module by name: put its folder on their path, and keep the
-    # driver's own path so that they run the same ratchet as this test (not another install's).
-    path = os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH")) if p)
-    # address="local": a private instance, not a cluster another test left in ray_current_cluster
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": path}})
-    try:
-        config = OnlineConfig(learn="binary", executor="ray")
-        config.judge.poll_s = 0.05
-        loops = RayLoops(config, tmp_path / "q.db", tmp_path / "v", trainer_target="test_loops_ray:fake_ray_trainer")
-        loops.start()
+    with local_ray():
+        loops = fake_loops(tmp_path)
         pids = loops.pids()
         assert os.getpid() not in pids.values() and len(set(pids.values())) == 2
         deadline = time.time() + 120
         while queue.stats()["trained"] < 6 and time.time() < deadline:
             time.sleep(0.2)
         results = loops.stop(timeout_s=60)
-    finally:
-        ray.shutdown()
     st = queue.stats()
     assert st["judged"] == 6 and st["positive"] == 3 and st["negative"] == 3 and st["trained"] == 6
     assert results["judge"] == 6 and results["trainer"] == pids["trainer"]
@@ -77,15 +92,8 @@ def test_judge_and_trainer_as_ray_actors(tmp_path):
 @pytest.mark.parametrize("max_restarts", [1, 0], ids=["restarted", "left-down"])
 def test_a_killed_loop_actor_is_restarted_and_stop_never_fails_on_a_dead_one(tmp_path, max_restarts):
     queue = TurnQueue(tmp_path / "q.db")
-    path = os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH")) if p)
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": path}})
-    try:
-        config = OnlineConfig(learn="binary", executor="ray")
-        config.judge.poll_s = 0.05
-        config.loops.max_restarts = max_restarts
-        loops = RayLoops(config, tmp_path / "q.db", tmp_path / "v", trainer_target="test_loops_ray:fake_ray_trainer")
-        loops.start()
+    with local_ray():
+        loops = fake_loops(tmp_path, max_restarts=max_restarts)
         first = loops.pids()
         os.kill(first["judge"], signal.SIGKILL)
         if max_restarts:
@@ -105,8 +113,6 @@ def test_a_killed_loop_actor_is_restarted_and_stop_never_fails_on_a_dead_one(tmp
         started = time.monotonic()
         results = loops.stop(timeout_s=30)
         assert time.monotonic() - started < 60
-    finally:
-        ray.shutdown()
     assert results["trainer"] == first["trainer"]
     if max_restarts:
         assert results["judge"] == 1
