@@ -14,9 +14,9 @@ sys.path.insert(0, str(ROOT))  # bench/ is a package of the checkout, not of the
 from bench.runtime_vs_miniswe import format_errors  # noqa: E402
 
 
-def rejected(n_actions: int, finish_reason: str) -> dict:
+def rejected(n_actions: int, finish_reason: str, reply: str = "") -> dict:
     return {"role": "user", "content": "Format error",
-            "extra": {"interrupt_type": "FormatError", "n_actions": n_actions,
+            "extra": {"interrupt_type": "FormatError", "n_actions": n_actions, "model_response": reply,
                       "response": {"choices": [{"finish_reason": finish_reason}]}}}
 
 
@@ -27,9 +27,10 @@ def test_rejected_replies_are_counted_by_what_was_wrong(tmp_path: Path):
         rejected(7, "length"),
         {"role": "assistant", "content": "ok", "extra": {"actions": [{"command": "ls"}]}},
         {"role": "user", "content": "<returncode>0</returncode>", "extra": {}},
-        rejected(0, "stop"), rejected(2, "stop"),
+        rejected(0, "stop", "THOUGHT: look\n```bash\nls\n```"), rejected(2, "stop", "```mswea_bash_command\nls\n```"),
         {"role": "exit", "content": "RepeatedFormatError", "extra": {"exit_status": "RepeatedFormatError"}}]}))
-    assert format_errors(trajectory) == {"rejected": 3, "several_actions": 2, "no_action": 1, "cut_at_reply_budget": 1}
+    assert format_errors(trajectory) == {"rejected": 3, "several_actions": 2, "no_action": 1, "cut_at_reply_budget": 1,
+                                        "other_fence": 1}
 
 
 def test_a_run_without_a_readable_trajectory_has_no_counts(tmp_path: Path):
