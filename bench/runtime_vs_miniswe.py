@@ -158,7 +158,8 @@ def format_errors(trajectory: Path) -> dict | None:
         messages = json.loads(trajectory.read_text()).get("messages", [])
     except (OSError, ValueError):
         return None
-    counts = {"rejected": 0, "several_actions": 0, "no_action": 0, "cut_at_reply_budget": 0, "other_fence": 0}
+    counts = {"rejected": 0, "several_actions": 0, "no_action": 0, "cut_at_reply_budget": 0, "other_fence": 0,
+              "wrote_observation": 0}
     for message in messages:
         extra = message.get("extra") or {}
         if extra.get("interrupt_type") != "FormatError":
@@ -171,8 +172,11 @@ def format_errors(trajectory: Path) -> dict | None:
             counts["cut_at_reply_budget"] += 1
         # a command fenced as ```bash/```sh instead of the config's ```mswea_bash_command would be a
         # format the model was never asked for, i.e. a configuration mismatch rather than the model
-        if re.search(r"```(?:bash|sh|shell|console)\s*\n", str(extra.get("model_response") or "")):
+        reply = str(extra.get("model_response") or "")
+        if re.search(r"```(?:bash|sh|shell|console)\s*\n", reply):
             counts["other_fence"] += 1
+        if "<returncode>" in reply:  # the model wrote a command's result itself instead of a command
+            counts["wrote_observation"] += 1
     return counts
 
 
@@ -246,7 +250,8 @@ def report(store: Path, out: str, meta: dict) -> dict:
                       f"{len(both)} runs): {total['rejected']}, {total['several_actions']} with more than one "
                       f"action block and {total['no_action']} with none; {total['cut_at_reply_budget']} of them "
                       f"stopped at the reply budget of {meta['max_tokens']} tokens, {total['other_fence']} had a "
-                      f"command fenced as ```bash/```sh instead of ```mswea_bash_command."]
+                      f"command fenced as ```bash/```sh instead of ```mswea_bash_command, {total['wrote_observation']} "
+                      f"wrote a command's result (<returncode>) itself."]
     shown = sorted({version_of(by[("ratchet", t)]) for t in both})
     lines += ["", f"Ratchet harness of this checkout: {meta['ratchet_version']} (commit {meta['ratchet_commit']}); "
                   f"the rows above ran "
@@ -307,8 +312,8 @@ def main(argv: list[str] | None = None) -> int:
                       "3); Ratchet's repeat_guard ends a run as repeated_failure when one call is refused twice "
                       "(stop_after 2). The format-error line above is read from mini-swe-agent's trajectories: a "
                       "reply with more than one ```mswea_bash_command block is the model not keeping to the "
-                      "config's 'exactly ONE bash code block' rule, one with none mostly the model writing an "
-                      "observation (<returncode>, <output>) itself; a command fenced as ```bash would be a fence "
+                      "config's 'exactly ONE bash code block' rule, one with none may be the model writing an "
+                      "observation (<returncode>, <output>) itself (counted); a command fenced as ```bash would be a fence "
                       "the config never asked for (a mismatch to fix here), so that count is given too. "
                       "mini-swe-agent's history keeps only its error message, not the rejected reply. No stop sequence is added: none of "
                       "mini-swe-agent's shipped configs sets one, and Ratchet gets none either. Its tool-call "

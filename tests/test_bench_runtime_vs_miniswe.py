@@ -24,13 +24,13 @@ def test_rejected_replies_are_counted_by_what_was_wrong(tmp_path: Path):
     trajectory = tmp_path / "t.traj.json"
     trajectory.write_text(json.dumps({"messages": [
         {"role": "system", "content": "s"}, {"role": "user", "content": "task"},
-        rejected(7, "length"),
+        rejected(7, "length"), rejected(0, "stop", "<returncode>0</returncode>\n<output>\nok\n</output>"),
         {"role": "assistant", "content": "ok", "extra": {"actions": [{"command": "ls"}]}},
         {"role": "user", "content": "<returncode>0</returncode>", "extra": {}},
         rejected(0, "stop", "THOUGHT: look\n```bash\nls\n```"), rejected(2, "stop", "```mswea_bash_command\nls\n```"),
         {"role": "exit", "content": "RepeatedFormatError", "extra": {"exit_status": "RepeatedFormatError"}}]}))
-    assert format_errors(trajectory) == {"rejected": 3, "several_actions": 2, "no_action": 1, "cut_at_reply_budget": 1,
-                                        "other_fence": 1}
+    assert format_errors(trajectory) == {"rejected": 4, "several_actions": 2, "no_action": 2, "cut_at_reply_budget": 1,
+                                        "other_fence": 1, "wrote_observation": 1}
 
 
 def test_a_run_without_a_readable_trajectory_has_no_counts(tmp_path: Path):
