@@ -24,6 +24,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import signal
 import subprocess
 import sys
@@ -146,6 +147,39 @@ def version_of(row: dict) -> str:
     return row.get("version") or ("ratchet@unrecorded" if row["agent"] == "ratchet" else "mini-swe-agent")
 
 
+def format_errors(trajectory: Path) -> dict | None:
+    """How mini-swe-agent's rejected replies were wrong, read from its own trajectory: every reply
+    without exactly one action is kept there as a FormatError with the action count and the
+    server's finish_reason. Says whether a RepeatedFormatError is the model writing several
+    actions, none, or being cut at the reply budget (None when the run left no trajectory)."""
+    if not trajectory.exists():
+        return None
+    try:
+        messages = json.loads(trajectory.read_text()).get("messages", [])
+    except (OSError, ValueError):
+        return None
+    counts = {"rejected": 0, "several_actions": 0, "no_action": 0, "cut_at_reply_budget": 0, "other_fence": 0,
+              "wrote_observation": 0}
+    for message in messages:
+        extra = message.get("extra") or {}
+        if extra.get("interrupt_type") != "FormatError":
+            continue
+        counts["rejected"] += 1
+        n = extra.get("n_actions", 0)
+        counts["several_actions" if n > 1 else "no_action"] += 1
+        response = extra.get("response")
+        if isinstance(response, dict) and (response.get("choices") or [{}])[0].get("finish_reason") == "length":
+            counts["cut_at_reply_budget"] += 1
+        # a command fenced as ```bash/```sh instead of the config's ```mswea_bash_command would be a
+        # format the model was never asked for, i.e. a configuration mismatch rather than the model
+        reply = str(extra.get("model_response") or "")
+        if re.search(r"```(?:bash|sh|shell|console)\s*\n", reply):
+            counts["other_fence"] += 1
+        if "<returncode>" in reply:  # the model wrote a command's result itself instead of a command
+            counts["wrote_observation"] += 1
+    return counts
+
+
 def report(store: Path, out: str, meta: dict) -> dict:
     rows = read_jsonl(store / "results.jsonl") if (store / "results.jsonl").exists() else []
     # The latest row per (agent, task); a Ratchet row of the current harness wins over older ones.
@@ -179,6 +213,11 @@ def report(store: Path, out: str, meta: dict) -> dict:
                                             | {"version": version_of(by[(a, t)]), "commit": by[(a, t)].get("commit"),
                                                "measured_at": by[(a, t)].get("measured_at")}
                                             for a in AGENTS}} for t in both]}
+    rejected = {t: format_errors(store / "runs" / "miniswe" / f"{t}.traj.json") for t in both}
+    for row in data["per_task"]:
+        row["miniswe"]["format_errors"] = rejected[row["task_id"]]
+    not_run = [t for t in meta.get("suite_tasks", []) if t not in both]
+    data["tasks_not_run"] = not_run
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"{out}.json").write_text(json.dumps(data, indent=2) + "\n")
     lines = [f"# {out} ({meta['measured_at']})", "",
@@ -187,7 +226,9 @@ def report(store: Path, out: str, meta: dict) -> dict:
              f"tokens, 30 s per command; graded by the suite's grader in the sandbox. Ratchet: the shipped harness "
              f"workspace, text protocol, middleware: {', '.join(meta.get('ratchet_middleware') or ['none'])}. "
              f"mini-swe-agent {meta['miniswe_version']}: `mini_textbased.yaml`, "
-             f"`litellm_textbased`, `DefaultAgent`, `LocalEnvironment`. {len(both)} of the 15 tasks run by both.", "",
+             f"`litellm_textbased`, `DefaultAgent`, `LocalEnvironment`. {len(both)} of the "
+             f"{len(meta.get('suite_tasks') or []) or 15} tasks run by both"
+             + (f"; not run: {', '.join(not_run)}." if not_run else "."), "",
              "| task | Ratchet | version (commit) | steps | tokens | wall s | mini-swe-agent | steps | tokens | wall s |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for t in both:
@@ -202,6 +243,15 @@ def report(store: Path, out: str, meta: dict) -> dict:
                  f"{m_['steps']} | {m_['prompt_tokens'] + m_['completion_tokens']} | {m_['wall_s']:.1f} |")
     if ratios:
         lines += ["", f"Ratchet / mini-swe-agent: tokens {ratios['tokens']}, wall time {ratios['wall_s']}."]
+    known = [c for c in rejected.values() if c is not None]
+    if known:
+        total = {k: sum(c[k] for c in known) for k in known[0]}
+        lines += ["", f"mini-swe-agent replies rejected as format errors (from its trajectories, {len(known)} of "
+                      f"{len(both)} runs): {total['rejected']}, {total['several_actions']} with more than one "
+                      f"action block and {total['no_action']} with none; {total['cut_at_reply_budget']} of them "
+                      f"stopped at the reply budget of {meta['max_tokens']} tokens, {total['other_fence']} had a "
+                      f"command fenced as ```bash/```sh instead of ```mswea_bash_command, {total['wrote_observation']} "
+                      f"wrote a command's result (<returncode>) itself."]
     shown = sorted({version_of(by[("ratchet", t)]) for t in both})
     lines += ["", f"Ratchet harness of this checkout: {meta['ratchet_version']} (commit {meta['ratchet_commit']}); "
                   f"the rows above ran "
@@ -260,8 +310,19 @@ def main(argv: list[str] | None = None) -> int:
                       "reused (each row's measured_at is in the JSON). Each agent's own format-error handling "
                       "applies (Ratchet stops after 5 replies in a row without a tool call, mini-swe-agent after "
                       "3); Ratchet's repeat_guard ends a run as repeated_failure when one call is refused twice "
-                      "(stop_after 2).")}
-    tasks = [t for t in load_suite("coding-basics") if not args.task or t.id in args.task]
+                      "(stop_after 2). The format-error line above is read from mini-swe-agent's trajectories: a "
+                      "reply with more than one ```mswea_bash_command block is the model not keeping to the "
+                      "config's 'exactly ONE bash code block' rule, one with none may be the model writing an "
+                      "observation (<returncode>, <output>) itself (counted); a command fenced as ```bash would be a fence "
+                      "the config never asked for (a mismatch to fix here), so that count is given too. "
+                      "mini-swe-agent's history keeps only its error message, not the rejected reply. No stop sequence is added: none of "
+                      "mini-swe-agent's shipped configs sets one, and Ratchet gets none either. Its tool-call "
+                      "config (mini.yaml), which its docs recommend over the text one for models with tool "
+                      "calls, is not used: ratchet serve accepts and ignores the OpenAI tools field, so its replies "
+                      "carry no tool calls to parse.")}
+    suite = load_suite("coding-basics")
+    meta["suite_tasks"] = sorted(t.id for t in suite)
+    tasks = [t for t in suite if not args.task or t.id in args.task]
     # mini-swe-agent does not change between runs; Ratchet's rows count only for the harness they ran.
     done = {(r["agent"], r["task_id"]) for r in read_jsonl(store / "results.jsonl")
             if r["agent"] != "ratchet" or version_of(r) == ratchet_version} if (store / "results.jsonl").exists() else set()
