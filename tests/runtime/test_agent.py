@@ -227,7 +227,7 @@ def test_submit_after_a_failing_command_in_the_same_reply_is_held_back(make_agen
 
 @pytest.mark.parametrize("first, why", [
     # chunks-partial with the 1.5B: the tests, already failed and unchanged, refused; then submit
-    ("bash", "`bash` was refused (not run) earlier in this reply"),
+    ("bash", "`bash` was refused (not run: it failed on these files before) earlier in this reply"),
     ("web_fetch", "`web_fetch` failed earlier in this reply"),  # denied by the policy
     ("chunks", "`chunks` failed earlier in this reply"),  # no such tool
 ])
@@ -247,6 +247,17 @@ def test_submit_after_a_refused_call_in_the_same_reply_is_held_back(make_agent, 
     assert len(held) == 1 and held[0].startswith(f"[submit result]\nnot run: {why}")
     tools = [r for r in read_jsonl(agent.tracer.path) if r["type"] == "tool_call"]
     assert [(r["step"], r["name"], r["ok"]) for r in tools][1:3] == [(2, name, False), (2, "submit", False)]
+
+
+def test_submit_after_a_refused_repeat_of_passing_tests_runs(make_agent, workdir):
+    """The tests passed on these files; sent again with `submit`, the repeat is refused (nothing
+    changed), and the submit rests on the result that stands: it runs."""
+    fix = "\n".join([tool_reply("edit", path="calc.py", old="a - b", new="a + b"), tool_reply("bash", command="true")])
+    again = "\n".join([tool_reply("bash", command="true"), tool_reply("submit", summary="the tests pass")])
+    agent = make_agent([fix, again])
+    result = agent.run("fix add")
+    assert result.exit_status == "submitted" and result.submission == "the tests pass" and result.steps == 2
+    assert any("nothing changed since" in m["content"] for m in agent.messages)
 
 
 def test_the_prompt_and_the_results_show_a_stable_working_directory(tmp_path):

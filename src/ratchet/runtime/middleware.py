@@ -200,7 +200,7 @@ class RepeatGuard(Passthrough):
             what = (f"already ran at step {seen.step} and nothing changed since, so it was not run again; "
                     f"its result is above ({seen.first_line})")
         raise Refused(f"{shown} {what}\nDo something different: change the arguments, or use another tool "
-                      f"(the run stops if this call is repeated {left} more time(s)).")
+                      f"(the run stops if this call is repeated {left} more time(s)).", failed_before=seen.failed)
 
     def after_tool(self, agent: Any, call: ToolCall, result: str) -> str:
         key = self.key(call)
