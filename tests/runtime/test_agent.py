@@ -225,6 +225,41 @@ def test_submit_after_a_failing_command_in_the_same_reply_is_held_back(make_agen
     assert held.startswith("[submit result]\nnot run: `bash` exited non-zero earlier in this reply")
 
 
+@pytest.mark.parametrize("first, why", [
+    # chunks-partial with the 1.5B: the tests, already failed and unchanged, refused; then submit
+    ("bash", "`bash` was refused (not run: it failed on these files before) earlier in this reply"),
+    ("web_fetch", "`web_fetch` failed earlier in this reply"),  # denied by the policy
+    ("chunks", "`chunks` failed earlier in this reply"),  # no such tool
+])
+def test_submit_after_a_refused_call_in_the_same_reply_is_held_back(make_agent, workdir, first, why):
+    """A refused call gave no result, so a `submit` written after it in the same reply is a claim
+    about a result that never came: it is not run, the model reads why and goes on."""
+    calls = {"bash": ("bash", {"command": "exit 1"}), "web_fetch": ("web_fetch", {"url": "http://127.0.0.1:9/"}),
+             "chunks": ("chunks", {"lst": [1, 2], "n": 2})}
+    name, arguments = calls[first]
+    opening = tool_reply("bash", command="exit 1")
+    reply = "\n".join([tool_reply(name, **arguments), tool_reply("submit", summary="the tests pass")])
+    agent = make_agent([opening, reply, tool_reply("edit", path="calc.py", old="a - b", new="a + b"),
+                        tool_reply("submit", summary="fixed")])
+    result = agent.run("fix add")
+    assert result.exit_status == "submitted" and result.submission == "fixed" and result.steps == 4
+    held = [m["content"] for m in agent.messages if m["content"].startswith("[submit result]\nnot run:")]
+    assert len(held) == 1 and held[0].startswith(f"[submit result]\nnot run: {why}")
+    tools = [r for r in read_jsonl(agent.tracer.path) if r["type"] == "tool_call"]
+    assert [(r["step"], r["name"], r["ok"]) for r in tools][1:3] == [(2, name, False), (2, "submit", False)]
+
+
+def test_submit_after_a_refused_repeat_of_passing_tests_runs(make_agent, workdir):
+    """The tests passed on these files; sent again with `submit`, the repeat is refused (nothing
+    changed), and the submit rests on the result that stands: it runs."""
+    fix = "\n".join([tool_reply("edit", path="calc.py", old="a - b", new="a + b"), tool_reply("bash", command="true")])
+    again = "\n".join([tool_reply("bash", command="true"), tool_reply("submit", summary="the tests pass")])
+    agent = make_agent([fix, again])
+    result = agent.run("fix add")
+    assert result.exit_status == "submitted" and result.submission == "the tests pass" and result.steps == 2
+    assert any("nothing changed since" in m["content"] for m in agent.messages)
+
+
 def test_the_prompt_and_the_results_show_a_stable_working_directory(tmp_path):
     """Two runs of one task in two unique scratch directories send the model the same tokens (greedy
     runs repeat), while the tools still work on the real directory."""

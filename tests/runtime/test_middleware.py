@@ -239,16 +239,53 @@ def test_a_repeated_bash_ls_is_caught_like_a_repeated_ls(make_agent):
     assert "already ran at step 1 and nothing changed since" in second
 
 
-def test_a_command_that_changes_the_files_runs_again_one_that_changes_nothing_is_refused(make_agent, tested, workdir):
+def test_a_command_that_changed_the_files_is_refused_while_they_are_as_it_left_them(make_agent, tested, workdir):
+    """Run again on the tree it left, a changing call would act on its own result (append once
+    more); once something else changed the files it runs again. A command that changes nothing
+    is refused the same way, with its result pointed at."""
     (workdir / "calc.py").write_text("def add(a, b):\n    return a + b\n")
-    agent = make_agent(config=AgentConfig(middleware=[RepeatGuardConfig()]))
+    agent = make_agent(config=AgentConfig(middleware=[RepeatGuardConfig(stop_after=5)]))
     for command in ("echo hi >> log.txt", f"{TESTS} && echo hi >> log.txt"):
         assert "[exit code 0]" in call(agent, "bash", command=command)
-        assert "already ran" not in call(agent, "bash", command=command)
-    assert (workdir / "log.txt").read_text() == "hi\n" * 4
+        again = call(agent, "bash", command=command)
+        assert "changed the files" in again and "it would act a second time on its own result" in again
+    assert (workdir / "log.txt").read_text() == "hi\n" * 2
+    call(agent, "write", path="notes.txt", content="other")
+    assert "[exit code 0]" in call(agent, "bash", command="echo hi >> log.txt")
+    assert (workdir / "log.txt").read_text() == "hi\n" * 3
     for command in ("cat test_calc.py | grep add", "git status --short 2>/dev/null; ls"):
         assert "[exit code 0]" in call(agent, "bash", command=command)
         assert "already ran" in call(agent, "bash", command=command)
+
+
+def test_an_edit_whose_new_text_holds_its_old_text_is_applied_once(make_agent, workdir):
+    """duration-hours with the 1.5B: old `x * 60`, new `x * 60 * 60`; the same edit sent at every
+    step used to apply each time (one more `* 60`) until the step limit. The second and third
+    are refused, the third stops the run; the file holds the edit once."""
+    (workdir / "duration.py").write_text("def hours(x):\n    return x * 60\n")
+    grow = tool_reply("edit", path="duration.py", old="x * 60", new="x * 60 * 60")
+    agent = make_agent([grow, tool_reply("bash", command="exit 1"), grow, grow, tool_reply("submit", summary="s")],
+                       config=AgentConfig(step_limit=8))
+    result = agent.run("hours() gives minutes")
+    assert (workdir / "duration.py").read_text() == "def hours(x):\n    return x * 60 * 60\n"
+    assert result.exit_status == "repeated_failure" and result.steps == 4
+    edited, _, refused = results(agent)
+    assert edited == "[edit result]\nedited duration.py"
+    assert refused.startswith("[edit result]\nerror: `edit` with the same arguments already ran at step 1 and "
+                              "changed the files (edited duration.py); they are as it left them")
+    assert "it would act a second time on its own result" in refused
+    assert "`edit` with the same arguments was called 3 times" in result.submission
+
+
+def test_the_same_edit_runs_again_once_the_file_was_changed_back(make_agent, workdir):
+    """The rule is the tree, not the call: after the file is put back, the edit applies again."""
+    fix = tool_reply("edit", path="calc.py", old="a - b", new="a + b")
+    script = [fix, tool_reply("write", path="calc.py", content="def add(a, b):\n    return a - b\n"), fix,
+              tool_reply("submit", summary="s")]
+    agent = make_agent(script)
+    assert agent.run("fix add").exit_status == "submitted"
+    assert results(agent)[2] == "[edit result]\nedited calc.py"
+    assert "a + b" in (workdir / "calc.py").read_text()
 
 
 def test_calls_whose_result_changes_with_time_are_never_refused(make_agent):

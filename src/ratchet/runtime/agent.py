@@ -238,23 +238,26 @@ class Agent:
         return calls
 
     ENDS = ("submit",)
-    """Calls that end the run on a claim about results (held back after a failed command, below)."""
+    """Calls that end the run on a claim about results (held back after a failed command or a
+    refused call, below)."""
 
     def execute(self, calls: list[ToolCall]) -> None:
         """Run the reply's calls in order, up to the first that fails: the later ones were written
         before its result was seen (an edit that did not apply, then the tests, then ``submit``),
         so they are not run; the model reads which, and sends again what is still needed. A
-        command that exits non-zero (the failing tests a small model runs before its edit) stops
-        only a ``submit`` after it: "the tests pass" was written before they ran."""
-        nonzero: ToolCall | None = None
+        command that exits non-zero (the failing tests a small model runs before its edit), or a
+        repeat of a failed call that a middleware refused (it would fail again: the same files),
+        stops only a ``submit`` after it: "the tests pass" was written before that result. A
+        refused repeat of a call that succeeded on these files (the passing tests, sent again)
+        leaves the submit alone: its result stands."""
+        held: str | None = None  # why a later submit in this reply is not run
         for i, call in enumerate(calls):
-            if nonzero is not None and call.name in self.ENDS:
-                self._not_run(calls[i:], f"`{nonzero.name}` exited non-zero earlier in this reply, so `{call.name}` "
-                                         "and what follows were not run: the reply was written before that result. "
-                                         "Submit once the tests pass.")
+            if held is not None and call.name in self.ENDS:
+                self._not_run(calls[i:], f"{held} earlier in this reply, so `{call.name}` and what follows were not "
+                                         "run: the reply was written before that result. Submit once the tests pass.")
                 return
             try:
-                text, call_failed = self._call(call)
+                text, call_failed, refused = self._call(call)
             except Terminating as exc:
                 if exc.result is not None:  # the call ran and the run ended on its result: keep it
                     self.messages.append(self.protocol.result_message(call, exc.result))
@@ -266,8 +269,10 @@ class Agent:
                 self._not_run(rest, f"`{call.name}` failed earlier in this reply, so the calls after it ({names}) "
                                     "were not run. Fix that failure first, then send again the calls still needed.")
                 return
-            if not call_failed and not text.startswith("error:") and failed(text):
-                nonzero = call
+            if refused is not None and refused.failed_before:
+                held = f"`{call.name}` was refused (not run: it failed on these files before)"
+            elif not call_failed and not text.startswith("error:") and failed(text):
+                held = f"`{call.name}` exited non-zero"
 
     def _not_run(self, rest: list[ToolCall], why: str) -> None:
         """Each call held back gets a result saying so (the native protocol needs one per call id),
@@ -282,10 +287,11 @@ class Agent:
         """Run one call through the hooks and the policy; a failure is text for the model."""
         return self._call(call)[0]
 
-    def _call(self, call: ToolCall) -> tuple[str, bool]:
-        """(the result text, whether the call failed: the tool, the policy or a hook said error;
-        a middleware's refusal to repeat a call is not a failure, nor a command's non-zero exit)."""
-        started, denied, ok, refused = time.perf_counter(), None, False, False
+    def _call(self, call: ToolCall) -> tuple[str, bool, Refused | None]:
+        """(the result text, whether the call failed: the tool, the policy or a hook said error,
+        and a middleware's refusal to repeat it, if one came: that ran nothing and is not a
+        failure, nor is a command's non-zero exit)."""
+        started, denied, ok, refused = time.perf_counter(), None, False, None
         try:
             call = self.hooks.before_tool(self, call)
             self.guard.check_tool(call.name)
@@ -294,7 +300,7 @@ class Agent:
         except PermissionDenied as exc:
             text, denied = f"error: {exc}", exc.rule
         except Refused as exc:
-            text, refused = f"error: {exc}", True
+            text, refused = f"error: {exc}", exc
         except ToolError as exc:
             text = f"error: {exc}"
         except Terminating as exc:  # submit, or a middleware ending the run: traced, then the loop ends
@@ -313,7 +319,7 @@ class Agent:
             exc.result = text
             raise
         self._record(call, text, ok, started, denied)
-        return text, not ok and not refused
+        return text, not ok and refused is None, refused
 
     def _record(self, call: ToolCall, text: str, ok: bool, started: float, denied: str | None) -> None:
         """One tool call into the experiment log and the trace."""

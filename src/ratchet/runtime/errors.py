@@ -23,7 +23,13 @@ class ToolError(NonTerminating):
 
 class Refused(ToolError):
     """A middleware declined to run a call (a repeat of one already answered). The call did
-    nothing, so it is not a failure that stops the rest of the reply."""
+    nothing, so it is not a failure that stops the rest of the reply. ``failed_before``: the call
+    failed when it last ran on these files, so it would fail again (a ``submit`` after it in the
+    same reply rests on a failure)."""
+
+    def __init__(self, message: str, *, failed_before: bool = False) -> None:
+        super().__init__(message)
+        self.failed_before = failed_before
 
 
 class PermissionDenied(ToolError):

@@ -109,6 +109,9 @@ class _Seen:
     refused: int = 0
     tree: str = ""
     """The working tree's fingerprint right after the call ran (:func:`tree_fingerprint`)."""
+    changed: bool = False
+    """The call succeeded and changed the files: run again on what it left, it would act on its
+    own result (an edit whose new text holds its old text applies once more)."""
 
 
 #: Files larger than this are fingerprinted by size and modification time, not by content.
@@ -145,10 +148,12 @@ class RepeatGuard(Passthrough):
     told how it went before and to do something different; stop the run once one call has been
     refused ``stop_after`` times. One rule for every tool: whether the files changed is observed
     (a fingerprint of the working tree after each call), never guessed from the tool's name or
-    the command's text. ``resets_on`` tools (they change the tools, memory or sub-agents, not the
-    files) forget what was seen; ``volatile`` ones (their results change with time) are never
-    refused. What it has seen is part of the agent's saved state (:meth:`state`, :meth:`restore`),
-    so a resumed run keeps it."""
+    the command's text. A call that changed the files is no exception: sent again while the
+    files are as it left them, it would act on its own result (old ``x * 60``, new ``x * 60 * 60``
+    applied at every step), not on the state the model wrote it for. ``resets_on`` tools (they
+    change the tools, memory or sub-agents, not the files) forget what was seen; ``volatile``
+    ones (their results change with time) are never refused. What it has seen is part of the
+    agent's saved state (:meth:`state`, :meth:`restore`), so a resumed run keeps it."""
 
     def __init__(self, config: RepeatGuardConfig) -> None:
         self.config = config
@@ -185,11 +190,17 @@ class RepeatGuard(Passthrough):
             raise RepeatedFailure(f"stopped: {shown} was called {seen.refused + 1} times and {how} ({seen.first_line})")
         left = self.config.stop_after - seen.refused
         self._refused = key
-        what = (f"already failed at step {seen.step} and was not run again: {seen.first_line}" if seen.failed else
-                f"already ran at step {seen.step} and nothing changed since, so it was not run again; "
-                f"its result is above ({seen.first_line})")
+        if seen.failed:
+            what = f"already failed at step {seen.step} and was not run again: {seen.first_line}"
+        elif seen.changed:
+            what = (f"already ran at step {seen.step} and changed the files ({seen.first_line}); they are as it left "
+                    "them, so it was not run again: it would act a second time on its own result. Read the "
+                    "files to see them now")
+        else:
+            what = (f"already ran at step {seen.step} and nothing changed since, so it was not run again; "
+                    f"its result is above ({seen.first_line})")
         raise Refused(f"{shown} {what}\nDo something different: change the arguments, or use another tool "
-                      f"(the run stops if this call is repeated {left} more time(s)).")
+                      f"(the run stops if this call is repeated {left} more time(s)).", failed_before=seen.failed)
 
     def after_tool(self, agent: Any, call: ToolCall, result: str) -> str:
         key = self.key(call)
@@ -204,16 +215,15 @@ class RepeatGuard(Passthrough):
         before = self._before[1] if self._before is not None and self._before[0] == key else None
         self._before = None
         tree = self._tree(agent)
-        if not failed(result) and tree != before:
-            # It changed the files (`echo x >> log`, a write): run again, it would change them again.
-            # A failed call is remembered all the same: with nothing changed since, it fails again.
-            return result
+        # Remembered whether or not it changed the files: what counts is the tree it left, the one a
+        # repeat would run on (a failed call fails again there; an edit would edit its own result).
+        changed = not failed(result) and tree != before
         if failed(result) or _EXIT.search(result):
             gist = _gist(result)
         else:
             first = next((line.strip() for line in result.splitlines() if line.strip()), "")
-            gist = f"it began: {first[:160]}"
-        self.seen[key] = _Seen(agent.steps, gist, failed=failed(result), tree=tree)
+            gist = first[:160] if changed else f"it began: {first[:160]}"
+        self.seen[key] = _Seen(agent.steps, gist, failed=failed(result), tree=tree, changed=changed)
         return result
 
     def state(self) -> dict[str, Any]:
