@@ -1,4 +1,4 @@
-"""The real embedded model writes a TicTacToe verifier (runs in CI; a few minutes on 2 cores).
+"""The real embedded model writes a TicTacToe verifier (runs in CI; a few minutes on one core).
 
 Budget: at most 24 refiner calls of Qwen2.5-Coder-0.5B (the ``ratchet`` method: labelled
 transitions as unit tests, the helper library, the one-function request with examples from real
@@ -12,8 +12,6 @@ The same model with best-of-20 sampling reached a legal-step rate of 0.01 on thi
 """
 
 from __future__ import annotations
-
-import os
 
 import pytest
 
@@ -35,8 +33,9 @@ def _model_or_skip():
         pytest.skip(f"{MODEL} is not in the model cache ({exc}); run `ratchet models pull {MODEL}`")
     if not path.exists():
         pytest.skip(f"{MODEL} is not in the model cache; run `ratchet models pull {MODEL}`")
-    # OMP_NUM_THREADS pins llama.cpp too where a job is given one core (a CPU slot); CI leaves it unset.
-    return load_model(f"local:{MODEL}", n_threads=int(os.environ.get("OMP_NUM_THREADS") or 2))
+    # One thread: a real-model test keeps to one core, so a plain `pytest` beside another model job
+    # does not oversubscribe the cores (two jobs on two threads each ran ~8x slower).
+    return load_model(f"local:{MODEL}", n_threads=1)
 
 
 @pytest.mark.real_model

@@ -17,7 +17,7 @@ def qwen():
     if not registry.is_verified(DEFAULT_MODEL):
         pytest.skip(f"{DEFAULT_MODEL} is not pulled (run: ratchet models pull {DEFAULT_MODEL})")
     pytest.importorskip("llama_cpp", reason="llama-cpp-python (the 'local' extra) is not installed")
-    return load_model(f"local:{DEFAULT_MODEL}", n_ctx=1024, n_threads=2)
+    return load_model(f"local:{DEFAULT_MODEL}", n_ctx=1024, n_threads=1)  # a real-model test keeps to one core
 
 
 def test_short_answer_with_usage(qwen):
@@ -47,7 +47,7 @@ def test_token_logprobs_with_logits_all():
     if not registry.is_verified("smollm2-135m"):
         pytest.skip("smollm2-135m is not pulled (run: ratchet models pull smollm2-135m)")
     pytest.importorskip("llama_cpp", reason="llama-cpp-python (the 'local' extra) is not installed")
-    small = load_model("local:smollm2-135m", n_ctx=256, logits_all=True)
+    small = load_model("local:smollm2-135m", n_ctx=256, logits_all=True, n_threads=1)
     done = small.complete([{"role": "user", "content": "Say hello."}], max_tokens=4, logprobs=True)
     assert done.logprobs is not None and len(done.logprobs) == done.usage.completion_tokens
     assert "".join(t.token for t in done.logprobs) == done.text

@@ -360,3 +360,15 @@ def test_an_idle_trainer_waits_from_the_first_sample_and_never_steps_on_one(tmp_
         stop.set()
         thread.join(30)
     assert not thread.is_alive()
+
+
+def test_usables_join_and_narrow_without_assessing_again():
+    trainer = make_trainer(signal="rl")
+    waiting = [sample("q1", "ahoy", 1, turn_id="a"), sample("q2", "ahoy", 0, turn_id="b")]
+    taken = [sample("q3", "ahoy", 1, turn_id="c")]
+    joined = trainer.usable(waiting).plus(trainer.usable(taken))
+    whole = trainer.usable(waiting + taken)
+    assert joined == whole
+    assert [s.turn.turn_id for s in joined.samples] == ["a", "c"] and joined.unused == {"b": "no_signal"}
+    held = [waiting[1], taken[0]]
+    assert joined.among(held) == trainer.usable(held)

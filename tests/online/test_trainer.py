@@ -296,6 +296,23 @@ def test_a_hint_the_turn_already_states_is_not_distilled() -> None:
     assert dropped["no_signal"] == 0 and items[0].teacher_ids is None and items[0].reward == -1.0
 
 
+def test_prepare_works_out_each_samples_signal_once(monkeypatch) -> None:
+    # Whether the hint was already asked decides both the drop count and the teacher: one look.
+    from ratchet.online import trainer as trainer_mod
+
+    looks: list[str] = []
+
+    def counting(messages, hint):
+        looks.append(hint)
+        return already_asked(messages, hint)
+
+    already_asked = trainer_mod.already_asked
+    monkeypatch.setattr(trainer_mod, "already_asked", counting)
+    items, dropped = make_trainer(signal="combine").prepare([sample("q", "x", -1, hint="say ahoy")])
+    assert looks == ["say ahoy"]
+    assert dropped["hint_already_asked"] == 0 and items[0].teacher_ids is not None
+
+
 def test_answers_only_refuses_a_teacher_reply_that_hands_the_turn_back() -> None:
     from ratchet.online.targets import AnswersOnly, KeepAll
 

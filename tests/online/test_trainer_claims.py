@@ -185,3 +185,23 @@ def test_claims_lost_while_waiting_are_not_trained(tmp_path):
 def test_claim_settings_are_validated(field, value):
     with pytest.raises(ValidationError):
         TrainerConfig(**{field: value})
+
+
+def test_the_loop_assesses_each_claimed_sample_once_per_poll(tmp_path):
+    # What the trainer's version and lineage make of a sample cannot change within one poll, so
+    # the samples claimed are assessed when they arrive and not again before the step.
+    class AssessingTrainer(RecordingTrainer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.assessed: list[str] = []
+
+        def usable(self, samples):
+            self.assessed.extend(s.turn.turn_id for s in samples)
+            return Usable.every(samples)
+
+    q = judged_queue(tmp_path / "q.db", 3)
+    trainer = AssessingTrainer()
+    errors = run_until(q, trainer, config(batch_size=3, min_batch=3), tmp_path, lambda: q.stats()["trained"] == 3)
+    assert errors == []
+    assert [sorted(b) for b in trainer.batches] == [["t0", "t1", "t2"]]
+    assert sorted(trainer.assessed) == ["t0", "t1", "t2"]

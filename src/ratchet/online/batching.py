@@ -36,6 +36,18 @@ class Usable:
         """All of ``samples`` usable: for trainers that drop nothing."""
         return cls(tuple(samples))
 
+    def plus(self, other: Usable) -> Usable:
+        """This and ``other`` (usables of two disjoint lists of samples) as one, in that order: the
+        usable of the samples newly claimed joins that of those already waiting, and no sample is
+        assessed twice."""
+        return Usable(self.samples + other.samples, {**self.unused, **other.unused})
+
+    def among(self, samples: Sequence[Any]) -> Usable:
+        """Restricted to ``samples`` (a subset of those assessed), e.g. the ones whose claim still holds."""
+        ids = {s.turn.turn_id for s in samples}
+        return Usable(tuple(s for s in self.samples if s.turn.turn_id in ids),
+                      {turn_id: why for turn_id, why in self.unused.items() if turn_id in ids})
+
 
 class BatchClock:
     """Says when ``pending`` usable samples make a batch; ``now`` is injectable for tests."""

@@ -201,8 +201,22 @@ def choose_token(raw_logprobs: np.ndarray, temperature: float, top_p: float, rng
     return int(rng.choice(len(probs), p=probs))
 
 
-#: The longest token of each served GGUF, in bytes (see :meth:`LlamaPolicy.prompt_tokens_at_least`).
-_LONGEST_TOKEN: dict[str, int] = {}
+#: The longest token of each served GGUF in bytes (see :meth:`LlamaPolicy.prompt_tokens_at_least`),
+#: by the file's identity.
+_LONGEST_TOKEN: dict[tuple[str, int, int, int, int], int] = {}
+
+
+def longest_token_bytes(model_path: str | Path, scan: Callable[[], int]) -> int:
+    """The length of the vocabulary's longest token, from ``scan`` the first time this process
+    sees the file and from memory after (the scan reads every token: a fraction of a second to a
+    few seconds a model, paid at every hot swap otherwise). Keyed by the file's identity, not its
+    name alone: a GGUF pulled again or rewritten in place under the same path is scanned anew."""
+    path = Path(model_path).resolve()
+    stat = path.stat()
+    key = (str(path), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    if key not in _LONGEST_TOKEN:
+        _LONGEST_TOKEN[key] = scan()
+    return _LONGEST_TOKEN[key]
 
 
 class LlamaPolicy:
@@ -253,10 +267,7 @@ class LlamaPolicy:
         self._n_ctx = n_ctx
         #: The longest prompt that leaves room for one reply token (the server refuses longer ones).
         self.max_prompt_tokens = n_ctx - 1
-        key = str(Path(model_path).resolve())
-        if key not in _LONGEST_TOKEN:  # once per model and process, not at every hot swap
-            _LONGEST_TOKEN[key] = max(len(self._piece(t, special=True)) for t in range(self._n_vocab))
-        self._longest_token = max(1, _LONGEST_TOKEN[key])
+        self._longest_token = max(1, longest_token_bytes(model_path, self._longest_piece))
         self._lock = threading.Lock()
 
     def _piece(self, token: int, *, special: bool = False) -> bytes:
@@ -268,6 +279,21 @@ class LlamaPolicy:
             if n >= 0:
                 return buf.raw[:n]
             size = -n  # too small: the call says how much it needs
+
+    def _longest_piece(self) -> int:
+        """Bytes of the vocabulary's longest token (special tokens included). One buffer serves the
+        whole scan: a fresh one per token, as :meth:`_piece` makes, was half the scan's time."""
+        size = 256
+        buf = ctypes.create_string_buffer(size)
+        longest = 0
+        for token in range(self._n_vocab):
+            n = self._lib.llama_token_to_piece(self._vocab, token, buf, size, 0, True)
+            if n < 0:  # too small: the call says how much it needs
+                size = -n
+                buf = ctypes.create_string_buffer(size)
+                n = self._lib.llama_token_to_piece(self._vocab, token, buf, size, 0, True)
+            longest = max(longest, n)
+        return longest
 
     def prompt_tokens(self, messages: Sequence[dict[str, Any]]) -> list[int]:
         """The chat-templated prompt as token ids (special tokens parsed, no extra BOS)."""

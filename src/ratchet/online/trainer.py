@@ -337,6 +337,21 @@ class _Prepared:
     kl_mask: Any = None
 
 
+@dataclass(frozen=True)
+class _Assessment:
+    """What the configured signal makes of one sample, worked out once for :meth:`Trainer.usable`
+    and :meth:`Trainer.prepare` alike."""
+
+    #: Why an update would not learn from the sample: a drop reason of ``prepare`` (``stale``,
+    #: ``no_signal``, ``empty``), ``anchor`` (kept only for the KL to the base), or None when it learns.
+    unused: str | None
+    reward: float = 0.0
+    #: The hint the teacher is shown; None without one or when the student had already been told it.
+    hint: str | None = None
+    #: The sample's hint was set aside because its last user message already states it.
+    hint_already_asked: bool = False
+
+
 def _chat_ids(tokenizer: Any, messages: Sequence[dict[str, Any]]) -> list[int]:
     out = tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=True)
     if hasattr(out, "keys"):
@@ -468,39 +483,36 @@ class Trainer:
 
     # ------------------------------------------------------------------ preparing samples
 
-    def _signal(self, sample: Any) -> tuple[float, str | None]:
-        """(reward, hint) that ``sample`` teaches with the configured signal."""
+    def _assess(self, sample: Any) -> _Assessment:
+        """What an update would make of ``sample`` with the configured signal. Cheap (no
+        tokenizing): the loop asks it of every sample on every poll."""
         cfg = self.config
+        if self.staleness(sample.turn.policy_version) > cfg.max_staleness:
+            return _Assessment("stale")
         hint = sample.judgement.hint if cfg.signal in ("opd", "combine") else None
-        if hint and already_asked(sample.turn.messages, hint):
+        asked = bool(hint) and already_asked(sample.turn.messages, hint)
+        if asked:
             # The student already saw this instruction (a retry after the correction that
             # states it): a teacher told it again knows nothing the student does not, and
             # distilling it only pulls the student toward the base's own reply there.
             hint = None
         reward = float(sample.judgement.reward) if cfg.signal in ("rl", "combine") else 0.0
-        return reward, hint
-
-    def _unused(self, sample: Any) -> str | None:
-        """Why an update would not learn from ``sample``: a drop reason of :meth:`prepare`
-        (``stale``, ``no_signal``, ``empty``), ``anchor`` (kept only for the KL to the base), or
-        None when it learns from it. Cheap (no tokenizing): the loop asks it on every poll."""
-        if self.staleness(sample.turn.policy_version) > self.config.max_staleness:
-            return "stale"
-        reward, hint = self._signal(sample)
         anchor = not reward and not hint
         # A praised reply is not an anchor: the user endorsed all of it, and holding it to the
         # base pulled first replies that already greeted back to the base's opening (measured
         # on the 0.5B: preference 0.25 → 0.00 in one update whose batch had two of them).
-        if anchor and (not self.config.kl_coef or sample.judgement.reward > 0):
-            return "no_signal"
-        if not sample.turn.response_token_ids:
-            return "empty"
-        return "anchor" if anchor else None
+        if anchor and (not cfg.kl_coef or sample.judgement.reward > 0):
+            unused: str | None = "no_signal"
+        elif not sample.turn.response_token_ids:
+            unused = "empty"
+        else:
+            unused = "anchor" if anchor else None
+        return _Assessment(unused, reward, hint, asked)
 
     def usable(self, samples: Sequence[Any]) -> Usable:
         """Which of ``samples`` an update would learn from now, and why not the others: what the
         training loop counts against ``batch_size`` and ``min_batch`` before it steps."""
-        unused = {s.turn.turn_id: why for s in samples if (why := self._unused(s)) is not None}
+        unused = {s.turn.turn_id: why for s in samples if (why := self._assess(s).unused) is not None}
         return Usable(tuple(s for s in samples if s.turn.turn_id not in unused), unused)
 
     def prepare(self, samples: Sequence[Any]) -> tuple[list[_Prepared], dict[str, int]]:
@@ -512,10 +524,10 @@ class Trainer:
         kept: list[_Prepared] = []
         dropped = {"stale": 0, "no_signal": 0, "empty": 0, "hint_already_asked": 0}
         for sample in samples:
-            turn, judgement = sample.turn, sample.judgement
-            why = self._unused(sample)
-            reward, hint = self._signal(sample)
-            if why != "stale" and judgement.hint and cfg.signal != "rl" and not hint:
+            turn = sample.turn
+            verdict = self._assess(sample)
+            why, reward, hint = verdict.unused, verdict.reward, verdict.hint
+            if verdict.hint_already_asked:
                 dropped["hint_already_asked"] += 1  # a hint ignored; the sample may still teach by its reward
             if why in dropped:
                 dropped[why] += 1
@@ -1028,16 +1040,20 @@ def run_trainer_loop(
             # Batches count the samples the update would learn from, not those claimed: the others
             # (stale since a rollback, a retry with nothing to teach) ride along with the batch, are
             # dropped by the step and counted in its record, and take no usable sample's place.
-            room = config.batch_size - len(trainer.usable(pending).samples)
+            # Assessed once per poll: the trainer's version and lineage stay put until the step.
+            usable = trainer.usable(pending)
+            room = config.batch_size - len(usable.samples)
             if room > 0:
-                pending.extend(queue.take_batch(room, claimer=claimer, lease_s=config.claim_lease_s,
-                                                max_reclaims=config.max_reclaims,
-                                                stale=TooStale(trainer.lineage, trainer.version, config.max_staleness)))
-            if not clock.due(len(trainer.usable(pending).samples)):
+                taken = queue.take_batch(room, claimer=claimer, lease_s=config.claim_lease_s,
+                                         max_reclaims=config.max_reclaims,
+                                         stale=TooStale(trainer.lineage, trainer.version, config.max_staleness))
+                pending.extend(taken)
+                usable = usable.plus(trainer.usable(taken))
+            if not clock.due(len(usable.samples)):
                 stop_event.wait(config.poll_interval_s)
                 continue
             pending = _still_held(queue, claimer, pending)
-            if not clock.due(len(trainer.usable(pending).samples)):
+            if not clock.due(len(usable.among(pending).samples)):
                 continue  # a lost lease took some: the rest wait for more
             batch, pending = pending, []
             clock.reset()
