@@ -22,7 +22,7 @@ from ratchet.autoharness import critic
 from ratchet.autoharness import harnesslib as lib
 from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.decompose import Decomposer
-from ratchet.autoharness.evaluate import rollout
+from ratchet.autoharness.evaluate import policy_value, rollout
 from ratchet.autoharness.ideas import Decompose, Idea, Lesson, Request, components
 from ratchet.autoharness.prompts import asks_one_function, synthesis_prompt
 from ratchet.autoharness.refine import REQUIRED, check_signatures, which_to_refine
@@ -211,7 +211,7 @@ class Synthesis:
             failures += stats.failures
             primary = rate
             if self.cfg.mode == "policy":
-                metrics["policy_value"] = primary = stats.policy_value()
+                metrics["policy_value"] = primary = policy_value(stats)
             # Every dense check counts: a legal_moves that returns every cell labels the transitions
             # right (its is_legal_action is perfect) yet proposes taken cells, which only the
             # comparison with the game's own legal lists exposes.
