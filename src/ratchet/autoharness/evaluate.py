@@ -1,22 +1,24 @@
-"""Code-only rollouts of a candidate harness (the search's evaluation, as in the paper).
-
-The harness is a batched player (:class:`HarnessPlayer`) of the envs' lockstep loop
-(:func:`ratchet.envs.measure.lockstep`): actions come from its ``propose_action``, are checked by
-its ``is_legal_action`` and stepped in the environment, one batched sandbox call per function per
-step of all environments. Every failure carries what the refiner needs: board, action, verdict,
-env reason or traceback, and which function it says to refine (the paper's rule; see refine.py).
+"""Code-only rollouts of a candidate harness (the search's evaluation, as in the paper): the
+harness as a batched player (:class:`HarnessPlayer`) of the envs' lockstep loop, one batched
+sandbox call per function per step of all environments, and the search's judge of it as an engine
+evaluator (:class:`LegalityEvaluator`). Every failure carries what the refiner needs: board,
+action, verdict, env reason or traceback, and which function it blames (see refine.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
-from ratchet.autoharness.runtime import HarnessRuntime
-from ratchet.contracts import Observation
+from ratchet.autoharness.runtime import HarnessRuntime, RuntimeFactory
+from ratchet.contracts import Candidate, Failure, Observation, Task, TaskResult
+from ratchet.envs import measure
 from ratchet.envs.agents import Attempt
 from ratchet.envs.explore import EnvFactory
-from ratchet.envs.measure import PlayStats, lockstep
+from ratchet.envs.measure import PlayStats
+from ratchet.envs.runner import legal_rate
+from ratchet.evolve.suites.fingerprint import fingerprint
 from ratchet.sandbox.errors import feedback_of
 
 #: Failure kinds, and which functions each one says to refine (the paper's rule; see refine.py).
@@ -29,11 +31,8 @@ class HarnessPlayer:
     """A harness as a batched agent: ``propose_action`` for every board, then ``is_legal_action``
     on the proposals that came back, each one ``call_many``. A code error, a proposal its own check
     rejects and a move the env rejects are failed attempts with their failure records.
-
     ``action_shape`` (the game's action grammar, described) is named in the feedback when code
-    returns something other than action text, e.g. a tuple of coordinates: the refiner is told
-    what the game wants.
-    """
+    returns no action text (e.g. a tuple): the refiner is told what the game wants."""
 
     def __init__(self, runtime: HarnessRuntime, action_shape: str | None = None) -> None:
         self.runtime = runtime
@@ -68,22 +67,59 @@ class HarnessPlayer:
 
 def rollout(runtime: HarnessRuntime, env_factory: EnvFactory, seeds: list[int], steps_per_env: int, step_cap: int = 200,
             keep_going: bool = False, action_shape: str | None = None) -> PlayStats:
-    """The harness alone in ``len(seeds)`` environments in lockstep, up to ``steps_per_env`` steps each.
-
-    ``keep_going=False`` (the search) stops an environment at its first failure. With
-    ``keep_going=True`` a failed step is counted and the env moves on to its next game instead,
-    so a legal rate over a fixed number of steps can be measured.
-    """
-    return lockstep(env_factory, HarnessPlayer(runtime, action_shape), seeds, steps_per_env, step_cap,
+    """The harness alone in ``len(seeds)`` environments in lockstep, up to ``steps_per_env`` steps
+    each, each stopped at its first failure; with ``keep_going`` a failed env moves on to its next
+    game instead (a legal rate over a fixed number of steps, the held-out measure)."""
+    return measure.lockstep(env_factory, HarnessPlayer(runtime, action_shape), seeds, steps_per_env, step_cap,
                     stop_at_failure=not keep_going).total
 
 
-def policy_value(stats: PlayStats) -> float:
-    """Harness-as-policy value H: 0 if any move failed, else 0.5 + 0.5·mean reward in [0, 1]."""
-    if stats.failures or not stats.rewards:
-        return 0.0
-    mean = sum(stats.rewards) / len(stats.rewards)
-    return 0.5 + 0.5 * min(1.0, max(0.0, mean))
+class LegalityEvaluator:
+    """The search's legality judge as an engine :class:`ratchet.contracts.Evaluator`: a task is an
+    environment seed, its result the harness's play there (in lockstep with the other tasks',
+    stopped at its first failure); score: that legal rate (0 with no step), failure records as
+    :class:`Failure` details. Seed 0 plays the task's own game seed (the search's evaluation);
+    seed s > 0 other games of that env, none of those seed 0 plays."""
+
+    name = "legality"
+
+    def __init__(self, env_factory: EnvFactory, runtime_factory: RuntimeFactory, seeds: Sequence[int], steps_per_env: int,
+                 step_cap: int = 200, action_shape: str | None = None, game: str = "") -> None:
+        self.env_factory, self.runtime_factory, self.seeds = env_factory, runtime_factory, list(seeds)
+        self.steps, self.step_cap, self.action_shape, self.game = steps_per_env, step_cap, action_shape, game
+
+    def tasks(self) -> list[Task]:
+        return [Task(f"{self.game}#{seed}", {"seed": seed}) for seed in self.seeds]
+
+    def fingerprint(self) -> str:
+        settings = {"evaluator": self.name, "game": self.game, "steps": self.steps, "step_cap": self.step_cap, "shape": self.action_shape}
+        return fingerprint(settings, [Path(__file__), Path(measure.__file__)])
+
+    def evaluate(self, candidate: Candidate, tasks: Sequence[Task], seed: int) -> list[TaskResult]:
+        with self.runtime_factory(dict(candidate.files)) as runtime:
+            return self.play(runtime, tasks, seed)
+
+    def play(self, runtime: HarnessRuntime, tasks: Sequence[Task], seed: int = 0) -> list[TaskResult]:
+        """:meth:`evaluate` on a harness already loaded (the search runs its dense checks on it too)."""
+        bases = [measure.game_seed(int(t.input["seed"]), seed * (self.steps + 1)) for t in tasks]
+        played = measure.lockstep(self.env_factory, HarnessPlayer(runtime, self.action_shape), bases, self.steps, self.step_cap)
+        return [TaskResult(t.id, seed, 0.0 if p.legal_rate is None else p.legal_rate, f"{p.steps} steps, {p.illegal} illegal, {p.games} games",
+                           tuple(Failure(f["kind"], f["feedback"], t.id, f) for f in p.failures),
+                           {"steps": float(p.steps), "illegal": float(p.illegal), "games": float(p.games), "reward": sum(p.rewards)})
+                for t, p in zip(tasks, played.envs)]
+
+
+def pooled(results: Sequence[TaskResult]) -> tuple[dict[str, float], list[dict[str, Any]]]:
+    """What the search scores of a candidate's legality results: the legal rate over all of them
+    (0 with no step: no evidence is worth nothing), steps, games, the harness-as-policy value (0
+    if any move failed, else 0.5 + 0.5·mean reward), and the failure records in the order they happened."""
+    total = {key: sum(r.metrics[key] for r in results) for key in ("steps", "illegal", "games", "reward")}
+    rate = legal_rate(int(total["steps"]), int(total["illegal"]))
+    # Each env stopped at its first failure, in the round of its last step: ordering the envs by
+    # steps (stably, in task order) lists their failures in the order they happened.
+    failures = [dict(f.detail) for r in sorted(results, key=lambda r: r.metrics["steps"]) for f in r.failures]
+    value = 0.0 if failures or not total["games"] else 0.5 + 0.5 * min(1.0, max(0.0, total["reward"] / total["games"]))
+    return {"legal_rate": 0.0 if rate is None else rate, "steps": total["steps"], "games": total["games"], "policy_value": value}, failures
 
 
 def _failure(kind: str, function: str, action: str | None, verdict: bool | None, feedback: str) -> dict[str, Any]:
