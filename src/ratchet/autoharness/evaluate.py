@@ -70,8 +70,8 @@ def rollout(runtime: HarnessRuntime, env_factory: EnvFactory, seeds: list[int], 
     """The harness alone in ``len(seeds)`` environments in lockstep, up to ``steps_per_env`` steps
     each, each stopped at its first failure; with ``keep_going`` a failed env moves on to its next
     game instead (a legal rate over a fixed number of steps, the held-out measure)."""
-    return measure.lockstep(env_factory, HarnessPlayer(runtime, action_shape), seeds, steps_per_env, step_cap,
-                    stop_at_failure=not keep_going).total
+    played = measure.lockstep(env_factory, HarnessPlayer(runtime, action_shape), seeds, steps_per_env, step_cap, not keep_going)
+    return played.total
 
 
 class LegalityEvaluator:
