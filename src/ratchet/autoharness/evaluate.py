@@ -1,21 +1,25 @@
-"""Code-only rollouts of a candidate harness (the search's evaluation, as in the paper).
-
-Actions come from the candidate's ``propose_action``, are checked by its ``is_legal_action`` and
-stepped in the environment. ``eval_envs`` environments advance in lockstep (one batched sandbox
-call per function per step), auto-reset when a game ends, and each stops at its first failure:
-a harness code error, a proposal its own check rejects, or a move the environment rejects.
-Every failure carries what the refiner needs: board, action, verdict, env reason or traceback.
+"""Code-only rollouts of a candidate harness (the search's evaluation, as in the paper): the
+harness as a batched player (:class:`HarnessPlayer`) of the envs' lockstep loop, one batched
+sandbox call per function per step of all environments, and the search's judge of it as an engine
+evaluator (:class:`LegalityEvaluator`). Every failure carries what the refiner needs: board,
+action, verdict, env reason or traceback, and which function it blames (see refine.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
-from ratchet.autoharness.runtime import HarnessRuntime
-from ratchet.sandbox.errors import feedback_of
+from ratchet.autoharness.runtime import HarnessRuntime, RuntimeFactory
+from ratchet.contracts import Candidate, Failure, Observation, Task, TaskResult
+from ratchet.envs import measure
+from ratchet.envs.agents import Attempt
 from ratchet.envs.explore import EnvFactory
-from ratchet.envs.measure import PlayStats, game_seed
+from ratchet.envs.measure import PlayStats
+from ratchet.envs.runner import legal_rate
+from ratchet.evolve.suites.fingerprint import fingerprint
+from ratchet.sandbox.errors import feedback_of
 
 #: Failure kinds, and which functions each one says to refine (the paper's rule; see refine.py).
 CODE_ERROR = "code_error"
@@ -23,116 +27,103 @@ SELF_REJECTED = "rejected_by_harness"
 ENV_REJECTED = "rejected_by_env"
 
 
-@dataclass
-class RolloutStats(PlayStats):
-    """What code-only rollouts of one candidate measured: a failed attempt (a code error, a
-    proposal its own check rejects, a move the env rejects) is one illegal step, with its failure."""
+class HarnessPlayer:
+    """A harness as a batched agent: ``propose_action`` for every board, then ``is_legal_action``
+    on the proposals that came back, each one ``call_many``. A code error, a proposal its own check
+    rejects and a move the env rejects are failed attempts with their failure records.
+    ``action_shape`` (the game's action grammar, described) is named in the feedback when code
+    returns no action text (e.g. a tuple): the refiner is told what the game wants."""
 
-    failures: list[dict[str, Any]] = field(default_factory=list)
+    def __init__(self, runtime: HarnessRuntime, action_shape: str | None = None) -> None:
+        self.runtime = runtime
+        self.action_shape = action_shape
 
-    def policy_value(self) -> float:
-        """Harness-as-policy value H: 0 if any move failed, else 0.5 + 0.5·mean reward in [0, 1]."""
-        if self.failures or not self.rewards:
-            return 0.0
-        mean = sum(self.rewards) / len(self.rewards)
-        return 0.5 + 0.5 * min(1.0, max(0.0, mean))
+    def act_many(self, observations: Sequence[Observation], seed: int) -> list[Attempt]:
+        proposals = self.runtime.call_many("propose_action", [(o.text,) for o in observations], seed=seed)
+        checks_for = [(k, str(value)) for k, (status, value) in enumerate(proposals) if status == "ok"]
+        checked = (self.runtime.call_many("is_legal_action", [(observations[k].text, a) for k, a in checks_for], seed=seed)
+                   if checks_for else [])
+        verdicts = dict(zip([k for k, _ in checks_for], checked))
+        attempts: list[Attempt] = []
+        for k, (status, value) in enumerate(proposals):
+            if status != "ok":
+                attempts.append(Attempt(None, _failure(CODE_ERROR, "propose_action", None, None, feedback_of(value))))
+                continue
+            action = str(value)
+            vstatus, verdict = verdicts[k]
+            if vstatus != "ok":
+                attempts.append(Attempt(action, _failure(CODE_ERROR, "is_legal_action", action, None, feedback_of(verdict))))
+            elif not bool(verdict):
+                attempts.append(Attempt(action, _failure(SELF_REJECTED, "propose_action", action, False,
+                                                         "is_legal_action returned False for the action propose_action proposed")))
+            else:
+                attempts.append(Attempt(action, raw=value))
+        return attempts
+
+    def rejected(self, attempt: Attempt, reason: str | None) -> dict[str, Any]:
+        return _failure(ENV_REJECTED, "both", attempt.action, True,
+                        f"the environment rejected it: {reason or 'invalid move'}" + _not_text(attempt.raw, self.action_shape))
 
 
-def _reward_01(rewards: dict[int, float] | None, player: int, num_players: int) -> float:
-    """End-of-game reward of ``player`` in [0, 1] (2-player rewards in [-1, 1] are rescaled)."""
-    if not rewards:
-        return 0.0
-    r = float(rewards.get(player, 0.0))
-    return (r + 1.0) / 2.0 if num_players > 1 else r
+def rollout(runtime: HarnessRuntime, env_factory: EnvFactory, seeds: list[int], steps_per_env: int, step_cap: int = 200,
+            keep_going: bool = False, action_shape: str | None = None) -> PlayStats:
+    """The harness alone in ``len(seeds)`` environments in lockstep, up to ``steps_per_env`` steps
+    each, each stopped at its first failure; with ``keep_going`` a failed env moves on to its next
+    game instead (a legal rate over a fixed number of steps, the held-out measure)."""
+    played = measure.lockstep(env_factory, HarnessPlayer(runtime, action_shape), seeds, steps_per_env, step_cap, not keep_going)
+    return played.total
 
 
-def rollout(
-    runtime: HarnessRuntime,
-    env_factory: EnvFactory,
-    seeds: list[int],
-    steps_per_env: int,
-    step_cap: int = 200,
-    keep_going: bool = False,
-    action_shape: str | None = None,
-) -> RolloutStats:
-    """Run ``len(seeds)`` environments in lockstep for up to ``steps_per_env`` steps each.
+class LegalityEvaluator:
+    """The search's legality judge as an engine :class:`ratchet.contracts.Evaluator`: a task is an
+    environment seed, its result the harness's play there (in lockstep with the other tasks',
+    stopped at its first failure); score: that legal rate (0 with no step), failure records as
+    :class:`Failure` details. Seed 0 plays the task's own game seed (the search's evaluation);
+    seed s > 0 other games of that env, none of those seed 0 plays."""
 
-    ``keep_going=False`` (the search) stops an environment at its first failure. With
-    ``keep_going=True`` a failed step is counted and the env is reset to its next game instead,
-    so a legal rate over a fixed number of steps can be measured. ``action_shape`` (the game's
-    action grammar, described) is named in the feedback when code returns something other than
-    action text, e.g. a tuple of coordinates: the refiner is told what the game wants.
-    """
-    stats = RolloutStats()
-    envs = [env_factory() for _ in seeds]
-    game_index = [0] * len(seeds)
-    game_steps = [0] * len(seeds)
-    done_steps = [0] * len(seeds)
-    obs = [env.reset(game_seed(seed, 0)) for env, seed in zip(envs, seeds)]
-    active = list(range(len(seeds)))
+    name = "legality"
 
-    def next_game(i: int) -> None:
-        game_index[i] += 1
-        game_steps[i] = 0
-        obs[i] = envs[i].reset(game_seed(seeds[i], game_index[i]))
+    def __init__(self, env_factory: EnvFactory, runtime_factory: RuntimeFactory, seeds: Sequence[int], steps_per_env: int,
+                 step_cap: int = 200, action_shape: str | None = None, game: str = "") -> None:
+        self.env_factory, self.runtime_factory, self.seeds = env_factory, runtime_factory, list(seeds)
+        self.steps, self.step_cap, self.action_shape, self.game = steps_per_env, step_cap, action_shape, game
 
-    try:
-        while active:
-            step_seed = [game_seed(seeds[i], game_index[i]) * 7 + done_steps[i] for i in active]
-            proposals = runtime.call_many("propose_action", [(obs[i].text,) for i in active], seed=step_seed[0])
-            checks_for = [(i, str(p[1])) for i, p in zip(active, proposals) if p[0] == "ok"]
-            checked = (runtime.call_many("is_legal_action", [(obs[i].text, a) for i, a in checks_for], seed=step_seed[0])
-                       if checks_for else [])
-            verdicts = dict(zip([i for i, _ in checks_for], checked))
-            still: list[int] = []
-            for i, (status, value) in zip(active, proposals):
-                board = obs[i].text
-                base = {"env_seed": game_seed(seeds[i], game_index[i]), "step": game_steps[i], "player": obs[i].player_id, "board": board}
-                stats.steps += 1
-                done_steps[i] += 1
-                failure: dict[str, Any] | None = None
-                if status != "ok":
-                    failure = {**base, "kind": CODE_ERROR, "function": "propose_action", "action": None, "verdict": None, "feedback": feedback_of(value)}
-                else:
-                    action = str(value)
-                    vstatus, verdict = verdicts[i]
-                    if vstatus != "ok":
-                        failure = {**base, "kind": CODE_ERROR, "function": "is_legal_action", "action": action, "verdict": None, "feedback": feedback_of(verdict)}
-                    elif not bool(verdict):
-                        failure = {**base, "kind": SELF_REJECTED, "function": "propose_action", "action": action, "verdict": False,
-                                   "feedback": "is_legal_action returned False for the action propose_action proposed"}
-                    else:
-                        result = envs[i].step(action)
-                        if not result.legal and not result.losing_not_illegal:
-                            failure = {**base, "kind": ENV_REJECTED, "function": "both", "action": action, "verdict": True,
-                                       "feedback": f"the environment rejected it: {result.illegal_reason or 'invalid move'}"
-                                                   + _not_text(value, action_shape)}
-                        else:
-                            game_steps[i] += 1
-                            if result.done or result.observation is None:
-                                stats.games += 1
-                                stats.rewards.append(_reward_01(result.rewards, obs[i].player_id, getattr(envs[i], "num_players", 1)))
-                                next_game(i)
-                            else:
-                                obs[i] = result.observation
-                                if game_steps[i] >= step_cap:
-                                    next_game(i)
-                if failure is not None:
-                    stats.illegal += 1
-                    stats.failures.append(failure)
-                    if not keep_going:
-                        continue
-                    next_game(i)
-                if done_steps[i] < steps_per_env:
-                    still.append(i)
-            active = still
-    finally:
-        for env in envs:
-            try:
-                env.close()
-            except Exception:  # closing a finished TextArena game can raise; nothing to recover
-                pass
-    return stats
+    def tasks(self) -> list[Task]:
+        return [Task(f"{self.game}#{seed}", {"seed": seed}) for seed in self.seeds]
+
+    def fingerprint(self) -> str:
+        settings = {"evaluator": self.name, "game": self.game, "steps": self.steps, "step_cap": self.step_cap, "shape": self.action_shape}
+        return fingerprint(settings, [Path(__file__), Path(measure.__file__)])
+
+    def evaluate(self, candidate: Candidate, tasks: Sequence[Task], seed: int) -> list[TaskResult]:
+        with self.runtime_factory(dict(candidate.files)) as runtime:
+            return self.play(runtime, tasks, seed)
+
+    def play(self, runtime: HarnessRuntime, tasks: Sequence[Task], seed: int = 0) -> list[TaskResult]:
+        """:meth:`evaluate` on a harness already loaded (the search runs its dense checks on it too)."""
+        bases = [measure.game_seed(int(t.input["seed"]), seed * (self.steps + 1)) for t in tasks]
+        played = measure.lockstep(self.env_factory, HarnessPlayer(runtime, self.action_shape), bases, self.steps, self.step_cap)
+        return [TaskResult(t.id, seed, 0.0 if p.legal_rate is None else p.legal_rate, f"{p.steps} steps, {p.illegal} illegal, {p.games} games",
+                           tuple(Failure(f["kind"], f["feedback"], t.id, f) for f in p.failures),
+                           {"steps": float(p.steps), "illegal": float(p.illegal), "games": float(p.games), "reward": sum(p.rewards)})
+                for t, p in zip(tasks, played.envs)]
+
+
+def pooled(results: Sequence[TaskResult]) -> tuple[dict[str, float], list[dict[str, Any]]]:
+    """What the search scores of a candidate's legality results: the legal rate over all of them
+    (0 with no step: no evidence is worth nothing), steps, games, the harness-as-policy value (0
+    if any move failed, else 0.5 + 0.5·mean reward), and the failure records in the order they happened."""
+    total = {key: sum(r.metrics[key] for r in results) for key in ("steps", "illegal", "games", "reward")}
+    rate = legal_rate(int(total["steps"]), int(total["illegal"]))
+    # Each env stopped at its first failure, in the round of its last step: ordering the envs by
+    # steps (stably, in task order) lists their failures in the order they happened.
+    failures = [dict(f.detail) for r in sorted(results, key=lambda r: r.metrics["steps"]) for f in r.failures]
+    value = 0.0 if failures or not total["games"] else 0.5 + 0.5 * min(1.0, max(0.0, total["reward"] / total["games"]))
+    return {"legal_rate": 0.0 if rate is None else rate, "steps": total["steps"], "games": total["games"], "policy_value": value}, failures
+
+
+def _failure(kind: str, function: str, action: str | None, verdict: bool | None, feedback: str) -> dict[str, Any]:
+    return {"kind": kind, "function": function, "action": action, "verdict": verdict, "feedback": feedback}
 
 
 def _not_text(value: Any, shape: str | None) -> str:

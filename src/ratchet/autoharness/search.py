@@ -22,7 +22,7 @@ from ratchet.autoharness import critic
 from ratchet.autoharness import harnesslib as lib
 from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.decompose import Decomposer
-from ratchet.autoharness.evaluate import rollout
+from ratchet.autoharness.evaluate import LegalityEvaluator, pooled
 from ratchet.autoharness.ideas import Decompose, Idea, Lesson, Request, components
 from ratchet.autoharness.prompts import asks_one_function, synthesis_prompt
 from ratchet.autoharness.refine import REQUIRED, check_signatures, which_to_refine
@@ -203,21 +203,25 @@ class Synthesis:
             return Judgement(0.0, "failed", {"legal_rate": 0.0}, [failure])
         with self.runtime_factory({"harness.py": code}) as runtime:
             metrics, failures = self._checks(runtime, code)
-            stats = rollout(runtime, self.env_factory, self.cfg.search_seeds[: self.cfg.eval_envs], self.cfg.eval_steps,
-                            self.cfg.step_cap, action_shape=self.grammar.describe())
+            legality = self.legality()
             # A candidate that never got a step in has shown nothing: it scores as illegal.
-            rate = 0.0 if stats.legal_rate is None else stats.legal_rate
-            metrics.update(legal_rate=rate, steps=float(stats.steps), games=float(stats.games))
-            failures += stats.failures
-            primary = rate
+            scored, played = pooled(legality.play(runtime, legality.tasks()))
+            metrics.update(legal_rate=scored["legal_rate"], steps=scored["steps"], games=scored["games"])
+            failures += played
+            primary = scored["legal_rate"]
             if self.cfg.mode == "policy":
-                metrics["policy_value"] = primary = stats.policy_value()
+                metrics["policy_value"] = primary = scored["policy_value"]
             # Every dense check counts: a legal_moves that returns every cell labels the transitions
             # right (its is_legal_action is perfect) yet proposes taken cells, which only the
             # comparison with the game's own legal lists exposes.
             dense = _dense(metrics)
             h = primary if dense is None else 0.5 * primary + 0.5 * dense
             return Judgement(h, "evaluated", metrics, failures)
+
+    def legality(self) -> LegalityEvaluator:
+        """The search's legality judge (an engine Evaluator), with the game's action shape as known now."""
+        return LegalityEvaluator(self.env_factory, self.runtime_factory, self.cfg.search_seeds[: self.cfg.eval_envs],
+                                 self.cfg.eval_steps, self.cfg.step_cap, self.grammar.describe(), self.cfg.env)
 
     def _checks(self, runtime: Any, code: str) -> tuple[dict[str, float], list[dict[str, Any]]]:
         metrics: dict[str, float] = {}

@@ -5,6 +5,7 @@ environment's reason when its previous action was rejected (the runner passes it
 on). ``reset(seed)`` starts a new episode. ``bind(env)`` (optional) gives an agent read access to
 the environment, which only the random-legal opponent uses (to test candidate moves on a copy).
 After each ``act`` an agent may expose ``last_info`` (tokens, raw text, verifier rejections).
+A :class:`BatchedAgent` plays many environments in lockstep instead (:func:`ratchet.envs.measure.lockstep`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import importlib
 import random
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -52,6 +53,28 @@ class Agent(Protocol):
     def act(self, observation: Observation, feedback: str | None = None) -> str: ...
 
     def reset(self, seed: int) -> None: ...
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """A batched agent's move in one environment: ``action`` to step, or a ``failure`` (a record the
+    agent fills, saying what went wrong for whoever learns from it), in which case no step is taken."""
+
+    action: str | None
+    failure: dict[str, Any] | None = None
+    raw: Any = None
+    """What the agent produced before it became action text (its own business; see ``rejected``)."""
+
+
+class BatchedAgent(Protocol):
+    """A player of many environments at once: N observations in, N attempts out, in one call (for
+    code run in a sandbox, one call per step of all environments instead of one per environment)."""
+
+    def act_many(self, observations: Sequence[Observation], seed: int) -> list[Attempt]: ...
+
+    def rejected(self, attempt: Attempt, reason: str | None) -> dict[str, Any]:
+        """The failure record of an attempt the environment rejected, with the env's ``reason``."""
+        ...
 
 
 def parse_move(text: str) -> str | None:

@@ -1,6 +1,7 @@
 """Measuring an agent on held-out seeds with the runner's game loop: its legal-action rate in
 self-play (games auto-reset until it has taken the steps asked for) and its reward (1 player:
-mean reward; 2 players: win rate against a random-legal opponent, seats alternated).
+mean reward; 2 players: win rate against a random-legal opponent, seats alternated). And the
+lockstep loop (:func:`lockstep`): a batched agent's self-play in many environments at once.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Any
 
 from ratchet.contracts import Environment
 from ratchet.envs import runner
-from ratchet.envs.agents import Agent, RandomLegalAgent
+from ratchet.envs.agents import Agent, BatchedAgent, RandomLegalAgent
 
 
 def game_seed(base: int, game_index: int) -> int:
@@ -28,6 +29,8 @@ class PlayStats:
     games: int = 0
     rewards: list[float] = field(default_factory=list)
     reasons: dict[str, int] = field(default_factory=dict)
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    """The failure records of a batched agent's failed attempts (:func:`lockstep`), in order."""
 
     @property
     def legal_rate(self) -> float | None:
@@ -105,3 +108,99 @@ def random_legal_opponent(env: Environment) -> Agent:
     opponent = RandomLegalAgent(seed=0)
     opponent.bind(env)
     return opponent
+
+
+@dataclass
+class Lockstep:
+    """What :func:`lockstep` measured: each environment's own counts (in the order of the seeds)
+    and their total, in which rewards and failures are in the order they happened."""
+
+    envs: list[PlayStats]
+    total: PlayStats
+
+
+def lockstep(env_factory: Callable[[], Environment], agent: BatchedAgent, seeds: list[int], steps_per_env: int,
+             step_cap: int = 200, stop_at_failure: bool = True) -> Lockstep:
+    """Self-play of ``agent`` in one environment per seed, all advanced together: each step is one
+    ``act_many`` call for every environment still playing. An environment auto-resets when a game
+    ends (or is cut at ``step_cap`` steps) and plays up to ``steps_per_env`` attempts.
+
+    A failed attempt (the agent's own failure, or an action the env rejects) is one illegal step
+    with its failure record (``{env_seed, step, player, board}`` and what the agent says); with
+    ``stop_at_failure`` its environment stops there, else it moves on to its next game. A move that
+    merely loses is a legal step. A finished game adds the reward of the seat that moved last, in
+    [0, 1] (2-player rewards in [-1, 1] rescaled).
+    """
+    total = PlayStats()
+    parts = [PlayStats() for _ in seeds]
+    envs = [env_factory() for _ in seeds]
+    game_index = [0] * len(seeds)
+    game_steps = [0] * len(seeds)
+    obs = [env.reset(game_seed(seed, 0)) for env, seed in zip(envs, seeds)]
+    active = list(range(len(seeds)))
+
+    def next_game(i: int) -> None:
+        game_index[i] += 1
+        game_steps[i] = 0
+        obs[i] = envs[i].reset(game_seed(seeds[i], game_index[i]))
+
+    try:
+        while active:
+            first = active[0]  # one seed for the batched call: the first playing env's
+            attempts = agent.act_many([obs[i] for i in active], seed=game_seed(seeds[first], game_index[first]) * 7 + parts[first].steps)
+            still: list[int] = []
+            for i, attempt in zip(active, attempts):
+                counts = (total, parts[i])
+                base = {"env_seed": game_seed(seeds[i], game_index[i]), "step": game_steps[i], "player": obs[i].player_id,
+                        "board": obs[i].text}
+                for c in counts:
+                    c.steps += 1
+                failure = attempt.failure
+                if failure is None:
+                    result = envs[i].step(attempt.action)
+                    if not result.legal and not result.losing_not_illegal:
+                        failure = agent.rejected(attempt, result.illegal_reason)
+                        reason = (result.illegal_reason or "(no reason given)")[:80]
+                        for c in counts:
+                            c.reasons[reason] = c.reasons.get(reason, 0) + 1
+                    else:
+                        game_steps[i] += 1
+                        ended = result.done or result.observation is None
+                        reward = _reward_01(result.rewards, obs[i].player_id, getattr(envs[i], "num_players", 1)) if ended else 0.0
+                        for c in counts:
+                            c.losing_not_illegal += int(result.losing_not_illegal)
+                            if ended:
+                                c.games += 1
+                                c.rewards.append(reward)
+                        if ended:
+                            next_game(i)
+                        else:
+                            obs[i] = result.observation
+                            if game_steps[i] >= step_cap:
+                                next_game(i)
+                if failure is not None:
+                    record = {**base, **failure}
+                    for c in counts:
+                        c.illegal += 1
+                        c.failures.append(record)
+                    if stop_at_failure:
+                        continue
+                    next_game(i)
+                if parts[i].steps < steps_per_env:
+                    still.append(i)
+            active = still
+    finally:
+        for env in envs:
+            try:
+                env.close()
+            except Exception:  # closing a finished TextArena game can raise; nothing to recover
+                pass
+    return Lockstep(parts, total)
+
+
+def _reward_01(rewards: dict[int, float] | None, player: int, num_players: int) -> float:
+    """End-of-game reward of ``player`` in [0, 1] (2-player rewards in [-1, 1] are rescaled)."""
+    if not rewards:
+        return 0.0
+    r = float(rewards.get(player, 0.0))
+    return (r + 1.0) / 2.0 if num_players > 1 else r

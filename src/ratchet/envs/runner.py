@@ -49,7 +49,8 @@ class RolloutConfig(Settings):
     """After an illegal move, give the agent the env's reason as feedback for its next attempt."""
 
     stop_on_illegal: bool = False
-    """End an episode at the agent's first illegal move (AutoHarness search evaluation)."""
+    """End an episode at the agent's first illegal move (as the lockstep loop,
+    :func:`ratchet.envs.measure.lockstep`, does for the AutoHarness search)."""
 
     keep_observations: bool = True
     """Store each step's observation text in the step records (turn off for huge runs)."""

@@ -1,0 +1,52 @@
+"""The search's legality judge as an engine Evaluator: per-env-seed results that add up to the rollout."""
+
+from __future__ import annotations
+
+from fakes import CRASHING, GOOD, LOOSE, FakeTicTacToe
+
+from ratchet.autoharness.evaluate import LegalityEvaluator, pooled, rollout
+from ratchet.autoharness.runtime import InProcessHarness
+from ratchet.contracts import Candidate, Evaluator
+
+SEEDS = [0, 1, 2]
+
+
+def evaluator(**kw) -> LegalityEvaluator:
+    return LegalityEvaluator(FakeTicTacToe, InProcessHarness, SEEDS, 30, game="TicTacToe-v0", **kw)
+
+
+def candidate(code: str) -> Candidate:
+    return Candidate.from_files("autoharness.harness", {"harness.py": code})
+
+
+def test_it_is_an_engine_evaluator_with_one_task_per_env_seed() -> None:
+    judge = evaluator()
+    assert isinstance(judge, Evaluator)
+    assert [t.id for t in judge.tasks()] == ["TicTacToe-v0#0", "TicTacToe-v0#1", "TicTacToe-v0#2"]
+    assert judge.fingerprint() == evaluator().fingerprint() != evaluator(step_cap=9).fingerprint()
+
+
+def test_per_task_results_add_up_to_the_rollout_of_the_same_envs() -> None:
+    judge = evaluator()
+    for code in (GOOD, LOOSE, CRASHING):
+        results = judge.evaluate(candidate(code), judge.tasks(), seed=0)
+        whole = rollout(InProcessHarness({"harness.py": code}), FakeTicTacToe, SEEDS, 30)
+        scored, failures = pooled(results)
+        assert scored["legal_rate"] == whole.legal_rate and scored["steps"] == whole.steps and scored["games"] == whole.games
+        assert failures == whole.failures  # in the order they happened, though kept per task
+        for result, task in zip(results, judge.tasks()):
+            assert result.task_id == task.id and result.seed == 0
+            assert all(f.task_id == task.id and f.detail["kind"] == f.kind for f in result.failures)
+            assert len(result.failures) == (result.score < 1.0)  # each env stops at its first failure
+
+
+def test_other_seeds_play_other_games() -> None:
+    judge = evaluator()
+    first, other = (judge.evaluate(candidate(LOOSE), judge.tasks(), seed=s) for s in (0, 1))
+    assert [f.detail["env_seed"] for r in first for f in r.failures] != [f.detail["env_seed"] for r in other for f in r.failures]
+    assert all(r.seed == 1 for r in other)
+
+
+def test_a_candidate_with_no_step_scores_zero() -> None:
+    judge = LegalityEvaluator(FakeTicTacToe, InProcessHarness, [], 30)
+    assert pooled(judge.evaluate(candidate(GOOD), [], seed=0))[0]["legal_rate"] == 0.0

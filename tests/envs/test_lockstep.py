@@ -1,0 +1,81 @@
+"""The lockstep loop: a batched agent's self-play in many environments at once, one call per step."""
+
+from __future__ import annotations
+
+from ratchet.contracts import Observation, StepResult
+from ratchet.envs.agents import Attempt
+from ratchet.envs.measure import game_seed, lockstep
+
+
+class Count:
+    """Say "[+]" three times to win (reward 1); anything else is an invalid move."""
+
+    env_id = "count"
+    num_players = 1
+
+    def reset(self, seed: int) -> Observation:
+        self.seed, self.n = seed, 0
+        return Observation(0, f"seed {seed} n {self.n}")
+
+    def step(self, action: str) -> StepResult:
+        if action != "[+]":
+            return StepResult(Observation(0, f"seed {self.seed} n {self.n}"), False, legal=False, illegal_reason="say [+]")
+        self.n += 1
+        if self.n == 3:
+            return StepResult(None, True, rewards={0: 1.0})
+        return StepResult(Observation(0, f"seed {self.seed} n {self.n}"), False)
+
+    def close(self) -> None:
+        pass
+
+
+class Scripted:
+    """Plays "[+]", except: a failure of its own on the boards in ``own``, a bad move on those in ``bad``."""
+
+    def __init__(self, own: set[str] = frozenset(), bad: set[str] = frozenset()) -> None:
+        self.own, self.bad = own, bad
+        self.calls: list[tuple[int, int]] = []
+
+    def act_many(self, observations, seed):
+        self.calls.append((len(observations), seed))
+        return [Attempt(None, {"kind": "mine", "feedback": "no idea"}) if o.text in self.own
+                else Attempt("[-]", raw=("-",)) if o.text in self.bad else Attempt("[+]") for o in observations]
+
+    def rejected(self, attempt, reason):
+        return {"kind": "env", "action": attempt.action, "feedback": f"{reason} (sent {attempt.raw!r})"}
+
+
+def test_every_step_is_one_batched_call_for_every_playing_env() -> None:
+    agent = Scripted()
+    result = lockstep(Count, agent, [5, 6, 7], steps_per_env=7)
+    assert [n for n, _ in agent.calls] == [3] * 7
+    assert agent.calls[0][1] == 5 * 7  # the first playing env's game seed and its steps so far
+    for part in result.envs:
+        assert (part.steps, part.illegal, part.games, part.rewards) == (7, 0, 2, [1.0, 1.0])
+    assert result.total.steps == 21 and result.total.games == 6 and result.total.legal_rate == 1.0
+
+
+def test_a_failure_stops_its_env_and_keeps_its_record() -> None:
+    agent = Scripted(own={"seed 6 n 1"}, bad={"seed 7 n 0"})
+    result = lockstep(Count, agent, [5, 6, 7], steps_per_env=4)
+    assert [n for n, _ in agent.calls] == [3, 2, 1, 1]  # 7 fails at once, 6 on its second step
+    first, second = result.total.failures  # in the order they happened
+    assert first == {"env_seed": 7, "step": 0, "player": 0, "board": "seed 7 n 0", "kind": "env", "action": "[-]",
+                     "feedback": "say [+] (sent ('-',))"}
+    assert second["kind"] == "mine" and second["board"] == "seed 6 n 1" and second["step"] == 1
+    assert [(p.steps, p.illegal) for p in result.envs] == [(4, 0), (2, 1), (1, 1)]
+    assert result.total.legal_rate == 1 - 2 / 7 and result.total.reasons == {"say [+]": 1}
+
+
+def test_keep_going_moves_a_failed_env_to_its_next_game() -> None:
+    agent = Scripted(bad={"seed 5 n 0"})
+    result = lockstep(Count, agent, [5], steps_per_env=5, stop_at_failure=False)
+    [part] = result.envs
+    # Game 0 fails at once; game 1 (another seed) is won in three steps, game 2 has begun.
+    assert (part.steps, part.illegal, part.games) == (5, 1, 1)
+    assert [f["env_seed"] for f in part.failures] == [5] and agent.calls[1][1] == game_seed(5, 1) * 7 + 1
+
+
+def test_a_game_cut_at_the_step_cap_is_not_a_finished_game() -> None:
+    result = lockstep(Count, Scripted(), [0], steps_per_env=6, step_cap=2)
+    assert result.total.games == 0 and result.total.rewards == [] and result.total.illegal == 0
