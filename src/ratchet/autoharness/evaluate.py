@@ -9,6 +9,7 @@ Every failure carries what the refiner needs: board, action, verdict, env reason
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +30,8 @@ class RolloutStats(PlayStats):
     proposal its own check rejects, a move the env rejects) is one illegal step, with its failure."""
 
     failures: list[dict[str, Any]] = field(default_factory=list)
+    cut: bool = False
+    """True when the rollout stopped at its deadline before every env had taken its steps."""
 
     def policy_value(self) -> float:
         """Harness-as-policy value H: 0 if any move failed, else 0.5 + 0.5·mean reward in [0, 1]."""
@@ -54,6 +57,7 @@ def rollout(
     step_cap: int = 200,
     keep_going: bool = False,
     action_shape: str | None = None,
+    deadline: float | None = None,
 ) -> RolloutStats:
     """Run ``len(seeds)`` environments in lockstep for up to ``steps_per_env`` steps each.
 
@@ -61,7 +65,8 @@ def rollout(
     ``keep_going=True`` a failed step is counted and the env is reset to its next game instead,
     so a legal rate over a fixed number of steps can be measured. ``action_shape`` (the game's
     action grammar, described) is named in the feedback when code returns something other than
-    action text, e.g. a tuple of coordinates: the refiner is told what the game wants.
+    action text, e.g. a tuple of coordinates: the refiner is told what the game wants. With a
+    ``deadline`` (a ``time.monotonic()`` value) no step starts after it; ``stats.cut`` says so.
     """
     stats = RolloutStats()
     envs = [env_factory() for _ in seeds]
@@ -78,6 +83,9 @@ def rollout(
 
     try:
         while active:
+            if deadline is not None and time.monotonic() >= deadline:
+                stats.cut = True
+                break
             step_seed = [game_seed(seeds[i], game_index[i]) * 7 + done_steps[i] for i in active]
             proposals = runtime.call_many("propose_action", [(obs[i].text,) for i in active], seed=step_seed[0])
             checks_for = [(i, str(p[1])) for i, p in zip(active, proposals) if p[0] == "ok"]
