@@ -137,6 +137,7 @@ def _row(env_id: str, report: dict[str, Any] | None, commit: str) -> dict[str, A
     return {**row, "status": "done", "code": commit, "h": s["best_h"], "iterations": s["iterations"], "llm_calls": s["llm_calls"],
             "tokens": s["tokens"], "search_s": s["wall_s"], "wall_s": report.get("wall_s"), "stop": s["stop_reason"],
             "heldout_legal_rate": alone.get("legal_rate"), "heldout_verifier_accuracy": alone.get("verifier_accuracy"),
+            "heldout_steps": alone.get("steps"), "heldout_cut_after_s": alone.get("cut_after_s"),
             "after_legal_rate": (report.get("after") or {}).get("legal_rate"), "harvest": report.get("harvest")}
 
 
@@ -162,7 +163,9 @@ def markdown(settings: dict[str, Any], chunks: list[dict[str, Any]], rows: list[
            "passed: measured then, at the commit named, and not run again" if carried else ""),
         "- held-out (seeds 1000-1004): the best harness's code alone, 5 seeds x 200 steps (legal rate), and its is_legal_action on the "
         "transitions harvested there (verifier accuracy); the LLM protocol (model with and without the harness) is cut "
-        f"(`--protocol {settings['protocol']}`) to keep a game near 8 minutes; wall s = the game's search and held-out check",
+        f"(`--protocol {settings['protocol']}`) to keep a game near 8 minutes; wall s = the game's search and held-out check; "
+        "the code-alone play stops after 300 s (`heldout_seconds`: Sokoban makes each room by a depth-first search and a harness "
+        "that fails often resets hundreds of times), and such a row says after how many steps",
         "- the suite: src/ratchet/envs/data/autoharness-40.txt (families and the draw: src/ratchet/envs/suites.py); "
         "the three table games that fell in the last rerun come first, the 12 other table games last",
         "- code = the commit the game ran on; chunks: " + "; ".join(f"{c['started']} UTC at {c['commit']} ({c['minutes']:g} min{', ' + c['note'] if c.get('note') else ''})" for c in chunks),
@@ -181,7 +184,9 @@ def markdown(settings: dict[str, Any], chunks: list[dict[str, Any]], rows: list[
             what = "not run yet" if r["status"] == "not run yet" else f"failed: {r.get('reason', '')[:80]}"
             lines.append(f"{head} {what} | | | | | | | {r.get('code', '')} | {paper} |")
             continue
-        lines.append(f"{head} {'**1.00**' if r['h'] >= 1.0 else _f(r['h'])} | {_f(r['heldout_legal_rate'])} | "
+        cut = (f" (cut at {r['heldout_cut_after_s']:.0f} s after {r['heldout_steps']} of 1000 steps)"
+               if r.get("heldout_cut_after_s") is not None else "")
+        lines.append(f"{head} {'**1.00**' if r['h'] >= 1.0 else _f(r['h'])} | {_f(r['heldout_legal_rate'])}{cut} | "
                      f"{_f(r['heldout_verifier_accuracy'])} | {r['iterations']} | {r['llm_calls']} | {_f(r['wall_s'], 0)} | {r['stop']} | "
                      f"{r['code']} | {paper} |")
     return "\n".join(lines) + "\n"

@@ -41,6 +41,30 @@ def test_rollout_measures_legal_rate_and_records_failures():
     assert "IndexError" in crash.failures[0]["feedback"] and "harness.py" in crash.failures[0]["feedback"]
 
 
+class SlowReset(FakeTicTacToe):
+    """A game whose reset is slow (Sokoban's depth-first room generation), on a fake clock."""
+
+    clock = [0.0]
+
+    def reset(self, seed=None):
+        SlowReset.clock[0] += 10.0
+        return super().reset(seed)
+
+
+def test_held_out_play_stops_at_its_deadline_and_says_so(monkeypatch):
+    import time
+
+    from ratchet.autoharness import protocol
+
+    monkeypatch.setattr(time, "monotonic", lambda: SlowReset.clock[0])
+    SlowReset.clock[0] = 0.0
+    # LOOSE fails often, and each failure resets its game (10 s a reset): 35 s allow a few steps only.
+    held = protocol.code_heldout(LOOSE, SlowReset, InProcessHarness, [0, 1], steps=200, max_seconds=35.0)
+    assert 0 < held["steps"] < 400 and held["cut_after_s"] >= 35.0
+    whole = protocol.code_heldout(GOOD, FakeTicTacToe, InProcessHarness, [0, 1], steps=50, max_seconds=35.0)
+    assert whole["steps"] == 100 and "cut_after_s" not in whole  # its resets leave the clock where it is
+
+
 def test_harvested_transitions_are_labelled_by_the_environment():
     transitions = harvest(lambda: FakeTicTacToe(), lambda: FakeTicTacToe(hints=True), [0, 1], per_seed=40)
     assert any(t.legal for t in transitions) and any(not t.legal for t in transitions)

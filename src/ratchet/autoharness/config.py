@@ -133,6 +133,11 @@ class AutoHarnessConfig(Settings):
     """Env seeds used during the search (evaluation and transition harvesting)."""
     heldout_seeds: list[int] = Field(default_factory=lambda: list(range(1000, 1010)))
     """Env seeds used only by the final protocol; must be disjoint from ``search_seeds``."""
+    heldout_seconds: float = 300.0
+    """Most wall-clock seconds of the held-out check of the code alone; past it the check stops at
+    the step it is on and reports the steps it measured (``cut_after_s``). Needed where a game's
+    reset is slow: Sokoban generates each room by a depth-first search, seconds per game, and a
+    harness that fails often resets hundreds of times in 5 x 200 steps (measured: over 20 minutes)."""
     transitions_per_seed: int = 60
     """Labelled transitions harvested per search seed (ratchet method)."""
     call_timeout_s: float = 1.0

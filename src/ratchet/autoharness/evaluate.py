@@ -66,11 +66,13 @@ class HarnessPlayer:
 
 
 def rollout(runtime: HarnessRuntime, env_factory: EnvFactory, seeds: list[int], steps_per_env: int, step_cap: int = 200,
-            keep_going: bool = False, action_shape: str | None = None) -> PlayStats:
+            keep_going: bool = False, action_shape: str | None = None, deadline: float | None = None) -> PlayStats:
     """The harness alone in ``len(seeds)`` environments in lockstep, up to ``steps_per_env`` steps
     each, each stopped at its first failure; with ``keep_going`` a failed env moves on to its next
-    game instead (a legal rate over a fixed number of steps, the held-out measure)."""
-    played = measure.lockstep(env_factory, HarnessPlayer(runtime, action_shape), seeds, steps_per_env, step_cap, not keep_going)
+    game instead (a legal rate over a fixed number of steps, the held-out measure). No step starts
+    after ``deadline`` (``time.monotonic()``); ``cut`` then says so."""
+    played = measure.lockstep(env_factory, HarnessPlayer(runtime, action_shape), seeds, steps_per_env, step_cap,
+                              not keep_going, deadline)
     return played.total
 
 

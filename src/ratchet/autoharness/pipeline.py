@@ -81,7 +81,7 @@ def synthesize_game(
     elif result.best_code:
         note("held-out check of the code alone")
         alone = code_heldout(result.best_code, env_factory, runtime_factory, cfg.heldout_seeds[:5], steps=200,
-                             step_cap=cfg.step_cap, hint_env_factory=hint_env_factory)
+                             step_cap=cfg.step_cap, hint_env_factory=hint_env_factory, max_seconds=cfg.heldout_seconds)
     if protocol is not None and result.best_code:
         evaluation = evaluate_harness(cfg, run, result.best_code, play_model or model, protocol, env_factory=env_factory,
                                       runtime_factory=runtime_factory, on_phase=note)

@@ -221,12 +221,16 @@ def code_heldout(
     step_cap: int = 200,
     transitions_per_seed: int = 40,
     hint_env_factory: Callable[[], Environment] | None = None,
+    max_seconds: float | None = None,
 ) -> dict[str, Any]:
     """The harness alone on held-out seeds, no LLM: the legal rate of its own play
     (propose → check → step, every failure counted, games auto-reset) and the accuracy of its
-    ``is_legal_action`` on labelled transitions harvested from the same held-out seeds."""
+    ``is_legal_action`` on labelled transitions harvested from the same held-out seeds. Play stops
+    after ``max_seconds`` (``cut_after_s`` then says so; the rate is over the steps taken)."""
+    started = time.monotonic()
     with runtime_factory({"harness.py": code}) as runtime:
-        stats = rollout(runtime, env_factory, seeds, steps, step_cap, keep_going=True)
+        stats = rollout(runtime, env_factory, seeds, steps, step_cap, keep_going=True,
+                        deadline=None if max_seconds is None else started + max_seconds)
         transitions = harvest(env_factory, hint_env_factory, seeds, transitions_per_seed, random.Random(12345))
         unit = score_is_legal(runtime, transitions) if transitions else None
     return {
@@ -234,4 +238,5 @@ def code_heldout(
         "verifier_accuracy": unit.accuracy if unit else None, "transitions": unit.total if unit else 0,
         "false_accepts": len(unit.false_accepts) if unit else 0, "false_rejects": len(unit.false_rejects) if unit else 0,
         "failure_examples": [{k: f.get(k) for k in ("kind", "action", "feedback")} for f in stats.failures[:3]],
+        **({"cut_after_s": round(time.monotonic() - started, 1)} if stats.cut else {}),
     }

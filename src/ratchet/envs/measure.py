@@ -6,6 +6,7 @@ lockstep loop (:func:`lockstep`): a batched agent's self-play in many environmen
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +32,8 @@ class PlayStats:
     reasons: dict[str, int] = field(default_factory=dict)
     failures: list[dict[str, Any]] = field(default_factory=list)
     """The failure records of a batched agent's failed attempts (:func:`lockstep`), in order."""
+    cut: bool = False
+    """True when :func:`lockstep` stopped at its deadline before every environment took its steps."""
 
     @property
     def legal_rate(self) -> float | None:
@@ -120,7 +123,7 @@ class Lockstep:
 
 
 def lockstep(env_factory: Callable[[], Environment], agent: BatchedAgent, seeds: list[int], steps_per_env: int,
-             step_cap: int = 200, stop_at_failure: bool = True) -> Lockstep:
+             step_cap: int = 200, stop_at_failure: bool = True, deadline: float | None = None) -> Lockstep:
     """Self-play of ``agent`` in one environment per seed, all advanced together: each step is one
     ``act_many`` call for every environment still playing. An environment auto-resets when a game
     ends (or is cut at ``step_cap`` steps) and plays up to ``steps_per_env`` attempts.
@@ -129,7 +132,9 @@ def lockstep(env_factory: Callable[[], Environment], agent: BatchedAgent, seeds:
     with its failure record (``{env_seed, step, player, board}`` and what the agent says); with
     ``stop_at_failure`` its environment stops there, else it moves on to its next game. A move that
     merely loses is a legal step. A finished game adds the reward of the seat that moved last, in
-    [0, 1] (2-player rewards in [-1, 1] rescaled).
+    [0, 1] (2-player rewards in [-1, 1] rescaled). With a ``deadline`` (a ``time.monotonic()``
+    value) no step starts after it, and ``total.cut`` says play was cut: a game whose reset is slow
+    (Sokoban builds each room by a depth-first search) must not hold a measurement for an hour.
     """
     total = PlayStats()
     parts = [PlayStats() for _ in seeds]
@@ -146,6 +151,9 @@ def lockstep(env_factory: Callable[[], Environment], agent: BatchedAgent, seeds:
 
     try:
         while active:
+            if deadline is not None and time.monotonic() >= deadline:
+                total.cut = True
+                break
             first = active[0]  # one seed for the batched call: the first playing env's
             attempts = agent.act_many([obs[i] for i in active], seed=game_seed(seeds[first], game_index[first]) * 7 + parts[first].steps)
             still: list[int] = []
