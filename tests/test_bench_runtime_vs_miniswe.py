@@ -1,6 +1,6 @@
 """The runtime-vs-mini-swe-agent bench reads why mini-swe-agent rejected replies from its own
 trajectory file, so a RepeatedFormatError row says whether the model wrote several actions, none,
-or was cut at the reply budget."""
+or was cut at the reply budget; and carries over committed rows whose run store is gone."""
 
 from __future__ import annotations
 
