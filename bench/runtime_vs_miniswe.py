@@ -358,10 +358,10 @@ def main(argv: list[str] | None = None) -> int:
     committed = RESULTS / f"{out}.json"
     carried = committed_rows(json.loads(committed.read_text()), stored, meta) if committed.exists() else []
     done = {(r["agent"], r["task_id"]) for r in [*carried, *stored] if is_done(r, ratchet_version)}
-    measured = {r["task_id"] for r in [*carried, *stored]}
-    # tasks no agent has run first: they widen the table, a rerun only renews a row it has
+    measured = {(r["agent"], r["task_id"]) for r in [*carried, *stored]}
+    # tasks not in the table yet (not run by both agents) first: they widen it, a rerun only renews a row
     pending = sorted(((t, a) for t in tasks for a in args.agents if (a, t.id) not in done),
-                     key=lambda pair: pair[0].id in measured)
+                     key=lambda pair: all((a, pair[0].id) in measured for a in AGENTS))
     if pending and not args.report:
         started = time.monotonic()
         server = None if args.endpoint else start_server(args.spec or f"local:{args.model}", args.port, args.threads,
