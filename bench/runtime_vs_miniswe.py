@@ -286,7 +286,8 @@ def report(store: Path, out: str, meta: dict, carried: list[dict] = ()) -> dict:
     if any(by[(a, t)].get("carried") for t in both for a in AGENTS):
         lines += ["", "† carried over from the committed results: measured earlier in a run store that is not the one "
                       "passed (Ratchet at the harness and commit named, each row's measured_at is in the JSON) and not "
-                      "run again."]
+                      "run again. Rows measured at other times ran under other loads on a shared machine: the "
+                      "wall-time ratio mixes them, the token counts do not depend on load."]
     lines += ["", "Notes: " + meta["notes"]]
     (RESULTS / f"{out}.md").write_text("\n".join(lines) + "\n")
     return data
