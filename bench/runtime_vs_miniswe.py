@@ -13,6 +13,8 @@ included. Ratios are Ratchet over mini-swe-agent, measured in the same run.
 
 Resumable: every (agent, task) result is appended to ``--store``/results.jsonl and skipped on a
 rerun, so the bench runs in chunks (``--max-minutes``); ``--report`` rewrites the tables from it.
+Committed rows whose store is not the one passed (a fresh store on another machine) are carried
+over from bench/results/NAME.json, marked †, and not run again where they still count.
 
     python -m bench.runtime_vs_miniswe --max-minutes 14
 """
@@ -180,8 +182,27 @@ def format_errors(trajectory: Path) -> dict | None:
     return counts
 
 
-def report(store: Path, out: str, meta: dict) -> dict:
-    rows = read_jsonl(store / "results.jsonl") if (store / "results.jsonl").exists() else []
+def committed_rows(results: dict, stored: list[dict], meta: dict) -> list[dict]:
+    """The committed results' rows that are not in the store (measured in a store that is gone), as
+    store rows marked ``carried``, with their own version, commit and format-error counts. They count
+    as done by the same rule as stored rows: a mini-swe-agent row always, a Ratchet row only for the
+    harness it ran. None when the committed results were measured under other settings."""
+    if any(results.get(k) != meta[k] for k in ("model", "step_limit", "max_tokens", "n_ctx")):
+        return []
+    here = {(r["agent"], r["task_id"], r.get("measured_at")) for r in stored}
+    rows = [{"agent": a, "task_id": t["task_id"], **t[a], "carried": True}
+            for t in results.get("per_task", []) for a in AGENTS]
+    return [r for r in rows if (r["agent"], r["task_id"], r.get("measured_at")) not in here]
+
+
+def is_done(row: dict, ratchet_version: str) -> bool:
+    """mini-swe-agent does not change between runs; Ratchet's rows count only for the harness they ran."""
+    return row["agent"] != "ratchet" or version_of(row) == ratchet_version
+
+
+def report(store: Path, out: str, meta: dict, carried: list[dict] = ()) -> dict:
+    stored = read_jsonl(store / "results.jsonl") if (store / "results.jsonl").exists() else []
+    rows = [*carried, *stored]  # carried first: a row measured in this store is the later one
     # The latest row per (agent, task); a Ratchet row of the current harness wins over older ones.
     by: dict = {}
     for r in rows:
@@ -211,9 +232,12 @@ def report(store: Path, out: str, meta: dict) -> dict:
             "per_task": [{"task_id": t, **{a: {k: by[(a, t)][k] for k in ("solved", "exit_status", "steps",
                                                                           "prompt_tokens", "completion_tokens", "wall_s")}
                                             | {"version": version_of(by[(a, t)]), "commit": by[(a, t)].get("commit"),
-                                               "measured_at": by[(a, t)].get("measured_at")}
+                                               "measured_at": by[(a, t)].get("measured_at"),
+                                               "carried": by[(a, t)].get("carried", False)}
                                             for a in AGENTS}} for t in both]}
-    rejected = {t: format_errors(store / "runs" / "miniswe" / f"{t}.traj.json") for t in both}
+    # a carried row's trajectory stayed in its store: its counts are the ones committed with it
+    rejected = {t: by[("miniswe", t)]["format_errors"] if by[("miniswe", t)].get("format_errors") is not None
+                else format_errors(store / "runs" / "miniswe" / f"{t}.traj.json") for t in both}
     for row in data["per_task"]:
         row["miniswe"]["format_errors"] = rejected[row["task_id"]]
     not_run = [t for t in meta.get("suite_tasks", []) if t not in both]
@@ -233,7 +257,7 @@ def report(store: Path, out: str, meta: dict) -> dict:
              "|---|---|---|---|---|---|---|---|---|---|"]
     for t in both:
         a, b = by[("ratchet", t)], by[("miniswe", t)]
-        cell = lambda r: ("**solved**" if r["solved"] else r["exit_status"][:40])  # noqa: E731
+        cell = lambda r: ("**solved**" if r["solved"] else r["exit_status"][:40]) + (" †" if r.get("carried") else "")  # noqa: E731
         shown_version = version_of(a).removeprefix("ratchet@") + (f" ({a['commit']})" if a.get("commit") else "")
         lines.append(f"| {t} | {cell(a)} | {shown_version} | {a['steps']} | {a['prompt_tokens'] + a['completion_tokens']} | "
                      f"{a['wall_s']:.1f} | {cell(b)} | {b['steps']} | {b['prompt_tokens'] + b['completion_tokens']} | "
@@ -246,8 +270,11 @@ def report(store: Path, out: str, meta: dict) -> dict:
     known = [c for c in rejected.values() if c is not None]
     if known:
         total = {k: sum(c[k] for c in known) for k in known[0]}
-        lines += ["", f"mini-swe-agent replies rejected as format errors (from its trajectories, {len(known)} of "
-                      f"{len(both)} runs): {total['rejected']}, {total['several_actions']} with more than one "
+        source = ("from its trajectories" + (", for rows marked † the counts committed with them" if any(
+            by[("miniswe", t)].get("carried") for t in both) else "")
+            + (f"; only the {len(known)} of {len(both)} runs whose trajectories are present" if len(known) < len(both)
+               else f", {len(known)} of {len(both)} runs"))
+        lines += ["", f"mini-swe-agent replies rejected as format errors ({source}): {total['rejected']}, {total['several_actions']} with more than one "
                       f"action block and {total['no_action']} with none; {total['cut_at_reply_budget']} of them "
                       f"stopped at the reply budget of {meta['max_tokens']} tokens, {total['other_fence']} had a "
                       f"command fenced as ```bash/```sh instead of ```mswea_bash_command, {total['wrote_observation']} "
@@ -256,6 +283,11 @@ def report(store: Path, out: str, meta: dict) -> dict:
     lines += ["", f"Ratchet harness of this checkout: {meta['ratchet_version']} (commit {meta['ratchet_commit']}); "
                   f"the rows above ran "
                   f"{', '.join(shown) or 'none'} (a task's row is of this harness when it has one, else its latest)."]
+    if any(by[(a, t)].get("carried") for t in both for a in AGENTS):
+        lines += ["", "† carried over from the committed results: measured earlier in a run store that is not the one "
+                      "passed (Ratchet at the harness and commit named, each row's measured_at is in the JSON) and not "
+                      "run again. Rows measured at other times ran under other loads on a shared machine: the "
+                      "wall-time ratio mixes them, the token counts do not depend on load."]
     lines += ["", "Notes: " + meta["notes"]]
     (RESULTS / f"{out}.md").write_text("\n".join(lines) + "\n")
     return data
@@ -323,10 +355,14 @@ def main(argv: list[str] | None = None) -> int:
     suite = load_suite("coding-basics")
     meta["suite_tasks"] = sorted(t.id for t in suite)
     tasks = [t for t in suite if not args.task or t.id in args.task]
-    # mini-swe-agent does not change between runs; Ratchet's rows count only for the harness they ran.
-    done = {(r["agent"], r["task_id"]) for r in read_jsonl(store / "results.jsonl")
-            if r["agent"] != "ratchet" or version_of(r) == ratchet_version} if (store / "results.jsonl").exists() else set()
-    pending = [(t, a) for t in tasks for a in args.agents if (a, t.id) not in done]
+    stored = read_jsonl(store / "results.jsonl") if (store / "results.jsonl").exists() else []
+    committed = RESULTS / f"{out}.json"
+    carried = committed_rows(json.loads(committed.read_text()), stored, meta) if committed.exists() else []
+    done = {(r["agent"], r["task_id"]) for r in [*carried, *stored] if is_done(r, ratchet_version)}
+    measured = {(r["agent"], r["task_id"]) for r in [*carried, *stored]}
+    # tasks not in the table yet (not run by both agents) first: they widen it, a rerun only renews a row
+    pending = sorted(((t, a) for t in tasks for a in args.agents if (a, t.id) not in done),
+                     key=lambda pair: all((a, pair[0].id) in measured for a in AGENTS))
     if pending and not args.report:
         started = time.monotonic()
         server = None if args.endpoint else start_server(args.spec or f"local:{args.model}", args.port, args.threads,
@@ -351,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             if server is not None:
                 stop_server(server)
-    data = report(store, out, meta)
+    data = report(store, out, meta, carried)
     print(json.dumps({"totals": data["totals"], "ratios": data["ratios_ratchet_over_miniswe"]}, indent=2))
     return 0
 
