@@ -15,7 +15,7 @@ import yaml
 from ratchet.autoharness.runtime import InProcessHarness
 from ratchet.contracts import Candidate, Evaluator
 from ratchet.evolve.components import build
-from ratchet.evolve.config import ComponentSpec, EvolveConfig
+from ratchet.evolve.config import EvolveConfig
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.loop import Engine
 from ratchet.evolve.manifest import load_manifest
