@@ -38,6 +38,7 @@ SUITES = {
     "jsonl": "ratchet.evolve.suites.jsonl:JsonlSuite",
     "humaneval": "ratchet.evolve.suites.humaneval:HumanEvalSuite",
     "textarena": "ratchet.evolve.suites.textarena:TextArenaSuite",
+    "legality": "ratchet.evolve.suites.legality:LegalitySuite",
     "noisy": "ratchet.evolve.suites.synthetic:NoisySuite",
 }
 GATES = {

@@ -71,10 +71,12 @@ def split_tasks(tasks: list[Task], cfg: SplitsConfig) -> dict[str, list[Task]]:
 
 
 class Engine:
-    """One improvement run over one run of the store (new or resumed)."""
+    """One improvement run over one run of the store (new or resumed). ``extra`` becomes every
+    component's ``ctx.extra``: objects a config cannot name (a test's refiner or in-process runtime)."""
 
     def __init__(self, config: EvolveConfig, run: Any, model: Model | None = None,
-                 on_event: Callable[[dict[str, Any]], None] | None = None, executor: Executor | None = None) -> None:
+                 on_event: Callable[[dict[str, Any]], None] | None = None, executor: Executor | None = None,
+                 extra: dict[str, Any] | None = None) -> None:
         self.config = config
         self.run = run
         self.on_event = on_event or (lambda event: None)
@@ -86,7 +88,8 @@ class Engine:
         self.journal = JournaledModel(AccountedModel(model, self.accountant, "evolve"), run) if model else None
         # Where this run (re)starts: what the gate counts the run's earlier tests up to.
         resumes_at = (run.load_checkpoint(CHECKPOINT) or {}).get("step", 0)
-        self.ctx = EngineContext(self.manifest, config.workspace, self.journal, run, config.seed, resumes_at=resumes_at)
+        self.ctx = EngineContext(self.manifest, config.workspace, self.journal, run, config.seed, resumes_at=resumes_at,
+                                 extra=dict(extra or {}))
         self._owns_executor = executor is None
         self.executor = executor if executor is not None else build_executor(config.executor)
         if hasattr(self.executor, "on_lost"):

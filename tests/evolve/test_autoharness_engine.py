@@ -1,0 +1,125 @@
+"""AutoHarness as one configuration of the engine (examples/autoharness-engine): the shipped config
+loads as Thompson + critic_refiner + the legality suite, and ``Engine`` (what ``ratchet evolve``
+runs) plays real TicTacToe-v0 through it with the scripted refiner. A reply that fixes the starting
+harness is kept and plays every test seed legally; a reply that gives the parent's code back is no
+proposal. The legality suite runs harness code in the sandbox unless a test hands in a runtime."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ratchet.autoharness.runtime import InProcessHarness
+from ratchet.contracts import Candidate, Evaluator
+from ratchet.evolve.components import build
+from ratchet.evolve.config import EvolveConfig
+from ratchet.evolve.context import EngineContext
+from ratchet.evolve.loop import Engine
+from ratchet.evolve.manifest import load_manifest
+from ratchet.evolve.suites.config import LegalityOptions
+from ratchet.evolve.suites.legality import LegalitySuite
+from ratchet.models import ScriptedModel
+from ratchet.store import RunStore
+
+pytest.importorskip("textarena")
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "autoharness-engine"
+STARTING = (EXAMPLE / "harness.py").read_text()
+
+FIXED = '''import random
+import re
+
+
+def free_cells(board):
+    # The last board in the observation is the current one; free cells show their number.
+    return re.findall(r"\\b([0-8])\\b", board.rsplit("Current Board:", 1)[-1])
+
+
+def propose_action(board):
+    return "[" + random.choice(free_cells(board)) + "]"
+
+
+def is_legal_action(board, action):
+    return action.strip().strip("[]").strip() in free_cells(board)
+'''
+
+
+def fenced(code: str) -> str:
+    return "The harness, fixed:\n```python\n" + code + "```\n"
+
+
+def config(**overrides) -> EvolveConfig:
+    raw = yaml.safe_load((EXAMPLE / "evolve.yaml").read_text())
+    raw.update(workspace=str(EXAMPLE), model="scripted:", **overrides)
+    return EvolveConfig.model_validate(raw)
+
+
+def run_engine(tmp_path: Path, reply: str, **overrides) -> tuple[dict, ScriptedModel]:
+    cfg = config(**overrides)
+    run = RunStore(tmp_path / "runs").create_run("evolve", cfg)
+    model = ScriptedModel([reply])
+    summary = Engine(cfg, run, model, extra={"harness_runtime": InProcessHarness}).execute()
+    return summary, model
+
+
+def test_the_shipped_config_is_thompson_critic_refiner_and_the_legality_suite() -> None:
+    cfg = config()
+    assert cfg.selector.name == "thompson" and cfg.selector.options["pool"] == "scored"
+    assert [p.name for p in cfg.proposers] == ["critic_refiner"] and cfg.suite.name == "legality"
+    ids = cfg.splits.ids
+    assert not set(ids["search"]) & set(ids["heldin"]) and not set(ids["heldin"]) & set(ids["test"])
+    suite = build("suite", cfg.suite, EngineContext(load_manifest(EXAMPLE), EXAMPLE))
+    assert isinstance(suite, Evaluator)
+    assert {t.id for t in suite.tasks()} == {i for split in ids.values() for i in split}
+
+
+def test_a_reply_that_fixes_the_harness_is_kept_and_plays_every_test_seed_legally(tmp_path: Path) -> None:
+    summary, model = run_engine(tmp_path, fenced(FIXED), iterations=1)
+    report = summary["report"]
+    assert summary["state"] == "done" and summary["accepted"] == 2
+    assert report["split"] == "test" and report["tasks"] == 8
+    assert report["best"]["id"] != report["original"]["id"]
+    assert report["best"]["mean"] == 1.0 > report["original"]["mean"]
+    assert report["proposals"]["accepted"] == 1
+    [ask] = model.calls
+    # the critic showed the refiner the starting harness's failures on the search seeds
+    assert "is_legal_action" in ask["messages"][-1]["content"] and "occupied" in ask["messages"][-1]["content"]
+
+
+def test_a_reply_that_returns_the_parents_code_is_no_proposal(tmp_path: Path) -> None:
+    summary, model = run_engine(tmp_path, fenced(STARTING), iterations=1)
+    proposals = summary["report"]["proposals"]
+    assert summary["accepted"] == 1 and proposals["total"] == 0 and proposals["failed"] == 1
+    [step] = proposals["failed_steps"]
+    assert step["proposer"] == "critic_refiner" and "identical to the parent" in step["reason"]
+
+
+def test_harness_code_runs_in_the_sandbox_unless_a_runtime_is_handed_in() -> None:
+    options = LegalityOptions(seeds=[0], steps_per_env=3)
+    telling = Candidate.from_files("t", {"harness.py": (
+        "import os\n\n\ndef propose_action(board):\n    raise RuntimeError(f'pid {os.getpid()}')\n\n\n"
+        "def is_legal_action(board, action):\n    return True\n")})
+    ctx = EngineContext(load_manifest(EXAMPLE), EXAMPLE, extra={"harness_runtime": InProcessHarness})
+    sandboxed, in_process = LegalitySuite(options, None), LegalitySuite(options, ctx)
+    pids = {}
+    for label, suite in (("sandbox", sandboxed), ("in-process", in_process)):
+        [result] = suite.evaluate(telling, suite.tasks(), seed=0)
+        assert result.score == 0.0 and result.failures[0].kind == "code_error"
+        pids[label] = result.failures[0].message
+    assert f"pid {os.getpid()}" in pids["in-process"] and f"pid {os.getpid()}" not in pids["sandbox"]
+    # what runs the code decides scores (time limits): the fingerprint says which
+    assert sandboxed.fingerprint() != in_process.fingerprint()
+    assert sandboxed.fingerprint() == LegalitySuite(options).fingerprint() != LegalitySuite(
+        LegalityOptions(seeds=[0], steps_per_env=4)).fingerprint()
+
+
+@pytest.mark.slow
+def test_the_same_run_with_the_harness_in_the_sandbox_keeps_the_fix(tmp_path: Path) -> None:
+    cfg = config(iterations=1)
+    run = RunStore(tmp_path / "runs").create_run("evolve", cfg)
+    summary = Engine(cfg, run, ScriptedModel([fenced(FIXED)])).execute()  # no runtime handed in: the sandbox
+    report = summary["report"]
+    assert summary["accepted"] == 2 and report["best"]["mean"] == 1.0 > report["original"]["mean"]
