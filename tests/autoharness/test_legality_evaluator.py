@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from fakes import CRASHING, GOOD, LOOSE, FakeTicTacToe
 
-from ratchet.autoharness.evaluate import LegalityEvaluator, pooled, rollout
+from ratchet.autoharness.evaluate import LegalityEvaluator, rollout
 from ratchet.autoharness.runtime import InProcessHarness
 from ratchet.contracts import Candidate, Evaluator
+from ratchet.envs.runner import legal_rate
 
 SEEDS = [0, 1, 2]
 
@@ -31,9 +32,12 @@ def test_per_task_results_add_up_to_the_rollout_of_the_same_envs() -> None:
     for code in (GOOD, LOOSE, CRASHING):
         results = judge.evaluate(candidate(code), judge.tasks(), seed=0)
         whole = rollout(InProcessHarness({"harness.py": code}), FakeTicTacToe, SEEDS, 30)
-        scored, failures = pooled(results)
-        assert scored["legal_rate"] == whole.legal_rate and scored["steps"] == whole.steps and scored["games"] == whole.games
-        assert failures == whole.failures  # in the order they happened, though kept per task
+        steps, illegal, games = (sum(r.metrics[k] for r in results) for k in ("steps", "illegal", "games"))
+        assert legal_rate(int(steps), int(illegal)) == whole.legal_rate and steps == whole.steps and games == whole.games
+        together = judge.lockstep(InProcessHarness({"harness.py": code}), judge.tasks()).total
+        assert together.failures == whole.failures  # the search's total: in the order they happened
+        assert [dict(f.detail) for r in results for f in r.failures] == [f for p in judge.lockstep(
+            InProcessHarness({"harness.py": code}), judge.tasks()).envs for f in p.failures]
         for result, task in zip(results, judge.tasks()):
             assert result.task_id == task.id and result.seed == 0
             assert all(f.task_id == task.id and f.detail["kind"] == f.kind for f in result.failures)
@@ -49,4 +53,6 @@ def test_other_seeds_play_other_games() -> None:
 
 def test_a_candidate_with_no_step_scores_zero() -> None:
     judge = LegalityEvaluator(FakeTicTacToe, InProcessHarness, [], 30)
-    assert pooled(judge.evaluate(candidate(GOOD), [], seed=0))[0]["legal_rate"] == 0.0
+    assert judge.evaluate(candidate(GOOD), [], seed=0) == []
+    # no step is no evidence: the rate is undefined (the search scores such a candidate 0)
+    assert judge.lockstep(InProcessHarness({"harness.py": GOOD}), []).total.legal_rate is None

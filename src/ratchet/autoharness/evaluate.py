@@ -17,7 +17,6 @@ from ratchet.envs import measure
 from ratchet.envs.agents import Attempt
 from ratchet.envs.explore import EnvFactory
 from ratchet.envs.measure import PlayStats
-from ratchet.envs.runner import legal_rate
 from ratchet.evolve.suites.fingerprint import fingerprint
 from ratchet.sandbox.errors import feedback_of
 
@@ -99,29 +98,24 @@ class LegalityEvaluator:
 
     def evaluate(self, candidate: Candidate, tasks: Sequence[Task], seed: int) -> list[TaskResult]:
         with self.runtime_factory(dict(candidate.files)) as runtime:
-            return self.play(runtime, tasks, seed)
-
-    def play(self, runtime: HarnessRuntime, tasks: Sequence[Task], seed: int = 0) -> list[TaskResult]:
-        """:meth:`evaluate` on a harness already loaded (the search runs its dense checks on it too)."""
-        bases = [measure.game_seed(int(t.input["seed"]), seed * (self.steps + 1)) for t in tasks]
-        played = measure.lockstep(self.env_factory, HarnessPlayer(runtime, self.action_shape), bases, self.steps, self.step_cap)
+            played = self.lockstep(runtime, tasks, seed)
         return [TaskResult(t.id, seed, 0.0 if p.legal_rate is None else p.legal_rate, f"{p.steps} steps, {p.illegal} illegal, {p.games} games",
                            tuple(Failure(f["kind"], f["feedback"], t.id, f) for f in p.failures),
                            {"steps": float(p.steps), "illegal": float(p.illegal), "games": float(p.games), "reward": sum(p.rewards)})
                 for t, p in zip(tasks, played.envs)]
 
+    def lockstep(self, runtime: HarnessRuntime, tasks: Sequence[Task], seed: int = 0) -> measure.Lockstep:
+        """The tasks' envs played together by a harness already loaded: per env what :meth:`evaluate`
+        scores, and the total the search scores (it runs its dense checks on the same runtime)."""
+        bases = [measure.game_seed(int(t.input["seed"]), seed * (self.steps + 1)) for t in tasks]
+        return measure.lockstep(self.env_factory, HarnessPlayer(runtime, self.action_shape), bases, self.steps, self.step_cap)
 
-def pooled(results: Sequence[TaskResult]) -> tuple[dict[str, float], list[dict[str, Any]]]:
-    """What the search scores of a candidate's legality results: the legal rate over all of them
-    (0 with no step: no evidence is worth nothing), steps, games, the harness-as-policy value (0
-    if any move failed, else 0.5 + 0.5·mean reward), and the failure records in the order they happened."""
-    total = {key: sum(r.metrics[key] for r in results) for key in ("steps", "illegal", "games", "reward")}
-    rate = legal_rate(int(total["steps"]), int(total["illegal"]))
-    # Each env stopped at its first failure, in the round of its last step: ordering the envs by
-    # steps (stably, in task order) lists their failures in the order they happened.
-    failures = [dict(f.detail) for r in sorted(results, key=lambda r: r.metrics["steps"]) for f in r.failures]
-    value = 0.0 if failures or not total["games"] else 0.5 + 0.5 * min(1.0, max(0.0, total["reward"] / total["games"]))
-    return {"legal_rate": 0.0 if rate is None else rate, "steps": total["steps"], "games": total["games"], "policy_value": value}, failures
+
+def policy_value(stats: PlayStats) -> float:
+    """Harness-as-policy value H: 0 if any move failed, else 0.5 + 0.5·mean reward in [0, 1]."""
+    if stats.failures or not stats.rewards:
+        return 0.0
+    return 0.5 + 0.5 * min(1.0, max(0.0, sum(stats.rewards) / len(stats.rewards)))
 
 
 def _failure(kind: str, function: str, action: str | None, verdict: bool | None, feedback: str) -> dict[str, Any]:

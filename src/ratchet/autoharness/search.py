@@ -22,7 +22,7 @@ from ratchet.autoharness import critic
 from ratchet.autoharness import harnesslib as lib
 from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.decompose import Decomposer
-from ratchet.autoharness.evaluate import LegalityEvaluator, pooled
+from ratchet.autoharness.evaluate import LegalityEvaluator, policy_value
 from ratchet.autoharness.ideas import Decompose, Idea, Lesson, Request, components
 from ratchet.autoharness.prompts import asks_one_function, synthesis_prompt
 from ratchet.autoharness.refine import REQUIRED, check_signatures, which_to_refine
@@ -204,13 +204,14 @@ class Synthesis:
         with self.runtime_factory({"harness.py": code}) as runtime:
             metrics, failures = self._checks(runtime, code)
             legality = self.legality()
+            stats = legality.lockstep(runtime, legality.tasks()).total
             # A candidate that never got a step in has shown nothing: it scores as illegal.
-            scored, played = pooled(legality.play(runtime, legality.tasks()))
-            metrics.update(legal_rate=scored["legal_rate"], steps=scored["steps"], games=scored["games"])
-            failures += played
-            primary = scored["legal_rate"]
+            rate = 0.0 if stats.legal_rate is None else stats.legal_rate
+            metrics.update(legal_rate=rate, steps=float(stats.steps), games=float(stats.games))
+            failures += stats.failures
+            primary = rate
             if self.cfg.mode == "policy":
-                metrics["policy_value"] = primary = scored["policy_value"]
+                metrics["policy_value"] = primary = policy_value(stats)
             # Every dense check counts: a legal_moves that returns every cell labels the transitions
             # right (its is_legal_action is perfect) yet proposes taken cells, which only the
             # comparison with the game's own legal lists exposes.
