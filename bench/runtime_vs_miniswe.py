@@ -9,7 +9,9 @@ the original tests on the agent's tree in the sandbox. mini-swe-agent runs in it
 (``.venv-bench``, ``pip install mini-swe-agent==2.4.6``; see ``bench/_miniswe_worker.py`` for how
 it is configured) and its commands use the same interpreter as Ratchet's (its ``python`` first on
 PATH). Tokens are the server's usage, per call, summed; wall time is the agent's run, grading not
-included. Ratios are Ratchet over mini-swe-agent, measured in the same run.
+included. Ratios are Ratchet over mini-swe-agent. A table can mix rows of several runs (carried
+rows, below): tokens do not depend on the machine's load, so their ratio compares exactly; wall time
+does, so its ratio over carried rows is only indicative.
 
 Resumable: every (agent, task) result is appended to ``--store``/results.jsonl and skipped on a
 rerun, so the bench runs in chunks (``--max-minutes``); ``--report`` rewrites the tables from it.
