@@ -10,12 +10,9 @@ A middleware has the workspace ``hooks.py``'s four methods (``before_model``, ``
 from __future__ import annotations
 
 import difflib
-import hashlib
 import itertools
 import json
-import os
 import re
-import stat
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from fnmatch import fnmatch
@@ -24,6 +21,7 @@ from typing import Any, Protocol
 
 from ratchet.runtime.config import MiddlewareConfig, RepeatGuardConfig, SubmitOnPassConfig, UnknownToolHintConfig
 from ratchet.runtime.errors import Refused, RepeatedFailure, Submitted, ToolError
+from ratchet.runtime.fingerprint import TreeFingerprint
 from ratchet.runtime.protocols import ToolCall
 
 
@@ -108,38 +106,10 @@ class _Seen:
     failed: bool = True
     refused: int = 0
     tree: str = ""
-    """The working tree's fingerprint right after the call ran (:func:`tree_fingerprint`)."""
+    """The working tree's fingerprint right after the call ran (:class:`TreeFingerprint`)."""
     changed: bool = False
     """The call succeeded and changed the files: run again on what it left, it would act on its
     own result (an edit whose new text holds its old text applies once more)."""
-
-
-#: Files larger than this are fingerprinted by size and modification time, not by content.
-_HASHED_BYTES = 1 << 20
-
-
-def tree_fingerprint(root: Path, ignore: Sequence[str]) -> str:
-    """A digest of the files under ``root`` (path and content; size and mtime for large ones),
-    names matching ``ignore`` left out with what is inside them. Content, not modification times:
-    a command that rewrites a file with the same text (a test run's cache) changed nothing."""
-    digest = hashlib.blake2b(digest_size=16)
-    for dirpath, dirs, names in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if not any(fnmatch(d, p) for p in ignore))
-        for name in sorted(names):
-            if any(fnmatch(name, p) for p in ignore):
-                continue
-            path = Path(dirpath) / name
-            digest.update(path.relative_to(root).as_posix().encode() + b"\0")
-            try:
-                info = path.lstat()
-                if not stat.S_ISREG(info.st_mode) or info.st_size > _HASHED_BYTES:
-                    digest.update(f"{info.st_mode} {info.st_size} {info.st_mtime_ns}".encode())
-                else:
-                    digest.update(path.read_bytes())
-            except OSError:  # gone or unreadable between the walk and the read: still a state
-                digest.update(b"?")
-            digest.update(b"\0")
-    return digest.hexdigest()
 
 
 class RepeatGuard(Passthrough):
@@ -160,13 +130,16 @@ class RepeatGuard(Passthrough):
         self.seen: dict[str, _Seen] = {}
         self._refused: str | None = None  # the key refused by before_tool, whose after_tool is no new result
         self._before: tuple[str, str] | None = None  # (key, the tree before it ran) of the call running now
+        # Asked before and after every call: it re-reads only the files whose stat changed. Its
+        # cache is not in state(): a resumed run reads every file once, then is cheap again.
+        self.fingerprint = TreeFingerprint(config.ignore)
 
     @staticmethod
     def key(call: ToolCall) -> str:
         return f"{call.name} {json.dumps(call.arguments, sort_keys=True, default=str)}"
 
     def _tree(self, agent: Any) -> str:
-        return tree_fingerprint(agent.workdir, self.config.ignore)
+        return self.fingerprint(agent.workdir)
 
     def _volatile(self, call: ToolCall) -> bool:
         return any(fnmatch(call.name, p) for p in self.config.volatile)
