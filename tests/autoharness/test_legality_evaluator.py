@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from fakes import CRASHING, GOOD, LOOSE, FakeTicTacToe
 
-from ratchet.autoharness.evaluate import LegalityEvaluator, rollout
+from ratchet.autoharness.evaluate import HarnessPlayer, LegalityEvaluator
 from ratchet.autoharness.runtime import InProcessHarness
 from ratchet.contracts import Candidate, Evaluator
+from ratchet.envs.measure import lockstep
 from ratchet.envs.runner import legal_rate
 
 SEEDS = [0, 1, 2]
@@ -31,7 +32,7 @@ def test_per_task_results_add_up_to_the_rollout_of_the_same_envs() -> None:
     judge = evaluator()
     for code in (GOOD, LOOSE, CRASHING):
         results = judge.evaluate(candidate(code), judge.tasks(), seed=0)
-        whole = rollout(InProcessHarness({"harness.py": code}), FakeTicTacToe, SEEDS, 30)
+        whole = lockstep(FakeTicTacToe, HarnessPlayer(InProcessHarness({"harness.py": code})), SEEDS, 30).total
         steps, illegal, games = (sum(r.metrics[k] for r in results) for k in ("steps", "illegal", "games"))
         assert legal_rate(int(steps), int(illegal)) == whole.legal_rate and steps == whole.steps and games == whole.games
         together = judge.lockstep(InProcessHarness({"harness.py": code}), judge.tasks()).total

@@ -75,7 +75,8 @@ def test_the_search_reaches_h_1_on_a_game_with_no_printed_legal_list():
 
 
 def test_code_that_returns_a_tuple_is_told_the_games_action_shape():
-    from ratchet.autoharness.evaluate import rollout
+    from ratchet.autoharness.evaluate import HarnessPlayer
+    from ratchet.envs.measure import lockstep
 
     code = '''def propose_action(board):
     return (0, 0)
@@ -86,7 +87,7 @@ def is_legal_action(board, action):
 '''
     runtime = InProcessHarness({"harness.py": code})
     shape = infer_grammar(plots().reset(0).text).describe()
-    stats = rollout(runtime, plots, [0], 5, action_shape=shape)
+    stats = lockstep(plots, HarnessPlayer(runtime, shape), [0], 5).total
     [failure] = stats.failures
     assert "returned the tuple (0, 0), not the action text" in failure["feedback"]
     assert "[<int 0-2> <int 0-2>]" in failure["feedback"]
@@ -97,5 +98,5 @@ def is_legal_action(board, action):
 def is_legal_action(board, action):
     return True
 '''
-    [failure] = rollout(InProcessHarness({"harness.py": text}), plots, [0], 5, action_shape=shape).failures
+    [failure] = lockstep(plots, HarnessPlayer(InProcessHarness({"harness.py": text}), shape), [0], 5).total.failures
     assert "not the action text" not in failure["feedback"]  # a string is the code's own choice of text

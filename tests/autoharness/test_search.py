@@ -5,11 +5,12 @@ from __future__ import annotations
 from fakes import CRASHING, GOOD, LOOSE, RULES, FakeTicTacToe, MemoryRun, fenced
 
 from ratchet.autoharness.config import AutoHarnessConfig
-from ratchet.autoharness.evaluate import CODE_ERROR, ENV_REJECTED, rollout
+from ratchet.autoharness.evaluate import CODE_ERROR, ENV_REJECTED, HarnessPlayer
 from ratchet.autoharness.runtime import InProcessHarness
 from ratchet.autoharness.search import Synthesis
 from ratchet.autoharness.transitions import score_is_legal
 from ratchet.envs.explore import harvest
+from ratchet.envs.measure import lockstep
 from ratchet.models import ScriptedModel
 
 
@@ -25,18 +26,23 @@ def synthesis(cfg, model, run=None, **kw) -> Synthesis:
                      hint_env_factory=lambda: FakeTicTacToe(hints=True), description=RULES.format(p=0), **kw)
 
 
+def rollout(code: str, seeds: list[int], steps: int):
+    """The harness alone in lockstep, each env stopped at its first failure (the search's play)."""
+    return lockstep(FakeTicTacToe, HarnessPlayer(InProcessHarness({"harness.py": code})), seeds, steps).total
+
+
 def test_rollout_measures_legal_rate_and_records_failures():
-    good = rollout(InProcessHarness({"harness.py": GOOD}), FakeTicTacToe, [0, 1], 40)
+    good = rollout(GOOD, [0, 1], 40)
     assert good.steps == 80 and good.legal_rate == 1.0 and not good.failures and good.games > 5
 
-    loose = rollout(InProcessHarness({"harness.py": LOOSE}), FakeTicTacToe, [0, 1, 2], 40)
+    loose = rollout(LOOSE, [0, 1, 2], 40)
     assert loose.failures and all(f["kind"] == ENV_REJECTED for f in loose.failures)
     assert len(loose.failures) == 3  # each env stops at its first illegal move
     first = loose.failures[0]
     assert "already occupied" in first["feedback"] and first["verdict"] is True and "Current Board" in first["board"]
     assert 0 < loose.legal_rate < 1
 
-    crash = rollout(InProcessHarness({"harness.py": CRASHING}), FakeTicTacToe, [0], 10)
+    crash = rollout(CRASHING, [0], 10)
     assert crash.legal_rate == 0.0 and crash.failures[0]["kind"] == CODE_ERROR
     assert "IndexError" in crash.failures[0]["feedback"] and "harness.py" in crash.failures[0]["feedback"]
 

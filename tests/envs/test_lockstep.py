@@ -1,10 +1,15 @@
-"""The lockstep loop: a batched agent's self-play in many environments at once, one call per step."""
+"""The lockstep loop: an agent's self-play in many environments at once; one call per step for an
+agent that plays batched, the runner's play env by env for any other agent."""
 
 from __future__ import annotations
 
+import random
+
 from ratchet.contracts import Observation, StepResult
-from ratchet.envs.agents import Attempt
+from ratchet.envs.agents import Agent, Attempt, BatchedAgent
 from ratchet.envs.measure import game_seed, lockstep
+from ratchet.envs.registry import register_env
+from ratchet.envs.runner import RolloutConfig, run_rollouts
 
 
 class Count:
@@ -30,11 +35,20 @@ class Count:
 
 
 class Scripted:
-    """Plays "[+]", except: a failure of its own on the boards in ``own``, a bad move on those in ``bad``."""
+    """Plays "[+]", except: a failure of its own on the boards in ``own``, a bad move on those in
+    ``bad``. An agent (``act``) that can also play batched."""
+
+    name = "scripted"
 
     def __init__(self, own: set[str] = frozenset(), bad: set[str] = frozenset()) -> None:
         self.own, self.bad = own, bad
         self.calls: list[tuple[int, int]] = []
+
+    def reset(self, seed):
+        pass
+
+    def act(self, observation, feedback=None):
+        return "[-]" if observation.text in self.bad else "[+]"
 
     def act_many(self, observations, seed):
         self.calls.append((len(observations), seed))
@@ -79,3 +93,38 @@ def test_keep_going_moves_a_failed_env_to_its_next_game() -> None:
 def test_a_game_cut_at_the_step_cap_is_not_a_finished_game() -> None:
     result = lockstep(Count, Scripted(), [0], steps_per_env=6, step_cap=2)
     assert result.total.games == 0 and result.total.rewards == [] and result.total.illegal == 0
+
+
+class Coin:
+    """A plain agent (no ``act_many``): "[+]", or "[-]" one time in five, drawn from a stream its
+    ``reset`` seeds. It checks that it acts in the env it was bound to."""
+
+    name = "coin"
+
+    def reset(self, seed):
+        self.rng = random.Random(seed)
+
+    def bind(self, env):
+        self.env = env
+
+    def act(self, observation, feedback=None):
+        assert observation.text.startswith(f"seed {self.env.seed} ")
+        return "[-]" if self.rng.random() < 0.2 else "[+]"
+
+
+register_env("lockstep-count", lambda config: Count())
+
+
+def test_a_plain_agent_plays_as_the_runner_plays_it_one_env_at_a_time() -> None:
+    assert not isinstance(Coin(), BatchedAgent) and isinstance(Coin(), Agent)
+    seeds = list(range(8))
+    # A Count game is three legal steps; an illegal one ends the episode, as it stops a lockstep env.
+    report = run_rollouts("lockstep-count", Coin, seeds, RolloutConfig(workers=1, stop_on_illegal=True))
+    played = lockstep(Count, Coin(), seeds, steps_per_env=3)
+    # Its random stream is one per game (reset with the game's seed), not shared across the envs.
+    assert [(p.steps, p.illegal, p.rewards) for p in played.envs] == [
+        (e.extra["agent_steps"], e.illegal_steps, [e.rewards[0]] if e.rewards else []) for e in report.episodes]
+    assert {p.illegal for p in played.envs} == {0, 1}  # some games won, some lost by a bad move
+    assert played.total.legal_rate == report.legal_rate and played.total.reasons == dict(report.illegal_reasons)
+    assert all(f["kind"] == "rejected_by_env" and f["action"] == "[-]" and f["feedback"] == "say [+]"
+               for f in played.total.failures)

@@ -1,9 +1,8 @@
-"""Code-only rollouts of a candidate harness (the search's evaluation, as in the paper): the
-harness as a batched player (:class:`HarnessPlayer`) of the envs' lockstep loop, one batched
-sandbox call per function per step of all environments, and the search's judge of it as an engine
-evaluator (:class:`LegalityEvaluator`). Every failure carries what the refiner needs: board,
-action, verdict, env reason or traceback, and which function it blames (see refine.py).
-"""
+"""Code-only rollouts of a harness (the search's evaluation, as in the paper): the harness as an
+agent that plays batched (:class:`HarnessPlayer`, one sandbox call per function per step of all
+the envs' lockstep loop) and its judge as an engine evaluator (:class:`LegalityEvaluator`). Every
+failure carries what the refiner needs: board, action, verdict, env reason or traceback, and which
+function it blames (see refine.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +15,6 @@ from ratchet.contracts import Candidate, Failure, Observation, Task, TaskResult
 from ratchet.envs import measure
 from ratchet.envs.agents import Attempt
 from ratchet.envs.explore import EnvFactory
-from ratchet.envs.measure import PlayStats
 from ratchet.evolve.suites.fingerprint import fingerprint
 from ratchet.sandbox.errors import feedback_of
 
@@ -27,15 +25,28 @@ ENV_REJECTED = "rejected_by_env"
 
 
 class HarnessPlayer:
-    """A harness as a batched agent: ``propose_action`` for every board, then ``is_legal_action``
-    on the proposals that came back, each one ``call_many``. A code error, a proposal its own check
-    rejects and a move the env rejects are failed attempts with their failure records.
+    """A harness as an agent: ``propose_action`` for every board, then ``is_legal_action`` on the
+    proposals that came back, each one ``call_many``. A code error, a proposal its own check
+    rejects and a move the env rejects are failed attempts with their failure records. Played one
+    env at a time (``act``, seeded as lockstep seeds a lone env's first game) a failed attempt sends
+    "" (``last_info["failure"]`` has its record), so the runner counts it illegal as lockstep does.
     ``action_shape`` (the game's action grammar, described) is named in the feedback when code
     returns no action text (e.g. a tuple): the refiner is told what the game wants."""
 
+    name = "harness"
+
     def __init__(self, runtime: HarnessRuntime, action_shape: str | None = None) -> None:
-        self.runtime = runtime
-        self.action_shape = action_shape
+        self.runtime, self.action_shape = runtime, action_shape
+        self._seed = self._step = 0
+
+    def reset(self, seed: int) -> None:
+        self._seed, self._step = seed, 0
+
+    def act(self, observation: Observation, feedback: str | None = None) -> str:
+        [attempt] = self.act_many([observation], seed=self._seed * 7 + self._step)
+        self._step += 1
+        self.last_info: dict[str, Any] = {"failure": attempt.failure} if attempt.failure else {}
+        return "" if attempt.failure else str(attempt.action)
 
     def act_many(self, observations: Sequence[Observation], seed: int) -> list[Attempt]:
         proposals = self.runtime.call_many("propose_action", [(o.text,) for o in observations], seed=seed)
@@ -62,17 +73,6 @@ class HarnessPlayer:
     def rejected(self, attempt: Attempt, reason: str | None) -> dict[str, Any]:
         return _failure(ENV_REJECTED, "both", attempt.action, True,
                         f"the environment rejected it: {reason or 'invalid move'}" + _not_text(attempt.raw, self.action_shape))
-
-
-def rollout(runtime: HarnessRuntime, env_factory: EnvFactory, seeds: list[int], steps_per_env: int, step_cap: int = 200,
-            keep_going: bool = False, action_shape: str | None = None, deadline: float | None = None) -> PlayStats:
-    """The harness alone in ``len(seeds)`` environments in lockstep, up to ``steps_per_env`` steps
-    each, each stopped at its first failure; with ``keep_going`` a failed env moves on to its next
-    game instead (a legal rate over a fixed number of steps, the held-out measure). No step starts
-    after ``deadline`` (``time.monotonic()``); ``cut`` then says so."""
-    played = measure.lockstep(env_factory, HarnessPlayer(runtime, action_shape), seeds, steps_per_env, step_cap,
-                              not keep_going, deadline)
-    return played.total
 
 
 class LegalityEvaluator:
@@ -111,7 +111,7 @@ class LegalityEvaluator:
         return measure.lockstep(self.env_factory, HarnessPlayer(runtime, self.action_shape), bases, self.steps, self.step_cap)
 
 
-def policy_value(stats: PlayStats) -> float:
+def policy_value(stats: measure.PlayStats) -> float:
     """Harness-as-policy value H: 0 if any move failed, else 0.5 + 0.5·mean reward in [0, 1]."""
     if stats.failures or not stats.rewards:
         return 0.0

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ratchet.autoharness.evaluate import rollout
+from ratchet.autoharness.evaluate import HarnessPlayer
 from ratchet.autoharness.runtime import HarnessRuntime
 from ratchet.sandbox.errors import feedback_of
 from ratchet.autoharness.transitions import score_is_legal
@@ -31,7 +31,7 @@ from ratchet.envs.explore import harvest
 from ratchet.config import Settings
 from ratchet.contracts import Environment, Model, Observation
 from ratchet.envs.agents import LLMAgent
-from ratchet.envs.measure import PlayStats, game_seed, random_legal_opponent, reward, selfplay_legal_rate
+from ratchet.envs.measure import PlayStats, game_seed, lockstep, random_legal_opponent, reward, selfplay_legal_rate
 
 
 class ProtocolConfig(Settings):
@@ -229,8 +229,8 @@ def code_heldout(
     after ``max_seconds`` (``cut_after_s`` then says so; the rate is over the steps taken)."""
     started = time.monotonic()
     with runtime_factory({"harness.py": code}) as runtime:
-        stats = rollout(runtime, env_factory, seeds, steps, step_cap, keep_going=True,
-                        deadline=None if max_seconds is None else started + max_seconds)
+        stats = lockstep(env_factory, HarnessPlayer(runtime), seeds, steps, step_cap, stop_at_failure=False,
+                         deadline=None if max_seconds is None else started + max_seconds).total
         transitions = harvest(env_factory, hint_env_factory, seeds, transitions_per_seed, random.Random(12345))
         unit = score_is_legal(runtime, transitions) if transitions else None
     return {

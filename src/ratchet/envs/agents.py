@@ -5,7 +5,12 @@ environment's reason when its previous action was rejected (the runner passes it
 on). ``reset(seed)`` starts a new episode. ``bind(env)`` (optional) gives an agent read access to
 the environment, which only the random-legal opponent uses (to test candidate moves on a copy).
 After each ``act`` an agent may expose ``last_info`` (tokens, raw text, verifier rejections).
-A :class:`BatchedAgent` plays many environments in lockstep instead (:func:`ratchet.envs.measure.lockstep`).
+
+There is one contract, :class:`Agent`. Playing many environments in one call is an optional
+capability of an agent, as ``bind`` and ``last_info`` are: an agent that also has ``act_many`` and
+``rejected`` (:class:`BatchedAgent`, a check of that capability, not a second kind of player) is
+played by :func:`ratchet.envs.measure.lockstep` one call per step of every environment; any other
+agent is played there through :class:`OneAtATime`, as the runner plays it.
 """
 
 from __future__ import annotations
@@ -57,8 +62,9 @@ class Agent(Protocol):
 
 @dataclass(frozen=True)
 class Attempt:
-    """A batched agent's move in one environment: ``action`` to step, or a ``failure`` (a record the
-    agent fills, saying what went wrong for whoever learns from it), in which case no step is taken."""
+    """An agent's move in one environment of the lockstep loop: ``action`` to step, or a
+    ``failure`` (a record the agent fills, saying what went wrong for whoever learns from it), in
+    which case no step is taken."""
 
     action: str | None
     failure: dict[str, Any] | None = None
@@ -66,15 +72,45 @@ class Attempt:
     """What the agent produced before it became action text (its own business; see ``rejected``)."""
 
 
-class BatchedAgent(Protocol):
-    """A player of many environments at once: N observations in, N attempts out, in one call (for
-    code run in a sandbox, one call per step of all environments instead of one per environment)."""
+@runtime_checkable
+class BatchedAgent(Agent, Protocol):
+    """The batched capability of an :class:`Agent` (optional): N observations in, N attempts out,
+    in one call (for code run in a sandbox, one call per step of all environments instead of one
+    per environment). Only the lockstep loop asks for it, by checking for it; a batched agent is
+    still an agent (``act``, ``reset`` and ``name`` work), so the runner plays it too."""
 
     def act_many(self, observations: Sequence[Observation], seed: int) -> list[Attempt]: ...
 
     def rejected(self, attempt: Attempt, reason: str | None) -> dict[str, Any]:
         """The failure record of an attempt the environment rejected, with the env's ``reason``."""
         ...
+
+
+class OneAtATime:
+    """How the lockstep loop plays an agent without the batched capability: one ``act`` per
+    environment, ``reset(seed)`` with a game's seed and ``bind(env)`` (where the agent has it)
+    before the game's first move, as the runner does before an episode. The loop gives it one
+    environment at a time (its state, a conversation or a random stream, belongs to one game), so
+    its play is the runner's, game by game."""
+
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+        self.name = agent.name
+        self._game: tuple[int, int] | None = None
+
+    def begin(self, env: Any, seed: int) -> None:
+        """Before a move in ``env``'s game of ``seed``: a game not seen last is a new one."""
+        if self._game != (id(env), seed):
+            self._game = (id(env), seed)
+            self.agent.reset(seed)
+            if hasattr(self.agent, "bind"):
+                self.agent.bind(env)
+
+    def act_many(self, observations: Sequence[Observation], seed: int) -> list[Attempt]:
+        return [Attempt(self.agent.act(o)) for o in observations]
+
+    def rejected(self, attempt: Attempt, reason: str | None) -> dict[str, Any]:
+        return {"kind": "rejected_by_env", "action": attempt.action, "feedback": reason or "invalid move"}
 
 
 def parse_move(text: str) -> str | None:

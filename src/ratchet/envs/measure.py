@@ -1,7 +1,7 @@
 """Measuring an agent on held-out seeds with the runner's game loop: its legal-action rate in
 self-play (games auto-reset until it has taken the steps asked for) and its reward (1 player:
 mean reward; 2 players: win rate against a random-legal opponent, seats alternated). And the
-lockstep loop (:func:`lockstep`): a batched agent's self-play in many environments at once.
+lockstep loop (:func:`lockstep`): an agent's self-play in many environments at once.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 from ratchet.contracts import Environment
 from ratchet.envs import runner
-from ratchet.envs.agents import Agent, BatchedAgent, RandomLegalAgent
+from ratchet.envs.agents import Agent, BatchedAgent, OneAtATime, RandomLegalAgent
 
 
 def game_seed(base: int, game_index: int) -> int:
@@ -31,7 +31,7 @@ class PlayStats:
     rewards: list[float] = field(default_factory=list)
     reasons: dict[str, int] = field(default_factory=dict)
     failures: list[dict[str, Any]] = field(default_factory=list)
-    """The failure records of a batched agent's failed attempts (:func:`lockstep`), in order."""
+    """The failure records of an agent's failed attempts in :func:`lockstep`, in order."""
     cut: bool = False
     """True when :func:`lockstep` stopped at its deadline before every environment took its steps."""
 
@@ -122,11 +122,14 @@ class Lockstep:
     total: PlayStats
 
 
-def lockstep(env_factory: Callable[[], Environment], agent: BatchedAgent, seeds: list[int], steps_per_env: int,
+def lockstep(env_factory: Callable[[], Environment], agent: Agent, seeds: list[int], steps_per_env: int,
              step_cap: int = 200, stop_at_failure: bool = True, deadline: float | None = None) -> Lockstep:
-    """Self-play of ``agent`` in one environment per seed, all advanced together: each step is one
-    ``act_many`` call for every environment still playing. An environment auto-resets when a game
-    ends (or is cut at ``step_cap`` steps) and plays up to ``steps_per_env`` attempts.
+    """Self-play of ``agent`` in one environment per seed. A batched agent (:class:`BatchedAgent`)
+    advances them all together: each step is one ``act_many`` call for every environment still
+    playing. Any other agent plays them through :class:`OneAtATime`: one ``act`` per step, each
+    environment's games to the end before the next environment's, reset and bound per game as the
+    runner does. An environment auto-resets when a game ends (or is cut at ``step_cap`` steps) and
+    plays up to ``steps_per_env`` attempts.
 
     A failed attempt (the agent's own failure, or an action the env rejects) is one illegal step
     with its failure record (``{env_seed, step, player, board}`` and what the agent says); with
@@ -136,6 +139,7 @@ def lockstep(env_factory: Callable[[], Environment], agent: BatchedAgent, seeds:
     value) no step starts after it, and ``total.cut`` says play was cut: a game whose reset is slow
     (Sokoban builds each room by a depth-first search) must not hold a measurement for an hour.
     """
+    player: BatchedAgent | OneAtATime = agent if isinstance(agent, BatchedAgent) else OneAtATime(agent)
     total = PlayStats()
     parts = [PlayStats() for _ in seeds]
     envs = [env_factory() for _ in seeds]
@@ -155,9 +159,13 @@ def lockstep(env_factory: Callable[[], Environment], agent: BatchedAgent, seeds:
                 total.cut = True
                 break
             first = active[0]  # one seed for the batched call: the first playing env's
-            attempts = agent.act_many([obs[i] for i in active], seed=game_seed(seeds[first], game_index[first]) * 7 + parts[first].steps)
+            playing = active
+            if isinstance(player, OneAtATime):  # one environment at a time; a new game is reset and bound
+                playing = active[:1]
+                player.begin(envs[first], game_seed(seeds[first], game_index[first]))
+            attempts = player.act_many([obs[i] for i in playing], seed=game_seed(seeds[first], game_index[first]) * 7 + parts[first].steps)
             still: list[int] = []
-            for i, attempt in zip(active, attempts):
+            for i, attempt in zip(playing, attempts):
                 counts = (total, parts[i])
                 base = {"env_seed": game_seed(seeds[i], game_index[i]), "step": game_steps[i], "player": obs[i].player_id,
                         "board": obs[i].text}
@@ -167,7 +175,7 @@ def lockstep(env_factory: Callable[[], Environment], agent: BatchedAgent, seeds:
                 if failure is None:
                     result = envs[i].step(attempt.action)
                     if not result.legal and not result.losing_not_illegal:
-                        failure = agent.rejected(attempt, result.illegal_reason)
+                        failure = player.rejected(attempt, result.illegal_reason)
                         reason = (result.illegal_reason or "(no reason given)")[:80]
                         for c in counts:
                             c.reasons[reason] = c.reasons.get(reason, 0) + 1
@@ -196,7 +204,7 @@ def lockstep(env_factory: Callable[[], Environment], agent: BatchedAgent, seeds:
                     next_game(i)
                 if parts[i].steps < steps_per_env:
                     still.append(i)
-            active = still
+            active = still + active[len(playing):]
     finally:
         for env in envs:
             try:
