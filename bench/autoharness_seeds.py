@@ -26,6 +26,7 @@ CONFIGS: dict[str, dict] = {
     "default": {},
     "no_novelty": {"novelty": False},
     "no_repair": {"repair": False},
+    "no_autofix": {"autofix": False},
     "neither (the previous default)": {"novelty": False, "repair": False},
     "restarts": {"restarts": True},
     "fresh_roots": {"fresh_roots": True},

@@ -4,6 +4,7 @@ harness code samples (correct, subtly wrong, broken)."""
 from __future__ import annotations
 
 import copy
+import random
 from typing import Any
 
 from ratchet.autoharness.tree import Tree
@@ -69,6 +70,56 @@ class FakeTicTacToe:
             return StepResult(None, True, rewards={0: 0.0, 1: 0.0})
         self.player = 1 - self.player
         return StepResult(Observation(self.player, self._text()), False)
+
+    def close(self) -> None:
+        pass
+
+
+PIG_RULES = ("[GAME] You are playing Pig Dice. Reach 20 points. On your turn type '[roll]' to roll the die "
+             "or '[hold]' to bank your turn total; a 1 loses the turn total.\n")
+
+
+class FakePigDice:
+    """A 1-player Pig Dice with TextArena-like text: its only actions, ``[roll]`` and ``[hold]``,
+    are words in brackets (the shape a small model writes bare)."""
+
+    env_id = "PigDice-v0"
+    num_players = 1
+
+    def __init__(self, hints: bool = False) -> None:
+        self.hints = hints
+        self.score = self.turn = self.steps = 0
+        self.warned = False
+        self.rng = random.Random(0)
+
+    def _text(self, message: str = "") -> str:
+        text = PIG_RULES + message + f"[GAME] Current Total Scores: Player 0: '{self.score}'\nTurn total: {self.turn}\n"
+        return text + ("\nAvailable actions: '[roll]', '[hold]'" if self.hints else "")
+
+    def reset(self, seed: int) -> Observation:
+        self.score = self.turn = self.steps = 0
+        self.warned = False
+        self.rng = random.Random(seed)
+        return Observation(0, self._text())
+
+    def step(self, action: str) -> StepResult:
+        self.steps += 1
+        move = action.strip()
+        if move not in ("[roll]", "[hold]"):
+            reason = "invalid action, type [roll] or [hold]"
+            if self.warned:
+                return StepResult(None, True, False, reason, True, False, {0: -1.0})
+            self.warned = True
+            return StepResult(Observation(0, self._text(f"[GAME] Player 0 attempted an invalid move. Reason: {reason}\n")), False, False, reason)
+        self.warned = False
+        if move == "[hold]":
+            self.score, self.turn = self.score + self.turn, 0
+        else:
+            die = self.rng.randint(1, 6)
+            self.turn = 0 if die == 1 else self.turn + die
+        if self.score >= 20 or self.steps >= 30:
+            return StepResult(None, True, rewards={0: 1.0 if self.score >= 20 else 0.0})
+        return StepResult(Observation(0, self._text()), False)
 
     def close(self) -> None:
         pass

@@ -67,6 +67,8 @@ class RatchetIdeas(Settings):
     repair: bool = True
     """Program repair without the model: single-point AST mutants of each new node's own functions,
     screened on the dense checks, the two best judged; one that scores higher enters as a child."""
+    autofix: bool = True
+    """Also judge each sample with unimported module aliases imported, bare action words bracketed (``roll``: ``[roll]``)."""
     short_examples: bool = True
     """Where the one-function request is long (over ``ideas.LONG_REQUEST`` characters: long text
     boards, big grids), show two doctest examples instead of three, a text board's without the

@@ -22,7 +22,7 @@ from ratchet.autoharness.transitions import check_legal_actions, score_is_legal
 from ratchet.envs.explore import Transition, balanced_subset
 from ratchet.autoharness.tree import fresh_root_arm
 from ratchet.envs.answers import CODE_BLOCK_GRAMMAR, defined_functions, has_body
-from ratchet.evolve.proposers.mutation import mutants, normalized
+from ratchet.evolve.proposers.mutation import fixed, mutants, normalized
 
 if TYPE_CHECKING:  # the search imports this module; the type only names what the hooks read
     from ratchet.autoharness.search import Synthesis
@@ -358,6 +358,12 @@ class Repair(Idea):
         return [(m.code, f"repair: {m.change}") for _, m in scored[: self.judged]]
 
 
+class Autofix(Idea):
+    name, summary = "autofix", "every sample with its unbound module aliases imported and its bare action words bracketed"
+    def offspring(self, search, candidate_id):  # judged beside the sample: a fix that misreads it only costs that judgement
+        return [(f.code, f"autofix: {f.change}") for f in [fixed(search.codes[candidate_id], search.grammar.spelled())] if f]
+
+
 class Restarts(Idea):
     name = "restarts"
     summary = "after `patience` refinements without a better best h, a fresh root from other example states, at temperature"
@@ -463,8 +469,8 @@ class WholeFallback(Idea):
 
 
 IDEAS: dict[str, type[Idea]] = {cls.name: cls for cls in (Transitions, HelperLibrary, FewShot, Scaffold, Samples, Grammar,
-                                                           LibrarySeed, Decompose, FreshRoots, ExplainFailures, Novelty, Repair,
-                                                           Restarts, ShortExamples, BodyPrefix, WholeFallback)}
+                                                           LibrarySeed, Decompose, FreshRoots, ExplainFailures, Novelty, Autofix,
+                                                           Repair, Restarts, ShortExamples, BodyPrefix, WholeFallback)}
 """Every idea by name (the ``AutoHarnessConfig.ideas`` switch of the same name chooses it)."""
 
 
@@ -479,7 +485,7 @@ def components(config: AutoHarnessConfig) -> list[Idea]:
         (ideas.transitions, lambda: Transitions(config.rng_seed)), (ideas.helper_library, HelperLibrary), (ideas.few_shot, FewShot),
         (True, lambda: Samples(ideas.samples_per_step)), (ideas.grammar, Grammar), (ideas.library_seed, LibrarySeed),
         (ideas.fresh_roots, lambda: FreshRoots(config.thompson_c)), (ideas.explain_failures, ExplainFailures),
-        (ideas.novelty, Novelty), (ideas.repair, lambda: Repair(config.rng_seed)), (ideas.restarts, Restarts),
+        (ideas.novelty, Novelty), (ideas.autofix, Autofix), (ideas.repair, lambda: Repair(config.rng_seed)), (ideas.restarts, Restarts),
         # After every component that chooses the examples (scaffold, restarts): these read them.
         (ideas.short_examples, ShortExamples), (ideas.body_prefix, BodyPrefix), (ideas.whole_fallback, WholeFallback),
     ]

@@ -93,6 +93,14 @@ class ActionGrammar:
     def matches(self, action: str) -> bool:
         return any(p.matches(action) for p in self.patterns)
 
+    def spelled(self) -> dict[str, str]:
+        """The actions made of words alone (``[roll]``, ``[move up]``), each by its words without
+        the brackets (``{"roll": "[roll]"}``): a string of code equal to such words can only be meant
+        as that action. Actions with a number or a letter are left out: a bare ``"4"`` or ``"a"`` in
+        code is as often a cell or a piece of the board as an action."""
+        return {a[1:-1]: a for p in self.patterns if all(isinstance(x, str) or x.kind == "word" for x in p.parts)
+                for a in p.actions()}
+
     @property
     def form(self) -> str:
         """The main pattern's format string (``"[{}]"`` when nothing is known)."""

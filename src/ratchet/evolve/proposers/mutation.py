@@ -18,6 +18,10 @@ so a search can try them first and keep a mutant only when the checks prefer it.
 
 :func:`mutants` lists them (deterministically, shuffled by ``rng`` when given); ``MutationProposer``
 is the engine's proposer over them (one random mutant of one ``.py`` surface per proposal).
+
+:func:`fixed` is the other kind of repair: the slips that have one reading only (a module used but
+never imported, an action written without the brackets the game's actions have), all fixed at
+once, since a program with both plays no legal move until both are fixed.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from __future__ import annotations
 import ast
 import copy
 import random
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatch
 from typing import Any
@@ -207,6 +211,93 @@ def _negation(test: ast.expr) -> ast.expr:
 
 def _negate_test(node: Any) -> None:
     node.test = _negation(node.test)
+
+
+# ------------------------------------------------------------------ fixes that need no judgement
+
+#: Modules by the name code uses for them: each is the name everyone uses for that module, so a
+#: use of it that nothing in the program binds can only mean that module, left unimported.
+MODULE_ALIASES: dict[str, str] = {"np": "import numpy as np", **{m: f"import {m}" for m in (
+    "random", "re", "math", "itertools", "collections", "string", "functools", "operator", "heapq", "json", "copy",
+    "statistics", "bisect")}}
+
+
+def fixed(code: str, spelled: Mapping[str, str] | None = None) -> Mutant | None:
+    """``code`` with the slips a small model makes that need no model to fix, all in one pass, or
+    None when there is none (or the code does not parse):
+
+    * a module alias (:data:`MODULE_ALIASES`) read but bound nowhere in the program (no import,
+      assignment, argument or definition of that name, no ``import *``) gets its import;
+    * a string constant equal to a key of ``spelled`` becomes its value: an action written with the
+      wrong shape, e.g. ``'roll'`` where the game's action is ``'[roll]'``
+      (``ActionGrammar.spelled``). Left alone where the program writes brackets itself (a string
+      with ``[`` or ``]`` that is not one of the actions: ``'[' + a + ']'``, ``action.strip('[]')``),
+      since it may compare or build the bare words on purpose; a docstring or f-string part too.
+
+    Single-point mutants cannot find these: a program with both slips needs both fixed before it
+    plays one legal move. Only text is changed, so comments and layout stay."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None
+    spelled = dict(spelled or {})
+    bound = _bound_names(tree)
+    star = any(isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names) for n in ast.walk(tree))
+    used = dict.fromkeys(n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load))
+    imports = [] if star else [MODULE_ALIASES[name] for name in used if name in MODULE_ALIASES and name not in bound]
+    in_fstring = {id(c) for n in ast.walk(tree) if isinstance(n, ast.JoinedStr) for c in ast.walk(n)}
+    strings = [n for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+               and not _is_docstring(tree, n) and id(n) not in in_fstring]
+    if any(("[" in n.value or "]" in n.value) and n.value not in spelled.values() for n in strings):
+        spelled = {}  # the program brackets actions itself
+    lines = code.splitlines(keepends=True)
+    swapped: dict[str, str] = {}
+    # From the last constant back, so the byte offsets of the earlier ones on a line stay right.
+    for node in sorted((n for n in strings if n.value in spelled and n.lineno == n.end_lineno),
+                       key=lambda n: (n.lineno, n.col_offset), reverse=True):
+        line = lines[node.lineno - 1].encode()
+        literal = line[node.col_offset:node.end_col_offset].decode()
+        quote = literal[:1]
+        if quote not in ("'", '"') or literal != quote + node.value + quote:
+            continue  # a prefixed, triple-quoted or escaped literal: not a plain spelling to swap
+        lines[node.lineno - 1] = (line[:node.col_offset] + (quote + spelled[node.value] + quote).encode()
+                                  + line[node.end_col_offset:]).decode()
+        swapped[node.value] = spelled[node.value]
+    if not imports and not swapped:
+        return None
+    # After the module's docstring and ``from __future__`` imports, which must come first.
+    at = 0
+    for k, n in enumerate(tree.body):
+        if not ((k == 0 and isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant) and isinstance(n.value.value, str))
+                or (isinstance(n, ast.ImportFrom) and n.module == "__future__")):
+            break
+        at = n.end_lineno or at
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    text = "".join(lines[:at] + [stmt + "\n" for stmt in imports] + lines[at:])
+    change = "; ".join([f"`{stmt}` added" for stmt in imports] + [f"{a!r} → {b!r}" for a, b in sorted(swapped.items())])
+    return Mutant(text, change)
+
+
+def _bound_names(tree: ast.Module) -> set[str]:
+    """Every name the program binds anywhere (any scope): such a name is the program's own."""
+    bound: set[str] = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+            bound.add(n.id)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(n.name)
+        elif isinstance(n, ast.arg):
+            bound.add(n.arg)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            bound.update((a.asname or a.name).split(".")[0] for a in n.names)
+        elif isinstance(n, (ast.Global, ast.Nonlocal)):
+            bound.update(n.names)
+        elif isinstance(n, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and n.name:
+            bound.add(n.name)
+        elif isinstance(n, ast.MatchMapping) and n.rest:
+            bound.add(n.rest)
+    return bound
 
 
 # ------------------------------------------------------------------ the engine's proposer
