@@ -14,7 +14,8 @@ from ratchet.autoharness.prompts import SCAFFOLD
 from ratchet.autoharness.runtime import InProcessHarness
 from ratchet.autoharness.search import Synthesis
 from ratchet.envs.explore import harvest
-from ratchet.autoharness.tree import Tree, fresh_root_arm, select_action
+from ratchet.autoharness.tree import Tree, select_action
+from ratchet.evolve.selectors import pooled_arm as fresh_root_arm
 from ratchet.models import ScriptedModel
 
 FREE = "def legal_moves(cells):\n    return ['[' + c + ']' for c in cells if c not in ('X', 'O')]\n"

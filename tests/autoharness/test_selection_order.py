@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ratchet.autoharness.tree import Tree, fresh_root_arm, select_action
+from ratchet.autoharness.tree import Tree, select_action
+from ratchet.evolve.selectors import pooled_arm as fresh_root_arm
 from ratchet.evolve.selectors import thompson_draw
 
 RECORDED = json.loads((Path(__file__).parent / "data" / "selection_order.json").read_text())

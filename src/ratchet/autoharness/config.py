@@ -54,7 +54,7 @@ class RatchetIdeas(Settings):
     is asked for again. Games whose env exposes no plain board fall back to the undecomposed check."""
     fresh_roots: bool = False
     """Let the Thompson draw also choose "sample a fresh root from the first request", an arm
-    whose Beta posterior pools the scores of the roots sampled so far (``tree.fresh_root_arm``),
+    whose Beta posterior pools the scores of the roots sampled so far (``evolve.selectors.pooled_arm``),
     so a search stuck under a bad root can start over; fresh roots sample at ``temperature``."""
     explain_failures: bool = False
     """Name two common ``legal_actions`` mistakes plainly in the refiner's feedback: an inverted

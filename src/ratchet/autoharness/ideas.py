@@ -20,7 +20,7 @@ from ratchet.autoharness.decompose import Decomposer
 from ratchet.autoharness.prompts import scaffold_for, scaffold_function
 from ratchet.autoharness.transitions import check_legal_actions, score_is_legal
 from ratchet.envs.explore import Transition, balanced_subset
-from ratchet.autoharness.tree import fresh_root_arm
+from ratchet.evolve.selectors import pooled_arm
 from ratchet.envs.answers import CODE_BLOCK_GRAMMAR, defined_functions, has_body
 from ratchet.evolve.proposers.mutation import fixed, mutants, normalized
 
@@ -294,7 +294,7 @@ class FreshRoots(Idea):
         self.c = c
 
     def fresh_arm(self, search):
-        return fresh_root_arm(search.state.get("root_scores", []), self.c)
+        return pooled_arm(search.state.get("root_scores", []), self.c)
 
 
 class ExplainFailures(Idea):

@@ -17,7 +17,6 @@ is a virtual root whose posterior pools the scores of the roots sampled so far.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -67,14 +66,6 @@ class Tree:
     @classmethod
     def from_json(cls, data: list[dict[str, Any]]) -> Tree:
         return cls([Node(**d) for d in data])
-
-
-def fresh_root_arm(root_scores: Sequence[float], c: float = 1.0) -> tuple[float, float]:
-    """Beta parameters of the "sample a fresh root" arm: Beta(1 + C·Σh, 1 + C·Σ(1−h)) over the
-    scores h of the roots the model wrote so far (one per root request, the best of its samples).
-    With one root it is exactly that root's own prior as a node, so a root that is refined without
-    progress soon draws below it; every further root narrows it around the mean root score."""
-    return 1.0 + c * sum(root_scores), 1.0 + c * sum(1.0 - h for h in root_scores)
 
 
 def select_action(tree: Tree, rng: random.Random, c: float = 1.0, fresh: tuple[float, float] | None = None) -> Node | None:

@@ -106,6 +106,15 @@ def thompson_draw(arms: Sequence[tuple[T, float, int]], rng: Any, c: float = 1.0
     return best
 
 
+def pooled_arm(scores: Sequence[float], c: float = 1.0) -> tuple[float, float]:
+    """Beta parameters of an arm that stands for drawing something new, pooled over the scores h of
+    what such draws gave so far: Beta(1 + C·Σh, 1 + C·Σ(1−h)). AutoHarness's fresh-root arm (one
+    score per root request, the best of its samples) is ``thompson_draw``'s ``extra``: with one root
+    it is that root's own prior as a node, so a root refined without progress soon draws below it;
+    every further root narrows it around the mean root score."""
+    return 1.0 + c * sum(scores), 1.0 + c * sum(1.0 - h for h in scores)
+
+
 class ThompsonSelector(_ScoredSelector):
     name = "thompson"
     Options = ThompsonOptions
