@@ -43,7 +43,7 @@ class HarnessPlayer:
         self._seed, self._step = seed, 0
 
     def act(self, observation: Observation, feedback: str | None = None) -> str:
-        [attempt] = self.act_many([observation], seed=self._seed * 7 + self._step)
+        [attempt] = self.act_many([observation], seed=measure.move_seed(self._seed, self._step))
         self._step += 1
         self.last_info: dict[str, Any] = {"failure": attempt.failure} if attempt.failure else {}
         return "" if attempt.failure else str(attempt.action)

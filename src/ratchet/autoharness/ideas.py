@@ -359,7 +359,9 @@ class Repair(Idea):
 
 
 class Autofix(Idea):
-    name, summary = "autofix", "every sample with its unbound module aliases imported and its bare action words bracketed"
+    name = "autofix"
+    summary = "every sample with its unbound module aliases imported and its bare action words bracketed"
+
     def offspring(self, search, candidate_id):  # judged beside the sample: a fix that misreads it only costs that judgement
         return [(f.code, f"autofix: {f.change}") for f in [fixed(search.codes[candidate_id], search.grammar.spelled())] if f]
 

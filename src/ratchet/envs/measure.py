@@ -22,6 +22,13 @@ def game_seed(base: int, game_index: int) -> int:
     return base if game_index == 0 else base * 1_000_003 + game_index
 
 
+def move_seed(game: int, step: int) -> int:
+    """The seed a batched agent's call gets for the ``step``-th move of the game seeded ``game``
+    (its code's random choices follow it); one formula, so an agent played one env at a time
+    draws as the lockstep loop draws for a lone env."""
+    return game * 7 + step
+
+
 @dataclass
 class PlayStats:
     steps: int = 0
@@ -163,7 +170,7 @@ def lockstep(env_factory: Callable[[], Environment], agent: Agent, seeds: list[i
             if isinstance(player, OneAtATime):  # one environment at a time; a new game is reset and bound
                 playing = active[:1]
                 player.begin(envs[first], game_seed(seeds[first], game_index[first]))
-            attempts = player.act_many([obs[i] for i in playing], seed=game_seed(seeds[first], game_index[first]) * 7 + parts[first].steps)
+            attempts = player.act_many([obs[i] for i in playing], seed=move_seed(game_seed(seeds[first], game_index[first]), parts[first].steps))
             still: list[int] = []
             for i, attempt in zip(playing, attempts):
                 counts = (total, parts[i])
