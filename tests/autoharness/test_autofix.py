@@ -11,7 +11,7 @@ from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.runtime import InProcessHarness
 from ratchet.autoharness.search import Synthesis
 from ratchet.envs.grammar import infer_grammar
-from ratchet.evolve.proposers.mutation import fixed, normalized
+from ratchet.evolve.proposers.mutation import fixed
 from ratchet.models import ScriptedModel
 
 # What the 0.5B wrote for Pig Dice at every call of a stuck search (h 0.5, code alone 0 legal).
