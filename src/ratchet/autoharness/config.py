@@ -47,6 +47,8 @@ class RatchetIdeas(Settings):
     grammars raise; keep off for remote endpoints)."""
     library_seed: bool = True
     """Start the search from the harness library's best harness for the same or a similar game."""
+    induce: bool = True
+    """Seed the search with legal-move rules fitted to the listed states without a model (``envs.rules``); kept only at h = 1.0."""
     decompose: bool = False
     """Split the harness into ``parse_board(observation)`` (checked against the env's own board on
     harvested states) and ``legal_moves(state)`` (checked on the env's true board against the game's

@@ -17,9 +17,11 @@ from typing import TYPE_CHECKING, Any
 from ratchet.autoharness import critic
 from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.decompose import Decomposer
+from ratchet.autoharness.evaluate import ENV_REJECTED
 from ratchet.autoharness.prompts import scaffold_for, scaffold_function
 from ratchet.autoharness.transitions import check_legal_actions, score_is_legal
-from ratchet.envs.explore import Transition, balanced_subset
+from ratchet.envs.explore import Transition, balanced_subset, listed_states
+from ratchet.envs.rules import common_opening, fit
 from ratchet.evolve.selectors import pooled_arm
 from ratchet.envs.answers import CODE_BLOCK_GRAMMAR, defined_functions, has_body
 from ratchet.evolve.proposers.mutation import fixed, mutants, normalized
@@ -366,6 +368,22 @@ class Autofix(Idea):
         return [(f.code, f"autofix: {f.change}") for f in [fixed(search.codes[candidate_id], search.grammar.spelled())] if f]
 
 
+class Induce(Idea):
+    name = "induce"
+    summary = ("legal_moves rules fitted to the listed states without a model, the moves the game then rejects "
+               "fitted too (envs.rules.fit); a seed only where one solves the game")
+
+    def seeds(self, search):  # a rules table not yet right is no parent a small model can read: each round is stored, not a node
+        view, template = search.view(), scaffold_for(search.view(), search.grammar.form)
+
+        def judge(name: str, source: str) -> tuple[float, list, tuple]:
+            cid, j = search._judged(template + "\n\n" + source, None, {"origin": f"induced:{name}", "iteration": 0}, 0, "library")
+            return j.h, [(view.args(f["board"]), f["action"], False) for f in j.failures if f["kind"] == ENV_REJECTED and f.get("board")], (cid, j)
+        states = [(view.args(b), legal) for b, legal in listed_states(search.transitions, limit=10**6)] if search.listed else []
+        found = fit(states, view.params, [(view.args(t.board), t.action, t.legal) for t in search.transitions] if states else [], judge)
+        return [{"code": search.codes[found[0]], "judged": found}] if found else []
+
+
 class Restarts(Idea):
     name = "restarts"
     summary = "after `patience` refinements without a better best h, a fresh root from other example states, at temperature"
@@ -427,18 +445,9 @@ class ShortExamples(Idea):
         examples = examples[: self.keep]
         if search.view().name == "text":
             texts = [str(args[0]) for args, _ in examples]
-            common = len(_common_opening(texts)) if len(texts) > 1 else 0
+            common = len(common_opening(texts)) if len(texts) > 1 else 0
             examples = [(("…" + str(args[0])[common:].lstrip("\n"),) if common else args, legal) for args, legal in examples]
         options["scaffold_examples"] = examples
-
-
-def _common_opening(texts: Sequence[str]) -> str:
-    """The lines every text starts with (whole lines, so an example never starts mid-word)."""
-    first = texts[0].splitlines(keepends=True)
-    n = 0
-    while n < len(first) and all(t.startswith("".join(first[: n + 1])) for t in texts[1:]):
-        n += 1
-    return "".join(first[:n])
 
 
 class WholeFallback(Idea):
@@ -472,7 +481,7 @@ class WholeFallback(Idea):
 
 IDEAS: dict[str, type[Idea]] = {cls.name: cls for cls in (Transitions, HelperLibrary, FewShot, Scaffold, Samples, Grammar,
                                                            LibrarySeed, Decompose, FreshRoots, ExplainFailures, Novelty, Autofix,
-                                                           Repair, Restarts, ShortExamples, BodyPrefix, WholeFallback)}
+                                                           Repair, Restarts, ShortExamples, BodyPrefix, WholeFallback, Induce)}
 """Every idea by name (the ``AutoHarnessConfig.ideas`` switch of the same name chooses it)."""
 
 
@@ -485,7 +494,7 @@ def components(config: AutoHarnessConfig) -> list[Idea]:
     chosen: list[tuple[bool, Callable[[], Idea]]] = [
         (ideas.scaffold, Scaffold), (ideas.decompose, lambda: Decompose(ideas.helper_library)),
         (ideas.transitions, lambda: Transitions(config.rng_seed)), (ideas.helper_library, HelperLibrary), (ideas.few_shot, FewShot),
-        (True, lambda: Samples(ideas.samples_per_step)), (ideas.grammar, Grammar), (ideas.library_seed, LibrarySeed),
+        (True, lambda: Samples(ideas.samples_per_step)), (ideas.grammar, Grammar), (ideas.library_seed, LibrarySeed), (ideas.induce, Induce),
         (ideas.fresh_roots, lambda: FreshRoots(config.thompson_c)), (ideas.explain_failures, ExplainFailures),
         (ideas.novelty, Novelty), (ideas.autofix, Autofix), (ideas.repair, lambda: Repair(config.rng_seed)), (ideas.restarts, Restarts),
         # After every component that chooses the examples (scaffold, restarts): these read them.

@@ -457,7 +457,7 @@ class Synthesis:
     def _loop(self) -> None:
         if not self.tree.nodes and not self.state.get("seeded"):
             for entry in [e for idea in self.ideas for e in idea.seeds(self)]:
-                cid, judgement = self._judged(entry["code"], None, {"origin": f"library:{entry.get('env')}", "iteration": 0}, 0, "library")
+                cid, judgement = entry.get("judged") or self._judged(entry["code"], None, {"origin": f"library:{entry.get('env')}", "iteration": 0}, 0, "library")
                 self.tree.add(cid, None, judgement.h)
             self.state["seeded"] = True
             self._save()

@@ -1,0 +1,209 @@
+"""Legal-move rules induced from the states a game listed its legal actions in, with no model.
+
+Exploring a game that prints its legal list gives states together with every legal action there
+(``explore.listed_states``). Many games' rules are then one of a few shapes: the same list in every
+state (Lights Out presses any cell); an action that is legal while one cell shows some values (Tic
+Tac Toe's free cell shows its number, a Connect Four column while its top cell is empty); an action
+that is legal unless a marker stands in some cells (a sliding puzzle's blank on the edge it would
+leave); or the listed actions not yet played (Guess the Number's repeats). ``induce`` fits each
+shape to every listed state and writes the ones that fit as the ``legal_moves`` source a scaffolded
+search asks the model for, so the search can judge them like any other candidate: a shape that only
+fits the states seen is caught by the search's own rollouts and by the held-out check.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+#: (the arguments legal_moves is called with, the legal actions listed there)
+State = tuple[tuple[Any, ...], Sequence[str]]
+#: (those arguments, an action tried there, whether the game took it): a state's label for one action
+Label = tuple[tuple[Any, ...], str, bool]
+
+_BRACKETED = re.compile(r"\[([^\[\]]*)\]")
+
+
+def _value(action: str) -> str:
+    # harnesslib.action_value's normal form, without importing the sandbox's library here
+    found = _BRACKETED.search(action)
+    return " ".join((found.group(1) if found else action).replace(",", " ").split())
+
+
+def _universe(states: Sequence[State]) -> list[str]:
+    """Every action some state listed, in the order first listed."""
+    return list(dict.fromkeys(a for _, legal in states for a in legal))
+
+
+def _labels(states: Sequence[State], labelled: Sequence[Label]) -> dict[str, tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]]:
+    """Per listed action, the arguments where it was legal and where it was not: every listed
+    state tells each action, a single label only its own (matched by value: "[3]" is "[ 3 ]")."""
+    actions = _universe(states)
+    by_value = {_value(a): a for a in actions}
+    out: dict[str, tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]] = {a: ([], []) for a in actions}
+    for args, legal in states:
+        for a in actions:
+            out[a][0 if a in legal else 1].append(args)
+    for args, action, legal in labelled:
+        if (a := by_value.get(_value(action))) is not None:
+            out[a][0 if legal else 1].append(args)
+    return out
+
+
+def constant(states: Sequence[State], labelled: Sequence[Label] = ()) -> list[str] | None:
+    """The one list every state shows, if they all show the same one and no label contradicts it."""
+    lists = {frozenset(legal) for _, legal in states}
+    if len(lists) != 1 or any(bad for _, bad in _labels(states, labelled).values()):
+        return None
+    return _universe(states)
+
+
+def cell_rules(states: Sequence[State], labelled: Sequence[Label] = ()) -> dict[str, tuple[str, Any]] | None:
+    """Per action, a rule over the cells (the first argument, a list of equal length in every
+    state) that tells every listed state and label right: ``("always", None)``, ``("when", (j,
+    values))`` (legal while cell j shows one of values) or ``("unless", (value, cells))`` (legal
+    unless value stands in one of those cells). None where some action fits no rule."""
+    grids = [args[0] for args, _ in states] + [args[0] for args, _, _ in labelled]
+    if not grids or not all(isinstance(g, list) and len(g) == len(grids[0]) for g in grids):
+        return None
+    labels = {a: ([args[0] for args in legal], [args[0] for args in illegal]) for a, (legal, illegal) in _labels(states, labelled).items()}
+    mapped = _index_map(labels, len(grids[0]))
+    rules: dict[str, tuple[str, Any]] = {}
+    for action, (legal, illegal) in labels.items():
+        rule = _cell_rule(action, legal, illegal, mapped.get(action))
+        if rule is None:
+            return None
+        rules[action] = rule
+    return rules
+
+
+def _fits(legal: list[list[Any]], illegal: list[list[Any]]) -> list[int]:
+    """The cells whose values while the action is legal never show while it is not."""
+    return [j for j in range(len(legal[0]) if legal else 0) if not {g[j] for g in legal} & {g[j] for g in illegal}]
+
+
+def _index_map(labels: dict[str, tuple[list[list[Any]], list[list[Any]]]], width: int) -> dict[str, int]:
+    """The cell each action names, where the actions' numbers map to cells by one row-major or
+    column-major formula (``offset + stride·a + b``, or ``offset + stride·n`` for one number) that
+    puts a cell telling the action's legality under every action seen both legal and illegal
+    (Minesweeper's ``[3 4]`` is cell 9 + 9·3 + 4 under a header row and row labels). Such a map
+    also names the cell of an action never seen illegal; empty where none fits."""
+    numbers = {a: tuple(int(n) for n in re.findall(r"-?\d+", a)) for a in labels}
+    sizes = {len(v) for v in numbers.values()}
+    if len(sizes) != 1 or (size := sizes.pop()) not in (1, 2):
+        return {}
+    told = {a: set(_fits(legal, illegal)) for a, (legal, illegal) in labels.items() if legal and illegal}
+    if len(told) < 2:
+        return {}
+    forms = ([lambda v, m, o: o + m * v[0]] if size == 1 else
+             [lambda v, m, o: o + m * v[0] + v[1], lambda v, m, o: o + v[0] + m * v[1]])
+    for form in forms:
+        for m in range(1, width + 1):
+            for o in range(width):
+                if all(form(numbers[a], m, o) in fit for a, fit in told.items()):
+                    cells = {a: form(v, m, o) for a, v in numbers.items()}
+                    if all(0 <= j < width for j in cells.values()):
+                        return cells
+    return {}
+
+
+def _cell_rule(action: str, legal: list[list[Any]], illegal: list[list[Any]], mapped: int | None = None) -> tuple[str, Any] | None:
+    if mapped is not None and legal:
+        # The cell the action names: one value while legal generalizes to states never seen.
+        values = {g[mapped] for g in legal}
+        if not values & {g[mapped] for g in illegal} and (illegal or len(values) == 1):
+            return ("when", (mapped, sorted(values, key=str)))
+    if not illegal:
+        return ("always", None)
+    width = len(legal[0]) if legal else len(illegal[0])
+    fits = _fits(legal, illegal)
+    shown = {j: {g[j] for g in legal} for j in fits}
+    # Most telling first: a cell that shows the action's own value while legal (Tic Tac Toe's free
+    # "4"), then one that shows a single value (an empty top cell); a marker that stands somewhere
+    # in every illegal state (a puzzle's blank) comes before a cell that shows many values while
+    # legal, which only the states seen may bear out (the tiles a blank is not on).
+    for j in [j for j in fits if {str(v) for v in shown[j]} == {_value(action)}] + [j for j in fits if len(shown[j]) == 1]:
+        return ("when", (j, sorted(shown[j], key=str)))
+    for marker in sorted(set(illegal[0]).intersection(*map(set, illegal[1:])), key=str):
+        where = sorted({j for g in illegal for j in range(width) if g[j] == marker})
+        if not any(g[j] == marker for g in legal for j in where):
+            return ("unless", (marker, where))
+    if fits:
+        j = min(fits, key=lambda j: (len(shown[j]), j))
+        return ("when", (j, sorted(shown[j], key=str)))
+    return None
+
+
+def common_opening(texts: Sequence[str]) -> str:
+    """The lines every text starts with (whole lines, so an excerpt never starts mid-word)."""
+    first = texts[0].splitlines(keepends=True) if texts else []
+    n = 0
+    while n < len(first) and all(t.startswith("".join(first[: n + 1])) for t in texts[1:]):
+        n += 1
+    return "".join(first[:n])
+
+
+def unplayed(states: Sequence[State], labelled: Sequence[Label] = ()) -> tuple[list[str], str] | None:
+    """The listed actions whose value the text (the first argument) does not show in brackets
+    after its opening (the moves so far), if that tells every state's list and every label; with
+    the line that ends the opening every state shares (the rules, which name example actions:
+    "For example, [5].")."""
+    texts = [args[0] for args, _ in states]
+    if not all(isinstance(args[0], str) for args in [*(a for a, _ in states), *(a for a, _, _ in labelled)]):
+        return None
+    marker = next((line.strip() for line in reversed(common_opening(texts).splitlines()) if line.strip()), "")
+
+    def shown(text: str) -> set[str]:
+        return {_value("[" + v + "]") for v in _BRACKETED.findall(text.split(marker, 1)[-1] if marker else text)}
+
+    for action, (legal, illegal) in _labels(states, labelled).items():
+        if any(_value(action) in shown(args[0]) for args in legal) or any(_value(action) not in shown(args[0]) for args in illegal):
+            return None
+    return _universe(states), marker
+
+
+def fit(states: Sequence[State], params: str, labelled: Sequence[Label], judge: Callable[[str, str], tuple[float, list[Label], Any]],
+        rounds: int = 6) -> Any:
+    """Induce, judge, and induce again with what the judge saw go wrong: ``judge(name, source)``
+    returns the source's score, new labels (the actions the game rejected where the rules said
+    legal) and a token. The token of the first source scored 1.0, or None where no shape fits, a
+    judgement adds no label, or ``rounds`` run out (Connect Four's harvest never fills a column:
+    the first fit is "every column", and the rollouts' rejected drops teach the top cells)."""
+    labelled = list(labelled)
+    for _ in range(rounds):
+        found = induce(states, params, labelled)
+        if not found:
+            return None
+        score, rejected, token = judge(*found[0])
+        if score >= 1.0:
+            return token
+        if not rejected:
+            return None
+        labelled += rejected
+    return None
+
+
+def induce(states: Sequence[State], params: str, labelled: Sequence[Label] = ()) -> list[tuple[str, str]]:
+    """(the rule's name, the source of ``def legal_moves(<params>)``) for the first shape that
+    tells each listed state's legal list and each label right; at least two states, else nothing."""
+    if len(states) < 2:
+        return []
+    head = f"def legal_moves({params}):\n"
+    doc = f'    """Induced from {len(states)} states the game listed its legal actions in (no model)."""\n'
+    out: list[tuple[str, str]] = []
+    if (same := constant(states, labelled)) is not None:
+        out.append(("constant", head + doc + f"    return {same!r}\n"))
+    elif (rules := cell_rules(states, labelled)) is not None:
+        out.append(("cells", f"RULES = {rules!r}\n\n\n" + head + doc + "    cells = " + params.split(",")[0] + "\n"
+                    "    return [a for a, (kind, arg) in RULES.items() if kind == 'always'\n"
+                    "            or (kind == 'when' and cells[arg[0]] in arg[1])\n"
+                    "            or (kind == 'unless' and all(cells[j] != arg[0] for j in arg[1]))]\n"))
+    if not out and (found := unplayed(states, labelled)) is not None:
+        actions, marker = found
+        out.append(("unplayed", "from harnesslib import bracketed\n\n" f"ACTIONS = {actions!r}\n\n\n" + head + doc +
+                    f"    text = {params.split(',')[0]}\n"
+                    + (f"    text = text.split({marker!r}, 1)[-1]  # after the opening's last line: the moves so far\n" if marker else "")
+                    + "    shown = {action_value(b) for b in bracketed(text)}\n"
+                    "    return [a for a in ACTIONS if action_value(a) not in shown]\n"))
+    return out
