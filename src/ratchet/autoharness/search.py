@@ -111,14 +111,8 @@ class Synthesis:
         on_progress: Callable[[dict[str, Any]], None] | None = None,
         ideas: Sequence[Idea] | None = None,
     ) -> None:
-        self.cfg = config
-        self.model = model
-        self.run = run
-        self.env_factory = env_factory
-        self.hint_env_factory = hint_env_factory
-        self.runtime_factory = runtime_factory
-        self.description = description
-        self.library_seeds = list(library_seeds)
+        self.cfg, self.model, self.run, self.description, self.library_seeds = config, model, run, description, list(library_seeds)
+        self.env_factory, self.hint_env_factory, self.runtime_factory = env_factory, hint_env_factory, runtime_factory
         self.on_progress = on_progress or (lambda info: None)
         # The method's components (``ideas.components``), or a list of one's own to swap or ablate ideas.
         self.ideas: list[Idea] = list(components(config) if ideas is None else ideas)

@@ -88,13 +88,14 @@ def _index_map(labels: dict[str, tuple[list[list[Any]], list[list[Any]]]], width
     column-major formula (``offset + stride·a + b``, or ``offset + stride·n`` for one number) that
     puts a cell telling the action's legality under every action seen both legal and illegal
     (Minesweeper's ``[3 4]`` is cell 9 + 9·3 + 4 under a header row and row labels). Such a map
-    also names the cell of an action never seen illegal; empty where none fits."""
+    also names the cell of an action never seen illegal (one full Connect Four column tells the
+    top cell of all seven: strides and offsets are tried smallest first); empty where none fits."""
     numbers = {a: tuple(int(n) for n in re.findall(r"-?\d+", a)) for a in labels}
     sizes = {len(v) for v in numbers.values()}
     if len(sizes) != 1 or (size := sizes.pop()) not in (1, 2):
         return {}
     told = {a: set(_fits(legal, illegal)) for a, (legal, illegal) in labels.items() if legal and illegal}
-    if len(told) < 2:
+    if not told:
         return {}
     forms = ([lambda v, m, o: o + m * v[0]] if size == 1 else
              [lambda v, m, o: o + m * v[0] + v[1], lambda v, m, o: o + v[0] + m * v[1]])
