@@ -68,7 +68,7 @@ def config(samples: int) -> AutoHarnessConfig:
     if samples <= 1:
         return AutoHarnessConfig(method="faithful", **base)
     ideas = RatchetIdeas(transitions=False, helper_library=False, few_shot=False, scaffold=False, grammar=False,
-                         library_seed=False, novelty=False, repair=False, samples_per_step=samples)
+                         library_seed=False, induce=False, novelty=False, repair=False, samples_per_step=samples)
     return AutoHarnessConfig(method="ratchet", ideas=ideas, **base)
 
 

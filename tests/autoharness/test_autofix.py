@@ -79,7 +79,7 @@ BARE = 'import numpy as np\n\ndef propose_action(board):\n    return ["roll", "h
 def config(**ideas) -> AutoHarnessConfig:
     cfg = AutoHarnessConfig(env="PigDice-v0", method="ratchet", eval_envs=3, eval_steps=30, iterations=2, search_seeds=[0, 1, 2],
                             heldout_seeds=[100, 101], transitions_per_seed=20,
-                            ideas={"samples_per_step": 1, "library_seed": False, **ideas})
+                            ideas={"samples_per_step": 1, "library_seed": False, "induce": False, **ideas})
     cfg.budget.max_calls = 3
     return cfg
 

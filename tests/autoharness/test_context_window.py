@@ -31,7 +31,7 @@ class SmallWindow(ScriptedModel):
 def search(model, **kw) -> Synthesis:
     cfg = AutoHarnessConfig(method="ratchet", eval_envs=3, eval_steps=30, iterations=4, search_seeds=[0, 1, 2],
                             transitions_per_seed=30, max_new_tokens=300,
-                            ideas={"samples_per_step": 1, "library_seed": False, "repair": False, "scaffold": False}, **kw)
+                            ideas={"samples_per_step": 1, "library_seed": False, "induce": False, "repair": False, "scaffold": False}, **kw)
     cfg.budget.max_calls = 4
     # Behind the accountant, as the pipeline wraps it: the window is found through the wrapper.
     wrapped = AccountedModel(model, Accountant(BudgetConfig()))

@@ -48,7 +48,7 @@ BAD_RULE = '''def legal_moves(state):
 def config(**ideas) -> AutoHarnessConfig:
     # Repair off: these tests follow which part decompose asks the model for next; a model-free
     # mutant (a string test turned into `.isdigit()`, say) can solve the scripted game first.
-    base = {"samples_per_step": 1, "library_seed": False, "decompose": True, "repair": False}
+    base = {"samples_per_step": 1, "library_seed": False, "induce": False, "decompose": True, "repair": False}
     base.update(ideas)
     return AutoHarnessConfig(method="ratchet", eval_envs=3, eval_steps=30, iterations=6, search_seeds=[0, 1, 2],
                              heldout_seeds=[100, 101], transitions_per_seed=30, ideas=base)

@@ -95,7 +95,7 @@ def test_the_search_reaches_h_1_on_tower_of_hanoi_with_a_right_answer():
     from ratchet.autoharness.search import Synthesis
     from ratchet.models import ScriptedModel
 
-    cfg = AutoHarnessConfig(env="TowerOfHanoi-v0", method="ratchet", iterations=1, ideas={"samples_per_step": 1, "library_seed": False})
+    cfg = AutoHarnessConfig(env="TowerOfHanoi-v0", method="ratchet", iterations=1, ideas={"samples_per_step": 1, "library_seed": False, "induce": False})
     hanoi = env_factory_for("TowerOfHanoi-v0")
     model = ScriptedModel(["```python\n" + HANOI_ANSWER + "```"])
     search = Synthesis(cfg, model, MemoryRun(), hanoi, InProcessHarness, hint_env_factory=env_factory_for("TowerOfHanoi-v0", hints=True),
@@ -137,7 +137,7 @@ def test_othellos_legal_moves_see_the_player_to_move_and_the_search_reaches_h_1(
     from ratchet.models import ScriptedModel
 
     cfg = AutoHarnessConfig(env="Othello-v0", method="ratchet", iterations=1, search_seeds=[0, 1, 2, 3], eval_envs=4,
-                            ideas={"samples_per_step": 1, "library_seed": False})
+                            ideas={"samples_per_step": 1, "library_seed": False, "induce": False})
     othello = env_factory_for("Othello-v0")
     search = Synthesis(cfg, ScriptedModel(["```python\n" + OTHELLO_ANSWER + "```"]), MemoryRun(), othello, InProcessHarness,
                        hint_env_factory=env_factory_for("Othello-v0", hints=True), description=othello().reset(0).text)

@@ -19,7 +19,7 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "autoharness.md"
 
 def config(method="ratchet", **ideas) -> AutoHarnessConfig:
     return AutoHarnessConfig(method=method, eval_envs=2, eval_steps=15, iterations=3, search_seeds=[0, 1],
-                             heldout_seeds=[100], transitions_per_seed=15, ideas={"samples_per_step": 2, **ideas})
+                             heldout_seeds=[100], transitions_per_seed=15, ideas={"samples_per_step": 2, "induce": False, **ideas})
 
 
 def calls(cfg, ideas=None, reply=FIXED):
@@ -35,9 +35,9 @@ def names(ideas):
 
 def test_the_methods_are_lists_of_components():
     assert components(config("faithful", explain_failures=True)) == []
-    assert names(components(config())) == ["scaffold", "transitions", "helper_library", "samples", "library_seed", "novelty", "autofix", "repair",
-                                           "short_examples", "body_prefix", "whole_fallback"]
-    on = names(components(config(decompose=True, fresh_roots=True, explain_failures=True, grammar=True, few_shot=True, restarts=True)))
+    assert names(components(config(induce=True))) == ["scaffold", "transitions", "helper_library", "samples", "library_seed", "induce", "novelty", "autofix",
+                                           "repair", "short_examples", "body_prefix", "whole_fallback"]
+    on = names(components(config(induce=True, decompose=True, fresh_roots=True, explain_failures=True, grammar=True, few_shot=True, restarts=True)))
     assert set(on) == set(IDEAS)
     assert "transitions" not in names(components(config(transitions=False)))
 

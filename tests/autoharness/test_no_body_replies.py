@@ -53,7 +53,7 @@ def copier(messages):
 
 def search_hanoi(samples: int = 1, **ideas):
     cfg = AutoHarnessConfig(env="TowerOfHanoi-v0", method="ratchet", iterations=3,
-                            ideas={"samples_per_step": samples, "library_seed": False, "repair": False, **ideas})
+                            ideas={"samples_per_step": samples, "library_seed": False, "induce": False, "repair": False, **ideas})
     cfg.budget.max_calls = 6
     hanoi = env_factory_for("TowerOfHanoi-v0")
     model = ScriptedModel(copier)
@@ -112,7 +112,7 @@ def test_a_long_request_shows_two_examples_without_the_opening_every_observation
 def test_tic_tac_toes_request_is_short_and_unchanged():
     def request(**ideas):
         cfg = AutoHarnessConfig(env="TicTacToe-v0", method="ratchet", iterations=0,
-                                ideas={"samples_per_step": 1, "library_seed": False, "repair": False, **ideas})
+                                ideas={"samples_per_step": 1, "library_seed": False, "induce": False, "repair": False, **ideas})
         cfg.budget.max_calls = 1
         game = env_factory_for("TicTacToe-v0")
         model = ScriptedModel(["```python\ndef legal_moves(cells):\n    return []\n```"])

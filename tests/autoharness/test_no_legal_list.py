@@ -61,7 +61,7 @@ def test_exploring_labels_every_action_and_finds_full_lists():
 
 def test_the_search_reaches_h_1_on_a_game_with_no_printed_legal_list():
     cfg = AutoHarnessConfig(env="Plots-v0", method="ratchet", eval_envs=3, eval_steps=30, iterations=2, search_seeds=[0, 1, 2],
-                            heldout_seeds=[100], transitions_per_seed=30, ideas={"samples_per_step": 1, "library_seed": False})
+                            heldout_seeds=[100], transitions_per_seed=30, ideas={"samples_per_step": 1, "library_seed": False, "induce": False})
     model, run = ScriptedModel(["```python\n" + TUPLES + "```"]), MemoryRun()
     search = Synthesis(cfg, model, run, plots, InProcessHarness, hint_env_factory=plots, description=plots().reset(0).text)
     result = search.run_search()

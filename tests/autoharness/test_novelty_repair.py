@@ -27,7 +27,7 @@ def reply(body: str, comment: str = "") -> str:
 def config(iterations: int = 4, max_calls: int = 40, **ideas) -> AutoHarnessConfig:
     cfg = AutoHarnessConfig(method="ratchet", eval_envs=3, eval_steps=30, iterations=iterations, search_seeds=[0, 1, 2],
                             heldout_seeds=[100, 101], transitions_per_seed=30,
-                            ideas={"samples_per_step": 2, "library_seed": False, **ideas})
+                            ideas={"samples_per_step": 2, "library_seed": False, "induce": False, **ideas})
     cfg.budget.max_calls = max_calls
     return cfg
 

@@ -31,7 +31,7 @@ def reply(body: str) -> str:
 def config(iterations: int = 6, **ideas) -> AutoHarnessConfig:
     return AutoHarnessConfig(method="ratchet", eval_envs=3, eval_steps=30, iterations=iterations, search_seeds=[0, 1, 2],
                              heldout_seeds=[100, 101], transitions_per_seed=30,
-                             ideas={"samples_per_step": 1, "novelty": False, "repair": False, **ideas})
+                             ideas={"samples_per_step": 1, "induce": False, "novelty": False, "repair": False, **ideas})
 
 
 def synthesis(cfg, model, run=None) -> Synthesis:

@@ -49,7 +49,7 @@ def reply(body: str) -> str:
 V = "# v@\n"  # each reply numbered, so refinements are distinct candidates and the tree grows
 
 # The scenarios recorded before the novelty, repair and no-body components keep them off; the last ones have them on.
-PREVIOUS = {"novelty": False, "repair": False, "short_examples": False, "body_prefix": False, "whole_fallback": False}
+PREVIOUS = {"induce": False, "novelty": False, "repair": False, "short_examples": False, "body_prefix": False, "whole_fallback": False}
 NO_BODY = 'def legal_moves(cells):\n    """Return every legal action for the player to move."""\n'  # a copied docstring
 SCENARIOS = {
     "faithful": dict(method="faithful", replies=[fenced(FIRST_CELL + V), fenced(CRASHING), "no code here", fenced(FIRST_CELL + V)]),
@@ -64,9 +64,9 @@ SCENARIOS = {
     "ratchet_decompose": dict(method="ratchet", replies=[reply(BAD_PARSER + V), reply(BAD_RULE + V), reply(BAD_PARSER)],
                               ideas={"samples_per_step": 1, "decompose": True, "library_seed": False, **PREVIOUS}, env=BoardTicTacToe),
     "ratchet_novelty_repair": dict(method="ratchet", replies=[reply(FIXED + V), reply(FIXED), "nothing", reply(TAKEN + V), reply(FIXED)],
-                                   ideas={"samples_per_step": 2, "restarts": True}),
+                                   ideas={"samples_per_step": 2, "restarts": True, "induce": False}),
     "ratchet_whole_fallback": dict(method="ratchet", replies=[reply(NO_BODY), reply(NO_BODY), fenced(FIRST_CELL + V), fenced(CRASHING + V), reply(FREE)],
-                                   ideas={"samples_per_step": 2}),
+                                   ideas={"samples_per_step": 2, "induce": False}),
 }
 
 

@@ -7,7 +7,7 @@ import random
 import sys
 
 from ratchet.autoharness import harnesslib
-from ratchet.envs.rules import cell_rules, constant, induce, unplayed
+from ratchet.envs.rules import cell_rules, constant, filtered, induce
 
 
 def _run(source: str, *args):
@@ -78,12 +78,12 @@ def test_unplayed_actions_read_after_the_opening_every_state_shares():
     states = [((opening,), ["[1]", "[2]", "[3]", "[4]"]),
               ((opening + "[Player] [2]\n[GAME] Higher.",), ["[1]", "[3]", "[4]"]),
               ((opening + "[Player] [2]\n[Player] [4]\n",), ["[1]", "[3]"])]
-    assert unplayed(states) == (["[1]", "[2]", "[3]", "[4]"], "[GAME] Guess a number from 1 to 4, e.g. '[2]'.")
+    assert filtered(states) == (["[1]", "[2]", "[3]", "[4]"], "[GAME] Guess a number from 1 to 4, e.g. '[2]'.", ["unplayed"])
     name, source = induce(states, "board")[0]
-    assert name == "unplayed"
+    assert name == "filtered:unplayed"
     assert _run(source, opening + "[Player] [3]\n") == ["[1]", "[2]", "[4]"]
     # A listed state the rule gets wrong (here [1] missing although never played) refuses it.
-    assert unplayed(states + [((opening,), ["[2]", "[3]"]),]) is None
+    assert filtered(states + [((opening,), ["[2]", "[3]"]),]) is None
 
 
 def test_fewer_than_two_states_induce_nothing():
@@ -117,3 +117,19 @@ def test_the_actions_numbers_name_their_cell_even_for_an_action_never_seen_illeg
     _, source = induce(states, "cells", labels)[0]
     shown = board({(2, 2), (0, 0)})
     assert sorted(_run(source, shown)) == sorted(f"[{r} {c}]" for r, c in every if (r, c) not in {(2, 2), (0, 0)})
+
+
+def test_a_game_that_lists_nothing_is_fitted_over_its_grammar_from_labels_alone():
+    # Mastermind-like: codes of two distinct digits 1-3, no code guessed twice; the labels are
+    # single moves tried on states, the actions the grammar's every code.
+    universe = [f"[{a} {b}]" for a in range(1, 4) for b in range(1, 4)]
+    opening = "[GAME] Guess the code of two distinct digits 1-3, e.g. '[2 1]'.\n"
+    later = opening + "[Player] [1 2]\n[GAME] 1 black peg.\n"
+    labels = [((opening,), "[2 1]", True), ((opening,), "[1 1]", False), ((opening,), "[3 1]", True),
+              ((later,), "[1 2]", False), ((later,), "[2 3]", True), ((later,), "[3 3]", False)]
+    assert filtered([], labels, universe)[2] == ["unplayed", "distinct"]
+    name, source = induce([], "board", labels, universe)[0]
+    assert name == "filtered:unplayed+distinct"
+    assert _run(source, later) == ["[1 3]", "[2 1]", "[2 3]", "[3 1]", "[3 2]"]
+    # Labels all legal say nothing of what is illegal: no fit.
+    assert induce([], "board", [t for t in labels if t[2]], universe) == []

@@ -380,7 +380,10 @@ class Induce(Idea):
             cid, j = search._judged(template + "\n\n" + source, None, {"origin": f"induced:{name}", "iteration": 0}, 0, "library")
             return j.h, [(view.args(f["board"]), f["action"], False) for f in j.failures if f["kind"] == ENV_REJECTED and f.get("board")], (cid, j)
         states = [(view.args(b), legal) for b, legal in listed_states(search.transitions, limit=10**6)] if search.listed else []
-        found = fit(states, view.params, [(view.args(t.board), t.action, t.legal) for t in search.transitions] if states else [], judge)
+        # A game that lists no state: its grammar's every action, where there are few enough to list (Mastermind's 1296).
+        universe = None if states or not 0 < search.grammar.size() <= 5000 else search.grammar.enumerate(5000)
+        labels = [(view.args(t.board), t.action, t.legal) for t in search.transitions] if states or universe else []
+        found = fit(states, view.params, labels, judge, universe=universe)
         return [{"code": search.codes[found[0]], "judged": found}] if found else []
 
 

@@ -36,10 +36,12 @@ def _universe(states: Sequence[State]) -> list[str]:
     return list(dict.fromkeys(a for _, legal in states for a in legal))
 
 
-def _labels(states: Sequence[State], labelled: Sequence[Label]) -> dict[str, tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]]:
-    """Per listed action, the arguments where it was legal and where it was not: every listed
-    state tells each action, a single label only its own (matched by value: "[3]" is "[ 3 ]")."""
-    actions = _universe(states)
+def _labels(states: Sequence[State], labelled: Sequence[Label],
+            universe: Sequence[str] | None = None) -> dict[str, tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]]:
+    """Per action (listed, or of ``universe``: a game that lists none, its grammar's every action),
+    the arguments where it was legal and where it was not: every listed state tells each action, a
+    single label only its own (matched by value: "[3]" is "[ 3 ]")."""
+    actions = list(universe) if universe is not None else _universe(states)
     by_value = {_value(a): a for a in actions}
     out: dict[str, tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]] = {a: ([], []) for a in actions}
     for args, legal in states:
@@ -145,27 +147,37 @@ def common_opening(texts: Sequence[str]) -> str:
     return "".join(first[:n])
 
 
-def unplayed(states: Sequence[State], labelled: Sequence[Label] = ()) -> tuple[list[str], str] | None:
-    """The listed actions whose value the text (the first argument) does not show in brackets
-    after its opening (the moves so far), if that tells every state's list and every label; with
-    the line that ends the opening every state shares (the rules, which name example actions:
-    "For example, [5].")."""
-    texts = [args[0] for args, _ in states]
-    if not all(isinstance(args[0], str) for args in [*(a for a, _ in states), *(a for a, _, _ in labelled)]):
+def filtered(states: Sequence[State], labelled: Sequence[Label] = (), universe: Sequence[str] | None = None) -> tuple[list[str], str, list[str]] | None:
+    """The actions (listed, or ``universe``) that pass some of two checks on the text (the first
+    argument): ``unplayed``, the action's value is not shown in brackets after the opening every
+    text shares (the moves so far; the opening is the rules, which name example actions: "For
+    example, [5]."), and ``distinct``, no number repeats in the action (Mastermind's codes).
+    Every check that each legal label passes is kept; the fit holds if they then reject every
+    illegal label. Returns (actions, the opening's last line, the checks kept)."""
+    args = [a for a, _ in states] + [a for a, _, _ in labelled]
+    if not args or not all(isinstance(a[0], str) for a in args):
         return None
-    marker = next((line.strip() for line in reversed(common_opening(texts).splitlines()) if line.strip()), "")
+    marker = next((line.strip() for line in reversed(common_opening([a[0] for a in args]).splitlines()) if line.strip()), "")
+    shown_in: dict[str, set[str]] = {}
 
     def shown(text: str) -> set[str]:
-        return {_value("[" + v + "]") for v in _BRACKETED.findall(text.split(marker, 1)[-1] if marker else text)}
+        if text not in shown_in:
+            shown_in[text] = {_value("[" + v + "]") for v in _BRACKETED.findall(text.split(marker, 1)[-1] if marker else text)}
+        return shown_in[text]
 
-    for action, (legal, illegal) in _labels(states, labelled).items():
-        if any(_value(action) in shown(args[0]) for args in legal) or any(_value(action) not in shown(args[0]) for args in illegal):
-            return None
-    return _universe(states), marker
+    checks = {"unplayed": lambda text, action: _value(action) not in shown(text),
+              "distinct": lambda text, action: len(set(n := re.findall(r"-?\d+", action))) == len(n)}
+    labels = _labels(states, labelled, universe)
+    if all(len(re.findall(r"-?\d+", action)) < 2 for action in labels):
+        del checks["distinct"]  # one number cannot repeat: the check would be kept and say nothing
+    kept = [name for name, check in checks.items() if all(check(a[0], action) for action, (legal, _) in labels.items() for a in legal)]
+    if any(all(checks[name](a[0], action) for name in kept) for action, (_, illegal) in labels.items() for a in illegal):
+        return None
+    return list(labels), marker, kept
 
 
 def fit(states: Sequence[State], params: str, labelled: Sequence[Label], judge: Callable[[str, str], tuple[float, list[Label], Any]],
-        rounds: int = 6) -> Any:
+        rounds: int = 6, universe: Sequence[str] | None = None) -> Any:
     """Induce, judge, and induce again with what the judge saw go wrong: ``judge(name, source)``
     returns the source's score, new labels (the actions the game rejected where the rules said
     legal) and a token. The token of the first source scored 1.0, or None where no shape fits, a
@@ -173,7 +185,7 @@ def fit(states: Sequence[State], params: str, labelled: Sequence[Label], judge: 
     the first fit is "every column", and the rollouts' rejected drops teach the top cells)."""
     labelled = list(labelled)
     for _ in range(rounds):
-        found = induce(states, params, labelled)
+        found = induce(states, params, labelled, universe)
         if not found:
             return None
         score, rejected, token = judge(*found[0])
@@ -185,26 +197,30 @@ def fit(states: Sequence[State], params: str, labelled: Sequence[Label], judge: 
     return None
 
 
-def induce(states: Sequence[State], params: str, labelled: Sequence[Label] = ()) -> list[tuple[str, str]]:
+def induce(states: Sequence[State], params: str, labelled: Sequence[Label] = (), universe: Sequence[str] | None = None) -> list[tuple[str, str]]:
     """(the rule's name, the source of ``def legal_moves(<params>)``) for the first shape that
-    tells each listed state's legal list and each label right; at least two states, else nothing."""
-    if len(states) < 2:
+    tells each listed state's legal list and each label right. Needs two listed states, or, for a
+    game that lists none, its actions (``universe``, the grammar's) and labels both legal and illegal."""
+    if len(states) < 2 and not (universe and any(t[2] for t in labelled) and not all(t[2] for t in labelled)):
         return []
     head = f"def legal_moves({params}):\n"
-    doc = f'    """Induced from {len(states)} states the game listed its legal actions in (no model)."""\n'
-    out: list[tuple[str, str]] = []
-    if (same := constant(states, labelled)) is not None:
-        out.append(("constant", head + doc + f"    return {same!r}\n"))
-    elif (rules := cell_rules(states, labelled)) is not None:
-        out.append(("cells", f"RULES = {rules!r}\n\n\n" + head + doc + "    cells = " + params.split(",")[0] + "\n"
-                    "    return [a for a, (kind, arg) in RULES.items() if kind == 'always'\n"
-                    "            or (kind == 'when' and cells[arg[0]] in arg[1])\n"
-                    "            or (kind == 'unless' and all(cells[j] != arg[0] for j in arg[1]))]\n"))
-    if not out and (found := unplayed(states, labelled)) is not None:
-        actions, marker = found
-        out.append(("unplayed", "from harnesslib import bracketed\n\n" f"ACTIONS = {actions!r}\n\n\n" + head + doc +
-                    f"    text = {params.split(',')[0]}\n"
-                    + (f"    text = text.split({marker!r}, 1)[-1]  # after the opening's last line: the moves so far\n" if marker else "")
-                    + "    shown = {action_value(b) for b in bracketed(text)}\n"
-                    "    return [a for a in ACTIONS if action_value(a) not in shown]\n"))
-    return out
+    told = f"{len(states)} states the game listed its legal actions in" if states else f"{len(labelled)} labelled moves"
+    doc = f'    """Induced from {told} (no model)."""\n'
+    if states and (same := constant(states, labelled)) is not None:
+        return [("constant", head + doc + f"    return {same!r}\n")]
+    if states and (rules := cell_rules(states, labelled)) is not None:
+        return [("cells", f"RULES = {rules!r}\n\n\n" + head + doc + "    cells = " + params.split(",")[0] + "\n"
+                 "    return [a for a, (kind, arg) in RULES.items() if kind == 'always'\n"
+                 "            or (kind == 'when' and cells[arg[0]] in arg[1])\n"
+                 "            or (kind == 'unless' and all(cells[j] != arg[0] for j in arg[1]))]\n")]
+    if (found := filtered(states, labelled, universe)) is None:
+        return []
+    actions, marker, kept = found
+    if "distinct" in kept:  # a check on the action alone: made here once, not at every call
+        actions = [a for a in actions if len(set(n := re.findall(r"-?\d+", a))) == len(n)]
+    return [("filtered:" + "+".join(kept or ["none"]), "from harnesslib import bracketed\n\n" f"ACTIONS = {actions!r}\n"
+             "VALUES = [(a, action_value(a)) for a in ACTIONS]\n\n\n" + head + doc +
+             f"    text = {params.split(',')[0]}\n"
+             + (f"    text = text.split({marker!r}, 1)[-1]  # after the opening's last line: the moves so far\n" if marker else "")
+             + ("    shown = {action_value(b) for b in bracketed(text)}\n"
+                "    return [a for a, value in VALUES if value not in shown]\n" if "unplayed" in kept else "    return list(ACTIONS)\n"))]
