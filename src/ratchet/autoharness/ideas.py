@@ -370,8 +370,7 @@ class Autofix(Idea):
 
 class Induce(Idea):
     name = "induce"
-    summary = ("legal_moves rules fitted to the listed states without a model, the moves the game then rejects "
-               "fitted too (envs.rules.fit); a seed only where one solves the game")
+    summary = "legal_moves rules fitted without a model to the listed states and the moves then rejected (envs.rules.fit); a seed if solved"
 
     def seeds(self, search):  # a rules table not yet right is no parent a small model can read: each round is stored, not a node
         view, template = search.view(), scaffold_for(search.view(), search.grammar.form)
@@ -382,8 +381,7 @@ class Induce(Idea):
         states = [(view.args(b), legal) for b, legal in listed_states(search.transitions, limit=10**6)] if search.listed else []
         # A game that lists no state: its grammar's every action, where there are few enough to list (Mastermind's 1296).
         universe = None if states or not 0 < search.grammar.size() <= 5000 else search.grammar.enumerate(5000)
-        labels = [(view.args(t.board), t.action, t.legal) for t in search.transitions] if states or universe else []
-        found = fit(states, view.params, labels, judge, universe=universe)
+        found = fit(states, view.params, [(view.args(t.board), t.action, t.legal) for t in search.transitions], judge, universe=universe)
         return [{"code": search.codes[found[0]], "judged": found}] if found else []
 
 
