@@ -27,6 +27,7 @@ CONFIGS: dict[str, dict] = {
     "no_novelty": {"novelty": False},
     "no_repair": {"repair": False},
     "no_autofix": {"autofix": False},
+    "no_aliases": {"aliases": False},
     "neither (the previous default)": {"novelty": False, "repair": False},
     "restarts": {"restarts": True},
     "fresh_roots": {"fresh_roots": True},

@@ -36,7 +36,7 @@ def names(ideas):
 def test_the_methods_are_lists_of_components():
     assert components(config("faithful", explain_failures=True)) == []
     assert names(components(config())) == ["scaffold", "transitions", "helper_library", "samples", "library_seed", "novelty", "autofix", "repair",
-                                           "short_examples", "body_prefix", "whole_fallback"]
+                                           "aliases", "short_examples", "body_prefix", "whole_fallback"]
     on = names(components(config(decompose=True, fresh_roots=True, explain_failures=True, grammar=True, few_shot=True, restarts=True)))
     assert set(on) == set(IDEAS)
     assert "transitions" not in names(components(config(transitions=False)))

@@ -19,6 +19,7 @@ from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.decompose import Decomposer
 from ratchet.autoharness.prompts import scaffold_for, scaffold_function
 from ratchet.autoharness.transitions import check_legal_actions, score_is_legal
+from ratchet.envs.aliases import infer_aliases, without_aliases
 from ratchet.envs.explore import Transition, balanced_subset
 from ratchet.evolve.selectors import pooled_arm
 from ratchet.envs.answers import CODE_BLOCK_GRAMMAR, defined_functions, has_body
@@ -177,13 +178,13 @@ class Scaffold(Idea):
         return views(search, states)
 
     def template(self, search):
-        return scaffold_for(search.view(), search.grammar.form) if search.listed else None
+        return scaffold_for(search.view(), search.grammar.form, search.state.get("aliases")) if search.listed else None
 
 
 def views(search: Synthesis, states: Sequence[tuple[str, list[str]]]) -> list[tuple[tuple[Any, ...], list[str]]]:
-    """States as ``legal_moves`` sees them (``search.view()``'s arguments), with their legal lists."""
+    """States as ``legal_moves`` sees them (``search.view()``'s arguments), with their legal lists less the aliases."""
     view = search.view()
-    return [(view.args(b), legal) for b, legal in states]
+    return [(view.args(b), without_aliases(legal, search.state.get("aliases", {}))) for b, legal in states]
 
 
 class Transitions(Idea):
@@ -366,6 +367,15 @@ class Autofix(Idea):
         return [(f.code, f"autofix: {f.change}") for f in [fixed(search.codes[candidate_id], search.grammar.spelled())] if f]
 
 
+class Aliases(Idea):
+    name = "aliases"
+    summary = "listed actions that are one move (equal legality and next observation wherever harvested) added by legal_actions"
+    harvests = True
+
+    def ready(self, search):  # the scaffold's ALIASES; legal_moves' examples (views) keep one name a move
+        search.state["aliases"] = infer_aliases(search.transitions)
+
+
 class Restarts(Idea):
     name = "restarts"
     summary = "after `patience` refinements without a better best h, a fresh root from other example states, at temperature"
@@ -472,7 +482,7 @@ class WholeFallback(Idea):
 
 IDEAS: dict[str, type[Idea]] = {cls.name: cls for cls in (Transitions, HelperLibrary, FewShot, Scaffold, Samples, Grammar,
                                                            LibrarySeed, Decompose, FreshRoots, ExplainFailures, Novelty, Autofix,
-                                                           Repair, Restarts, ShortExamples, BodyPrefix, WholeFallback)}
+                                                           Repair, Restarts, Aliases, ShortExamples, BodyPrefix, WholeFallback)}
 """Every idea by name (the ``AutoHarnessConfig.ideas`` switch of the same name chooses it)."""
 
 
@@ -489,6 +499,6 @@ def components(config: AutoHarnessConfig) -> list[Idea]:
         (ideas.fresh_roots, lambda: FreshRoots(config.thompson_c)), (ideas.explain_failures, ExplainFailures),
         (ideas.novelty, Novelty), (ideas.autofix, Autofix), (ideas.repair, lambda: Repair(config.rng_seed)), (ideas.restarts, Restarts),
         # After every component that chooses the examples (scaffold, restarts): these read them.
-        (ideas.short_examples, ShortExamples), (ideas.body_prefix, BodyPrefix), (ideas.whole_fallback, WholeFallback),
+        (ideas.aliases, Aliases), (ideas.short_examples, ShortExamples), (ideas.body_prefix, BodyPrefix), (ideas.whole_fallback, WholeFallback),
     ]
     return [build() for on, build in chosen if on]
