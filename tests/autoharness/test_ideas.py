@@ -35,8 +35,8 @@ def names(ideas):
 
 def test_the_methods_are_lists_of_components():
     assert components(config("faithful", explain_failures=True)) == []
-    assert names(components(config())) == ["scaffold", "transitions", "helper_library", "samples", "library_seed", "novelty", "autofix", "repair",
-                                           "aliases", "short_examples", "body_prefix", "whole_fallback"]
+    assert names(components(config())) == ["scaffold", "transitions", "helper_library", "samples", "library_seed", "aliases", "novelty", "autofix",
+                                           "repair", "short_examples", "body_prefix", "whole_fallback"]
     on = names(components(config(decompose=True, fresh_roots=True, explain_failures=True, grammar=True, few_shot=True, restarts=True)))
     assert set(on) == set(IDEAS)
     assert "transitions" not in names(components(config(transitions=False)))

@@ -496,9 +496,9 @@ def components(config: AutoHarnessConfig) -> list[Idea]:
         (ideas.scaffold, Scaffold), (ideas.decompose, lambda: Decompose(ideas.helper_library)),
         (ideas.transitions, lambda: Transitions(config.rng_seed)), (ideas.helper_library, HelperLibrary), (ideas.few_shot, FewShot),
         (True, lambda: Samples(ideas.samples_per_step)), (ideas.grammar, Grammar), (ideas.library_seed, LibrarySeed),
-        (ideas.fresh_roots, lambda: FreshRoots(config.thompson_c)), (ideas.explain_failures, ExplainFailures),
+        (ideas.fresh_roots, lambda: FreshRoots(config.thompson_c)), (ideas.explain_failures, ExplainFailures), (ideas.aliases, Aliases),
         (ideas.novelty, Novelty), (ideas.autofix, Autofix), (ideas.repair, lambda: Repair(config.rng_seed)), (ideas.restarts, Restarts),
         # After every component that chooses the examples (scaffold, restarts): these read them.
-        (ideas.aliases, Aliases), (ideas.short_examples, ShortExamples), (ideas.body_prefix, BodyPrefix), (ideas.whole_fallback, WholeFallback),
+        (ideas.short_examples, ShortExamples), (ideas.body_prefix, BodyPrefix), (ideas.whole_fallback, WholeFallback),
     ]
     return [build() for on, build in chosen if on]
