@@ -7,7 +7,7 @@ import doctest
 
 from ratchet.autoharness import harnesslib
 from ratchet.envs import aliases as aliases_module
-from ratchet.envs.aliases import infer_aliases, outcome, without_aliases
+from ratchet.envs.aliases import infer_aliases, outcome
 from ratchet.envs.explore import Transition
 
 LISTED = ("[up]", "[down]", "[w]", "[s]")
@@ -29,7 +29,6 @@ def test_two_names_of_one_move_are_aliases_and_the_first_listed_is_canonical():
     found = infer_aliases([moved(0, "1", "[up]", "0"), moved(0, "1", "[w]", "0"), moved(0, "1", "[down]", "2"), moved(0, "1", "[s]", "2"),
                            moved(1, "2", "[w]", "1"), moved(1, "2", "[up]", "1"), moved(1, "2", "[s]", "3"), moved(1, "2", "[down]", "3")])
     assert found == {"[up]": ["[w]"], "[down]": ["[s]"]}
-    assert without_aliases(list(LISTED), found) == ["[up]", "[down]"]
 
 
 def test_moves_that_agree_at_one_state_but_not_another_are_not_merged():

@@ -19,7 +19,7 @@ from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.decompose import Decomposer
 from ratchet.autoharness.prompts import scaffold_for, scaffold_function
 from ratchet.autoharness.transitions import check_legal_actions, score_is_legal
-from ratchet.envs.aliases import infer_aliases, without_aliases
+from ratchet.envs.aliases import infer_aliases
 from ratchet.envs.explore import Transition, balanced_subset
 from ratchet.evolve.selectors import pooled_arm
 from ratchet.envs.answers import CODE_BLOCK_GRAMMAR, defined_functions, has_body
@@ -182,9 +182,9 @@ class Scaffold(Idea):
 
 
 def views(search: Synthesis, states: Sequence[tuple[str, list[str]]]) -> list[tuple[tuple[Any, ...], list[str]]]:
-    """States as ``legal_moves`` sees them (``search.view()``'s arguments), with their legal lists less the aliases."""
+    """States as ``legal_moves`` sees them (``search.view()``'s arguments), with their legal lists."""
     view = search.view()
-    return [(view.args(b), without_aliases(legal, search.state.get("aliases", {}))) for b, legal in states]
+    return [(view.args(b), legal) for b, legal in states]
 
 
 class Transitions(Idea):
@@ -372,7 +372,7 @@ class Aliases(Idea):
     summary = "listed actions that are one move (equal legality and next observation wherever harvested) added by legal_actions"
     harvests = True
 
-    def ready(self, search):  # the scaffold's ALIASES; legal_moves' examples (views) keep one name a move
+    def ready(self, search):  # the scaffold's ALIASES (the examples keep the game's whole lists: either answer passes)
         search.state["aliases"] = infer_aliases(search.transitions)
 
 

@@ -92,13 +92,3 @@ def _same_move(pair: tuple[str, str], states: Iterable[list[Transition]], min_sh
         shared += bool(a.legal and a.outcome and a.outcome == b.outcome)
     return shared >= min_shared
 
-
-def without_aliases(actions: Sequence[str], aliases: dict[str, list[str]]) -> list[str]:
-    """``actions`` less the aliases of ``aliases`` (the canonical actions stay): what a harness's
-    ``legal_moves`` is asked for when its scaffold adds the aliases itself (``harnesslib.with_aliases``).
-
-    >>> without_aliases(["[up]", "[down]", "[w]", "[s]"], {"[up]": ["[w]"], "[down]": ["[s]"]})
-    ['[up]', '[down]']
-    """
-    drop = {a for group in aliases.values() for a in group}
-    return [a for a in actions if a not in drop]
