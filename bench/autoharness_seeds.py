@@ -28,6 +28,7 @@ CONFIGS: dict[str, dict] = {
     "no_repair": {"repair": False},
     "no_autofix": {"autofix": False},
     "no_induce": {"induce": False},
+    "no_aliases": {"aliases": False},
     "neither (the previous default)": {"novelty": False, "repair": False},
     "restarts": {"restarts": True},
     "fresh_roots": {"fresh_roots": True},

@@ -35,7 +35,7 @@ def names(ideas):
 
 def test_the_methods_are_lists_of_components():
     assert components(config("faithful", explain_failures=True)) == []
-    assert names(components(config(induce=True))) == ["scaffold", "transitions", "helper_library", "samples", "library_seed", "induce", "novelty", "autofix",
+    assert names(components(config(induce=True))) == ["scaffold", "transitions", "helper_library", "samples", "library_seed", "induce", "aliases", "novelty", "autofix",
                                            "repair", "short_examples", "body_prefix", "whole_fallback"]
     on = names(components(config(induce=True, decompose=True, fresh_roots=True, explain_failures=True, grammar=True, few_shot=True, restarts=True)))
     assert set(on) == set(IDEAS)

@@ -31,17 +31,11 @@ def judge(before: dict[str, Any] | None, after: dict[str, Any] | None, config: A
     reasons = []
     for key, label, margin in (("legal_rate", "legal rate", config.legal_margin), ("reward", "reward", config.reward_margin)):
         b, a = before.get(key), after.get(key)
-        if b is None or a is None:
-            continue
-        if a < b - margin - 1e-9:
+        if b is not None and a is not None and a < b - margin - 1e-9:
             reasons.append(f"{label} {b:.2f} without the harness, {a:.2f} with it")
     verdict: Verdict = "rejected" if reasons else "adopted"
-    return {
-        "verdict": verdict,
-        "reasons": reasons or ["no loss on the held-out seeds"],
-        "legal_delta": _delta(before, after, "legal_rate"),
-        "reward_delta": _delta(before, after, "reward"),
-    }
+    return {"verdict": verdict, "reasons": reasons or ["no loss on the held-out seeds"],
+            "legal_delta": _delta(before, after, "legal_rate"), "reward_delta": _delta(before, after, "reward")}
 
 
 def _delta(before: dict[str, Any], after: dict[str, Any], key: str) -> float | None:

@@ -71,6 +71,8 @@ class RatchetIdeas(Settings):
     screened on the dense checks, the two best judged; one that scores higher enters as a child."""
     autofix: bool = True
     """Also judge each sample with unimported module aliases imported, bare action words bracketed (``roll``: ``[roll]``)."""
+    aliases: bool = True
+    """Listed actions the harvest shows are one move (``envs.aliases``) added by the scaffold's legal_actions to legal_moves' answer."""
     short_examples: bool = True
     """Where the one-function request is long (over ``ideas.LONG_REQUEST`` characters: long text
     boards, big grids), show two doctest examples instead of three, a text board's without the

@@ -17,18 +17,8 @@ from __future__ import annotations
 
 import re
 
-__all__ = [
-    "current_board",
-    "parse_grid",
-    "cells",
-    "bracketed",
-    "action_value",
-    "as_action",
-    "action_ints",
-    "mover",
-    "index_to_rc",
-    "rc_to_index",
-]
+__all__ = ["current_board", "parse_grid", "cells", "bracketed", "action_value", "as_action", "with_aliases", "action_ints",
+           "mover", "index_to_rc", "rc_to_index"]
 
 _SEPARATOR = re.compile(r"^(?=.*[-+=_])[\s\-+=|_]*$")  # "|     |     |" is a row of empty cells
 _BOARD_HEADER = re.compile(r"((current )?board( state)?\s*:?|current (board|grid|state)\b.*:)\s*$", re.IGNORECASE)
@@ -143,6 +133,20 @@ def as_action(value: object, form: str = "[{}]") -> str:
     if form.count("{}") == len(parts):
         return form.format(*parts)
     return "[" + " ".join(parts) + "]"
+
+
+def with_aliases(actions: list[str], aliases: dict[str, list[str]]) -> list[str]:
+    """``actions``, each followed by its other names (``aliases``: an action -> the actions the game
+    takes as the same move), without repeats; names are compared by :func:`action_value`.
+
+    >>> with_aliases(["[w]", "[left]"], {"[up]": ["[w]"], "[left]": ["[a]"]}), with_aliases(["[4]"], {})
+    (['[w]', '[up]', '[left]', '[a]'], ['[4]'])
+    """
+    groups = {action_value(m): [k, *v] for k, v in aliases.items() for m in [k, *v]}
+    out: dict[str, str] = {}
+    for name in (n for a in actions for n in [a, *groups.get(action_value(a), [])]):
+        out.setdefault(action_value(name), name)
+    return list(out.values())
 
 
 def action_ints(action: str) -> list[int]:

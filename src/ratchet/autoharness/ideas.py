@@ -20,8 +20,9 @@ from ratchet.autoharness.decompose import Decomposer
 from ratchet.autoharness.evaluate import ENV_REJECTED
 from ratchet.autoharness.prompts import scaffold_for, scaffold_function
 from ratchet.autoharness.transitions import check_legal_actions, score_is_legal
-from ratchet.envs.explore import Transition, balanced_subset, listed_states
-from ratchet.envs.rules import common_opening, fit
+from ratchet.envs.aliases import infer_aliases
+from ratchet.envs.explore import Transition, balanced_subset
+from ratchet.envs.rules import common_opening, fit_harvest
 from ratchet.evolve.selectors import pooled_arm
 from ratchet.envs.answers import CODE_BLOCK_GRAMMAR, defined_functions, has_body
 from ratchet.evolve.proposers.mutation import fixed, mutants, normalized
@@ -179,7 +180,7 @@ class Scaffold(Idea):
         return views(search, states)
 
     def template(self, search):
-        return scaffold_for(search.view(), search.grammar.form) if search.listed else None
+        return scaffold_for(search.view(), search.grammar.form, search.state.get("aliases")) if search.listed else None
 
 
 def views(search: Synthesis, states: Sequence[tuple[str, list[str]]]) -> list[tuple[tuple[Any, ...], list[str]]]:
@@ -373,16 +374,22 @@ class Induce(Idea):
     summary = "legal_moves rules fitted without a model to the listed states and the moves then rejected (envs.rules.fit); a seed if solved"
 
     def seeds(self, search):  # a rules table not yet right is no parent a small model can read: each round is stored, not a node
-        view, template = search.view(), scaffold_for(search.view(), search.grammar.form)
+        view, template = search.view(), scaffold_for(search.view(), search.grammar.form, search.state.get("aliases"))
 
         def judge(name: str, source: str) -> tuple[float, list, tuple]:
             cid, j = search._judged(template + "\n\n" + source, None, {"origin": f"induced:{name}", "iteration": 0}, 0, "library")
             return j.h, [(view.args(f["board"]), f["action"], False) for f in j.failures if f["kind"] == ENV_REJECTED and f.get("board")], (cid, j)
-        states = [(view.args(b), legal) for b, legal in listed_states(search.transitions, limit=10**6)] if search.listed else []
-        # A game that lists no state: its grammar's every action, where there are few enough to list (Mastermind's 1296).
-        universe = None if states or not 0 < search.grammar.size() <= 5000 else search.grammar.enumerate(5000)
-        found = fit(states, view.params, [(view.args(t.board), t.action, t.legal) for t in search.transitions], judge, universe=universe)
+        found = fit_harvest(search.transitions, view.args, view.params, search.grammar, judge)
         return [{"code": search.codes[found[0]], "judged": found}] if found else []
+
+
+class Aliases(Idea):
+    name = "aliases"
+    summary = "listed actions that are one move (equal legality and next observation wherever harvested) added by legal_actions"
+    harvests = True
+
+    def ready(self, search):  # the scaffold's ALIASES (the examples keep the game's whole lists: either answer passes)
+        search.state["aliases"] = infer_aliases(search.transitions)
 
 
 class Restarts(Idea):
@@ -482,7 +489,7 @@ class WholeFallback(Idea):
 
 IDEAS: dict[str, type[Idea]] = {cls.name: cls for cls in (Transitions, HelperLibrary, FewShot, Scaffold, Samples, Grammar,
                                                            LibrarySeed, Decompose, FreshRoots, ExplainFailures, Novelty, Autofix,
-                                                           Repair, Restarts, ShortExamples, BodyPrefix, WholeFallback, Induce)}
+                                                           Repair, Restarts, Aliases, ShortExamples, BodyPrefix, WholeFallback, Induce)}
 """Every idea by name (the ``AutoHarnessConfig.ideas`` switch of the same name chooses it)."""
 
 
@@ -496,7 +503,7 @@ def components(config: AutoHarnessConfig) -> list[Idea]:
         (ideas.scaffold, Scaffold), (ideas.decompose, lambda: Decompose(ideas.helper_library)),
         (ideas.transitions, lambda: Transitions(config.rng_seed)), (ideas.helper_library, HelperLibrary), (ideas.few_shot, FewShot),
         (True, lambda: Samples(ideas.samples_per_step)), (ideas.grammar, Grammar), (ideas.library_seed, LibrarySeed), (ideas.induce, Induce),
-        (ideas.fresh_roots, lambda: FreshRoots(config.thompson_c)), (ideas.explain_failures, ExplainFailures),
+        (ideas.fresh_roots, lambda: FreshRoots(config.thompson_c)), (ideas.explain_failures, ExplainFailures), (ideas.aliases, Aliases),
         (ideas.novelty, Novelty), (ideas.autofix, Autofix), (ideas.repair, lambda: Repair(config.rng_seed)), (ideas.restarts, Restarts),
         # After every component that chooses the examples (scaffold, restarts): these read them.
         (ideas.short_examples, ShortExamples), (ideas.body_prefix, BodyPrefix), (ideas.whole_fallback, WholeFallback),

@@ -63,14 +63,15 @@ def is_legal_action(board, action):
 
 
 SCAFFOLD = '''import random
-from harnesslib import current_board, parse_grid, cells, action_value, as_action
+from harnesslib import current_board, parse_grid, cells, with_aliases, action_value, as_action
 
 ACTION_FORM = "[{}]"
+ALIASES = {}
 
 def legal_actions(board):
     """Every legal action for the player to move, as strings like "[4]"."""
     # Small models often return the bare value ("4") or a tuple ((0, 2)); the game's format is ACTION_FORM.
-    return [as_action(a, ACTION_FORM) for a in legal_moves(cells(parse_grid(current_board(board))))]
+    return with_aliases([as_action(a, ACTION_FORM) for a in legal_moves(cells(parse_grid(current_board(board))))], ALIASES)
 
 def propose_action(board):
     return random.choice(legal_actions(board))
@@ -79,13 +80,13 @@ def is_legal_action(board, action):
     return action_value(action) in [action_value(a) for a in legal_actions(board)]
 '''
 
-def scaffold_for(view: BoardView, form: str = "[{}]") -> str:
+def scaffold_for(view: BoardView, form: str = "[{}]", aliases: dict[str, list[str]] | None = None) -> str:
     """The template for ``view`` (``views.py``: what ``legal_moves`` is called with), its
-    ``ACTION_FORM`` the game's action format (``envs.grammar``)."""
+    ``ACTION_FORM`` the game's action format (``envs.grammar``), its ``ALIASES`` ``envs.aliases``'."""
     text = SCAFFOLD.replace("legal_moves(cells(parse_grid(current_board(board))))", f"legal_moves({view.call})")
     if view.imports:
         text = text.replace("action_value, as_action\n", f"action_value, as_action, {view.imports}\n", 1)
-    return view.adapt(text).replace('ACTION_FORM = "[{}]"', f"ACTION_FORM = {form!r}")
+    return view.adapt(text).replace('ACTION_FORM = "[{}]"', f"ACTION_FORM = {form!r}").replace("ALIASES = {}", f"ALIASES = {aliases or {}!r}")
 
 
 def compact_list(values: Sequence[Any], run: int = 4) -> str:

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from ratchet.contracts import Environment
+from ratchet.envs.aliases import outcome
 from ratchet.envs.grammar import infer_grammar
 from ratchet.envs.hints import HINT_LABEL, hint_items
 from ratchet.envs.textarena_env import plain_board
@@ -62,6 +63,8 @@ class Transition:
     listed: tuple[str, ...] = ()
     """The full legal list at this state: printed by the game before hint stripping, or found by
     trying every action of the game's grammar (empty if neither)."""
+    outcome: str = ""
+    """A digest of the next observation, the actions in it dropped (``aliases.outcome``; "" if not known)."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -159,8 +162,9 @@ def harvest(
                         break
                     result = env.step(action)
                     ok = result.legal or result.losing_not_illegal
+                    after = outcome(result.observation.text if result.observation else None, result.done, [action, *legal_list])
                     here.append(Transition(seed, tuple(prefix), obs.text, action, ok, None if ok else result.illegal_reason,
-                                           obs.player_id, tuple(legal_list)))
+                                           obs.player_id, tuple(legal_list), after))
                     if not ok and result.illegal_reason and result.illegal_reason not in texts:
                         texts.append(result.illegal_reason)  # error messages often show the format
                         grammar = infer_grammar(texts)

@@ -17,6 +17,9 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ratchet.envs.explore import Transition, listed_states
+from ratchet.envs.grammar import ActionGrammar
+
 #: (the arguments legal_moves is called with, the legal actions listed there)
 State = tuple[tuple[Any, ...], Sequence[str]]
 #: (those arguments, an action tried there, whether the game took it): a state's label for one action
@@ -195,6 +198,16 @@ def fit(states: Sequence[State], params: str, labelled: Sequence[Label], judge: 
             return None
         labelled += rejected
     return None
+
+
+def fit_harvest(transitions: Sequence[Transition], args_of: Callable[[str], tuple[Any, ...]], params: str, grammar: ActionGrammar,
+                judge: Callable[[str, str], tuple[float, list[Label], Any]], rounds: int = 6) -> Any:
+    """:func:`fit` over a game's harvest: its states with a full legal list and every labelled move,
+    each board as ``args_of`` gives it to ``legal_moves``. A game that lists no state is fitted over
+    its grammar's every action where there are few enough to list (Mastermind's 1,296 codes)."""
+    states = [(args_of(board), legal) for board, legal in listed_states(transitions, limit=max(1, len(transitions)))]
+    universe = None if states or not 0 < grammar.size() <= 5000 else grammar.enumerate(5000)
+    return fit(states, params, [(args_of(t.board), t.action, t.legal) for t in transitions], judge, rounds, universe)
 
 
 def induce(states: Sequence[State], params: str, labelled: Sequence[Label] = (), universe: Sequence[str] | None = None) -> list[tuple[str, str]]:
