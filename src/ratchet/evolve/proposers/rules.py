@@ -38,6 +38,7 @@ from ratchet.envs.explore import Transition, harvest, listed_states
 from ratchet.envs.grammar import ActionGrammar, infer_grammar
 from ratchet.envs.registry import env_factory_for
 from ratchet.envs.rules import Label, State, induce
+from ratchet.evolve.archive import per_task_means
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.proposers.base import SKIPS_FILE
 from ratchet.evolve.proposers.config import InducedRulesOptions
@@ -179,11 +180,14 @@ class InducedRulesProposer:
             where = f" (candidate {earlier})" if earlier else ""
             return self.skip(parent, f"nothing new learned: {len(rejected)} rejected moves give the rules already proposed{where}")
         self.proposed.add(code)
-        failing = list(dict.fromkeys(r.task_id for r in results if r.score < 1.0))
-        target = (f"{len(failing)} of {len({r.task_id for r in results})} {split} tasks the parent fails: {', '.join(failing[:8])}"
+        means = per_task_means(results)
+        failing = [t for t, m in means.items() if m < 1.0]
+        target = (f"{len(failing)} of {len(means)} {split} tasks the parent fails: {', '.join(failing[:8])}"
                   if failing else f"the {split} tasks (the parent fails none recorded)")
+        # Predicted to flip: the tasks the parent fails as the claim check counts a failure (mean
+        # below 0.5); one it plays mostly legally already cannot flip, only rise.
         claim = Claim(target=target, root_cause=f"rules fitted to {states} labelled states ({rule} rule, no model)",
-                      predicted_flips=tuple(failing))
+                      predicted_flips=tuple(t for t in failing if means[t] < 0.5))
         self.last_reason = self.last_skip = None
         return Proposal(files={surface: code}, claim=claim, proposer=self.name, parents=(parent.id,),
                         meta={"surfaces": [surface], "rule": rule, "listed_states": len(h.states), "labelled_states": states,
