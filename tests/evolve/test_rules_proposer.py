@@ -7,6 +7,9 @@ keeps the fitted harness, which plays every test seed legally, with no model cal
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -156,3 +159,10 @@ def test_the_engine_keeps_the_fitted_harness_and_it_plays_every_test_seed_legall
     assert model.calls == []  # the fit asked nothing; the second step found nothing new to propose
     [step] = report["proposals"]["failed_steps"]
     assert step["proposer"] == "induced_rules" and "nothing new learned" in step["reason"]
+
+
+def test_the_proposer_imports_nothing_of_the_cli() -> None:
+    code = ("import sys, ratchet.evolve.proposers.rules\n"
+            "assert not [m for m in sys.modules if m.startswith('ratchet.cli')], 'ratchet.cli imported'\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ})
+    assert done.returncode == 0, done.stderr
