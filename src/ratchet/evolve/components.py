@@ -31,6 +31,7 @@ PROPOSERS = {
     "merge": "ratchet.evolve.proposers.merge:MergeProposer",
     "agentic": "ratchet.evolve.proposers.agentic:AgenticProposer",
     "critic_refiner": "ratchet.evolve.proposers.critic:CriticRefinerProposer",
+    "induced_rules": "ratchet.evolve.proposers.rules:InducedRulesProposer",
     "noop": "ratchet.evolve.proposers.controls:NoopProposer",
     "cosmetic": "ratchet.evolve.proposers.controls:CosmeticProposer",
 }

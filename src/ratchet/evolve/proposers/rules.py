@@ -1,0 +1,203 @@
+"""Legal-move rules fitted with no model, as an engine proposer (``induced_rules``): the dedicated
+search's ``induce`` idea, with the engine's evaluations as its judge.
+
+On its first proposal it harvests labelled transitions of the game (``envs.explore.harvest``:
+random walks whose states are replayed with every listed action, plus illegal ones), chooses how
+``legal_moves`` sees a state (``autoharness.views.choose_view``) and fits rules to the states the
+game listed its legal actions in (``envs.rules.induce``: one list everywhere, a cell that tells an
+action, a marker, the moves not yet played). The rules, inside the one-function scaffold
+(``autoharness.prompts.scaffold_for``), are the whole new ``harness.py``.
+
+Every later proposal adds the moves the game rejected on the split the proposer may read (the
+parent's, and those of the versions this proposer made before: each failure of kind
+``rejected_by_env`` carries its board and action, an illegal label) and fits again: the
+counterexample loop of ``envs.rules.fit``, one round per engine step, judged by the engine's own
+evaluation and gate. Connect Four's harvest never fills a column (every column fits), and the
+first version's rejected drops teach the top cells.
+
+It gives up (None, with ``last_reason``) when no shape fits, when the fit is the parent's own
+file, and when the labels give rules it already proposed: nothing new was learned. It never asks
+the model and never runs candidate code (the suite does, in its sandbox); the harvest plays the
+game in this process, as the legality suite's envs do. Its harvest lives in memory: a resumed run
+harvests again (the same walks: the harvest has its own seed).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ratchet.autoharness.evaluate import ENV_REJECTED
+from ratchet.autoharness.prompts import scaffold_for
+from ratchet.autoharness.views import BoardView, choose_view
+from ratchet.contracts import ArchiveView, Candidate, Claim, Proposal, TaskResult
+from ratchet.envs.explore import Transition, harvest, listed_states
+from ratchet.envs.grammar import ActionGrammar, infer_grammar
+from ratchet.envs.registry import env_factory_for
+from ratchet.envs.rules import Label, State, induce
+from ratchet.evolve.archive import per_task_means
+from ratchet.evolve.context import EngineContext
+from ratchet.evolve.proposers.base import SKIPS_FILE
+from ratchet.evolve.proposers.config import InducedRulesOptions
+
+#: A game that lists no state is fitted over its grammar's every action where there are at most
+#: this many (Mastermind's 1,296 codes), as the dedicated search does.
+MAX_UNIVERSE = 5000
+
+
+@dataclass
+class Harvest:
+    """What exploring a game gives the fit: its states as ``legal_moves``' arguments, labels, the
+    scaffold the rules go into."""
+
+    game: str
+    transitions: list[Transition]
+    grammar: ActionGrammar
+    view: BoardView
+    states: list[State]
+    """The states the game listed its legal actions in, as (arguments, legal actions)."""
+    labels: list[Label]
+    """Every harvested (arguments, action, legal?)."""
+    universe: list[str] | None
+    """For a game that lists no state: its grammar's every action (None otherwise, or too many)."""
+
+    @property
+    def template(self) -> str:
+        return scaffold_for(self.view, self.grammar.form)
+
+    def harness(self, source: str) -> str:
+        """The whole harness: the scaffold (``propose_action``, ``is_legal_action`` over
+        ``legal_moves``) and the fitted ``legal_moves``, as the dedicated search judges it."""
+        return self.template + "\n\n" + source
+
+
+def harvest_game(game: str, seeds: Sequence[int], per_seed: int = 60, rng_seed: int = 0, max_seconds: float = 60.0) -> Harvest:
+    """Labelled transitions of ``game`` from ``seeds`` (the env the harness sees, and the same game
+    with its legal lists kept to read them from), the action grammar its rules and error messages
+    show, and the view its listed states call for."""
+    env_factory = env_factory_for(game)
+    probe = env_factory()
+    try:
+        description = probe.game_description() if hasattr(probe, "game_description") else ""
+    finally:
+        probe.close()
+    transitions = harvest(env_factory, env_factory_for(game, hints=True), list(seeds), per_seed, random.Random(rng_seed), max_seconds)
+    grammar = infer_grammar([description, *dict.fromkeys(t.reason for t in transitions if t.reason)],
+                            [t.action for t in transitions if t.legal][:20])
+    listed = listed_states(transitions, limit=10**6)
+    view = choose_view(listed or [(t.board, []) for t in transitions[:5]])
+    states = [(view.args(board), legal) for board, legal in listed]
+    universe = None if states or not 0 < grammar.size() <= MAX_UNIVERSE else grammar.enumerate(MAX_UNIVERSE)
+    return Harvest(game, transitions, grammar, view, states, [(view.args(t.board), t.action, t.legal) for t in transitions], universe)
+
+
+def rejected_labels(results: Iterable[TaskResult], view: BoardView) -> list[Label]:
+    """The moves the game rejected in ``results`` (failures of kind ``rejected_by_env`` with a
+    board and an action) as illegal labels, each (board, action) once, in order."""
+    out: dict[tuple[str, str], Label] = {}
+    for result in results:
+        for failure in result.failures:
+            board, action = failure.detail.get("board"), failure.detail.get("action")
+            if failure.kind == ENV_REJECTED and board and action and (board, str(action)) not in out:
+                out[(board, str(action))] = (view.args(board), str(action), False)
+    return list(out.values())
+
+
+def _game_and_seed(task_id: str) -> tuple[str, int] | None:
+    game, sep, seed = task_id.rpartition("#")
+    return (game, int(seed)) if sep and game and seed.lstrip("-").isdigit() else None
+
+
+class InducedRulesProposer:
+    """Proposes a harness whose ``legal_moves`` is fitted to the game's harvested states and the
+    moves the game rejected so far, with no model call (see the module's docstring)."""
+
+    name = "induced_rules"
+    Options = InducedRulesOptions
+
+    def __init__(self, options: InducedRulesOptions, ctx: EngineContext | None = None) -> None:
+        self.options = options
+        self.ctx = ctx
+        self.asks = 0
+        """Model calls made: none, ever."""
+        self.last_reason: str | None = None
+        """Why the last ``propose`` returned None (None after a proposal)."""
+        self.last_skip: dict[str, Any] | None = None
+        self.harvested: Harvest | None = None
+        """The harvest, made on the first proposal and kept."""
+        self.proposed: set[str] = set()
+        """The harness files this proposer has proposed (a refit that gives one back learned nothing)."""
+
+    # -- evidence ------------------------------------------------------------------------------
+
+    def _harvest(self, results: Sequence[TaskResult]) -> Harvest | str:
+        """The game's harvest (made once), or why there is none."""
+        if self.harvested is not None:
+            return self.harvested
+        named = [g for g in (_game_and_seed(r.task_id) for r in results) if g is not None]
+        game = self.options.game or (named[0][0] if named else None)
+        seeds = self.options.seeds if self.options.seeds is not None else list(dict.fromkeys(s for g, s in named if g == game))
+        if not game or not seeds:
+            return (f"no game or seeds to harvest: the parent has no {self.options.split} results whose task ids name "
+                    "GAME#SEED (the legality suite's); set the proposer's game and seeds")
+        self.harvested = harvest_game(game, seeds, self.options.transitions_per_seed, self.options.rng_seed, self.options.harvest_seconds)
+        return self.harvested
+
+    def _own(self, archive: ArchiveView) -> list[Candidate]:
+        return [c for c in archive.candidates() if c.meta.get("proposer") == self.name]
+
+    # -- the proposal --------------------------------------------------------------------------
+
+    def propose(self, parent: Candidate, archive: ArchiveView, rng: Any = None) -> Proposal | None:
+        surface, split = self.options.surface, self.options.split
+        if surface not in parent.files:
+            return self.skip(parent, f"the parent has no {surface}")
+        results = list(archive.results(parent.id, split))
+        found = self._harvest(results)
+        if isinstance(found, str):
+            return self.skip(parent, found)
+        h = found
+        # The counterexamples: the parent's rejected moves, and those of every version this
+        # proposer made (the last child's, even one the gate turned down).
+        seen = results + [r for c in self._own(archive) if c.id != parent.id for r in archive.results(c.id, split)]
+        rejected = rejected_labels(seen, h.view)
+        labels = h.labels + rejected
+        fits = induce(h.states, h.view.params, labels, h.universe)
+        states = len({repr(args) for args, _ in h.states} | {repr(args) for args, _, _ in labels})
+        if not fits:
+            return self.skip(parent, f"no rule shape fits {h.game}'s {states} labelled states ({len(h.states)} with the "
+                                     f"game's legal list, {len(rejected)} moves it rejected): not one list, no cell "
+                                     "rule, no filter of the actions")
+        rule, source = fits[0]
+        code = h.harness(source)
+        if code == parent.files[surface]:
+            return self.skip(parent, f"nothing new learned: the rules fitted to {states} labelled states are the parent's own")
+        earlier = next((c.id for c in self._own(archive) if c.files.get(surface) == code), None)
+        if earlier is not None or code in self.proposed:
+            where = f" (candidate {earlier})" if earlier else ""
+            return self.skip(parent, f"nothing new learned: {len(rejected)} rejected moves give the rules already proposed{where}")
+        self.proposed.add(code)
+        means = per_task_means(results)
+        failing = [t for t, m in means.items() if m < 1.0]
+        target = (f"{len(failing)} of {len(means)} {split} tasks the parent fails: {', '.join(failing[:8])}"
+                  if failing else f"the {split} tasks (the parent fails none recorded)")
+        # Predicted to flip: the tasks the parent fails as the claim check counts a failure (mean
+        # below 0.5); one it plays mostly legally already cannot flip, only rise.
+        claim = Claim(target=target, root_cause=f"rules fitted to {states} labelled states ({rule} rule, no model)",
+                      predicted_flips=tuple(t for t in failing if means[t] < 0.5))
+        self.last_reason = self.last_skip = None
+        return Proposal(files={surface: code}, claim=claim, proposer=self.name, parents=(parent.id,),
+                        meta={"surfaces": [surface], "rule": rule, "listed_states": len(h.states), "labelled_states": states,
+                              "rejected_labels": len(rejected), "view": h.view.name, "game": h.game})
+
+    def skip(self, parent: Candidate, reason: str) -> None:
+        """No proposal this time: remember and record why (the loop keeps it as a failed proposal)."""
+        self.last_reason = reason
+        self.last_skip = {"reason": reason, "claim": None, "attempts": []}
+        run = getattr(self.ctx, "run", None)
+        if run is not None and hasattr(run, "append_jsonl"):
+            run.append_jsonl(SKIPS_FILE, {"proposer": self.name, "parent": parent.id, "reason": reason, "at": time.time()})
+        return None

@@ -1,0 +1,168 @@
+"""The ``induced_rules`` proposer (evolve/proposers/rules.py) on real offline TextArena games, judged
+by the real ``legality`` suite with the harness run in-process: its first proposal for Tic Tac Toe
+plays every seed legally; Connect Four's first fit (every column: the harvest never fills one) is
+fixed by a later proposal from the moves the game rejected; a game no shape fits gives None with a
+reason. And ``Engine`` (what ``ratchet evolve run`` runs) on the example's ``evolve-rules.yaml``
+keeps the fitted harness, which plays every test seed legally, with no model call."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ratchet.autoharness.runtime import InProcessHarness
+from ratchet.contracts import Candidate, TaskResult
+from ratchet.evolve.components import build
+from ratchet.evolve.config import ComponentSpec, EvolveConfig
+from ratchet.evolve.context import EngineContext
+from ratchet.evolve.loop import Engine
+from ratchet.evolve.manifest import load_manifest
+from ratchet.evolve.proposers.rules import InducedRulesProposer
+from ratchet.evolve.suites.config import LegalityOptions
+from ratchet.evolve.suites.legality import LegalitySuite
+from ratchet.models import ScriptedModel
+from ratchet.store import RunStore
+
+pytest.importorskip("textarena")
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "autoharness-engine"
+STARTING = (EXAMPLE / "harness.py").read_text()
+
+
+class Archive:
+    """An in-test ArchiveView over evaluated candidates: per-split results, every status."""
+
+    def __init__(self) -> None:
+        self.items: dict[str, Candidate] = {}
+        self.by_split: dict[tuple[str, str], list[TaskResult]] = {}
+
+    def add(self, candidate: Candidate, split: str = "search", results: list[TaskResult] | None = None) -> Candidate:
+        self.items[candidate.id] = candidate
+        self.by_split[(candidate.id, split)] = list(results or [])
+        return candidate
+
+    def candidates(self, status: str | None = None) -> list[Candidate]:
+        return list(self.items.values())
+
+    def results(self, candidate_id: str, split: str) -> list[TaskResult]:
+        return self.by_split.get((candidate_id, split), [])
+
+    def score(self, candidate_id: str, split: str) -> float | None:
+        rs = self.results(candidate_id, split)
+        return sum(r.score for r in rs) / len(rs) if rs else None
+
+    def children(self, candidate_id: str) -> list[str]:
+        return [c.id for c in self.items.values() if c.parent_id == candidate_id]
+
+    def rejected(self, limit: int = 10) -> list:
+        return []
+
+    def unusable(self, limit: int | None = None) -> list[dict]:
+        return []
+
+
+def suite(game: str, seeds: list[int], steps: int = 30) -> LegalitySuite:
+    ctx = EngineContext(load_manifest(EXAMPLE), EXAMPLE, extra={"harness_runtime": InProcessHarness})
+    return LegalitySuite(LegalityOptions(game=game, seeds=seeds, steps_per_env=steps), ctx)
+
+
+def proposer(**options) -> InducedRulesProposer:
+    ctx = EngineContext(load_manifest(EXAMPLE), EXAMPLE)
+    return build("proposer", ComponentSpec(name="induced_rules", options=options), ctx)
+
+
+def child_of(parent: Candidate, proposal) -> Candidate:
+    return Candidate.from_files(parent.kind, {**parent.files, **proposal.files}, parent.id, proposer=proposal.proposer)
+
+
+def test_the_first_proposal_for_tic_tac_toe_plays_every_seed_legally() -> None:
+    judge = suite("TicTacToe-v0", list(range(12)) + [1000, 1001])
+    search = judge.tasks()[:4]
+    root = Candidate.from_files("h", {"harness.py": STARTING})
+    archive = Archive()
+    archive.add(root, "search", judge.evaluate(root, search, 0))
+    assert any(r.score < 1.0 for r in archive.results(root.id, "search"))
+    rules = proposer()  # the game and the harvest's seeds: the search tasks' ids
+    proposal = rules.propose(root, archive, None)
+    assert proposal is not None and rules.last_reason is None and rules.asks == 0
+    assert list(proposal.files) == ["harness.py"] and "def legal_moves(cells)" in proposal.files["harness.py"]
+    assert rules.harvested.game == "TicTacToe-v0" and {t.seed for t in rules.harvested.transitions} <= {0, 1, 2, 3}
+    assert proposal.meta["rule"] == "cells" and "labelled states" in proposal.claim.root_cause
+    failing = {r.task_id for r in archive.results(root.id, "search") if r.score < 1.0}
+    assert failing and all(t in proposal.claim.target for t in failing)
+    # Flips are what the claim check counts (a mean below 0.5 reaching 0.5): the random root plays mostly legally.
+    assert set(proposal.claim.predicted_flips) == {r.task_id for r in archive.results(root.id, "search") if r.score < 0.5}
+    child = child_of(root, proposal)
+    for seed in (0, 1):
+        assert all(r.score == 1.0 for r in judge.evaluate(child, judge.tasks(), seed))
+    # The same evidence again: nothing new learned.
+    assert rules.propose(root, archive, None) is None and "nothing new learned" in rules.last_reason
+
+
+def test_connect_four_is_fitted_again_with_the_moves_the_game_rejected() -> None:
+    judge = suite("ConnectFour-v0", [0, 1, 2, 3, 20, 21, 22, 23], steps=60)
+    search, held = judge.tasks()[:4], judge.tasks()[4:]
+    root = Candidate.from_files("h", {"harness.py": STARTING})
+    archive = Archive()
+    archive.add(root)  # no results: the game and seeds come from the options
+    rules = proposer(game="ConnectFour-v0", seeds=[0, 1, 2, 3])
+    first = rules.propose(root, archive, None)
+    # The harvest never fills a column: every column fits it, and the game rejects drops into a full one.
+    assert first is not None and first.meta["rule"] == "constant" and first.meta["rejected_labels"] == 0
+    child = archive.add(child_of(root, first), "search", judge.evaluate(child_of(root, first), search, 0))
+    failed = [f for r in archive.results(child.id, "search") for f in r.failures]
+    assert failed and all(f.kind == "rejected_by_env" and f.detail["board"] and f.detail["action"] for f in failed)
+    # Its own last child's rejected moves count whoever the parent is; here the child is the parent.
+    second = rules.propose(child, archive, None)
+    assert second is not None and second.meta["rule"] == "cells" and second.meta["rejected_labels"] == len(failed)
+    assert second.claim.predicted_flips == tuple(r.task_id for r in archive.results(child.id, "search") if r.score < 0.5)
+    fixed = child_of(child, second)
+    assert all(r.score == 1.0 for r in judge.evaluate(fixed, search + held, 0))
+    # Nothing rejected since: the same rules, no proposal.
+    assert rules.propose(child, archive, None) is None and "already proposed" in rules.last_reason
+
+
+def test_a_game_no_shape_fits_gives_no_proposal_and_says_why() -> None:
+    root = Candidate.from_files("h", {"harness.py": STARTING})
+    archive = Archive()
+    archive.add(root)
+    rules = proposer(game="Othello-v0", seeds=[0, 1, 2, 3])  # legality depends on lines of discs, not one cell
+    assert rules.propose(root, archive, None) is None
+    assert "no rule shape fits Othello-v0" in rules.last_reason and rules.last_skip["reason"] == rules.last_reason
+    # Without results naming the game and no option: no harvest, and it says so.
+    blind = proposer()
+    assert blind.propose(root, archive, None) is None and "set the proposer's game and seeds" in blind.last_reason
+
+
+def rules_config(**overrides) -> EvolveConfig:
+    raw = yaml.safe_load((EXAMPLE / "evolve-rules.yaml").read_text())
+    raw.update(workspace=str(EXAMPLE), model="scripted:", **overrides)
+    return EvolveConfig.model_validate(raw)
+
+
+def test_the_engine_keeps_the_fitted_harness_and_it_plays_every_test_seed_legally(tmp_path: Path) -> None:
+    cfg = rules_config(iterations=2)
+    assert [p.name for p in cfg.proposers] == ["induced_rules", "critic_refiner"]
+    run = RunStore(tmp_path / "runs").create_run("evolve", cfg)
+    model = ScriptedModel(["no code here"])  # the refiner's reply, should it be drawn
+    summary = Engine(cfg, run, model, extra={"harness_runtime": InProcessHarness}).execute()
+    report = summary["report"]
+    assert summary["state"] == "done" and summary["accepted"] == 2 and report["proposals"]["accepted"] == 1
+    assert report["split"] == "test" and report["tasks"] == 8
+    assert report["best"]["id"] != report["original"]["id"]
+    assert report["best"]["mean"] == 1.0 > report["original"]["mean"]
+    assert model.calls == []  # the fit asked nothing; the second step found nothing new to propose
+    [step] = report["proposals"]["failed_steps"]
+    assert step["proposer"] == "induced_rules" and "nothing new learned" in step["reason"]
+
+
+def test_the_proposer_imports_nothing_of_the_cli() -> None:
+    code = ("import sys, ratchet.evolve.proposers.rules\n"
+            "assert not [m for m in sys.modules if m.startswith('ratchet.cli')], 'ratchet.cli imported'\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ})
+    assert done.returncode == 0, done.stderr
