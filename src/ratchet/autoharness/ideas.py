@@ -199,8 +199,7 @@ class Transitions(Idea):
         self.unit_set: list[Transition] = []
 
     def ready(self, search):
-        if search.transitions:
-            self.unit_set = balanced_subset(search.transitions, self.size, random.Random(self.rng_seed + 1))
+        self.unit_set = balanced_subset(search.transitions, self.size, random.Random(self.rng_seed + 1)) if search.transitions else []
 
     def check(self, search, runtime, code, metrics, failures):
         if self.unit_set:
@@ -317,9 +316,7 @@ class Novelty(Idea):
         self.known: dict[str, str] = {}
 
     def repeats(self, search, code):
-        for cid, known in search.codes.items():
-            if cid not in self.known:
-                self.known[cid] = normalized(known)
+        self.known.update({cid: normalized(known) for cid, known in search.codes.items() if cid not in self.known})
         key = normalized(code)
         return next((cid for cid, k in self.known.items() if k == key), None)
 
@@ -357,8 +354,7 @@ class Repair(Idea):
         found = [m for m in mutants(code, functions=own, rng=random.Random(f"{self.rng_seed}:{candidate_id}"), limit=self.limit)
                  if normalized(m.code) not in known]
         scored = [(score, m) for m in found if (score := search.dense_score(m.code)) is not None and score > base]
-        scored.sort(key=lambda sm: -sm[0])
-        return [(m.code, f"repair: {m.change}") for _, m in scored[: self.judged]]
+        return [(m.code, f"repair: {m.change}") for _, m in sorted(scored, key=lambda sm: -sm[0])[: self.judged]]
 
 
 class Autofix(Idea):
