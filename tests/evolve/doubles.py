@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import Field
 
 from ratchet.config import Settings
-from ratchet.contracts import Candidate, Claim, Proposal, Task, TaskResult
+from ratchet.contracts import Candidate, Claim, Decision, Failure, Proposal, Task, TaskResult
 from ratchet.evolve.config import EvolveConfig
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.suites.synthetic import NoisyOptions, NoisySuite
@@ -218,3 +218,48 @@ class AgentLikeProposer:
         data["default"] = min(1.0, data.get("default", 0.0) + 0.4)
         return Proposal(files={FILE: json.dumps(data) + "\n"}, claim=Claim(target="t"), proposer=self.name,
                         parents=(parent.id,))
+
+
+class Archive:
+    """An in-test ArchiveView: candidates with statuses, per-split results, rejected attempts, failed proposals."""
+
+    def __init__(self) -> None:
+        self.items: dict[str, tuple[Candidate, str]] = {}
+        self.by_split: dict[tuple[str, str], list[TaskResult]] = {}
+        self.rejects: list[tuple[Candidate, Decision]] = []
+        self.failed: list[dict] = []
+
+    def add(self, candidate: Candidate, status: str = "accepted", **scores: float) -> Candidate:
+        self.items[candidate.id] = (candidate, status)
+        self.by_split[(candidate.id, "search")] = [
+            TaskResult(task, 0, score, trace=f"trace of {task}: got {score}",
+                       failures=() if score >= 1 else (Failure("test_failed", f"{task} assertion failed", task),))
+            for task, score in scores.items()
+        ]
+        return candidate
+
+    def record(self, candidate: Candidate, split: str = "search", results: list[TaskResult] | None = None,
+               status: str = "evaluated") -> Candidate:
+        """``candidate`` with the results given (none: it has no results on ``split``)."""
+        self.items[candidate.id] = (candidate, status)
+        self.by_split[(candidate.id, split)] = list(results or [])
+        return candidate
+
+    def candidates(self, status: str | None = None) -> list[Candidate]:
+        return [c for c, s in self.items.values() if status is None or s == status]
+
+    def results(self, candidate_id: str, split: str) -> list[TaskResult]:
+        return self.by_split.get((candidate_id, split), [])
+
+    def score(self, candidate_id: str, split: str) -> float | None:
+        rs = self.results(candidate_id, split)
+        return sum(r.score for r in rs) / len(rs) if rs else None
+
+    def children(self, candidate_id: str) -> list[str]:
+        return [c.id for c, _ in self.items.values() if c.parent_id == candidate_id]
+
+    def rejected(self, limit: int = 10) -> list[tuple[Candidate, Decision]]:
+        return self.rejects[-limit:]
+
+    def unusable(self, limit: int | None = None) -> list[dict]:
+        return self.failed[:limit]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ratchet.contracts import Candidate, Decision, Failure, Proposer, RatchetError, TaskResult
+from ratchet.contracts import Candidate, Decision, Proposer, RatchetError, TaskResult
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.manifest import Manifest
 from ratchet.evolve.proposers.agentic import AgenticProposer, AgentOutcome, AgentTask, ToolError
@@ -26,46 +26,10 @@ from ratchet.evolve.proposers.parsing import apply_blocks, extract_file, parse_b
 from ratchet.evolve.proposers.reflective import ReflectiveProposer
 from ratchet.models.scripted import ScriptedModel
 
+from doubles import Archive
+
 WORKFLOW = "def step(state):\n    return {'answer': 'x'}\n"
 PROMPT = "You write Python.\n"
-
-
-class Archive:
-    """An in-test ArchiveView: candidates with statuses, per-split results, rejected attempts, failed proposals."""
-
-    def __init__(self) -> None:
-        self.items: dict[str, tuple[Candidate, str]] = {}
-        self.by_split: dict[tuple[str, str], list[TaskResult]] = {}
-        self.rejects: list[tuple[Candidate, Decision]] = []
-        self.failed: list[dict] = []
-
-    def add(self, candidate: Candidate, status: str = "accepted", **scores: float) -> Candidate:
-        self.items[candidate.id] = (candidate, status)
-        self.by_split[(candidate.id, "search")] = [
-            TaskResult(task, 0, score, trace=f"trace of {task}: got {score}",
-                       failures=() if score >= 1 else (Failure("test_failed", f"{task} assertion failed", task),))
-            for task, score in scores.items()
-        ]
-        return candidate
-
-    def candidates(self, status: str | None = None) -> list[Candidate]:
-        return [c for c, s in self.items.values() if status is None or s == status]
-
-    def results(self, candidate_id: str, split: str) -> list[TaskResult]:
-        return self.by_split.get((candidate_id, split), [])
-
-    def score(self, candidate_id: str, split: str) -> float | None:
-        rs = self.results(candidate_id, split)
-        return sum(r.score for r in rs) / len(rs) if rs else None
-
-    def children(self, candidate_id: str) -> list[str]:
-        return [c.id for c, _ in self.items.values() if c.parent_id == candidate_id]
-
-    def rejected(self, limit: int = 10) -> list[tuple[Candidate, Decision]]:
-        return self.rejects[-limit:]
-
-    def unusable(self, limit: int | None = None) -> list[dict]:
-        return self.failed[:limit]
 
 
 class Run:

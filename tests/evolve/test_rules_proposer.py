@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from ratchet.autoharness.runtime import InProcessHarness
-from ratchet.contracts import Candidate, TaskResult
+from ratchet.contracts import Candidate
 from ratchet.evolve.components import build
 from ratchet.evolve.config import ComponentSpec, EvolveConfig
 from ratchet.evolve.context import EngineContext
@@ -28,42 +28,12 @@ from ratchet.evolve.suites.legality import LegalitySuite
 from ratchet.models import ScriptedModel
 from ratchet.store import RunStore
 
+from doubles import Archive
+
 pytest.importorskip("textarena")
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "autoharness-engine"
 STARTING = (EXAMPLE / "harness.py").read_text()
-
-
-class Archive:
-    """An in-test ArchiveView over evaluated candidates: per-split results, every status."""
-
-    def __init__(self) -> None:
-        self.items: dict[str, Candidate] = {}
-        self.by_split: dict[tuple[str, str], list[TaskResult]] = {}
-
-    def add(self, candidate: Candidate, split: str = "search", results: list[TaskResult] | None = None) -> Candidate:
-        self.items[candidate.id] = candidate
-        self.by_split[(candidate.id, split)] = list(results or [])
-        return candidate
-
-    def candidates(self, status: str | None = None) -> list[Candidate]:
-        return list(self.items.values())
-
-    def results(self, candidate_id: str, split: str) -> list[TaskResult]:
-        return self.by_split.get((candidate_id, split), [])
-
-    def score(self, candidate_id: str, split: str) -> float | None:
-        rs = self.results(candidate_id, split)
-        return sum(r.score for r in rs) / len(rs) if rs else None
-
-    def children(self, candidate_id: str) -> list[str]:
-        return [c.id for c in self.items.values() if c.parent_id == candidate_id]
-
-    def rejected(self, limit: int = 10) -> list:
-        return []
-
-    def unusable(self, limit: int | None = None) -> list[dict]:
-        return []
 
 
 def suite(game: str, seeds: list[int], steps: int = 30) -> LegalitySuite:
@@ -85,7 +55,7 @@ def test_the_first_proposal_for_tic_tac_toe_plays_every_seed_legally() -> None:
     search = judge.tasks()[:4]
     root = Candidate.from_files("h", {"harness.py": STARTING})
     archive = Archive()
-    archive.add(root, "search", judge.evaluate(root, search, 0))
+    archive.record(root, "search", judge.evaluate(root, search, 0))
     assert any(r.score < 1.0 for r in archive.results(root.id, "search"))
     rules = proposer()  # the game and the harvest's seeds: the search tasks' ids
     proposal = rules.propose(root, archive, None)
@@ -109,12 +79,12 @@ def test_connect_four_is_fitted_again_with_the_moves_the_game_rejected() -> None
     search, held = judge.tasks()[:4], judge.tasks()[4:]
     root = Candidate.from_files("h", {"harness.py": STARTING})
     archive = Archive()
-    archive.add(root)  # no results: the game and seeds come from the options
+    archive.record(root)  # no results: the game and seeds come from the options
     rules = proposer(game="ConnectFour-v0", seeds=[0, 1, 2, 3])
     first = rules.propose(root, archive, None)
     # The harvest never fills a column: every column fits it, and the game rejects drops into a full one.
     assert first is not None and first.meta["rule"] == "constant" and first.meta["rejected_labels"] == 0
-    child = archive.add(child_of(root, first), "search", judge.evaluate(child_of(root, first), search, 0))
+    child = archive.record(child_of(root, first), "search", judge.evaluate(child_of(root, first), search, 0))
     failed = [f for r in archive.results(child.id, "search") for f in r.failures]
     assert failed and all(f.kind == "rejected_by_env" and f.detail["board"] and f.detail["action"] for f in failed)
     # Its own last child's rejected moves count whoever the parent is; here the child is the parent.
@@ -130,7 +100,7 @@ def test_connect_four_is_fitted_again_with_the_moves_the_game_rejected() -> None
 def test_a_game_no_shape_fits_gives_no_proposal_and_says_why() -> None:
     root = Candidate.from_files("h", {"harness.py": STARTING})
     archive = Archive()
-    archive.add(root)
+    archive.record(root)
     rules = proposer(game="Othello-v0", seeds=[0, 1, 2, 3])  # legality depends on lines of discs, not one cell
     assert rules.propose(root, archive, None) is None
     assert "no rule shape fits Othello-v0" in rules.last_reason and rules.last_skip["reason"] == rules.last_reason
