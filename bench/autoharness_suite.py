@@ -166,8 +166,12 @@ def markdown(settings: dict[str, Any], chunks: list[dict[str, Any]], rows: list[
         f"(`--protocol {settings['protocol']}`) to keep a game near 8 minutes; wall s = the game's search and held-out check; "
         "the code-alone play stops after 300 s (`heldout_seconds`: Sokoban makes each room by a depth-first search and a harness "
         "that fails often resets hundreds of times), and such a row says after how many steps",
-        "- the suite: src/ratchet/envs/data/autoharness-40.txt (families and the draw: src/ratchet/envs/suites.py); "
-        "the three table games that fell in the last rerun come first, the 12 other table games last",
+        f"- the suite: src/ratchet/envs/data/{settings['suite']}.txt" + (
+            " (families and the draw: src/ratchet/envs/suites.py); the three table games that fell in the last rerun come first, "
+            "the 12 other table games last" if settings["suite"] == "autoharness-40" else ""),
+        *(["- no model call at all (`--max-calls 0`): each row is what the search reaches before its first call, with the "
+           "ideas that need no model: rules fitted to the explored states (`induce`) and the harness library's harnesses of games "
+           "solved earlier in the batch (`library_seed`); the model is loaded and never asked"] if settings["max_calls"] == 0 else []),
         "- code = the commit the game ran on; chunks: " + "; ".join(f"{c['started']} UTC at {c['commit']} ({c['minutes']:g} min{', ' + c['note'] if c.get('note') else ''})" for c in chunks),
         *[f"- {n}" for n in PAPER_NOTES],
         "",
