@@ -28,7 +28,8 @@ CONFIGS: dict[str, dict] = {
     "no_repair": {"repair": False},
     "no_autofix": {"autofix": False},
     "no_induce": {"induce": False},
-    "no_aliases": {"aliases": False},
+    # Measured before induce existed, the aliases row is the model's search: its ablation keeps induce off too.
+    "no_aliases": {"aliases": False, "induce": False},
     "neither (the previous default)": {"novelty": False, "repair": False},
     "restarts": {"restarts": True},
     "fresh_roots": {"fresh_roots": True},
