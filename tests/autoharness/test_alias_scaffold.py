@@ -72,7 +72,7 @@ def legal_moves(cells):
 
 def search(aliases: bool) -> Synthesis:
     cfg = AutoHarnessConfig(env="Walk-v0", method="ratchet", iterations=0, eval_envs=2, eval_steps=20,
-                            ideas={"samples_per_step": 1, "library_seed": False, "repair": False, "aliases": aliases})
+                            ideas={"samples_per_step": 1, "library_seed": False, "induce": False, "repair": False, "aliases": aliases})
     return Synthesis(cfg, ScriptedModel([DIRECTIONS]), MemoryRun(), FakeWalk, InProcessHarness,
                      hint_env_factory=lambda: FakeWalk(hints=True), description=RULES)
 
