@@ -5,10 +5,13 @@ Exploring a game that prints its legal list gives states together with every leg
 state (Lights Out presses any cell); an action that is legal while one cell shows some values (Tic
 Tac Toe's free cell shows its number, a Connect Four column while its top cell is empty); an action
 that is legal unless a marker stands in some cells (a sliding puzzle's blank on the edge it would
-leave); or the listed actions not yet played (Guess the Number's repeats). ``induce`` fits each
-shape to every listed state and writes the ones that fit as the ``legal_moves`` source a scaffolded
-search asks the model for, so the search can judge them like any other candidate: a shape that only
-fits the states seen is caught by the search's own rollouts and by the held-out check.
+leave); or the actions not yet played, with no number repeated (Guess the Number's guesses,
+Mastermind's codes; a game that lists no state is fitted over its grammar's every action from the
+single moves explored). ``induce`` fits the shapes in that order to every listed state and labelled
+move and writes the first that fits as the ``legal_moves`` source a scaffolded search asks the model
+for, so the search judges it like any other candidate; ``fit`` adds the moves the judge saw rejected
+and fits again, so a shape that only fits the states seen is caught by the search's own rollouts,
+and what they miss by the held-out check.
 """
 
 from __future__ import annotations
