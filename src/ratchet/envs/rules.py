@@ -203,14 +203,25 @@ def fit(states: Sequence[State], params: str, labelled: Sequence[Label], judge: 
     return None
 
 
+#: A game that lists no state is fitted over its grammar's every action where there are at most this many.
+MAX_UNIVERSE = 5000
+
+
+def harvest_inputs(transitions: Sequence[Transition], args_of: Callable[[str], tuple[Any, ...]],
+                   grammar: ActionGrammar) -> tuple[list[State], list[Label], list[str] | None]:
+    """What a game's harvest gives :func:`induce`: its states with a full legal list, every labelled
+    move (each board as ``args_of`` gives it to ``legal_moves``), and, for a game that lists no
+    state, its grammar's every action where there are few enough to list (Mastermind's 1,296 codes)."""
+    states = [(args_of(board), legal) for board, legal in listed_states(transitions, limit=max(1, len(transitions)))]
+    universe = None if states or not 0 < grammar.size() <= MAX_UNIVERSE else grammar.enumerate(MAX_UNIVERSE)
+    return states, [(args_of(t.board), t.action, t.legal) for t in transitions], universe
+
+
 def fit_harvest(transitions: Sequence[Transition], args_of: Callable[[str], tuple[Any, ...]], params: str, grammar: ActionGrammar,
                 judge: Callable[[str, str], tuple[float, list[Label], Any]], rounds: int = 6) -> Any:
-    """:func:`fit` over a game's harvest: its states with a full legal list and every labelled move,
-    each board as ``args_of`` gives it to ``legal_moves``. A game that lists no state is fitted over
-    its grammar's every action where there are few enough to list (Mastermind's 1,296 codes)."""
-    states = [(args_of(board), legal) for board, legal in listed_states(transitions, limit=max(1, len(transitions)))]
-    universe = None if states or not 0 < grammar.size() <= 5000 else grammar.enumerate(5000)
-    return fit(states, params, [(args_of(t.board), t.action, t.legal) for t in transitions], judge, rounds, universe)
+    """:func:`fit` over a game's harvest (:func:`harvest_inputs`)."""
+    states, labels, universe = harvest_inputs(transitions, args_of, grammar)
+    return fit(states, params, labels, judge, rounds, universe)
 
 
 def induce(states: Sequence[State], params: str, labelled: Sequence[Label] = (), universe: Sequence[str] | None = None) -> list[tuple[str, str]]:

@@ -37,16 +37,11 @@ from ratchet.contracts import ArchiveView, Candidate, Claim, Proposal, TaskResul
 from ratchet.envs.explore import Transition, harvest, listed_states
 from ratchet.envs.grammar import ActionGrammar, infer_grammar
 from ratchet.envs.registry import env_factory_for
-from ratchet.envs.rules import Label, State, induce
+from ratchet.envs.rules import Label, State, harvest_inputs, induce
 from ratchet.evolve.archive import per_task_means
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.proposers.base import SKIPS_FILE
 from ratchet.evolve.proposers.config import InducedRulesOptions
-
-#: A game that lists no state is fitted over its grammar's every action where there are at most
-#: this many (Mastermind's 1,296 codes), as the dedicated search does.
-MAX_UNIVERSE = 5000
-
 
 @dataclass
 class Harvest:
@@ -87,11 +82,9 @@ def harvest_game(game: str, seeds: Sequence[int], per_seed: int = 60, rng_seed: 
     transitions = harvest(env_factory, env_factory_for(game, hints=True), list(seeds), per_seed, random.Random(rng_seed), max_seconds)
     grammar = infer_grammar([description, *dict.fromkeys(t.reason for t in transitions if t.reason)],
                             [t.action for t in transitions if t.legal][:20])
-    listed = listed_states(transitions, limit=10**6)
-    view = choose_view(listed or [(t.board, []) for t in transitions[:5]])
-    states = [(view.args(board), legal) for board, legal in listed]
-    universe = None if states or not 0 < grammar.size() <= MAX_UNIVERSE else grammar.enumerate(MAX_UNIVERSE)
-    return Harvest(game, transitions, grammar, view, states, [(view.args(t.board), t.action, t.legal) for t in transitions], universe)
+    view = choose_view(listed_states(transitions) or [(t.board, []) for t in transitions[:5]])
+    states, labels, universe = harvest_inputs(transitions, view.args, grammar)
+    return Harvest(game, transitions, grammar, view, states, labels, universe)
 
 
 def rejected_labels(results: Iterable[TaskResult], view: BoardView) -> list[Label]:
