@@ -187,8 +187,9 @@ def harvest(
     return out
 
 
-def listed_states(transitions: Sequence[Transition], limit: int = 30) -> list[tuple[str, list[str]]]:
-    """Distinct states whose full legal list the game printed: (board, legal actions)."""
+def listed_states(transitions: Sequence[Transition], limit: int | None = 30) -> list[tuple[str, list[str]]]:
+    """Distinct states whose full legal list the game printed: (board, legal actions); at most
+    ``limit`` spread over game lengths, every one with None."""
     seen: dict[tuple[int, tuple[str, ...]], tuple[str, list[str]]] = {}
     for t in transitions:
         if t.listed and (t.seed, t.prefix) not in seen:
@@ -196,6 +197,8 @@ def listed_states(transitions: Sequence[Transition], limit: int = 30) -> list[tu
     states = list(seen.values())
     # Spread over game lengths: the early states of every seed look alike.
     states.sort(key=lambda s: len(s[1]))
+    if limit is None:
+        return states
     step = max(1, len(states) // limit)
     return states[::step][:limit]
 

@@ -37,6 +37,16 @@ def _value(action: str) -> str:
     return " ".join((found.group(1) if found else action).replace(",", " ").split())
 
 
+def _numbers(action: str) -> list[str]:
+    # harnesslib.action_ints, as text
+    return re.findall(r"-?\d+", action)
+
+
+def _distinct(action: str) -> bool:
+    """No number repeats in the action (Mastermind's codes)."""
+    return len(set(numbers := _numbers(action))) == len(numbers)
+
+
 def _universe(states: Sequence[State]) -> list[str]:
     """Every action some state listed, in the order first listed."""
     return list(dict.fromkeys(a for _, legal in states for a in legal))
@@ -98,7 +108,7 @@ def _index_map(labels: dict[str, tuple[list[list[Any]], list[list[Any]]]], width
     (Minesweeper's ``[3 4]`` is cell 9 + 9·3 + 4 under a header row and row labels). Such a map
     also names the cell of an action never seen illegal (one full Connect Four column tells the
     top cell of all seven: strides and offsets are tried smallest first); empty where none fits."""
-    numbers = {a: tuple(int(n) for n in re.findall(r"-?\d+", a)) for a in labels}
+    numbers = {a: tuple(int(n) for n in _numbers(a)) for a in labels}
     sizes = {len(v) for v in numbers.values()}
     if len(sizes) != 1 or (size := sizes.pop()) not in (1, 2):
         return {}
@@ -172,9 +182,9 @@ def filtered(states: Sequence[State], labelled: Sequence[Label] = (), universe: 
         return shown_in[text]
 
     checks = {"unplayed": lambda text, action: _value(action) not in shown(text),
-              "distinct": lambda text, action: len(set(n := re.findall(r"-?\d+", action))) == len(n)}
+              "distinct": lambda text, action: _distinct(action)}
     labels = _labels(states, labelled, universe)
-    if all(len(re.findall(r"-?\d+", action)) < 2 for action in labels):
+    if all(len(_numbers(action)) < 2 for action in labels):
         del checks["distinct"]  # one number cannot repeat: the check would be kept and say nothing
     kept = [name for name, check in checks.items() if all(check(a[0], action) for action, (legal, _) in labels.items() for a in legal)]
     if any(all(checks[name](a[0], action) for name in kept) for action, (_, illegal) in labels.items() for a in illegal):
@@ -212,7 +222,7 @@ def harvest_inputs(transitions: Sequence[Transition], args_of: Callable[[str], t
     """What a game's harvest gives :func:`induce`: its states with a full legal list, every labelled
     move (each board as ``args_of`` gives it to ``legal_moves``), and, for a game that lists no
     state, its grammar's every action where there are few enough to list (Mastermind's 1,296 codes)."""
-    states = [(args_of(board), legal) for board, legal in listed_states(transitions, limit=max(1, len(transitions)))]
+    states = [(args_of(board), legal) for board, legal in listed_states(transitions, limit=None)]
     universe = None if states or not 0 < grammar.size() <= MAX_UNIVERSE else grammar.enumerate(MAX_UNIVERSE)
     return states, [(args_of(t.board), t.action, t.legal) for t in transitions], universe
 
@@ -244,7 +254,7 @@ def induce(states: Sequence[State], params: str, labelled: Sequence[Label] = (),
         return []
     actions, marker, kept = found
     if "distinct" in kept:  # a check on the action alone: made here once, not at every call
-        actions = [a for a in actions if len(set(n := re.findall(r"-?\d+", a))) == len(n)]
+        actions = [a for a in actions if _distinct(a)]
     return [("filtered:" + "+".join(kept or ["none"]), "from harnesslib import bracketed\n\n" f"ACTIONS = {actions!r}\n"
              "VALUES = [(a, action_value(a)) for a in ACTIONS]\n\n\n" + head + doc +
              f"    text = {params.split(',')[0]}\n"
