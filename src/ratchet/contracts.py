@@ -394,7 +394,11 @@ class Selector(Protocol):
 
 @runtime_checkable
 class Proposer(Protocol):
-    """Makes one change to ``parent``; returns None when it has nothing to offer this time."""
+    """Makes one change to ``parent``; returns None when it has nothing to offer this time.
+
+    One that sets ``deterministic = True`` (its proposal a function of the archive alone, with no
+    model sampling) is not drawn again for a parent it made nothing from until the archive gains
+    a candidate: the loop spends that step on another proposer."""
 
     name: str
 

@@ -119,6 +119,24 @@ class ModelProposer:
         return Proposal({FILE: json.dumps({"default": float(reply.text.strip())})}, Claim("model"), self.name, (parent.id,))
 
 
+class GivesUpOptions(Settings):
+    deterministic: bool = True
+    """Declare the proposal a function of the archive alone (the loop then skips it for a parent it gave up on)."""
+
+
+class GivesUpProposer:
+    """Never has anything to offer (the rules proposer once its labels teach it nothing new)."""
+
+    name = "gives_up"
+
+    def __init__(self, options: GivesUpOptions, ctx: EngineContext) -> None:
+        self.deterministic = options.deterministic
+        self.last_reason = "nothing new learned"
+
+    def propose(self, parent: Candidate, archive: Any, rng: Any) -> None:
+        return None
+
+
 class RecordingProposer:
     """Edits the protected grader first, then a valid file, recording the rejections it was shown."""
 

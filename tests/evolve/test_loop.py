@@ -364,3 +364,21 @@ def test_each_step_counts_the_model_calls_its_proposal_made(tmp_path: Path, prop
     assert [e["model_calls"] for e in steps] == [3, 3] and len(model.calls) == 6
     if not propose:
         assert [f["model_calls"] for f in eng.archive.unusable()] == [3, 3]
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_a_deterministic_proposer_that_gave_up_on_a_parent_is_not_drawn_for_it_again(tmp_path: Path, deterministic: bool) -> None:
+    """Drawn at 100 to 1, a proposer that gives up would take nearly every step; one that
+    declares itself deterministic is drawn again only once the archive gains a candidate."""
+    ws = make_workspace(tmp_path, p=0.2)
+    proposers = [{"name": "doubles:GivesUpProposer", "weight": 100, "options": {"deterministic": deterministic}},
+                 {"name": "doubles:PlantedProposer", "weight": 1, "options": {"gain": 0.3}}]
+    eng, run = engine(tmp_path, config(ws, iterations=4, proposers=proposers))
+    eng.execute()
+    steps = [e for e in run.read_jsonl("evolve/events.jsonl") if e["kind"] == "step"]
+    drawn = [e["proposer"] for e in steps]
+    if deterministic:
+        assert drawn == ["gives_up", "planted", "gives_up", "planted"]
+        assert steps[1]["parent"] == steps[0]["parent"] and steps[3]["parent"] == steps[2]["parent"] != steps[0]["parent"]
+    else:
+        assert drawn.count("gives_up") >= 3  # the waste the declaration avoids

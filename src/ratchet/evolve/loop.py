@@ -349,7 +349,8 @@ class Engine:
         shown = self.archive.as_of(index)
         parent = self.selector.select(shown, self.rng)
         selection = dict(getattr(self.selector, "last", {}) or {})
-        proposer = self.rng.choices([p for p, _ in self.proposers], weights=[w for _, w in self.proposers])[0]
+        drawable = self._drawable(shown, parent)
+        proposer = self.rng.choices([p for p, _ in drawable], weights=[w for _, w in drawable])[0]
         before = self.model_calls()
         try:
             proposal = proposer.propose(parent, shown, self.rng)
@@ -400,6 +401,17 @@ class Engine:
         check = claim_check(child, per_task_means([r for rs in seen.values() for r in rs]),
                             per_task_means(child_results["search"] + child_results["heldin"]))
         self._decide(index, parent, child, decision, check, calls)
+
+    def _drawable(self, shown: Archive, parent: Candidate) -> list[tuple[Any, float]]:
+        """The proposers this step may draw for ``parent``: not one whose proposal is a function of
+        the archive alone (``deterministic``, as ``induced_rules`` is) that already had nothing for
+        this parent since the archive last gained a candidate: asked again, it would give up again,
+        and the step it was drawn for is lost. Read from the archive as of this step, so a resumed
+        step draws what the uninterrupted one drew; every proposer when none is left."""
+        newest = max((c.meta.get("step", -1) for c in shown.candidates()), default=-1)
+        gave_up = {r["proposer"] for r in shown.unusable() if r["parent"] == parent.id and r["step"] > newest}
+        left = [(p, w) for p, w in self.proposers if not (getattr(p, "deterministic", False) and p.name in gave_up)]
+        return left or self.proposers
 
     def model_calls(self) -> int:
         """Model calls of this run through the journal so far, replayed ones included: a step's

@@ -110,6 +110,9 @@ class InducedRulesProposer:
 
     name = "induced_rules"
     Options = InducedRulesOptions
+    deterministic = True
+    """Its proposal is a function of the archive alone (the harvest has its own seed): the loop
+    does not draw it again for a parent it gave up on until the archive gains a candidate."""
 
     def __init__(self, options: InducedRulesOptions, ctx: EngineContext | None = None) -> None:
         self.options = options
