@@ -101,9 +101,12 @@ def test_the_search_reaches_h_1_on_tower_of_hanoi_with_a_right_answer():
     search = Synthesis(cfg, model, MemoryRun(), hanoi, InProcessHarness, hint_env_factory=env_factory_for("TowerOfHanoi-v0", hints=True),
                        description=hanoi().reset(0).text)
     result = search.run_search()
-    # No printed list: the grammar's 25 tower pairs were tried at each state, and the board reaches the code as text.
-    assert result.best_h == 1.0 and result.calls == 1 and search.view().name == "text"
-    assert "ACTION_FORM = '[{} {}]'" in result.best_code and "legal_moves(board)" in result.best_code
+    # No printed list: the grammar's 25 tower pairs were tried at each state, and the towers reach the code as named lists.
+    assert result.best_h == 1.0 and result.calls == 1 and search.view().name == "fields"
+    assert "ACTION_FORM = '[{} {}]'" in result.best_code and "legal_moves(fields(current_board(board)))" in result.best_code
+    [request] = [m["content"] for m in model.calls[0]["messages"] if m["role"] == "user"]
+    examples = [line.strip() for line in request.splitlines() if line.strip().startswith(">>> legal_moves(")]
+    assert examples and len(set(examples)) == len(examples) and "{'A': [3, 2, 1], 'B': [], 'C': []}" in request
 
 
 def test_a_text_boards_doctest_example_shows_the_whole_history_its_answer_depends_on():

@@ -10,18 +10,27 @@ import re
 
 import pytest
 from fakes import MemoryRun
-from test_game_shapes import HANOI_ANSWER
 
 from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.envs.answers import has_body
 from ratchet.envs import env_factory_for
 from ratchet.autoharness.runtime import InProcessHarness
 from ratchet.autoharness.search import Synthesis
+from ratchet.autoharness.views import BoardView
 from ratchet.models import ScriptedModel
 from ratchet.models.request import continued
 
+# Tower of Hanoi read as text, as a game whose board is no named values is (the view it had before
+# its towers reached legal_moves as lists): the long request these components are about.
+TEXT_ANSWER = '''import re
+
+def legal_moves(board):
+    towers = {t: [int(x) for x in body.split(",") if x.strip()]
+              for t, body in re.findall(r"^([A-C]): \\[(.*?)\\]", board.split("Current Board:")[-1], re.M)}
+    return [s + " " + d for s in "ABC" for d in "ABC" if towers.get(s) and (s == d or not towers.get(d) or towers[d][-1] > towers[s][-1])]
+'''
 # The right answer's body, written as a continuation of the signature and docstring.
-BODY = "    import re\n" + HANOI_ANSWER.split("def legal_moves(board):\n", 1)[1] + "```"
+BODY = "    import re\n" + TEXT_ANSWER.split("def legal_moves(board):\n", 1)[1] + "```"
 
 WHOLE = '''import random
 import re
@@ -59,6 +68,7 @@ def search_hanoi(samples: int = 1, **ideas):
     model = ScriptedModel(copier)
     search = Synthesis(cfg, model, MemoryRun(), hanoi, InProcessHarness, hint_env_factory=env_factory_for("TowerOfHanoi-v0", hints=True),
                        description=hanoi().reset(0).text)
+    search.view = BoardView
     return search, search.run_search(), model
 
 

@@ -15,9 +15,10 @@ Example (TicTacToe)::
 
 from __future__ import annotations
 
+import ast
 import re
 
-__all__ = ["current_board", "parse_grid", "cells", "bracketed", "action_value", "as_action", "with_aliases", "action_ints",
+__all__ = ["current_board", "parse_grid", "cells", "fields", "bracketed", "action_value", "as_action", "with_aliases", "action_ints",
            "mover", "index_to_rc", "rc_to_index"]
 
 _SEPARATOR = re.compile(r"^(?=.*[-+=_])[\s\-+=|_]*$")  # "|     |     |" is a row of empty cells
@@ -93,6 +94,26 @@ def cells(grid: list[list[str]]) -> list[str]:
     ['0', '1', 'X', '3']
     """
     return [c for row in grid for c in row]
+
+
+_FIELD = re.compile(r"^\s*([^:\[\]]+?)\s*:\s*(\S.*?)\s*$")
+
+
+def fields(block: str) -> dict[str, object]:
+    """The block's "name: value" lines as a dict, each value read as a Python literal where it is
+    one (towers, hands, scores), else kept as text.
+
+    >>> fields("A: [3, 2, 1]\\nB: []\\nTurn: X")
+    {'A': [3, 2, 1], 'B': [], 'Turn': 'X'}
+    """
+    out: dict[str, object] = {}
+    for line in block.splitlines():
+        if found := _FIELD.match(line):
+            try:
+                out[found.group(1)] = ast.literal_eval(found.group(2))
+            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                out[found.group(1)] = found.group(2)
+    return out
 
 
 def bracketed(text: str) -> list[str]:

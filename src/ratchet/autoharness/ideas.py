@@ -177,16 +177,21 @@ class Scaffold(Idea):
         listed = search.listed
         states = [(f["board"], f["expected"]) for f in shown if f.get("kind") == "wrong_legal_actions"][:2]
         states += listed[len(listed) // 3 :: max(1, len(listed) // 4)][:3] or listed[:3]
-        return views(search, states)
+        return views(search, states + listed, len(states))
 
     def template(self, search):
         return scaffold_for(search.view(), search.grammar.form, search.state.get("aliases")) if search.listed else None
 
 
-def views(search: Synthesis, states: Sequence[tuple[str, list[str]]]) -> list[tuple[tuple[Any, ...], list[str]]]:
-    """States as ``legal_moves`` sees them (``search.view()``'s arguments), with their legal lists."""
-    view = search.view()
-    return [(view.args(b), legal) for b, legal in states]
+def views(search: Synthesis, states: Sequence[tuple[str, list[str]]], limit: int | None = None) -> list[tuple[tuple[Any, ...], list[str]]]:
+    """States as ``legal_moves`` sees them (``search.view()``'s arguments), with their legal lists:
+    the first ``limit`` that look different (Tower of Hanoi's towers repeat where its histories do not)."""
+    view, seen, out = search.view(), set(), []
+    for b, legal in states:
+        if (shown := view.show(args := view.args(b))) not in seen and len(out) != limit:
+            seen.add(shown)
+            out.append((args, legal))
+    return out
 
 
 class Transitions(Idea):

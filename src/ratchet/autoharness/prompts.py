@@ -42,6 +42,9 @@ cells(grid) -> list[str]: the grid flattened row by row
 bracketed(text) -> list[str]: every "[...]" token in text
 action_value(action) -> str: the text inside the action's brackets, e.g. "[4]" -> "4"
 action_ints(action) -> list[int]: the integers in the action, e.g. "[3 4]" -> [3, 4]"""
+#: Listed only for a game whose board is named values (Tower of Hanoi's towers): the others' prompts stay as they were.
+FIELDS_API = """\nfrom harnesslib import fields
+fields(block) -> dict: its "name: value" lines, values read as Python literals ("A: [3, 1]" -> {'A': [3, 1]})"""
 
 FEW_SHOT = '''Example of a complete harness for a different game (Connect Four, board rows of "." and X/O under a row of column numbers):
 ```python
@@ -159,12 +162,24 @@ def library_view(board: str) -> str:
     """What the helper library returns on a real board of the game, so a small model sees the
     data it will work with instead of guessing it."""
     block = lib.current_board(board)
-    grid = lib.parse_grid(block)
     lines = [f"current_board(board) ->\n{textwrap.indent(block, '    ') if block else '    (empty: no board block found)'}"]
-    if grid:
-        lines.append(f"parse_grid(current_board(board)) -> {grid!r}"[:500])
-        lines.append(f"cells(parse_grid(current_board(board))) -> {lib.cells(grid)!r}"[:400])
-    return "\n".join(lines)
+    return "\n".join(lines + [parsed(block)] if lib.parse_grid(block) else lines)
+
+
+def _named(block: str) -> dict[str, Any]:
+    named = lib.fields(block)
+    return named if len(named) >= 2 and any(not isinstance(v, str) for v in named.values()) else {}
+
+
+def parsed(block: str, grid: bool = True) -> str:
+    """The parse of a board block the prompt shows: its named values where it is such lines ("A:
+    [3, 2, 1]": the 1.5B, shown the grid parse of Tower of Hanoi's towers, indexed those cells),
+    else its cells, after its rows with ``grid``."""
+    if named := _named(block):
+        return f"fields(current_board(board)) -> {named!r}"[:500]
+    rows = lib.parse_grid(block)
+    return ((f"parse_grid(current_board(board)) -> {rows!r}"[:500] + "\n" if grid else "")
+            + f"cells(parse_grid(current_board(board))) -> {lib.cells(rows)!r}"[:400])
 
 
 def describe_failure(i: int, f: dict[str, Any], board_limit: int = 500) -> str:
@@ -235,7 +250,7 @@ def synthesis_prompt(
         return [system, {"role": "user", "content": head + scaffold_request(scaffold_examples, view)}]
     sections = [f"Game: {game}", "Game description:\n" + excerpt(description, 900)]
     if action_examples:
-        sections.append("Action space: actions are written in brackets, e.g. " + ", ".join(action_examples[:6]))
+        sections.append("Action space: actions are written in brackets, e.g. " + ", ".join(list(dict.fromkeys(action_examples))[:6]))
     sections.append("Write these Python functions:\n" + SIGNATURES[mode])
     instructions = list(INSTRUCTIONS) + ([POLICY_INSTRUCTION] if mode == "policy" else [])
     if helper_library:
@@ -244,7 +259,7 @@ def synthesis_prompt(
         instructions = instructions[:3]
     sections.append("Instructions:\n" + "\n".join(f"- {s}" for s in instructions))
     if helper_library:
-        sections.append("harnesslib API:\n" + HARNESSLIB_API)
+        sections.append("harnesslib API:\n" + HARNESSLIB_API + (FIELDS_API if sample_board and _named(lib.current_board(sample_board)) else ""))
         if sample_board:
             sections.append("A board of this game:\n" + textwrap.indent(excerpt(sample_board, 500), "  ") + "\nOn it, harnesslib gives:\n" + library_view(sample_board))
     if labelled:
@@ -256,8 +271,7 @@ def synthesis_prompt(
                          "On that board the legal actions include ") + shown)
         for i, (board, legal) in enumerate(more_examples, start=2):
             block = lib.current_board(board)
-            sections.append(f"Board {i} (its last board):\n{textwrap.indent(block, '  ')}\n"
-                            f"cells(parse_grid(current_board(board))) -> {lib.cells(lib.parse_grid(block))!r}"[:600]
+            sections.append(f"Board {i} (its last board):\n{textwrap.indent(block, '  ')}\n{parsed(block, grid=False)}"[:600]
                             + f"\nlegal_actions(board) must return {list(legal)[:24]!r}")
         if more_examples:
             sections.append("Compute the list from the board text; do not hard-code it.")

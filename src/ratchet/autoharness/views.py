@@ -9,6 +9,7 @@ mover's mark also gets that mark where its legal moves depend on whose turn it i
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,6 +37,31 @@ class BoardView:
     def show(self, args: tuple[Any, ...], limit: int = 600) -> str:
         """The arguments as a doctest writes them (the end of a long text: the position is last)."""
         return repr(excerpt(str(args[0]), limit))
+
+
+class FieldsView(BoardView):
+    """The current board's named values ("A: [3, 2, 1]" lines: towers, hands), as a dict."""
+
+    name = "fields"
+    params = "fields"
+    call = "fields(current_board(board))"
+    imports = "fields"
+    what = "the current board's named values (harnesslib's fields(current_board(board)): 'A: [3, 1]' -> {'A': [3, 1]})"
+
+    def args(self, board: str) -> tuple[Any, ...]:
+        return (lib.fields(lib.current_board(board)),)
+
+    def show(self, args: tuple[Any, ...], limit: int = 600) -> str:
+        return repr(args[0])[:limit]
+
+
+def has_fields(boards: Sequence[str]) -> bool:
+    """Whether every current board is such lines, two at least, some of them no plain text, in a
+    game whose opening names no player: a two-player game's values (Chopsticks' hands) do not say
+    whose turn it is, which its text does ("You are Player 1")."""
+    return bool(boards) and all(len(f := lib.fields(b := lib.current_board(board))) >= 2 and len(f) == len(
+        [line for line in b.splitlines() if line.strip(" .")]) and any(not isinstance(v, str) for v in f.values())
+        and not re.search(r"\bPlayer \d", re.split(r"^\[", board, maxsplit=1, flags=re.M)[0]) for board in boards)
 
 
 class CellsView(BoardView):
@@ -98,7 +124,7 @@ def choose_view(states: Sequence[tuple[str, Sequence[str]]]) -> BoardView:
     boards decide whether there is a grid; all of them, who moves."""
     boards = [b for b, _ in states]
     if not is_grid(boards[:5]):
-        return BoardView()
+        return FieldsView() if has_fields(boards[:5]) else BoardView()
     movers = [lib.mover(b) for b in boards]
     if all(movers) and len(set(movers)) > 1 and not every_free_cell_is_a_move(states, set(movers)):
         return MoverCellsView()

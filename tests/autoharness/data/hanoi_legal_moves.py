@@ -1,7 +1,4 @@
-import re
-
-def legal_moves(board):
-    towers = {t: [int(x) for x in body.split(",") if x.strip()]
-              for t, body in re.findall(r"^([A-C]): \[(.*?)\]", board.split("Current Board:")[-1], re.M)}
-    # The game accepts a move onto the same tower.
-    return [s + " " + d for s in "ABC" for d in "ABC" if towers.get(s) and (s == d or not towers.get(d) or towers[d][-1] > towers[s][-1])]
+def legal_moves(fields):
+    # fields: the towers, {'A': [3, 2, 1], 'B': [], 'C': []}; the game accepts a move onto the same tower.
+    return [s + " " + d for s in "ABC" for d in "ABC"
+            if fields.get(s) and (s == d or not fields.get(d) or fields[d][-1] > fields[s][-1])]
