@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from ratchet.autoharness.harnesslib import cells, current_board, parse_grid
+from ratchet.envs.harnesslib import cells, current_board, parse_grid
 from ratchet.envs import EnvConfig, make
 from ratchet.envs.explore import harvest, listed_states
 from ratchet.envs.grammar import infer_grammar
@@ -79,7 +79,7 @@ def test_a_game_without_a_board_keeps_its_earlier_moves_in_the_observation():
 
 
 def test_a_listed_action_with_a_comma_is_the_same_action_as_the_scaffolds():
-    from ratchet.autoharness.harnesslib import action_value, as_action
+    from ratchet.envs.harnesslib import action_value, as_action
 
     # Othello prints "[2, 3]"; the scaffold's ACTION_FORM writes "[2 3]", which the game accepts too.
     assert action_value("[2, 3]") == action_value(as_action((2, 3), "[{} {}]")) == "2 3"
@@ -119,7 +119,7 @@ def test_a_text_boards_doctest_example_shows_the_whole_history_its_answer_depend
 
 
 def test_the_mover_is_read_from_each_games_opening():
-    from ratchet.autoharness.harnesslib import mover
+    from ratchet.envs.harnesslib import mover
 
     assert mover("You are Player 1 playing White (W) in a game of Othello.\n[Black] [2, 3]\n[GAME] Player 0 (B) played") == "W"
     assert mover("You are Player 0 in Tic Tac Toe.\nAs Player 0, you will be 'O', while your opponent is 'X'.\n") == "O"

@@ -12,7 +12,7 @@ from pathlib import Path
 from fakes import MemoryRun
 
 from ratchet.autoharness.config import AutoHarnessConfig
-from ratchet.autoharness.harnesslib import as_action
+from ratchet.envs.harnesslib import as_action
 from ratchet.autoharness.runtime import InProcessHarness
 from ratchet.autoharness.search import Synthesis
 from ratchet.envs import EnvConfig, make

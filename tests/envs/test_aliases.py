@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import doctest
 
-from ratchet.autoharness import harnesslib
+from ratchet.envs import harnesslib
 from ratchet.envs import aliases as aliases_module
 from ratchet.envs.aliases import infer_aliases, outcome
 from ratchet.envs.explore import Transition

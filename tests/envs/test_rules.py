@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 import sys
 
-from ratchet.autoharness import harnesslib
+from ratchet.envs import harnesslib
 from ratchet.envs.rules import cell_rules, constant, filtered, induce
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ratchet.autoharness import harnesslib as lib
+from ratchet.envs import harnesslib as lib
 from ratchet.evolve.proposers import critic as engine_critic
 from ratchet.evolve.proposers.critic import error_type, sample_failures  # noqa: F401 - the search's critic.*
 

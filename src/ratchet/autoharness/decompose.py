@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ratchet.autoharness import critic
-from ratchet.autoharness.harnesslib import action_value
+from ratchet.envs.harnesslib import action_value
 from ratchet.autoharness.prompts import decomposed_prompt
 from ratchet.autoharness.runtime import HarnessRuntime
 from ratchet.sandbox.errors import feedback_of

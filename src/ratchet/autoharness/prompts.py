@@ -11,7 +11,7 @@ import textwrap
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ratchet.autoharness import harnesslib as lib
+from ratchet.envs import harnesslib as lib
 from ratchet.contracts import Message
 from ratchet.envs.answers import function_source
 

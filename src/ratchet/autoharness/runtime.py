@@ -13,9 +13,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from ratchet.envs import harnesslib
 from ratchet.sandbox.inprocess import InProcessSandbox
 
-HARNESSLIB_PATH = Path(__file__).with_name("harnesslib.py")
+HARNESSLIB_PATH = Path(harnesslib.__file__)
 HARNESSLIB_NAME = "harnesslib"
 HARNESSLIB_FILE = HARNESSLIB_NAME + ".py"
 

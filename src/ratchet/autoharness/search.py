@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ratchet.autoharness import critic
-from ratchet.autoharness import harnesslib as lib
+from ratchet.envs import harnesslib as lib
 from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.decompose import Decomposer
 from ratchet.autoharness.evaluate import LegalityEvaluator, policy_value

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ratchet.autoharness.harnesslib import action_value
+from ratchet.envs.harnesslib import action_value
 from ratchet.autoharness.runtime import HarnessRuntime
 from ratchet.sandbox.errors import feedback_of
 from ratchet.envs.explore import Transition

@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from ratchet.autoharness import harnesslib as lib
+from ratchet.envs import harnesslib as lib
 from ratchet.autoharness.prompts import compact_list, excerpt
 
 

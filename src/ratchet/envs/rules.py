@@ -16,35 +16,21 @@ and what they miss by the held-out check.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from ratchet.envs.explore import Transition, listed_states
 from ratchet.envs.grammar import ActionGrammar
+from ratchet.envs.harnesslib import action_ints, action_value, bracketed
 
 #: (the arguments legal_moves is called with, the legal actions listed there)
 State = tuple[tuple[Any, ...], Sequence[str]]
 #: (those arguments, an action tried there, whether the game took it): a state's label for one action
 Label = tuple[tuple[Any, ...], str, bool]
 
-_BRACKETED = re.compile(r"\[([^\[\]]*)\]")
-
-
-def _value(action: str) -> str:
-    # harnesslib.action_value's normal form, without importing the sandbox's library here
-    found = _BRACKETED.search(action)
-    return " ".join((found.group(1) if found else action).replace(",", " ").split())
-
-
-def _numbers(action: str) -> list[str]:
-    # harnesslib.action_ints, as text
-    return re.findall(r"-?\d+", action)
-
-
 def _distinct(action: str) -> bool:
     """No number repeats in the action (Mastermind's codes)."""
-    return len(set(numbers := _numbers(action))) == len(numbers)
+    return len(set(numbers := action_ints(action))) == len(numbers)
 
 
 def _universe(states: Sequence[State]) -> list[str]:
@@ -58,13 +44,13 @@ def _labels(states: Sequence[State], labelled: Sequence[Label],
     the arguments where it was legal and where it was not: every listed state tells each action, a
     single label only its own (matched by value: "[3]" is "[ 3 ]")."""
     actions = list(universe) if universe is not None else _universe(states)
-    by_value = {_value(a): a for a in actions}
+    by_value = {action_value(a): a for a in actions}
     out: dict[str, tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]] = {a: ([], []) for a in actions}
     for args, legal in states:
         for a in actions:
             out[a][0 if a in legal else 1].append(args)
     for args, action, legal in labelled:
-        if (a := by_value.get(_value(action))) is not None:
+        if (a := by_value.get(action_value(action))) is not None:
             out[a][0 if legal else 1].append(args)
     return out
 
@@ -108,7 +94,7 @@ def _index_map(labels: dict[str, tuple[list[list[Any]], list[list[Any]]]], width
     (Minesweeper's ``[3 4]`` is cell 9 + 9·3 + 4 under a header row and row labels). Such a map
     also names the cell of an action never seen illegal (one full Connect Four column tells the
     top cell of all seven: strides and offsets are tried smallest first); empty where none fits."""
-    numbers = {a: tuple(int(n) for n in _numbers(a)) for a in labels}
+    numbers = {a: tuple(action_ints(a)) for a in labels}
     sizes = {len(v) for v in numbers.values()}
     if len(sizes) != 1 or (size := sizes.pop()) not in (1, 2):
         return {}
@@ -142,7 +128,7 @@ def _cell_rule(action: str, legal: list[list[Any]], illegal: list[list[Any]], ma
     # "4"), then one that shows a single value (an empty top cell); a marker that stands somewhere
     # in every illegal state (a puzzle's blank) comes before a cell that shows many values while
     # legal, which only the states seen may bear out (the tiles a blank is not on).
-    for j in [j for j in fits if {str(v) for v in shown[j]} == {_value(action)}] + [j for j in fits if len(shown[j]) == 1]:
+    for j in [j for j in fits if {str(v) for v in shown[j]} == {action_value(action)}] + [j for j in fits if len(shown[j]) == 1]:
         return ("when", (j, sorted(shown[j], key=str)))
     for marker in sorted(set(illegal[0]).intersection(*map(set, illegal[1:])), key=str):
         where = sorted({j for g in illegal for j in range(width) if g[j] == marker})
@@ -178,13 +164,13 @@ def filtered(states: Sequence[State], labelled: Sequence[Label] = (), universe: 
 
     def shown(text: str) -> set[str]:
         if text not in shown_in:
-            shown_in[text] = {_value("[" + v + "]") for v in _BRACKETED.findall(text.split(marker, 1)[-1] if marker else text)}
+            shown_in[text] = {action_value(b) for b in bracketed(text.split(marker, 1)[-1] if marker else text)}
         return shown_in[text]
 
-    checks = {"unplayed": lambda text, action: _value(action) not in shown(text),
+    checks = {"unplayed": lambda text, action: action_value(action) not in shown(text),
               "distinct": lambda text, action: _distinct(action)}
     labels = _labels(states, labelled, universe)
-    if all(len(_numbers(action)) < 2 for action in labels):
+    if all(len(action_ints(action)) < 2 for action in labels):
         del checks["distinct"]  # one number cannot repeat: the check would be kept and say nothing
     kept = [name for name, check in checks.items() if all(check(a[0], action) for action, (legal, _) in labels.items() for a in legal)]
     if any(all(checks[name](a[0], action) for name in kept) for action, (_, illegal) in labels.items() for a in illegal):

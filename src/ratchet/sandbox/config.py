@@ -108,7 +108,7 @@ class SandboxConfig(Settings):
     """Modules the code may import (an entry allows its submodules too; ``@stdlib`` means every
     standard-library module). Checked on every import in the worker, including imports made by
     allowed modules. Packages above an allowed module (``ratchet`` for
-    ``ratchet.autoharness.harnesslib``) may be imported, but nothing else in them."""
+    ``ratchet.envs.harnesslib``) may be imported, but nothing else in them."""
 
     blocked_imports: list[str] = Field(default_factory=lambda: list(DEFAULT_BLOCKED))
     """Modules refused even when ``allowed_imports`` covers them (process, socket and C-call
