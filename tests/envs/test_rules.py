@@ -7,7 +7,7 @@ import random
 import sys
 
 from ratchet.envs import harnesslib
-from ratchet.envs.rules import cell_rules, constant, filtered, induce
+from ratchet.envs.rules import cell_rules, constant, filtered, induce, stack_rule
 
 
 def _run(source: str, *args):
@@ -133,3 +133,39 @@ def test_a_game_that_lists_nothing_is_fitted_over_its_grammar_from_labels_alone(
     assert _run(source, later) == ["[1 3]", "[2 1]", "[2 3]", "[3 1]", "[3 2]"]
     # Labels all legal say nothing of what is illegal: no fit.
     assert induce([], "board", [t for t in labels if t[2]], universe) == []
+
+
+def _hanoi_states(n: int = 30, disks: int = 3, seed: int = 0):
+    """Random walks of Tower of Hanoi, each state the towers by name with the game's legal list (a
+    move onto the same tower is legal: the game takes it)."""
+    rng, towers, states = random.Random(seed), {"A": list(range(disks, 0, -1)), "B": [], "C": []}, []
+    for _ in range(n):
+        legal = [f"[{s} {d}]" for s in "ABC" for d in "ABC" if towers[s] and (not towers[d] or towers[d][-1] >= towers[s][-1])]
+        states.append((({k: list(v) for k, v in towers.items()},), legal))
+        s, d = rng.choice(legal)[1::2]
+        towers[d].append(towers[s].pop())
+    return states
+
+
+def test_a_rule_over_the_tops_of_the_two_stacks_an_action_names():
+    states = _hanoi_states()
+    rule = stack_rule(states)
+    assert rule == "s and ((not d) or (s and d and d[-1] >= s[-1]))"
+    name, source = induce(states, "fields")[0]
+    assert name == "stacks"
+    # Four disks, never seen: the rule reads the tops, not the states it was fitted to.
+    for (towers,), legal in _hanoi_states(40, disks=4, seed=1):
+        assert sorted(_run(source, towers)) == sorted(legal)
+
+
+def test_the_simplest_stack_rule_that_fits_is_kept_and_a_label_refutes_it():
+    # Only the opening state: "any move from a tower that has disks" tells it, and is chosen first.
+    opening = ({"A": [3, 2, 1], "B": [], "C": []},)
+    states = [(opening, ["[A A]", "[A B]", "[A C]"]), (({"A": [3, 2, 1], "B": [], "C": []},), ["[A A]", "[A B]", "[A C]"])]
+    assert stack_rule(states) == "s"
+    # A larger disk refused onto a smaller one rules that out.
+    refuted = ({"A": [3, 2], "B": [1], "C": []},), "[A B]", False
+    assert stack_rule(states, [refuted]) not in (None, "s")
+    # Cells, text or actions that do not name two of the lists: not this shape.
+    assert stack_rule(_tictactoe_states()) is None
+    assert stack_rule([((towers,), [a.replace(" ", "") for a in legal]) for (towers,), legal in _hanoi_states()]) is None

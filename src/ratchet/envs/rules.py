@@ -5,9 +5,10 @@ Exploring a game that prints its legal list gives states together with every leg
 state (Lights Out presses any cell); an action that is legal while one cell shows some values (Tic
 Tac Toe's free cell shows its number, a Connect Four column while its top cell is empty); an action
 that is legal unless a marker stands in some cells (a sliding puzzle's blank on the edge it would
-leave); or the actions not yet played, with no number repeated (Guess the Number's guesses,
-Mastermind's codes; a game that lists no state is fitted over its grammar's every action from the
-single moves explored). ``induce`` fits the shapes in that order to every listed state and labelled
+leave); a formula over the tops of the two stacks an action names (Tower of Hanoi's "[A C]", its
+state the towers as named lists); or the actions not yet played, with no number repeated (Guess
+the Number's guesses, Mastermind's codes; a game that lists no state is fitted over its grammar's
+every action from the single moves explored). ``induce`` fits the shapes in that order to every listed state and labelled
 move and writes the first that fits as the ``legal_moves`` source a scaffolded search asks the model
 for, so the search judges it like any other candidate; ``fit`` adds the moves the judge saw rejected
 and fits again, so a shape that only fits the states seen is caught by the search's own rollouts,
@@ -16,6 +17,7 @@ and what they miss by the held-out check.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -178,6 +180,41 @@ def filtered(states: Sequence[State], labelled: Sequence[Label] = (), universe: 
     return list(labels), marker, kept
 
 
+#: What a rule over the two stacks an action names may test (Tower of Hanoi's "[A C]" moves A's top
+#: onto C): each a Python expression over ``s`` and ``d``, the lists the state holds under those names.
+STACK_ATOMS = ("s", "d", "not s", "not d", "s and d and d[-1] > s[-1]", "s and d and d[-1] >= s[-1]",
+               "s and d and d[-1] < s[-1]", "s and d and d[-1] <= s[-1]")
+
+
+def _stack_rules() -> list[str]:
+    """Every rule over :data:`STACK_ATOMS` of the forms ``a``, ``a and b``, ``a and (b or c)``, simplest first."""
+    atoms = [f"({a})" if " " in a else a for a in STACK_ATOMS]
+    pairs = list(itertools.combinations(atoms, 2))
+    return atoms + [f"{a} and {b}" for a, b in pairs] + [f"{a} and ({b} or {c})" for a in atoms for b, c in pairs if a not in (b, c)]
+
+
+def stack_rule(states: Sequence[State], labelled: Sequence[Label] = ()) -> str | None:
+    """The simplest rule over the stacks an action names (each action names two of the state's
+    lists: the first argument maps names to lists) that tells every listed state and label right,
+    as a Python expression over ``s`` and ``d``; None where the states are no such lists or no rule fits."""
+    args = [a for a, _ in states] + [a for a, _, _ in labelled]
+    if not args or not all(isinstance(a[0], dict) and all(isinstance(v, list) for v in a[0].values()) for a in args):
+        return None
+    labels = _labels(states, labelled)
+    names = {a: action_value(a).split() for a in labels}
+    if not names or any(len(n) != 2 for n in names.values()):
+        return None
+    cases = [([stacks[0].get(k) or [] for k in names[a]], ok) for a, (legal, illegal) in labels.items()
+             for ok, group in ((True, legal), (False, illegal)) for stacks in group]
+    for rule in _stack_rules():
+        # Compiled from the text the harness is given (one of the fixed rules above, never input):
+        # the rule judged here is the rule written.
+        test = eval(compile(f"lambda s, d: bool({rule})", "<stack rule>", "eval"))
+        if all(test(*pair) == ok for pair, ok in cases):
+            return rule
+    return None
+
+
 def fit(states: Sequence[State], params: str, labelled: Sequence[Label], judge: Callable[[str, str], tuple[float, list[Label], Any]],
         rounds: int = 6, universe: Sequence[str] | None = None) -> Any:
     """Induce, judge, and induce again with what the judge saw go wrong: ``judge(name, source)``
@@ -236,6 +273,11 @@ def induce(states: Sequence[State], params: str, labelled: Sequence[Label] = (),
                  "    return [a for a, (kind, arg) in RULES.items() if kind == 'always'\n"
                  "            or (kind == 'when' and cells[arg[0]] in arg[1])\n"
                  "            or (kind == 'unless' and all(cells[j] != arg[0] for j in arg[1]))]\n")]
+    if states and (rule := stack_rule(states, labelled)) is not None:
+        return [("stacks", f"ACTIONS = {list(_labels(states, labelled))!r}\n\n\n" + head + doc +
+                 f"    stacks = {params.split(',')[0]}\n"
+                 "    pairs = [(a, [stacks.get(k) or [] for k in action_value(a).split()]) for a in ACTIONS]\n"
+                 f"    return [a for a, (s, d) in pairs if {rule}]\n")]
     if (found := filtered(states, labelled, universe)) is None:
         return []
     actions, marker, kept = found
