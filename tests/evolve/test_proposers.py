@@ -22,6 +22,7 @@ from ratchet.evolve.proposers.config import (
 from ratchet.evolve.proposers.controls import CosmeticProposer, NoopProposer
 from ratchet.evolve.proposers.diff import DiffProposer
 from ratchet.evolve.proposers.merge import MergeProposer
+from ratchet.evolve.proposers.mutation import AutofixOptions, AutofixProposer, MutationOptions, MutationProposer
 from ratchet.evolve.proposers.parsing import apply_blocks, extract_file, parse_blocks, parse_claim
 from ratchet.evolve.proposers.reflective import ReflectiveProposer
 from ratchet.models.scripted import ScriptedModel
@@ -68,7 +69,8 @@ def test_every_proposer_satisfies_the_protocol(tmp_path) -> None:
     ctx = make_ctx(tmp_path, ScriptedModel([]), agent_runtime=object())
     for proposer in (ReflectiveProposer(ReflectiveOptions(), ctx), DiffProposer(DiffOptions(), ctx),
                      MergeProposer(MergeOptions(), ctx), AgenticProposer(AgenticOptions(), ctx),
-                     NoopProposer(ControlOptions(), ctx), CosmeticProposer(ControlOptions(), ctx)):
+                     NoopProposer(ControlOptions(), ctx), CosmeticProposer(ControlOptions(), ctx),
+                     MutationProposer(MutationOptions(), ctx), AutofixProposer(AutofixOptions(), ctx)):
         assert isinstance(proposer, Proposer)
 
 
@@ -548,3 +550,34 @@ def test_a_tool_call_block_is_never_taken_as_the_file() -> None:
     assert extract_file(call + fenced(PROMPT, "markdown"), "prompts/system.md").text == PROMPT
     data = '```json\n{"name": "bash", "arguments": {}}\n```\n'  # a JSON surface may well look like one
     assert extract_file(data, "tools.json").text == '{"name": "bash", "arguments": {}}\n'
+
+
+# ------------------------------------------------------------------------------------ autofix
+
+
+SLIPS = "def propose_action(board):\n    return '[' + random.choice(['roll', 'hold']) + ']'\n"
+
+
+def test_autofix_fixes_a_missing_import_and_leaves_bracketing_code_alone() -> None:
+    parent = Candidate.from_files("x", {"harness.py": SLIPS, "notes.md": "random"})
+    proposer = AutofixProposer(AutofixOptions(spelled={"roll": "[roll]", "hold": "[hold]"}))
+    proposal = proposer.propose(parent, None, random.Random(0))
+    # The code brackets the words itself: they are meant bare, so only the import is added.
+    assert proposal is not None and list(proposal.files) == ["harness.py"]
+    assert proposal.files["harness.py"].startswith("import random\n") and "'roll'" in proposal.files["harness.py"]
+    assert proposal.claim.target == "harness.py: `import random` added" and proposal.parents == (parent.id,)
+
+
+def test_autofix_spells_bare_actions_the_way_the_game_does_and_gives_up_once_nothing_is_left() -> None:
+    bare = "import random\n\ndef propose_action(board):\n    return random.choice(['roll', 'hold'])\n"
+    proposer = AutofixProposer(AutofixOptions(spelled={"roll": "[roll]", "hold": "[hold]"}))
+    proposal = proposer.propose(Candidate.from_files("x", {"harness.py": bare}), None, random.Random(0))
+    assert "['[roll]', '[hold]']" in proposal.files["harness.py"]
+    again = Candidate.from_files("y", proposal.files)
+    assert proposer.propose(again, None, random.Random(1)) is None and "nothing to fix" in proposer.last_reason
+    assert AutofixProposer.deterministic  # the loop then draws another proposer for that parent
+
+
+def test_autofix_reads_the_spellings_from_a_games_rules() -> None:
+    proposer = AutofixProposer(AutofixOptions(game="PigDice-v0"))
+    assert proposer.spelled() == {"roll": "[roll]", "hold": "[hold]"}

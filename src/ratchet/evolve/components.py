@@ -32,6 +32,8 @@ PROPOSERS = {
     "agentic": "ratchet.evolve.proposers.agentic:AgenticProposer",
     "critic_refiner": "ratchet.evolve.proposers.critic:CriticRefinerProposer",
     "induced_rules": "ratchet.evolve.proposers.rules:InducedRulesProposer",
+    "mutation": "ratchet.evolve.proposers.mutation:MutationProposer",
+    "autofix": "ratchet.evolve.proposers.mutation:AutofixProposer",
     "noop": "ratchet.evolve.proposers.controls:NoopProposer",
     "cosmetic": "ratchet.evolve.proposers.controls:CosmeticProposer",
 }

@@ -21,7 +21,10 @@ is the engine's proposer over them (one random mutant of one ``.py`` surface per
 
 :func:`fixed` is the other kind of repair: the slips that have one reading only (a module used but
 never imported, an action written without the brackets the game's actions have), all fixed at
-once, since a program with both plays no legal move until both are fixed.
+once, since a program with both plays no legal move until both are fixed; ``AutofixProposer``
+(``autofix``) proposes them to the engine. Both are the dedicated AutoHarness search's ``repair``
+and ``autofix`` ideas as engine components; here the engine's own evaluation and gate judge each
+proposal (the search screens its mutants on its dense checks first).
 """
 
 from __future__ import annotations
@@ -334,3 +337,56 @@ class MutationProposer:
                                 meta={"surfaces": [path], "change": pick.change})
         self.last_reason = "no Python surface of the parent parses into a mutable program"
         return None
+
+
+class AutofixOptions(Settings):
+    """The slips with one reading (:func:`fixed`), all fixed at once in one Python surface (no model call)."""
+
+    surfaces: list[str] = Field(default_factory=lambda: ["*.py"])
+    """Glob patterns of the parent's files it may fix (only Python files parse)."""
+    spelled: dict[str, str] = Field(default_factory=dict)
+    """Bare action words and how the game spells each (``{"roll": "[roll]"}``); empty: read from ``game``."""
+    game: str | None = None
+    """A TextArena game whose rules text gives ``spelled`` (its action grammar's word actions); none:
+    only the missing imports are fixed."""
+
+
+class AutofixProposer:
+    """Proposes the parent's first Python surface that :func:`fixed` changes, with its fixes."""
+
+    name = "autofix"
+    deterministic = True
+    """The fix is a function of the parent alone: once it has none, asking again gives none."""
+
+    def __init__(self, options: AutofixOptions, ctx: Any = None) -> None:
+        self.options = options
+        self.last_reason: str | None = None
+        self._spelled: dict[str, str] | None = None
+
+    def spelled(self) -> dict[str, str]:
+        if self._spelled is None:
+            self._spelled = dict(self.options.spelled) or (game_spellings(self.options.game) if self.options.game else {})
+        return self._spelled
+
+    def propose(self, parent: Candidate, archive: Any, rng: Any) -> Proposal | None:
+        for path in sorted(parent.files):
+            if path.endswith(".py") and any(fnmatch(path, g) for g in self.options.surfaces):
+                if (fix := fixed(parent.files[path], self.spelled())) is not None:
+                    claim = Claim(target=f"{path}: {fix.change}", root_cause="a slip with one reading (no model)", predicted_flips=())
+                    self.last_reason = None
+                    return Proposal(files={path: fix.code}, claim=claim, proposer=self.name, parents=(parent.id,),
+                                    meta={"surfaces": [path], "change": fix.change})
+        self.last_reason = "nothing to fix: every module the code reads is imported and no action is written without its brackets"
+        return None
+
+
+def game_spellings(game: str) -> dict[str, str]:
+    """The word actions of ``game`` as its rules text spells them (``ActionGrammar.spelled``)."""
+    from ratchet.envs.grammar import infer_grammar  # the envs (TextArena) only for a proposer that names a game
+    from ratchet.envs.registry import env_factory_for
+
+    env = env_factory_for(game)()
+    try:
+        return infer_grammar(env.reset(0).text).spelled()
+    finally:
+        env.close()
