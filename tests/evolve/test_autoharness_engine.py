@@ -123,3 +123,20 @@ def test_the_same_run_with_the_harness_in_the_sandbox_keeps_the_fix(tmp_path: Pa
     summary = Engine(cfg, run, ScriptedModel([fenced(FIXED)])).execute()  # no runtime handed in: the sandbox
     report = summary["report"]
     assert summary["accepted"] == 2 and report["best"]["mean"] == 1.0 > report["original"]["mean"]
+
+
+def test_the_one_function_request_is_a_refiner_swapped_in_and_its_reply_is_built_into_the_template(tmp_path: Path) -> None:
+    raw = yaml.safe_load((EXAMPLE / "evolve-scaffold.yaml").read_text())
+    raw.update(workspace=str(EXAMPLE), model="scripted:", iterations=1)
+    cfg = EvolveConfig.model_validate(raw)
+    assert [p.name for p in cfg.proposers] == ["critic_refiner"]
+    run = RunStore(tmp_path / "runs").create_run("evolve", cfg)
+    model = ScriptedModel(["```python\ndef legal_moves(cells):\n    return [c for c in cells if c.isdigit()]\n```"])
+    summary = Engine(cfg, run, model, extra={"harness_runtime": InProcessHarness}).execute()
+    [request] = [m["content"] for m in model.calls[0]["messages"] if m["role"] == "user"]
+    # The starting harness has no legal_moves: the first request, three distinct explored states as examples.
+    examples = [line.strip() for line in request.splitlines() if line.strip().startswith(">>> legal_moves(")]
+    assert len(examples) == len(set(examples)) == 3 and "This attempt is wrong" not in request
+    assert summary["accepted"] == 2
+    best = summary["report"]["best"]
+    assert best["mean"] == 1.0 and "legal_moves(cells(parse_grid(current_board(board))))" in run.get_candidate(best["id"]).files["harness.py"]

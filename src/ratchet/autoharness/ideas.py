@@ -20,6 +20,7 @@ from ratchet.autoharness.decompose import Decomposer
 from ratchet.autoharness.evaluate import ENV_REJECTED
 from ratchet.autoharness.prompts import scaffold_for, scaffold_function
 from ratchet.autoharness.transitions import check_legal_actions, score_is_legal
+from ratchet.autoharness.views import examples
 from ratchet.envs.aliases import infer_aliases
 from ratchet.envs.explore import Transition, balanced_subset
 from ratchet.envs.rules import common_opening, fit_harvest
@@ -177,21 +178,10 @@ class Scaffold(Idea):
         listed = search.listed
         states = [(f["board"], f["expected"]) for f in shown if f.get("kind") == "wrong_legal_actions"][:2]
         states += listed[len(listed) // 3 :: max(1, len(listed) // 4)][:3] or listed[:3]
-        return views(search, states + listed, len(states))
+        return examples(search.view(), states + listed, len(states))
 
     def template(self, search):
         return scaffold_for(search.view(), search.grammar.form, search.state.get("aliases")) if search.listed else None
-
-
-def views(search: Synthesis, states: Sequence[tuple[str, list[str]]], limit: int | None = None) -> list[tuple[tuple[Any, ...], list[str]]]:
-    """States as ``legal_moves`` sees them (``search.view()``'s arguments), with their legal lists:
-    the first ``limit`` that look different (Tower of Hanoi's towers repeat where its histories do not)."""
-    view, seen, out = search.view(), set(), []
-    for b, legal in states:
-        if (shown := view.show(args := view.args(b))) not in seen and len(out) != limit:
-            seen.add(shown)
-            out.append((args, legal))
-    return out
 
 
 class Transitions(Idea):
@@ -407,7 +397,7 @@ class Restarts(Idea):
         restarts = search.state.get("restarts", 0)
         if restarts and search.state.get("parent") is None and options.get("scaffold") and search.listed:
             # Diverse: a restart's examples are other states of the game than the first root's.
-            options["scaffold_examples"] = views(search, random.Random(restarts).sample(search.listed, min(3, len(search.listed))))
+            options["scaffold_examples"] = examples(search.view(), random.Random(restarts).sample(search.listed, min(3, len(search.listed))))
 
 
 #: Characters of ``legal_moves``' signature and docstring above which the one-function request

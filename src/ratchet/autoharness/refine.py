@@ -1,5 +1,6 @@
-"""Which function to refine, whether a response's code is a complete harness, and the refiner the
-engine's critic + refiner proposer asks (:class:`HarnessRefiner`).
+"""Which function to refine, whether a response's code is a complete harness, and the refiners the
+engine's critic + refiner proposer asks: the paper's request (:class:`HarnessRefiner`) and the
+search's one-function request (:class:`ScaffoldRefiner`).
 
 The paper's rule: if ``is_legal_action`` said True but the environment rejected the move, both
 functions are wrong → refine both; if it said False (the proposal itself was illegal) → refine
@@ -16,8 +17,10 @@ from typing import Any
 
 from ratchet.autoharness.critic import summarize
 from ratchet.autoharness.prompts import synthesis_prompt
-from ratchet.contracts import Message
+from ratchet.contracts import Message, RatchetError
+from ratchet.autoharness.views import examples
 from ratchet.envs.answers import defined_functions, extract_code
+from ratchet.envs.explore import listed_states
 
 REQUIRED = ("propose_action", "is_legal_action")
 
@@ -56,5 +59,45 @@ class HarnessRefiner:
 
     def new_code(self, reply: str, code: str) -> tuple[str | None, str]:
         new = extract_code(reply, previous=code, required=REQUIRED)
+        problem = "no code in the reply" if new is None else check_signatures(new)
+        return (None, problem) if problem else (new, "")
+
+
+class ScaffoldRefiner(HarnessRefiner):
+    """The dedicated search's ``scaffold`` idea for the engine: one function, ``legal_moves``, asked
+    for in the HumanEval format with real states of the game as its doctest examples (the game
+    explored once, on ``seeds``, as the ``induced_rules`` proposer does), and built into the fixed
+    template around it. A parent with its own ``legal_moves`` gets the counterexample request (its
+    function shown as wrong, with the failures' summary); any other parent, the first request."""
+
+    def __init__(self, game: str, description: str = "", seeds: Sequence[int] = (0, 1, 2, 3), examples: int = 3,
+                 transitions_per_seed: int = 60) -> None:
+        super().__init__(game, description, "verifier")
+        self.seeds, self.examples, self.per_seed = list(seeds), examples, transitions_per_seed
+        self._harvest: Any = None
+
+    def harvest(self) -> Any:
+        if self._harvest is None:
+            from ratchet.evolve.proposers.rules import harvest_game  # plays the game: only once asked
+
+            self._harvest = harvest_game(self.game, self.seeds, self.per_seed)
+            if not self._harvest.states:
+                raise RatchetError(f"{self.game}: exploring seeds {self.seeds} found no state with the game's whole legal "
+                                   "list, so the one-function request has no examples", hint="use the HarnessRefiner")
+        return self._harvest
+
+    def request(self, code: str, shown: list[dict[str, Any]], pool: list[dict[str, Any]]) -> list[Message]:
+        h = self.harvest()
+        listed = listed_states(h.transitions, limit=None)
+        spread = listed[len(listed) // 3 :: max(1, len(listed) // 4)] + listed  # as the search picks them
+        picked = examples(h.view, spread, self.examples)
+        own = code if "def legal_moves" in code else None
+        return synthesis_prompt(game=self.game, description=self.description, action_examples=[], mode=self.mode, code=own,
+                                failures=shown, refine="both", error_summary=summarize(pool) if own else "",
+                                scaffold=True, scaffold_examples=picked, view=h.view)
+
+    def new_code(self, reply: str, code: str) -> tuple[str | None, str]:
+        template = code if "def legal_moves" in code else self.harvest().template
+        new = extract_code(reply, previous=template, required=REQUIRED)
         problem = "no code in the reply" if new is None else check_signatures(new)
         return (None, problem) if problem else (new, "")

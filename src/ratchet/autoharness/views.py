@@ -129,3 +129,14 @@ def choose_view(states: Sequence[tuple[str, Sequence[str]]]) -> BoardView:
     if all(movers) and len(set(movers)) > 1 and not every_free_cell_is_a_move(states, set(movers)):
         return MoverCellsView()
     return CellsView()
+
+
+def examples(view: BoardView, states: Sequence[tuple[str, Sequence[str]]], limit: int | None = None) -> list[tuple[tuple[Any, ...], Sequence[str]]]:
+    """States (board, legal actions) as ``legal_moves`` sees them (``view.args``), with their legal
+    lists: the first ``limit`` that look different (Tower of Hanoi's towers repeat where its histories do not)."""
+    seen, out = set(), []
+    for board, legal in states:
+        if (shown := view.show(args := view.args(board))) not in seen and len(out) != limit:
+            seen.add(shown)
+            out.append((args, legal))
+    return out
