@@ -166,7 +166,9 @@ def library_view(board: str) -> str:
     return "\n".join(lines + [parsed(block)] if lib.parse_grid(block) else lines)
 
 
-def _named(block: str) -> dict[str, Any]:
+def named_values(block: str) -> dict[str, Any]:
+    """The block's named values (``harnesslib.fields``) where it has two at least and some are no
+    plain text (towers, hands, scores), else empty: a "Turn: X" line alone is no such board."""
     named = lib.fields(block)
     return named if len(named) >= 2 and any(not isinstance(v, str) for v in named.values()) else {}
 
@@ -175,7 +177,7 @@ def parsed(block: str, grid: bool = True) -> str:
     """The parse of a board block the prompt shows: its named values where it is such lines ("A:
     [3, 2, 1]": the 1.5B, shown the grid parse of Tower of Hanoi's towers, indexed those cells),
     else its cells, after its rows with ``grid``."""
-    if named := _named(block):
+    if named := named_values(block):
         return f"fields(current_board(board)) -> {named!r}"[:500]
     rows = lib.parse_grid(block)
     return ((f"parse_grid(current_board(board)) -> {rows!r}"[:500] + "\n" if grid else "")
@@ -259,7 +261,7 @@ def synthesis_prompt(
         instructions = instructions[:3]
     sections.append("Instructions:\n" + "\n".join(f"- {s}" for s in instructions))
     if helper_library:
-        sections.append("harnesslib API:\n" + HARNESSLIB_API + (FIELDS_API if sample_board and _named(lib.current_board(sample_board)) else ""))
+        sections.append("harnesslib API:\n" + HARNESSLIB_API + (FIELDS_API if sample_board and named_values(lib.current_board(sample_board)) else ""))
         if sample_board:
             sections.append("A board of this game:\n" + textwrap.indent(excerpt(sample_board, 500), "  ") + "\nOn it, harnesslib gives:\n" + library_view(sample_board))
     if labelled:

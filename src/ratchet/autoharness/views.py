@@ -3,8 +3,9 @@ search from the states the game listed (``choose_view``).
 
 A view names ``legal_moves``' parameters, the expression the scaffold's ``legal_actions`` calls it
 with, and how a state is written as a doctest example. A grid game gets the board's cells; a game
-whose boards are no grid gets the observation text; a two-player grid game whose openings name the
-mover's mark also gets that mark where its legal moves depend on whose turn it is (Othello).
+whose boards are no grid gets the observation text, or its named values where each board is such
+lines (Tower of Hanoi's towers); a two-player grid game whose openings name the mover's mark also
+gets that mark where its legal moves depend on whose turn it is (Othello).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ratchet.envs import harnesslib as lib
-from ratchet.autoharness.prompts import compact_list, excerpt
+from ratchet.autoharness.prompts import compact_list, excerpt, named_values
 
 
 class BoardView:
@@ -59,8 +60,8 @@ def has_fields(boards: Sequence[str]) -> bool:
     """Whether every current board is such lines, two at least, some of them no plain text, in a
     game whose opening names no player: a two-player game's values (Chopsticks' hands) do not say
     whose turn it is, which its text does ("You are Player 1")."""
-    return bool(boards) and all(len(f := lib.fields(b := lib.current_board(board))) >= 2 and len(f) == len(
-        [line for line in b.splitlines() if line.strip(" .")]) and any(not isinstance(v, str) for v in f.values())
+    return bool(boards) and all((f := named_values(b := lib.current_board(board))) and len(f) == len(
+        [line for line in b.splitlines() if line.strip(" .")])
         and not re.search(r"\bPlayer \d", re.split(r"^\[", board, maxsplit=1, flags=re.M)[0]) for board in boards)
 
 
