@@ -20,6 +20,11 @@ def moved(seed: int, at: str, action: str, to: str, legal: bool = True, listed: 
                       outcome(after, False, [action, *listed]))
 
 
+def after(move: str, listed: tuple[str, ...] = LISTED, seed: int = 5) -> Transition:
+    """A state reached by taking ``move``, with the game's list there (a name of a move stays listed)."""
+    return Transition(seed, (move,), "You moved.", listed[0], True, None, 0, listed, "o")
+
+
 def test_the_doctests_pass():
     assert doctest.testmod(aliases_module).failed == 0
     assert doctest.testmod(harnesslib).failed == 0
@@ -27,7 +32,8 @@ def test_the_doctests_pass():
 
 def test_two_names_of_one_move_are_aliases_and_the_first_listed_is_canonical():
     found = infer_aliases([moved(0, "1", "[up]", "0"), moved(0, "1", "[w]", "0"), moved(0, "1", "[down]", "2"), moved(0, "1", "[s]", "2"),
-                           moved(1, "2", "[w]", "1"), moved(1, "2", "[up]", "1"), moved(1, "2", "[s]", "3"), moved(1, "2", "[down]", "3")])
+                           moved(1, "2", "[w]", "1"), moved(1, "2", "[up]", "1"), moved(1, "2", "[s]", "3"), moved(1, "2", "[down]", "3"),
+                           after("[w]"), after("[down]")])
     assert found == {"[up]": ["[w]"], "[down]": ["[s]"]}
 
 
@@ -35,11 +41,11 @@ def test_moves_that_agree_at_one_state_but_not_another_are_not_merged():
     # At a wall, up and down both stay put; elsewhere they differ: one state is enough to tell them apart.
     walls = [moved(s, "0", a, "0") for s in (0, 1) for a in ("[up]", "[down]")]
     assert infer_aliases(walls + [moved(2, "1", "[up]", "0"), moved(2, "1", "[down]", "2")]) == {}
-    assert infer_aliases(walls) == {"[up]": ["[down]"]}  # never told apart: one move as far as the harvest shows
+    assert infer_aliases(walls + [after("[up]")]) == {"[up]": ["[down]"]}  # never told apart: one move as far as the harvest shows
 
 
 def test_actions_with_different_legality_are_not_merged():
-    same_board = [moved(s, "1", a, "1") for s in (0, 1) for a in ("[up]", "[w]")]
+    same_board = [moved(s, "1", a, "1") for s in (0, 1) for a in ("[up]", "[w]")] + [after("[up]")]
     rejected = [moved(2, "1", "[up]", "1"), moved(2, "1", "[w]", "1", legal=False)]
     assert infer_aliases(same_board) == {"[up]": ["[w]"]}
     assert infer_aliases(same_board + rejected) == {}
@@ -66,7 +72,7 @@ def test_the_actions_are_dropped_from_the_next_observation_but_not_a_board_writt
 
 def test_groups_are_cliques_and_the_order_is_the_listing_order():
     listed = ("[a]", "[b]", "[c]")
-    same = [Transition(s, (), "b", x, True, None, 0, listed, "o") for s in (0, 1) for x in listed]
+    same = [Transition(s, (), "b", x, True, None, 0, listed, "o") for s in (0, 1) for x in listed] + [after("[a]", listed), after("[b]", listed)]
     assert infer_aliases(same) == {"[a]": ["[b]", "[c]"]}
     # [c] is told apart from [a] (not from [b]): [a] keeps [b], and [c] stays on its own.
     apart = [Transition(9, (), "b", "[a]", True, None, 0, listed, "p"), Transition(9, (), "b", "[c]", True, None, 0, listed, "q")]
@@ -78,3 +84,14 @@ def test_with_aliases_adds_every_other_name_once_in_order():
     assert harnesslib.with_aliases(["[up]", "[left]"], names) == ["[up]", "[w]", "[left]", "[a]"]
     assert harnesslib.with_aliases(["[w]", "[up]", "[ up ]"], names) == ["[w]", "[up]"]
     assert harnesslib.with_aliases(["[down]"], names) == ["[down]"] and harnesslib.with_aliases([], names) == []
+
+
+def test_two_guesses_with_the_same_reply_are_not_one_move():
+    # Guess the Number: [1] and [2] both get "higher" wherever both were tried, but the state
+    # reached by guessing [1] lists [2] and not [1]; with no such state the pair is not confirmed.
+    numbers = ("[1]", "[2]", "[3]")
+    guesses = [Transition(s, (), "Guess 1-50.", g, True, None, 0, numbers, "higher") for s in (0, 1) for g in ("[1]", "[2]")]
+    assert infer_aliases(guesses) == {}
+    assert infer_aliases(guesses + [Transition(0, ("[1]",), "Guess.", "[2]", True, None, 0, ("[2]", "[3]"), "higher")]) == {}
+    # The same two, still both listed after one was taken: now one move as far as the harvest shows.
+    assert infer_aliases(guesses + [after("[1]", numbers)]) == {"[1]": ["[2]"]}

@@ -46,7 +46,8 @@ def infer_aliases(transitions: Sequence[Transition], min_shared: int = 2) -> dic
     at ``min_shared`` states at least, and no harvested state tells them apart: none where both
     were tried with different legality, or both legal with different outcomes (an illegal action's
     next observation is the game's complaint, which may name it), and none whose printed list holds
-    one and not the other. A group is kept only where every two of its actions are aliases."""
+    one and not the other, a state reached by taking one of them among them. A group is kept only
+    where every two of its actions are aliases."""
     states: dict[tuple[int, tuple[str, ...]], list[Transition]] = {}
     for t in transitions:
         states.setdefault((t.seed, t.prefix), []).append(t)
@@ -78,8 +79,12 @@ def infer_aliases(transitions: Sequence[Transition], min_shared: int = 2) -> dic
 
 
 def _same_move(pair: tuple[str, str], states: Iterable[list[Transition]], min_shared: int) -> bool:
-    shared = 0
+    shared, after = 0, False
     for group in states:
+        # A state reached by taking one of the two, with the game's list there: two names of one move
+        # stay both listed or both not (Frozen Lake's [w] and [up]); two guesses with the same reply
+        # do not (Guess the Number lists [2] after [1], not [1]), which no earlier state tells.
+        after = after or bool(group[0].prefix and group[0].prefix[-1] in pair and group[0].listed)
         seen = {t.action: t for t in group}
         listed = set(group[0].listed)
         a, b = (seen.get(x) for x in pair)
@@ -90,5 +95,5 @@ def _same_move(pair: tuple[str, str], states: Iterable[list[Transition]], min_sh
         if a.legal != b.legal or (a.legal and a.outcome and b.outcome and a.outcome != b.outcome):
             return False
         shared += bool(a.legal and a.outcome and a.outcome == b.outcome)
-    return shared >= min_shared
+    return shared >= min_shared and after
 
