@@ -15,10 +15,10 @@ import ast
 from collections.abc import Sequence
 from typing import Any
 
+from ratchet.autoharness import views
 from ratchet.autoharness.critic import summarize
 from ratchet.autoharness.prompts import synthesis_prompt
 from ratchet.contracts import Message, RatchetError
-from ratchet.autoharness.views import examples
 from ratchet.envs.answers import defined_functions, extract_code
 from ratchet.envs.explore import listed_states
 
@@ -90,7 +90,7 @@ class ScaffoldRefiner(HarnessRefiner):
         h = self.harvest()
         listed = listed_states(h.transitions, limit=None)
         spread = listed[len(listed) // 3 :: max(1, len(listed) // 4)] + listed  # as the search picks them
-        picked = examples(h.view, spread, self.examples)
+        picked = views.examples(h.view, spread, self.examples)
         own = code if "def legal_moves" in code else None
         return synthesis_prompt(game=self.game, description=self.description, action_examples=[], mode=self.mode, code=own,
                                 failures=shown, refine="both", error_summary=summarize(pool) if own else "",

@@ -8,11 +8,11 @@ that is legal unless a marker stands in some cells (a sliding puzzle's blank on 
 leave); a formula over the tops of the two stacks an action names (Tower of Hanoi's "[A C]", its
 state the towers as named lists); or the actions not yet played, with no number repeated (Guess
 the Number's guesses, Mastermind's codes; a game that lists no state is fitted over its grammar's
-every action from the single moves explored). ``induce`` fits the shapes in that order to every listed state and labelled
-move and writes the first that fits as the ``legal_moves`` source a scaffolded search asks the model
-for, so the search judges it like any other candidate; ``fit`` adds the moves the judge saw rejected
-and fits again, so a shape that only fits the states seen is caught by the search's own rollouts,
-and what they miss by the held-out check.
+every action from the single moves explored). ``induce`` fits the shapes in that order to every
+listed state and labelled move and writes the first that fits as the ``legal_moves`` source a
+scaffolded search asks the model for, so the search judges it like any other candidate; ``fit``
+adds the moves the judge saw rejected and fits again, so a shape that only fits the states seen is
+caught by the search's own rollouts, and what they miss by the held-out check.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from ratchet.envs.harnesslib import action_ints, action_value, bracketed
 State = tuple[tuple[Any, ...], Sequence[str]]
 #: (those arguments, an action tried there, whether the game took it): a state's label for one action
 Label = tuple[tuple[Any, ...], str, bool]
+
 
 def _distinct(action: str) -> bool:
     """No number repeats in the action (Mastermind's codes)."""
