@@ -75,22 +75,25 @@ class ScaffoldRefiner(HarnessRefiner):
         super().__init__(game, description, "verifier")
         self.seeds, self.examples, self.per_seed = list(seeds), examples, transitions_per_seed
         self._harvest: Any = None
+        self._picked: list[Any] = []
 
     def harvest(self) -> Any:
+        """The game explored (once), and the doctest examples every request shows, picked from it."""
         if self._harvest is None:
             from ratchet.evolve.proposers.rules import harvest_game  # plays the game: only once asked
 
-            self._harvest = harvest_game(self.game, self.seeds, self.per_seed)
-            if not self._harvest.states:
+            self._harvest = h = harvest_game(self.game, self.seeds, self.per_seed)
+            if not h.states:
                 raise RatchetError(f"{self.game}: exploring seeds {self.seeds} found no state with the game's whole legal "
                                    "list, so the one-function request has no examples", hint="use the HarnessRefiner")
+            listed = listed_states(h.transitions, limit=None)
+            spread = listed[len(listed) // 3 :: max(1, len(listed) // 4)] + listed  # as the search picks them
+            self._picked = views.examples(h.view, spread, self.examples)
         return self._harvest
 
     def request(self, code: str, shown: list[dict[str, Any]], pool: list[dict[str, Any]]) -> list[Message]:
         h = self.harvest()
-        listed = listed_states(h.transitions, limit=None)
-        spread = listed[len(listed) // 3 :: max(1, len(listed) // 4)] + listed  # as the search picks them
-        picked = views.examples(h.view, spread, self.examples)
+        picked = self._picked
         own = code if "def legal_moves" in code else None
         return synthesis_prompt(game=self.game, description=self.description, action_examples=[], mode=self.mode, code=own,
                                 failures=shown, refine="both", error_summary=summarize(pool) if own else "",

@@ -62,7 +62,7 @@ def has_fields(boards: Sequence[str]) -> bool:
     whose turn it is, which its text does ("You are Player 1")."""
     return bool(boards) and all((f := named_values(b := lib.current_board(board))) and len(f) == len(
         [line for line in b.splitlines() if line.strip(" .")])
-        and not re.search(r"\bPlayer \d", re.split(r"^\[", board, maxsplit=1, flags=re.M)[0]) for board in boards)
+        and not re.search(r"\bPlayer \d", lib.opening(board)) for board in boards)
 
 
 class CellsView(BoardView):

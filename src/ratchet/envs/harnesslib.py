@@ -19,7 +19,7 @@ import ast
 import re
 
 __all__ = ["current_board", "parse_grid", "cells", "fields", "bracketed", "action_value", "as_action", "with_aliases", "action_ints",
-           "mover", "index_to_rc", "rc_to_index"]
+           "mover", "opening", "index_to_rc", "rc_to_index"]
 
 _SEPARATOR = re.compile(r"^(?=.*[-+=_])[\s\-+=|_]*$")  # "|     |     |" is a row of empty cells
 _BOARD_HEADER = re.compile(r"((current )?board( state)?\s*:?|current (board|grid|state)\b.*:)\s*$", re.IGNORECASE)
@@ -187,6 +187,11 @@ _MARKS = [re.compile(p, re.IGNORECASE) for p in (r"playing \w+ \(([a-z])\)", r"y
 _COLOUR = re.compile(r"\bplaying (?:as )?(white|black|red|blue|yellow|green)\b", re.IGNORECASE)
 
 
+def opening(text: str) -> str:
+    """The observation's opening: the text before the game's first "[...]" message (its rules)."""
+    return re.split(r"^\[", text, maxsplit=1, flags=re.MULTILINE)[0]
+
+
 def mover(text: str) -> str:
     """The mark of the player to move, as the observation's opening (the text before the game's
     first "[...]" message) names it; "" when it names none. A two-player board's legal moves often
@@ -199,12 +204,12 @@ def mover(text: str) -> str:
     >>> mover("[GAME] Current Board: ...")
     ''
     """
-    opening = re.split(r"^\[", text, maxsplit=1, flags=re.MULTILINE)[0]
+    first = opening(text)
     for pattern in _MARKS:
-        found = pattern.search(opening)
+        found = pattern.search(first)
         if found:
             return found.group(1).upper()
-    found = _COLOUR.search(opening)
+    found = _COLOUR.search(first)
     return found.group(1)[0].upper() if found else ""
 
 
