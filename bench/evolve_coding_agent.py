@@ -186,9 +186,13 @@ def drive(args: argparse.Namespace) -> Any:
     # llama.cpp loads only here, when the bench runs the model.
     from ratchet.models import load_model
 
-    model = (load_model(config.model, n_threads=args.threads) if str(config.model).startswith("local:")
-             else load_model(config.model))
-    Engine(config, run, model, on_event=lambda e: print(json.dumps(e, default=str)[:300], flush=True)).execute()
+    def load(spec: str | None) -> Any:
+        if spec is None:
+            return None
+        return load_model(spec, n_threads=args.threads) if spec.startswith("local:") else load_model(spec)
+
+    Engine(config, run, load(config.model), proposer_model=load(config.proposer_model),
+           on_event=lambda e: print(json.dumps(e, default=str)[:300], flush=True)).execute()
     return run
 
 

@@ -14,6 +14,7 @@ from doubles import FILE, RecordingProposer, config, make_workspace
 
 from ratchet.contracts import RatchetError
 from ratchet.evolve.approval import approve, reject
+from ratchet.evolve.archive import Archive
 from ratchet.evolve.canary import CanaryFailed
 from ratchet.evolve.loop import APPROVALS, Engine
 from ratchet.evolve.workspace import PinMismatch
@@ -382,3 +383,29 @@ def test_a_deterministic_proposer_that_gave_up_on_a_parent_is_not_drawn_for_it_a
         assert steps[1]["parent"] == steps[0]["parent"] and steps[3]["parent"] == steps[2]["parent"] != steps[0]["parent"]
     else:
         assert drawn.count("gives_up") >= 3  # the waste the declaration avoids
+
+
+def test_a_proposer_model_answers_the_proposers_and_its_replies_replay_on_resume(tmp_path: Path) -> None:
+    """``proposer_model`` (a larger model proposing for a small one): the proposers ask it, not the
+    run's model; its calls count against the one budget and have their own journal, so a step
+    rerun after a kill replays its proposal instead of asking again."""
+    from ratchet.evolve.cache import PROPOSER_REPLIES, REPLIES
+    from ratchet.evolve.loop import CHECKPOINT
+
+    ws = make_workspace(tmp_path, p=0.3)
+    cfg = config(ws, "doubles:ModelProposer", iterations=1)
+    run = RunStore(tmp_path / "runs").create_run("evolve", cfg)
+    main, proposing = ScriptedModel([]), ScriptedModel(["0.6", "0.9"])
+    summary = Engine(cfg, run, main, proposer_model=proposing).execute()
+    assert len(proposing.calls) == 1 and main.calls == [] and summary["model_calls"] == 1
+    assert len(run.read_jsonl(PROPOSER_REPLIES)) == 1 and run.read_jsonl(REPLIES) == []
+    after_step_0 = run.load_checkpoint(CHECKPOINT)
+    longer = cfg.model_copy(update={"iterations": 2})
+    Engine(longer, run, main, proposer_model=proposing).execute()
+    assert len(proposing.calls) == 2
+    decided = {c.id: c.meta.get("step") for c in Archive(run).candidates()}
+    run.checkpoint(CHECKPOINT, after_step_0)  # killed after step 1's proposal, before its checkpoint
+    silent = ScriptedModel([])  # any new question would raise: out of responses
+    summary = Engine(longer, run, main, proposer_model=silent).execute()
+    assert silent.calls == [] and summary["replayed_replies"] == 1
+    assert {c.id: c.meta.get("step") for c in Archive(run).candidates()} == decided

@@ -58,6 +58,8 @@ def test_the_example_run_improves_the_coding_agent_and_reports_on_the_untouched_
         f"workspace={ws}", "iterations=1", "smoke.tasks=0",
         f"suite.options.tasks={json.dumps([t for ids in SPLITS.values() for t in ids])}",
         f"splits.ids={json.dumps(SPLITS)}", "splits.search=0", "splits.heldin=0", "splits.test=0"))
+    # the example's agentic proposer alone, as configured: the responder scripts its agent's turns
+    cfg = cfg.model_copy(update={"proposers": [p for p in cfg.proposers if p.name == "agentic"]})
     run = RunStore(tmp_path / "runs").create_run("evolve", cfg.model_dump(mode="json"))
     engine = Engine(cfg, run, ScriptedModel(responder))
     summary = engine.execute()

@@ -90,17 +90,17 @@ def _model(spec: str | None, threads: int | None):
     return load_model(spec, threads=threads)
 
 
-def _engine(config: EvolveConfig, run: Any, model: Any, on_event: Any) -> Engine:
+def _engine(config: EvolveConfig, run: Any, model: Any, on_event: Any, proposer_model: Any = None) -> Engine:
     """The engine for ``run``; a component that cannot be built (an unknown selector, bad suite
     options) marks the run failed with the error, which otherwise stayed 'running' for good."""
     try:
-        return Engine(config, run, model, on_event=on_event)
+        return Engine(config, run, model, on_event=on_event, proposer_model=proposer_model)
     except Exception as exc:
         run.set_status("failed", {"state": "failed", "error": str(exc).splitlines()[0]})
         raise
 
 
-def _drive(config: EvolveConfig, run: Any, model: Any) -> dict[str, Any]:
+def _drive(config: EvolveConfig, run: Any, model: Any, proposer_model: Any = None) -> dict[str, Any]:
     """Run the engine with a progress bar on a terminal, one line per step otherwise."""
     if not console.is_terminal:
         def line(event: dict[str, Any]) -> None:
@@ -112,7 +112,7 @@ def _drive(config: EvolveConfig, run: Any, model: Any) -> dict[str, Any]:
                 console.print(f"{event['kind']}: " + ", ".join(f"{k}={v}" for k, v in event.items() if k not in ("kind", "at")),
                               soft_wrap=True)
 
-        return _engine(config, run, model, line).execute()
+        return _engine(config, run, model, line, proposer_model).execute()
     with Progress(TextColumn("[bold]evolve"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
                   TimeElapsedColumn(), console=console) as bar:
         task = bar.add_task("evolve", total=config.iterations, info="evaluating the original")
@@ -122,7 +122,7 @@ def _drive(config: EvolveConfig, run: Any, model: Any) -> dict[str, Any]:
                 bar.update(task, completed=event["step"] + 1,
                            info=f"{event['status']} · best held-in {event.get('best', 0):.3f}")
 
-        return _engine(config, run, model, update).execute()
+        return _engine(config, run, model, update, proposer_model).execute()
 
 
 def _show_summary(run_id: str, summary: dict[str, Any]) -> None:
@@ -167,10 +167,11 @@ def run_cmd(
         cfg = cfg.model_copy(update={"workspace": (beside if beside.is_dir() else cfg.workspace).resolve()})
     manifest = load_manifest(cfg.workspace)
     model = _model(cfg.model, threads)  # a bad model spec fails before a run is made for it
+    proposer_model = _model(cfg.proposer_model, threads)
     run = RunStore(root).create_run(KIND, cfg, name=manifest.name)
     write_bytes_atomic(run.path(CONFIG_COPY), _dump(cfg))
     console.print(f"run {run.id} ({manifest.name}): {cfg.iterations} steps; store {run.dir}")
-    _show_summary(run.id, _drive(cfg, run, model))
+    _show_summary(run.id, _drive(cfg, run, model, proposer_model))
 
 
 def _open(root: Path | None, run_id: str) -> Any:
@@ -223,9 +224,10 @@ def resume_cmd(
         write_bytes_atomic(run.path(CONFIG_COPY), yaml.safe_dump(run.config, sort_keys=False).encode())
     cfg = load_config(EvolveConfig, run.path(CONFIG_COPY), [*set_, *executor_overrides(executor, address, workers)])
     model = _model(cfg.model, threads)
+    proposer_model = _model(cfg.proposer_model, threads)
     write_bytes_atomic(run.path(CONFIG_COPY), _dump(cfg))
     run.set_status("running")
-    _show_summary(run.id, _drive(cfg, run, model))
+    _show_summary(run.id, _drive(cfg, run, model, proposer_model))
 
 
 @evolve_app.command("status")

@@ -31,6 +31,7 @@ from ratchet.executors.units import unit_scope
 
 EVALS = "evolve/evals.jsonl"
 REPLIES = "evolve/replies.jsonl"
+PROPOSER_REPLIES = "evolve/proposer_replies.jsonl"  # the replies of a run's proposer_model
 
 
 def result_from_record(record: dict[str, Any]) -> TaskResult:

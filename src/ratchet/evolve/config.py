@@ -139,6 +139,10 @@ class EvolveConfig(Settings):
     """Decides whether a child is kept."""
     model: str | None = None
     """Model spec for proposers and model-calling suites (``local:NAME``, ``openai:MODEL``…)."""
+    proposer_model: str | None = None
+    """Model spec the proposers call instead of ``model``: a larger model proposing the changes
+    while the suite's agents keep the small one (GEPA's ``reflection_lm``). Its calls count against
+    the same budget and are journaled apart (a resumed run replays them). None: ``model``."""
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
     """Limits on model use, shared by proposers and evaluators (one accountant)."""
     max_task_evals: int | None = Field(default=None, ge=0)

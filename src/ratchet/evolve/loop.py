@@ -23,7 +23,7 @@ from typing import Any
 from ratchet.contracts import BudgetExceeded, Candidate, Decision, Executor, LLMCall, Model, RatchetError, Task, TaskResult
 from ratchet.evolve.approval import APPROVALS, APPROVED, verdicts
 from ratchet.evolve.archive import Archive, claim_check, per_task_means
-from ratchet.evolve.cache import EVALS, CachedEvaluator, JournaledModel
+from ratchet.evolve.cache import EVALS, PROPOSER_REPLIES, CachedEvaluator, JournaledModel
 from ratchet.evolve.canary import CanaryFailed, check_canaries
 from ratchet.evolve.components import build
 from ratchet.evolve.config import EvolveConfig, SplitsConfig
@@ -76,7 +76,7 @@ class Engine:
 
     def __init__(self, config: EvolveConfig, run: Any, model: Model | None = None,
                  on_event: Callable[[dict[str, Any]], None] | None = None, executor: Executor | None = None,
-                 extra: dict[str, Any] | None = None) -> None:
+                 extra: dict[str, Any] | None = None, proposer_model: Model | None = None) -> None:
         self.config = config
         self.run = run
         self.on_event = on_event or (lambda event: None)
@@ -86,6 +86,10 @@ class Engine:
             self.accountant.record(LLMCall(**{k: v for k, v in record.items() if k in LLM_CALL_FIELDS}))
         self.accountant.on_call = run.record_llm_call
         self.journal = JournaledModel(AccountedModel(model, self.accountant, "evolve"), run) if model else None
+        # The proposers' own model (``proposer_model``): the same budget, its own journal, so that a
+        # resumed run replays each model's replies to the caller that asked for them.
+        self.proposer_journal = (JournaledModel(AccountedModel(proposer_model, self.accountant, "evolve:proposer"),
+                                                run, PROPOSER_REPLIES) if proposer_model else None)
         # Where this run (re)starts: what the gate counts the run's earlier tests up to.
         resumes_at = (run.load_checkpoint(CHECKPOINT) or {}).get("step", 0)
         self.ctx = EngineContext(self.manifest, config.workspace, self.journal, run, config.seed, resumes_at=resumes_at,
@@ -102,7 +106,8 @@ class Engine:
         self.reports_before = self._reports_spent()[0]  # evaluations made by finished reports of this run
         self.evaluator = CachedEvaluator(self.suite, run, on_paid=self._charge, executor=self.executor)
         self.selector = build("selector", config.selector, self.ctx)
-        self.proposers = [(build("proposer", spec, self.ctx), spec.weight) for spec in config.proposers]
+        proposer_ctx = replace(self.ctx, model=self.proposer_journal) if self.proposer_journal else self.ctx
+        self.proposers = [(build("proposer", spec, proposer_ctx), spec.weight) for spec in config.proposers]
         self.gate = build("gate", config.gate, self.ctx)
         self.archive = Archive(run)
         self.static = StaticCheck(self.manifest, config.static)
@@ -211,6 +216,8 @@ class Engine:
                 self.rng.setstate(rng_from_json(state["rng"]))
                 if self.journal is not None:
                     self.journal.resume(state["calls"])
+                if self.proposer_journal is not None:
+                    self.proposer_journal.resume(state.get("proposer_calls", 0))
             while state["step"] < self.config.iterations:
                 self._settle_waiting()
                 self._verify_between_steps(state["step"])
@@ -240,6 +247,7 @@ class Engine:
         """Where a resumed run starts: the next step, the RNG before it, the journal's call count."""
         state["rng"] = rng_to_json(self.rng.getstate())
         state["calls"] = self.journal.calls if self.journal is not None else 0
+        state["proposer_calls"] = self.proposer_journal.calls if self.proposer_journal is not None else 0
         self.run.checkpoint(CHECKPOINT, state)
 
     def _verify_between_steps(self, step: int) -> None:
@@ -304,7 +312,7 @@ class Engine:
         return {**counts, "task_evals": self.paid_before + self.evaluator.paid, "cache_hits": self.evaluator.hits,
                 "lost_attempts": len(lost), "retried": sum(1 for e in lost if e.get("retried")),
                 "model_calls": self.accountant.snapshot()["calls"],
-                "replayed_replies": self.journal.replayed if self.journal is not None else 0}
+                "replayed_replies": sum(j.replayed for j in (self.journal, self.proposer_journal) if j is not None)}
 
     # -- approval --------------------------------------------------------------------------
 
@@ -418,7 +426,7 @@ class Engine:
         count is the difference around its proposal, whoever made the calls (a proposer's ``ask``
         or the agent loop of the agentic one, which calls the model itself), and a step rerun
         after a kill counts the calls its replies replay."""
-        return self.journal.calls + self.journal.replayed if self.journal is not None else 0
+        return sum(j.calls + j.replayed for j in (self.journal, self.proposer_journal) if j is not None)
 
     def _unusable(self, index: int, parent: Candidate, proposer: Any, status: str, reason: str, calls: int,
                   proposal: Any = None, **event: Any) -> None:
