@@ -140,3 +140,40 @@ def test_the_one_function_request_is_a_refiner_swapped_in_and_its_reply_is_built
     assert summary["accepted"] == 2
     best = summary["report"]["best"]
     assert best["mean"] == 1.0 and "legal_moves(cells(parse_grid(current_board(board))))" in run.get_candidate(best["id"]).files["harness.py"]
+
+
+def scaffold_config(refiner_options: dict | None = None, **critic_options) -> EvolveConfig:
+    """evolve-scaffold.yaml's run with the critic_refiner's options changed."""
+    raw = yaml.safe_load((EXAMPLE / "evolve-scaffold.yaml").read_text())
+    options = raw["proposers"][0]["options"]
+    options["refiner_options"].update(refiner_options or {})
+    options.update(critic_options)
+    raw.update(workspace=str(EXAMPLE), model="scripted:")
+    return EvolveConfig.model_validate(raw)
+
+
+def test_with_body_only_the_request_ends_in_the_functions_head_and_the_body_alone_is_built_in(tmp_path: Path) -> None:
+    cfg = scaffold_config({"body_only": True}).model_copy(update={"iterations": 1})
+    run = RunStore(tmp_path / "runs").create_run("evolve", cfg)
+    model = ScriptedModel(["    return [c for c in cells if c.isdigit()]\n```"])  # the continuation only
+    summary = Engine(cfg, run, model, extra={"harness_runtime": InProcessHarness}).execute()
+    last = model.calls[0]["messages"][-1]
+    assert last["role"] == "assistant" and last["content"].startswith("```python\ndef legal_moves(cells")
+    best = summary["report"]["best"]
+    assert summary["accepted"] == 2 and best["mean"] == 1.0
+    assert "return [c for c in cells if c.isdigit()]" in run.get_candidate(best["id"]).files["harness.py"]
+
+
+def test_after_two_unusable_replies_for_a_parent_the_fallback_refiner_asks_for_the_whole_harness(tmp_path: Path) -> None:
+    cfg = scaffold_config(fallback_refiner="ratchet.autoharness.refine:HarnessRefiner",
+                          fallback_refiner_options={"game": "TicTacToe-v0"}).model_copy(update={"iterations": 3})
+    run = RunStore(tmp_path / "runs").create_run("evolve", cfg)
+    model = ScriptedModel(["I would check the cells.", "Skip the taken cells.", fenced(FIXED)])
+    summary = Engine(cfg, run, model, extra={"harness_runtime": InProcessHarness}).execute()
+    requests = [next(m["content"] for m in call["messages"] if m["role"] == "user") for call in model.calls]
+    assert all(">>> legal_moves(" in r for r in requests[:2]) and ">>> legal_moves(" not in requests[2]
+    assert "propose_action" in requests[2]  # the paper's request: the whole harness
+    steps = [e for e in run.read_jsonl("evolve/events.jsonl") if e["kind"] == "step"]
+    assert [e["status"] for e in steps] == ["no_proposal", "no_proposal", "accepted"]
+    best = run.get_candidate(summary["report"]["best"]["id"])
+    assert best.meta["proposal"]["refiner"] == "fallback" and summary["report"]["best"]["mean"] == 1.0

@@ -409,3 +409,23 @@ def test_a_proposer_model_answers_the_proposers_and_its_replies_replay_on_resume
     summary = Engine(longer, run, main, proposer_model=silent).execute()
     assert silent.calls == [] and summary["replayed_replies"] == 1
     assert {c.id: c.meta.get("step") for c in Archive(run).candidates()} == decided
+
+
+@pytest.mark.parametrize("novelty", [True, False])
+def test_with_novelty_a_reformatted_program_is_a_duplicate_and_never_evaluated(tmp_path: Path, novelty: bool) -> None:
+    ws = make_workspace(tmp_path, extra={"policy.py": "def f(x):\n    return x\n", "notes/a.md": "Be brief.\n"})
+    cfg = config(ws, "cosmetic", {"surfaces": ["policy.py"]}, static={"load_entry": False, "novelty": novelty})
+    eng, run = engine(tmp_path, cfg)
+    eng.execute()
+    steps = [e for e in run.read_jsonl("evolve/events.jsonl") if e["kind"] == "step"]
+    root = eng.archive.candidates()[0].id
+    if novelty:  # a comment added to a Python file: the same program, refused before any evaluation
+        assert [e["status"] for e in steps] == ["duplicate"] * 3 and len(eng.archive.candidates()) == 1
+        assert all(f"the same program as {root} (accepted)" in e["reason"] for e in steps)
+    else:
+        assert [e["status"] for e in steps] == ["rejected"] * 3 and len(eng.archive.candidates()) == 4
+    # a prompt's white space can change a model's reply: a Markdown file counts byte for byte
+    md = config(ws, "cosmetic", {"surfaces": ["notes/*.md"]}, static={"load_entry": False, "novelty": True}, iterations=1)
+    eng, run = engine(tmp_path / "md", md)
+    eng.execute()
+    assert [e["status"] for e in run.read_jsonl("evolve/events.jsonl") if e["kind"] == "step"] == ["rejected"]

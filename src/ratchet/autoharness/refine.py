@@ -68,12 +68,15 @@ class ScaffoldRefiner(HarnessRefiner):
     for in the HumanEval format with real states of the game as its doctest examples (the game
     explored once, on ``seeds``, as the ``induced_rules`` proposer does), and built into the fixed
     template around it. A parent with its own ``legal_moves`` gets the counterexample request (its
-    function shown as wrong, with the failures' summary); any other parent, the first request."""
+    function shown as wrong, with the failures' summary); any other parent, the first request.
+    ``body_only``: the search's ``body_prefix`` idea, the function's signature and docstring sent
+    as the reply's prefix, so only the body is asked for."""
 
     def __init__(self, game: str, description: str = "", seeds: Sequence[int] = (0, 1, 2, 3), examples: int = 3,
-                 transitions_per_seed: int = 60) -> None:
+                 transitions_per_seed: int = 60, body_only: bool = False) -> None:
         super().__init__(game, description, "verifier")
         self.seeds, self.examples, self.per_seed = list(seeds), examples, transitions_per_seed
+        self.body_only = body_only
         self._harvest: Any = None
         self._picked: list[Any] = []
 
@@ -97,7 +100,7 @@ class ScaffoldRefiner(HarnessRefiner):
         own = code if "def legal_moves" in code else None
         return synthesis_prompt(game=self.game, description=self.description, action_examples=[], mode=self.mode, code=own,
                                 failures=shown, refine="both", error_summary=summarize(pool) if own else "",
-                                scaffold=True, scaffold_examples=picked, view=h.view)
+                                scaffold=True, scaffold_examples=picked, view=h.view, body_only=self.body_only)
 
     def new_code(self, reply: str, code: str) -> tuple[str | None, str]:
         template = code if "def legal_moves" in code else self.harvest().template

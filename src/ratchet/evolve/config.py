@@ -104,6 +104,11 @@ class StaticCheckConfig(Settings):
     """Load the manifest's Python entry file in the sandbox (it must import without error)."""
     load_timeout_s: float = Field(default=20.0, gt=0)
     """Seconds the sandboxed load may take."""
+    novelty: bool = False
+    """Refuse, before any evaluation, a child that is a program already in the archive once its
+    Python files are normalized (comments and layout dropped; other files byte for byte): the
+    search's ``novelty`` idea, against a small model that hands its parent back reformatted. Off
+    by default: the A/A benchmark's cosmetic controls are meant to reach the gate."""
 
 
 class ReportConfig(Settings):

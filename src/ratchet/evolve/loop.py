@@ -32,7 +32,7 @@ from ratchet.evolve.gate import noise_band
 from ratchet.evolve.manifest import load_manifest
 from ratchet.store.files import rng_from_json, rng_to_json
 from ratchet.evolve.report import final_report
-from ratchet.evolve.workspace import PinMismatch, StaticCheck, apply, pins, snapshot, verify_pins
+from ratchet.evolve.workspace import PinMismatch, StaticCheck, apply, pins, program_key, snapshot, verify_pins
 from ratchet.executors import build_executor
 from ratchet.executors.units import ScopedModel
 from ratchet.models.budget import AccountedModel, Accountant
@@ -114,6 +114,7 @@ class Engine:
         self.splits = split_tasks(self.suite.tasks(), config.splits)
         self.rng = random.Random(config.seed)
         self.unlimited = False
+        self.program_keys: dict[str, str] = {}  # candidate id -> program_key (static.novelty)
 
     # -- budget ----------------------------------------------------------------------------
 
@@ -381,6 +382,10 @@ class Engine:
         if known not in (None, "evaluating"):
             return self._unusable(index, parent, proposer, "duplicate", f"already in the archive as {known}", calls,
                                   proposal, child=child.id)
+        twin = self._same_program(child, shown) if self.config.static.novelty else None
+        if twin is not None:
+            return self._unusable(index, parent, proposer, "duplicate", f"the same program as {twin} ({shown.status(twin)}) "
+                                  "once comments and layout are dropped", calls, proposal, child=child.id)
         failures = self.static.check(parent, proposal)
         if any(f.detail.get("rule") == "path" for f in failures):  # files that cannot even be stored
             return self._unusable(index, parent, proposer, "rejected", "static check: " + "; ".join(
@@ -420,6 +425,17 @@ class Engine:
         gave_up = {r["proposer"] for r in shown.unusable() if r["parent"] == parent.id and r["step"] > newest}
         left = [(p, w) for p, w in self.proposers if not (getattr(p, "deterministic", False) and p.name in gave_up)]
         return left or self.proposers
+
+    def _same_program(self, child: Candidate, shown: Archive) -> str | None:
+        """The archived candidate (as of this step) that is ``child``'s program written another
+        way, if any (``static.novelty``); keys are kept per id, candidates never change."""
+        key = program_key(child)
+        for c in shown.candidates():
+            if c.id not in self.program_keys:
+                self.program_keys[c.id] = program_key(c)
+            if c.id != child.id and self.program_keys[c.id] == key:
+                return c.id
+        return None
 
     def model_calls(self) -> int:
         """Model calls of this run through the journal so far, replayed ones included: a step's

@@ -22,6 +22,7 @@ import yaml
 from ratchet.contracts import Candidate, Failure, Proposal, RatchetError
 from ratchet.evolve.config import StaticCheckConfig
 from ratchet.evolve.manifest import MANIFEST_NAME, Manifest
+from ratchet.evolve.proposers.mutation import normalized
 from ratchet.sandbox.config import SandboxConfig
 from ratchet.sandbox.sandbox import Sandbox
 from ratchet.store.run import safe_relpath
@@ -84,6 +85,15 @@ def _parse_error(relpath: str, text: str) -> str | None:
     except (SyntaxError, ValueError, yaml.YAMLError) as exc:
         return f"{relpath} does not parse: {exc}"
     return None
+
+
+def program_key(candidate: Candidate) -> str:
+    """What a candidate does, not how it is written: a hash of its files with the Python ones
+    normalized (:func:`ratchet.evolve.proposers.mutation.normalized`: the unparsed syntax tree, so
+    comments and layout do not count). A prompt's white space may change a model's reply, so every
+    other file counts byte for byte."""
+    files = {rel: normalized(text) if rel.endswith(".py") else text for rel, text in sorted(candidate.files.items())}
+    return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
 
 
 class StaticCheck:

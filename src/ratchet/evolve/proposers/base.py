@@ -19,6 +19,7 @@ from ratchet.contracts import ArchiveView, Candidate, Claim, Message, Proposal, 
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.proposers.config import ModelProposerOptions
 from ratchet.evolve.proposers.parsing import CLAIM_FORMAT, parse_claim
+from ratchet.models.request import continued
 
 PROMPTS = Path(__file__).with_name("prompts")
 #: What a proposal's claim says when the reply stated none (the change itself was usable).
@@ -123,7 +124,9 @@ class ModelProposer:
     # -- the model -----------------------------------------------------------------------------
 
     def ask(self, messages: list[Message], rng: Any) -> str:
-        """One model call; a budget stop propagates (it ends the run), nothing else is caught here."""
+        """One model call; a budget stop propagates (it ends the run), nothing else is caught here.
+        Messages that end in the assistant's prefix (a refiner's ``body_only`` request) get the
+        whole answer back: the prefix and its continuation (:func:`ratchet.models.request.continued`)."""
         if self.ctx.model is None:
             raise RatchetError(f"proposer {self.name!r} needs a model and the run has none",
                                hint="give the run a model (model: local:qwen2.5-coder-0.5b), or use noop/cosmetic")
@@ -131,7 +134,7 @@ class ModelProposer:
         self.asks += 1
         completion = self.ctx.model.complete(messages, temperature=self.options.temperature,
                                              max_tokens=self.options.max_tokens, seed=seed)
-        return completion.text
+        return continued(messages, completion.text)
 
     # -- outcome -------------------------------------------------------------------------------
 

@@ -102,6 +102,18 @@ class CriticRefinerOptions(ModelProposerOptions):
     ``ratchet.autoharness.refine:HarnessRefiner``); None: ``ctx.extra["refiner"]``."""
     refiner_options: dict[str, Any] = Field(default_factory=dict)
     """Keyword arguments of the refiner (``HarnessRefiner``: ``game``, ``description``, ``mode``)."""
+    fallback_refiner: str | None = None
+    """Import path ``module:Class`` of a refiner asked instead once the refiner's replies for one
+    parent were unusable ``fallback_after`` times (the search's whole-harness fallback:
+    ``ratchet.autoharness.refine:HarnessRefiner`` behind the ``ScaffoldRefiner``, whose one
+    function a small model may answer with its docstring alone). None: no fallback."""
+    fallback_refiner_options: dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments of the fallback refiner."""
+    fallback_after: int = Field(default=2, ge=1)
+    """Unusable replies to this proposer for one parent (counted in the archive's failed
+    proposals, so a resumed run counts the same) before that parent gets the fallback refiner.
+    Two, as the search's: with the 1.5B, falling back on the first empty reply sent Guess the
+    Number nodes to whole-harness samples that all scored 0.0."""
 
 
 class ControlOptions(Settings):

@@ -85,19 +85,32 @@ class CriticRefinerProposer(ModelProposer):
 
     def __init__(self, options: CriticRefinerOptions, ctx: EngineContext) -> None:
         super().__init__(options, ctx)
-        self.refiner: Refiner | None = self._refiner(options) if options.refiner else ctx.extra.get("refiner")
+        self.refiner: Refiner | None = (self._refiner(options.refiner, options.refiner_options, "refiner")
+                                        if options.refiner else ctx.extra.get("refiner"))
+        self.fallback: Refiner | None = (self._refiner(options.fallback_refiner, options.fallback_refiner_options,
+                                                       "fallback_refiner") if options.fallback_refiner else None)
 
     @staticmethod
-    def _refiner(options: CriticRefinerOptions) -> Refiner:
-        module, _, attr = (options.refiner or "").partition(":")
+    def _refiner(path: str, kwargs: dict[str, Any], field: str) -> Refiner:
+        module, _, attr = path.partition(":")
         try:
-            return getattr(importlib.import_module(module), attr)(**options.refiner_options)
+            return getattr(importlib.import_module(module), attr)(**kwargs)
         except (ImportError, AttributeError, TypeError, ValueError) as exc:
-            raise RatchetError(f"critic_refiner proposer: cannot build refiner {options.refiner!r}: {exc}",
-                               hint="refiner takes module:Class, built as Class(**refiner_options)") from None
+            raise RatchetError(f"critic_refiner proposer: cannot build {field} {path!r}: {exc}",
+                               hint=f"{field} takes module:Class, built as Class(**{field}_options)") from None
+
+    def refiner_for(self, parent: Candidate, archive: ArchiveView) -> tuple[Refiner | None, str]:
+        """The refiner asked for ``parent`` and which one it is: the fallback once this proposer's
+        replies for it were unusable ``fallback_after`` times (read from the archive: a resumed
+        run picks the same), else the refiner."""
+        if self.fallback is not None:
+            unusable = sum(1 for r in archive.unusable() if r.get("parent") == parent.id and r.get("proposer") == self.name)
+            if unusable >= self.options.fallback_after:
+                return self.fallback, "fallback"
+        return self.refiner, "refiner"
 
     def propose(self, parent: Candidate, archive: ArchiveView, rng: Any) -> Proposal | None:
-        refiner, surface = self.refiner, self.options.surface
+        (refiner, which), surface = self.refiner_for(parent, archive), self.options.surface
         if refiner is None or surface not in parent.files:
             return self.skip(parent, "no refiner in the run's context" if refiner is None else f"the parent has no {surface}")
         pool = [{**f.detail, "kind": f.kind, "feedback": f.message, "task_id": f.task_id or r.task_id}
@@ -109,4 +122,4 @@ class CriticRefinerProposer(ModelProposer):
             return self.skip(parent, why if code is None else f"the refined {surface} is identical to the parent's", reply=reply)
         claim = Claim(target=summarize(shown) or "(the parent recorded no failure)",
                       predicted_flips=tuple(dict.fromkeys(f["task_id"] for f in shown)))
-        return self.proposal({surface: code}, claim, (parent.id,), shown=len(shown))
+        return self.proposal({surface: code}, claim, (parent.id,), shown=len(shown), refiner=which)
