@@ -177,3 +177,20 @@ def test_after_two_unusable_replies_for_a_parent_the_fallback_refiner_asks_for_t
     assert [e["status"] for e in steps] == ["no_proposal", "no_proposal", "accepted"]
     best = run.get_candidate(summary["report"]["best"]["id"])
     assert best.meta["proposal"]["refiner"] == "fallback" and summary["report"]["best"]["mean"] == 1.0
+
+
+def test_counterexamples_put_the_states_the_parents_legal_moves_gets_wrong_first_among_the_examples() -> None:
+    from ratchet.autoharness.refine import ScaffoldRefiner
+
+    refiner = ScaffoldRefiner("TicTacToe-v0", counterexamples=2)
+    refiner.runtime_factory = InProcessHarness  # the shipped one is the sandbox (the engine's runs use it)
+    half_right, _ = refiner.new_code("```python\ndef legal_moves(cells):\n    return [c for c in cells if c != 'O']\n```",
+                                     refiner.harvest().template)  # free cells, but also the ones X took
+    wrong = refiner.wrong_states(half_right)
+    assert len(wrong) == 2 and all("X" in board for board, _ in wrong)
+    doctests = lambda messages: [l.strip() for l in messages[-1]["content"].splitlines() if l.strip().startswith(">>> legal_moves(")]
+    asked = doctests(refiner.request(half_right, [], []))
+    plain = doctests(ScaffoldRefiner("TicTacToe-v0").request(half_right, [], []))
+    assert len(asked) == 5 and len(plain) == 3 and all("'X'" in d for d in asked[:2]) and asked[2:] == plain
+    # a parent without legal_moves (the workspace's harness) gets the first request, no sandbox run
+    assert doctests(refiner.request(STARTING, [], [])) == doctests(ScaffoldRefiner("TicTacToe-v0").request(STARTING, [], []))

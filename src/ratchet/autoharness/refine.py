@@ -18,6 +18,8 @@ from typing import Any
 from ratchet.autoharness import views
 from ratchet.autoharness.critic import summarize
 from ratchet.autoharness.prompts import synthesis_prompt
+from ratchet.autoharness.runtime import sandbox_runtime_factory
+from ratchet.autoharness.transitions import check_legal_actions
 from ratchet.contracts import Message, RatchetError
 from ratchet.envs.answers import defined_functions, extract_code
 from ratchet.envs.explore import listed_states
@@ -70,14 +72,22 @@ class ScaffoldRefiner(HarnessRefiner):
     template around it. A parent with its own ``legal_moves`` gets the counterexample request (its
     function shown as wrong, with the failures' summary); any other parent, the first request.
     ``body_only``: the search's ``body_prefix`` idea, the function's signature and docstring sent
-    as the reply's prefix, so only the body is asked for."""
+    as the reply's prefix, so only the body is asked for. ``counterexamples``: the search's
+    counterexample examples, at most that many explored states where the parent's ``legal_actions``
+    is wrong (checked in the sandbox, as the search's dense checks are) shown first among the
+    doctest examples, with the game's legal lists there."""
 
     def __init__(self, game: str, description: str = "", seeds: Sequence[int] = (0, 1, 2, 3), examples: int = 3,
-                 transitions_per_seed: int = 60, body_only: bool = False) -> None:
+                 transitions_per_seed: int = 60, body_only: bool = False, counterexamples: int = 0,
+                 call_timeout_s: float = 2.0) -> None:
         super().__init__(game, description, "verifier")
         self.seeds, self.examples, self.per_seed = list(seeds), examples, transitions_per_seed
-        self.body_only = body_only
+        self.body_only, self.counterexamples = body_only, counterexamples
+        #: Runs the parent's code for the counterexamples: the sandbox (a test may hand in another).
+        self.runtime_factory = sandbox_runtime_factory(call_timeout_s)
         self._harvest: Any = None
+        self._listed: list[tuple[str, list[str]]] = []
+        self._spread: list[tuple[str, list[str]]] = []
         self._picked: list[Any] = []
 
     def harvest(self) -> Any:
@@ -89,15 +99,29 @@ class ScaffoldRefiner(HarnessRefiner):
             if not h.states:
                 raise RatchetError(f"{self.game}: exploring seeds {self.seeds} found no state with the game's whole legal "
                                    "list, so the one-function request has no examples", hint="use the HarnessRefiner")
-            listed = listed_states(h.transitions, limit=None)
-            spread = listed[len(listed) // 3 :: max(1, len(listed) // 4)] + listed  # as the search picks them
-            self._picked = views.examples(h.view, spread, self.examples)
+            self._listed = listed = listed_states(h.transitions, limit=None)
+            self._spread = listed[len(listed) // 3 :: max(1, len(listed) // 4)] + listed  # as the search picks them
+            self._picked = views.examples(h.view, self._spread, self.examples)
         return self._harvest
+
+    def wrong_states(self, code: str) -> list[tuple[str, list[str]]]:
+        """Explored states (board, legal list) where ``code``'s ``legal_actions`` is wrong, at most
+        ``counterexamples``; none when the code does not load (the request then goes as before)."""
+        self.harvest()
+        try:
+            with self.runtime_factory({"harness.py": code}) as runtime:
+                wrong = check_legal_actions(runtime, self._listed)
+        except RatchetError:
+            return []
+        return [(f["board"], f["expected"]) for f in wrong if f["kind"] == "wrong_legal_actions"][: self.counterexamples]
 
     def request(self, code: str, shown: list[dict[str, Any]], pool: list[dict[str, Any]]) -> list[Message]:
         h = self.harvest()
         picked = self._picked
         own = code if "def legal_moves" in code else None
+        wrong = self.wrong_states(code) if own and self.counterexamples else []
+        if wrong:
+            picked = views.examples(h.view, wrong + self._spread, len(wrong) + self.examples)
         return synthesis_prompt(game=self.game, description=self.description, action_examples=[], mode=self.mode, code=own,
                                 failures=shown, refine="both", error_summary=summarize(pool) if own else "",
                                 scaffold=True, scaffold_examples=picked, view=h.view, body_only=self.body_only)
