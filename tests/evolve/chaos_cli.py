@@ -35,6 +35,7 @@ def endpoint(ledger: Path) -> ScriptedModel:
 
 if __name__ == "__main__":
     ledger = Path(sys.argv[1])
-    evolve_cli._model = lambda spec, threads=None: endpoint(ledger)
+    # the run's model only: a run with no proposer_model gets None for it, as from the real _model
+    evolve_cli._model = lambda spec, threads=None: endpoint(ledger) if spec else None
     sys.argv = ["ratchet", "evolve", *sys.argv[2:]]
     main()
