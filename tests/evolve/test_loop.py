@@ -429,3 +429,39 @@ def test_with_novelty_a_reformatted_program_is_a_duplicate_and_never_evaluated(t
     eng, run = engine(tmp_path / "md", md)
     eng.execute()
     assert [e["status"] for e in run.read_jsonl("evolve/events.jsonl") if e["kind"] == "step"] == ["rejected"]
+
+
+def heldin_evals(run, eng: Engine) -> dict[str, int]:
+    """candidate id -> how many held-in evaluations were paid for it."""
+    from ratchet.evolve.cache import EVALS
+
+    heldin = {t.id for t in eng.splits["heldin"]}
+    counts: dict[str, int] = {}
+    for r in run.read_jsonl(EVALS):
+        if r["task_id"] in heldin:
+            counts[r["candidate"]] = counts.get(r["candidate"], 0) + 1
+    return counts
+
+
+def test_futility_stops_a_child_that_can_no_longer_pass_and_changes_no_decision(tmp_path: Path) -> None:
+    """A child as bad as its parent (p = 0 re-indented) is stopped after a few held-in tasks;
+    every decision is the one the full evaluation makes, a planted improvement still kept."""
+    outcomes = {}
+    for futility in (False, True):
+        for name, options in (("same", {"cosmetic": True}), ("better", {"gain": 0.9})):
+            ws = make_workspace(tmp_path / f"{name}-{futility}", p=0.0)
+            cfg = config(ws, options=options, iterations=2, futility={"enabled": futility})
+            eng, run = engine(tmp_path / f"{name}-{futility}", cfg)
+            eng.execute()
+            steps = [e for e in run.read_jsonl("evolve/events.jsonl") if e["kind"] == "step"]
+            outcomes[(name, futility)] = ([e["status"] for e in steps], heldin_evals(run, eng), steps)
+    full = 10 * 3  # 10 held-in tasks x 3 seeds
+    for name in ("same", "better"):
+        assert outcomes[(name, True)][0] == outcomes[(name, False)][0]
+    assert outcomes[("better", True)][0][0] == "accepted"
+    same_statuses, same_evals, same_steps = outcomes[("same", True)]
+    children = [c for c, n in same_evals.items() if n < full]  # the original ran them all
+    assert same_statuses == ["rejected", "rejected"] and len(children) == 2
+    assert all("futility: after" in e["reason"] for e in same_steps)
+    # without futility every child ran every held-in task on every seed
+    assert all(n == full for n in outcomes[("same", False)][1].values())

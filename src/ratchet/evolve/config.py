@@ -72,6 +72,17 @@ class SmokeConfig(Settings):
     """A child survives the smoke stage unless it scores this much below its parent there."""
 
 
+class FutilityConfig(Settings):
+    """Stop evaluating a child on held-in once the gate could no longer accept it."""
+
+    enabled: bool = False
+    """Evaluate held-in task by task (all seeds of a task, then the next) and stop as soon as the
+    gate's held-in test fails even with every remaining task at the most it can gain (score 1):
+    the child is rejected as ``futility`` and the rest is never paid for. For suites whose tasks
+    are expensive (an agent's run each); it needs a gate with ``could_accept`` (``paired``). Off by
+    default: one task at a time leaves a pool or a Ray executor one task to run at once."""
+
+
 class ApprovalConfig(Settings):
     """Human approval of accepted candidates (``ratchet evolve approve|reject RUN CAND``, or the
     dashboard's Evolution view)."""
@@ -158,6 +169,8 @@ class EvolveConfig(Settings):
     """Evaluation seeds: parent and child run on all of them (the parent's spread is its noise band)."""
     smoke: SmokeConfig = Field(default_factory=SmokeConfig)
     """The cheap first evaluation stage."""
+    futility: FutilityConfig = Field(default_factory=FutilityConfig)
+    """The held-in stage stopped early for a child that can no longer pass the gate."""
     static: StaticCheckConfig = Field(default_factory=StaticCheckConfig)
     """Checks a proposal must pass before evaluation."""
     approval: ApprovalConfig = Field(default_factory=ApprovalConfig)

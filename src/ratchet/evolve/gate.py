@@ -162,6 +162,16 @@ class PairedGate:
                 return k
         return None
 
+    def could_accept(self, diffs: Sequence[float], noise: float) -> bool:
+        """Whether held-in per-task differences ``diffs`` (the tasks evaluated so far, then each
+        remaining task at the most it can gain) would pass this gate's held-in test at the level
+        of the run's next test. The sign-flip p-value only falls as one task's gain rises, so when
+        the best case fails, every real outcome fails too: the engine's ``futility`` stop."""
+        gain = fmean(diffs) if diffs else 0.0
+        if gain <= 0 or gain <= self.options.noise_k * noise:
+            return False
+        return self.p_value(diffs) < self.level()[0]
+
     def decide(self, parent: Mapping[str, Sequence[TaskResult]], child: Mapping[str, Sequence[TaskResult]],
                noise: Mapping[str, float]) -> Decision:
         o = self.options
@@ -210,3 +220,8 @@ class BootstrapGate(PairedGate):
 
     def p_value(self, diffs: Sequence[float]) -> float:
         return bootstrap_p(diffs, self.options.resamples, self.rng(diffs))
+
+    def could_accept(self, diffs: Sequence[float], noise: float) -> bool:
+        """Always: a bootstrap p-value need not fall as one task's gain rises, so no best case
+        bounds the outcome and the engine's ``futility`` stop never stops this gate's children."""
+        return True

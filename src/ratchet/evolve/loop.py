@@ -28,7 +28,7 @@ from ratchet.evolve.canary import CanaryFailed, check_canaries
 from ratchet.evolve.components import build
 from ratchet.evolve.config import EvolveConfig, SplitsConfig
 from ratchet.evolve.context import EngineContext
-from ratchet.evolve.gate import noise_band
+from ratchet.evolve.gate import noise_band, paired_differences
 from ratchet.evolve.manifest import load_manifest
 from ratchet.store.files import rng_from_json, rng_to_json
 from ratchet.evolve.report import final_report
@@ -171,6 +171,32 @@ class Engine:
 
     def gated_results(self, candidate: Candidate) -> dict[str, list[TaskResult]]:
         return {split: self.evaluate(candidate, split) for split in GATED_SPLITS if self.splits[split]}
+
+    def child_results(self, child: Candidate, parent_results: dict[str, list[TaskResult]]
+                      ) -> tuple[dict[str, list[TaskResult]], Decision | None]:
+        """The child's results on the gated splits; with ``futility``, held-in task by task and a
+        rejection as soon as the gate could not accept the child even if every remaining held-in
+        task reached score 1 (None: no early stop)."""
+        could_accept = getattr(self.gate, "could_accept", None)
+        if not self.config.futility.enabled or could_accept is None:
+            return self.gated_results(child), None
+        tasks, parent_heldin = self.splits["heldin"], parent_results["heldin"]
+        noise = noise_band(parent_heldin)
+        most = {t: 1.0 - m for t, m in per_task_means(parent_heldin).items()}  # the most each task can gain
+        heldin: list[TaskResult] = []
+        for i, task in enumerate(tasks):  # once all are run, the gate itself decides
+            done = paired_differences(parent_heldin, heldin)
+            best = [done.get(t, most.get(t, 1.0)) for t in sorted(t.id for t in tasks)]  # the gate's order
+            if not could_accept(best, noise):
+                gain = fmean(best)
+                return {"heldin": heldin}, Decision(False, (
+                    f"futility: after {i} of {len(tasks)} held-in tasks, even with every other one solved the held-in "
+                    f"gain would be {gain:+.3f}, which the gate would not accept"),
+                    {"stage": 1.5, "heldin_tasks_run": float(i), "best_case_gain": gain})
+            for seed in self.config.seeds:
+                heldin += self.evaluator.evaluate(child, [task], seed)
+        rest = {split: self.evaluate(child, split) for split in GATED_SPLITS if split != "heldin" and self.splits[split]}
+        return {"heldin": heldin, **rest}, None
 
     def noise(self, results: dict[str, list[TaskResult]]) -> dict[str, float]:
         return {split: noise_band(rs) for split, rs in results.items()}
@@ -405,8 +431,11 @@ class Engine:
                 decision = Decision(False, f"smoke: {c:.3f} vs parent {p:.3f} on {len(smoke)} held-in tasks",
                                     {"stage": 1.0, "smoke_child": c, "smoke_parent": p})
                 return self._decide(index, parent, child, decision, None, calls)
-        child_results = self.gated_results(child)
         parent_results = self.gated_results(parent)
+        child_results, decision = self.child_results(child, parent_results)
+        if decision is not None:  # futility: held-in can no longer pass; the rest is not paid for
+            self._record_all(child, child_results)
+            return self._decide(index, parent, child, decision, None, calls)
         decision = self.gate.decide(parent_results, child_results, self.noise(parent_results))
         child_results["search"] = self.evaluate(child, "search", self.config.seeds[:1])
         self._record_all(child, child_results)
