@@ -228,8 +228,10 @@ def main(argv: list[str] | None = None) -> int:
     (RESULTS / f"{args.out}.json").write_text(json.dumps(out, indent=2, default=str) + "\n")
 
     lines = [f"# {TITLE}" if report else f"# An unfinished {TITLE}", "",
-             f"`examples/coding-agent/evolve.yaml` with {config.get('model')} ({config.get('iterations')} steps), "
-             f"resumed in chunks; written by `python -m bench.evolve_coding_agent` from the run store (run "
+             f"`examples/coding-agent/evolve.yaml` with {config.get('model')} as the agent"
+             + (f" and {config['proposer_model']} as the proposers' model" if config.get("proposer_model") else "")
+             + f" ({config.get('iterations')} steps, engine seed {config.get('seed', 0)}); "
+             f"written by `python -m bench.evolve_coding_agent` from the run store (run "
              f"`{args.run_id}`). Score: the suite's grader (the original tests, in the sandbox) per task.", "",
              power_line(out["gate_power"]), ""]
     if report:

@@ -525,6 +525,22 @@ def test_file_extraction_and_blocks() -> None:
     assert new is None and error.startswith("block 2")
 
 
+PROMPT_WITH_EXAMPLE = ("Fix the bug.\nThe replies were:\n```tool\n{\"name\": \"edit\"}\n```\nThen the tests.\n"
+                       "```tool\n{\"name\": \"bash\"}\n```\nWork the same way.\n")
+
+
+@pytest.mark.parametrize("fence", ["markdown", "md", ""])
+def test_a_markdown_file_with_fenced_examples_is_read_whole(fence) -> None:
+    """The coding agent's prompt holds a worked example's ```tool blocks: the first bare fence
+    inside closed the file's block, and two of a run's rewrites were the prompt cut there."""
+    reply = f"TARGET: the agent repeats itself\n```{fence}\n{PROMPT_WITH_EXAMPLE}```\n"
+    assert extract_file(reply, "system_prompt.md").text == PROMPT_WITH_EXAMPLE
+    cut = extract_file(f"```{fence}\n{PROMPT_WITH_EXAMPLE}".rsplit("```", 1)[0], "system_prompt.md")
+    assert cut.text is None and "never closed" in cut.error  # a reply cut off inside it is not the file
+    # a Python file's block still ends at its first bare fence
+    assert extract_file("```python\nx = 1\n```\n```python\ny = 2\n```", "w.py").text == "x = 1\n"
+
+
 def test_failures_shown_once_per_task_worst_seed_first(tmp_path) -> None:
     model = ScriptedModel([CLAIM + fenced(NEW_WORKFLOW)])
     archive = Archive()

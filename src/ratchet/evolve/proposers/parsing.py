@@ -130,9 +130,30 @@ def _outside_fences(text: str) -> str:
     return "\n".join(body for kind, _, body in _segments(text) if kind == "text")
 
 
-def _segments(text: str) -> list[tuple[str, str, str]]:
+#: Block languages whose content may hold fenced blocks of its own: a Markdown prompt with its
+#: worked example's ```tool calls, which the first bare fence inside would otherwise cut short.
+_NESTING = {"markdown", "md"}
+_FENCE_LINE = re.compile(r"^[ \t]*```+[ \t]*(\S*)[ \t]*$", re.MULTILINE)
+
+
+def _closing(text: str, start: int, nesting: bool) -> re.Match[str] | None:
+    """The bare fence that closes the block opened before ``start``; in a Markdown block a fence
+    with a language inside opens a nested block, closed by the next bare fence."""
+    depth = 1
+    for line in _FENCE_LINE.finditer(text, start):
+        if line.group(1):
+            depth += 1 if nesting else 0
+        else:
+            depth -= 1
+            if depth == 0:
+                return line
+    return None
+
+
+def _segments(text: str, markdown: bool = False) -> list[tuple[str, str, str]]:
     """Split into ("text", "", body) and ("code", language, body) parts; an unclosed fence is
-    ("open", language, body)."""
+    ("open", language, body). ``markdown``: the text is about a Markdown file, so a block with no
+    language may hold fenced blocks too."""
     parts: list[tuple[str, str, str]] = []
     pos = 0
     while True:
@@ -141,11 +162,12 @@ def _segments(text: str) -> list[tuple[str, str, str]]:
             parts.append(("text", "", text[pos:]))
             return parts
         parts.append(("text", "", text[pos:opening.start()]))
-        closing = re.compile(r"^[ \t]*```+[ \t]*$", re.MULTILINE).search(text, opening.end())
+        lang = opening.group(1).lower()
+        closing = _closing(text, opening.end(), lang in _NESTING or (markdown and not lang))
         if closing is None:
-            parts.append(("open", opening.group(1).lower(), text[opening.end() + 1:]))
+            parts.append(("open", lang, text[opening.end() + 1:]))
             return parts
-        parts.append(("code", opening.group(1).lower(), text[opening.end() + 1:closing.start()]))
+        parts.append(("code", lang, text[opening.end() + 1:closing.start()]))
         pos = closing.end()
 
 
@@ -164,8 +186,8 @@ class FileReply:
 def extract_file(reply: str, path: str) -> FileReply:
     """The new full text of ``path`` from a reply: the fenced block in the file's language (else
     the longest block); for Python, an unfenced reply that parses as a module with a definition."""
-    segments = _segments(reply)
     suffix = PurePosixPath(path).suffix
+    segments = _segments(reply, markdown=suffix == ".md")
     every = [(lang, body) for kind, lang, body in segments if kind == "code"]
     blocks = [(lang, body) for lang, body in every if not _is_tool_call(lang, body, suffix)]
     if every and not blocks:
