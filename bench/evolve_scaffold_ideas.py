@@ -118,10 +118,12 @@ def row(variant: str, seed: int, run: Any) -> dict[str, Any]:
     best = archive.get(report["best"]["id"])
     fell_back = [c.id for c in archive.candidates() if (c.meta.get("proposal") or {}).get("refiner") == "fallback"]
     calls = sum(1 for r in run.read_jsonl("llm_calls.jsonl"))
+    # where a counterexample request could be made: the parent has its own legal_moves
+    own = sum(1 for e in steps if "def legal_moves" in archive.get(e["parent"]).files.get("harness.py", ""))
     out.update(test_best=report["best"], test_original=report["original"], best_of_n=report["original_best_of_n"],
                kept=None if best.parent_id is None else {"id": best.id, "step": best.meta.get("step"),
                                                          "legal_moves": legal_moves_of(best.files.get("harness.py", ""))},
-               fallback_children=fell_back, model_calls=calls,
+               fallback_children=fell_back, model_calls=calls, steps_on_own_legal_moves=own,
                accepted=sum(1 for c in archive.candidates("accepted") if c.parent_id is not None))
     return out
 
@@ -130,8 +132,8 @@ def ci(d: dict[str, Any]) -> str:
     return f"{d['mean']:.3f} [{d['low']:.3f}, {d['high']:.3f}]"
 
 
-def write(rows: list[dict[str, Any]], seeds: list[int], threads: int) -> None:
-    data = {"what": TITLE, "config": str(CONFIG.relative_to(ROOT)), "seeds": seeds,
+def write(rows: list[dict[str, Any]], seeds: list[int], threads: int, note: str = "") -> None:
+    data = {"what": TITLE, "note": note, "config": str(CONFIG.relative_to(ROOT)), "seeds": seeds,
             "variants": list(VARIANTS), "rows": rows, "machine": machine(threads=threads),
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     write_json(OUT, data)
@@ -148,20 +150,23 @@ def write(rows: list[dict[str, Any]], seeds: list[int], threads: int) -> None:
         means = [r["test_best"]["mean"] for r in done]
         lines.append(f"| {variant} | {', '.join(str(r['seed']) for r in done)} | {fmean(means):.3f} | "
                      f"{sum(m >= 0.95 for m in means)} of {len(done)} | {sum(r['kept'] is not None for r in done)} of {len(done)} |")
-    lines += ["", "| variant | seed | test, best | test, original | original best-of-2 | kept | its legal_moves | model calls |",
-              "|---|---|---|---|---|---|---|---|"]
+    lines += ["", "| variant | seed | test, best | test, original | original best-of-2 | kept | its legal_moves | model calls "
+              "| steps refining a parent's own legal_moves |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if not r["finished"]:
-            lines.append(f"| {r['variant']} | {r['seed']} | (unfinished: {len(r['steps'])} steps) | | | | | |")
+            lines.append(f"| {r['variant']} | {r['seed']} | (unfinished: {len(r['steps'])} steps) | | | | | | |")
             continue
         kept = r["kept"]
         lines.append(f"| {r['variant']} | {r['seed']} | {ci(r['test_best'])} | {ci(r['test_original'])} | "
                      f"{ci(r['best_of_n'])} | {'nothing' if kept is None else 'step ' + str(kept['step'] + 1)} | "
-                     f"{'' if kept is None else '`' + kept['legal_moves'].replace('|', '/') + '`'} | {r['model_calls']} |")
+                     f"{'' if kept is None else '`' + kept['legal_moves'].replace('|', '/') + '`'} | {r['model_calls']} | "
+                     f"{r['steps_on_own_legal_moves']} of {len(r['steps'])} |")
     fallback = [r for r in rows if r["variant"] == "fallback" and r["finished"]]
     if fallback:
         lines += ["", "Fallback children (asked with the whole-harness request): "
                   + "; ".join(f"seed {r['seed']}: {len(r['fallback_children'])}" for r in fallback) + "."]
+    if note:
+        lines += ["", note]
     write_markdown(OUT, "\n".join(lines) + "\n")
 
 
@@ -173,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--model", default="local:qwen2.5-coder-0.5b")
     parser.add_argument("--write-only", action="store_true", help="write the results of the runs in --root; run nothing")
+    parser.add_argument("--note", default="", help="a paragraph of what the numbers say, put under the tables")
     args = parser.parse_args(argv)
     model = None
     for variant in args.variants:
@@ -195,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
             Engine(config, run, model, on_event=lambda e: print(json.dumps(e, default=str)[:200], flush=True)).execute()
     found = runs_by_variant(args.root)
     rows = [row(v, s, found[(v, s)]) for v in args.variants for s in args.seeds if (v, s) in found]
-    write(rows, args.seeds, args.threads)
+    write(rows, args.seeds, args.threads, args.note)
     print(f"wrote bench/results/{OUT}.md ({len(rows)} runs)")
     return 0
 
