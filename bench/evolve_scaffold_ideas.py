@@ -11,6 +11,10 @@ the legality suite, the paired gate, 10 steps, at most 20 model calls, search se
   the reply's prefix (the search's ``body_prefix``);
 - ``body_counterexamples``: that plus ``counterexamples=2``, the states the parent's
   ``legal_actions`` gets wrong (run in the sandbox) first among the doctest examples;
+- ``body_samples``: ``body_only`` with ``samples: 2``, two replies per step ranked by the
+  refiner's screen (``legal_actions`` against the explored states, in the sandbox), the best
+  proposed (the search's ``samples``): 20 model calls, the YAML's whole budget, where the others
+  use 10, and the report's best-of-N for the original grows with them;
 - ``fallback``: ``fallback_refiner: HarnessRefiner`` after two unusable replies for a parent (the
   search's whole-harness fallback).
 
@@ -47,7 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "examples" / "autoharness-engine" / "evolve-scaffold.yaml"
 OUT = "evolve_autoharness_engine_scaffold_ideas"
 TITLE = "AutoHarness on the engine: the search's ideas as components of the one-function request, over engine seeds"
-VARIANTS = ("plain", "body_only", "body_counterexamples", "fallback")
+VARIANTS = ("plain", "body_only", "body_counterexamples", "body_samples", "fallback")
 
 
 def variant_config(variant: str, seed: int) -> dict[str, Any]:
@@ -55,10 +59,12 @@ def variant_config(variant: str, seed: int) -> dict[str, Any]:
     raw = yaml.safe_load(CONFIG.read_text())
     options = raw["proposers"][0]["options"]
     refiner = options["refiner_options"]
-    if variant in ("body_only", "body_counterexamples"):
+    if variant in ("body_only", "body_counterexamples", "body_samples"):
         refiner["body_only"] = True
     if variant == "body_counterexamples":
         refiner["counterexamples"] = 2
+    if variant == "body_samples":
+        options["samples"] = 2  # 20 model calls in 10 steps: the YAML's whole budget
     if variant == "fallback":
         options.update(fallback_refiner="ratchet.autoharness.refine:HarnessRefiner",
                        fallback_refiner_options={"game": refiner["game"], "description": refiner["description"]})
@@ -79,6 +85,8 @@ def variant_of(config: dict[str, Any]) -> str | None:
     if options.get("fallback_refiner"):
         return "fallback"
     if refiner.get("body_only"):
+        if options.get("samples", 1) > 1:
+            return "body_samples"
         return "body_counterexamples" if refiner.get("counterexamples") else "body_only"
     return "plain"
 

@@ -194,3 +194,21 @@ def test_counterexamples_put_the_states_the_parents_legal_moves_gets_wrong_first
     assert len(asked) == 5 and len(plain) == 3 and all("'X'" in d for d in asked[:2]) and asked[2:] == plain
     # a parent without legal_moves (the workspace's harness) gets the first request, no sandbox run
     assert doctests(refiner.request(STARTING, [], [])) == doctests(ScaffoldRefiner("TicTacToe-v0").request(STARTING, [], []))
+
+
+def test_with_samples_the_best_screened_reply_of_a_step_is_proposed(tmp_path: Path) -> None:
+    """samples=3: three replies to one request; the refiner's screen (legal_actions against the
+    explored states, in the sandbox) ranks them and the right one is the child, though sampled second."""
+    cfg = scaffold_config(samples=3).model_copy(update={"iterations": 1})
+    run = RunStore(tmp_path / "runs").create_run("evolve", cfg)
+    half = "```python\ndef legal_moves(cells):\n    return [c for c in cells if c != 'O']\n```"
+    right = "```python\ndef legal_moves(cells):\n    return [c for c in cells if c not in 'XO']\n```"
+    model = ScriptedModel([half, right, half])
+    summary = Engine(cfg, run, model, extra={"harness_runtime": InProcessHarness}).execute()
+    assert len(model.calls) == 3 and model.calls[0]["messages"] == model.calls[1]["messages"]
+    step = next(e for e in run.read_jsonl("evolve/events.jsonl") if e["kind"] == "step")
+    child = run.get_candidate(step["child"])
+    assert "c not in 'XO'" in child.files["harness.py"] and step["status"] == "accepted"
+    screened = child.meta["proposal"]["screened"]
+    assert len(screened) == 2 and screened[1] == 1.0 > screened[0]  # the third was the first again: not screened
+    assert summary["report"]["best"]["mean"] == 1.0

@@ -104,16 +104,27 @@ class ScaffoldRefiner(HarnessRefiner):
             self._picked = views.examples(h.view, self._spread, self.examples)
         return self._harvest
 
-    def wrong_states(self, code: str) -> list[tuple[str, list[str]]]:
-        """Explored states (board, legal list) where ``code``'s ``legal_actions`` is wrong, at most
-        ``counterexamples``; none when the code does not load (the request then goes as before)."""
+    def _wrong(self, code: str) -> list[dict[str, Any]] | None:
+        """``check_legal_actions`` of ``code`` on every explored state, in the sandbox; None when
+        the code does not load."""
         self.harvest()
         try:
             with self.runtime_factory({"harness.py": code}) as runtime:
-                wrong = check_legal_actions(runtime, self._listed)
+                return check_legal_actions(runtime, self._listed)
         except RatchetError:
-            return []
+            return None
+
+    def wrong_states(self, code: str) -> list[tuple[str, list[str]]]:
+        """Explored states (board, legal list) where ``code``'s ``legal_actions`` is wrong, at most
+        ``counterexamples``; none when the code does not load (the request then goes as before)."""
+        wrong = self._wrong(code) or []
         return [(f["board"], f["expected"]) for f in wrong if f["kind"] == "wrong_legal_actions"][: self.counterexamples]
+
+    def screen(self, code: str) -> float:
+        """The share of explored states where ``code``'s ``legal_actions`` gives the game's legal
+        list (0 when it does not load): how the critic_refiner ranks a step's ``samples``."""
+        wrong = self._wrong(code)
+        return 0.0 if wrong is None or not self._listed else 1.0 - len(wrong) / len(self._listed)
 
     def request(self, code: str, shown: list[dict[str, Any]], pool: list[dict[str, Any]]) -> list[Message]:
         h = self.harvest()

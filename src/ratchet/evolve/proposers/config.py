@@ -102,6 +102,11 @@ class CriticRefinerOptions(ModelProposerOptions):
     ``ratchet.autoharness.refine:HarnessRefiner``); None: ``ctx.extra["refiner"]``."""
     refiner_options: dict[str, Any] = Field(default_factory=dict)
     """Keyword arguments of the refiner (``HarnessRefiner``: ``game``, ``description``, ``mode``)."""
+    samples: int = Field(default=1, ge=1, le=8)
+    """Replies asked for per step (one model call each, the same request at new sampling seeds):
+    the search's ``samples`` idea. With a refiner that has ``screen`` (``ScaffoldRefiner``: the
+    share of explored states where ``legal_actions`` is right, run in the sandbox), the best
+    screened one is proposed; without, the first usable one (the rest are not asked for)."""
     fallback_refiner: str | None = None
     """Import path ``module:Class`` of a refiner asked instead once the refiner's replies for one
     parent were unusable ``fallback_after`` times (the search's whole-harness fallback:

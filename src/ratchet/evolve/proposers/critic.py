@@ -74,6 +74,10 @@ class Refiner(Protocol):
         """The new file from ``reply`` (None when it is unusable) and why it is unusable."""
         ...
 
+    # Optional: ``screen(code) -> float``, a cheap check of a new file in [0, 1] (the sandbox, never
+    # this process) that ranks the samples of one step when ``samples`` > 1; without it the first
+    # usable sample is taken.
+
 
 class CriticRefinerProposer(ModelProposer):
     """One refinement of the parent's ``options.surface`` by a :class:`Refiner`: the one
@@ -116,10 +120,25 @@ class CriticRefinerProposer(ModelProposer):
         pool = [{**f.detail, "kind": f.kind, "feedback": f.message, "task_id": f.task_id or r.task_id}
                 for r in self.results(archive, parent.id) for f in r.failures]
         shown = sample_failures(pool, rng, self.options.max_failures_shown)
-        reply = self.ask(refiner.request(parent.files[surface], shown, pool), rng)
-        code, why = refiner.new_code(reply, parent.files[surface])
-        if code is None or code == parent.files[surface]:
-            return self.skip(parent, why if code is None else f"the refined {surface} is identical to the parent's", reply=reply)
+        messages, old = refiner.request(parent.files[surface], shown, pool), parent.files[surface]
+        screen = getattr(refiner, "screen", None)
+        usable: list[tuple[float, str]] = []  # (screened score, code), in the order sampled
+        reasons, reply = [], ""
+        for _ in range(self.options.samples):
+            reply = self.ask(messages, rng)
+            code, why = refiner.new_code(reply, old)
+            if code is None or code == old or any(code == c for _, c in usable):
+                reasons.append(why if code is None else f"the refined {surface} is identical to the parent's"
+                               if code == old else "the same code as an earlier sample")
+                continue
+            if screen is None or self.options.samples == 1:  # nothing to rank by: the first usable one
+                usable.append((0.0, code))
+                break
+            usable.append((screen(code), code))
+        if not usable:
+            return self.skip(parent, "; ".join(dict.fromkeys(reasons)), reply=reply)
+        score, code = max(usable, key=lambda sample: sample[0])  # the first of the best: max keeps the first
         claim = Claim(target=summarize(shown) or "(the parent recorded no failure)",
                       predicted_flips=tuple(dict.fromkeys(f["task_id"] for f in shown)))
-        return self.proposal({surface: code}, claim, (parent.id,), shown=len(shown), refiner=which)
+        screened = {"screened": [round(s, 4) for s, _ in usable]} if screen is not None and self.options.samples > 1 else {}
+        return self.proposal({surface: code}, claim, (parent.id,), shown=len(shown), refiner=which, **screened)
