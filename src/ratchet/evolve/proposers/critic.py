@@ -137,7 +137,7 @@ class CriticRefinerProposer(ModelProposer):
             usable.append((screen(code), code))
         if not usable:
             return self.skip(parent, "; ".join(dict.fromkeys(reasons)), reply=reply)
-        score, code = max(usable, key=lambda sample: sample[0])  # the first of the best: max keeps the first
+        _, code = max(usable, key=lambda sample: sample[0])  # the first of the best: max keeps the first
         claim = Claim(target=summarize(shown) or "(the parent recorded no failure)",
                       predicted_flips=tuple(dict.fromkeys(f["task_id"] for f in shown)))
         screened = {"screened": [round(s, 4) for s, _ in usable]} if screen is not None and self.options.samples > 1 else {}
