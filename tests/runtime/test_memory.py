@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 from ratchet.models.scripted import ScriptedModel
-from ratchet.runtime import Agent, ContextConfig
+from ratchet.runtime import Agent, AgentConfig, ContextConfig
+from ratchet.runtime.memory import message_tokens
 
 from .conftest import call, tool_reply
 
@@ -30,6 +31,34 @@ def test_compaction_moves_old_turns_to_a_file_the_agent_can_read_back(make_agent
     assert call(agent, "memory_search", query="3481").startswith(f"{holder}:")
     assert "fact number 59 is 3481" in call(agent, "memory_read", path=holder)
     assert len(agent.messages) < 2 + 10 * 2 - 1  # what keep_all would hold after 10 steps
+
+
+class WindowedModel(ScriptedModel):
+    """A scripted model with an embedded model's context window, counting 2 characters a token
+    (a denser tokenizer than the runtime's 4-character estimate)."""
+
+    context_tokens = 3200
+
+    def count_tokens(self, messages) -> int:
+        return sum(len(str(m.get("content") or "")) // 2 + 4 for m in messages)
+
+
+def test_compaction_fits_the_models_own_window_and_leaves_room_for_the_reply(make_agent, workdir):
+    """max_prompt_tokens 6000 on a model with a 3200-token window: past 3200 - the reply budget,
+    counted with the model's own tokenizer, the oldest turns move to memory."""
+    (workdir / "long.txt").write_text("".join(f"fact number {i} is {i * i}\n" for i in range(60)))
+    replies = [tool_reply("read", path="long.txt")] + [tool_reply("grep", pattern=f"number {i} ") for i in range(8)]
+    model = WindowedModel(replies + [tool_reply("submit", summary="s")])
+    agent = make_agent(model=model, context=ContextConfig(max_prompt_tokens=6000, keep_last=2),
+                       config=AgentConfig(max_tokens=200))
+    agent.run("collect facts")
+    assert agent.memory.entries("dropped"), "past the window, something was compacted"
+    sent = [model.count_tokens(c["messages"]) for c in model.calls]
+    limit = model.context_tokens - 200
+    # every request fits, but one that holds nothing left to drop (the head, the note, the last 2)
+    assert all(n <= limit or len(c["messages"]) <= 2 + 1 + 2 for n, c in zip(sent, model.calls))
+    # by the runtime's own estimate these prompts stay under 6000: max_prompt_tokens alone compacts nothing
+    assert all(message_tokens(c["messages"]) < 6000 for c in model.calls)
 
 
 def test_keep_all_never_drops(make_agent, workdir):

@@ -95,7 +95,7 @@ class Agent:
                            also_readable=(self.memory.root,))
         self.tracer = Tracer(self.run_dir / "trace.jsonl", agent_id=agent_id, exporters=exporters,
                              on_model_call=on_model_call)
-        self.context = context_policy(self.context_config, self.memory)
+        self.context = context_policy(self.context_config, self.memory, model, self.config.max_tokens)
         self.protocol = protocol_for(self.config.protocol)
         # The workspace's hooks.py is the outer layer: the runtime's middleware sees the calls as
         # they will run and the results as the tools gave them.

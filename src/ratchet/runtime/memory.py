@@ -11,11 +11,13 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 
-from ratchet.contracts import Message
-from ratchet.models.request import estimate_tokens
+from ratchet.contracts import ContextWindow, Message
+from ratchet.models.request import context_window, estimate_tokens
 from ratchet.runtime.config import ContextConfig
 from ratchet.runtime.errors import ToolError
 from ratchet.store.files import write_bytes_atomic
@@ -89,8 +91,14 @@ class KeepAll:
 
     name = "keep_all"
 
-    def __init__(self, config: ContextConfig, memory: FileMemory) -> None:
+    def __init__(self, config: ContextConfig, memory: FileMemory, window: ContextWindow | None = None,
+                 reply_tokens: int = 0) -> None:
         self.config, self.memory = config, memory
+        # A model that knows its window (an embedded model's n_ctx) counts with its own tokenizer,
+        # and the prompt must leave room for the reply: 6000 estimated tokens do not fit in 4096.
+        self.limit = config.max_prompt_tokens if window is None else min(
+            config.max_prompt_tokens, window.context_tokens - reply_tokens - 16)
+        self.count: Callable[[list[Message]], int] = message_tokens if window is None else window.count_tokens
 
     def compact(self, messages: list[Message]) -> list[Message]:
         return messages
@@ -104,7 +112,7 @@ class CompactOldest(KeepAll):
 
     def compact(self, messages: list[Message]) -> list[Message]:
         head, keep = messages[:2], self.config.keep_last
-        if message_tokens(messages) <= self.config.max_prompt_tokens or len(messages) <= len(head) + keep:
+        if self.count(messages) <= self.limit or len(messages) <= len(head) + keep:
             return messages
         cut = len(messages) - keep
         # Never start the kept tail on a tool result whose call was dropped (native protocol).
@@ -133,8 +141,9 @@ def _tool_names(message: Message) -> list[str]:
 POLICIES: dict[str, type[KeepAll]] = {"keep_all": KeepAll, "compact_oldest": CompactOldest}
 
 
-def context_policy(config: ContextConfig, memory: FileMemory) -> KeepAll:
-    return POLICIES[config.strategy](config, memory)
+def context_policy(config: ContextConfig, memory: FileMemory, model: Any = None, reply_tokens: int = 0) -> KeepAll:
+    """The configured policy; for a ``model`` that knows its context window, fitted to it."""
+    return POLICIES[config.strategy](config, memory, context_window(model), reply_tokens)
 
 
 def bound_output(text: str, config: ContextConfig, memory: FileMemory, name: str) -> str:
