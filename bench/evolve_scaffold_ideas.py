@@ -39,7 +39,7 @@ from typing import Any
 
 import yaml
 
-from bench._results import RESULTS, machine, write_json, write_markdown
+from bench._results import machine, write_json, write_markdown
 from ratchet.cli.evolve import CONFIG_COPY
 from ratchet.evolve.archive import Archive
 from ratchet.evolve.config import EvolveConfig
