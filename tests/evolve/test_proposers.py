@@ -537,6 +537,9 @@ def test_a_markdown_file_with_fenced_examples_is_read_whole(fence) -> None:
     assert extract_file(reply, "system_prompt.md").text == PROMPT_WITH_EXAMPLE
     cut = extract_file(f"```{fence}\n{PROMPT_WITH_EXAMPLE}".rsplit("```", 1)[0], "system_prompt.md")
     assert cut.text is None and "never closed" in cut.error  # a reply cut off inside it is not the file
+    # the answer format's placeholder copied as it stands is not the file (a run's prompt became that one line)
+    placeholder = extract_file("TARGET: x\n```markdown\n...the whole file...\n```", "system_prompt.md")
+    assert placeholder.text is None and "placeholder" in placeholder.error
     # a Python file's block still ends at its first bare fence
     assert extract_file("```python\nx = 1\n```\n```python\ny = 2\n```", "w.py").text == "x = 1\n"
 

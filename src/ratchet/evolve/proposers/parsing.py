@@ -171,6 +171,9 @@ def _segments(text: str, markdown: bool = False) -> list[tuple[str, str, str]]:
         pos = closing.end()
 
 
+#: What the packaged prompts put in the answer format's block where the file goes.
+PLACEHOLDER = "...the whole file..."
+
 _LANGUAGES = {".py": {"python", "py", "python3"}, ".md": {"markdown", "md", "text", "txt"},
               ".yaml": {"yaml", "yml"}, ".yml": {"yaml", "yml"}, ".json": {"json"}}
 
@@ -200,6 +203,10 @@ def extract_file(reply: str, path: str) -> FileReply:
         if _only_claim_lines(text):
             # taken as the file, the claim would replace the harness's text
             return FileReply(None, f"the reply's block holds only the claim lines, not the new text of {path}")
+        if text.strip() == PLACEHOLDER:
+            # the 1.5B copied the answer format's block as it stands: the prompt became that one line
+            return FileReply(None, f"the reply's block is the answer format's placeholder {PLACEHOLDER!r}, "
+                                   f"not the new text of {path}")
         if text.strip():
             return FileReply(text.rstrip("\n") + "\n")
     if any(kind == "open" for kind, _, _ in segments):
