@@ -189,9 +189,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--note", default="", help="a paragraph of what the numbers say, put under the tables")
     args = parser.parse_args(argv)
     model = None
+    found = runs_by_variant(args.root)  # read once; a run made below is added to it
     for variant in args.variants:
         for seed in args.seeds:
-            run = runs_by_variant(args.root).get((variant, seed))
+            run = found.get((variant, seed))
             if args.write_only or (run is not None and run.read_json("evolve/report.json") is not None):
                 continue
             if model is None:
@@ -205,9 +206,9 @@ def main(argv: list[str] | None = None) -> int:
                                                      run_id=f"{variant}-s{seed}")
                 # as `ratchet evolve run` keeps it: how this bench finds the run again
                 write_bytes_atomic(run.path(CONFIG_COPY), yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False).encode())
+                found[(variant, seed)] = run
             print(f"{variant} seed {seed}: run {run.id}", flush=True)
             Engine(config, run, model, on_event=lambda e: print(json.dumps(e, default=str)[:200], flush=True)).execute()
-    found = runs_by_variant(args.root)
     rows = [row(v, s, found[(v, s)]) for v in args.variants for s in args.seeds if (v, s) in found]
     write(rows, args.seeds, args.threads, args.note)
     print(f"wrote bench/results/{OUT}.md ({len(rows)} runs)")

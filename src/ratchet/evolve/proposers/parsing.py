@@ -133,17 +133,17 @@ def _outside_fences(text: str) -> str:
 #: Block languages whose content may hold fenced blocks of its own: a Markdown prompt with its
 #: worked example's ```tool calls, which the first bare fence inside would otherwise cut short.
 _NESTING = {"markdown", "md"}
-_FENCE_LINE = re.compile(r"^[ \t]*```+[ \t]*(\S*)[ \t]*$", re.MULTILINE)
 
 
 def _closing(text: str, start: int, nesting: bool) -> re.Match[str] | None:
-    """The bare fence that closes the block opened before ``start``; in a Markdown block a fence
-    with a language inside opens a nested block, closed by the next bare fence."""
+    """The bare fence (backticks alone on their line) that closes the block opened before
+    ``start``; in a Markdown block a fence with a language inside opens a nested block, closed by
+    the next bare fence."""
     depth = 1
-    for line in _FENCE_LINE.finditer(text, start):
+    for line in _FENCE_OPEN.finditer(text, start):
         if line.group(1):
             depth += 1 if nesting else 0
-        else:
+        elif not line.group(0).strip().strip("`"):
             depth -= 1
             if depth == 0:
                 return line
