@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 import re
 
-from fakes import RULES, FakeTicTacToe, MemoryRun, fenced
+from fakes import BAD_PARSER, BAD_RULE, GOOD_PARSER, GOOD_RULE, PARTIAL_PARSER, RULES, FakeTicTacToe, MemoryRun, fenced
 
 from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.decompose import MISSING, PARSER, RULE, Decomposer, assemble, split
@@ -21,28 +21,6 @@ class BoardTicTacToe(FakeTicTacToe):
 
     def board_state(self):
         return [[self.cells[3 * r + c] for c in range(3)] for r in range(3)]
-
-
-GOOD_PARSER = '''def parse_board(observation):
-    grid = parse_grid(current_board(observation))
-    return [[c if c in ("X", "O") else "" for c in row] for row in grid]
-'''
-# Keeps O but loses X: right only on boards without an X.
-PARTIAL_PARSER = '''def parse_board(observation):
-    grid = parse_grid(current_board(observation))
-    return [[c if c == "O" else "" for c in row] for row in grid]
-'''
-# Leaves the cell numbers in: wrong on every board.
-BAD_PARSER = '''def parse_board(observation):
-    return parse_grid(current_board(observation))
-'''
-GOOD_RULE = '''def legal_moves(state):
-    return ["[" + str(3 * r + c) + "]" for r in range(3) for c in range(3) if state[r][c] == ""]
-'''
-# Every cell, taken or not.
-BAD_RULE = '''def legal_moves(state):
-    return ["[" + str(i) + "]" for i in range(9)]
-'''
 
 
 def config(**ideas) -> AutoHarnessConfig:

@@ -1,6 +1,6 @@
 """Which function to refine, whether a response's code is a complete harness, and the refiners the
-engine's critic + refiner proposer asks: the paper's request (:class:`HarnessRefiner`) and the
-search's one-function request (:class:`ScaffoldRefiner`).
+engine's critic + refiner proposer asks: the paper's request (:class:`HarnessRefiner`), the
+search's one-function request (:class:`ScaffoldRefiner`) and its two parts (:class:`DecomposeRefiner`).
 
 The paper's rule: if ``is_legal_action`` said True but the environment rejected the move, both
 functions are wrong → refine both; if it said False (the proposal itself was illegal) → refine
@@ -12,17 +12,20 @@ refine ``is_legal_action``.
 from __future__ import annotations
 
 import ast
-from collections.abc import Sequence
+import random
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ratchet.autoharness import views
 from ratchet.autoharness.critic import summarize
+from ratchet.autoharness.decompose import PARSER, Decomposer
 from ratchet.autoharness.prompts import synthesis_prompt
 from ratchet.autoharness.runtime import sandbox_runtime_factory
 from ratchet.autoharness.transitions import check_legal_actions
 from ratchet.contracts import Message, RatchetError
 from ratchet.envs.answers import defined_functions, extract_code
 from ratchet.envs.explore import listed_states
+from ratchet.envs.registry import env_factory_for
 
 REQUIRED = ("propose_action", "is_legal_action")
 
@@ -65,54 +68,75 @@ class HarnessRefiner:
         return (None, problem) if problem else (new, "")
 
 
-class ScaffoldRefiner(HarnessRefiner):
+class ExploringRefiner(HarnessRefiner):
+    """A refiner whose requests show the game explored once, on ``seeds`` (as the ``induced_rules``
+    proposer explores it), on the first request: the engine builds refiners at start-up, and a run
+    that never asks should not play the game. A parent's code runs only in the sandbox."""
+
+    def __init__(self, game: str, description: str = "", seeds: Sequence[int] = (0, 1, 2, 3),
+                 transitions_per_seed: int = 60, call_timeout_s: float = 2.0) -> None:
+        super().__init__(game, description, "verifier")
+        self.seeds, self.per_seed = list(seeds), transitions_per_seed
+        #: Runs the parent's code: the sandbox (a test may hand in another).
+        self.runtime_factory = sandbox_runtime_factory(call_timeout_s)
+        self._harvest: Any = None
+
+    def harvest(self) -> Any:
+        """The game explored (once), after :meth:`explored` prepared what the requests show from it."""
+        if self._harvest is None:
+            from ratchet.evolve.proposers.rules import harvest_game  # plays the game: only once asked
+
+            h = harvest_game(self.game, self.seeds, self.per_seed)
+            self.explored(h)  # kept only once prepared: a refused game is refused at every request
+            self._harvest = h
+        return self._harvest
+
+    def explored(self, h: Any) -> None:
+        """Prepare what the requests show from the harvest ``h``; a RatchetError when there is none."""
+
+    def in_sandbox(self, code: str, check: Callable[[Any], Any]) -> Any:
+        """``check(runtime)`` with ``code`` loaded in the sandbox; None when the code does not load."""
+        self.harvest()
+        try:
+            with self.runtime_factory({"harness.py": code}) as runtime:
+                return check(runtime)
+        except RatchetError:
+            return None
+
+
+class ScaffoldRefiner(ExploringRefiner):
     """The dedicated search's ``scaffold`` idea for the engine: one function, ``legal_moves``, asked
-    for in the HumanEval format with real states of the game as its doctest examples (the game
-    explored once, on ``seeds``, as the ``induced_rules`` proposer does), and built into the fixed
-    template around it. A parent with its own ``legal_moves`` gets the counterexample request (its
-    function shown as wrong, with the failures' summary); any other parent, the first request.
-    ``body_only``: the search's ``body_prefix`` idea, the function's signature and docstring sent
-    as the reply's prefix, so only the body is asked for. ``counterexamples``: the search's
-    counterexample examples, at most that many explored states where the parent's ``legal_actions``
-    is wrong (checked in the sandbox, as the search's dense checks are) shown first among the
-    doctest examples, with the game's legal lists there."""
+    for in the HumanEval format with real states of the game as its doctest examples, and built
+    into the fixed template around it. A parent with its own ``legal_moves`` gets the
+    counterexample request (its function shown as wrong, with the failures' summary); any other
+    parent, the first request. ``body_only``: the search's ``body_prefix`` idea, the function's
+    signature and docstring sent as the reply's prefix, so only the body is asked for.
+    ``counterexamples``: the search's counterexample examples, at most that many explored states
+    where the parent's ``legal_actions`` is wrong (checked in the sandbox, as the search's dense
+    checks are) shown first among the doctest examples, with the game's legal lists there."""
 
     def __init__(self, game: str, description: str = "", seeds: Sequence[int] = (0, 1, 2, 3), examples: int = 3,
                  transitions_per_seed: int = 60, body_only: bool = False, counterexamples: int = 0,
                  call_timeout_s: float = 2.0) -> None:
-        super().__init__(game, description, "verifier")
-        self.seeds, self.examples, self.per_seed = list(seeds), examples, transitions_per_seed
-        self.body_only, self.counterexamples = body_only, counterexamples
-        #: Runs the parent's code for the counterexamples: the sandbox (a test may hand in another).
-        self.runtime_factory = sandbox_runtime_factory(call_timeout_s)
-        self._harvest: Any = None
+        super().__init__(game, description, seeds, transitions_per_seed, call_timeout_s)
+        self.examples, self.body_only, self.counterexamples = examples, body_only, counterexamples
         self._listed: list[tuple[str, list[str]]] = []
         self._spread: list[tuple[str, list[str]]] = []
         self._picked: list[Any] = []
 
-    def harvest(self) -> Any:
-        """The game explored (once), and the doctest examples every request shows, picked from it."""
-        if self._harvest is None:
-            from ratchet.evolve.proposers.rules import harvest_game  # plays the game: only once asked
-
-            self._harvest = h = harvest_game(self.game, self.seeds, self.per_seed)
-            if not h.states:
-                raise RatchetError(f"{self.game}: exploring seeds {self.seeds} found no state with the game's whole legal "
-                                   "list, so the one-function request has no examples", hint="use the HarnessRefiner")
-            self._listed = listed = listed_states(h.transitions, limit=None)
-            self._spread = listed[len(listed) // 3 :: max(1, len(listed) // 4)] + listed  # as the search picks them
-            self._picked = views.examples(h.view, self._spread, self.examples)
-        return self._harvest
+    def explored(self, h: Any) -> None:
+        """The doctest examples every request shows, picked from the harvest."""
+        if not h.states:
+            raise RatchetError(f"{self.game}: exploring seeds {self.seeds} found no state with the game's whole legal "
+                               "list, so the one-function request has no examples", hint="use the HarnessRefiner")
+        self._listed = listed = listed_states(h.transitions, limit=None)
+        self._spread = listed[len(listed) // 3 :: max(1, len(listed) // 4)] + listed  # as the search picks them
+        self._picked = views.examples(h.view, self._spread, self.examples)
 
     def _wrong(self, code: str) -> list[dict[str, Any]] | None:
         """``check_legal_actions`` of ``code`` on every explored state, in the sandbox; None when
         the code does not load."""
-        self.harvest()
-        try:
-            with self.runtime_factory({"harness.py": code}) as runtime:
-                return check_legal_actions(runtime, self._listed)
-        except RatchetError:
-            return None
+        return self.in_sandbox(code, lambda runtime: check_legal_actions(runtime, self._listed))
 
     def wrong_states(self, code: str) -> list[tuple[str, list[str]]]:
         """Explored states (board, legal list) where ``code``'s ``legal_actions`` is wrong, at most
@@ -142,3 +166,50 @@ class ScaffoldRefiner(HarnessRefiner):
         new = extract_code(reply, previous=template, required=REQUIRED)
         problem = "no code in the reply" if new is None else check_signatures(new)
         return (None, problem) if problem else (new, "")
+
+
+class DecomposeRefiner(ExploringRefiner):
+    """The dedicated search's ``decompose`` idea for the engine (:class:`decompose.Decomposer`):
+    ``parse_board`` and ``legal_moves`` asked for apart, each checked in the sandbox against the
+    env's own board on the explored states, only the failing part asked for again and the other
+    kept verbatim. A parent that is not decomposed (the workspace's harness.py) gets the search's
+    first request, for the parser. The ground truth needs an env whose board is plain data; a game
+    without one is refused at the first request."""
+
+    def __init__(self, game: str, description: str = "", seeds: Sequence[int] = (0, 1, 2, 3),
+                 transitions_per_seed: int = 60, helper_library: bool = True, call_timeout_s: float = 2.0) -> None:
+        super().__init__(game, description, seeds, transitions_per_seed, call_timeout_s)
+        self.decomposer = Decomposer(helper_library)
+        #: The part the last request asked for, read out of its replies (the critic reads them before it asks again).
+        self.target = PARSER
+
+    def explored(self, h: Any) -> None:
+        # The harness sees the observations without the game's legal lists: the env the search checks parsers on.
+        self.decomposer.prepare(env_factory_for(self.game), h.transitions)
+        if not self.decomposer.active:
+            raise RatchetError(f"{self.game}: the decompose refiner has no ground truth: {self.decomposer.reason}",
+                               hint="use ScaffoldRefiner or HarnessRefiner")
+
+    def check(self, code: str) -> tuple[dict[str, float], list[dict[str, Any]]]:
+        """Each part's accuracy and failures, in the sandbox (none when ``code`` does not load or is not decomposed)."""
+        return self.in_sandbox(code, lambda runtime: self.decomposer.check(runtime, code)) or ({}, [])
+
+    def request(self, code: str, shown: list[dict[str, Any]], pool: list[dict[str, Any]]) -> list[Message]:
+        metrics, failures = self.check(code)
+        # The parts' own failures first, as the search pools them; the engine's (no "part") are
+        # shown once both parts pass their checks. Random(0): the same parent, the same request.
+        self.target, _, messages = self.decomposer.request(
+            game=self.game, description=self.description, code=code, pool=failures + pool, metrics=metrics,
+            rng=random.Random(0), limit=max(len(shown), 4))  # each part's check keeps at most 4
+        return messages
+
+    def new_code(self, reply: str, code: str) -> tuple[str | None, str]:
+        new = self.decomposer.new_code(code, reply, self.target)
+        problem = f"the reply defines no {self.target}" if new is None else check_signatures(new)
+        return (None, problem) if problem else (new, "")
+
+    def screen(self, code: str) -> float:
+        """The mean of the two parts' accuracies (0 when the code does not load): how the
+        critic_refiner ranks a step's ``samples``."""
+        metrics, _ = self.check(code)
+        return (metrics.get("parse_accuracy", 0.0) + metrics.get("rule_accuracy", 0.0)) / 2
