@@ -177,6 +177,9 @@ def run_cmd(
 def _open(root: Path | None, run_id: str) -> Any:
     """The evolve run ``run_id``; another kind of run is refused by name (read as an archive it
     would show an empty table, and `resume` would write an evolve config into it)."""
+    given = Path(run_id)
+    if root is None and len(given.parts) > 1 and (given / "run.json").is_file():
+        root, run_id = given.parent, given.name  # the run's directory, as `ratchet evolve` prints it
     run = RunStore(root).open_run(run_id)
     if run.kind != KIND and not run.path(EVENTS).is_file():
         raise RatchetError(f"run {run.id} is not an evolve run (its kind is {run.kind})",

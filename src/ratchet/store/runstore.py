@@ -118,6 +118,10 @@ class RunStore:
         """The full id for ``run_id`` or a unique prefix of one; RatchetError otherwise."""
         if run_id and "/" not in run_id and (self.root / run_id / "run.json").is_file():
             return run_id
+        if "/" in run_id:  # a path: glob() cannot take it, and a prefix match across folders means nothing
+            where = Path(run_id)
+            raise RatchetError(f"{run_id!r} is a path, not a run id of {self.root}",
+                               hint=f"name the run by its id with its store: --root {where.parent} {where.name}")
         matches = sorted(p.parent.name for p in self.root.glob(f"{glob_escape(run_id)}*/run.json")) if run_id else []
         if len(matches) == 1:
             return matches[0]
