@@ -385,6 +385,23 @@ def test_a_deterministic_proposer_that_gave_up_on_a_parent_is_not_drawn_for_it_a
         assert drawn.count("gives_up") >= 3  # the waste the declaration avoids
 
 
+@pytest.mark.parametrize("schedule", ["weighted", "round_robin"])
+def test_round_robin_asks_the_proposers_in_turn_whatever_their_weights(tmp_path: Path, schedule: str) -> None:
+    """Weighted at 100 to 1 the first proposer takes nearly every step; in turn each gets its share,
+    and a proposer the loop skips for this parent (a deterministic one that gave up) passes its turn on."""
+    ws = make_workspace(tmp_path, p=0.2)
+    proposers = [{"name": "doubles:PlantedProposer", "weight": 100, "options": {"gain": 0.0}},
+                 {"name": "doubles:GivesUpProposer", "weight": 1, "options": {"deterministic": True}},
+                 {"name": "noop", "weight": 1}]
+    eng, run = engine(tmp_path, config(ws, iterations=6, proposers=proposers, proposer_schedule=schedule))
+    eng.execute()
+    drawn = [e["proposer"] for e in run.read_jsonl("evolve/events.jsonl") if e["kind"] == "step"]
+    if schedule == "round_robin":  # step 4: gives_up already gave up on this parent, so noop goes
+        assert drawn == ["planted", "gives_up", "noop", "planted", "noop", "noop"]
+    else:
+        assert drawn.count("planted") >= 5
+
+
 def test_a_proposer_model_answers_the_proposers_and_its_replies_replay_on_resume(tmp_path: Path) -> None:
     """``proposer_model`` (a larger model proposing for a small one): the proposers ask it, not the
     run's model; its calls count against the one budget and have their own journal, so a step

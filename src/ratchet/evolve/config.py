@@ -150,7 +150,10 @@ class EvolveConfig(Settings):
     selector: ComponentSpec = Field(default_factory=lambda: ComponentSpec(name="dgm"))
     """Which accepted candidate becomes the next parent."""
     proposers: list[ComponentSpec] = Field(default_factory=lambda: [ComponentSpec(name="reflective")])
-    """The proposers, drawn by weight each step."""
+    """The proposers; ``proposer_schedule`` says which one a step asks."""
+    proposer_schedule: Literal["weighted", "round_robin"] = "weighted"
+    """``weighted``: each step draws a proposer at random by its ``weight``; ``round_robin``: the
+    proposers in the order listed, one a step (weights unused), so each is measured as often."""
     gate: ComponentSpec = Field(default_factory=lambda: ComponentSpec(name="paired"))
     """Decides whether a child is kept."""
     model: str | None = None

@@ -32,6 +32,7 @@ from ratchet.evolve.gate import noise_band, paired_differences
 from ratchet.evolve.manifest import load_manifest
 from ratchet.store.files import rng_from_json, rng_to_json
 from ratchet.evolve.report import final_report
+from ratchet.evolve.schedules import SCHEDULES
 from ratchet.evolve.workspace import PinMismatch, StaticCheck, apply, pins, program_key, snapshot, verify_pins
 from ratchet.executors import build_executor
 from ratchet.executors.units import ScopedModel
@@ -108,6 +109,7 @@ class Engine:
         self.selector = build("selector", config.selector, self.ctx)
         proposer_ctx = replace(self.ctx, model=self.proposer_journal) if self.proposer_journal else self.ctx
         self.proposers = [(build("proposer", spec, proposer_ctx), spec.weight) for spec in config.proposers]
+        self.schedule = SCHEDULES[config.proposer_schedule]()
         self.gate = build("gate", config.gate, self.ctx)
         self.archive = Archive(run)
         self.static = StaticCheck(self.manifest, config.static)
@@ -385,7 +387,7 @@ class Engine:
         parent = self.selector.select(shown, self.rng)
         selection = dict(getattr(self.selector, "last", {}) or {})
         drawable = self._drawable(shown, parent)
-        proposer = self.rng.choices([p for p, _ in drawable], weights=[w for _, w in drawable])[0]
+        proposer = self.schedule.pick([p for p, _ in self.proposers], drawable, index, self.rng)
         before = self.model_calls()
         try:
             proposal = proposer.propose(parent, shown, self.rng)
