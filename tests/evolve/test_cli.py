@@ -12,6 +12,7 @@ from doubles import FILE, make_workspace
 from typer.testing import CliRunner
 
 from ratchet.cli import app
+from ratchet.evolve.archive import Archive
 from ratchet.store import RunStore
 
 runner = CliRunner()
@@ -50,6 +51,7 @@ def test_run_status_diff_export(tmp_path: Path) -> None:
 
     diff = _invoke("evolve", "diff", run.id, accepted[0]["id"], "--root", root)
     assert f"--- a/{FILE}" in diff and '"default": 0.5' in diff and "gate: held-in gain" in diff
+    assert Archive(run).diff(accepted[0]["id"]) in diff  # piped, the diff verbatim: no line cropped or wrapped
     assert _invoke("evolve", "diff", run.id, accepted[0]["id"][:5], "--root", root) == diff  # a start of the id
     assert _invoke("evolve", "diff", str(run.dir), accepted[0]["id"]) == diff  # the run's directory, as printed
     refused = runner.invoke(app, ["evolve", "status", str(run.dir), "--root", str(tmp_path)])
@@ -61,6 +63,19 @@ def test_run_status_diff_export(tmp_path: Path) -> None:
     log = subprocess.run(["git", "log", "--format=%s", "main"], cwd=dest, capture_output=True, text=True, check=True)
     assert len(log.stdout.splitlines()) == 1 + len(accepted) and log.stdout.splitlines()[-1].startswith("original")
     assert json.loads((dest / FILE).read_text())["default"] > 0.1 and (dest / "grader" / "settings.json").exists()
+
+
+def test_diff_piped_prints_long_lines_whole(tmp_path: Path, monkeypatch) -> None:
+    """Off a terminal rich cropped every code line at 80 columns, so a diff of a workflow showed
+    half of each changed line."""
+    cfg = _config(tmp_path)
+    root = str(tmp_path / "runs")
+    _invoke("evolve", str(cfg), "--set", "iterations=1", "--root", root)
+    [row] = RunStore(root).list_runs(kind="evolve")
+    long = "+    if found is None or found.group(1) in guessed:  # " + "x" * 150 + "\n"
+    monkeypatch.setattr(Archive, "diff", lambda self, candidate: long)
+    root_id = RunStore(root).open_run(row["id"]).candidates()[0]["id"]
+    assert long in _invoke("evolve", "diff", row["id"], root_id, "--root", root)
 
 
 def test_approve_releases_a_waiting_candidate_and_resume_continues(tmp_path: Path) -> None:

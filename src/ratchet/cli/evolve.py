@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any, Optional
 
@@ -277,7 +278,11 @@ def diff_cmd(run_id: str = typer.Argument(...), candidate: str = typer.Argument(
     decision = archive.decision(candidate)
     if decision:
         console.print(f"gate: {decision.reason}\n{json.dumps(decision.numbers, sort_keys=True)}", soft_wrap=True)
-    console.print(Syntax(archive.diff(candidate) or "(no change)\n", "diff", theme="ansi_dark"))
+    text = archive.diff(candidate) or "(no change)\n"
+    if console.is_terminal:
+        console.print(Syntax(text, "diff", theme="ansi_dark", word_wrap=True))
+    else:  # piped: the diff as it is, every line whole (rich would crop code lines at 80 columns)
+        sys.stdout.write(text)
 
 
 @evolve_app.command("approve")
