@@ -55,11 +55,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run-id", default="bench-evolve-textarena")
     parser.add_argument("--out", default="evolve_textarena")
     parser.add_argument("--iterations", type=int, default=None, help="override the YAML's iterations")
+    parser.add_argument("--proposer-model", default=None,
+                        help="a model the proposers ask instead of --model (the YAML's proposer_model), e.g. "
+                             "local:qwen2.5-coder-1.5b proposing for the 0.5B that plays")
+    parser.add_argument("--test-games", type=int, default=None,
+                        help="test seeds 10 .. 10+N-1 instead of the YAML's eight (a narrower interval; more games)")
     parser.add_argument("--partial", action="store_true", help="write what the run store holds so far; run nothing")
     args = parser.parse_args(argv)
     raw = yaml.safe_load(CONFIG.read_text())  # the results keep its relative workspace (no machine path)
     if args.iterations is not None:
         raw["iterations"] = args.iterations
+    if args.proposer_model is not None:
+        raw["proposer_model"] = args.proposer_model
+    if args.test_games is not None:
+        game = raw["suite"]["options"]["games"][0]
+        raw["splits"]["ids"]["test"] = [f"{game}#{i}" for i in range(10, 10 + args.test_games)]
+        raw["suite"]["options"]["episodes"] = 10 + args.test_games
     config = EvolveConfig.model_validate({**raw, "workspace": str(CONFIG.parent), "model": args.model})
     run = open_or_create(args, config)
     if args.partial:
@@ -67,7 +78,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     replies = RESULTS / f"{args.out}.replies.jsonl" if args.model == MODEL else Path(args.root) / "scripted.replies.jsonl"
     started = time.perf_counter()
-    summary = Engine(config, run, shared_model(args.model, args.threads, replies=replies),
+    proposer = (shared_model(args.proposer_model, args.threads, replies=RESULTS / f"{args.out}.proposer.replies.jsonl")
+                if args.proposer_model and args.model == MODEL else None)
+    summary = Engine(config, run, shared_model(args.model, args.threads, replies=replies), proposer_model=proposer,
                      on_event=lambda e: print(json.dumps(e, default=str)[:300], flush=True)).execute()
     report = summary.get("report")
     if report is None or args.model != MODEL:
@@ -144,7 +157,9 @@ def write(args: argparse.Namespace, run: Any, raw: dict[str, Any], config: Evolv
              f"bench's docstring): {config.iterations} steps, the system prompt (reflective proposer) and the move "
              "function `legal_move` in `workflow.py` (diff proposer) as the surfaces, greedy selector, paired gate "
              "with run-wise alpha 0.05; greedy decoding, one seed; score = the game's reward. Seeds by index: "
-             "search 0-1, held-in 2-9, test 10-17.", "",
+             f"search 0-1, held-in 2-9, test 10-{9 + len(raw['splits']['ids']['test'])}."
+             + (f" The proposers ask {raw['proposer_model']}; the games are played by {MODEL}."
+                if raw.get("proposer_model") else ""), "",
              f"## Test seeds ({r['tasks']} games, untouched by the search), mean reward with 95% bootstrap CIs", "",
              "| arm | mean reward [95% CI] |", "|---|---|",
              f"| original | {arm(r['original'])} |", f"| best ({r['best']['id'][:12]}){same} | {arm(r['best'])} |",

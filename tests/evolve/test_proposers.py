@@ -540,6 +540,10 @@ def test_a_markdown_file_with_fenced_examples_is_read_whole(fence) -> None:
     # the answer format's placeholder copied as it stands is not the file (a run's prompt became that one line)
     placeholder = extract_file("TARGET: x\n```markdown\n...the whole file...\n```", "system_prompt.md")
     assert placeholder.text is None and "placeholder" in placeholder.error
+    for copied in ("[...the whole file...]", "<the whole file>", "`... The whole file ...`"):  # the 1.5B's copies
+        got = extract_file(f"```markdown\n{copied}\n```", "prompts/system.md")
+        assert got.text is None and "placeholder" in got.error, copied
+    assert extract_file("```markdown\nWrite the whole file before you answer.\n```", "p.md").text  # a prompt that says it
     # a Python file's block still ends at its first bare fence
     assert extract_file("```python\nx = 1\n```\n```python\ny = 2\n```", "w.py").text == "x = 1\n"
 

@@ -173,6 +173,8 @@ def _segments(text: str, markdown: bool = False) -> list[tuple[str, str, str]]:
 
 #: What the packaged prompts put in the answer format's block where the file goes.
 PLACEHOLDER = "...the whole file..."
+#: The placeholder as small models copy it: bracketed, quoted, its dots changed ("[...the whole file...]").
+_PLACEHOLDER_COPY = re.compile(r"[\s.…\[\]<>(){}'\"`*_-]*the whole file[\s.…\[\]<>(){}'\"`*_-]*", re.IGNORECASE)
 
 _LANGUAGES = {".py": {"python", "py", "python3"}, ".md": {"markdown", "md", "text", "txt"},
               ".yaml": {"yaml", "yml"}, ".yml": {"yaml", "yml"}, ".json": {"json"}}
@@ -203,7 +205,7 @@ def extract_file(reply: str, path: str) -> FileReply:
         if _only_claim_lines(text):
             # taken as the file, the claim would replace the harness's text
             return FileReply(None, f"the reply's block holds only the claim lines, not the new text of {path}")
-        if text.strip() == PLACEHOLDER:
+        if _PLACEHOLDER_COPY.fullmatch(text):
             # the 1.5B copied the answer format's block as it stands: the prompt became that one line
             return FileReply(None, f"the reply's block is the answer format's placeholder {PLACEHOLDER!r}, "
                                    f"not the new text of {path}")
