@@ -133,16 +133,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-best-of-n", type=int, default=None,
                         help="cap on the best-of-N baseline's attempts (default: 4 full, 2 small: each sampled "
                              "attempt is one more pass of the model over the test split)")
+    parser.add_argument("--proposer-model", default=None,
+                        help="a model the proposer asks instead of --model (the run's proposer_model, e.g. "
+                             "local:qwen2.5-coder-1.5b proposing for the 0.5B that writes the code); its results "
+                             "and run are named apart (NAME_proposer-MODEL), its replies cached beside them")
     parser.add_argument("--partial", action="store_true",
                         help="run nothing: write what the run store has measured so far (a run the machine time did not finish)")
     args = parser.parse_args(argv)
     args.max_best_of_n = args.max_best_of_n or (4 if args.size == "full" else 2)
     args.splits = SPLITS if args.size == "full" else SMALL_SPLITS
-    args.out = args.out or ("evolve_humaneval" if args.size == "full" else "evolve_humaneval_small")
+    args.out = args.out or ("evolve_humaneval" if args.size == "full" else "evolve_humaneval_small") + proposer_suffix(args)
     if args.size == "small" and args.run_id == "bench-evolve-humaneval":
         args.run_id = "bench-evolve-humaneval-small"
+    if args.run_id.startswith("bench-evolve-humaneval"):
+        args.run_id += proposer_suffix(args)
 
-    config = run_config(args.iterations, args.splits, args.max_search_s, args.max_best_of_n).model_copy(update={"model": args.model})
+    config = run_config(args.iterations, args.splits, args.max_search_s, args.max_best_of_n).model_copy(
+        update={"model": args.model, "proposer_model": args.proposer_model})
     store = RunStore(args.root)
     try:
         run = store.open_run(args.run_id)
@@ -157,13 +164,21 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({k: v for k, v in event.items() if k not in ("numbers",)}, default=str)[:400], flush=True)
 
     replies = REPLIES if args.model == MODEL else Path(args.root) / f"{args.run_id}.replies.jsonl"
-    summary = Engine(config, run, shared_model(args.model, args.threads, replies=replies), on_event=line).execute()
+    proposer = (shared_model(args.proposer_model, args.threads, replies=RESULTS / f"{args.out}.proposer.replies.jsonl")
+                if args.proposer_model and args.model == MODEL else None)
+    summary = Engine(config, run, shared_model(args.model, args.threads, replies=replies), on_event=line,
+                     proposer_model=proposer).execute()
     report = summary.get("report")
     if report is None:
         print(json.dumps(summary, indent=2, default=str))
         return 1
     write(args, report, summary, time.perf_counter() - started, run)
     return 0
+
+
+def proposer_suffix(args: argparse.Namespace) -> str:
+    """What names a run whose proposer asks another model apart from the runs with one model."""
+    return f"_proposer-{args.proposer_model.rsplit(':', 1)[-1]}" if getattr(args, "proposer_model", None) else ""
 
 
 def steps_of(run: Any) -> list[dict[str, Any]]:
@@ -213,7 +228,8 @@ def write_partial(args: argparse.Namespace, run: Any) -> None:
 def write(args: argparse.Namespace, report: dict[str, Any], summary: dict[str, Any], wall_s: float, run: Any) -> None:
     steps = steps_of(run)
     out = {
-        "model": MODEL, "splits": args.splits, "suite_options": suite_options(args.splits), "iterations": args.iterations,
+        "model": MODEL, "proposer_model": args.proposer_model, "splits": args.splits,
+        "suite_options": suite_options(args.splits), "iterations": args.iterations,
         "threads": args.threads,
         "report": report, "steps": [{k: e.get(k) for k in ("step", "status", "reason", "child")} for e in steps],
         "totals": {k: v for k, v in summary.items() if k != "report"},
@@ -229,7 +245,8 @@ def write(args: argparse.Namespace, report: dict[str, Any], summary: dict[str, A
     r = report
     best_is_original = r["best"]["id"] == r["original"]["id"]
     lines = [
-        f"# A real `ratchet evolve` run on HumanEval ({MODEL})", "",
+        f"# A real `ratchet evolve` run on HumanEval ({MODEL}"
+        + (f", {args.proposer_model} proposing)" if args.proposer_model else ")"), "",
         "Produced by `python -m bench.evolve_humaneval` (see its docstring for the splits and the cache). "
         f"The run evolved `prompts/system.md` of `examples/humaneval-coder` for {args.iterations} steps "
         "(reflective proposer, greedy selector, paired gate: run-wise alpha 0.05, the k-th test at 0.05/2^k); greedy decoding, one seed.", "",

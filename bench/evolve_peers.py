@@ -49,7 +49,7 @@ from typing import Any
 
 from bench._results import write_json, write_markdown
 from bench.evolve_humaneval import (MODEL, PROPOSER_MAX_TOKENS, PROPOSER_TEMPERATURE, RESULTS, SMALL_SPLITS, SPLITS,
-                                    WORKSPACE, shared_model, span, suite_options)
+                                    WORKSPACE, proposer_suffix, shared_model, span, suite_options)
 from bench.peer_env import bench_python
 from ratchet.contracts import Candidate
 from ratchet.evolve.context import EngineContext
@@ -77,11 +77,13 @@ def original_files() -> dict[str, str]:
 class Service:
     """The model and the grader behind one lock (one model process), with per-arm call counts."""
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, proposer_model: Any = None) -> None:
         self.lock = threading.Lock()
         self.proposer = Accountant()
         self.evaluation = Accountant()
-        self.proposer_model = AccountedModel(model, self.proposer, "propose")
+        # The peer's own LLM (GEPA's reflection_lm, OpenEvolve's models) is the proposer: the
+        # larger model when one proposes for the small one, as Ratchet's proposer_model.
+        self.proposer_model = AccountedModel(proposer_model or model, self.proposer, "propose")
         ctx = EngineContext(load_manifest(WORKSPACE), WORKSPACE, model=AccountedModel(model, self.evaluation, "evaluate"))
         self.suite = HumanEvalSuite(HumanEvalOptions.model_validate(suite_options(SIZE["splits"])), ctx)
         self.tasks = {t.id: t for t in self.suite.tasks()}
@@ -184,14 +186,18 @@ def test_scores(service: Service, system_prompt: str) -> dict[str, float]:
 def run_arm(name: str, args: argparse.Namespace) -> dict[str, Any]:
     budget = args.budget if args.budget is not None else ratchet_budget()["calls"]
     replies = None if args.model == MODEL else Path(args.work) / "scripted.replies.jsonl"
-    service = Service(shared_model(args.model, args.threads, n_ctx=8192, **({"replies": replies} if replies else {})))
+    proposer = (shared_model(args.proposer_model, args.threads, n_ctx=8192,
+                             replies=RESULTS / f"{SIZE['ours']}.proposer.replies.jsonl")
+                if args.proposer_model and args.model == MODEL else None)
+    service = Service(shared_model(args.model, args.threads, n_ctx=8192, **({"replies": replies} if replies else {})),
+                      proposer)
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler_for(service))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}"
     work = Path(args.work) / name
     work.mkdir(parents=True, exist_ok=True)
     spec = {"url": url, "budget_calls": budget, "seed_prompt": service.base[SURFACE], "search": SIZE["splits"]["search"],
-            "heldin": SIZE["splits"]["heldin"], "model": MODEL, "temperature": PROPOSER_TEMPERATURE,
+            "heldin": SIZE["splits"]["heldin"], "model": args.proposer_model or MODEL, "temperature": PROPOSER_TEMPERATURE,
             "max_tokens": PROPOSER_MAX_TOKENS, "work": str(work)}
     (work / "spec.json").write_text(json.dumps(spec, indent=2))
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "OPENAI_API_KEY": "local", "PYTHONPATH": ""}
@@ -246,10 +252,12 @@ def table(missing_why: str = "") -> None:
         rows.append({"arm": name, "calls": arm["search"]["calls"], "proposals": arm["peer"].get("proposals"),
                      "accepted": arm["peer"].get("improved"), "best": ci(best),
                      "gain": ci([b - o for b, o in zip(best, orig)]), "best_is_original": arm["best_is_original"]})
-    out = {"model": MODEL, "splits": splits, "original_test": ours["original"], "rows": rows, "arms": arms,
+    proposing = evolve.get("proposer_model")
+    out = {"model": MODEL, "proposer_model": proposing, "splits": splits, "original_test": ours["original"], "rows": rows, "arms": arms,
            "ratchet_totals": evolve.get("totals"), "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     write_json(SIZE["out"], out, default=str)
-    lines = [f"# Evolving the humaneval-coder system prompt: Ratchet vs GEPA vs OpenEvolve ({MODEL})", "",
+    lines = [f"# Evolving the humaneval-coder system prompt: Ratchet vs GEPA vs OpenEvolve ({MODEL}"
+             + (f", {proposing} proposing for every arm)" if proposing else ")"), "",
              "Produced by `python -m bench.evolve_peers` (its docstring has the set-up). Same model, surface "
              "(the system prompt), starting harness, splits and grader for every arm; each peer's budget is the "
              "model calls Ratchet's search spent (peers stop between iterations, so they may run a little over: "
@@ -279,9 +287,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=int, default=None, help="model calls per peer (default: Ratchet's search spend)")
     parser.add_argument("--work", default=str(HERE.parent / "runs" / "peers"), help="the peers' working directories")
     parser.add_argument("--size", choices=sorted(SIZES), default="full", help="which evolve_humaneval run to repeat")
+    parser.add_argument("--proposer-model", default=None,
+                        help="the peers' own LLM (GEPA's reflection_lm, OpenEvolve's model) when it is not --model: "
+                             "repeats the evolve_humaneval run made with the same --proposer-model")
     parser.add_argument("--missing-why", default="", help="why the arms the table lacks did not run (written beside them)")
     args = parser.parse_args(argv)
     SIZE.update(SIZES[args.size])
+    if args.proposer_model:  # the Ratchet run it repeats, and its own results, are named apart
+        SIZE.update(ours=SIZE["ours"] + proposer_suffix(args), out=SIZE["out"] + proposer_suffix(args))
     args.work = str(Path(args.work) / args.size)
     for name in args.arm or ([] if args.table else sorted(PEERS)):
         row = run_arm(name, args)
