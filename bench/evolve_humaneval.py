@@ -99,7 +99,7 @@ def span(ids: list[str]) -> str:
 
 
 def run_config(iterations: int, splits: dict[str, list[str]] = SPLITS, max_search_s: float | None = None,
-               max_best_of_n: int = 4) -> EvolveConfig:
+               max_best_of_n: int = 4, template: str | None = None) -> EvolveConfig:
     return EvolveConfig.model_validate({
         "budget": {"max_wall_s": max_search_s},
         "workspace": str(WORKSPACE),
@@ -109,7 +109,7 @@ def run_config(iterations: int, splits: dict[str, list[str]] = SPLITS, max_searc
         "seeds": [0],
         "selector": {"name": "greedy"},
         "proposers": [{"name": "reflective", "options": {
-            "surfaces": ["prompts/system.md"], "max_tokens": PROPOSER_MAX_TOKENS,
+            "surfaces": ["prompts/system.md"], "max_tokens": PROPOSER_MAX_TOKENS, "template": template,
             "temperature": PROPOSER_TEMPERATURE, "max_traces": 3, "max_trace_chars": 900}}],
         "gate": {"name": "paired", "options": {"alpha": 0.05, "correction": "spending"}},
         "smoke": {"tasks": min(4, len(splits["heldin"]) // 2), "margin": 0.25},
@@ -137,6 +137,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="a model the proposer asks instead of --model (the run's proposer_model, e.g. "
                              "local:qwen2.5-coder-1.5b proposing for the 0.5B that writes the code); its results "
                              "and run are named apart (NAME_proposer-MODEL), its replies cached beside them")
+    parser.add_argument("--template", default=None,
+                        help="the reflective proposer's prompt template, a surface of the workspace (e.g. "
+                             "proposer/reflective.md, written for instructions; default: the packaged one)")
     parser.add_argument("--partial", action="store_true",
                         help="run nothing: write what the run store has measured so far (a run the machine time did not finish)")
     args = parser.parse_args(argv)
@@ -148,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.run_id.startswith("bench-evolve-humaneval"):
         args.run_id += proposer_suffix(args)
 
-    config = run_config(args.iterations, args.splits, args.max_search_s, args.max_best_of_n).model_copy(
+    config = run_config(args.iterations, args.splits, args.max_search_s, args.max_best_of_n, args.template).model_copy(
         update={"model": args.model, "proposer_model": args.proposer_model})
     store = RunStore(args.root)
     try:
@@ -228,7 +231,7 @@ def write_partial(args: argparse.Namespace, run: Any) -> None:
 def write(args: argparse.Namespace, report: dict[str, Any], summary: dict[str, Any], wall_s: float, run: Any) -> None:
     steps = steps_of(run)
     out = {
-        "model": MODEL, "proposer_model": args.proposer_model, "splits": args.splits,
+        "model": MODEL, "proposer_model": args.proposer_model, "template": args.template, "splits": args.splits,
         "suite_options": suite_options(args.splits), "iterations": args.iterations,
         "threads": args.threads,
         "report": report, "steps": [{k: e.get(k) for k in ("step", "status", "reason", "child")} for e in steps],
@@ -249,7 +252,7 @@ def write(args: argparse.Namespace, report: dict[str, Any], summary: dict[str, A
         + (f", {args.proposer_model} proposing)" if args.proposer_model else ")"), "",
         "Produced by `python -m bench.evolve_humaneval` (see its docstring for the splits and the cache). "
         f"The run evolved `prompts/system.md` of `examples/humaneval-coder` for {args.iterations} steps "
-        "(reflective proposer, greedy selector, paired gate: run-wise alpha 0.05, the k-th test at 0.05/2^k); greedy decoding, one seed.", "",
+        f"(reflective proposer{f' with the template {args.template}' if args.template else ''}, greedy selector, paired gate: run-wise alpha 0.05, the k-th test at 0.05/2^k); greedy decoding, one seed.", "",
         f"Splits (by index, fixed before any run): search {len(args.splits['search'])} "
         f"({span(args.splits['search'])}), held-in {len(args.splits['heldin'])} ({span(args.splits['heldin'])}), "
         f"test {len(args.splits['test'])} ({span(args.splits['test'])}, untouched until this report).", "",

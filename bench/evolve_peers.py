@@ -290,11 +290,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--proposer-model", default=None,
                         help="the peers' own LLM (GEPA's reflection_lm, OpenEvolve's model) when it is not --model: "
                              "repeats the evolve_humaneval run made with the same --proposer-model")
+    parser.add_argument("--ours", default=None,
+                        help="the evolve_humaneval result (its name under bench/results) the arms repeat and the "
+                             "table compares with (default: by --size and --proposer-model)")
     parser.add_argument("--missing-why", default="", help="why the arms the table lacks did not run (written beside them)")
     args = parser.parse_args(argv)
     SIZE.update(SIZES[args.size])
     if args.proposer_model:  # the Ratchet run it repeats, and its own results, are named apart
         SIZE.update(ours=SIZE["ours"] + proposer_suffix(args), out=SIZE["out"] + proposer_suffix(args))
+    if args.ours:
+        SIZE["ours"] = args.ours
     args.work = str(Path(args.work) / args.size)
     for name in args.arm or ([] if args.table else sorted(PEERS)):
         row = run_arm(name, args)

@@ -152,6 +152,23 @@ def test_proposer_prompt_read_from_the_candidate_surface_then_workspace(tmp_path
     assert model.calls[1]["messages"][0]["content"].startswith("EVOLVED {x} ### task t1")
 
 
+def test_the_humaneval_coder_instructions_template_renders_every_field(tmp_path) -> None:
+    """examples/humaneval-coder/proposer/reflective.md, the reflective request written for a system
+    prompt: every placeholder filled, the prompt and the failures shown, the reply read as the file."""
+    shipped = Path(__file__).resolve().parents[2] / "examples" / "humaneval-coder" / "proposer" / "reflective.md"
+    new_prompt = "You write Python.\nTrace the docstring's examples by hand before you answer.\n"
+    model = ScriptedModel([CLAIM + fenced(new_prompt, "markdown")])
+    ctx = make_ctx(tmp_path, model)
+    archive = Archive()
+    parent = archive.add(Candidate.from_files("coder", {**root().files, "proposer/reflective.md": shipped.read_text()}),
+                         t1=0.0)
+    options = ReflectiveOptions(surfaces=["prompts/system.md"], template="proposer/reflective.md")
+    proposal = ReflectiveProposer(options, ctx).propose(parent, archive, random.Random(0))
+    asked = model.calls[0]["messages"][0]["content"]
+    assert "$" not in asked and PROMPT.strip() in asked and "### task t1" in asked and "TARGET:" in asked
+    assert proposal.files == {"prompts/system.md": new_prompt} and proposal.meta["template"] == "candidate:proposer/reflective.md"
+
+
 def test_the_proposer_prompt_itself_can_be_the_surface_changed(tmp_path) -> None:
     new_prompt = "Improve $surface_path. $failures $claim_format\n"
     ctx = make_ctx(tmp_path, ScriptedModel([CLAIM + fenced(new_prompt, "markdown")]))

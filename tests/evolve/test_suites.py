@@ -157,7 +157,7 @@ def test_humaneval_coder_right_first_time_uses_one_call_and_a_wrong_repair_fails
 
 def test_humaneval_coder_candidates_differ_only_in_editable_files() -> None:
     candidate = workspace_candidate()
-    assert set(candidate.files) == {"workflow.py", "prompts/system.md"}
+    assert set(candidate.files) == {"workflow.py", "prompts/system.md", "proposer/reflective.md"}  # its proposer template evolves too
     assert load_manifest(WORKSPACE).is_protected("evolve.yaml")
 
 
