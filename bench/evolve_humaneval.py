@@ -99,7 +99,8 @@ def span(ids: list[str]) -> str:
 
 
 def run_config(iterations: int, splits: dict[str, list[str]] = SPLITS, max_search_s: float | None = None,
-               max_best_of_n: int = 4, template: str | None = None) -> EvolveConfig:
+               max_best_of_n: int = 4, template: str | None = None,
+               proposer_max_tokens: int = PROPOSER_MAX_TOKENS) -> EvolveConfig:
     return EvolveConfig.model_validate({
         "budget": {"max_wall_s": max_search_s},
         "workspace": str(WORKSPACE),
@@ -109,7 +110,7 @@ def run_config(iterations: int, splits: dict[str, list[str]] = SPLITS, max_searc
         "seeds": [0],
         "selector": {"name": "greedy"},
         "proposers": [{"name": "reflective", "options": {
-            "surfaces": ["prompts/system.md"], "max_tokens": PROPOSER_MAX_TOKENS, "template": template,
+            "surfaces": ["prompts/system.md"], "max_tokens": proposer_max_tokens, "template": template,
             "temperature": PROPOSER_TEMPERATURE, "max_traces": 3, "max_trace_chars": 900}}],
         "gate": {"name": "paired", "options": {"alpha": 0.05, "correction": "spending"}},
         "smoke": {"tasks": min(4, len(splits["heldin"]) // 2), "margin": 0.25},
@@ -140,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--template", default=None,
                         help="the reflective proposer's prompt template, a surface of the workspace (e.g. "
                              "proposer/reflective.md, written for instructions; default: the packaged one)")
+    parser.add_argument("--proposer-max-tokens", type=int, default=PROPOSER_MAX_TOKENS,
+                        help="the proposer's reply budget (the peers' bench caps theirs the same: pass it there too)")
     parser.add_argument("--partial", action="store_true",
                         help="run nothing: write what the run store has measured so far (a run the machine time did not finish)")
     args = parser.parse_args(argv)
@@ -151,7 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.run_id.startswith("bench-evolve-humaneval"):
         args.run_id += proposer_suffix(args)
 
-    config = run_config(args.iterations, args.splits, args.max_search_s, args.max_best_of_n, args.template).model_copy(
+    config = run_config(args.iterations, args.splits, args.max_search_s, args.max_best_of_n, args.template,
+                        args.proposer_max_tokens).model_copy(
         update={"model": args.model, "proposer_model": args.proposer_model})
     store = RunStore(args.root)
     try:
@@ -231,7 +235,8 @@ def write_partial(args: argparse.Namespace, run: Any) -> None:
 def write(args: argparse.Namespace, report: dict[str, Any], summary: dict[str, Any], wall_s: float, run: Any) -> None:
     steps = steps_of(run)
     out = {
-        "model": MODEL, "proposer_model": args.proposer_model, "template": args.template, "splits": args.splits,
+        "model": MODEL, "proposer_model": args.proposer_model, "template": args.template,
+        "proposer_max_tokens": args.proposer_max_tokens, "splits": args.splits,
         "suite_options": suite_options(args.splits), "iterations": args.iterations,
         "threads": args.threads,
         "report": report, "steps": [{k: e.get(k) for k in ("step", "status", "reason", "child")} for e in steps],

@@ -77,8 +77,9 @@ def original_files() -> dict[str, str]:
 class Service:
     """The model and the grader behind one lock (one model process), with per-arm call counts."""
 
-    def __init__(self, model: Any, proposer_model: Any = None) -> None:
+    def __init__(self, model: Any, proposer_model: Any = None, max_tokens: int = PROPOSER_MAX_TOKENS) -> None:
         self.lock = threading.Lock()
+        self.max_tokens = max_tokens  # the cap Ratchet's proposer had: a peer asking for more gets this
         self.proposer = Accountant()
         self.evaluation = Accountant()
         # The peer's own LLM (GEPA's reflection_lm, OpenEvolve's models) is the proposer: the
@@ -98,7 +99,7 @@ class Service:
         messages = [{"role": m["role"], "content": m["content"] if isinstance(m["content"], str)
                      else "".join(part.get("text", "") for part in m["content"])} for m in body["messages"]]
         params = {"temperature": float(body.get("temperature", PROPOSER_TEMPERATURE) or 0.0),
-                  "max_tokens": min(int(body.get("max_tokens") or PROPOSER_MAX_TOKENS), PROPOSER_MAX_TOKENS),
+                  "max_tokens": min(int(body.get("max_tokens") or self.max_tokens), self.max_tokens),
                   "seed": body.get("seed")}
         with self.lock:
             if params["seed"] is None:  # a peer that sends no seed gets the next one: replies stay replayable
@@ -190,7 +191,7 @@ def run_arm(name: str, args: argparse.Namespace) -> dict[str, Any]:
                              replies=RESULTS / f"{SIZE['ours']}.proposer.replies.jsonl")
                 if args.proposer_model and args.model == MODEL else None)
     service = Service(shared_model(args.model, args.threads, n_ctx=8192, **({"replies": replies} if replies else {})),
-                      proposer)
+                      proposer, args.proposer_max_tokens)
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler_for(service))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}"
@@ -198,7 +199,7 @@ def run_arm(name: str, args: argparse.Namespace) -> dict[str, Any]:
     work.mkdir(parents=True, exist_ok=True)
     spec = {"url": url, "budget_calls": budget, "seed_prompt": service.base[SURFACE], "search": SIZE["splits"]["search"],
             "heldin": SIZE["splits"]["heldin"], "model": args.proposer_model or MODEL, "temperature": PROPOSER_TEMPERATURE,
-            "max_tokens": PROPOSER_MAX_TOKENS, "work": str(work)}
+            "max_tokens": args.proposer_max_tokens, "work": str(work)}
     (work / "spec.json").write_text(json.dumps(spec, indent=2))
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "OPENAI_API_KEY": "local", "PYTHONPATH": ""}
     started = time.perf_counter()
@@ -290,6 +291,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--proposer-model", default=None,
                         help="the peers' own LLM (GEPA's reflection_lm, OpenEvolve's model) when it is not --model: "
                              "repeats the evolve_humaneval run made with the same --proposer-model")
+    parser.add_argument("--proposer-max-tokens", type=int, default=PROPOSER_MAX_TOKENS,
+                        help="the peers' reply budget: the one the Ratchet run they repeat had")
     parser.add_argument("--ours", default=None,
                         help="the evolve_humaneval result (its name under bench/results) the arms repeat and the "
                              "table compares with (default: by --size and --proposer-model)")
