@@ -11,7 +11,7 @@ from ratchet.contracts import Candidate, Decision, Proposer, RatchetError, TaskR
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.manifest import Manifest
 from ratchet.evolve.proposers.agentic import AgenticProposer, AgentOutcome, AgentTask, ToolError
-from ratchet.evolve.proposers.base import NO_CLAIM, SKIPS_FILE
+from ratchet.evolve.proposers.base import NO_CLAIM, SKIPS_FILE, clip
 from ratchet.evolve.proposers.config import (
     AgenticOptions,
     ControlOptions,
@@ -561,6 +561,9 @@ def test_a_markdown_file_with_fenced_examples_is_read_whole(fence) -> None:
         got = extract_file(f"```markdown\n{copied}\n```", "prompts/system.md")
         assert got.text is None and "placeholder" in got.error, copied
     assert extract_file("```markdown\nWrite the whole file before you answer.\n```", "p.md").text  # a prompt that says it
+    # a trace it was shown, pasted back as the file: clip's mark gives it away
+    pasted = extract_file("```markdown\n" + clip("def f():\n" + "x" * 5000, 400) + "\n```", "prompts/system.md")
+    assert pasted.text is None and "a trace it was shown" in pasted.error
     # a Python file's block still ends at its first bare fence
     assert extract_file("```python\nx = 1\n```\n```python\ny = 2\n```", "w.py").text == "x = 1\n"
 

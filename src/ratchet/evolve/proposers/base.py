@@ -18,7 +18,7 @@ from typing import Any
 from ratchet.contracts import ArchiveView, Candidate, Claim, Message, Proposal, RatchetError, TaskResult
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.proposers.config import ModelProposerOptions
-from ratchet.evolve.proposers.parsing import CLAIM_FORMAT, parse_claim
+from ratchet.evolve.proposers.parsing import CLAIM_FORMAT, ELIDED, parse_claim
 from ratchet.models.request import continued
 
 PROMPTS = Path(__file__).with_name("prompts")
@@ -43,7 +43,7 @@ def clip(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     half = limit // 2
-    return f"{text[:half]}\n[... {len(text) - limit} characters left out ...]\n{text[-half:]}"
+    return f"{text[:half]}\n{ELIDED.format(len(text) - limit)}\n{text[-half:]}"
 
 
 class ModelProposer:

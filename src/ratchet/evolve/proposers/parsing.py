@@ -173,6 +173,10 @@ def _segments(text: str, markdown: bool = False) -> list[tuple[str, str, str]]:
 
 #: What the packaged prompts put in the answer format's block where the file goes.
 PLACEHOLDER = "...the whole file..."
+#: How a long trace shown to the model is shortened (``base.clip``): a block that holds it is the
+#: evidence copied back, not a file the model wrote.
+ELIDED = "[... {} characters left out ...]"
+_ELIDED = re.compile(re.escape(ELIDED).replace(re.escape("{}"), r"\d+"))
 #: The placeholder as small models copy it: bracketed, quoted, its dots changed ("[...the whole file...]").
 _PLACEHOLDER_COPY = re.compile(r"[\s.…\[\]<>(){}'\"`*_-]*the whole file[\s.…\[\]<>(){}'\"`*_-]*", re.IGNORECASE)
 
@@ -209,6 +213,10 @@ def extract_file(reply: str, path: str) -> FileReply:
             # the 1.5B copied the answer format's block as it stands: the prompt became that one line
             return FileReply(None, f"the reply's block is the answer format's placeholder {PLACEHOLDER!r}, "
                                    f"not the new text of {path}")
+        if _ELIDED.search(text):
+            # the 1.5B pasted a failing task's trace as a HumanEval system prompt, twice in one run
+            return FileReply(None, f"the reply's block holds a trace it was shown (its '{ELIDED.format('N')}' "
+                                   f"mark), not the new text of {path}")
         if text.strip():
             return FileReply(text.rstrip("\n") + "\n")
     if any(kind == "open" for kind, _, _ in segments):
