@@ -118,12 +118,24 @@ def test_reflective_unparseable_reply_is_none_with_a_recorded_reason(tmp_path) -
 
 
 def test_reflective_cut_off_reply_is_refused(tmp_path) -> None:
-    ctx = make_ctx(tmp_path, ScriptedModel([CLAIM + "```python\ndef step(state):\n    return {"]))
+    """Cut off at its token limit ("length"), an open block is a file cut short: refused."""
+    ctx = make_ctx(tmp_path, ScriptedModel([CLAIM + "```python\ndef step(state):\n    return {'answer': 'a long line'}\n"]))
     archive = Archive()
     parent = archive.add(root(), t1=0.0)
-    proposer = ReflectiveProposer(ReflectiveOptions(surfaces=only_workflow(), format_retries=0), ctx)
+    proposer = ReflectiveProposer(ReflectiveOptions(surfaces=only_workflow(), format_retries=0, max_tokens=30), ctx)
     assert proposer.propose(parent, archive, random.Random(0)) is None
     assert "never closed" in proposer.last_reason
+
+
+def test_a_reply_that_ended_with_its_block_open_is_taken_to_its_end(tmp_path) -> None:
+    """Ended by the model ("stop"), an open last block runs to the reply's end: the 1.5B left the
+    closing fence out of a new system prompt, and the step was lost as cut off."""
+    prompt = "You write Python.\nWrite the function in one ```python code block.\nTrace the examples first.\n"
+    ctx = make_ctx(tmp_path, ScriptedModel([CLAIM + "```markdown\n" + prompt]))
+    archive = Archive()
+    parent = archive.add(root(), t1=0.0)
+    proposer = ReflectiveProposer(ReflectiveOptions(surfaces=["prompts/system.md"], format_retries=0), ctx)
+    assert proposer.propose(parent, archive, random.Random(0)).files == {"prompts/system.md": prompt}
 
 
 def test_reflective_change_without_a_claim_still_counts(tmp_path) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 from ratchet.contracts import ArchiveView, Candidate, Claim, Message, Proposal, RatchetError, TaskResult
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.proposers.config import ModelProposerOptions
-from ratchet.evolve.proposers.parsing import CLAIM_FORMAT, ELIDED, parse_claim
+from ratchet.evolve.proposers.parsing import CLAIM_FORMAT, ELIDED, closed, parse_claim
 from ratchet.models.request import continued
 
 PROMPTS = Path(__file__).with_name("prompts")
@@ -134,7 +134,8 @@ class ModelProposer:
         self.asks += 1
         completion = self.ctx.model.complete(messages, temperature=self.options.temperature,
                                              max_tokens=self.options.max_tokens, seed=seed)
-        return continued(messages, completion.text)
+        text = continued(messages, completion.text)
+        return closed(text) if completion.finish_reason == "stop" else text  # "length": really cut off
 
     # -- outcome -------------------------------------------------------------------------------
 

@@ -171,6 +171,14 @@ def _segments(text: str, markdown: bool = False) -> list[tuple[str, str, str]]:
         pos = closing.end()
 
 
+def closed(reply: str) -> str:
+    """``reply`` with its last block closed when it is left open. For a reply that ended by itself
+    (not at its token limit): small models often leave the closing fence out, and the block then
+    runs to the end of the reply (the 1.5B ended a new system prompt so, and the step was lost as
+    "cut off")."""
+    return reply + "\n```\n" if _segments(reply)[-1][0] == "open" else reply
+
+
 #: What the packaged prompts put in the answer format's block where the file goes.
 PLACEHOLDER = "...the whole file..."
 #: How a long trace shown to the model is shortened (``base.clip``): a block that holds it is the
