@@ -303,7 +303,9 @@ def main(argv: list[str] | None = None) -> int:
         SIZE.update(ours=SIZE["ours"] + proposer_suffix(args), out=SIZE["out"] + proposer_suffix(args))
     if args.ours:
         SIZE["ours"] = args.ours
-    args.work = str(Path(args.work) / args.size)
+    # Apart per proposer model: GEPA resumes from the state it finds there, and would continue
+    # another model's run as its own.
+    args.work = str(Path(args.work) / (args.size + proposer_suffix(args)))
     for name in args.arm or ([] if args.table else sorted(PEERS)):
         row = run_arm(name, args)
         print(json.dumps({k: row[k] for k in ("arm", "search", "best_is_original", "best_prompt")}), flush=True)
