@@ -305,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
         SIZE["ours"] = args.ours
     # Apart per proposer model: GEPA resumes from the state it finds there, and would continue
     # another model's run as its own.
-    args.work = str(Path(args.work) / (args.size + proposer_suffix(args)))
+    args.work = str(Path(args.work).resolve() / (args.size + proposer_suffix(args)))  # the peer runs in it: absolute
     for name in args.arm or ([] if args.table else sorted(PEERS)):
         row = run_arm(name, args)
         print(json.dumps({k: row[k] for k in ("arm", "search", "best_is_original", "best_prompt")}), flush=True)
