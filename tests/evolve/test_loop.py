@@ -463,7 +463,7 @@ def heldin_evals(run, eng: Engine) -> dict[str, int]:
 def test_futility_stops_a_child_that_can_no_longer_pass_and_changes_no_decision(tmp_path: Path) -> None:
     """A child as bad as its parent (p = 0 re-indented) is stopped after a few held-in tasks;
     every decision is the one the full evaluation makes, a planted improvement still kept."""
-    outcomes = {}
+    outcomes, archives = {}, {}
     for futility in (False, True):
         for name, options in (("same", {"cosmetic": True}), ("better", {"gain": 0.9})):
             ws = make_workspace(tmp_path / f"{name}-{futility}", p=0.0)
@@ -472,6 +472,7 @@ def test_futility_stops_a_child_that_can_no_longer_pass_and_changes_no_decision(
             eng.execute()
             steps = [e for e in run.read_jsonl("evolve/events.jsonl") if e["kind"] == "step"]
             outcomes[(name, futility)] = ([e["status"] for e in steps], heldin_evals(run, eng), steps)
+            archives[(name, futility)] = eng.archive
     full = 10 * 3  # 10 held-in tasks x 3 seeds
     for name in ("same", "better"):
         assert outcomes[(name, True)][0] == outcomes[(name, False)][0]
@@ -480,5 +481,9 @@ def test_futility_stops_a_child_that_can_no_longer_pass_and_changes_no_decision(
     children = [c for c, n in same_evals.items() if n < full]  # the original ran them all
     assert same_statuses == ["rejected", "rejected"] and len(children) == 2
     assert all("futility: after" in e["reason"] for e in same_steps)
+    # a stopped child has no held-in score (a mean over a prefix ranks it wrongly), its results kept
+    archive = archives[("same", True)]
+    assert all(archive.score(c, "heldin") is None and archive.results(c, "heldin") for c in children)
+    assert archive.score(archive.candidates()[0].id, "heldin") is not None
     # without futility every child ran every held-in task on every seed
     assert all(n == full for n in outcomes[("same", False)][1].values())

@@ -83,8 +83,15 @@ class Archive:
         return [result_from_record(r) for r in records]
 
     def score(self, candidate_id: str, split: str) -> float | None:
+        """The mean score on ``split``; None when not evaluated there, or when its held-in stage
+        was stopped by futility: a mean over the tasks it ran is not comparable with the others'
+        (a scored-pool selector would rank it), its results stay readable all the same."""
         results = self.results(candidate_id, split)
-        return fmean(r.score for r in results) if results else None
+        if not results:
+            return None
+        if split == "heldin" and "heldin_tasks_run" in getattr(self.decision(candidate_id), "numbers", {}):
+            return None
+        return fmean(r.score for r in results)
 
     def children(self, candidate_id: str) -> list[str]:
         """Every candidate made from this one (kept or not; a merge counts for both parents)."""
