@@ -62,3 +62,34 @@ def test_the_shipped_workspace_opens_with_the_tree_and_the_task_files(make_agent
     agent = make_agent([tool_reply("submit", summary="s")], context=HarnessWorkspace().context_config())
     text = first_message(agent, "add() in calc.py subtracts")
     assert "Files in the repository:\ncalc.py\nnotes.txt" in text and "==> calc.py <==" in text
+
+
+def test_test_output_runs_the_tasks_command_once_and_shows_its_tail(make_agent, workdir):
+    from ratchet.runtime.config import TestOutputConfig
+
+    make_repo(workdir)
+    agent = make_agent([tool_reply("submit", summary="s")], context=ContextConfig(opening=[TestOutputConfig()]))
+    text = first_message(agent, "Square.area() is wrong.\nIts tests run with `python -m pytest -q -p no:cacheprovider`.")
+    section = text.split("\n\n", 1)[1]
+    assert section.startswith("The tests' output before any change (`python -m pytest -q -p no:cacheprovider`):")
+    assert "assert 4 == 9" in section and "1 failed, 1 passed" in section and section.endswith("[exit code 1]")
+    # no command in the task and none configured: no section; a configured one wins
+    assert first_message(make_agent([tool_reply("submit", summary="s")],
+                                    context=ContextConfig(opening=[TestOutputConfig()])), "fix it") == "fix it"
+    short = make_agent([tool_reply("submit", summary="s")],
+                       context=ContextConfig(opening=[TestOutputConfig(command="echo $((6*7))", max_chars=200)]))
+    assert first_message(short, "fix `ignored`").endswith("(`echo $((6*7))`):\n42\n\n[exit code 0]")
+
+
+def test_test_output_keeps_the_tail_and_obeys_the_policy(make_agent, workdir):
+    from ratchet.runtime.config import TestOutputConfig
+
+    long = make_agent([tool_reply("submit", summary="s")],
+                      context=ContextConfig(opening=[TestOutputConfig(command="seq 1 2000", max_chars=200)]))
+    section = first_message(long, "t").split("\n\n", 1)[1]
+    assert "[... the first" in section and section.endswith("2000\n\n[exit code 0]") and "\n1\n" not in section
+    denied = make_agent([tool_reply("submit", summary="s")], policy=PermissionPolicy(allowed_commands=["git *"]),
+                        context=ContextConfig(opening=[TestOutputConfig(command="python -m pytest")]))
+    text = first_message(denied, "t")
+    assert "error: " in text and "python -m pytest" in text and "passed" not in text
+    assert (denied.run_dir / "denials.jsonl").exists()

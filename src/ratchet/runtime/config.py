@@ -68,7 +68,23 @@ class TaskFilesConfig(Settings):
     """A line after the files: the last thing a small model reads before it answers ("" for none)."""
 
 
-OpeningConfig = Annotated[FileTreeConfig | TaskFilesConfig, Field(discriminator="kind")]
+class TestOutputConfig(Settings):
+    """Opening: the tests run once before the first model call, the tail of their output shown (the
+    failing assertion with the value the code gave). A small model reads a test's expected value
+    but has to guess what the code does now; this shows it, at the cost of one command."""
+
+    kind: Literal["test_output"] = "test_output"
+    """Which opening this is."""
+    command: str = ""
+    """The command to run ("": the last command the task writes in backquotes, e.g. the coding
+    suite's "its tests run with `python -m pytest -q`"; no section when the task has none)."""
+    max_chars: int = Field(2500, ge=200)
+    """Most characters of output shown (its tail: pytest ends with the failures and the summary)."""
+    timeout_s: float = Field(30.0, gt=0)
+    """Seconds before the command is killed (capped by the settings' ``bash_timeout_s``)."""
+
+
+OpeningConfig = Annotated[FileTreeConfig | TaskFilesConfig | TestOutputConfig, Field(discriminator="kind")]
 
 
 class ContextConfig(Settings):
@@ -76,7 +92,8 @@ class ContextConfig(Settings):
 
     opening: list[OpeningConfig] = Field(default_factory=list)
     """What the runtime gathers into the first user message, below the task, in order
-    (``file_tree``, ``task_files``): context the model would otherwise spend tool calls on."""
+    (``file_tree``, ``task_files``, ``test_output``): context the model would otherwise spend tool
+    calls on."""
 
     strategy: Literal["keep_all", "compact_oldest"] = "compact_oldest"
     """``keep_all`` sends every message; ``compact_oldest`` moves the oldest turns to a memory
@@ -227,8 +244,9 @@ class AgentConfig(Settings):
 class CodingSuiteOptions(Settings):
     """The coding suite as the improvement engine's evaluator (``ratchet.runtime.engine_suite``)."""
 
-    suite: str = "coding-basics"
-    """Suite name (under ``envs/data``) or directory."""
+    suite: str | list[str] = "coding-basics"
+    """Suite name (under ``envs/data``) or directory, or a list of them judged as one suite (task
+    ids must differ across them), e.g. ``[coding-basics, coding-fixes]``."""
     tasks: list[str] = Field(default_factory=list)
     """Only these task ids (empty: all)."""
     overrides: list[str] = Field(default_factory=lambda: ["step_limit=8", "max_tokens=512"])

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from ratchet.runtime.config import FileTreeConfig, OpeningConfig, TaskFilesConfig
+from ratchet.runtime.config import FileTreeConfig, OpeningConfig, TaskFilesConfig, TestOutputConfig
 from ratchet.runtime.errors import ToolError
-from ratchet.runtime.tools import files
+from ratchet.runtime.tools import files, shell
 
 
 class Opening(Protocol):
@@ -92,6 +92,36 @@ class TaskFiles:
                 + "\n\n".join(parts) + f"\n\n{self.config.closing}").rstrip()
 
 
+_QUOTED = re.compile(r"`([^`\n]+)`")
+
+
+class TestOutput:
+    """The tests' output before any change: run once, as the agent's ``bash`` would run it (the
+    permission policy decides, in the sandbox), its tail shown with the exit code."""
+
+    def __init__(self, config: TestOutputConfig) -> None:
+        self.config = config
+
+    def command(self, task: str) -> str:
+        if self.config.command:
+            return self.config.command
+        quoted = _QUOTED.findall(task)
+        return quoted[-1].strip() if quoted else ""
+
+    def section(self, agent: Any, task: str) -> str:
+        command = self.command(task)
+        if not command:
+            return ""
+        try:
+            output = shell.bash(agent.ctx, command, self.config.timeout_s)
+        except ToolError as exc:  # denied or timed out: the model is told, as a tool error would
+            output = f"error: {exc}"
+        if len(output) > self.config.max_chars:
+            output = f"[... the first {len(output) - self.config.max_chars} characters left out]\n" \
+                     + output[-self.config.max_chars:]
+        return f"The tests' output before any change (`{command}`):\n{output}"
+
+
 def _is_test(path: Path) -> bool:
     return path.name.startswith("test_") or path.name.endswith("_test.py") or "tests" in path.parts
 
@@ -105,7 +135,7 @@ def _text(path: Path) -> str:
 
 def build_openings(configs: Sequence[OpeningConfig]) -> list[Opening]:
     """The configured openings, in order."""
-    kinds = {"file_tree": FileTree, "task_files": TaskFiles}
+    kinds = {"file_tree": FileTree, "task_files": TaskFiles, "test_output": TestOutput}
     return [kinds[c.kind](c) for c in configs]
 
 
