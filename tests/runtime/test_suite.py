@@ -14,16 +14,19 @@ from ratchet.cli import app
 from ratchet.contracts import RatchetError
 from ratchet.models.scripted import ScriptedModel
 from ratchet.runtime import HarnessWorkspace
-from ratchet.runtime.suite import grade, load_suite, prepare, run_suite, verify
+from ratchet.runtime.suite import grade, load_suite, load_suites, prepare, run_suite, verify
 from ratchet.store import RunStore, read_jsonl
 
 from .conftest import tool_reply
 
-TASKS = load_suite("coding-basics")
+# The shipped suites, checked as one: coding-basics and coding-fixes (the bigger one the engine's
+# coding-agent run splits, so a few-task gain is measurable).
+TASKS = load_suites(["coding-basics", "coding-fixes"])
 
 
-def test_the_suite_has_at_least_twelve_well_formed_tasks():
-    assert len(TASKS) >= 12 and len({t.id for t in TASKS}) == len(TASKS)
+def test_the_suites_have_well_formed_tasks():
+    assert len(load_suite("coding-basics")) >= 12 and len(load_suite("coding-fixes")) >= 30
+    assert len(TASKS) == len(load_suite("coding-basics")) + len(load_suite("coding-fixes"))
     for t in TASKS:
         assert t.statement and "\n" not in t.statement.strip(), t.id
         assert all((t.repo / rel).is_file() for rel in t.tests), t.id
@@ -172,12 +175,16 @@ def _user_task(root, name="adder", **fields):
     return task
 
 
-def test_a_suite_added_as_the_docs_say_loads_and_verifies(tmp_path):
+def test_a_suite_added_as_the_docs_say_loads_and_verifies(tmp_path, monkeypatch):
     _user_task(tmp_path / "mine")
     [task] = load_suite(tmp_path / "mine")
     before, after = verify(task)
     assert (before.score, after.score) == (0.0, 1.0)
     out = CliRunner().invoke(app, ["agent", "verify", "--suite", str(tmp_path / "mine")])
+    assert out.exit_code == 0 and "adder" in out.output, out.output
+    # a relative suite path too (the patch is applied from a scratch copy's directory)
+    monkeypatch.chdir(tmp_path)
+    out = CliRunner().invoke(app, ["agent", "verify", "--suite", "mine"])
     assert out.exit_code == 0 and "adder" in out.output, out.output
 
 
@@ -198,6 +205,12 @@ def test_duplicate_ids_and_a_patch_that_does_not_apply_are_named(tmp_path):
     _user_task(tmp_path / "dup", "b", id="same")
     with pytest.raises(RatchetError, match="task id 'same' is used by"):
         load_suite(tmp_path / "dup")
+    _user_task(tmp_path / "mine")
+    _user_task(tmp_path / "other", "c", id="same")
+    assert [t.id for t in load_suites([str(tmp_path / "other"), str(tmp_path / "mine")])] == ["adder", "same"]
+    with pytest.raises(RatchetError, match="task id 'same' is in ") as info:
+        load_suites([str(tmp_path / "other"), str(tmp_path / "mine"), str(tmp_path / "other")])
+    assert "ids differ" in info.value.hint
     task_dir = _user_task(tmp_path / "bad", "adder")
     (task_dir / "solution.patch").write_text("--- a/adder.py\n+++ b/adder.py\n@@ -1,1 +1,1 @@\n-nothing like it\n+x\n")
     [task] = load_suite(tmp_path / "bad")

@@ -51,7 +51,7 @@ class CodingAgentSuite:
 
     def __init__(self, options: CodingSuiteOptions, ctx: Any = None) -> None:
         self.options, self.ctx = options, ctx
-        tasks = coding.load_suite(options.suite)
+        tasks = coding.load_suites(options.suite)
         if options.tasks:
             unknown = sorted(set(options.tasks) - {t.id for t in tasks})
             if unknown:

@@ -55,6 +55,7 @@ def load_suite(name_or_path: str | Path) -> list[CodingTask]:
     if not root.is_dir():
         known = sorted(p.name for p in SUITES_DIR.iterdir() if p.is_dir() and any(p.glob("*/task.yaml")))
         raise RatchetError(f"no coding suite {str(name_or_path)!r}", hint=f"use one of {', '.join(known)} or a directory")
+    root = root.resolve()  # absolute: verify applies the patch from a scratch copy's directory
     tasks = [_task(spec) for spec in sorted(root.glob("*/task.yaml"))]
     if not tasks:
         raise RatchetError(f"{root} holds no */task.yaml", hint="each task is a folder with task.yaml, repo/, solution.patch")
@@ -64,6 +65,20 @@ def load_suite(name_or_path: str | Path) -> list[CodingTask]:
             raise RatchetError(f"task id {t.id!r} is used by {seen[t.id]} and {t.dir}", hint="give every task its own id")
         seen[t.id] = t.dir
     return sorted(tasks, key=lambda t: t.id)
+
+
+def load_suites(names: str | Path | list[str]) -> list[CodingTask]:
+    """The tasks of one suite, or of several judged as one (sorted by id; an id in two is refused)."""
+    if isinstance(names, (str, Path)):
+        return load_suite(names)
+    tasks: dict[str, CodingTask] = {}
+    for name in names:
+        for task in load_suite(name):
+            if task.id in tasks:
+                raise RatchetError(f"task id {task.id!r} is in {tasks[task.id].dir.parent} and {task.dir.parent}",
+                                   hint="join suites whose task ids differ")
+            tasks[task.id] = task
+    return sorted(tasks.values(), key=lambda t: t.id)
 
 
 _TASK_HINT = ("task.yaml holds id, statement (one line), tests (the test files, relative to repo/) and optionally "
