@@ -34,6 +34,7 @@ PROPOSERS = {
     "induced_rules": "ratchet.evolve.proposers.rules:InducedRulesProposer",
     "mutation": "ratchet.evolve.proposers.mutation:MutationProposer",
     "autofix": "ratchet.evolve.proposers.mutation:AutofixProposer",
+    "choices": "ratchet.evolve.proposers.choices:ChoicesProposer",
     "noop": "ratchet.evolve.proposers.controls:NoopProposer",
     "cosmetic": "ratchet.evolve.proposers.controls:CosmeticProposer",
 }

@@ -151,3 +151,22 @@ class InducedRulesOptions(Settings):
     """Wall-clock limit of the harvest, run once, on the first proposal."""
     rng_seed: int = 0
     """Seed of the harvest's random walks (its own generator: the engine's draws are untouched)."""
+
+
+class Choice(Settings):
+    """One setting of a YAML surface and the values a search may give it."""
+
+    file: str
+    """The surface (a YAML file of the workspace, e.g. ``context.yaml``)."""
+    key: str
+    """A top-level key of that file (``opening``, ``temperature``, ``middleware``…)."""
+    values: list[Any] = Field(min_length=1)
+    """The values to try, each a whole YAML value (a list or a mapping replaces the key's whole
+    block); the parent's own value is skipped."""
+
+
+class ChoicesOptions(Settings):
+    """Declared alternatives of a workspace's settings, tried one at a time with no model call."""
+
+    choices: list[Choice] = Field(min_length=1)
+    """The settings a child may change and their values; a proposal changes one."""
