@@ -1,0 +1,5 @@
+"""A priority job scheduler."""
+
+from jobs.scheduler import Scheduler
+
+__all__ = ["Scheduler"]
