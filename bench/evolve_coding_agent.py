@@ -51,7 +51,7 @@ from ratchet.runtime.engine_suite import CodingAgentSuite
 from ratchet.store import RunStore
 from ratchet.store.files import write_bytes_atomic
 
-TITLE = "`ratchet evolve` on the coding agent's workspace (coding-basics)"
+TITLE = "`ratchet evolve` on the coding agent's workspace"
 CONFIG = ROOT / "examples" / "coding-agent" / "evolve.yaml"
 
 
@@ -177,9 +177,10 @@ def drive(args: argparse.Namespace) -> Any:
         run = store.open_run(args.run_id)
         config = load_config(EvolveConfig, run.path(CONFIG_COPY), overrides)
     else:
-        config = load_config(EvolveConfig, CONFIG, [f"model={args.model}", *overrides])
+        config = load_config(EvolveConfig, args.config, [f"model={args.model}", *overrides])
         # --split is in task counts; its fractions need the suite's size, known from the config above
-        config = load_config(EvolveConfig, CONFIG, [f"model={args.model}", *overrides, *split_overrides(args.split, config)])
+        config = load_config(EvolveConfig, args.config, [f"model={args.model}", *overrides,
+                                                         *split_overrides(args.split, config)])
         config = config.model_copy(update={"workspace": CONFIG.parent})
         run = store.create_run("evolve", config, name="coding-agent", run_id=args.run_id)
     write_bytes_atomic(run.path(CONFIG_COPY), yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False).encode())
@@ -200,6 +201,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.evolve_coding_agent", description=__doc__.splitlines()[0])
     parser.add_argument("--root", default=str(ROOT / "runs"), help="the run store's root (ratchet evolve --root)")
     parser.add_argument("--run-id", default="bench-evolve-coding-agent")
+    parser.add_argument("--config", type=Path, default=CONFIG,
+                        help="the run config of a new run (default: examples/coding-agent/evolve.yaml; "
+                             "evolve-choices.yaml is the 45-task one)")
     parser.add_argument("--model", default=MODEL)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--iterations", type=int, default=None, help="override the YAML's iterations")
@@ -207,9 +211,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--split", default=None, metavar="SEARCH,HELDIN,TEST",
                         help="task counts of the splits for a new run (default: the YAML's, 3,9,3)")
     parser.add_argument("--write-only", action="store_true", help="write the results of the run in the store; run nothing")
+    parser.add_argument("--config-name", default=None,
+                        help="the config file the results name (default: --config's path in the repository)")
     parser.add_argument("--out", default="evolve_coding_agent")
     parser.add_argument("--note", default="", help="a paragraph of what happened, put under the tables")
     args = parser.parse_args(argv)
+    if args.config_name is None:
+        config_path = args.config.resolve()
+        args.config_name = str(config_path.relative_to(ROOT)) if config_path.is_relative_to(ROOT) else str(config_path)
     run = RunStore(args.root).open_run(args.run_id) if args.write_only else drive(args)
     archive = Archive(run)
     report = run.read_json("evolve/report.json")
@@ -227,8 +236,10 @@ def main(argv: list[str] | None = None) -> int:
            "note": args.note, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     (RESULTS / f"{args.out}.json").write_text(json.dumps(out, indent=2, default=str) + "\n")
 
-    lines = [f"# {TITLE}" if report else f"# An unfinished {TITLE}", "",
-             f"`examples/coding-agent/evolve.yaml` with {config.get('model')} as the agent"
+    suites = (config.get("suite") or {}).get("options", {}).get("suite", "coding-basics")
+    suites = ", ".join(suites) if isinstance(suites, list) else suites
+    lines = [f"# {TITLE} ({suites})" if report else f"# An unfinished {TITLE} ({suites})", "",
+             f"`{args.config_name or 'examples/coding-agent/evolve.yaml'}` with {config.get('model')} as the agent"
              + (f" and {config['proposer_model']} as the proposers' model" if config.get("proposer_model") else "")
              + f" ({config.get('iterations')} steps, engine seed {config.get('seed', 0)}); "
              f"written by `python -m bench.evolve_coding_agent` from the run store (run "

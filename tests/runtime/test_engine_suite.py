@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -120,3 +121,28 @@ def test_the_suite_samples_for_the_best_of_n_arm_each_seed_its_own_sample(tmp_pa
     greedy, first, second = [c["params"] for c in Ctx.model.calls]
     assert greedy["temperature"] == 0.0 and greedy.get("seed") is None
     assert (first["temperature"], first["seed"]) == (0.7, 3) and (second["temperature"], second["seed"]) == (0.7, 4)
+
+
+def test_the_choices_example_spans_both_suites_and_every_declared_value_is_a_valid_harness() -> None:
+    """evolve-choices.yaml: 45 tasks (coding-basics + coding-fixes) and a `choices` proposer whose
+    every value, set into the shipped workspace's file, still loads as that workspace's settings
+    (a value the runtime would refuse would cost a step and an evaluation of nothing)."""
+    from ratchet.evolve.proposers.choices import set_key
+    from ratchet.runtime.workspace import HarnessWorkspace
+
+    cfg = load_config(EvolveConfig, EXAMPLE / "evolve-choices.yaml")
+    suite = CodingAgentSuite(CodingSuiteOptions.model_validate(cfg.suite.options), None)
+    assert len(suite.tasks()) == len(load_suite("coding-basics")) + len(load_suite("coding-fixes")) == 45
+    [choices] = [p for p in cfg.proposers if p.name == "choices"]
+    tried = 0
+    for choice in choices.options["choices"]:
+        for value in choice["values"]:
+            candidate = Candidate.from_files("coding-agent", {
+                name: (EXAMPLE / name).read_text() for name in ("settings.yaml", "context.yaml", "system_prompt.md")})
+            changed = {**candidate.files, choice["file"]: set_key(candidate.files[choice["file"]], choice["key"], value)}
+            harness = harness_from(Candidate.from_files("coding-agent", changed), Path(tempfile.mkdtemp()) / "h")
+            harness.settings(tuple(suite.options.overrides))  # raises on a value the runtime refuses
+            harness.context_config()
+            tried += 1
+    assert tried == 4
+    assert "evolve-choices.yaml" in HarnessWorkspace(EXAMPLE).path.joinpath("manifest.yaml").read_text()
