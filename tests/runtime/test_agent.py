@@ -76,6 +76,11 @@ def test_format_errors_go_back_to_the_model_then_stop_the_run(make_agent):
     assert result.exit_status == "limits_exceeded" and "3 replies in a row" in result.submission
     assert "No tool call found" in agent.messages[3]["content"]  # the model was told the format
     assert "README.md" not in agent.messages[3]["content"]  # no path to copy that the repository may not have
+    # the text is a setting (a workspace surface): a run may evolve the example call it shows
+    own = make_agent(["hmm", tool_reply("submit", summary="s")],
+                     config=AgentConfig(format_error="Reply with one ```tool block; read first."))
+    assert own.run("look around").exit_status == "submitted"
+    assert own.messages[3]["content"] == "Reply with one ```tool block; read first."
 
 
 def test_step_and_token_limits(make_agent):

@@ -233,7 +233,7 @@ class Agent:
             self.format_errors += 1
             if self.format_errors >= self.config.format_error_limit:
                 raise LimitsExceeded(f"{self.format_errors} replies in a row had no tool call")
-            raise calls
+            raise FormatError(self.config.format_error) if self.config.format_error else calls
         self.format_errors = 0
         return calls
 

@@ -234,6 +234,10 @@ class AgentConfig(Settings):
     """Search endpoint for ``web_search``, with ``{query}`` where the query goes."""
     format_error_limit: int = Field(5, ge=1)
     """Replies in a row without a parsable tool call before the run stops."""
+    format_error: str = ""
+    """What the model is told after a reply with no tool call ("": the protocol's own text, which
+    shows a ``bash ls`` call as the format). A workspace surface like the system prompt: a small
+    model copies the example call it is shown, so a run may evolve what that example is."""
     middleware: list[MiddlewareConfig] = Field(
         default_factory=lambda: [RepeatGuardConfig(), UnknownToolHintConfig(), SubmitOnPassConfig()])
     """The runtime's own middleware around every call, each an item with its ``kind`` and
