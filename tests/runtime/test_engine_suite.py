@@ -144,5 +144,5 @@ def test_the_choices_example_spans_both_suites_and_every_declared_value_is_a_val
             harness.settings(tuple(suite.options.overrides))  # raises on a value the runtime refuses
             harness.context_config()
             tried += 1
-    assert tried == 4
+    assert tried == sum(len(c["values"]) for c in choices.options["choices"]) >= 4
     assert "evolve-choices.yaml" in HarnessWorkspace(EXAMPLE).path.joinpath("manifest.yaml").read_text()
