@@ -289,3 +289,22 @@ def test_the_prompt_and_the_results_show_a_stable_working_directory(tmp_path):
         assert "return a - b" in call(agent, "read", path=str(repo / "calc.py"))  # the real path still works
         agent.close()
     assert seen[0] == seen[1]
+
+
+def test_file_blocks_turn_a_whole_corrected_file_into_a_write(make_agent, workdir):
+    (workdir / "tests").mkdir()
+    (workdir / "tests" / "test_calc.py").write_text("from calc import add\n\ndef test_add():\n    assert add(2, 3) == 5\n")
+    fixed = "def add(a, b):\n    return a + b\n"
+    reply = f"The bug: it subtracts.\n```python\n{fixed}```"
+    off = make_agent([reply, tool_reply("submit", summary="s")])
+    off.run("add() in calc.py subtracts")
+    assert "return a - b" in (workdir / "calc.py").read_text() and "No tool call found" in off.messages[3]["content"]
+    on = make_agent([reply, tool_reply("submit", summary="s")], config=AgentConfig(file_blocks=True))
+    assert on.run("add() in calc.py subtracts").exit_status == "submitted"
+    assert (workdir / "calc.py").read_text() == fixed
+    assert on.messages[3]["content"].startswith("[write result]\nwrote ")
+    # the test file is never a target: the same block written as the test's code stays a format error
+    again = make_agent(["```python\nfrom calc import add\n\ndef test_add():\n    assert True\n```", tool_reply("submit", summary="s")],
+                       config=AgentConfig(file_blocks=True))
+    again.run("t")
+    assert "assert add(2, 3) == 5" in (workdir / "tests" / "test_calc.py").read_text()

@@ -1,7 +1,7 @@
 import pytest
 
 from ratchet.runtime.errors import FormatError
-from ratchet.runtime.protocols import parse_tool_calls
+from ratchet.runtime.protocols import ToolCall, parse_tool_calls
 
 
 @pytest.mark.parametrize("text", [
@@ -65,3 +65,22 @@ def test_a_stray_closing_fence_does_not_swallow_the_next_block():
     text = ('{"name": "bash", "arguments": {"command": "python -m pytest -q"}}\n```\nThe tests pass.\n'
             '```tool\n{"name": "submit", "arguments": {"summary": "fixed"}}\n```')
     assert [c.name for c in parse_tool_calls(text)] == ["bash", "submit"]
+
+
+def test_file_blocks_are_whole_new_files_and_never_a_snippet_over_a_bigger_file():
+    from ratchet.runtime.protocols import file_block_calls
+
+    sources = {"calc.py": "def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n",
+               "pkg/util.py": "LIMIT = 3\n\ndef clamp(x):\n    return min(x, LIMIT)\n"}
+    whole = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"
+    # the file it defines the names of, with or without its path on the line before the block
+    [call] = file_block_calls(f"The fix:\n```python\n{whole}```", sources)
+    assert call == ToolCall("write", {"path": "calc.py", "content": whole})
+    assert file_block_calls(f"```python\n{whole}```\nThen the tests.", sources) == [call]  # a reply that opens with it
+    assert file_block_calls(f"**pkg/util.py**:\n```\nLIMIT = 4\n\ndef clamp(x):\n    return x\n```", sources)[0] \
+        .arguments["path"] == "pkg/util.py"
+    # a snippet of one function of calc.py, a block naming no file's names, a test's code: no write
+    assert file_block_calls("```python\ndef add(a, b):\n    return a + b\n```", sources) == []
+    assert file_block_calls("calc.py\n```python\ndef add(a, b):\n    return a + b\n```", sources) == []
+    assert file_block_calls("```python\ndef test_add():\n    assert add(1, 2) == 3\n```", sources) == []
+    assert file_block_calls("no code at all", sources) == []

@@ -31,13 +31,13 @@ from ratchet.runtime.errors import (
 )
 from ratchet.runtime.memory import FileMemory, bound_output, context_policy, recall
 from ratchet.runtime.middleware import HookChain, build_middleware, failed
-from ratchet.runtime.opening import build_openings, opening_text
+from ratchet.runtime.opening import build_openings, is_test, opening_text
 from ratchet.runtime.permissions import Guard
-from ratchet.runtime.protocols import ToolCall, protocol_for
+from ratchet.runtime.protocols import ToolCall, file_block_calls, protocol_for
 from ratchet.runtime.shell import Shell
 from ratchet.runtime.skills import SkillLibrary
 from ratchet.runtime.subagents import Supervisor
-from ratchet.runtime.tools import build_toolbox
+from ratchet.runtime.tools import build_toolbox, files
 from ratchet.runtime.tools.registry import SHOWN_WORKDIR, ToolContext
 from ratchet.runtime.trace import Tracer
 from ratchet.runtime.workspace import HarnessWorkspace
@@ -226,6 +226,8 @@ class Agent:
                                                             max_tokens=self.config.max_tokens, seed=self.config.seed)
         message = self.hooks.after_model(self, message)
         self.messages.append(message)
+        if isinstance(calls, FormatError) and self.config.file_blocks:
+            calls = file_block_calls(completion.text, self.source_files()) or calls
         reply = {"tool_calls": [asdict(c) for c in calls]} if isinstance(calls, list) else {"format_error": True}
         self.tracer.model_call(self.steps, self.model.name, len(prompt), completion, reply,
                                time.perf_counter() - started)
@@ -236,6 +238,19 @@ class Agent:
             raise FormatError(self.config.format_error) if self.config.format_error else calls
         self.format_errors = 0
         return calls
+
+    def source_files(self) -> dict[str, str]:
+        """The repository's Python files a whole-file block may replace (``file_blocks``): the
+        readable ones that are not tests; the ``write`` call is checked like any other."""
+        out = {}
+        for path in files.walk(self.workdir):
+            rel = path.relative_to(self.workdir)
+            if path.suffix == ".py" and not is_test(rel) and self.guard.may_read(path):
+                try:
+                    out[rel.as_posix()] = path.read_text(errors="replace")
+                except OSError:
+                    continue
+        return out
 
     ENDS = ("submit",)
     """Calls that end the run on a claim about results (held back after a failed command or a

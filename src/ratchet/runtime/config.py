@@ -234,6 +234,11 @@ class AgentConfig(Settings):
     """Search endpoint for ``web_search``, with ``{query}`` where the query goes."""
     format_error_limit: int = Field(5, ge=1)
     """Replies in a row without a parsable tool call before the run stops."""
+    file_blocks: bool = False
+    """Text protocol: a reply with no tool call whose ```python block is a whole new version of a
+    repository file (named on the line before the block, or the one file defining the same
+    top-level names, every one of them) is taken as ``write`` of that file, Aider's whole-file
+    format. Test files are never written this way (the grader puts them back anyway)."""
     format_error: str = ""
     """What the model is told after a reply with no tool call ("": the protocol's own text, which
     shows a ``bash ls`` call as the format). A workspace surface like the system prompt: a small

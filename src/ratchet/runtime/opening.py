@@ -26,7 +26,7 @@ class Opening(Protocol):
 def _readable_files(agent: Any) -> list[Path]:
     """The working directory's files the agent may read, relative, in walk order."""
     root: Path = agent.workdir
-    return [p.relative_to(root) for p in files._walk(root) if agent.guard.may_read(p)]
+    return [p.relative_to(root) for p in files.walk(root) if agent.guard.may_read(p)]
 
 
 class FileTree:
@@ -62,14 +62,14 @@ class TaskFiles:
         names = {n for pair in _CALLED.findall(task) for n in pair if n}
         if names:
             pattern = re.compile(rf"^\s*(?:async\s+def|def|class)\s+(?:{'|'.join(map(re.escape, sorted(names)))})\b", re.M)
-            chosen += [p for p in readable if p.suffix == ".py" and not _is_test(p)
+            chosen += [p for p in readable if p.suffix == ".py" and not is_test(p)
                        and pattern.search(_text(agent.workdir / p))]
         chosen = list(dict.fromkeys(chosen))
         if self.config.include_tests and chosen:
             modules = {".".join(p.with_suffix("").parts) for p in chosen if p.suffix == ".py"}
             modules |= {m.rsplit(".", 1)[-1] for m in modules}
             imports = re.compile(rf"^\s*(?:from|import)\s+(?:{'|'.join(map(re.escape, sorted(modules)))})\b", re.M)
-            chosen += [p for p in readable if _is_test(p) and p not in chosen and imports.search(_text(agent.workdir / p))]
+            chosen += [p for p in readable if is_test(p) and p not in chosen and imports.search(_text(agent.workdir / p))]
         return chosen
 
     def section(self, agent: Any, task: str) -> str:
@@ -122,7 +122,7 @@ class TestOutput:
         return f"The tests' output before any change (`{command}`):\n{output}"
 
 
-def _is_test(path: Path) -> bool:
+def is_test(path: Path) -> bool:
     return path.name.startswith("test_") or path.name.endswith("_test.py") or "tests" in path.parts
 
 

@@ -150,6 +150,44 @@ def parse_tool_calls(text: str) -> list[ToolCall]:
     return calls
 
 
+_CODE_BLOCK = re.compile(r"^```[ \t]*(?:python|py)?[ \t]*\n(.*?)^```", re.S | re.M)
+_DEFINED = re.compile(r"^(?:async\s+def|def|class)\s+(\w+)", re.M)
+_ASSIGNED = re.compile(r"^(\w+)\s*=", re.M)
+
+
+def _defined(code: str) -> set[str]:
+    """Top-level functions and classes a Python text defines (its assigned names when it has
+    none): what a whole new version of the file must define again. A dropped constant or import
+    is not counted: the file then fails its tests, which the model reads."""
+    return set(_DEFINED.findall(code)) or set(_ASSIGNED.findall(code))
+
+
+def file_block_calls(text: str, sources: dict[str, str]) -> list[ToolCall]:
+    """A reply's fenced code blocks that are whole new versions of repository files, as ``write``
+    calls (Aider's whole-file edit format): small models write a whole corrected file far more
+    reliably than an exact old/new pair, or a file escaped inside a JSON string.
+
+    ``sources`` maps each file the block may replace (relative path) to its current text. A block
+    replaces the file named on the line before it, else the one file defining the same top-level
+    functions and classes; either way it must define every one that file defines, so a snippet of
+    one function never overwrites the rest of its file. Blocks that match no file are left alone.
+    """
+    calls: list[ToolCall] = []
+    for block in _CODE_BLOCK.finditer(text):
+        code, before = block.group(1), text[:block.start()].rstrip("\n").rpartition("\n")[2]
+        names = _defined(code)
+        if not names or not code.strip():
+            continue
+        label = before.strip().strip("#*`:> ").strip()
+        named = label if label in sources else next((p for p in sources if label.endswith(p) and p), None)
+        if named is None:
+            owners = [p for p, body in sources.items() if _defined(body) and _defined(body) <= names]
+            named = owners[0] if len(owners) == 1 else None
+        if named is not None and _defined(sources[named]) <= names:
+            calls.append(ToolCall("write", {"path": named, "content": code}))
+    return calls
+
+
 class TextProtocol:
     """Tools described in the system prompt; the model answers with a fenced ```tool JSON block."""
 

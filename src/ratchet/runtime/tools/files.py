@@ -29,7 +29,7 @@ def _is_binary(head: bytes) -> bool:
     return b"\0" in head
 
 
-def _walk(root: Path) -> list[Path]:
+def walk(root: Path) -> list[Path]:
     out: list[Path] = []
     for dirpath, dirs, names in os.walk(root):
         dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS)
@@ -77,7 +77,7 @@ def grep(ctx: ToolContext, pattern: str, path: str = ".", include: str = "*", ma
     except re.error as exc:
         raise ToolError(f"bad regular expression {pattern!r}: {exc}") from exc
     root = ctx.guard.check_read(path)
-    targets = [root] if root.is_file() else [p for p in _walk(root) if p.match(include) and ctx.guard.may_read(p)]
+    targets = [root] if root.is_file() else [p for p in walk(root) if p.match(include) and ctx.guard.may_read(p)]
     out: list[str] = []
     for p in targets:
         try:
