@@ -73,3 +73,19 @@ def test_choices_is_a_registered_proposer_with_checked_options() -> None:
     assert isinstance(build("proposer", spec, None), ChoicesProposer)
     with pytest.raises(Exception, match="values"):
         build("proposer", ComponentSpec(name="choices", options={"choices": [{"file": "a.yaml", "key": "k", "values": []}]}), None)
+
+
+def test_a_whole_file_value_with_the_settings_it_needs_is_one_proposal() -> None:
+    options = ChoicesOptions.model_validate({"choices": [
+        {"file": "system_prompt.md", "values": ["Rewrite the whole file.\n"],
+         "also": [{"file": "settings.yaml", "key": "file_blocks", "value": True}]}]})
+    proposer, archive, parent = ChoicesProposer(options), Archive(), root()
+    archive.add(parent)
+    proposal = proposer.propose(parent, archive, random.Random(0))
+    assert proposal.files["system_prompt.md"] == "Rewrite the whole file.\n"
+    assert yaml.safe_load(proposal.files["settings.yaml"]) == {**yaml.safe_load(SETTINGS), "file_blocks": True}
+    assert sorted(proposal.files) == ["settings.yaml", "system_prompt.md"]
+    assert proposal.claim.target == "system_prompt.md: (the whole file): 'hi' -> 'Rewrite the whole file.'; " \
+                                    "settings.yaml: file_blocks"
+    archive.add(Candidate.from_files("agent", {**parent.files, **proposal.files}), status="rejected")
+    assert proposer.propose(parent, archive, random.Random(0)) is None

@@ -59,6 +59,17 @@ def _short(value: Any) -> str:
     return text if len(text) <= 120 else text[:117] + "..."
 
 
+def applied(files: dict[str, str], file: str, key: str | None, value: Any) -> str | None:
+    """The new text of ``file`` with ``key`` set to ``value`` (the whole text when ``key`` is
+    None); None when the file is missing or the edit would not read back as that value."""
+    if file not in files:
+        return None
+    if key is None:
+        return str(value)
+    text = set_key(files[file], key, value)
+    return text if _value(text, key) == value else None  # the block was not where the edit assumed
+
+
 class ChoicesProposer:
     """Sets one declared setting of the parent to one of its declared values."""
 
@@ -77,23 +88,37 @@ class ChoicesProposer:
         for choice in self.options.choices:
             if choice.file not in parent.files:
                 continue
-            current = _value(parent.files[choice.file], choice.key)
+            current = parent.files[choice.file] if choice.key is None else _value(parent.files[choice.file], choice.key)
             options += [(choice, value, current) for value in choice.values if value != current]
         rng = rng if isinstance(rng, random.Random) else random.Random(int(rng.random() * 2**31))
         rng.shuffle(options)
         for choice, value, current in options:
-            text = set_key(parent.files[choice.file], choice.key, value)
-            if _value(text, choice.key) != value:  # the block was not where the edit assumed: leave it
-                continue
-            files = {**parent.files, choice.file: text}
-            if any(files == other for other in known):
-                continue
-            target = f"{choice.file}: {choice.key}: {_short(current)} -> {_short(value)}"
-            self.last_reason = None
-            return Proposal(files={choice.file: text}, claim=Claim(target=target, root_cause="a declared alternative "
-                            "(no model)", predicted_flips=()), proposer=self.name, parents=(parent.id,),
-                            meta={"surfaces": [choice.file], "key": choice.key})
+            files = dict(parent.files)
+            edits = [(choice.file, choice.key, value), *((s.file, s.key, s.value) for s in choice.also)]
+            for file, key, new in edits:
+                text = applied(files, file, key, new)
+                if text is None:
+                    break
+                files[file] = text
+            else:
+                if any(files == other for other in known):
+                    continue
+                changed = {path: text for path, text in files.items() if parent.files.get(path) != text}
+                what = choice.key if choice.key is not None else "(the whole file)"
+                shown = (f"{_short(current)} -> {_short(value)}" if choice.key is not None
+                         else f"{_first_line(current)} -> {_first_line(value)}")
+                target = f"{choice.file}: {what}: {shown}" + "".join(
+                    f"; {s.file}: {s.key or '(the whole file)'}" for s in choice.also)
+                self.last_reason = None
+                return Proposal(files=changed, claim=Claim(target=target, root_cause="a declared alternative "
+                                "(no model)", predicted_flips=()), proposer=self.name, parents=(parent.id,),
+                                meta={"surfaces": sorted(changed), "key": choice.key})
         missing = sorted({c.file for c in self.options.choices} - set(parent.files))
         self.last_reason = ("every declared value was tried from this parent or is its own"
                             + (f" (not in the parent: {', '.join(missing)})" if missing else ""))
         return None
+
+
+def _first_line(text: str) -> str:
+    line = next((ln for ln in str(text).splitlines() if ln.strip()), "")
+    return repr(line[:60] + ("..." if len(line) > 60 else ""))

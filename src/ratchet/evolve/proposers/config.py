@@ -153,16 +153,32 @@ class InducedRulesOptions(Settings):
     """Seed of the harvest's random walks (its own generator: the engine's draws are untouched)."""
 
 
-class Choice(Settings):
-    """One setting of a YAML surface and the values a search may give it."""
+class Setting(Settings):
+    """One fixed change: a top-level key of a YAML surface, or a whole file."""
 
     file: str
-    """The surface (a YAML file of the workspace, e.g. ``context.yaml``)."""
-    key: str
-    """A top-level key of that file (``opening``, ``temperature``, ``middleware``…)."""
+    """The surface."""
+    key: str | None = None
+    """A top-level key of that YAML file; None: ``value`` is the file's whole new text."""
+    value: Any
+    """The key's value, or the file's text."""
+
+
+class Choice(Settings):
+    """One setting of a surface and the values a search may give it."""
+
+    file: str
+    """The surface (a YAML file of the workspace, e.g. ``context.yaml``, or any text file when
+    ``key`` is None)."""
+    key: str | None = None
+    """A top-level key of that YAML file (``opening``, ``temperature``, ``middleware``…); None:
+    each value is the file's whole new text (another system prompt)."""
     values: list[Any] = Field(min_length=1)
     """The values to try, each a whole YAML value (a list or a mapping replaces the key's whole
-    block); the parent's own value is skipped."""
+    block) or a whole text; the parent's own value is skipped."""
+    also: list[Setting] = Field(default_factory=list)
+    """Changes made together with any of the values: an idea that needs two files (a prompt that
+    asks for a format and the setting that reads it) is one proposal."""
 
 
 class ChoicesOptions(Settings):
