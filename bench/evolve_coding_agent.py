@@ -20,6 +20,10 @@ the YAML of that time: splits 5/5/5, no proposer fallback; its config copy in th
 
     python -m bench.evolve_coding_agent --threads 1 --iterations 2 --split 3,9,3 --set report.max_best_of_n=4
 
+``--config examples/coding-agent/evolve-choices.yaml`` is the 45-task run (coding-basics and
+coding-fixes, 20 held-in, 20 test, declared alternatives of the settings); ``--out`` names the
+results' files.
+
 The best-of-N baseline's extra attempts sample (the suite's ``sampled``: temperature 0.7, the
 evaluation seed as sampling seed); each is one more pass of the agent over the test tasks, so
 cap N to what the CPU time allows; the results say how many attempts were distinct.
