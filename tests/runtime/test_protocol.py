@@ -84,3 +84,7 @@ def test_file_blocks_are_whole_new_files_and_never_a_snippet_over_a_bigger_file(
     assert file_block_calls("calc.py\n```python\ndef add(a, b):\n    return a + b\n```", sources) == []
     assert file_block_calls("```python\ndef test_add():\n    assert add(1, 2) == 3\n```", sources) == []
     assert file_block_calls("no code at all", sources) == []
+    # a label names a file by its whole path (or a path ending in /FILE), never a longer name: with
+    # two files defining those names, only the label could choose, and "mycalc.py" names neither
+    assert file_block_calls(f"./calc.py\n```python\n{whole}```", sources)[0].arguments["path"] == "calc.py"
+    assert file_block_calls(f"mycalc.py\n```python\n{whole}```", {"calc.py": sources["calc.py"], "b.py": whole}) == []

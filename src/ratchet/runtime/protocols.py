@@ -164,8 +164,8 @@ def _defined(code: str) -> set[str]:
 
 def file_block_calls(text: str, sources: dict[str, str]) -> list[ToolCall]:
     """A reply's fenced code blocks that are whole new versions of repository files, as ``write``
-    calls (Aider's whole-file edit format): small models write a whole corrected file far more
-    reliably than an exact old/new pair, or a file escaped inside a JSON string.
+    calls (Aider's whole-file edit format): a small model writes out a whole file where it
+    miscopies an exact old/new pair, or breaks a file escaped inside a JSON string.
 
     ``sources`` maps each file the block may replace (relative path) to its current text. A block
     replaces the file named on the line before it, else the one file defining the same top-level
@@ -179,7 +179,7 @@ def file_block_calls(text: str, sources: dict[str, str]) -> list[ToolCall]:
         if not names or not code.strip():
             continue
         label = before.strip().strip("#*`:> ").strip()
-        named = label if label in sources else next((p for p in sources if label.endswith(p) and p), None)
+        named = label if label in sources else next((p for p in sources if label.endswith("/" + p)), None)
         if named is None:
             owners = [p for p, body in sources.items() if _defined(body) and _defined(body) <= names]
             named = owners[0] if len(owners) == 1 else None
