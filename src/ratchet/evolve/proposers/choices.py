@@ -2,8 +2,8 @@
 
 ADAS and AFlow search over a space someone wrote down (building blocks, operators); a workspace's
 YAML surfaces are such a space when the run lists, per setting, the values worth trying (an opening
-that shows the tests' output, another middleware list, a sampling temperature). Each proposal sets
-one key of one file to one value the parent does not have and that no archived candidate has with
+that shows the tests' output, another middleware list, a sampling temperature), or whole files (another
+system prompt, with the settings it needs). Each proposal sets one key of one file to one value the parent does not have and that no archived candidate has with
 the parent's other files, so a step never pays for a twin. The key's block is replaced in the text,
 so the file's comments (which document the surface to the model proposers) stay.
 """
