@@ -146,3 +146,19 @@ def test_the_choices_example_spans_both_suites_and_every_declared_value_is_a_val
             tried += 1
     assert tried == sum(len(c["values"]) for c in choices.options["choices"]) >= 4
     assert "evolve-choices.yaml" in HarnessWorkspace(EXAMPLE).path.joinpath("manifest.yaml").read_text()
+
+
+def test_a_candidate_whose_settings_the_runtime_refuses_fails_every_task_and_the_run_goes_on(tmp_path) -> None:
+    """A proposer's context.yaml with an unknown key parses as YAML (the static check passes it) but
+    the runtime refuses it: every task is a failure naming why, no agent runs, nothing is raised."""
+    class Ctx:
+        model = ScriptedModel([reply("submit", summary="done")], cycle=True)
+
+    suite = CodingAgentSuite(CodingSuiteOptions(tasks=["chunks-partial", "fahrenheit"]), Ctx())
+    bad = Candidate.from_files("coding-agent", {"system_prompt.md": "P {tool_instructions}",
+                                                "context.yaml": "tasks: [a]\nkeep_last: 6\n"})
+    results = suite.evaluate(bad, suite.tasks(), 0)
+    assert [r.score for r in results] == [0.0, 0.0] and Ctx.model.calls == []
+    assert all(r.failures[0].kind == "invalid_harness" and "context.yaml: tasks: unknown key" in r.failures[0].message
+               for r in results)
+    assert "/tmp" not in results[0].trace

@@ -84,7 +84,13 @@ class CodingAgentSuite:
         results = []
         with tempfile.TemporaryDirectory(prefix="ratchet-coding-eval-") as tmp:
             harness = harness_from(candidate, Path(tmp) / "harness")
-            config = harness.settings(tuple(self.options.overrides))
+            try:  # a candidate whose settings the runtime refuses solves nothing; the run goes on
+                config = harness.settings(tuple(self.options.overrides))
+                harness.context_config()
+            except RatchetError as exc:
+                reason = str(exc).replace(str(harness.path) + "/", "")
+                return [TaskResult(task.id, seed, 0.0, f"task {task.id}: the harness does not load: {reason}",
+                                   (Failure("invalid_harness", reason, task.id),)) for task in tasks]
             if config.temperature > 0:  # the evaluation seed picks the sample (a greedy run needs none)
                 config = config.model_copy(update={"seed": seed})
             policy = HarnessWorkspace().permissions()
