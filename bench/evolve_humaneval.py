@@ -39,6 +39,9 @@ ROOT = Path(__file__).resolve().parents[1]
 WORKSPACE = ROOT / "examples" / "humaneval-coder"
 MODEL = "local:qwen2.5-coder-0.5b"
 REPLIES = RESULTS / "evolve_humaneval.replies.jsonl"
+#: Every evolve bench's proposer replies, whatever the result's name: a request's key holds the
+#: model's name, so one file serves every proposer model and a rerun under a new name replays them.
+PROPOSER_REPLIES = RESULTS / "evolve.proposer.replies.jsonl"
 
 SPLITS = {
     "search": [f"HumanEval/{i}" for i in range(100, 104)],
@@ -88,6 +91,12 @@ def shared_model(spec: str = MODEL, threads: int = 2, n_ctx: int = 4096, replies
 
     overrides = {"n_ctx": n_ctx, "n_threads": threads} if spec.startswith("local:") else {}
     return SeedFreeAtGreedy(ReplayModel(load_model(spec, **overrides), replies, mode="auto"))
+
+
+def proposer_model(spec: str | None, threads: int = 2, n_ctx: int = 4096) -> Any:
+    """The proposers' own model (``proposer_model``) behind the shared proposer reply cache, or
+    None with no spec (the proposers then ask the suite's model)."""
+    return shared_model(spec, threads, n_ctx=n_ctx, replies=PROPOSER_REPLIES) if spec else None
 
 
 def suite_options(splits: dict[str, list[str]]) -> dict[str, Any]:
@@ -171,8 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({k: v for k, v in event.items() if k not in ("numbers",)}, default=str)[:400], flush=True)
 
     replies = REPLIES if args.model == MODEL else Path(args.root) / f"{args.run_id}.replies.jsonl"
-    proposer = (shared_model(args.proposer_model, args.threads, replies=RESULTS / f"{args.out}.proposer.replies.jsonl")
-                if args.proposer_model and args.model == MODEL else None)
+    proposer = proposer_model(args.proposer_model if args.model == MODEL else None, args.threads)
     summary = Engine(config, run, shared_model(args.model, args.threads, replies=replies), on_event=line,
                      proposer_model=proposer).execute()
     report = summary.get("report")

@@ -49,7 +49,8 @@ from typing import Any
 
 from bench._results import write_json, write_markdown
 from bench.evolve_humaneval import (MODEL, PROPOSER_MAX_TOKENS, PROPOSER_TEMPERATURE, RESULTS, SMALL_SPLITS, SPLITS,
-                                    WORKSPACE, proposer_suffix, shared_model, span, suite_options)
+                                    WORKSPACE, proposer_model, proposer_suffix, shared_model, span,
+                                    suite_options)
 from bench.peer_env import bench_python
 from ratchet.contracts import Candidate
 from ratchet.evolve.context import EngineContext
@@ -187,9 +188,7 @@ def test_scores(service: Service, system_prompt: str) -> dict[str, float]:
 def run_arm(name: str, args: argparse.Namespace) -> dict[str, Any]:
     budget = args.budget if args.budget is not None else ratchet_budget()["calls"]
     replies = None if args.model == MODEL else Path(args.work) / "scripted.replies.jsonl"
-    proposer = (shared_model(args.proposer_model, args.threads, n_ctx=8192,
-                             replies=RESULTS / f"{SIZE['ours']}.proposer.replies.jsonl")
-                if args.proposer_model and args.model == MODEL else None)
+    proposer = proposer_model(args.proposer_model if args.model == MODEL else None, args.threads, n_ctx=8192)
     service = Service(shared_model(args.model, args.threads, n_ctx=8192, **({"replies": replies} if replies else {})),
                       proposer, args.proposer_max_tokens)
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler_for(service))

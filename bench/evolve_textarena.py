@@ -9,7 +9,8 @@ decides. Splits are game seeds fixed by index in the YAML: search 0-1, held-in 2
 (untouched until the report). Score: the game's reward (1 guessed; otherwise 1 - the last
 guess's distance / 19).
 
-Replies go through a cache next to the results (``evolve_textarena.replies.jsonl``; greedy
+Replies go through a cache next to the results, one for every result name
+(``evolve_textarena.replies.jsonl``, the proposer's in ``evolve.proposer.replies.jsonl``; greedy
 decoding, so the seed is left out of the key, see ``bench.evolve_humaneval.SeedFreeAtGreedy``), and
 the engine's run store (``--root``/``--run-id``) resumes a cut-short run paying nothing twice: run it
 in chunks (``timeout 1200 python -m bench.evolve_textarena ...``) and then ``--partial`` writes what
@@ -29,13 +30,14 @@ from typing import Any
 import yaml
 
 from bench._results import machine, write_json, write_markdown
-from bench.evolve_humaneval import MODEL, RESULTS, ROOT, shared_model, steps_of
+from bench.evolve_humaneval import MODEL, RESULTS, ROOT, proposer_model, shared_model, steps_of
 from ratchet.evolve.archive import Archive
 from ratchet.evolve.config import EvolveConfig
 from ratchet.evolve.loop import Engine
 from ratchet.store import RunStore
 
 CONFIG = ROOT / "examples" / "guess-the-number" / "evolve.yaml"
+REPLIES = RESULTS / "evolve_textarena.replies.jsonl"
 TITLE = f"`ratchet evolve` on TextArena GuessTheNumber-v0 ({MODEL})"
 
 
@@ -76,10 +78,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.partial:
         write_partial(args, run, raw)
         return 0
-    replies = RESULTS / f"{args.out}.replies.jsonl" if args.model == MODEL else Path(args.root) / "scripted.replies.jsonl"
+    # One play cache whatever the result's name: a run that only changes the proposer replays the
+    # games its original already paid for (the key holds the model's name).
+    replies = REPLIES if args.model == MODEL else Path(args.root) / "scripted.replies.jsonl"
     started = time.perf_counter()
-    proposer = (shared_model(args.proposer_model, args.threads, replies=RESULTS / f"{args.out}.proposer.replies.jsonl")
-                if args.proposer_model and args.model == MODEL else None)
+    proposer = proposer_model(args.proposer_model if args.model == MODEL else None, args.threads)
     summary = Engine(config, run, shared_model(args.model, args.threads, replies=replies), proposer_model=proposer,
                      on_event=lambda e: print(json.dumps(e, default=str)[:300], flush=True)).execute()
     report = summary.get("report")
