@@ -7,7 +7,7 @@ import random
 import sys
 
 from ratchet.envs import harnesslib
-from ratchet.envs.rules import cell_rules, constant, filtered, induce, stack_rule
+from ratchet.envs.rules import cell_rules, constant, filtered, induce, rejected_labels, stack_rule
 
 
 def _run(source: str, *args):
@@ -33,7 +33,7 @@ def test_constant_list_is_found_and_only_when_every_state_shows_it():
     states = [(([".", "X"],), ["[up]", "[down]"]), ((["X", "."],), ["[down]", "[up]"])]
     assert constant(states) == ["[up]", "[down]"]
     assert constant(states + [(([".", "."],), ["[up]"])]) is None
-    name, source = induce(states, "cells")[0]
+    name, source = induce(states, "cells")
     assert name == "constant" and _run(source, ["X", "X"]) == ["[up]", "[down]"]
 
 
@@ -42,7 +42,7 @@ def test_free_cell_rule_prefers_the_cell_that_shows_the_action_and_generalizes()
     rules = cell_rules(states)
     assert rules is not None
     assert rules["[4]"] == ("when", (4, ["4"]))
-    name, source = induce(states, "cells")[0]
+    name, source = induce(states, "cells")
     assert name == "cells"
     # A board none of the listed states showed.
     board = ["X", "1", "O", "3", "X", "5", "O", "7", "8"]
@@ -62,7 +62,7 @@ def test_marker_rule_for_a_blank_that_cannot_leave_the_edge():
     assert rules is not None
     assert rules["[left]"] == ("unless", ("_", [0]))
     assert rules["[right]"] == ("unless", ("_", [2]))
-    _, source = induce(states, "cells")[0]
+    _, source = induce(states, "cells")
     assert sorted(_run(source, ["c", "_", "a"])) == ["[left]", "[right]"]
 
 
@@ -70,7 +70,7 @@ def test_no_cell_rule_when_legality_depends_on_two_cells_at_once():
     # "[x]" legal exactly when the two cells are equal: no single cell and no marker tells it.
     states = [(([a, b],), ["[x]"] if a == b else ["[y]"]) for a, b in (("0", "0"), ("0", "1"), ("1", "1"), ("1", "0"))]
     assert cell_rules(states) is None
-    assert induce(states, "cells") == []
+    assert induce(states, "cells") is None
 
 
 def test_unplayed_actions_read_after_the_opening_every_state_shares():
@@ -79,7 +79,7 @@ def test_unplayed_actions_read_after_the_opening_every_state_shares():
               ((opening + "[Player] [2]\n[GAME] Higher.",), ["[1]", "[3]", "[4]"]),
               ((opening + "[Player] [2]\n[Player] [4]\n",), ["[1]", "[3]"])]
     assert filtered(states) == (["[1]", "[2]", "[3]", "[4]"], "[GAME] Guess a number from 1 to 4, e.g. '[2]'.", ["unplayed"])
-    name, source = induce(states, "board")[0]
+    name, source = induce(states, "board")
     assert name == "filtered:unplayed"
     assert _run(source, opening + "[Player] [3]\n") == ["[1]", "[2]", "[4]"]
     # A listed state the rule gets wrong (here [1] missing although never played) refuses it.
@@ -87,7 +87,7 @@ def test_unplayed_actions_read_after_the_opening_every_state_shares():
 
 
 def test_fewer_than_two_states_induce_nothing():
-    assert induce(_tictactoe_states(1), "cells") == []
+    assert induce(_tictactoe_states(1), "cells") is None
 
 
 def test_the_actions_numbers_name_their_cell_even_for_an_action_never_seen_illegal():
@@ -114,7 +114,7 @@ def test_the_actions_numbers_name_their_cell_even_for_an_action_never_seen_illeg
     rules = cell_rules(states, labels)
     assert rules is not None
     assert rules["[2 2]"] == ("when", (3 + 4 * 2 + 1 + 2, ["."]))
-    _, source = induce(states, "cells", labels)[0]
+    _, source = induce(states, "cells", labels)
     shown = board({(2, 2), (0, 0)})
     assert sorted(_run(source, shown)) == sorted(f"[{r} {c}]" for r, c in every if (r, c) not in {(2, 2), (0, 0)})
 
@@ -128,11 +128,11 @@ def test_a_game_that_lists_nothing_is_fitted_over_its_grammar_from_labels_alone(
     labels = [((opening,), "[2 1]", True), ((opening,), "[1 1]", False), ((opening,), "[3 1]", True),
               ((later,), "[1 2]", False), ((later,), "[2 3]", True), ((later,), "[3 3]", False)]
     assert filtered([], labels, universe)[2] == ["unplayed", "distinct"]
-    name, source = induce([], "board", labels, universe)[0]
+    name, source = induce([], "board", labels, universe)
     assert name == "filtered:unplayed+distinct"
     assert _run(source, later) == ["[1 3]", "[2 1]", "[2 3]", "[3 1]", "[3 2]"]
     # Labels all legal say nothing of what is illegal: no fit.
-    assert induce([], "board", [t for t in labels if t[2]], universe) == []
+    assert induce([], "board", [t for t in labels if t[2]], universe) is None
 
 
 def _hanoi_states(n: int = 30, disks: int = 3, seed: int = 0):
@@ -151,7 +151,7 @@ def test_a_rule_over_the_tops_of_the_two_stacks_an_action_names():
     states = _hanoi_states()
     rule = stack_rule(states)
     assert rule == "s and ((not d) or (s and d and d[-1] >= s[-1]))"
-    name, source = induce(states, "fields")[0]
+    name, source = induce(states, "fields")
     assert name == "stacks"
     # Four disks, never seen: the rule reads the tops, not the states it was fitted to.
     for (towers,), legal in _hanoi_states(40, disks=4, seed=1):
@@ -169,3 +169,9 @@ def test_the_simplest_stack_rule_that_fits_is_kept_and_a_label_refutes_it():
     # Cells, text or actions that do not name two of the lists: not this shape.
     assert stack_rule(_tictactoe_states()) is None
     assert stack_rule([((towers,), [a.replace(" ", "") for a in legal]) for (towers,), legal in _hanoi_states()]) is None
+
+
+def test_rejected_labels_are_illegal_once_each_in_order() -> None:
+    rejections = [("X..", "[1]"), (None, "[2]"), ("X..", "[1]"), ("XO.", 3), ("XO.", "")]
+    labels = rejected_labels(rejections, lambda board: (board.upper(),))
+    assert labels == [(("X..",), "[1]", False), (("XO.",), "3", False)]

@@ -23,7 +23,7 @@ from ratchet.autoharness.transitions import check_legal_actions, score_is_legal
 from ratchet.autoharness.views import examples
 from ratchet.envs.aliases import infer_aliases
 from ratchet.envs.explore import Transition, balanced_subset
-from ratchet.envs.rules import common_opening, fit_harvest
+from ratchet.envs.rules import common_opening, fit_harvest, rejected_labels
 from ratchet.evolve.selectors import pooled_arm
 from ratchet.envs.answers import CODE_BLOCK_GRAMMAR, defined_functions, has_body
 from ratchet.evolve.proposers.mutation import fixed, mutants, normalized
@@ -369,7 +369,8 @@ class Induce(Idea):
 
         def judge(name: str, source: str) -> tuple[float, list, tuple]:
             cid, j = search._judged(template + "\n\n" + source, None, {"origin": f"induced:{name}", "iteration": 0}, 0, "library")
-            return j.h, [(view.args(f["board"]), f["action"], False) for f in j.failures if f["kind"] == ENV_REJECTED and f.get("board")], (cid, j)
+            rejected = rejected_labels(((f.get("board"), f.get("action")) for f in j.failures if f["kind"] == ENV_REJECTED), view.args)
+            return j.h, rejected, (cid, j)
         found = fit_harvest(search.transitions, view.args, view.params, search.grammar, judge)
         return [{"code": search.codes[found[0]], "judged": found}] if found else []
 

@@ -18,7 +18,7 @@ caught by the search's own rollouts, and what they miss by the held-out check.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ratchet.envs.explore import Transition, listed_states
@@ -226,15 +226,25 @@ def fit(states: Sequence[State], params: str, labelled: Sequence[Label], judge: 
     labelled = list(labelled)
     for _ in range(rounds):
         found = induce(states, params, labelled, universe)
-        if not found:
+        if found is None:
             return None
-        score, rejected, token = judge(*found[0])
+        score, rejected, token = judge(*found)
         if score >= 1.0:
             return token
         if not rejected:
             return None
         labelled += rejected
     return None
+
+
+def rejected_labels(rejections: Iterable[tuple[Any, Any]], args_of: Callable[[str], tuple[Any, ...]]) -> list[Label]:
+    """The (board, action) pairs the game rejected as illegal labels (each board as ``args_of``
+    gives it to ``legal_moves``), each pair once, in order; a pair with no board or action is skipped."""
+    out: dict[tuple[str, str], Label] = {}
+    for board, action in rejections:
+        if board and action and (board, str(action)) not in out:
+            out[(board, str(action))] = (args_of(board), str(action), False)
+    return list(out.values())
 
 
 #: A game that lists no state is fitted over its grammar's every action where there are at most this many.
@@ -258,35 +268,35 @@ def fit_harvest(transitions: Sequence[Transition], args_of: Callable[[str], tupl
     return fit(states, params, labels, judge, rounds, universe)
 
 
-def induce(states: Sequence[State], params: str, labelled: Sequence[Label] = (), universe: Sequence[str] | None = None) -> list[tuple[str, str]]:
+def induce(states: Sequence[State], params: str, labelled: Sequence[Label] = (), universe: Sequence[str] | None = None) -> tuple[str, str] | None:
     """(the rule's name, the source of ``def legal_moves(<params>)``) for the first shape that
     tells each listed state's legal list and each label right. Needs two listed states, or, for a
     game that lists none, its actions (``universe``, the grammar's) and labels both legal and illegal."""
     if len(states) < 2 and not (universe and any(t[2] for t in labelled) and not all(t[2] for t in labelled)):
-        return []
+        return None
     head = f"def legal_moves({params}):\n"
     told = f"{len(states)} states the game listed its legal actions in" if states else f"{len(labelled)} labelled moves"
     doc = f'    """Induced from {told} (no model)."""\n'
     if states and (same := constant(states, labelled)) is not None:
-        return [("constant", head + doc + f"    return {same!r}\n")]
+        return "constant", head + doc + f"    return {same!r}\n"
     if states and (rules := cell_rules(states, labelled)) is not None:
-        return [("cells", f"RULES = {rules!r}\n\n\n" + head + doc + "    cells = " + params.split(",")[0] + "\n"
-                 "    return [a for a, (kind, arg) in RULES.items() if kind == 'always'\n"
-                 "            or (kind == 'when' and cells[arg[0]] in arg[1])\n"
-                 "            or (kind == 'unless' and all(cells[j] != arg[0] for j in arg[1]))]\n")]
+        return ("cells", f"RULES = {rules!r}\n\n\n" + head + doc + "    cells = " + params.split(",")[0] + "\n"
+                "    return [a for a, (kind, arg) in RULES.items() if kind == 'always'\n"
+                "            or (kind == 'when' and cells[arg[0]] in arg[1])\n"
+                "            or (kind == 'unless' and all(cells[j] != arg[0] for j in arg[1]))]\n")
     if states and (rule := stack_rule(states, labelled)) is not None:
-        return [("stacks", f"ACTIONS = {list(_labels(states, labelled))!r}\n\n\n" + head + doc +
-                 f"    stacks = {params.split(',')[0]}\n"
-                 "    pairs = [(a, [stacks.get(k) or [] for k in action_value(a).split()]) for a in ACTIONS]\n"
-                 f"    return [a for a, (s, d) in pairs if {rule}]\n")]
+        return ("stacks", f"ACTIONS = {list(_labels(states, labelled))!r}\n\n\n" + head + doc +
+                f"    stacks = {params.split(',')[0]}\n"
+                "    pairs = [(a, [stacks.get(k) or [] for k in action_value(a).split()]) for a in ACTIONS]\n"
+                f"    return [a for a, (s, d) in pairs if {rule}]\n")
     if (found := filtered(states, labelled, universe)) is None:
-        return []
+        return None
     actions, marker, kept = found
     if "distinct" in kept:  # a check on the action alone: made here once, not at every call
         actions = [a for a in actions if _distinct(a)]
-    return [("filtered:" + "+".join(kept or ["none"]), "from harnesslib import bracketed\n\n" f"ACTIONS = {actions!r}\n"
-             "VALUES = [(a, action_value(a)) for a in ACTIONS]\n\n\n" + head + doc +
-             f"    text = {params.split(',')[0]}\n"
-             + (f"    text = text.split({marker!r}, 1)[-1]  # after the opening's last line: the moves so far\n" if marker else "")
-             + ("    shown = {action_value(b) for b in bracketed(text)}\n"
-                "    return [a for a, value in VALUES if value not in shown]\n" if "unplayed" in kept else "    return list(ACTIONS)\n"))]
+    return ("filtered:" + "+".join(kept or ["none"]), "from harnesslib import bracketed\n\n" f"ACTIONS = {actions!r}\n"
+            "VALUES = [(a, action_value(a)) for a in ACTIONS]\n\n\n" + head + doc +
+            f"    text = {params.split(',')[0]}\n"
+            + (f"    text = text.split({marker!r}, 1)[-1]  # after the opening's last line: the moves so far\n" if marker else "")
+            + ("    shown = {action_value(b) for b in bracketed(text)}\n"
+                "    return [a for a, value in VALUES if value not in shown]\n" if "unplayed" in kept else "    return list(ACTIONS)\n"))

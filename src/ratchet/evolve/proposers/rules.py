@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +37,7 @@ from ratchet.contracts import ArchiveView, Candidate, Claim, Proposal, TaskResul
 from ratchet.envs.explore import Transition, harvest, listed_states
 from ratchet.envs.grammar import ActionGrammar, infer_grammar
 from ratchet.envs.registry import env_factory_for
-from ratchet.envs.rules import Label, State, harvest_inputs, induce
+from ratchet.envs.rules import Label, State, harvest_inputs, induce, rejected_labels
 from ratchet.evolve.archive import per_task_means
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.proposers.base import SKIPS_FILE
@@ -85,18 +85,6 @@ def harvest_game(game: str, seeds: Sequence[int], per_seed: int = 60, rng_seed: 
     view = choose_view(listed_states(transitions) or [(t.board, []) for t in transitions[:5]])
     states, labels, universe = harvest_inputs(transitions, view.args, grammar)
     return Harvest(game, transitions, grammar, view, states, labels, universe)
-
-
-def rejected_labels(results: Iterable[TaskResult], view: BoardView) -> list[Label]:
-    """The moves the game rejected in ``results`` (failures of kind ``rejected_by_env`` with a
-    board and an action) as illegal labels, each (board, action) once, in order."""
-    out: dict[tuple[str, str], Label] = {}
-    for result in results:
-        for failure in result.failures:
-            board, action = failure.detail.get("board"), failure.detail.get("action")
-            if failure.kind == ENV_REJECTED and board and action and (board, str(action)) not in out:
-                out[(board, str(action))] = (view.args(board), str(action), False)
-    return list(out.values())
 
 
 def _game_and_seed(task_id: str) -> tuple[str, int] | None:
@@ -159,15 +147,16 @@ class InducedRulesProposer:
         # The counterexamples: the parent's rejected moves, and those of every version this
         # proposer made (the last child's, even one the gate turned down).
         seen = results + [r for c in self._own(archive) if c.id != parent.id for r in archive.results(c.id, split)]
-        rejected = rejected_labels(seen, h.view)
+        rejected = rejected_labels(((f.detail.get("board"), f.detail.get("action")) for r in seen for f in r.failures
+                                    if f.kind == ENV_REJECTED), h.view.args)
         labels = h.labels + rejected
-        fits = induce(h.states, h.view.params, labels, h.universe)
+        fit = induce(h.states, h.view.params, labels, h.universe)
         states = len({repr(args) for args, _ in h.states} | {repr(args) for args, _, _ in labels})
-        if not fits:
+        if fit is None:
             return self.skip(parent, f"no rule shape fits {h.game}'s {states} labelled states ({len(h.states)} with the "
                                      f"game's legal list, {len(rejected)} moves it rejected): not one list, no cell "
                                      "rule, no filter of the actions")
-        rule, source = fits[0]
+        rule, source = fit
         code = h.harness(source)
         if code == parent.files[surface]:
             return self.skip(parent, f"nothing new learned: the rules fitted to {states} labelled states are the parent's own")
