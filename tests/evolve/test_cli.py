@@ -65,6 +65,25 @@ def test_run_status_diff_export(tmp_path: Path) -> None:
     assert json.loads((dest / FILE).read_text())["default"] > 0.1 and (dest / "grader" / "settings.json").exists()
 
 
+def test_status_of_a_run_still_going_counts_from_the_store(tmp_path: Path) -> None:
+    """A run's summary is written when it stops (and a resumed one keeps its last stop's), so
+    status read it as "None; 0 task evaluations" while the run was spending."""
+    cfg = _config(tmp_path)
+    root = str(tmp_path / "runs")
+    _invoke("evolve", str(cfg), "--set", "iterations=2", "--root", root)
+    [row] = RunStore(root).list_runs(kind="evolve")
+    run = RunStore(root).open_run(row["id"])
+    evals = len(run.read_jsonl("evolve/evals.jsonl"))
+    stopped = " ".join(_invoke("evolve", "status", run.id, "--root", root).split())
+    assert f"{run.id}: done;" in stopped
+    run.append_jsonl("evolve/evals.jsonl", {"task_id": "t-late", "score": 0.0})  # one more, as a resumed run makes
+    run.set_status("running")
+    going = " ".join(_invoke("evolve", "status", run.id, "--root", root).split())
+    decided = {s: sum(1 for c in run.candidates() if c["status"] == s) for s in ("accepted", "rejected")}
+    assert (f"{run.id}: running; {decided['accepted']} accepted, {decided['rejected']} rejected, "
+            f"{evals + 1} task evaluations") in going
+
+
 def test_diff_piped_prints_long_lines_whole(tmp_path: Path, monkeypatch) -> None:
     """Off a terminal rich cropped every code line at 80 columns, so a diff of a workflow showed
     half of each changed line."""

@@ -32,7 +32,7 @@ from ratchet.evolve.approval import Verdict, approve, reject
 from ratchet.evolve.archive import Archive
 from ratchet.evolve.config import EvolveConfig
 from ratchet.evolve.export import export_run
-from ratchet.evolve.loop import EVENTS, Engine
+from ratchet.evolve.loop import EVENTS, Engine, stored_totals
 from ratchet.evolve.manifest import load_manifest
 from ratchet.store import RunStore
 from ratchet.store.files import write_bytes_atomic
@@ -240,7 +240,13 @@ def status_cmd(run_id: str = typer.Argument(...), root: Optional[Path] = RootOpt
     run = _open(root, run_id)
     status = run.status()
     archive = Archive(run)
-    table = Table(title=f"{run.id}: {status['status']} ({(status.get('summary') or {}).get('state', '')})")
+    summary = dict(status.get("summary") or {})
+    if status["status"] == "running" or not summary.get("state"):
+        # Going (or killed): the summary is written when a run stops, and a resumed run still
+        # holds the one of its last stop, so the counts are read from the store as they stand.
+        summary = {"state": status["status"], **stored_totals(run)}
+    state = summary["state"]
+    table = Table(title=f"{run.id}: {status['status']}" + (f" ({state})" if state != status["status"] else ""))
     for column in ("candidate", "parent", "status", "proposer", "held-in"):
         table.add_column(column, no_wrap=True)  # ids are what a person copies into `diff` and `approve`
     table.add_column("reason", overflow="fold")
@@ -259,7 +265,6 @@ def status_cmd(run_id: str = typer.Argument(...), root: Optional[Path] = RootOpt
         for f in failed[::-1]:
             steps.add_row(str(f["step"]), f["parent"], f["proposer"], str(f.get("model_calls", "")), f["reason"][:300])
         console.print(steps)
-    summary = dict(status.get("summary") or {})
     report = run.read_json("evolve/report.json")
     if report:
         summary["report"] = report

@@ -71,6 +71,20 @@ def split_tasks(tasks: list[Task], cfg: SplitsConfig) -> dict[str, list[Task]]:
     return out
 
 
+def decided(run: Any) -> dict[str, int]:
+    """The run's candidates by the gate's decision, and its evaluation attempts lost with a worker."""
+    rows = run.candidates()
+    counts = {s: sum(1 for r in rows if r["status"] == s) for s in ("accepted", "rejected", "waiting")}
+    lost = [e for e in run.read_jsonl(EVENTS) if e.get("kind") == "worker_lost"]
+    return {**counts, "lost_attempts": len(lost), "retried": sum(1 for e in lost if e.get("retried"))}
+
+
+def stored_totals(run: Any) -> dict[str, Any]:
+    """What a run has decided and spent so far, read from its store alone: the summary of a run
+    still going, or killed, which has no summary of its own until it stops."""
+    return {**decided(run), "task_evals": len(run.read_jsonl(EVALS)), "model_calls": len(run.read_jsonl("llm_calls.jsonl"))}
+
+
 class Engine:
     """One improvement run over one run of the store (new or resumed). ``extra`` becomes every
     component's ``ctx.extra``: objects a config cannot name (a test's refiner or in-process runtime)."""
@@ -335,11 +349,7 @@ class Engine:
         return spend
 
     def totals(self) -> dict[str, Any]:
-        rows = self.run.candidates()
-        counts = {s: sum(1 for r in rows if r["status"] == s) for s in ("accepted", "rejected", "waiting")}
-        lost = [e for e in self.run.read_jsonl(EVENTS) if e.get("kind") == "worker_lost"]
-        return {**counts, "task_evals": self.paid_before + self.evaluator.paid, "cache_hits": self.evaluator.hits,
-                "lost_attempts": len(lost), "retried": sum(1 for e in lost if e.get("retried")),
+        return {**decided(self.run), "task_evals": self.paid_before + self.evaluator.paid, "cache_hits": self.evaluator.hits,
                 "model_calls": self.accountant.snapshot()["calls"],
                 "replayed_replies": sum(j.replayed for j in (self.journal, self.proposer_journal) if j is not None)}
 
