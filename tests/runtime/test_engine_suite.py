@@ -123,29 +123,39 @@ def test_the_suite_samples_for_the_best_of_n_arm_each_seed_its_own_sample(tmp_pa
     assert (first["temperature"], first["seed"]) == (0.7, 3) and (second["temperature"], second["seed"]) == (0.7, 4)
 
 
-def test_the_choices_example_spans_both_suites_and_every_declared_value_is_a_valid_harness() -> None:
-    """evolve-choices.yaml: 45 tasks (coding-basics + coding-fixes) and a `choices` proposer whose
-    every value, set into the shipped workspace's file, still loads as that workspace's settings
-    (a value the runtime would refuse would cost a step and an evaluation of nothing)."""
-    from ratchet.evolve.proposers.choices import set_key
-    from ratchet.runtime.workspace import HarnessWorkspace
+@pytest.mark.parametrize("config", ["evolve-choices.yaml", "evolve-choices-15b.yaml"])
+def test_the_choices_examples_span_both_suites_and_every_declared_value_is_a_valid_harness(config: str) -> None:
+    """The choices examples: 45 tasks (coding-basics + coding-fixes) and a `choices` proposer whose
+    every proposal from the shipped workspace (each value with the settings changed along with it)
+    still loads as that workspace's settings: a value the runtime refused would cost a step and an
+    evaluation of nothing."""
+    from ratchet.evolve.proposers.choices import ChoicesProposer
+    from ratchet.evolve.proposers.config import ChoicesOptions
 
-    cfg = load_config(EvolveConfig, EXAMPLE / "evolve-choices.yaml")
+    cfg = load_config(EvolveConfig, EXAMPLE / config)
     suite = CodingAgentSuite(CodingSuiteOptions.model_validate(cfg.suite.options), None)
     assert len(suite.tasks()) == len(load_suite("coding-basics")) + len(load_suite("coding-fixes")) == 45
     [choices] = [p for p in cfg.proposers if p.name == "choices"]
-    tried = 0
-    for choice in choices.options["choices"]:
-        for value in choice["values"]:
-            candidate = Candidate.from_files("coding-agent", {
-                name: (EXAMPLE / name).read_text() for name in ("settings.yaml", "context.yaml", "system_prompt.md")})
-            changed = {**candidate.files, choice["file"]: set_key(candidate.files[choice["file"]], choice["key"], value)}
-            harness = harness_from(Candidate.from_files("coding-agent", changed), Path(tempfile.mkdtemp()) / "h")
-            harness.settings(tuple(suite.options.overrides))  # raises on a value the runtime refuses
-            harness.context_config()
-            tried += 1
-    assert tried == sum(len(c["values"]) for c in choices.options["choices"]) >= 4
-    assert "evolve-choices.yaml" in HarnessWorkspace(EXAMPLE).path.joinpath("manifest.yaml").read_text()
+    proposer = ChoicesProposer(ChoicesOptions.model_validate(choices.options))
+    original = Candidate.from_files("coding-agent", {
+        name: (EXAMPLE / name).read_text() for name in ("settings.yaml", "context.yaml", "system_prompt.md")})
+
+    class Archive:  # what the proposer reads: the candidates made so far, so each value comes once
+        made = [original]
+
+        def candidates(self):
+            return self.made
+
+    rng = __import__("random").Random(0)
+    while (proposal := proposer.propose(original, Archive(), rng)) is not None:
+        child = Candidate.from_files("coding-agent", {**original.files, **proposal.files})
+        Archive.made.append(child)
+        harness = harness_from(child, Path(tempfile.mkdtemp()) / "h")
+        settings = harness.settings(tuple(suite.options.overrides))  # raises on a value the runtime refuses
+        harness.context_config()
+        if "system_prompt.md" in proposal.files:  # a whole prompt comes with the setting that reads its format
+            assert settings.file_blocks and "{tool_instructions}" in child.files["system_prompt.md"]
+    assert len(Archive.made) - 1 == sum(len(c["values"]) for c in choices.options["choices"]) >= 3
 
 
 def test_a_candidate_whose_settings_the_runtime_refuses_fails_every_task_and_the_run_goes_on(tmp_path) -> None:
