@@ -19,7 +19,7 @@ from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.decompose import Decomposer
 from ratchet.autoharness.evaluate import ENV_REJECTED
 from ratchet.autoharness.prompts import scaffold_for, scaffold_function
-from ratchet.autoharness.transitions import check_legal_actions, score_is_legal
+from ratchet.autoharness.transitions import check_legal_actions, listed_accuracy, score_is_legal
 from ratchet.autoharness.views import examples
 from ratchet.envs.aliases import infer_aliases
 from ratchet.envs.explore import Transition, balanced_subset
@@ -164,7 +164,7 @@ class Scaffold(Idea):
     def check(self, search, runtime, code, metrics, failures):
         if "def legal_actions" in code and search.listed:
             wrong = check_legal_actions(runtime, search.listed)
-            metrics["legal_actions_accuracy"] = 1.0 - len(wrong) / len(search.listed)
+            metrics["legal_actions_accuracy"] = listed_accuracy(wrong, search.listed)
             failures += [f for idea in search.ideas for f in idea.explain(wrong, search.listed)]
             failures += wrong[:4]
 

@@ -21,7 +21,7 @@ from ratchet.autoharness.critic import summarize
 from ratchet.autoharness.decompose import PARSER, Decomposer
 from ratchet.autoharness.prompts import synthesis_prompt
 from ratchet.autoharness.runtime import sandbox_runtime_factory
-from ratchet.autoharness.transitions import check_legal_actions
+from ratchet.autoharness.transitions import check_legal_actions, listed_accuracy
 from ratchet.contracts import Message, RatchetError
 from ratchet.envs.answers import defined_functions, extract_code
 from ratchet.envs.explore import listed_states
@@ -148,7 +148,7 @@ class ScaffoldRefiner(ExploringRefiner):
         """The share of explored states where ``code``'s ``legal_actions`` gives the game's legal
         list (0 when it does not load): how the critic_refiner ranks a step's ``samples``."""
         wrong = self._wrong(code)
-        return 0.0 if wrong is None or not self._listed else 1.0 - len(wrong) / len(self._listed)
+        return 0.0 if wrong is None else listed_accuracy(wrong, self._listed)
 
     def request(self, code: str, shown: list[dict[str, Any]], pool: list[dict[str, Any]]) -> list[Message]:
         h = self.harvest()

@@ -58,6 +58,12 @@ def score_is_legal(runtime: HarnessRuntime, transitions: Sequence[Transition]) -
     return score
 
 
+def listed_accuracy(wrong: Sequence[dict[str, Any]], states: Sequence[tuple[str, list[str]]]) -> float:
+    """The share of ``states`` where ``legal_actions`` gave the game's legal list, from the failures
+    :func:`check_legal_actions` found there (0 with no state to judge by)."""
+    return 1.0 - len(wrong) / len(states) if states else 0.0
+
+
 def check_legal_actions(runtime: HarnessRuntime, states: Sequence[tuple[str, list[str]]]) -> list[dict[str, Any]]:
     """Compare a scaffolded harness's ``legal_actions(board)`` with the game's own legal list on
     each state; one failure per wrong state, saying what it returned and what is right."""
