@@ -97,6 +97,30 @@ def test_connect_four_is_fitted_again_with_the_moves_the_game_rejected() -> None
     assert rules.propose(child, archive, None) is None and "already proposed" in rules.last_reason
 
 
+def test_a_resumed_run_fits_to_the_harvest_it_started_with(tmp_path: Path, monkeypatch) -> None:
+    """The harvest is kept in the run store: a proposer built again (a resumed run) reads it rather
+    than walking the game again, whose wall-clock limit could cut it elsewhere."""
+    run = RunStore(tmp_path / "runs").create_run("evolve", {}, name="rules")
+    root = Candidate.from_files("h", {"harness.py": STARTING})
+    archive = Archive()
+    archive.record(root)
+    ctx = EngineContext(load_manifest(EXAMPLE), EXAMPLE, run=run)
+    options = ComponentSpec(name="induced_rules", options={"game": "ConnectFour-v0", "seeds": [0, 1]})
+    first = build("proposer", options, ctx).propose(root, archive, None)
+    assert first is not None and run.read_json("evolve/induced_rules_harvest.json")["made_with"]["seeds"] == [0, 1]
+
+    def no_walks(*args, **kwargs):
+        raise AssertionError("the game was walked again")
+
+    monkeypatch.setattr("ratchet.evolve.proposers.rules.harvest", no_walks)
+    again = build("proposer", options, ctx)
+    assert again.propose(root, archive, None).files == first.files
+    assert len(again.harvested.transitions) == len(run.read_json("evolve/induced_rules_harvest.json")["transitions"])
+    other = ComponentSpec(name="induced_rules", options={"game": "ConnectFour-v0", "seeds": [2]})
+    with pytest.raises(AssertionError, match="walked again"):  # harvested with other settings: not this run's
+        build("proposer", other, ctx).propose(root, archive, None)
+
+
 def test_a_game_no_shape_fits_gives_no_proposal_and_says_why() -> None:
     root = Candidate.from_files("h", {"harness.py": STARTING})
     archive = Archive()

@@ -18,8 +18,9 @@ first version's rejected drops teach the top cells.
 It gives up (None, with ``last_reason``) when no shape fits, when the fit is the parent's own
 file, and when the labels give rules it already proposed: nothing new was learned. It never asks
 the model and never runs candidate code (the suite does, in its sandbox); the harvest plays the
-game in this process, as the legality suite's envs do. Its harvest lives in memory: a resumed run
-harvests again (the same walks: the harvest has its own seed).
+game in this process, as the legality suite's envs do. The harvest is kept in the run store
+(``evolve/induced_rules_harvest.json``): a resumed run fits to the transitions the run started with
+rather than walking the game again, whose wall-clock limit could cut a second harvest elsewhere.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from ratchet.autoharness.evaluate import ENV_REJECTED
@@ -69,17 +70,26 @@ class Harvest:
         return self.template + "\n\n" + source
 
 
+HARVEST_FILE = "evolve/induced_rules_harvest.json"
+"""The run's harvest: its transitions and what they were harvested with."""
+
+
 def harvest_game(game: str, seeds: Sequence[int], per_seed: int = 60, rng_seed: int = 0, max_seconds: float = 60.0) -> Harvest:
     """Labelled transitions of ``game`` from ``seeds`` (the env the harness sees, and the same game
-    with its legal lists kept to read them from), the action grammar its rules and error messages
-    show, and the view its listed states call for."""
-    env_factory = env_factory_for(game)
-    probe = env_factory()
+    with its legal lists kept to read them from), as :func:`harvest_of` reads them."""
+    transitions = harvest(env_factory_for(game), env_factory_for(game, hints=True), list(seeds), per_seed,
+                          random.Random(rng_seed), max_seconds)
+    return harvest_of(game, transitions)
+
+
+def harvest_of(game: str, transitions: list[Transition]) -> Harvest:
+    """A harvest's transitions with the action grammar the game's rules and error messages show and
+    the view its listed states call for."""
+    probe = env_factory_for(game)()
     try:
         description = probe.game_description() if hasattr(probe, "game_description") else ""
     finally:
         probe.close()
-    transitions = harvest(env_factory, env_factory_for(game, hints=True), list(seeds), per_seed, random.Random(rng_seed), max_seconds)
     grammar = infer_grammar([description, *dict.fromkeys(t.reason for t in transitions if t.reason)],
                             [t.action for t in transitions if t.legal][:20])
     view = choose_view(listed_states(transitions) or [(t.board, []) for t in transitions[:5]])
@@ -127,7 +137,19 @@ class InducedRulesProposer:
         if not game or not seeds:
             return (f"no game or seeds to harvest: the parent has no {self.options.split} results whose task ids name "
                     "GAME#SEED (the legality suite's); set the proposer's game and seeds")
+        made_with = {"game": game, "seeds": list(seeds), "per_seed": self.options.transitions_per_seed,
+                     "rng_seed": self.options.rng_seed}
+        run = getattr(self.ctx, "run", None)
+        stored = run.read_json(HARVEST_FILE) if run is not None else None
+        if stored is not None and stored.get("made_with") == made_with:
+            transitions = [Transition(**{**t, "prefix": tuple(t["prefix"]), "listed": tuple(t["listed"])})
+                           for t in stored["transitions"]]
+            self.harvested = harvest_of(game, transitions)
+            return self.harvested
         self.harvested = harvest_game(game, seeds, self.options.transitions_per_seed, self.options.rng_seed, self.options.harvest_seconds)
+        if run is not None:
+            run.write_json(HARVEST_FILE, {"format_version": 1, "made_with": made_with,
+                                          "transitions": [asdict(t) for t in self.harvested.transitions]})
         return self.harvested
 
     def _own(self, archive: ArchiveView) -> list[Candidate]:
