@@ -134,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--model", default=MODEL, help="model spec (scripted: checks the plumbing, no model)")
     parser.add_argument("--root", default=str(ROOT / "runs"), help="run store of the engine's run")
-    parser.add_argument("--run-id", default="bench-evolve-humaneval", help="the run's id (resumed when it exists)")
+    parser.add_argument("--run-id", default=None, help="the run's id (resumed when it exists; default: "
+                        "bench-evolve-humaneval, -small for --size small, and the proposer model's suffix)")
     parser.add_argument("--out", default=None, help="result name under bench/results/ (default: by size)")
     parser.add_argument("--size", choices=["full", "small"], default="full",
                         help="full: search 4 / held-in 12 / test 30; small: 2 / 6 / 8 (the same slices' first problems)")
@@ -158,10 +159,9 @@ def main(argv: list[str] | None = None) -> int:
     args.max_best_of_n = args.max_best_of_n or (4 if args.size == "full" else 2)
     args.splits = SPLITS if args.size == "full" else SMALL_SPLITS
     args.out = args.out or ("evolve_humaneval" if args.size == "full" else "evolve_humaneval_small") + proposer_suffix(args)
-    if args.size == "small" and args.run_id == "bench-evolve-humaneval":
-        args.run_id = "bench-evolve-humaneval-small"
-    if args.run_id.startswith("bench-evolve-humaneval"):
-        args.run_id += proposer_suffix(args)
+    # The default id names the size and the proposer, as the result's name does; one given is kept as is.
+    args.run_id = args.run_id or ("bench-evolve-humaneval" + ("-small" if args.size == "small" else "")
+                                  + proposer_suffix(args))
 
     config = run_config(args.iterations, args.splits, args.max_search_s, args.max_best_of_n, args.template,
                         args.proposer_max_tokens).model_copy(
