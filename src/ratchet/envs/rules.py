@@ -299,4 +299,4 @@ def induce(states: Sequence[State], params: str, labelled: Sequence[Label] = (),
             f"    text = {params.split(',')[0]}\n"
             + (f"    text = text.split({marker!r}, 1)[-1]  # after the opening's last line: the moves so far\n" if marker else "")
             + ("    shown = {action_value(b) for b in bracketed(text)}\n"
-                "    return [a for a, value in VALUES if value not in shown]\n" if "unplayed" in kept else "    return list(ACTIONS)\n"))
+               "    return [a for a, value in VALUES if value not in shown]\n" if "unplayed" in kept else "    return list(ACTIONS)\n"))
