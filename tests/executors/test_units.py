@@ -11,6 +11,7 @@ from ratchet.evolve.cache import REPLIES, JournaledModel
 from ratchet.executors.units import ScopedModel, unit_scope
 from ratchet.models import ScriptedModel
 from ratchet.models.budget import AccountedModel, Accountant
+from ratchet.models.request import context_window
 from ratchet.store import RunStore
 
 
@@ -88,3 +89,18 @@ def test_two_attempts_of_one_unit_asking_at_once_pay_once(tmp_path) -> None:
         t.join()
     assert replies == ["x", "x"] and accountant.snapshot()["calls"] == 1 and journal.replayed == 1
     assert len(run.read_jsonl(REPLIES)) == 1
+
+
+def test_the_model_behind_the_unit_numbering_still_shows_its_context_window(tmp_path) -> None:
+    """An agent evaluated in the engine's process asks a ScopedModel: its context policy must still
+    find the embedded model's window (and tokenizer) to fit its prompt to."""
+    class Windowed(ScriptedModel):
+        context_tokens = 4096
+
+        def count_tokens(self, messages) -> int:
+            return 7 * len(messages)
+
+    inner = Windowed(lambda messages: "ok")
+    journal, _ = _journal(RunStore(tmp_path).create_run("evolve", {}), inner)
+    assert context_window(ScopedModel(journal)) is inner
+    assert context_window(ScopedModel(_journal(RunStore(tmp_path / "b").create_run("evolve", {}), ScriptedModel(["x"]))[0])) is None

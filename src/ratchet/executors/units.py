@@ -71,6 +71,10 @@ class ScopedModel:
     def __init__(self, server: UnitServer) -> None:
         self.server = server
         self.name = server.name
+        # What ``models.request.context_window`` looks through: an agent's context policy in an
+        # in-process evaluation fits its prompt to the embedded model's window behind the journal
+        # (without it the policy kept its configured 6000 tokens and a long run met the 4096 window).
+        self.inner = server
 
     def complete(self, messages: Sequence[Message], **params: Any) -> Completion:
         unit, index = next_call()
