@@ -17,6 +17,7 @@ from ratchet.config import load_config
 from ratchet.contracts import Candidate, RatchetError
 from ratchet.evolve.config import EvolveConfig
 from ratchet.evolve.loop import Engine
+from ratchet.evolve.manifest import load_manifest
 from ratchet.models.scripted import ScriptedModel
 from ratchet.runtime.config import CodingSuiteOptions
 from ratchet.runtime.engine_suite import CodingAgentSuite, harness_from
@@ -156,6 +157,7 @@ def test_the_choices_examples_span_both_suites_and_every_declared_value_is_a_val
         if "system_prompt.md" in proposal.files:  # a whole prompt comes with the setting that reads its format
             assert settings.file_blocks and "{tool_instructions}" in child.files["system_prompt.md"]
     assert len(Archive.made) - 1 == sum(len(c["values"]) for c in choices.options["choices"]) >= 3
+    assert config in load_manifest(EXAMPLE).protected  # a run's settings are pinned, never a candidate's to edit
 
 
 def test_a_candidate_whose_settings_the_runtime_refuses_fails_every_task_and_the_run_goes_on(tmp_path) -> None:
