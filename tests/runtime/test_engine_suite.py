@@ -7,6 +7,7 @@ the phrase the scripted proposer adds, so the run must find, keep and report tha
 from __future__ import annotations
 
 import json
+import random
 import shutil
 import tempfile
 from pathlib import Path
@@ -147,7 +148,7 @@ def test_the_choices_examples_span_both_suites_and_every_declared_value_is_a_val
         def candidates(self):
             return self.made
 
-    rng = __import__("random").Random(0)
+    rng = random.Random(0)
     while (proposal := proposer.propose(original, Archive(), rng)) is not None:
         child = Candidate.from_files("coding-agent", {**original.files, **proposal.files})
         Archive.made.append(child)

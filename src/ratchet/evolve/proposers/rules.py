@@ -28,7 +28,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from ratchet.autoharness.evaluate import ENV_REJECTED
@@ -142,14 +142,12 @@ class InducedRulesProposer:
         run = getattr(self.ctx, "run", None)
         stored = run.read_json(HARVEST_FILE) if run is not None else None
         if stored is not None and stored.get("made_with") == made_with:
-            transitions = [Transition(**{**t, "prefix": tuple(t["prefix"]), "listed": tuple(t["listed"])})
-                           for t in stored["transitions"]]
-            self.harvested = harvest_of(game, transitions)
+            self.harvested = harvest_of(game, [Transition.from_json(t) for t in stored["transitions"]])
             return self.harvested
         self.harvested = harvest_game(game, seeds, self.options.transitions_per_seed, self.options.rng_seed, self.options.harvest_seconds)
         if run is not None:
             run.write_json(HARVEST_FILE, {"format_version": 1, "made_with": made_with,
-                                          "transitions": [asdict(t) for t in self.harvested.transitions]})
+                                          "transitions": [t.to_json() for t in self.harvested.transitions]})
         return self.harvested
 
     def _own(self, archive: ArchiveView) -> list[Candidate]:
