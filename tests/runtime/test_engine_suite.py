@@ -125,7 +125,7 @@ def test_the_suite_samples_for_the_best_of_n_arm_each_seed_its_own_sample(tmp_pa
     assert (first["temperature"], first["seed"]) == (0.7, 3) and (second["temperature"], second["seed"]) == (0.7, 4)
 
 
-@pytest.mark.parametrize("config", ["evolve-choices.yaml", "evolve-choices-15b.yaml"])
+@pytest.mark.parametrize("config", ["evolve-choices.yaml", "evolve-choices-15b.yaml", "evolve-restart-15b.yaml"])
 def test_the_choices_examples_span_both_suites_and_every_declared_value_is_a_valid_harness(config: str) -> None:
     """The choices examples: 45 tasks (coding-basics + coding-fixes) and a `choices` proposer whose
     every proposal from the shipped workspace (each value with the settings changed along with it)
@@ -157,7 +157,7 @@ def test_the_choices_examples_span_both_suites_and_every_declared_value_is_a_val
         harness.context_config()
         if "system_prompt.md" in proposal.files:  # a whole prompt comes with the setting that reads its format
             assert settings.file_blocks and "{tool_instructions}" in child.files["system_prompt.md"]
-    assert len(Archive.made) - 1 == sum(len(c["values"]) for c in choices.options["choices"]) >= 3
+    assert len(Archive.made) - 1 == sum(len(c["values"]) for c in choices.options["choices"]) >= 1
     assert config in load_manifest(EXAMPLE).protected  # a run's settings are pinned, never a candidate's to edit
 
 

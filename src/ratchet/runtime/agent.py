@@ -9,6 +9,7 @@ step so a killed run (a sub-agent's worker, say) resumes where it was.
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -60,6 +61,8 @@ class AgentResult:
     run_dir: str
     subagent_tokens: int = 0
     """The part of the tokens above spent by sub-agents (their calls as of this agent's end)."""
+    attempts: int = 1
+    """Attempts the run made (more than one only with a ``restart`` strategy in the settings)."""
 
 
 class Agent:
@@ -99,8 +102,9 @@ class Agent:
         self.protocol = protocol_for(self.config.protocol)
         # The workspace's hooks.py is the outer layer: the runtime's middleware sees the calls as
         # they will run and the results as the tools gave them.
+        self.workspace_hooks = self.workspace.hooks()
         self.middleware = build_middleware(self.config.middleware)
-        self.hooks = HookChain([self.workspace.hooks(), *self.middleware])
+        self.hooks = HookChain([self.workspace_hooks, *self.middleware])
         self.openings = build_openings(self.context_config.opening)
         # Commands never see this run's own files (trace, memory, denials): only the tools read those.
         self.shell = Shell(self.workdir, network=self.policy.network,
@@ -115,6 +119,12 @@ class Agent:
         self.log: list[str] = []  # one line per tool call: the run's experiment log in memory
         self.steps = self.format_errors = 0
         self.exit_status, self.submission = "running", ""
+        self.attempt = 1
+        self.temperature, self.seed = self.config.temperature, self.config.seed
+        """How this attempt samples (a restart's attempts sample at the strategy's temperature)."""
+        self.start: list[Message] = []
+        """The run's first messages, where every attempt of a ``restart`` strategy begins."""
+        self._attempt_log = 0  # where this attempt's lines of ``log`` begin
         self.subagent_tokens = {"prompt": 0, "completion": 0}
         """Tokens of the sub-agents' model calls counted so far (see :meth:`account_subagents`)."""
 
@@ -148,6 +158,9 @@ class Agent:
         opening = opening_text(self.openings, self, task)
         first = "\n\n".join(part for part in (task, opening, memory) if part)
         self.messages = [{"role": "system", "content": self.system_message()}, {"role": "user", "content": first}]
+        if self.config.restart is not None and self.config.restart.attempts > 1:
+            self.start = list(self.messages)
+            self._keep_start_tree()
         return self._loop()
 
     def resume(self, message: str | None = None) -> AgentResult:
@@ -158,6 +171,9 @@ class Agent:
         self.steps = int(state.get("steps", 0))
         self.tracer.tokens.update(state.get("tokens") or {})
         self.subagent_tokens.update(state.get("subagent_tokens") or {})
+        self.attempt, self.start = int(state.get("attempt", 1)), list(state.get("start") or [])
+        if self.attempt > 1 and self.config.restart is not None:
+            self.temperature, self.seed = self.config.restart.temperature, self._attempt_seed()
         for layer, saved in zip(self.middleware, state.get("middleware") or []):
             if hasattr(layer, "restore"):
                 layer.restore(saved)
@@ -180,7 +196,8 @@ class Agent:
                     self.messages.append({"role": "user", "content": str(exc)})
                 except Terminating as exc:
                     self.exit_status, self.submission = exc.exit_status, str(exc)
-                    break
+                    if not self._restart(exc):
+                        break
                 finally:
                     self.save_state()
         finally:
@@ -188,10 +205,12 @@ class Agent:
             self.close()
         self.save_state()
         self._remember()
+        if self.exit_status != "interrupted":  # an interrupted run may resume into another attempt
+            shutil.rmtree(self.run_dir / "start-tree", ignore_errors=True)
         sub = self.subagent_tokens
         return AgentResult(self.exit_status, self.submission, self.steps, self.tracer.tokens["prompt"] + sub["prompt"],
                            self.tracer.tokens["completion"] + sub["completion"], time.perf_counter() - start,
-                           str(self.tracer.path), str(self.run_dir), sub["prompt"] + sub["completion"])
+                           str(self.tracer.path), str(self.run_dir), sub["prompt"] + sub["completion"], self.attempt)
 
     def account_subagents(self) -> None:
         """Count the sub-agents' model calls made since the last look: their tokens go against
@@ -222,8 +241,8 @@ class Agent:
         self.steps += 1
         started = time.perf_counter()
         completion, message, calls = self.protocol.complete(self.model, prompt, self.offered_tools(),
-                                                            temperature=self.config.temperature,
-                                                            max_tokens=self.config.max_tokens, seed=self.config.seed)
+                                                            temperature=self.temperature,
+                                                            max_tokens=self.config.max_tokens, seed=self.seed)
         message = self.hooks.after_model(self, message)
         self.messages.append(message)
         if isinstance(calls, FormatError) and self.config.file_blocks:
@@ -344,6 +363,70 @@ class Agent:
         self.tracer.tool_call(self.steps, call.name, call.arguments, ok=ok, result=text,
                               duration_s=time.perf_counter() - started, denied_rule=denied)
 
+    # -- attempts (settings' ``restart``) --------------------------------------------------------
+
+    def _restart(self, ended: Terminating) -> bool:
+        """Begin another attempt when the settings' ``restart`` strategy says so: attempts and
+        steps are left and its check fails on the files this attempt left. False: the run ends."""
+        strategy = self.config.restart
+        if strategy is None or not self.start or self.attempt >= strategy.attempts or isinstance(ended, Interrupted):
+            return False
+        used = sum(self.tracer.tokens.values()) + sum(self.subagent_tokens.values())
+        if self.config.step_limit - self.steps < strategy.min_steps or (self.config.token_limit and
+                                                                       used >= self.config.token_limit):
+            return False
+        started = time.perf_counter()
+        checked = self.shell.run(strategy.check, strategy.check_timeout_s, 8 * 1024)
+        done = checked["returncode"] == 0 and not checked["timed_out"]
+        self.tracer.record("attempt", attempt=self.attempt, exit_status=self.exit_status, steps=self.steps,
+                           check=strategy.check, returncode=checked["returncode"], passed=done,
+                           output=checked["output"][-2000:], duration_s=time.perf_counter() - started)
+        self.log.append(f"attempt {self.attempt} ended at step {self.steps} ({self.exit_status}); `{strategy.check}` "
+                        + ("passed" if done else f"failed (exit {checked['returncode']})"))
+        if done:
+            return False
+        self._remember(f"$ {strategy.check}\n{checked['output'][-1500:]}")  # the ended attempt is kept
+        self._restore_start_tree()
+        self.attempt += 1
+        self.temperature, self.seed = strategy.temperature, self._attempt_seed()
+        self.middleware = build_middleware(self.config.middleware)  # what the guard saw was the old files
+        self.hooks = HookChain([self.workspace_hooks, *self.middleware])
+        self.messages, self.format_errors = list(self.start), 0
+        self.exit_status, self.submission = "running", ""
+        self._attempt_log = len(self.log)
+        self.log.append(f"attempt {self.attempt}: the files are back as the run found them; the run's first messages "
+                        f"again, sampled at temperature {strategy.temperature:g} (seed {self.seed})")
+        return True
+
+    def _attempt_seed(self) -> int:
+        return (self.config.seed or 0) + self.attempt - 1
+
+    def _keep_start_tree(self) -> None:
+        """A copy of the working directory as the run found it, under the run directory (which
+        commands never see), for the attempts after the first."""
+        dest = self.run_dir / "start-tree"
+        if dest.exists():
+            shutil.rmtree(dest)
+        shutil.copytree(self.workdir, dest, symlinks=True, ignore=self._not_tree)
+
+    def _restore_start_tree(self) -> None:
+        keep = self._not_tree(str(self.workdir), [p.name for p in self.workdir.iterdir()])
+        for path in self.workdir.iterdir():
+            if path.name in keep:
+                continue
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+        shutil.copytree(self.run_dir / "start-tree", self.workdir, symlinks=True, dirs_exist_ok=True)
+
+    def _not_tree(self, directory: str, names: list[str]) -> set[str]:
+        """Names in ``directory`` that are not the task's files: this run's own directory and its
+        memory, when they live inside the working directory."""
+        own = (self.run_dir, self.memory.root)
+        return {name for name in names if any(p == Path(directory, name) or Path(directory, name) in p.parents
+                                              for p in own)}
+
     def close(self) -> None:
         """Stop the sandbox worker and the MCP servers; flush exporters."""
         self.shell.close()
@@ -361,17 +444,21 @@ class Agent:
             "subagent_tokens": dict(self.subagent_tokens), "messages": self.messages,
             # what the middleware has seen (the repeat guard's calls), in the order of settings.yaml
             "middleware": [layer.state() if hasattr(layer, "state") else None for layer in self.middleware],
+            "attempt": self.attempt, "start": self.start,
             "updated_at": time.time()})
 
-    def _remember(self) -> None:
-        """The finished run as memory: its trajectory, its tool-call log, and a summary or a failure note."""
-        name = f"{self.run_dir.name}-{self.agent_id}"
+    def _remember(self, failed_check: str = "") -> None:
+        """The finished run (or attempt) as memory: its trajectory, its tool-call log, and a summary
+        or a failure note (``failed_check``: what the restart strategy's check printed; the attempt
+        is a failure whatever it claimed)."""
+        name = f"{self.run_dir.name}-{self.agent_id}" + (f"-attempt{self.attempt}" if self.attempt > 1 else "")
         with TrajectoryWriter(self.memory.root / "trajectories" / f"{name}.jsonl", name) as writer:
             writer.write(self.messages, exit_status=self.exit_status, steps=self.steps)
-        self.memory.write("logs", f"{name}.log", "\n".join(self.log) + "\n")
-        kind = "summaries" if self.exit_status == "submitted" else "failures"
+        self.memory.write("logs", f"{name}.log", "\n".join(self.log[self._attempt_log:]) + "\n")
+        kind = "summaries" if self.exit_status == "submitted" and not failed_check else "failures"
         self.memory.write(kind, f"{name}.md", f"task: {_task_of(self.messages)[:500]}\nexit: {self.exit_status}\n"
-                          f"steps: {self.steps}\nsummary: {self.submission}\n")
+                          f"steps: {self.steps}\nsummary: {self.submission}\n"
+                          + (f"check failed:\n{failed_check}\n" if failed_check else ""))
 
 
 def _task_of(messages: list[Message]) -> str:

@@ -194,6 +194,32 @@ class SubmitOnPassConfig(Settings):
     """What ``then: tell`` adds to the passing command's result."""
 
 
+class FreshAttemptConfig(Settings):
+    """Restart strategy: when an attempt ends with ``check`` failing on what it left (the model
+    submitted, the repeat guard or the format-error limit stopped it) and at least ``min_steps``
+    of the run's steps are left, the working directory is put back as the run found it and a new
+    attempt starts from the run's first messages, sampled at ``temperature`` with a seed of its
+    own. The attempts share the run's step and token limits, so a restart buys no budget: it
+    spends the steps an early stop would leave unused. The check is a command the harness runs
+    in the sandbox, like one the model could run; it judges nothing for a grader (the coding
+    suite's grader runs the original tests itself). Each ended attempt is kept in memory (its
+    trajectory, log and failure note) and in the trace (an ``attempt`` record)."""
+
+    kind: Literal["fresh"] = "fresh"
+    """Which restart strategy this is (a fresh conversation: the earlier attempt is not shown)."""
+    attempts: int = Field(3, ge=1)
+    """Most attempts in one run, the first included (1: never restart)."""
+    check: str = "python -m pytest -q"
+    """The command whose exit status 0 means an attempt's work is done (the task's test command)."""
+    check_timeout_s: float = Field(120.0, gt=0)
+    """Longest the check may run; one that times out counts as failing."""
+    temperature: float = Field(0.7, gt=0)
+    """Sampling temperature of the attempts after the first (a greedy one would repeat the first:
+    the same conversation, the same replies)."""
+    min_steps: int = Field(2, ge=1)
+    """Steps that must be left to start another attempt (an edit and a test run need two)."""
+
+
 MiddlewareConfig = Annotated[RepeatGuardConfig | UnknownToolHintConfig | SubmitOnPassConfig,
                              Field(discriminator="kind")]
 
@@ -248,6 +274,9 @@ class AgentConfig(Settings):
     """The runtime's own middleware around every call, each an item with its ``kind`` and
     options (``repeat_guard``, ``unknown_tool_hint``, ``submit_on_pass``); ``before_*`` hooks run in list order,
     ``after_*`` ones in reverse, inside the workspace's ``hooks.py``. ``[]`` turns them off."""
+    restart: FreshAttemptConfig | None = None
+    """What happens when an attempt ends with the work not done (None: the run ends there); see
+    :class:`FreshAttemptConfig`."""
 
 
 class CodingSuiteOptions(Settings):

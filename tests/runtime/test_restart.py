@@ -1,0 +1,108 @@
+"""The settings' ``restart`` strategy: a fresh attempt on the files as found when one ends unsolved."""
+
+from __future__ import annotations
+
+import pytest
+
+from ratchet.config import ConfigError
+from ratchet.models.scripted import ScriptedModel
+from ratchet.runtime import Agent, AgentConfig, HarnessWorkspace
+from ratchet.runtime.config import FreshAttemptConfig
+from ratchet.store import read_json, read_jsonl
+
+from .conftest import tool_reply
+
+TESTS = "python -m pytest -q -p no:cacheprovider"
+FIX = tool_reply("edit", path="calc.py", old="return a - b", new="return a + b")
+WRONG = tool_reply("edit", path="calc.py", old="return a - b", new="return a * b")
+
+
+@pytest.fixture
+def tested(workdir):
+    (workdir / "test_calc.py").write_text("from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n")
+    return workdir
+
+
+def restarting(step_limit: int = 8, **strategy) -> AgentConfig:
+    return AgentConfig(step_limit=step_limit, restart=FreshAttemptConfig(check=TESTS, **strategy))
+
+
+def test_a_failed_attempt_starts_over_on_the_files_as_found_from_the_first_messages_sampled(make_agent, tested):
+    model = ScriptedModel([tool_reply("write", path="scratch.txt", content="x"), WRONG,
+                           tool_reply("submit", summary="done"),  # attempt 1: claims done, the tests fail
+                           FIX, tool_reply("bash", command=TESTS)])  # attempt 2: fixed; the passing tests end it
+    agent = make_agent(model=model, config=restarting(temperature=0.5))
+    result = agent.run("fix add")
+    assert (result.exit_status, result.attempts, result.steps) == ("submitted", 2, 5)
+    assert (tested / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
+    assert not (tested / "scratch.txt").exists()  # attempt 1's files were undone before attempt 2 began
+    first, second = model.calls[0], model.calls[3]
+    assert second["messages"] == first["messages"]  # nothing of attempt 1 is shown to attempt 2
+    assert first["params"]["temperature"] == 0.0 and first["params"].get("seed") is None
+    assert (second["params"]["temperature"], second["params"]["seed"]) == (0.5, 1)
+    ended, last = [r for r in read_jsonl(agent.tracer.path) if r["type"] == "attempt"]
+    assert (ended["attempt"], ended["exit_status"], ended["passed"], ended["returncode"]) == (1, "submitted", False, 1)
+    assert (last["attempt"], last["passed"]) == (2, True)  # attempts were left: the check ran, and passed
+    assert "1 failed" in ended["output"]
+    failures, summaries = agent.memory.entries("failures"), agent.memory.entries("summaries")
+    assert len(failures) == 1 and len(summaries) == 1 and "attempt2" in summaries[0]  # each attempt is kept
+    first_log, second_log = (agent.memory.read(f"logs/{agent.run_dir.name}-main{end}.log") for end in ("", "-attempt2"))
+    assert "attempt 1 ended at step 3 (submitted)" in first_log and "scratch.txt" not in second_log
+    assert not (agent.run_dir / "start-tree").exists()  # the copy goes when the run ends
+
+
+def test_what_ends_the_run_without_another_attempt(make_agent, tested, tmp_path):
+    # the check passes: the model's own submit stands
+    fixed = make_agent([FIX, tool_reply("submit", summary="fixed")], config=restarting())
+    assert (fixed.run("fix add").attempts, fixed.exit_status) == (1, "submitted")
+    (tested / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    # fewer steps left than min_steps: 3 of 4 spent
+    late = make_agent([WRONG, tool_reply("ls"), tool_reply("submit", summary="done")],
+                      config=restarting(step_limit=4, min_steps=2))
+    assert (late.run("fix add").attempts, late.exit_status) == (1, "submitted")
+    (tested / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    # the attempts are spent: the last one's ending is the run's
+    spent = make_agent([WRONG, tool_reply("submit", summary="one"), WRONG, tool_reply("submit", summary="two")],
+                       config=restarting(attempts=2))
+    result = spent.run("fix add")
+    assert (result.attempts, result.exit_status, result.submission, result.steps) == (2, "submitted", "two", 4)
+    # no strategy: the run ends where the attempt did, as it always has
+    (tested / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    plain = make_agent([WRONG, tool_reply("submit", summary="done")], config=AgentConfig(step_limit=8))
+    assert plain.run("fix add").attempts == 1
+    assert not [r for r in read_jsonl(plain.tracer.path) if r["type"] == "attempt"]
+
+
+def test_the_step_limit_is_shared_by_the_attempts(make_agent, tested):
+    """A restart buys no steps: attempt 2 stops at the run's limit."""
+    model = ScriptedModel([WRONG, tool_reply("submit", summary="done")] + [tool_reply("ls")] * 6)
+    agent = make_agent(model=model, config=restarting(step_limit=4, attempts=5))
+    result = agent.run("fix add")
+    assert (result.exit_status, result.steps, result.attempts) == ("limits_exceeded", 4, 2)
+    assert len(model.calls) == 4
+
+
+def test_a_resumed_run_is_in_the_attempt_it_was_in(make_agent, tested, tmp_path):
+    agent = make_agent([WRONG, tool_reply("submit", summary="done"), tool_reply("ls")],
+                       config=restarting(step_limit=3, min_steps=1, temperature=0.9))
+    assert agent.run("fix add").attempts == 2
+    state = read_json(agent.run_dir / "state.json")
+    assert state["attempt"] == 2 and state["start"] == agent.start and len(state["start"]) == 2
+    model = ScriptedModel([tool_reply("ls")])
+    again = Agent(model, tested, agent.run_dir, config=restarting(step_limit=4, min_steps=1, temperature=0.9))
+    try:
+        again.resume("go on")
+    finally:
+        again.close()
+    assert again.attempt == 2 and (model.calls[0]["params"]["temperature"], model.calls[0]["params"]["seed"]) == (0.9, 1)
+
+
+def test_the_strategy_loads_from_settings_yaml_and_a_wrong_one_is_refused(tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "settings.yaml").write_text("restart: {kind: fresh, attempts: 2, check: make test}\n")
+    restart = HarnessWorkspace(ws).settings().restart
+    assert (restart.attempts, restart.check, restart.min_steps) == (2, "make test", 2)
+    (ws / "settings.yaml").write_text("restart: {kind: reflect}\n")
+    with pytest.raises(ConfigError):
+        HarnessWorkspace(ws).settings()
