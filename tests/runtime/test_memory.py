@@ -90,3 +90,23 @@ def test_a_second_note_of_one_name_is_added_not_written_over(make_agent):
     assert call(agent, "memory_note", text="calc.py holds add") == "added to notes/note"
     assert call(agent, "memory_read", path="notes/note").startswith("run the tests with -q\n\ncalc.py holds add")
     assert "the note is empty" in call(agent, "memory_note", text="  ")
+
+
+def test_a_tail_that_alone_passes_the_limit_is_compacted_down_to_its_last_message(tmp_path):
+    """keep_last 6 and a conversation of 2 + 4 messages over the limit (a large opening, long
+    results): the older kept messages go to memory too, the last one stays."""
+    from ratchet.runtime.memory import CompactOldest, FileMemory
+
+    policy = CompactOldest(ContextConfig(max_prompt_tokens=600, keep_last=6), FileMemory(tmp_path / "m"))
+    head = [{"role": "system", "content": "s"}, {"role": "user", "content": "task " * 100}]
+    tail = [{"role": "assistant", "content": "a1"}, {"role": "user", "content": "r1 " * 400},
+            {"role": "assistant", "content": "a2"}, {"role": "user", "content": "r2 " * 200}]
+    compacted = policy.compact(head + tail)
+    assert compacted[:2] == head and "context compacted" in compacted[2]["content"]
+    assert compacted[3:] == tail[2:] and message_tokens(compacted) <= 600  # r1 went, r2 and its call stayed
+    assert "r1 r1" in policy.memory.read(policy.memory.entries("dropped")[0])
+    small = head + tail[:1] + [{"role": "user", "content": "ok"}]
+    assert policy.compact(small) == small  # under the limit nothing moves
+    native = head + [{"role": "assistant", "content": "", "tool_calls": [{"id": "1"}]},
+                     {"role": "tool", "content": "r " * 2000}]
+    assert policy.compact(native) == native  # a tool result is never kept without its call: nothing to cut

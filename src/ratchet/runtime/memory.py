@@ -106,18 +106,22 @@ class KeepAll:
 
 class CompactOldest(KeepAll):
     """Past ``max_prompt_tokens``, the oldest turns (after the system prompt and the task) move to
-    ``dropped/compaction-N.jsonl`` and one message in their place says what and where."""
+    ``dropped/compaction-N.jsonl`` and one message in their place says what and where. The last
+    ``keep_last`` messages stay, unless they alone pass the limit (a large opening and two long
+    results can, in a 4096-token window): then older ones of them go too, down to the last."""
 
     name = "compact_oldest"
 
     def compact(self, messages: list[Message]) -> list[Message]:
-        head, keep = messages[:2], self.config.keep_last
-        if self.count(messages) <= self.limit or len(messages) <= len(head) + keep:
+        head = messages[:2]
+        if self.count(messages) <= self.limit or len(messages) <= len(head) + 1:
             return messages
-        cut = len(messages) - keep
-        # Never start the kept tail on a tool result whose call was dropped (native protocol).
-        while cut < len(messages) and messages[cut].get("role") == "tool":
-            cut += 1
+        # The kept tail never starts on a tool result whose call would be dropped (native protocol).
+        starts = [i for i in range(max(len(head), len(messages) - self.config.keep_last), len(messages))
+                  if messages[i].get("role") != "tool"]
+        if not starts:
+            return messages
+        cut = next((i for i in starts if self.count(head + [_NOTE] + messages[i:]) <= self.limit), starts[-1])
         dropped = messages[len(head):cut]
         if not dropped:
             return messages
@@ -130,6 +134,10 @@ class CompactOldest(KeepAll):
                 f"read them back with memory_read(path={rel!r}). Tools used in them: "
                 f"{', '.join(calls) or 'none'}]")
         return head + [{"role": "user", "content": note}] + messages[cut:]
+
+
+#: What the compaction note costs, for sizing the kept tail (its text is about this long).
+_NOTE: Message = {"role": "user", "content": "x" * 330}
 
 
 def _tool_names(message: Message) -> list[str]:
