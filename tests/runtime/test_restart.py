@@ -28,14 +28,14 @@ def restarting(step_limit: int = 8, **strategy) -> AgentConfig:
 
 
 def test_a_failed_attempt_starts_over_on_the_files_as_found_from_the_first_messages_sampled(make_agent, tested):
-    model = ScriptedModel([tool_reply("write", path="scratch.txt", content="x"), WRONG,
+    model = ScriptedModel([tool_reply("bash", command="mkdir -p tmp && echo x > tmp/scratch.txt"), WRONG,
                            tool_reply("submit", summary="done"),  # attempt 1: claims done, the tests fail
                            FIX, tool_reply("bash", command=TESTS)])  # attempt 2: fixed; the passing tests end it
     agent = make_agent(model=model, config=restarting(temperature=0.5))
     result = agent.run("fix add")
     assert (result.exit_status, result.attempts, result.steps) == ("submitted", 2, 5)
     assert (tested / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
-    assert not (tested / "scratch.txt").exists()  # attempt 1's files were undone before attempt 2 began
+    assert not (tested / "tmp").exists()  # what attempt 1 wrote, in the sandbox too, was undone before attempt 2
     first, second = model.calls[0], model.calls[3]
     assert second["messages"] == first["messages"]  # nothing of attempt 1 is shown to attempt 2
     assert first["params"]["temperature"] == 0.0 and first["params"].get("seed") is None
@@ -47,7 +47,7 @@ def test_a_failed_attempt_starts_over_on_the_files_as_found_from_the_first_messa
     failures, summaries = agent.memory.entries("failures"), agent.memory.entries("summaries")
     assert len(failures) == 1 and len(summaries) == 1 and "attempt2" in summaries[0]  # each attempt is kept
     first_log, second_log = (agent.memory.read(f"logs/{agent.run_dir.name}-main{end}.log") for end in ("", "-attempt2"))
-    assert "attempt 1 ended at step 3 (submitted)" in first_log and "scratch.txt" not in second_log
+    assert "attempt 1 ended at step 3 (submitted)" in first_log and "scratch" not in second_log
     assert not (agent.run_dir / "start-tree").exists()  # the copy goes when the run ends
 
 
@@ -106,3 +106,24 @@ def test_the_strategy_loads_from_settings_yaml_and_a_wrong_one_is_refused(tmp_pa
     (ws / "settings.yaml").write_text("restart: {kind: reflect}\n")
     with pytest.raises(ConfigError):
         HarnessWorkspace(ws).settings()
+
+
+def test_a_candidate_with_the_strategy_restarts_inside_the_coding_suite(tmp_path):
+    """The engine's coding suite with a candidate whose settings.yaml declares `restart`: the
+    task's tests (run by the check in the sandbox) fail after attempt 1, so attempt 2 runs,
+    sampled; the suite's own grader still decides, and its trace shows both attempts."""
+    from ratchet.contracts import Candidate
+    from ratchet.runtime.config import CodingSuiteOptions
+    from ratchet.runtime.engine_suite import CodingAgentSuite
+
+    class Ctx:
+        model = ScriptedModel([tool_reply("submit", summary="done")], cycle=True)
+
+    suite = CodingAgentSuite(CodingSuiteOptions(tasks=["fahrenheit"]), Ctx())
+    settings = (f"restart: {{kind: fresh, attempts: 2, temperature: 0.6, check: '{TESTS}'}}\n")
+    candidate = Candidate.from_files("coding-agent", {"settings.yaml": settings})
+    [result] = suite.evaluate(candidate, suite.tasks(), 0)
+    assert result.score == 0.0 and result.metrics["steps"] == 2.0
+    first, second = (c["params"] for c in Ctx.model.calls)
+    assert first["temperature"] == 0.0 and (second["temperature"], second["seed"]) == (0.6, 1)
+    assert "attempt 1 ended at step 1 (submitted)" in result.trace and "attempt 2:" in result.trace
