@@ -27,6 +27,12 @@ results' files.
 The best-of-N baseline's extra attempts sample (the suite's ``sampled``: temperature 0.7, the
 evaluation seed as sampling seed); each is one more pass of the agent over the test tasks, so
 cap N to what the CPU time allows; the results say how many attempts were distinct.
+
+``--post-hoc CANDIDATE`` (with ``--write-only``, after the run's report) runs a candidate the
+gate rejected on the test split as well, to see whether what it did on held-in holds on tasks the
+search never saw: a measurement made after the run had decided, so nothing was selected with it.
+Its results go to the run's ``bench/post_hoc.jsonl`` (a killed measurement resumes), never to the
+run's own evaluations, and the results list them apart.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ import argparse
 import json
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import yaml
@@ -95,6 +102,57 @@ def per_task(run: Any, splits: dict[str, str]) -> list[dict[str, Any]]:
                      "seed": r["seed"], "score": r["score"], "agent": lines[1] if len(lines) > 1 else "",
                      "tokens": r.get("metrics", {}).get("tokens")})
     return rows
+
+
+POST_HOC = "bench/post_hoc.jsonl"
+
+
+def post_hoc(run: Any, candidate_id: str, threads: int) -> None:
+    """The candidate (an id or its prefix) on the run's test split, task by task, appended to the
+    run's ``bench/post_hoc.jsonl``: the engine's suite with the run's model, options and seed, not
+    its evaluator (the run's cache and reply journal stay as the run left them)."""
+    from ratchet.models import load_model
+
+    config = load_config(EvolveConfig, run.path(CONFIG_COPY))
+    archive = Archive(run)
+    matches = [c.id for c in archive.candidates() if c.id.startswith(candidate_id)]
+    if len(matches) != 1:
+        raise SystemExit(f"--post-hoc {candidate_id}: {len(matches)} candidates of the run match; give more of its id")
+    candidate = archive.get(matches[0])
+    done = {r["task"] for r in run.read_jsonl(POST_HOC) if r["candidate"] == candidate.id}
+    model = load_model(config.model, n_threads=threads) if config.model.startswith("local:") else load_model(config.model)
+    suite = CodingAgentSuite(CodingSuiteOptions.model_validate(config.suite.options), SimpleNamespace(model=model))
+    seed = config.seeds[0]
+    for task in split_tasks(suite.tasks(), config.splits)["test"]:
+        if task.id in done:
+            continue
+        [result] = suite.evaluate(candidate, [task], seed)
+        lines = result.trace.splitlines()
+        run.append_jsonl(POST_HOC, {"candidate": candidate.id, "task": task.id, "seed": seed, "score": result.score,
+                                    "agent": lines[1] if len(lines) > 1 else "", "metrics": result.metrics,
+                                    "recorded_at": time.time()})
+        print(f"post hoc {candidate.id[:12]} {task.id}: {result.score:.0f} ({lines[1] if len(lines) > 1 else ''})",
+              flush=True)
+
+
+def post_hoc_lines(run: Any, rows: list[dict[str, Any]], original_id: str) -> list[str]:
+    """The post-hoc measurements beside the original's test results in the run."""
+    measured = run.read_jsonl(POST_HOC)
+    if not measured:
+        return []
+    original = {r["task"]: r["score"] for r in rows if r["split"] == "test" and r["candidate"] == original_id}
+    lines = ["## After the run: a rejected candidate on the test split", "",
+             "Measured after the run had decided (`--post-hoc`): nothing was selected with these numbers.", "",
+             "| candidate | test tasks run | solved | the original on them | gained | lost |", "|---|---|---|---|---|---|"]
+    for cand in dict.fromkeys(r["candidate"] for r in measured):
+        mine = {r["task"]: r["score"] for r in measured if r["candidate"] == cand}
+        gained = sorted(t for t, s in mine.items() if s > original.get(t, 0.0))
+        lost = sorted(t for t, s in mine.items() if s < original.get(t, 0.0))
+        lines.append(f"| {cand[:12]} | {len(mine)} | {sum(mine.values()):.0f} | "
+                     f"{sum(original.get(t, 0.0) for t in mine):.0f} | {', '.join(gained) or '-'} | {', '.join(lost) or '-'} |")
+    lines += ["", "| candidate | task | solved | the agent's run |", "|---|---|---|---|"]
+    lines += [f"| {r['candidate'][:12]} | {r['task']} | {r['score']:.0f} | {r['agent']} |" for r in measured]
+    return lines + [""]
 
 
 def proposals(archive: Archive) -> list[dict[str, Any]]:
@@ -219,11 +277,18 @@ def main(argv: list[str] | None = None) -> int:
                         help="the config file the results name (default: --config's path in the repository)")
     parser.add_argument("--out", default="evolve_coding_agent")
     parser.add_argument("--note", default="", help="a paragraph of what happened, put under the tables")
+    parser.add_argument("--post-hoc", default=None, metavar="CANDIDATE",
+                        help="with --write-only: run this candidate of the finished run on its test split "
+                             "first (a measurement after the run's decisions; see above)")
     args = parser.parse_args(argv)
     if args.config_name is None:
         config_path = args.config.resolve()
         args.config_name = str(config_path.relative_to(ROOT)) if config_path.is_relative_to(ROOT) else str(config_path)
     run = RunStore(args.root).open_run(args.run_id) if args.write_only else drive(args)
+    if args.post_hoc:
+        if not args.write_only or run.read_json("evolve/report.json") is None:
+            raise SystemExit("--post-hoc measures a finished run: give --write-only and the run's id after its report")
+        post_hoc(run, args.post_hoc, args.threads)
     archive = Archive(run)
     report = run.read_json("evolve/report.json")
     status = run.read_json("status.json") or {}
@@ -236,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
                      for e in steps_of(run)],
            "proposals": proposals(archive), "failed_proposals": archive.unusable(),
            "proposer_runs": proposer_runs(run), "per_task": per_task(run, split_of(config)),
-           "gate_power": gate_power(config),
+           "gate_power": gate_power(config), "post_hoc": run.read_jsonl(POST_HOC),
            "note": args.note, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     (RESULTS / f"{args.out}.json").write_text(json.dumps(out, indent=2, default=str) + "\n")
 
@@ -265,7 +330,8 @@ def main(argv: list[str] | None = None) -> int:
               "|---|---|---|---|---|---|"]
     lines += [f"| {r['candidate'][:12]} | {r['split']} | {r['task']} | {r['seed']} | {r['score']:.0f} | {r['agent']} |"
               for r in sorted(out["per_task"], key=lambda r: (r["split"], r["task"], r["candidate"]))]
-    lines += ["", "## The search", "", calls_line(run), "", *candidates_table(run), "", *steps_table(run), ""]
+    lines += ["", *(post_hoc_lines(run, out["per_task"], report["original"]["id"]) if report else [])]
+    lines += ["## The search", "", calls_line(run), "", *candidates_table(run), "", *steps_table(run), ""]
     for p in out["proposals"]:
         d = p["decision"] or {}
         lines += [f"### Proposal {p['id'][:12]} ({p['status']})", "",

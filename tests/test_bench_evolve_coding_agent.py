@@ -1,0 +1,35 @@
+"""bench.evolve_coding_agent --post-hoc: a rejected candidate measured on a finished run's test split."""
+
+from __future__ import annotations
+
+import yaml
+
+from bench.evolve_coding_agent import POST_HOC, post_hoc, post_hoc_lines
+from ratchet.cli.evolve import CONFIG_COPY
+from ratchet.contracts import Candidate
+from ratchet.evolve.archive import Archive
+from ratchet.store import RunStore
+
+from tests.runtime.test_engine_suite import EXAMPLE
+
+
+def test_post_hoc_runs_a_candidate_on_the_test_split_apart_from_the_runs_records_and_resumes(tmp_path):
+    config = {"workspace": str(EXAMPLE), "model": "scripted:", "seeds": [0],
+              "suite": {"name": "ratchet.runtime.engine_suite:CodingAgentSuite",
+                        "options": {"tasks": ["fahrenheit", "chunks-partial", "csv-quoted", "deep-merge"],
+                                    "overrides": ["step_limit=2", "max_tokens=64"]}},
+              "splits": {"search": 0.0, "heldin": 0.5, "heldout": 0.0, "test": 0.5, "seed": 0}}
+    run = RunStore(tmp_path).create_run("evolve", config, run_id="r")
+    run.path(CONFIG_COPY).parent.mkdir(parents=True, exist_ok=True)
+    run.path(CONFIG_COPY).write_text(yaml.safe_dump(config))
+    child = Candidate.from_files("coding-agent", {"settings.yaml": "step_limit: 30\n"})
+    Archive(run).add(child, "rejected")
+    post_hoc(run, child.id[:8], threads=1)
+    rows = run.read_jsonl(POST_HOC)
+    assert len(rows) == 2 and {r["candidate"] for r in rows} == {child.id} and all(r["score"] == 0.0 for r in rows)
+    assert run.read_jsonl("evolve/evals.jsonl") == []  # the run's own evaluations are not touched
+    post_hoc(run, child.id, threads=1)  # resumed: every test task is measured already
+    assert len(run.read_jsonl(POST_HOC)) == 2
+    original = [{"candidate": "orig", "task": r["task"], "split": "test", "score": 1.0} for r in rows]
+    text = "\n".join(post_hoc_lines(run, original, "orig"))
+    assert f"| {child.id[:12]} | 2 | 0 | 2 | - | {', '.join(sorted(r['task'] for r in rows))} |" in text
