@@ -28,6 +28,17 @@ def test_bash_runs_in_the_working_directory_and_sees_python(make_agent, workdir)
     assert call(agent, "bash", command="echo b >> later.txt && cat later.txt").startswith("a\nb")
 
 
+def test_pytests_warnings_about_its_own_configuration_are_not_in_the_output(make_agent, workdir):
+    """A plugin's deprecation warning at configure time (pytest-asyncio's about an unset ini option)
+    is about the runner, not the code: left out. The code's own warnings and failures stay."""
+    (workdir / "conftest.py").write_text("import warnings\n\nimport pytest\n\n\ndef pytest_configure(config):\n"
+                                         "    warnings.warn(pytest.PytestDeprecationWarning('runner noise'))\n")
+    (workdir / "test_w.py").write_text("import warnings\n\n\ndef test_w():\n"
+                                       "    warnings.warn(DeprecationWarning('code warning'))\n    assert False\n")
+    out = call(make_agent(), "bash", command="python -m pytest -q -p no:cacheprovider")
+    assert "runner noise" not in out and "code warning" in out and "1 failed" in out
+
+
 def test_a_command_that_times_out_is_killed(make_agent):
     agent = make_agent(config=AgentConfig(bash_timeout_s=5))
     out = call(agent, "bash", command="echo started; sleep 30 & sleep 30; echo never", timeout_s=1)

@@ -25,6 +25,10 @@ def run(command, timeout_s, max_bytes):
     env["PATH"] = os.path.dirname(sys.executable) + ":" + env.get("PATH", "/usr/bin:/bin")
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env.pop("PYTHONSAFEPATH", None)  # commands expect `python -c "import mymodule"` to see the cwd
+    # pytest's warnings about its own configuration (a plugin of this interpreter, such as
+    # pytest-asyncio, asking for an ini option the repository does not set) are about the runner,
+    # not the code under test: ~600 characters of every test run a small model would read.
+    env["PYTEST_ADDOPTS"] = (env.get("PYTEST_ADDOPTS", "") + " -W ignore::pytest.PytestDeprecationWarning").strip()
     proc = subprocess.Popen(["bash", "-c", command], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL, start_new_session=True, env=env)
     timed_out = False
