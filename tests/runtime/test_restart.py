@@ -127,3 +127,17 @@ def test_a_candidate_with_the_strategy_restarts_inside_the_coding_suite(tmp_path
     first, second = (c["params"] for c in Ctx.model.calls)
     assert first["temperature"] == 0.0 and (second["temperature"], second["seed"]) == (0.6, 1)
     assert "attempt 1 ended at step 1 (submitted)" in result.trace and "attempt 2:" in result.trace
+
+
+@pytest.mark.slow
+def test_a_restart_closes_the_sub_agents_the_ended_attempt_left_running(tested, tmp_path):
+    child = [tool_reply("bash", command="sleep 60")]
+    model = ScriptedModel([tool_reply("spawn_agent", task="slow job", name="slow"), tool_reply("submit", summary="x"),
+                           FIX, tool_reply("bash", command=TESTS)])
+    agent = Agent(model, tested, tmp_path / "run", config=restarting(), model_spec="scripted:",
+                  model_options={"responses": child})
+    try:
+        assert agent.run("fix add").attempts == 2
+        assert agent.supervisor.status("slow")["status"] == "closed"
+    finally:
+        agent.close()

@@ -386,6 +386,10 @@ class Agent:
         if done:
             return False
         self._remember(f"$ {strategy.check}\n{checked['output'][-1500:]}")  # the ended attempt is kept
+        if self._supervisor is not None:  # its sub-agents would go on writing into the restored tree
+            for child in self.supervisor.list():
+                if child["status"] == "running":
+                    self.supervisor.close(child["id"])
         self._restore_start_tree()
         self.attempt += 1
         self.temperature, self.seed = strategy.temperature, self._attempt_seed()
