@@ -122,10 +122,12 @@ def test_a_candidate_with_the_strategy_restarts_inside_the_coding_suite(tmp_path
     suite = CodingAgentSuite(CodingSuiteOptions(tasks=["fahrenheit"]), Ctx())
     settings = (f"restart: {{kind: fresh, attempts: 2, temperature: 0.6, check: '{TESTS}'}}\n")
     candidate = Candidate.from_files("coding-agent", {"settings.yaml": settings})
-    [result] = suite.evaluate(candidate, suite.tasks(), 0)
-    assert result.score == 0.0 and result.metrics["steps"] == 2.0
+    [result] = suite.evaluate(candidate, suite.tasks(), 3)
+    assert result.score == 0.0 and (result.metrics["steps"], result.metrics["attempts"]) == (2.0, 2.0)
     first, second = (c["params"] for c in Ctx.model.calls)
-    assert first["temperature"] == 0.0 and (second["temperature"], second["seed"]) == (0.6, 1)
+    # the first attempt is greedy; the evaluation seed picks the restart's sample (seed 3 + 1)
+    assert first["temperature"] == 0.0 and (second["temperature"], second["seed"]) == (0.6, 4)
+    assert "agent: submitted after 2 steps and 2 attempts" in result.trace
     assert "attempt 1 ended at step 1 (submitted)" in result.trace and "attempt 2:" in result.trace
 
 
@@ -141,3 +143,16 @@ def test_a_restart_closes_the_sub_agents_the_ended_attempt_left_running(tested, 
         assert agent.supervisor.status("slow")["status"] == "closed"
     finally:
         agent.close()
+
+
+def test_the_suite_runner_records_the_attempts(tmp_path):
+    from ratchet.runtime.suite import load_suite, run_suite
+
+    task = next(t for t in load_suite("coding-basics") if t.id == "fahrenheit")
+    fix = [tool_reply("apply_patch", patch=task.solution.read_text()), tool_reply("bash", command=task.test_command)]
+    model = ScriptedModel([tool_reply("submit", summary="trust me")] + fix)
+    lines: list[str] = []
+    summary = run_suite([task], model, tmp_path / "run", workspace=HarnessWorkspace(), progress=lines.append,
+                        overrides=("restart.attempts=2", f"restart.check={task.test_command}"))
+    assert summary["solved"] == 1 and read_jsonl(tmp_path / "run" / "results.jsonl")[0]["attempts"] == 2
+    assert lines[0].startswith("[1/1] fahrenheit: solved (submitted, 3 steps, 2 attempts")

@@ -240,7 +240,7 @@ class AgentConfig(Settings):
     seed: int | None = None
     """Sampling seed of every model call (None: the backend's default, which for the embedded
     model is a fixed one: two sampled runs of one task would then be the same run). The coding
-    suite sets it from the evaluation seed when it samples."""
+    suite sets it from the evaluation seed when it samples or restarts."""
     max_tokens: int = Field(768, ge=16)
     """Most tokens one reply may have."""
     bash_timeout_s: float = Field(30.0, gt=0)

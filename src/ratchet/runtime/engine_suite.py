@@ -91,7 +91,9 @@ class CodingAgentSuite:
                 reason = str(exc).replace(str(harness.path) + "/", "")
                 return [TaskResult(task.id, seed, 0.0, f"task {task.id}: the harness does not load: {reason}",
                                    (Failure("invalid_harness", reason, task.id),)) for task in tasks]
-            if config.temperature > 0:  # the evaluation seed picks the sample (a greedy run needs none)
+            if config.temperature > 0 or config.restart is not None:
+                # the evaluation seed picks the samples: the run's, or its restarts' (seed + attempt - 1);
+                # a greedy run needs none
                 config = config.model_copy(update={"seed": seed})
             policy = HarnessWorkspace().permissions()
             for task in tasks:
@@ -116,10 +118,12 @@ class CodingAgentSuite:
         except RatchetError as exc:  # a backend failure is a failed task with its reason, never a crash
             status = f"error: {exc}"[:300]
         verdict = coding.grade(task, workdir)
-        trace = (f"task {task.id}: {task.statement}\nagent: {status} after {agent.steps} steps\n"
+        attempts = f" and {agent.attempt} attempts" if agent.attempt > 1 else ""
+        trace = (f"task {task.id}: {task.statement}\nagent: {status} after {agent.steps} steps{attempts}\n"
                  + "\n".join(agent.log[-30:]) + f"\n[tests] {verdict.trace[-1500:]}")
         failures = () if verdict.score == 1.0 else (
             Failure("test_failed", f"{task.id}: tests fail after the agent ({status})", task.id),)
         shutil.rmtree(scratch, ignore_errors=True)
         return TaskResult(task.id, seed, verdict.score, trace, failures,
-                          {"steps": float(agent.steps), "tokens": float(sum(agent.tracer.tokens.values()))})
+                          {"steps": float(agent.steps), "tokens": float(sum(agent.tracer.tokens.values())),
+                           "attempts": float(agent.attempt)})

@@ -185,13 +185,15 @@ def run_suite(tasks: list[CodingTask], model: Model, run_dir: Path, *, workspace
         agent_s = time.perf_counter() - started
         verdict = grade(task, workdir)
         record = {"task_id": task.id, "solved": verdict.score == 1.0, "exit_status": status, "steps": steps,
-                  "tokens": tokens, "agent_s": round(agent_s, 3), "test_tail": verdict.trace[-600:]}
+                  "attempts": agent.attempt, "tokens": tokens, "agent_s": round(agent_s, 3),
+                  "test_tail": verdict.trace[-600:]}
         append_jsonl(results_path, record)
         done[task.id] = record
         if progress is not None:
             solved = sum(1 for r in done.values() if r["solved"])
             progress(f"[{len(done)}/{len(tasks)}] {task.id}: {'solved' if record['solved'] else 'failed'} "
-                     f"({status}, {steps} steps, {tokens} tokens, {agent_s:.1f} s) — solved so far {solved}")
+                     f"({status}, {steps} steps{f', {agent.attempt} attempts' if agent.attempt > 1 else ''}, "
+                     f"{tokens} tokens, {agent_s:.1f} s) — solved so far {solved}")
     rows = [done[t.id] for t in tasks if t.id in done]
     solved = sum(1 for r in rows if r["solved"])
     return {"tasks": len(tasks), "done": len(rows), "solved": solved,
