@@ -95,13 +95,25 @@ def split_of(config: dict[str, Any]) -> dict[str, str]:
 def per_task(run: Any, splits: dict[str, str]) -> list[dict[str, Any]]:
     """Every task evaluation paid so far (the engine's cache, finished ones only): candidate,
     task, its split, seed, score, how the agent's run ended."""
-    rows = []
-    for r in run.read_jsonl(EVALS):
-        lines = r["trace"].splitlines()
-        rows.append({"candidate": r["candidate"], "task": r["task_id"], "split": splits.get(r["task_id"], "?"),
-                     "seed": r["seed"], "score": r["score"], "agent": lines[1] if len(lines) > 1 else "",
-                     "tokens": r.get("metrics", {}).get("tokens")})
-    return rows
+    return [{"candidate": r["candidate"], "task": r["task_id"], "split": splits.get(r["task_id"], "?"),
+             "seed": r["seed"], "score": r["score"], "agent": agent_line(r["trace"]),
+             "tokens": r.get("metrics", {}).get("tokens")} for r in run.read_jsonl(EVALS)]
+
+
+def agent_line(trace: str) -> str:
+    """How the agent's run ended: the second line of the coding suite's task trace."""
+    lines = trace.splitlines()
+    return lines[1] if len(lines) > 1 else ""
+
+
+def load_spec(spec: str | None, threads: int) -> Any:
+    """The model a run config names (an embedded one on ``threads`` threads); None for none.
+    llama.cpp loads only here, when the bench runs the model."""
+    if spec is None:
+        return None
+    from ratchet.models import load_model
+
+    return load_model(spec, n_threads=threads) if spec.startswith("local:") else load_model(spec)
 
 
 POST_HOC = "bench/post_hoc.jsonl"
@@ -111,8 +123,6 @@ def post_hoc(run: Any, candidate_id: str, threads: int) -> None:
     """The candidate (an id or its prefix) on the run's test split, task by task, appended to the
     run's ``bench/post_hoc.jsonl``: the engine's suite with the run's model, options and seed, not
     its evaluator (the run's cache and reply journal stay as the run left them)."""
-    from ratchet.models import load_model
-
     config = load_config(EvolveConfig, run.path(CONFIG_COPY))
     archive = Archive(run)
     matches = [c.id for c in archive.candidates() if c.id.startswith(candidate_id)]
@@ -120,24 +130,22 @@ def post_hoc(run: Any, candidate_id: str, threads: int) -> None:
         raise SystemExit(f"--post-hoc {candidate_id}: {len(matches)} candidates of the run match; give more of its id")
     candidate = archive.get(matches[0])
     done = {r["task"] for r in run.read_jsonl(POST_HOC) if r["candidate"] == candidate.id}
-    model = load_model(config.model, n_threads=threads) if config.model.startswith("local:") else load_model(config.model)
-    suite = CodingAgentSuite(CodingSuiteOptions.model_validate(config.suite.options), SimpleNamespace(model=model))
+    suite = CodingAgentSuite(CodingSuiteOptions.model_validate(config.suite.options),
+                             SimpleNamespace(model=load_spec(config.model, threads)))
     seed = config.seeds[0]
     for task in split_tasks(suite.tasks(), config.splits)["test"]:
         if task.id in done:
             continue
         [result] = suite.evaluate(candidate, [task], seed)
-        lines = result.trace.splitlines()
+        ended = agent_line(result.trace)
         run.append_jsonl(POST_HOC, {"candidate": candidate.id, "task": task.id, "seed": seed, "score": result.score,
-                                    "agent": lines[1] if len(lines) > 1 else "", "metrics": result.metrics,
-                                    "recorded_at": time.time()})
-        print(f"post hoc {candidate.id[:12]} {task.id}: {result.score:.0f} ({lines[1] if len(lines) > 1 else ''})",
-              flush=True)
+                                    "agent": ended, "metrics": result.metrics, "recorded_at": time.time()})
+        print(f"post hoc {candidate.id[:12]} {task.id}: {result.score:.0f} ({ended})", flush=True)
 
 
-def post_hoc_lines(run: Any, rows: list[dict[str, Any]], original_id: str) -> list[str]:
-    """The post-hoc measurements beside the original's test results in the run."""
-    measured = run.read_jsonl(POST_HOC)
+def post_hoc_lines(measured: list[dict[str, Any]], rows: list[dict[str, Any]], original_id: str) -> list[str]:
+    """The post-hoc measurements (the run's ``bench/post_hoc.jsonl``) beside the original's test
+    results in the run."""
     if not measured:
         return []
     original = {r["task"]: r["score"] for r in rows if r["split"] == "test" and r["candidate"] == original_id}
@@ -246,15 +254,8 @@ def drive(args: argparse.Namespace) -> Any:
         config = config.model_copy(update={"workspace": CONFIG.parent})
         run = store.create_run("evolve", config, name="coding-agent", run_id=args.run_id)
     write_bytes_atomic(run.path(CONFIG_COPY), yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False).encode())
-    # llama.cpp loads only here, when the bench runs the model.
-    from ratchet.models import load_model
-
-    def load(spec: str | None) -> Any:
-        if spec is None:
-            return None
-        return load_model(spec, n_threads=args.threads) if spec.startswith("local:") else load_model(spec)
-
-    Engine(config, run, load(config.model), proposer_model=load(config.proposer_model),
+    Engine(config, run, load_spec(config.model, args.threads),
+           proposer_model=load_spec(config.proposer_model, args.threads),
            on_event=lambda e: print(json.dumps(e, default=str)[:300], flush=True)).execute()
     return run
 
@@ -330,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
               "|---|---|---|---|---|---|"]
     lines += [f"| {r['candidate'][:12]} | {r['split']} | {r['task']} | {r['seed']} | {r['score']:.0f} | {r['agent']} |"
               for r in sorted(out["per_task"], key=lambda r: (r["split"], r["task"], r["candidate"]))]
-    lines += ["", *(post_hoc_lines(run, out["per_task"], report["original"]["id"]) if report else [])]
+    lines += ["", *(post_hoc_lines(out["post_hoc"], out["per_task"], report["original"]["id"]) if report else [])]
     lines += ["## The search", "", calls_line(run), "", *candidates_table(run), "", *steps_table(run), ""]
     for p in out["proposals"]:
         d = p["decision"] or {}

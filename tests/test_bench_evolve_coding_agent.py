@@ -31,5 +31,5 @@ def test_post_hoc_runs_a_candidate_on_the_test_split_apart_from_the_runs_records
     post_hoc(run, child.id, threads=1)  # resumed: every test task is measured already
     assert len(run.read_jsonl(POST_HOC)) == 2
     original = [{"candidate": "orig", "task": r["task"], "split": "test", "score": 1.0} for r in rows]
-    text = "\n".join(post_hoc_lines(run, original, "orig"))
+    text = "\n".join(post_hoc_lines(run.read_jsonl(POST_HOC), original, "orig"))
     assert f"| {child.id[:12]} | 2 | 0 | 2 | - | {', '.join(sorted(r['task'] for r in rows))} |" in text

@@ -212,6 +212,10 @@ class Agent:
                            self.tracer.tokens["completion"] + sub["completion"], time.perf_counter() - start,
                            str(self.tracer.path), str(self.run_dir), sub["prompt"] + sub["completion"], self.attempt)
 
+    def tokens_used(self) -> int:
+        """This agent's and its sub-agents' tokens so far (what ``token_limit`` bounds)."""
+        return sum(self.tracer.tokens.values()) + sum(self.subagent_tokens.values())
+
     def account_subagents(self) -> None:
         """Count the sub-agents' model calls made since the last look: their tokens go against
         this agent's token limit and into its result, and each call reaches ``on_model_call``
@@ -233,7 +237,7 @@ class Agent:
         if self.steps >= self.config.step_limit:
             raise LimitsExceeded(f"step limit {self.config.step_limit} reached")
         self.account_subagents()
-        used = sum(self.tracer.tokens.values()) + sum(self.subagent_tokens.values())
+        used = self.tokens_used()
         if self.config.token_limit and used >= self.config.token_limit:
             raise LimitsExceeded(f"token limit {self.config.token_limit} reached ({used} used)")
         self.messages = self.context.compact(self.messages)
@@ -371,9 +375,8 @@ class Agent:
         strategy = self.config.restart
         if strategy is None or not self.start or self.attempt >= strategy.attempts or isinstance(ended, Interrupted):
             return False
-        used = sum(self.tracer.tokens.values()) + sum(self.subagent_tokens.values())
         if self.config.step_limit - self.steps < strategy.min_steps or (self.config.token_limit and
-                                                                       used >= self.config.token_limit):
+                                                                       self.tokens_used() >= self.config.token_limit):
             return False
         started = time.perf_counter()
         checked = self.shell.run(strategy.check, strategy.check_timeout_s, 8 * 1024)

@@ -181,7 +181,7 @@ def run_suite(tasks: list[CodingTask], model: Model, run_dir: Path, *, workspace
             status, steps, tokens = outcome.exit_status, outcome.steps, outcome.prompt_tokens + outcome.completion_tokens
         except RatchetError as exc:  # a model backend failing is a failed task, recorded, not a crash
             status, steps = f"error: {exc}"[:300], agent.steps
-            tokens = sum(agent.tracer.tokens.values()) + sum(agent.subagent_tokens.values())
+            tokens = agent.tokens_used()
         agent_s = time.perf_counter() - started
         verdict = grade(task, workdir)
         record = {"task_id": task.id, "solved": verdict.score == 1.0, "exit_status": status, "steps": steps,
