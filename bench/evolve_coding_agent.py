@@ -260,6 +260,15 @@ def drive(args: argparse.Namespace) -> Any:
     return run
 
 
+def shown_path(path: str | Path) -> str:
+    """``path`` as the results show it: relative to the repository when inside it (a result keeps
+    no machine path), else its last two parts."""
+    path = Path(path)
+    if path.is_absolute() and path.resolve().is_relative_to(ROOT):
+        return path.resolve().relative_to(ROOT).as_posix()
+    return path.as_posix() if not path.is_absolute() else Path(*path.parts[-2:]).as_posix()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.evolve_coding_agent", description=__doc__.splitlines()[0])
     parser.add_argument("--root", default=str(ROOT / "runs"), help="the run store's root (ratchet evolve --root)")
@@ -295,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     status = run.read_json("status.json") or {}
     copy = run.path(CONFIG_COPY)  # the config as last resumed (run.json keeps the one it started with)
     config = yaml.safe_load(copy.read_text()) if copy.is_file() else (run.read_json("run.json") or {}).get("config") or {}
-    config["workspace"] = "examples/coding-agent"  # the results keep no machine path (the run holds the full one)
+    config["workspace"] = shown_path(config.get("workspace") or CONFIG.parent)  # the run holds the full path
     out = {"finished": report is not None, "run_id": args.run_id, "status": status,
            "config": config, "report": report,
            "steps": [{k: e.get(k) for k in ("step", "proposer", "status", "reason", "child", "numbers", "model_calls")}

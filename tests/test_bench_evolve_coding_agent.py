@@ -33,3 +33,11 @@ def test_post_hoc_runs_a_candidate_on_the_test_split_apart_from_the_runs_records
     original = [{"candidate": "orig", "task": r["task"], "split": "test", "score": 1.0} for r in rows]
     text = "\n".join(post_hoc_lines(run.read_jsonl(POST_HOC), original, "orig"))
     assert f"| {child.id[:12]} | 2 | 0 | 2 | - | {', '.join(sorted(r['task'] for r in rows))} |" in text
+
+
+def test_the_results_name_the_runs_workspace_without_a_machine_path(tmp_path):
+    from bench.evolve_coding_agent import ROOT, shown_path
+
+    assert shown_path(ROOT / "examples" / "coding-agent-opening") == "examples/coding-agent-opening"
+    assert shown_path("examples/coding-agent") == "examples/coding-agent"
+    assert shown_path(tmp_path / "mine" / "agent") == "mine/agent"

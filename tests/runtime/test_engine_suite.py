@@ -27,6 +27,7 @@ from ratchet.runtime.workspace import DEFAULT_WORKSPACE
 from ratchet.store import RunStore
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "coding-agent"
+OPENING = EXAMPLE.with_name("coding-agent-opening")
 PHRASE = "Read the failing test first."
 TASKS = {t.statement: t for t in load_suite("coding-basics")}
 SPLITS = {"search": ["chunks-partial"], "heldin": ["fizzbuzz-fifteen", "median-even", "fahrenheit", "word-count-case",
@@ -125,22 +126,26 @@ def test_the_suite_samples_for_the_best_of_n_arm_each_seed_its_own_sample(tmp_pa
     assert (first["temperature"], first["seed"]) == (0.7, 3) and (second["temperature"], second["seed"]) == (0.7, 4)
 
 
-@pytest.mark.parametrize("config", ["evolve-choices.yaml", "evolve-choices-15b.yaml", "evolve-restart-15b.yaml"])
-def test_the_choices_examples_span_both_suites_and_every_declared_value_is_a_valid_harness(config: str) -> None:
+@pytest.mark.parametrize(("workspace", "config"), [
+    (EXAMPLE, "evolve-choices.yaml"), (EXAMPLE, "evolve-choices-15b.yaml"), (EXAMPLE, "evolve-restart-15b.yaml"),
+    (OPENING, "evolve-15b.yaml")])
+def test_the_choices_examples_span_both_suites_and_every_declared_value_is_a_valid_harness(
+        workspace: Path, config: str) -> None:
     """The choices examples: 45 tasks (coding-basics + coding-fixes) and a `choices` proposer whose
-    every proposal from the shipped workspace (each value with the settings changed along with it)
+    every proposal from the example's workspace (each value with the settings changed along with it)
     still loads as that workspace's settings: a value the runtime refused would cost a step and an
     evaluation of nothing."""
     from ratchet.evolve.proposers.choices import ChoicesProposer
     from ratchet.evolve.proposers.config import ChoicesOptions
+    from ratchet.evolve.workspace import snapshot
 
-    cfg = load_config(EvolveConfig, EXAMPLE / config)
+    cfg = load_config(EvolveConfig, workspace / config)
+    assert (EXAMPLE.parents[1] / cfg.workspace).resolve() == workspace  # relative to the repository root
     suite = CodingAgentSuite(CodingSuiteOptions.model_validate(cfg.suite.options), None)
     assert len(suite.tasks()) == len(load_suite("coding-basics")) + len(load_suite("coding-fixes")) == 45
     [choices] = [p for p in cfg.proposers if p.name == "choices"]
     proposer = ChoicesProposer(ChoicesOptions.model_validate(choices.options))
-    original = Candidate.from_files("coding-agent", {
-        name: (EXAMPLE / name).read_text() for name in ("settings.yaml", "context.yaml", "system_prompt.md")})
+    original = snapshot(workspace, load_manifest(workspace))
 
     class Archive:  # what the proposer reads: the candidates made so far, so each value comes once
         made = [original]
@@ -158,7 +163,22 @@ def test_the_choices_examples_span_both_suites_and_every_declared_value_is_a_val
         if "system_prompt.md" in proposal.files:  # a whole prompt comes with the setting that reads its format
             assert settings.file_blocks and "{tool_instructions}" in child.files["system_prompt.md"]
     assert len(Archive.made) - 1 == sum(len(c["values"]) for c in choices.options["choices"]) >= 1
-    assert config in load_manifest(EXAMPLE).protected  # a run's settings are pinned, never a candidate's to edit
+    assert config in load_manifest(workspace).protected  # a run's settings are pinned, never a candidate's to edit
+
+
+def test_the_opening_example_is_the_shipped_agent_with_an_empty_opening() -> None:
+    """examples/coding-agent-opening's original differs from the agent the runtime ships only in
+    what its first prompt shows (its other files fall back to the shipped ones), and one of its
+    declared openings is the shipped one: the search can find its way back to the shipped agent."""
+    from ratchet.runtime.workspace import HarnessWorkspace
+
+    assert sorted(p.name for p in OPENING.iterdir()) == ["context.yaml", "evolve-15b.yaml", "manifest.yaml"]
+    bare, shipped = HarnessWorkspace(OPENING).context_config(), HarnessWorkspace().context_config()
+    assert bare.opening == [] and shipped.opening
+    assert bare.model_copy(update={"opening": shipped.opening}) == shipped
+    cfg = load_config(EvolveConfig, OPENING / "evolve-15b.yaml")
+    [values] = [c["values"] for p in cfg.proposers for c in p.options["choices"] if c["key"] == "opening"]
+    assert any(type(shipped).model_validate({**bare.model_dump(), "opening": value}) == shipped for value in values)
 
 
 def test_a_candidate_whose_settings_the_runtime_refuses_fails_every_task_and_the_run_goes_on(tmp_path) -> None:
