@@ -42,6 +42,9 @@ def test_run_status_diff_export(tmp_path: Path) -> None:
     steps = [line for line in out.splitlines() if line.startswith("step ")]
     assert [line.split()[1] for line in steps] == ["1/2", "2/2"] and "accepted" in steps[0]  # --set took effect
     assert "test split (10 tasks): original" in out
+    # piped, a line per task evaluation run: the original's pass over its splits is the longest phase
+    counts = [int(line.split("[")[1].split()[0]) for line in out.splitlines() if line.startswith("  evaluated ")]
+    assert counts == list(range(1, len(counts) + 1)) and len(counts) >= 30  # search + held-in + held-out: 10 each
     [row] = RunStore(root).list_runs(kind="evolve")
     run = RunStore(root).open_run(row["id"])
     accepted = [c for c in run.candidates() if c["status"] == "accepted" and c["parent_id"]]

@@ -102,13 +102,17 @@ def _engine(config: EvolveConfig, run: Any, model: Any, on_event: Any, proposer_
 
 
 def _drive(config: EvolveConfig, run: Any, model: Any, proposer_model: Any = None) -> dict[str, Any]:
-    """Run the engine with a progress bar on a terminal, one line per step otherwise."""
+    """Run the engine with a progress bar on a terminal; otherwise a line per step and one per task
+    evaluation run."""
     if not console.is_terminal:
         def line(event: dict[str, Any]) -> None:
             if event["kind"] == "step":
                 console.print(f"step {event['step'] + 1}/{config.iterations} {event['status']:<9} "
                               f"{event.get('child', '-')} <- {event['parent']} [{event.get('proposer')}] "
                               f"best {event.get('best', 0):.3f}: {event.get('reason', '')}", soft_wrap=True)
+            elif event["kind"] == "evaluated":
+                console.print(f"  evaluated {event['candidate'][:12]} on {event['task']} (seed {event['seed']}): "
+                              f"score {event['score']:g} [{event['run']} run by this process]", soft_wrap=True)
             else:
                 console.print(f"{event['kind']}: " + ", ".join(f"{k}={v}" for k, v in event.items() if k not in ("kind", "at")),
                               soft_wrap=True)
@@ -122,6 +126,9 @@ def _drive(config: EvolveConfig, run: Any, model: Any, proposer_model: Any = Non
             if event["kind"] == "step":
                 bar.update(task, completed=event["step"] + 1,
                            info=f"{event['status']} · best held-in {event.get('best', 0):.3f}")
+            elif event["kind"] == "evaluated":
+                bar.update(task, info=f"evaluating {event['candidate'][:12]}: {event['task']} {event['score']:g} "
+                                      f"({event['run']} task evaluations run)")
 
         return _engine(config, run, model, update, proposer_model).execute()
 

@@ -59,17 +59,20 @@ class CachedEvaluator:
 
     ``paid`` counts task evaluations actually run by this process, ``hits`` those served from the
     cache. ``on_paid(n)`` is called before the n-th task evaluation of a batch is let run (a
-    budget check that may raise; the ones let run before it still run and are kept).
+    budget check that may raise; the ones let run before it still run and are kept);
+    ``on_result(candidate, task, seed, result)`` after each is on disk (progress).
     The inner evaluator is called one task at a time, through ``executor`` (in this process when
     none is given); results come back here and each is on disk, in task order, before the next is
     taken, so a kill loses at most the tasks in flight, never a finished one.
     """
 
-    def __init__(self, inner: Evaluator, run: Any, on_paid: Any = None, executor: Executor | None = None) -> None:
+    def __init__(self, inner: Evaluator, run: Any, on_paid: Any = None, executor: Executor | None = None,
+                 on_result: Any = None) -> None:
         self.inner = inner
         self.run = run
         self.name = inner.name
         self.on_paid = on_paid
+        self.on_result = on_result
         self.executor = executor
         self._fingerprint = inner.fingerprint()
         self._cache: dict[tuple[str, str, int], TaskResult] = {}
@@ -107,6 +110,8 @@ class CachedEvaluator:
                 self.run.append_jsonl(EVALS, record)
                 self._cache[(candidate.id, task.id, seed)] = result
                 self.paid += 1
+                if self.on_result is not None:
+                    self.on_result(candidate, task, seed, result)
         if stop is not None:
             raise stop
         return [self._cache[(candidate.id, t.id, seed)] for t in tasks]

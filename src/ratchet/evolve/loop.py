@@ -119,7 +119,8 @@ class Engine:
         self._check_remote_suite()
         self.paid_before = len(run.read_jsonl(EVALS))
         self.reports_before = self._reports_spent()[0]  # evaluations made by finished reports of this run
-        self.evaluator = CachedEvaluator(self.suite, run, on_paid=self._charge, executor=self.executor)
+        self.evaluator = CachedEvaluator(self.suite, run, on_paid=self._charge, executor=self.executor,
+                                         on_result=self._evaluated)
         self.selector = build("selector", config.selector, self.ctx)
         proposer_ctx = replace(self.ctx, model=self.proposer_journal) if self.proposer_journal else self.ctx
         self.proposers = [(build("proposer", spec, proposer_ctx), spec.weight) for spec in config.proposers]
@@ -230,6 +231,12 @@ class Engine:
             self.run.write_json("evolve/pins.json", current)
         else:
             verify_pins(pinned, current)
+
+    def _evaluated(self, candidate: Candidate, task: Task, seed: int, result: TaskResult) -> None:
+        """Progress, one event per task evaluation run (an original's pass over 44 coding tasks is an
+        hour with the 1.5B); not journaled: evals.jsonl holds the result itself."""
+        self.on_event({"kind": "evaluated", "candidate": candidate.id, "task": task.id, "seed": seed,
+                       "score": result.score, "run": self.evaluator.paid, "at": time.time()})
 
     def _event(self, **event: Any) -> None:
         event["at"] = time.time()
