@@ -7,7 +7,8 @@ import pytest
 from ratchet.config import ConfigError
 from ratchet.models.scripted import ScriptedModel
 from ratchet.runtime import Agent, AgentConfig, HarnessWorkspace
-from ratchet.runtime.config import FreshAttemptConfig
+from ratchet.runtime.attempts import tree_diff
+from ratchet.runtime.config import FreshAttemptConfig, ReflectAttemptConfig
 from ratchet.store import read_json, read_jsonl
 
 from .conftest import tool_reply
@@ -103,9 +104,64 @@ def test_the_strategy_loads_from_settings_yaml_and_a_wrong_one_is_refused(tmp_pa
     (ws / "settings.yaml").write_text("restart: {kind: fresh, attempts: 2, check: make test}\n")
     restart = HarnessWorkspace(ws).settings().restart
     assert (restart.attempts, restart.check, restart.min_steps) == (2, "make test", 2)
-    (ws / "settings.yaml").write_text("restart: {kind: reflect}\n")
-    with pytest.raises(ConfigError):
-        HarnessWorkspace(ws).settings()
+    (ws / "settings.yaml").write_text("restart: {attempts: 2}\n")  # fresh is the kind a bare strategy is
+    assert HarnessWorkspace(ws).settings().restart.kind == "fresh"
+    (ws / "settings.yaml").write_text("restart: {kind: reflect, max_diff_chars: 500}\n")
+    restart = HarnessWorkspace(ws).settings().restart
+    assert isinstance(restart, ReflectAttemptConfig) and (restart.temperature, restart.max_diff_chars) == (0.0, 500)
+    for wrong, named in (("{kind: retry}", "'fresh', 'reflect'"), ("{kind: reflect, note: 'see {trace}'}", "trace"),
+                         ("{kind: fresh, temperature: 0}", "temperature")):
+        (ws / "settings.yaml").write_text(f"restart: {wrong}\n")
+        with pytest.raises(ConfigError, match=named):
+            HarnessWorkspace(ws).settings()
+
+
+def test_a_reflecting_attempt_is_shown_the_ended_attempts_change_and_check_output(make_agent, tested):
+    """kind: reflect: the files are put back as with fresh, and the new attempt's first prompt ends
+    with the diff the ended attempt left and the check's output; greedy by default, since that
+    prompt is not the first attempt's."""
+    model = ScriptedModel([WRONG, tool_reply("submit", summary="done"), FIX, tool_reply("bash", command=TESTS)])
+    agent = make_agent(model=model, config=AgentConfig(step_limit=8, restart=ReflectAttemptConfig(check=TESTS)))
+    result = agent.run("fix add")
+    assert (result.exit_status, result.attempts) == ("submitted", 2)
+    first, second = model.calls[0]["messages"], model.calls[2]["messages"]
+    assert second[0] == first[0] and len(second) == len(first) == 2
+    note = second[1]["content"].removeprefix(first[1]["content"])
+    assert note != second[1]["content"] and f"did not pass `{TESTS}`" in note
+    assert "--- a/calc.py\n+++ b/calc.py\n" in note and "-    return a - b\n+    return a * b" in note
+    assert "1 failed" in note and "assert 6 == 5" in note  # the check's output: what the wrong change gave
+    assert (model.calls[2]["params"]["temperature"], model.calls[2]["params"]["seed"]) == (0.0, 1)
+    assert agent.start[1]["content"] == first[1]["content"]  # a later restart's note replaces this one
+    assert any("with the ended attempt's diff and check output" in line for line in agent.log)
+
+
+def test_a_reflecting_attempt_after_one_that_changed_nothing_is_told_so(make_agent, tested):
+    model = ScriptedModel([tool_reply("submit", summary="done"), tool_reply("submit", summary="still")])
+    agent = make_agent(model=model, config=AgentConfig(step_limit=8, restart=ReflectAttemptConfig(
+        check=TESTS, attempts=2, max_output_chars=200)))
+    agent.run("fix add")
+    note = model.calls[1]["messages"][1]["content"]
+    assert "(it changed no file)" in note and "[...]" in note and "1 failed" in note  # the output's tail
+
+
+def test_the_diff_of_an_attempt_names_added_removed_and_binary_files_and_skips_what_is_not_the_tree(tmp_path):
+    before, after = tmp_path / "before", tmp_path / "after"
+    for root in (before, after):
+        (root / "pkg").mkdir(parents=True)
+        (root / "same.py").write_text("x = 1\n")
+        (root / ".git").mkdir()
+        (root / ".git" / "HEAD").write_text(f"{root.name}\n")
+    (before / "pkg" / "gone.py").write_text("old\n")
+    (after / "pkg" / "new.py").write_text("new\n")
+    (before / "blob.bin").write_bytes(b"\xff\x00")
+    (after / "blob.bin").write_bytes(b"\xff\x01")
+    (after / "agent-run").mkdir()
+    (after / "agent-run" / "trace.jsonl").write_text("{}\n")
+    diff = tree_diff(before, after, lambda directory, names: {"agent-run"} & set(names))
+    assert "--- a/pkg/gone.py\n+++ /dev/null\n" in diff and "--- /dev/null\n+++ b/pkg/new.py\n" in diff
+    assert "Binary file blob.bin changed\n" in diff
+    assert "same.py" not in diff and "HEAD" not in diff and "trace.jsonl" not in diff
+    assert tree_diff(before, before) == ""
 
 
 def test_a_candidate_with_the_strategy_restarts_inside_the_coding_suite(tmp_path):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Discriminator, Field, Tag, field_validator
 
 from ratchet.config import Settings
 
@@ -220,8 +220,50 @@ class FreshAttemptConfig(Settings):
     """Steps that must be left to start another attempt (an edit and a test run need two)."""
 
 
+class ReflectAttemptConfig(FreshAttemptConfig):
+    """Restart strategy after Reflexion: as ``fresh`` (the files put back, the run's first messages,
+    the shared limits), but the new attempt's first prompt ends with what the ended one did and got:
+    the change it left in the files (a unified diff against the files as found) and the check's
+    output. The model is told that change did not make the check pass, so it need not be sampled to
+    do something else; a small model that repeats its one idea (the same wrong edit in every fresh
+    attempt) is shown that it did."""
+
+    kind: Literal["reflect"] = "reflect"  # type: ignore[assignment]
+    """Which restart strategy this is (the earlier attempt's change and check output are shown)."""
+    temperature: float = Field(0.0, ge=0)
+    """Sampling temperature of the attempts after the first; greedy by default: their first prompt
+    differs from the first attempt's, so greedy decoding does not repeat it."""
+    max_diff_chars: int = Field(2000, ge=200)
+    """Most characters of the ended attempt's diff shown (its head: where the change begins)."""
+    max_output_chars: int = Field(1500, ge=200)
+    """Most characters of the check's output shown (its tail: the failing assertion and summary)."""
+    note: str = ("An earlier attempt at this task did not pass `{check}`. It changed the files like this:\n"
+                 "```diff\n{diff}\n```\nand `{check}` then printed:\n```\n{output}\n```\n"
+                 "The files are back as they were before that attempt. That change did not fix the "
+                 "problem: read the code again and make a different fix.")
+    """What is added below the first prompt of each later attempt; ``{check}``, ``{diff}`` and
+    ``{output}`` are filled in (``{diff}`` says when the attempt changed no file)."""
+
+    @field_validator("note")
+    @classmethod
+    def _fields_known(cls, note: str) -> str:
+        try:
+            note.format(check="", diff="", output="")
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ValueError(f"note: {exc!r} is not one of {{check}}, {{diff}}, {{output}} "
+                             "(write a literal brace twice: {{ }})") from None
+        return note
+
+
+def _restart_kind(value: object) -> str:
+    kind = value.get("kind", "fresh") if isinstance(value, dict) else getattr(value, "kind", "fresh")
+    return str(kind)  # an unknown kind is refused naming the kinds there are
+
+
 MiddlewareConfig = Annotated[RepeatGuardConfig | UnknownToolHintConfig | SubmitOnPassConfig,
                              Field(discriminator="kind")]
+RestartConfig = Annotated[Annotated[FreshAttemptConfig, Tag("fresh")] | Annotated[ReflectAttemptConfig, Tag("reflect")],
+                          Discriminator(_restart_kind)]
 
 
 class AgentConfig(Settings):
@@ -274,9 +316,10 @@ class AgentConfig(Settings):
     """The runtime's own middleware around every call, each an item with its ``kind`` and
     options (``repeat_guard``, ``unknown_tool_hint``, ``submit_on_pass``); ``before_*`` hooks run in list order,
     ``after_*`` ones in reverse, inside the workspace's ``hooks.py``. ``[]`` turns them off."""
-    restart: FreshAttemptConfig | None = None
-    """What happens when an attempt ends with the work not done (None: the run ends there); see
-    :class:`FreshAttemptConfig`."""
+    restart: RestartConfig | None = None
+    """What happens when an attempt ends with the work not done (None: the run ends there): ``kind:
+    fresh`` (:class:`FreshAttemptConfig`, the default kind) or ``kind: reflect``
+    (:class:`ReflectAttemptConfig`)."""
 
 
 class CodingSuiteOptions(Settings):
