@@ -143,7 +143,9 @@ def test_resume_of_a_run_killed_before_its_config_copy_starts_from_run_json(tmp_
     [row] = RunStore(root).list_runs(kind="evolve")
     run = RunStore(root).open_run(row["id"])
     run.path("evolve/config.yaml").unlink()  # what a kill right after run.json leaves
+    kept = len(run.read_jsonl("evolve/evals.jsonl"))
     out = _invoke("evolve", "resume", run.id, "--set", "iterations=2", "--root", root)
+    assert out.startswith(f"run {run.id} resumed: 2 steps in all; 2 candidates decided and {kept} task evaluations kept")
     assert "step 2/2" in out and yaml.safe_load(run.path("evolve/config.yaml").read_text())["iterations"] == 2
 
 

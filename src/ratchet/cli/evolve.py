@@ -238,6 +238,9 @@ def resume_cmd(
     proposer_model = _model(cfg.proposer_model, threads)
     write_bytes_atomic(run.path(CONFIG_COPY), _dump(cfg))
     run.set_status("running")
+    done = stored_totals(run)
+    console.print(f"run {run.id} resumed: {cfg.iterations} steps in all; {done['accepted'] + done['rejected']} "
+                  f"candidates decided and {done['task_evals']} task evaluations kept; store {run.dir}", soft_wrap=True)
     _show_summary(run.id, _drive(cfg, run, model, proposer_model))
 
 
