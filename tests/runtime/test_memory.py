@@ -110,3 +110,21 @@ def test_a_tail_that_alone_passes_the_limit_is_compacted_down_to_its_last_messag
     native = head + [{"role": "assistant", "content": "", "tool_calls": [{"id": "1"}]},
                      {"role": "tool", "content": "r " * 2000}]
     assert policy.compact(native) == native  # a tool result is never kept without its call: nothing to cut
+
+
+def test_the_kept_tail_is_sized_with_the_compaction_note_as_sent(tmp_path):
+    """The note names every dropped call's tool; with long tool names (an MCP server's) it is
+    hundreds of tokens, and a tail sized for a short note passed the limit once the note was in."""
+    from ratchet.runtime.memory import CompactOldest, FileMemory
+
+    def called(i: int) -> dict:
+        name = f"mcp__document_store__search_the_indexed_documents_by_keyword_{i:02d}"
+        return {"role": "assistant", "content": f'```tool\n{{"name": "{name}", "arguments": {{}}}}\n```'}
+
+    policy = CompactOldest(ContextConfig(max_prompt_tokens=600, keep_last=6), FileMemory(tmp_path / "m"))
+    head = [{"role": "system", "content": "s"}, {"role": "user", "content": "task"}]
+    turns = [m for i in range(13) for m in (called(i), {"role": "user", "content": "r" * 400})]
+    compacted = policy.compact(head + turns)
+    assert "context compacted" in compacted[2]["content"] and len(compacted[2]["content"]) > 800
+    assert message_tokens(compacted) <= 600
+    assert compacted[3:] == turns[-(len(compacted) - 3):]  # the newest turns stay, in order

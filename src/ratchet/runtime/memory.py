@@ -121,23 +121,24 @@ class CompactOldest(KeepAll):
                   if messages[i].get("role") != "tool"]
         if not starts:
             return messages
-        cut = next((i for i in starts if self.count(head + [_NOTE] + messages[i:]) <= self.limit), starts[-1])
-        dropped = messages[len(head):cut]
-        if not dropped:
-            return messages
         number = len(self.memory.entries("dropped")) + 1
-        rel = self.memory.write("dropped", f"compaction-{number}.jsonl",
-                                "".join(json.dumps(m, ensure_ascii=False) + "\n" for m in dropped))
-        calls = [c for m in dropped for c in _tool_names(m)]
-        note = (f"[context compacted at {time.strftime('%H:%M:%S')}: {len(dropped)} earlier messages "
-                f"({message_tokens(dropped)} tokens) were moved to memory file {rel}; "
-                f"read them back with memory_read(path={rel!r}). Tools used in them: "
-                f"{', '.join(calls) or 'none'}]")
-        return head + [{"role": "user", "content": note}] + messages[cut:]
+        rel = f"dropped/compaction-{number}.jsonl"
+        stamp = time.strftime("%H:%M:%S")
 
+        def note(cut: int) -> Message:  # sized as sent: its list of the dropped calls' tools can be long
+            dropped = messages[len(head):cut]
+            calls = [c for m in dropped for c in _tool_names(m)]
+            return {"role": "user", "content": (
+                f"[context compacted at {stamp}: {len(dropped)} earlier messages ({message_tokens(dropped)} tokens) "
+                f"were moved to memory file {rel}; read them back with memory_read(path={rel!r}). Tools used in "
+                f"them: {', '.join(calls) or 'none'}]")}
 
-#: What the compaction note costs, for sizing the kept tail (its text is about this long).
-_NOTE: Message = {"role": "user", "content": "x" * 330}
+        cut = next((i for i in starts if self.count(head + [note(i)] + messages[i:]) <= self.limit), starts[-1])
+        if cut <= len(head):
+            return messages
+        self.memory.write("dropped", rel.removeprefix("dropped/"),
+                          "".join(json.dumps(m, ensure_ascii=False) + "\n" for m in messages[len(head):cut]))
+        return head + [note(cut)] + messages[cut:]
 
 
 def _tool_names(message: Message) -> list[str]:
