@@ -128,6 +128,7 @@ def test_the_suite_samples_for_the_best_of_n_arm_each_seed_its_own_sample(tmp_pa
 
 @pytest.mark.parametrize(("workspace", "config"), [
     (EXAMPLE, "evolve-choices.yaml"), (EXAMPLE, "evolve-choices-15b.yaml"), (EXAMPLE, "evolve-restart-15b.yaml"),
+    (EXAMPLE, "evolve-reflect-15b.yaml"),
     (OPENING, "evolve-15b.yaml")])
 def test_the_choices_examples_span_both_suites_and_every_declared_value_is_a_valid_harness(
         workspace: Path, config: str) -> None:
