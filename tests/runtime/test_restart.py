@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+
 import pytest
 
 from ratchet.config import ConfigError
@@ -162,6 +165,12 @@ def test_the_diff_of_an_attempt_names_added_removed_and_binary_files_and_skips_w
     assert "Binary file blob.bin changed\n" in diff
     assert "same.py" not in diff and "HEAD" not in diff and "trace.jsonl" not in diff
     assert tree_diff(before, before) == ""
+    (after / "huge.txt").write_text("x\n" * 600_000)
+    assert "Large file huge.txt changed (1200000 bytes)\n" in tree_diff(before, after)
+    shutil.copy2(after / "pkg" / "new.py", before / "pkg" / "new.py")  # the times as a copy keeps them
+    (after / "pkg" / "new.py").write_text("NEW\n")  # same size, written later: read and compared
+    os.utime(after / "pkg" / "new.py", ns=(1, (before / "pkg" / "new.py").stat().st_mtime_ns + 10**9))
+    assert "-new\n+NEW\n" in tree_diff(before, after)
 
 
 def test_a_candidate_with_the_strategy_restarts_inside_the_coding_suite(tmp_path):

@@ -14,6 +14,17 @@ from ratchet.contracts import Message
 from ratchet.runtime.config import FreshAttemptConfig, ReflectAttemptConfig
 
 
+MAX_DIFFED_BYTES = 1_000_000
+"""A changed file larger than this is named with its size, not diffed."""
+
+
+def _same_stat(a: Path, b: Path) -> bool:
+    """The start tree is copied with its files' times, so a file nobody wrote has the original's
+    size and modification time: no need to read both (a repository's vendored packages)."""
+    sa, sb = a.stat(), b.stat()
+    return sa.st_size == sb.st_size and sa.st_mtime_ns == sb.st_mtime_ns
+
+
 def tree_diff(before: Path, after: Path, skip: Callable[[str, list[str]], set[str]] | None = None) -> str:
     """A unified diff from the tree ``before`` to the tree ``after`` (paths relative to them; a file
     that is not text is named, not shown). ``skip(directory, names)`` names entries of ``after``'s
@@ -40,7 +51,11 @@ def tree_diff(before: Path, after: Path, skip: Callable[[str, list[str]], set[st
     chunks: list[str] = []
     for rel in sorted(old.keys() | new.keys()):
         a, b = old.get(rel), new.get(rel)
-        if a is not None and b is not None and a.read_bytes() == b.read_bytes():
+        if a is not None and b is not None and (_same_stat(a, b) or a.read_bytes() == b.read_bytes()):
+            continue
+        size = max(p.stat().st_size for p in (a, b) if p is not None)
+        if size > MAX_DIFFED_BYTES:  # difflib on a file this size takes long and shows nothing readable
+            chunks.append(f"Large file {rel} changed ({size} bytes)\n")
             continue
         try:
             a_text = a.read_text() if a is not None else ""
