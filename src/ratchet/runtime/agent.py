@@ -404,9 +404,9 @@ class Agent:
         self.messages, self.format_errors = next_messages(strategy, self.start, diff, checked["output"]), 0
         self.exit_status, self.submission = "running", ""
         self._attempt_log = len(self.log)
+        shown = ", with the ended attempt's diff and check output" if isinstance(strategy, ReflectAttemptConfig) else ""
         self.log.append(f"attempt {self.attempt}: the files are back as the run found them; the run's first messages "
-                        + ("with the ended attempt's diff and check output " if strategy.kind == "reflect" else "")
-                        + f"again, at temperature {strategy.temperature:g} (seed {self.seed})")
+                        f"again{shown}, at temperature {strategy.temperature:g} (seed {self.seed})")
         return True
 
     def _attempt_seed(self) -> int:
