@@ -189,3 +189,20 @@ def test_readable_rules_refuse_bash_without_bubblewrap(make_agent, workdir, monk
     out = call(agent, "bash", command="cat private.txt")
     assert out.startswith("error: permission denied by readable") and "HIDDENTEXT" not in out
     assert read_jsonl(agent.run_dir / "denials.jsonl")[-1]["rule"] == "readable"
+
+
+def test_a_second_sandbox_on_the_tree_does_not_take_the_first_ones_working_directory(workdir):
+    """A sub-agent's shell on the parent's tree, made after the parent's: its sandbox hands the
+    directory to its own uid, and the parent's next command must still write there (pytest
+    makes its temporary files in the cwd when the sandbox's /tmp is not writable)."""
+    from ratchet.runtime.shell import Shell
+
+    first, second = Shell(workdir, network=False, hidden=[]), Shell(workdir, network=False, hidden=[])
+    try:
+        assert first.run("touch one && echo ok", 30, 4096)["output"].strip() == "ok"
+        assert second.run("touch two && echo ok", 30, 4096)["output"].strip() == "ok"
+        done = first.run("touch three && python -c 'import tempfile; print(tempfile.gettempdir())'", 30, 4096)
+        assert done["returncode"] == 0, done["output"]
+    finally:
+        first.close()
+        second.close()

@@ -98,6 +98,11 @@ class Shell:
         uid = self._sandbox.worker_uid if self._sandbox else None
         if uid is None:
             return
+        # The directory itself too: another agent's sandbox on the same tree (a sub-agent's, made
+        # after this one) took it over, and a command that cannot write its cwd cannot make a
+        # temporary file either (the sandbox's /tmp is not the worker's).
+        if os.lstat(self.workdir).st_uid != uid:
+            os.chown(self.workdir, uid, uid)
         for dirpath, dirs, names in os.walk(self.workdir):
             for name in dirs + names:
                 path = os.path.join(dirpath, name)
