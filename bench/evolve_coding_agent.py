@@ -264,9 +264,10 @@ def shown_path(path: str | Path) -> str:
     """``path`` as the results show it: relative to the repository when inside it (a result keeps
     no machine path), else its last two parts."""
     path = Path(path)
-    if path.is_absolute() and path.resolve().is_relative_to(ROOT):
-        return path.resolve().relative_to(ROOT).as_posix()
-    return path.as_posix() if not path.is_absolute() else Path(*path.parts[-2:]).as_posix()
+    if not path.is_absolute():
+        return path.as_posix()
+    inside = path.resolve()
+    return inside.relative_to(ROOT).as_posix() if inside.is_relative_to(ROOT) else Path(*path.parts[-2:]).as_posix()
 
 
 def main(argv: list[str] | None = None) -> int:
