@@ -125,5 +125,5 @@ class CodingAgentSuite:
             Failure("test_failed", f"{task.id}: tests fail after the agent ({status})", task.id),)
         shutil.rmtree(scratch, ignore_errors=True)
         return TaskResult(task.id, seed, verdict.score, trace, failures,
-                          {"steps": float(agent.steps), "tokens": float(sum(agent.tracer.tokens.values())),
+                          {"steps": float(agent.steps), "tokens": float(agent.tokens_used()),
                            "attempts": float(agent.attempt)})
