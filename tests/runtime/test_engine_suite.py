@@ -129,7 +129,7 @@ def test_the_suite_samples_for_the_best_of_n_arm_each_seed_its_own_sample(tmp_pa
 @pytest.mark.parametrize(("workspace", "config"), [
     (EXAMPLE, "evolve-choices.yaml"), (EXAMPLE, "evolve-choices-15b.yaml"), (EXAMPLE, "evolve-restart-15b.yaml"),
     (EXAMPLE, "evolve-reflect-15b.yaml"),
-    (OPENING, "evolve-15b.yaml")])
+    (OPENING, "evolve-15b.yaml"), (OPENING, "evolve-15b-seeds.yaml")])
 def test_the_choices_examples_span_both_suites_and_every_declared_value_is_a_valid_harness(
         workspace: Path, config: str) -> None:
     """The choices examples: 45 tasks (coding-basics + coding-fixes) and a `choices` proposer whose
@@ -173,13 +173,35 @@ def test_the_opening_example_is_the_shipped_agent_with_an_empty_opening() -> Non
     declared openings is the shipped one: the search can find its way back to the shipped agent."""
     from ratchet.runtime.workspace import HarnessWorkspace
 
-    assert sorted(p.name for p in OPENING.iterdir()) == ["context.yaml", "evolve-15b.yaml", "manifest.yaml"]
+    assert sorted(p.name for p in OPENING.iterdir()) == ["context.yaml", "evolve-15b-seeds.yaml", "evolve-15b.yaml",
+                                                         "manifest.yaml"]
     bare, shipped = HarnessWorkspace(OPENING).context_config(), HarnessWorkspace().context_config()
     assert bare.opening == [] and shipped.opening
     assert bare.model_copy(update={"opening": shipped.opening}) == shipped
-    cfg = load_config(EvolveConfig, OPENING / "evolve-15b.yaml")
-    [values] = [c["values"] for p in cfg.proposers for c in p.options["choices"] if c["key"] == "opening"]
-    assert any(type(shipped).model_validate({**bare.model_dump(), "opening": value}) == shipped for value in values)
+    for config in ("evolve-15b.yaml", "evolve-15b-seeds.yaml"):
+        cfg = load_config(EvolveConfig, OPENING / config)
+        [values] = [c["values"] for p in cfg.proposers for c in p.options["choices"] if c["key"] == "opening"]
+        assert any(type(shipped).model_validate({**bare.model_dump(), "opening": value}) == shipped for value in values)
+
+
+def test_the_seeded_opening_run_is_the_greedy_one_measured_as_rates_over_sampled_runs(tmp_path) -> None:
+    """evolve-15b-seeds.yaml differs from evolve-15b.yaml only where its comment says: three seeds,
+    the agent sampling (a suite override, so no candidate can set it back to greedy, where every
+    seed would be the same run), and the budget for three times the evaluations."""
+    greedy = load_config(EvolveConfig, OPENING / "evolve-15b.yaml").model_dump()
+    seeded = load_config(EvolveConfig, OPENING / "evolve-15b-seeds.yaml").model_dump()
+    assert seeded["seeds"] == [0, 1, 2] and greedy["seeds"] == [0]
+    assert seeded["suite"]["options"]["overrides"] == [*greedy["suite"]["options"]["overrides"], "temperature=0.5"]
+    assert seeded["budget"]["max_calls"] == 3 * greedy["budget"]["max_calls"]
+    for cfg in (greedy, seeded):
+        cfg.pop("seeds"), cfg["suite"]["options"].pop("overrides"), cfg["budget"].pop("max_calls")
+    assert seeded == greedy
+    suite = CodingAgentSuite(CodingSuiteOptions.model_validate(load_config(
+        EvolveConfig, OPENING / "evolve-15b-seeds.yaml").suite.options), None)
+    from ratchet.evolve.workspace import snapshot
+
+    harness = harness_from(snapshot(OPENING, load_manifest(OPENING)), tmp_path / "h")
+    assert harness.settings(tuple(suite.options.overrides)).temperature == 0.5
 
 
 def test_a_candidate_whose_settings_the_runtime_refuses_fails_every_task_and_the_run_goes_on(tmp_path) -> None:
