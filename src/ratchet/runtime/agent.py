@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from ratchet.contracts import LLMCall, Message, Model, RatchetError
-from ratchet.runtime.attempts import next_messages, tree_diff
-from ratchet.runtime.config import AgentConfig, ContextConfig, PermissionPolicy, ReflectAttemptConfig
+from ratchet.runtime.attempts import build_restart
+from ratchet.runtime.config import AgentConfig, ContextConfig, PermissionPolicy
 from ratchet.runtime.errors import (
     FormatError,
     Interrupted,
@@ -394,19 +394,19 @@ class Agent:
             for child in self.supervisor.list():
                 if child["status"] == "running":
                     self.supervisor.close(child["id"])
-        diff = (tree_diff(self.run_dir / "start-tree", self.workdir, self._not_tree)
-                if isinstance(strategy, ReflectAttemptConfig) else "")
+        restart = build_restart(strategy)
+        messages = restart.next_messages(self.start, self.run_dir / "start-tree", self.workdir, self._not_tree,
+                                         checked["output"])  # before the files are put back: it may diff them
         self._restore_start_tree()
         self.attempt += 1
         self.temperature, self.seed = strategy.temperature, self._attempt_seed()
         self.middleware = build_middleware(self.config.middleware)  # what the guard saw was the old files
         self.hooks = HookChain([self.workspace_hooks, *self.middleware])
-        self.messages, self.format_errors = next_messages(strategy, self.start, diff, checked["output"]), 0
+        self.messages, self.format_errors = messages, 0
         self.exit_status, self.submission = "running", ""
         self._attempt_log = len(self.log)
-        shown = ", with the ended attempt's diff and check output" if isinstance(strategy, ReflectAttemptConfig) else ""
         self.log.append(f"attempt {self.attempt}: the files are back as the run found them; the run's first messages "
-                        f"again{shown}, at temperature {strategy.temperature:g} (seed {self.seed})")
+                        f"again{restart.told}, at temperature {strategy.temperature:g} (seed {self.seed})")
         return True
 
     def _attempt_seed(self) -> int:

@@ -1,7 +1,10 @@
 """What a restart strategy's new attempt is told of the ended one (settings' ``restart``).
 
-``fresh`` tells it nothing: the run's first messages again. ``reflect`` (Reflexion) adds, below
-the first prompt, the change the ended attempt left in the files and what the check printed.
+Each strategy is an object built from its config (:func:`build_restart`): ``fresh`` tells it
+nothing, the run's first messages again; ``reflect`` (Reflexion) adds, below the first prompt,
+the change the ended attempt left in the files and what the check printed. The agent runs the
+check, keeps the ended attempt and puts the files back; the strategy only says how the next
+attempt begins.
 """
 
 from __future__ import annotations
@@ -69,16 +72,44 @@ def tree_diff(before: Path, after: Path, skip: Callable[[str, list[str]], set[st
     return "".join(line if line.endswith("\n") else line + "\n" for line in chunks)
 
 
-def next_messages(strategy: FreshAttemptConfig, start: list[Message], diff: str, output: str) -> list[Message]:
-    """The first messages of the attempt after one that left ``diff`` and made the check print
-    ``output``: the run's first messages, and for ``reflect`` the note below the first prompt."""
-    messages = [dict(m) for m in start]
-    if not isinstance(strategy, ReflectAttemptConfig):
-        return messages  # type: ignore[return-value]
-    shown = diff if len(diff) <= strategy.max_diff_chars else diff[:strategy.max_diff_chars] + "\n[diff cut]"
-    tail = output if len(output) <= strategy.max_output_chars else "[...]" + output[-strategy.max_output_chars:]
-    note = strategy.note.format(check=strategy.check, diff=shown.rstrip("\n") or "(it changed no file)",
-                                output=tail.strip() or "(nothing)")
-    last = max(i for i, m in enumerate(messages) if m["role"] == "user")
-    messages[last]["content"] = f"{messages[last]['content']}\n\n{note}"
-    return messages  # type: ignore[return-value]
+class FreshAttempt:
+    """``fresh``: the new attempt begins from the run's first messages, told nothing of the ended one."""
+
+    told = ""
+    """What the new attempt is shown of the ended one, as the run's log says it ("" for nothing)."""
+
+    def __init__(self, config: FreshAttemptConfig) -> None:
+        self.config = config
+
+    def next_messages(self, start: list[Message], before: Path, after: Path,
+                      skip: Callable[[str, list[str]], set[str]], output: str) -> list[Message]:
+        """The first messages of the attempt after one that ended with the files ``after`` (those
+        it found: ``before``; ``skip`` as in :func:`tree_diff`) and made the check print ``output``.
+        Called before the files are put back."""
+        return [dict(m) for m in start]  # type: ignore[misc]
+
+
+class ReflectAttempt(FreshAttempt):
+    """``reflect``: the run's first messages, with the ended attempt's diff and the check's output
+    below the first prompt."""
+
+    told = ", with the ended attempt's diff and check output"
+    config: ReflectAttemptConfig
+
+    def next_messages(self, start: list[Message], before: Path, after: Path,
+                      skip: Callable[[str, list[str]], set[str]], output: str) -> list[Message]:
+        messages = super().next_messages(start, before, after, skip, output)
+        diff, cfg = tree_diff(before, after, skip), self.config
+        shown = diff if len(diff) <= cfg.max_diff_chars else diff[:cfg.max_diff_chars] + "\n[diff cut]"
+        tail = output if len(output) <= cfg.max_output_chars else "[...]" + output[-cfg.max_output_chars:]
+        note = cfg.note.format(check=cfg.check, diff=shown.rstrip("\n") or "(it changed no file)",
+                               output=tail.strip() or "(nothing)")
+        last = max(i for i, m in enumerate(messages) if m["role"] == "user")
+        messages[last]["content"] = f"{messages[last]['content']}\n\n{note}"
+        return messages
+
+
+def build_restart(config: FreshAttemptConfig) -> FreshAttempt:
+    """The settings' ``restart`` strategy as the object that makes each later attempt's start."""
+    kinds: dict[str, type[FreshAttempt]] = {"fresh": FreshAttempt, "reflect": ReflectAttempt}
+    return kinds[config.kind](config)
