@@ -203,7 +203,7 @@ def gate_power(config: dict[str, Any]) -> dict[str, Any]:
     gate = build("gate", cfg.gate, EngineContext(load_manifest(CONFIG.parent), CONFIG.parent))
     if not hasattr(gate, "smallest_accepted_flips"):
         return {"heldin_tasks": held_in, "gate": cfg.gate.name, "smallest_accepted_flips": None}
-    return {"heldin_tasks": held_in, "gate": cfg.gate.name,
+    return {"heldin_tasks": held_in, "gate": cfg.gate.name, "seeds": len(cfg.seeds),
             "smallest_accepted_flips": {"test 1": gate.smallest_accepted_flips(held_in, 1),
                                         "test 2": gate.smallest_accepted_flips(held_in, 2)}}
 
@@ -218,9 +218,16 @@ def power_line(power: dict[str, Any]) -> str:
         return (f"at the run's {which} test no child can pass, not even one that flips all {n}" if k is None else
                 f"at the run's {which} test a child must flip at least {k} of the {n} from fail to pass, losing none")
 
-    return (f"Held-in: {n} tasks. For the gate (`{power['gate']}`, its own paired test, computed by "
+    line = (f"Held-in: {n} tasks. For the gate (`{power['gate']}`, its own paired test, computed by "
             f"`PairedGate.smallest_accepted_flips`): {needs(flips['test 1'], 'first')}; "
             f"{needs(flips['test 2'], 'second')}.")
+    seeds = power.get("seeds", 1)
+    if seeds > 1:  # the flip counts are one seed's; with several the test is on per-task rates
+        line += (f" Each held-in task runs at {seeds} seeds and the gate tests the per-task differences of solve "
+                 f"rates (the mean over seeds): a flip above is a task the child solves at every seed and the "
+                 f"parent at none; gains at some seeds on more tasks can pass too, and the mean gain must also "
+                 f"clear the parent's spread over seeds (its noise band).")
+    return line
 
 
 def best_of_n_label(row: dict[str, Any]) -> str:

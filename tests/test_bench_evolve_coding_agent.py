@@ -41,3 +41,21 @@ def test_the_results_name_the_runs_workspace_without_a_machine_path(tmp_path):
     assert shown_path(ROOT / "examples" / "coding-agent-opening") == "examples/coding-agent-opening"
     assert shown_path("examples/coding-agent") == "examples/coding-agent"
     assert shown_path(tmp_path / "mine" / "agent") == "mine/agent"
+
+
+def test_the_gates_power_line_says_when_the_held_in_tasks_run_at_several_seeds():
+    """The flip counts are computed for one seed; a run at three seeds is tested on per-task solve
+    rates, and its results must say so rather than read as needing whole-task flips."""
+    from bench.evolve_coding_agent import gate_power, power_line
+    from ratchet.config import load_config
+    from ratchet.evolve.config import EvolveConfig
+
+    from tests.runtime.test_engine_suite import OPENING
+
+    for name, seeds in (("evolve-15b.yaml", 1), ("evolve-15b-seeds.yaml", 3)):
+        power = gate_power(load_config(EvolveConfig, OPENING / name).model_dump(mode="json"))
+        assert power["heldin_tasks"] == 20 and power["seeds"] == seeds
+        assert power_line(power).startswith("Held-in: 20 tasks.")
+        assert ("runs at 3 seeds" in power_line(power)) == (seeds == 3)
+    older = {k: v for k, v in power.items() if k != "seeds"}  # results written before the count was kept
+    assert "seeds" not in power_line(older)
