@@ -100,6 +100,29 @@ def per_task(run: Any, splits: dict[str, str]) -> list[dict[str, Any]]:
              "tokens": r.get("metrics", {}).get("tokens")} for r in run.read_jsonl(EVALS)]
 
 
+def rate_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """Per split, each task's solve rate over the seeds each candidate ran it at (``solved/runs``),
+    the candidates side by side: what a gate on several seeds compares. Empty when no task ran
+    at more than one seed (the table of every evaluation says it all then)."""
+    runs: dict[tuple[str, str, str], list[float]] = {}
+    for r in rows:
+        runs.setdefault((r["split"], r["task"], r["candidate"]), []).append(r["score"])
+    if all(len(scores) == 1 for scores in runs.values()):
+        return []
+    lines = ["## Solve rates per task (over the seeds each candidate ran)", ""]
+    for split in dict.fromkeys(sorted(key[0] for key in runs)):
+        candidates = list(dict.fromkeys(r["candidate"] for r in rows if r["split"] == split))
+        tasks = sorted({key[1] for key in runs if key[0] == split})
+        lines += [f"{split}:", "", "| task | " + " | ".join(c[:12] for c in candidates) + " |",
+                  "|---|" + "---|" * len(candidates)]
+        for task in tasks:
+            cells = [runs.get((split, task, c)) for c in candidates]
+            lines.append(f"| {task} | " + " | ".join("-" if s is None else f"{sum(s):.0f}/{len(s)}" for s in cells) + " |")
+        totals = [[x for t in tasks for x in runs.get((split, t, c), [])] for c in candidates]
+        lines += ["| **all** | " + " | ".join(f"**{sum(s):.0f}/{len(s)}**" for s in totals) + " |", ""]
+    return lines
+
+
 def agent_line(trace: str) -> str:
     """How the agent's run ended: the second line of the coding suite's task trace."""
     lines = trace.splitlines()
@@ -344,6 +367,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"Stopped by: {report['stop_reason']}.", ""]
     else:
         lines += ["The run has no report yet: no test-split comparison here.", ""]
+    lines += rate_lines(out["per_task"])
     lines += ["## Every task evaluation", "", "| candidate | split | task | seed | solved | the agent's run |",
               "|---|---|---|---|---|---|"]
     lines += [f"| {r['candidate'][:12]} | {r['split']} | {r['task']} | {r['seed']} | {r['score']:.0f} | {r['agent']} |"

@@ -59,3 +59,20 @@ def test_the_gates_power_line_says_when_the_held_in_tasks_run_at_several_seeds()
         assert ("runs at 3 seeds" in power_line(power)) == (seeds == 3)
     older = {k: v for k, v in power.items() if k != "seeds"}  # results written before the count was kept
     assert "seeds" not in power_line(older)
+
+
+def test_the_results_show_each_tasks_solve_rate_when_it_ran_at_several_seeds():
+    from bench.evolve_coding_agent import rate_lines
+
+    def row(cand, task, seed, score, split="heldin"):
+        return {"candidate": cand, "task": task, "split": split, "seed": seed, "score": score}
+
+    one_seed = [row("a" * 16, "t1", 0, 1.0), row("b" * 16, "t1", 0, 0.0)]
+    assert rate_lines(one_seed) == []  # the table of every evaluation says it all
+    rows = [row("a" * 16, "t1", s, float(s == 2)) for s in range(3)] + \
+           [row("b" * 16, "t1", s, 1.0) for s in range(3)] + [row("b" * 16, "t2", 0, 0.0)] + \
+           [row("a" * 16, "t9", s, 1.0, "test") for s in range(3)]
+    text = "\n".join(rate_lines(rows))
+    assert "| t1 | 1/3 | 3/3 |" in text and "| t2 | - | 0/1 |" in text
+    assert "| **all** | **1/3** | **3/4** |" in text
+    assert "test:" in text and "| t9 | 3/3 |" in text
