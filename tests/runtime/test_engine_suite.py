@@ -19,6 +19,7 @@ from ratchet.contracts import Candidate, RatchetError
 from ratchet.evolve.config import EvolveConfig
 from ratchet.evolve.loop import Engine
 from ratchet.evolve.manifest import load_manifest
+from ratchet.evolve.workspace import snapshot
 from ratchet.models.scripted import ScriptedModel
 from ratchet.runtime.config import CodingSuiteOptions
 from ratchet.runtime.engine_suite import CodingAgentSuite, harness_from
@@ -138,7 +139,6 @@ def test_the_choices_examples_span_both_suites_and_every_declared_value_is_a_val
     evaluation of nothing."""
     from ratchet.evolve.proposers.choices import ChoicesProposer
     from ratchet.evolve.proposers.config import ChoicesOptions
-    from ratchet.evolve.workspace import snapshot
 
     cfg = load_config(EvolveConfig, workspace / config)
     assert (EXAMPLE.parents[1] / cfg.workspace).resolve() == workspace  # relative to the repository root
@@ -188,18 +188,16 @@ def test_the_seeded_opening_run_is_the_greedy_one_measured_as_rates_over_sampled
     """evolve-15b-seeds.yaml differs from evolve-15b.yaml only where its comment says: three seeds,
     the agent sampling (a suite override, so no candidate can set it back to greedy, where every
     seed would be the same run), and the budget for three times the evaluations."""
+    seeded_config = load_config(EvolveConfig, OPENING / "evolve-15b-seeds.yaml")
     greedy = load_config(EvolveConfig, OPENING / "evolve-15b.yaml").model_dump()
-    seeded = load_config(EvolveConfig, OPENING / "evolve-15b-seeds.yaml").model_dump()
+    seeded = seeded_config.model_dump()
     assert seeded["seeds"] == [0, 1, 2] and greedy["seeds"] == [0]
     assert seeded["suite"]["options"]["overrides"] == [*greedy["suite"]["options"]["overrides"], "temperature=0.5"]
     assert seeded["budget"]["max_calls"] == 3 * greedy["budget"]["max_calls"]
     for cfg in (greedy, seeded):
         cfg.pop("seeds"), cfg["suite"]["options"].pop("overrides"), cfg["budget"].pop("max_calls")
     assert seeded == greedy
-    suite = CodingAgentSuite(CodingSuiteOptions.model_validate(load_config(
-        EvolveConfig, OPENING / "evolve-15b-seeds.yaml").suite.options), None)
-    from ratchet.evolve.workspace import snapshot
-
+    suite = CodingAgentSuite(CodingSuiteOptions.model_validate(seeded_config.suite.options), None)
     harness = harness_from(snapshot(OPENING, load_manifest(OPENING)), tmp_path / "h")
     assert harness.settings(tuple(suite.options.overrides)).temperature == 0.5
 
