@@ -285,7 +285,7 @@ def write(args: argparse.Namespace, report: dict[str, Any], summary: dict[str, A
         "| step | status | reason |", "|---|---|---|",
     ]
     for e in steps:
-        lines.append(f"| {e.get('step')} | {e.get('status')} | {str(e.get('reason', '')).replace('|', '/')[:160]} |")
+        lines.append(f"| {'' if e.get('step') is None else e['step'] + 1} | {e.get('status')} | {str(e.get('reason', '')).replace('|', '/')[:160]} |")
     n = r["original_best_of_n"]
     lines += ["", f"Best-of-N: the original's own (greedy) pass plus {n['attempts'] - 1} attempts sampled at temperature "
               f"{n.get('temperature')} (seeds {', '.join(str(s) for s in n.get('attempt_seeds', [])[1:]) or 'none'}); "

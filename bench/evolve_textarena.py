@@ -119,7 +119,8 @@ def steps_table(run: Any) -> list[str]:
     lines = ["| step | proposer | status | model calls | reason |", "|---|---|---|---|---|"]
     for e in steps_of(run):
         reason = str(e.get("reason", "")).replace("|", "/").replace("\n", " ")[:400]
-        lines.append(f"| {e.get('step')} | {e.get('proposer')} | {e.get('status')} | {e.get('model_calls', '')} | {reason} |")
+        step = "" if e.get("step") is None else e["step"] + 1  # from 1, as the run's progress lines number them
+        lines.append(f"| {step} | {e.get('proposer')} | {e.get('status')} | {e.get('model_calls', '')} | {reason} |")
     return lines
 
 

@@ -4,6 +4,7 @@ terminal), then status, diff, approve and export on it; --help shows examples.""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -156,6 +157,7 @@ def test_status_lists_the_steps_that_made_no_candidate(tmp_path: Path) -> None:
     run_id = RunStore(root).list_runs(kind="evolve")[0]["id"]
     status = _invoke("evolve", "status", run_id, "--root", root)
     assert "failed proposals" in status and "noop" in status and "static check" in status
+    assert re.search(r"│ 1\s+│ \w+\s+│ noop", status), status  # the first step, numbered as the progress lines number it
 
 
 def test_commands_refuse_a_run_of_another_kind_and_a_missing_config_by_name(tmp_path: Path) -> None:

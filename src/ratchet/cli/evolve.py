@@ -272,8 +272,8 @@ def status_cmd(run_id: str = typer.Argument(...), root: Optional[Path] = RootOpt
         for column in ("step", "parent", "proposer", "calls"):
             steps.add_column(column, no_wrap=True)
         steps.add_column("reason", overflow="fold")
-        for f in failed[::-1]:
-            steps.add_row(str(f["step"]), f["parent"], f["proposer"], str(f.get("model_calls", "")), f["reason"][:300])
+        for f in failed[::-1]:  # steps are stored from 0 and shown from 1, as the progress lines show them
+            steps.add_row(str(f["step"] + 1), f["parent"], f["proposer"], str(f.get("model_calls", "")), f["reason"][:300])
         console.print(steps)
     report = run.read_json("evolve/report.json")
     if report:
