@@ -351,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     lines = [f"# {TITLE} ({suites})" if report else f"# An unfinished {TITLE} ({suites})", "",
              f"`{args.config_name or 'examples/coding-agent/evolve.yaml'}` with {config.get('model')} as the agent"
              + (f" and {config['proposer_model']} as the proposers' model" if config.get("proposer_model") else "")
-             + f" ({config.get('iterations')} steps, engine seed {config.get('seed', 0)}); "
+             + f" ({config.get('iterations')} step{'' if config.get('iterations') == 1 else 's'}, engine seed {config.get('seed', 0)}); "
              f"written by `python -m bench.evolve_coding_agent` from the run store (run "
              f"`{args.run_id}`). Score: the suite's grader (the original tests, in the sandbox) per task.", "",
              power_line(out["gate_power"]), ""]

@@ -94,14 +94,19 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def candidates_table(run: Any) -> list[str]:
-    """Each candidate's mean reward per split it was evaluated on, and its status."""
+    """Each candidate's mean reward per split it was evaluated on, and its status. The test split
+    is scored only by the run's report (the archive never holds it), so its cell comes from there."""
     archive = Archive(run)
+    report = run.read_json("evolve/report.json") or {}
+    tested = {arm["id"]: arm for arm in (report.get("original"), report.get("best")) if arm and arm.get("id")}
     lines = ["| candidate | proposer | status | search | held-in | test |", "|---|---|---|---|---|---|"]
     for c in archive.candidates():
         cells = []
-        for split in ("search", "heldin", "test"):
+        for split in ("search", "heldin"):
             rs = archive.results(c.id, split)
             cells.append(f"{fmean(r.score for r in rs):.3f} ({len(rs)})" if rs else "–")
+        arm = tested.get(c.id)
+        cells.append(f"{arm['mean']:.3f} ({arm['n']} tasks)" if arm else "–")
         lines.append(f"| {c.id[:12]} | {c.meta.get('proposer', 'original')} | {archive.status(c.id)} | "
                      + " | ".join(cells) + " |")
     return lines

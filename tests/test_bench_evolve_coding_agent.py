@@ -76,3 +76,20 @@ def test_the_results_show_each_tasks_solve_rate_when_it_ran_at_several_seeds():
     assert "| t1 | 1/3 | 3/3 |" in text and "| t2 | - | 0/1 |" in text
     assert "| **all** | **1/3** | **3/4** |" in text
     assert "test:" in text and "| t9 | 3/3 |" in text
+
+
+def test_the_candidates_table_takes_the_test_split_from_the_report(tmp_path):
+    """The archive never holds test-split results (only the report scores that split), so a table
+    reading only the archive showed "–" for candidates the report measured."""
+    from bench.evolve_textarena import candidates_table
+
+    run = RunStore(tmp_path).create_run("evolve", {}, run_id="r")
+    original = Candidate.from_files("coding-agent", {"settings.yaml": "step_limit: 8\n"})
+    child = Candidate.from_files("coding-agent", {"settings.yaml": "step_limit: 9\n"}, parent_id=original.id)
+    untested = Candidate.from_files("coding-agent", {"settings.yaml": "step_limit: 10\n"}, parent_id=original.id)
+    for c in (original, child, untested):
+        Archive(run).add(c, "accepted")
+    run.write_json("evolve/report.json", {"original": {"id": original.id, "mean": 0.05, "n": 20},
+                                          "best": {"id": child.id, "mean": 0.1, "n": 20}})
+    rows = {line.split(" | ")[0].strip("| "): line.rstrip(" |").split(" | ")[-1] for line in candidates_table(run)[2:]}
+    assert rows == {original.id[:12]: "0.050 (20 tasks)", child.id[:12]: "0.100 (20 tasks)", untested.id[:12]: "–"}
