@@ -98,6 +98,22 @@ def test_the_suite_takes_only_the_candidates_data_and_fixes_the_budget(tmp_path)
         suite.evaluate(candidate, suite.tasks(), 0)
 
 
+def test_the_fingerprint_changes_with_the_files_a_candidate_falls_back_to(tmp_path, monkeypatch) -> None:
+    """A candidate without a hooks.py or a skill runs the default workspace's: editing one of those
+    changes what every cached score measured, so a run's pins must refuse it."""
+    import ratchet.runtime.engine_suite as engine_suite
+
+    default = tmp_path / "default"
+    shutil.copytree(DEFAULT_WORKSPACE, default, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(engine_suite, "DEFAULT_WORKSPACE", default)
+    suite = CodingAgentSuite(CodingSuiteOptions(tasks=["chunks-partial"]), None)
+    before = suite.fingerprint()
+    (default / "hooks.py").write_text((default / "hooks.py").read_text() + "\n# changed\n")
+    after_hooks = suite.fingerprint()
+    (default / "skills" / "run-tests" / "SKILL.md").write_text("changed\n")
+    assert len({before, after_hooks, suite.fingerprint()}) == 3
+
+
 def test_the_example_starts_from_the_shipped_harness() -> None:
     """The example's run improves the harness the runtime ships: its data files are those files
     (a stale copy, missing a middleware, would evolve and report on another agent)."""

@@ -72,7 +72,10 @@ class CodingAgentSuite:
         return [Task(t.id, {"statement": t.statement}) for t in self.by_id.values()]
 
     def fingerprint(self) -> str:
-        files = [Path(__file__), Path(coding.__file__), DEFAULT_WORKSPACE / "permissions.yaml"]
+        # A candidate runs with the default workspace's files wherever it has none (its code, its
+        # permissions, any data file it leaves out), so they are part of what a cached score measured.
+        fallback = sorted(p for p in DEFAULT_WORKSPACE.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+        files = [Path(__file__), Path(coding.__file__), *fallback]
         for task in self.by_id.values():
             files += [task.dir / "task.yaml", *sorted(p for p in task.repo.rglob("*") if p.is_file())]
         return fingerprint({"suite": self.name, "version": VERSION, **self.options.model_dump()}, files)
