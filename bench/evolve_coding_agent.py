@@ -32,15 +32,21 @@ cap N to what the CPU time allows; the results say how many attempts were distin
 gate rejected on the test split as well, to see whether what it did on held-in holds on tasks the
 search never saw: a measurement made after the run had decided, so nothing was selected with it.
 Its results go to the run's ``bench/post_hoc.jsonl`` (a killed measurement resumes), never to the
-run's own evaluations, and the results list them apart.
+run's own evaluations, and the results list them apart. Given more than once (the original and
+the best, say) with ``--post-hoc-seeds``, it adds samples at seeds the report did not run: the
+results then pool every test run per task and test the best's per-task rate differences with the
+gate's sign-flip test, which three seeds on twenty tasks may be too few to decide.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import random
 import time
+from collections import Counter
 from pathlib import Path
+from statistics import fmean
 from types import SimpleNamespace
 from typing import Any
 
@@ -55,6 +61,7 @@ from ratchet.evolve.cache import EVALS
 from ratchet.evolve.components import build
 from ratchet.evolve.config import EvolveConfig
 from ratchet.evolve.context import EngineContext
+from ratchet.evolve.gate import sign_flip_p
 from ratchet.evolve.loop import Engine, split_tasks
 from ratchet.evolve.manifest import load_manifest
 from ratchet.runtime.config import CodingSuiteOptions
@@ -104,12 +111,17 @@ def rate_lines(rows: list[dict[str, Any]]) -> list[str]:
     """Per split, each task's solve rate over the seeds each candidate ran it at (``solved/runs``),
     the candidates side by side: what a gate on several seeds compares. Empty when no task ran
     at more than one seed (the table of every evaluation says it all then)."""
+    if all(n == 1 for n in Counter((r["split"], r["task"], r["candidate"]) for r in rows).values()):
+        return []
+    return ["## Solve rates per task (over the seeds each candidate ran)", "", *rate_tables(rows)]
+
+
+def rate_tables(rows: list[dict[str, Any]]) -> list[str]:
+    """A ``solved/runs`` table per split of ``rows``, a column per candidate."""
     runs: dict[tuple[str, str, str], list[float]] = {}
     for r in rows:
         runs.setdefault((r["split"], r["task"], r["candidate"]), []).append(r["score"])
-    if all(len(scores) == 1 for scores in runs.values()):
-        return []
-    lines = ["## Solve rates per task (over the seeds each candidate ran)", ""]
+    lines = []
     for split in dict.fromkeys(sorted(key[0] for key in runs)):
         candidates = list(dict.fromkeys(r["candidate"] for r in rows if r["split"] == split))
         tasks = sorted({key[1] for key in runs if key[0] == split})
@@ -142,48 +154,87 @@ def load_spec(spec: str | None, threads: int) -> Any:
 POST_HOC = "bench/post_hoc.jsonl"
 
 
-def post_hoc(run: Any, candidate_id: str, threads: int) -> None:
-    """The candidate (an id or its prefix) on the run's test split, task by task, appended to the
-    run's ``bench/post_hoc.jsonl``: the engine's suite with the run's model, options and seed, not
-    its evaluator (the run's cache and reply journal stay as the run left them)."""
+def post_hoc(run: Any, candidate_ids: list[str], threads: int, seeds: list[int] | None = None) -> None:
+    """The candidates (ids or their prefixes) on the run's test split, task by task at each seed
+    (default: the run's first), appended to the run's ``bench/post_hoc.jsonl``: the engine's suite
+    with the run's model and options, not its evaluator (the run's cache and reply journal stay as
+    the run left them). The candidates take turns on each task, so a stopped measurement is paired."""
     config = load_config(EvolveConfig, run.path(CONFIG_COPY))
     archive = Archive(run)
-    matches = [c.id for c in archive.candidates() if c.id.startswith(candidate_id)]
-    if len(matches) != 1:
-        raise SystemExit(f"--post-hoc {candidate_id}: {len(matches)} candidates of the run match; give more of its id")
-    candidate = archive.get(matches[0])
-    done = {r["task"] for r in run.read_jsonl(POST_HOC) if r["candidate"] == candidate.id}
+    candidates = []
+    for candidate_id in candidate_ids:
+        matches = [c.id for c in archive.candidates() if c.id.startswith(candidate_id)]
+        if len(matches) != 1:
+            raise SystemExit(f"--post-hoc {candidate_id}: {len(matches)} candidates of the run match; give more of its id")
+        candidates.append(archive.get(matches[0]))
+    done = {(r["candidate"], r["task"], r.get("seed", config.seeds[0])) for r in run.read_jsonl(POST_HOC)}
     suite = CodingAgentSuite(CodingSuiteOptions.model_validate(config.suite.options),
                              SimpleNamespace(model=load_spec(config.model, threads)))
-    seed = config.seeds[0]
-    for task in split_tasks(suite.tasks(), config.splits)["test"]:
-        if task.id in done:
-            continue
-        [result] = suite.evaluate(candidate, [task], seed)
-        ended = agent_line(result.trace)
-        run.append_jsonl(POST_HOC, {"candidate": candidate.id, "task": task.id, "seed": seed, "score": result.score,
-                                    "agent": ended, "metrics": result.metrics, "recorded_at": time.time()})
-        print(f"post hoc {candidate.id[:12]} {task.id}: {result.score:.0f} ({ended})", flush=True)
+    for seed in seeds if seeds is not None else config.seeds[:1]:
+        for task in split_tasks(suite.tasks(), config.splits)["test"]:
+            for candidate in candidates:
+                if (candidate.id, task.id, seed) in done:
+                    continue
+                [result] = suite.evaluate(candidate, [task], seed)
+                ended = agent_line(result.trace)
+                run.append_jsonl(POST_HOC, {"candidate": candidate.id, "task": task.id, "seed": seed,
+                                            "score": result.score, "agent": ended, "metrics": result.metrics,
+                                            "recorded_at": time.time()})
+                print(f"post hoc {candidate.id[:12]} {task.id} seed {seed}: {result.score:.0f} ({ended})", flush=True)
 
 
 def post_hoc_lines(measured: list[dict[str, Any]], rows: list[dict[str, Any]], original_id: str) -> list[str]:
     """The post-hoc measurements (the run's ``bench/post_hoc.jsonl``) beside the original's test
-    results in the run."""
+    results on the same task and seed (the run's own or measured post hoc too), then every test
+    run pooled: each task's solve rate over all the seeds it ran at, and for each candidate the
+    same sign-flip test the gate uses on its per-task rate differences with the original."""
     if not measured:
         return []
-    original = {r["task"]: r["score"] for r in rows if r["split"] == "test" and r["candidate"] == original_id}
-    lines = ["## After the run: a rejected candidate on the test split", "",
-             "Measured after the run had decided (`--post-hoc`): nothing was selected with these numbers.", "",
-             "| candidate | test tasks run | solved | the original on them | gained | lost |", "|---|---|---|---|---|---|"]
-    for cand in dict.fromkeys(r["candidate"] for r in measured):
-        mine = {r["task"]: r["score"] for r in measured if r["candidate"] == cand}
-        gained = sorted(t for t, s in mine.items() if s > original.get(t, 0.0))
-        lost = sorted(t for t, s in mine.items() if s < original.get(t, 0.0))
-        lines.append(f"| {cand[:12]} | {len(mine)} | {sum(mine.values()):.0f} | "
-                     f"{sum(original.get(t, 0.0) for t in mine):.0f} | {', '.join(gained) or '-'} | {', '.join(lost) or '-'} |")
-    lines += ["", "| candidate | task | solved | the agent's run |", "|---|---|---|---|"]
-    lines += [f"| {r['candidate'][:12]} | {r['task']} | {r['score']:.0f} | {r['agent']} |" for r in measured]
+    test = [r for r in rows if r["split"] == "test"] + [{**r, "split": "test"} for r in measured]
+    score = {(r["candidate"], r["task"], r.get("seed", 0)): r["score"] for r in test}
+    seeds = sorted({r.get("seed", 0) for r in measured})
+    lines = ["## After the run: the test split measured again", "",
+             f"Measured after the run had decided (`--post-hoc`, seed{'s' if len(seeds) > 1 else ''} "
+             f"{', '.join(map(str, seeds))}): nothing was selected with these numbers.", "",
+             "| candidate | test runs | solved | the original on them | tasks gained | tasks lost |", "|---|---|---|---|---|---|"]
+    for cand in dict.fromkeys(r["candidate"] for r in measured if r["candidate"] != original_id):
+        mine = {(r["task"], r.get("seed", 0)): r["score"] for r in measured if r["candidate"] == cand}
+        theirs = {key: score[(original_id, *key)] for key in mine if (original_id, *key) in score}
+        tasks = sorted({task for task, _ in mine})
+        diff = {t: sum(v - theirs[k] for k, v in mine.items() if k[0] == t and k in theirs) for t in tasks}
+        on = "" if len(theirs) == len(mine) else f" (ran {len(theirs)} of them)"
+        lines.append(f"| {cand[:12]} | {len(mine)} | {sum(mine.values()):.0f} | {sum(theirs.values()):.0f}{on} | "
+                     f"{', '.join(t for t in tasks if diff[t] > 0) or '-'} | {', '.join(t for t in tasks if diff[t] < 0) or '-'} |")
+    if len({(r["task"], r.get("seed", 0)) for r in test}) > len({r["task"] for r in test}):
+        lines += ["", "Every test run pooled (the report's and these):", "", *rate_tables(test)]
+        lines += pooled_test_lines(test, original_id)
+    lines += ["", "| candidate | task | seed | solved | the agent's run |", "|---|---|---|---|---|"]
+    lines += [f"| {r['candidate'][:12]} | {r['task']} | {r.get('seed', 0)} | {r['score']:.0f} | {r['agent']} |"
+              for r in measured]
     return lines + [""]
+
+
+def pooled_test_lines(test: list[dict[str, Any]], original_id: str) -> list[str]:
+    """Each candidate against the original over the test tasks both ran at the same seeds: the mean
+    per-task difference of solve rates and its one-sided sign-flip p-value (the gate's test)."""
+    by: dict[tuple[str, str], dict[int, float]] = {}
+    for r in test:
+        by.setdefault((r["candidate"], r["task"]), {})[r.get("seed", 0)] = r["score"]
+    lines = []
+    for cand in dict.fromkeys(r["candidate"] for r in test if r["candidate"] != original_id):
+        diffs = []
+        for task in sorted({t for c, t in by if c == cand}):
+            mine, theirs = by[(cand, task)], by.get((original_id, task), {})
+            shared = sorted(set(mine) & set(theirs))
+            if shared:
+                diffs.append(fmean(mine[s] for s in shared) - fmean(theirs[s] for s in shared))
+        if diffs:
+            p = sign_flip_p(diffs, 20000, random.Random(0))
+            lines.append(f"{cand[:12]} - original over {len(diffs)} test tasks at the seeds both ran: mean per-task "
+                         f"solve-rate difference {fmean(diffs):+.3f}, better on {sum(d > 0 for d in diffs)}, worse on "
+                         f"{sum(d < 0 for d in diffs)}; one-sided sign-flip p = {p:.3f} "
+                         f"({'every sign assignment' if 2 ** len(diffs) <= 20000 else '20,000 random flips'}).")
+    return lines
 
 
 def proposals(archive: Archive) -> list[dict[str, Any]]:
@@ -318,9 +369,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="the config file the results name (default: --config's path in the repository)")
     parser.add_argument("--out", default="evolve_coding_agent")
     parser.add_argument("--note", default="", help="a paragraph of what happened, put under the tables")
-    parser.add_argument("--post-hoc", default=None, metavar="CANDIDATE",
+    parser.add_argument("--post-hoc", action="append", default=[], metavar="CANDIDATE",
                         help="with --write-only: run this candidate of the finished run on its test split "
-                             "first (a measurement after the run's decisions; see above)")
+                             "first (a measurement after the run's decisions; see above); give it again for "
+                             "more candidates, which take turns task by task")
+    parser.add_argument("--post-hoc-seeds", default=None, metavar="S,S,...",
+                        help="the seeds --post-hoc runs each test task at (default: the run's first seed); "
+                             "seeds the report did not run add samples to its test-split rates")
     args = parser.parse_args(argv)
     if args.config_name is None:
         config_path = args.config.resolve()
@@ -329,7 +384,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.post_hoc:
         if not args.write_only or run.read_json("evolve/report.json") is None:
             raise SystemExit("--post-hoc measures a finished run: give --write-only and the run's id after its report")
-        post_hoc(run, args.post_hoc, args.threads)
+        try:
+            seeds = None if args.post_hoc_seeds is None else [int(x) for x in args.post_hoc_seeds.split(",")]
+        except ValueError:
+            raise SystemExit(f"--post-hoc-seeds {args.post_hoc_seeds!r}: give integers separated by commas, e.g. 3,4")
+        post_hoc(run, args.post_hoc, args.threads, seeds)
     archive = Archive(run)
     report = run.read_json("evolve/report.json")
     status = run.read_json("status.json") or {}

@@ -24,15 +24,25 @@ def test_post_hoc_runs_a_candidate_on_the_test_split_apart_from_the_runs_records
     run.path(CONFIG_COPY).write_text(yaml.safe_dump(config))
     child = Candidate.from_files("coding-agent", {"settings.yaml": "step_limit: 30\n"})
     Archive(run).add(child, "rejected")
-    post_hoc(run, child.id[:8], threads=1)
+    post_hoc(run, [child.id[:8]], threads=1)
     rows = run.read_jsonl(POST_HOC)
     assert len(rows) == 2 and {r["candidate"] for r in rows} == {child.id} and all(r["score"] == 0.0 for r in rows)
     assert run.read_jsonl("evolve/evals.jsonl") == []  # the run's own evaluations are not touched
-    post_hoc(run, child.id, threads=1)  # resumed: every test task is measured already
+    post_hoc(run, [child.id], threads=1)  # resumed: every test task is measured already
     assert len(run.read_jsonl(POST_HOC)) == 2
     original = [{"candidate": "orig", "task": r["task"], "split": "test", "score": 1.0} for r in rows]
     text = "\n".join(post_hoc_lines(run.read_jsonl(POST_HOC), original, "orig"))
     assert f"| {child.id[:12]} | 2 | 0 | 2 | - | {', '.join(sorted(r['task'] for r in rows))} |" in text
+    other = Candidate.from_files("coding-agent", {"settings.yaml": "step_limit: 31\n"})
+    Archive(run).add(other, "rejected")
+    post_hoc(run, [child.id, other.id], threads=1, seeds=[0, 3])  # seed 0 of child is measured already
+    post_hoc(run, [child.id, other.id], threads=1, seeds=[0, 3])
+    more = [(r["candidate"], r["task"], r["seed"]) for r in run.read_jsonl(POST_HOC)[2:]]
+    tasks = [r["task"] for r in rows]
+    assert more == [(other.id, tasks[0], 0), (other.id, tasks[1], 0), (child.id, tasks[0], 3), (other.id, tasks[0], 3),
+                    (child.id, tasks[1], 3), (other.id, tasks[1], 3)]  # the candidates take turns, task by task
+    text = "\n".join(post_hoc_lines(run.read_jsonl(POST_HOC), original, "orig"))
+    assert f"| {child.id[:12]} | 4 | 0 | 2 (ran 2 of them) | - | {', '.join(sorted(tasks))} |" in text
 
 
 def test_the_results_name_the_runs_workspace_without_a_machine_path(tmp_path):
@@ -93,3 +103,23 @@ def test_the_candidates_table_takes_the_test_split_from_the_report(tmp_path):
                                           "best": {"id": child.id, "mean": 0.1, "n": 20}})
     rows = {line.split(" | ")[0].strip("| "): line.rstrip(" |").split(" | ")[-1] for line in candidates_table(run)[2:]}
     assert rows == {original.id[:12]: "0.050 (20 tasks)", child.id[:12]: "0.100 (20 tasks)", untested.id[:12]: "–"}
+
+
+def test_post_hoc_at_more_seeds_pairs_the_candidates_and_pools_every_test_run():
+    """More seeds on the test split after the run: each candidate's runs are set against the
+    original's on the same task and seed, and the pooled section tests the per-task rate
+    differences over every seed both ran (the report's and the post-hoc ones)."""
+    from bench.evolve_coding_agent import post_hoc_lines
+
+    rows = [{"candidate": c, "task": t, "split": "test", "seed": s, "score": float(c == "best" and t == "a" and s == 0)}
+            for c in ("orig", "best") for t in ("a", "b", "c") for s in (0, 1, 2)]
+    measured = [{"candidate": c, "task": t, "seed": s, "agent": "agent: submitted after 1 steps",
+                 "score": float((c, t) in {("best", "a"), ("best", "b"), ("orig", "c")} and s == 3)}
+                for s in (3, 4) for t in ("a", "b", "c") for c in ("orig", "best")]
+    text = "\n".join(post_hoc_lines(measured, rows, "orig"))
+    assert "(`--post-hoc`, seeds 3, 4)" in text
+    assert "| best | 6 | 2 | 1 | a, b | c |" in text  # its six post-hoc runs against the original's six
+    assert "| a | 0/5 | 2/5 |" in text and "| **all** | **1/15** | **3/15** |" in text
+    assert "best - original over 3 test tasks at the seeds both ran: mean per-task solve-rate difference +0.133, " \
+           "better on 2, worse on 1; one-sided sign-flip p = 0.375 (every sign assignment)." in text
+    assert text.count(" | agent: submitted after 1 steps |") == 12  # every measured run listed
