@@ -377,6 +377,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="the seeds --post-hoc runs each test task at (default: the run's first seed); "
                              "seeds the report did not run add samples to its test-split rates")
     args = parser.parse_args(argv)
+    if args.post_hoc_seeds and not args.post_hoc:
+        raise SystemExit("--post-hoc-seeds says which seeds --post-hoc runs: name the candidates with --post-hoc too")
     if args.config_name is None:
         config_path = args.config.resolve()
         args.config_name = str(config_path.relative_to(ROOT)) if config_path.is_relative_to(ROOT) else str(config_path)

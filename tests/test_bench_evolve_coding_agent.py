@@ -123,3 +123,12 @@ def test_post_hoc_at_more_seeds_pairs_the_candidates_and_pools_every_test_run():
     assert "best - original over 3 test tasks at the seeds both ran: mean per-task solve-rate difference +0.133, " \
            "better on 2, worse on 1; one-sided sign-flip p = 0.375 (every sign assignment)." in text
     assert text.count(" | agent: submitted after 1 steps |") == 12  # every measured run listed
+
+
+def test_post_hoc_seeds_without_a_candidate_is_refused_before_anything_runs(tmp_path):
+    import pytest
+
+    from bench.evolve_coding_agent import main
+
+    with pytest.raises(SystemExit, match="name the candidates with --post-hoc"):
+        main(["--write-only", "--root", str(tmp_path), "--run-id", "none", "--post-hoc-seeds", "3,4"])
