@@ -1,7 +1,8 @@
-"""bench.evolve_coding_agent --post-hoc: a rejected candidate measured on a finished run's test split."""
+"""bench.evolve_coding_agent: --post-hoc (candidates measured on a finished run's test split, at more seeds), the rate tables and the results' lines."""
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
 from bench.evolve_coding_agent import POST_HOC, post_hoc, post_hoc_lines
@@ -126,8 +127,6 @@ def test_post_hoc_at_more_seeds_pairs_the_candidates_and_pools_every_test_run():
 
 
 def test_post_hoc_seeds_without_a_candidate_is_refused_before_anything_runs(tmp_path):
-    import pytest
-
     from bench.evolve_coding_agent import main
 
     with pytest.raises(SystemExit, match="name the candidates with --post-hoc"):
