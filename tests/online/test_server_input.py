@@ -115,8 +115,9 @@ def test_the_limits_are_stated_in_the_errors(server):
     with_(seed=-1), with_(seed=(1 << 63) - 1),
     {"messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": [{"type": "text",
                                                                                            "text": "hi"}]}]},
-    {"messages": [U1, {"role": "assistant", "content": None, "tool_calls": []}, {"role": "tool", "content": "ok",
-                                                                                   "tool_call_id": "c1"}]},
+    {"messages": [U1, {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+        {"role": "tool", "content": "ok", "tool_call_id": "c1"}]},
 ])
 def test_good_requests_still_pass(server, body):
     srv, *_ = server

@@ -3,9 +3,10 @@
 Bad input is the client's to fix, so it gets a 4xx in OpenAI's error shape naming the field
 (``{"error": {"message", "type": "invalid_request_error", "param", "code"}}``), never a 500: a body
 over the size limit a 413 before it is read to the end, anything the schema refuses a 400, an
-unknown model a 404 (the server decides those two). Fields the server does not use (``tools``,
-``user``, penalties, ...) are accepted and ignored, as a local OpenAI-compatible server is expected
-to; the fields it uses are checked strictly (``"5"`` is not a number, ``true`` is not a seed).
+unknown model a 404 (the server decides those two). Fields the server does not use (``user``,
+penalties, ...) are accepted and ignored, as a local OpenAI-compatible server is expected to; the
+fields it uses are checked strictly (``"5"`` is not a number, ``true`` is not a seed), ``tools``,
+``tool_choice`` and the messages' ``tool_calls`` included.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, ValidationError, field_validator
 
+from ratchet.online.tool_calls import NAME_PATTERN, Tool, ToolInputError, check_schema
 
 
 def is_loopback(host: str) -> bool:
@@ -33,14 +35,71 @@ Role = Literal["system", "developer", "user", "assistant", "tool", "function"]
 PositiveInt = Annotated[int, Field(strict=True, gt=0)]
 
 
+ToolName = Annotated[str, Field(strict=True, pattern=NAME_PATTERN.pattern)]
+
+
+class FunctionCall(BaseModel):
+    """A call an assistant message made: the function's name and its arguments as JSON text."""
+
+    name: ToolName
+    arguments: StrictStr
+
+    @field_validator("arguments")
+    @classmethod
+    def _json_object(cls, value: str) -> str:
+        try:
+            parsed = json.loads(value) if value.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"arguments must be a JSON object as text: {exc}") from exc
+        if not isinstance(parsed, dict):
+            raise ValueError("arguments must be a JSON object as text")
+        return value
+
+
+class ToolCallIn(BaseModel):
+    """One entry of an assistant message's ``tool_calls``."""
+
+    id: Annotated[str, Field(strict=True, min_length=1)]
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
+class FunctionDef(BaseModel):
+    """A function the client offers: name, description, JSON-schema parameters."""
+
+    name: ToolName
+    description: StrictStr = ""
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    strict: StrictBool | None = None
+
+
+class ToolDef(BaseModel):
+    """One entry of ``tools``: only functions exist."""
+
+    type: Literal["function"]
+    function: FunctionDef
+
+
+class NamedChoice(BaseModel):
+    """``{"type": "function", "function": {"name": ...}}``: that function must be called."""
+
+    class _Name(BaseModel):
+        name: ToolName
+
+    type: Literal["function"]
+    function: _Name
+
+
 class ChatMessage(BaseModel):
     """One chat message. ``content`` is a string, or a list of text parts (joined into one string);
     only an assistant message (one carrying ``tool_calls``) may leave it out."""
 
-    model_config = ConfigDict(extra="allow")  # name, tool_calls, tool_call_id: passed on as sent
+    model_config = ConfigDict(extra="allow")  # name and the like: passed on as sent
 
     role: Role
     content: str | None = None
+    tool_calls: list[ToolCallIn] | None = None
+    tool_call_id: StrictStr | None = None
 
     @field_validator("content", mode="before")
     @classmethod
@@ -78,6 +137,9 @@ class ChatRequest(BaseModel):
     top_logprobs: Annotated[int, Field(strict=True, ge=0, le=20)] | None = None
     presence_penalty: Annotated[float, Field(strict=True, ge=-2.0, le=2.0)] | None = None
     frequency_penalty: Annotated[float, Field(strict=True, ge=-2.0, le=2.0)] | None = None
+    tools: list[ToolDef] | None = None
+    tool_choice: Literal["none", "auto", "required"] | NamedChoice | None = None
+    parallel_tool_calls: StrictBool | None = None
 
     @field_validator("stop", mode="before")
     @classmethod
@@ -99,8 +161,27 @@ class ChatRequest(BaseModel):
     def message_dicts(self) -> list[dict[str, Any]]:
         return [m.as_dict() for m in self.messages]
 
+    def tool_list(self) -> list[Tool]:
+        """The tools sent, their parameter schemas checked (:class:`ToolInputError` naming the one)."""
+        tools = []
+        for i, entry in enumerate(self.tools or []):
+            check_schema(entry.function.parameters, f"tools[{i}].function.parameters")
+            tools.append(Tool(entry.function.name, entry.function.description, entry.function.parameters))
+        return tools
+
+    def choice(self) -> str | None:
+        """``tool_choice`` as "none", "auto", "required", a function name, or None."""
+        if isinstance(self.tool_choice, NamedChoice):
+            return self.tool_choice.function.name
+        return self.tool_choice
+
     def stop_list(self) -> list[str] | None:
         return [self.stop] if isinstance(self.stop, str) else self.stop
+
+
+def tool_error(exc: ToolInputError) -> dict[str, Any]:
+    """A tool rule broken (:mod:`ratchet.online.tool_calls`) as an OpenAI error body."""
+    return error_body(str(exc), "invalid_value", exc.param)
 
 
 def error_body(message: str, code: str, param: str | None = None,

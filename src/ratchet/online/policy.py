@@ -29,6 +29,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ratchet.contracts import RatchetError
+from ratchet.online.grammar import GrammarMask
 
 log = logging.getLogger("ratchet.online.policy")
 
@@ -88,9 +89,15 @@ class Policy(Protocol):
         seed: int | None = None,
         on_text: TextSink | None = None,
         cancel: threading.Event | None = None,
+        tools: Sequence[dict[str, Any]] | None = None,
+        grammar: str | None = None,
     ) -> Generation:
         """One response; once ``cancel`` is set a generation in progress stops soon (between two
-        tokens, or two prompt batches) with :class:`GenerationCancelled`."""
+        tokens, or two prompt batches) with :class:`GenerationCancelled`.
+
+        ``tools`` (OpenAI ``tools`` entries) are rendered into the prompt by the chat template;
+        ``grammar`` (GBNF) constrains the reply to its sentences. A policy that cannot honour
+        either raises :class:`RequestRefused` naming it."""
         ...
 
     def close(self) -> None: ...
@@ -124,6 +131,9 @@ class ScriptedPolicy:
         self._logprob = logprob
         self._delay = token_delay_s
         self.calls = 0
+        #: What the last request asked for (tests read it; the script decides the reply itself).
+        self.last_tools: list[dict[str, Any]] | None = None
+        self.last_grammar: str | None = None
 
     @staticmethod
     def _token_id(word: str) -> int:
@@ -134,8 +144,9 @@ class ScriptedPolicy:
         return [self._token_id(w) for m in messages for w in str(m.get("content") or "").split()]
 
     def generate(self, messages, *, max_tokens, temperature=0.0, top_p=1.0, stop=None, seed=None, on_text=None,
-                 cancel=None):
+                 cancel=None, tools=None, grammar=None):
         self.calls += 1
+        self.last_tools, self.last_grammar = (list(tools) if tools else None), grammar
         text = self._reply(messages) if callable(self._reply) else self._reply
         words = text.split(" ")[:max_tokens]
         pieces = [w if i == 0 else " " + w for i, w in enumerate(words)]
@@ -295,9 +306,11 @@ class LlamaPolicy:
             longest = max(longest, n)
         return longest
 
-    def prompt_tokens(self, messages: Sequence[dict[str, Any]]) -> list[int]:
-        """The chat-templated prompt as token ids (special tokens parsed, no extra BOS)."""
-        prompt = self._formatter(messages=list(messages)).prompt
+    def prompt_tokens(self, messages: Sequence[dict[str, Any]],
+                      tools: Sequence[dict[str, Any]] | None = None) -> list[int]:
+        """The chat-templated prompt as token ids (special tokens parsed, no extra BOS); ``tools``
+        rendered the way the GGUF's own template announces them."""
+        prompt = self._formatter(messages=list(messages), tools=list(tools) if tools else None).prompt
         return self._llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
 
     def prompt_tokens_at_least(self, messages: Sequence[dict[str, Any]]) -> int:
@@ -335,8 +348,8 @@ class LlamaPolicy:
         return np.ctypeslib.as_array(ptr, shape=(self._n_vocab,))
 
     def generate(self, messages, *, max_tokens, temperature=0.0, top_p=1.0, stop=None, seed=None, on_text=None,
-                 cancel=None):
-        prompt_ids = self.prompt_tokens(messages)
+                 cancel=None, tools=None, grammar=None):
+        prompt_ids = self.prompt_tokens(messages, tools)
         # Every sampled token is evaluated after it is chosen, so k reply tokens need the prompt
         # plus k positions of the context.
         room = self._n_ctx - len(prompt_ids)
@@ -352,35 +365,43 @@ class LlamaPolicy:
         raw = b""
         emitted = ""
         finish = "length"
-        with self._lock:
-            self._eval_prompt(prompt_ids, cancel)
-            for _ in range(min(max_tokens, room)):
-                _check(cancel)
-                lp = log_softmax(self._last_logits())
-                token = choose_token(lp, temperature, top_p, rng)
-                if self._lib.llama_vocab_is_eog(self._vocab, token):
-                    finish = "stop"
-                    break
-                ids.append(token)
-                logprobs.append(float(lp[token]))
-                piece = self._piece(token)
-                raw += piece
-                pieces.append(piece.decode("utf-8", errors="replace"))
-                # Emit only complete UTF-8: a multi-byte character may span two tokens.
-                text = raw.decode("utf-8", errors="ignore")
-                if stop:
-                    cut = min((text.find(s) for s in stop if s in text), default=-1)
-                    if cut >= 0:
-                        text = text[:cut]
-                        if on_text is not None and len(text) > len(emitted):
-                            on_text(text[len(emitted):])
-                        emitted = text
+        mask = GrammarMask(self._lib, self._vocab, grammar) if grammar else None  # only where asked
+        try:
+            with self._lock:
+                self._eval_prompt(prompt_ids, cancel)
+                for _ in range(min(max_tokens, room)):
+                    _check(cancel)
+                    lp = log_softmax(self._last_logits())
+                    # The grammar only narrows the CHOICE; the recorded log-prob stays the raw one.
+                    token = choose_token(mask.restrict(lp, temperature <= 0.0) if mask else lp, temperature, top_p, rng)
+                    if self._lib.llama_vocab_is_eog(self._vocab, token):
                         finish = "stop"
                         break
-                if on_text is not None and len(text) > len(emitted):
-                    on_text(text[len(emitted):])
-                emitted = text
-                self._llm.eval([token])
+                    if mask is not None:
+                        mask.accept(token)
+                    ids.append(token)
+                    logprobs.append(float(lp[token]))
+                    piece = self._piece(token)
+                    raw += piece
+                    pieces.append(piece.decode("utf-8", errors="replace"))
+                    # Emit only complete UTF-8: a multi-byte character may span two tokens.
+                    text = raw.decode("utf-8", errors="ignore")
+                    if stop:
+                        cut = min((text.find(s) for s in stop if s in text), default=-1)
+                        if cut >= 0:
+                            text = text[:cut]
+                            if on_text is not None and len(text) > len(emitted):
+                                on_text(text[len(emitted):])
+                            emitted = text
+                            finish = "stop"
+                            break
+                    if on_text is not None and len(text) > len(emitted):
+                        on_text(text[len(emitted):])
+                    emitted = text
+                    self._llm.eval([token])
+        finally:
+            if mask is not None:
+                mask.close()
         return Generation(emitted, prompt_ids, ids, logprobs, finish, pieces)
 
     def close(self) -> None:
@@ -425,8 +446,16 @@ class HttpPolicy:
             body["seed"] = seed
         return body
 
+    @staticmethod
+    def _refuse_tools(tools: Any, grammar: Any) -> None:
+        if tools or grammar:
+            raise RequestRefused("tools are served by the embedded model only; this server proxies an HTTP "
+                                 "backend (send the request to the backend itself)", code="tools_unsupported",
+                                 param="tools")
+
     def generate(self, messages, *, max_tokens, temperature=0.0, top_p=1.0, stop=None, seed=None, on_text=None,
-                 cancel=None):
+                 cancel=None, tools=None, grammar=None):
+        self._refuse_tools(tools, grammar)
         # One HTTP call: ``cancel`` is checked before it; the server's shutdown cancels the awaiting task.
         import httpx
 
@@ -439,9 +468,10 @@ class HttpPolicy:
         return self._parse(resp, on_text)
 
     async def agenerate(self, messages, *, max_tokens, temperature=0.0, top_p=1.0, stop=None, seed=None,
-                        on_text=None, cancel=None):
+                        on_text=None, cancel=None, tools=None, grammar=None):
         import httpx
 
+        self._refuse_tools(tools, grammar)
         _check(cancel)
         try:
             resp = await self._aclient.post("/chat/completions", json=self._body(messages, max_tokens, temperature,

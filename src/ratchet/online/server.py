@@ -27,11 +27,14 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ratchet.online.api import BodyLimit, ChatRequest, error_body, validation_error
-from ratchet.online.policy import BackendFailed, Generation, GenerationCancelled, PolicyHost, RequestRefused
+from ratchet.online.api import BodyLimit, ChatRequest, error_body, tool_error, validation_error
+from ratchet.online.feedback import Receipts, record_feedback
+from ratchet.online.policy import Generation, PolicyHost
 from ratchet.online.queue import TurnQueue
-from ratchet.online.records import Turn, new_turn_id
+from ratchet.online.records import Judgement
 from ratchet.online.sessions import SessionTracker
+from ratchet.online.tool_calls import ToolInputError, check_request, choice_constraint
+from ratchet.online.turns import ServedTurn, ServeError, TurnResult, TurnSpec, start_turn
 
 log = logging.getLogger("ratchet.online.server")
 
@@ -56,8 +59,16 @@ class Collector:
     def add_turn(self, turn: Turn) -> None:
         self._items.put(("turn", turn))
 
-    def set_next_state(self, turn_id: str, text: str) -> None:
-        self._items.put(("next", (turn_id, text)))
+    def set_next_state(self, turn_id: str, text: str, *, wait: bool = False) -> Future[bool] | None:
+        """Queue a turn's next state; with ``wait``, a future that tells whether it was set (False:
+        the turn already had one, or was judged)."""
+        done: Future[bool] | None = Future() if wait else None
+        self._items.put(("next", (turn_id, text, done)))
+        return done
+
+    def add_judgement(self, judgement: Judgement) -> None:
+        """A judgement made here (explicit feedback), written after the turn it judges."""
+        self._items.put(("judgement", judgement))
 
     def flush(self) -> None:
         """Block until everything submitted so far is on disk."""
@@ -81,8 +92,11 @@ class Collector:
                     break
             try:
                 self._write([b for b in batch if b is not None])
-            except Exception:  # never lose the serving process over a write; the log says what failed
+            except Exception as exc:  # never lose the serving process over a write; the log says what failed
                 log.exception("could not write %d collected items to the queue", len(batch))
+                for item in batch:  # nobody waits forever on a write that failed
+                    if item is not None and item[0] == "next" and item[1][2] is not None and not item[1][2].done():
+                        item[1][2].set_exception(exc)
             for _ in batch:
                 self._items.task_done()
             if any(b is None for b in batch):
@@ -96,8 +110,15 @@ class Collector:
                 continue
             if self._queue is not None:
                 self._queue.add_turns(pending)
-                self._queue.set_next_state(*payload)
             pending = []
+            if kind == "judgement":
+                if self._queue is not None:
+                    self._queue.add_judgement(payload)
+                continue
+            turn_id, text, done = payload
+            applied = self._queue.set_next_state(turn_id, text) if self._queue is not None else False
+            if done is not None:
+                done.set_result(applied)
             self.paired += 1
         if self._queue is not None:
             self._queue.add_turns(pending)
@@ -117,6 +138,7 @@ class ServingState:
     max_body_bytes: int = 2 * 1024 * 1024
     backend_concurrency: int = 1
     learn: bool = True
+    receipts: Receipts = field(default_factory=Receipts)
     requests: int = 0
     errors: int = 0
     started_at: float = field(default_factory=time.time)
@@ -164,7 +186,7 @@ class RequestCancel:
         return self._gone.is_set() or self._shutdown.is_set()
 
 
-async def _watch_disconnect(request: Request, cancel: RequestCancel) -> None:
+async def watch_disconnect(request: Request, cancel: RequestCancel) -> None:
     """Until cancelled: wait for the client's ``http.disconnect`` (the body is already read, so the
     next message is that one) and mark the request's generation cancelled."""
     while True:
@@ -179,6 +201,10 @@ def _error(status: int, message: str, code: str, kind: str = "invalid_request_er
     return JSONResponse(status_code=status, content=error_body(message, code, param, kind))
 
 
+def _serve_error(exc: ServeError) -> JSONResponse:
+    return _error(exc.status, str(exc), exc.code, exc.kind, exc.param)
+
+
 def _logprobs_block(gen: Generation) -> dict[str, Any]:
     texts = gen.token_texts or [""] * len(gen.token_ids)
     return {
@@ -187,6 +213,70 @@ def _logprobs_block(gen: Generation) -> dict[str, Any]:
             for t, lp in zip(texts, gen.logprobs, strict=False)
         ]
     }
+
+
+async def read_json(request: Request) -> dict[str, Any] | ServeError:
+    """The request body as a JSON object, or the 400 saying why it is not one."""
+    try:
+        raw = json.loads(await request.body())
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return ServeError(400, "the body is not valid JSON", "invalid_json")
+    except RecursionError:  # nesting deeper than the parser's stack, well inside the size limit
+        return ServeError(400, "the body is nested too deeply", "invalid_json")
+    if not isinstance(raw, dict):
+        return ServeError(400, "the body must be a JSON object", "invalid_json")
+    return raw
+
+
+def _usage(gen: Generation) -> dict[str, int]:
+    return {"prompt_tokens": len(gen.prompt_token_ids), "completion_tokens": len(gen.token_ids),
+            "total_tokens": len(gen.prompt_token_ids) + len(gen.token_ids)}
+
+
+def openai_completion(turn: ServedTurn, result: TurnResult, state: ServingState, logprobs: bool) -> dict[str, Any]:
+    """A finished turn as a ``chat.completion`` object."""
+    gen, reply = result.gen, result.reply
+    extra = turn.extra
+    if logprobs:
+        extra.update(prompt_token_ids=gen.prompt_token_ids, response_token_ids=gen.token_ids)
+    message: dict[str, Any] = {"role": "assistant", "content": reply.content if reply.calls else gen.text}
+    if reply.calls:
+        message["tool_calls"] = [c.as_openai() for c in reply.calls]
+    return {"id": f"chatcmpl-{turn.turn_id}", "object": "chat.completion", "created": int(time.time()),
+            "model": state.served_name,
+            "choices": [{"index": 0, "message": message, "finish_reason": result.finish_reason,
+                         "logprobs": _logprobs_block(gen) if logprobs else None}],
+            "usage": _usage(gen), "ratchet": extra}
+
+
+async def openai_events(turn: ServedTurn, state: ServingState, logprobs: bool):
+    """A turn as ``chat.completion.chunk`` server-sent events: text deltas as they come, each
+    tool call as one ``tool_calls`` delta once its closing tag arrived, then the finish."""
+    created = int(time.time())
+
+    def chunk(delta: dict[str, Any], finish_reason: str | None = None, **more: Any) -> str:
+        payload = {"id": f"chatcmpl-{turn.turn_id}", "object": "chat.completion.chunk", "created": created,
+                   "model": state.served_name,
+                   "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}]}
+        payload.update(more)
+        return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
+
+    yield chunk({"role": "assistant", "content": ""})
+    calls = 0
+    async for kind, payload in turn.stream():
+        if kind == "text":
+            yield chunk({"content": payload})
+        elif kind == "call":
+            yield chunk({"tool_calls": [{"index": calls, **payload.as_openai()}]})
+            calls += 1
+        elif kind == "error":
+            body = error_body(str(payload), payload.code, payload.param, payload.kind)
+            yield f"data: {json.dumps(body)}\n\n"
+            break
+        else:
+            result: TurnResult = payload
+            yield chunk({}, result.finish_reason, usage=_usage(result.gen), ratchet=turn.extra)
+    yield "data: [DONE]\n\n"
 
 
 def create_app(state: ServingState):
@@ -234,14 +324,9 @@ def create_app(state: ServingState):
     async def chat(request: Request):
         if not authorized(request):
             return unauthorized()
-        try:
-            raw = json.loads(await request.body())
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            return _error(400, "the body is not valid JSON", "invalid_json")
-        except RecursionError:  # nesting deeper than the parser's stack, well inside the size limit
-            return _error(400, "the body is nested too deeply", "invalid_json")
-        if not isinstance(raw, dict):
-            return _error(400, "the body must be a JSON object", "invalid_json")
+        raw = await read_json(request)
+        if isinstance(raw, ServeError):
+            return _serve_error(raw)
         body, body_tags = SessionTracker.split_body(raw)
         try:
             req = ChatRequest.model_validate(body)
@@ -251,143 +336,48 @@ def create_app(state: ServingState):
             return _error(404, f"The model '{req.model}' does not exist; this server serves '{state.served_name}'",
                           "model_not_found", param="model")
         messages = req.message_dicts()
-        policy, version = state.host.acquire()
-        loop = asyncio.get_running_loop()
-        too_long = await _check_context(policy, messages, loop, state.executor)
-        if too_long is not None:
-            return too_long
-        tag = state.tracker.tag(request.headers, body_tags, messages)
-        if tag.pair_with is not None and state.learn:
-            state.collector.set_next_state(*tag.pair_with)
-        kwargs = dict(
-            max_tokens=req.max_tokens or req.max_completion_tokens or state.max_tokens,
-            temperature=req.temperature or 0.0,
-            top_p=req.top_p or 1.0,
-            stop=req.stop_list(),
-            seed=req.seed,
-        )
-        turn_id = new_turn_id()
-        state.requests += 1
-        extra = {"turn_id": turn_id, "session_id": tag.session_id, "session_inferred": tag.inferred,
-                 "turn_type": tag.turn_type, "policy_version": version}
-        headers = {"X-Session-Id": tag.session_id, "X-Turn-Id": turn_id, "X-Policy-Version": str(version)}
-        created = int(time.time())
-        want_logprobs = bool(req.logprobs)
-        cancel = RequestCancel(state.cancel)
+        try:
+            tools = req.tool_list()
+            check_request(tools, messages)
+            constraint = choice_constraint(tools, req.choice())
+        except ToolInputError as exc:
+            return JSONResponse(status_code=400, content=tool_error(exc))
+        spec = TurnSpec(messages, request.headers, body_tags,
+                        max_tokens=req.max_tokens or req.max_completion_tokens or state.max_tokens,
+                        temperature=req.temperature or 0.0, top_p=req.top_p or 1.0, stop=req.stop_list(),
+                        seed=req.seed, tools=tools, constraint=constraint, use_tools=req.choice() != "none")
+        try:
+            turn = await start_turn(state, spec, request)
+        except ServeError as exc:
+            return _serve_error(exc)
+        if req.stream:
+            return StreamingResponse(openai_events(turn, state, bool(req.logprobs)), media_type="text/event-stream",
+                                     headers=turn.headers)
+        try:
+            result = await turn.run()
+        except ServeError as exc:
+            return _serve_error(exc)
+        return JSONResponse(headers=turn.headers, content=openai_completion(turn, result, state, bool(req.logprobs)))
 
-        def finish(gen: Generation) -> None:
-            closing = state.tracker.served(tag, turn_id, messages, gen.text)
-            if state.learn:
-                state.collector.add_turn(Turn(
-                    turn_id=turn_id, session_id=tag.session_id, session_inferred=tag.inferred,
-                    turn_type=tag.turn_type, messages=messages, response_text=gen.text,
-                    prompt_token_ids=list(gen.prompt_token_ids), response_token_ids=list(gen.token_ids),
-                    response_logprobs=list(gen.logprobs), policy_version=version,
-                ))
-                if closing is not None:
-                    state.collector.set_next_state(*closing)
+    @app.post("/v1/feedback")
+    async def feedback(request: Request):
+        if not authorized(request):
+            return unauthorized()
+        raw = await read_json(request)
+        if isinstance(raw, ServeError):
+            return _serve_error(raw)
+        status, body = await record_feedback(state, raw)
+        return JSONResponse(status_code=status, content=body)
 
-        if not req.stream:
-            watcher = asyncio.create_task(_watch_disconnect(request, cancel))
-            try:
-                if hasattr(policy, "agenerate"):  # an HTTP backend: await it on the loop, no thread hop
-                    gen = await policy.agenerate(messages, cancel=cancel, **kwargs)
-                else:
-                    gen = await asyncio.wrap_future(
-                        state.submit(lambda: policy.generate(messages, cancel=cancel, **kwargs)))
-            except GenerationCancelled as exc:
-                if cancel.client_left:  # nobody is there to read an answer
-                    return _error(499, "the client closed the request", "client_closed_request")
-                return _error(503, str(exc), "shutting_down", "server_error")
-            except RequestRefused as exc:  # the backend refused the request as given: the client's to fix
-                return _error(exc.status, str(exc), exc.code, param=exc.param)
-            except BackendFailed as exc:
-                state.errors += 1
-                log.warning("%s", exc)
-                return _error(502, str(exc), "backend_failed", "server_error")
-            except Exception as exc:
-                state.errors += 1
-                log.exception("generation failed")
-                return _error(500, f"generation failed: {exc}", "generation_failed", "server_error")
-            finally:
-                watcher.cancel()
-            finish(gen)
-            if want_logprobs:
-                extra.update(prompt_token_ids=gen.prompt_token_ids, response_token_ids=gen.token_ids)
-            return JSONResponse(headers=headers, content={
-                "id": f"chatcmpl-{turn_id}", "object": "chat.completion", "created": created,
-                "model": state.served_name,
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": gen.text},
-                             "finish_reason": gen.finish_reason,
-                             "logprobs": _logprobs_block(gen) if want_logprobs else None}],
-                "usage": {"prompt_tokens": len(gen.prompt_token_ids), "completion_tokens": len(gen.token_ids),
-                          "total_tokens": len(gen.prompt_token_ids) + len(gen.token_ids)},
-                "ratchet": extra,
-            })
+    from ratchet.online.anthropic import add_messages_route  # it imports this module's helpers
 
-        pieces: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
-
-        def produce() -> None:
-            def on_text(text: str) -> None:
-                loop.call_soon_threadsafe(pieces.put_nowait, ("text", text))
-            try:
-                gen = policy.generate(messages, on_text=on_text, cancel=cancel, **kwargs)
-                finish(gen)
-                loop.call_soon_threadsafe(pieces.put_nowait, ("end", gen))
-            except GenerationCancelled as exc:
-                loop.call_soon_threadsafe(pieces.put_nowait, ("error", exc))
-            except RequestRefused as exc:  # the client's to fix, as in a reply without streaming
-                loop.call_soon_threadsafe(pieces.put_nowait, ("refused", exc))
-            except Exception as exc:  # reported to the client as an error event
-                log.exception("generation failed")
-                loop.call_soon_threadsafe(pieces.put_nowait, ("error", exc))
-
-        def chunk(delta: dict[str, Any], finish_reason: str | None = None, **more: Any) -> str:
-            payload = {"id": f"chatcmpl-{turn_id}", "object": "chat.completion.chunk", "created": created,
-                       "model": state.served_name,
-                       "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}]}
-            payload.update(more)
-            return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
-
-        async def events():
-            ended = False
-            try:
-                state.submit(produce)
-                yield chunk({"role": "assistant", "content": ""})
-                while True:
-                    kind, payload = await pieces.get()
-                    if kind == "text":
-                        yield chunk({"content": payload})
-                    elif kind == "refused":
-                        yield f"data: {json.dumps(error_body(str(payload), payload.code, payload.param))}\n\n"
-                        break
-                    elif kind == "error":
-                        state.errors += 1
-                        err = {"error": {"message": f"generation failed: {payload}", "type": "server_error",
-                                         "param": None, "code": "generation_failed"}}
-                        yield f"data: {json.dumps(err)}\n\n"
-                        break
-                    else:
-                        gen: Generation = payload
-                        usage = {"prompt_tokens": len(gen.prompt_token_ids), "completion_tokens": len(gen.token_ids),
-                                 "total_tokens": len(gen.prompt_token_ids) + len(gen.token_ids)}
-                        yield chunk({}, gen.finish_reason, usage=usage, ratchet=extra)
-                        break
-                yield "data: [DONE]\n\n"
-                ended = True
-            finally:
-                # Left before the end: the client disconnected (starlette cancels the stream) or
-                # the response was closed; the generation stops at its next token.
-                if not ended:
-                    cancel.client_gone()
-
-        return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
+    add_messages_route(app, state)
 
     return BodyLimit(app, state.max_body_bytes)
 
 
-async def _check_context(policy: Any, messages: list[dict[str, Any]], loop: Any, executor: Any):
-    """A 400 naming the limit when the prompt leaves no room for a reply in the served context.
+async def check_context(policy: Any, messages: list[dict[str, Any]], loop: Any, executor: Any):
+    """A 400 (a :class:`ServeError`, or None) naming the limit when the prompt leaves no room for a reply in the served context.
 
     Only for policies that know their context (``max_prompt_tokens``); tokenizing runs on the
     generation executor, off the event loop. Messages the chat template cannot render are bad
@@ -405,12 +395,12 @@ async def _check_context(policy: Any, messages: list[dict[str, Any]], loop: Any,
         if n <= limit:
             n = len(await loop.run_in_executor(executor, policy.prompt_tokens, messages))
     except Exception as exc:
-        return _error(400, f"the served model's chat template cannot render these messages: {exc}",
-                      "invalid_messages", param="messages")
+        return ServeError(400, f"the served model's chat template cannot render these messages: {exc}",
+                          "invalid_messages", param="messages")
     if n > limit:
-        return _error(400, f"the prompt is {known}{n} tokens; the served context allows at most {limit} prompt "
-                      "tokens (shorten the conversation, or serve with a larger --set n_ctx=N)",
-                      "context_length_exceeded", param="messages")
+        return ServeError(400, f"the prompt is {known}{n} tokens; the served context allows at most {limit} prompt "
+                          "tokens (shorten the conversation, or serve with a larger --set n_ctx=N)",
+                          "context_length_exceeded", param="messages")
     return None
 
 
