@@ -138,7 +138,7 @@ class ChatRequest(BaseModel):
     presence_penalty: Annotated[float, Field(strict=True, ge=-2.0, le=2.0)] | None = None
     frequency_penalty: Annotated[float, Field(strict=True, ge=-2.0, le=2.0)] | None = None
     tools: list[ToolDef] | None = None
-    tool_choice: Literal["none", "auto", "required"] | NamedChoice | None = None
+    tool_choice: Any = None  # "none" | "auto" | "required" | NamedChoice, checked below
     parallel_tool_calls: StrictBool | None = None
 
     @field_validator("stop", mode="before")
@@ -149,6 +149,17 @@ class ChatRequest(BaseModel):
         if isinstance(value, list) and len(value) <= 4 and all(isinstance(s, str) for s in value):
             return value
         raise ValueError("stop must be a string or a list of at most 4 strings")
+
+    @field_validator("tool_choice", mode="before")
+    @classmethod
+    def _tool_choice(cls, value: Any) -> Any:
+        if value is None or value in ("none", "auto", "required"):
+            return value
+        try:
+            return NamedChoice.model_validate(value)
+        except ValidationError:
+            raise ValueError("tool_choice must be \"none\", \"auto\", \"required\" or "
+                             "{\"type\": \"function\", \"function\": {\"name\": NAME}}") from None
 
     @field_validator("messages", mode="after")
     @classmethod
