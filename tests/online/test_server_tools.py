@@ -212,6 +212,11 @@ def test_splitting_holds_back_a_tag_cut_between_pieces_and_keeps_unknown_calls_a
     assert unknown.calls == [] and "rm_rf" in unknown.content
     fenced = split_reply('```json\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n```', tools)
     assert json.loads(fenced.calls[0].arguments) == {"city": "Oslo"} and fenced.content is None
+    two = split_reply('{"name": "get_weather", "arguments": {"city": "A"}}\n{"name": "get_weather", "arguments": {}}',
+                      tools)
+    assert [json.loads(c.arguments) for c in two.calls] == [{"city": "A"}, {}]
+    mixed = split_reply('{"name": "get_weather", "arguments": {}} and then some prose', tools)
+    assert mixed.calls == [] and mixed.content.endswith("prose")
 
 
 def test_a_forced_call_cut_short_still_has_arguments_that_parse():

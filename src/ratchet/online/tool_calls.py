@@ -287,9 +287,9 @@ class ReplySplitter:
 
     A body that is not a call of a known tool stays text (tags included), as the model wrote it.
 
-    Small models often write the call without the tags, as the whole reply: a JSON object with
-    ``name`` and ``arguments``, bare or in a code fence. A reply that starts like that is held back
-    to its end and read as that call when it is one (as text otherwise).
+    Small models often write their calls without the tags, as the whole reply: JSON objects with
+    ``name`` and ``arguments``, one after another, bare or in a code fence. A reply that starts like
+    that is held back to its end and read as those calls when it is nothing else (as text otherwise).
     """
 
     def __init__(self, tools: Sequence[Tool], *, forced: bool = False) -> None:
@@ -343,11 +343,11 @@ class ReplySplitter:
         out: list[tuple[str, Any]] = []
         if self._bare:
             self._bare = False
-            call = _parse_call(_unfenced(self._buffer), self.tools) if self.tools else None
-            if call is not None:
+            calls = _parse_bare(_unfenced(self._buffer), self.tools)
+            if calls:
                 self._buffer = ""
-                self.calls.append(call)
-                return [("call", call)]
+                self.calls.extend(calls)
+                return [("call", call) for call in calls]
             out = self.feed("")
         if self._in_call:
             self._emit_call(self._buffer, out, truncated=True)
@@ -376,6 +376,26 @@ class ReplySplitter:
     def reply(self) -> Reply:
         content = "".join(self.text).strip()
         return Reply(content or None, list(self.calls), self.truncated)
+
+
+def _parse_bare(text: str, tools: Sequence[Tool]) -> list[ToolCall]:
+    """A reply that is nothing but calls written as JSON objects, one after another: those calls
+    (empty when any part of it is something else)."""
+    decoder, calls, at = json.JSONDecoder(), [], 0
+    while True:
+        while at < len(text) and text[at].isspace():
+            at += 1
+        if at == len(text):
+            return calls
+        try:
+            _, end = decoder.raw_decode(text, at)
+        except json.JSONDecodeError:
+            return []
+        call = _parse_call(text[at:end], tools)
+        if call is None:
+            return []
+        calls.append(call)
+        at = end
 
 
 def _unfenced(text: str) -> str:
