@@ -61,7 +61,7 @@ def events(client, **body):
 
 
 def test_a_text_reply_in_anthropic_shape(served):
-    client, _, _, policy = served
+    client, *_ = served
     r = send(client, system="Be brief.", messages=[{"role": "user", "content": [{"type": "text", "text": "hi"}]}])
     assert r.status_code == 200, r.text
     data = r.json()

@@ -53,7 +53,7 @@ def post(client, body, **headers):
 
 
 def test_a_call_comes_back_as_tool_calls(served):
-    client, state, queue, policy = served
+    client, _, _, policy = served
     r = post(client, {"messages": [U1], "tools": [WEATHER, TESTS]})
     assert r.status_code == 200, r.text
     choice = r.json()["choices"][0]

@@ -26,8 +26,14 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, Valida
 
 from ratchet.online.api import ToolName, validation_error
 from ratchet.online.sessions import SessionTracker
-from ratchet.online.tool_calls import CallConstraint, Tool, ToolInputError, check_request, check_schema, \
-    choice_constraint
+from ratchet.online.tool_calls import (
+    CallConstraint,
+    Tool,
+    ToolInputError,
+    check_request,
+    check_schema,
+    choice_constraint,
+)
 from ratchet.online.turns import ServedTurn, ServeError, TurnResult, TurnSpec, start_turn
 
 if TYPE_CHECKING:

@@ -31,7 +31,7 @@ from ratchet.online.api import BodyLimit, ChatRequest, error_body, tool_error, v
 from ratchet.online.feedback import Receipts, record_feedback
 from ratchet.online.policy import Generation, PolicyHost
 from ratchet.online.queue import TurnQueue
-from ratchet.online.records import Judgement
+from ratchet.online.records import Judgement, Turn
 from ratchet.online.sessions import SessionTracker
 from ratchet.online.tool_calls import ToolInputError, check_request, choice_constraint
 from ratchet.online.turns import ServedTurn, ServeError, TurnResult, TurnSpec, start_turn

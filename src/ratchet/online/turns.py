@@ -87,8 +87,8 @@ class ServedTurn:
         self.request = request  # the HTTP request, whose disconnect stops the generation
         self.turn_id = new_turn_id()
         self.tools = spec.tools if spec.use_tools else []
-        self._kwargs: dict[str, Any] = dict(max_tokens=spec.max_tokens, temperature=spec.temperature,
-                                            top_p=spec.top_p, stop=spec.stop, seed=spec.seed)
+        self._kwargs: dict[str, Any] = {"max_tokens": spec.max_tokens, "temperature": spec.temperature,
+                                        "top_p": spec.top_p, "stop": spec.stop, "seed": spec.seed}
         if self.tools:
             self._kwargs["tools"] = [t.as_openai() for t in self.tools]
         if spec.constraint is not None:
@@ -227,4 +227,4 @@ async def start_turn(state: ServingState, spec: TurnSpec, request: Any = None) -
     return ServedTurn(state, spec, policy, version, tag, RequestCancel(state.cancel), request)
 
 
-__all__ = ["ServeError", "ServedTurn", "TurnResult", "TurnSpec", "ToolCall", "start_turn"]
+__all__ = ["ServeError", "ServedTurn", "ToolCall", "TurnResult", "TurnSpec", "start_turn"]
