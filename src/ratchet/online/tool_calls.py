@@ -343,9 +343,10 @@ class ReplySplitter:
         out: list[tuple[str, Any]] = []
         if self._bare:
             self._bare = False
-            calls = _parse_bare(_unfenced(self._buffer), self.tools)
+            calls, cut = _parse_bare(_unfenced(self._buffer), self.tools)
             if calls:
                 self._buffer = ""
+                self.truncated = cut
                 self.calls.extend(calls)
                 return [("call", call) for call in calls]
             out = self.feed("")
@@ -378,22 +379,25 @@ class ReplySplitter:
         return Reply(content or None, list(self.calls), self.truncated)
 
 
-def _parse_bare(text: str, tools: Sequence[Tool]) -> list[ToolCall]:
-    """A reply that is nothing but calls written as JSON objects, one after another: those calls
-    (empty when any part of it is something else)."""
+def _parse_bare(text: str, tools: Sequence[Tool]) -> tuple[list[ToolCall], bool]:
+    """A reply that is nothing but calls written as JSON objects, one after another: (those calls,
+    whether an object cut short at the end was left out); no calls when any part is something else.
+    (A small model repeating its call until ``max_tokens`` ends on such a cut object.)"""
     decoder, calls, at = json.JSONDecoder(), [], 0
     while True:
         while at < len(text) and text[at].isspace():
             at += 1
         if at == len(text):
-            return calls
+            return calls, False
         try:
             _, end = decoder.raw_decode(text, at)
-        except json.JSONDecodeError:
-            return []
+        except json.JSONDecodeError as exc:
+            ran_out = exc.msg.startswith("Unterminated string") or exc.pos >= len(text.rstrip()) - 1
+            cut = bool(calls) and text[at] == "{" and ran_out
+            return (calls, True) if cut else ([], False)
         call = _parse_call(text[at:end], tools)
         if call is None:
-            return []
+            return [], False
         calls.append(call)
         at = end
 
