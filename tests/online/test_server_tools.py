@@ -215,6 +215,8 @@ def test_splitting_holds_back_a_tag_cut_between_pieces_and_keeps_unknown_calls_a
     two = split_reply('{"name": "get_weather", "arguments": {"city": "A"}}\n{"name": "get_weather", "arguments": {}}',
                       tools)
     assert [json.loads(c.arguments) for c in two.calls] == [{"city": "A"}, {}]
+    stray = split_reply('{"name": "get_weather", "arguments": {}}\n```', tools)
+    assert len(stray.calls) == 1 and stray.content is None
     cut = split_reply('{"name": "get_weather", "arguments": {}}\n{"name": "get_weather", "argu', tools)
     assert len(cut.calls) == 1 and cut.truncated
     mixed = split_reply('{"name": "get_weather", "arguments": {}} and then some prose', tools)

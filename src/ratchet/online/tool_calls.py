@@ -403,11 +403,13 @@ def _parse_bare(text: str, tools: Sequence[Tool]) -> tuple[list[ToolCall], bool]
 
 
 def _unfenced(text: str) -> str:
-    """A reply's text without a Markdown code fence around it."""
+    """A reply's text without a Markdown code fence around it (or a stray closing one: the 0.5B
+    sometimes ends its bare calls with one it never opened)."""
     body = text.strip()
     if body.startswith("```"):
         body = body.split("\n", 1)[1] if "\n" in body else ""
-        body = body.rsplit("```", 1)[0]
+    if body.rstrip().endswith("```"):
+        body = body.rstrip()[:-3]
     return body
 
 
