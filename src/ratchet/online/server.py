@@ -1,4 +1,6 @@
-"""The OpenAI-compatible server: ``/v1/chat/completions`` (streaming and not) and ``/v1/models``.
+"""The OpenAI-compatible server: ``/v1/chat/completions`` (streaming and not, tools included) and
+``/v1/models``; on the same app ``/v1/feedback`` (:mod:`ratchet.online.feedback`) and Anthropic's
+``/v1/messages`` (:mod:`ratchet.online.anthropic`). One turn's path is :mod:`ratchet.online.turns`.
 
 The request path does as little as possible beyond generation: tag the session (in memory), run
 the policy (one request at a time on the embedded model, in a worker thread so the event loop
@@ -249,7 +251,7 @@ def openai_completion(turn: ServedTurn, result: TurnResult, state: ServingState,
             "usage": _usage(gen), "ratchet": extra}
 
 
-async def openai_events(turn: ServedTurn, state: ServingState, logprobs: bool):
+async def openai_events(turn: ServedTurn, state: ServingState):
     """A turn as ``chat.completion.chunk`` server-sent events: text deltas as they come, each
     tool call as one ``tool_calls`` delta once its closing tag arrived, then the finish."""
     created = int(time.time())
@@ -351,8 +353,7 @@ def create_app(state: ServingState):
         except ServeError as exc:
             return _serve_error(exc)
         if req.stream:
-            return StreamingResponse(openai_events(turn, state, bool(req.logprobs)), media_type="text/event-stream",
-                                     headers=turn.headers)
+            return StreamingResponse(openai_events(turn, state), media_type="text/event-stream", headers=turn.headers)
         try:
             result = await turn.run()
         except ServeError as exc:
