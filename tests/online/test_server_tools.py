@@ -229,3 +229,15 @@ def test_a_forced_call_cut_short_still_has_arguments_that_parse():
     assert reply.truncated and json.loads(reply.calls[0].arguments) == {"city": "Par"}
     for cut in ['{"a": [1, {"b": tr', '{"a\\', '{"a": ', '', '{"a": "x\\"y']:
         assert isinstance(json.loads(close_json(cut)), dict)
+
+
+def test_an_http_backend_refuses_tools_with_a_400_instead_of_dropping_them(tmp_path):
+    from ratchet.online.policy import HttpPolicy
+
+    backend = HttpPolicy("http://127.0.0.1:9/v1", "m", timeout_s=2)  # never reached: refused before
+    state = make_state(PolicyHost(lambda adapter: backend), TurnQueue(tmp_path / "q.db"))
+    with ServerThread(create_app(state)) as server:
+        r = httpx.post(server.url + "/v1/chat/completions", timeout=30, json={"messages": [U1], "tools": [WEATHER]})
+    state.collector.close()
+    assert r.status_code == 400 and r.json()["error"]["code"] == "tools_unsupported"
+    assert r.json()["error"]["param"] == "tools"
