@@ -1,5 +1,6 @@
 """``ratchet evolve``: improve a harness workspace with the engine, only on honest evidence.
 
+    ratchet evolve init DIR --suite tasks.jsonl      # a starter workspace for your own suite
     ratchet evolve run.yaml                          # start (``run`` may be left out)
     ratchet evolve run.yaml --set iterations=20 --set budget.max_calls=200
     ratchet evolve resume RUN_ID                     # after a kill, a budget stop, an approval
@@ -14,6 +15,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -50,6 +52,7 @@ only if it beats the parent beyond noise on held-in tasks.
 
 \b
 Examples:
+  ratchet evolve init my-harness --suite tasks.jsonl
   ratchet evolve examples/humaneval-coder/evolve.yaml
   ratchet evolve run.yaml --set iterations=20 --set budget.max_calls=200
   ratchet evolve resume RUN_ID
@@ -214,6 +217,25 @@ def _candidate(run: Any, given: str) -> str:
         raise RatchetError(f"{given!r} starts {len(matches)} candidates of run {run.id}: {', '.join(matches[:5])}",
                            hint="give more of the id")
     return given  # unknown: the command says so in its own words
+
+
+@evolve_app.command("init")
+def init_cmd(
+    directory: Path = typer.Argument(..., help="Where the workspace goes (made if missing; nothing in it is overwritten)."),
+    suite: Optional[Path] = typer.Option(None, "--suite", help="Your JSONL suite, one task per line (default: three "
+                                         "sample tasks in DIR/tasks.jsonl)."),
+    model: str = typer.Option("local:qwen2.5-coder-0.5b", "--model", help="The model spec the run uses."),
+) -> None:
+    """Write a starter workspace for a JSONL suite: evolve.yaml, manifest.yaml, workflow.py and
+    prompts/system.md (docs/first-run.md explains each)."""
+    from ratchet.cli.evolve_init import write_starter
+
+    written = write_starter(directory, suite, model)
+    for path in written:
+        console.print(f"wrote {path}", markup=False, soft_wrap=True)
+    shown = Path(os.path.relpath(written[0]))
+    console.print(f"start it with: ratchet evolve {written[0] if shown.parts[:1] == ('..',) else shown}",
+                  markup=False, soft_wrap=True)
 
 
 @evolve_app.command("resume")
