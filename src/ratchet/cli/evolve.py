@@ -298,7 +298,7 @@ def status_cmd(run_id: str = typer.Argument(...), store: Optional[Path] = StoreO
         decision = archive.decision(c.id)
         score = archive.score(c.id, "heldin")
         table.add_row(c.id, c.parent_id or "-", archive.status(c.id) or "", str(c.meta.get("proposer", "original")),
-                      "" if score is None else f"{score:.3f}", decision.reason[:90] if decision else "")
+                      "" if score is None else f"{score:.3f}", escape(decision.reason[:90]) if decision else "")
     console.print(table)
     failed = archive.unusable()
     if failed:  # steps that made no candidate: their calls were spent, so they are shown too
@@ -307,7 +307,7 @@ def status_cmd(run_id: str = typer.Argument(...), store: Optional[Path] = StoreO
             steps.add_column(column, no_wrap=True)
         steps.add_column("reason", overflow="fold")
         for f in failed[::-1]:  # steps are stored from 0 and shown from 1, as the progress lines show them
-            steps.add_row(str(f["step"] + 1), f["parent"], f["proposer"], str(f.get("model_calls", "")), f["reason"][:300])
+            steps.add_row(str(f["step"] + 1), f["parent"], f["proposer"], str(f.get("model_calls", "")), escape(f["reason"][:300]))
         console.print(steps)
     report = run.read_json("evolve/report.json")
     if report:
@@ -323,10 +323,10 @@ def diff_cmd(run_id: str = typer.Argument(...), candidate: str = typer.Argument(
     archive = Archive(run)
     candidate = _candidate(run, candidate)
     child = archive.get(candidate)
-    console.print(f"{candidate} <- {child.parent_id or '(original)'}: {archive.status(candidate)}")
+    console.print(f"{candidate} <- {child.parent_id or '(original)'}: {archive.status(candidate)}", markup=False)
     decision = archive.decision(candidate)
     if decision:
-        console.print(f"gate: {decision.reason}\n{json.dumps(decision.numbers, sort_keys=True)}", soft_wrap=True)
+        console.print(f"gate: {decision.reason}\n{json.dumps(decision.numbers, sort_keys=True)}", soft_wrap=True, markup=False)
     text = archive.diff(candidate) or "(no change)\n"
     if console.is_terminal:
         console.print(Syntax(text, "diff", theme="ansi_dark", word_wrap=True))
