@@ -21,7 +21,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ratchet.api import PROTOCOLS, protocol_config  # noqa: F401 - PROTOCOLS: the presets --protocol names
+from ratchet.api import protocol_config
 from ratchet.cli.options import RootAlias, StoreOption, store_root
 from ratchet.contracts import RatchetError
 
