@@ -124,3 +124,15 @@ def test_a_run_that_fails_after_it_was_made_is_marked_failed_with_why(tmp_path):
     assert row["status"] == "failed"
     status = RunStore(store).open_run(row["id"]).status()
     assert status["status"] == "failed" and "nope.gguf" in status["summary"]["error"]
+
+
+def test_a_suite_whose_model_does_not_load_marks_its_batch_run_failed(tmp_path):
+    from ratchet.store import RunStore
+
+    store = tmp_path / "runs"
+    done = _ratchet(tmp_path, "autoharness", "--suite", "autoharness-40", "--protocol", "none",
+                    "--model", f"local:{tmp_path / 'nope.gguf'}", "--store", str(store))
+    _assert_clear(done, EXIT_BAD_INPUT, "nope.gguf")
+    [row] = RunStore(store).list_runs()
+    assert row["kind"] == "autoharness-batch" and row["status"] == "failed"
+    assert "nope.gguf" in RunStore(store).open_run(row["id"]).status()["summary"]["error"]

@@ -145,9 +145,13 @@ def register(app: typer.Typer) -> None:
             flags = {"kind": executor, "address": address, "workers": workers}
             ex_cfg = load_config(ExecutorConfig, None, [f"{k}={v}" for k, v in flags.items() if v is not None] + executor_set)
             pool = build_executor(ex_cfg)
+            before = set(run_store.run_ids())
             try:
                 state = run_suite(suite, cfg, run_store, proto, threads=threads, resume=resume, console=console, executor=pool,
                                   stop_after_s=stop_after)
+            except BaseException as exc:
+                _mark_failed(run_store, set(run_store.run_ids()) - before, exc)
+                raise
             finally:
                 pool.close()
             if pool.stats.lost:
@@ -198,6 +202,13 @@ def register(app: typer.Typer) -> None:
         console.print_json(json.dumps(report))
 
     app.add_typer(group, name="autoharness")
+
+
+def _mark_failed(store: Any, made: set[str], exc: BaseException) -> None:
+    """The runs this command made that still read 'running' (the suite's batch run, a game's run)
+    marked failed with the error: the suite makes its runs itself, out of this command's reach."""
+    for run_id in sorted(made):
+        store.open_run(run_id).record_failure(exc)
 
 
 def _export(store, run_id: str, output: Path, force: bool = False) -> None:

@@ -111,25 +111,31 @@ class Run:
 
     @contextmanager
     def marks_failure(self) -> Iterator[Run]:
-        """The block's work on this run; if it raises while the run still reads ``running``, the
-        run is marked ``failed`` with the error's first line as its reason (``stopped`` on
-        Ctrl-C), so a run that died never stays ``running`` in ``ratchet runs list``. A status the
-        block set itself before raising (a budget stop, its own failure) is left as it is."""
+        """The block's work on this run; if it raises, :meth:`record_failure` marks the run, so a
+        run that died never stays ``running`` in ``ratchet runs list``."""
         try:
             yield self
         except BaseException as exc:
-            try:
-                if self.status().get("status") == "running":
-                    if isinstance(exc, KeyboardInterrupt):
-                        self.set_status("stopped", {"state": "stopped", "reason": "interrupted (Ctrl-C)"})
-                    else:
-                        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-                        if not isinstance(exc, RatchetError):  # a bug: its type says more than its text
-                            reason = f"{type(exc).__name__}: {reason}"
-                        self.set_status("failed", {"state": "failed", "error": reason})
-            except Exception:  # noqa: BLE001 - the store itself failing (full disk) must not hide the first error
-                pass
+            self.record_failure(exc)
             raise
+
+    def record_failure(self, exc: BaseException) -> None:
+        """Mark the run ``failed`` with the error's first line as its reason (``stopped`` on
+        Ctrl-C), if it still reads ``running``: a status set before the error (a budget stop, the
+        engine's own failure) is left as it is. Never raises: the store failing too (a full disk)
+        must not hide the first error."""
+        try:
+            if self.status().get("status") != "running":
+                return
+            if isinstance(exc, KeyboardInterrupt):
+                self.set_status("stopped", {"state": "stopped", "reason": "interrupted (Ctrl-C)"})
+                return
+            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            if not isinstance(exc, RatchetError):  # a bug: its type says more than its text
+                reason = f"{type(exc).__name__}: {reason}"
+            self.set_status("failed", {"state": "failed", "error": reason})
+        except Exception:  # noqa: BLE001
+            pass
 
     # -- candidates ------------------------------------------------------------------------
 
