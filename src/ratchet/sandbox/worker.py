@@ -3,7 +3,8 @@ calls with plain data.
 
 This file is executed as a standalone script (never imported by the parent) so that it needs
 nothing of Ratchet and works wherever the interpreter does, even when the package's own tree is
-hidden from the sandbox. It talks to the parent over its stdin/stdout with length-prefixed JSON
+hidden from the sandbox. That is also why it is one file of some 700 lines: it cannot import a
+sibling module, so the protocol, the guards and the traceback formatting all live here. It talks to the parent over its stdin/stdout with length-prefixed JSON
 frames; the candidate never sees those pipes as stdin/stdout (they are moved to private,
 close-on-exec descriptors and replaced by /dev/null and bounded in-memory buffers), so nothing it
 prints can corrupt the protocol.
