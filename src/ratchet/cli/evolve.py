@@ -31,6 +31,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 from typer.core import TyperGroup
 
+from ratchet.api import EVOLVE_KIND
 from ratchet.cli.options import RootAlias, StoreOption, store_root
 from ratchet.config import load_config
 from ratchet.contracts import RatchetError
@@ -45,7 +46,7 @@ from ratchet.store import RunStore
 from ratchet.store.files import write_bytes_atomic
 
 console = Console()
-KIND = "evolve"  # ratchet.api.EVOLVE_KIND
+KIND = EVOLVE_KIND
 
 HELP = """Evolve a harness workspace: select a parent, propose a change, check it, evaluate it, keep it
 only if it beats the parent beyond noise on held-in tasks.
