@@ -79,11 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     commit = _commit()  # at the start: a commit made while the chunk runs is not the code it runs
     started = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
     if not args.rewrite:
-        protocol = None
-        if args.protocol != "none":
-            from ratchet.cli.autoharness import _protocol_config
+        from ratchet.api import protocol_config
 
-            protocol = _protocol_config(args.protocol, [])
+        protocol = protocol_config(args.protocol)  # None for "none"
         from rich.console import Console
 
         run_suite(args.suite, cfg, store, protocol, threads=args.threads, console=Console(), stop_after_s=args.minutes * 60,

@@ -54,7 +54,6 @@ import yaml
 
 from bench.evolve_humaneval import MODEL, RESULTS, ROOT, steps_of
 from bench.evolve_textarena import calls_line, candidates_table, steps_table
-from ratchet.cli.evolve import CONFIG_COPY
 from ratchet.config import load_config
 from ratchet.evolve.archive import Archive
 from ratchet.evolve.cache import EVALS
@@ -64,6 +63,7 @@ from ratchet.evolve.context import EngineContext
 from ratchet.evolve.gate import sign_flip_p
 from ratchet.evolve.loop import Engine, split_tasks
 from ratchet.evolve.manifest import load_manifest
+from ratchet.evolve.preflight import CONFIG_COPY
 from ratchet.runtime.config import CodingSuiteOptions
 from ratchet.runtime.engine_suite import CodingAgentSuite
 from ratchet.store import RunStore

@@ -40,10 +40,10 @@ from typing import Any
 import yaml
 
 from bench._results import machine, write_json, write_markdown
-from ratchet.cli.evolve import CONFIG_COPY
 from ratchet.evolve.archive import Archive
 from ratchet.evolve.config import EvolveConfig
 from ratchet.evolve.loop import Engine
+from ratchet.evolve.preflight import CONFIG_COPY
 from ratchet.store import RunStore
 from ratchet.store.files import write_bytes_atomic
 

@@ -110,7 +110,7 @@ class Server:
         self.port = port
         self.url = f"http://127.0.0.1:{port}/v1"
         self.log = open(log, "a")
-        self.proc = subprocess.Popen([sys.executable, "-c", "from ratchet.cli import main; main()", "serve", *args, "--port", str(port)],
+        self.proc = subprocess.Popen([sys.executable, "-m", "ratchet", "serve", *args, "--port", str(port)],
                                      stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
 
     def wait_ready(self, timeout_s: float = 600.0) -> None:

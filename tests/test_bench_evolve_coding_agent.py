@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from bench.evolve_coding_agent import POST_HOC, post_hoc, post_hoc_lines
-from ratchet.cli.evolve import CONFIG_COPY
+from ratchet.evolve.preflight import CONFIG_COPY
 from ratchet.contracts import Candidate
 from ratchet.evolve.archive import Archive
 from ratchet.store import RunStore

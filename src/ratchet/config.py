@@ -21,7 +21,12 @@ from ratchet.contracts import RatchetError
 
 
 class ConfigError(RatchetError):
-    """A configuration file or override is invalid."""
+    """A configuration file or override is invalid. ``problems`` lists each bad key on its own
+    (the message joins them), so a checker can show every one."""
+
+    def __init__(self, message: str, *, hint: str | None = None, problems: list[str] | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.problems = problems or [message]
 
 
 class Settings(BaseModel):
@@ -83,10 +88,11 @@ def validate_config(cls: type[S], data: dict[str, Any], source: str = "config") 
     try:
         return cls.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(_describe(e, cls) for e in exc.errors())
+        problems = [_describe(e, cls) for e in exc.errors()]
         raise ConfigError(
-            f"invalid {source}: {problems}",
+            f"invalid {source}: {'; '.join(problems)}",
             hint=f"see the documented fields with: ratchet config show {cls.__name__}",
+            problems=problems,
         ) from None
 
 

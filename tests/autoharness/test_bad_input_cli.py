@@ -90,3 +90,49 @@ def test_a_full_disk_mid_run_is_a_clear_error_and_the_run_resumes(tmp_path):
     resumed = _ratchet(tmp_path, "autoharness", *options, "--resume", run_ids[0])
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert (store / run_ids[0] / "report.json").exists()
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs a /proc file system, where nothing can be made")
+@pytest.mark.parametrize("command", [
+    ["autoharness", *QUICK, "--store"],
+    ["play", "--env", "TicTacToe-v0", "--episodes", "1", "--run-dir"],
+    ["evolve", "run", "evolve.yaml", "--root"],
+    ["agent", "run", "--model", "scripted:", "--limit", "1", "--store"],
+], ids=["autoharness", "play", "evolve", "agent"])
+def test_a_store_where_nothing_can_be_made_is_one_error_naming_it(tmp_path, command):
+    """Every command opens its store the same way, so each says the same: the path and the fix,
+    exit 3, and no traceback, whatever name the flag was given."""
+    (tmp_path / "evolve.yaml").write_text("workspace: .\nsuite: {name: noisy}\n")
+    (tmp_path / "manifest.yaml").write_text("name: w\neditable: [p.txt]\n")
+    (tmp_path / "p.txt").write_text("x\n")
+    done = _ratchet(tmp_path, *command, "/proc/ratchet-runs")
+    _assert_clear(done, EXIT_HOST_REFUSED, "/proc/ratchet-runs", "--store")
+    assert [line for line in done.stderr.splitlines() if line.startswith("error:")] == [
+        "error: cannot use /proc/ratchet-runs as the run store: no directory can be made under /proc"]
+
+
+def test_a_run_that_fails_after_it_was_made_is_marked_failed_with_why(tmp_path):
+    """The model file is checked once the run exists: the run is then marked failed with the
+    reason, in its status and in the index, instead of staying 'running' for good."""
+    from ratchet.store import RunStore
+
+    store = tmp_path / "runs"
+    done = _ratchet(tmp_path, "autoharness", *QUICK[2:], "--model", f"local:{tmp_path / 'nope.gguf'}",
+                    "--store", str(store))
+    _assert_clear(done, EXIT_BAD_INPUT, "nope.gguf")
+    [row] = RunStore(store).list_runs()
+    assert row["status"] == "failed"
+    status = RunStore(store).open_run(row["id"]).status()
+    assert status["status"] == "failed" and "nope.gguf" in status["summary"]["error"]
+
+
+def test_a_suite_whose_model_does_not_load_marks_its_batch_run_failed(tmp_path):
+    from ratchet.store import RunStore
+
+    store = tmp_path / "runs"
+    done = _ratchet(tmp_path, "autoharness", "--suite", "autoharness-40", "--protocol", "none",
+                    "--model", f"local:{tmp_path / 'nope.gguf'}", "--store", str(store))
+    _assert_clear(done, EXIT_BAD_INPUT, "nope.gguf")
+    [row] = RunStore(store).list_runs()
+    assert row["kind"] == "autoharness-batch" and row["status"] == "failed"
+    assert "nope.gguf" in RunStore(store).open_run(row["id"]).status()["summary"]["error"]

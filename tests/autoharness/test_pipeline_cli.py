@@ -174,11 +174,11 @@ def library_entry(tmp_path):
 
 
 def test_protocol_sizes_by_name():
-    from ratchet.cli.autoharness import _protocol_config
+    from ratchet.api import protocol_config
     from ratchet.config import ConfigError
 
-    demo, full = _protocol_config("demo", []), _protocol_config("full", ["matches=6"])
+    demo, full = protocol_config("demo", []), protocol_config("full", ["matches=6"])
     assert (demo.legal_seeds, demo.legal_steps, demo.play_max_tokens) == (2, 5, 64)
     assert full.legal_steps == ProtocolConfig().legal_steps and full.matches == 6
     with pytest.raises(ConfigError, match="unknown protocol 'tiny'"):
-        _protocol_config("tiny", [])
+        protocol_config("tiny", [])

@@ -60,7 +60,7 @@ def test_run_status_diff_export(tmp_path: Path) -> None:
     assert _invoke("evolve", "diff", str(run.dir), accepted[0]["id"]) == diff  # the run's directory, as printed
     refused = runner.invoke(app, ["evolve", "status", str(run.dir), "--root", str(tmp_path)])
     assert refused.exit_code != 0 and "is a path, not a run id" in str(refused.exception)
-    assert refused.exception.hint == f"name the run by its id with its store: --root {root} {run.id}"
+    assert refused.exception.hint == f"name the run by its id with its store: --store {root} {run.id}"
 
     dest = tmp_path / "exported"
     _invoke("evolve", "export", run.id, str(dest), "--root", root)

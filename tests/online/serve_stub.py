@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import sys
 
-from ratchet.cli import serve as serve_cli
 from ratchet.config import load_config
+from ratchet.online import launch
 from ratchet.online.config import OnlineConfig
 from ratchet.online.policy import ScriptedPolicy
 
@@ -21,10 +21,10 @@ def main() -> None:
     runs, port, grace, words, delay = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), \
         float(sys.argv[5])
     policy = ScriptedPolicy(" ".join(["word"] * words), token_delay_s=delay)
-    serve_cli._policy_factory = lambda config, versions_dir: ((lambda adapter: policy), None)
+    launch._policy_factory = lambda config, versions_dir: ((lambda adapter: policy), None)
     config = load_config(OnlineConfig, None, [f"runs_root={runs}", f"port={port}", "learn=binary", "run=r",
                                                f"shutdown_grace_s={grace}", "trainer_loop=serve_stub:idle_trainer"])
-    serve_cli.run_server(config)
+    launch.run_server(config)
 
 
 if __name__ == "__main__":

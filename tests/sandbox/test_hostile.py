@@ -8,6 +8,7 @@ import socket
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -539,3 +540,28 @@ def threads_at_start() -> int:
 
 def test_hostile_suite_does_not_leak_threads(threads_at_start):
     assert threading.active_count() - threads_at_start < 18
+
+
+def test_endless_recursion_is_reported_at_its_line_before_the_deadline(make, run_continues):
+    """A recursion without end raises RecursionError 1,000 frames deep; the worker turns it into
+    feedback within the call's deadline, with the line where the recursion starts and the line
+    that repeats, instead of being killed for lateness with no line at all."""
+    sb = make(
+        """
+        def deeper(n):
+            return deeper(n + 1) + 1
+
+        def propose_action(board):
+            return deeper(0)
+        """
+    )
+    started = time.monotonic()
+    with pytest.raises(HarnessCodeError) as info:
+        sb.call("propose_action", "board", timeout_s=2.0)
+    assert time.monotonic() - started < 2.0
+    tail = info.value.traceback_tail
+    assert "RecursionError" in str(info.value) and "RecursionError" in tail
+    assert 'File "harness.py", line 6, in propose_action' in tail  # where it starts
+    assert 'File "harness.py", line 3, in deeper' in tail  # what repeats
+    assert "[Previous line repeated" in tail and len(tail.splitlines()) <= 15
+    run_continues(sb)

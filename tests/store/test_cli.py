@@ -130,3 +130,63 @@ def test_read_commands_do_not_create_a_store(app: typer.Typer, tmp_path: Path) -
     result = CliRunner().invoke(app, ["runs", "show", "x", "--root", str(missing)])
     assert isinstance(result.exception, RatchetError) and "RATCHET_RUNS" in (result.exception.hint or "")
     assert not missing.exists()
+
+
+def test_config_validate_lists_every_problem_as_written(app: typer.Typer, tmp_path: Path) -> None:
+    """Each bad key on a line of its own, the evolve components' options included (the engine
+    would stop at the first as it builds them), and a value like ``[x]`` shown, not read as markup."""
+    bad = tmp_path / "evolve.yaml"
+    bad.write_text("workspace: ws\niterations: '[x]'\nseeds: []\nsuite: {name: jsonl, options: {path: t.jsonl}}\n")
+    result = CliRunner().invoke(app, ["config", "validate", str(bad), "--kind", "evolve"], env={"COLUMNS": "200"})
+    assert result.exit_code == 1
+    problems = [line for line in result.output.splitlines() if line.startswith("  - ")]
+    assert len(problems) == 2 and "2 problems" in result.output
+    assert any(p.startswith("  - iterations = '[x]'") for p in problems)  # the brackets survive
+    assert any(p.startswith("  - seeds = []") for p in problems)
+
+    components = tmp_path / "components.yaml"
+    components.write_text("workspace: ws\nsuite: {name: jsonl, options: {path: t.jsonl, nope: 1}}\n"
+                          "selector: {name: nosuch}\ngate: {name: paired, options: {alpha: 2, resamples: 5}}\n")
+    result = CliRunner().invoke(app, ["config", "validate", str(components), "--kind", "evolve"], env={"COLUMNS": "200"})
+    assert result.exit_code == 1
+    problems = [line for line in result.output.splitlines() if line.startswith("  - ")]
+    assert [p.split(":")[0].split(" =")[0] for p in problems] == [
+        "  - suite.options.nope", "  - selector.name", "  - gate.options.alpha", "  - gate.options.resamples"]
+
+    good = tmp_path / "good.yaml"
+    good.write_text("workspace: ws\nsuite: {name: jsonl, options: {path: t.jsonl}}\n")
+    assert "valid" in invoke(app, "config", "validate", str(good), "--kind", "evolve")
+
+
+def test_the_run_store_flag_is_store_and_the_old_names_still_work(app: typer.Typer,
+                                                                  populated: tuple[RunStore, str]) -> None:
+    store, run_id = populated
+    assert run_id in invoke(app, "runs", "list", "--store", str(store.root))
+    assert run_id in invoke(app, "runs", "list", "--root", str(store.root))  # the old name, hidden
+    shown = invoke(app, "runs", "list", "--help")
+    assert "--store" in shown and "--root" not in shown
+    result = CliRunner().invoke(app, ["runs", "list", "--store", str(store.root), "--root", str(store.root / "other")])
+    assert isinstance(result.exception, RatchetError) and "two different run stores" in str(result.exception)
+
+
+def test_every_command_names_the_store_by_store_with_its_old_name_hidden() -> None:
+    """`--store` in the help of every command that takes a run store; no old name shown anywhere."""
+    import click
+
+    from ratchet.cli import app as full_app
+
+    command = typer.main.get_command(full_app)
+    with_store = []
+
+    def walk(cmd: click.Command, path: str) -> None:
+        names = {opt for p in cmd.params for opt in p.opts if not getattr(p, "hidden", False)}
+        assert not names & {"--root", "--run-dir", "--runs-root"} or path == "agent solve" or path == "agent replay", path
+        if "--store" in names:
+            with_store.append(path)
+        for name, sub in getattr(cmd, "commands", {}).items():
+            walk(sub, f"{path} {name}".strip())
+
+    walk(command, "")
+    for expected in ("play", "autoharness", "autoharness export", "evolve run", "evolve resume", "evolve status",
+                     "runs list", "runs show", "agent run", "ui", "serve", "serve status", "rollback"):
+        assert expected in with_store, (expected, with_store)

@@ -54,7 +54,7 @@ _register_all()
 #: Exit codes (docs/guarantees.md): 0 done; 1 an unexpected error (a bug: the traceback is printed)
 #: or a failed `ratchet doctor` check; 2 bad input or configuration (the message names it and the
 #: fix); 3 the host refused a write (disk full, no permission, read-only): the run keeps what it
-#: wrote and resumes with --resume.
+#: wrote and resumes with --resume; a run store that cannot be made or written is refused the same way.
 EXIT_BAD_INPUT = 2
 EXIT_HOST_REFUSED = 3
 _HOST_REFUSED = {
@@ -71,8 +71,10 @@ def main() -> None:
     try:
         app()
     except RatchetError as exc:
+        from ratchet.store import StoreUnavailable
+
         typer.secho(f"error: {exc}", fg="red", err=True)
-        sys.exit(EXIT_BAD_INPUT)
+        sys.exit(EXIT_HOST_REFUSED if isinstance(exc, StoreUnavailable) else EXIT_BAD_INPUT)
     except OSError as exc:
         if exc.errno not in _HOST_REFUSED:
             raise

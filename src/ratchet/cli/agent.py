@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from ratchet.cli.options import RootAlias, StoreOption, store_root
 from ratchet.config import parse_override
 from ratchet.contracts import RatchetError
 from ratchet.models.spec import load_model
@@ -52,11 +53,13 @@ def run_command(
     model_set: list[str] = ModelSetOption,
     resume: str | None = typer.Option(None, "--resume", help="Continue this run id with the tasks, workspace, "
                                       "settings and model it started with: finished tasks are skipped."),
-    root: Path | None = typer.Option(None, "--root", help="Run store directory (default: $RATCHET_RUNS or ./runs)."),
+    store_dir: Path | None = StoreOption,
+    root: Path | None = RootAlias,
 ) -> None:
     """Run the agent on every task of a suite and report the solve rate, judged by the tests."""
     if limit < 0:
         raise RatchetError(f"--limit {limit}: the number of tasks cannot be negative", hint="give 0 for all tasks or N > 0")
+    root = store_root(store_dir, root, "--root")
     store = RunStore(root if root is not None else StoreConfig().root)
     run = None
     if resume:
@@ -81,7 +84,7 @@ def run_command(
         if changed:
             raise RatchetError(f"run {run.id} keeps the tasks, workspace, settings and model it started with; "
                                f"{', '.join(changed)} would change them",
-                               hint=f"resume with `ratchet agent run --resume {run.id}` alone (--model-set and --root "
+                               hint=f"resume with `ratchet agent run --resume {run.id}` alone (--model-set and --store "
                                     f"may be given), or start a new run with those flags")
         suite, model, workspace = recorded["suite"], recorded["model"], Path(recorded["workspace"])
         overrides = list(recorded.get("overrides") or [])
@@ -102,15 +105,15 @@ def run_command(
         config = {"model": model, "suite": suite, "tasks": [t.id for t in tasks], "workspace": str(ws.path),
                   "overrides": list(overrides), "model_options": options}
         run = store.create_run("agent", config)
+    else:
+        run.set_status("running")  # resumed: running again, so a failure now is recorded as one
     console.print(f"run {run.id}: {len(tasks)} tasks, model {model}, workspace {ws.path}")
     lines = sys.stdout.isatty()
-    try:
+    # Ctrl-C marks the run stopped, an error marks it failed with why; either way it resumes.
+    with run.marks_failure():
         summary = run_suite(tasks, loaded, run.dir, workspace=ws, model_spec=model,
                             overrides=tuple(overrides), on_model_call=run.record_llm_call,
                             progress=(lambda line: console.print(line)) if lines else (lambda line: print(line, flush=True)))
-    except BaseException:
-        run.set_status("stopped")
-        raise
     run.write_json("summary.json", summary)
     run.set_status("done", {k: summary[k] for k in ("tasks", "solved", "solve_rate", "tokens")})
     console.print(f"solved {summary['solved']}/{summary['tasks']} (solve rate {summary['solve_rate']:.3f}); "

@@ -17,30 +17,15 @@ from typing import Any, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ratchet.api import protocol_config
+from ratchet.cli.options import RootAlias, StoreOption, store_root
 from ratchet.contracts import RatchetError
 
 console = Console()
-
-
-#: Held-out protocol sizes by name; ``full`` is the paper's (ProtocolConfig's defaults).
-PROTOCOLS = {
-    "full": [],
-    "quick": ["legal_seeds=3", "legal_steps=20", "reward_games=3", "matches=4"],
-    # A few minutes on the embedded 0.5B on two cores: the demo's default.
-    "demo": ["legal_seeds=2", "legal_steps=5", "reward_games=1", "matches=2", "step_cap=10", "play_max_tokens=64"],
-}
-
-
-def _protocol_config(name: str, overrides: list[str]):
-    from ratchet.autoharness.protocol import ProtocolConfig
-    from ratchet.config import ConfigError, load_config
-
-    if name not in PROTOCOLS:
-        raise ConfigError(f"unknown protocol {name!r}", hint=f"use one of: {', '.join(PROTOCOLS)}, or none")
-    return load_config(ProtocolConfig, None, PROTOCOLS[name] + overrides)
 
 
 @contextmanager
@@ -101,7 +86,7 @@ def _show(report: dict) -> None:
     adoption = report.get("adoption")
     if adoption:
         colour = {"adopted": "green", "rejected": "red"}.get(adoption["verdict"], "yellow")
-        console.print(f"held-out check: [{colour}]{adoption['verdict']}[/{colour}] ({'; '.join(adoption['reasons'])})")
+        console.print(f"held-out check: [{colour}]{adoption['verdict']}[/{colour}] ({escape('; '.join(adoption['reasons']))})")
 
 
 def register(app: typer.Typer) -> None:
@@ -126,7 +111,8 @@ def register(app: typer.Typer) -> None:
         threads: Optional[int] = typer.Option(None, help="llama.cpp threads for local models."),
         export: Optional[Path] = typer.Option(None, "--export", "-o", help="Write the best harness to this file."),
         force: bool = typer.Option(False, "--force", help="Export even a harness the held-out check rejected."),
-        store_root: Optional[Path] = typer.Option(None, "--store", help="Run store directory."),
+        store: Optional[Path] = StoreOption,
+        root: Optional[Path] = RootAlias,
         executor: Optional[str] = typer.Option(None, "--executor", help="With --suite: where games run, local | ray "
                                                "(default: local, one after another in this process)."),
         address: Optional[str] = typer.Option(None, "--address", help="Ray cluster to join: auto | ray://HOST:10001."),
@@ -139,8 +125,6 @@ def register(app: typer.Typer) -> None:
         if ctx.invoked_subcommand is not None:
             return
         from ratchet.autoharness.config import AutoHarnessConfig
-        from ratchet.autoharness.pipeline import accounted, open_or_create, synthesize_game
-        from ratchet.models import load_model
         from ratchet.config import load_config
         from ratchet.store import RunStore
 
@@ -151,8 +135,8 @@ def register(app: typer.Typer) -> None:
         if max_calls is not None:
             overrides.append(f"budget.max_calls={max_calls}")
         cfg = load_config(AutoHarnessConfig, config, overrides)
-        store = RunStore(store_root)
-        proto = None if protocol == "none" else _protocol_config(protocol, protocol_set)
+        run_store = RunStore(store_root(store, root, "--root"))
+        proto = protocol_config(protocol, protocol_set)
         if suite:
             from ratchet.autoharness.batch import run_suite
             from ratchet.autoharness.report import failed_games
@@ -161,9 +145,13 @@ def register(app: typer.Typer) -> None:
             flags = {"kind": executor, "address": address, "workers": workers}
             ex_cfg = load_config(ExecutorConfig, None, [f"{k}={v}" for k, v in flags.items() if v is not None] + executor_set)
             pool = build_executor(ex_cfg)
+            before = set(run_store.run_ids())
             try:
-                state = run_suite(suite, cfg, store, proto, threads=threads, resume=resume, console=console, executor=pool,
+                state = run_suite(suite, cfg, run_store, proto, threads=threads, resume=resume, console=console, executor=pool,
                                   stop_after_s=stop_after)
+            except BaseException as exc:
+                _mark_failed(run_store, set(run_store.run_ids()) - before, exc)
+                raise
             finally:
                 pool.close()
             if pool.stats.lost:
@@ -174,14 +162,16 @@ def register(app: typer.Typer) -> None:
             for env_id, reason in failed.items():
                 console.print(f"  {env_id}: {reason}", markup=False)
             return
-        run, cfg = open_or_create(store, cfg, resume)
-        llm = load_model(cfg.model, threads=threads)
+        from ratchet import api
+
         with _reporter(cfg) as (progress, phase):
-            report = synthesize_game(cfg, accounted(llm, run), run, protocol=proto, play_model=llm,
-                                     on_progress=progress, on_phase=phase)
+            result = api.synthesize_harness(config=cfg, protocol=protocol, protocol_overrides=protocol_set,
+                                            store=run_store.root, resume=resume, threads=threads,
+                                            on_progress=progress, on_phase=phase)
+        report = result.report
         _show(report)
         if export:
-            _export(store, run.id, export, force)
+            _export(run_store, result.run_id, export, force)
 
     @group.command("export")
     def export_cmd(
@@ -189,7 +179,8 @@ def register(app: typer.Typer) -> None:
         output: Path = typer.Option(..., "-o", "--output", help="Path of the .py file to write."),
         force: bool = typer.Option(False, "--force", help="Export even a harness the held-out check rejected (it did worse "
                                                           "than the model alone on held-out seeds)."),
-        store_root: Optional[Path] = typer.Option(None, "--store", help="Run store directory."),
+        store: Optional[Path] = StoreOption,
+        root: Optional[Path] = RootAlias,
     ) -> None:
         """Write the run's best harness as a standalone Python file (load it with load_harness).
 
@@ -197,19 +188,27 @@ def register(app: typer.Typer) -> None:
         is refused unless --force is given."""
         from ratchet.store import RunStore
 
-        _export(RunStore(store_root), run_id, output, force)
+        _export(RunStore(store_root(store, root, "--root")), run_id, output, force)
 
     @group.command("show")
-    def show_cmd(run_id: str = typer.Argument(...), store_root: Optional[Path] = typer.Option(None, "--store")) -> None:
+    def show_cmd(run_id: str = typer.Argument(...), store: Optional[Path] = StoreOption,
+                 root: Optional[Path] = RootAlias) -> None:
         """Print a run's per-game report."""
         from ratchet.store import RunStore
 
-        report = RunStore(store_root).open_run(run_id).read_json("report.json")
+        report = RunStore(store_root(store, root, "--root")).open_run(run_id).read_json("report.json")
         if not report:
             raise RatchetError(f"run {run_id} has no report yet", hint=f"resume it: ratchet autoharness --resume {run_id}")
         console.print_json(json.dumps(report))
 
     app.add_typer(group, name="autoharness")
+
+
+def _mark_failed(store: Any, made: set[str], exc: BaseException) -> None:
+    """The runs this command made that still read 'running' (the suite's batch run, a game's run)
+    marked failed with the error: the suite makes its runs itself, out of this command's reach."""
+    for run_id in sorted(made):
+        store.open_run(run_id).record_failure(exc)
 
 
 def _export(store, run_id: str, output: Path, force: bool = False) -> None:

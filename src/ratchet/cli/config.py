@@ -9,6 +9,7 @@ import typer
 import yaml
 from pydantic import BaseModel
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ratchet.config import ConfigError, Settings, describe_fields, load_config
@@ -34,6 +35,11 @@ CONFIGS: dict[str, str] = {
     "evolve": "ratchet.evolve.config:EvolveConfig",
     "agent": "ratchet.runtime.config:AgentConfig",
 }
+
+#: Checks beyond a config's own fields, by short name: ``module:function(config) -> problems``.
+#: An evolve config names components (suite, selector, gate, proposers) whose options are their own
+#: settings classes; these are checked here too, all of them, not one at a time as a run builds them.
+DEEP_CHECKS: dict[str, str] = {"evolve": "ratchet.evolve.preflight:component_problems"}
 
 config_app = typer.Typer(help="Show the documented settings; validate a YAML config file.", no_args_is_help=True)
 
@@ -110,12 +116,29 @@ def validate(
     try:
         config = load_config(cls, file, overrides)
     except ConfigError as exc:
-        console.print(f"[red]invalid[/] {file} ({key}): {exc.args[0]}")
-        if exc.hint:
-            console.print(f"  hint: {exc.hint}")
-        raise typer.Exit(1) from None
-    console.print(f"[green]valid[/] {file} ({key}: {cls.__name__})")
-    console.print(yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False).rstrip())
+        _invalid(file, key, exc.problems if len(exc.problems) > 1 else [exc.args[0]], exc.hint)
+    deep = DEEP_CHECKS.get(key)
+    problems = _import(deep)(config) if deep else []
+    if problems:
+        _invalid(file, key, problems, "see a component's options with: ratchet config show module:OptionsClass")
+    console.print(f"[green]valid[/] {escape(str(file))} ({key}: {cls.__name__})")
+    console.print(yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False).rstrip(), markup=False)
+
+
+def _invalid(file: Path, key: str, problems: list[str], hint: str | None) -> None:
+    """Every problem on a line of its own, as written: a value such as ``[x]`` is not read as markup."""
+    noun = "problem" if len(problems) == 1 else "problems"
+    console.print(f"[red]invalid[/] {escape(str(file))} ({key}): {len(problems)} {noun}")
+    for problem in problems:
+        console.print(f"  - {problem}", markup=False, soft_wrap=True)
+    if hint:
+        console.print(f"  hint: {hint}", markup=False, soft_wrap=True)
+    raise typer.Exit(1)
+
+
+def _import(target: str):
+    module_name, _, name = target.partition(":")
+    return getattr(importlib.import_module(module_name), name)
 
 
 def register(app: typer.Typer) -> None:

@@ -1,5 +1,6 @@
 """``ratchet evolve``: improve a harness workspace with the engine, only on honest evidence.
 
+    ratchet evolve init DIR --suite tasks.jsonl      # a starter workspace for your own suite
     ratchet evolve run.yaml                          # start (``run`` may be left out)
     ratchet evolve run.yaml --set iterations=20 --set budget.max_calls=200
     ratchet evolve resume RUN_ID                     # after a kill, a budget stop, an approval
@@ -14,38 +15,45 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Optional
 
 import typer
 import yaml
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.syntax import Syntax
 from rich.table import Table
 from typer.core import TyperGroup
 
+from ratchet.api import EVOLVE_KIND
+from ratchet.cli.options import RootAlias, StoreOption, store_root
 from ratchet.config import load_config
 from ratchet.contracts import RatchetError
 from ratchet.evolve.approval import Verdict, approve, reject
 from ratchet.evolve.archive import Archive
 from ratchet.evolve.config import EvolveConfig
 from ratchet.evolve.export import export_run
-from ratchet.evolve.loop import EVENTS, Engine, stored_totals
+from ratchet.evolve.loop import EVENTS, stored_totals
 from ratchet.evolve.manifest import load_manifest
+from ratchet.evolve.preflight import CONFIG_COPY, load_evolve_config
 from ratchet.store import RunStore
 from ratchet.store.files import write_bytes_atomic
 
 console = Console()
-CONFIG_COPY = "evolve/config.yaml"
-KIND = "evolve"
+KIND = EVOLVE_KIND
 
 HELP = """Evolve a harness workspace: select a parent, propose a change, check it, evaluate it, keep it
 only if it beats the parent beyond noise on held-in tasks.
 
 \b
 Examples:
+  ratchet evolve init my-harness --suite tasks.jsonl
   ratchet evolve examples/humaneval-coder/evolve.yaml
   ratchet evolve run.yaml --set iterations=20 --set budget.max_calls=200
   ratchet evolve resume RUN_ID
@@ -57,7 +65,6 @@ Examples:
   ratchet evolve export RUN_ID ./evolved-harness
 """
 
-RootOption = typer.Option(None, "--root", help="Run store directory (default: $RATCHET_RUNS or ./runs).")
 SetOption = typer.Option([], "--set", help="Override a config field: --set iterations=20 --set gate.options.alpha=0.01")
 ThreadsOption = typer.Option(None, help="llama.cpp threads for a local model.")
 ExecutorOption = typer.Option(None, "--executor", help="Where task evaluations run: local | ray (default: local, in this process).")
@@ -91,46 +98,45 @@ def _model(spec: str | None, threads: int | None):
     return load_model(spec, threads=threads)
 
 
-def _engine(config: EvolveConfig, run: Any, model: Any, on_event: Any, proposer_model: Any = None) -> Engine:
-    """The engine for ``run``; a component that cannot be built (an unknown selector, bad suite
-    options) marks the run failed with the error, which otherwise stayed 'running' for good."""
-    try:
-        return Engine(config, run, model, on_event=on_event, proposer_model=proposer_model)
-    except Exception as exc:
-        run.set_status("failed", {"state": "failed", "error": str(exc).splitlines()[0]})
-        raise
+@contextmanager
+def _events(config: EvolveConfig) -> Iterator[Callable[[dict[str, Any]], None]]:
+    """The engine's events shown: a progress bar on a terminal; otherwise a line per step and one
+    per task evaluation run. A warning is printed either way."""
+    def warn(event: dict[str, Any]) -> None:
+        console.print(f"[yellow]warning:[/] {escape(str(event['message']))}", soft_wrap=True)
 
-
-def _drive(config: EvolveConfig, run: Any, model: Any, proposer_model: Any = None) -> dict[str, Any]:
-    """Run the engine with a progress bar on a terminal; otherwise a line per step and one per task
-    evaluation run."""
     if not console.is_terminal:
         def line(event: dict[str, Any]) -> None:
-            if event["kind"] == "step":
+            if event["kind"] == "warning":
+                warn(event)
+            elif event["kind"] == "step":
                 console.print(f"step {event['step'] + 1}/{config.iterations} {event['status']:<9} "
                               f"{event.get('child', '-')} <- {event['parent']} [{event.get('proposer')}] "
-                              f"best {event.get('best', 0):.3f}: {event.get('reason', '')}", soft_wrap=True)
+                              f"best {event.get('best', 0):.3f}: {event.get('reason', '')}", soft_wrap=True, markup=False)
             elif event["kind"] == "evaluated":
                 console.print(f"  evaluated {event['candidate'][:12]} on {event['task']} (seed {event['seed']}): "
-                              f"score {event['score']:g} [{event['run']} run by this process]", soft_wrap=True)
+                              f"score {event['score']:g} [{event['run']} run by this process]", soft_wrap=True, markup=False)
             else:
                 console.print(f"{event['kind']}: " + ", ".join(f"{k}={v}" for k, v in event.items() if k not in ("kind", "at")),
-                              soft_wrap=True)
+                              soft_wrap=True, markup=False)
 
-        return _engine(config, run, model, line, proposer_model).execute()
+        yield line
+        return
     with Progress(TextColumn("[bold]evolve"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
                   TimeElapsedColumn(), console=console) as bar:
         task = bar.add_task("evolve", total=config.iterations, info="evaluating the original")
 
         def update(event: dict[str, Any]) -> None:
-            if event["kind"] == "step":
+            if event["kind"] == "warning":
+                warn(event)
+            elif event["kind"] == "step":
                 bar.update(task, completed=event["step"] + 1,
                            info=f"{event['status']} · best held-in {event.get('best', 0):.3f}")
             elif event["kind"] == "evaluated":
                 bar.update(task, info=f"evaluating {event['candidate'][:12]}: {event['task']} {event['score']:g} "
                                       f"({event['run']} task evaluations run)")
 
-        return _engine(config, run, model, update, proposer_model).execute()
+        yield update
 
 
 def _show_summary(run_id: str, summary: dict[str, Any]) -> None:
@@ -162,24 +168,28 @@ def _show_summary(run_id: str, summary: dict[str, Any]) -> None:
 def run_cmd(
     config: Path = typer.Argument(..., help="YAML file of EvolveConfig fields (fields: `ratchet config show ratchet.evolve.config:EvolveConfig`)."),
     set_: list[str] = SetOption,
-    root: Optional[Path] = RootOption,
+    store: Optional[Path] = StoreOption,
+    root: Optional[Path] = RootAlias,
     threads: Optional[int] = ThreadsOption,
     executor: Optional[str] = ExecutorOption,
     address: Optional[str] = AddressOption,
     workers: Optional[int] = WorkersOption,
 ) -> None:
     """Start an improvement run from CONFIG (a YAML file)."""
-    cfg = load_config(EvolveConfig, config, [*set_, *executor_overrides(executor, address, workers)])
-    if not cfg.workspace.is_absolute():  # relative to the config file, so a config travels with its workspace
-        beside = (config.parent / cfg.workspace)
-        cfg = cfg.model_copy(update={"workspace": (beside if beside.is_dir() else cfg.workspace).resolve()})
-    manifest = load_manifest(cfg.workspace)
+    from ratchet import api
+
+    cfg = load_evolve_config(config, [*set_, *executor_overrides(executor, address, workers)])
+    load_manifest(cfg.workspace)  # a workspace without a manifest is refused before a model loads
     model = _model(cfg.model, threads)  # a bad model spec fails before a run is made for it
     proposer_model = _model(cfg.proposer_model, threads)
-    run = RunStore(root).create_run(KIND, cfg, name=manifest.name)
-    write_bytes_atomic(run.path(CONFIG_COPY), _dump(cfg))
-    console.print(f"run {run.id} ({manifest.name}): {cfg.iterations} steps; store {run.dir}")
-    _show_summary(run.id, _drive(cfg, run, model, proposer_model))
+
+    def started(run: Any) -> None:
+        console.print(f"run {run.id} ({run.name}): {cfg.iterations} steps; store {run.dir}", soft_wrap=True)
+
+    with _events(cfg) as on_event:
+        result = api.evolve(cfg, store=store_root(store, root, "--root"), model=model, proposer_model=proposer_model,
+                            on_event=on_event, on_start=started)
+    _show_summary(result.run_id, result.summary)
 
 
 def _open(root: Path | None, run_id: str) -> Any:
@@ -210,15 +220,31 @@ def _candidate(run: Any, given: str) -> str:
     return given  # unknown: the command says so in its own words
 
 
-def _dump(cfg: EvolveConfig) -> bytes:
-    return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False).encode()
+@evolve_app.command("init")
+def init_cmd(
+    directory: Path = typer.Argument(..., help="Where the workspace goes (made if missing; nothing in it is overwritten)."),
+    suite: Optional[Path] = typer.Option(None, "--suite", help="Your JSONL suite, one task per line (default: three "
+                                         "sample tasks in DIR/tasks.jsonl)."),
+    model: str = typer.Option("local:qwen2.5-coder-0.5b", "--model", help="The model spec the run uses."),
+) -> None:
+    """Write a starter workspace for a JSONL suite: evolve.yaml, manifest.yaml, workflow.py and
+    prompts/system.md (docs/first-run.md explains each)."""
+    from ratchet.cli.evolve_init import write_starter
+
+    written = write_starter(directory, suite, model)
+    for path in written:
+        console.print(f"wrote {path}", markup=False, soft_wrap=True)
+    shown = Path(os.path.relpath(written[0]))
+    console.print(f"start it with: ratchet evolve {written[0] if shown.parts[:1] == ('..',) else shown}",
+                  markup=False, soft_wrap=True)
 
 
 @evolve_app.command("resume")
 def resume_cmd(
     run_id: str = typer.Argument(..., help="The run to continue."),
     set_: list[str] = SetOption,
-    root: Optional[Path] = RootOption,
+    store: Optional[Path] = StoreOption,
+    root: Optional[Path] = RootAlias,
     threads: Optional[int] = ThreadsOption,
     executor: Optional[str] = ExecutorOption,
     address: Optional[str] = AddressOption,
@@ -228,26 +254,35 @@ def resume_cmd(
 
     Overrides may raise limits (--set budget.max_calls=400 --set iterations=30) or move the run
     elsewhere (--executor ray --address auto)."""
-    run = _open(root, run_id)
+    from ratchet import api
+
+    run = _open(store_root(store, root, "--root"), run_id)
+    overrides = [*set_, *executor_overrides(executor, address, workers)]
     if not run.path(CONFIG_COPY).is_file():
         # Killed between run.json and the config copy: run.json holds the same config, so the run
         # starts from it rather than being refused.
         write_bytes_atomic(run.path(CONFIG_COPY), yaml.safe_dump(run.config, sort_keys=False).encode())
-    cfg = load_config(EvolveConfig, run.path(CONFIG_COPY), [*set_, *executor_overrides(executor, address, workers)])
+    # Read here to load its models the way `run` does; the resume writes the run's copy itself.
+    cfg = load_config(EvolveConfig, run.path(CONFIG_COPY), overrides)
     model = _model(cfg.model, threads)
     proposer_model = _model(cfg.proposer_model, threads)
-    write_bytes_atomic(run.path(CONFIG_COPY), _dump(cfg))
-    run.set_status("running")
-    done = stored_totals(run)
-    console.print(f"run {run.id} resumed: {cfg.iterations} steps in all; {done['accepted'] + done['rejected']} "
-                  f"candidates decided and {done['task_evals']} task evaluations kept; store {run.dir}", soft_wrap=True)
-    _show_summary(run.id, _drive(cfg, run, model, proposer_model))
+
+    def started(run: Any) -> None:
+        done = stored_totals(run)
+        console.print(f"run {run.id} resumed: {cfg.iterations} steps in all; {done['accepted'] + done['rejected']} "
+                      f"candidates decided and {done['task_evals']} task evaluations kept; store {run.dir}", soft_wrap=True)
+
+    with _events(cfg) as on_event:
+        result = api.resume_evolve(run.id, overrides=overrides, store=run.root, model=model, proposer_model=proposer_model,
+                                   on_event=on_event, on_start=started)
+    _show_summary(result.run_id, result.summary)
 
 
 @evolve_app.command("status")
-def status_cmd(run_id: str = typer.Argument(...), root: Optional[Path] = RootOption) -> None:
+def status_cmd(run_id: str = typer.Argument(...), store: Optional[Path] = StoreOption,
+               root: Optional[Path] = RootAlias) -> None:
     """The run's state, its candidates (lineage, status, held-in score, the gate's reason), its report."""
-    run = _open(root, run_id)
+    run = _open(store_root(store, root, "--root"), run_id)
     status = run.status()
     archive = Archive(run)
     summary = dict(status.get("summary") or {})
@@ -264,7 +299,7 @@ def status_cmd(run_id: str = typer.Argument(...), root: Optional[Path] = RootOpt
         decision = archive.decision(c.id)
         score = archive.score(c.id, "heldin")
         table.add_row(c.id, c.parent_id or "-", archive.status(c.id) or "", str(c.meta.get("proposer", "original")),
-                      "" if score is None else f"{score:.3f}", decision.reason[:90] if decision else "")
+                      "" if score is None else f"{score:.3f}", escape(decision.reason[:90]) if decision else "")
     console.print(table)
     failed = archive.unusable()
     if failed:  # steps that made no candidate: their calls were spent, so they are shown too
@@ -273,7 +308,7 @@ def status_cmd(run_id: str = typer.Argument(...), root: Optional[Path] = RootOpt
             steps.add_column(column, no_wrap=True)
         steps.add_column("reason", overflow="fold")
         for f in failed[::-1]:  # steps are stored from 0 and shown from 1, as the progress lines show them
-            steps.add_row(str(f["step"] + 1), f["parent"], f["proposer"], str(f.get("model_calls", "")), f["reason"][:300])
+            steps.add_row(str(f["step"] + 1), f["parent"], f["proposer"], str(f.get("model_calls", "")), escape(f["reason"][:300]))
         console.print(steps)
     report = run.read_json("evolve/report.json")
     if report:
@@ -283,16 +318,16 @@ def status_cmd(run_id: str = typer.Argument(...), root: Optional[Path] = RootOpt
 
 @evolve_app.command("diff")
 def diff_cmd(run_id: str = typer.Argument(...), candidate: str = typer.Argument(..., help="Candidate id (or a unique start of it)."),
-             root: Optional[Path] = RootOption) -> None:
+             store: Optional[Path] = StoreOption, root: Optional[Path] = RootAlias) -> None:
     """Show a candidate against its parent (a unified diff of every changed file) and its decision."""
-    run = _open(root, run_id)
+    run = _open(store_root(store, root, "--root"), run_id)
     archive = Archive(run)
     candidate = _candidate(run, candidate)
     child = archive.get(candidate)
-    console.print(f"{candidate} <- {child.parent_id or '(original)'}: {archive.status(candidate)}")
+    console.print(f"{candidate} <- {child.parent_id or '(original)'}: {archive.status(candidate)}", markup=False)
     decision = archive.decision(candidate)
     if decision:
-        console.print(f"gate: {decision.reason}\n{json.dumps(decision.numbers, sort_keys=True)}", soft_wrap=True)
+        console.print(f"gate: {decision.reason}\n{json.dumps(decision.numbers, sort_keys=True)}", soft_wrap=True, markup=False)
     text = archive.diff(candidate) or "(no change)\n"
     if console.is_terminal:
         console.print(Syntax(text, "diff", theme="ansi_dark", word_wrap=True))
@@ -302,18 +337,20 @@ def diff_cmd(run_id: str = typer.Argument(...), candidate: str = typer.Argument(
 
 @evolve_app.command("approve")
 def approve_cmd(run_id: str = typer.Argument(...), candidate: str = typer.Argument(..., help="Candidate id (or a unique start of it)."),
-                root: Optional[Path] = RootOption) -> None:
+                store: Optional[Path] = StoreOption,
+                root: Optional[Path] = RootAlias) -> None:
     """Release a candidate the gate accepted and the run holds for approval."""
-    run = _open(root, run_id)
+    run = _open(store_root(store, root, "--root"), run_id)
     _said(approve(run, _candidate(run, candidate)), run_id)
 
 
 @evolve_app.command("reject")
 def reject_cmd(run_id: str = typer.Argument(...), candidate: str = typer.Argument(..., help="Candidate id (or a unique start of it)."),
                reason: str = typer.Option("", help="Why: kept in its decision and shown to later proposals."),
-               root: Optional[Path] = RootOption) -> None:
+               store: Optional[Path] = StoreOption,
+               root: Optional[Path] = RootAlias) -> None:
     """Turn down a candidate the gate accepted and the run holds for approval."""
-    run = _open(root, run_id)
+    run = _open(store_root(store, root, "--root"), run_id)
     _said(reject(run, _candidate(run, candidate), reason), run_id)
 
 
@@ -324,9 +361,10 @@ def _said(verdict: Verdict, run_id: str) -> None:
 
 @evolve_app.command("export")
 def export_cmd(run_id: str = typer.Argument(...), dest: Path = typer.Argument(..., help="A new directory."),
-               root: Optional[Path] = RootOption) -> None:
+               store: Optional[Path] = StoreOption,
+               root: Optional[Path] = RootAlias) -> None:
     """Write the run as a git repository: one commit per accepted candidate, main at the best."""
-    run = _open(root, run_id)
+    run = _open(store_root(store, root, "--root"), run_id)
     out = export_run(run, dest)
     console.print(f"wrote {out['commits']} commits to {out['path']}; main is {out['best']} ({out['head'][:10]})")
 

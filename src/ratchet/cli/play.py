@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from pathlib import Path
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+
+from ratchet.cli.options import RunDirAlias, StoreOption, store_root
 
 console = Console()
 
@@ -27,7 +30,8 @@ def play(
     max_tokens: int = typer.Option(384, "--max-tokens", help="LLM agents: token cap per answer (thinking included)."),
     temperature: float = typer.Option(0.0, "--temperature", help="LLM agents: sampling temperature."),
     keep_hints: bool = typer.Option(False, "--keep-hints", help="Keep 'Valid moves' lists in observations."),
-    run_dir: Path | None = typer.Option(None, "--run-dir", help="Run store root (default: $RATCHET_RUNS or ./runs)."),
+    store_dir: Path | None = StoreOption,
+    run_dir: Path | None = RunDirAlias,
     no_store: bool = typer.Option(False, "--no-store", help="Do not write a run to the store."),
 ) -> None:
     """Play N episodes and print the legal-action rate, illegal-move reasons, reward and timing."""
@@ -48,22 +52,18 @@ def play(
     if not no_store:
         from ratchet.store import RunStore
 
-        store = RunStore(run_dir)
+        store = RunStore(store_root(store_dir, run_dir, "--run-dir"))
         run = store.create_run("play", {"env": env, "agent": agent, "episodes": episodes, "seed": seed,
                                         "rollout": config.model_dump()})
     seeds = [seed + i for i in range(episodes)]
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    try:
+    with run.marks_failure() if run is not None else nullcontext():
         with Progress(*columns, console=console, transient=True) as bar:
             task = bar.add_task(f"{env} · {agent}", total=episodes)
             report = run_rollouts(
                 env, factory, seeds, config, run=run,
                 progress=lambda done, total: bar.update(task, completed=done),
             )
-    except BaseException:
-        if run is not None:
-            run.set_status("failed")
-        raise
     summary = report.to_dict()
     if run is not None:
         run.write_json("rollout_report.json", summary)

@@ -14,12 +14,12 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.tree import Tree
 
+from ratchet.cli.options import RootAlias, StoreOption, store_root
 from ratchet.contracts import RatchetError
 from ratchet.store import Run, RunStore, StoreConfig
 
 console = Console()
 
-RootOption = typer.Option(None, "--root", help="Run store directory (default: $RATCHET_RUNS or ./runs).")
 
 runs_app = typer.Typer(help="List and inspect runs; erase a session's data.", no_args_is_help=True)
 
@@ -27,7 +27,7 @@ def open_store(root: Path | None) -> RunStore:
     """The store at ``root``; a read-only command never creates one where there is none."""
     path = Path(root) if root is not None else StoreConfig().root
     if not path.is_dir():
-        raise RatchetError(f"no run store at {path}", hint="pass --root DIR or set RATCHET_RUNS")
+        raise RatchetError(f"no run store at {path}", hint="pass --store DIR or set RATCHET_RUNS")
     return RunStore(path)
 
 
@@ -46,10 +46,12 @@ def _score(value: float | None) -> str:
 @runs_app.command("list")
 def list_runs(
     kind: str | None = typer.Option(None, "--kind", help="Only runs of this kind (autoharness, serve, ...)."),
-    root: Path | None = RootOption,
+    store_dir: Path | None = StoreOption,
+    root: Path | None = RootAlias,
     limit: int = typer.Option(50, "--limit", help="At most this many runs, newest first."),
 ) -> None:
     """Runs, newest first: status, candidates, best score, model calls and tokens."""
+    root = store_root(store_dir, root, "--root")
     path = Path(root) if root is not None else StoreConfig().root
     if not path.is_dir():
         console.print(f"no runs in {path}")
@@ -106,9 +108,10 @@ def candidate_tree(run: Run) -> Tree | None:
 
 
 @runs_app.command("show")
-def show_run(run_id: str = typer.Argument(..., help="Run id (a unique prefix is enough)."), root: Path | None = RootOption) -> None:
+def show_run(run_id: str = typer.Argument(..., help="Run id (a unique prefix is enough)."),
+             store_dir: Path | None = StoreOption, root: Path | None = RootAlias) -> None:
     """One run: config, summary, candidate tree with scores, model-call totals."""
-    store = open_store(root)
+    store = open_store(store_root(store_dir, root, "--root"))
     info = store.get_run(run_id)
     run = store.open_run(info["id"])
     style = STATUS_STYLE.get(info["status"], "")
@@ -144,18 +147,19 @@ def show_run(run_id: str = typer.Argument(..., help="Run id (a unique prefix is 
 @runs_app.command("delete-session")
 def delete_session(
     session_id: str = typer.Argument(..., help="The session id the conversations were tagged with."),
-    root: Path | None = RootOption,
+    store_dir: Path | None = StoreOption,
+    root: Path | None = RootAlias,
 ) -> None:
     """Erase a session everywhere: its conversation records are deleted, its model calls untagged."""
-    store = open_store(root)
+    store = open_store(store_root(store_dir, root, "--root"))
     changed = store.delete_session_data(session_id)
     console.print(f"session {session_id}: {changed} record(s) removed or untagged in {store.root}")
 
 
 @runs_app.command("reindex")
-def reindex(root: Path | None = RootOption) -> None:
+def reindex(store_dir: Path | None = StoreOption, root: Path | None = RootAlias) -> None:
     """Rebuild index.sqlite from the run directories (the files are the source of truth)."""
-    store = open_store(root)
+    store = open_store(store_root(store_dir, root, "--root"))
     count = store.reindex()
     console.print(f"reindexed {count} run(s) in {store.root}")
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from ratchet.cli.options import RootAlias, store_root
 from ratchet.contracts import RatchetError
 
 console = Console()
@@ -16,7 +17,8 @@ TOKEN_ENV = "RATCHET_UI_TOKEN"
 
 
 def ui(
-    root: Path | None = typer.Option(None, "--root", help="Run store to show (default: $RATCHET_RUNS or ./runs)."),
+    store: Path | None = typer.Option(None, "--store", help="Run store to show (default: $RATCHET_RUNS or ./runs)."),
+    root: Path | None = RootAlias,
     host: str | None = typer.Option(None, "--host", help="Interface (default 127.0.0.1; anything else needs a token)."),
     port: int | None = typer.Option(None, "--port", help="Port (default 8765)."),
     token: str | None = typer.Option(None, "--token", help=f"Access token (default ${TOKEN_ENV}; generated off loopback)."),
@@ -34,7 +36,7 @@ def ui(
         from ratchet.ui.access import token_for
     except ModuleNotFoundError as exc:
         raise RatchetError(f"the dashboard needs {exc.name}", hint="pip install 'ratchet[ui]'") from None
-    flags = {"root": root, "host": host, "port": port}
+    flags = {"root": store_root(store, root, "--root"), "host": host, "port": port}
     config = load_config(UIConfig, config_path, [*overrides, *(f"{k}={v}" for k, v in flags.items() if v is not None)])
     chosen, generated = token_for(config.host, token or config.token or os.environ.get(TOKEN_ENV))
     config.token = chosen

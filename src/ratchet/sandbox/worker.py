@@ -3,7 +3,8 @@ calls with plain data.
 
 This file is executed as a standalone script (never imported by the parent) so that it needs
 nothing of Ratchet and works wherever the interpreter does, even when the package's own tree is
-hidden from the sandbox. It talks to the parent over its stdin/stdout with length-prefixed JSON
+hidden from the sandbox. That is also why it is one file of some 700 lines: it cannot import a
+sibling module, so the protocol, the guards and the traceback formatting all live here. It talks to the parent over its stdin/stdout with length-prefixed JSON
 frames; the candidate never sees those pipes as stdin/stdout (they are moved to private,
 close-on-exec descriptors and replaced by /dev/null and bounded in-memory buffers), so nothing it
 prints can corrupt the protocol.
@@ -226,6 +227,27 @@ def _keep_own_frames(frames):
     return kept
 
 
+def _collapse_repeats(kept):
+    """``kept`` with each run of more than three identical frames (same file, line and function:
+    a recursion) cut to its first three and a line saying how many more there were, as Python's own
+    tracebacks do, so a 1,000-frame RecursionError shows where the recursion starts."""
+    out, i = [], 0
+    while i < len(kept):
+        item = kept[i]
+        j = i + 1
+        if _type(item) is not _int:
+            key = (item.filename, item.lineno, item.name)
+            while j < len(kept) and _type(kept[j]) is not _int and (kept[j].filename, kept[j].lineno, kept[j].name) == key:
+                j += 1
+        run = j - i
+        out.extend(kept[i:i + min(run, 3)])
+        if run > 3:
+            more = run - 3
+            out.append(f"  [Previous line repeated {more} more time{'s' if more > 1 else ''}]\n")
+        i = j
+    return out
+
+
 def _format_tail(exc):
     frames = [
         f
@@ -240,23 +262,37 @@ def _format_tail(exc):
         last = [f"ImportError: {exc}\n"]
     else:
         last = list(traceback.format_exception_only(_type(exc), exc))
-    kept = _keep_own_frames(frames)
-    while True:
-        body = []
-        for item in kept:
-            if _type(item) is _int:
-                body.append(f"  ... {item} library frame{'s' if item > 1 else ''} omitted\n")
-            else:
-                body.extend(traceback.format_list([item]))
-        text = _clean("".join((["Traceback (most recent call last):\n"] if frames else []) + body + last))
-        lines = text.splitlines()
-        own_left = sum(1 for item in kept if _type(item) is not _int and _own(item))
-        # Drop outer frames (never the innermost own one) until the tail fits.
-        if len(lines) <= _TB_LINES or len(kept) <= 1 or (own_left <= 1 and _own(kept[0])):
-            return "\n".join(lines[-_TB_LINES:])
-        kept = kept[1:]
-        if kept and _type(kept[0]) is _int:
-            kept = kept[1:]
+    kept = _collapse_repeats(_keep_own_frames(frames))
+    # Each kept item is formatted once (formatting a frame reads and parses its line); outer items
+    # are then dropped by their line counts. Formatting everything again after each drop cost
+    # seconds on a deep recursion, past the call's deadline, so the parent killed the worker and
+    # the line of the error was lost.
+    blocks = []
+    for item in kept:
+        if _type(item) is _int:
+            text = f"  ... {item} library frame{'s' if item > 1 else ''} omitted\n"
+        elif _type(item) is _str:
+            text = item
+        else:
+            text = "".join(traceback.format_list([item]))
+        blocks.append(_clean(text).splitlines())
+    head = ["Traceback (most recent call last):"] if frames else []
+    tail = _clean("".join(last)).splitlines()
+    total = len(head) + sum(len(b) for b in blocks) + len(tail)
+    is_frame = [_type(item) is not _int and _type(item) is not _str for item in kept]
+    own_left = sum(1 for item, frame in zip(kept, is_frame) if frame and _own(item))
+    start = 0
+    # Drop outer frames (never the innermost own one) until the tail fits.
+    while total > _TB_LINES and len(kept) - start > 1 and not (own_left <= 1 and is_frame[start] and _own(kept[start])):
+        if is_frame[start] and _own(kept[start]):
+            own_left -= 1
+        total -= len(blocks[start])
+        start += 1
+        while start < len(kept) - 1 and not is_frame[start]:  # a marker goes with the frame it follows
+            total -= len(blocks[start])
+            start += 1
+    lines = head + [line for block in blocks[start:] for line in block] + tail
+    return "\n".join(lines[-_TB_LINES:])
 
 
 def _innermost_own(exc):

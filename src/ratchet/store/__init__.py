@@ -8,7 +8,7 @@ from ratchet.store.config import StoreConfig
 from ratchet.store.files import append_jsonl, append_jsonl_many, read_json, read_jsonl, write_json_atomic
 from ratchet.store.index import SCHEMA_VERSION, Index
 from ratchet.store.run import RUN_STATUSES, Run
-from ratchet.store.runstore import RunStore, new_run_id
+from ratchet.store.runstore import RunStore, StoreUnavailable, new_run_id
 from ratchet.store.writers import StepWriter, TrajectoryWriter
 
 __all__ = [
@@ -19,6 +19,7 @@ __all__ = [
     "RunStore",
     "StepWriter",
     "StoreConfig",
+    "StoreUnavailable",
     "TrajectoryWriter",
     "append_jsonl",
     "append_jsonl_many",

@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -106,6 +108,34 @@ class Run:
     def status(self) -> dict[str, Any]:
         """``{"status", "summary", "updated_at"}`` as last set."""
         return self.read_json("status.json", {"status": "running", "summary": {}, "updated_at": self.created_at})
+
+    @contextmanager
+    def marks_failure(self) -> Iterator[Run]:
+        """The block's work on this run; if it raises, :meth:`record_failure` marks the run, so a
+        run that died never stays ``running`` in ``ratchet runs list``."""
+        try:
+            yield self
+        except BaseException as exc:
+            self.record_failure(exc)
+            raise
+
+    def record_failure(self, exc: BaseException) -> None:
+        """Mark the run ``failed`` with the error's first line as its reason (``stopped`` on
+        Ctrl-C), if it still reads ``running``: a status set before the error (a budget stop, the
+        engine's own failure) is left as it is. Never raises: the store failing too (a full disk)
+        must not hide the first error."""
+        try:
+            if self.status().get("status") != "running":
+                return
+            if isinstance(exc, KeyboardInterrupt):
+                self.set_status("stopped", {"state": "stopped", "reason": "interrupted (Ctrl-C)"})
+                return
+            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            if not isinstance(exc, RatchetError):  # a bug: its type says more than its text
+                reason = f"{type(exc).__name__}: {reason}"
+            self.set_status("failed", {"state": "failed", "error": reason})
+        except Exception:  # noqa: BLE001
+            pass
 
     # -- candidates ------------------------------------------------------------------------
 

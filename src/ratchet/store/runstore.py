@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import re
 import secrets
+import sqlite3
 import time
 from pathlib import Path
 from typing import Any
@@ -47,6 +49,33 @@ def _plain_config(config: Any) -> dict[str, Any]:
     return json.loads(json.dumps(config, default=files.json_default))
 
 
+class StoreUnavailable(RatchetError):
+    """The run store's directory cannot be made or written (no permission, a read-only or
+    virtual file system, a file in the way). The command line exits 3 on it, as on a full disk."""
+
+
+_WHY = {
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.EROFS: "the file system is read-only",
+    errno.ENOTDIR: "a part of the path is a file, not a directory",
+    errno.EEXIST: "a file of that name is in the way",
+    errno.ENOSPC: "the disk is full",
+}
+
+
+def _why(root: Path, exc: OSError) -> str:
+    if exc.errno == errno.ENOENT:  # mkdir -p found no way down: say where it stopped
+        above = next((p for p in root.parents if p.is_dir()), None)
+        return f"no directory can be made under {above}" if above is not None else "no directory can be made there"
+    return _WHY.get(exc.errno or 0, exc.strerror or str(exc))
+
+
+def _unavailable(root: Path, why: str) -> StoreUnavailable:
+    return StoreUnavailable(f"cannot use {root} as the run store: {why}",
+                            hint="pass --store DIR (or set RATCHET_RUNS) naming a directory you can write")
+
+
 class RunStore:
     """Runs under ``root`` (default: :class:`StoreConfig` — ``$RATCHET_RUNS`` or ``./runs``).
 
@@ -57,8 +86,22 @@ class RunStore:
         defaults = StoreConfig()
         # Absolute, so a Run pickled into a worker with another working directory still points here.
         self.root = (Path(root) if root is not None else defaults.root).absolute()
-        self.root.mkdir(parents=True, exist_ok=True)
-        self.index = Index(self.root / INDEX_FILE, busy_timeout_s or defaults.busy_timeout_s)
+        # Every command opens its store here, so this is the one place where a store that cannot
+        # be written becomes a one-line error instead of a traceback from deep inside sqlite.
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise _unavailable(self.root, _why(self.root, exc)) from None
+        if not self.root.is_dir():
+            raise _unavailable(self.root, _WHY[errno.ENOTDIR])
+        try:
+            self.index = Index(self.root / INDEX_FILE, busy_timeout_s or defaults.busy_timeout_s)
+        except OSError as exc:
+            raise _unavailable(self.root, _why(self.root, exc)) from None
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise  # another process holds the index: not a property of the directory
+            raise _unavailable(self.root, f"its index cannot be opened ({exc})") from None
 
     @classmethod
     def from_config(cls, config: StoreConfig) -> RunStore:
@@ -121,7 +164,7 @@ class RunStore:
         if "/" in run_id:  # a path: glob() cannot take it, and a prefix match across folders means nothing
             where = Path(run_id)
             raise RatchetError(f"{run_id!r} is a path, not a run id of {self.root}",
-                               hint=f"name the run by its id with its store: --root {where.parent} {where.name}")
+                               hint=f"name the run by its id with its store: --store {where.parent} {where.name}")
         matches = sorted(p.parent.name for p in self.root.glob(f"{glob_escape(run_id)}*/run.json")) if run_id else []
         if len(matches) == 1:
             return matches[0]

@@ -1,0 +1,139 @@
+"""Start the learning server: load the served model, the queue, the judge and trainer loops, serve
+until Ctrl-C or SIGTERM, then stop everything in order. ``ratchet serve`` and
+:func:`ratchet.api.serve` both run :func:`run_server`."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from ratchet.contracts import RatchetError
+from ratchet.online.api import is_loopback
+
+console = Console()
+
+#: Environment variable holding the bearer key clients must send.
+KEY_ENV = "RATCHET_SERVER_KEY"
+
+
+def runs_root(runs_root: Path | None) -> Path:
+    """The run store's directory: ``runs_root`` when given, else the store's default."""
+    from ratchet.store.config import default_root
+
+    return Path(runs_root) if runs_root else default_root()
+
+
+def _policy_factory(config: Any, versions_dir: Path):
+    """(factory(adapter) -> Policy, version source) for the configured model."""
+    from ratchet.online.policy import HttpPolicy, LlamaPolicy, version_store_source
+
+    spec = config.model
+    source = version_store_source(versions_dir)
+    if spec.startswith("local:"):
+        from ratchet.models import model_path
+
+        path = model_path(spec.split(":", 1)[1])
+
+        def local(adapter: Path | None):
+            return LlamaPolicy(path, lora_path=adapter, n_ctx=config.n_ctx, n_threads=config.serving_threads,
+                               name=spec)
+
+        return local, source
+    if spec.startswith(("http://", "https://")):
+        base, _, name = spec.partition("#")
+        key = os.environ.get("RATCHET_BACKEND_KEY")
+
+        def remote(adapter: Path | None):
+            # vLLM runtime LoRA: load the new version's peft adapter and address it by name.
+            if adapter is None:
+                return HttpPolicy(base, name, api_key=key)
+            import httpx
+
+            lora_name = f"ratchet-{adapter.parent.name}"
+            httpx.post(f"{base.rstrip('/')}/load_lora_adapter",
+                       json={"lora_name": lora_name, "lora_path": str(adapter.parent / "adapter")},
+                       headers={"Authorization": f"Bearer {key}"} if key else {}, timeout=120).raise_for_status()
+            return HttpPolicy(base, lora_name, api_key=key)
+
+        return remote, source
+    raise RatchetError(f"cannot serve {spec!r}", hint="serve local:NAME or http://host:port/v1#model")
+
+
+def run_server(config: Any) -> None:
+    """Start the loops, serve until Ctrl-C, stop everything in order."""
+    from ratchet.online import status as status_mod
+    from ratchet.online.loops import pin_threads, start_loops
+    from ratchet.online.policy import PolicyHost
+    from ratchet.online.queue import TurnQueue
+    from ratchet.online.server import GracefulServer, create_app, make_state
+    from ratchet.online.sessions import SessionTracker
+
+    api_key = config.api_key or os.environ.get(KEY_ENV) or None
+    if not is_loopback(config.host) and not api_key:
+        raise RatchetError(f"refusing to listen on {config.host} without an API key",
+                           hint=f"set {KEY_ENV} (or --set api_key=...), or keep --host 127.0.0.1")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    run_name = config.run or time.strftime("serve-%Y%m%d-%H%M%S")
+    run_dir = runs_root(config.runs_root) / run_name
+    base = status_mod.online_dir(run_dir)
+    base.mkdir(parents=True, exist_ok=True)
+    queue_path, versions_dir = base / status_mod.QUEUE_NAME, base / status_mod.VERSIONS_NAME
+    (base / "config.json").write_text(config.model_dump_json(indent=2, exclude={"api_key"}))
+    pin_threads(config.serving_threads)
+    factory, source = _policy_factory(config, versions_dir)
+    with console.status(f"loading {config.model}"):
+        host = PolicyHost(factory, source, poll_s=config.version_poll_s)
+    tracker = SessionTracker(infer=config.sessions.infer, max_sessions=config.sessions.max_sessions,
+                             default_turn_type=config.sessions.default_turn_type)
+    state = make_state(host, TurnQueue(queue_path), tracker=tracker, served_name=config.served_name or config.model,
+                       api_key=api_key, max_tokens=config.max_tokens, max_body_bytes=config.max_body_bytes,
+                       backend_concurrency=config.backend_concurrency)
+    loops = start_loops(config, queue_path, versions_dir)
+    host.start()
+    stop = threading.Event()
+
+    def report() -> None:
+        while not stop.wait(config.status_every_s):
+            try:
+                status_mod.write(run_dir, {"requests": state.requests, "errors": state.errors,
+                                           "sessions": len(tracker), "swaps": host.swaps})
+            except Exception:
+                logging.getLogger("ratchet.online").exception("could not write the status")
+
+    threading.Thread(target=report, name="status", daemon=True).start()
+    (base / "server.json").write_text(json.dumps({"url": f"http://{config.host}:{config.port}", "pid": os.getpid()}))
+    console.print(f"[bold]ratchet serve[/] {config.model} learn={config.learn} → http://{config.host}:{config.port}/v1"
+                  f"  run: {run_dir}  ({'API key required' if api_key else 'no API key: local only'})")
+    import uvicorn
+
+    # uvicorn re-raises the signal that stopped it once it is done; with the default SIGTERM
+    # action that killed this process there, before the loops below were stopped. Handled, it
+    # only says why we stop.
+    signal.signal(signal.SIGTERM, lambda *_: logging.getLogger("ratchet.online").info("SIGTERM: stopping"))
+    app = create_app(state)
+    server = GracefulServer(uvicorn.Config(app, host=config.host, port=config.port, log_level="warning",
+                                           access_log=False), state, grace_s=config.shutdown_grace_s)
+    try:
+        server.run()
+    except KeyboardInterrupt:  # the Ctrl-C uvicorn re-raised once stopped; uvicorn.run() ends it here too
+        pass
+    finally:
+        console.print("stopping: serving, collection, judging, training …")
+        stopped = state.stop_generating(timeout_s=10.0)
+        stop.set()
+        host.stop()
+        state.collector.close()
+        loops.stop()
+        status_mod.write(run_dir, {"requests": state.requests, "errors": state.errors, "sessions": len(tracker)})
+        (base / "server.json").unlink(missing_ok=True)
+        if not stopped:  # the interpreter would wait for that thread at exit, unbounded
+            logging.getLogger("ratchet.online").error("a generation did not stop; exiting without it")
+            os._exit(1)
