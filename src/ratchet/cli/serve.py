@@ -97,7 +97,7 @@ def serve(
     host: str = typer.Option(None, "--host", help="Interface (default 127.0.0.1)."),
     port: int = typer.Option(None, "--port", help="Port (default 8000)."),
     run: str = typer.Option(None, "--run", help="Run name in the run store."),
-    judge: str = typer.Option(None, "--judge", help="'rule' or a model spec for the judge."),
+    judge: str = typer.Option(None, "--judge", help="'classifier' (default), 'rule' or a model spec for the judge."),
     executor: str = typer.Option(None, "--executor", help="process | ray."),
     address: str = typer.Option(None, "--address", help="With --executor ray: the cluster to join, auto | "
                                                          "ray://HOST:10001 (default: a private Ray instance)."),
@@ -114,9 +114,21 @@ def serve(
              "address": address}
     sets = [f"{k}={v}" for k, v in flags.items() if v is not None]
     if judge is not None:
-        sets += ["judge.kind=rule"] if judge == "rule" else ["judge.kind=model", f"judge.model={judge}"]
+        sets += [f"judge.kind={judge}"] if judge in ("classifier", "rule") else ["judge.kind=model", f"judge.model={judge}"]
     config = load_config(OnlineConfig, config_path, [*overrides, *sets])
     run_server(config)
+
+
+def _check_judge(config: Any) -> None:
+    """Say at start when the default judge's encoder is missing: it then judges by its cues alone."""
+    if config.judge.kind == "classifier":
+        from ratchet.models.registry import is_verified
+        from ratchet.online.judge import FeedbackClassifier
+
+        encoder = FeedbackClassifier.load().encoder
+        if encoder and not is_verified(encoder):
+            console.print(f"[yellow]judge: {encoder} is not pulled; judging by lexical cues alone "
+                          f"(less accurate, see bench/results/online_judge.md). Fix: ratchet models pull {encoder}[/]")
 
 
 def run_server(config: Any) -> None:
@@ -140,6 +152,7 @@ def run_server(config: Any) -> None:
     queue_path, versions_dir = base / status_mod.QUEUE_NAME, base / status_mod.VERSIONS_NAME
     (base / "config.json").write_text(config.model_dump_json(indent=2, exclude={"api_key"}))
     pin_threads(config.serving_threads)
+    _check_judge(config)
     factory, source = _policy_factory(config, versions_dir)
     with console.status(f"loading {config.model}"):
         host = PolicyHost(factory, source, poll_s=config.version_poll_s)
