@@ -15,16 +15,11 @@ import argparse
 import hashlib
 from pathlib import Path
 
-from ratchet.online.judge.classifier import PARAMS_PATH, features, fit
+from ratchet.online.judge.classifier import CUE_SCALE, FIT_SETTINGS, PARAMS_PATH, features, fit
 from ratchet.online.judge.scoring import load_feedback
 
 ROOT = Path(__file__).resolve().parents[1]
 DEV = ROOT / "tests" / "data" / "feedback" / "dev.jsonl"
-#: The settings the bench's cross-validation on dev chose (bench/results/online_judge.md).
-L2 = 1e-3
-EPOCHS = 800
-LR = 1.0
-CUE_SCALE = 1.0
 
 
 def main() -> None:
@@ -44,9 +39,9 @@ def main() -> None:
         encoder = SentenceEncoder.pulled(encoder_name)
     x = features(encoder, [r.next_state for r in rows], CUE_SCALE)
     meta = {"data": args.data.name, "data_sha256": hashlib.sha256(args.data.read_bytes()).hexdigest(),
-            "rows": len(rows), "l2": L2, "epochs": EPOCHS, "lr": LR}
-    model = fit(x, [r.label for r in rows], l2=L2, epochs=EPOCHS, lr=LR, encoder=encoder_name,
-                cue_scale=CUE_SCALE, meta=meta)
+            "rows": len(rows), **FIT_SETTINGS}
+    model = fit(x, [r.label for r in rows], epochs=int(FIT_SETTINGS["epochs"]), l2=FIT_SETTINGS["l2"],
+                lr=FIT_SETTINGS["lr"], encoder=encoder_name, cue_scale=CUE_SCALE, meta=meta)
     model.save(args.out)
     print(f"fitted on {len(rows)} messages ({x.shape[1]} features) -> {args.out}")
 

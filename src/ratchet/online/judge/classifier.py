@@ -108,6 +108,12 @@ class FeedbackClassifier:
                                hint="refit it: python scripts/fit_feedback_classifier.py") from None
 
 
+#: The fit's settings (chosen by cross-validation on dev: bench/results/online_judge.md) and the
+#: weight of the cue features beside the unit-length embedding.
+FIT_SETTINGS: dict[str, float] = {"l2": 1e-3, "epochs": 800, "lr": 1.0}
+CUE_SCALE = 2.0
+
+
 def fit(x: np.ndarray, labels: Sequence[str], *, l2: float = 1e-3, epochs: int = 800, lr: float = 1.0,
         encoder: str | None, cue_scale: float, meta: dict[str, Any] | None = None) -> FeedbackClassifier:
     """Full-batch gradient descent on class-balanced cross-entropy + L2 (deterministic: no sampling)."""

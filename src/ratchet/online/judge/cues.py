@@ -23,7 +23,8 @@ _NEGATION = r"(?:not|n't|never|hardly|barely|no longer|isn't|wasn't|nicht|kein\w
 
 CUES: dict[str, str] = {
     # thanks and praise, several languages and emoji
-    "thanks": r"\b(?:thanks?|thank (?:you|u)|thx|ty|tysm|cheers|danke|merci|gracias|grazie|obrigad[oa])\b|감사|고마",
+    "thanks": r"\b(?:thanks?|thank (?:you|u)|thx|thanx|ty|tysm|cheers|dank\w*|merci|gracias|grazie|obrigad[oa])\b|"
+              r"감사|고마",
     "praise_word": rf"\b(?:{_PRAISE_WORDS})\b|\b(?:perfekt|genial|super|toll|parfait|excellent|génial|perfecto|"
                    r"excelente|genial|útil|top)\b|완벽|좋네|좋아|최고",
     "praise_emoji": r"[👍🙏🔥🎉❤💯👌😍🥳✅🙌😊🙂]|\b10/10\b|chef'?s kiss",
@@ -37,7 +38,7 @@ CUES: dict[str, str] = {
     # sarcasm: praise followed by a jab, or a closing "Not."
     "sarcasm": r"\b(?:great|wonderful|brilliant|cool|wow|oh|fantastic|thanks|very|super)\b[^.!?]{0,6}[,.!]?\s*"
                r"(?:another|a whole|thanks for the|for nothing|now my|an? (?:infinite|wall|lecture|essay)|captain obvious|"
-               r"exactly what i needed|very (?:helpful|reassuring|useful))|(?:^|[.!?]\s*)not\s*[.!]\s*$|"
+               r"exactly what i needed|very (?:helpful|reassuring|useful))|(?:^|[.!?]\s*)(?:not|nicht|pas)\s*[.!]\s*$|"
                r"\bimpressive\b|\bthanks for nothing\b|\bcaptain obvious\b|\bsmh\b|🙄|\bwaste of time\b",
     # complaints and errors
     "complaint": r"\b(?:wrong|incorrect|useless|pointless|broken|crash(?:es|ed)?|bug|error|fails?|failed|meh|nope|nah|"

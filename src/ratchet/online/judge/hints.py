@@ -51,9 +51,12 @@ def _is(patterns: tuple[str, ...], text: str) -> bool:
     return any(re.search(p, text, re.IGNORECASE) for p in patterns)
 
 
+def _starts_imperative(sentence: str) -> bool:
+    return re.sub(r"^[^\w']+", "", sentence).split(" ", 1)[0].lower().strip(",.!?:") in _IMPERATIVE
+
+
 def _directive(sentence: str) -> bool:
-    first = re.sub(r"^[^\w']+", "", sentence).split(" ", 1)[0].lower().strip(",.!?:")
-    return first in _IMPERATIVE or bool(_DIRECTIVE.search(sentence)) or bool(_POLITE_LEAD.match(sentence))
+    return _starts_imperative(sentence) or bool(_DIRECTIVE.search(sentence)) or bool(_POLITE_LEAD.match(sentence))
 
 
 def _imperative(sentence: str) -> str:
@@ -77,7 +80,7 @@ def _clauses(correction: str) -> list[str]:
         # after the turn is the instruction when the part before it only judges.
         match = _CONTRAST.match(sentence)
         if match and (_is(_PRAISE, match["lead"]) or _is(_COMPLAINT, match["lead"]) or _directive(match["rest"])):
-            if not _directive(match["lead"]):
+            if not _starts_imperative(match["lead"]) and not _POLITE_LEAD.match(match["lead"]):
                 sentence = match["rest"]
         out.append(sentence)
     return out

@@ -35,8 +35,8 @@ _TOOL_ERROR = (
     r"\btraceback\b", r"\b\w*error\b", r"\bexception\b", r"\bfailed\b", r"\bfailure\b", r"\bnot found\b",
     r"\bexit (?:code|status):? [1-9]", r"\bpermission denied\b", r"\btimed? ?out\b", r"\bno such file\b",
     r"\bfatal:", r"\bsegmentation fault\b", r"\bkilled\b", r"\bnpm err!", r"\bdid not match\b",
-    r"\bcannot\b|\bcan't\b|\bcould not\b|\bunable to\b", r"\b[45]\d\d (?:[A-Z][a-z]+ ?)+\b",
-    r"\"(?:error|code)\":\s*(?:\"|[45]\d\d)", r"\bE\s{2,}\w", r"\bdenied\b", r"\binvalid\b",
+    r"\bcannot\b|\bcan't\b|\bcould not\b|\bunable to\b", r"(?-i:\b[45]\d\d (?:[A-Z][a-z]+ ?)+\b)",
+    r"\"(?:error|code)\":\s*(?:\"|[45]\d\d)", r"(?-i:^E\s{2,}\w)", r"\bdenied\b", r"\binvalid\b",
 )
 #: Reports of no errors ("0 errors", "no issues found") that must not read as errors.
 _TOOL_CLEAN = (
