@@ -9,14 +9,18 @@ Sets: ``tests/data/feedback/dev.jsonl`` (the fitted judges cross-validated) and 
 
     python -m bench.online_judge --judges rule classifier classifier-cues
     nice -n 10 python -m bench.online_judge --judges model-1.5b --model-subset 40 --sets dev
+    python -m bench.online_judge --judges --cost    # the 0.5B's speed alone and beside a 1.5B judge
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 from bench._results import RESULTS, machine, write_json, write_markdown
@@ -52,9 +56,76 @@ def contenders(names: list[str], subset: int, min_confidence: float) -> list[Con
     return [table_of[n]() for n in names]
 
 
+#: A 1.5B ModelJudge judging the dev set over and over in its own process (one thread, as serve runs it).
+_JUDGE_PROCESS = """
+import sys
+from ratchet.models import load_model
+from ratchet.online.judge import ModelJudge
+from ratchet.online.judge.scoring import load_feedback
+rows = load_feedback(sys.argv[1])
+judge = ModelJudge(load_model("local:qwen2.5-coder-1.5b", n_threads=1), votes=1, temperature=0.0, hints=False)
+judge.judge(rows[0].turn(), rows[0].rendered)
+print("ready", flush=True)
+while True:
+    for row in rows:
+        judge.judge(row.turn(), row.rendered)
+        print("judged", flush=True)
+"""
+PREAMBLE = """# Judges on labelled feedback
+
+Written by `python -m bench.online_judge` (see its docstring). Per judge and set: precision / recall
+of a person's corrections (-1), praise (+1) and neutral messages (0); accuracy on tool outputs; sign
+errors (a -1 row judged +1 or a +1 row judged -1, over all rows); hint agreement on the corrections
+with a labelled hint that the judge heard (word-overlap F1 / share holding every labelled word);
+mean seconds per judgement on this machine (2 cores shared with other work: see the load in the
+JSON). `classifier` is the default judge, `classifier-cues` its fallback without the encoder; on dev
+both are 5-fold cross-validated (CV), on heldout they are the shipped fits. `model-*` is the
+`ModelJudge` prompt, one greedy vote, on a stratified subset ("n of N").
+
+"""
+PROMPTS = ["Write a Python function that checks whether a string is a palindrome.",
+           "Explain what a hash map is in two sentences.", "How do I undo the last git commit?"]
+
+
+def serving_cost(dev: Path, tokens: int = 48) -> dict:
+    """Tokens/s of the served 0.5B (one thread, greedy) alone, then while a 1.5B judge runs beside it."""
+    from ratchet.models import load_model
+
+    served = load_model("local:qwen2.5-coder-0.5b", n_threads=1)
+
+    def speed() -> float:
+        made, start = 0, time.perf_counter()
+        for prompt in PROMPTS:
+            made += served.complete([{"role": "user", "content": prompt}], temperature=0.0,
+                                    max_tokens=tokens).usage.completion_tokens
+        return made / (time.perf_counter() - start)
+
+    speed()
+    alone = speed()
+    judge = subprocess.Popen([sys.executable, "-c", _JUDGE_PROCESS, str(dev)], stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "OMP_NUM_THREADS": "1"})
+    try:
+        assert judge.stdout is not None
+        while judge.stdout.readline().strip() != "ready":
+            if judge.poll() is not None:
+                raise RuntimeError("the 1.5B judge process exited before it was ready")
+        os.set_blocking(judge.stdout.fileno(), False)
+        start = time.perf_counter()
+        beside = speed()
+        elapsed = time.perf_counter() - start
+        judged = (judge.stdout.read() or "").count("judged")
+    finally:
+        judge.terminate()
+        judge.wait(30)
+    return {"served_tok_s_alone": round(alone, 2), "served_tok_s_beside_1_5b_judge": round(beside, 2),
+            "slowdown": round(alone / beside, 2) if beside else None, "judge_turns_meanwhile": judged,
+            "window_s": round(elapsed, 1), "load": os.getloadavg()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--judges", nargs="+", default=["rule", "classifier", "classifier-cues"])
+    parser.add_argument("--judges", nargs="*", default=["rule", "classifier", "classifier-cues"])
+    parser.add_argument("--cost", action="store_true", help="measure the served 0.5B's speed beside a 1.5B judge")
     parser.add_argument("--sets", nargs="+", default=["dev", "heldout"], choices=["dev", "heldout"])
     parser.add_argument("--dev", type=Path, default=DATA / "dev.jsonl")
     parser.add_argument("--heldout", type=Path, default=DATA / "heldout.jsonl")
@@ -67,11 +138,20 @@ def main() -> None:
                       progress=lambda line: print(line, file=sys.stderr, flush=True))
     path = RESULTS / f"{NAME}.json"
     previous = json.loads(path.read_text()) if path.exists() else {}
-    merged = {**previous.get("results", {}), **results}
-    data = {"machine": machine(load=os.getloadavg()), "results": merged}
+    data = {"machine": machine(load=os.getloadavg()), "results": {**previous.get("results", {}), **results},
+            "sets": {**previous.get("sets", {}), **{name: {"rows": len(sets[name]), "sha256": hashlib.sha256(
+                getattr(args, name).read_bytes()).hexdigest()} for name in sets}},
+            "cost": serving_cost(args.dev) if args.cost else previous.get("cost")}
     write_json(NAME, data)
-    write_markdown(NAME, "# Judges on labelled feedback\n\n" + table(merged))
-    print(table(merged))
+    text = PREAMBLE + table(data["results"])
+    if data["cost"]:
+        c = data["cost"]
+        text += (f"\nThe served 0.5B (one thread, greedy): {c['served_tok_s_alone']} tok/s alone, "
+                 f"{c['served_tok_s_beside_1_5b_judge']} tok/s while a 1.5B judge runs beside it "
+                 f"({c['slowdown']}x slower; the judge did {c['judge_turns_meanwhile']} turns in {c['window_s']} s; "
+                 f"load {', '.join(f'{x:.1f}' for x in c['load'])}).\n")
+    write_markdown(NAME, text)
+    print(text)
 
 
 if __name__ == "__main__":

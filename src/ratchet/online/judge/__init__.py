@@ -22,7 +22,15 @@ from typing import Protocol
 from ratchet.contracts import Model
 from ratchet.online.judge.classifier import ClassifierJudge, FeedbackClassifier
 from ratchet.online.judge.hints import instruction_of
-from ratchet.online.judge.model import HINT_SYSTEM, PRM_SYSTEM, ModelJudge, judge_prompt, majority, parse_hint, parse_vote
+from ratchet.online.judge.model import (
+    HINT_SYSTEM,
+    PRM_SYSTEM,
+    ModelJudge,
+    judge_prompt,
+    majority,
+    parse_hint,
+    parse_vote,
+)
 from ratchet.online.judge.rules import RuleJudge, correction_hint, is_tool_output, tool_vote
 from ratchet.online.records import Judgement, Turn
 

@@ -82,10 +82,12 @@ def measure(contenders: Sequence[Contender], sets: dict[str, Sequence[FeedbackRo
     results: dict[str, Any] = {}
     for contender in contenders:
         judge = contender.make()
+        warm = next(iter(sets.values()))[:1]
+        run(judge, warm)  # loads the model or encoder: a server pays that once, not per turn
         for set_name, rows in sets.items():
             used = stratified(rows, contender.subset)
             progress(f"{contender.name} on {set_name}: {len(used)} rows")
-            timed = run(judge, used)
+            timed = run(judge, used, progress if contender.subset else None)
             method = "as shipped"
             verdicts = timed
             if set_name == fitted_on and contender.cross_validate is not None:

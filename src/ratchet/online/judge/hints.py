@@ -17,8 +17,8 @@ _COMPLAINT = (
     r"\bthat'?s not\b", r"\bwrong\b", r"\bincorrect\b", r"\bnot what i\b",
     r"\b(?:answer|try|do (?:it|that)|say (?:it|that)) again\b", r"\bredo\b", r"\bretry\b", r"^\s*please fix\b",
     r"\b(?:useless|pointless|waste of time)\b", r"\bdid you even\b", r"\bdoes(?:n'?t| not) (?:answer|work|run)\b",
-    r"\bwon'?t (?:run|work|compile)\b", r"\bdoesn'?t compile\b", r"^\s*(?:not|isn'?t) (?:very |so |super )?"
-    r"(?:helpful|great|good|useful|readable|clear)\b", r"\bstimmt nicht\b", r"\bfalsch\b", r"\bc'est faux\b",
+    r"\bwon'?t (?:run|work|compile)\b", r"\bdoesn'?t compile\b",
+    r"^\s*(?:not|isn'?t) (?:very |so |super )?(?:helpful|great|good|useful|readable|clear)\b", r"\bstimmt nicht\b", r"\bfalsch\b", r"\bc'est faux\b",
     r"\bne marche pas\b", r"\bno (?:es correcto|funciona)\b", r"틀렸",
 )
 #: Sentences that only praise (the "Nice, but …" of a change request): no instruction in them either.
@@ -79,9 +79,9 @@ def _clauses(correction: str) -> list[str]:
         # "Nice, but drop the last paragraph" / "I asked in German, so answer in German": the part
         # after the turn is the instruction when the part before it only judges.
         match = _CONTRAST.match(sentence)
-        if match and (_is(_PRAISE, match["lead"]) or _is(_COMPLAINT, match["lead"]) or _directive(match["rest"])):
-            if not _starts_imperative(match["lead"]) and not _POLITE_LEAD.match(match["lead"]):
-                sentence = match["rest"]
+        judged = match and (_is(_PRAISE, match["lead"]) or _is(_COMPLAINT, match["lead"]) or _directive(match["rest"]))
+        if judged and not _starts_imperative(match["lead"]) and not _POLITE_LEAD.match(match["lead"]):
+            sentence = match["rest"]
         out.append(sentence)
     return out
 

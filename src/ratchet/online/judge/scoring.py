@@ -13,7 +13,7 @@ import json
 import re
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -143,15 +143,17 @@ class Verdicts:
     seconds: list[float] = field(default_factory=list)
 
 
-def run(judge: Any, rows: Sequence[FeedbackRow]) -> Verdicts:
+def run(judge: Any, rows: Sequence[FeedbackRow], progress: Callable[[str], None] | None = None) -> Verdicts:
     """Judge every row (as the server would: its turn and rendered next state), timing each."""
     out = Verdicts([], [], [])
-    for row in rows:
+    for number, row in enumerate(rows, 1):
         start = time.perf_counter()
         judgement = judge.judge(row.turn(), row.rendered)
         out.seconds.append(time.perf_counter() - start)
         out.rewards.append(int(judgement.reward))
         out.hints.append(judgement.hint)
+        if progress:
+            progress(f"  {number}/{len(rows)} {row.label} -> {judgement.reward:+d} ({out.seconds[-1]:.1f} s)")
     return out
 
 
