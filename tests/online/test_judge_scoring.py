@@ -123,7 +123,7 @@ def test_score_counts_classes_sign_errors_and_hints():
     assert result["classes"]["praise"] == {"n": 1, "precision": 0.5, "recall": 1.0}
     assert result["classes"]["tool"]["accuracy"] == 0.5 and result["classes"]["tool"]["error_precision"] == 0.5
     assert result["sign_errors"] == 2 and result["sign_error_ids"] == ["r1", "r5"]  # a tool success read as -1 too
-    assert result["hints"] == {"n": 1, "f1": 1.0, "contains": 1.0}
+    assert result["hints"] == {"n": 1, "given": 1, "f1": 1.0, "contains": 1.0}
     assert result["seconds_mean"] == 0.1
     with pytest.raises(ValueError):
         score(rows, Verdicts([0], [None]))

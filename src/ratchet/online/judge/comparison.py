@@ -116,7 +116,12 @@ def table(results: dict[str, Any]) -> str:
         rows = f"{r['rows']}" + (f" of {r['of_rows']}" if r["rows"] != r["of_rows"] else "")
         rows += " (CV)" if r["method"].endswith("cross-validation") else ""
         hints = r["hints"]
-        hint = "—" if hints["f1"] is None else f"{hints['f1']:.2f} / {hints['contains']:.2f} ({hints['n']})"
+        if hints.get("given") == 0:
+            hint = "— (no hints)"
+        elif hints["f1"] is None:
+            hint = "—"
+        else:
+            hint = f"{hints['f1']:.2f} / {hints['contains']:.2f} ({hints['n']})"
         tool = "—" if c["tool"]["accuracy"] is None else f"{c['tool']['accuracy']:.2f}"
         lines.append(f"| {r['judge']} | {r['set']} | {rows} | {_pr(c['correction'])} | {_pr(c['praise'])} | "
                      f"{_pr(c['neutral'])} | {tool} | {r['sign_errors']} ({r['sign_error_rate']:.1%}) | {hint} | "

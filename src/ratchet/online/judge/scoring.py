@@ -167,7 +167,7 @@ def score(rows: Sequence[FeedbackRow], verdicts: Verdicts) -> dict[str, Any]:
     A person's message is heard as a correction when its reward is -1, as praise at +1, as neutral
     at 0; a tool output is right when its reward matches the label's. Hint agreement is over the
     corrections with a labelled hint that the judge heard: mean word-overlap F1, and the share whose
-    predicted hint holds every word of the labelled one.
+    predicted hint holds every word of the labelled one (``given``: how many got a hint at all).
     """
     if len(verdicts.rewards) != len(rows):
         raise ValueError(f"{len(verdicts.rewards)} verdicts for {len(rows)} rows")
@@ -194,6 +194,7 @@ def score(rows: Sequence[FeedbackRow], verdicts: Verdicts) -> dict[str, Any]:
               if r.label == "correction" and r.hint and v == -1]
     result["hints"] = {
         "n": len(hinted),
+        "given": sum(1 for _, h in hinted if h),
         "f1": round(sum(hint_f1(h, r.hint or "") for r, h in hinted) / len(hinted), 3) if hinted else None,
         "contains": _ratio(sum(1 for r, h in hinted if hint_contains(h, r.hint or "")), len(hinted)),
     }
