@@ -189,7 +189,7 @@ class ClassifierJudge:
             except RatchetError as exc:
                 if self.fallback is None or self.fallback.encoder is not None:
                     raise
-                log.warning("judging with the lexical cues alone: %s (hint: %s)", exc, exc.hint)
+                log.warning("judging with the lexical cues alone: %s", exc)
                 self.classifier, self.name = self.fallback, "classifier:cues"
         return self._encoder
 
