@@ -133,9 +133,14 @@ def main() -> None:
     parser.add_argument("--min-confidence", type=float, default=0.6, help="the classifier judge's min_confidence")
     args = parser.parse_args()
 
-    sets = {name: load_feedback(getattr(args, name)) for name in args.sets}
+    missing = [name for name in args.sets if name == "heldout" and not args.heldout.exists()]
+    for name in missing:
+        print(f"no held-out set at {args.heldout}: judging dev only (pass --heldout PATH)", file=sys.stderr)
+    sets = {name: load_feedback(getattr(args, name)) for name in args.sets if name not in missing}
     results = measure(contenders(args.judges, args.model_subset, args.min_confidence), sets,
                       progress=lambda line: print(line, file=sys.stderr, flush=True))
+    for entry in results.values():  # the machine is shared: each entry keeps the load it was timed under
+        entry["load"] = [round(x, 1) for x in os.getloadavg()]
     path = RESULTS / f"{NAME}.json"
     previous = json.loads(path.read_text()) if path.exists() else {}
     data = {"machine": machine(load=os.getloadavg()), "results": {**previous.get("results", {}), **results},
