@@ -80,7 +80,9 @@ with a labelled hint that the judge heard (word-overlap F1 / share holding every
 mean seconds per judgement on this machine (2 cores shared with other work: see the load in the
 JSON). `classifier` is the default judge, `classifier-cues` its fallback without the encoder; on dev
 both are 5-fold cross-validated (CV), on heldout they are the shipped fits. `model-*` is the
-`ModelJudge` prompt, one greedy vote, on a stratified subset ("n of N").
+`ModelJudge` prompt, one greedy vote, on a stratified subset ("n of N"). The classifier's cues were
+written while reading dev and refined on its cross-validation errors, so the dev rows flatter it;
+the held-out rows (a set written apart, scored once when the judge was final) are the ones to believe.
 
 """
 PROMPTS = ["Write a Python function that checks whether a string is a palindrome.",

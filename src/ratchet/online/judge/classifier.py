@@ -108,8 +108,9 @@ class FeedbackClassifier:
                                hint="refit it: python scripts/fit_feedback_classifier.py") from None
 
 
-#: The fit's settings (chosen by cross-validation on dev: bench/results/online_judge.md) and the
-#: weight of the cue features beside the unit-length embedding.
+#: The fit's settings and the weight of the cue features beside the unit-length embedding, picked by
+#: 5-fold cross-validation on dev over cue scale {0.5, 1, 2} x l2 {1e-4, 1e-3, 3e-3} x min_confidence
+#: {0.5, 0.6, 0.7}: the most corrections and praise heard with at most 2% sign errors.
 FIT_SETTINGS: dict[str, float] = {"l2": 1e-3, "epochs": 800, "lr": 1.0}
 CUE_SCALE = 2.0
 
