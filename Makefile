@@ -17,11 +17,13 @@ demo: setup
 	$(BIN)/ratchet models pull $(MODEL)
 	$(BIN)/ratchet autoharness --env TicTacToe-v0 --mode verifier --model local:$(MODEL) --protocol $(PROTOCOL)
 
-# The real-model tests need the default model on disk, and the tiny SmolLM2 (0.1 GB) for the
-# adapter-conversion test; pulling is a no-op once cached.
+# The real-model tests need the default model on disk, the tiny SmolLM2 (0.1 GB) for the
+# adapter-conversion test and the default judge's sentence encoder (0.08 GB); pulling is a no-op
+# once cached.
 test: setup
 	$(BIN)/ratchet models pull $(MODEL)
 	$(BIN)/ratchet models pull smollm2-135m
+	$(BIN)/ratchet models pull all-minilm-l6-v2
 	$(BIN)/python -m pytest
 
 # Everything except the real-model tests: seconds, not minutes.

@@ -16,9 +16,18 @@ LearnMode = Literal["off", "binary", "opd", "combine"]
 class JudgeConfig(Settings):
     """Who scores each finished turn from its next state, and how."""
 
-    kind: Literal["rule", "model"] = "rule"
-    """``rule``: keyword rules (thanks / correction / redo / tool error), free and instant.
-    ``model``: a process reward model prompted with the turn and its next state."""
+    kind: Literal["classifier", "rule", "model"] = "classifier"
+    """``classifier``: a logistic regression over a sentence embedding and lexical cues of the
+    person's message (needs ``ratchet models pull all-minilm-l6-v2``; ~10 ms a turn on one core);
+    hears polite, indirect, sarcastic and non-English feedback (``bench/results/online_judge.md``).
+    ``rule``: keyword rules (thanks / correction / redo / tool error), free and instant, deaf to
+    most everyday phrasings. ``model``: a process reward model prompted with the turn and its next
+    state."""
+
+    min_confidence: float = Field(default=0.6, ge=0.0, le=1.0)
+    """kind=classifier: the class probability a +1 or -1 verdict needs; below it the turn gets 0
+    (left out of training), because reading praise as a correction or the reverse teaches the
+    opposite of what the person asked, while leaving a turn out only loses one sample."""
 
     model: str | None = None
     """Model spec of the judge when kind=model (``local:qwen2.5-coder-0.5b``, ``openai:…``,

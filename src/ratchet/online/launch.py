@@ -67,6 +67,18 @@ def _policy_factory(config: Any, versions_dir: Path):
     raise RatchetError(f"cannot serve {spec!r}", hint="serve local:NAME or http://host:port/v1#model")
 
 
+def _check_judge(config: Any) -> None:
+    """Say at start when the default judge's encoder is missing: it then judges by its cues alone."""
+    if config.judge.kind == "classifier":
+        from ratchet.models.registry import is_verified
+        from ratchet.online.judge import FeedbackClassifier
+
+        encoder = FeedbackClassifier.load().encoder
+        if encoder and not is_verified(encoder):
+            console.print(f"[yellow]judge: {encoder} is not pulled; judging by lexical cues alone "
+                          f"(less accurate, see bench/results/online_judge.md). Fix: ratchet models pull {encoder}[/]")
+
+
 def run_server(config: Any) -> None:
     """Start the loops, serve until Ctrl-C, stop everything in order."""
     from ratchet.online import status as status_mod
@@ -88,6 +100,7 @@ def run_server(config: Any) -> None:
     queue_path, versions_dir = base / status_mod.QUEUE_NAME, base / status_mod.VERSIONS_NAME
     (base / "config.json").write_text(config.model_dump_json(indent=2, exclude={"api_key"}))
     pin_threads(config.serving_threads)
+    _check_judge(config)
     factory, source = _policy_factory(config, versions_dir)
     with console.status(f"loading {config.model}"):
         host = PolicyHost(factory, source, poll_s=config.version_poll_s)

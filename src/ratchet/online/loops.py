@@ -77,7 +77,7 @@ def make_judge(config: OnlineConfig):
             inner = load_model(spec)
         model = AccountedModel(inner, Accountant(), purpose="judge")
     return build_judge(jc.kind, learn=config.learn, model=model, votes=jc.votes, temperature=jc.temperature,
-                       max_tokens=jc.max_tokens, hint_style=jc.hint_style)
+                       max_tokens=jc.max_tokens, hint_style=jc.hint_style, min_confidence=jc.min_confidence)
 
 
 def run_judge_loop(config: OnlineConfig, queue_path: Any, stop_event: Any, judge: Any = None) -> int:

@@ -1,8 +1,6 @@
-"""Judges: read a turn's next state and say whether the reply helped (+1 / -1 / 0), with a hint.
+"""The model judge: a process reward model.
 
-* :class:`RuleJudge` — keyword rules for thanks, corrections, redo requests and tool errors. Free
-  and instant; a change request counts as negative feedback, as in OpenClaw-RL.
-* :class:`ModelJudge` — a process reward model: any :class:`ratchet.contracts.Model` prompted with
+:class:`ModelJudge` — any :class:`ratchet.contracts.Model` prompted with
   the turn and its next state, ``votes`` samples at temperature 0.6, the verdict in ``\\boxed{}``;
   the majority wins, a tie gives 0, unparseable votes are ignored. In hint mode (on-policy
   distillation) the judge answers ``\\boxed{1}`` plus a hint between [HINT_START] and [HINT_END],
@@ -15,17 +13,10 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from ratchet.contracts import Model
 from ratchet.online.records import Judgement, Turn
-from ratchet.online.sessions import SESSION_ENDED
-
-
-class Judge(Protocol):
-    name: str
-
-    def judge(self, turn: Turn, next_state: str) -> Judgement: ...
 
 
 def majority(votes: Sequence[int | None]) -> int:
@@ -67,95 +58,6 @@ def parse_hint(text: str) -> str | None:
     match = _HINT.search(text or "")
     hint = match.group(1).strip() if match else ""
     return hint or None
-
-
-# ---------------------------------------------------------------------------------------------
-# Rule-based judge
-# ---------------------------------------------------------------------------------------------
-
-_POSITIVE = (
-    r"\bthanks?\b", r"\bthank you\b", r"\bthx\b", r"\bperfect\b", r"\bgreat\b", r"\bawesome\b", r"\bexcellent\b",
-    r"\bnice\b", r"\bexactly\b", r"\blooks good\b", r"\blgtm\b", r"\bthat works\b", r"\bit works\b",
-    r"\bworked\b", r"\bcorrect\b", r"\bgood job\b", r"\bwell done\b", r"\bspot on\b", r"\bhelpful\b",
-)
-_NEGATIVE = (
-    r"^\s*no\b", r"\bwrong\b", r"\bincorrect\b", r"\bnot what i\b", r"\bi meant\b", r"\bi said\b",
-    r"\btry again\b", r"\bredo\b", r"\bretry\b", r"\bdoes ?n[o']t work\b", r"\bdid ?n[o']t work\b",
-    r"\bnot working\b", r"\bstill (?:broken|wrong|fails|failing)\b", r"\binstead\b", r"\bthat'?s not\b",
-    r"\bplease fix\b", r"\bfix (?:it|this)\b", r"\bshould (?:be|have)\b", r"\bdon'?t\b", r"\bstop\b",
-    r"\bnot (?:right|correct|quite)\b", r"\bmistake\b", r"\bbad\b", r"\bwrong answer\b",
-)
-_TOOL_ERROR = (
-    r"\btraceback\b", r"\berror\b", r"\bexception\b", r"\bfailed\b", r"\bfailure\b", r"\bnot found\b",
-    r"\bexit (?:code|status) [1-9]", r"\bpermission denied\b", r"\bsyntaxerror\b", r"\btimed? ?out\b",
-)
-
-
-def _hits(patterns: Sequence[str], text: str) -> int:
-    return sum(1 for p in patterns if re.search(p, text, re.IGNORECASE | re.MULTILINE))
-
-
-#: Sentences of a correction that only complain or ask for a retry: they carry no instruction, and
-#: in a hint they make the teacher apologise ("I apologize for the confusion…") instead of complying.
-_COMPLAINT = (
-    r"^\s*no\b", r"\bthat'?s not\b", r"\bwrong\b", r"\bincorrect\b", r"\bnot what i\b",
-    r"\b(?:answer|try|do (?:it|that)|say (?:it|that)) again\b", r"\bredo\b", r"\bretry\b", r"^\s*please fix\b",
-)
-_SENTENCE = re.compile(r"(?<=[.!?])\s+")
-
-
-def instruction_of(correction: str) -> str | None:
-    """The instruction a correction states, without its complaint and retry request.
-
-    ``"No, that's not how I asked. Always answer in capitals. Please answer again."`` →
-    ``"Always answer in capitals."``; None when every sentence is complaint (then the whole
-    correction is the only statement of what was wanted).
-    """
-    kept = [s for s in _SENTENCE.split(correction.strip())
-            if s.strip() and not any(re.search(p, s, re.IGNORECASE) for p in _COMPLAINT)]
-    return " ".join(kept) if kept else None
-
-
-class RuleJudge:
-    """Keyword rules on the next state. One vote per turn.
-
-    A tool message (``tool: ...`` lines or a next state starting with it) is +1 unless it shows an
-    error. Otherwise negative cues (correction, redo, "no, I meant") beat positive ones — a change
-    request is negative feedback even when polite — and no cue gives 0. With ``hints`` on, a
-    negative turn's hint comes from the user's own correction, so on-policy distillation has
-    something to condition the teacher on: with ``hint_style="instruction"`` (the default) the
-    instruction it states (:func:`instruction_of`), added to the request as if the user had said it
-    up front; with ``"followup"`` the whole correction, introduced as the user's follow-up.
-    """
-
-    name = "rule"
-
-    def __init__(self, *, hints: bool = True, hint_chars: int = 400, hint_style: str = "instruction") -> None:
-        if hint_style not in ("instruction", "followup"):
-            raise ValueError(f"hint_style must be 'instruction' or 'followup', not {hint_style!r}")
-        self.hints = hints
-        self.hint_chars = hint_chars
-        self.hint_style = hint_style
-
-    def vote(self, next_state: str) -> int:
-        text = next_state or ""
-        if text == SESSION_ENDED:
-            return 0
-        if text.lstrip().lower().startswith("tool:"):
-            return -1 if _hits(_TOOL_ERROR, text) else 1
-        neg, pos = _hits(_NEGATIVE, text), _hits(_POSITIVE, text)
-        if neg:
-            return -1
-        return 1 if pos else 0
-
-    def judge(self, turn: Turn, next_state: str) -> Judgement:
-        vote = self.vote(next_state)
-        hint = None
-        if self.hints and vote < 0 and next_state.strip():
-            text = next_state.strip()[: self.hint_chars]
-            instruction = instruction_of(text) if self.hint_style == "instruction" else None
-            hint = instruction or f"The user's follow-up was: {text}"
-        return Judgement(turn.turn_id, vote, [vote], hint, next_state, self.name)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -245,16 +147,3 @@ class ModelJudge:
                     candidates.append(h)
             hint = max(candidates, key=len) if candidates else None
         return Judgement(turn.turn_id, reward, votes, hint, next_state, self.name)
-
-
-def build_judge(kind: str, *, learn: str = "combine", model: Model | None = None, votes: int = 3,
-                temperature: float = 0.6, max_tokens: int = 256, hint_style: str = "instruction") -> Judge:
-    """The judge for a learning mode: rewards for binary/combine, hints for opd/combine."""
-    rewards = learn in ("binary", "combine", "off")
-    hints = learn in ("opd", "combine")
-    if kind == "rule":
-        return RuleJudge(hints=hints, hint_style=hint_style)
-    if model is None:
-        raise ValueError("a model judge needs a model")
-    return ModelJudge(model, votes=votes, temperature=temperature, max_tokens=max_tokens, rewards=rewards,
-                      hints=hints)

@@ -1,0 +1,165 @@
+"""How well each judge hears natural feedback: precision / recall per class, sign errors, hints, time.
+
+Judges: ``rule`` (keywords), ``classifier`` (the default: embedding + cues, fitted on dev),
+``classifier-cues`` (its fallback without the encoder), ``model-1.5b`` and ``model-0.5b`` (the
+``ModelJudge`` prompt, one greedy vote, on a stratified subset: a chat model per turn is slow here).
+Sets: ``tests/data/feedback/dev.jsonl`` (the fitted judges cross-validated) and the held-out set
+(``--heldout``, written apart and never used to develop a judge). Results merge into
+``bench/results/online_judge.{json,md}`` under ``judge/set``, so judges and sets can be run apart.
+
+    python -m bench.online_judge --judges rule classifier classifier-cues
+    nice -n 10 python -m bench.online_judge --judges model-1.5b --model-subset 40 --sets dev
+    python -m bench.online_judge --judges --cost    # the 0.5B's speed alone and beside a 1.5B judge
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bench._results import RESULTS, machine, write_json, write_markdown
+from ratchet.online.judge import ModelJudge, RuleJudge
+from ratchet.online.judge.comparison import Contender, classifier_contender, measure, table
+from ratchet.online.judge.scoring import load_feedback
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "tests" / "data" / "feedback"
+NAME = "online_judge"
+
+
+def _model_judge(model: str):
+    def make():
+        from ratchet.models import load_model
+
+        return ModelJudge(load_model(f"local:{model}", n_threads=1), votes=1, temperature=0.0, hints=False)
+    return make
+
+
+def contenders(names: list[str], subset: int, min_confidence: float) -> list[Contender]:
+    table_of = {
+        "rule": lambda: Contender("rule", lambda: RuleJudge(hints=True)),
+        "classifier": lambda: classifier_contender("classifier", cues_only=False, min_confidence=min_confidence),
+        "classifier-cues": lambda: classifier_contender("classifier-cues", cues_only=True,
+                                                        min_confidence=min_confidence),
+        "model-1.5b": lambda: Contender("model-1.5b", _model_judge("qwen2.5-coder-1.5b"), subset=subset),
+        "model-0.5b": lambda: Contender("model-0.5b", _model_judge("qwen2.5-coder-0.5b"), subset=subset),
+    }
+    unknown = [n for n in names if n not in table_of]
+    if unknown:
+        sys.exit(f"unknown judge(s) {unknown}; known: {', '.join(table_of)}")
+    return [table_of[n]() for n in names]
+
+
+#: A 1.5B ModelJudge judging the dev set over and over in its own process (one thread, as serve runs it).
+_JUDGE_PROCESS = """
+import sys
+from ratchet.models import load_model
+from ratchet.online.judge import ModelJudge
+from ratchet.online.judge.scoring import load_feedback
+rows = load_feedback(sys.argv[1])
+judge = ModelJudge(load_model("local:qwen2.5-coder-1.5b", n_threads=1), votes=1, temperature=0.0, hints=False)
+judge.judge(rows[0].turn(), rows[0].rendered)
+print("ready", flush=True)
+while True:
+    for row in rows:
+        judge.judge(row.turn(), row.rendered)
+        print("judged", flush=True)
+"""
+PREAMBLE = """# Judges on labelled feedback
+
+Written by `python -m bench.online_judge` (see its docstring). Per judge and set: precision / recall
+of a person's corrections (-1), praise (+1) and neutral messages (0); accuracy on tool outputs; sign
+errors (a -1 row judged +1 or a +1 row judged -1, over all rows); hint agreement on the corrections
+with a labelled hint that the judge heard (word-overlap F1 / share holding every labelled word);
+mean seconds per judgement on this machine (2 cores shared with other work: see the load in the
+JSON). `classifier` is the default judge, `classifier-cues` its fallback without the encoder; on dev
+both are 5-fold cross-validated (CV), on heldout they are the shipped fits. `model-*` is the
+`ModelJudge` prompt, one greedy vote, on a stratified subset ("n of N"). The classifier's cues were
+written while reading dev and refined on its cross-validation errors, so the dev rows flatter it;
+the held-out rows (a set written apart, scored once when the judge was final) are the ones to believe.
+
+"""
+PROMPTS = ["Write a Python function that checks whether a string is a palindrome.",
+           "Explain what a hash map is in two sentences.", "How do I undo the last git commit?"]
+
+
+def serving_cost(dev: Path, tokens: int = 48) -> dict:
+    """Tokens/s of the served 0.5B (one thread, greedy) alone, then while a 1.5B judge runs beside it."""
+    from ratchet.models import load_model
+
+    served = load_model("local:qwen2.5-coder-0.5b", n_threads=1)
+
+    def speed() -> float:
+        made, start = 0, time.perf_counter()
+        for prompt in PROMPTS:
+            made += served.complete([{"role": "user", "content": prompt}], temperature=0.0,
+                                    max_tokens=tokens).usage.completion_tokens
+        return made / (time.perf_counter() - start)
+
+    speed()
+    alone = speed()
+    judge = subprocess.Popen([sys.executable, "-c", _JUDGE_PROCESS, str(dev)], stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "OMP_NUM_THREADS": "1"})
+    try:
+        assert judge.stdout is not None
+        while judge.stdout.readline().strip() != "ready":
+            if judge.poll() is not None:
+                raise RuntimeError("the 1.5B judge process exited before it was ready")
+        os.set_blocking(judge.stdout.fileno(), False)
+        start = time.perf_counter()
+        beside = speed()
+        elapsed = time.perf_counter() - start
+        judged = (judge.stdout.read() or "").count("judged")
+    finally:
+        judge.terminate()
+        judge.wait(30)
+    return {"served_tok_s_alone": round(alone, 2), "served_tok_s_beside_1_5b_judge": round(beside, 2),
+            "slowdown": round(alone / beside, 2) if beside else None, "judge_turns_meanwhile": judged,
+            "window_s": round(elapsed, 1), "load": os.getloadavg()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--judges", nargs="*", default=["rule", "classifier", "classifier-cues"])
+    parser.add_argument("--cost", action="store_true", help="measure the served 0.5B's speed beside a 1.5B judge")
+    parser.add_argument("--sets", nargs="+", default=["dev", "heldout"], choices=["dev", "heldout"])
+    parser.add_argument("--dev", type=Path, default=DATA / "dev.jsonl")
+    parser.add_argument("--heldout", type=Path, default=DATA / "heldout.jsonl")
+    parser.add_argument("--model-subset", type=int, default=40, help="rows per set for the chat-model judges")
+    parser.add_argument("--min-confidence", type=float, default=0.6, help="the classifier judge's min_confidence")
+    args = parser.parse_args()
+
+    missing = [name for name in args.sets if name == "heldout" and not args.heldout.exists()]
+    for name in missing:
+        print(f"no held-out set at {args.heldout}: judging dev only (pass --heldout PATH)", file=sys.stderr)
+    sets = {name: load_feedback(getattr(args, name)) for name in args.sets if name not in missing}
+    results = measure(contenders(args.judges, args.model_subset, args.min_confidence), sets,
+                      progress=lambda line: print(line, file=sys.stderr, flush=True))
+    for entry in results.values():  # the machine is shared: each entry keeps the load it was timed under
+        entry["load"] = [round(x, 1) for x in os.getloadavg()]
+    path = RESULTS / f"{NAME}.json"
+    previous = json.loads(path.read_text()) if path.exists() else {}
+    data = {"machine": machine(load=os.getloadavg()), "results": {**previous.get("results", {}), **results},
+            "sets": {**previous.get("sets", {}), **{name: {"rows": len(sets[name]), "sha256": hashlib.sha256(
+                getattr(args, name).read_bytes()).hexdigest()} for name in sets}},
+            "cost": serving_cost(args.dev) if args.cost else previous.get("cost")}
+    write_json(NAME, data)
+    text = PREAMBLE + table(data["results"])
+    if data["cost"]:
+        c = data["cost"]
+        text += (f"\nThe served 0.5B (one thread, greedy): {c['served_tok_s_alone']} tok/s alone, "
+                 f"{c['served_tok_s_beside_1_5b_judge']} tok/s while a 1.5B judge runs beside it "
+                 f"({c['slowdown']}x slower; the judge did {c['judge_turns_meanwhile']} turns in {c['window_s']} s; "
+                 f"load {', '.join(f'{x:.1f}' for x in c['load'])}).\n")
+    write_markdown(NAME, text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

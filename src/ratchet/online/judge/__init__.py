@@ -1,0 +1,68 @@
+"""Judges: read a turn's next state and say whether the reply helped (+1 / -1 / 0), with a hint.
+
+Each judge is one strategy behind the :class:`Judge` protocol:
+
+* :class:`ClassifierJudge` (``classifier``, the default) — a logistic regression over a sentence
+  embedding and lexical cues of the person's message, fitted on a labelled feedback set; hears
+  polite, indirect, sarcastic and non-English corrections, and reads negated praise ("not
+  helpful") as a correction. ``classifier.py``.
+* :class:`RuleJudge` (``rule``) — keyword rules, free and instant; misses most everyday phrasings.
+  ``rules.py``.
+* :class:`ModelJudge` (``model``) — a chat model as a process reward model, voting. ``model.py``.
+
+All three read a tool's output (a next state starting with ``tool:``) by the same error rules, and
+hint a corrected turn with the instruction the correction states (``hints.py``). ``scoring.py``
+measures a judge on a labelled feedback set.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from ratchet.contracts import Model
+from ratchet.online.judge.classifier import ClassifierJudge, FeedbackClassifier
+from ratchet.online.judge.hints import instruction_of
+from ratchet.online.judge.model import (
+    HINT_SYSTEM,
+    PRM_SYSTEM,
+    ModelJudge,
+    judge_prompt,
+    majority,
+    parse_hint,
+    parse_vote,
+)
+from ratchet.online.judge.rules import RuleJudge, correction_hint, is_tool_output, tool_vote
+from ratchet.online.records import Judgement, Turn
+
+JUDGE_KINDS = ("classifier", "rule", "model")
+
+
+class Judge(Protocol):
+    name: str
+
+    def judge(self, turn: Turn, next_state: str) -> Judgement: ...
+
+
+def build_judge(kind: str, *, learn: str = "combine", model: Model | None = None, votes: int = 3,
+                temperature: float = 0.6, max_tokens: int = 256, hint_style: str = "instruction",
+                min_confidence: float = 0.6) -> Judge:
+    """The judge of ``kind`` for a learning mode: rewards for binary/combine, hints for opd/combine."""
+    rewards = learn in ("binary", "combine", "off")
+    hints = learn in ("opd", "combine")
+    if kind == "classifier":
+        return ClassifierJudge.default(min_confidence=min_confidence, hints=hints)
+    if kind == "rule":
+        return RuleJudge(hints=hints, hint_style=hint_style)
+    if kind != "model":
+        raise ValueError(f"unknown judge kind {kind!r}; known: {', '.join(JUDGE_KINDS)}")
+    if model is None:
+        raise ValueError("a model judge needs a model")
+    return ModelJudge(model, votes=votes, temperature=temperature, max_tokens=max_tokens, rewards=rewards,
+                      hints=hints)
+
+
+__all__ = [
+    "HINT_SYSTEM", "JUDGE_KINDS", "PRM_SYSTEM", "ClassifierJudge", "FeedbackClassifier", "Judge", "ModelJudge",
+    "RuleJudge", "build_judge", "correction_hint", "instruction_of", "is_tool_output", "judge_prompt", "majority",
+    "parse_hint", "parse_vote", "tool_vote",
+]

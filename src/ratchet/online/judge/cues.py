@@ -1,0 +1,87 @@
+"""Lexical cues of feedback: a few dozen yes/no features beside the sentence embedding.
+
+The sentence encoder is English-trained and reads "not helpful" close to "helpful"; these cues
+give the classifier what it misses: thanks and praise words in several languages, praise that is
+negated ("not helpful", "nicht hilfreich"), sarcasm markers (a praise word followed by a jab:
+"Great, another essay", "Thanks for nothing", "… Not."), requests for a change ("could you",
+"shorter", "bitte", "por favor"), complaints, and the shape of a new question. Each cue is one
+regular expression; the classifier learns how much each weighs, so a cue is evidence, not a rule.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+_PRAISE_WORDS = (
+    r"thanks?|thank (?:you|u)|thx|ty|cheers|perfect|great|awesome|excellent|brilliant|love(?:ly)?|nailed|"
+    r"spot on|helpful|useful|clear(?:er)?|works?|worked|fixed|exactly|nice|neat|good|beautiful|wonderful|"
+    r"amazing|lifesaver|appreciated?|lgtm|clever|best|better|right|correct|reassuring|impressive|fantastic"
+)
+_NEGATION = r"(?:not|n't|never|hardly|barely|no longer|isn't|wasn't|nicht|kein\w*|pas|no es|nada)"
+
+CUES: dict[str, str] = {
+    # thanks and praise, several languages and emoji
+    "thanks": r"\b(?:thanks?|thank (?:you|u)|thx|thanx|ty|tysm|cheers|dank\w*|merci|gracias|grazie|obrigad[oa])\b|"
+              r"감사|고마",
+    "praise_word": rf"\b(?:{_PRAISE_WORDS})\b|\b(?:perfekt|genial|super|toll|parfait|excellent|génial|perfecto|"
+                   r"excelente|genial|útil|top)\b|완벽|좋네|좋아|최고",
+    "praise_emoji": r"[👍🙏🔥🎉❤💯👌😍🥳✅🙌😊🙂]|\b10/10\b|chef'?s kiss",
+    "it_works": r"\b(?:works|worked|fixed it|passes|compiles|that did it|all good|that'?s it|that'?s the one)\b",
+    # praise negated: a correction, not praise
+    "negated_praise": rf"\b{_NEGATION}\s+(?:\w+\s+){{0,2}}(?:{_PRAISE_WORDS}|hilfreich|utile|útil)\b",
+    "not_at_start": r"^\W*(?:not|isn'?t|wasn'?t)\b",
+    # negated negatives: praise ("not bad", "no complaints", "can't complain", "couldn't be better")
+    "negated_negative": r"\b(?:not bad|no complaints|can'?t complain|couldn'?t (?:have )?(?:asked|be) for a better|"
+                        r"couldn'?t be better|nothing to add|no notes|not gonna lie|no problem)\b",
+    # sarcasm: praise followed by a jab, or a closing "Not."
+    "sarcasm": r"\b(?:great|wonderful|brilliant|cool|wow|oh|fantastic|thanks|very|super)\b[^.!?]{0,6}[,.!]?\s*"
+               r"(?:another|a whole|thanks for the|for nothing|now my|an? (?:infinite|wall|lecture|essay)|captain obvious|"
+               r"exactly what i needed|very (?:helpful|reassuring|useful))|(?:^|[.!?]\s*)(?:not|nicht|pas)\s*[.!]\s*$|"
+               r"\bimpressive\b|\bthanks for nothing\b|\bcaptain obvious\b|\bsmh\b|🙄|\bwaste of time\b",
+    # complaints and errors
+    "complaint": r"\b(?:wrong|incorrect|useless|pointless|broken|crash(?:es|ed)?|bug|error|fails?|failed|meh|nope|nah|"
+                 r"nonsense|made up|confusing|vague|harsh|condescending|cold|impersonal|rude|abrupt|waste|nothing)\b|"
+                 r"👎|🐛|😬|😩|\b(?:falsch|stimmt nicht|fehler|faux|ne marche pas|no funciona|no es correcto)\b|틀렸|아니",
+    "no_at_start": r"^\W*(?:no|nein|non|nope|nah|hmm+ no|not quite|wrong)\b",
+    "not_what": r"\b(?:not what i|that'?s not|doesn'?t answer|did(?:n'?t| not) (?:solve|work|help|answer)|"
+                r"does(?:n'?t| not) (?:work|run|compile|address)|won'?t (?:run|work|compile)|did you even|are you sure|"
+                r"i don'?t think|i wouldn'?t call|still (?:broken|wrong|failing))\b",
+    "retry": r"\b(?:try again|again|redo|retry|double-check|once more|next time)\b",
+    "forgot": r"\b(?:you forgot|forgot|missing|where'?s the|you didn'?t|i told you|i asked|i said|i meant|i wanted|"
+              r"i did tell|i was hoping|i only (?:needed|wanted)|i can'?t)\b",
+    # a change is asked for
+    "polite_request": r"\b(?:please|pls|plz|kindly|could you|can you|would you|could u|can u|cna you|"
+                      r"would be (?:nice|better|easier)|i'?d (?:like|prefer|rather)|i would (?:like|prefer|appreciate)|"
+                      r"i prefer|bitte|s'il (?:te|vous) pla[iî]t|por favor|puedes|podrías|peux-tu|geht das)\b|주세요",
+    "change_word": r"\b(?:too|shorter|shorten|longer|less|more|instead|rather|only|just|simpler|formal|casual|"
+                   r"concise|trim|cut|drop|skip|add|use|make|put|switch|tone|keep|limit|max|sign|end|start|call|"
+                   r"kürzer|zu lang|ausführlicher|förmlicher|trop|plus|demasiado|más|formal|너무|자세히)\b",
+    "format_word": r"\b(?:bullet|list|table|json|markdown|headings?|numbered|code block|checklist|plain text|"
+                   r"liste|tabla|tabelle)\b",
+    "language_word": r"\b(?:german|english|french|spanish|korean|deutsch|englisch|français|anglais|español|"
+                     r"inglés)\b|한국어",
+    "name_word": r"\b(?:my name|call me|name'?s|it'?s \w+ here|address(?:ed)? me|greet me)\b",
+    # a new question or moving on
+    "question": r"\?\s*$",
+    "wh_start": r"^\W*(?:what|how|why|where|who|which|when|is|does|do|can|could|and|also|now|next|so|wie|was|et|y|"
+                r"und|qu'|c'est quoi|그럼)\b",
+    "moving_on": r"\b(?:next question|next task|next:|moving on|move on|different topic|another question|"
+                 r"let me try|get back to you|give me a minute|brb|noted|understood|i see|okay|ok|k|hmm|"
+                 r"nächste frage|autre question)\b",
+    "short": r"^\W*\w+\W*$",
+}
+
+_COMPILED = {name: re.compile(pattern, re.IGNORECASE) for name, pattern in CUES.items()}
+NAMES = tuple(CUES)
+
+
+def cue_vector(text: str) -> np.ndarray:
+    """One 0/1 entry per cue in :data:`CUES` order."""
+    text = (text or "").strip()
+    return np.array([1.0 if rx.search(text) else 0.0 for rx in _COMPILED.values()], dtype=np.float32)
+
+
+def cue_matrix(texts: list[str]) -> np.ndarray:
+    return np.stack([cue_vector(t) for t in texts]) if texts else np.zeros((0, len(CUES)), np.float32)

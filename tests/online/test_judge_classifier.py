@@ -1,0 +1,203 @@
+"""The default judge: classifier verdicts (negation, sarcasm, tools), confidence, fitting, its wiring into serve.
+
+No encoder is needed: the shipped cues-only fit and a small deterministic stand-in encoder cover the
+plumbing; ``test_judge_encoder.py`` runs the real all-MiniLM-L6-v2 (marked real_model).
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import pytest
+
+from ratchet.contracts import RatchetError
+from ratchet.online.config import OnlineConfig
+from ratchet.online.judge import ClassifierJudge, FeedbackClassifier, build_judge
+from ratchet.online.judge.classifier import (
+    CLASSES,
+    CUES_PARAMS_PATH,
+    PARAMS_PATH,
+    cross_validated_proba,
+    features,
+    fit,
+    verdict,
+)
+from ratchet.online.records import Turn
+from ratchet.online.sessions import SESSION_ENDED
+
+TURN = Turn("t1", "s", False, "main", [{"role": "user", "content": "reverse a list"}], "Use reversed().", [], [], [], 0)
+
+
+class HashEncoder:
+    """A stand-in sentence encoder: unit vectors of hashed character trigrams (deterministic, instant)."""
+
+    name = "hash-encoder"
+
+    def __init__(self, dim: int = 64) -> None:
+        self.dim = dim
+        self.calls = 0
+
+    def encode(self, texts):
+        self.calls += 1
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            padded = f"  {text.lower()}  "
+            for i in range(len(padded) - 2):
+                out[row, zlib.crc32(padded[i:i + 3].encode()) % self.dim] += 1.0
+        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-9)
+
+
+@pytest.fixture(scope="module")
+def cues_judge():
+    return ClassifierJudge(FeedbackClassifier.load(CUES_PARAMS_PATH), hints=True)
+
+
+@pytest.mark.parametrize("text", [
+    "Not helpful.", "Meh. Not helpful.", "This isn't great, nobody reads five paragraphs.",
+    "Oh great, another essay.", "Thanks for nothing.", "Wow, very reassuring. Not.",
+    "Too long. Just one short sentence, please.", "No, that's wrong.", "Kürzer bitte, nur ein Satz.",
+])
+def test_negation_and_sarcasm_are_corrections(cues_judge, text):
+    assert cues_judge.vote(text) == -1
+
+
+@pytest.mark.parametrize("text", ["Thanks, that was helpful!", "Not bad at all!", "No complaints, works perfectly.",
+                                  "Perfect, thank you.", "merci beaucoup !", "👍"])
+def test_praise_including_negated_negatives_is_praise(cues_judge, text):
+    assert cues_judge.vote(text) == 1
+
+
+def test_moving_on_is_neutral_and_tools_follow_the_error_rules(cues_judge):
+    assert cues_judge.vote("ok, next question: how do I merge two dicts?") == 0
+    assert cues_judge.vote("tool: Build succeeded. 0 warnings, 0 errors.") == 1
+    assert cues_judge.vote("tool: Traceback (most recent call last):\nValueError: boom") == -1
+    assert cues_judge.vote("tool: total 24\n-rw-r--r-- 1 user user 512 main.py") == 1
+    assert cues_judge.vote("tool: HTTP/1.1 500 Internal Server Error") == -1
+
+
+def test_judgement_carries_the_instruction_as_hint(cues_judge):
+    j = cues_judge.judge(TURN, "Too long. Could you keep it to one sentence?")
+    assert j.reward == -1 and j.votes == [-1] and j.judge == "classifier:cues"
+    assert j.hint == "Keep it to one sentence."
+    assert cues_judge.judge(TURN, "Thanks!").hint is None
+    assert ClassifierJudge(FeedbackClassifier.load(CUES_PARAMS_PATH), hints=False).judge(TURN, "Not helpful.").hint is None
+
+
+def test_malformed_next_states(cues_judge):
+    assert cues_judge.judge(TURN, "").reward == 0
+    assert cues_judge.judge(TURN, "   \n").reward == 0
+    assert cues_judge.judge(TURN, SESSION_ENDED).reward == 0
+    with pytest.raises(TypeError, match="must be text"):
+        cues_judge.judge(TURN, None)  # type: ignore[arg-type]
+
+
+def test_an_unsure_verdict_is_left_out_not_signed():
+    probs = np.array([0.55, 0.40, 0.05])
+    assert verdict(probs, 0.6) == 0  # a correction below the bar: excluded
+    assert verdict(probs, 0.5) == -1
+    assert verdict(np.array([0.1, 0.2, 0.7]), 0.99) == 0  # neutral needs no bar
+    assert verdict(np.array([0.05, 0.9, 0.05]), 0.6) == 1
+
+
+def test_fit_learns_separable_classes_and_cross_validation_holds_rows_out():
+    rng = np.random.default_rng(0)
+    centers = np.eye(3) * 3
+    labels = [CLASSES[i % 3] for i in range(60)]
+    x = np.stack([centers[i % 3] + rng.normal(0, 0.3, 3) for i in range(60)])
+    model = fit(x, labels, encoder=None, cue_scale=1.0)
+    assert (model.proba(x).argmax(1) == [i % 3 for i in range(60)]).all()
+    # Held-out rows far from every training row get uncertain probabilities: CV did not see them.
+    proba = cross_validated_proba(x, labels, folds=5, encoder=None, cue_scale=1.0)
+    assert proba.shape == (60, 3) and (proba.argmax(1) == [i % 3 for i in range(60)]).mean() > 0.9
+    with pytest.raises(ValueError, match="features given"):
+        model.proba(np.zeros((1, 4)))
+
+
+def test_classifier_over_a_stand_in_encoder_round_trips(tmp_path):
+    encoder = HashEncoder()
+    texts = ["thanks, perfect", "great, works", "too long, shorter please", "wrong, redo it", "what about sets?",
+             "and for tuples?"]
+    labels = ["praise", "praise", "correction", "correction", "neutral", "neutral"]
+    model = fit(features(encoder, texts, 2.0), labels, encoder=encoder.name, cue_scale=2.0)
+    model.save(tmp_path / "params.json")
+    loaded = FeedbackClassifier.load(tmp_path / "params.json")
+    assert loaded.encoder == "hash-encoder" and loaded.weights.shape == (64 + len(loaded.cues), 3)
+    judge = ClassifierJudge(loaded, encoder=encoder, min_confidence=0.0)
+    assert judge.name == "classifier"
+    assert [judge.vote(t) for t in texts] == [1, 1, -1, -1, 0, 0]
+
+
+def test_missing_encoder_falls_back_to_the_cues_fit_and_says_so(tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("RATCHET_CACHE_DIR", str(tmp_path))  # nothing pulled here
+    judge = ClassifierJudge.default()
+    assert judge.name == "classifier" and judge.classifier.encoder == "all-minilm-l6-v2"
+    with caplog.at_level("WARNING"):
+        j = judge.judge(TURN, "Not helpful.")
+    assert j.reward == -1 and j.judge == "classifier:cues"
+    assert "ratchet models pull all-minilm-l6-v2" in caplog.text
+    # Without a fallback the missing encoder is an error naming the fix.
+    strict = ClassifierJudge(FeedbackClassifier.load(PARAMS_PATH))
+    with pytest.raises(RatchetError, match="all-minilm-l6-v2"):
+        strict.judge(TURN, "Not helpful.")
+
+
+def test_bad_parameter_files_name_the_fix(tmp_path):
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(RatchetError, match="cannot load the feedback classifier") as err:
+        FeedbackClassifier.load(tmp_path / "bad.json")
+    assert "fit_feedback_classifier.py" in err.value.hint
+    params = FeedbackClassifier.load(CUES_PARAMS_PATH).to_dict()
+    params["cues"] = params["cues"][:-1]
+    (tmp_path / "other.json").write_text(__import__("json").dumps(params))
+    with pytest.raises(RatchetError, match="other cues"):
+        FeedbackClassifier.load(tmp_path / "other.json")
+
+
+def test_shipped_parameters_record_what_fitted_them():
+    for path, encoder, width in ((PARAMS_PATH, "all-minilm-l6-v2", 384), (CUES_PARAMS_PATH, None, 0)):
+        model = FeedbackClassifier.load(path)
+        assert model.encoder == encoder and model.meta["data"] == "dev.jsonl" and model.meta["rows"] >= 250
+        assert model.weights.shape == (width + len(model.cues), 3)
+
+
+def test_default_judge_of_serve_is_the_classifier(tmp_path, monkeypatch):
+    from ratchet.config import load_config
+    from ratchet.online.loops import make_judge
+
+    config = OnlineConfig()
+    assert config.judge.kind == "classifier" and config.judge.min_confidence == 0.6
+    judge = make_judge(config)
+    assert isinstance(judge, ClassifierJudge) and judge.hints and judge.min_confidence == 0.6
+    assert not make_judge(OnlineConfig(learn="binary")).hints
+    (tmp_path / "serve.yaml").write_text("judge:\n  kind: rule\n")
+    assert load_config(OnlineConfig, tmp_path / "serve.yaml", []).judge.kind == "rule"
+    assert load_config(OnlineConfig, None, ["judge.min_confidence=0.8"]).judge.min_confidence == 0.8
+    with pytest.raises(Exception, match="min_confidence"):
+        load_config(OnlineConfig, None, ["judge.min_confidence=1.5"])
+    with pytest.raises(ValueError, match="unknown judge kind"):
+        build_judge("oracle")
+
+
+def test_serve_flag_and_start_check(tmp_path, monkeypatch):
+    from ratchet.online import launch
+
+    seen = {}
+    monkeypatch.setattr(launch, "run_server", lambda config: seen.setdefault("config", config))
+    from typer.testing import CliRunner
+
+    from ratchet.cli import app
+
+    CliRunner().invoke(app, ["serve", "--judge", "rule"])
+    assert seen.pop("config").judge.kind == "rule"
+    CliRunner().invoke(app, ["serve"])
+    assert seen.pop("config").judge.kind == "classifier"
+    CliRunner().invoke(app, ["serve", "--judge", "local:qwen2.5-coder-1.5b"])
+    config = seen.pop("config")
+    assert config.judge.kind == "model" and config.judge.model == "local:qwen2.5-coder-1.5b"
+    # At start, a missing encoder is said with the fix (the judge then uses its cues alone).
+    monkeypatch.setenv("RATCHET_CACHE_DIR", str(tmp_path))
+    printed = []
+    monkeypatch.setattr(launch.console, "print", lambda text, *a, **k: printed.append(str(text)))
+    launch._check_judge(OnlineConfig())
+    assert printed and "ratchet models pull all-minilm-l6-v2" in printed[0]
