@@ -99,7 +99,7 @@ def test_feedback_that_pushes_the_wrong_way_is_refused_with_nothing_configured(t
 
 
 def test_the_same_loop_promotes_feedback_that_pushes_the_right_way(tmp_path) -> None:
-    record, queue, store, _ = run(tmp_path, wrong_way=False)
+    record, _, store, _ = run(tmp_path, wrong_way=False)
     verdict = record["evaluation"]
     assert verdict["promote"] and verdict["failed"] == [] and verdict["checks"]["heldout"]["value"] > 0
     assert record["promoted"] and store.current_number() == 1

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ratchet.online.evaluation import BUILTIN_TASKS, EvaluationHook, GateConfig, HeldOutConfig, refusal_line
+from ratchet.online.evaluation import BUILTIN_TASKS, EvaluationHook, GateConfig, refusal_line
 from ratchet.online.gate import SelfHeldOutGate, has_bullets, infer_checks, language_of
 from ratchet.online.queue import TurnQueue
 from ratchet.online.records import Judgement, Turn, holds_out
@@ -56,7 +56,7 @@ def test_held_out_conversations_never_train_and_the_gate_reads_them(tmp_path) ->
     assert taken_sessions == set(trained) and len(taken) == 7
     gate_turns = queue.heldout_samples()
     assert {s.turn.session_id for s in gate_turns} == set(held) and len(gate_turns) == 7
-    assert [s.turn.turn_id for s in gate_turns][0] == "early-held"  # oldest first
+    assert gate_turns[0].turn.turn_id == "early-held"  # oldest first
     stats = queue.stats()
     assert stats["heldout"] == 7 and stats["claimed"] == 7 and stats["excluded"] == 1
     # Released claims return to the pool, never to the gate's side; held-out turns are never claimed.
@@ -206,7 +206,7 @@ def test_the_current_version_is_measured_once_and_new_held_out_turns_join(tmp_pa
 
 
 def test_checks_are_inferred_from_what_corrections_ask() -> None:
-    names = lambda texts: [c.name for c, _ in infer_checks(texts)]  # noqa: E731
+    names = lambda texts: [c.name for c, _ in infer_checks(texts)]
     assert names(["Too long. Just one short sentence, please.", "I just wanted a quick answer, not an essay."]) == ["shorter"]
     assert names(["Can you go into more detail?"]) == ["longer"]
     assert names(["Shorter please", "more detail", "more detail please"]) == ["longer"]  # the more asked wins

@@ -204,6 +204,20 @@ class SequenceScorer(Protocol):
     def generate(self, messages: Sequence[dict[str, Any]], max_tokens: int, *, base: bool = False) -> str: ...
 
 
+class PromotionGate(Protocol):
+    """What the training loop asks of a gate: :class:`EvaluationHook` and
+    :class:`~ratchet.online.gate.SelfHeldOutGate`."""
+
+    def score(self, scorer: SequenceScorer) -> float:
+        """Measure the current version (the scorer's weights before an update); the loop asks before
+        every update, so an implementation caches by ``scorer.version``."""
+        ...
+
+    def evaluate(self, scorer: SequenceScorer, baseline: float) -> dict[str, Any]:
+        """The candidate's record: every check, ``failed`` (names) and ``promote``."""
+        ...
+
+
 def _read_jsonl(path: str | Path, keys: tuple[str, ...]) -> list[dict[str, Any]]:
     rows = []
     for number, line in enumerate(Path(path).read_text().splitlines(), 1):
@@ -282,7 +296,7 @@ class EvaluationHook:
 
     @classmethod
     def from_config(cls, heldout_path: str | Path | None, tolerance: float = 0.5, *,
-                    gate: GateConfig | None = None, queue: Any = None) -> Any:
+                    gate: GateConfig | None = None, queue: Any = None) -> PromotionGate | None:
         """The gate of a trainer's settings: the held-out file's when one is set; else, given the
         training ``queue``, the gate on the server's own held-out conversations
         (:class:`~ratchet.online.gate.SelfHeldOutGate`, which sets the queue's held-out share), with

@@ -122,7 +122,7 @@ class Share:
         return candidate >= limit - 1e-12
 
 
-_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+\S", re.M)
+_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+\S", re.MULTILINE)
 
 
 def has_bullets(reply: str) -> bool:
@@ -130,15 +130,19 @@ def has_bullets(reply: str) -> bool:
     return len(_BULLET.findall(reply)) >= 2
 
 
+def _set(words: str) -> frozenset[str]:
+    return frozenset(words.split())
+
+
 #: Frequent short words per language: a reply is in the language whose words it uses most. Crude,
 #: and enough to tell a reply that switched language from one that did not.
 _STOPWORDS: dict[str, frozenset[str]] = {
-    "english": frozenset("the and is are you of to in it that this with for not be your can".split()),
-    "french": frozenset("le la les et est sont vous de des un une que pour pas dans avec je il votre".split()),
-    "german": frozenset("der die das und ist sind sie nicht ein eine zu mit ich es für auf den ihr".split()),
-    "spanish": frozenset("el la los las y es son usted de un una que para no en con por lo su".split()),
-    "italian": frozenset("il lo gli le e è sono di un una che per non con mi del della si".split()),
-    "portuguese": frozenset("o os as e é são você de um uma que para não com em do da seu".split()),
+    "english": _set("the and is are you of to in it that this with for not be your can"),
+    "french": _set("le la les et est sont vous de des un une que pour pas dans avec je il votre"),
+    "german": _set("der die das und ist sind sie nicht ein eine zu mit ich es für auf den ihr"),
+    "spanish": _set("el la los las y es son usted de un una que para no en con por lo su"),
+    "italian": _set("il lo gli le e è sono di un una che per non con mi del della si"),
+    "portuguese": _set("o os as e é são você de um uma que para não com em do da seu"),
 }
 
 _LANGUAGE_NAMES: dict[str, str] = {
@@ -163,7 +167,7 @@ def language_of(reply: str) -> str | None:
 def _language_check(language: str) -> Share:
     names = "|".join(sorted((n for n, lang in _LANGUAGE_NAMES.items() if lang == language), key=len, reverse=True))
     pattern = re.compile(rf"\b(?:in|auf|en|em|into)\s+(?:{names})\b|\b(?:{names})\s+(?:please|only|bitte|por favor|s'il)\b",
-                         re.I)
+                         re.IGNORECASE)
     return Share(f"language_{language}", pattern, lambda reply: language_of(reply) == language,
                  f"share of replies in {language}")
 
@@ -171,12 +175,12 @@ def _language_check(language: str) -> Share:
 _SHORTER = re.compile(
     r"\b(?:shorter|too long|too verbose|less verbose|brief(?:er|ly)?|concise(?:ly)?|succinct|one (?:short )?"
     r"(?:sentence|line)|one-line(?:r)?|single sentence|short answers?|quick answers?|not an essay|fewer words|"
-    r"tl;?dr|keep it short|to the point|cut it down|less text|wall of text|kürzer|plus court|más corto)\b", re.I)
+    r"tl;?dr|keep it short|to the point|cut it down|less text|wall of text|kürzer|plus court|más corto)\b", re.IGNORECASE)
 _LONGER = re.compile(
     r"\b(?:longer|more detail(?:s|ed)?|in detail|elaborate|too short|too brief|expand on|explain more|"
-    r"more thorough|go deeper|more depth)\b", re.I)
+    r"more thorough|go deeper|more depth)\b", re.IGNORECASE)
 _BULLETS_ASKED = re.compile(
-    r"\b(?:bullets?|bullet[- ]points?|bulleted|as a list|in a list|list form|point form|numbered list)\b", re.I)
+    r"\b(?:bullets?|bullet[- ]points?|bulleted|as a list|in a list|list form|point form|numbered list)\b", re.IGNORECASE)
 
 #: The text checks a gate may infer from corrections, in the order they are reported.
 TEXT_CHECKS: tuple[TextCheck, ...] = (

@@ -29,6 +29,9 @@ ever takes a ``heldout`` turn; :meth:`TurnQueue.heldout_samples` reads them for 
 is stored in the queue file, so the judging process (which stores judgements) and the training
 process (which sets it) agree on it.
 
+Every state change of a turn is here, with the schema it changes, so the module runs to ~590
+lines rather than spreading one table's rules over several.
+
 ``secure_delete`` is on so that :meth:`TurnQueue.delete_session` overwrites the deleted
 conversation text in the file instead of leaving it in free pages.
 """
