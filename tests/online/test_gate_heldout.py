@@ -243,3 +243,22 @@ def test_text_checks_wait_for_enough_held_out_turns(tmp_path) -> None:
     scorer.step({}, reply=" ".join(["word"] * 50))
     verdict = gate.evaluate(scorer, baseline)
     assert verdict["promote"] and verdict["fallback"] and not any(n.startswith("text_") for n in verdict["checks"])
+
+
+def test_the_gate_reaches_a_relayed_queue(tmp_path, monkeypatch) -> None:
+    # A trainer on a Ray node holds the serving machine's queue through the relay: every call the
+    # gate makes must be one the serving side answers (relayed.QUEUE_CALLS).
+    from collections import Counter
+    from types import SimpleNamespace
+
+    from ratchet.online import relayed
+
+    serving = SimpleNamespace(_queue=held_queue(tmp_path, 5, 5, correction="Shorter, please."), answered=Counter())
+    monkeypatch.setattr(relayed, "relay_call", lambda relay, request: relayed.StoreGateway._dispatch(serving, request))
+    gate = EvaluationHook.from_config(None, gate=GateConfig(), queue=relayed.RelayedQueue(relay=None))
+    assert isinstance(gate, SelfHeldOutGate)
+    scorer = Scorer({"ahoy": -1.0, "hello": -1.0})
+    baseline = gate.score(scorer)
+    scorer.step({"ahoy": -0.3, "hello": 0.3})
+    assert "heldout" in gate.evaluate(scorer, baseline)["failed"]
+    assert {"queue.hold_out", "queue.heldout_samples", "queue.corrections"} <= set(serving.answered)
