@@ -87,3 +87,23 @@ def test_drop_p_is_one_sided() -> None:
     assert drop_p([-1] * 10, [1] * 10) == 1.0
     assert drop_p([1, -1] * 8, [1, -1] * 8) == pytest.approx(0.5)
     assert drop_p([1] * 12 + [-1] * 4, [1] * 8 + [-1] * 8) < drop_p([1] * 12 + [-1] * 4, [1] * 10 + [-1] * 6)
+
+
+def test_the_server_runs_the_watch_as_often_as_it_writes_status(tmp_path) -> None:
+    import threading
+    import time
+
+    from ratchet.cli.serve import _watch_served_reward
+    from ratchet.online.config import OnlineConfig
+
+    queue, store = serving_run(tmp_path, [1] * 16, [-1] * 16)
+    stop = threading.Event()
+    thread = threading.Thread(target=_watch_served_reward,
+                              args=(OnlineConfig(status_every_s=0.05), queue.path, store.root, stop), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while store.current_number() != 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    stop.set()
+    thread.join(5)
+    assert not thread.is_alive() and store.current_number() == 0 and store.get(1).rolled_back
