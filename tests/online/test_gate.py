@@ -29,6 +29,8 @@ GUARD = [GuardCase([{"role": "user", "content": f"g{i}"}], f"answer {i}") for i 
 class FakeScorer:
     """Log-probs from a table: the base's and the candidate's, per (response kind)."""
 
+    version = 0
+
     def __init__(self, *, preferred=-1.0, dispreferred=-2.0, guard=-0.5, kl=0.1, base_preferred=-1.5,
                  base_dispreferred=-1.0, base_guard=-0.5, tokens=2, collapsed=False) -> None:
         self.collapsed = collapsed

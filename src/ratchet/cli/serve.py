@@ -88,11 +88,13 @@ def status_cmd(
     console.print(status_mod.table(status))
     for line in status_mod.refusals(status):
         console.print(f"[yellow]{line}[/]", soft_wrap=True)
+    for line in status_mod.gate_notes(status):
+        console.print(f"[dim]{line}[/]", soft_wrap=True)
     q = status["queue"]
     console.print(f"run {run_dir}: {q['turns']} turns ({q['main']} main, {q['side']} side, {q['inferred']} in "
                   f"inferred sessions), {q['judged']} judged (+{q['positive']} / −{q['negative']} / 0×{q['zero']}), "
-                  f"{q['trained']} trained, {q['dropped_stale']} dropped as stale, {q.get('reclaimed', 0)} reclaimed from lost "
-                  f"trainers, {q.get('failed', 0)} failed")
+                  f"{q.get('heldout', 0)} held out for the gate, {q['trained']} trained, {q['dropped_stale']} dropped "
+                  f"as stale, {q.get('reclaimed', 0)} reclaimed from lost trainers, {q.get('failed', 0)} failed")
 
 
 @serve_app.command("forget")

@@ -29,6 +29,11 @@ trainer's fp32 weights, no generation):
 A version failing any check is kept on disk (``promoted: false``) and never served; its record
 (``version.json`` → ``metrics.evaluation``) lists every check with its numbers and ``failed``
 names the ones that failed, which ``ratchet serve status`` prints.
+
+Without a held-out file, the gate scores candidates on the server's own held-out conversations
+(:mod:`ratchet.online.gate`, ``trainer.gate.heldout``) on top of the built-in tasks and the KL
+bound here; after promotion the served reward is watched (:mod:`ratchet.online.watch`,
+``trainer.gate.watch``).
 """
 
 from __future__ import annotations
@@ -44,6 +49,63 @@ from pydantic import Field
 
 from ratchet.config import Settings
 from ratchet.contracts import RatchetError
+
+
+class HeldOutConfig(Settings):
+    """The gate on the server's own held-out conversations (:mod:`ratchet.online.gate`), used when
+    no ``trainer.heldout_path`` is set and ``builtin`` is on."""
+
+    share: float = Field(default=0.2, ge=0, lt=1)
+    """Share of conversations whose judged turns never train and are what candidates are scored on,
+    chosen by a stable hash of the session id, so a conversation is wholly on one side. 0 holds
+    nothing out: the built-in tasks and the KL bound gate alone. A server whose clients send a single
+    session id holds out all of its turns or none: set 0 there, or send one id per conversation."""
+    min_turns: int = Field(default=5, ge=1)
+    """Fewest praised or corrected held-out turns for the held-out checks (and for each of its
+    praised / corrected parts). 5 is the fewest with which the exact sign-flip test can reject at
+    ``alpha`` 0.05 at all (1/2^5 = 0.031). With fewer the version's record says so and it is gated
+    by the KL bound and the guard tasks only."""
+    max_turns: int = Field(default=64, ge=1)
+    """The newest held-out turns scored: each costs one teacher-forced pass per candidate and one per
+    current version (cached)."""
+    alpha: float = Field(default=0.05, gt=0, lt=1)
+    """Level of the one-sided paired sign-flip test of "the candidate moved the held-out replies the
+    wrong way" (the engine gate's test, :func:`ratchet.stats.sign_flip_p`)."""
+    tolerance: float = Field(default=0.02, ge=0)
+    """Smallest mean move the wrong way (nats per reply token, signed by the feedback) that refuses,
+    however significant: any update shifts every log-prob a little. A setting, not a measured noise
+    band: per-token log-probs are computed exactly, so the noise is which turns are held out, and
+    the paired test carries that."""
+    text_checks: bool = True
+    """Also compare greedy replies to held-out prompts by the text checks that the corrections ask
+    for (:data:`ratchet.online.gate.TEXT_CHECKS`: shorter, longer, bullets, a language)."""
+    text_prompts: int = Field(default=6, ge=1)
+    """Held-out prompts (the newest) the text checks generate on; each costs one greedy generation per
+    candidate and one per current version (cached)."""
+    text_max_tokens: int = Field(default=96, ge=8)
+    """Reply budget of each text check generation; long enough that a reply growing from ~40 words
+    to ~50 is still seen growing."""
+    length_slack: float = Field(default=0.1, ge=0)
+    """A length check fails when the candidate's mean words per reply moves the wrong way by more
+    than this fraction of the current version's."""
+    share_slack: float = Field(default=0.2, ge=0, le=1)
+    """A share check (bullets, language) fails when the candidate's share of replies that have it
+    falls by more than this below the current version's (0.2: one of six replies may flip)."""
+    corrections: int = Field(default=200, ge=1)
+    """The newest corrections read to infer which text checks apply."""
+
+
+class RewardWatchConfig(Settings):
+    """The watch on the reward of served turns (:mod:`ratchet.online.watch`), run by the server."""
+
+    enabled: bool = True
+    """Roll back a version whose served reward fell beyond noise below the version it replaced."""
+    min_turns: int = Field(default=8, ge=2)
+    """Judged turns each of the two versions needs before they are compared."""
+    alpha: float = Field(default=0.05, gt=0, lt=1)
+    """Level of the one-sided test of "the current version's mean served reward is lower"."""
+    min_drop: float = Field(default=0.1, ge=0)
+    """Smallest fall of the mean reward (on the −1..+1 scale) that rolls back, however significant."""
 
 
 class GateConfig(Settings):
@@ -79,7 +141,13 @@ class GateConfig(Settings):
     """Without ``trainer.heldout_path`` the gate still runs: the built-in neutral tasks
     (:data:`BUILTIN_TASKS`, unless ``tasks_path`` names others) must stay solved, and the KL to base
     on the base's own replies to them must stay under ``max_kl``. There is no preference check (no
-    one has said what is preferred). False promotes every update when no held-out file is given."""
+    one has said what is preferred) unless the server holds out its own conversations (``heldout``).
+    False promotes every update when no held-out file is given."""
+    heldout: HeldOutConfig = Field(default_factory=HeldOutConfig)
+    """Without ``trainer.heldout_path``: the share of the server's own judged conversations held out
+    from training, and how candidates are scored on them (:mod:`ratchet.online.gate`)."""
+    watch: RewardWatchConfig = Field(default_factory=RewardWatchConfig)
+    """After promotion: the served-reward watch that rolls a version back (:mod:`ratchet.online.watch`)."""
 
 
 #: Neutral tasks any chat model of the catalog answers (checked by substring, case-insensitive, so a
@@ -119,7 +187,13 @@ class GuardCase:
 
 
 class SequenceScorer(Protocol):
-    """What the gate needs of a policy, e.g. :class:`ratchet.online.trainer.Trainer`."""
+    """What the gate needs of a policy, e.g. :class:`ratchet.online.trainer.Trainer`.
+
+    ``version`` is the number of the weights it holds now (0 = base): the gate caches the current
+    version's scores by it, so the training loop may ask for them before every update.
+    """
+
+    version: int
 
     def sequence_logprob(self, messages: Sequence[dict[str, Any]], response: str, *, base: bool = False) -> float: ...
 
@@ -128,6 +202,20 @@ class SequenceScorer(Protocol):
     def response_kl_to_base(self, pairs: Sequence[tuple[Sequence[dict[str, Any]], str]]) -> float: ...
 
     def generate(self, messages: Sequence[dict[str, Any]], max_tokens: int, *, base: bool = False) -> str: ...
+
+
+class PromotionGate(Protocol):
+    """What the training loop asks of a gate: :class:`EvaluationHook` and
+    :class:`~ratchet.online.gate.SelfHeldOutGate`."""
+
+    def score(self, scorer: SequenceScorer) -> float:
+        """Measure the current version (the scorer's weights before an update); the loop asks before
+        every update, so an implementation caches by ``scorer.version``."""
+        ...
+
+    def evaluate(self, scorer: SequenceScorer, baseline: float) -> dict[str, Any]:
+        """The candidate's record: every check, ``failed`` (names) and ``promote``."""
+        ...
 
 
 def _read_jsonl(path: str | Path, keys: tuple[str, ...]) -> list[dict[str, Any]]:
@@ -196,6 +284,8 @@ class EvaluationHook:
         self.tolerance = tolerance
         self.gate = gate or GateConfig()
         self._base: dict[str, Any] | None = None
+        #: (scorer, its version, score) of the last :meth:`score`: the loop asks before every update.
+        self._scored: tuple[Any, int, float] | None = None
 
     @classmethod
     def from_jsonl(cls, path: str | Path, tolerance: float = 0.5, *, gate: GateConfig | None = None) -> EvaluationHook:
@@ -206,10 +296,16 @@ class EvaluationHook:
 
     @classmethod
     def from_config(cls, heldout_path: str | Path | None, tolerance: float = 0.5, *,
-                    gate: GateConfig | None = None) -> EvaluationHook | None:
-        """The gate of a trainer's settings: the held-out file's when one is set, else the built-in
-        tasks-and-KL gate (None only when ``gate.builtin`` is off)."""
+                    gate: GateConfig | None = None, queue: Any = None) -> PromotionGate | None:
+        """The gate of a trainer's settings: the held-out file's when one is set; else, given the
+        training ``queue``, the gate on the server's own held-out conversations
+        (:class:`~ratchet.online.gate.SelfHeldOutGate`, which sets the queue's held-out share), with
+        the built-in tasks and KL bound inside it; else the built-in tasks-and-KL gate. None only
+        when ``gate.builtin`` is off (and nothing is held out then)."""
         gate = gate or GateConfig()
+        own = queue is not None and not heldout_path and gate.builtin and gate.heldout.share > 0
+        if queue is not None:
+            queue.hold_out(gate.heldout.share if own else 0.0)
         if heldout_path:
             return cls.from_jsonl(heldout_path, tolerance, gate=gate)
         if not gate.builtin and not gate.tasks_path:
@@ -217,14 +313,24 @@ class EvaluationHook:
         tasks = (load_tasks(gate.tasks_path) if gate.tasks_path
                  else [Task([{"role": "user", "content": q}], a) for q, a in BUILTIN_TASKS])
         guard = load_guard(gate.guard_path) if gate.guard_path else []
-        return cls([], tolerance, guard=guard, gate=gate, tasks=tasks)
+        builtin = cls([], tolerance, guard=guard, gate=gate, tasks=tasks)
+        if own:
+            from ratchet.online.gate import SelfHeldOutGate  # it builds on this module
+
+            return SelfHeldOutGate(queue, gate.heldout, builtin)
+        return builtin
 
     def score(self, scorer: SequenceScorer) -> float:
-        """Mean log-prob margin preferred − dispreferred of the scorer's current policy (0 without cases)."""
+        """Mean log-prob margin preferred − dispreferred of the scorer's current policy (0 without
+        cases); computed once per scorer and version."""
         if not self.cases:
             return 0.0
+        if self._scored is not None and self._scored[0] is scorer and self._scored[1] == scorer.version:
+            return self._scored[2]
         pairs = margins(scorer, self.cases)
-        return _mean([p - d for p, d in pairs])
+        score = _mean([p - d for p, d in pairs])
+        self._scored = (scorer, scorer.version, score)
+        return score
 
     def base_reference(self, scorer: SequenceScorer) -> dict[str, Any]:
         """The base model's per-token log-probs of the preferred replies and guard references (cached)."""
@@ -310,6 +416,14 @@ def refusal_line(evaluation: dict[str, Any]) -> str | None:
             parts.append(f"tasks: solved {check['value']}/{check['of']} < {check['limit']} (base {check['base']})")
         elif name == "kl":
             parts.append(f"kl: {check['value']:.3f} > max {check['limit']:.3f}")
+        elif name.startswith("heldout"):
+            parts.append(f"{name}: the held-out replies moved the wrong way, {check['value']:+.3f} nats/token "
+                         f"signed by their feedback over {check['turns']} turns (p = {check['p_wrong_way']:.3f} < "
+                         f"{check['alpha']}, beyond −{check['tolerance']})")
+        elif name.startswith("text_"):
+            parts.append(f"{name}: {check['measure']} {check['value']:.2f} vs the current version's "
+                         f"{check['current']:.2f} (limit {check['limit']:.2f}) on {check['of']} held-out prompts; "
+                         f"{check['asked']} corrections asked for it")
         elif name == "preferred_floor":
             parts.append(f"preferred_floor: per-token log p(preferred) {check['value']:.3f} < floor "
                          f"{check['limit']:.3f} (base {check['base']:.3f})")

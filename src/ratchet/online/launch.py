@@ -122,6 +122,9 @@ def run_server(config: Any) -> None:
                 logging.getLogger("ratchet.online").exception("could not write the status")
 
     threading.Thread(target=report, name="status", daemon=True).start()
+    if config.learn != "off":
+        threading.Thread(target=_watch_served_reward, args=(config, queue_path, versions_dir, stop),
+                         name="reward-watch", daemon=True).start()
     (base / "server.json").write_text(json.dumps({"url": f"http://{config.host}:{config.port}", "pid": os.getpid()}))
     console.print(f"[bold]ratchet serve[/] {config.model} learn={config.learn} → http://{config.host}:{config.port}/v1"
                   f"  run: {run_dir}  ({'API key required' if api_key else 'no API key: local only'})")
@@ -150,3 +153,22 @@ def run_server(config: Any) -> None:
         if not stopped:  # the interpreter would wait for that thread at exit, unbounded
             logging.getLogger("ratchet.online").error("a generation did not stop; exiting without it")
             os._exit(1)
+
+
+def _watch_served_reward(config: Any, queue_path: Path, versions_dir: Path, stop: threading.Event) -> None:
+    """Roll back a version whose served reward fell beyond noise (``trainer.gate.watch``), as often
+    as status is written."""
+    from ratchet.online.queue import TurnQueue
+    from ratchet.online.versions import VersionStore
+    from ratchet.online.watch import RewardWatch
+
+    log = logging.getLogger("ratchet.online")
+    watch, queue, store = RewardWatch(config.trainer.gate.watch), TurnQueue(queue_path), VersionStore(versions_dir)
+    while not stop.wait(config.status_every_s):
+        try:
+            drop = watch.check(queue, store)
+        except Exception:
+            log.exception("the served-reward watch failed")
+            continue
+        if drop is not None and drop.rolled_back:
+            log.warning("v%d rolled back to v%d: %s", drop.current, drop.previous, drop.reason(watch.config.alpha))

@@ -9,8 +9,9 @@ A turn moves through these states::
 
     pending ──set_next_state──▶ ready ──add_judgement──▶ judged ──take_batch──▶ claimed ──mark_trained──▶ trained
        │ (side turns stay "side")          │ (reward 0, no hint)            │ (policy older than min_version)
-       ▼                                   ▼                                ▼
-     side                               excluded                         dropped
+       ▼                                   ├──────────────▶ excluded         ▼
+     side                                  │ (conversation held out)      dropped
+                                           └──────────────▶ heldout
 
     claimed ──reclaimed (claimer gone, lease expired, abandon)──▶ judged, or failed the max_reclaims-th time
 
@@ -19,6 +20,17 @@ pid, the pid's start time, a token) and a deadline. The next ``take_batch`` by a
 ``judged`` every claimed row whose deadline passed or whose claimer's process on this host is gone,
 counting a reclaim on it; a sample reclaimed ``max_reclaims`` times is marked ``failed`` with the
 reason and kept, so a sample that crashes every trainer that takes it cannot stop training.
+
+A share of the conversations is held out (:meth:`TurnQueue.hold_out`, set by the promotion gate
+that scores them, :mod:`ratchet.online.gate`): their trainable judged turns go to ``heldout``
+instead of ``judged``, chosen by a stable hash of the session id
+(:func:`~ratchet.online.records.holds_out`), so a whole conversation lands on one side. No claim
+ever takes a ``heldout`` turn; :meth:`TurnQueue.heldout_samples` reads them for the gate. The share
+is stored in the queue file, so the judging process (which stores judgements) and the training
+process (which sets it) agree on it.
+
+Every state change of a turn is here, with the schema it changes, so the module runs to ~590
+lines rather than spreading one table's rules over several.
 
 ``secure_delete`` is on so that :meth:`TurnQueue.delete_session` overwrites the deleted
 conversation text in the file instead of leaving it in free pages.
@@ -37,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from ratchet.online.claims import Claimer, claimer_alive, default_claimer
-from ratchet.online.records import Judgement, Sample, Turn
+from ratchet.online.records import Judgement, Sample, Turn, holds_out
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS turns (
@@ -55,6 +67,10 @@ CREATE TABLE IF NOT EXISTS turns (
 );
 CREATE INDEX IF NOT EXISTS turns_state ON turns(state, created_at);
 CREATE INDEX IF NOT EXISTS turns_session ON turns(session_id);
+CREATE TABLE IF NOT EXISTS meta (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS judgements (
     turn_id TEXT PRIMARY KEY,
     reward INTEGER NOT NULL,
@@ -211,7 +227,8 @@ class TurnQueue:
         return [(Turn.from_dict(json.loads(data)), next_state) for _, data, next_state in rows]
 
     def add_judgement(self, judgement: Judgement) -> None:
-        """Store a judgement; a turn with reward 0 and no hint is excluded from training."""
+        """Store a judgement; a turn with reward 0 and no hint is excluded from training, and a
+        trainable one of a held-out conversation is held out (:meth:`hold_out`)."""
         trainable = judgement.reward != 0 or bool(judgement.hint)
         with self._tx() as db:
             db.execute(
@@ -219,10 +236,81 @@ class TurnQueue:
                 (judgement.turn_id, judgement.reward, int(bool(judgement.hint)), json.dumps(judgement.to_dict()),
                  time.time()),
             )
+            state = "excluded"
+            if trainable:
+                row = db.execute("SELECT session_id FROM turns WHERE turn_id=?", (judgement.turn_id,)).fetchone()
+                state = "heldout" if row and holds_out(row[0], self._share(db)) else "judged"
             db.execute(
                 "UPDATE turns SET state=?, judge_lease=NULL WHERE turn_id=? AND state IN ('ready','pending')",
-                ("judged" if trainable else "excluded", judgement.turn_id),
+                (state, judgement.turn_id),
             )
+
+    # ------------------------------------------------------------------ the held-out share
+
+    @staticmethod
+    def _share(db: sqlite3.Connection) -> float:
+        row = db.execute("SELECT value FROM meta WHERE key='heldout_share'").fetchone()
+        return float(row[0]) if row else 0.0
+
+    @staticmethod
+    def _hold_out_judged(db: sqlite3.Connection, share: float) -> int:
+        """Move judged (unclaimed) turns of held-out conversations to ``heldout``; inside a transaction."""
+        if share <= 0:
+            return 0
+        sessions = [s for (s,) in db.execute("SELECT DISTINCT session_id FROM turns WHERE state='judged'")
+                    if holds_out(s, share)]
+        marks = ",".join("?" * len(sessions))
+        return db.execute(f"UPDATE turns SET state='heldout' WHERE state='judged' AND session_id IN ({marks})",
+                          sessions).rowcount if sessions else 0
+
+    def hold_out(self, share: float) -> int:
+        """Hold out ``share`` (0 to <1) of the conversations from training from now on; returns how
+        many judged turns waiting for the trainer moved to ``heldout`` at once.
+
+        Stored in the queue file for every process that opens it. Turns already claimed or trained
+        stay where they are, and held-out turns stay held out if the share later shrinks: a
+        conversation the gate has scored never trains a candidate afterwards.
+        """
+        if not 0 <= share < 1:
+            raise ValueError(f"the held-out share must be in [0, 1), not {share!r}")
+        with self._tx() as db:
+            db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('heldout_share', ?)", (repr(float(share)),))
+            return self._hold_out_judged(db, share)
+
+    def heldout_share(self) -> float:
+        """The share of conversations held out from training (0 when none was set)."""
+        return self._share(self._conn())
+
+    def heldout_samples(self, limit: int = 64) -> list[Sample]:
+        """The newest ``limit`` held-out judged turns with their judgements, oldest first."""
+        rows = self._conn().execute(
+            "SELECT t.data, j.data FROM turns t JOIN judgements j ON j.turn_id = t.turn_id WHERE t.state='heldout'"
+            " ORDER BY t.created_at DESC LIMIT ?", (limit,)
+        ).fetchall()
+        return [Sample(turn=Turn.from_dict(json.loads(td)), judgement=Judgement.from_dict(json.loads(jd)))
+                for td, jd in reversed(rows)]
+
+    def corrections(self, limit: int = 200) -> list[str]:
+        """What the newest ``limit`` corrections said (the next state, and the hint when there is
+        one), held out or not, newest first: where the gate reads which way a user wants replies to go."""
+        rows = self._conn().execute(
+            "SELECT data FROM judgements WHERE reward < 0 OR has_hint ORDER BY created_at DESC LIMIT ?", (limit,)
+        ).fetchall()
+        out = []
+        for (data,) in rows:
+            record = json.loads(data)
+            out.extend(text for text in (record.get("next_state"), record.get("hint")) if text)
+        return out
+
+    def served_rewards(self) -> dict[int, list[int]]:
+        """Per serving policy version: the rewards of its judged turns (0 included), oldest first."""
+        out: dict[int, list[int]] = {}
+        for version, reward in self._conn().execute(
+            "SELECT t.policy_version, j.reward FROM judgements j JOIN turns t ON t.turn_id = j.turn_id"
+            " ORDER BY j.created_at"
+        ):
+            out.setdefault(int(version), []).append(int(reward))
+        return out
 
     # ------------------------------------------------------------------ training
 
@@ -231,7 +319,8 @@ class TurnQueue:
                    stale: Callable[[int], bool] | None = None) -> list[Sample]:
         """Claim up to ``n`` judged, unclaimed, trainable samples, oldest first, leased to ``claimer``.
 
-        First every lost claim is taken back (:meth:`reclaim_lost`). Judged samples too stale to
+        First every lost claim is taken back (:meth:`reclaim_lost`) and judged turns of held-out
+        conversations are moved to ``heldout`` (:meth:`hold_out`): those are never claimed. Judged samples too stale to
         correct with importance weights are marked ``dropped`` (counted in
         ``stats()['dropped_stale']``) instead of being returned: those whose ``policy_version`` is
         below ``min_version``, and those whose version ``stale(version)`` says is (the trainer asks
@@ -243,6 +332,8 @@ class TurnQueue:
         now = time.time()
         with self._tx() as db:
             self._reclaim(db, now, max_reclaims)
+            # Turns judged before the share was set, or released back to the pool: held out now.
+            self._hold_out_judged(db, self._share(db))
             db.execute(
                 "UPDATE turns SET state='dropped' WHERE state='judged' AND policy_version < ?", (min_version,)
             )
@@ -395,7 +486,8 @@ class TurnQueue:
 
     def stats(self) -> dict[str, int]:
         """Counts over the whole queue: turns, main, side, inferred, judged, positive, negative,
-        zero, dropped_stale, trained (plus ready = waiting for the judge, claimed, excluded).
+        zero, dropped_stale, trained (plus ready = waiting for the judge, claimed, excluded, and
+        heldout = judged turns held out from training for the promotion gate).
 
         Claims: ``claimed`` (held by a trainer now), ``claimed_lost`` (of those, held by a claimer
         that is gone or whose lease expired: the next ``take_batch`` takes them back), ``reclaimed``
@@ -406,13 +498,13 @@ class TurnQueue:
             "SELECT COUNT(*), SUM(turn_type='main'), SUM(turn_type='side'), SUM(inferred),"
             " SUM(state='dropped'), SUM(state='trained'), SUM(state='ready'), SUM(state='claimed'),"
             " SUM(state='excluded'), SUM(state='pending'), SUM(state='failed'), SUM(reclaims),"
-            " SUM(reclaims > 0) FROM turns"
+            " SUM(reclaims > 0), SUM(state='heldout') FROM turns"
         ).fetchone()
         jrow = db.execute(
             "SELECT COUNT(*), SUM(reward>0), SUM(reward<0), SUM(reward=0) FROM judgements"
         ).fetchone()
         keys = ("turns", "main", "side", "inferred", "dropped_stale", "trained", "ready", "claimed", "excluded",
-                "pending", "failed", "reclaimed", "reclaimed_samples")
+                "pending", "failed", "reclaimed", "reclaimed_samples", "heldout")
         out = {k: int(v or 0) for k, v in zip(keys, row, strict=True)}
         out.update({k: int(v or 0) for k, v in zip(("judged", "positive", "negative", "zero"), jrow, strict=True)})
         out["claimed_lost"] = len(self._lost_claims(db, time.time())) if out["claimed"] else 0

@@ -8,6 +8,7 @@ record read back from the queue cannot be changed in place, and they round-trip 
 
 from __future__ import annotations
 
+import hashlib
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -21,6 +22,18 @@ TurnType = Literal["main", "side"]
 def new_turn_id() -> str:
     """A fresh, sortable-enough unique id for a turn."""
     return f"t{int(time.time() * 1000):x}-{uuid.uuid4().hex[:10]}"
+
+
+def holds_out(session_id: str, share: float) -> bool:
+    """Whether the conversation ``session_id`` belongs to the held-out share of judged turns.
+
+    A stable hash of the id (SHA-256, the same in every process and run), so a whole conversation
+    falls on one side: the gate never scores a reply whose conversation taught the candidate.
+    """
+    if share <= 0:
+        return False
+    point = int(hashlib.sha256(session_id.encode()).hexdigest()[:15], 16) / 16 ** 15
+    return point < share
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,8 @@ log = logging.getLogger("ratchet.online.relayed")
 
 #: What the loops may ask of the queue; anything else is refused by the serving side.
 QUEUE_CALLS = frozenset({"turns_to_judge", "add_judgement", "take_batch", "renew", "held", "mark_trained",
-                         "release", "abandon", "reclaim_lost", "stats"})
+                         "release", "abandon", "reclaim_lost", "stats", "hold_out", "heldout_samples",
+                         "corrections"})
 #: What they may ask of the version store (``files`` and ``publish`` carry the adapters).
 VERSION_CALLS = frozenset({"current_number", "latest_number", "lineage", "files", "publish"})
 
@@ -168,6 +169,15 @@ class RelayedQueue:
 
     def stats(self) -> dict[str, int]:
         return self._call("stats")
+
+    def hold_out(self, share: float) -> int:
+        return self._call("hold_out", share)
+
+    def heldout_samples(self, limit: int = 64) -> list[Any]:
+        return self._call("heldout_samples", limit)
+
+    def corrections(self, limit: int = 200) -> list[str]:
+        return self._call("corrections", limit)
 
     def close(self) -> None:
         """Nothing to close here: the serving process holds the connection."""

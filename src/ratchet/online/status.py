@@ -3,7 +3,9 @@
 Per version: turns it served, the fraction of its main turns that got judged, its judge score
 (mean of the raw votes) and reward mean (majority verdicts), the reward moving average at the
 time, and from the version's own record: training loss, KL to the base, held-out evaluation score
-and whether it was promoted (a regressing version is kept on disk but never served).
+and whether it was promoted (a regressing version is kept on disk but never served), rolled back
+by the served-reward watch (:mod:`ratchet.online.watch`), or gated without held-out checks (too
+few held-out turns: :mod:`ratchet.online.gate`).
 """
 
 from __future__ import annotations
@@ -47,6 +49,10 @@ class VersionRow:
     refused: str | None = None
     """Which promotion checks refused this version, with their numbers, or why else it was not
     promoted (None when it was)."""
+    rolled_back: str | None = None
+    """Why the served-reward watch rolled this version back after it served (None when it did not)."""
+    gate_note: str | None = None
+    """Why the gate promoted this version without its held-out checks (too few held-out turns), or None."""
 
 
 def moving_average(values: list[int], alpha: float = 0.1) -> float | None:
@@ -108,6 +114,8 @@ def collect(run_dir: Path) -> dict[str, Any]:
             current=n == current,
             refused=(refusal_line(evaluation) or metrics.get("not_promoted")) if v is not None and not v.promoted
             else None,
+            rolled_back=v.rolled_back if v is not None else None,
+            gate_note=evaluation.get("fallback"),
         ))
     return {
         "at": time.time(),
@@ -179,18 +187,32 @@ def table(status: dict[str, Any]):
     for col in ("ver", "turns", "judged", "R avg", "R MA", "judge", "loss", "KL", "eval", "prom"):
         t.add_column(col, justify="right", no_wrap=True)
     t.caption = ("R avg: reward mean of the version's judged turns · R MA: reward moving average · judge: mean "
-                 "vote · loss/KL: training loss, KL to base · eval: held-out score · prom: promoted (served)\n"
+                 "vote · loss/KL: training loss, KL to base · eval: held-out score · prom: promoted (served), "
+                 "back: rolled back after serving\n"
                  + claims_line(status.get("queue", {})) + "\n" + loops_line(status.get("loops")))
     for r in status["versions"]:
         t.add_row(
             f"{r['version']}{' *' if r['current'] else ''}", str(r["turns"]), f(r["judged_fraction"], "{:.0%}"),
             f(r["reward_mean"], "{:+.2f}"), f(r["reward_ma"], "{:+.2f}"), f(r["judge_score_mean"], "{:+.2f}"),
             f(r["train_loss"], "{:.3f}"), f(r["kl_to_base"], "{:.3f}"), f(r["eval_score"], "{:+.2f}"),
-            "yes" if r["promoted"] else "no",
+            "back" if r.get("rolled_back") else "yes" if r["promoted"] else "no",
         )
     return t
 
 
 def refusals(status: dict[str, Any]) -> list[str]:
-    """One line per version the promotion gate refused: the checks that failed and their numbers."""
-    return [f"v{r['version']} not served: {r['refused']}" for r in status["versions"] if r.get("refused")]
+    """One line per version the promotion gate refused (the checks that failed and their numbers)
+    and per version the served-reward watch rolled back (its numbers)."""
+    lines = []
+    for r in status["versions"]:
+        if r.get("refused"):
+            lines.append(f"v{r['version']} not served: {r['refused']}")
+        if r.get("rolled_back"):
+            lines.append(f"v{r['version']} rolled back: {r['rolled_back']}")
+    return lines
+
+
+def gate_notes(status: dict[str, Any]) -> list[str]:
+    """One line per version promoted without the held-out checks, saying why."""
+    return [f"v{r['version']} gated without held-out checks: {r['gate_note']}" for r in status["versions"]
+            if r.get("gate_note")]

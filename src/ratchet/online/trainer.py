@@ -1021,10 +1021,10 @@ def run_trainer_loop(
     queue = open_queue(queue_path)
     trainer = trainer or Trainer.from_config(config)
     if hook is None:
-        hook = EvaluationHook.from_config(config.heldout_path, config.eval_tolerance, gate=config.gate)
+        # Without a held-out file, the gate holds out and scores a share of the queue's conversations.
+        hook = EvaluationHook.from_config(config.heldout_path, config.eval_tolerance, gate=config.gate, queue=queue)
     pending: list[Any] = []
     batch: list[Any] = []
-    baselines: dict[int, float] = {}
     clock = BatchClock(config.batch_size, config.min_batch, config.max_wait_s)
 
     scratch = Path(tempfile.mkdtemp(prefix="ratchet-train-"))
@@ -1059,10 +1059,9 @@ def run_trainer_loop(
             clock.reset()
             baseline = None
             if hook is not None:
-                # The current version's score changes only when the trainer's weights do.
-                if trainer.version not in baselines:
-                    baselines[trainer.version] = hook.score(trainer)
-                baseline = baselines[trainer.version]
+                # The current version, measured before the update (the hook caches by version and
+                # reads the held-out turns that came in since).
+                baseline = hook.score(trainer)
             # Only a hook can refuse an update; without one there is nothing to return to.
             before = trainer.snapshot() if hook is not None else None
             metrics = trainer.step(batch)

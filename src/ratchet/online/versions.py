@@ -43,6 +43,9 @@ class Version:
     metrics: dict[str, Any] = field(default_factory=dict)
     promoted: bool = True
     created_at: float = 0.0
+    #: Why the version was rolled back automatically after it served (its record's ``rolled_back``),
+    #: or None.
+    rolled_back: str | None = None
 
 
 BASE = Version(number=0, lora_gguf=None, adapter_dir=None, metrics={}, promoted=True)
@@ -158,6 +161,7 @@ class VersionStore:
             metrics=meta.get("metrics", {}),
             promoted=bool(meta.get("promoted", False)),
             created_at=float(meta.get("created_at", 0.0)),
+            rolled_back=(meta.get("rolled_back") or {}).get("reason"),
         )
 
     def list(self) -> list[Version]:
@@ -246,25 +250,52 @@ class VersionStore:
                 _write_atomic(self.root / "current", f"{number}\n")
         return self.get(number)
 
-    def rollback(self, number: int) -> Version:
+    def rollback(self, number: int, *, reason: str | None = None, if_current: int | None = None) -> Version:
         """Make version ``number`` current (0 = the base model). Later versions are kept.
 
         Rolling back to a version that evaluation had refused is allowed (it is the person's call),
-        and the version's record then says it was promoted by hand.
+        and the version's record then says it was promoted by hand. ``reason`` marks an automatic
+        rollback (the served-reward watch): the version left gets ``rolled_back`` in its record with
+        the reason, and the log line carries it. ``if_current``: only if that version is still
+        current, checked under the lock (a watch that decided on stale numbers does nothing).
         """
         version = self.get(number)
         with self._lock():
+            current = self.current_number()
+            if if_current is not None and current != if_current:
+                return self.get(current)
             if number and not version.promoted:
                 vdir = self._dir(number)
                 meta = json.loads((vdir / "version.json").read_text())
                 meta["promoted"] = True
                 meta["promoted_by"] = "rollback"
                 _write_atomic(vdir / "version.json", json.dumps(meta, indent=2, default=float))
+            at = time.time()
+            if reason is not None and current and current != number:
+                vdir = self._dir(current)
+                meta = json.loads((vdir / "version.json").read_text())
+                meta["rolled_back"] = {"to": number, "reason": reason, "at": at}
+                _write_atomic(vdir / "version.json", json.dumps(meta, indent=2, default=float))
             _write_atomic(self.root / "current", f"{number}\n")
-            self._log_rollback(number)
+            self._log_rollback({"to": number, "at": at, "from": current,
+                                **({"by": "watch", "reason": reason} if reason is not None else {})})
         return self.get(number)
 
-    def _log_rollback(self, number: int) -> None:
-        # Appending one line is atomic enough for a log that is only read by people.
+    def rollbacks(self) -> list[dict[str, Any]]:
+        """Every rollback so far, oldest first: ``to``, ``at``, and (when recorded) ``from``, ``by``
+        and ``reason``."""
+        path = self.root / "rollbacks.jsonl"
+        if not path.is_file():
+            return []
+        out = []
+        for line in path.read_text().splitlines():
+            try:
+                out.append(json.loads(line))
+            except ValueError:  # a line cut by a crash mid-append
+                continue
+        return out
+
+    def _log_rollback(self, entry: dict[str, Any]) -> None:
+        # Appending one line is atomic enough for a log that is only read by people and the watch.
         with open(self.root / "rollbacks.jsonl", "a") as handle:
-            handle.write(json.dumps({"to": number, "at": time.time()}) + "\n")
+            handle.write(json.dumps(entry) + "\n")

@@ -13,6 +13,7 @@ from fastapi import APIRouter, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
 from ratchet.online import status as online_status
+from ratchet.online.evaluation import refusal_line
 from ratchet.online.queue import TurnQueue
 from ratchet.online.status import METRICS_NAME, QUEUE_NAME, VERSIONS_NAME, online_dir
 from ratchet.online.versions import VersionStore
@@ -59,8 +60,11 @@ def _version_records(versions_dir: Path) -> list[dict[str, Any]]:
         meta = {}
         if v.number:
             meta = json.loads((versions_dir / f"v{v.number:06d}" / "version.json").read_text())
+        evaluation = v.metrics.get("evaluation") or {}
         rows.append({"number": v.number, "promoted": v.promoted, "promoted_by": meta.get("promoted_by"), "created_at": v.created_at,
-                     "metrics": v.metrics, "current": v.number == current})
+                     "metrics": v.metrics, "current": v.number == current, "rolled_back": v.rolled_back,
+                     "refused": refusal_line(evaluation) or v.metrics.get("not_promoted"),
+                     "gate_note": evaluation.get("fallback")})
     return rows
 
 
