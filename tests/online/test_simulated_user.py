@@ -190,3 +190,24 @@ def test_no_labelled_feedback_message_equals_a_pool_phrasing(filename: str) -> N
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     shared = sorted({r["next_state"] for r in rows if _norm(r["next_state"]) in phrasings})
     assert shared == [], f"{filename} shares these messages with the simulated user's pools"
+LABELS = {"correction": -1, "praise": 1, "neutral": 0, "tool_ok": 1, "tool_error": -1}
+
+
+def test_heldout_feedback_set_follows_the_schema() -> None:
+    rows = [json.loads(line) for line in (FEEDBACK / "heldout.jsonl").read_text(encoding="utf-8").splitlines()
+            if line.strip()]
+    assert len(rows) >= 200 and len({r["id"] for r in rows}) == len(rows)
+    keys = {"id", "context", "reply", "next_state", "source", "label", "reward", "hint", "style", "preference",
+            "lang"}
+    for r in rows:
+        assert set(r) == keys, r["id"]
+        assert r["context"] and all(m["role"] in ("user", "assistant", "system", "tool") for m in r["context"])
+        assert r["reply"].strip() and r["next_state"].strip(), r["id"]
+        assert LABELS[r["label"]] == r["reward"], r["id"]
+        assert (r["source"] == "tool") == r["label"].startswith("tool_"), r["id"]
+        assert r["hint"] is None or (r["label"] == "correction" and r["hint"].strip()), r["id"]
+    counts = {label: sum(r["label"] == label for r in rows) for label in LABELS}
+    assert counts["correction"] >= 85 and counts["praise"] >= 55 and counts["neutral"] >= 25
+    assert counts["tool_ok"] + counts["tool_error"] >= 18 and counts["tool_ok"] and counts["tool_error"]
+    assert len({r["lang"] for r in rows}) >= 6 and len({r["style"] for r in rows}) >= 8
+    assert len({r["next_state"] for r in rows}) == len(rows)  # no message twice
