@@ -26,6 +26,9 @@ one after another, each resuming from its own run directory under ``--store``.
 
     python -m bench.online_personalization --preference length,signoff --learn combine,binary \
         --seed 0,1,2 --conversations 24
+
+``--base-only`` measures only the base model on each preference's held-out prompts (no server, a
+few minutes): where each preference starts, before half an hour of conversations is spent on it.
 """
 
 from __future__ import annotations
@@ -34,16 +37,15 @@ import argparse
 import json
 import math
 import os
+import random
 import signal as signals
 import socket
+import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
-
-import random
-import statistics
 
 from ratchet.online.simulated_user import (
     GUARD_TASKS,
@@ -348,15 +350,56 @@ def _save(path: Path, state: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def _merge(result: dict[str, Any]) -> None:
+def measure_base(model: str, prefs: list[str], *, threads: int, max_tokens: int) -> dict[str, Any]:
+    """The base model's held-out preference score per preference, and its guard score: how far each
+    preference is from what the model does by itself, before a run of conversations is spent on it.
+    One greedy reply per prompt, shared between the preferences that ask it."""
+    from ratchet.models.registry import model_path
+
+    gen = Generator(model_path(model), None, threads)
+    replies: dict[str, str] = {}
+    try:
+        out: dict[str, Any] = {}
+        for name in prefs:
+            pref, prompts = preference(name), pools(name).heldout_prompts
+            for q in prompts:
+                if q not in replies:
+                    replies[q] = gen.reply(q, max_tokens)
+            met = [pref.check(replies[q]) for q in prompts]
+            out[f"{model}/{name}"] = {"model": model, "preference": name, "max_tokens": max_tokens,
+                                      "score": sum(met) / len(met), "met": sum(met), "prompts": len(met),
+                                      "replies": {q: replies[q] for q in prompts}}
+            print(f"[base] {model} {name}: {sum(met)}/{len(met)}", flush=True)
+        guard = {q: gen.reply(q, 24) for q, _ in GUARD_TASKS}
+    finally:
+        gen.close()
+    correct = sum(answer in guard[q].lower() for q, answer in GUARD_TASKS)
+    for row in out.values():
+        row["guard"] = correct / len(GUARD_TASKS)
+    data = _load()
+    data.setdefault("base", {}).update(out)
+    _write(data)
+    return out
+
+
+def _load() -> dict[str, Any]:
+    path = RESULTS / "online_personalization.json"
+    return json.loads(path.read_text()) if path.is_file() else {"runs": {}}
+
+
+def _write(data: dict[str, Any]) -> None:
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / "online_personalization.json"
-    data = json.loads(path.read_text()) if path.is_file() else {"runs": {}}
-    data["runs"][result_key(result)] = result
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(data, indent=1, default=str))
     os.replace(tmp, path)
     (RESULTS / "online_personalization.md").write_text(markdown(data))
+
+
+def _merge(result: dict[str, Any]) -> None:
+    data = _load()
+    data["runs"][result_key(result)] = result
+    _write(data)
 
 
 def result_key(result: dict[str, Any]) -> str:
@@ -398,6 +441,15 @@ def markdown(data: dict[str, Any]) -> str:
              "preference checker; guard = fraction of 12 neutral tasks answered correctly; band = 2 binomial "
              "standard errors of the base. Every version the trainer published is listed: served (promoted) or "
              "refused by the gate, with the checks that refused it.", ""]
+    if data.get("base"):
+        lines += ["## The base model per preference", "",
+                  "Before any conversation (`--base-only`): the share of the base's greedy replies to the "
+                  "preference's held-out prompts that its checker accepts.", "",
+                  "| model | preference | met | score | reply budget (tokens) | guard |", "|---|---|---|---|---|---|"]
+        for key, b in sorted(data["base"].items()):
+            lines.append(f"| {b['model']} | {b['preference']} | {b['met']}/{b['prompts']} | {b['score']:.2f} | "
+                         f"{b['max_tokens']} | {b['guard']:.2f} |")
+        lines.append("")
     rows = spread(data["runs"])
     if rows:
         lines += ["## Spread between seeds", "",
@@ -469,8 +521,15 @@ def main(argv: list[str] | None = None) -> int:
                         "MODEL-PREFERENCE-SIGNAL-sSEED)")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--set", action="append", default=[], help="extra `ratchet serve --set` overrides")
+    parser.add_argument("--base-only", action="store_true",
+                        help="only measure the base model on each preference's held-out prompts (no server, "
+                             "minutes): how far each preference is from what the model does by itself")
     args = parser.parse_args(argv)
     runs = plan(args)
+    if args.base_only:
+        measure_base(args.model, list(dict.fromkeys(p for p, _, _ in runs)), threads=args.threads,
+                     max_tokens=args.max_tokens)
+        return 0
     # A timeout's SIGTERM must still stop the server (the `finally` in run); the run resumes later.
     signals.signal(signals.SIGTERM, lambda *_: sys.exit(143))
     for pref_name, signal, seed in runs:

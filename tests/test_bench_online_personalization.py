@@ -3,6 +3,8 @@ seed gives, the result keys and the spread between seeds."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from bench import online_personalization as bench
@@ -69,3 +71,29 @@ def test_results_are_keyed_by_seed_and_the_markdown_shows_the_spread() -> None:
     text = bench.markdown({"runs": runs})
     assert "| m/length/combine | 0,1,2 | 0.25/0.25/0.25 | 0.75 ± 0.25 | 0.50 ± 0.25 (0.25–0.75) | 3/3 | 8, —, 16 |" \
         in text
+
+
+def test_base_only_measures_each_preference_once_per_prompt_and_writes_the_table(monkeypatch, tmp_path) -> None:
+    asked: list[str] = []
+
+    class FakeGenerator:  # replies like the base: one plain sentence, never the preference
+        def __init__(self, gguf, lora, threads) -> None:
+            pass
+
+        def reply(self, prompt: str, max_tokens: int) -> str:
+            asked.append(prompt)
+            return "The capital of France is Paris." if "France" in prompt else f"{prompt[:-1]} is a thing."
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(bench, "Generator", FakeGenerator)
+    monkeypatch.setattr(bench, "RESULTS", tmp_path)
+    monkeypatch.setattr("ratchet.models.registry.model_path", lambda name: tmp_path / "m.gguf")
+    assert _planned(["--base-only", "--preference", "length,name,numbered"], monkeypatch) == []
+    base = json.loads((tmp_path / "online_personalization.json").read_text())["base"]
+    assert base["qwen2.5-coder-0.5b/length"]["score"] == 1.0  # one plain sentence each
+    assert base["qwen2.5-coder-0.5b/name"]["score"] == 0.0 and base["qwen2.5-coder-0.5b/numbered"]["met"] == 0
+    assert base["qwen2.5-coder-0.5b/name"]["guard"] == pytest.approx(1 / 12)
+    assert len(asked) == len(set(asked))  # length and name share their prompts: asked once
+    assert "| qwen2.5-coder-0.5b | name | 0/12 | 0.00 | 40 | 0.08 |" in (tmp_path / "online_personalization.md").read_text()
