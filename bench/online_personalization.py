@@ -353,33 +353,47 @@ def _save(path: Path, state: dict[str, Any]) -> None:
 def measure_base(model: str, prefs: list[str], *, threads: int, max_tokens: int) -> dict[str, Any]:
     """The base model's held-out preference score per preference, and its guard score: how far each
     preference is from what the model does by itself, before a run of conversations is spent on it.
-    One greedy reply per prompt, shared between the preferences that ask it."""
+
+    One greedy reply per prompt, shared between the preferences that ask it and kept with the
+    results: each preference's row is written as soon as it is measured, and a rerun reuses the
+    replies already there (same model and reply budget), so an interrupted measurement resumes.
+    """
     from ratchet.models.registry import model_path
 
-    gen = Generator(model_path(model), None, threads)
+    data = _load()
+    rows = data.setdefault("base", {})
     replies: dict[str, str] = {}
+    for row in rows.values():
+        if row["model"] == model and row["max_tokens"] == max_tokens:
+            replies.update(row["replies"])
+    guard_replies = next((r["guard_replies"] for r in rows.values() if r["model"] == model
+                          and r.get("guard_replies")), None)
+    gen: Generator | None = None
     try:
-        out: dict[str, Any] = {}
         for name in prefs:
             pref, prompts = preference(name), pools(name).heldout_prompts
             for q in prompts:
                 if q not in replies:
+                    gen = gen or Generator(model_path(model), None, threads)
                     replies[q] = gen.reply(q, max_tokens)
             met = [pref.check(replies[q]) for q in prompts]
-            out[f"{model}/{name}"] = {"model": model, "preference": name, "max_tokens": max_tokens,
-                                      "score": sum(met) / len(met), "met": sum(met), "prompts": len(met),
-                                      "replies": {q: replies[q] for q in prompts}}
+            rows[f"{model}/{name}"] = {"model": model, "preference": name, "max_tokens": max_tokens,
+                                       "score": sum(met) / len(met), "met": sum(met), "prompts": len(met),
+                                       "guard": None, "replies": {q: replies[q] for q in prompts}}
+            _write(data)
             print(f"[base] {model} {name}: {sum(met)}/{len(met)}", flush=True)
-        guard = {q: gen.reply(q, 24) for q, _ in GUARD_TASKS}
+        if guard_replies is None:
+            gen = gen or Generator(model_path(model), None, threads)
+            guard_replies = {q: gen.reply(q, 24) for q, _ in GUARD_TASKS}
     finally:
-        gen.close()
-    correct = sum(answer in guard[q].lower() for q, answer in GUARD_TASKS)
-    for row in out.values():
-        row["guard"] = correct / len(GUARD_TASKS)
-    data = _load()
-    data.setdefault("base", {}).update(out)
+        if gen is not None:
+            gen.close()
+    guard = sum(answer in guard_replies[q].lower() for q, answer in GUARD_TASKS) / len(GUARD_TASKS)
+    for row in rows.values():
+        if row["model"] == model:
+            row["guard"], row["guard_replies"] = guard, guard_replies
     _write(data)
-    return out
+    return {k: v for k, v in rows.items() if v["model"] == model and v["preference"] in prefs}
 
 
 def _load() -> dict[str, Any]:
@@ -447,8 +461,9 @@ def markdown(data: dict[str, Any]) -> str:
                   "preference's held-out prompts that its checker accepts.", "",
                   "| model | preference | met | score | reply budget (tokens) | guard |", "|---|---|---|---|---|---|"]
         for key, b in sorted(data["base"].items()):
+            guard = "—" if b.get("guard") is None else f"{b['guard']:.2f}"
             lines.append(f"| {b['model']} | {b['preference']} | {b['met']}/{b['prompts']} | {b['score']:.2f} | "
-                         f"{b['max_tokens']} | {b['guard']:.2f} |")
+                         f"{b['max_tokens']} | {guard} |")
         lines.append("")
     rows = spread(data["runs"])
     if rows:

@@ -97,3 +97,34 @@ def test_base_only_measures_each_preference_once_per_prompt_and_writes_the_table
     assert base["qwen2.5-coder-0.5b/name"]["guard"] == pytest.approx(1 / 12)
     assert len(asked) == len(set(asked))  # length and name share their prompts: asked once
     assert "| qwen2.5-coder-0.5b | name | 0/12 | 0.00 | 40 | 0.08 |" in (tmp_path / "online_personalization.md").read_text()
+
+
+def test_an_interrupted_base_measurement_keeps_what_it_measured_and_resumes(monkeypatch, tmp_path) -> None:
+    calls: list[str] = []
+
+    class Dying:
+        def __init__(self, *a) -> None:
+            pass
+
+        def reply(self, prompt: str, max_tokens: int) -> str:
+            calls.append(prompt)
+            if len(calls) > 12:  # the held-out prompts of "length" done, then killed
+                raise KeyboardInterrupt
+            return "Sure, Noor! It is a thing."
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(bench, "RESULTS", tmp_path)
+    monkeypatch.setattr("ratchet.models.registry.model_path", lambda name: tmp_path / "m.gguf")
+    monkeypatch.setattr(bench, "Generator", Dying)
+    with pytest.raises(KeyboardInterrupt):
+        bench.measure_base("m", ["length", "numbered"], threads=1, max_tokens=40)
+    kept = json.loads((tmp_path / "online_personalization.json").read_text())["base"]
+    assert list(kept) == ["m/length"] and kept["m/length"]["guard"] is None
+    calls.clear()
+    monkeypatch.setattr(bench, "Generator", type("Fresh", (Dying,), {"reply": lambda self, q, n: calls.append(q) or
+                                                                    "Sure, Noor! It is a thing."}))
+    out = bench.measure_base("m", ["length", "name", "numbered"], threads=1, max_tokens=40)
+    assert out["m/name"]["score"] == 1.0 and out["m/length"]["guard"] == 0.0
+    assert not set(calls) & set(pools("length").heldout_prompts)  # reused, not asked again
