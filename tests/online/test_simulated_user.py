@@ -73,6 +73,7 @@ def test_one_sentence_checker_edges() -> None:
     assert not one.check("A stack is a last-in, first-out structure where")  # cut before its end
     assert not one.check(" ".join(["word"] * 31) + ".")  # one sentence, but not a short one
     assert not one.check("A stack:\n- push\n- pop.")
+    assert not one.check("Can you explain how to create a tuple in Python?")  # an echoed question, no answer
 
 
 def test_language_checker_reads_function_words_not_code() -> None:
