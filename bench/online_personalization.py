@@ -1,12 +1,14 @@
 """Personalization through the whole system: does `ratchet serve --learn` learn a user's preference?
 
-A simulated user (``ratchet.online.simulated_user``) with one stable, checkable preference (a fixed
-greeting, bullet lists, capitals: none of which the base model shows) talks to a real
-``ratchet serve --learn {binary,opd,combine}`` process (a subprocess on a port; its run lives
-under ``--store``, so an interrupted run resumes) through the stock ``openai`` client for N
-conversations: praise when the reply meets the preference, a correction that states it and asks
-again when not. The server's own loops judge the turns (rule judge), train the LoRA, gate and
-hot-swap versions.
+A simulated user (``ratchet.online.simulated_user``) with one stable, checkable preference (one
+sentence, a sign-off, German, the user's name, a numbered list, a greeting, bullets, capitals: none
+of which the base model shows) talks to a real ``ratchet serve --learn {binary,opd,combine}``
+process (a subprocess on a port; its run lives under ``--store``, so an interrupted run resumes)
+through the stock ``openai`` client for N conversations: praise when the reply meets the
+preference, a correction when not, then the question again. Each message is drawn, seeded, from
+the preference's pool of phrasings (``src/ratchet/online/data/simulated_user.yaml``), most without
+a judge keyword, so the run measures what the server hears of ordinary feedback. The server's own
+loops judge the turns, train the LoRA, gate and hot-swap versions.
 
 Measured per weight version (every version the trainer published, served or refused), after the
 conversations, with the very GGUF + LoRA file serving loads, greedy (temperature 0):
@@ -17,9 +19,16 @@ conversations, with the very GGUF + LoRA file serving loads, greedy (temperature
   its noise band is 2 binomial standard errors of the base's score.
 
 The base model (version 0) is measured in the same run, so every number has its baseline. Results
-merge into ``bench/results/online_personalization.{json,md}`` under ``MODEL/PREFERENCE/SIGNAL``.
+merge into ``bench/results/online_personalization.{json,md}`` under ``MODEL/PREFERENCE/SIGNAL/sSEED``;
+the markdown adds, per ``MODEL/PREFERENCE/SIGNAL`` with several seeds, the spread between runs.
+``--preference``, ``--learn`` and ``--seed`` take comma-separated lists: one run per combination,
+one after another, each resuming from its own run directory under ``--store``.
 
-    python -m bench.online_personalization --preference greeting --signal combine --conversations 40
+    python -m bench.online_personalization --preference length,signoff --learn combine,binary \
+        --seed 0,1,2 --conversations 24
+
+``--base-only`` measures only the base model on each preference's held-out prompts (no server, a
+few minutes): where each preference starts, before half an hour of conversations is spent on it.
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ import argparse
 import json
 import math
 import os
+import random
 import signal as signals
 import socket
 import subprocess
@@ -36,22 +46,35 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench._personalization_report import markdown, result_key, spread  # noqa: F401 (spread: re-exported)
 from ratchet.online.simulated_user import (
     GUARD_TASKS,
-    HELDOUT_PROMPTS,
-    TRAIN_PROMPTS,
+    PREFERENCES,
+    Pools,
     SimulatedUser,
     guard_cases,
     heldout_cases,
+    pools,
     preference,
 )
 
 RESULTS = Path(__file__).resolve().parent / "results"
-#: Training prompts whose base replies become the promotion gate's preference cases (not asked in
-#: the conversations, so the gate never scores a reply it was trained on, and never the held-out set).
-GATE_PROMPTS = TRAIN_PROMPTS[-6:]
-CONVERSATION_PROMPTS = TRAIN_PROMPTS[:-6]
+#: How many training prompts feed the promotion gate's preference cases: the last ones, never asked
+#: in the conversations, so the gate never scores a reply it was trained on, nor the held-out set.
+GATE_COUNT = 6
 GATE_GUARD = GUARD_TASKS[:6]
+SIGNALS = ("binary", "opd", "combine")
+
+
+def gate_prompts(pool: Pools) -> list[str]:
+    return list(pool.train_prompts[-GATE_COUNT:])
+
+
+def conversation_prompts(pool: Pools, seed: int) -> list[str]:
+    """The prompts the user converses on, in the seed's order (the order is part of a run's luck)."""
+    prompts = list(pool.train_prompts[:-GATE_COUNT])
+    random.Random(f"prompts/{seed}").shuffle(prompts)
+    return prompts
 
 
 def _free_port() -> int:
@@ -86,7 +109,7 @@ def evaluate_version(gguf: Path, lora: Path | None, pref: Any, *, threads: int, 
     """Held-out preference score and guard score of one version, by greedy generated text."""
     gen = Generator(gguf, lora, threads)
     try:
-        replies = {q: gen.reply(q, max_tokens) for q in HELDOUT_PROMPTS}
+        replies = {q: gen.reply(q, max_tokens) for q in pools(pref.name).heldout_prompts}
         guard = {q: gen.reply(q, 24) for q, _ in GUARD_TASKS}
     finally:
         gen.close()
@@ -145,16 +168,45 @@ def _versions(versions_dir: Path) -> list[Any]:
     return [v for v in VersionStore(versions_dir).list() if v.number > 0]
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
+def _names(text: str, known: Any, flag: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in known]
+    if not names or unknown:
+        raise SystemExit(f"{flag}: unknown {', '.join(unknown) or 'empty list'}; name one or more of: "
+                         f"{', '.join(known)} (comma-separated)")
+    return names
+
+
+def _seeds(text: str) -> list[int]:
+    try:
+        return [int(s) for s in text.split(",") if s.strip()] or [0]
+    except ValueError:
+        raise SystemExit(f"--seed: {text!r} is not a comma-separated list of integers (e.g. 0,1,2)") from None
+
+
+def plan(args: argparse.Namespace) -> list[tuple[str, str, int]]:
+    """The runs the arguments ask for: (preference, signal, seed) per combination, in order."""
+    prefs = _names(args.preference, PREFERENCES, "--preference")
+    signals_ = _names(args.learn, SIGNALS, "--learn")
+    seeds = _seeds(args.seed)
+    runs = [(p, s, seed) for p in prefs for s in signals_ for seed in seeds]
+    if args.run and len(runs) > 1:
+        raise SystemExit("--run names one run; drop it to run several preferences, signals or seeds "
+                         "(each gets MODEL-PREFERENCE-SIGNAL-sSEED)")
+    return runs
+
+
+def run(args: argparse.Namespace, pref_name: str, signal: str, seed: int) -> dict[str, Any]:
     from openai import OpenAI
 
     from ratchet.models.registry import model_path
     from ratchet.online.status import QUEUE_NAME, VERSIONS_NAME, online_dir
 
-    pref = preference(args.preference)
+    pref = preference(pref_name)
+    pool = pools(pref_name)
     gguf = model_path(args.model)
     store = Path(args.store).resolve()
-    run_name = args.run or f"{args.model}-{args.preference}-{args.signal}"
+    run_name = args.run or f"{args.model}-{pref_name}-{signal}-s{seed}"
     run_dir = store / run_name
     bench_dir = run_dir / "bench"
     bench_dir.mkdir(parents=True, exist_ok=True)
@@ -165,7 +217,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         print(f"[{run_name}] measuring the base model", flush=True)
         state["base"] = evaluate_version(gguf, None, pref, threads=args.threads, max_tokens=args.max_tokens)
         gen = Generator(gguf, None, args.threads)
-        state["gate_replies"] = {q: gen.reply(q, args.max_tokens) for q in GATE_PROMPTS}
+        state["gate_replies"] = {q: gen.reply(q, args.max_tokens) for q in gate_prompts(pool)}
         state["gate_guard"] = {q: gen.reply(q, 24) for q, _ in GATE_GUARD}
         gen.close()
         _save(state_path, state)
@@ -178,7 +230,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     port = args.port or _free_port()
     serve_args = [
-        "--model", f"local:{args.model}", "--learn", args.signal, "--run", run_name,
+        "--model", f"local:{args.model}", "--learn", signal, "--run", run_name,
         "--set", f"runs_root={store}", "--set", f"trainer.heldout_path={heldout}",
         "--set", f"trainer.gate.guard_path={guard}", "--set", f"trainer.gate.tasks_path={tasks}",
         "--set", f"max_tokens={args.max_tokens}",
@@ -193,15 +245,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     try:
         server.wait_ready()
         client = OpenAI(base_url=server.url, api_key="none", max_retries=0, timeout=600)
-        user = SimulatedUser(pref, max_retries=args.retries)
+        user = SimulatedUser(pref, max_retries=args.retries, seed=seed)
+        prompts = conversation_prompts(pool, seed)
         started = time.time() - state.get("elapsed_s", 0.0)
         versions_dir = online_dir(run_dir) / VERSIONS_NAME
         for i in range(len(conversations), args.conversations):
-            prompt = CONVERSATION_PROMPTS[i % len(CONVERSATION_PROMPTS)]
+            prompt = prompts[i % len(prompts)]
             conv = user.converse(client, f"local:{args.model}", prompt, session=f"{run_name}-c{i}", max_tokens=args.max_tokens,
-                                 temperature=args.temperature, seed=1000 + i)
+                                 temperature=args.temperature, seed=100_000 * seed + 1000 + i)
             conversations.append({"prompt": prompt, "met": conv.met, "versions": conv.versions,
-                                  "replies": [r[:200] for r in conv.replies]})
+                                  "replies": [r[:200] for r in conv.replies], "said": conv.said})
             state["elapsed_s"] = time.time() - started
             _note_versions(versions_dir, seen, i + 1, state["elapsed_s"])
             _save(state_path, state)
@@ -247,12 +300,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "distill_kl": v.metrics.get("distill_kl"), "samples": v.metrics.get("samples"),
         })
     base = state["base"]
-    band = noise_band(base["preference"], len(HELDOUT_PROMPTS))
+    band = noise_band(base["preference"], len(pool.heldout_prompts))
     guard_band = noise_band(base["guard"], len(GUARD_TASKS))
     first = next((r for r in rows[1:] if r["promoted"] and r["preference"] > base["preference"] + band), None)
     served = [r for r in rows if r["promoted"]]
     result = {
-        "model": args.model, "preference": pref.name, "signal": args.signal, "run": run_name, "label": args.label,
+        "model": args.model, "preference": pref.name, "signal": signal, "seed": seed, "run": run_name,
+        "label": args.label,
         "pace": args.pace,
         # The run store's location is this machine's, not the result's.
         "conversations": len(conversations), "serve_args": [a.replace(str(store), "<store>") for a in serve_args],
@@ -296,59 +350,83 @@ def _save(path: Path, state: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def _merge(result: dict[str, Any]) -> None:
+def measure_base(model: str, prefs: list[str], *, threads: int, max_tokens: int) -> dict[str, Any]:
+    """The base model's held-out preference score per preference, and its guard score: how far each
+    preference is from what the model does by itself, before a run of conversations is spent on it.
+
+    One greedy reply per prompt, shared between the preferences that ask it and kept with the
+    results: each preference's row is written as soon as it is measured, and a rerun reuses the
+    replies already there (same model and reply budget), so an interrupted measurement resumes.
+    """
+    from ratchet.models.registry import model_path
+
+    data = _load()
+    rows = data.setdefault("base", {})
+    replies: dict[str, str] = {}
+    for row in rows.values():
+        if row["model"] == model and row["max_tokens"] == max_tokens:
+            replies.update(row["replies"])
+    guard_replies = next((r["guard_replies"] for r in rows.values() if r["model"] == model
+                          and r.get("guard_replies")), None)
+    gen: Generator | None = None
+    try:
+        for name in prefs:
+            pref, prompts = preference(name), pools(name).heldout_prompts
+            for q in prompts:
+                if q not in replies:
+                    gen = gen or Generator(model_path(model), None, threads)
+                    replies[q] = gen.reply(q, max_tokens)
+            met = [pref.check(replies[q]) for q in prompts]
+            rows[f"{model}/{name}"] = {"model": model, "preference": name, "max_tokens": max_tokens,
+                                       "score": sum(met) / len(met), "met": sum(met), "prompts": len(met),
+                                       "guard": None, "replies": {q: replies[q] for q in prompts}}
+            _write(data)
+            print(f"[base] {model} {name}: {sum(met)}/{len(met)}", flush=True)
+        if guard_replies is None:
+            gen = gen or Generator(model_path(model), None, threads)
+            guard_replies = {q: gen.reply(q, 24) for q, _ in GUARD_TASKS}
+    finally:
+        if gen is not None:
+            gen.close()
+    guard = sum(answer in guard_replies[q].lower() for q, answer in GUARD_TASKS) / len(GUARD_TASKS)
+    for row in rows.values():
+        if row["model"] == model:
+            row["guard"], row["guard_replies"] = guard, guard_replies
+    _write(data)
+    return {k: v for k, v in rows.items() if v["model"] == model and v["preference"] in prefs}
+
+
+def _load() -> dict[str, Any]:
+    path = RESULTS / "online_personalization.json"
+    return json.loads(path.read_text()) if path.is_file() else {"runs": {}}
+
+
+def _write(data: dict[str, Any]) -> None:
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / "online_personalization.json"
-    data = json.loads(path.read_text()) if path.is_file() else {"runs": {}}
-    key = f"{result['model']}/{result['preference']}/{result['signal']}"
-    data["runs"][key + (f"/{result['label']}" if result.get("label") else "")] = result
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(data, indent=1, default=str))
     os.replace(tmp, path)
     (RESULTS / "online_personalization.md").write_text(markdown(data))
 
 
-def markdown(data: dict[str, Any]) -> str:
-    lines = ["# Personalization through `ratchet serve` (bench/online_personalization.py)", "",
-             "Held-out preference score = fraction of greedy replies to 12 held-out prompts that satisfy the "
-             "preference checker; guard = fraction of 12 neutral tasks answered correctly; band = 2 binomial "
-             "standard errors of the base. Every version the trainer published is listed: served (promoted) or "
-             "refused by the gate, with the checks that refused it.", ""]
-    for key, r in sorted(data["runs"].items()):
-        first = r.get("first_improvement")
-        args = r.get("serve_args") or []
-        extra = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--set" and not args[i + 1].startswith(
-            ("runs_root=", "trainer.heldout_path=", "trainer.gate.", "max_tokens=", "status_every_s="))]
-        lines += [f"## {key}", "", f"`ratchet serve --learn {r['signal']}`, overrides: {', '.join(extra) or 'none'} "
-                  "(everything else: the defaults when it ran)." + (f" {r['note']}" if r.get("note") else ""), "",
-                  f"{r['conversations']} conversations"
-                  + (f" (a pause after every {r['pace']} until the trainer had taken them)" if r.get("pace") else "")
-                  + f", {r.get('wall_s') or 0:.0f} s; base preference "
-                  f"{r['base_preference']:.2f} (band ±{r['preference_noise_band']:.2f}), best served "
-                  f"{r['best_served_preference']:.2f}, final served {r['final_served_preference']:.2f}; guard base "
-                  f"{r['base_guard']:.2f} (band ±{r['guard_noise_band']:.2f}), final served {r['final_served_guard']:.2f}"
-                  f" ({'within' if r['guard_within_band'] else 'OUTSIDE'} band for every served version). First "
-                  "measurable improvement: " + ("none" if not first else
-                                                f"v{first['version']} after {first['conversations']} conversations, "
-                                                f"{first['elapsed_s']:.0f} s"), "",
-                  "| version | conversations | s | served | preference | guard | KL to base | refused by |",
-                  "|---|---|---|---|---|---|---|---|"]
-        for v in r["versions"]:
-            kl = v.get("kl_to_base")
-            lines.append(f"| {v['version']} | {v.get('conversations') if v.get('conversations') is not None else '—'} | "
-                         f"{v.get('elapsed_s') if v.get('elapsed_s') is not None else '—'} | "
-                         f"{'yes' if v['promoted'] else 'no'} | {v['preference']:.2f} | {v['guard']:.2f} | "
-                         f"{'—' if kl is None else f'{kl:.3f}'} | {', '.join(v.get('gate_failed') or []) or '—'} |")
-        lines.append("")
-    return "\n".join(lines) + "\n"
+def _merge(result: dict[str, Any]) -> None:
+    data = _load()
+    data["runs"][result_key(result)] = result
+    _write(data)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.online_personalization", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="qwen2.5-coder-0.5b")
-    parser.add_argument("--preference", default="greeting", help="greeting | bullets | caps")
-    parser.add_argument("--signal", default="combine", help="binary | opd | combine (the --learn mode)")
+    parser.add_argument("--preference", default="length",
+                        help=f"comma-separated, one run each: {', '.join(PREFERENCES)}")
+    parser.add_argument("--learn", "--signal", dest="learn", default="combine",
+                        help="comma-separated `ratchet serve --learn` modes, one run each: " + " | ".join(SIGNALS))
+    parser.add_argument("--seed", default="0",
+                        help="comma-separated seeds, one run each: the user's phrasings, the prompt order and the "
+                             "sampling of the conversations")
     parser.add_argument("--conversations", type=int, default=40)
     parser.add_argument("--retries", type=int, default=1, help="re-asks after a correction, per conversation")
     parser.add_argument("--max-tokens", type=int, default=40)
@@ -358,20 +436,30 @@ def main(argv: list[str] | None = None) -> int:
                              "(0: no pause, conversations back to back)")
     parser.add_argument("--pace-timeout-s", type=float, default=900.0, help="longest such wait")
     parser.add_argument("--label", default=None,
-                        help="results key suffix (MODEL/PREFERENCE/SIGNAL/LABEL), so a rerun keeps earlier rows")
+                        help="results key suffix (MODEL/PREFERENCE/SIGNAL/sSEED/LABEL), so a rerun keeps earlier rows")
     parser.add_argument("--drain-s", type=float, default=0.0, help="wait this long after the last conversation")
     parser.add_argument("--threads", type=int, default=2, help="llama.cpp threads of the evaluation")
     parser.add_argument("--store", default="bench/runs", help="run store root (a rerun resumes its run)")
-    parser.add_argument("--run", default=None)
+    parser.add_argument("--run", default=None, help="run directory name (one run only; default "
+                        "MODEL-PREFERENCE-SIGNAL-sSEED)")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--set", action="append", default=[], help="extra `ratchet serve --set` overrides")
+    parser.add_argument("--base-only", action="store_true",
+                        help="only measure the base model on each preference's held-out prompts (no server, "
+                             "minutes): how far each preference is from what the model does by itself")
     args = parser.parse_args(argv)
+    runs = plan(args)
+    if args.base_only:
+        measure_base(args.model, list(dict.fromkeys(p for p, _, _ in runs)), threads=args.threads,
+                     max_tokens=args.max_tokens)
+        return 0
     # A timeout's SIGTERM must still stop the server (the `finally` in run); the run resumes later.
     signals.signal(signals.SIGTERM, lambda *_: sys.exit(143))
-    result = run(args)
-    print(json.dumps({k: result[k] for k in ("run", "base_preference", "best_served_preference",
-                                             "final_served_preference", "base_guard", "final_served_guard",
-                                             "first_improvement")}, indent=1))
+    for pref_name, signal, seed in runs:
+        result = run(args, pref_name, signal, seed)
+        print(json.dumps({k: result[k] for k in ("run", "base_preference", "best_served_preference",
+                                                 "final_served_preference", "base_guard", "final_served_guard",
+                                                 "first_improvement")}, indent=1))
     return 0
 
 

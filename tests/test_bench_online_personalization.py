@@ -1,0 +1,130 @@
+"""The personalization bench's parts that need no model: which runs its flags ask for, the prompts a
+seed gives, the result keys and the spread between seeds."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench import online_personalization as bench
+from ratchet.online.simulated_user import pools
+
+
+def _planned(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, int]]:
+    """The runs ``main`` starts for ``argv`` (the run itself replaced: the plan, not the server)."""
+    started: list[tuple[str, str, int]] = []
+
+    def fake_run(args, pref, signal, seed):
+        started.append((pref, signal, seed))
+        return {k: None for k in ("run", "base_preference", "best_served_preference", "final_served_preference",
+                                  "base_guard", "final_served_guard", "first_improvement")}
+
+    monkeypatch.setattr(bench, "run", fake_run)
+    bench.main(argv)
+    return started
+
+
+def test_flags_select_preferences_signals_and_seeds_one_run_per_combination(monkeypatch) -> None:
+    assert _planned(["--preference", "length,signoff", "--learn", "combine,binary", "--seed", "0,1"], monkeypatch) == [
+        ("length", "combine", 0), ("length", "combine", 1), ("length", "binary", 0), ("length", "binary", 1),
+        ("signoff", "combine", 0), ("signoff", "combine", 1), ("signoff", "binary", 0), ("signoff", "binary", 1)]
+    assert _planned(["--preference", "name", "--signal", "opd"], monkeypatch) == [("name", "opd", 0)]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--preference", "length,shout"], "--preference: unknown shout"),
+    (["--learn", "rl"], "--learn: unknown rl"),
+    (["--seed", "one"], "--seed: 'one' is not"),
+    (["--preference", "length,name", "--run", "r"], "--run names one run"),
+])
+def test_bad_flags_name_the_flag_and_the_choices(argv, message, monkeypatch) -> None:
+    with pytest.raises(SystemExit) as err:
+        _planned(argv, monkeypatch)
+    assert message in str(err.value)
+
+
+def test_a_seed_orders_the_conversation_prompts_and_the_gate_prompts_are_never_asked() -> None:
+    pool = pools("numbered")
+    a, b = bench.conversation_prompts(pool, 0), bench.conversation_prompts(pool, 1)
+    assert a == bench.conversation_prompts(pool, 0) and a != b and sorted(a) == sorted(b)
+    assert not set(bench.gate_prompts(pool)) & set(a) and not set(pool.heldout_prompts) & set(a)
+
+
+def _result(seed, best, final, first=None, **extra):
+    return {"model": "m", "preference": "length", "signal": "combine", "seed": seed, "label": None,
+            "base_preference": 0.25, "best_served_preference": best, "final_served_preference": final,
+            "guard_within_band": True, "preference_noise_band": 0.25, "base_guard": 0.75, "guard_noise_band": 0.25,
+            "final_served_guard": 0.75, "conversations": 24, "serve_args": [], "wall_s": 60.0,
+            "first_improvement": None if first is None else {"version": 1, "conversations": first, "elapsed_s": 9.0},
+            "versions": [{"version": 0, "promoted": True, "preference": 0.25, "guard": 0.75}], **extra}
+
+
+def test_results_are_keyed_by_seed_and_the_markdown_shows_the_spread() -> None:
+    runs = {bench.result_key(r): r for r in (_result(0, 0.5, 0.5, 8), _result(1, 0.75, 0.25), _result(2, 1.0, 0.75, 16))}
+    assert set(runs) == {"m/length/combine/s0", "m/length/combine/s1", "m/length/combine/s2"}
+    assert bench.result_key({**_result(0, 0, 0), "seed": None, "label": "old"}) == "m/length/combine/old"
+    (row,) = bench.spread(runs)
+    assert row["seeds"] == [0, 1, 2] and row["final_mean"] == pytest.approx(0.5)
+    assert row["final_sd"] == pytest.approx(0.25) and row["first_improvement"] == [8, None, 16]
+    assert bench.spread({"m/length/combine/s0": _result(0, 0.5, 0.5)}) == []  # one seed is no spread
+    text = bench.markdown({"runs": runs})
+    assert "| m/length/combine | 0,1,2 | 0.25/0.25/0.25 | 0.75 ± 0.25 | 0.50 ± 0.25 (0.25–0.75) | 3/3 | 8, —, 16 |" \
+        in text
+
+
+def test_base_only_measures_each_preference_once_per_prompt_and_writes_the_table(monkeypatch, tmp_path) -> None:
+    asked: list[str] = []
+
+    class FakeGenerator:  # replies like the base: one plain sentence, never the preference
+        def __init__(self, gguf, lora, threads) -> None:
+            pass
+
+        def reply(self, prompt: str, max_tokens: int) -> str:
+            asked.append(prompt)
+            return "The capital of France is Paris." if "France" in prompt else f"{prompt[:-1]} is a thing."
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(bench, "Generator", FakeGenerator)
+    monkeypatch.setattr(bench, "RESULTS", tmp_path)
+    monkeypatch.setattr("ratchet.models.registry.model_path", lambda name: tmp_path / "m.gguf")
+    assert _planned(["--base-only", "--preference", "length,name,numbered"], monkeypatch) == []
+    base = json.loads((tmp_path / "online_personalization.json").read_text())["base"]
+    assert base["qwen2.5-coder-0.5b/length"]["score"] == 1.0  # one plain sentence each
+    assert base["qwen2.5-coder-0.5b/name"]["score"] == 0.0 and base["qwen2.5-coder-0.5b/numbered"]["met"] == 0
+    assert base["qwen2.5-coder-0.5b/name"]["guard"] == pytest.approx(1 / 12)
+    assert len(asked) == len(set(asked))  # length and name share their prompts: asked once
+    assert "| qwen2.5-coder-0.5b | name | 0/12 | 0.00 | 40 | 0.08 |" in (tmp_path / "online_personalization.md").read_text()
+
+
+def test_an_interrupted_base_measurement_keeps_what_it_measured_and_resumes(monkeypatch, tmp_path) -> None:
+    calls: list[str] = []
+
+    class Dying:
+        def __init__(self, *a) -> None:
+            pass
+
+        def reply(self, prompt: str, max_tokens: int) -> str:
+            calls.append(prompt)
+            if len(calls) > 12:  # the held-out prompts of "length" done, then killed
+                raise KeyboardInterrupt
+            return "Sure, Noor! It is a thing."
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(bench, "RESULTS", tmp_path)
+    monkeypatch.setattr("ratchet.models.registry.model_path", lambda name: tmp_path / "m.gguf")
+    monkeypatch.setattr(bench, "Generator", Dying)
+    with pytest.raises(KeyboardInterrupt):
+        bench.measure_base("m", ["length", "numbered"], threads=1, max_tokens=40)
+    kept = json.loads((tmp_path / "online_personalization.json").read_text())["base"]
+    assert list(kept) == ["m/length"] and kept["m/length"]["guard"] is None
+    calls.clear()
+    monkeypatch.setattr(bench, "Generator", type("Fresh", (Dying,), {"reply": lambda self, q, n: calls.append(q) or
+                                                                    "Sure, Noor! It is a thing."}))
+    out = bench.measure_base("m", ["length", "name", "numbered"], threads=1, max_tokens=40)
+    assert out["m/name"]["score"] == 1.0 and out["m/length"]["guard"] == 0.0
+    assert not set(calls) & set(pools("length").heldout_prompts)  # reused, not asked again
