@@ -1,4 +1,4 @@
-"""The ``induced_rules`` proposer (evolve/proposers/rules.py) on real offline TextArena games, judged
+"""The ``induced_rules`` proposer (autoharness/rules.py) on real offline TextArena games, judged
 by the real ``legality`` suite with the harness run in-process: its first proposal for Tic Tac Toe
 plays every seed legally; Connect Four's first fit (every column: the harvest never fills one) is
 fixed by a later proposal from the moves the game rejected; a game no shape fits gives None with a
@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ratchet.autoharness.legality import LegalityOptions, LegalitySuite
+from ratchet.autoharness.rules import InducedRulesProposer
 from ratchet.autoharness.runtime import InProcessHarness
 from ratchet.contracts import Candidate
 from ratchet.evolve.components import build
@@ -22,9 +24,6 @@ from ratchet.evolve.config import ComponentSpec, EvolveConfig
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.loop import Engine
 from ratchet.evolve.manifest import load_manifest
-from ratchet.evolve.proposers.rules import InducedRulesProposer
-from ratchet.evolve.suites.config import LegalityOptions
-from ratchet.evolve.suites.legality import LegalitySuite
 from ratchet.models import ScriptedModel
 from ratchet.store import RunStore
 
@@ -34,6 +33,7 @@ pytest.importorskip("textarena")
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "autoharness-engine"
 STARTING = (EXAMPLE / "harness.py").read_text()
+RULES = "ratchet.autoharness.rules:InducedRulesProposer"
 
 
 def suite(game: str, seeds: list[int], steps: int = 30) -> LegalitySuite:
@@ -43,7 +43,7 @@ def suite(game: str, seeds: list[int], steps: int = 30) -> LegalitySuite:
 
 def proposer(**options) -> InducedRulesProposer:
     ctx = EngineContext(load_manifest(EXAMPLE), EXAMPLE)
-    return build("proposer", ComponentSpec(name="induced_rules", options=options), ctx)
+    return build("proposer", ComponentSpec(name=RULES, options=options), ctx)
 
 
 def child_of(parent: Candidate, proposal) -> Candidate:
@@ -105,18 +105,18 @@ def test_a_resumed_run_fits_to_the_harvest_it_started_with(tmp_path: Path, monke
     archive = Archive()
     archive.record(root)
     ctx = EngineContext(load_manifest(EXAMPLE), EXAMPLE, run=run)
-    options = ComponentSpec(name="induced_rules", options={"game": "ConnectFour-v0", "seeds": [0, 1]})
+    options = ComponentSpec(name=RULES, options={"game": "ConnectFour-v0", "seeds": [0, 1]})
     first = build("proposer", options, ctx).propose(root, archive, None)
     assert first is not None and run.read_json("evolve/induced_rules_harvest.json")["made_with"]["seeds"] == [0, 1]
 
     def no_walks(*args, **kwargs):
         raise AssertionError("the game was walked again")
 
-    monkeypatch.setattr("ratchet.evolve.proposers.rules.harvest", no_walks)
+    monkeypatch.setattr("ratchet.autoharness.rules.harvest", no_walks)
     again = build("proposer", options, ctx)
     assert again.propose(root, archive, None).files == first.files
     assert len(again.harvested.transitions) == len(run.read_json("evolve/induced_rules_harvest.json")["transitions"])
-    other = ComponentSpec(name="induced_rules", options={"game": "ConnectFour-v0", "seeds": [2]})
+    other = ComponentSpec(name=RULES, options={"game": "ConnectFour-v0", "seeds": [2]})
     with pytest.raises(AssertionError, match="walked again"):  # harvested with other settings: not this run's
         build("proposer", other, ctx).propose(root, archive, None)
 
@@ -141,7 +141,7 @@ def rules_config(**overrides) -> EvolveConfig:
 
 def test_the_engine_keeps_the_fitted_harness_and_it_plays_every_test_seed_legally(tmp_path: Path) -> None:
     cfg = rules_config(iterations=2)
-    assert [p.name for p in cfg.proposers] == ["induced_rules", "critic_refiner"]
+    assert [p.name for p in cfg.proposers] == [RULES, "critic_refiner"]
     run = RunStore(tmp_path / "runs").create_run("evolve", cfg)
     model = ScriptedModel(["no code here"])  # the refiner's reply, should it be drawn
     summary = Engine(cfg, run, model, extra={"harness_runtime": InProcessHarness}).execute()
@@ -156,7 +156,7 @@ def test_the_engine_keeps_the_fitted_harness_and_it_plays_every_test_seed_legall
 
 
 def test_the_proposer_imports_nothing_of_the_cli() -> None:
-    code = ("import sys, ratchet.evolve.proposers.rules\n"
+    code = ("import sys, ratchet.autoharness.rules\n"
             "assert not [m for m in sys.modules if m.startswith('ratchet.cli')], 'ratchet.cli imported'\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ})
     assert done.returncode == 0, done.stderr

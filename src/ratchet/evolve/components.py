@@ -31,7 +31,6 @@ PROPOSERS = {
     "merge": "ratchet.evolve.proposers.merge:MergeProposer",
     "agentic": "ratchet.evolve.proposers.agentic:AgenticProposer",
     "critic_refiner": "ratchet.evolve.proposers.critic:CriticRefinerProposer",
-    "induced_rules": "ratchet.evolve.proposers.rules:InducedRulesProposer",
     "mutation": "ratchet.evolve.proposers.mutation:MutationProposer",
     "autofix": "ratchet.evolve.proposers.mutation:AutofixProposer",
     "choices": "ratchet.evolve.proposers.choices:ChoicesProposer",
@@ -42,13 +41,16 @@ SUITES = {
     "jsonl": "ratchet.evolve.suites.jsonl:JsonlSuite",
     "humaneval": "ratchet.evolve.suites.humaneval:HumanEvalSuite",
     "textarena": "ratchet.evolve.suites.textarena:TextArenaSuite",
-    "legality": "ratchet.evolve.suites.legality:LegalitySuite",
     "noisy": "ratchet.evolve.suites.synthetic:NoisySuite",
 }
 GATES = {
     "paired": "ratchet.evolve.gate:PairedGate",
     "bootstrap": "ratchet.evolve.gate:BootstrapGate",
 }
+#: Names that left these registries for the configuration that owns the component (the engine
+#: imports no configuration): a config that still writes one is told the import path instead.
+MOVED = {("suite", "legality"): "ratchet.autoharness.legality:LegalitySuite",
+         ("proposer", "induced_rules"): "ratchet.autoharness.rules:InducedRulesProposer"}
 REGISTRIES: dict[str, dict[str, str]] = {"selector": SELECTORS, "proposer": PROPOSERS, "suite": SUITES, "gate": GATES}
 
 
@@ -59,6 +61,9 @@ def resolve(kind: str, name: str) -> type:
     """
     registry = REGISTRIES[kind]
     path = registry.get(name) or (name if ":" in name else None)
+    if path is None and (kind, name) in MOVED:
+        raise RatchetError(f"{kind} {name!r} is named by its import path now",
+                           hint=f"write name: \"{MOVED[kind, name]}\"")
     if path is None:
         raise RatchetError(f"unknown {kind} {name!r}", hint=f"use one of: {', '.join(sorted(registry))}, or module:Class")
     module_name, _, attr = path.partition(":")

@@ -1,9 +1,10 @@
-"""Legal-move rules fitted with no model, as an engine proposer (``induced_rules``): the dedicated
-search's ``induce`` idea, with the engine's evaluations as its judge.
+"""Legal-move rules fitted with no model, as an engine proposer: the dedicated search's ``induce``
+idea, with the engine's evaluations as its judge. A run config names it by import path:
+``{name: "ratchet.autoharness.rules:InducedRulesProposer", options: {...}}``.
 
 On its first proposal it harvests labelled transitions of the game (``envs.explore.harvest``:
 random walks whose states are replayed with every listed action, plus illegal ones), chooses how
-``legal_moves`` sees a state (``autoharness.views.choose_view``) and fits rules to the states the
+``legal_moves`` sees a state (:func:`ratchet.autoharness.views.choose_view`) and fits rules to the states the
 game listed its legal actions in (``envs.rules.induce``: one list everywhere, a cell that tells an
 action, a marker, the moves not yet played). The rules, inside the one-function scaffold
 (``autoharness.prompts.scaffold_for``), are the whole new ``harness.py``.
@@ -31,9 +32,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import Field
+
 from ratchet.autoharness.evaluate import ENV_REJECTED
 from ratchet.autoharness.prompts import scaffold_for
 from ratchet.autoharness.views import BoardView, choose_view
+from ratchet.config import Settings
 from ratchet.contracts import ArchiveView, Candidate, Claim, Proposal, TaskResult
 from ratchet.envs.explore import Transition, harvest, listed_states
 from ratchet.envs.grammar import ActionGrammar, infer_grammar
@@ -42,7 +46,32 @@ from ratchet.envs.rules import Label, State, harvest_inputs, induce, rejected_la
 from ratchet.evolve.archive import per_task_means
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.proposers.base import SKIPS_FILE
-from ratchet.evolve.proposers.config import InducedRulesOptions
+
+
+class InducedRulesOptions(Settings):
+    """Legal-move rules fitted with no model (``envs.rules.induce``) to a game's harvested states
+    and the moves the game rejected, proposed as a whole harness (for the ``legality`` suite)."""
+
+    surface: str = "harness.py"
+    """The file the fitted harness replaces."""
+    split: str = "search"
+    """The split whose results are read: the parent's (and this proposer's earlier children's)
+    moves the game rejected there become labels, its tasks not solved become the claim's targets,
+    and its task ids (``GAME#SEED``, as the legality suite names them) give the game and the
+    harvest's seeds when the two options below are unset."""
+    game: str | None = None
+    """The game to harvest (a TextArena id, e.g. ``TicTacToe-v0``); None: the one the split's
+    task ids name, which is the legality suite's ``game``."""
+    seeds: list[int] | None = None
+    """Env seeds to walk random games from for the harvest; None: the split's task seeds (states
+    the proposer may see: never a held-in or test game's)."""
+    transitions_per_seed: int = Field(default=60, ge=1)
+    """Most labelled transitions harvested per seed (``envs.explore.harvest``'s ``per_seed``)."""
+    harvest_seconds: float = Field(default=60.0, gt=0)
+    """Wall-clock limit of the harvest, run once, on the first proposal."""
+    rng_seed: int = 0
+    """Seed of the harvest's random walks (its own generator: the engine's draws are untouched)."""
+
 
 @dataclass
 class Harvest:
