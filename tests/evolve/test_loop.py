@@ -79,7 +79,7 @@ def test_the_budget_stops_the_run_and_it_still_reports(tmp_path: Path) -> None:
     assert len(model.calls) == 2 and run.llm_totals()["calls"] == 2
     assert "max_calls=2" in summary["report"]["stop_reason"]
     eng2, run2 = engine(tmp_path / "evals", config(ws, iterations=4, max_task_evals=100))
-    assert eng2.execute()["state"] == "budget_exhausted" and eng2.paid_before + eng2.evaluator.paid >= 100
+    assert eng2.execute()["state"] == "budget_exhausted" and eng2.spend.raw_spend()[0] >= 100
 
 
 def test_approval_holds_a_candidate_until_approved_then_resumes(tmp_path: Path) -> None:

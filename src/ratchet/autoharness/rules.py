@@ -16,7 +16,7 @@ counterexample loop of ``envs.rules.fit``, one round per engine step, judged by 
 evaluation and gate. Connect Four's harvest never fills a column (every column fits), and the
 first version's rejected drops teach the top cells.
 
-It gives up (None, with ``last_reason``) when no shape fits, when the fit is the parent's own
+It gives up (a :class:`~ratchet.contracts.Skip` with its reason) when no shape fits, when the fit is the parent's own
 file, and when the labels give rules it already proposed: nothing new was learned. It never asks
 the model and never runs candidate code (the suite does, in its sandbox); the harvest plays the
 game in this process, as the legality suite's envs do. The harvest is kept in the run store
@@ -27,7 +27,6 @@ rather than walking the game again, whose wall-clock limit could cut a second ha
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -38,14 +37,14 @@ from ratchet.autoharness.evaluate import ENV_REJECTED
 from ratchet.autoharness.prompts import scaffold_for
 from ratchet.autoharness.views import BoardView, choose_view
 from ratchet.config import Settings
-from ratchet.contracts import ArchiveView, Candidate, Claim, Proposal, TaskResult
+from ratchet.contracts import ArchiveView, Candidate, Claim, Proposal, Skip, TaskResult
 from ratchet.envs.explore import Transition, harvest, listed_states
 from ratchet.envs.grammar import ActionGrammar, infer_grammar
 from ratchet.envs.registry import env_factory_for
 from ratchet.envs.rules import Label, State, harvest_inputs, induce, rejected_labels
 from ratchet.evolve.archive import per_task_means
 from ratchet.evolve.context import EngineContext
-from ratchet.evolve.proposers.base import SKIPS_FILE
+from ratchet.evolve.proposers.base import BaseProposer
 
 
 class InducedRulesOptions(Settings):
@@ -131,7 +130,7 @@ def _game_and_seed(task_id: str) -> tuple[str, int] | None:
     return (game, int(seed)) if sep and game and seed.lstrip("-").isdigit() else None
 
 
-class InducedRulesProposer:
+class InducedRulesProposer(BaseProposer):
     """Proposes a harness whose ``legal_moves`` is fitted to the game's harvested states and the
     moves the game rejected so far, with no model call (see the module's docstring)."""
 
@@ -146,9 +145,6 @@ class InducedRulesProposer:
         self.ctx = ctx
         self.asks = 0
         """Model calls made: none, ever."""
-        self.last_reason: str | None = None
-        """Why the last ``propose`` returned None (None after a proposal)."""
-        self.last_skip: dict[str, Any] | None = None
         self.harvested: Harvest | None = None
         """The harvest, made on the first proposal and kept."""
         self.proposed: set[str] = set()
@@ -168,7 +164,7 @@ class InducedRulesProposer:
                     "GAME#SEED (the legality suite's); set the proposer's game and seeds")
         made_with = {"game": game, "seeds": list(seeds), "per_seed": self.options.transitions_per_seed,
                      "rng_seed": self.options.rng_seed}
-        run = getattr(self.ctx, "run", None)
+        run = self.ctx.run if self.ctx is not None else None
         stored = run.read_json(HARVEST_FILE) if run is not None else None
         if stored is not None and stored.get("made_with") == made_with:
             self.harvested = harvest_of(game, [Transition.from_json(t) for t in stored["transitions"]])
@@ -184,7 +180,7 @@ class InducedRulesProposer:
 
     # -- the proposal --------------------------------------------------------------------------
 
-    def propose(self, parent: Candidate, archive: ArchiveView, rng: Any = None) -> Proposal | None:
+    def propose(self, parent: Candidate, archive: ArchiveView, rng: Any = None) -> Proposal | Skip:
         surface, split = self.options.surface, self.options.split
         if surface not in parent.files:
             return self.skip(parent, f"the parent has no {surface}")
@@ -222,16 +218,6 @@ class InducedRulesProposer:
         # below 0.5); one it plays mostly legally already cannot flip, only rise.
         claim = Claim(target=target, root_cause=f"rules fitted to {states} labelled states ({rule} rule, no model)",
                       predicted_flips=tuple(t for t in failing if means[t] < 0.5))
-        self.last_reason = self.last_skip = None
         return Proposal(files={surface: code}, claim=claim, proposer=self.name, parents=(parent.id,),
                         meta={"surfaces": [surface], "rule": rule, "listed_states": len(h.states), "labelled_states": states,
                               "rejected_labels": len(rejected), "view": h.view.name, "game": h.game})
-
-    def skip(self, parent: Candidate, reason: str) -> None:
-        """No proposal this time: remember and record why (the loop keeps it as a failed proposal)."""
-        self.last_reason = reason
-        self.last_skip = {"reason": reason, "claim": None, "attempts": []}
-        run = getattr(self.ctx, "run", None)
-        if run is not None and hasattr(run, "append_jsonl"):
-            run.append_jsonl(SKIPS_FILE, {"proposer": self.name, "parent": parent.id, "reason": reason, "at": time.time()})
-        return None

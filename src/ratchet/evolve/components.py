@@ -14,7 +14,7 @@ import typing
 from typing import Any
 
 from ratchet.config import Settings, validate_config
-from ratchet.contracts import RatchetError
+from ratchet.contracts import Gate, Proposer, RatchetError, Selector
 from ratchet.evolve.config import ComponentSpec
 from ratchet.evolve.context import EngineContext
 
@@ -93,8 +93,32 @@ def options_class(cls: type) -> type[Settings]:
                        hint="annotate __init__(self, options: SomeSettings, ctx) or set Options = SomeSettings")
 
 
+#: What a component of each kind must provide (its optional capabilities declared as members).
+PROTOCOLS: dict[str, type] = {"selector": Selector, "proposer": Proposer, "gate": Gate}
+
+
+def protocol_members(protocol: type) -> list[str]:
+    """The attributes and methods a Protocol declares (its own and its bases')."""
+    names: dict[str, None] = {}
+    for klass in reversed(protocol.__mro__):
+        if klass is object or klass.__name__ in ("Protocol", "Generic"):
+            continue
+        names.update(dict.fromkeys(n for n in getattr(klass, "__annotations__", {}) if not n.startswith("_")))
+        names.update(dict.fromkeys(n for n, v in vars(klass).items() if callable(v) and not n.startswith("_")))
+    return list(names)
+
+
 def build(kind: str, spec: ComponentSpec, ctx: EngineContext) -> Any:
-    """``Cls(options, ctx)`` for a component spec; bad options fail naming the component and key."""
+    """``Cls(options, ctx)`` for a component spec; bad options fail naming the component and key,
+    and a component that lacks a member its kind's Protocol declares fails naming the member."""
     cls = resolve(kind, spec.name)
     options = validate_config(options_class(cls), dict(spec.options), f"{kind} {spec.name!r} options")
-    return cls(options, ctx)
+    component = cls(options, ctx)
+    protocol = PROTOCOLS.get(kind)
+    if protocol is not None:
+        missing = [m for m in protocol_members(protocol) if not hasattr(component, m)]
+        if missing:
+            raise RatchetError(f"{kind} {spec.name!r} lacks {', '.join(missing)}, which "
+                               f"ratchet.contracts.{protocol.__name__} declares",
+                               hint=f"give {cls.__name__} {', '.join(missing)} (see the Protocol's docstrings)")
+    return component

@@ -9,6 +9,6 @@ domain's refiner), ``mutation`` and ``autofix`` (program mutations and fixes, no
 A configuration's own proposers live with it and are named by import path (AutoHarness's
 ``ratchet.autoharness.rules:InducedRulesProposer``).
 Every one is built as ``Cls(options, ctx)`` and implements :class:`ratchet.contracts.Proposer`; one that cannot use a
-reply returns None and records why (``last_reason``, and ``proposer_skips.jsonl`` in the run).
+reply returns a :class:`~ratchet.contracts.Skip` with why (also in the run's ``proposer_skips.jsonl``).
 See docs/evolve-proposers.md.
 """

@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Collection, Sequence
 from typing import Any, Protocol
 
-from ratchet.contracts import ArchiveView, Candidate, Claim, Message, Proposal, RatchetError
+from ratchet.contracts import ArchiveView, Candidate, Claim, Message, Proposal, RatchetError, Skip
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.proposers.base import ModelProposer
 from ratchet.evolve.proposers.config import CriticRefinerOptions
@@ -113,7 +113,7 @@ class CriticRefinerProposer(ModelProposer):
                 return self.fallback, "fallback"
         return self.refiner, "refiner"
 
-    def propose(self, parent: Candidate, archive: ArchiveView, rng: Any) -> Proposal | None:
+    def propose(self, parent: Candidate, archive: ArchiveView, rng: Any) -> Proposal | Skip:
         (refiner, which), surface = self.refiner_for(parent, archive), self.options.surface
         if refiner is None or surface not in parent.files:
             return self.skip(parent, "no refiner in the run's context" if refiner is None else f"the parent has no {surface}")
