@@ -89,3 +89,21 @@ def test_a_faithful_run_on_the_engine_keeps_the_fixed_harness(tmp_path: Path) ->
     assert report["split"] == "test" and report["tasks"] == 2
     assert report["best"]["mean"] == 1.0 > report["original"]["mean"]
     assert (Path(run.dir) / "workspace" / "harness.py").read_text() == BLANK_HARNESS
+
+
+def test_the_command_runs_the_engine_with_engine(tmp_path: Path) -> None:
+    """``ratchet autoharness --engine``: the blank harness evaluated in the sandbox on every split
+    (no step: no model call), the run's report on the held-out seeds."""
+    from typer.testing import CliRunner
+
+    from ratchet.cli import app
+
+    result = CliRunner().invoke(app, [
+        "autoharness", "--engine", "--env", "TicTacToe-v0", "--model", "scripted:", "--iterations", "0",
+        "--set", "search_seeds=[0,1]", "--set", "heldout_seeds=[1000]", "--set", "eval_steps=5",
+        "--protocol", "none", "--store", str(tmp_path / "runs")])
+    assert result.exit_code == 0, result.output
+    assert ": done, 1 accepted, 0 model calls; test seeds" in " ".join(result.output.split())
+    store = RunStore(tmp_path / "runs")
+    [row] = store.list_runs()
+    assert (Path(store.open_run(row["id"]).dir) / "workspace" / "harness.py").read_text() == BLANK_HARNESS

@@ -58,6 +58,17 @@ protected: []
 """
 
 
+def game_description(game: str) -> str:
+    """The game's own rules text (what the refiner is told the game is), empty when it has none."""
+    from ratchet.envs.registry import env_factory_for  # plays nothing: only the rules text is read
+
+    probe = env_factory_for(game)()
+    try:
+        return probe.game_description()
+    finally:
+        probe.close()
+
+
 def task_ids(game: str, seeds: list[int]) -> list[str]:
     """The legality suite's task ids for ``seeds``."""
     return [f"{game}#{seed}" for seed in seeds]

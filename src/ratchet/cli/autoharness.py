@@ -127,6 +127,8 @@ def register(app: typer.Typer) -> None:
         export: Optional[Path] = typer.Option(None, "--export", "-o", help="Write the best harness to this file."),
         force: bool = typer.Option(False, "--force", help="Export even a harness the held-out check rejected."),
         store_root: Optional[Path] = typer.Option(None, "--store", help="Run store directory."),
+        on_engine: bool = typer.Option(False, "--engine", help="Synthesize on the improvement engine "
+                                       "(autoharness/engine.py) instead of the dedicated search; no held-out protocol yet."),
         executor: Optional[str] = typer.Option(None, "--executor", help="With --suite: where games run, local | ray "
                                                "(default: local, one after another in this process)."),
         address: Optional[str] = typer.Option(None, "--address", help="Ray cluster to join: auto | ray://HOST:10001."),
@@ -176,6 +178,15 @@ def register(app: typer.Typer) -> None:
             return
         run, cfg = open_or_create(store, cfg, resume)
         llm = load_model(cfg.model, threads=threads)
+        if on_engine:
+            from ratchet.autoharness.engine import game_description, run_on_engine
+
+            summary = run_on_engine(cfg, llm, run, description=game_description(cfg.env))
+            report = summary.get("report") or {}
+            console.print(f"run {run.id}: {summary['state']}, {summary['accepted']} accepted, {summary['model_calls']} model "
+                          f"calls; test seeds {report.get('original', {}).get('mean', 0):.3f} -> "
+                          f"{report.get('best', {}).get('mean', 0):.3f}", markup=False)
+            return
         with _reporter(cfg) as (progress, phase):
             report = synthesize_game(cfg, accounted(llm, run), run, protocol=proto, play_model=llm,
                                      on_progress=progress, on_phase=phase)
