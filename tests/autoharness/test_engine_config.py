@@ -11,7 +11,8 @@ import pytest
 
 from ratchet.autoharness.config import AutoHarnessConfig, RatchetIdeas
 from ratchet.autoharness.engine import (BLANK_HARNESS, HARNESS_REFINER, INDUCED_RULES, LEGALITY_SUITE,
-                                        SCAFFOLD_REFINER, engine_config, run_on_engine)
+                                        SCAFFOLD_REFINER, engine_config, run_on_engine, starting_harness)
+from ratchet.autoharness.library import HarnessLibrary
 from ratchet.autoharness.runtime import InProcessHarness
 from ratchet.evolve.components import build
 from ratchet.evolve.context import EngineContext
@@ -101,9 +102,23 @@ def test_the_command_runs_the_engine_with_engine(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, [
         "autoharness", "--engine", "--env", "TicTacToe-v0", "--model", "scripted:", "--iterations", "0",
         "--set", "search_seeds=[0,1]", "--set", "heldout_seeds=[1000]", "--set", "eval_steps=5",
-        "--protocol", "none", "--store", str(tmp_path / "runs")])
+        "--set", f"library_dir={tmp_path / 'library'}", "--protocol", "none", "--store", str(tmp_path / "runs")])
     assert result.exit_code == 0, result.output
     assert ": done, 1 accepted, 0 model calls; test seeds" in " ".join(result.output.split())
     store = RunStore(tmp_path / "runs")
     [row] = store.list_runs()
     assert (Path(store.open_run(row["id"]).dir) / "workspace" / "harness.py").read_text() == BLANK_HARNESS
+
+
+def test_library_seed_starts_from_the_librarys_harness_and_a_solved_start_takes_no_step(tmp_path: Path) -> None:
+    cfg = small(library_dir=str(tmp_path / "library"), iterations=3)
+    assert starting_harness(cfg) == BLANK_HARNESS  # an empty library
+    HarnessLibrary(cfg.library_dir).add("TicTacToe-v0", "verifier", FIXED, 1.0, run_id="earlier")
+    assert starting_harness(cfg) == FIXED
+    assert starting_harness(cfg.model_copy(update={"method": "faithful"})) == BLANK_HARNESS  # the paper's loop: no seed
+    run = RunStore(tmp_path / "runs").create_run("autoharness", {}, name="seeded")
+    model = ScriptedModel(["unused"])
+    summary = run_on_engine(cfg, model, run, extra={"harness_runtime": InProcessHarness})
+    # every held-in game played legally from the start: the stop at h = 1.0 comes before any step
+    assert summary["state"] == "done" and summary["report"]["original"]["mean"] == 1.0 and model.calls == []
+    assert not [e for e in run.read_jsonl("evolve/events.jsonl") if e["kind"] == "step"]

@@ -49,6 +49,18 @@ def test_a_planted_improvement_is_kept_and_reported_on_the_untouched_test_split(
     assert run.read_json("evolve/report.json")["best"]["id"] == best.id
 
 
+def test_the_run_stops_once_the_best_reaches_stop_at_score(tmp_path: Path) -> None:
+    """AutoHarness's stop at h = 1.0: the first step's child plays every held-in task (p = 1.0),
+    so of five steps one is taken; without the setting all five are (the control)."""
+    ws = make_workspace(tmp_path, p=0.2)
+    for stop, taken in ((1.0, 1), (None, 5)):
+        eng, run = engine(tmp_path / str(stop), config(ws, options={"gain": 0.8}, iterations=5, stop_at_score=stop))
+        summary = eng.execute()
+        steps = [e for e in run.read_jsonl("evolve/events.jsonl") if e["kind"] == "step"]
+        assert summary["state"] == "done" and len(steps) == taken
+        assert summary["report"]["best"]["mean"] == 1.0
+
+
 @pytest.mark.parametrize("selector", ["greedy", "dgm", "thompson", "pareto", "islands"])
 def test_every_selector_drives_the_loop(tmp_path: Path, selector: str) -> None:
     ws = make_workspace(tmp_path, p=0.2)

@@ -16,11 +16,14 @@ the held-out seeds are the report's untouched ``test`` split.
 
 Not ported yet (the dedicated search in ``search.py`` still runs them): the ``transitions`` dense
 score (the engine scores the legal rate alone, not ``0.5·legal + 0.5·dense``), ``helper_library``
-documentation in the prompt, ``few_shot``, ``grammar``, ``library_seed``, ``decompose`` (a refiner,
+documentation in the prompt, ``few_shot``, ``grammar``, ``decompose`` (a refiner,
 ``DecomposeRefiner``, but not chosen here), ``fresh_roots``, ``explain_failures``, ``novelty``'s
 hotter retry (the engine's ``static.novelty`` drops the twin instead), ``aliases``,
-``short_examples``, ``restarts``, the context-window shrinking of requests, the stop at h = 1.0,
-the held-out protocol with the model, and the adoption verdict.
+``short_examples``, ``restarts``, the context-window shrinking of requests, the held-out protocol
+with the model, the adoption verdict, and adding the kept harness to the library. Ported besides
+the proposers above: ``library_seed`` (the starting harness), ``novelty`` (``static.novelty``),
+``samples_per_step``, ``body_prefix``, ``whole_fallback`` and the stop at h = 1.0
+(``stop_at_score``).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ratchet.autoharness.config import AutoHarnessConfig
+from ratchet.autoharness.library import HarnessLibrary
 from ratchet.contracts import Model
 from ratchet.evolve.config import EvolveConfig
 from ratchet.evolve.loop import Engine
@@ -117,6 +121,7 @@ def engine_config(cfg: AutoHarnessConfig, workspace: Path, description: str = ""
         "gate": {"name": "paired", "options": {"alpha": 0.05, "correction": "spending"}},
         "static": {"novelty": ratchet and ideas.novelty},
         "iterations": cfg.iterations,
+        "stop_at_score": 1.0,  # the search's stop at h = 1.0: every held-in game played legally
         "budget": {"max_calls": cfg.budget.max_calls, "max_tokens": cfg.budget.max_tokens,
                    "max_wall_s": cfg.budget.max_seconds},
         "approval": {"required": False},
@@ -132,12 +137,23 @@ def write_workspace(dest: Path, harness: str = BLANK_HARNESS) -> Path:
     return dest
 
 
+def starting_harness(cfg: AutoHarnessConfig) -> str:
+    """The harness a run starts from: with the ``library_seed`` idea, the library's best for this
+    game or a similar one (as the search seeds its tree); else the blank harness."""
+    if cfg.method == "ratchet" and cfg.ideas.library_seed:
+        found = HarnessLibrary(cfg.library_dir).lookup(cfg.env, cfg.mode, limit=1)
+        if found:
+            return found[0]["code"]
+    return BLANK_HARNESS
+
+
 def run_on_engine(cfg: AutoHarnessConfig, model: Model, run: Any, *, description: str = "",
-                  harness: str = BLANK_HARNESS, extra: dict[str, Any] | None = None,
+                  harness: str | None = None, extra: dict[str, Any] | None = None,
                   on_event: Any = None) -> dict[str, Any]:
     """Synthesize ``cfg``'s harness on the engine in ``run`` (its workspace under the run's
-    directory); returns the engine's summary, its report included when the run finished.
-    ``extra``: the engine's ``ctx.extra`` (a test's in-process harness runtime)."""
-    workspace = write_workspace(Path(run.dir) / "workspace", harness)
+    directory, starting from ``harness``, by default :func:`starting_harness`); returns the
+    engine's summary, its report included when the run finished. ``extra``: the engine's
+    ``ctx.extra`` (a test's in-process harness runtime)."""
+    workspace = write_workspace(Path(run.dir) / "workspace", harness if harness is not None else starting_harness(cfg))
     config = engine_config(cfg, workspace, description)
     return Engine(config, run, model, on_event=on_event, extra=extra).execute()

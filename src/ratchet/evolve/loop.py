@@ -12,9 +12,9 @@ journals' counts) is written after every step, candidates, results and decisions
 so a killed run resumes at its step and pays nothing twice (evaluations come from the cache, model
 replies from the journal).
 
-Stops: ``iterations`` reached (``done``); a budget limit (``budget_exhausted``); a candidate held
-for approval with ``approval.wait = end`` (status ``waiting``); a changed
-protected file or a failed canary (``failed``, the error re-raised).
+Stops: ``iterations`` reached, or ``stop_at_score`` (``done``); a budget limit
+(``budget_exhausted``); a candidate held for approval with ``approval.wait = end`` (status
+``waiting``); a changed protected file or a failed canary (``failed``, the error re-raised).
 """
 
 from __future__ import annotations
@@ -176,7 +176,7 @@ class Engine:
             else:
                 self.rng.setstate(rng_from_json(state["rng"]))
                 self.spend.resume(state)
-            while state["step"] < self.config.iterations:
+            while state["step"] < self.config.iterations and not self._reached_stop_score():
                 self._settle_waiting()
                 self.evaluation.check_between_steps(state["step"])
                 self.step(state["step"])
@@ -203,6 +203,12 @@ class Engine:
         state["rng"] = rng_to_json(self.rng.getstate())
         state.update(self.spend.checkpoint_state())
         self.run.checkpoint(CHECKPOINT, state)
+
+    def _reached_stop_score(self) -> bool:
+        """Whether ``stop_at_score`` is set and an accepted candidate's held-in mean has reached it
+        (read from the archive: a resumed run stops where the uninterrupted one did)."""
+        target = self.config.stop_at_score
+        return target is not None and self._best() >= target
 
     def _settle_waiting(self) -> None:
         settle(self.archive, self.run, self.config.approval, self._event)
