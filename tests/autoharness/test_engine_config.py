@@ -94,7 +94,7 @@ def test_a_faithful_run_on_the_engine_keeps_the_fixed_harness(tmp_path: Path) ->
 
 def test_the_command_runs_the_engine_with_engine(tmp_path: Path) -> None:
     """``ratchet autoharness --engine``: the blank harness evaluated in the sandbox on every split
-    (no step: no model call), the run's report on the held-out seeds."""
+    (no step: no model call), then the per-game report as the dedicated search prints it."""
     from typer.testing import CliRunner
 
     from ratchet.cli import app
@@ -104,10 +104,32 @@ def test_the_command_runs_the_engine_with_engine(tmp_path: Path) -> None:
         "--set", "search_seeds=[0,1]", "--set", "heldout_seeds=[1000]", "--set", "eval_steps=5",
         "--set", f"library_dir={tmp_path / 'library'}", "--protocol", "none", "--store", str(tmp_path / "runs")])
     assert result.exit_code == 0, result.output
-    assert ": done, 1 accepted, 0 model calls; test seeds" in " ".join(result.output.split())
+    assert "after 0 iterations, 0 LLM calls" in " ".join(result.output.split())
     store = RunStore(tmp_path / "runs")
     [row] = store.list_runs()
-    assert (Path(store.open_run(row["id"]).dir) / "workspace" / "harness.py").read_text() == BLANK_HARNESS
+    run = store.open_run(row["id"])
+    assert (Path(run.dir) / "workspace" / "harness.py").read_text() == BLANK_HARNESS
+    report = run.read_json("report.json")
+    assert report["search"]["on"] == "engine" and report["adoption"]["verdict"] == "unchecked"
+
+
+def test_the_held_out_protocol_and_the_adoption_verdict_follow_the_engine(tmp_path: Path) -> None:
+    from ratchet.autoharness.engine import synthesize_on_engine
+    from ratchet.autoharness.protocol import ProtocolConfig
+
+    cfg = small(method="faithful", search_seeds=list(range(12)), library_dir=str(tmp_path / "library"))
+    run = RunStore(tmp_path / "runs").create_run("autoharness", {}, name="engine")
+    proto = ProtocolConfig(legal_seeds=2, legal_steps=6, reward_games=2, matches=2, step_cap=20)
+    refiner = ScriptedModel(["The harness, fixed:\n```python\n" + FIXED + "```\n"])
+    player = ScriptedModel(lambda messages: "Step 1: the centre.\n<move>[4]</move>")
+    report = synthesize_on_engine(cfg, refiner, run, protocol=proto, play_model=player, runtime_factory=InProcessHarness,
+                                  extra={"harness_runtime": InProcessHarness}, description="Tic Tac Toe")
+    assert report["search"]["best_h"] == 1.0 and report["engine"]["best"]["mean"] == 1.0
+    # Always answering [4] is illegal once the centre is taken; the harness's check and move keep it legal.
+    assert report["before"]["legal_rate"] < 1.0 == report["after"]["legal_rate"]
+    assert report["adoption"]["verdict"] == "adopted" and run.read_json("report.json")["adoption"]["verdict"] == "adopted"
+    entry = HarnessLibrary(cfg.library_dir).lookup("TicTacToe-v0", "verifier")[0]
+    assert entry["code"] == FIXED and entry["adoption"] == "adopted"
 
 
 def test_library_seed_starts_from_the_librarys_harness_and_a_solved_start_takes_no_step(tmp_path: Path) -> None:

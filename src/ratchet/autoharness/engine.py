@@ -8,7 +8,10 @@ idea :class:`~ratchet.autoharness.refine.ScaffoldRefiner` with the whole-harness
 it), the proposers that ask no model (``induce``: :class:`~ratchet.autoharness.rules.InducedRulesProposer`;
 ``repair``: ``mutation``; ``autofix``: ``autofix``), the legality suite on the search and held-out
 seeds, the paired gate, and the search's budget. :func:`run_on_engine` writes the starting
-workspace into the run and runs :class:`~ratchet.evolve.loop.Engine` on it.
+workspace into the run and runs :class:`~ratchet.evolve.loop.Engine` on it;
+:func:`synthesize_on_engine` then runs what follows the dedicated search on the best harness (the
+held-out protocol with the model, the adoption verdict, the harness library) and writes the same
+per-game report.
 
 The search's seeds split in two: the first half is the refiner's evidence (``search``), the rest
 the gate's (``heldin``), so a child is kept only when it plays games it was not refined on better;
@@ -19,8 +22,9 @@ score (the engine scores the legal rate alone, not ``0.5·legal + 0.5·dense``),
 documentation in the prompt, ``few_shot``, ``grammar``, ``decompose`` (a refiner,
 ``DecomposeRefiner``, but not chosen here), ``fresh_roots``, ``explain_failures``, ``novelty``'s
 hotter retry (the engine's ``static.novelty`` drops the twin instead), ``aliases``,
-``short_examples``, ``restarts``, the context-window shrinking of requests, the held-out protocol
-with the model, the adoption verdict, and adding the kept harness to the library. Ported besides
+``short_examples``, ``restarts``, the context-window shrinking of requests, the code-alone
+held-out check (``harness_alone``), and batch mode; the held-out protocol and the adoption verdict
+run after the engine (:func:`synthesize_on_engine`), not yet as its report stage. Ported besides
 the proposers above: ``library_seed`` (the starting harness), ``novelty`` (``static.novelty``),
 ``samples_per_step``, ``body_prefix``, ``whole_fallback`` and the stop at h = 1.0
 (``stop_at_score``).
@@ -28,12 +32,19 @@ the proposers above: ``library_seed`` (the starting harness), ``novelty`` (``sta
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.library import HarnessLibrary
-from ratchet.contracts import Model
+from ratchet.autoharness.pipeline import adopt, evaluate_harness
+from ratchet.autoharness.protocol import ProtocolConfig
+from ratchet.autoharness.report import protocol_sides
+from ratchet.autoharness.runtime import RuntimeFactory
+from ratchet.contracts import FORMAT_VERSION, Model
+from ratchet.evolve.archive import Archive
 from ratchet.evolve.config import EvolveConfig
 from ratchet.evolve.loop import Engine
 
@@ -157,3 +168,44 @@ def run_on_engine(cfg: AutoHarnessConfig, model: Model, run: Any, *, description
     workspace = write_workspace(Path(run.dir) / "workspace", harness if harness is not None else starting_harness(cfg))
     config = engine_config(cfg, workspace, description)
     return Engine(config, run, model, on_event=on_event, extra=extra).execute()
+
+
+def synthesize_on_engine(cfg: AutoHarnessConfig, model: Model, run: Any, *, protocol: ProtocolConfig | None = None,
+                         play_model: Model | None = None, runtime_factory: RuntimeFactory | None = None,
+                         extra: dict[str, Any] | None = None, on_phase: Callable[[str], None] | None = None,
+                         description: str | None = None) -> dict[str, Any]:
+    """One game on the engine, end to end: the engine's run, then (``protocol`` given, and a
+    harness that played some held-in game legally) the held-out protocol with ``play_model`` on the
+    best harness, the adoption verdict and the library; returns the per-game report (``report.json``,
+    the dedicated search's shape, with the engine's own report under ``engine``)."""
+    started = time.perf_counter()
+    note = on_phase or (lambda phase: None)
+    note("search on the engine")
+    description = game_description(cfg.env) if description is None else description
+    summary = run_on_engine(cfg, model, run, description=description, extra=extra)
+    found = summary.get("report")
+    code = best_id = None
+    best_h = 0.0
+    if found:
+        archive = Archive(run)
+        best_id = found["best"]["id"]
+        code = archive.get(best_id).files.get("harness.py")
+        best_h = archive.score(best_id, "heldin") or 0.0
+    evaluation = None
+    if protocol is not None and code and best_h > 0:
+        evaluation = evaluate_harness(cfg, run, code, play_model or model, protocol, runtime_factory=runtime_factory,
+                                      on_phase=note)
+    steps = [e for e in run.read_jsonl("evolve/events.jsonl") if e.get("kind") == "step"]
+    report = {
+        "format_version": FORMAT_VERSION, "env": cfg.env, "mode": cfg.mode, "method": cfg.method,
+        "model": model.name, "run_id": run.id, "players": (evaluation or {}).get("players"),
+        "search": {"best_h": best_h, "iterations": len(steps), "llm_calls": summary.get("model_calls", 0),
+                   "tokens": run.llm_totals().get("total_tokens"), "wall_s": round(time.perf_counter() - started, 1),
+                   "stop_reason": summary["state"], "nodes": summary.get("accepted", 0) + summary.get("rejected", 0),
+                   "on": "engine"},
+        **protocol_sides(evaluation),
+        "wall_s": round(time.perf_counter() - started, 1),
+        "engine": found,
+    }
+    adopt(cfg, run, report, code, best_id)
+    return report

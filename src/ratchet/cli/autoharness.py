@@ -128,7 +128,7 @@ def register(app: typer.Typer) -> None:
         force: bool = typer.Option(False, "--force", help="Export even a harness the held-out check rejected."),
         store_root: Optional[Path] = typer.Option(None, "--store", help="Run store directory."),
         on_engine: bool = typer.Option(False, "--engine", help="Synthesize on the improvement engine "
-                                       "(autoharness/engine.py) instead of the dedicated search; no held-out protocol yet."),
+                                       "(autoharness/engine.py) instead of the dedicated search."),
         executor: Optional[str] = typer.Option(None, "--executor", help="With --suite: where games run, local | ray "
                                                "(default: local, one after another in this process)."),
         address: Optional[str] = typer.Option(None, "--address", help="Ray cluster to join: auto | ray://HOST:10001."),
@@ -178,18 +178,14 @@ def register(app: typer.Typer) -> None:
             return
         run, cfg = open_or_create(store, cfg, resume)
         llm = load_model(cfg.model, threads=threads)
-        if on_engine:
-            from ratchet.autoharness.engine import game_description, run_on_engine
-
-            summary = run_on_engine(cfg, llm, run, description=game_description(cfg.env))
-            report = summary.get("report") or {}
-            console.print(f"run {run.id}: {summary['state']}, {summary['accepted']} accepted, {summary['model_calls']} model "
-                          f"calls; test seeds {report.get('original', {}).get('mean', 0):.3f} -> "
-                          f"{report.get('best', {}).get('mean', 0):.3f}", markup=False)
-            return
         with _reporter(cfg) as (progress, phase):
-            report = synthesize_game(cfg, accounted(llm, run), run, protocol=proto, play_model=llm,
-                                     on_progress=progress, on_phase=phase)
+            if on_engine:
+                from ratchet.autoharness.engine import synthesize_on_engine
+
+                report = synthesize_on_engine(cfg, llm, run, protocol=proto, play_model=llm, on_phase=phase)
+            else:
+                report = synthesize_game(cfg, accounted(llm, run), run, protocol=proto, play_model=llm,
+                                         on_progress=progress, on_phase=phase)
         _show(report)
         if export:
             _export(store, run.id, export, force)
