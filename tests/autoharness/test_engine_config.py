@@ -13,6 +13,7 @@ from ratchet.autoharness.config import AutoHarnessConfig, RatchetIdeas
 from ratchet.autoharness.engine import (BLANK_HARNESS, HARNESS_REFINER, INDUCED_RULES, LEGALITY_SUITE,
                                         SCAFFOLD_REFINER, engine_config, run_on_engine, starting_harness)
 from ratchet.autoharness.library import HarnessLibrary
+from ratchet.autoharness.pipeline import best_code
 from ratchet.autoharness.runtime import InProcessHarness
 from ratchet.evolve.components import build
 from ratchet.evolve.context import EngineContext
@@ -130,6 +131,8 @@ def test_the_held_out_protocol_and_the_adoption_verdict_follow_the_engine(tmp_pa
     assert report["adoption"]["verdict"] == "adopted" and run.read_json("report.json")["adoption"]["verdict"] == "adopted"
     entry = HarnessLibrary(cfg.library_dir).lookup("TicTacToe-v0", "verifier")[0]
     assert entry["code"] == FIXED and entry["adoption"] == "adopted"
+    code, provenance = best_code(run)  # what `ratchet autoharness export` writes
+    assert code == FIXED and provenance["score"] == 1.0 and provenance["adoption"] == "adopted"
 
 
 def test_library_seed_starts_from_the_librarys_harness_and_a_solved_start_takes_no_step(tmp_path: Path) -> None:
