@@ -126,6 +126,7 @@ def test_the_held_out_protocol_and_the_adoption_verdict_follow_the_engine(tmp_pa
     report = synthesize_on_engine(cfg, refiner, run, protocol=proto, play_model=player, runtime_factory=InProcessHarness,
                                   extra={"harness_runtime": InProcessHarness}, description="Tic Tac Toe")
     assert report["search"]["best_h"] == 1.0 and report["engine"]["best"]["mean"] == 1.0
+    assert report["harness_alone"]["legal_rate"] == 1.0  # the code alone on the held-out seeds
     # Always answering [4] is illegal once the centre is taken; the harness's check and move keep it legal.
     assert report["before"]["legal_rate"] < 1.0 == report["after"]["legal_rate"]
     assert report["adoption"]["verdict"] == "adopted" and run.read_json("report.json")["adoption"]["verdict"] == "adopted"

@@ -22,9 +22,8 @@ score (the engine scores the legal rate alone, not ``0.5·legal + 0.5·dense``),
 documentation in the prompt, ``few_shot``, ``grammar``, ``decompose`` (a refiner,
 ``DecomposeRefiner``, but not chosen here), ``fresh_roots``, ``explain_failures``, ``novelty``'s
 hotter retry (the engine's ``static.novelty`` drops the twin instead), ``aliases``,
-``short_examples``, ``restarts``, the context-window shrinking of requests, the code-alone
-held-out check (``harness_alone``), and batch mode; the held-out protocol and the adoption verdict
-run after the engine (:func:`synthesize_on_engine`), not yet as its report stage. Ported besides
+``short_examples``, ``restarts``, the context-window shrinking of requests, and batch mode; the
+code-alone held-out check, the held-out protocol and the adoption verdict run after the engine (:func:`synthesize_on_engine`), not yet as its report stage. Ported besides
 the proposers above: ``library_seed`` (the starting harness), ``novelty`` (``static.novelty``),
 ``samples_per_step``, ``body_prefix``, ``whole_fallback`` and the stop at h = 1.0
 (``stop_at_score``).
@@ -40,10 +39,11 @@ from typing import Any
 from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.library import HarnessLibrary
 from ratchet.autoharness.pipeline import adopt, evaluate_harness
-from ratchet.autoharness.protocol import ProtocolConfig
+from ratchet.autoharness.protocol import ProtocolConfig, code_heldout
 from ratchet.autoharness.report import protocol_sides
-from ratchet.autoharness.runtime import RuntimeFactory
+from ratchet.autoharness.runtime import RuntimeFactory, sandbox_runtime_factory
 from ratchet.contracts import FORMAT_VERSION, Model
+from ratchet.envs.registry import env_factory_for
 from ratchet.evolve.archive import Archive
 from ratchet.evolve.config import EvolveConfig
 from ratchet.evolve.loop import Engine
@@ -75,8 +75,6 @@ protected: []
 
 def game_description(game: str) -> str:
     """The game's own rules text (what the refiner is told the game is), empty when it has none."""
-    from ratchet.envs.registry import env_factory_for  # plays nothing: only the rules text is read
-
     probe = env_factory_for(game)()
     try:
         return probe.game_description()
@@ -191,10 +189,16 @@ def synthesize_on_engine(cfg: AutoHarnessConfig, model: Model, run: Any, *, prot
         best_id = found["best"]["id"]
         code = archive.get(best_id).files.get("harness.py")
         best_h = archive.score(best_id, "heldin") or 0.0
-    evaluation = None
-    if protocol is not None and code and best_h > 0:
-        evaluation = evaluate_harness(cfg, run, code, play_model or model, protocol, runtime_factory=runtime_factory,
-                                      on_phase=note)
+    evaluation = alone = None
+    if code and best_h > 0:  # a harness that played no held-in game legally is not worth the held-out time
+        note("held-out check of the code alone")
+        runtime_factory = runtime_factory or sandbox_runtime_factory(cfg.call_timeout_s)
+        alone = code_heldout(code, env_factory_for(cfg.env), runtime_factory, cfg.heldout_seeds[:5], steps=200,
+                             step_cap=cfg.step_cap, hint_env_factory=env_factory_for(cfg.env, hints=True),
+                             max_seconds=cfg.heldout_seconds)
+        if protocol is not None:
+            evaluation = evaluate_harness(cfg, run, code, play_model or model, protocol,
+                                          runtime_factory=runtime_factory, on_phase=note)
     steps = [e for e in run.read_jsonl("evolve/events.jsonl") if e.get("kind") == "step"]
     report = {
         "format_version": FORMAT_VERSION, "env": cfg.env, "mode": cfg.mode, "method": cfg.method,
@@ -205,6 +209,7 @@ def synthesize_on_engine(cfg: AutoHarnessConfig, model: Model, run: Any, *, prot
                    "on": "engine"},
         **protocol_sides(evaluation),
         "wall_s": round(time.perf_counter() - started, 1),
+        "harness_alone": alone,
         "engine": found,
     }
     adopt(cfg, run, report, code, best_id)
