@@ -56,6 +56,7 @@ class NoopControl:
     """Proposes the parent's files unchanged."""
 
     name = "noop"
+    deterministic = False
 
     def __init__(self, options: ControlOptions, ctx: EngineContext) -> None:
         self.options = options

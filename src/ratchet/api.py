@@ -227,14 +227,16 @@ def synthesize_harness(env: str | None = None, *, model: str | None = None, mode
                        protocol: str = "quick", protocol_overrides: Iterable[str] = (),
                        store: str | Path | None = None, resume: str | None = None, threads: int | None = None,
                        on_progress: EventHandler | None = None,
-                       on_phase: Callable[[str], None] | None = None) -> HarnessResult:
+                       on_phase: Callable[[str], None] | None = None, on_engine: bool = False) -> HarnessResult:
     """Let a model write the harness for one TextArena game (``ratchet autoharness --env ENV``).
 
     ``env``, ``model``, ``mode`` (verifier | filter | policy), ``method`` (faithful | ratchet),
     ``iterations`` and ``max_calls`` set the matching :class:`~ratchet.autoharness.config.AutoHarnessConfig`
     fields over ``config`` (a YAML file or an object) and ``overrides`` (``key=value``). ``protocol``
     sizes the held-out check (:data:`PROTOCOLS`, or ``none``). ``resume`` continues a run by id with
-    the config it started with. The best harness is exported with ``ratchet autoharness export``."""
+    the config it started with. ``on_engine`` runs the synthesis on the improvement engine
+    (:mod:`ratchet.autoharness.engine`) instead of the dedicated search. The best harness is exported
+    with ``ratchet autoharness export``."""
     from ratchet.autoharness.config import AutoHarnessConfig
     from ratchet.autoharness.pipeline import accounted, open_or_create, synthesize_game
     from ratchet.config import load_config
@@ -253,8 +255,13 @@ def synthesize_harness(env: str | None = None, *, model: str | None = None, mode
         from ratchet.models import load_model
 
         llm = load_model(cfg.model, threads=threads)
-        report = synthesize_game(cfg, accounted(llm, run), run, protocol=proto, play_model=llm,
-                                 on_progress=on_progress, on_phase=on_phase)
+        if on_engine:
+            from ratchet.autoharness.engine import synthesize_on_engine
+
+            report = synthesize_on_engine(cfg, llm, run, protocol=proto, play_model=llm, on_phase=on_phase)
+        else:
+            report = synthesize_game(cfg, accounted(llm, run), run, protocol=proto, play_model=llm,
+                                     on_progress=on_progress, on_phase=on_phase)
     return HarnessResult(run.id, run.dir, report)
 
 

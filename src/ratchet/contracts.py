@@ -388,21 +388,36 @@ class Selector(Protocol):
     """Picks the parent of the next proposal from the accepted candidates."""
 
     name: str
+    last: Mapping[str, Any]
+    """What decided the last ``select`` (a Thompson draw, an island…; empty when nothing to
+    say): the loop stores it with the child, as the selection that made it."""
 
     def select(self, archive: ArchiveView, rng: Any) -> Candidate: ...
 
 
+@dataclass(frozen=True)
+class Skip:
+    """A proposer's answer when it has no change to offer this time, and why: the loop keeps it in
+    the archive as a failed proposal (paid like any other step) that later proposals are shown."""
+
+    reason: str
+    claim: str | None = None
+    """What the reply said it would fix, when it said that much (None: it stated no claim)."""
+    attempts: tuple[dict[str, Any], ...] = ()
+    """Each model ask of the proposal and its outcome (``ask``, ``error``…), oldest first."""
+
+
 @runtime_checkable
 class Proposer(Protocol):
-    """Makes one change to ``parent``; returns None when it has nothing to offer this time.
-
-    One that sets ``deterministic = True`` (its proposal a function of the archive alone, with no
-    model sampling) is not drawn again for a parent it made nothing from until the archive gains
-    a candidate: the loop spends that step on another proposer."""
+    """Makes one change to ``parent``, or says with a :class:`Skip` why it has none this time."""
 
     name: str
+    deterministic: bool
+    """True when the proposal is a function of the archive alone (no model sampling): such a
+    proposer that skipped a parent is not drawn again for it until the archive gains a candidate
+    (asked again, it would skip again), and the loop spends that step on another proposer."""
 
-    def propose(self, parent: Candidate, archive: ArchiveView, rng: Any) -> Proposal | None: ...
+    def propose(self, parent: Candidate, archive: ArchiveView, rng: Any) -> Proposal | Skip: ...
 
 
 @runtime_checkable
@@ -436,6 +451,12 @@ class Gate(Protocol):
         child: Mapping[str, Sequence[TaskResult]],
         noise: Mapping[str, float],
     ) -> Decision: ...
+
+    def could_accept(self, diffs: Sequence[float], noise: float) -> bool:
+        """Whether the gate could still accept a child whose held-in gains (child minus parent, one
+        per task in the gate's order) are at best ``diffs``, against the parent's ``noise`` band:
+        what lets the loop stop paying for a child that can no longer pass (``futility``)."""
+        ...
 
 
 def to_record(obj: Any) -> dict[str, Any]:

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from ratchet.autoharness.refine import HarnessRefiner
-from ratchet.contracts import Candidate, Failure, Proposer, RatchetError, TaskResult
+from ratchet.contracts import Candidate, Failure, Proposal, Proposer, RatchetError, Skip, TaskResult
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.manifest import Manifest
 from ratchet.evolve.proposers.config import CriticRefinerOptions
@@ -53,7 +53,7 @@ def test_it_proposes_a_refined_harness_with_a_claim(tmp_path) -> None:
     made, model = proposer(tmp_path, ["```python\n" + NEW_PROPOSE + "```"])
     assert isinstance(made, Proposer)
     proposal = made.propose(parent, Archive(parent), random.Random(0))
-    assert proposal is not None and proposal.parents == (parent.id,) and proposal.proposer == "critic_refiner"
+    assert isinstance(proposal, Proposal) and proposal.parents == (parent.id,) and proposal.proposer == "critic_refiner"
     code = proposal.files["harness.py"]
     # The reply rewrote propose_action; is_legal_action is carried over from the parent.
     assert "return '[0]'" in code and "def is_legal_action" in code and "return '[4]'" not in code
@@ -68,20 +68,24 @@ def test_it_proposes_a_refined_harness_with_a_claim(tmp_path) -> None:
 def test_an_unusable_reply_is_no_proposal_with_its_reason(tmp_path) -> None:
     parent = Candidate.from_files("harness", {"harness.py": OLD})
     made, _ = proposer(tmp_path, ["I would check the cell first.", "```python\n" + OLD + "```"])
-    assert made.propose(parent, Archive(parent), random.Random(0)) is None
-    assert made.last_reason == "no code in the reply" and made.ctx.run.skips[-1]["proposer"] == "critic_refiner"
-    assert made.propose(parent, Archive(parent), random.Random(0)) is None  # the parent's code back
-    assert made.last_reason == "the refined harness.py is identical to the parent's"
+    skip = made.propose(parent, Archive(parent), random.Random(0))
+    assert isinstance(skip, Skip)
+    assert skip.reason == "no code in the reply" and made.ctx.run.skips[-1]["proposer"] == "critic_refiner"
+    skip = made.propose(parent, Archive(parent), random.Random(0))  # the parent's code back
+    assert isinstance(skip, Skip)
+    assert skip.reason == "the refined harness.py is identical to the parent's"
 
 
 def test_without_a_refiner_or_the_surface_it_gives_up(tmp_path) -> None:
     made, model = proposer(tmp_path, [])
     made.refiner = None
     parent = Candidate.from_files("harness", {"harness.py": OLD})
-    assert made.propose(parent, Archive(parent), random.Random(0)) is None and "no refiner" in made.last_reason
+    skip = made.propose(parent, Archive(parent), random.Random(0))
+    assert isinstance(skip, Skip) and "no refiner" in skip.reason
     made.refiner = HarnessRefiner("TicTacToe-v0")
     other = Candidate.from_files("harness", {"notes.md": "x"})
-    assert made.propose(other, Archive(other), random.Random(0)) is None and "no harness.py" in made.last_reason
+    skip = made.propose(other, Archive(other), random.Random(0))
+    assert isinstance(skip, Skip) and "no harness.py" in skip.reason
     assert model.calls == []
 
 

@@ -12,7 +12,7 @@ from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.runtime import InProcessHarness
 from ratchet.autoharness.search import Synthesis
 from ratchet.evolve.proposers.mutation import MutationProposer, MutationOptions, mutants, normalized
-from ratchet.contracts import Candidate
+from ratchet.contracts import Candidate, Proposal, Skip
 from ratchet.models import ScriptedModel
 
 FREE = "def legal_moves(cells):\n    return ['[' + c + ']' for c in cells if c not in ('X', 'O')]\n"
@@ -58,11 +58,12 @@ def test_mutants_include_the_fix_of_an_inverted_condition_and_nothing_twice():
 def test_the_mutation_proposer_changes_one_python_surface():
     parent = Candidate.from_files("x", {"a.py": TAKEN, "notes.md": "text"})
     proposal = MutationProposer(MutationOptions()).propose(parent, None, random.Random(0))
-    assert proposal is not None and list(proposal.files) == ["a.py"] and proposal.files["a.py"] != TAKEN
+    assert isinstance(proposal, Proposal) and list(proposal.files) == ["a.py"] and proposal.files["a.py"] != TAKEN
     assert proposal.parents == (parent.id,) and proposal.claim.target.startswith("a.py: line")
     only_text = Candidate.from_files("x", {"notes.md": "text"})
     proposer = MutationProposer(MutationOptions())
-    assert proposer.propose(only_text, None, random.Random(0)) is None and proposer.last_reason
+    skip = proposer.propose(only_text, None, random.Random(0))
+    assert isinstance(skip, Skip) and skip.reason
 
 
 # ------------------------------------------------------------------ novelty

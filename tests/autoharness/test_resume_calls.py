@@ -19,7 +19,7 @@ from fakes import RULES, FakeTicTacToe, MemoryRun
 from resume_worker import config, responder
 
 from ratchet.autoharness.search import REPLIES
-from ratchet.evolve.cache import JournaledModel, request_key
+from ratchet.models.journal import JournaledModel, request_key
 from ratchet.autoharness.runtime import InProcessHarness
 from ratchet.autoharness.search import Synthesis
 from ratchet.models import ScriptedModel

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import Field
 
 from ratchet.config import Settings
-from ratchet.contracts import Candidate, Claim, Decision, Failure, Proposal, Task, TaskResult
+from ratchet.contracts import Candidate, Claim, Decision, Failure, Proposal, Skip, Task, TaskResult
 from ratchet.evolve.config import EvolveConfig
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.suites.synthetic import NoisyOptions, NoisySuite
@@ -68,6 +68,7 @@ class PlantedProposer:
     """Raises the declared pass probability by ``gain`` (or, cosmetic, re-indents the same JSON)."""
 
     name = "planted"
+    deterministic = False
 
     def __init__(self, options: PlantOptions, ctx: EngineContext) -> None:
         self.options = options
@@ -92,6 +93,7 @@ class FilesProposer:
     """Proposes exactly the given files (for the static checks)."""
 
     name = "files"
+    deterministic = False
 
     def __init__(self, options: FilesOptions, ctx: EngineContext) -> None:
         self.options = options
@@ -108,6 +110,7 @@ class ModelProposer:
     """Asks the engine's model for a new default p, given the parent and the rejected attempts."""
 
     name = "model"
+    deterministic = False
 
     def __init__(self, options: ModelOptions, ctx: EngineContext) -> None:
         self.model = ctx.model
@@ -131,16 +134,16 @@ class GivesUpProposer:
 
     def __init__(self, options: GivesUpOptions, ctx: EngineContext) -> None:
         self.deterministic = options.deterministic
-        self.last_reason = "nothing new learned"
 
-    def propose(self, parent: Candidate, archive: Any, rng: Any) -> None:
-        return None
+    def propose(self, parent: Candidate, archive: Any, rng: Any) -> Skip:
+        return Skip("nothing new learned")
 
 
 class RecordingProposer:
     """Edits the protected grader first, then a valid file, recording the rejections it was shown."""
 
     name = "recording"
+    deterministic = False
     shown: list[list[str]] = []
 
     def __init__(self, options: ModelOptions, ctx: EngineContext) -> None:
@@ -157,6 +160,7 @@ class GraderTamperer:
     """Stands for anything that changes the evaluator mid-run."""
 
     name = "tamper"
+    deterministic = False
 
     def __init__(self, options: ModelOptions, ctx: EngineContext) -> None:
         self.ws = ctx.workspace
@@ -222,16 +226,16 @@ class AgentLikeProposer:
     proposes nothing, or a planted change."""
 
     name = "agent-like"
+    deterministic = False
 
     def __init__(self, options: AgentLikeOptions, ctx: EngineContext) -> None:
         self.options, self.ctx = options, ctx
 
-    def propose(self, parent: Candidate, archive: Any, rng: Any) -> Proposal | None:
+    def propose(self, parent: Candidate, archive: Any, rng: Any) -> Proposal | Skip:
         for i in range(self.options.calls):
             self.ctx.model.complete([{"role": "user", "content": f"turn {i} on {parent.id}"}], max_tokens=8)
         if not self.options.propose:
-            self.last_reason = "the agent changed no editable file"
-            return None
+            return Skip("the agent changed no editable file")
         data = json.loads(parent.files[FILE])
         data["default"] = min(1.0, data.get("default", 0.0) + 0.4)
         return Proposal(files={FILE: json.dumps(data) + "\n"}, claim=Claim(target="t"), proposer=self.name,

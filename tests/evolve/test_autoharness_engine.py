@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ratchet.autoharness.legality import LegalityOptions, LegalitySuite
 from ratchet.autoharness.runtime import InProcessHarness
 from ratchet.contracts import Candidate, Evaluator
 from ratchet.evolve.components import build
@@ -19,8 +20,6 @@ from ratchet.evolve.config import EvolveConfig
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.loop import Engine
 from ratchet.evolve.manifest import load_manifest
-from ratchet.evolve.suites.config import LegalityOptions
-from ratchet.evolve.suites.legality import LegalitySuite
 from ratchet.models import ScriptedModel
 from ratchet.store import RunStore
 
@@ -68,7 +67,7 @@ def run_engine(tmp_path: Path, reply: str, **overrides) -> tuple[dict, ScriptedM
 def test_the_shipped_config_is_thompson_critic_refiner_and_the_legality_suite() -> None:
     cfg = config()
     assert cfg.selector.name == "thompson" and cfg.selector.options["pool"] == "scored"
-    assert [p.name for p in cfg.proposers] == ["critic_refiner"] and cfg.suite.name == "legality"
+    assert [p.name for p in cfg.proposers] == ["critic_refiner"] and cfg.suite.name == "ratchet.autoharness.legality:LegalitySuite"
     ids = cfg.splits.ids
     assert not set(ids["search"]) & set(ids["heldin"]) and not set(ids["heldin"]) & set(ids["test"])
     suite = build("suite", cfg.suite, EngineContext(load_manifest(EXAMPLE), EXAMPLE))

@@ -14,7 +14,8 @@ import pytest
 from doubles import make_workspace
 
 from ratchet.contracts import Candidate
-from ratchet.evolve.cache import EVALS, REPLIES, CachedEvaluator, JournaledModel
+from ratchet.evolve.cache import EVALS, CachedEvaluator
+from ratchet.models.journal import REPLIES, JournaledModel
 from ratchet.evolve.suites.synthetic import NoisyOptions, NoisySuite
 from ratchet.models import AccountedModel, Accountant, ScriptedModel
 from ratchet.store import RunStore

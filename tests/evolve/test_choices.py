@@ -7,7 +7,7 @@ import random
 import pytest
 import yaml
 
-from ratchet.contracts import Candidate, Proposer
+from ratchet.contracts import Candidate, Proposal, Proposer, Skip
 from ratchet.evolve.components import build
 from ratchet.evolve.config import ComponentSpec
 from ratchet.evolve.proposers.choices import ChoicesProposer, set_key
@@ -56,7 +56,7 @@ def test_each_proposal_changes_one_declared_key_to_a_value_not_yet_in_the_archiv
     made = []
     for _ in range(2):
         proposal = proposer.propose(parent, archive, random.Random(0))
-        assert proposal is not None and proposal.parents == (parent.id,) and len(proposal.files) == 1
+        assert isinstance(proposal, Proposal) and proposal.parents == (parent.id,) and len(proposal.files) == 1
         (path, text), = proposal.files.items()
         changed = {k for k, v in yaml.safe_load(text).items() if yaml.safe_load(parent.files[path]).get(k) != v}
         assert len(changed) == 1 and proposal.claim.target.startswith(f"{path}: {changed.pop()}: ")
@@ -64,8 +64,9 @@ def test_each_proposal_changes_one_declared_key_to_a_value_not_yet_in_the_archiv
         archive.add(Candidate.from_files("agent", {**parent.files, **proposal.files}), status="rejected")
     assert sorted(made) == ["context.yaml: keep_last: 6 -> 12", "settings.yaml: temperature: 0.0 -> 0.4"]
     # both alternatives are archived now (the parent's own values are never proposed)
-    assert proposer.propose(parent, archive, random.Random(0)) is None
-    assert "every declared value was tried" in proposer.last_reason and "missing.yaml" in proposer.last_reason
+    skip = proposer.propose(parent, archive, random.Random(0))
+    assert isinstance(skip, Skip)
+    assert "every declared value was tried" in skip.reason and "missing.yaml" in skip.reason
 
 
 def test_choices_is_a_registered_proposer_with_checked_options() -> None:
@@ -88,4 +89,5 @@ def test_a_whole_file_value_with_the_settings_it_needs_is_one_proposal() -> None
     assert proposal.claim.target == "system_prompt.md: (the whole file): 'hi' -> 'Rewrite the whole file.'; " \
                                     "settings.yaml: file_blocks"
     archive.add(Candidate.from_files("agent", {**parent.files, **proposal.files}), status="rejected")
-    assert proposer.propose(parent, archive, random.Random(0)) is None
+    skip = proposer.propose(parent, archive, random.Random(0))
+    assert isinstance(skip, Skip)

@@ -49,6 +49,18 @@ def test_a_planted_improvement_is_kept_and_reported_on_the_untouched_test_split(
     assert run.read_json("evolve/report.json")["best"]["id"] == best.id
 
 
+def test_the_run_stops_once_the_best_reaches_stop_at_score(tmp_path: Path) -> None:
+    """AutoHarness's stop at h = 1.0: the first step's child plays every held-in task (p = 1.0),
+    so of five steps one is taken; without the setting all five are (the control)."""
+    ws = make_workspace(tmp_path, p=0.2)
+    for stop, taken in ((1.0, 1), (None, 5)):
+        eng, run = engine(tmp_path / str(stop), config(ws, options={"gain": 0.8}, iterations=5, stop_at_score=stop))
+        summary = eng.execute()
+        steps = [e for e in run.read_jsonl("evolve/events.jsonl") if e["kind"] == "step"]
+        assert summary["state"] == "done" and len(steps) == taken
+        assert summary["report"]["best"]["mean"] == 1.0
+
+
 @pytest.mark.parametrize("selector", ["greedy", "dgm", "thompson", "pareto", "islands"])
 def test_every_selector_drives_the_loop(tmp_path: Path, selector: str) -> None:
     ws = make_workspace(tmp_path, p=0.2)
@@ -79,7 +91,7 @@ def test_the_budget_stops_the_run_and_it_still_reports(tmp_path: Path) -> None:
     assert len(model.calls) == 2 and run.llm_totals()["calls"] == 2
     assert "max_calls=2" in summary["report"]["stop_reason"]
     eng2, run2 = engine(tmp_path / "evals", config(ws, iterations=4, max_task_evals=100))
-    assert eng2.execute()["state"] == "budget_exhausted" and eng2.paid_before + eng2.evaluator.paid >= 100
+    assert eng2.execute()["state"] == "budget_exhausted" and eng2.spend.raw_spend()[0] >= 100
 
 
 def test_approval_holds_a_candidate_until_approved_then_resumes(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ratchet.contracts import Candidate, Decision, Proposer, RatchetError, TaskResult
+from ratchet.contracts import Candidate, Decision, Proposal, Proposer, RatchetError, Skip, TaskResult
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.manifest import Manifest
 from ratchet.evolve.proposers.agentic import AgenticProposer, AgentOutcome, AgentTask, ToolError
@@ -87,7 +87,7 @@ def test_reflective_rewrites_one_surface_from_failures_and_rejections(tmp_path) 
     archive.rejects.append((bad, Decision(False, "held-in 0.30 vs parent 0.33: inside the noise")))
     proposal = ReflectiveProposer(ReflectiveOptions(surfaces=only_workflow()), ctx).propose(
         parent, archive, random.Random(0))
-    assert proposal is not None
+    assert isinstance(proposal, Proposal)
     assert proposal.files == {"workflow.py": NEW_WORKFLOW}
     assert proposal.parents == (parent.id,) and proposal.proposer == "reflective"
     # t9 is not a task the model could know: it is not kept as a prediction
@@ -105,13 +105,14 @@ def test_reflective_unparseable_reply_is_none_with_a_recorded_reason(tmp_path) -
     archive = Archive()
     parent = archive.add(root(), t1=0.0)
     proposer = ReflectiveProposer(ReflectiveOptions(surfaces=only_workflow()), ctx)
-    assert proposer.propose(parent, archive, random.Random(0)) is None
+    skip = proposer.propose(parent, archive, random.Random(0))
+    assert isinstance(skip, Skip)
     # one format retry (the default), then given up with both asks' reasons
     assert len(model.calls) == 2 and proposer.asks == 2
-    assert proposer.last_reason.startswith("first reply: the reply holds no fenced block")
-    assert "format retry 1: the reply holds no fenced block" in proposer.last_reason
-    assert [a["ask"] for a in proposer.last_skip["attempts"]] == ["first reply", "format retry 1"]
-    assert proposer.last_skip["claim"] is None
+    assert skip.reason.startswith("first reply: the reply holds no fenced block")
+    assert "format retry 1: the reply holds no fenced block" in skip.reason
+    assert [a["ask"] for a in skip.attempts] == ["first reply", "format retry 1"]
+    assert skip.claim is None
     [(path, record)] = ctx.run.records
     assert path == SKIPS_FILE and record["proposer"] == "reflective" and record["parent"] == parent.id
     assert "code is fine" in record["reply"] and "Still fine" in record["retries"]
@@ -123,8 +124,9 @@ def test_reflective_cut_off_reply_is_refused(tmp_path) -> None:
     archive = Archive()
     parent = archive.add(root(), t1=0.0)
     proposer = ReflectiveProposer(ReflectiveOptions(surfaces=only_workflow(), format_retries=0, max_tokens=30), ctx)
-    assert proposer.propose(parent, archive, random.Random(0)) is None
-    assert "never closed" in proposer.last_reason
+    skip = proposer.propose(parent, archive, random.Random(0))
+    assert isinstance(skip, Skip)
+    assert "never closed" in skip.reason
 
 
 def test_a_reply_that_ended_with_its_block_open_is_taken_to_its_end(tmp_path) -> None:
@@ -144,7 +146,7 @@ def test_reflective_change_without_a_claim_still_counts(tmp_path) -> None:
     parent = archive.add(root(), t1=0.0)
     proposal = ReflectiveProposer(ReflectiveOptions(surfaces=only_workflow()), ctx).propose(
         parent, archive, random.Random(0))
-    assert proposal is not None and proposal.claim.target == NO_CLAIM and proposal.meta["claim_stated"] is False
+    assert isinstance(proposal, Proposal) and proposal.claim.target == NO_CLAIM and proposal.meta["claim_stated"] is False
 
 
 def test_proposer_prompt_read_from_the_candidate_surface_then_workspace(tmp_path) -> None:
@@ -216,7 +218,7 @@ def test_diff_falls_back_to_a_whole_file_rewrite_when_a_block_does_not_apply(tmp
     archive = Archive()
     parent = archive.add(root(), t2=0.0)
     proposal = DiffProposer(DiffOptions(surfaces=only_workflow()), ctx).propose(parent, archive, random.Random(0))
-    assert proposal is not None and proposal.files == {"workflow.py": NEW_WORKFLOW}
+    assert isinstance(proposal, Proposal) and proposal.files == {"workflow.py": NEW_WORKFLOW}
     assert proposal.meta["applied"] is False and proposal.meta["fallback"] == "package:rewrite_after_diff.md"
     assert "not in the file" in proposal.meta["diff_error"]
     second = model.calls[1]["messages"][0]["content"]
@@ -229,8 +231,9 @@ def test_diff_without_fallback_gives_up_with_the_reason(tmp_path) -> None:
     archive = Archive()
     parent = archive.add(root(), t2=0.0)
     proposer = DiffProposer(DiffOptions(surfaces=only_workflow(), fallback=False), ctx)
-    assert proposer.propose(parent, archive, random.Random(0)) is None
-    assert "not in the file" in proposer.last_reason
+    skip = proposer.propose(parent, archive, random.Random(0))
+    assert isinstance(skip, Skip)
+    assert "not in the file" in skip.reason
 
 
 def test_diff_fallback_unparseable_too_is_none_not_an_exception(tmp_path) -> None:
@@ -238,8 +241,9 @@ def test_diff_fallback_unparseable_too_is_none_not_an_exception(tmp_path) -> Non
     archive = Archive()
     parent = archive.add(root(), t2=0.0)
     proposer = DiffProposer(DiffOptions(surfaces=only_workflow()), ctx)
-    assert proposer.propose(parent, archive, random.Random(0)) is None
-    assert "not in the file" in proposer.last_reason and "whole-file fallback: " in proposer.last_reason
+    skip = proposer.propose(parent, archive, random.Random(0))
+    assert isinstance(skip, Skip)
+    assert "not in the file" in skip.reason and "whole-file fallback: " in skip.reason
     assert ctx.run.records[0][1]["fallback_reply"] == "sorry, I cannot"
 
 
@@ -275,7 +279,7 @@ def test_a_claim_only_reply_is_asked_again_with_the_file_and_the_format(
     parent = archive.add(root(), t2=0.0)
     proposer = make(ctx)
     proposal = proposer.propose(parent, archive, random.Random(0))
-    assert proposal is not None and proposal.files == {"workflow.py": NEW_WORKFLOW}
+    assert isinstance(proposal, Proposal) and proposal.files == {"workflow.py": NEW_WORKFLOW}
     assert proposer.asks == len(attempts) == len(model.calls)
     assert [(a["ask"], a["error"] is None) for a in proposal.meta["attempts"]] == attempts
     # the claim stated (fenced) in the first reply is the proposal's claim, unless a later reply states another
@@ -305,11 +309,12 @@ def test_reflective_retries_are_bounded_and_a_copy_of_the_parent_counts_as_unusa
     archive = Archive()
     parent = archive.add(root(), t2=0.0)
     proposer = ReflectiveProposer(ReflectiveOptions(surfaces=only_workflow(), format_retries=2), ctx)
-    assert proposer.propose(parent, archive, random.Random(0)) is None
+    skip = proposer.propose(parent, archive, random.Random(0))
+    assert isinstance(skip, Skip)
     assert len(model.calls) == 3 and proposer.asks == 3  # first ask + 2 retries, never a fourth
-    assert [a["ask"] for a in proposer.last_skip["attempts"]] == ["first reply", "format retry 1", "format retry 2"]
-    assert "format retry 1: the rewrite of workflow.py is identical" in proposer.last_reason
-    assert proposer.last_skip["claim"] == "t2 fails on empty input"
+    assert [a["ask"] for a in skip.attempts] == ["first reply", "format retry 1", "format retry 2"]
+    assert "format retry 1: the rewrite of workflow.py is identical" in skip.reason
+    assert skip.claim == "t2 fails on empty input"
     # each reminder names the problem of the reply before it
     assert "identical to the parent" in model.calls[2]["messages"][-1]["content"]
     assert len(model.calls[2]["messages"]) == 5
@@ -331,10 +336,11 @@ def test_diff_that_fails_every_ask_records_each_reason(tmp_path) -> None:
     archive = Archive()
     parent = archive.add(root(), t2=0.0)
     proposer = DiffProposer(DiffOptions(surfaces=only_workflow()), ctx)
-    assert proposer.propose(parent, archive, random.Random(0)) is None
-    assert [a["ask"] for a in proposer.last_skip["attempts"]] == ["first reply", "format retry 1",
+    skip = proposer.propose(parent, archive, random.Random(0))
+    assert isinstance(skip, Skip)
+    assert [a["ask"] for a in skip.attempts] == ["first reply", "format retry 1",
                                                                    "whole-file fallback"]
-    assert proposer.asks == 3 and proposer.last_skip["claim"] == "t2 fails on empty input"
+    assert proposer.asks == 3 and skip.claim == "t2 fails on empty input"
 
 
 def test_failed_proposals_are_shown_to_later_proposals(tmp_path) -> None:
@@ -392,8 +398,9 @@ def test_merge_with_no_second_parent_is_none_with_a_reason(tmp_path) -> None:
     archive = Archive()
     parent = archive.add(root(), t1=0.0)
     proposer = MergeProposer(MergeOptions(), make_ctx(tmp_path, None))
-    assert proposer.propose(parent, archive, random.Random(0)) is None
-    assert "no other 'accepted' candidate" in proposer.last_reason
+    skip = proposer.propose(parent, archive, random.Random(0))
+    assert isinstance(skip, Skip)
+    assert "no other 'accepted' candidate" in skip.reason
 
 
 # ------------------------------------------------------------------------------------ agentic
@@ -444,8 +451,9 @@ def test_agentic_agent_that_changes_nothing_is_none(tmp_path) -> None:
 
     proposer = AgenticProposer(AgenticOptions(), make_ctx(tmp_path, None, agent_runtime=Idle()))
     archive = Archive()
-    assert proposer.propose(archive.add(root(), t1=0.0), archive, random.Random(0)) is None
-    assert "changed no editable file" in proposer.last_reason
+    skip = proposer.propose(archive.add(root(), t1=0.0), archive, random.Random(0))
+    assert isinstance(skip, Skip)
+    assert "changed no editable file" in skip.reason
 
 
 class Idle:
@@ -464,7 +472,7 @@ def test_an_agent_that_changes_nothing_falls_back_to_a_whole_file_rewrite(tmp_pa
     archive = Archive()
     parent = archive.add(root(), t1=1.0, t2=0.0)
     proposal = proposer.propose(parent, archive, random.Random(0))
-    assert proposal is not None and proposal.files == {"workflow.py": NEW_WORKFLOW}
+    assert isinstance(proposal, Proposal) and proposal.files == {"workflow.py": NEW_WORKFLOW}
     assert proposal.proposer == "agentic/reflective" and proposal.meta["fallback"] == "reflective"
     assert proposal.meta["agent_reason"] == "the agent changed no editable file"
     assert proposal.claim.predicted_flips == ("t2",) and len(model.calls) == 1
@@ -476,9 +484,10 @@ def test_when_the_fallback_fails_too_both_reasons_are_kept(tmp_path) -> None:
     options = AgenticOptions(fallback={"name": "reflective", "options": {"surfaces": ["workflow.py"]}})
     proposer = AgenticProposer(options, make_ctx(tmp_path, model, agent_runtime=Idle()))
     archive = Archive()
-    assert proposer.propose(archive.add(root(), t1=0.0), archive, random.Random(0)) is None
-    assert proposer.last_reason.startswith("the agent changed no editable file; whole-file fallback (reflective): ")
-    assert "format retry 1" in proposer.last_reason and len(model.calls) == 2
+    skip = proposer.propose(archive.add(root(), t1=0.0), archive, random.Random(0))
+    assert isinstance(skip, Skip)
+    assert skip.reason.startswith("the agent changed no editable file; whole-file fallback (reflective): ")
+    assert "format retry 1" in skip.reason and len(model.calls) == 2
 
 
 def test_the_fallback_must_be_another_proposer(tmp_path) -> None:
@@ -618,7 +627,7 @@ def test_autofix_fixes_a_missing_import_and_leaves_bracketing_code_alone() -> No
     proposer = AutofixProposer(AutofixOptions(spelled={"roll": "[roll]", "hold": "[hold]"}))
     proposal = proposer.propose(parent, None, random.Random(0))
     # The code brackets the words itself: they are meant bare, so only the import is added.
-    assert proposal is not None and list(proposal.files) == ["harness.py"]
+    assert isinstance(proposal, Proposal) and list(proposal.files) == ["harness.py"]
     assert proposal.files["harness.py"].startswith("import random\n") and "'roll'" in proposal.files["harness.py"]
     assert proposal.claim.target == "harness.py: `import random` added" and proposal.parents == (parent.id,)
 
@@ -629,7 +638,8 @@ def test_autofix_spells_bare_actions_the_way_the_game_does_and_gives_up_once_not
     proposal = proposer.propose(Candidate.from_files("x", {"harness.py": bare}), None, random.Random(0))
     assert "['[roll]', '[hold]']" in proposal.files["harness.py"]
     again = Candidate.from_files("y", proposal.files)
-    assert proposer.propose(again, None, random.Random(1)) is None and "nothing to fix" in proposer.last_reason
+    skip = proposer.propose(again, None, random.Random(1))
+    assert isinstance(skip, Skip) and "nothing to fix" in skip.reason
     assert AutofixProposer.deterministic  # the loop then draws another proposer for that parent
 
 

@@ -1,4 +1,4 @@
-"""The ``induced_rules`` proposer (evolve/proposers/rules.py) on real offline TextArena games, judged
+"""The ``induced_rules`` proposer (autoharness/rules.py) on real offline TextArena games, judged
 by the real ``legality`` suite with the harness run in-process: its first proposal for Tic Tac Toe
 plays every seed legally; Connect Four's first fit (every column: the harvest never fills one) is
 fixed by a later proposal from the moves the game rejected; a game no shape fits gives None with a
@@ -15,16 +15,15 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ratchet.autoharness.legality import LegalityOptions, LegalitySuite
+from ratchet.autoharness.rules import InducedRulesProposer
 from ratchet.autoharness.runtime import InProcessHarness
-from ratchet.contracts import Candidate
+from ratchet.contracts import Candidate, Proposal, Skip
 from ratchet.evolve.components import build
 from ratchet.evolve.config import ComponentSpec, EvolveConfig
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.loop import Engine
 from ratchet.evolve.manifest import load_manifest
-from ratchet.evolve.proposers.rules import InducedRulesProposer
-from ratchet.evolve.suites.config import LegalityOptions
-from ratchet.evolve.suites.legality import LegalitySuite
 from ratchet.models import ScriptedModel
 from ratchet.store import RunStore
 
@@ -34,6 +33,7 @@ pytest.importorskip("textarena")
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "autoharness-engine"
 STARTING = (EXAMPLE / "harness.py").read_text()
+RULES = "ratchet.autoharness.rules:InducedRulesProposer"
 
 
 def suite(game: str, seeds: list[int], steps: int = 30) -> LegalitySuite:
@@ -43,7 +43,7 @@ def suite(game: str, seeds: list[int], steps: int = 30) -> LegalitySuite:
 
 def proposer(**options) -> InducedRulesProposer:
     ctx = EngineContext(load_manifest(EXAMPLE), EXAMPLE)
-    return build("proposer", ComponentSpec(name="induced_rules", options=options), ctx)
+    return build("proposer", ComponentSpec(name=RULES, options=options), ctx)
 
 
 def child_of(parent: Candidate, proposal) -> Candidate:
@@ -59,7 +59,7 @@ def test_the_first_proposal_for_tic_tac_toe_plays_every_seed_legally() -> None:
     assert any(r.score < 1.0 for r in archive.results(root.id, "search"))
     rules = proposer()  # the game and the harvest's seeds: the search tasks' ids
     proposal = rules.propose(root, archive, None)
-    assert proposal is not None and rules.last_reason is None and rules.asks == 0
+    assert isinstance(proposal, Proposal) and rules.asks == 0
     assert list(proposal.files) == ["harness.py"] and "def legal_moves(cells)" in proposal.files["harness.py"]
     assert rules.harvested.game == "TicTacToe-v0" and {t.seed for t in rules.harvested.transitions} <= {0, 1, 2, 3}
     assert proposal.meta["rule"] == "cells" and "labelled states" in proposal.claim.root_cause
@@ -71,7 +71,8 @@ def test_the_first_proposal_for_tic_tac_toe_plays_every_seed_legally() -> None:
     for seed in (0, 1):
         assert all(r.score == 1.0 for r in judge.evaluate(child, judge.tasks(), seed))
     # The same evidence again: nothing new learned.
-    assert rules.propose(root, archive, None) is None and "nothing new learned" in rules.last_reason
+    skip = rules.propose(root, archive, None)
+    assert isinstance(skip, Skip) and "nothing new learned" in skip.reason
 
 
 def test_connect_four_is_fitted_again_with_the_moves_the_game_rejected() -> None:
@@ -83,18 +84,19 @@ def test_connect_four_is_fitted_again_with_the_moves_the_game_rejected() -> None
     rules = proposer(game="ConnectFour-v0", seeds=[0, 1, 2, 3])
     first = rules.propose(root, archive, None)
     # The harvest never fills a column: every column fits it, and the game rejects drops into a full one.
-    assert first is not None and first.meta["rule"] == "constant" and first.meta["rejected_labels"] == 0
+    assert isinstance(first, Proposal) and first.meta["rule"] == "constant" and first.meta["rejected_labels"] == 0
     child = archive.record(child_of(root, first), "search", judge.evaluate(child_of(root, first), search, 0))
     failed = [f for r in archive.results(child.id, "search") for f in r.failures]
     assert failed and all(f.kind == "rejected_by_env" and f.detail["board"] and f.detail["action"] for f in failed)
     # Its own last child's rejected moves count whoever the parent is; here the child is the parent.
     second = rules.propose(child, archive, None)
-    assert second is not None and second.meta["rule"] == "cells" and second.meta["rejected_labels"] == len(failed)
+    assert isinstance(second, Proposal) and second.meta["rule"] == "cells" and second.meta["rejected_labels"] == len(failed)
     assert second.claim.predicted_flips == tuple(r.task_id for r in archive.results(child.id, "search") if r.score < 0.5)
     fixed = child_of(child, second)
     assert all(r.score == 1.0 for r in judge.evaluate(fixed, search + held, 0))
     # Nothing rejected since: the same rules, no proposal.
-    assert rules.propose(child, archive, None) is None and "already proposed" in rules.last_reason
+    skip = rules.propose(child, archive, None)
+    assert isinstance(skip, Skip) and "already proposed" in skip.reason
 
 
 def test_a_resumed_run_fits_to_the_harvest_it_started_with(tmp_path: Path, monkeypatch) -> None:
@@ -105,18 +107,18 @@ def test_a_resumed_run_fits_to_the_harvest_it_started_with(tmp_path: Path, monke
     archive = Archive()
     archive.record(root)
     ctx = EngineContext(load_manifest(EXAMPLE), EXAMPLE, run=run)
-    options = ComponentSpec(name="induced_rules", options={"game": "ConnectFour-v0", "seeds": [0, 1]})
+    options = ComponentSpec(name=RULES, options={"game": "ConnectFour-v0", "seeds": [0, 1]})
     first = build("proposer", options, ctx).propose(root, archive, None)
-    assert first is not None and run.read_json("evolve/induced_rules_harvest.json")["made_with"]["seeds"] == [0, 1]
+    assert isinstance(first, Proposal) and run.read_json("evolve/induced_rules_harvest.json")["made_with"]["seeds"] == [0, 1]
 
     def no_walks(*args, **kwargs):
         raise AssertionError("the game was walked again")
 
-    monkeypatch.setattr("ratchet.evolve.proposers.rules.harvest", no_walks)
+    monkeypatch.setattr("ratchet.autoharness.rules.harvest", no_walks)
     again = build("proposer", options, ctx)
     assert again.propose(root, archive, None).files == first.files
     assert len(again.harvested.transitions) == len(run.read_json("evolve/induced_rules_harvest.json")["transitions"])
-    other = ComponentSpec(name="induced_rules", options={"game": "ConnectFour-v0", "seeds": [2]})
+    other = ComponentSpec(name=RULES, options={"game": "ConnectFour-v0", "seeds": [2]})
     with pytest.raises(AssertionError, match="walked again"):  # harvested with other settings: not this run's
         build("proposer", other, ctx).propose(root, archive, None)
 
@@ -126,11 +128,13 @@ def test_a_game_no_shape_fits_gives_no_proposal_and_says_why() -> None:
     archive = Archive()
     archive.record(root)
     rules = proposer(game="Othello-v0", seeds=[0, 1, 2, 3])  # legality depends on lines of discs, not one cell
-    assert rules.propose(root, archive, None) is None
-    assert "no rule shape fits Othello-v0" in rules.last_reason and rules.last_skip["reason"] == rules.last_reason
+    skip = rules.propose(root, archive, None)
+    assert isinstance(skip, Skip)
+    assert "no rule shape fits Othello-v0" in skip.reason and skip.reason == skip.reason
     # Without results naming the game and no option: no harvest, and it says so.
     blind = proposer()
-    assert blind.propose(root, archive, None) is None and "set the proposer's game and seeds" in blind.last_reason
+    skip = blind.propose(root, archive, None)
+    assert isinstance(skip, Skip) and "set the proposer's game and seeds" in skip.reason
 
 
 def rules_config(**overrides) -> EvolveConfig:
@@ -141,7 +145,7 @@ def rules_config(**overrides) -> EvolveConfig:
 
 def test_the_engine_keeps_the_fitted_harness_and_it_plays_every_test_seed_legally(tmp_path: Path) -> None:
     cfg = rules_config(iterations=2)
-    assert [p.name for p in cfg.proposers] == ["induced_rules", "critic_refiner"]
+    assert [p.name for p in cfg.proposers] == [RULES, "critic_refiner"]
     run = RunStore(tmp_path / "runs").create_run("evolve", cfg)
     model = ScriptedModel(["no code here"])  # the refiner's reply, should it be drawn
     summary = Engine(cfg, run, model, extra={"harness_runtime": InProcessHarness}).execute()
@@ -156,7 +160,7 @@ def test_the_engine_keeps_the_fitted_harness_and_it_plays_every_test_seed_legall
 
 
 def test_the_proposer_imports_nothing_of_the_cli() -> None:
-    code = ("import sys, ratchet.evolve.proposers.rules\n"
+    code = ("import sys, ratchet.autoharness.rules\n"
             "assert not [m for m in sys.modules if m.startswith('ratchet.cli')], 'ratchet.cli imported'\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ})
     assert done.returncode == 0, done.stderr

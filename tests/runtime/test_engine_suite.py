@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from ratchet.config import load_config
-from ratchet.contracts import Candidate, RatchetError
+from ratchet.contracts import Candidate, RatchetError, Skip
 from ratchet.evolve.config import EvolveConfig
 from ratchet.evolve.loop import Engine
 from ratchet.evolve.manifest import load_manifest
@@ -171,7 +171,7 @@ def test_the_choices_examples_span_both_suites_and_every_declared_value_is_a_val
             return self.made
 
     rng = random.Random(0)
-    while (proposal := proposer.propose(original, Archive(), rng)) is not None:
+    while not isinstance(proposal := proposer.propose(original, Archive(), rng), Skip):
         child = Candidate.from_files("coding-agent", {**original.files, **proposal.files})
         Archive.made.append(child)
         harness = harness_from(child, Path(tempfile.mkdtemp()) / "h")

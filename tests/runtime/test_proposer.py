@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ratchet.contracts import Candidate, Failure, RatchetError, TaskResult
+from ratchet.contracts import Candidate, Failure, Proposal, RatchetError, TaskResult
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.manifest import Manifest
 from ratchet.evolve.proposers.agentic import AgenticProposer
@@ -70,7 +70,7 @@ def test_the_runtime_agent_proposes_an_edit_with_its_tools(tmp_path) -> None:
     assert isinstance(proposer.runtime, RuntimeProposerAgent)  # the default runtime, not a double
     parent = Candidate.from_files("coder", {"workflow.py": WORKFLOW, "evolve.yaml": "suite: x\n"})
     proposal = proposer.propose(parent, Archive(parent), random.Random(0))
-    assert proposal is not None and proposal.files == {"workflow.py": WORKFLOW.replace("'x'", "'y'")}
+    assert isinstance(proposal, Proposal) and proposal.files == {"workflow.py": WORKFLOW.replace("'x'", "'y'")}
     assert proposal.claim.predicted_flips == ("t2",) and proposal.meta["claim_stated"]
     # The trace of the proposal stays in the engine run: the trace the agent read, the policy's
     # refusal of a protected file (logged with its rule), then the edit.
@@ -144,7 +144,7 @@ def test_the_coding_agent_runs_first_proposal_replayed_ends_early_and_falls_back
                                                           "options": {"surfaces": ["prompts/*.md"]}})
     parent = Candidate.from_files("coder", {"workflow.py": WORKFLOW, "prompts/system.md": "Hi.\n"})
     proposal = AgenticProposer(options, ctx).propose(parent, Archive(parent), random.Random(0))
-    assert proposal is not None and proposal.proposer == "agentic/reflective"
+    assert isinstance(proposal, Proposal) and proposal.proposer == "agentic/reflective"
     assert proposal.files == {"prompts/system.md": "Read the failing test first.\n{tool_instructions}\n"}
     assert len(model.calls) == 5  # 1 + 3 agent turns (the third `bash ls` stopped it) + the rewrite
     (run_dir,) = (tmp_path / "run" / "proposer-agent").iterdir()

@@ -30,6 +30,7 @@ class NoteProposer:
     predicted to flip."""
 
     name = "note"
+    deterministic = False
 
     def __init__(self, options: NoteOptions, ctx: EngineContext) -> None:
         self.model = ctx.model

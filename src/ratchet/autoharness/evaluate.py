@@ -15,7 +15,7 @@ from ratchet.contracts import Candidate, Failure, Observation, Task, TaskResult
 from ratchet.envs import measure
 from ratchet.envs.agents import Attempt
 from ratchet.envs.explore import EnvFactory
-from ratchet.evolve.suites.fingerprint import fingerprint
+from ratchet.store.fingerprint import fingerprint
 from ratchet.sandbox.errors import feedback_of
 
 #: Failure kinds, and which functions each one says to refine (the paper's rule; see refine.py).

@@ -147,17 +147,24 @@ def evaluate_harness(
 def best_code(run: Any) -> tuple[str, dict[str, Any]]:
     """The best harness of a finished (or interrupted) run and its provenance, for export."""
     state = run.load_checkpoint("autoharness")
-    if not state or not state.get("tree"):
+    report = run.read_json("report.json") or {}
+    engine_best = ((report.get("engine") or {}).get("best") or {}).get("id")
+    if engine_best:  # a synthesis on the engine (``--engine``): the best candidate of its archive
+        from ratchet.evolve.archive import Archive
+
+        code, candidate_id, score = Archive(run).get(engine_best).files["harness.py"], engine_best, report["search"]["best_h"]
+    elif state and state.get("tree"):
+        best = max(state["tree"], key=lambda n: n["h"])
+        code, candidate_id, score = state["codes"][best["candidate_id"]], best["candidate_id"], best["h"]
+    else:
         raise RatchetError(f"run {run.id} has no evaluated harness yet", hint="let the search run, or resume it with --resume")
-    best = max(state["tree"], key=lambda n: n["h"])
     record = run.read_json("run.json") or {}
     config = record.get("config") or {}
-    report = run.read_json("report.json") or {}
     provenance = {
-        "env": config.get("env"), "mode": config.get("mode"), "method": config.get("method"), "score": best["h"],
-        "run_id": run.id, "candidate_id": best["candidate_id"], "model": config.get("model"),
+        "env": config.get("env"), "mode": config.get("mode"), "method": config.get("method"), "score": score,
+        "run_id": run.id, "candidate_id": candidate_id, "model": config.get("model"),
         "heldout_legal_rate": (report.get("after") or {}).get("legal_rate"),
         "adoption": verdict_of(report) if report else "unchecked",
     }
-    return state["codes"][best["candidate_id"]], provenance
+    return code, provenance
 

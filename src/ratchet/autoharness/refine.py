@@ -84,7 +84,7 @@ class ExploringRefiner(HarnessRefiner):
     def harvest(self) -> Any:
         """The game explored (once), after :meth:`explored` prepared what the requests show from it."""
         if self._harvest is None:
-            from ratchet.evolve.proposers.rules import harvest_game  # plays the game: only once asked
+            from ratchet.autoharness.rules import harvest_game  # plays the game: only once asked
 
             h = harvest_game(self.game, self.seeds, self.per_seed)
             self.explored(h)  # kept only once prepared: a refused game is refused at every request

@@ -33,7 +33,7 @@ from ratchet.autoharness.tree import Node, Tree, select_action
 from ratchet.autoharness.views import BoardView, choose_view
 from ratchet.envs.answers import extract_code
 from ratchet.contracts import BudgetExceeded, Candidate, Evaluation, Model, RatchetError
-from ratchet.evolve.cache import JournaledModel
+from ratchet.models.journal import JournaledModel
 from ratchet.models.request import context_window, continued
 from ratchet.store.files import rng_from_json, rng_to_json
 

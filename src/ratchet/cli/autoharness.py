@@ -113,6 +113,8 @@ def register(app: typer.Typer) -> None:
         force: bool = typer.Option(False, "--force", help="Export even a harness the held-out check rejected."),
         store: Optional[Path] = StoreOption,
         root: Optional[Path] = RootAlias,
+        on_engine: bool = typer.Option(False, "--engine", help="Synthesize on the improvement engine "
+                                       "(autoharness/engine.py) instead of the dedicated search."),
         executor: Optional[str] = typer.Option(None, "--executor", help="With --suite: where games run, local | ray "
                                                "(default: local, one after another in this process)."),
         address: Optional[str] = typer.Option(None, "--address", help="Ray cluster to join: auto | ray://HOST:10001."),
@@ -167,7 +169,7 @@ def register(app: typer.Typer) -> None:
         with _reporter(cfg) as (progress, phase):
             result = api.synthesize_harness(config=cfg, protocol=protocol, protocol_overrides=protocol_set,
                                             store=run_store.root, resume=resume, threads=threads,
-                                            on_progress=progress, on_phase=phase)
+                                            on_progress=progress, on_phase=phase, on_engine=on_engine)
         report = result.report
         _show(report)
         if export:

@@ -11,11 +11,13 @@ like any other rejection. Records written before verdicts existed (no ``verdict`
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ratchet.contracts import RatchetError
+from ratchet.contracts import Decision, RatchetError
 from ratchet.evolve.archive import Archive
+from ratchet.evolve.config import ApprovalConfig
 
 APPROVALS = "evolve/approvals.jsonl"
 APPROVED, REJECTED = "approved", "rejected"
@@ -61,3 +63,43 @@ def approve(run: Any, candidate: str) -> Verdict:
 def reject(run: Any, candidate: str, reason: str = "") -> Verdict:
     """Turn a waiting candidate down: it becomes rejected (with ``reason``) when the loop next settles."""
     return _record(run, candidate, REJECTED, reason.strip())
+
+
+class Waiting(Exception):
+    """Candidates are held for approval and the run is to end as waiting (``args[0]``: their ids)."""
+
+
+def settle(archive: Archive, run: Any, cfg: ApprovalConfig, event: Callable[..., None]) -> None:
+    """Apply every recorded verdict to the waiting candidates; with some still undecided, poll
+    (``wait: poll``, up to ``timeout_s``) or raise :class:`Waiting` (``wait: end``, or timed out)."""
+    started = time.monotonic()
+    while True:
+        waiting = archive.candidates("waiting")
+        decided = verdicts(run)
+        for c in waiting:
+            if c.id not in decided:
+                continue
+            if decided[c.id]["verdict"] == APPROVED:
+                archive.set_status(c.id, "accepted")
+                event(kind="approved", candidate=c.id)
+            else:
+                reject_by_person(archive, c.id, decided[c.id]["reason"], event)
+        pending = [c.id for c in waiting if c.id not in decided]
+        if not pending:
+            return
+        timed_out = cfg.timeout_s is not None and time.monotonic() - started >= cfg.timeout_s
+        if cfg.wait == "end" or timed_out:
+            event(kind="waiting", candidates=pending)
+            raise Waiting(pending)
+        time.sleep(cfg.poll_s)
+
+
+def reject_by_person(archive: Archive, candidate_id: str, reason: str, event: Callable[..., None]) -> None:
+    """A person turned the candidate down: the gate's numbers stay; the reason says who turned it
+    down and what the gate had said."""
+    gate = archive.decision(candidate_id)
+    said = f" (the gate had accepted it: {gate.reason})" if gate else ""
+    decision = Decision(False, f"rejected by a person: {reason or 'no reason given'}{said}", gate.numbers if gate else {})
+    archive.record_decision(candidate_id, decision, archive.claim_check(candidate_id))
+    archive.set_status(candidate_id, "rejected")
+    event(kind="rejected_by_person", candidate=candidate_id, reason=reason)

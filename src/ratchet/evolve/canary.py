@@ -9,6 +9,7 @@ run on the first wrong answer: a grader that passes a wrong canary would accept 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 from ratchet.contracts import Candidate, Evaluator, RatchetError, Task
 
@@ -29,9 +30,16 @@ class Canary:
     seed: int = 0
 
 
+@runtime_checkable
+class Canaried(Protocol):
+    """A suite that offers known-answer checks of its grader."""
+
+    def canaries(self) -> list[Canary]: ...
+
+
 def check_canaries(evaluator: Evaluator, kind: str, required: bool = False) -> int:
     """Run the suite's canaries; raise :class:`CanaryFailed` on a wrong score. Returns how many ran."""
-    canaries: list[Canary] = list(getattr(evaluator, "canaries", lambda: [])())
+    canaries = list(evaluator.canaries()) if isinstance(evaluator, Canaried) else []
     if not canaries and required:
         raise CanaryFailed(f"suite {evaluator.name!r} declares no canaries",
                            hint="add canaries() to the suite, or set canaries.required=false")

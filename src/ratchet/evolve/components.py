@@ -14,7 +14,7 @@ import typing
 from typing import Any
 
 from ratchet.config import Settings, validate_config
-from ratchet.contracts import RatchetError
+from ratchet.contracts import Gate, Proposer, RatchetError, Selector
 from ratchet.evolve.config import ComponentSpec
 from ratchet.evolve.context import EngineContext
 
@@ -31,7 +31,6 @@ PROPOSERS = {
     "merge": "ratchet.evolve.proposers.merge:MergeProposer",
     "agentic": "ratchet.evolve.proposers.agentic:AgenticProposer",
     "critic_refiner": "ratchet.evolve.proposers.critic:CriticRefinerProposer",
-    "induced_rules": "ratchet.evolve.proposers.rules:InducedRulesProposer",
     "mutation": "ratchet.evolve.proposers.mutation:MutationProposer",
     "autofix": "ratchet.evolve.proposers.mutation:AutofixProposer",
     "choices": "ratchet.evolve.proposers.choices:ChoicesProposer",
@@ -42,13 +41,16 @@ SUITES = {
     "jsonl": "ratchet.evolve.suites.jsonl:JsonlSuite",
     "humaneval": "ratchet.evolve.suites.humaneval:HumanEvalSuite",
     "textarena": "ratchet.evolve.suites.textarena:TextArenaSuite",
-    "legality": "ratchet.evolve.suites.legality:LegalitySuite",
     "noisy": "ratchet.evolve.suites.synthetic:NoisySuite",
 }
 GATES = {
     "paired": "ratchet.evolve.gate:PairedGate",
     "bootstrap": "ratchet.evolve.gate:BootstrapGate",
 }
+#: Names that left these registries for the configuration that owns the component (the engine
+#: imports no configuration): a config that still writes one is told the import path instead.
+MOVED = {("suite", "legality"): "ratchet.autoharness.legality:LegalitySuite",
+         ("proposer", "induced_rules"): "ratchet.autoharness.rules:InducedRulesProposer"}
 REGISTRIES: dict[str, dict[str, str]] = {"selector": SELECTORS, "proposer": PROPOSERS, "suite": SUITES, "gate": GATES}
 
 
@@ -59,6 +61,9 @@ def resolve(kind: str, name: str) -> type:
     """
     registry = REGISTRIES[kind]
     path = registry.get(name) or (name if ":" in name else None)
+    if path is None and (kind, name) in MOVED:
+        raise RatchetError(f"{kind} {name!r} is named by its import path now",
+                           hint=f"write name: \"{MOVED[kind, name]}\"")
     if path is None:
         raise RatchetError(f"unknown {kind} {name!r}", hint=f"use one of: {', '.join(sorted(registry))}, or module:Class")
     module_name, _, attr = path.partition(":")
@@ -88,8 +93,32 @@ def options_class(cls: type) -> type[Settings]:
                        hint="annotate __init__(self, options: SomeSettings, ctx) or set Options = SomeSettings")
 
 
+#: What a component of each kind must provide (its optional capabilities declared as members).
+PROTOCOLS: dict[str, type] = {"selector": Selector, "proposer": Proposer, "gate": Gate}
+
+
+def protocol_members(protocol: type) -> list[str]:
+    """The attributes and methods a Protocol declares (its own and its bases')."""
+    names: dict[str, None] = {}
+    for klass in reversed(protocol.__mro__):
+        if klass is object or klass.__name__ in ("Protocol", "Generic"):
+            continue
+        names.update(dict.fromkeys(n for n in getattr(klass, "__annotations__", {}) if not n.startswith("_")))
+        names.update(dict.fromkeys(n for n, v in vars(klass).items() if callable(v) and not n.startswith("_")))
+    return list(names)
+
+
 def build(kind: str, spec: ComponentSpec, ctx: EngineContext) -> Any:
-    """``Cls(options, ctx)`` for a component spec; bad options fail naming the component and key."""
+    """``Cls(options, ctx)`` for a component spec; bad options fail naming the component and key,
+    and a component that lacks a member its kind's Protocol declares fails naming the member."""
     cls = resolve(kind, spec.name)
     options = validate_config(options_class(cls), dict(spec.options), f"{kind} {spec.name!r} options")
-    return cls(options, ctx)
+    component = cls(options, ctx)
+    protocol = PROTOCOLS.get(kind)
+    if protocol is not None:
+        missing = [m for m in protocol_members(protocol) if not hasattr(component, m)]
+        if missing:
+            raise RatchetError(f"{kind} {spec.name!r} lacks {', '.join(missing)}, which "
+                               f"ratchet.contracts.{protocol.__name__} declares",
+                               hint=f"give {cls.__name__} {', '.join(missing)} (see the Protocol's docstrings)")
+    return component

@@ -168,6 +168,10 @@ class EvolveConfig(Settings):
     """Most task evaluations actually run (cache hits are free); None is unlimited."""
     iterations: int = Field(default=10, ge=0)
     """Most proposal steps."""
+    stop_at_score: float | None = Field(default=None, ge=0, le=1)
+    """Stop before ``iterations`` once an accepted candidate's mean held-in score reaches this
+    (AutoHarness's stop at h = 1.0: a harness that plays every held-in game legally has nothing
+    left to gain there); None: take every step."""
     seeds: list[int] = Field(default_factory=lambda: [0, 1, 2], min_length=1)
     """Evaluation seeds: parent and child run on all of them (the parent's spread is its noise band)."""
     smoke: SmokeConfig = Field(default_factory=SmokeConfig)

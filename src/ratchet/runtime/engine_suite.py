@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ratchet.contracts import BudgetExceeded, Candidate, Failure, RatchetError, Task, TaskResult
-from ratchet.evolve.suites.fingerprint import fingerprint
+from ratchet.store.fingerprint import fingerprint
 from ratchet.runtime import suite as coding
 from ratchet.runtime.agent import Agent
 from ratchet.runtime.config import CodingSuiteOptions

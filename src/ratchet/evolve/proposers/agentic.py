@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from ratchet.contracts import Candidate, Claim, Proposal, RatchetError
+from ratchet.contracts import Candidate, Claim, Proposal, RatchetError, Skip
 from ratchet.evolve.components import build, resolve
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.manifest import Manifest
@@ -161,7 +161,7 @@ class AgenticProposer(ModelProposer):
             raise RatchetError(f"agentic proposer: cannot load runtime {path!r}: {exc}",
                                hint="runtime takes module:factory, factory(options, ctx) -> AgentRuntime") from None
 
-    def propose(self, parent: Candidate, archive: Any, rng: Any) -> Proposal | None:
+    def propose(self, parent: Candidate, archive: Any, rng: Any) -> Proposal | Skip:
         results = self.results(archive, parent.id)
         with tempfile.TemporaryDirectory(prefix="ratchet-agentic-") as tmp:
             workdir, traces = Path(tmp) / "workspace", Path(tmp) / "traces"
@@ -189,19 +189,16 @@ class AgenticProposer(ModelProposer):
                              reply=outcome.final_message, tool_calls=tools.calls,
                              transcript=outcome.transcript[-50:])
 
-    def _fall_back(self, parent: Candidate, archive: Any, rng: Any, why: str, reply: str) -> Proposal | None:
+    def _fall_back(self, parent: Candidate, archive: Any, rng: Any, why: str, reply: str) -> Proposal | Skip:
         """The fallback proposer's proposal, named after both (``agentic/reflective``: the claim
         scores keep them apart), or a skip that keeps both reasons."""
         if self.fallback is None:
             return self.skip(parent, why, reply=reply)
         proposal = self.fallback.propose(parent, archive, rng)
-        name = getattr(self.fallback, "name", "fallback")
-        if proposal is None:
-            skipped = getattr(self.fallback, "last_skip", None) or {}
-            said = getattr(self.fallback, "last_reason", None) or "it had nothing to offer"
-            claim = Claim(target=skipped["claim"]) if skipped.get("claim") else None
-            return self.skip(parent, f"{why}; whole-file fallback ({name}): {said}", claim=claim,
-                             attempts=skipped.get("attempts"), reply=reply)
-        self.last_reason = self.last_skip = None
+        name = self.fallback.name
+        if isinstance(proposal, Skip):
+            claim = Claim(target=proposal.claim) if proposal.claim else None
+            return self.skip(parent, f"{why}; whole-file fallback ({name}): {proposal.reason}", claim=claim,
+                             attempts=list(proposal.attempts), reply=reply)
         return replace(proposal, proposer=f"{self.name}/{name}",
                        meta={**proposal.meta, "fallback": name, "agent_reason": why, "agent_reply": reply[:2000]})

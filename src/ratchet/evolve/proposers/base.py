@@ -1,5 +1,6 @@
 """What every model-asking proposer shares: its prompt template, the evidence it shows, its model
-call, and how it gives up (None plus a recorded reason, never an exception that stops the loop).
+call, and how it gives up (a :class:`~ratchet.contracts.Skip` with its reason, recorded, never an
+exception that stops the loop).
 
 Templates are plain files (``prompts/*.md``) rendered with :class:`string.Template` (``$name``),
 so code with braces in a template or a surface never breaks rendering. A workspace may provide its
@@ -15,7 +16,7 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
-from ratchet.contracts import ArchiveView, Candidate, Claim, Message, Proposal, RatchetError, TaskResult
+from ratchet.contracts import ArchiveView, Candidate, Claim, Message, Proposal, RatchetError, Skip, TaskResult
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.proposers.config import ModelProposerOptions
 from ratchet.evolve.proposers.parsing import CLAIM_FORMAT, ELIDED, closed, parse_claim
@@ -46,7 +47,26 @@ def clip(text: str, limit: int) -> str:
     return f"{text[:half]}\n{ELIDED.format(len(text) - limit)}\n{text[-half:]}"
 
 
-class ModelProposer:
+class BaseProposer:
+    """What every proposer shares: ``deterministic`` (False unless a subclass says its proposal is
+    a function of the archive alone) and how it gives up (:meth:`skip`)."""
+
+    name = "proposer"
+    deterministic = False
+    ctx: EngineContext | None = None
+
+    def skip(self, parent: Candidate, reason: str, claim: Claim | None = None,
+             attempts: list[dict[str, Any]] | None = None, **meta: Any) -> Skip:
+        """No proposal this time: the :class:`Skip` the loop keeps in the archive as a failed
+        proposal, also recorded with ``meta`` (the reply…) in the run's ``proposer_skips.jsonl``."""
+        run = self.ctx.run if self.ctx is not None else None
+        if run is not None:
+            run.append_jsonl(SKIPS_FILE, {"proposer": self.name, "parent": parent.id, "reason": reason,
+                                          "at": time.time(), **{k: str(v)[:4000] for k, v in meta.items()}})
+        return Skip(reason, None if claim is None else claim.target, tuple(attempts or ()))
+
+
+class ModelProposer(BaseProposer):
     """Base of the proposers that ask the model. Subclasses set ``name`` and ``default_template``."""
 
     name = "model"
@@ -55,11 +75,6 @@ class ModelProposer:
     def __init__(self, options: ModelProposerOptions, ctx: EngineContext) -> None:
         self.options = options
         self.ctx = ctx
-        self.last_reason: str | None = None
-        """Why the last ``propose`` returned None (None after a proposal)."""
-        self.last_skip: dict[str, Any] | None = None
-        """What the loop records in the archive about the last ``propose`` that returned None:
-        its reason, the claim the reply stated (if any) and each ask's outcome."""
         self.asks = 0
         """Model calls this proposer has made (every ask, retries and fallbacks included)."""
 
@@ -144,21 +159,6 @@ class ModelProposer:
         claim = parse_claim(reply, known_ids)
         return (claim, True) if claim is not None else (Claim(target=NO_CLAIM), False)
 
-    def skip(self, parent: Candidate, reason: str, claim: Claim | None = None,
-             attempts: list[dict[str, Any]] | None = None, **meta: Any) -> None:
-        """Give up on this proposal: remember and record why, return None for the loop (which
-        keeps ``last_skip`` in the archive as a failed proposal)."""
-        self.last_reason = reason
-        self.last_skip = {"reason": reason, "claim": None if claim is None else claim.target,
-                          "attempts": attempts or []}
-        run = self.ctx.run
-        if run is not None and hasattr(run, "append_jsonl"):
-            run.append_jsonl(SKIPS_FILE, {"proposer": self.name, "parent": parent.id, "reason": reason,
-                                          "at": time.time(), **{k: str(v)[:4000] for k, v in meta.items()}})
-        return None
-
     def proposal(self, files: dict[str, str], claim: Claim, parents: tuple[str, ...], **meta: Any) -> Proposal:
-        self.last_reason = None
-        self.last_skip = None
         return Proposal(files=files, claim=claim, proposer=self.name, parents=parents,
                         meta={"surfaces": sorted(files), **meta})

@@ -16,7 +16,8 @@ from typing import Any
 
 import yaml
 
-from ratchet.contracts import Candidate, Claim, Proposal
+from ratchet.contracts import Candidate, Claim, Proposal, Skip
+from ratchet.evolve.proposers.base import BaseProposer
 from ratchet.evolve.proposers.config import ChoicesOptions
 
 _ABSENT = object()
@@ -70,7 +71,7 @@ def applied(files: dict[str, str], file: str, key: str | None, value: Any) -> st
     return text if _value(text, key) == value else None  # the block was not where the edit assumed
 
 
-class ChoicesProposer:
+class ChoicesProposer(BaseProposer):
     """Sets one declared setting of the parent to one of its declared values."""
 
     name = "choices"
@@ -80,9 +81,9 @@ class ChoicesProposer:
 
     def __init__(self, options: ChoicesOptions, ctx: Any = None) -> None:
         self.options = options
-        self.last_reason: str | None = None
+        self.ctx = ctx
 
-    def propose(self, parent: Candidate, archive: Any, rng: Any) -> Proposal | None:
+    def propose(self, parent: Candidate, archive: Any, rng: Any) -> Proposal | Skip:
         known = [c.files for c in archive.candidates()] if archive is not None else []
         options = []
         for choice in self.options.choices:
@@ -109,14 +110,12 @@ class ChoicesProposer:
                          else f"{_first_line(current)} -> {_first_line(value)}")
                 target = f"{choice.file}: {what}: {shown}" + "".join(
                     f"; {s.file}: {s.key or '(the whole file)'}" for s in choice.also)
-                self.last_reason = None
                 return Proposal(files=changed, claim=Claim(target=target, root_cause="a declared alternative "
                                 "(no model)", predicted_flips=()), proposer=self.name, parents=(parent.id,),
                                 meta={"surfaces": sorted(changed), "key": choice.key})
         missing = sorted({c.file for c in self.options.choices} - set(parent.files))
-        self.last_reason = ("every declared value was tried from this parent or is its own"
-                            + (f" (not in the parent: {', '.join(missing)})" if missing else ""))
-        return None
+        return self.skip(parent, "every declared value was tried from this parent or is its own"
+                         + (f" (not in the parent: {', '.join(missing)})" if missing else ""))
 
 
 def _first_line(text: str) -> str:

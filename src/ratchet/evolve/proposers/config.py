@@ -128,31 +128,6 @@ class ControlOptions(Settings):
     """Glob patterns of the files a cosmetic change may touch."""
 
 
-class InducedRulesOptions(Settings):
-    """Legal-move rules fitted with no model (``envs.rules.induce``) to a game's harvested states
-    and the moves the game rejected, proposed as a whole harness (for the ``legality`` suite)."""
-
-    surface: str = "harness.py"
-    """The file the fitted harness replaces."""
-    split: str = "search"
-    """The split whose results are read: the parent's (and this proposer's earlier children's)
-    moves the game rejected there become labels, its tasks not solved become the claim's targets,
-    and its task ids (``GAME#SEED``, as the legality suite names them) give the game and the
-    harvest's seeds when the two options below are unset."""
-    game: str | None = None
-    """The game to harvest (a TextArena id, e.g. ``TicTacToe-v0``); None: the one the split's
-    task ids name, which is the legality suite's ``game``."""
-    seeds: list[int] | None = None
-    """Env seeds to walk random games from for the harvest; None: the split's task seeds (states
-    the proposer may see: never a held-in or test game's)."""
-    transitions_per_seed: int = Field(default=60, ge=1)
-    """Most labelled transitions harvested per seed (``envs.explore.harvest``'s ``per_seed``)."""
-    harvest_seconds: float = Field(default=60.0, gt=0)
-    """Wall-clock limit of the harvest, run once, on the first proposal."""
-    rng_seed: int = 0
-    """Seed of the harvest's random walks (its own generator: the engine's draws are untouched)."""
-
-
 class Setting(Settings):
     """One fixed change: a top-level key of a YAML surface, or a whole file."""
 

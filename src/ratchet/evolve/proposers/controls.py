@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import PurePosixPath
 from typing import Any
 
-from ratchet.contracts import Candidate, Claim, Proposal
+from ratchet.contracts import Candidate, Claim, Proposal, Skip
 from ratchet.evolve.context import EngineContext
-from ratchet.evolve.proposers.base import pick, surfaces_of
+from ratchet.evolve.proposers.base import BaseProposer, pick, surfaces_of
 from ratchet.evolve.proposers.config import ControlOptions
 
 #: The claim of a control: it predicts no task flips.
@@ -20,33 +20,33 @@ CONTROL_CLAIM = Claim(target="none (control proposal)", root_cause="", predicted
 _COMMENT = {".py": "# {}", ".yaml": "# {}", ".yml": "# {}", ".sh": "# {}", ".md": "<!-- {} -->"}
 
 
-class NoopProposer:
+class NoopProposer(BaseProposer):
     """Proposes no change at all."""
 
     name = "noop"
 
     def __init__(self, options: ControlOptions, ctx: EngineContext) -> None:
         self.options = options
+        self.ctx = ctx
 
-    def propose(self, parent: Candidate, archive: Any, rng: Any) -> Proposal | None:
+    def propose(self, parent: Candidate, archive: Any, rng: Any) -> Proposal | Skip:
         return Proposal(files={}, claim=CONTROL_CLAIM, proposer=self.name, parents=(parent.id,),
                         meta={"surfaces": [], "control": "noop"})
 
 
-class CosmeticProposer:
+class CosmeticProposer(BaseProposer):
     """Appends an inert line to one file (a comment where the format has one, else a newline)."""
 
     name = "cosmetic"
 
     def __init__(self, options: ControlOptions, ctx: EngineContext) -> None:
         self.options = options
-        self.last_reason: str | None = None
+        self.ctx = ctx
 
-    def propose(self, parent: Candidate, archive: Any, rng: Any) -> Proposal | None:
+    def propose(self, parent: Candidate, archive: Any, rng: Any) -> Proposal | Skip:
         surfaces = surfaces_of(parent, self.options.surfaces)
         if not surfaces:
-            self.last_reason = f"no file of the parent matches surfaces {self.options.surfaces}"
-            return None
+            return self.skip(parent, f"no file of the parent matches surfaces {self.options.surfaces}")
         path = pick(rng, surfaces)
         style = _COMMENT.get(PurePosixPath(path).suffix)
         mark = f"cosmetic {int(rng.random() * 1e9)}"

@@ -20,9 +20,9 @@ import random
 import re
 from collections import Counter
 from collections.abc import Collection, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
-from ratchet.contracts import ArchiveView, Candidate, Claim, Message, Proposal, RatchetError
+from ratchet.contracts import ArchiveView, Candidate, Claim, Message, Proposal, RatchetError, Skip
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.proposers.base import ModelProposer
 from ratchet.evolve.proposers.config import CriticRefinerOptions
@@ -63,6 +63,7 @@ def summarize(failures: Sequence[dict[str, Any]], first: Collection[str] = ()) -
     return "; ".join(diagnoses + [f"{n}× {t}" for t, n in counts.most_common(6)])
 
 
+@runtime_checkable
 class Refiner(Protocol):
     """The domain's half of the proposer: what to ask for one file and how to read the answer."""
 
@@ -74,9 +75,13 @@ class Refiner(Protocol):
         """The new file from ``reply`` (None when it is unusable) and why it is unusable."""
         ...
 
-    # Optional: ``screen(code) -> float``, a cheap check of a new file in [0, 1] (the sandbox, never
-    # this process) that ranks the samples of one step when ``samples`` > 1; without it the first
-    # usable sample is taken.
+
+@runtime_checkable
+class ScreeningRefiner(Refiner, Protocol):
+    """A refiner that can also rank its samples: ``screen(code)``, a cheap check of a new file in
+    [0, 1] (run in the sandbox, never this process). Without it, the first usable sample is taken."""
+
+    def screen(self, code: str) -> float: ...
 
 
 class CriticRefinerProposer(ModelProposer):
@@ -113,7 +118,7 @@ class CriticRefinerProposer(ModelProposer):
                 return self.fallback, "fallback"
         return self.refiner, "refiner"
 
-    def propose(self, parent: Candidate, archive: ArchiveView, rng: Any) -> Proposal | None:
+    def propose(self, parent: Candidate, archive: ArchiveView, rng: Any) -> Proposal | Skip:
         (refiner, which), surface = self.refiner_for(parent, archive), self.options.surface
         if refiner is None or surface not in parent.files:
             return self.skip(parent, "no refiner in the run's context" if refiner is None else f"the parent has no {surface}")
@@ -121,7 +126,7 @@ class CriticRefinerProposer(ModelProposer):
                 for r in self.results(archive, parent.id) for f in r.failures]
         shown = sample_failures(pool, rng, self.options.max_failures_shown)
         messages, old = refiner.request(parent.files[surface], shown, pool), parent.files[surface]
-        screen = getattr(refiner, "screen", None)
+        screen = refiner.screen if isinstance(refiner, ScreeningRefiner) else None
         usable: list[tuple[float, str]] = []  # (screened score, code), in the order sampled
         reasons, reply = [], ""
         for _ in range(self.options.samples):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ratchet.contracts import Candidate, Proposal
+from ratchet.contracts import Candidate, Proposal, Skip
 from ratchet.evolve.proposers.base import clip
 from ratchet.evolve.proposers.config import DiffOptions
 from ratchet.evolve.proposers.parsing import apply_blocks, extract_file, parse_blocks
@@ -45,10 +45,10 @@ class DiffProposer(SurfaceProposer):
             text, error, how = None, f"the edit leaves {surface} unchanged", None
         return text, error, how, len(blocks)
 
-    def propose(self, parent: Candidate, archive: Any, rng: Any) -> Proposal | None:
+    def propose(self, parent: Candidate, archive: Any, rng: Any) -> Proposal | Skip:
         asked = self.first_reply(parent, archive, rng)
-        if asked is None:
-            return None
+        if isinstance(asked, Skip):
+            return asked
         surface, values = asked.surface, asked.values
         old = parent.files[surface]
         replies = [asked.reply]

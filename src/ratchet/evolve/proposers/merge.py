@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ratchet.contracts import Candidate, Claim, Proposal
+from ratchet.contracts import Candidate, Claim, Proposal, Skip
 from ratchet.evolve.archive import per_task_means
 from ratchet.evolve.proposers.base import ModelProposer, pick
 from ratchet.evolve.proposers.config import MergeOptions
@@ -55,7 +55,7 @@ class MergeProposer(ModelProposer):
         other, theirs = pick(rng, [(c, t) for c, t in scored if len(wins(t, mine)) == best])
         return other, mine, theirs
 
-    def propose(self, parent: Candidate, archive: Any, rng: Any) -> Proposal | None:
+    def propose(self, parent: Candidate, archive: Any, rng: Any) -> Proposal | Skip:
         found = self.second_parent(parent, archive, rng)
         if found is None:
             return self.skip(parent, f"no other {self.options.pool!r} candidate with different files to merge with")

@@ -40,7 +40,8 @@ from typing import Any
 from pydantic import Field
 
 from ratchet.config import Settings
-from ratchet.contracts import Candidate, Claim, Proposal
+from ratchet.contracts import Candidate, Claim, Proposal, Skip
+from ratchet.evolve.proposers.base import BaseProposer
 
 _NEGATED: dict[type, type] = {ast.Eq: ast.NotEq, ast.NotEq: ast.Eq, ast.Lt: ast.GtE, ast.GtE: ast.Lt, ast.Gt: ast.LtE,
                               ast.LtE: ast.Gt, ast.In: ast.NotIn, ast.NotIn: ast.In, ast.Is: ast.IsNot, ast.IsNot: ast.Is}
@@ -315,16 +316,16 @@ class MutationOptions(Settings):
     """Most mutants listed per surface before one is drawn."""
 
 
-class MutationProposer:
+class MutationProposer(BaseProposer):
     """Proposes one random single-point mutant of one Python surface of the parent."""
 
     name = "mutation"
 
     def __init__(self, options: MutationOptions, ctx: Any = None) -> None:
         self.options = options
-        self.last_reason: str | None = None
+        self.ctx = ctx
 
-    def propose(self, parent: Candidate, archive: Any, rng: Any) -> Proposal | None:
+    def propose(self, parent: Candidate, archive: Any, rng: Any) -> Proposal | Skip:
         paths = [p for p in sorted(parent.files) if p.endswith(".py") and any(fnmatch(p, g) for g in self.options.surfaces)]
         rng = rng if isinstance(rng, random.Random) else random.Random(0)
         rng.shuffle(paths)
@@ -335,8 +336,7 @@ class MutationProposer:
                 claim = Claim(target=f"{path}: {pick.change}", root_cause="a single-point mutation (no model)", predicted_flips=())
                 return Proposal(files={path: pick.code}, claim=claim, proposer=self.name, parents=(parent.id,),
                                 meta={"surfaces": [path], "change": pick.change})
-        self.last_reason = "no Python surface of the parent parses into a mutable program"
-        return None
+        return self.skip(parent, "no Python surface of the parent parses into a mutable program")
 
 
 class AutofixOptions(Settings):
@@ -351,7 +351,7 @@ class AutofixOptions(Settings):
     only the missing imports are fixed."""
 
 
-class AutofixProposer:
+class AutofixProposer(BaseProposer):
     """Proposes the parent's first Python surface that :func:`fixed` changes, with its fixes."""
 
     name = "autofix"
@@ -360,7 +360,7 @@ class AutofixProposer:
 
     def __init__(self, options: AutofixOptions, ctx: Any = None) -> None:
         self.options = options
-        self.last_reason: str | None = None
+        self.ctx = ctx
         self._spelled: dict[str, str] | None = None
 
     def spelled(self) -> dict[str, str]:
@@ -368,16 +368,15 @@ class AutofixProposer:
             self._spelled = dict(self.options.spelled) or (game_spellings(self.options.game) if self.options.game else {})
         return self._spelled
 
-    def propose(self, parent: Candidate, archive: Any, rng: Any) -> Proposal | None:
+    def propose(self, parent: Candidate, archive: Any, rng: Any) -> Proposal | Skip:
         for path in sorted(parent.files):
             if path.endswith(".py") and any(fnmatch(path, g) for g in self.options.surfaces):
                 if (fix := fixed(parent.files[path], self.spelled())) is not None:
                     claim = Claim(target=f"{path}: {fix.change}", root_cause="a slip with one reading (no model)", predicted_flips=())
-                    self.last_reason = None
                     return Proposal(files={path: fix.code}, claim=claim, proposer=self.name, parents=(parent.id,),
                                     meta={"surfaces": [path], "change": fix.change})
-        self.last_reason = "nothing to fix: every module the code reads is imported and no action is written without its brackets"
-        return None
+        return self.skip(parent, "nothing to fix: every module the code reads is imported and no action is "
+                                 "written without its brackets")
 
 
 def game_spellings(game: str) -> dict[str, str]:

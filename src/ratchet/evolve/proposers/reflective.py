@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from ratchet.contracts import Candidate, Claim, Message, Proposal
+from ratchet.contracts import Candidate, Claim, Message, Proposal, Skip
 from ratchet.evolve.proposers.base import ModelProposer, pick, surfaces_of
 from ratchet.evolve.proposers.config import ReflectiveOptions, SurfaceProposerOptions
 from ratchet.evolve.proposers.parsing import FileReply, extract_file, parse_claim
@@ -55,8 +55,8 @@ class SurfaceProposer(ModelProposer):
     #: The packaged reminder sent after an unusable reply (``retry_template`` overrides it).
     retry_default = "retry_rewrite.md"
 
-    def first_reply(self, parent: Candidate, archive: Any, rng: Any) -> Asked | None:
-        """Pick a surface, show the model it with the evidence, return its reply (None: no surface)."""
+    def first_reply(self, parent: Candidate, archive: Any, rng: Any) -> Asked | Skip:
+        """Pick a surface, show the model it with the evidence, return its reply (a skip: no surface)."""
         surface = self.choose(parent, rng)
         if surface is None:
             return self.skip(parent, f"no file of the parent matches surfaces {self.options.surfaces}")
@@ -114,10 +114,10 @@ class ReflectiveProposer(SurfaceProposer):
     default_template = "reflective.md"
     Options = ReflectiveOptions
 
-    def propose(self, parent: Candidate, archive: Any, rng: Any) -> Proposal | None:
+    def propose(self, parent: Candidate, archive: Any, rng: Any) -> Proposal | Skip:
         asked = self.first_reply(parent, archive, rng)
-        if asked is None:
-            return None
+        if isinstance(asked, Skip):
+            return asked
         surface = asked.surface
         replies = [asked.reply]
         attempts: list[dict[str, Any]] = []

@@ -76,25 +76,3 @@ class TextArenaOptions(Settings):
     """Settings of each game instance (step cap, hint stripping…)."""
     workflow: WorkflowOptions = Field(default_factory=lambda: WorkflowOptions(max_model_calls=1, max_test_runs=0))
     """How the candidate's workflow is driven; each move is one run of the workflow."""
-
-
-class LegalityOptions(Settings):
-    """AutoHarness's legality judge (:class:`ratchet.autoharness.evaluate.LegalityEvaluator`): the
-    candidate's ``harness.py`` (``propose_action(board)``, ``is_legal_action(board, action)``) plays
-    a TextArena game by code alone, in self-play, in the sandbox the ``ratchet autoharness`` search
-    uses; a task is one env seed, its score the legal-action rate there (0 with no step)."""
-
-    game: str = "TicTacToe-v0"
-    """TextArena game id; its observations have the game's own lists of valid moves stripped."""
-    seeds: list[int] = Field(default_factory=lambda: list(range(10)), min_length=1)
-    """Env seeds, one task each (``GAME#SEED``); the run's ``splits`` assign them to search, held-in,
-    held-out and test. Evaluation seed 0 plays each env's own game; seed s > 0 other games of it."""
-    steps_per_env: int = Field(default=100, ge=1)
-    """Most harness steps per env (games auto-reset); an env stops at its first failed step."""
-    step_cap: int = Field(default=200, ge=1)
-    """Most steps of a single game before it is cut and reset (games can loop)."""
-    call_timeout_s: float = Field(default=1.0, gt=0)
-    """Seconds one harness function call may take in the sandbox before it counts as a code error."""
-    action_shape: str | None = None
-    """The game's action grammar in words (e.g. ``[N]``), named in the feedback when the code returns
-    something other than the action text; None names none."""

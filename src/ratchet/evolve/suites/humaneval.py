@@ -24,7 +24,7 @@ from ratchet.evolve.canary import Canary
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.suites import workflow
 from ratchet.evolve.suites.config import HumanEvalOptions
-from ratchet.evolve.suites.fingerprint import fingerprint
+from ratchet.store.fingerprint import fingerprint
 from ratchet.evolve.suites.workflow import WorkflowDriver, checker_sandbox, run_program
 
 VERSION = 1

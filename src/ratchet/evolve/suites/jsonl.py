@@ -19,7 +19,7 @@ from ratchet.envs.tasks import TaskEnvironment, load_suite, make_task_env
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.suites import workflow
 from ratchet.evolve.suites.config import JsonlOptions
-from ratchet.evolve.suites.fingerprint import fingerprint
+from ratchet.store.fingerprint import fingerprint
 from ratchet.evolve.suites.workflow import WorkflowDriver
 
 VERSION = 1

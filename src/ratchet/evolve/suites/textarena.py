@@ -21,7 +21,7 @@ from ratchet.envs.runner import RolloutConfig, run_rollouts
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.suites import workflow
 from ratchet.evolve.suites.config import TextArenaOptions
-from ratchet.evolve.suites.fingerprint import fingerprint
+from ratchet.store.fingerprint import fingerprint
 from ratchet.evolve.suites.workflow import WorkflowDriver
 
 VERSION = 1

@@ -1,9 +1,10 @@
-"""Legal-move rules fitted with no model, as an engine proposer (``induced_rules``): the dedicated
-search's ``induce`` idea, with the engine's evaluations as its judge.
+"""Legal-move rules fitted with no model, as an engine proposer: the dedicated search's ``induce``
+idea, with the engine's evaluations as its judge. A run config names it by import path:
+``{name: "ratchet.autoharness.rules:InducedRulesProposer", options: {...}}``.
 
 On its first proposal it harvests labelled transitions of the game (``envs.explore.harvest``:
 random walks whose states are replayed with every listed action, plus illegal ones), chooses how
-``legal_moves`` sees a state (``autoharness.views.choose_view``) and fits rules to the states the
+``legal_moves`` sees a state (:func:`ratchet.autoharness.views.choose_view`) and fits rules to the states the
 game listed its legal actions in (``envs.rules.induce``: one list everywhere, a cell that tells an
 action, a marker, the moves not yet played). The rules, inside the one-function scaffold
 (``autoharness.prompts.scaffold_for``), are the whole new ``harness.py``.
@@ -15,7 +16,7 @@ counterexample loop of ``envs.rules.fit``, one round per engine step, judged by 
 evaluation and gate. Connect Four's harvest never fills a column (every column fits), and the
 first version's rejected drops teach the top cells.
 
-It gives up (None, with ``last_reason``) when no shape fits, when the fit is the parent's own
+It gives up (a :class:`~ratchet.contracts.Skip` with its reason) when no shape fits, when the fit is the parent's own
 file, and when the labels give rules it already proposed: nothing new was learned. It never asks
 the model and never runs candidate code (the suite does, in its sandbox); the harvest plays the
 game in this process, as the legality suite's envs do. The harvest is kept in the run store
@@ -26,23 +27,50 @@ rather than walking the game again, whose wall-clock limit could cut a second ha
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import Field
+
 from ratchet.autoharness.evaluate import ENV_REJECTED
 from ratchet.autoharness.prompts import scaffold_for
 from ratchet.autoharness.views import BoardView, choose_view
-from ratchet.contracts import ArchiveView, Candidate, Claim, Proposal, TaskResult
+from ratchet.config import Settings
+from ratchet.contracts import ArchiveView, Candidate, Claim, Proposal, Skip, TaskResult
 from ratchet.envs.explore import Transition, harvest, listed_states
 from ratchet.envs.grammar import ActionGrammar, infer_grammar
 from ratchet.envs.registry import env_factory_for
 from ratchet.envs.rules import Label, State, harvest_inputs, induce, rejected_labels
 from ratchet.evolve.archive import per_task_means
 from ratchet.evolve.context import EngineContext
-from ratchet.evolve.proposers.base import SKIPS_FILE
-from ratchet.evolve.proposers.config import InducedRulesOptions
+from ratchet.evolve.proposers.base import BaseProposer
+
+
+class InducedRulesOptions(Settings):
+    """Legal-move rules fitted with no model (``envs.rules.induce``) to a game's harvested states
+    and the moves the game rejected, proposed as a whole harness (for the ``legality`` suite)."""
+
+    surface: str = "harness.py"
+    """The file the fitted harness replaces."""
+    split: str = "search"
+    """The split whose results are read: the parent's (and this proposer's earlier children's)
+    moves the game rejected there become labels, its tasks not solved become the claim's targets,
+    and its task ids (``GAME#SEED``, as the legality suite names them) give the game and the
+    harvest's seeds when the two options below are unset."""
+    game: str | None = None
+    """The game to harvest (a TextArena id, e.g. ``TicTacToe-v0``); None: the one the split's
+    task ids name, which is the legality suite's ``game``."""
+    seeds: list[int] | None = None
+    """Env seeds to walk random games from for the harvest; None: the split's task seeds (states
+    the proposer may see: never a held-in or test game's)."""
+    transitions_per_seed: int = Field(default=60, ge=1)
+    """Most labelled transitions harvested per seed (``envs.explore.harvest``'s ``per_seed``)."""
+    harvest_seconds: float = Field(default=60.0, gt=0)
+    """Wall-clock limit of the harvest, run once, on the first proposal."""
+    rng_seed: int = 0
+    """Seed of the harvest's random walks (its own generator: the engine's draws are untouched)."""
+
 
 @dataclass
 class Harvest:
@@ -102,7 +130,7 @@ def _game_and_seed(task_id: str) -> tuple[str, int] | None:
     return (game, int(seed)) if sep and game and seed.lstrip("-").isdigit() else None
 
 
-class InducedRulesProposer:
+class InducedRulesProposer(BaseProposer):
     """Proposes a harness whose ``legal_moves`` is fitted to the game's harvested states and the
     moves the game rejected so far, with no model call (see the module's docstring)."""
 
@@ -117,9 +145,6 @@ class InducedRulesProposer:
         self.ctx = ctx
         self.asks = 0
         """Model calls made: none, ever."""
-        self.last_reason: str | None = None
-        """Why the last ``propose`` returned None (None after a proposal)."""
-        self.last_skip: dict[str, Any] | None = None
         self.harvested: Harvest | None = None
         """The harvest, made on the first proposal and kept."""
         self.proposed: set[str] = set()
@@ -139,7 +164,7 @@ class InducedRulesProposer:
                     "GAME#SEED (the legality suite's); set the proposer's game and seeds")
         made_with = {"game": game, "seeds": list(seeds), "per_seed": self.options.transitions_per_seed,
                      "rng_seed": self.options.rng_seed}
-        run = getattr(self.ctx, "run", None)
+        run = self.ctx.run if self.ctx is not None else None
         stored = run.read_json(HARVEST_FILE) if run is not None else None
         if stored is not None and stored.get("made_with") == made_with:
             self.harvested = harvest_of(game, [Transition.from_json(t) for t in stored["transitions"]])
@@ -155,7 +180,7 @@ class InducedRulesProposer:
 
     # -- the proposal --------------------------------------------------------------------------
 
-    def propose(self, parent: Candidate, archive: ArchiveView, rng: Any = None) -> Proposal | None:
+    def propose(self, parent: Candidate, archive: ArchiveView, rng: Any = None) -> Proposal | Skip:
         surface, split = self.options.surface, self.options.split
         if surface not in parent.files:
             return self.skip(parent, f"the parent has no {surface}")
@@ -193,16 +218,6 @@ class InducedRulesProposer:
         # below 0.5); one it plays mostly legally already cannot flip, only rise.
         claim = Claim(target=target, root_cause=f"rules fitted to {states} labelled states ({rule} rule, no model)",
                       predicted_flips=tuple(t for t in failing if means[t] < 0.5))
-        self.last_reason = self.last_skip = None
         return Proposal(files={surface: code}, claim=claim, proposer=self.name, parents=(parent.id,),
                         meta={"surfaces": [surface], "rule": rule, "listed_states": len(h.states), "labelled_states": states,
                               "rejected_labels": len(rejected), "view": h.view.name, "game": h.game})
-
-    def skip(self, parent: Candidate, reason: str) -> None:
-        """No proposal this time: remember and record why (the loop keeps it as a failed proposal)."""
-        self.last_reason = reason
-        self.last_skip = {"reason": reason, "claim": None, "attempts": []}
-        run = getattr(self.ctx, "run", None)
-        if run is not None and hasattr(run, "append_jsonl"):
-            run.append_jsonl(SKIPS_FILE, {"proposer": self.name, "parent": parent.id, "reason": reason, "at": time.time()})
-        return None

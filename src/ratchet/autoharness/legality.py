@@ -1,5 +1,8 @@
-"""AutoHarness's legality judge as a suite: a candidate's ``harness.py`` plays a TextArena game by
-code alone, each task one env seed, scored by its legal-action rate there.
+"""AutoHarness's legality judge as an engine suite: a candidate's ``harness.py`` plays a TextArena
+game by code alone, each task one env seed, scored by its legal-action rate there.
+
+A run config names it by import path, as the engine names every configuration's parts:
+``suite: {name: "ratchet.autoharness.legality:LegalitySuite", options: {game: TicTacToe-v0, ...}}``.
 
 The suite builds :class:`ratchet.autoharness.evaluate.LegalityEvaluator` from its options: the
 game's env factory (valid-move lists stripped, as the search evaluates) and the runtime the
@@ -18,16 +21,18 @@ from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+from pydantic import Field
+
 from ratchet.autoharness import runtime
 from ratchet.autoharness.evaluate import LegalityEvaluator
 from ratchet.autoharness.runtime import RuntimeFactory, sandbox_runtime_factory
+from ratchet.config import Settings
 from ratchet.contracts import Candidate, Task, TaskResult
 from ratchet.envs import registry, textarena_env
 from ratchet.envs.registry import env_factory_for
 from ratchet.evolve.canary import Canary
 from ratchet.evolve.context import EngineContext
-from ratchet.evolve.suites.config import LegalityOptions
-from ratchet.evolve.suites.fingerprint import fingerprint
+from ratchet.store.fingerprint import fingerprint
 
 VERSION = 1
 
@@ -40,6 +45,28 @@ CRASHING_HARNESS = """def propose_action(board):
 def is_legal_action(board, action):
     raise RuntimeError("canary: this harness fails on every call")
 """
+
+
+class LegalityOptions(Settings):
+    """AutoHarness's legality judge (:class:`ratchet.autoharness.evaluate.LegalityEvaluator`): the
+    candidate's ``harness.py`` (``propose_action(board)``, ``is_legal_action(board, action)``) plays
+    a TextArena game by code alone, in self-play, in the sandbox the ``ratchet autoharness`` search
+    uses; a task is one env seed, its score the legal-action rate there (0 with no step)."""
+
+    game: str = "TicTacToe-v0"
+    """TextArena game id; its observations have the game's own lists of valid moves stripped."""
+    seeds: list[int] = Field(default_factory=lambda: list(range(10)), min_length=1)
+    """Env seeds, one task each (``GAME#SEED``); the run's ``splits`` assign them to search, held-in,
+    held-out and test. Evaluation seed 0 plays each env's own game; seed s > 0 other games of it."""
+    steps_per_env: int = Field(default=100, ge=1)
+    """Most harness steps per env (games auto-reset); an env stops at its first failed step."""
+    step_cap: int = Field(default=200, ge=1)
+    """Most steps of a single game before it is cut and reset (games can loop)."""
+    call_timeout_s: float = Field(default=1.0, gt=0)
+    """Seconds one harness function call may take in the sandbox before it counts as a code error."""
+    action_shape: str | None = None
+    """The game's action grammar in words (e.g. ``[N]``), named in the feedback when the code returns
+    something other than the action text; None names none."""
 
 
 class LegalitySuite:

@@ -1,0 +1,216 @@
+"""``ratchet autoharness`` as a configuration of the improvement engine.
+
+:func:`engine_config` turns an :class:`AutoHarnessConfig` (one game, one harness mode, the
+method and its ideas) into an :class:`EvolveConfig`: the Thompson selector over every scored
+version (rejected children are nodes too, as in the search's tree), the critic + refiner proposer
+(:class:`~ratchet.autoharness.refine.HarnessRefiner`, the paper's request, or with the ``scaffold``
+idea :class:`~ratchet.autoharness.refine.ScaffoldRefiner` with the whole-harness refiner behind
+it), the proposers that ask no model (``induce``: :class:`~ratchet.autoharness.rules.InducedRulesProposer`;
+``repair``: ``mutation``; ``autofix``: ``autofix``), the legality suite on the search and held-out
+seeds, the paired gate, and the search's budget. :func:`run_on_engine` writes the starting
+workspace into the run and runs :class:`~ratchet.evolve.loop.Engine` on it;
+:func:`synthesize_on_engine` then runs what follows the dedicated search on the best harness (the
+held-out protocol with the model, the adoption verdict, the harness library) and writes the same
+per-game report.
+
+The search's seeds split in two: the first half is the refiner's evidence (``search``), the rest
+the gate's (``heldin``), so a child is kept only when it plays games it was not refined on better;
+the held-out seeds are the report's untouched ``test`` split.
+
+Not ported yet (the dedicated search in ``search.py`` still runs them): the ``transitions`` dense
+score (the engine scores the legal rate alone, not ``0.5·legal + 0.5·dense``), ``helper_library``
+documentation in the prompt, ``few_shot``, ``grammar``, ``decompose`` (a refiner,
+``DecomposeRefiner``, but not chosen here), ``fresh_roots``, ``explain_failures``, ``novelty``'s
+hotter retry (the engine's ``static.novelty`` drops the twin instead), ``aliases``,
+``short_examples``, ``restarts``, the context-window shrinking of requests, and batch mode; the
+code-alone held-out check, the held-out protocol and the adoption verdict run after the engine (:func:`synthesize_on_engine`), not yet as its report stage. Ported besides
+the proposers above: ``library_seed`` (the starting harness), ``novelty`` (``static.novelty``),
+``samples_per_step``, ``body_prefix``, ``whole_fallback`` and the stop at h = 1.0
+(``stop_at_score``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ratchet.autoharness.config import AutoHarnessConfig
+from ratchet.autoharness.library import HarnessLibrary
+from ratchet.autoharness.pipeline import adopt, evaluate_harness
+from ratchet.autoharness.protocol import ProtocolConfig, code_heldout
+from ratchet.autoharness.report import protocol_sides
+from ratchet.autoharness.runtime import RuntimeFactory, sandbox_runtime_factory
+from ratchet.contracts import FORMAT_VERSION, Model
+from ratchet.envs.registry import env_factory_for
+from ratchet.evolve.archive import Archive
+from ratchet.evolve.config import EvolveConfig
+from ratchet.evolve.loop import Engine
+
+LEGALITY_SUITE = "ratchet.autoharness.legality:LegalitySuite"
+INDUCED_RULES = "ratchet.autoharness.rules:InducedRulesProposer"
+HARNESS_REFINER = "ratchet.autoharness.refine:HarnessRefiner"
+SCAFFOLD_REFINER = "ratchet.autoharness.refine:ScaffoldRefiner"
+
+#: The starting harness when nothing is known of the game: it proposes no real move and believes
+#: every move legal, so its failures are the refiner's first evidence (the search's first request).
+BLANK_HARNESS = '''"""A starting harness that knows nothing of the game yet: the refiner writes its rules."""
+
+
+def propose_action(board):
+    return "[0]"
+
+
+def is_legal_action(board, action):
+    return True
+'''
+
+MANIFEST = """# The workspace of an AutoHarness run on the engine: the engine may edit harness.py only.
+name: autoharness
+editable: ["harness.py"]
+protected: []
+"""
+
+
+def game_description(game: str) -> str:
+    """The game's own rules text (what the refiner is told the game is), empty when it has none."""
+    probe = env_factory_for(game)()
+    try:
+        return probe.game_description()
+    finally:
+        probe.close()
+
+
+def task_ids(game: str, seeds: list[int]) -> list[str]:
+    """The legality suite's task ids for ``seeds``."""
+    return [f"{game}#{seed}" for seed in seeds]
+
+
+def engine_config(cfg: AutoHarnessConfig, workspace: Path, description: str = "") -> EvolveConfig:
+    """The engine configuration that runs ``cfg``'s synthesis (see the module's docstring)."""
+    half = max(1, len(cfg.search_seeds) // 2)
+    search, heldin = cfg.search_seeds[:half], cfg.search_seeds[half:] or cfg.search_seeds[:half]
+    ratchet = cfg.method == "ratchet"
+    ideas = cfg.ideas
+    refiner: dict[str, Any] = {"game": cfg.env, "description": description, "mode": cfg.mode}
+    critic: dict[str, Any] = {
+        "surface": "harness.py", "max_failures_shown": cfg.max_failures_shown, "refiner": HARNESS_REFINER,
+        "refiner_options": refiner, "max_tokens": cfg.max_new_tokens, "temperature": cfg.first_temperature,
+        "samples": 1}
+    if ratchet and ideas.scaffold:
+        critic.update(refiner=SCAFFOLD_REFINER, samples=min(8, ideas.samples_per_step), temperature=cfg.temperature,
+                      refiner_options={"game": cfg.env, "description": description, "seeds": search,
+                                       "transitions_per_seed": cfg.transitions_per_seed, "body_only": ideas.body_prefix,
+                                       "call_timeout_s": cfg.call_timeout_s})
+        if ideas.whole_fallback:
+            critic.update(fallback_refiner=HARNESS_REFINER, fallback_refiner_options=refiner)
+    elif ratchet:
+        critic.update(samples=min(8, ideas.samples_per_step), temperature=cfg.temperature)
+    proposers: list[dict[str, Any]] = [{"name": "critic_refiner", "weight": 1.0, "options": critic}]
+    if ratchet and ideas.induce:  # no model call: drawn first and often, as the search seeds with it
+        proposers.insert(0, {"name": INDUCED_RULES, "weight": 4.0, "options": {
+            "surface": "harness.py", "game": cfg.env, "seeds": search,
+            "transitions_per_seed": cfg.transitions_per_seed, "rng_seed": cfg.rng_seed}})
+    if ratchet and ideas.autofix:
+        proposers.append({"name": "autofix", "weight": 1.0, "options": {"surfaces": ["harness.py"], "game": cfg.env}})
+    if ratchet and ideas.repair:
+        proposers.append({"name": "mutation", "weight": 1.0, "options": {"surfaces": ["harness.py"]}})
+    return EvolveConfig.model_validate({
+        "workspace": str(workspace), "model": cfg.model, "seed": cfg.rng_seed,
+        "suite": {"name": LEGALITY_SUITE, "options": {
+            "game": cfg.env, "seeds": [*cfg.search_seeds, *cfg.heldout_seeds], "steps_per_env": cfg.eval_steps,
+            "step_cap": cfg.step_cap, "call_timeout_s": cfg.call_timeout_s}},
+        "splits": {"search": 0, "heldin": 0, "heldout": 0, "test": 0,
+                   "ids": {"search": task_ids(cfg.env, search), "heldin": task_ids(cfg.env, heldin),
+                           "test": task_ids(cfg.env, cfg.heldout_seeds)}},
+        "seeds": [0, 1],  # seed 0 plays each env's own games, seed 1 others: the parent's spread is its noise
+        "selector": {"name": "thompson", "options": {"c": cfg.thompson_c, "pool": "scored"}},
+        "proposers": proposers,
+        "gate": {"name": "paired", "options": {"alpha": 0.05, "correction": "spending"}},
+        "static": {"novelty": ratchet and ideas.novelty},
+        "iterations": cfg.iterations,
+        "stop_at_score": 1.0,  # the search's stop at h = 1.0: every held-in game played legally
+        "budget": {"max_calls": cfg.budget.max_calls, "max_tokens": cfg.budget.max_tokens,
+                   "max_wall_s": cfg.budget.max_seconds},
+        "approval": {"required": False},
+    })
+
+
+def write_workspace(dest: Path, harness: str = BLANK_HARNESS) -> Path:
+    """The starting workspace (``manifest.yaml``, ``harness.py``) at ``dest``."""
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / "manifest.yaml").write_text(MANIFEST)
+    if not (dest / "harness.py").exists():  # a resumed run keeps the workspace it started from
+        (dest / "harness.py").write_text(harness)
+    return dest
+
+
+def starting_harness(cfg: AutoHarnessConfig) -> str:
+    """The harness a run starts from: with the ``library_seed`` idea, the library's best for this
+    game or a similar one (as the search seeds its tree); else the blank harness."""
+    if cfg.method == "ratchet" and cfg.ideas.library_seed:
+        found = HarnessLibrary(cfg.library_dir).lookup(cfg.env, cfg.mode, limit=1)
+        if found:
+            return found[0]["code"]
+    return BLANK_HARNESS
+
+
+def run_on_engine(cfg: AutoHarnessConfig, model: Model, run: Any, *, description: str = "",
+                  harness: str | None = None, extra: dict[str, Any] | None = None,
+                  on_event: Any = None) -> dict[str, Any]:
+    """Synthesize ``cfg``'s harness on the engine in ``run`` (its workspace under the run's
+    directory, starting from ``harness``, by default :func:`starting_harness`); returns the
+    engine's summary, its report included when the run finished. ``extra``: the engine's
+    ``ctx.extra`` (a test's in-process harness runtime)."""
+    workspace = write_workspace(Path(run.dir) / "workspace", harness if harness is not None else starting_harness(cfg))
+    config = engine_config(cfg, workspace, description)
+    return Engine(config, run, model, on_event=on_event, extra=extra).execute()
+
+
+def synthesize_on_engine(cfg: AutoHarnessConfig, model: Model, run: Any, *, protocol: ProtocolConfig | None = None,
+                         play_model: Model | None = None, runtime_factory: RuntimeFactory | None = None,
+                         extra: dict[str, Any] | None = None, on_phase: Callable[[str], None] | None = None,
+                         description: str | None = None) -> dict[str, Any]:
+    """One game on the engine, end to end: the engine's run, then (``protocol`` given, and a
+    harness that played some held-in game legally) the held-out protocol with ``play_model`` on the
+    best harness, the adoption verdict and the library; returns the per-game report (``report.json``,
+    the dedicated search's shape, with the engine's own report under ``engine``)."""
+    started = time.perf_counter()
+    note = on_phase or (lambda phase: None)
+    note("search on the engine")
+    description = game_description(cfg.env) if description is None else description
+    summary = run_on_engine(cfg, model, run, description=description, extra=extra)
+    found = summary.get("report")
+    code = best_id = None
+    best_h = 0.0
+    if found:
+        archive = Archive(run)
+        best_id = found["best"]["id"]
+        code = archive.get(best_id).files.get("harness.py")
+        best_h = archive.score(best_id, "heldin") or 0.0
+    evaluation = alone = None
+    if code and best_h > 0:  # a harness that played no held-in game legally is not worth the held-out time
+        note("held-out check of the code alone")
+        runtime_factory = runtime_factory or sandbox_runtime_factory(cfg.call_timeout_s)
+        alone = code_heldout(code, env_factory_for(cfg.env), runtime_factory, cfg.heldout_seeds[:5], steps=200,
+                             step_cap=cfg.step_cap, hint_env_factory=env_factory_for(cfg.env, hints=True),
+                             max_seconds=cfg.heldout_seconds)
+        if protocol is not None:
+            evaluation = evaluate_harness(cfg, run, code, play_model or model, protocol,
+                                          runtime_factory=runtime_factory, on_phase=note)
+    steps = [e for e in run.read_jsonl("evolve/events.jsonl") if e.get("kind") == "step"]
+    report = {
+        "format_version": FORMAT_VERSION, "env": cfg.env, "mode": cfg.mode, "method": cfg.method,
+        "model": model.name, "run_id": run.id, "players": (evaluation or {}).get("players"),
+        "search": {"best_h": best_h, "iterations": len(steps), "llm_calls": summary.get("model_calls", 0),
+                   "tokens": run.llm_totals().get("total_tokens"), "wall_s": round(time.perf_counter() - started, 1),
+                   "stop_reason": summary["state"], "nodes": summary.get("accepted", 0) + summary.get("rejected", 0),
+                   "on": "engine"},
+        **protocol_sides(evaluation),
+        "wall_s": round(time.perf_counter() - started, 1),
+        "harness_alone": alone,
+        "engine": found,
+    }
+    adopt(cfg, run, report, code, best_id)
+    return report

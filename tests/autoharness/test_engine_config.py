@@ -1,0 +1,150 @@
+"""``ratchet autoharness``'s settings as an engine configuration (autoharness/engine.py): the
+ratchet method's ideas become proposers and refiners, the faithful method is the paper's loop
+alone, and a run on the engine with the scripted refiner keeps a harness that plays the held-out
+seeds legally where the blank starting harness does not."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ratchet.autoharness.config import AutoHarnessConfig, RatchetIdeas
+from ratchet.autoharness.engine import (BLANK_HARNESS, HARNESS_REFINER, INDUCED_RULES, LEGALITY_SUITE,
+                                        SCAFFOLD_REFINER, engine_config, run_on_engine, starting_harness)
+from ratchet.autoharness.library import HarnessLibrary
+from ratchet.autoharness.pipeline import best_code
+from ratchet.autoharness.runtime import InProcessHarness
+from ratchet.evolve.components import build
+from ratchet.evolve.context import EngineContext
+from ratchet.evolve.manifest import load_manifest
+from ratchet.models import ScriptedModel
+from ratchet.store import RunStore
+
+pytest.importorskip("textarena")
+
+FIXED = '''import re
+
+
+def free_cells(board):
+    return re.findall(r"\\b([0-8])\\b", board.rsplit("Current Board:", 1)[-1])
+
+
+def propose_action(board):
+    return "[" + free_cells(board)[0] + "]"
+
+
+def is_legal_action(board, action):
+    return action.strip().strip("[]").strip() in free_cells(board)
+'''
+
+
+def small(**overrides) -> AutoHarnessConfig:
+    settings = {"env": "TicTacToe-v0", "model": "scripted:", "search_seeds": [0, 1, 2, 3],
+                "heldout_seeds": [1000, 1001], "eval_steps": 20, "iterations": 1}
+    return AutoHarnessConfig(**{**settings, **overrides})
+
+
+def test_the_ratchet_method_is_thompson_the_scaffold_refiner_and_the_no_model_proposers(tmp_path: Path) -> None:
+    cfg = engine_config(small(), tmp_path, "Tic Tac Toe")
+    assert cfg.suite.name == LEGALITY_SUITE and cfg.suite.options["seeds"] == [0, 1, 2, 3, 1000, 1001]
+    assert cfg.selector.name == "thompson" and cfg.selector.options == {"c": 1.0, "pool": "scored"}
+    assert [p.name for p in cfg.proposers] == [INDUCED_RULES, "critic_refiner", "autofix", "mutation"]
+    critic = cfg.proposers[1].options
+    assert critic["refiner"] == SCAFFOLD_REFINER and critic["fallback_refiner"] == HARNESS_REFINER
+    assert critic["samples"] == 4 and critic["refiner_options"]["seeds"] == [0, 1]
+    # the refiner's evidence, the gate's and the report's seeds never meet
+    assert cfg.splits.ids == {"search": ["TicTacToe-v0#0", "TicTacToe-v0#1"], "heldin": ["TicTacToe-v0#2", "TicTacToe-v0#3"],
+                              "test": ["TicTacToe-v0#1000", "TicTacToe-v0#1001"]}
+    assert cfg.static.novelty and cfg.budget.max_calls == 40 and cfg.iterations == 1
+    off = engine_config(small(ideas=RatchetIdeas(induce=False, autofix=False, repair=False, scaffold=False)), tmp_path)
+    assert [p.name for p in off.proposers] == ["critic_refiner"] and off.proposers[0].options["refiner"] == HARNESS_REFINER
+
+
+def test_the_faithful_method_is_the_papers_loop_alone(tmp_path: Path) -> None:
+    cfg = engine_config(small(method="faithful"), tmp_path)
+    [critic] = cfg.proposers
+    assert critic.name == "critic_refiner" and critic.options["refiner"] == HARNESS_REFINER
+    assert critic.options["samples"] == 1 and critic.options["temperature"] == 0.2 and not cfg.static.novelty
+
+
+def test_every_component_of_the_configuration_builds(tmp_path: Path) -> None:
+    """A negative control for the names: each one resolves and its options validate."""
+    from ratchet.autoharness.engine import write_workspace
+
+    ws = write_workspace(tmp_path / "ws")
+    cfg = engine_config(small(), ws, "Tic Tac Toe")
+    ctx = EngineContext(load_manifest(ws), ws)
+    built = [build("proposer", spec, ctx) for spec in cfg.proposers]
+    assert [p.name for p in built] == ["induced_rules", "critic_refiner", "autofix", "mutation"]
+    assert build("suite", cfg.suite, ctx).name == "legality"
+
+
+def test_a_faithful_run_on_the_engine_keeps_the_fixed_harness(tmp_path: Path) -> None:
+    run = RunStore(tmp_path / "runs").create_run("autoharness", {}, name="engine")
+    model = ScriptedModel(["The harness, fixed:\n```python\n" + FIXED + "```\n"])
+    # six held-in seeds: the fewest on which the paired gate can accept at all (p = 1/64)
+    cfg = small(method="faithful", search_seeds=list(range(12)))
+    summary = run_on_engine(cfg, model, run, description="Tic Tac Toe", extra={"harness_runtime": InProcessHarness})
+    report = summary["report"]
+    assert summary["state"] == "done" and summary["accepted"] == 2 and len(model.calls) == 1
+    assert report["split"] == "test" and report["tasks"] == 2
+    assert report["best"]["mean"] == 1.0 > report["original"]["mean"]
+    assert (Path(run.dir) / "workspace" / "harness.py").read_text() == BLANK_HARNESS
+
+
+def test_the_command_runs_the_engine_with_engine(tmp_path: Path) -> None:
+    """``ratchet autoharness --engine``: the blank harness evaluated in the sandbox on every split
+    (no step: no model call), then the per-game report as the dedicated search prints it."""
+    from typer.testing import CliRunner
+
+    from ratchet.cli import app
+
+    result = CliRunner().invoke(app, [
+        "autoharness", "--engine", "--env", "TicTacToe-v0", "--model", "scripted:", "--iterations", "0",
+        "--set", "search_seeds=[0,1]", "--set", "heldout_seeds=[1000]", "--set", "eval_steps=5",
+        "--set", f"library_dir={tmp_path / 'library'}", "--protocol", "none", "--store", str(tmp_path / "runs")])
+    assert result.exit_code == 0, result.output
+    assert "after 0 iterations, 0 LLM calls" in " ".join(result.output.split())
+    store = RunStore(tmp_path / "runs")
+    [row] = store.list_runs()
+    run = store.open_run(row["id"])
+    assert (Path(run.dir) / "workspace" / "harness.py").read_text() == BLANK_HARNESS
+    report = run.read_json("report.json")
+    assert report["search"]["on"] == "engine" and report["adoption"]["verdict"] == "unchecked"
+
+
+def test_the_held_out_protocol_and_the_adoption_verdict_follow_the_engine(tmp_path: Path) -> None:
+    from ratchet.autoharness.engine import synthesize_on_engine
+    from ratchet.autoharness.protocol import ProtocolConfig
+
+    cfg = small(method="faithful", search_seeds=list(range(12)), library_dir=str(tmp_path / "library"))
+    run = RunStore(tmp_path / "runs").create_run("autoharness", {}, name="engine")
+    proto = ProtocolConfig(legal_seeds=2, legal_steps=6, reward_games=2, matches=2, step_cap=20)
+    refiner = ScriptedModel(["The harness, fixed:\n```python\n" + FIXED + "```\n"])
+    player = ScriptedModel(lambda messages: "Step 1: the centre.\n<move>[4]</move>")
+    report = synthesize_on_engine(cfg, refiner, run, protocol=proto, play_model=player, runtime_factory=InProcessHarness,
+                                  extra={"harness_runtime": InProcessHarness}, description="Tic Tac Toe")
+    assert report["search"]["best_h"] == 1.0 and report["engine"]["best"]["mean"] == 1.0
+    assert report["harness_alone"]["legal_rate"] == 1.0  # the code alone on the held-out seeds
+    # Always answering [4] is illegal once the centre is taken; the harness's check and move keep it legal.
+    assert report["before"]["legal_rate"] < 1.0 == report["after"]["legal_rate"]
+    assert report["adoption"]["verdict"] == "adopted" and run.read_json("report.json")["adoption"]["verdict"] == "adopted"
+    entry = HarnessLibrary(cfg.library_dir).lookup("TicTacToe-v0", "verifier")[0]
+    assert entry["code"] == FIXED and entry["adoption"] == "adopted"
+    code, provenance = best_code(run)  # what `ratchet autoharness export` writes
+    assert code == FIXED and provenance["score"] == 1.0 and provenance["adoption"] == "adopted"
+
+
+def test_library_seed_starts_from_the_librarys_harness_and_a_solved_start_takes_no_step(tmp_path: Path) -> None:
+    cfg = small(library_dir=str(tmp_path / "library"), iterations=3)
+    assert starting_harness(cfg) == BLANK_HARNESS  # an empty library
+    HarnessLibrary(cfg.library_dir).add("TicTacToe-v0", "verifier", FIXED, 1.0, run_id="earlier")
+    assert starting_harness(cfg) == FIXED
+    assert starting_harness(cfg.model_copy(update={"method": "faithful"})) == BLANK_HARNESS  # the paper's loop: no seed
+    run = RunStore(tmp_path / "runs").create_run("autoharness", {}, name="seeded")
+    model = ScriptedModel(["unused"])
+    summary = run_on_engine(cfg, model, run, extra={"harness_runtime": InProcessHarness})
+    # every held-in game played legally from the start: the stop at h = 1.0 comes before any step
+    assert summary["state"] == "done" and summary["report"]["original"]["mean"] == 1.0 and model.calls == []
+    assert not [e for e in run.read_jsonl("evolve/events.jsonl") if e["kind"] == "step"]
