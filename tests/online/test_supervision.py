@@ -37,6 +37,21 @@ def crashing_loop(config, queue_path, versions_dir, stop_event):
     raise RuntimeError("this loop always crashes")
 
 
+def slow_start_loop(config, queue_path, versions_dir, stop_event):
+    """A trainer whose start-up (imports, model load) takes longer than any stop deadline."""
+    time.sleep(120)
+    while not stop_event.is_set():
+        stop_event.wait(0.05)
+
+
+def slow_stop_loop(config, queue_path, versions_dir, stop_event):
+    """A trainer that takes a moment to finish after its stop (returning its claims, a last write)."""
+    Path(f"{queue_path}.{os.getpid()}.looping").touch()  # past its start-up
+    while not stop_event.is_set():
+        stop_event.wait(0.05)
+    time.sleep(1.5)
+
+
 def wait_for(condition, timeout: float = 60.0, what: str = "condition"):
     deadline = time.monotonic() + timeout
     while True:
@@ -111,6 +126,37 @@ def test_a_killed_loop_is_restarted_and_shutdown_after_a_dead_child_is_orderly(t
     assert codes == {"judge": -signal.SIGKILL, "trainer": 0}  # the trainer stopped on its signal, not killed
     assert not list(state_dir.glob("*.pid"))
     assert {v["state"] for v in read_status(state_dir)["loops"].values()} == {"stopped"}
+
+
+def test_a_loop_stopped_while_it_starts_exits_promptly_and_cleanly(tmp_path):
+    # Its start-up never looks at the stop; the child's start-up guard does.
+    cfg = config()
+    cfg.trainer_loop = f"{__name__}:slow_start_loop"
+    loops = LocalLoops(cfg, tmp_path / "q.sqlite", tmp_path / "versions").start()
+    try:
+        wait_for(lambda: running(tmp_path / "loops", "trainer", 0), what="trainer running")
+        time.sleep(1.0)  # well inside its start-up
+    finally:
+        started = time.monotonic()
+        codes = loops.stop(timeout_s=30)
+    assert codes["trainer"] == 0, codes  # not terminated at the deadline (-15)
+    assert time.monotonic() - started < 20
+
+
+def test_a_restarted_loop_finishes_its_orderly_stop(tmp_path):
+    # The restart is launched by the watcher thread, the "parent" of the child's parent-death
+    # signal: that thread must not end before the child has finished stopping.
+    cfg = config(restart_backoff_s=0.05)
+    cfg.trainer_loop = f"{__name__}:slow_stop_loop"
+    loops = LocalLoops(cfg, tmp_path / "q.sqlite", tmp_path / "versions").start()
+    try:
+        first = wait_for(lambda: running(tmp_path / "loops", "trainer", 0), what="trainer running")
+        os.kill(first, signal.SIGKILL)
+        second = wait_for(lambda: running(tmp_path / "loops", "trainer", 1), what="trainer restarted")
+        wait_for(lambda: Path(f"{tmp_path / 'q.sqlite'}.{second}.looping").exists(), what="restarted trainer looping")
+    finally:
+        codes = loops.stop(timeout_s=60)
+    assert codes == {"judge": 0, "trainer": 0}
 
 
 def test_a_loop_that_keeps_dying_is_left_down_and_says_so(tmp_path):
