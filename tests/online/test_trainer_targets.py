@@ -115,3 +115,37 @@ def test_the_served_reply_parts_from_the_teacher_where_the_teacher_stopped() -> 
     # (without the stop in the teacher's reply the served one never parted from it: no reward at all).
     metrics = make().step([sample("q", "abcabcabc", -1, hint=HINT)])
     assert metrics["rl_credit"] == "parting" and metrics["rl_tokens"] == 1
+
+
+@pytest.mark.real_model
+def test_smollm2_a_shorter_correction_does_not_lower_the_stop_where_the_teacher_stopped() -> None:
+    # The real small model, its hinted teacher asked for one sentence: after one update on the
+    # corrected turns the student's end-of-turn where the teacher ended must not fall.
+    from ratchet.models.registry import is_verified
+    from ratchet.online.records import Judgement, Sample, Turn
+    from ratchet.online.scoring import chat_ids
+
+    if not is_verified("smollm2-135m", rehash=False):
+        pytest.skip("smollm2-135m is not pulled (ratchet models pull smollm2-135m)")
+    trainer = Trainer.from_config(TrainerConfig(model="smollm2-135m", convert_gguf=False, kl_samples=0, num_threads=1))
+    hint = "One sentence only, please."
+    questions = ["What is JSON?", "What is a for loop?", "What does HTTP stand for?", "What is an integer?"]
+    plain = [chat_ids(trainer.tokenizer, [{"role": "user", "content": q}]) for q in questions]
+    hinted = [chat_ids(trainer.tokenizer, [{"role": "user", "content": f"{q}\n\n{hint}"}]) for q in questions]
+    served = trainer.greedy_replies(plain, 64)
+    teacher = trainer.greedy_replies(hinted, trainer.config.teacher_max_tokens, base=True)
+    ended = [(p, r) for p, r in zip(plain, teacher, strict=True) if r.stop is not None]
+    assert ended, "the hinted SmolLM2 ended none of its replies within the limit"
+    logps = trainer.score([p + r.ids for p, r in zip(plain, served, strict=True)], [len(p) for p in plain])
+    samples = [Sample(Turn(f"t{i}", "s", False, "main", [{"role": "user", "content": q}], "", p, r.ids,
+                           [float(x) for x in lp], 0), Judgement(f"t{i}", -1, [-1], hint, "Too long.", "rule"))
+               for i, (q, p, r, lp) in enumerate(zip(questions, plain, served, logps, strict=True))]
+
+    def eos() -> float:
+        seqs = [p + r.ids + [r.stop] for p, r in ended]
+        return sum(float(row[-1]) for row in trainer.score(seqs, [len(s) - 1 for s in seqs])) / len(seqs)
+
+    before = eos()
+    metrics = trainer.step(samples)
+    assert metrics["updated"] and len(metrics["teacher_targets"]) + len(metrics["teacher_targets_refused"]) == len(ended)
+    assert eos() >= before, (before, eos())
