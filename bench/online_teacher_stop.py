@@ -67,12 +67,12 @@ def run(model: str, train: int, heldout: int, teacher_tokens: int, reply_tokens:
     out: dict[str, Any] = {"model": model, "hint": HINT, "train_prompts": train, "heldout_prompts": heldout,
                            "teacher_max_tokens": teacher_tokens, "reply_tokens": reply_tokens, "before_rev": rev}
     samples: list[Sample] = []
+    # Always measured with this tree's generation: the old module has no greedy_replies.
+    probe = after_module.Trainer.greedy_replies
     for name, module in modules.items():
         started = time.perf_counter()
         policy, tokenizer, _ = load_policy(gguf)
         trainer = module.Trainer(module.TrainerConfig(**settings), policy, tokenizer)
-        # Always measured with this tree's scorer: the old module has no greedy_replies.
-        probe = after_module.Trainer.greedy_replies
         plain = [_chat(tokenizer, [{"role": "user", "content": q}]) for q in TRAIN_PROMPTS[:train]]
         hinted = [_chat(tokenizer, [{"role": "user", "content": f"{q}\n\n{HINT}"}]) for q in TRAIN_PROMPTS[:train]]
         held = [_chat(tokenizer, [{"role": "user", "content": q}]) for q in HELDOUT_PROMPTS[:heldout]]

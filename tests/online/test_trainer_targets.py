@@ -45,9 +45,9 @@ def short_when_hinted_model():
 
 
 def make(**overrides) -> Trainer:
-    settings = dict(lora_r=4, lora_alpha=8, learning_rate=5e-3, batch_size=4, micro_batch_size=4, convert_gguf=False,
-                    kl_samples=0, num_threads=1, signal="combine", distill_target="teacher", opd_topk=4,
-                    teacher_max_tokens=12, teacher_filter="none")
+    settings = {"lora_r": 4, "lora_alpha": 8, "learning_rate": 5e-3, "batch_size": 4, "micro_batch_size": 4,
+                "convert_gguf": False, "kl_samples": 0, "num_threads": 1, "signal": "combine",
+                "distill_target": "teacher", "opd_topk": 4, "teacher_max_tokens": 12, "teacher_filter": "none"}
     settings.update(overrides)
     return Trainer(TrainerConfig(**settings), short_when_hinted_model(), CharTokenizer())
 
