@@ -52,7 +52,9 @@ def slow_stop_loop(config, queue_path, versions_dir, stop_event):
     time.sleep(1.5)
 
 
-def wait_for(condition, timeout: float = 60.0, what: str = "condition"):
+def wait_for(condition, timeout: float = 120.0, what: str = "condition"):
+    """``condition()``'s first truthy value. The deadline is generous: every loop start is a fresh
+    spawned interpreter importing ratchet, which took over 20 s with the cores busy."""
     deadline = time.monotonic() + timeout
     while True:
         value = condition()
@@ -165,7 +167,7 @@ def test_a_loop_that_keeps_dying_is_left_down_and_says_so(tmp_path):
     loops = LocalLoops(cfg, tmp_path / "q.sqlite", tmp_path / "versions").start()
     try:
         st = wait_for(lambda: (read_status(tmp_path / "loops") or {}).get("loops", {}).get("trainer", {}).get("state")
-                      == "failed" and read_status(tmp_path / "loops"), what="trainer given up")
+                      == "failed" and read_status(tmp_path / "loops"), 240, what="trainer given up")
         assert st["loops"]["trainer"]["restarts"] == 2 and st["loops"]["trainer"]["last_exit"] == "exit code 1"
         assert st["loops"]["judge"]["state"] == "running"  # the other loop is unaffected
         assert "trainer failed" in status_mod.loops_line(st)
