@@ -58,7 +58,7 @@ def _parse_variant(text: str) -> tuple[str, dict[str, Any]]:
 
 
 def _chat(trainer: Any, messages: list[dict[str, Any]]) -> list[int]:
-    from ratchet.online.trainer import _chat_ids
+    from ratchet.online.scoring import chat_ids as _chat_ids
 
     return _chat_ids(trainer.tokenizer, messages)
 

@@ -25,7 +25,8 @@ from ratchet.online import status as status_mod  # noqa: E402
 from ratchet.online.evaluation import EvaluationHook, GateConfig, GuardCase, HeldOutCase  # noqa: E402
 from ratchet.online.policy import version_store_source  # noqa: E402
 from ratchet.online.queue import TurnQueue  # noqa: E402
-from ratchet.online.trainer import Trainer, TrainerConfig, run_trainer_loop  # noqa: E402
+from ratchet.online.trainer import Trainer, TrainerConfig  # noqa: E402
+from ratchet.online.trainer_loop import run_trainer_loop  # noqa: E402
 from ratchet.online.versions import VersionStore  # noqa: E402
 
 CASES = [HeldOutCase([{"role": "user", "content": f"held {i}"}], preferred="ahoy", dispreferred="hello")

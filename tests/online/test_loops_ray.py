@@ -24,7 +24,7 @@ from ratchet.online.evaluation import EvaluationHook  # noqa: E402
 from ratchet.online.loops import RayLoops  # noqa: E402
 from ratchet.online.queue import TurnQueue, open_queue  # noqa: E402
 from ratchet.online.records import Turn  # noqa: E402
-from ratchet.online.trainer import run_trainer_loop  # noqa: E402
+from ratchet.online.trainer_loop import run_trainer_loop  # noqa: E402
 from ratchet.online.versions import VersionStore  # noqa: E402
 
 HERE = Path(__file__).parent

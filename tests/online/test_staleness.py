@@ -16,7 +16,8 @@ from ratchet.online import status as status_mod
 from ratchet.online.batching import BatchClock
 from ratchet.online.queue import TurnQueue
 from ratchet.online.records import Judgement, Turn
-from ratchet.online.trainer import TrainerConfig, run_trainer_loop
+from ratchet.online.trainer_config import TrainerConfig
+from ratchet.online.trainer_loop import run_trainer_loop
 from ratchet.online.versions import Lineage, VersionStore
 
 torch = pytest.importorskip("torch")

@@ -37,7 +37,24 @@ def crashing_loop(config, queue_path, versions_dir, stop_event):
     raise RuntimeError("this loop always crashes")
 
 
-def wait_for(condition, timeout: float = 60.0, what: str = "condition"):
+def slow_start_loop(config, queue_path, versions_dir, stop_event):
+    """A trainer whose start-up (imports, model load) takes longer than any stop deadline."""
+    time.sleep(120)
+    while not stop_event.is_set():
+        stop_event.wait(0.05)
+
+
+def slow_stop_loop(config, queue_path, versions_dir, stop_event):
+    """A trainer that takes a moment to finish after its stop (returning its claims, a last write)."""
+    Path(f"{queue_path}.{os.getpid()}.looping").touch()  # past its start-up
+    while not stop_event.is_set():
+        stop_event.wait(0.05)
+    time.sleep(1.5)
+
+
+def wait_for(condition, timeout: float = 120.0, what: str = "condition"):
+    """``condition()``'s first truthy value. The deadline is generous: every loop start is a fresh
+    spawned interpreter importing ratchet, which took over 20 s with the cores busy."""
     deadline = time.monotonic() + timeout
     while True:
         value = condition()
@@ -113,13 +130,44 @@ def test_a_killed_loop_is_restarted_and_shutdown_after_a_dead_child_is_orderly(t
     assert {v["state"] for v in read_status(state_dir)["loops"].values()} == {"stopped"}
 
 
+def test_a_loop_stopped_while_it_starts_exits_promptly_and_cleanly(tmp_path):
+    # Its start-up never looks at the stop; the child's start-up guard does.
+    cfg = config()
+    cfg.trainer_loop = f"{__name__}:slow_start_loop"
+    loops = LocalLoops(cfg, tmp_path / "q.sqlite", tmp_path / "versions").start()
+    try:
+        wait_for(lambda: running(tmp_path / "loops", "trainer", 0), what="trainer running")
+        time.sleep(1.0)  # well inside its start-up
+    finally:
+        started = time.monotonic()
+        codes = loops.stop(timeout_s=30)
+    assert codes["trainer"] == 0, codes  # not terminated at the deadline (-15)
+    assert time.monotonic() - started < 20
+
+
+def test_a_restarted_loop_finishes_its_orderly_stop(tmp_path):
+    # The restart is launched by the watcher thread, the "parent" of the child's parent-death
+    # signal: that thread must not end before the child has finished stopping.
+    cfg = config(restart_backoff_s=0.05)
+    cfg.trainer_loop = f"{__name__}:slow_stop_loop"
+    loops = LocalLoops(cfg, tmp_path / "q.sqlite", tmp_path / "versions").start()
+    try:
+        first = wait_for(lambda: running(tmp_path / "loops", "trainer", 0), what="trainer running")
+        os.kill(first, signal.SIGKILL)
+        second = wait_for(lambda: running(tmp_path / "loops", "trainer", 1), what="trainer restarted")
+        wait_for(lambda: Path(f"{tmp_path / 'q.sqlite'}.{second}.looping").exists(), what="restarted trainer looping")
+    finally:
+        codes = loops.stop(timeout_s=60)
+    assert codes == {"judge": 0, "trainer": 0}
+
+
 def test_a_loop_that_keeps_dying_is_left_down_and_says_so(tmp_path):
     cfg = config(max_restarts=2, restart_backoff_s=0.05)
     cfg.trainer_loop = f"{__name__}:crashing_loop"
     loops = LocalLoops(cfg, tmp_path / "q.sqlite", tmp_path / "versions").start()
     try:
         st = wait_for(lambda: (read_status(tmp_path / "loops") or {}).get("loops", {}).get("trainer", {}).get("state")
-                      == "failed" and read_status(tmp_path / "loops"), what="trainer given up")
+                      == "failed" and read_status(tmp_path / "loops"), 240, what="trainer given up")
         assert st["loops"]["trainer"]["restarts"] == 2 and st["loops"]["trainer"]["last_exit"] == "exit code 1"
         assert st["loops"]["judge"]["state"] == "running"  # the other loop is unaffected
         assert "trainer failed" in status_mod.loops_line(st)

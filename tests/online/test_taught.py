@@ -10,7 +10,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
 
-from test_trainer import make_trainer, sample  # noqa: E402  (the tiny random Llama and its samples)
+from test_trainer import finish_teacher_replies, make_trainer, sample  # noqa: E402  (the tiny random Llama and its samples)  (the tiny random Llama and its samples)
 
 from ratchet.online.losses import kl_excluding_token, share_kl  # noqa: E402
 from ratchet.online.taught import TopK, TopShareHoldRest, TopTokenHoldRest, taught_loss  # noqa: E402
@@ -104,7 +104,8 @@ def _rest_kl_along_teacher(trainer, s) -> float:
     return float(kl_excluding_token(logits, base, top[:, 0]).mean())
 
 
-def test_the_trainer_holds_the_rest_along_the_teachers_reply() -> None:
+def test_the_trainer_holds_the_rest_along_the_teachers_reply(monkeypatch) -> None:
+    finish_teacher_replies(monkeypatch)
     # Move the adapter away from the base, then distill a hinted sample with and without the hold.
     away = make_trainer(signal="rl", learning_rate=5e-2)
     for _ in range(8):

@@ -15,7 +15,8 @@ transformers = pytest.importorskip("transformers")
 from ratchet.online.evaluation import EvaluationHook, HeldOutCase  # noqa: E402
 from ratchet.online.queue import TurnQueue  # noqa: E402
 from ratchet.online.records import Judgement, Sample, Turn  # noqa: E402
-from ratchet.online.trainer import Trainer, TrainerConfig, run_trainer_loop, with_hint  # noqa: E402
+from ratchet.online.trainer import Trainer, TrainerConfig, with_hint  # noqa: E402
+from ratchet.online.trainer_loop import run_trainer_loop  # noqa: E402
 from ratchet.online.versions import VersionStore  # noqa: E402
 
 
@@ -53,6 +54,21 @@ def make_trainer(**overrides) -> Trainer:
 
 
 TOK = CharTokenizer()
+
+
+def finish_teacher_replies(monkeypatch) -> None:
+    """The random tiny model rarely writes its end-of-turn, and a teacher reply cut at the limit is
+    not taught; for tests about what happens to a reply the teacher ended, the greedy reply it
+    wrote up to the limit is taken as ended there."""
+    from ratchet.online.scoring import GreedyReply
+
+    real = Trainer.greedy_replies
+
+    def finished(self, prompts, max_tokens, *, base=False):
+        return [r if r.stop is not None else GreedyReply(r.ids, TOK.eos_token_id)
+                for r in real(self, prompts, max_tokens, base=base)]
+
+    monkeypatch.setattr(Trainer, "greedy_replies", finished)
 
 
 def sample(prompt: str, response: str, reward: int, *, version: int = 0, hint: str | None = None,
@@ -251,7 +267,8 @@ def _wait(condition, timeout: float = 60.0) -> None:
         time.sleep(0.05)
 
 
-def test_distillation_on_the_hinted_teachers_own_reply() -> None:
+def test_distillation_on_the_hinted_teachers_own_reply(monkeypatch) -> None:
+    finish_teacher_replies(monkeypatch)
     # distill_target=teacher: the base with the hint writes its greedy reply, and the student
     # (no hint) is pulled toward the teacher's top-k along THAT reply, not along the served one.
     trainer = make_trainer(signal="opd", learning_rate=5e-3, opd_topk=4, w_opd=0.0, distill_target="teacher",
@@ -343,6 +360,7 @@ def test_answers_only_refuses_a_teacher_reply_that_refuses_behind_the_greeting()
 
 @pytest.mark.parametrize("refuse", [True, False])
 def test_a_refused_teacher_target_is_not_distilled(monkeypatch, refuse) -> None:
+    finish_teacher_replies(monkeypatch)
     import ratchet.online.trainer as trainer_module
 
     class Rule:

@@ -21,7 +21,8 @@ from trainable import judged_queue
 from ratchet.online.batching import Usable
 from ratchet.online.claims import Claimer
 from ratchet.online.queue import TurnQueue
-from ratchet.online.trainer import TrainerConfig, _still_held, run_trainer_loop
+from ratchet.online.trainer_config import TrainerConfig
+from ratchet.online.trainer_loop import _still_held, run_trainer_loop
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -82,7 +83,8 @@ CHILD = textwrap.dedent("""
     from pathlib import Path
     sys.path.insert(0, {src!r})
     from ratchet.online.batching import Usable
-    from ratchet.online.trainer import TrainerConfig, run_trainer_loop
+    from ratchet.online.trainer_config import TrainerConfig
+    from ratchet.online.trainer_loop import run_trainer_loop
 
     class StuckTrainer:  # is SIGKILLed in the middle of this step
         version = 0

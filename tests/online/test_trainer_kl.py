@@ -9,7 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
 
-from test_trainer import make_trainer, sample  # noqa: E402  (the tiny random Llama and its samples)
+from test_trainer import TOK, finish_teacher_replies, make_trainer, sample  # noqa: E402  (the tiny random Llama and its samples)  (the tiny random Llama and its samples)
 
 from ratchet.online.losses import exact_kl_per_token, untaught_positions  # noqa: E402
 
@@ -84,6 +84,7 @@ def test_the_penalty_pulls_toward_the_base_with_the_adapter_off() -> None:
 
 
 def test_a_refused_teacher_reply_still_marks_where_the_correction_speaks(monkeypatch) -> None:
+    finish_teacher_replies(monkeypatch)
     import ratchet.online.trainer as trainer_module
 
     class Refuse:
@@ -99,7 +100,7 @@ def test_a_refused_teacher_reply_still_marks_where_the_correction_speaks(monkeyp
     metrics = trainer.step([s])
     it = trainer.prepare([s])[0][0]
     prompt = it.teacher_ids[: len(it.teacher_ids) - (len(it.input_ids) - it.response_start)]
-    reply = trainer.greedy_ids([prompt], 5, base=True)[0]
+    reply = trainer.greedy_ids([prompt], 5, base=True)[0] + [TOK.eos_token_id]  # with the stop it ended on
     served = list(s.turn.response_token_ids)
     assert metrics["teacher_targets"] == [] and len(metrics["teacher_targets_refused"]) == 1
     assert metrics["kl_tokens"] == int(untaught_positions(served, reply).sum()) < len(served)

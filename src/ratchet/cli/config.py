@@ -23,7 +23,7 @@ CONFIGS: dict[str, str] = {
     "autoharness": "ratchet.autoharness.config:AutoHarnessConfig",
     "protocol": "ratchet.autoharness.protocol:ProtocolConfig",
     "serve": "ratchet.online.config:OnlineConfig",
-    "trainer": "ratchet.online.trainer:TrainerConfig",
+    "trainer": "ratchet.online.trainer_config:TrainerConfig",
     "envs": "ratchet.envs.config:EnvConfig",
     "rollout": "ratchet.envs.runner:RolloutConfig",
     "sandbox": "ratchet.sandbox.config:SandboxConfig",

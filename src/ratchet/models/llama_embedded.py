@@ -56,6 +56,48 @@ _INSTANCES: dict[tuple[Any, ...], Any] = {}
 _GRAMMARS: dict[str, Any] = {}
 
 
+def load_llama(config: LlamaConfig) -> Any:
+    """A new ``Llama`` for these settings (base weights plus ``lora_path``), or an error naming the
+    fix. Everything in Ratchet that runs llama.cpp loads it here: the models of this module share
+    one per settings (:func:`_instance`), the served policy owns one per weight version."""
+    try:
+        from llama_cpp import Llama
+    except ImportError as exc:
+        raise RatchetError(
+            f"the embedded runtime llama-cpp-python is not installed ({exc})",
+            hint="pip install 'ratchet[local]' (compiles llama.cpp, ~5 min), or use an openai:/http:// model",
+        ) from None
+    if not os.path.isfile(config.model_path):
+        raise RatchetError(f"GGUF file not found: {config.model_path}",
+                           hint="ratchet models pull NAME, or check the local:/path spec")
+    threads = config.n_threads or default_threads()
+    try:
+        return Llama(model_path=config.model_path, n_ctx=config.n_ctx, n_threads=threads,
+                     n_threads_batch=threads, n_batch=config.n_batch, seed=config.seed,
+                     logits_all=config.logits_all, chat_format=config.chat_format,
+                     lora_path=config.lora_path, verbose=config.verbose)
+    except Exception as exc:
+        raise RatchetError(f"llama.cpp could not load {config.model_path}: {exc}",
+                           hint="is it a GGUF file? re-pull it with `ratchet models pull NAME`") from exc
+
+
+def chat_formatter(llm: Any, name: str) -> Any:
+    """The GGUF's own chat template as a llama-cpp-python formatter (with its end-of-turn as a
+    stop token), or an error when the GGUF stores none."""
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter  # heavy optional dependency
+
+    template = (llm.metadata or {}).get("tokenizer.chat_template")
+    if not template:
+        raise RatchetError(f"{name}: the GGUF has no chat template",
+                           hint="use an instruction-tuned GGUF that stores its chat template")
+    eos, bos = llm.token_eos(), llm.token_bos()
+    # The template's special tokens as text (public API: a special token detokenized as itself;
+    # the same text llama-cpp-python's own chat handler reads through its private model object).
+    text = lambda token: llm.detokenize([token], special=True).decode("utf-8", errors="ignore") if token != -1 else ""  # noqa: E731
+    return Jinja2ChatFormatter(template=template, eos_token=text(eos), bos_token=text(bos), add_generation_prompt=True,
+                               stop_token_ids=[eos])
+
+
 def _instance(config: LlamaConfig) -> Any:
     """The shared ``Llama`` for these settings, loaded on first use. Call under ``_LOCK``."""
     threads = config.n_threads or default_threads()
@@ -65,25 +107,7 @@ def _instance(config: LlamaConfig) -> Any:
            config.logits_all, config.chat_format, config.lora_path)
     llm = _INSTANCES.get(key)
     if llm is None:
-        try:
-            from llama_cpp import Llama
-        except ImportError as exc:
-            raise RatchetError(
-                f"the embedded runtime llama-cpp-python is not installed ({exc})",
-                hint="pip install 'ratchet[local]' (compiles llama.cpp, ~5 min), or use an openai:/http:// model",
-            ) from None
-        if not os.path.isfile(config.model_path):
-            raise RatchetError(f"GGUF file not found: {config.model_path}",
-                               hint="ratchet models pull NAME, or check the local:/path spec")
-        try:
-            llm = Llama(model_path=config.model_path, n_ctx=config.n_ctx, n_threads=threads,
-                        n_threads_batch=threads, n_batch=config.n_batch, seed=config.seed,
-                        logits_all=config.logits_all, chat_format=config.chat_format,
-                        lora_path=config.lora_path, verbose=config.verbose)
-        except Exception as exc:
-            raise RatchetError(f"llama.cpp could not load {config.model_path}: {exc}",
-                               hint="is it a GGUF file? re-pull it with `ratchet models pull NAME`") from exc
-        _INSTANCES[key] = llm
+        llm = _INSTANCES[key] = load_llama(config)
     return llm
 
 
@@ -192,19 +216,11 @@ def _continue(llm: Any, name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
     """A completion that continues the last (assistant) message: the GGUF's chat template renders
     the messages before it with the assistant's turn opened, the prefix is appended as plain text,
     and the model goes on from there (``create_chat_completion`` would close that turn instead)."""
-    from llama_cpp.llama_chat_format import Jinja2ChatFormatter  # heavy optional dependency
-
-    template = (llm.metadata or {}).get("tokenizer.chat_template")
-    if not template:
+    if not (llm.metadata or {}).get("tokenizer.chat_template"):
         raise RatchetError(f"{name}: the GGUF has no chat template, so an assistant prefix cannot be continued",
                            hint="end the messages with a user message, or use a GGUF that stores its chat template")
     messages = kwargs.pop("messages")
-    eos, bos = llm.token_eos(), llm.token_bos()
-    # The template's special tokens as text (public API: a special token detokenized as itself;
-    # the same text llama-cpp-python's own chat handler reads through its private model object).
-    text = lambda token: llm.detokenize([token], special=True).decode("utf-8", errors="ignore") if token != -1 else ""  # noqa: E731
-    formatter = Jinja2ChatFormatter(template=template, eos_token=text(eos), bos_token=text(bos), add_generation_prompt=True)
-    rendered = formatter(messages=messages[:-1])
+    rendered = chat_formatter(llm, name)(messages=messages[:-1])
     stop = [*(kwargs.pop("stop") or []), *([rendered.stop] if isinstance(rendered.stop, str) else list(rendered.stop or []))]
     prompt = rendered.prompt + str(messages[-1].get("content", ""))
     if kwargs.pop("logprobs", False):

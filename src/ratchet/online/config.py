@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from ratchet.config import Settings
-from ratchet.online.trainer import TrainerConfig
+from ratchet.online.trainer_config import TrainerConfig
 
 LearnMode = Literal["off", "binary", "opd", "combine"]
 
@@ -163,7 +163,7 @@ class OnlineConfig(Settings):
     here. The actors need no disk shared with this machine: they reach the queue and the versions
     through this process."""
 
-    trainer_loop: str = "ratchet.online.trainer:run_trainer_loop"
+    trainer_loop: str = "ratchet.online.trainer_loop:run_trainer_loop"
     """``module:function`` of the training loop, called as fn(config, queue_path, versions_dir,
     stop_event) in its own process. With ``executor=ray`` the two are the serving machine's queue
     and version store relayed (``online/relayed.py``), not paths: open them with

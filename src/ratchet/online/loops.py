@@ -123,6 +123,8 @@ def _child_main(name: str, target: str, args: tuple[Any, ...], threads: int, sto
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when we stop
     pin_threads(threads)
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {name} %(levelname)s %(name)s: %(message)s")
+    # Before the loop's imports and model load: a stop sent while it starts ends it promptly.
+    stop.guard_startup(name)
     try:
         resolve(target)(*args, stop)
     except Exception:

@@ -242,37 +242,20 @@ class LlamaPolicy:
         n_threads: int = 1,
         name: str | None = None,
     ) -> None:
-        try:
-            import llama_cpp
-            from llama_cpp import Llama
-            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
-        except ImportError as exc:  # pragma: no cover - depends on the install
-            raise RatchetError(
-                "llama-cpp-python is not installed", hint="pip install 'ratchet[local]' (builds from source)"
-            ) from exc
+        from ratchet.models.llama_embedded import LlamaConfig, chat_formatter, load_llama
+
+        # Loaded as every llama.cpp model of Ratchet is (models.llama_embedded), but not shared:
+        # each weight version owns its instance, dropped when the next one is swapped in.
+        config = LlamaConfig(model_path=str(model_path), lora_path=str(lora_path) if lora_path else None,
+                             n_ctx=n_ctx, n_threads=n_threads, logits_all=False)
+        self._llm = load_llama(config)
+        import llama_cpp  # present: load_llama succeeded
+
         self._lib = llama_cpp
         self.name = name or Path(model_path).stem
         self.lora_path = Path(lora_path) if lora_path else None
-        self._llm = Llama(
-            model_path=str(model_path),
-            lora_path=str(lora_path) if lora_path else None,
-            n_ctx=n_ctx,
-            n_threads=n_threads,
-            n_threads_batch=n_threads,
-            logits_all=False,
-            verbose=False,
-        )
-        template = self._llm.metadata.get("tokenizer.chat_template")
-        if not template:
-            raise RatchetError(f"{model_path} carries no chat template", hint="serve an instruction-tuned GGUF")
-        eos_id, bos_id = self._llm.token_eos(), self._llm.token_bos()
+        self._formatter = chat_formatter(self._llm, self.name)
         model = self._llm._model
-        self._formatter = Jinja2ChatFormatter(
-            template=template,
-            eos_token=model.token_get_text(eos_id) if eos_id != -1 else "",
-            bos_token=model.token_get_text(bos_id) if bos_id != -1 else "",
-            stop_token_ids=[eos_id],
-        )
         self._vocab = llama_cpp.llama_model_get_vocab(model.model)
         self._n_vocab = self._llm.n_vocab()
         self._n_ctx = n_ctx

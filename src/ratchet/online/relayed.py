@@ -36,8 +36,8 @@ from ratchet.models.registry import model_path
 from ratchet.online.claims import Claimer, default_claimer
 from ratchet.online.config import OnlineConfig
 from ratchet.online.queue import TurnQueue
-from ratchet.online.trainer import _gguf_sha256, resolve_gguf
 from ratchet.online.versions import BASE, GGUF_NAME, Lineage, Version, VersionStore
+from ratchet.online.weights import gguf_sha256, resolve_gguf
 
 log = logging.getLogger("ratchet.online.relayed")
 
@@ -267,7 +267,7 @@ def _model_here(spec: str, sent: SentFile) -> bool:
     """Whether this machine has the trainer's model as the serving machine has it."""
     path = Path(spec).expanduser()
     if path.suffix == ".gguf":
-        return path.is_file() and path.stat().st_size == sent.size and _gguf_sha256(path) == sent.sha256
+        return path.is_file() and path.stat().st_size == sent.size and gguf_sha256(path) == sent.sha256
     try:
         return model_path(spec).stat().st_size == sent.size  # a catalog model, verified against its pinned hash
     except RatchetError:
@@ -304,7 +304,7 @@ class SentInputs:
         except RatchetError as exc:
             log.warning("the trainer's model %s is not on the serving machine (%s); its node must have it", spec, exc)
         else:
-            model = stores.files.offer(gguf, sha256=_gguf_sha256(gguf))
+            model = stores.files.offer(gguf, sha256=gguf_sha256(gguf))
         return cls(stores.relay, files, model)
 
     def _read(self, sha256: str, offset: int, length: int) -> bytes:

@@ -56,6 +56,17 @@ class StopSignal:
         self._reader = reader
         self.parent_pid = parent_pid
         self._set = False
+        # Held by the start-up guard while it decides to end the process, and by the loop's first
+        # look at the signal: one of the two owns the stop, never both (see guard_startup).
+        self._lock = threading.Lock()
+        self._asked = False
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Sent to the child at spawn: a lock does not pickle, and the child needs its own anyway.
+        return {"_reader": self._reader, "parent_pid": self.parent_pid}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["_reader"], state["parent_pid"])
 
     @classmethod
     def pair(cls, ctx: Any = None) -> tuple[StopSignal, Connection]:
@@ -63,12 +74,22 @@ class StopSignal:
         reader, writer = (ctx or mp).Pipe(duplex=False)
         return cls(reader, os.getpid()), writer
 
+    def _arrived(self, timeout: float = 0.0) -> bool:
+        return bool(self._reader.poll(timeout)) or os.getppid() != self.parent_pid
+
+    def _first_look(self) -> None:
+        if not self._asked:
+            with self._lock:
+                self._asked = True
+
     def is_set(self) -> bool:
+        self._first_look()
         if not self._set:
-            self._set = bool(self._reader.poll(0)) or os.getppid() != self.parent_pid
+            self._set = self._arrived()
         return self._set
 
     def wait(self, timeout: float | None = None) -> bool:
+        self._first_look()
         deadline = None if timeout is None else time.monotonic() + timeout
         while not self.is_set():
             # Polling the parent pid at least twice a second covers platforms without pipe EOF on death.
@@ -78,6 +99,33 @@ class StopSignal:
             if self._reader.poll(left):
                 self._set = True
         return self._set
+
+    def guard_startup(self, name: str, poll_s: float = 0.2) -> threading.Thread:
+        """In a child, before its slow imports and model load: until the loop first looks at this
+        signal, a thread of this process watches it and ends the process (exit code 0) when the
+        stop comes.
+
+        Why: a loop polls its stop between units of work, and its start-up (imports, a trainer
+        loading and dequantizing its model: seconds to a minute under load) is no unit of work; a
+        stop sent then went unseen until the parent's deadline, which terminated the loop (exit
+        −15). Nothing is lost by ending it there: a loop claims work only after its first look.
+        """
+
+        def watch() -> None:
+            while True:
+                arrived = self._arrived(poll_s)
+                with self._lock:
+                    if self._asked:
+                        return  # the loop has the stop in hand from here on
+                    if arrived:
+                        logging.getLogger(f"ratchet.online.{name}").info(
+                            "the %s loop was stopped while it started; exiting", name)
+                        logging.shutdown()
+                        os._exit(0)
+
+        thread = threading.Thread(target=watch, name=f"{name}-startup-stop", daemon=True)
+        thread.start()
+        return thread
 
     def close_parent_copy(self) -> None:
         """The parent's copy of the read end, once the child has its own."""
@@ -208,6 +256,8 @@ class Supervisor:
         self.children = {name: _Child(name) for name in names}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
+        #: Set once every child has exited: the watcher thread lives until then (see _watch).
+        self._children_gone = threading.Event()
         self._thread: threading.Thread | None = None
 
     # ------------------------------------------------------------------ starting
@@ -248,6 +298,10 @@ class Supervisor:
                 self.check()
             except Exception:  # the watcher must outlive anything one check trips over
                 log.exception("checking the loops failed")
+        # A child this thread restarted asked for SIGTERM when its parent dies, and on Linux its
+        # "parent" is this thread: returning now would kill it (exit −15) while it is still
+        # finishing its orderly stop. So the thread stays until stop() has seen every child exit.
+        self._children_gone.wait()
 
     def check(self) -> None:
         """One supervision pass: note children that died, restart those whose backoff is over."""
@@ -343,7 +397,9 @@ class Supervisor:
                 proc.join(5)
             child.state = "stopped"
             self._pidfile(child.name).unlink(missing_ok=True)
-        # Joined last: children it restarted get the parent-death signal when it exits.
+        # Only now may the watcher thread end: children it restarted get the parent-death signal
+        # when it does.
+        self._children_gone.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
         self.write_status()

@@ -1,0 +1,129 @@
+"""How the online trainer learns: one documented field per setting, loadable from YAML.
+
+Each field says what it does and why its default is what it is, in a line or two. The
+measurements behind the defaults (what else was tried, on which model and user, with what result)
+are in ``bench/results/online_hyperparameters.md``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+
+from ratchet.config import Settings
+from ratchet.online.credit import CreditName
+from ratchet.online.evaluation import GateConfig
+from ratchet.online.targets import TargetFilterName
+from ratchet.online.taught import TaughtName
+
+
+class TrainerConfig(Settings):
+    """How the online trainer learns from judged turns."""
+
+    model: str = "qwen2.5-coder-0.5b"
+    """The served model to train: a catalog name (``ratchet models list``) or a path to its GGUF."""
+    num_threads: int = Field(default=1, ge=1)
+    """torch threads. Keep 1 while llama.cpp serves on the same cores: oversubscription slows both ~8x."""
+    signal: Literal["rl", "opd", "combine"] = "combine"
+    """Learning signal: Binary RL from the judged reward, hindsight-hint distillation, or both."""
+    w_rl: float = 1.0
+    """Weight of the Binary RL term of the advantage (combine)."""
+    rl_credit: CreditName = "parting"
+    """Which tokens of a judged reply carry its reward (:mod:`ratchet.online.credit`): ``reply``
+    every token; ``parting`` (default) a corrected reply only where it parts from the hinted
+    teacher's own reply, so the answer the user did not object to is not pushed down with it."""
+    w_opd: float = 0.0
+    """Weight of the sampled-token distillation term ``teacher − old``. 0: along the served reply it
+    pushes the student's usual opening down with no target to move the mass to; the top-k term teaches."""
+    opd_clip: float | None = 5.0
+    """Bound on |teacher − old| per token, so one token the teacher finds absurd cannot dominate."""
+    opd_topk: int = Field(default=16, ge=0)
+    """With a hint: also distill the hinted teacher's k most likely tokens at every reply position,
+    which reaches behaviour the student never samples. 0 turns the term off (the original OPD)."""
+    w_distill: float = Field(default=1.0, ge=0)
+    """Weight of the top-k distillation term (per reply token, like the policy objective)."""
+    distill_target: Literal["served", "teacher"] = "teacher"
+    """The reply the distillation runs along: ``served`` (what the user saw; the teacher disagrees
+    almost only at its first token) or ``teacher`` (default: the hinted teacher's own greedy reply,
+    end-of-turn included, so the whole reply the hint leads to is taught, its end too)."""
+    teacher_max_tokens: int = Field(default=48, ge=1)
+    """Length limit of the hinted teacher's own reply (``distill_target=teacher``). A reply cut here
+    before it ended is not taught (its end is unknown); 48 keeps the greedy pass a few seconds."""
+    teacher_filter: TargetFilterName = "answers"
+    """Which of the hinted teacher's own replies are taught (:mod:`ratchet.online.targets`):
+    ``answers`` (default) drops one that hands the question back or refuses; ``none`` keeps all."""
+    taught: TaughtName = "top_share"
+    """What the distillation teaches at each position (:mod:`ratchet.online.taught`): ``top_share``
+    (default; the only rule that reached the preference with the guard in its band), ``top_token``, ``topk``."""
+    hold_coef: float = Field(default=1.0, ge=0)
+    """Weight of the hold of the non-taught tokens at the base (``top_token``/``top_share``): 1 let
+    the preference come with the guard kept; 5 held the preference back too."""
+    lora_r: int = Field(default=16, ge=1)
+    """LoRA rank."""
+    lora_alpha: float = 32.0
+    """LoRA alpha; the adapter is scaled by alpha / r (in peft and in llama.cpp alike)."""
+    target_modules: list[str] = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    """Projections that get a LoRA (the GGUF converter supports exactly these)."""
+    learning_rate: float = Field(default=3e-4, gt=0)
+    """Adam learning rate for the LoRA weights: 1e-4 moved nothing in two versions, 2e-3 collapsed
+    the model, 1e-3 collapsed it at the second update."""
+    batch_size: int = Field(default=8, ge=1)
+    """Samples per update (one version per update): a version every ~4 conversations of a
+    correcting user, an update of ~1 min on one core with the 0.5B."""
+    micro_batch_size: int = Field(default=4, ge=1)
+    """Samples per forward/backward pass; gradients accumulate to the whole batch's token mean."""
+    ppo_epochs: int = Field(default=1, ge=1)
+    """Optimization passes over each batch. 1 keeps the ratio at 1 and needs no extra forward pass."""
+    eps_low: float = 0.2
+    """PPO clip below 1 (ratio floor 1 − eps_low)."""
+    eps_high: float = 0.28
+    """PPO clip above 1 (ratio ceiling 1 + eps_high), wider to leave room for exploration."""
+    kl_coef: float = Field(default=0.0, ge=0)
+    """Weight of an exact KL(policy ‖ base) per-token penalty at the reply positions the feedback
+    does not teach (costs one base forward per micro-batch). 0: at 5 it kept the guard and stopped
+    the preference; where it left the feedback's positions free it changed nothing."""
+    is_cap: float = Field(default=2.0, gt=0)
+    """Cap c of the truncated importance weight min(π_trainer / π_serve, c) that corrects staleness."""
+    max_staleness: int = Field(default=2, ge=0)
+    """Samples served by weights more than this many optimizer steps behind the trainer's are dropped
+    (steps counted along the versions' parent links, so a refused version or a rollback adds none)."""
+    max_grad_norm: float = Field(default=1.0, gt=0)
+    """Gradient clipping (global L2 norm)."""
+    max_seq_len: int = Field(default=1024, ge=16)
+    """Longest prompt + response trained on; longer prompts lose their oldest tokens."""
+    gradient_checkpointing: bool = False
+    """Trade compute for memory (needed for the 1.5B model on 24 GB)."""
+    seed: int = 0
+    """Seed for the LoRA initialization."""
+    min_batch: int = Field(default=4, ge=1)
+    """Fewest usable samples a partial batch is trained on, however long it waited (capped at
+    ``batch_size``): an idle period never makes the trainer step on one sample."""
+    max_wait_s: float = Field(default=120.0, ge=0)
+    """How long after a batch's first sample to wait for a full batch before training on what is
+    there (at least ``min_batch``)."""
+    poll_interval_s: float = 2.0
+    """Pause between queue polls when there is nothing to train on."""
+    heldout_path: Path | None = None
+    """JSONL of held-out cases ({messages, preferred, dispreferred}) scored before each promotion."""
+    eval_tolerance: float = 0.5
+    """A version whose held-out margin is worse than the current one's by more than this is not served."""
+    gate: GateConfig = Field(default_factory=GateConfig)
+    """The other promotion checks (guard score, tasks, KL to base, floor of the preferred replies'
+    log-prob); without ``heldout_path`` the built-in tasks and the KL bound still apply."""
+    claim_lease_s: float = Field(default=300.0, gt=0)
+    """How long the trainer's claim on queued samples lasts; renewed every third of that while held,
+    so only a trainer that hangs or vanishes loses it."""
+    max_reclaims: int = Field(default=3, ge=1)
+    """A sample taken back from a crashed or failed trainer this many times is marked failed, so a
+    sample that crashes training cannot stop it for good."""
+    kl_samples: int = Field(default=4, ge=0)
+    """Sequences on which KL to the base is measured for each version's record (0 = skip)."""
+    convert_gguf: bool = True
+    """Convert each version to a GGUF LoRA for llama.cpp (off only for tests without a GGUF base)."""
+    weights_cache_dir: Path | None = None
+    """Where dequantized weights are cached; default: the user cache dir (``…/ratchet/torch``)."""
+
+
+__all__ = ["TrainerConfig"]
