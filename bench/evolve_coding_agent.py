@@ -61,7 +61,7 @@ from ratchet.evolve.cache import EVALS
 from ratchet.evolve.components import build
 from ratchet.evolve.config import EvolveConfig
 from ratchet.evolve.context import EngineContext
-from ratchet.evolve.gate import sign_flip_p
+from ratchet.stats import sign_flip_p
 from ratchet.evolve.loop import Engine, split_tasks
 from ratchet.evolve.manifest import load_manifest
 from ratchet.runtime.config import CodingSuiteOptions

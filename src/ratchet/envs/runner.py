@@ -9,7 +9,6 @@ steps count: only the evaluated agent's steps enter the legal-action rate; a "lo
 
 from __future__ import annotations
 
-import math
 import pickle
 import time
 from collections import Counter
@@ -24,6 +23,7 @@ from ratchet.contracts import EpisodeSummary, Executor, StepRecord
 from ratchet.envs.agents import Agent, AgentSpec, RandomLegalAgent
 from ratchet.envs.config import EnvConfig
 from ratchet.executors.local import LocalExecutor, Progress, default_workers
+from ratchet.stats import bootstrap_mean_ci, wilson
 
 AgentFactory = Callable[[], Agent]
 
@@ -132,47 +132,6 @@ class RolloutReport:
             "workers": self.workers,
             **self.extra,
         }
-
-
-# ------------------------------------------------------------------------------------ statistics
-
-
-def wilson(successes: float, n: int, z: float = 1.96) -> tuple[float, float]:
-    """Wilson score interval of a proportion (sensible at 0 and 1 and for small n)."""
-    if n <= 0:
-        return (0.0, 1.0)
-    p = successes / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return (max(0.0, centre - half), min(1.0, centre + half))
-
-
-def bootstrap_mean_ci(values: list[float], resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
-    """Percentile bootstrap 95% interval of the mean (fixed seed: the same data give the same CI)."""
-    if not values:
-        return (0.0, 0.0)
-    if len(values) == 1:
-        return (values[0], values[0])
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    data = np.asarray(values, dtype=float)
-    # Indexing with rng.integers draws exactly what rng.choice(data, replace=True) draws, without
-    # its argument checks (this runs once per batch).
-    means = data[rng.integers(0, len(data), size=(resamples, len(data)))].mean(axis=1)
-    means.sort()
-    # np.percentile's default (linear) rule on the sorted means, without its generic machinery
-    # (which cost more than drawing the resamples).
-    return (_quantile(means, 0.025), _quantile(means, 0.975))
-
-
-def _quantile(ordered: Any, q: float) -> float:
-    """The ``q`` quantile of an ascending array, interpolated linearly between order statistics."""
-    pos = q * (len(ordered) - 1)
-    low = int(pos)
-    high = min(low + 1, len(ordered) - 1)
-    return float(ordered[low] + (ordered[high] - ordered[low]) * (pos - low))
 
 
 # ------------------------------------------------------------------------------------ workers

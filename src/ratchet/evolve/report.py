@@ -22,7 +22,6 @@ recall = predicted flips that happened / all flips, per proposer, over every eva
 
 from __future__ import annotations
 
-import random
 from collections.abc import Sequence
 from statistics import fmean
 from typing import Any, Protocol, runtime_checkable
@@ -30,20 +29,18 @@ from typing import Any, Protocol, runtime_checkable
 from ratchet.contracts import Evaluator
 from ratchet.evolve.archive import per_task_means
 from ratchet.evolve.cache import CachedEvaluator, unit_name
+from ratchet.stats import bootstrap_mean_ci
 
 BEST_OF_N_SEED = 100_000  # attempts of the best-of-N arm use seeds far from the evaluation seeds
 
 
 def bootstrap_ci(values: Sequence[float], resamples: int, confidence: float, seed: int = 0) -> dict[str, float]:
-    """Mean and percentile bootstrap interval of ``values`` (tasks resampled with replacement)."""
+    """Mean, percentile bootstrap interval (:func:`ratchet.stats.bootstrap_mean_ci`) and count of
+    ``values`` (tasks resampled with replacement), as the report stores them."""
     if not values:
         return {"mean": 0.0, "low": 0.0, "high": 0.0, "n": 0}
-    rng = random.Random(seed)
-    n = len(values)
-    means = sorted(fmean(values[rng.randrange(n)] for _ in range(n)) for _ in range(resamples))
-    tail = (1 - confidence) / 2
-    return {"mean": fmean(values), "low": means[int(tail * (resamples - 1))],
-            "high": means[int((1 - tail) * (resamples - 1))], "n": n}
+    low, high = bootstrap_mean_ci(values, resamples, confidence, seed)
+    return {"mean": fmean(values), "low": low, "high": high, "n": len(values)}
 
 
 @runtime_checkable
