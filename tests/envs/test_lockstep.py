@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 
-from ratchet.contracts import Observation, StepResult
+from ratchet.contracts import Failure, Observation, StepResult
 from ratchet.envs.agents import Agent, Attempt, BatchedAgent
 from ratchet.envs.measure import game_seed, lockstep
 from ratchet.envs.registry import register_env
@@ -52,11 +52,11 @@ class Scripted:
 
     def act_many(self, observations, seed):
         self.calls.append((len(observations), seed))
-        return [Attempt(None, {"kind": "mine", "feedback": "no idea"}) if o.text in self.own
+        return [Attempt(None, Failure("mine", "no idea")) if o.text in self.own
                 else Attempt("[-]", raw=("-",)) if o.text in self.bad else Attempt("[+]") for o in observations]
 
     def rejected(self, attempt, reason):
-        return {"kind": "env", "action": attempt.action, "feedback": f"{reason} (sent {attempt.raw!r})"}
+        return Failure("env", f"{reason} (sent {attempt.raw!r})", detail={"action": attempt.action})
 
 
 def test_every_step_is_one_batched_call_for_every_playing_env() -> None:
@@ -74,9 +74,9 @@ def test_a_failure_stops_its_env_and_keeps_its_record() -> None:
     result = lockstep(Count, agent, [5, 6, 7], steps_per_env=4)
     assert [n for n, _ in agent.calls] == [3, 2, 1, 1]  # 7 fails at once, 6 on its second step
     first, second = result.total.failures  # in the order they happened
-    assert first == {"env_seed": 7, "step": 0, "player": 0, "board": "seed 7 n 0", "kind": "env", "action": "[-]",
-                     "feedback": "say [+] (sent ('-',))"}
-    assert second["kind"] == "mine" and second["board"] == "seed 6 n 1" and second["step"] == 1
+    assert first == Failure("env", "say [+] (sent ('-',))",
+                            detail={"env_seed": 7, "step": 0, "player": 0, "board": "seed 7 n 0", "action": "[-]"})
+    assert second.kind == "mine" and second.detail["board"] == "seed 6 n 1" and second.detail["step"] == 1
     assert [(p.steps, p.illegal) for p in result.envs] == [(4, 0), (2, 1), (1, 1)]
     assert result.total.legal_rate == 1 - 2 / 7 and result.total.reasons == {"say [+]": 1}
 
@@ -87,7 +87,7 @@ def test_keep_going_moves_a_failed_env_to_its_next_game() -> None:
     [part] = result.envs
     # Game 0 fails at once; game 1 (another seed) is won in three steps, game 2 has begun.
     assert (part.steps, part.illegal, part.games) == (5, 1, 1)
-    assert [f["env_seed"] for f in part.failures] == [5] and agent.calls[1][1] == game_seed(5, 1) * 7 + 1
+    assert [f.detail["env_seed"] for f in part.failures] == [5] and agent.calls[1][1] == game_seed(5, 1) * 7 + 1
 
 
 def test_a_game_cut_at_the_step_cap_is_not_a_finished_game() -> None:
@@ -126,5 +126,6 @@ def test_a_plain_agent_plays_as_the_runner_plays_it_one_env_at_a_time() -> None:
         (e.extra["agent_steps"], e.illegal_steps, [e.rewards[0]] if e.rewards else []) for e in report.episodes]
     assert {p.illegal for p in played.envs} == {0, 1}  # some games won, some lost by a bad move
     assert played.total.legal_rate == report.legal_rate and played.total.reasons == dict(report.illegal_reasons)
-    assert all(f["kind"] == "rejected_by_env" and f["action"] == "[-]" and f["feedback"] == "say [+]"
+    assert all(f.kind == "rejected_by_env" and f.detail["action"] == "[-]" and f.message == "say [+]"
                for f in played.total.failures)
+

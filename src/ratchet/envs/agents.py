@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from ratchet.contracts import Message, Model, Observation, RatchetError
+from ratchet.contracts import Failure, Message, Model, Observation, RatchetError
 
 #: The paper's playing prompt (two steps: think, then the move inside <move></move>). The concrete
 #: example matters for small models: without it qwen2.5-coder-0.5b stopped using the tags (legal rate
@@ -63,11 +63,11 @@ class Agent(Protocol):
 @dataclass(frozen=True)
 class Attempt:
     """An agent's move in one environment of the lockstep loop: ``action`` to step, or a
-    ``failure`` (a record the agent fills, saying what went wrong for whoever learns from it), in
-    which case no step is taken."""
+    ``failure`` (what went wrong, said by the agent for whoever learns from it), in which case no
+    step is taken."""
 
     action: str | None
-    failure: dict[str, Any] | None = None
+    failure: Failure | None = None
     raw: Any = None
     """What the agent produced before it became action text (its own business; see ``rejected``)."""
 
@@ -81,8 +81,8 @@ class BatchedAgent(Agent, Protocol):
 
     def act_many(self, observations: Sequence[Observation], seed: int) -> list[Attempt]: ...
 
-    def rejected(self, attempt: Attempt, reason: str | None) -> dict[str, Any]:
-        """The failure record of an attempt the environment rejected, with the env's ``reason``."""
+    def rejected(self, attempt: Attempt, reason: str | None) -> Failure:
+        """The failure of an attempt the environment rejected, with the env's ``reason``."""
         ...
 
 
@@ -109,8 +109,8 @@ class OneAtATime:
     def act_many(self, observations: Sequence[Observation], seed: int) -> list[Attempt]:
         return [Attempt(self.agent.act(o)) for o in observations]
 
-    def rejected(self, attempt: Attempt, reason: str | None) -> dict[str, Any]:
-        return {"kind": "rejected_by_env", "action": attempt.action, "feedback": reason or "invalid move"}
+    def rejected(self, attempt: Attempt, reason: str | None) -> Failure:
+        return Failure("rejected_by_env", reason or "invalid move", detail={"action": attempt.action})
 
 
 def parse_move(text: str) -> str | None:

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ratchet.contracts import Environment
+from ratchet.contracts import Environment, Failure
 from ratchet.envs import runner
 from ratchet.envs.agents import Agent, BatchedAgent, OneAtATime, RandomLegalAgent
 
@@ -37,8 +37,9 @@ class PlayStats:
     games: int = 0
     rewards: list[float] = field(default_factory=list)
     reasons: dict[str, int] = field(default_factory=dict)
-    failures: list[dict[str, Any]] = field(default_factory=list)
-    """The failure records of an agent's failed attempts in :func:`lockstep`, in order."""
+    failures: list[Failure] = field(default_factory=list)
+    """The agent's failed attempts in :func:`lockstep`, in order (``detail`` holds where: the
+    ``env_seed``, ``step``, ``player`` and ``board``)."""
     cut: bool = False
     """True when :func:`lockstep` stopped at its deadline before every environment took its steps."""
 
@@ -139,7 +140,8 @@ def lockstep(env_factory: Callable[[], Environment], agent: Agent, seeds: list[i
     plays up to ``steps_per_env`` attempts.
 
     A failed attempt (the agent's own failure, or an action the env rejects) is one illegal step
-    with its failure record (``{env_seed, step, player, board}`` and what the agent says); with
+    with its :class:`Failure` (what the agent says, its detail joined by ``{env_seed, step,
+    player, board}``); with
     ``stop_at_failure`` its environment stops there, else it moves on to its next game. A move that
     merely loses is a legal step. A finished game adds the reward of the seat that moved last, in
     [0, 1] (2-player rewards in [-1, 1] rescaled). With a ``deadline`` (a ``time.monotonic()``
@@ -174,8 +176,8 @@ def lockstep(env_factory: Callable[[], Environment], agent: Agent, seeds: list[i
             still: list[int] = []
             for i, attempt in zip(playing, attempts):
                 counts = (total, parts[i])
-                base = {"env_seed": game_seed(seeds[i], game_index[i]), "step": game_steps[i], "player": obs[i].player_id,
-                        "board": obs[i].text}
+                where = {"env_seed": game_seed(seeds[i], game_index[i]), "step": game_steps[i], "player": obs[i].player_id,
+                         "board": obs[i].text}
                 for c in counts:
                     c.steps += 1
                 failure = attempt.failure
@@ -202,10 +204,10 @@ def lockstep(env_factory: Callable[[], Environment], agent: Agent, seeds: list[i
                             if game_steps[i] >= step_cap:
                                 next_game(i)
                 if failure is not None:
-                    record = {**base, **failure}
+                    located = replace(failure, detail={**where, **failure.detail})
                     for c in counts:
                         c.illegal += 1
-                        c.failures.append(record)
+                        c.failures.append(located)
                     if stop_at_failure:
                         continue
                     next_game(i)
