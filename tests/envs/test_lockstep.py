@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from ratchet.contracts import Failure, Observation, StepResult
 from ratchet.envs.agents import Agent, Attempt, BatchedAgent
-from ratchet.envs.measure import game_seed, lockstep
-from ratchet.envs.registry import register_env
-from ratchet.envs.runner import RolloutConfig, run_rollouts
+from ratchet.envs.measure import PlayStats, game_seed, lockstep
+from ratchet.envs.registry import make, register_env
+from ratchet.envs.runner import RolloutConfig, play_episode, run_rollouts
 
 
 class Count:
@@ -129,3 +131,62 @@ def test_a_plain_agent_plays_as_the_runner_plays_it_one_env_at_a_time() -> None:
     assert all(f.kind == "rejected_by_env" and f.detail["action"] == "[-]" and f.message == "say [+]"
                for f in played.total.failures)
 
+
+class Pick:
+    """A plain agent: a random one of ``actions`` per move, from a stream its ``reset`` seeds (some
+    moves are illegal: a taken cell, a disk on a smaller one, a number out of range)."""
+
+    name = "pick"
+
+    def __init__(self, actions: list[str]) -> None:
+        self.actions = actions
+
+    def reset(self, seed):
+        self.rng = random.Random(seed)
+
+    def act(self, observation, feedback=None):
+        return self.rng.choice(self.actions)
+
+
+def by_episodes(game: str, agent: Pick, bases: list[int], steps_per_env: int, step_cap: int) -> list[PlayStats]:
+    """What the lockstep mode measures (stop at the first failure, games auto-reset), played game
+    by game through the runner's episode loop instead."""
+    config = RolloutConfig(stop_on_illegal=True, keep_observations=False)
+    out = []
+    for base in bases:
+        stats, env, k = PlayStats(), make(game), 0
+        seats = {p: agent for p in range(env.num_players)}
+        while stats.steps < steps_per_env:
+            seed = game_seed(base, k)
+            k += 1
+            agent.reset(seed)
+            r = play_episode(env, seats, agent, 0, seed=seed, config=config, self_play=True, max_steps=step_cap,
+                             max_agent_steps=steps_per_env - stats.steps)
+            stats.steps += r.agent_steps
+            stats.illegal += r.agent_illegal
+            if r.agent_illegal:
+                break
+            if r.summary.rewards:  # finished, not cut: the reward of the seat that moved last, in [0, 1]
+                last = float(r.summary.rewards.get(r.steps[-1].player_id, 0.0))
+                stats.games += 1
+                stats.rewards.append((last + 1) / 2 if env.num_players > 1 else last)
+        env.close()
+        out.append(stats)
+    return out
+
+
+@pytest.mark.parametrize(("game", "actions", "cap", "finishes"), [
+    ("TicTacToe-v0", [f"[{i}]" for i in range(9)], 20, True),  # 2 players: the last mover's reward
+    ("TowerOfHanoi-v0", [f"[{a} {b}]" for a in "ABC" for b in "ABC" if a != b], 3, False),  # games cut at the cap
+    ("GuessTheNumber-v0", [f"[{i}]" for i in range(1, 21)] + ["[50]"], 20, True),
+])
+def test_the_lockstep_mode_counts_what_the_episode_loop_counts(game: str, actions: list[str], cap: int, finishes: bool) -> None:
+    pytest.importorskip("textarena")
+    bases, steps = list(range(8)), 40
+    played = lockstep(lambda: make(game), Pick(actions), bases, steps_per_env=steps, step_cap=cap)
+    expected = by_episodes(game, Pick(actions), bases, steps, cap)
+    assert [(p.steps, p.illegal, p.games, p.rewards) for p in played.envs] == [
+        (e.steps, e.illegal, e.games, e.rewards) for e in expected]
+    # Both kinds of step were compared, and finished games with their rewards where the game ends.
+    assert sum(p.illegal for p in played.envs) > 0 and sum(p.steps for p in played.envs) > len(bases)
+    assert (sum(p.games for p in played.envs) > 0) == finishes
