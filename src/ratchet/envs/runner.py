@@ -20,7 +20,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import Field
 
@@ -79,10 +79,10 @@ class EpisodeResult:
     env_s: float
 
 
-@dataclass(frozen=True)
-class StepVerdict:
+class StepVerdict(NamedTuple):
     """How one of the agent's steps counts, by the one rule both modes of the game loop use
-    (:func:`play_episode` and :func:`play_lockstep`)."""
+    (:func:`play_episode` and :func:`play_lockstep`). A named tuple: one is made per step of every
+    episode, and a frozen dataclass cost a tenth of a trivial environment's step."""
 
     illegal: bool
     """The environment refused the move. A "losing invalid" move is not illegal: the game is lost."""
@@ -93,8 +93,14 @@ class StepVerdict:
     """Why the move was illegal ("(no reason given)" when the environment said nothing); None if legal."""
 
 
+_LEGAL = StepVerdict(False, False, False, None)
+_LEGAL_LAST = StepVerdict(False, False, True, None)
+
+
 def judge_step(result: StepResult) -> StepVerdict:
     """The verdict on one step's result (see :class:`StepVerdict`)."""
+    if result.legal and not result.losing_not_illegal:  # most steps: a shared verdict, none made
+        return _LEGAL_LAST if result.done or result.observation is None else _LEGAL
     illegal = not result.legal and not result.losing_not_illegal
     return StepVerdict(illegal, result.losing_not_illegal, result.done or result.observation is None,
                        (result.illegal_reason or "(no reason given)") if illegal else None)
