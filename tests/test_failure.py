@@ -60,3 +60,12 @@ def test_an_old_evaluation_with_dict_failures_is_indexed_again(tmp_path) -> None
 def test_a_cached_result_reads_back_typed_failures() -> None:
     result = TaskResult("t", 0, 0.0, "trace", (Failure("wrong_answer", "no", "t", {"output": ""}),), {"model_calls": 1.0})
     assert result_from_record(json.loads(json.dumps(asdict(result)))) == result
+
+
+def test_the_dashboard_lists_old_and_typed_failures_alike() -> None:
+    from ratchet.ui.views.autoharness import failure_fields
+
+    typed = Failure.from_record(OLD).to_record()
+    assert failure_fields(OLD) == failure_fields(typed)
+    assert failure_fields(OLD) == {"kind": "rejected_by_env", **{k: v for k, v in OLD.items() if k not in ("kind", "feedback")},
+                                   "feedback": OLD["feedback"]}
