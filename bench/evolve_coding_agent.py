@@ -42,11 +42,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import time
 from collections import Counter
 from pathlib import Path
-from statistics import fmean
 from types import SimpleNamespace
 from typing import Any
 
@@ -60,10 +58,10 @@ from ratchet.evolve.cache import EVALS
 from ratchet.evolve.components import build
 from ratchet.evolve.config import EvolveConfig
 from ratchet.evolve.context import EngineContext
-from ratchet.evolve.gate import sign_flip_p
 from ratchet.evolve.loop import Engine, split_tasks
 from ratchet.evolve.manifest import load_manifest
 from ratchet.evolve.preflight import CONFIG_COPY
+from ratchet.evolve.report import paired_comparison
 from ratchet.runtime.config import CodingSuiteOptions
 from ratchet.runtime.engine_suite import CodingAgentSuite
 from ratchet.store import RunStore
@@ -216,24 +214,16 @@ def post_hoc_lines(measured: list[dict[str, Any]], rows: list[dict[str, Any]], o
 
 def pooled_test_lines(test: list[dict[str, Any]], original_id: str) -> list[str]:
     """Each candidate against the original over the test tasks both ran at the same seeds: the mean
-    per-task difference of solve rates and its one-sided sign-flip p-value (the gate's test)."""
-    by: dict[tuple[str, str], dict[int, float]] = {}
-    for r in test:
-        by.setdefault((r["candidate"], r["task"]), {})[r.get("seed", 0)] = r["score"]
+    per-task difference of solve rates and its one-sided sign-flip p-value (the gate's test, from
+    :func:`ratchet.evolve.report.paired_comparison`)."""
     lines = []
     for cand in dict.fromkeys(r["candidate"] for r in test if r["candidate"] != original_id):
-        diffs = []
-        for task in sorted({t for c, t in by if c == cand}):
-            mine, theirs = by[(cand, task)], by.get((original_id, task), {})
-            shared = sorted(set(mine) & set(theirs))
-            if shared:
-                diffs.append(fmean(mine[s] for s in shared) - fmean(theirs[s] for s in shared))
-        if diffs:
-            p = sign_flip_p(diffs, 20000, random.Random(0))
-            lines.append(f"{cand[:12]} - original over {len(diffs)} test tasks at the seeds both ran: mean per-task "
-                         f"solve-rate difference {fmean(diffs):+.3f}, better on {sum(d > 0 for d in diffs)}, worse on "
-                         f"{sum(d < 0 for d in diffs)}; one-sided sign-flip p = {p:.3f} "
-                         f"({'every sign assignment' if 2 ** len(diffs) <= 20000 else '20,000 random flips'}).")
+        c = paired_comparison(test, cand, original_id)
+        if c is not None:
+            how = "every sign assignment" if c["exact"] else f"{c['resamples']:,} random flips"
+            lines.append(f"{cand[:12]} - original over {c['tasks']} test tasks at the seeds both ran: mean per-task "
+                         f"solve-rate difference {c['mean_difference']:+.3f}, better on {c['better']}, worse on "
+                         f"{c['worse']}; one-sided sign-flip p = {c['p_value']:.3f} ({how}).")
     return lines
 
 

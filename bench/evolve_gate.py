@@ -39,6 +39,7 @@ from ratchet.evolve.gate import BootstrapGate, PairedGate, noise_band
 from ratchet.evolve.loop import Engine
 from ratchet.evolve.manifest import Manifest
 from ratchet.evolve.suites.synthetic import NoisyOptions, NoisySuite
+from ratchet.stats import wilson
 from ratchet.store import RunStore
 
 FILE = "harness.json"
@@ -158,16 +159,6 @@ def arm(tmp: Path, control: str, gain: float, gate: str, args: argparse.Namespac
            "smoke_rejects": sum(r["smoke_rejects"] for r in runs), "duplicates": sum(r["duplicates"] for r in runs), "wall_s": round(time.perf_counter() - t0, 2)}
     print(json.dumps(row), flush=True)
     return row
-
-
-def wilson(hits: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """95% Wilson score interval of a rate."""
-    if n == 0:
-        return 0.0, 0.0
-    p = hits / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def aa_at_scale(tmp: Path, gate: str, correction: str, runs: int, args: argparse.Namespace) -> dict[str, Any]:

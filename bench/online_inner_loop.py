@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ratchet.online.judge import RuleJudge
-from ratchet.online.records import Judgement, Sample, Turn
+from ratchet.online.records import Sample, Turn
 from ratchet.online.simulated_user import GUARD_TASKS, HELDOUT_PROMPTS, TRAIN_PROMPTS, SimulatedUser, preference
 
 RESULTS = Path(__file__).resolve().parent / "results"

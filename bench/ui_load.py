@@ -29,7 +29,7 @@ import uvicorn
 
 from bench._results import write_json, write_markdown
 from ratchet.autoharness.search import CHECKPOINT, KIND
-from ratchet.contracts import Candidate, Decision, EpisodeSummary, Evaluation, LLMCall, StepRecord, TaskResult
+from ratchet.contracts import Candidate, Decision, EpisodeSummary, Evaluation, Failure, LLMCall, StepRecord, TaskResult
 from ratchet.evolve.archive import Archive, claim_check, per_task_means
 from ratchet.evolve.loop import EVENTS
 from ratchet.online.queue import TurnQueue
@@ -51,13 +51,13 @@ def build_autoharness_run(store: RunStore, candidates: int, steps: int, episodes
                                            "budget": {"max_calls": candidates, "max_tokens": 10**9}}, "bench")
     ids: list[str] = []
     tree, history, codes = [], [], {}
-    failure = {"kind": "rejected_by_env", "function": "both", "board": BOARD, "action": "[4]", "verdict": True,
-               "feedback": "the environment rejected it: cell 4 is already occupied."}
+    failure = Failure("rejected_by_env", "the environment rejected it: cell 4 is already occupied.",
+                      detail={"function": "both", "board": BOARD, "action": "[4]", "verdict": True})
     for i in range(candidates):
         parent = ids[rng.randrange(len(ids))] if ids and i % 50 else None
         code = CODE + f"\n# version {i}\ndef is_legal_action(board, action):\n    return action.strip('[]') in board  # {i}\n"
         cand = Candidate.from_files(KIND, {"harness.py": code}, parent_id=parent, iteration=i // 2, sample=i % 2,
-                                    response=f"```python\n{code}```", failures_shown=[failure] * 3,
+                                    response=f"```python\n{code}```", failures_shown=[failure.to_record()] * 3,
                                     prompt=[{"role": "user", "content": "Write the Python function ..." + BOARD}])
         run.add_candidate(cand)
         h = rng.random()

@@ -11,7 +11,6 @@ import json
 import sys
 import urllib.request
 
-import gepa.optimize_anything as oa
 from gepa.optimize_anything import EngineConfig, GEPAConfig, ReflectionConfig, optimize_anything
 
 SPEC = json.loads(open(sys.argv[1]).read())

@@ -282,8 +282,17 @@ class Evaluation:
     score: float
     metrics: dict[str, float] = field(default_factory=dict)
     per_task: dict[str, float] = field(default_factory=dict)
-    failures: list[dict[str, Any]] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
     created_at: float = field(default_factory=time.time)
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> Evaluation:
+        """An evaluation back from its stored JSON form (``id`` and ``format_version`` ignored);
+        failures stored as untyped dicts by earlier versions are read with :meth:`Failure.from_record`."""
+        return cls(str(record["candidate_id"]), str(record["split"]), float(record["score"]),
+                   dict(record.get("metrics") or {}), dict(record.get("per_task") or {}),
+                   [Failure.from_record(f) for f in record.get("failures") or ()],
+                   float(record.get("created_at") or time.time()))
 
 
 # --------------------------------------------------------------------------------------------
@@ -305,6 +314,29 @@ class Failure:
     message: str
     task_id: str | None = None
     detail: dict[str, Any] = field(default_factory=dict)
+
+    def to_record(self) -> dict[str, Any]:
+        """The JSON form every store writes (run store, evaluation cache, journals)."""
+        return {"kind": self.kind, "message": self.message, "task_id": self.task_id, "detail": dict(self.detail)}
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any] | Failure) -> Failure:
+        """A failure back from its JSON form (:meth:`to_record`). Runs stored before failures were
+        typed hold plain dicts (``{"kind", "feedback", "board", "action", ...}``): their
+        ``feedback`` (or ``message``) is read as the message and every other key as detail, so an
+        old run still resumes and reports."""
+        if isinstance(record, Failure):
+            return record
+        if set(record) <= _FAILURE_KEYS:
+            return cls(str(record.get("kind") or "failure"), str(record.get("message") or ""),
+                       record.get("task_id"), dict(record.get("detail") or {}))
+        detail = {k: v for k, v in record.items() if k not in _FAILURE_KEYS and k != "feedback"}
+        message = record.get("feedback", record.get("message"))
+        return cls(str(record.get("kind") or "failure"), "" if message is None else str(message),
+                   record.get("task_id"), detail)
+
+
+_FAILURE_KEYS = frozenset({"kind", "message", "task_id", "detail"})
 
 
 @dataclass(frozen=True)

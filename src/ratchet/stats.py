@@ -1,10 +1,15 @@
-"""The statistics Ratchet decides with: one implementation of each.
+"""The statistics every part of Ratchet reports with: one implementation of each.
 
-- :func:`sign_flip_p`: the one-sided paired test of "mean difference > 0" (a permutation test
-  that flips the signs of the paired differences), as the engine's gate decides with.
+- :func:`wilson`: the Wilson score interval of a rate (legal-move rates, win rates, acceptance
+  rates), sensible at 0 and 1 and for small n, where the normal interval is not.
+- :func:`bootstrap_mean_ci`: a percentile bootstrap interval of a mean (rewards, per-task scores,
+  per-task differences), seeded so that the same data always give the same interval.
+- :func:`sign_flip_p` and :func:`bootstrap_p`: the one-sided paired tests of "mean difference > 0"
+  that the engine's gate, its report and the benches decide with.
 - :func:`standard_error`: of a mean, for noise bands measured in standard errors.
 
-Depends on nothing of the project, so the engine, the online gate and the benches can all import it.
+Depends on nothing of the project (numpy only), so the runner, the engine, the online gate and the
+benches can all import it.
 """
 
 from __future__ import annotations
@@ -14,7 +19,56 @@ import random
 from collections.abc import Sequence
 from statistics import fmean
 
-__all__ = ["sign_flip_p", "standard_error"]
+import numpy as np
+
+__all__ = ["bootstrap_mean_ci", "bootstrap_p", "sign_flip_p", "standard_error", "wilson"]
+
+
+def wilson(successes: float, n: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson score interval of ``successes`` out of ``n`` (z = 1.96: 95%).
+
+    With ``n = 0`` there is no evidence, so the interval is all of ``[0, 1]``.
+    """
+    if n <= 0:
+        return (0.0, 1.0)
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def bootstrap_mean_ci(values: Sequence[float], resamples: int = 2000, confidence: float = 0.95,
+                      seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap interval at ``confidence`` of the mean of ``values``.
+
+    The values are resampled with replacement ``resamples`` times from a numpy generator seeded
+    with ``seed`` (the same data give the same interval); the bounds are the linearly interpolated
+    quantiles of the resampled means (numpy's default percentile rule). No values: ``(0, 0)``; one
+    value: that value twice (a single observation has no spread to resample).
+    """
+    if not values:
+        return (0.0, 0.0)
+    if len(values) == 1:
+        return (float(values[0]), float(values[0]))
+    rng = np.random.default_rng(seed)
+    data = np.asarray(values, dtype=float)
+    # Indexing with rng.integers draws exactly what rng.choice(data, replace=True) draws, without
+    # its argument checks (the runner calls this once per batch).
+    means = data[rng.integers(0, len(data), size=(resamples, len(data)))].mean(axis=1)
+    means.sort()
+    tail = (1 - confidence) / 2
+    # np.percentile's linear rule on the sorted means, without its generic machinery (which cost
+    # more than drawing the resamples).
+    return (_quantile(means, tail), _quantile(means, 1 - tail))
+
+
+def _quantile(ordered: np.ndarray, q: float) -> float:
+    """The ``q`` quantile of an ascending array, interpolated linearly between order statistics."""
+    pos = q * (len(ordered) - 1)
+    low = int(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return float(ordered[low] + (ordered[high] - ordered[low]) * (pos - low))
 
 
 def sign_flip_p(diffs: Sequence[float], resamples: int = 20_000, rng: random.Random | None = None) -> float:
@@ -38,6 +92,18 @@ def sign_flip_p(diffs: Sequence[float], resamples: int = 20_000, rng: random.Ran
     hits = sum(1 for _ in range(resamples)
                if fmean(d if rng.random() < 0.5 else -d for d in diffs) >= observed - 1e-12)
     return (hits + 1) / (resamples + 1)
+
+
+def bootstrap_p(diffs: Sequence[float], resamples: int = 2000, rng: random.Random | None = None) -> float:
+    """One-sided paired bootstrap p-value of ``mean(diffs) > 0``: the share of resamples of the
+    differences (with replacement, from ``rng``, default ``random.Random(0)``) whose mean is <= 0,
+    the observed sample counted in. No differences, or all zero: 1.0."""
+    n = len(diffs)
+    if n == 0 or not any(diffs):
+        return 1.0
+    rng = rng or random.Random(0)
+    at_or_below = sum(1 for _ in range(resamples) if fmean(diffs[rng.randrange(n)] for _ in range(n)) <= 0)
+    return (at_or_below + 1) / (resamples + 1)
 
 
 def standard_error(values: Sequence[float]) -> float:

@@ -11,6 +11,7 @@ from fakes import BAD_PARSER, BAD_RULE, GOOD_PARSER, GOOD_RULE, PARTIAL_PARSER, 
 from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.decompose import MISSING, PARSER, RULE, Decomposer, assemble, split
 from ratchet.autoharness.runtime import InProcessHarness
+from ratchet.contracts import Failure
 from ratchet.autoharness.search import Synthesis
 from ratchet.envs.explore import harvest
 from ratchet.models import ScriptedModel
@@ -67,16 +68,16 @@ def test_each_part_is_checked_on_its_own():
 
     metrics, failures = check(BAD_PARSER, GOOD_RULE)
     assert metrics == {"parse_accuracy": 0.0, "rule_accuracy": 1.0}  # the rule is judged on the true board
-    assert failures and all(f["part"] == PARSER and f["kind"] == "wrong_parse" for f in failures)
-    assert "but the board is" in failures[0]["feedback"] and "instead of ''" in failures[0]["feedback"]
+    assert failures and all(f.detail["part"] == PARSER and f.kind == "wrong_parse" for f in failures)
+    assert "but the board is" in failures[0].message and "instead of ''" in failures[0].message
 
     metrics, failures = check(GOOD_PARSER, BAD_RULE)
     assert metrics["parse_accuracy"] == 1.0 and metrics["rule_accuracy"] < 1.0
-    assert failures and all(f["part"] == RULE and f["kind"] == "wrong_rule" for f in failures)
-    assert "but the legal actions in this state are" in failures[0]["feedback"]
+    assert failures and all(f.detail["part"] == RULE and f.kind == "wrong_rule" for f in failures)
+    assert "but the legal actions in this state are" in failures[0].message
 
     metrics, failures = check(GOOD_PARSER, MISSING[RULE])
-    assert metrics["rule_accuracy"] == 0.0 and "NotImplementedError" in failures[-1]["feedback"]
+    assert metrics["rule_accuracy"] == 0.0 and "NotImplementedError" in failures[-1].message
     assert check(GOOD_PARSER, GOOD_RULE) == ({"parse_accuracy": 1.0, "rule_accuracy": 1.0}, [])
     assert d.check(InProcessHarness({"harness.py": "x = 1"}), "x = 1") == ({}, [])  # not decomposed: no part checks
 
@@ -89,7 +90,7 @@ def test_a_bad_parser_with_a_good_rule_gets_parser_feedback_and_vice_versa():
         asked, shown, messages = d.request(game="TicTacToe-v0", description=RULES.format(p=0), code=code, pool=pool,
                                            metrics=metrics, rng=random.Random(0), limit=5)
         text = messages[-1]["content"]
-        assert asked == target and shown and all(f["part"] == target for f in shown)
+        assert asked == target and shown and all(f.detail["part"] == target for f in shown)
         assert f"def {target}(" in text and f"def {other}(" not in text  # only the failing part is shown and asked for
         assert (parser if target == PARSER else rule).strip().splitlines()[-1].strip() in text  # its wrong attempt
         assert ("parse_board returned" if target == PARSER else "legal_moves returned") in text
@@ -140,7 +141,7 @@ def test_search_refines_the_parser_when_only_the_parser_fails():
     attempt = prompt.split("This attempt is wrong:", 1)[1].split("What went wrong", 1)[0]
     assert "parse_grid(current_board(observation))" in attempt and '"""' not in attempt  # the attempt, without its docstring
     assert "def legal_moves" not in prompt and "legal_moves returned" not in prompt
-    assert all(f["part"] == PARSER for f in child.meta["failures_shown"])
+    assert all(Failure.from_record(f).detail["part"] == PARSER for f in child.meta["failures_shown"])
 
 
 def test_search_refines_the_rule_when_only_the_rule_fails():
@@ -152,7 +153,7 @@ def test_search_refines_the_rule_when_only_the_rule_fails():
     assert child.meta["refine"] == RULE
     assert "def legal_moves(state):" in prompt and "range(9)" in prompt and "legal_moves returned" in prompt
     assert "def parse_board" not in prompt and "parse_board returned" not in prompt
-    assert all(f["part"] == RULE for f in child.meta["failures_shown"])
+    assert all(Failure.from_record(f).detail["part"] == RULE for f in child.meta["failures_shown"])
     parent_eval = next(e for e in run.evals if e.candidate_id == child.parent_id)
     assert parent_eval.metrics["parse_accuracy"] == 1.0 and parent_eval.metrics["rule_accuracy"] < 1.0
 

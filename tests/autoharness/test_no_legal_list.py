@@ -89,8 +89,8 @@ def is_legal_action(board, action):
     shape = infer_grammar(plots().reset(0).text).describe()
     stats = lockstep(plots, HarnessPlayer(runtime, shape), [0], 5).total
     [failure] = stats.failures
-    assert "returned the tuple (0, 0), not the action text" in failure["feedback"]
-    assert "[<int 0-2> <int 0-2>]" in failure["feedback"]
+    assert "returned the tuple (0, 0), not the action text" in failure.message
+    assert "[<int 0-2> <int 0-2>]" in failure.message
     text = '''def propose_action(board):
     return "(0, 0)"
 
@@ -99,4 +99,4 @@ def is_legal_action(board, action):
     return True
 '''
     [failure] = lockstep(plots, HarnessPlayer(InProcessHarness({"harness.py": text}), shape), [0], 5).total.failures
-    assert "not the action text" not in failure["feedback"]  # a string is the code's own choice of text
+    assert "not the action text" not in failure.message  # a string is the code's own choice of text

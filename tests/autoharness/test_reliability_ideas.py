@@ -138,14 +138,14 @@ def judged():
 
 
 def kinds(judgement) -> list[str]:
-    return [f["kind"] for f in judgement.failures if f["kind"] in critic.DIAGNOSES]
+    return [f.kind for f in judgement.failures if f.kind in critic.DIAGNOSES]
 
 
 @pytest.mark.parametrize("body", [TAKEN, TAKEN_INDICES])
 def test_an_inverted_condition_is_named(judged, body):
     j = judged.judge(SCAFFOLD + "\n" + body)
     assert kinds(j) == [critic.INVERTED]
-    text = j.failures[0]["feedback"]
+    text = j.failures[0].message
     assert "NOT legal" in text and "inverted" in text
     assert critic.summarize(j.failures).startswith(text)  # first and unabridged in the summary
 
@@ -153,18 +153,18 @@ def test_an_inverted_condition_is_named(judged, body):
 def test_a_hard_coded_answer_is_named_and_traced_to_an_example(judged):
     j = judged.judge(SCAFFOLD + "\n" + FIXED)
     assert kinds(j) == [critic.COPIED]
-    assert "hard-coded" in j.failures[0]["feedback"] and "one example" not in j.failures[0]["feedback"]
+    assert "hard-coded" in j.failures[0].message and "one example" not in j.failures[0].message
     _, legal = judged.listed[len(judged.listed) // 2]
     copied = judged.judge(SCAFFOLD + f"\ndef legal_moves(cells):\n    return {list(legal)!r}\n")
-    assert kinds(copied) == [critic.COPIED] and "the answer of one example, copied" in copied.failures[0]["feedback"]
+    assert kinds(copied) == [critic.COPIED] and "the answer of one example, copied" in copied.failures[0].message
 
 
 def test_an_answer_that_is_always_empty_is_not_called_copied(judged):
     # The 0.5B's usual slip: free cells hold their number, not ' '.
     j = judged.judge(SCAFFOLD + "\ndef legal_moves(cells):\n    return [str(i) for i in range(9) if cells[i] == ' ']\n")
-    assert kinds(j) == [critic.NEVER] and "never true" in j.failures[0]["feedback"]
+    assert kinds(j) == [critic.NEVER] and "never true" in j.failures[0].message
     # ...and it says what the legal cells of that board do hold (FakeTicTacToe shows a free cell's number).
-    feedback, expected = j.failures[0]["feedback"], j.failures[0]["expected"]
+    feedback, expected = j.failures[0].message, j.failures[0].detail["expected"]
     first = expected[0].strip("[]")
     assert f"cell {first} holds '{first}'" in feedback
 

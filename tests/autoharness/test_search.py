@@ -38,15 +38,15 @@ def test_rollout_measures_legal_rate_and_records_failures():
     assert good.steps == 80 and good.legal_rate == 1.0 and not good.failures and good.games > 5
 
     loose = rollout(LOOSE, [0, 1, 2], 40)
-    assert loose.failures and all(f["kind"] == ENV_REJECTED for f in loose.failures)
+    assert loose.failures and all(f.kind == ENV_REJECTED for f in loose.failures)
     assert len(loose.failures) == 3  # each env stops at its first illegal move
     first = loose.failures[0]
-    assert "already occupied" in first["feedback"] and first["verdict"] is True and "Current Board" in first["board"]
+    assert "already occupied" in first.message and first.detail["verdict"] is True and "Current Board" in first.detail["board"]
     assert 0 < loose.legal_rate < 1
 
     crash = rollout(CRASHING, [0], 10)
-    assert crash.legal_rate == 0.0 and crash.failures[0]["kind"] == CODE_ERROR
-    assert "IndexError" in crash.failures[0]["feedback"] and "harness.py" in crash.failures[0]["feedback"]
+    assert crash.legal_rate == 0.0 and crash.failures[0].kind == CODE_ERROR
+    assert "IndexError" in crash.failures[0].message and "harness.py" in crash.failures[0].message
 
 
 class SlowReset(FakeTicTacToe):

@@ -10,6 +10,7 @@ from fakes import make_tree
 from ratchet.autoharness import critic
 from ratchet.autoharness.refine import check_signatures, which_to_refine
 from ratchet.autoharness.tree import Tree, select_action
+from ratchet.contracts import Failure
 
 
 def test_tree_counts_refinements_and_depth():
@@ -71,7 +72,8 @@ def test_tree_round_trips_through_json():
     ],
 )
 def test_which_function_to_refine(failures, expected):
-    assert which_to_refine(failures) == expected
+    # Written as the search stored them before failures were typed: read back by Failure.from_record.
+    assert which_to_refine([Failure.from_record(f) for f in failures]) == expected
 
 
 def test_check_signatures_names_the_problem():
@@ -80,11 +82,11 @@ def test_check_signatures_names_the_problem():
 
 
 def test_critic_samples_each_error_type_first_and_summarizes():
-    failures = [{"kind": "rejected_by_env", "feedback": f"rejected: cell {i} is already occupied"} for i in range(10)]
-    failures.append({"kind": "code_error", "feedback": "Traceback...\nIndexError: list index out of range"})
+    failures = [Failure("rejected_by_env", f"rejected: cell {i} is already occupied") for i in range(10)]
+    failures.append(Failure("code_error", "Traceback...\nIndexError: list index out of range"))
     shown = critic.sample_failures(failures, random.Random(1), limit=5)
     assert len(shown) == 5
-    assert any(f["kind"] == "code_error" for f in shown)  # the rare type is not crowded out
+    assert any(f.kind == "code_error" for f in shown)  # the rare type is not crowded out
     summary = critic.summarize(failures)
     assert summary.startswith("10× rejected_by_env: rejected: cell N is already occupied")
     assert "1× code_error: IndexError" in summary

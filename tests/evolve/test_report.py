@@ -17,7 +17,7 @@ import pytest
 from ratchet.contracts import Completion, Usage
 from ratchet.evolve.config import EvolveConfig
 from ratchet.evolve.loop import Engine
-from ratchet.evolve.report import BEST_OF_N_SEED, final_report
+from ratchet.evolve.report import BEST_OF_N_SEED, final_report, paired_comparison
 from ratchet.evolve.suites.humaneval import package_data_file, read_problems
 from ratchet.store import RunStore
 
@@ -107,3 +107,18 @@ def test_best_of_n_counts_model_calls_when_the_originals_pass_is_cached(tmp_path
     again = final_report(engine)["original_best_of_n"]
     assert first["budget_unit"] == again["budget_unit"] == "model calls"
     assert again["attempts"] >= first["attempts"] > 1
+
+
+def test_paired_comparison_pools_shared_seeds_and_tests_with_the_gates_sign_flips() -> None:
+    rows = [{"candidate": c, "task": t, "seed": s, "score": v} for c, t, s, v in [
+        ("orig", "t1", 0, 0.0), ("new", "t1", 0, 1.0),
+        ("orig", "t2", 0, 0.0), ("orig", "t2", 1, 0.0), ("new", "t2", 0, 1.0), ("new", "t2", 1, 1.0),
+        ("orig", "t3", 0, 1.0), ("new", "t3", 0, 0.0),
+        ("new", "t3", 5, 1.0),    # a seed the original did not run: left out
+        ("new", "t4", 0, 1.0),    # a task the original did not run: left out
+    ]]
+    c = paired_comparison(rows, "new", "orig")
+    # Differences +1, +1, -1: 4 of the 8 sign assignments reach a mean of 1/3 (counted by hand).
+    assert c == {"tasks": 3, "mean_difference": pytest.approx(1 / 3), "better": 2, "worse": 1, "p_value": 0.5,
+                 "exact": True, "resamples": 20_000}
+    assert paired_comparison(rows, "orig", "elsewhere") is None

@@ -248,6 +248,27 @@ def test_jsonl_suite_grades_correct_and_incorrect_candidates(tmp_path) -> None:
     assert JsonlSuite(JsonlOptions(path="suite.jsonl"), EngineContext(load_manifest(WORKSPACE), tmp_path)).fingerprint() != before
 
 
+#: Answers turn 0 of the two-turn task, then fails on turn 1; answers "add" in prose, with no code.
+NO_ANSWER = (
+    "def step(state):\n"
+    "    task = state['task']\n"
+    "    if task['task_id'] == 'two' and task['turn'] == 1:\n"
+    "        return {'nothing': 1}\n"
+    "    return {'answer': 'a' if task['task_id'] == 'two' else 'add returns a plus b'}\n"
+)
+
+
+def test_jsonl_suite_steps_turns_through_the_runner_and_names_what_failed(tmp_path) -> None:
+    write_suite(tmp_path / "suite.jsonl")
+    suite = JsonlSuite(JsonlOptions(path="suite.jsonl"), EngineContext(load_manifest(WORKSPACE), tmp_path))
+    add, _, two = suite.evaluate(Candidate.from_files("t", {"workflow.py": NO_ANSWER}), suite.tasks(), 0)
+    assert add.score == 0.0 and add.failures[0].kind == "no_code" and "no code found" in add.failures[0].message
+    # The two-turn task ends at the turn without an answer: the workflow's own failure, then which turn.
+    assert two.score == 0.0 and [f.kind for f in two.failures] == ["workflow_error", "no_answer"]
+    assert two.failures[-1].message == "the workflow gave no answer to turn 1" and two.failures[-1].task_id == "two"
+    assert "[verifier]" not in two.trace
+
+
 def test_jsonl_suite_by_shipped_name_and_bad_path(tmp_path) -> None:
     suite = JsonlSuite(JsonlOptions(path="python-basics", limit=2), EngineContext(load_manifest(WORKSPACE), tmp_path))
     assert len(suite.tasks()) == 2

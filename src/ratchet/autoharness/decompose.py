@@ -33,7 +33,7 @@ from ratchet.envs.harnesslib import action_value
 from ratchet.autoharness.prompts import decomposed_prompt
 from ratchet.autoharness.runtime import HarnessRuntime
 from ratchet.sandbox.errors import feedback_of
-from ratchet.contracts import Environment, Message
+from ratchet.contracts import Environment, Failure, Message
 from ratchet.envs.answers import extract_code, function_source
 from ratchet.envs.explore import TrueState, true_states
 from ratchet.envs.textarena_env import plain_board
@@ -127,31 +127,31 @@ def first_difference(got: Any, expected: Any, path: tuple[int, ...] = ()) -> str
     return f"{where}: {got!r} instead of {expected!r}"
 
 
-def check_parser(runtime: HarnessRuntime, states: Sequence[TrueState]) -> tuple[float, list[dict[str, Any]]]:
+def check_parser(runtime: HarnessRuntime, states: Sequence[TrueState]) -> tuple[float, list[Failure]]:
     """``parse_board`` on every state's observation against the env's board: (accuracy, failures)."""
     results = runtime.call_many(PARSER, [(s.board,) for s in states], seed=0)
-    wrong: list[dict[str, Any]] = []
+    wrong: list[Failure] = []
     for s, (status, value) in zip(states, results):
         base = {"board": s.board, "action": None, "verdict": None, "function": PARSER, "part": PARSER, "expected": s.truth}
         if status != "ok":
-            wrong.append({**base, "kind": "code_error", "feedback": feedback_of(value)})
+            wrong.append(Failure("code_error", feedback_of(value), detail=base))
         elif (plain := plain_board(value)) != s.truth:
             diff = first_difference(plain, s.truth) if plain is not None else "not plain data"
-            wrong.append({**base, "kind": "wrong_parse", "got": value if plain is not None else repr(value)[:300],
-                          "feedback": f"parse_board returned {critic.short(value, 240)} but the board is {critic.short(s.truth, 240)} ({diff})"})
+            wrong.append(Failure("wrong_parse", f"parse_board returned {critic.short(value, 240)} but the board is {critic.short(s.truth, 240)} ({diff})",
+                                 detail={**base, "got": value if plain is not None else repr(value)[:300]}))
     return (1.0 - len(wrong) / len(states) if states else 0.0), wrong
 
 
-def check_rule(runtime: HarnessRuntime, states: Sequence[TrueState]) -> tuple[float, list[dict[str, Any]]]:
+def check_rule(runtime: HarnessRuntime, states: Sequence[TrueState]) -> tuple[float, list[Failure]]:
     """``legal_moves`` on every state's TRUE board against the game's legal list (where printed)
     and the labelled actions: (accuracy over states, one failure per wrong state)."""
     results = runtime.call_many(RULE, [(s.truth,) for s in states], seed=0)
-    wrong: list[dict[str, Any]] = []
+    wrong: list[Failure] = []
     for s, (status, value) in zip(states, results):
         base = {"board": s.board, "action": None, "verdict": None, "function": RULE, "part": RULE, "state": s.truth,
                 "expected": list(s.listed)}
         if status != "ok":
-            wrong.append({**base, "kind": "code_error", "feedback": feedback_of(value)})
+            wrong.append(Failure("code_error", feedback_of(value), detail=base))
             continue
         got = value if isinstance(value, list) else [value]
         have = {action_value(str(a)) for a in got}
@@ -165,7 +165,7 @@ def check_rule(runtime: HarnessRuntime, states: Sequence[TrueState]) -> tuple[fl
                                f"legal_moves includes {action}, but the environment rejects it: {reason or 'invalid move'}")
                     break
         if problem:
-            wrong.append({**base, "kind": "wrong_rule", "got": got[:24], "feedback": problem})
+            wrong.append(Failure("wrong_rule", problem, detail={**base, "got": got[:24]}))
     return (1.0 - len(wrong) / len(states) if states else 0.0), wrong
 
 
@@ -215,7 +215,7 @@ class Decomposer:
         self.reason = data.get("reason", "not prepared")
         self.states = [TrueState.from_json(s) for s in data.get("states", [])]
 
-    def check(self, runtime: HarnessRuntime, code: str) -> tuple[dict[str, float], list[dict[str, Any]]]:
+    def check(self, runtime: HarnessRuntime, code: str) -> tuple[dict[str, float], list[Failure]]:
         """Each part's accuracy and failures ({} and [] for code that is not decomposed, such as
         a harness from the library)."""
         if not self.active or split(code) is None:
@@ -224,16 +224,16 @@ class Decomposer:
         rule_acc, rule_wrong = check_rule(runtime, self.states)
         return {"parse_accuracy": parse_acc, "rule_accuracy": rule_acc}, parse_wrong[:4] + rule_wrong[:4]
 
-    def request(self, *, game: str, description: str, code: str | None, pool: Sequence[dict[str, Any]], metrics: dict[str, float],
-                rng: random.Random, limit: int) -> tuple[str, list[dict[str, Any]], list[Message]]:
+    def request(self, *, game: str, description: str, code: str | None, pool: Sequence[Failure], metrics: dict[str, float],
+                rng: random.Random, limit: int) -> tuple[str, list[Failure], list[Message]]:
         """(part asked for, failures shown, messages). The root (or a parent that is not
         decomposed) asks for the parser, its child for the rule; later, the failing part, with that
         part's failures only (:func:`choose_part`)."""
         parts = split(code)
         target = choose_part(metrics, parts)
-        own = [f for f in pool if f.get("part") == target]
+        own = [f for f in pool if f.detail.get("part") == target]
         # Both parts pass their own checks: what still fails (rollouts, unit tests) goes to the rule.
-        shown = critic.sample_failures(own or ([f for f in pool if "part" not in f] if parts else []), rng, limit)
+        shown = critic.sample_failures(own or ([f for f in pool if "part" not in f.detail] if parts else []), rng, limit)
         part = None if parts is None else (parts[0] if target == PARSER else parts[1])
         # A part not written yet is asked for afresh, not shown as a wrong attempt.
         current = None if part is None or part.strip() == MISSING[target].strip() else function_source(part, target)
@@ -245,10 +245,10 @@ class Decomposer:
                                      helper_library=self.helper_library)
         return target, shown, messages
 
-    def examples(self, target: str, shown: Sequence[dict[str, Any]] = ()) -> list[tuple[str, Any, Any]]:
+    def examples(self, target: str, shown: Sequence[Failure] = ()) -> list[tuple[str, Any, Any]]:
         """Three doctest examples (observation or state, expected value, kind): states a part got
         wrong first, then states spread over the game."""
-        wrong_boards = {f["board"] for f in shown if f.get("kind") in ("wrong_parse", "wrong_rule")}
+        wrong_boards = {f.detail["board"] for f in shown if f.kind in ("wrong_parse", "wrong_rule")}
         first = [s for s in self.states if s.board in wrong_boards][:2]
         spread = self.states[len(self.states) // 3 :: max(1, len(self.states) // 4)] or self.states
         chosen: list[TrueState] = []

@@ -7,6 +7,7 @@ function it blames (see refine.py)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +28,9 @@ ENV_REJECTED = "rejected_by_env"
 class HarnessPlayer:
     """A harness as an agent: ``propose_action`` for every board, then ``is_legal_action`` on the
     proposals that came back, each one ``call_many``. A code error, a proposal its own check
-    rejects and a move the env rejects are failed attempts with their failure records. Played one
+    rejects and a move the env rejects are failed attempts with their failures. Played one
     env at a time (``act``, seeded as lockstep seeds a lone env's first game) a failed attempt sends
-    "" (``last_info["failure"]`` has its record), so the runner counts it illegal as lockstep does.
+    "" (``last_info["failure"]`` has its :class:`Failure`), so the runner counts it illegal as lockstep does.
     ``action_shape`` (the game's action grammar, described) is named in the feedback when code
     returns no action text (e.g. a tuple): the refiner is told what the game wants."""
 
@@ -70,7 +71,7 @@ class HarnessPlayer:
                 attempts.append(Attempt(action, raw=value))
         return attempts
 
-    def rejected(self, attempt: Attempt, reason: str | None) -> dict[str, Any]:
+    def rejected(self, attempt: Attempt, reason: str | None) -> Failure:
         return _failure(ENV_REJECTED, "both", attempt.action, True,
                         f"the environment rejected it: {reason or 'invalid move'}" + _not_text(attempt.raw, self.action_shape))
 
@@ -78,9 +79,9 @@ class HarnessPlayer:
 class LegalityEvaluator:
     """The search's legality judge as an engine :class:`ratchet.contracts.Evaluator`: a task is an
     environment seed, its result the harness's play there (in lockstep with the other tasks',
-    stopped at its first failure); score: that legal rate (0 with no step), failure records as
-    :class:`Failure` details. Seed 0 plays the task's own game seed (the search's evaluation);
-    seed s > 0 other games of that env, none of those seed 0 plays."""
+    stopped at its first failure); score: that legal rate (0 with no step), with its failures.
+    Seed 0 plays the task's own game seed (the search's evaluation); seed s > 0 other games of
+    that env, none of those seed 0 plays."""
 
     name = "legality"
 
@@ -100,7 +101,7 @@ class LegalityEvaluator:
         with self.runtime_factory(dict(candidate.files)) as runtime:
             played = self.lockstep(runtime, tasks, seed)
         return [TaskResult(t.id, seed, 0.0 if p.legal_rate is None else p.legal_rate, f"{p.steps} steps, {p.illegal} illegal, {p.games} games",
-                           tuple(Failure(f["kind"], f["feedback"], t.id, f) for f in p.failures),
+                           tuple(replace(f, task_id=t.id) for f in p.failures),
                            {"steps": float(p.steps), "illegal": float(p.illegal), "games": float(p.games), "reward": sum(p.rewards)})
                 for t, p in zip(tasks, played.envs)]
 
@@ -118,8 +119,8 @@ def policy_value(stats: measure.PlayStats) -> float:
     return 0.5 + 0.5 * min(1.0, max(0.0, sum(stats.rewards) / len(stats.rewards)))
 
 
-def _failure(kind: str, function: str, action: str | None, verdict: bool | None, feedback: str) -> dict[str, Any]:
-    return {"kind": kind, "function": function, "action": action, "verdict": verdict, "feedback": feedback}
+def _failure(kind: str, function: str, action: str | None, verdict: bool | None, feedback: str) -> Failure:
+    return Failure(kind, feedback, detail={"function": function, "action": action, "verdict": verdict})
 
 
 def _not_text(value: Any, shape: str | None) -> str:

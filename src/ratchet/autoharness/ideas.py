@@ -23,6 +23,7 @@ from ratchet.autoharness.transitions import check_legal_actions, listed_accuracy
 from ratchet.autoharness.views import examples
 from ratchet.envs.aliases import infer_aliases
 from ratchet.envs.explore import Transition, balanced_subset
+from ratchet.contracts import Failure
 from ratchet.envs.rules import common_opening, fit_harvest, rejected_labels
 from ratchet.evolve.selectors import pooled_arm
 from ratchet.envs.answers import CODE_BLOCK_GRAMMAR, defined_functions, has_body
@@ -67,7 +68,7 @@ class Request:
     """A refiner request an idea makes instead of the default prompt."""
 
     refine: str
-    shown: list[dict[str, Any]]
+    shown: list[Failure]
     messages: list
     build: Callable[[str], str | None]
     """Code from the reply text (None: no code in it)."""
@@ -94,13 +95,13 @@ class Idea:
     def load(self, search: Synthesis, saved: dict[str, Any]) -> None:
         """A resumed search, from its checkpoint."""
 
-    def check(self, search: Synthesis, runtime: Any, code: str, metrics: dict[str, float], failures: list[dict[str, Any]]) -> None:
+    def check(self, search: Synthesis, runtime: Any, code: str, metrics: dict[str, float], failures: list[Failure]) -> None:
         """Judge a candidate: add dense metrics (they join h) and counterexamples."""
 
-    def prompt(self, search: Synthesis, options: dict[str, Any], lesson: Lesson, shown: Sequence[dict[str, Any]]) -> None:
+    def prompt(self, search: Synthesis, options: dict[str, Any], lesson: Lesson, shown: Sequence[Failure]) -> None:
         """Add to the refiner prompt's options (``prompts.synthesis_prompt`` keywords)."""
 
-    def request(self, search: Synthesis, code: str | None, pool: list[dict[str, Any]], metrics: dict[str, float]) -> Request | None:
+    def request(self, search: Synthesis, code: str | None, pool: list[Failure], metrics: dict[str, float]) -> Request | None:
         """A request of the idea's own, or None for the default prompt."""
         return None
 
@@ -123,7 +124,7 @@ class Idea:
         """Beta parameters of a "sample a fresh root" arm in the node choice, or None."""
         return None
 
-    def explain(self, wrong: list[dict[str, Any]], listed: list[tuple[str, list[str]]]) -> list[dict[str, Any]]:
+    def explain(self, wrong: list[Failure], listed: list[tuple[str, list[str]]]) -> list[Failure]:
         """Plain-words diagnoses of ``legal_actions``' wrong states, shown before them."""
         return []
 
@@ -172,11 +173,11 @@ class Scaffold(Idea):
         options.update(scaffold=True, expected=lesson.expected, more_examples=lesson.more,
                        scaffold_examples=self.examples(search, shown))
 
-    def examples(self, search: Synthesis, shown: Sequence[dict[str, Any]] = ()) -> list[tuple[Any, list[str]]]:
+    def examples(self, search: Synthesis, shown: Sequence[Failure] = ()) -> list[tuple[Any, list[str]]]:
         """Three states with the game's full legal list, as legal_moves' doctest examples; states
         a candidate got wrong (``shown``) come first."""
         listed = search.listed
-        states = [(f["board"], f["expected"]) for f in shown if f.get("kind") == "wrong_legal_actions"][:2]
+        states = [(f.detail["board"], f.detail["expected"]) for f in shown if f.kind == "wrong_legal_actions"][:2]
         states += listed[len(listed) // 3 :: max(1, len(listed) // 4)][:3] or listed[:3]
         return examples(search.view(), states + listed, len(states))
 
@@ -369,7 +370,7 @@ class Induce(Idea):
 
         def judge(name: str, source: str) -> tuple[float, list, tuple]:
             cid, j = search._judged(template + "\n\n" + source, None, {"origin": f"induced:{name}", "iteration": 0}, 0, "library")
-            rejected = rejected_labels(((f.get("board"), f.get("action")) for f in j.failures if f["kind"] == ENV_REJECTED), view.args)
+            rejected = rejected_labels(((f.detail.get("board"), f.detail.get("action")) for f in j.failures if f.kind == ENV_REJECTED), view.args)
             return j.h, rejected, (cid, j)
         found = fit_harvest(search.transitions, view.args, view.params, search.grammar, judge)
         return [{"code": search.codes[found[0]], "judged": found}] if found else []

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ratchet.envs import harnesslib as lib
-from ratchet.contracts import Message
+from ratchet.contracts import Failure, Message
 from ratchet.envs.answers import function_source
 
 if TYPE_CHECKING:  # views imports this module's text helpers
@@ -184,19 +184,20 @@ def parsed(block: str, grid: bool = True) -> str:
             + f"cells(parse_grid(current_board(board))) -> {lib.cells(rows)!r}"[:400])
 
 
-def describe_failure(i: int, f: dict[str, Any], board_limit: int = 500) -> str:
+def describe_failure(i: int, f: Failure, board_limit: int = 500) -> str:
     """One failed step as the refiner sees it: board, action, what the code said, the env's
     reason or the traceback."""
-    parts = [f"Failure {i}:", "board (end of observation):", textwrap.indent(excerpt(f.get("board") or "", board_limit), "  ")]
-    if f.get("action") is not None:
-        parts.append(f"action: {f['action']}")
-    verdict = f.get("verdict")
+    d = f.detail
+    parts = [f"Failure {i}:", "board (end of observation):", textwrap.indent(excerpt(d.get("board") or "", board_limit), "  ")]
+    if d.get("action") is not None:
+        parts.append(f"action: {d['action']}")
+    verdict = d.get("verdict")
     if verdict is not None:
         parts.append(f"your is_legal_action returned: {verdict}")
-    if "legal" in f:
-        truth = "legal" if f["legal"] else f"illegal ({f.get('env_reason') or 'rejected'})"
+    if "legal" in d:
+        truth = "legal" if d["legal"] else f"illegal ({d.get('env_reason') or 'rejected'})"
         parts.append(f"the environment says: {truth}")
-    parts.append(f"problem: {f.get('feedback', '')}".rstrip())
+    parts.append(f"problem: {f.message}".rstrip())
     return "\n".join(parts)
 
 
@@ -213,7 +214,7 @@ def synthesis_prompt(
     action_examples: Sequence[str],
     mode: str,
     code: str | None,
-    failures: Sequence[dict[str, Any]],
+    failures: Sequence[Failure],
     refine: str,
     error_summary: str = "",
     helper_library: bool = False,
@@ -380,7 +381,7 @@ def decomposed_prompt(
     description: str,
     target: str,
     current: str | None,
-    failures: Sequence[dict[str, Any]],
+    failures: Sequence[Failure],
     error_summary: str,
     examples: Sequence[tuple[str, Any, Any]],
     helper_library: bool = True,
@@ -391,7 +392,7 @@ def decomposed_prompt(
     text = f"Game: {game}\n\n{excerpt(description, 600)}\n\n"
     if current is not None:
         text += f"This attempt is wrong:\n```python\n{current.strip()}\n```\n"
-        problems = list(dict.fromkeys(excerpt(str(f.get("feedback") or ""), 400) for f in failures if f.get("feedback")))[:3]
+        problems = list(dict.fromkeys(excerpt(f.message, 400) for f in failures if f.message))[:3]
         if problems:
             text += "What went wrong:\n" + "\n".join(f"- {p}" for p in problems) + "\n"
         if error_summary:

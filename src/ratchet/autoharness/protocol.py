@@ -237,6 +237,6 @@ def code_heldout(
         "legal_rate": stats.legal_rate, "steps": stats.steps, "failures": len(stats.failures),
         "verifier_accuracy": unit.accuracy if unit else None, "transitions": unit.total if unit else 0,
         "false_accepts": len(unit.false_accepts) if unit else 0, "false_rejects": len(unit.false_rejects) if unit else 0,
-        "failure_examples": [{k: f.get(k) for k in ("kind", "action", "feedback")} for f in stats.failures[:3]],
+        "failure_examples": [{"kind": f.kind, "action": f.detail.get("action"), "feedback": f.message} for f in stats.failures[:3]],
         **({"cut_after_s": round(time.monotonic() - started, 1)} if stats.cut else {}),
     }

@@ -22,7 +22,7 @@ from ratchet.autoharness.decompose import PARSER, Decomposer
 from ratchet.autoharness.prompts import synthesis_prompt
 from ratchet.autoharness.runtime import sandbox_runtime_factory
 from ratchet.autoharness.transitions import check_legal_actions, listed_accuracy
-from ratchet.contracts import Message, RatchetError
+from ratchet.contracts import Failure, Message, RatchetError
 from ratchet.envs.answers import defined_functions, extract_code
 from ratchet.envs.explore import listed_states
 from ratchet.envs.registry import env_factory_for
@@ -30,9 +30,9 @@ from ratchet.envs.registry import env_factory_for
 REQUIRED = ("propose_action", "is_legal_action")
 
 
-def which_to_refine(failures: Sequence[dict[str, Any]]) -> str:
+def which_to_refine(failures: Sequence[Failure]) -> str:
     """"both", "is_legal_action" or "propose_action" for the failures shown to the refiner."""
-    kinds = {(f.get("kind"), f.get("function"), f.get("verdict")) for f in failures}
+    kinds = {(f.kind, f.detail.get("function"), f.detail.get("verdict")) for f in failures}
     if any(k in ("rejected_by_env", "false_accept", "wrong_legal_actions") or (k is not None and v is True and fn == "both") for k, fn, v in kinds):
         return "both"
     if any(k == "false_reject" or (k == "code_error" and fn == "is_legal_action") for k, fn, _ in kinds):
@@ -58,7 +58,7 @@ class HarnessRefiner:
     def __init__(self, game: str, description: str = "", mode: str = "verifier") -> None:
         self.game, self.description, self.mode = game, description, mode
 
-    def request(self, code: str, shown: list[dict[str, Any]], pool: list[dict[str, Any]]) -> list[Message]:
+    def request(self, code: str, shown: list[Failure], pool: list[Failure]) -> list[Message]:
         return synthesis_prompt(game=self.game, description=self.description, action_examples=[], mode=self.mode, code=code,
                                 failures=shown, refine=which_to_refine(shown), error_summary=summarize(pool))
 
@@ -133,7 +133,7 @@ class ScaffoldRefiner(ExploringRefiner):
         self._spread = listed[len(listed) // 3 :: max(1, len(listed) // 4)] + listed  # as the search picks them
         self._picked = views.examples(h.view, self._spread, self.examples)
 
-    def _wrong(self, code: str) -> list[dict[str, Any]] | None:
+    def _wrong(self, code: str) -> list[Failure] | None:
         """``check_legal_actions`` of ``code`` on every explored state, in the sandbox; None when
         the code does not load."""
         return self.in_sandbox(code, lambda runtime: check_legal_actions(runtime, self._listed))
@@ -142,7 +142,7 @@ class ScaffoldRefiner(ExploringRefiner):
         """Explored states (board, legal list) where ``code``'s ``legal_actions`` is wrong, at most
         ``counterexamples``; none when the code does not load (the request then goes as before)."""
         wrong = self._wrong(code) or []
-        return [(f["board"], f["expected"]) for f in wrong if f["kind"] == "wrong_legal_actions"][: self.counterexamples]
+        return [(f.detail["board"], f.detail["expected"]) for f in wrong if f.kind == "wrong_legal_actions"][: self.counterexamples]
 
     def screen(self, code: str) -> float:
         """The share of explored states where ``code``'s ``legal_actions`` gives the game's legal
@@ -150,7 +150,7 @@ class ScaffoldRefiner(ExploringRefiner):
         wrong = self._wrong(code)
         return 0.0 if wrong is None else listed_accuracy(wrong, self._listed)
 
-    def request(self, code: str, shown: list[dict[str, Any]], pool: list[dict[str, Any]]) -> list[Message]:
+    def request(self, code: str, shown: list[Failure], pool: list[Failure]) -> list[Message]:
         h = self.harvest()
         picked = self._picked
         own = code if "def legal_moves" in code else None
@@ -190,11 +190,11 @@ class DecomposeRefiner(ExploringRefiner):
             raise RatchetError(f"{self.game}: the decompose refiner has no ground truth: {self.decomposer.reason}",
                                hint="use ScaffoldRefiner or HarnessRefiner")
 
-    def check(self, code: str) -> tuple[dict[str, float], list[dict[str, Any]]]:
+    def check(self, code: str) -> tuple[dict[str, float], list[Failure]]:
         """Each part's accuracy and failures, in the sandbox (none when ``code`` does not load or is not decomposed)."""
         return self.in_sandbox(code, lambda runtime: self.decomposer.check(runtime, code)) or ({}, [])
 
-    def request(self, code: str, shown: list[dict[str, Any]], pool: list[dict[str, Any]]) -> list[Message]:
+    def request(self, code: str, shown: list[Failure], pool: list[Failure]) -> list[Message]:
         metrics, failures = self.check(code)
         # The parts' own failures first, as the search pools them; the engine's (no "part") are
         # shown once both parts pass their checks. Random(0): the same parent, the same request.

@@ -32,7 +32,7 @@ from ratchet.envs.grammar import infer_grammar
 from ratchet.autoharness.tree import Node, Tree, select_action
 from ratchet.autoharness.views import BoardView, choose_view
 from ratchet.envs.answers import extract_code
-from ratchet.contracts import BudgetExceeded, Candidate, Evaluation, Model, RatchetError
+from ratchet.contracts import BudgetExceeded, Candidate, Evaluation, Failure, Model, RatchetError
 from ratchet.models.journal import JournaledModel
 from ratchet.models.request import context_window, continued
 from ratchet.store.files import rng_from_json, rng_to_json
@@ -73,7 +73,7 @@ class Judgement:
     h: float
     status: str  # "evaluated" or "failed" (the code does not load or lacks a function)
     metrics: dict[str, float]
-    failures: list[dict[str, Any]]
+    failures: list[Failure]
 
 
 @dataclass
@@ -124,7 +124,7 @@ class Synthesis:
         self.grammar = infer_grammar(description)
         self.listed: list[tuple[str, list[str]]] = []
         self.codes: dict[str, str] = {}
-        self.failures: dict[str, list[dict[str, Any]]] = {}
+        self.failures: dict[str, list[Failure]] = {}
         self.replies = JournaledModel(model, run, REPLIES)
 
     # ---------------------------------------------------------------- state
@@ -134,7 +134,7 @@ class Synthesis:
             tree=self.tree.to_json(),
             rng=rng_to_json(self.rng.getstate()),
             codes=self.codes,
-            failures={k: v[:40] for k, v in self.failures.items()},
+            failures={k: [f.to_record() for f in v[:40]] for k, v in self.failures.items()},
         )
         self.run.checkpoint(CHECKPOINT, self.state)
 
@@ -149,7 +149,7 @@ class Synthesis:
         self.tree = Tree.from_json(saved["tree"])
         self.rng.setstate(rng_from_json(saved["rng"]))
         self.codes = dict(saved["codes"])
-        self.failures = {k: list(v) for k, v in saved["failures"].items()}
+        self.failures = {k: [Failure.from_record(f) for f in v] for k, v in saved["failures"].items()}
         self.set_transitions([Transition.from_json(t) for t in saved.get("transitions", [])])
         for idea in self.ideas:
             idea.load(self, saved)
@@ -193,7 +193,7 @@ class Synthesis:
     def judge(self, code: str) -> Judgement:
         problem = check_signatures(code)
         if problem:
-            failure = {"kind": "code_error", "function": "both", "board": "", "action": None, "verdict": None, "feedback": problem}
+            failure = Failure("code_error", problem, detail={"function": "both", "board": "", "action": None, "verdict": None})
             return Judgement(0.0, "failed", {"legal_rate": 0.0}, [failure])
         with self.runtime_factory({"harness.py": code}) as runtime:
             metrics, failures = self._checks(runtime, code)
@@ -218,9 +218,9 @@ class Synthesis:
         return LegalityEvaluator(self.env_factory, self.runtime_factory, self.cfg.search_seeds[: self.cfg.eval_envs],
                                  self.cfg.eval_steps, self.cfg.step_cap, self.grammar.describe(), self.cfg.env)
 
-    def _checks(self, runtime: Any, code: str) -> tuple[dict[str, float], list[dict[str, Any]]]:
+    def _checks(self, runtime: Any, code: str) -> tuple[dict[str, float], list[Failure]]:
         metrics: dict[str, float] = {}
-        failures: list[dict[str, Any]] = []
+        failures: list[Failure] = []
         for idea in self.ideas:  # dense checks, in the components' order
             idea.check(self, runtime, code, metrics, failures)
         return metrics, failures
@@ -235,8 +235,8 @@ class Synthesis:
 
     # ---------------------------------------------------------------- proposing
 
-    def _prompt(self, code: str | None, shown: list[dict[str, Any]], pool: list[dict[str, Any]], refine: str, metrics: dict[str, float],
-                whole: bool = False) -> tuple[list, list[dict[str, Any]], str | None]:
+    def _prompt(self, code: str | None, shown: list[Failure], pool: list[Failure], refine: str, metrics: dict[str, float],
+                whole: bool = False) -> tuple[list, list[Failure], str | None]:
         """The refiner's messages for this node, the failures they show and the one function they ask
         for (None: the whole harness), cut to the refiner's
         context window (``SHRINK``) when the whole request does not fit."""
@@ -321,7 +321,7 @@ class Synthesis:
             self.state["repeats"] = repeats
             text, tokens = self._ask(asked, sample + 1 if fresh else sample, request.max_tokens)
             new_code = request.build(text)
-            meta = dict(prompt=asked, response=text, failures_shown=shown, refine=refine, iteration=iteration,
+            meta = dict(prompt=asked, response=text, failures_shown=[f.to_record() for f in shown], refine=refine, iteration=iteration,
                         sample=sample, method=self.cfg.method, tokens=tokens)
             if any([idea.replied(self, parent_id, request, new_code) for idea in self.ideas]):
                 # A component wants this node's request asked differently from now on (e.g. the
@@ -347,7 +347,7 @@ class Synthesis:
                 break
         return judged + self._offspring(judged)
 
-    def _default_request(self, parent_id: str | None, code: str | None, shown: list[dict[str, Any]], pool: list[dict[str, Any]],
+    def _default_request(self, parent_id: str | None, code: str | None, shown: list[Failure], pool: list[Failure],
                          refine: str, metrics: dict[str, float]) -> Request:
         """The paper's request (with the components' additions): the one-function request where the
         scaffold applies, the whole harness where a component says so for this node."""

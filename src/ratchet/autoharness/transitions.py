@@ -12,6 +12,7 @@ from typing import Any
 
 from ratchet.envs.harnesslib import action_value
 from ratchet.autoharness.runtime import HarnessRuntime
+from ratchet.contracts import Failure
 from ratchet.sandbox.errors import feedback_of
 from ratchet.envs.explore import Transition
 
@@ -21,9 +22,9 @@ class UnitScore:
 
     total: int
     correct: int
-    false_accepts: list[dict[str, Any]]
-    false_rejects: list[dict[str, Any]]
-    errors: list[dict[str, Any]]
+    false_accepts: list[Failure]
+    false_rejects: list[Failure]
+    errors: list[Failure]
 
     @property
     def accuracy(self) -> float:
@@ -46,37 +47,37 @@ def score_is_legal(runtime: HarnessRuntime, transitions: Sequence[Transition]) -
     for t, (status, value) in zip(transitions, results):
         case = {"board": t.board, "action": t.action, "legal": t.legal, "env_reason": t.reason}
         if status != "ok":
-            score.errors.append({**case, "kind": "code_error", "function": "is_legal_action", "verdict": None, "feedback": feedback_of(value)})
+            score.errors.append(Failure("code_error", feedback_of(value), detail={**case, "function": "is_legal_action", "verdict": None}))
         elif bool(value) == t.legal:
             score.correct += 1
         elif t.legal:
-            score.false_rejects.append({**case, "kind": "false_reject", "function": "is_legal_action", "verdict": False,
-                                        "feedback": "is_legal_action said False, but the environment accepts this move"})
+            score.false_rejects.append(Failure("false_reject", "is_legal_action said False, but the environment accepts this move",
+                                               detail={**case, "function": "is_legal_action", "verdict": False}))
         else:
-            score.false_accepts.append({**case, "kind": "false_accept", "function": "is_legal_action", "verdict": True,
-                                        "feedback": f"is_legal_action said True, but the environment rejects it: {t.reason or 'invalid move'}"})
+            score.false_accepts.append(Failure("false_accept", f"is_legal_action said True, but the environment rejects it: {t.reason or 'invalid move'}",
+                                               detail={**case, "function": "is_legal_action", "verdict": True}))
     return score
 
 
-def listed_accuracy(wrong: Sequence[dict[str, Any]], states: Sequence[tuple[str, list[str]]]) -> float:
+def listed_accuracy(wrong: Sequence[Failure], states: Sequence[tuple[str, list[str]]]) -> float:
     """The share of ``states`` where ``legal_actions`` gave the game's legal list, from the failures
     :func:`check_legal_actions` found there (0 with no state to judge by)."""
     return 1.0 - len(wrong) / len(states) if states else 0.0
 
 
-def check_legal_actions(runtime: HarnessRuntime, states: Sequence[tuple[str, list[str]]]) -> list[dict[str, Any]]:
+def check_legal_actions(runtime: HarnessRuntime, states: Sequence[tuple[str, list[str]]]) -> list[Failure]:
     """Compare a scaffolded harness's ``legal_actions(board)`` with the game's own legal list on
     each state; one failure per wrong state, saying what it returned and what is right."""
     results = runtime.call_many("legal_actions", [(board,) for board, _ in states], seed=0)
-    wrong: list[dict[str, Any]] = []
+    wrong: list[Failure] = []
     for (board, listed), (status, value) in zip(states, results):
         base = {"board": board, "action": None, "verdict": None, "function": "legal_actions"}
         if status != "ok":
-            wrong.append({**base, "kind": "code_error", "feedback": feedback_of(value)})
+            wrong.append(Failure("code_error", feedback_of(value), detail=base))
             continue
         got = value if isinstance(value, list) else [value]
         if sorted({action_value(str(a)) for a in got}) != sorted({action_value(a) for a in listed}):
             shown = got[:12] if isinstance(value, list) else value
-            wrong.append({**base, "kind": "wrong_legal_actions", "expected": list(listed), "got": got[:24] if isinstance(value, list) else value,
-                          "feedback": f"legal_actions returned {shown!r} but the legal actions on this board are {listed!r}"})
+            wrong.append(Failure("wrong_legal_actions", f"legal_actions returned {shown!r} but the legal actions on this board are {listed!r}",
+                                 detail={**base, "expected": list(listed), "got": got[:24] if isinstance(value, list) else value}))
     return wrong

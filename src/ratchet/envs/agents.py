@@ -9,8 +9,9 @@ After each ``act`` an agent may expose ``last_info`` (tokens, raw text, verifier
 There is one contract, :class:`Agent`. Playing many environments in one call is an optional
 capability of an agent, as ``bind`` and ``last_info`` are: an agent that also has ``act_many`` and
 ``rejected`` (:class:`BatchedAgent`, a check of that capability, not a second kind of player) is
-played by :func:`ratchet.envs.measure.lockstep` one call per step of every environment; any other
-agent is played there through :class:`OneAtATime`, as the runner plays it.
+played by the runner's lockstep mode (:func:`ratchet.envs.runner.play_lockstep`) one call per step
+of every environment; any other agent is played there through :class:`OneAtATime`, as the runner
+plays it.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from ratchet.contracts import Message, Model, Observation, RatchetError
+from ratchet.contracts import Failure, Message, Model, Observation, RatchetError
 
 #: The paper's playing prompt (two steps: think, then the move inside <move></move>). The concrete
 #: example matters for small models: without it qwen2.5-coder-0.5b stopped using the tags (legal rate
@@ -63,11 +64,11 @@ class Agent(Protocol):
 @dataclass(frozen=True)
 class Attempt:
     """An agent's move in one environment of the lockstep loop: ``action`` to step, or a
-    ``failure`` (a record the agent fills, saying what went wrong for whoever learns from it), in
-    which case no step is taken."""
+    ``failure`` (what went wrong, said by the agent for whoever learns from it), in which case no
+    step is taken."""
 
     action: str | None
-    failure: dict[str, Any] | None = None
+    failure: Failure | None = None
     raw: Any = None
     """What the agent produced before it became action text (its own business; see ``rejected``)."""
 
@@ -81,8 +82,8 @@ class BatchedAgent(Agent, Protocol):
 
     def act_many(self, observations: Sequence[Observation], seed: int) -> list[Attempt]: ...
 
-    def rejected(self, attempt: Attempt, reason: str | None) -> dict[str, Any]:
-        """The failure record of an attempt the environment rejected, with the env's ``reason``."""
+    def rejected(self, attempt: Attempt, reason: str | None) -> Failure:
+        """The failure of an attempt the environment rejected, with the env's ``reason``."""
         ...
 
 
@@ -109,8 +110,8 @@ class OneAtATime:
     def act_many(self, observations: Sequence[Observation], seed: int) -> list[Attempt]:
         return [Attempt(self.agent.act(o)) for o in observations]
 
-    def rejected(self, attempt: Attempt, reason: str | None) -> dict[str, Any]:
-        return {"kind": "rejected_by_env", "action": attempt.action, "feedback": reason or "invalid move"}
+    def rejected(self, attempt: Attempt, reason: str | None) -> Failure:
+        return Failure("rejected_by_env", reason or "invalid move", detail={"action": attempt.action})
 
 
 def parse_move(text: str) -> str | None:

@@ -31,7 +31,7 @@ PROPOSER_REPLIES = "evolve/proposer_replies.jsonl"  # the replies of a run's pro
 
 def result_from_record(record: dict[str, Any]) -> TaskResult:
     """A TaskResult back from its JSON form."""
-    failures = tuple(Failure(**f) for f in record.get("failures") or ())
+    failures = tuple(Failure.from_record(f) for f in record.get("failures") or ())
     return TaskResult(record["task_id"], int(record["seed"]), float(record["score"]), record.get("trace", ""),
                       failures, dict(record.get("metrics") or {}))
 

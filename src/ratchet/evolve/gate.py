@@ -34,6 +34,7 @@ from ratchet.contracts import Decision, TaskResult
 from ratchet.evolve.archive import per_task_means
 from ratchet.evolve.config import GateOptions
 from ratchet.evolve.context import EngineContext
+from ratchet.stats import bootstrap_p, sign_flip_p
 
 
 def noise_band(results: Sequence[TaskResult]) -> float:
@@ -54,30 +55,6 @@ def paired_differences(parent: Sequence[TaskResult], child: Sequence[TaskResult]
     for key in common:
         diffs.setdefault(key[0], []).append(c[key] - p[key])
     return {task: fmean(v) for task, v in diffs.items()}
-
-
-def sign_flip_p(diffs: Sequence[float], resamples: int, rng: random.Random) -> float:
-    """One-sided p-value of mean(diffs) > 0 under random sign flips (exact when 2^n <= resamples)."""
-    n = len(diffs)
-    if n == 0 or not any(diffs):
-        return 1.0
-    observed = fmean(diffs)
-    if 2 ** n <= resamples:
-        hits = sum(1 for mask in range(2 ** n)
-                   if fmean(d if mask >> i & 1 else -d for i, d in enumerate(diffs)) >= observed - 1e-12)
-        return hits / 2 ** n
-    hits = sum(1 for _ in range(resamples)
-               if fmean(d if rng.random() < 0.5 else -d for d in diffs) >= observed - 1e-12)
-    return (hits + 1) / (resamples + 1)
-
-
-def bootstrap_p(diffs: Sequence[float], resamples: int, rng: random.Random) -> float:
-    """Share of task resamples whose mean gain is <= 0 (a one-sided paired bootstrap p-value)."""
-    n = len(diffs)
-    if n == 0 or not any(diffs):
-        return 1.0
-    at_or_below = sum(1 for _ in range(resamples) if fmean(diffs[rng.randrange(n)] for _ in range(n)) <= 0)
-    return (at_or_below + 1) / (resamples + 1)
 
 
 def tests_so_far(run, before_step: int | None = None) -> int:

@@ -18,32 +18,57 @@ Three arms on the test split (held-out when no test split is configured, and the
 Each arm has a bootstrap confidence interval over test tasks; the differences are paired
 bootstraps. Proposers' claims are scored: precision = predicted flips that happened / predicted,
 recall = predicted flips that happened / all flips, per proposer, over every evaluated child.
+
+After a run has decided, :func:`paired_comparison` tests a candidate against the original on
+tasks or seeds measured later (a post-hoc test) with the gate's sign-flip test.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from statistics import fmean
 from typing import Any, Protocol, runtime_checkable
 
 from ratchet.contracts import Evaluator
 from ratchet.evolve.archive import per_task_means
 from ratchet.evolve.cache import CachedEvaluator, unit_name
+from ratchet.stats import bootstrap_mean_ci, sign_flip_p
 
 BEST_OF_N_SEED = 100_000  # attempts of the best-of-N arm use seeds far from the evaluation seeds
 
 
 def bootstrap_ci(values: Sequence[float], resamples: int, confidence: float, seed: int = 0) -> dict[str, float]:
-    """Mean and percentile bootstrap interval of ``values`` (tasks resampled with replacement)."""
+    """Mean, percentile bootstrap interval (:func:`ratchet.stats.bootstrap_mean_ci`) and count of
+    ``values`` (tasks resampled with replacement), as the report stores them."""
     if not values:
         return {"mean": 0.0, "low": 0.0, "high": 0.0, "n": 0}
-    rng = random.Random(seed)
-    n = len(values)
-    means = sorted(fmean(values[rng.randrange(n)] for _ in range(n)) for _ in range(resamples))
-    tail = (1 - confidence) / 2
-    return {"mean": fmean(values), "low": means[int(tail * (resamples - 1))],
-            "high": means[int((1 - tail) * (resamples - 1))], "n": n}
+    low, high = bootstrap_mean_ci(values, resamples, confidence, seed)
+    return {"mean": fmean(values), "low": low, "high": high, "n": len(values)}
+
+
+def paired_comparison(scores: Sequence[Mapping[str, Any]], candidate_id: str, original_id: str,
+                      resamples: int = 20_000, seed: int = 0) -> dict[str, Any] | None:
+    """A candidate against the original over the tasks both ran, after the run has decided (a
+    post-hoc test on more tasks or seeds): per task the difference of their mean scores over the
+    seeds both ran, its mean, on how many tasks it is better and worse, and the one-sided
+    sign-flip p-value of "better" (:func:`ratchet.stats.sign_flip_p`, the gate's test; ``exact``
+    when every sign assignment was counted). ``scores`` rows hold ``candidate``, ``task``, ``seed``
+    (default 0) and ``score``. None when no task has a seed both ran."""
+    by: dict[tuple[str, str], dict[int, float]] = {}
+    for r in scores:
+        by.setdefault((r["candidate"], r["task"]), {})[int(r.get("seed", 0))] = float(r["score"])
+    diffs = []
+    for task in sorted({t for c, t in by if c == candidate_id}):
+        mine, theirs = by[(candidate_id, task)], by.get((original_id, task), {})
+        shared = sorted(set(mine) & set(theirs))
+        if shared:
+            diffs.append(fmean(mine[s] for s in shared) - fmean(theirs[s] for s in shared))
+    if not diffs:
+        return None
+    return {"tasks": len(diffs), "mean_difference": fmean(diffs), "better": sum(d > 0 for d in diffs),
+            "worse": sum(d < 0 for d in diffs), "p_value": sign_flip_p(diffs, resamples, random.Random(seed)),
+            "exact": 2 ** len(diffs) <= resamples, "resamples": resamples}
 
 
 @runtime_checkable

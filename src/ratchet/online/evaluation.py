@@ -39,7 +39,6 @@ bound here; after promotion the served reward is watched (:mod:`ratchet.online.w
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +48,7 @@ from pydantic import Field
 
 from ratchet.config import Settings
 from ratchet.contracts import RatchetError
+from ratchet.stats import standard_error
 
 
 class HeldOutConfig(Settings):
@@ -264,13 +264,6 @@ def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values)
 
 
-def _standard_error(values: Sequence[float]) -> float:
-    if len(values) < 2:
-        return 0.0
-    mean = _mean(values)
-    return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1) / len(values))
-
-
 class EvaluationHook:
     """Scores policies on held-out cases and decides promotion (see the module docstring)."""
 
@@ -375,7 +368,7 @@ class EvaluationHook:
         if self.guard:
             guard = [scorer.mean_token_logprob(g.messages, g.reference) for g in self.guard]
             diffs = [c - b for c, b in zip(guard, base["guard"], strict=True)]
-            band = max(gate.guard_tolerance, gate.guard_z * _standard_error(diffs))
+            band = max(gate.guard_tolerance, gate.guard_z * standard_error(diffs))
             checks["guard"] = {"value": _mean(guard), "base": _mean(base["guard"]), "change": _mean(diffs),
                                "band": band, "passed": _mean(diffs) >= -band}
         if self.tasks:

@@ -43,7 +43,7 @@ def reindex_run(run: Run) -> None:
         for path in sorted((run.dir / "candidates").glob("*/evaluations/*.json")):
             record = files.read_json(path)
             eval_id = record.pop("id")
-            evaluation = Evaluation(**record)
+            evaluation = Evaluation.from_record(record)
             run._index_evaluation(eval_id, evaluation, str(path.relative_to(run.dir)), conn)
         for summary in run.episodes():
             run._index_episode(summary, summary.get("recorded_at") or 0.0, conn)

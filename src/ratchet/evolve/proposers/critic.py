@@ -6,11 +6,9 @@ Sampling takes one failure of each error type first (so one noisy error does not
 rest), then fills up at random. The consolidated summary ("3× rejected_by_env: cell N is already
 occupied; 1× code_error: IndexError…") tells the refiner what kinds of mistakes remain.
 
-Failures here are the plain dicts of the AutoHarness search (``kind`` and ``feedback``, plus what
-the domain adds); :class:`CriticRefinerProposer` makes them from the archive's typed
-:class:`ratchet.contracts.Failure` (its ``detail`` joins the dict), so the same critic serves the
-search and the engine. The proposer's claim names the error types it was shown and predicts that
-their tasks flip.
+Failures are the archive's typed :class:`ratchet.contracts.Failure` (``detail`` holds what the
+domain adds: the board, the action…), so the same critic serves the search and the engine. The
+proposer's claim names the error types it was shown and predicts that their tasks flip.
 """
 
 from __future__ import annotations
@@ -20,24 +18,25 @@ import random
 import re
 from collections import Counter
 from collections.abc import Collection, Sequence
+from dataclasses import replace
 from typing import Any, Protocol, runtime_checkable
 
-from ratchet.contracts import ArchiveView, Candidate, Claim, Message, Proposal, RatchetError, Skip
+from ratchet.contracts import ArchiveView, Candidate, Claim, Failure, Message, Proposal, RatchetError, Skip
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.proposers.base import ModelProposer
 from ratchet.evolve.proposers.config import CriticRefinerOptions
 
 
-def error_type(failure: dict[str, Any]) -> str:
-    """A failure's type: its kind plus the last line of its feedback with numbers masked, so
+def error_type(failure: Failure) -> str:
+    """A failure's type: its kind plus the last line of its message with numbers masked, so
     "cell 4 is occupied" and "cell 7 is occupied" are one type."""
-    feedback = (failure.get("feedback") or "").strip().splitlines()
-    last = feedback[-1] if feedback else ""
+    lines = failure.message.strip().splitlines()
+    last = lines[-1] if lines else ""
     last = re.sub(r"\d+", "N", last)[:120]
-    return f"{failure.get('kind', 'failure')}: {last}" if last else str(failure.get("kind", "failure"))
+    return f"{failure.kind}: {last}" if last else failure.kind
 
 
-def sample_failures(failures: Sequence[dict[str, Any]], rng: random.Random, limit: int = 5) -> list[dict[str, Any]]:
+def sample_failures(failures: Sequence[Failure], rng: random.Random, limit: int = 5) -> list[Failure]:
     """At most ``limit`` failures: one per error type first (in order of first appearance), then
     random others. Deterministic for a given rng state."""
     if len(failures) <= limit:
@@ -55,11 +54,11 @@ def sample_failures(failures: Sequence[dict[str, Any]], rng: random.Random, limi
     return [failures[i] for i in sorted(chosen)]
 
 
-def summarize(failures: Sequence[dict[str, Any]], first: Collection[str] = ()) -> str:
-    """The error types among ``failures`` with counts, most frequent first; the feedback of the
-    failures whose kind is in ``first`` (diagnoses over many steps) comes before them, unabridged."""
-    diagnoses = list(dict.fromkeys(f["feedback"] for f in failures if f.get("kind") in first))
-    counts = Counter(error_type(f) for f in failures if f.get("kind") not in first)
+def summarize(failures: Sequence[Failure], first: Collection[str] = ()) -> str:
+    """The error types among ``failures`` with counts, most frequent first; the messages of the
+    failures whose kind is in ``first`` (diagnoses over many steps) come before them, unabridged."""
+    diagnoses = list(dict.fromkeys(f.message for f in failures if f.kind in first))
+    counts = Counter(error_type(f) for f in failures if f.kind not in first)
     return "; ".join(diagnoses + [f"{n}× {t}" for t, n in counts.most_common(6)])
 
 
@@ -67,7 +66,7 @@ def summarize(failures: Sequence[dict[str, Any]], first: Collection[str] = ()) -
 class Refiner(Protocol):
     """The domain's half of the proposer: what to ask for one file and how to read the answer."""
 
-    def request(self, code: str, shown: list[dict[str, Any]], pool: list[dict[str, Any]]) -> list[Message]:
+    def request(self, code: str, shown: list[Failure], pool: list[Failure]) -> list[Message]:
         """The refiner's messages for ``code`` with the failures ``shown`` (``pool``: all of them)."""
         ...
 
@@ -122,8 +121,7 @@ class CriticRefinerProposer(ModelProposer):
         (refiner, which), surface = self.refiner_for(parent, archive), self.options.surface
         if refiner is None or surface not in parent.files:
             return self.skip(parent, "no refiner in the run's context" if refiner is None else f"the parent has no {surface}")
-        pool = [{**f.detail, "kind": f.kind, "feedback": f.message, "task_id": f.task_id or r.task_id}
-                for r in self.results(archive, parent.id) for f in r.failures]
+        pool = [f if f.task_id else replace(f, task_id=r.task_id) for r in self.results(archive, parent.id) for f in r.failures]
         shown = sample_failures(pool, rng, self.options.max_failures_shown)
         messages, old = refiner.request(parent.files[surface], shown, pool), parent.files[surface]
         screen = refiner.screen if isinstance(refiner, ScreeningRefiner) else None
@@ -144,6 +142,6 @@ class CriticRefinerProposer(ModelProposer):
             return self.skip(parent, "; ".join(dict.fromkeys(reasons)), reply=reply)
         _, code = max(usable, key=lambda sample: sample[0])  # the first of the best: max keeps the first
         claim = Claim(target=summarize(shown) or "(the parent recorded no failure)",
-                      predicted_flips=tuple(dict.fromkeys(f["task_id"] for f in shown)))
+                      predicted_flips=tuple(dict.fromkeys(f.task_id for f in shown)))
         screened = {"screened": [round(s, 4) for s, _ in usable]} if screen is not None and self.options.samples > 1 else {}
         return self.proposal({surface: code}, claim, (parent.id,), shown=len(shown), refiner=which, **screened)

@@ -1,7 +1,8 @@
 """A JSONL task suite (:mod:`ratchet.envs.tasks`) as an engine evaluator.
 
-Each task is played through :class:`ratchet.envs.tasks.TaskEnvironment`, so its verifier (a command
-or a callable) runs out of process exactly as it does for ``ratchet play``; the candidate's workflow
+Each task is played through :class:`ratchet.envs.tasks.TaskEnvironment` on the runner's game loop
+(:func:`ratchet.envs.runner.play_episode`), so its verifier (a command or a callable) runs out of
+process and its turns are stepped exactly as for ``ratchet play``; the candidate's workflow
 (:mod:`ratchet.evolve.suites.workflow`) answers each turn. The workflow sees
 ``{"task_id", "prompt", "turn", "previous": [[prompt, answer], ...]}``, never the verifier.
 """
@@ -13,8 +14,10 @@ from dataclasses import asdict
 from collections.abc import Sequence
 from pathlib import Path
 
-from ratchet.contracts import Candidate, Failure, RatchetError, Task, TaskResult
+from ratchet.contracts import Candidate, Failure, Observation, RatchetError, Task, TaskResult
+from ratchet.envs import runner
 from ratchet.envs import tasks as task_suites
+from ratchet.envs.runner import RolloutConfig, play_episode
 from ratchet.envs.tasks import TaskEnvironment, load_suite, make_task_env
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.suites import workflow
@@ -46,7 +49,7 @@ class JsonlSuite:
         return [Task(t.id, {"task_id": t.id, "prompt": t.turns[0], "turns": len(t.turns)}) for t in self.suite]
 
     def fingerprint(self) -> str:
-        files = [Path(task_suites.__file__), Path(__file__), Path(workflow.__file__)]
+        files = [Path(task_suites.__file__), Path(runner.__file__), Path(__file__), Path(workflow.__file__)]
         files += [self.workspace / f for f in self.options.grader_files]
         for task in self.suite:
             module = task.verifier.get("callable", "").partition(":")[0]
@@ -66,30 +69,57 @@ class JsonlSuite:
         if task is None:
             raise RatchetError(f"jsonl: task {task_id!r} is not in {self.label}")
         env = TaskEnvironment(f"jsonl:{self.label}", [task])
-        observation = env.reset(0)
-        previous: list[list[str]] = []
-        traces: list[str] = []
-        calls = 0
-        while True:
-            run = driver.run({"task_id": task.id, "prompt": observation.text, "turn": len(previous),
-                              "previous": previous}, seed)
-            calls += run.model_calls
-            traces.append(run.trace())
-            if run.answer is None:
-                failures = [Failure(f.kind, f.message, task.id) for f in run.failures]
-                failures.append(Failure("no_answer", f"the workflow gave no answer to turn {len(previous)}", task.id))
-                return TaskResult(task.id, seed, 0.0, "\n".join(traces), tuple(failures), {"model_calls": calls})
-            step = env.step(run.answer)
-            previous.append([observation.text, run.answer])
-            if step.done:
-                break
-            observation = step.observation
-        score = float((step.rewards or {}).get(0, 0.0))
-        verdict = step.info.get("verdict", {})
-        output = verdict.get("output", "") or step.illegal_reason or ""
-        traces.append(f"[verifier] {'passed' if score >= 1.0 else 'failed'}: {output}")
+        player = _TurnPlayer(driver, task.id, seed)
+        try:  # the runner's one game loop: the env's one task, the workflow answering each turn
+            episode = play_episode(env, {0: player}, player, 0, seed=0, config=_ONE_TASK, env_id=env.env_id)
+        except _NoAnswer as stop:
+            failures = [Failure(f.kind, f.message, task.id) for f in stop.failures]
+            failures.append(Failure("no_answer", f"the workflow gave no answer to turn {len(player.previous)}", task.id))
+            return TaskResult(task.id, seed, 0.0, "\n".join(player.traces), tuple(failures), {"model_calls": player.calls})
+        last = episode.steps[-1]
+        score = float(episode.summary.rewards.get(0, 0.0))
+        output = (last.extra.get("verdict") or {}).get("output", "") or last.illegal_reason or ""
+        traces = [*player.traces, f"[verifier] {'passed' if score >= 1.0 else 'failed'}: {output}"]
         failures: tuple[Failure, ...] = ()
         if score < 1.0:
-            kind = "no_code" if not step.legal else "wrong_answer"
+            kind = "no_code" if not last.legal else "wrong_answer"
             failures = (Failure(kind, (output or kind).strip()[:300], task.id, {"output": output}),)
-        return TaskResult(task.id, seed, score, "\n".join(traces), failures, {"model_calls": calls})
+        return TaskResult(task.id, seed, score, "\n".join(traces), failures, {"model_calls": player.calls})
+
+
+#: One task's episode: no step cap beyond the task's turns, no observations kept (the traces are).
+_ONE_TASK = RolloutConfig(keep_observations=False)
+
+
+class _NoAnswer(Exception):
+    """The workflow gave no answer to a turn: the task ends there, failed, with its failures."""
+
+    def __init__(self, failures: Sequence[Failure]) -> None:
+        super().__init__("no answer")
+        self.failures = list(failures)
+
+
+class _TurnPlayer:
+    """The candidate's workflow as the runner's agent on one task: each turn one run of it, seeing
+    ``{"task_id", "prompt", "turn", "previous"}``; its traces and model calls are kept here."""
+
+    name = "workflow"
+
+    def __init__(self, driver: WorkflowDriver, task_id: str, seed: int) -> None:
+        self.driver, self.task_id, self.seed = driver, task_id, seed
+        self.previous: list[list[str]] = []
+        self.traces: list[str] = []
+        self.calls = 0
+
+    def reset(self, seed: int) -> None:
+        pass  # one task, one episode: nothing carries over
+
+    def act(self, observation: Observation, feedback: str | None = None) -> str:
+        run = self.driver.run({"task_id": self.task_id, "prompt": observation.text, "turn": len(self.previous),
+                               "previous": self.previous}, self.seed)
+        self.calls += run.model_calls
+        self.traces.append(run.trace())
+        if run.answer is None:
+            raise _NoAnswer(run.failures)
+        self.previous.append([observation.text, run.answer])
+        return run.answer

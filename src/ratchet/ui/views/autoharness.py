@@ -13,6 +13,7 @@ from fastapi.responses import HTMLResponse
 
 from ratchet.autoharness.adoption import verdict_of
 from ratchet.autoharness.search import CHECKPOINT
+from ratchet.contracts import Failure
 from ratchet.store import Run, read_json
 from ratchet.ui.context import Page, ui_of
 from ratchet.ui.lineage import preorder
@@ -94,10 +95,18 @@ def node_detail(run: Run, node_id: str, rows: dict[str, dict[str, Any]]) -> dict
     meta = dict(candidate.meta)
     return {
         "id": node_id, "row": rows.get(node_id, {}), "parent_id": candidate.parent_id, "file": name, "code": code,
-        "diff": diff_lines(parent_code, code), "shown": meta.pop("failures_shown", []) or [],
+        "diff": diff_lines(parent_code, code), "shown": [failure_fields(f) for f in meta.pop("failures_shown", []) or []],
         "prompt": meta.pop("prompt", []) or [], "response": meta.pop("response", None), "meta": meta,
-        "evaluations": run.evaluations(node_id),
+        "evaluations": [{**e, "failures": [failure_fields(f) for f in e.get("failures") or []]} for e in run.evaluations(node_id)],
     }
+
+
+def failure_fields(record: dict[str, Any]) -> dict[str, Any]:
+    """A stored failure (typed, or an untyped dict of an older run) as the rows the page lists:
+    its kind, its detail (the board and expected moves shown apart) and its message last."""
+    failure = Failure.from_record(record)
+    return {"kind": failure.kind, **({"task": failure.task_id} if failure.task_id else {}), **failure.detail,
+            "feedback": failure.message}
 
 
 @router.get("/autoharness/{run_id}", response_class=HTMLResponse)
