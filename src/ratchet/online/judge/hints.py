@@ -52,32 +52,32 @@ _SPLIT = re.compile(r"(?<=[.!?])\s+|\s+[—–-]\s+|\n+")
 #: number.", "Isn't localStorage enough?" -> "Use localStorage.". Each is tried on every sentence
 #: (and clause) before it is read as a directive; the first that matches gives the instruction.
 _STATED_WANTS: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p, re.IGNORECASE), t) for p, t in (
-    (r"^(?:but |and |so |hm+,? )?i (?:really )?(?P<adv>only |just )?(?:need(?:ed)?|want(?:ed)?|was (?:kind of |sort of )?"
+    ((r"^(?:but |and |so |hm+,? )?i (?:really )?(?P<adv>only |just )?(?:need(?:ed)?|want(?:ed)?|was (?:kind of |sort of )?"
      r"hoping for|'?m going to need|am going to need|asked for) (?!you\b|to\b|it\b|that\b|this\b)(?P<x>[^,;]+?)"
-     r"(?P<rest>,? not [^,;]+?)?(?: before\b.*| for (?:a|my)\b.*| now\b.*)?[.!]*$", "Give {adv}{x}{rest}."),
-    (r"^(?:but |and |so |ok,? |honestly,? )?(?!it\b|that\b|this\b|you\b|i\b)(?P<x>[^,;]+?) would(?:'ve| have)? "
+     r"(?P<rest>,? not [^,;]+?)?(?: before\b.*| for (?:a|my)\b.*| now\b.*)?[.!]*$"), "Give {adv}{x}{rest}."),
+    ((r"^(?:but |and |so |ok,? |honestly,? )?(?!it\b|that\b|this\b|you\b|i\b)(?P<x>[^,;]+?) would(?:'ve| have)? "
      r"(?:been |be )?(?:fine|enough|plenty|better|nicer|great|easier(?: to \w+)?|more useful|done it|sufficed|"
-     r"help(?: me)?(?: more)?)\b.*$", "Give {x}."),
-    (r"^(?:is there|do you have|got) (?P<x>an? (?:shorter|simpler|quicker|easier|cleaner|faster|more direct)\b[^?]*?)"
-     r"(?: of (?:this|that|it))?\?*$", "Give {x}."),
+     r"help(?: me)?(?: more)?)\b.*$"), "Give {x}."),
+    ((r"^(?:is there|do you have|got) (?P<x>an? (?:shorter|simpler|quicker|easier|cleaner|faster|more direct)\b[^?]*?)"
+     r"(?: of (?:this|that|it))?\?*$"), "Give {x}."),
     (r"^(?:couldn'?t|can'?t|shouldn'?t|wouldn'?t) (?:this|it|that|you) (?:just )?(?:be|use) (?P<x>[^?]+?)\?*$", "Use {x}."),
     (r"^isn'?t (?P<x>(?!it\b|that\b|this\b)[^?]+?) enough(?: for (?:this|that|it)| here)?\?*$", "Use {x}."),
     (r"^isn'?t there (?P<x>an? [^?]+?)(?: for (?:this|that|it))?\?*$", "Use {x}."),
     (r"^(?:hm+,? |but )?i (?:asked|wrote(?: to you)?|said|spoke|messaged you) (?P<x>in (?!a\b|the\b)\w+)\b.*$", "Answer {x}."),
-    (r"^you (?:didn'?t|did not|never) (?P<v>give|add|include|mention|explain|use|say|show|sign)\b (?:me )?"
-     r"(?P<x>(?:any |the |a |an )?[^.,;]+?)[.!]*$", "{v} {x}."),
+    ((r"^you (?:didn'?t|did not|never) (?P<v>give|add|include|mention|explain|use|say|show|sign)\b (?:me )?"
+     r"(?P<x>(?:any |the |a |an )?[^.,;]+?)[.!]*$"), "{v} {x}."),
     (r"^(?:but |and |hm+,? )?(?:my name(?:'s| is)|it'?s|i'?m) (?P<n>[A-Z][\w-]+)(?:,? (?:btw|by the way|not\b.*))?[.!]*$",
      "Call me {n}."),
 ))
 #: Complaints that name what to change ("Too long.", "Why is this so long?"): their instruction
 #: is used only when the message states no other ("Too long. One sentence, please." -> the latter).
 _IMPLIED_WANTS: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p, re.IGNORECASE), t) for p, t in (
-    (r"^(?:(?:way|much|far|a bit|a little|slightly|kind of|a tad|still|waaa+y) )?too (?:long|verbose|wordy)\b[.!]*$|"
-     r"^why is (?:it|this|that) so long\?*$|^tl;?dr\?*$|^brevity\b.*$|^that'?s a lot of words\b.*$",
+    ((r"^(?:(?:way|much|far|a bit|a little|slightly|kind of|a tad|still|waaa+y) )?too (?:long|verbose|wordy)\b[.!]*$|"
+     r"^why is (?:it|this|that) so long\?*$|^tl;?dr\?*$|^brevity\b.*$|^that'?s a lot of words\b.*$"),
      "Keep it short."),
     (r"^(?:(?:way|much|far|a bit|a little|slightly|kind of|a tad) )?too (?:formal|stiff|stuffy)\b[.!]*$", "Make it less formal."),
-    (r"^(?:(?:way|much|far|a bit|a little|slightly|kind of|a tad) )?too (?:complicated|complex)\b[.!]*$|"
-     r"^you'?re (?:way )?over(?:complicating|engineering)\b.*$", "Keep it simpler."),
+    ((r"^(?:(?:way|much|far|a bit|a little|slightly|kind of|a tad) )?too (?:complicated|complex)\b[.!]*$|"
+     r"^you'?re (?:way )?over(?:complicating|engineering)\b.*$"), "Keep it simpler."),
 ))
 
 
