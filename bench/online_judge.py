@@ -1,13 +1,16 @@
 """How well each judge hears natural feedback: precision / recall per class, sign errors, hints, time.
 
-Judges: ``rule`` (keywords), ``classifier`` (the default: embedding + cues, fitted on dev),
-``classifier-cues`` (its fallback without the encoder), ``model-1.5b`` and ``model-0.5b`` (the
-``ModelJudge`` prompt, one greedy vote, on a stratified subset: a chat model per turn is slow here).
-Sets: ``tests/data/feedback/dev.jsonl`` (the fitted judges cross-validated) and the held-out set
-(``--heldout``, written apart and never used to develop a judge). Results merge into
+Judges: ``rule`` (keywords), ``classifier`` (the default: embedding + cues, fitted on the
+development sets), ``classifier-cues`` (its fallback without the encoder), ``model-1.5b`` and
+``model-0.5b`` (the ``ModelJudge`` prompt, one greedy vote, on a stratified subset: a chat model per
+turn is slow here). Sets under ``tests/data/feedback/``: the development sets ``dev``, ``dev2`` and
+``heldout`` (the classifier is fitted on all three, so there it is scored by grouped
+cross-validation over them together) and ``test`` (written apart, never read while developing a
+judge: scored once, when the judge is final). Results merge into
 ``bench/results/online_judge.{json,md}`` under ``judge/set``, so judges and sets can be run apart.
 
     python -m bench.online_judge --judges rule classifier classifier-cues
+    python -m bench.online_judge --judges rule classifier classifier-cues --sets test   # once, at the end
     nice -n 10 python -m bench.online_judge --judges model-1.5b --model-subset 40 --sets dev
     python -m bench.online_judge --judges --cost    # the 0.5B's speed alone and beside a 1.5B judge
 """
@@ -31,6 +34,8 @@ from ratchet.online.judge.scoring import load_feedback
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data" / "feedback"
 NAME = "online_judge"
+#: The feedback sets the bench knows: the three development sets and the test set.
+SETS = ("dev", "dev2", "heldout", "test")
 
 
 def _model_judge(model: str):
@@ -78,11 +83,15 @@ of a person's corrections (-1), praise (+1) and neutral messages (0); accuracy o
 errors (a -1 row judged +1 or a +1 row judged -1, over all rows); hint agreement on the corrections
 with a labelled hint that the judge heard (word-overlap F1 / share holding every labelled word);
 mean seconds per judgement on this machine (2 cores shared with other work: see the load in the
-JSON). `classifier` is the default judge, `classifier-cues` its fallback without the encoder; on dev
-both are 5-fold cross-validated (CV), on heldout they are the shipped fits. `model-*` is the
-`ModelJudge` prompt, one greedy vote, on a stratified subset ("n of N"). The classifier's cues were
-written while reading dev and refined on its cross-validation errors, so the dev rows flatter it;
-the held-out rows (a set written apart, scored once when the judge was final) are the ones to believe.
+JSON). `model-*` is the `ModelJudge` prompt, one greedy vote, on a stratified subset ("n of N").
+
+`classifier` is the default judge, `classifier-cues` its fallback without the encoder, both fitted
+on dev + dev2 + heldout (639 people's messages); on those three sets they are scored by grouped
+5-fold cross-validation over all of them together (CV: near-duplicate messages share a fold). Their
+cues and settings were refined on those cross-validation errors, so the CV rows flatter them; the
+`test` rows (a set written apart and never read while developing the judge, scored once when it was
+final) are the ones to believe. `classifier-fit1` / `classifier-cues-fit1` are the first fit (dev
+alone, fewer cues) as measured before: CV on dev, and on heldout when heldout was still unseen.
 
 """
 PROMPTS = ["Write a Python function that checks whether a string is a palindrome.",
@@ -128,16 +137,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--judges", nargs="*", default=["rule", "classifier", "classifier-cues"])
     parser.add_argument("--cost", action="store_true", help="measure the served 0.5B's speed beside a 1.5B judge")
-    parser.add_argument("--sets", nargs="+", default=["dev", "heldout"], choices=["dev", "heldout"])
-    parser.add_argument("--dev", type=Path, default=DATA / "dev.jsonl")
-    parser.add_argument("--heldout", type=Path, default=DATA / "heldout.jsonl")
+    parser.add_argument("--sets", nargs="+", default=["dev", "dev2", "heldout"], choices=list(SETS))
+    for name in SETS:
+        parser.add_argument(f"--{name}", type=Path, default=DATA / f"{name}.jsonl", help=f"path of the {name} set")
     parser.add_argument("--model-subset", type=int, default=40, help="rows per set for the chat-model judges")
     parser.add_argument("--min-confidence", type=float, default=0.6, help="the classifier judge's min_confidence")
     args = parser.parse_args()
 
-    missing = [name for name in args.sets if name == "heldout" and not args.heldout.exists()]
+    missing = [name for name in args.sets if not getattr(args, name).exists()]
     for name in missing:
-        print(f"no held-out set at {args.heldout}: judging dev only (pass --heldout PATH)", file=sys.stderr)
+        print(f"no {name} set at {getattr(args, name)}: skipping it (pass --{name} PATH)", file=sys.stderr)
     sets = {name: load_feedback(getattr(args, name)) for name in args.sets if name not in missing}
     results = measure(contenders(args.judges, args.model_subset, args.min_confidence), sets,
                       progress=lambda line: print(line, file=sys.stderr, flush=True))

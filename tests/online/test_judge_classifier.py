@@ -16,13 +16,19 @@ from ratchet.online.config import OnlineConfig
 from ratchet.online.judge import ClassifierJudge, FeedbackClassifier, build_judge
 from ratchet.online.judge.classifier import (
     CLASSES,
+    CUE_SCALE,
     CUES_PARAMS_PATH,
+    DEV_SETS,
     PARAMS_PATH,
+    Abstention,
     cross_validated_proba,
     features,
     fit,
+    near_duplicate_groups,
     verdict,
 )
+from ratchet.online.judge.cues import NAMES as CUE_NAMES
+from ratchet.online.judge.cues import cue_vector
 from ratchet.online.records import Turn
 from ratchet.online.sessions import SESSION_ENDED
 
@@ -62,8 +68,20 @@ def test_negation_and_sarcasm_are_corrections(cues_judge, text):
     assert cues_judge.vote(text) == -1
 
 
+@pytest.mark.parametrize("text", [
+    # sarcasm after a complaint, praise trailing off, praise with a condition, thanks + a change anyway
+    "now my list is None... great", "Brilliant... it crashes.", "Perfect, if I wanted a novel.",
+    "Thanks, but make it less stiff.",
+    # non-English corrections beyond the first five languages
+    "Troppo lungo, per favore una frase.", "Слишком длинно, покороче.", "長すぎます。短くしてください。",
+])
+def test_sarcasm_and_other_languages_are_never_read_as_praise(cues_judge, text):
+    assert cues_judge.vote(text) != 1
+
+
 @pytest.mark.parametrize("text", ["Thanks, that was helpful!", "Not bad at all!", "No complaints, works perfectly.",
-                                  "Perfect, thank you.", "merci beaucoup !", "👍"])
+                                  "Perfect, thank you.", "merci beaucoup !", "👍", "Спасибо, работает!",
+                                  "Grazie, perfetto!", "谢谢,太好了"])
 def test_praise_including_negated_negatives_is_praise(cues_judge, text):
     assert cues_judge.vote(text) == 1
 
@@ -98,6 +116,44 @@ def test_an_unsure_verdict_is_left_out_not_signed():
     assert verdict(probs, 0.5) == -1
     assert verdict(np.array([0.1, 0.2, 0.7]), 0.99) == 0  # neutral needs no bar
     assert verdict(np.array([0.05, 0.9, 0.05]), 0.6) == 1
+
+
+def test_abstention_withholds_praise_that_carries_a_sarcasm_cue():
+    sure_praise = np.array([[0.02, 0.95, 0.03]])
+    plain, sarcastic = cue_vector("Great, thank you."), cue_vector("Brilliant... it crashes.")
+    policy = Abstention(0.6)
+    assert policy.verdicts(sure_praise, plain[None]) == [1]
+    assert policy.verdicts(sure_praise, sarcastic[None]) == [0]  # left out, not taught as praise
+    assert Abstention(0.6, veto_cues=()).verdicts(sure_praise, sarcastic[None]) == [1]
+    # a correction is never vetoed into praise or 0 by a cue: the veto only withholds +1
+    assert policy.verdicts(np.array([[0.9, 0.05, 0.05]]), sarcastic[None]) == [-1]
+    with pytest.raises(ValueError, match="unknown veto cue"):
+        Abstention(0.6, veto_cues=("sarcasmm",))
+
+
+def test_quoted_words_are_not_read_as_praise():
+    quoted = cue_vector("Sign it 'Best, Maria'.")
+    assert quoted[CUE_NAMES.index("quoted")] == 1 and quoted[CUE_NAMES.index("praise_word")] == 0
+    assert cue_vector("Best answer so far")[CUE_NAMES.index("praise_word")] == 1
+
+
+def test_near_duplicates_share_a_cross_validation_fold():
+    texts = ["Too long!", "too long", "Thanks!", "Shorter please.", "What about sets?"]
+    embeddings = np.array([[1, 0, 0], [0, 1, 0], [0, 0, 1], [0, 0.995, 0.0998], [1, 1, 1]], dtype=float)
+    groups = near_duplicate_groups(texts, embeddings)
+    assert groups[0] == groups[1]  # same words up to case and punctuation
+    assert groups[1] == groups[3]  # cosine >= 0.9 to "too long", so transitively with "Too long!"
+    assert len(set(groups.tolist())) == 3
+    # rows of one group are held out together: every fold's test rows share no group with its train rows
+    labels = ["correction", "correction", "praise", "correction", "neutral"] * 4
+    x = np.tile(np.eye(5), (4, 1))
+    praise = CLASSES.index("praise")
+    grouped = cross_validated_proba(x, labels, folds=5, groups=np.tile(np.arange(5), 4), encoder=None, cue_scale=1.0)
+    # The only praise rows are four copies of one message: held out together, praise was never seen.
+    assert grouped.shape == (20, 3) and grouped[2].argmax() != praise
+    # Dealt row by row, its copies leak into training and the held-out copy is "recognised".
+    leaky = cross_validated_proba(x, labels, folds=5, encoder=None, cue_scale=1.0)
+    assert leaky[2].argmax() == praise
 
 
 def test_fit_learns_separable_classes_and_cross_validation_holds_rows_out():
@@ -157,8 +213,9 @@ def test_bad_parameter_files_name_the_fix(tmp_path):
 def test_shipped_parameters_record_what_fitted_them():
     for path, encoder, width in ((PARAMS_PATH, "all-minilm-l6-v2", 384), (CUES_PARAMS_PATH, None, 0)):
         model = FeedbackClassifier.load(path)
-        assert model.encoder == encoder and model.meta["data"] == "dev.jsonl" and model.meta["rows"] >= 250
-        assert model.weights.shape == (width + len(model.cues), 3)
+        assert model.encoder == encoder and model.meta["data"] == list(DEV_SETS) and model.meta["rows"] >= 600
+        assert "test.jsonl" not in model.meta["data_sha256"]  # the set it is measured on once
+        assert model.weights.shape == (width + len(model.cues), 3) and model.cue_scale == CUE_SCALE
 
 
 def test_default_judge_of_serve_is_the_classifier(tmp_path, monkeypatch):

@@ -34,6 +34,15 @@ DEV_SET = Path(__file__).resolve().parents[1] / "data" / "feedback" / "dev.jsonl
     ("No, that's not how I asked. Always start with 'Ahoy!'. Please answer again.", "Always start with 'Ahoy!'."),
     ("Sign it 'Best, Maria'.", "Sign it 'Best, Maria'."),
     ("Bitte auf Deutsch antworten.", "Bitte auf Deutsch antworten."),
+    # wants stated without an imperative
+    ("I was kind of hoping for a one-liner.", "Give a one-liner."),
+    ("Just the number would have been fine.", "Give just the number."),
+    ("Isn't localStorage enough for this?", "Use localStorage."),
+    ("Hm, I asked in French for a reason.", "Answer in French."),
+    ("Works, thanks, but a one-liner would be better.", "Give a one-liner."),
+    # a complaint that names what to change, when nothing else is asked
+    ("Why is this so long?", "Keep it short."),
+    ("Way too long.", "Keep it short."),
 ])
 def test_instruction_of_states_what_is_wanted_as_an_imperative(correction, hint):
     assert instruction_of(correction) == hint
@@ -44,6 +53,23 @@ def test_instruction_of_states_what_is_wanted_as_an_imperative(correction, hint)
 def test_a_bare_complaint_states_no_instruction(complaint):
     assert instruction_of(complaint) is None
     assert correction_hint(complaint) == f"The user's follow-up was: {complaint}"
+
+
+@pytest.mark.parametrize(("output", "vote"), [
+    ('psycopg2.errors.UndefinedTable: relation "users" does not exist', -1),  # "errors." is an error class
+    ("Found 3 errors in 2 files", -1),
+    ("Build succeeded. 0 warnings, 0 errors.", 1),
+    ('HTTP/1.1 200 OK\n{"items": [], "errors": []}', 1),  # an empty error list is a success
+])
+def test_tool_rules_read_error_classes_and_empty_error_lists(output, vote):
+    assert RuleJudge(hints=False).vote(f"tool: {output}") == vote
+
+
+def test_no_instruction_is_made_up_where_the_message_states_none():
+    # a question that names no change stays as said; only "so long" / "too long" state "short"
+    assert instruction_of("Why is this slow?") == "Why is this slow?"
+    assert instruction_of("I need you to check the dates.") == "I need you to check the dates."
+    assert instruction_of("Too long. Answer in one sentence.") == "Answer in one sentence."
 
 
 def test_tool_error_hint_names_the_tool_output():
@@ -97,6 +123,18 @@ def test_duplicate_ids_empty_and_missing_sets(tmp_path):
         load_feedback(tmp_path / "absent.jsonl")
 
 
+def test_the_added_development_set_covers_the_weak_kinds():
+    rows = load_feedback(DEV_SET.with_name("dev2.jsonl"))
+    people = [r for r in rows if r.source == "user"]
+    assert len(rows) >= 140 and len({r.lang for r in people}) >= 12
+    styles = [r.style for r in people if r.label == "correction"]
+    assert {s: styles.count(s) >= 6 for s in ("non_english", "indirect", "sarcastic", "mixed")} == dict.fromkeys(
+        ("non_english", "indirect", "sarcastic", "mixed"), True)
+    assert all(r.hint is None for r in rows if r.label != "correction")
+    earlier = {r.next_state for name in ("dev.jsonl", "heldout.jsonl") for r in load_feedback(DEV_SET.with_name(name))}
+    assert len({r.next_state for r in rows}) == len(rows) and not earlier & {r.next_state for r in rows}
+
+
 def test_the_development_set_follows_the_schema():
     rows = load_feedback(DEV_SET)
     labels = [r.label for r in rows]
@@ -135,21 +173,22 @@ def test_tool_rows_reach_the_judge_as_tool_output():
     assert run(RuleJudge(hints=False), [row]).rewards == [-1]
 
 
-def test_measure_cross_validates_on_the_fitting_set_only():
+def test_measure_cross_validates_on_the_fitting_sets_together_only():
     rows = [FeedbackRow(**_row(id=f"r{i}")) for i in range(4)]
     calls = []
 
-    def cv(used):
-        calls.append(len(used))
-        return Verdicts([1] * len(used), [None] * len(used), [])
+    def cv(sets):
+        calls.append({name: len(used) for name, used in sets.items()})
+        return {name: Verdicts([1] * len(used), [None] * len(used), []) for name, used in sets.items()}
 
     results = measure([Contender("rule", lambda: RuleJudge(hints=False), cross_validate=cv)],
-                      {"dev": rows, "heldout": rows})
-    assert calls == [4]
-    assert results["rule/dev"]["method"] == "5-fold cross-validation"
-    assert results["rule/heldout"]["method"] == "as shipped"
+                      {"dev": rows, "heldout": rows[:3], "test": rows[:2]})
+    assert calls == [{"dev": 4, "heldout": 3}]  # one cross-validation over the fitting sets, never the test set
+    assert results["rule/dev"]["method"].startswith("grouped 5-fold cross-validation over dev + heldout")
+    assert "cross-validation" in results["rule/heldout"]["method"]
+    assert results["rule/test"]["method"] == "as shipped"
     text = table(results)
-    assert "| rule | dev | 4 (CV) |" in text and "| rule | heldout | 4 |" in text
+    assert "| rule | dev | 4 (CV) |" in text and "| rule | test | 2 |" in text
 
 
 def test_stratified_subset_keeps_every_label():

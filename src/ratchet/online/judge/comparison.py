@@ -1,8 +1,8 @@
 """Judges side by side on labelled feedback sets: the library call behind ``bench/online_judge.py``.
 
-A fitted judge is never scored on the rows it was fitted on: on its own fitting set it is scored by
-k-fold cross-validation (each row judged by a classifier fitted on the other folds), on any other
-set as shipped. Slow judges (a chat model per turn) may be scored on a stratified subset of a set;
+A fitted judge is never scored on the rows it was fitted on: on its fitting sets it is scored by
+grouped k-fold cross-validation over all of them together (each row judged by a classifier fitted
+on the other folds; near-duplicate messages share a fold), on any other set as shipped. Slow judges (a chat model per turn) may be scored on a stratified subset of a set;
 the table says how many rows each number rests on.
 """
 
@@ -16,12 +16,15 @@ from typing import Any
 from ratchet.online.judge.classifier import (
     CLASSES,
     CUE_SCALE,
+    DEV_SETS,
     FIT_SETTINGS,
+    Abstention,
     ClassifierJudge,
     cross_validated_proba,
     features,
-    verdict,
+    near_duplicate_groups,
 )
+from ratchet.online.judge.cues import cue_matrix
 from ratchet.online.judge.rules import correction_hint, tool_vote
 from ratchet.online.judge.scoring import FeedbackRow, Verdicts, run, score
 
@@ -32,8 +35,8 @@ class Contender:
 
     name: str
     make: Callable[[], Any]
-    cross_validate: Callable[[Sequence[FeedbackRow]], Verdicts] | None = None
-    """For a judge fitted on ``fitted_on``: its verdicts on that set by cross-validation."""
+    cross_validate: Callable[[dict[str, Sequence[FeedbackRow]]], dict[str, Verdicts]] | None = None
+    """For a fitted judge: its verdicts on each of its fitting sets by cross-validation over all of them."""
     subset: int | None = None
     """Rows per set (stratified by label) for a slow judge; None judges every row."""
 
@@ -53,49 +56,67 @@ def stratified(rows: Sequence[FeedbackRow], n: int | None, seed: int = 0) -> lis
     return [rows[i] for i in sorted(chosen)]
 
 
-def classifier_cross_validation(encoder: Any, *, min_confidence: float, folds: int = 5, seed: int = 0,
-                                hints: bool = True) -> Callable[[Sequence[FeedbackRow]], Verdicts]:
-    """Verdicts of the classifier judge on a set by ``folds``-fold cross-validation over its people's messages.
+def classifier_cross_validation(encoder: Any, *, abstention: Abstention, folds: int = 5, seed: int = 0,
+                                hints: bool = True) -> Callable[[dict[str, Sequence[FeedbackRow]]], dict[str, Verdicts]]:
+    """Verdicts of the classifier judge on its fitting sets by grouped ``folds``-fold cross-validation.
 
-    Tool outputs are judged by the rules (nothing is fitted on them); ``encoder`` None is the
-    cues-only classifier.
+    The people's messages of all the sets are pooled (the shipped classifier is fitted on the pool),
+    grouped by :func:`near_duplicate_groups` and dealt to folds by group; each set gets back its own
+    rows' verdicts. Tool outputs are judged by the rules (nothing is fitted on them); ``encoder``
+    None is the cues-only classifier.
     """
 
-    def verdicts(rows: Sequence[FeedbackRow]) -> Verdicts:
-        people = [i for i, r in enumerate(rows) if r.source == "user"]
-        x = features(encoder, [rows[i].next_state for i in people], CUE_SCALE)
-        proba = cross_validated_proba(x, [rows[i].label for i in people], folds=folds, seed=seed,
-                                      encoder=getattr(encoder, "name", None), cue_scale=CUE_SCALE,
+    def verdicts(sets: dict[str, Sequence[FeedbackRow]]) -> dict[str, Verdicts]:
+        pooled = [(name, i) for name, rows in sets.items() for i, r in enumerate(rows) if r.source == "user"]
+        texts = [sets[name][i].next_state for name, i in pooled]
+        cues = cue_matrix(texts)
+        x = features(encoder, texts, CUE_SCALE, cues)
+        width = x.shape[1] - cues.shape[1]
+        groups = near_duplicate_groups(texts, x[:, :width] if width else None)
+        proba = cross_validated_proba(x, [sets[name][i].label for name, i in pooled], folds=folds, seed=seed,
+                                      groups=groups, encoder=getattr(encoder, "name", None), cue_scale=CUE_SCALE,
                                       l2=FIT_SETTINGS["l2"], epochs=int(FIT_SETTINGS["epochs"]), lr=FIT_SETTINGS["lr"])
-        rewards = [tool_vote(r.next_state) if r.source == "tool" else 0 for r in rows]
-        for i, p in zip(people, proba):
-            rewards[i] = verdict(p, min_confidence)
-        hint_list = [correction_hint(r.rendered) if hints and v < 0 else None for r, v in zip(rows, rewards)]
-        return Verdicts(rewards, hint_list, [])
+        rewards = {name: [tool_vote(r.next_state) if r.source == "tool" else 0 for r in rows]
+                   for name, rows in sets.items()}
+        for (name, i), v in zip(pooled, abstention.verdicts(proba, cues)):
+            rewards[name][i] = v
+        out = {}
+        for name, rows in sets.items():
+            hint_list = [correction_hint(r.rendered) if hints and v < 0 else None for r, v in zip(rows, rewards[name])]
+            out[name] = Verdicts(rewards[name], hint_list, [])
+        return out
 
     return verdicts
 
 
 def measure(contenders: Sequence[Contender], sets: dict[str, Sequence[FeedbackRow]], *,
-            fitted_on: str = "dev", progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
-    """Scores of every contender on every set, keyed ``judge/set``."""
+            fitted_on: Sequence[str] = tuple(name.removesuffix(".jsonl") for name in DEV_SETS),
+            progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """Scores of every contender on every set, keyed ``judge/set``.
+
+    A contender that can be cross-validated is, on the sets of ``fitted_on`` that are given, scored
+    by cross-validation over those sets together (its time per judgement is still the shipped
+    judge's); on every other set as shipped.
+    """
     results: dict[str, Any] = {}
     for contender in contenders:
         judge = contender.make()
         warm = next(iter(sets.values()))[:1]
         run(judge, warm)  # loads the model or encoder: a server pays that once, not per turn
-        for set_name, rows in sets.items():
-            used = stratified(rows, contender.subset)
-            progress(f"{contender.name} on {set_name}: {len(used)} rows")
-            timed = run(judge, used, progress if contender.subset else None)
+        used = {name: stratified(rows, contender.subset) for name, rows in sets.items()}
+        fitting = {name: rows for name, rows in used.items() if name in fitted_on}
+        crossed = contender.cross_validate(fitting) if contender.cross_validate and fitting else {}
+        for set_name, rows in used.items():
+            progress(f"{contender.name} on {set_name}: {len(rows)} rows")
+            timed = run(judge, rows, progress if contender.subset else None)
             method = "as shipped"
             verdicts = timed
-            if set_name == fitted_on and contender.cross_validate is not None:
-                verdicts = contender.cross_validate(used)
+            if set_name in crossed:
+                verdicts = crossed[set_name]
                 verdicts.seconds = timed.seconds  # what judging costs is the shipped judge's time
-                method = "5-fold cross-validation"
-            entry = score(used, verdicts)
-            entry.update(judge=contender.name, set=set_name, method=method, of_rows=len(rows))
+                method = f"grouped 5-fold cross-validation over {' + '.join(fitting)}"
+            entry = score(rows, verdicts)
+            entry.update(judge=contender.name, set=set_name, method=method, of_rows=len(sets[set_name]))
             results[f"{contender.name}/{set_name}"] = entry
     return results
 
@@ -114,7 +135,7 @@ def table(results: dict[str, Any]) -> str:
         r = results[key]
         c = r["classes"]
         rows = f"{r['rows']}" + (f" of {r['of_rows']}" if r["rows"] != r["of_rows"] else "")
-        rows += " (CV)" if r["method"].endswith("cross-validation") else ""
+        rows += " (CV)" if "cross-validation" in r["method"] else ""
         hints = r["hints"]
         if hints.get("given") == 0:
             hint = "— (no hints)"
@@ -130,7 +151,7 @@ def table(results: dict[str, Any]) -> str:
 
 
 def classifier_contender(name: str, *, cues_only: bool, min_confidence: float) -> Contender:
-    """The shipped classifier judge (or its cues-only fit) with its cross-validation on dev."""
+    """The shipped classifier judge (or its cues-only fit) with its cross-validation on the fitting sets."""
     from ratchet.online.judge.classifier import CUES_PARAMS_PATH, PARAMS_PATH, FeedbackClassifier
 
     params = FeedbackClassifier.load(CUES_PARAMS_PATH if cues_only else PARAMS_PATH)
@@ -139,8 +160,9 @@ def classifier_contender(name: str, *, cues_only: bool, min_confidence: float) -
         from ratchet.models.embedding import SentenceEncoder
 
         encoder = SentenceEncoder.pulled(params.encoder)
-    return Contender(name, lambda: ClassifierJudge(params, encoder=encoder, min_confidence=min_confidence),
-                     classifier_cross_validation(encoder, min_confidence=min_confidence))
+    abstention = Abstention(min_confidence)
+    return Contender(name, lambda: ClassifierJudge(params, encoder=encoder, abstention=abstention),
+                     classifier_cross_validation(encoder, abstention=abstention))
 
 
 __all__ = ["CLASSES", "Contender", "classifier_contender", "classifier_cross_validation", "measure", "stratified",

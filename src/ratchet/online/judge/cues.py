@@ -23,12 +23,18 @@ _NEGATION = r"(?:not|n't|never|hardly|barely|no longer|isn't|wasn't|nicht|kein\w
 
 CUES: dict[str, str] = {
     # thanks and praise, several languages and emoji
-    "thanks": r"\b(?:thanks?|thank (?:you|u)|thx|thanx|ty|tysm|cheers|dank\w*|merci|gracias|grazie|obrigad[oa])\b|"
-              r"감사|고마",
+    "thanks": r"\b(?:thanks?|thank (?:you|u)|thx|thanx|ty|tysm|cheers|dank\w*|merci|gracias|grazie|obrigad[oa]|valeu|"
+              r"bedankt|tack|takk|tak|dzięki|dziękuję|спасибо|благодарю|teşekkür\w*|sağ ?ol|kiitos|köszönöm|"
+              r"(?<!would )(?<!'d )appreciate[ds]?|thnaks|thnx|tnx)\b|감사|고마|ありがと|谢谢|謝謝|多谢",
     "praise_word": rf"\b(?:{_PRAISE_WORDS})\b|\b(?:perfekt|genial|super|toll|parfait|excellent|génial|perfecto|"
-                   r"excelente|genial|útil|top)\b|완벽|좋네|좋아|최고",
+                   r"excelente|genial|útil|top|perfetto|perfeito|ótimo|chiarissimo|geweldig|prima|świetnie|"
+                   r"doskonale|отлично|супер|класс|harika|mükemmel|precis|klasse|richtig|elegant|clicks|cool|"
+                   r"perfectly|nicely|well put|well (?:explained|done|written)|much (?:easier|simpler|cleaner|clearer)|"
+                   r"i (?:really )?(?:like|love) (?:that|this|it|the|how))\b|완벽|좋네|좋아|최고|完璧|完美|太好了|すごい|素晴らし",
     "praise_emoji": r"[👍🙏🔥🎉❤💯👌😍🥳✅🙌😊🙂]|\b10/10\b|chef'?s kiss",
-    "it_works": r"\b(?:works|worked|fixed it|passes|compiles|that did it|all good|that'?s it|that'?s the one)\b",
+    "it_works": r"\b(?:works|worked|fixed it|passes|compiles|that did it|all good|that'?s the one|that was it|"
+                r"did the trick|ship it|funktioniert|geklappt|funciona|funcionou|funziona|marche|działa|работает|"
+                r"çalıştı|werkt|fungerar)\b|動いた|好用|잘 되",
     # praise negated: a correction, not praise
     "negated_praise": rf"\b{_NEGATION}\s+(?:\w+\s+){{0,2}}(?:{_PRAISE_WORDS}|hilfreich|utile|útil)\b",
     "not_at_start": r"^\W*(?:not|isn'?t|wasn'?t)\b",
@@ -39,13 +45,34 @@ CUES: dict[str, str] = {
     "sarcasm": r"\b(?:great|wonderful|brilliant|cool|wow|oh|fantastic|thanks|very|super)\b[^.!?]{0,6}[,.!]?\s*"
                r"(?:another|a whole|thanks for the|for nothing|now my|an? (?:infinite|wall|lecture|essay)|captain obvious|"
                r"exactly what i needed|very (?:helpful|reassuring|useful))|(?:^|[.!?]\s*)(?:not|nicht|pas)\s*[.!]\s*$|"
-               r"\bimpressive\b|\bthanks for nothing\b|\bcaptain obvious\b|\bsmh\b|🙄|\bwaste of time\b",
+               r"\bimpressive\b|\bthanks for nothing\b|\bcaptain obvious\b|\bsmh\b|🙄|\bwaste of time\b|"
+               r"\b(?:riveting|very enterprise|yeah right|as if|obviously|sure, i'll)\b|"
+               r"\blove how (?:i|you)\b|\bthanks for the (?:deep|in-depth|insight|lecture|essay|novel)|\bon my (?:vacation|holiday)\b",
     # complaints and errors
+    # a praise word next to "..." or with a condition: "Brilliant... it crashes", "... great",
+    # "Perfect, if I were writing to the Queen", "Works great... if you like exceptions"
+    "trailing_praise": rf"\b(?:{_PRAISE_WORDS})\b\s*(?:\.\.\.|…)|(?:\.\.\.|…)\s*(?:{_PRAISE_WORDS})\b|"
+                       rf"\b(?:{_PRAISE_WORDS})\b[^.!?]{{0,20}},?\s+if (?:i|you)\b",
+    # thanks or praise, then a change anyway: "Thanks, but make it less stiff", "Thanks! Next time ..."
+    "praise_then_change": rf"\b(?:{_PRAISE_WORDS}|danke|merci|gracias|grazie)\b[^?]{{0,25}}?\b(?:but|though|however|"
+                          r"next time|just|aber|mais|pero|ma|mas)\b",
+    # the trailing dots of a sigh or an unfinished reproach: "Ok... that's a lot", "Te pregunté en español..."
+    "trailing_dots": r"(?:\.\.\.|…)",
+    # indirect: a question about the reply that implies it fell short
+    "indirect_doubt": r"\b(?:why is (?:it|this|that) so|is there a (?:shorter|simpler|quicker|easier)|have you (?:tried|tested)|"
+                      r"did you (?:test|try|run)|what happens (?:when|if)|isn'?t (?:\w+ ){0,3}enough|wasn'?t it|"
+                      r"check that|that'?s it\?|a lot of words|would'?ve (?:been|done)|would have (?:been|done)|"
+                      r"i was kind of hoping|seems like a lot|that'?s a lot|backwards|my (?:book|tests?|docs?) "
+                      r"(?:says?|disagree)|i'?ll (?:just )?(?:debug|rewrite|do) it myself|for the (?:second|third) time|"
+                      r"as per my|(?:don'?t|do not) have (?:the )?time|no time for|per my (?:last|earlier)|by the way|i did (?:mention|say|introduce)|you know\b)",
     "complaint": r"\b(?:wrong|incorrect|useless|pointless|broken|crash(?:es|ed)?|bug|error|fails?|failed|meh|nope|nah|"
                  r"nonsense|made up|confusing|vague|harsh|condescending|cold|impersonal|rude|abrupt|waste|nothing)\b|"
-                 r"👎|🐛|😬|😩|\b(?:falsch|stimmt nicht|fehler|faux|ne marche pas|no funciona|no es correcto)\b|틀렸|아니",
+                 r"👎|🐛|😬|😩|\b(?:falsch|stimmt nicht|fehler|faux|ne marche pas|no funciona|no es correcto|bof|"
+                 r"no sirve|não funciona|non funziona|nie działa|не работает|çalışmıyor|werkt niet|fungerar inte|"
+                 r"hilft mir nicht|vaya respuesta|sbagliat\w*|errad[oa]|неправильно|yanlış|fout)\b|틀렸|아니|"
+                 r"不对|错了|不行|違います|間違",
     "no_at_start": r"^\W*(?:no|nein|non|nope|nah|hmm+ no|not quite|wrong)\b",
-    "not_what": r"\b(?:not what i|that'?s not|doesn'?t answer|did(?:n'?t| not) (?:solve|work|help|answer)|"
+    "not_what": r"\b(?:not what i|not how|that'?s not|doesn'?t answer|did(?:n'?t| not) (?:solve|work|help|answer)|"
                 r"does(?:n'?t| not) (?:work|run|compile|address)|won'?t (?:run|work|compile)|did you even|are you sure|"
                 r"i don'?t think|i wouldn'?t call|still (?:broken|wrong|failing))\b",
     "retry": r"\b(?:try again|again|redo|retry|double-check|once more|next time)\b",
@@ -54,14 +81,21 @@ CUES: dict[str, str] = {
     # a change is asked for
     "polite_request": r"\b(?:please|pls|plz|kindly|could you|can you|would you|could u|can u|cna you|"
                       r"would be (?:nice|better|easier)|i'?d (?:like|prefer|rather)|i would (?:like|prefer|appreciate)|"
-                      r"i prefer|bitte|s'il (?:te|vous) pla[iî]t|por favor|puedes|podrías|peux-tu|geht das)\b|주세요",
+                      r"i prefer|bitte|s'il (?:te|vous) pla[iî]t|por favor|puedes|podrías|peux-tu|tu peux|geht das|"
+                      r"kannst du|könntest du|per favore|puoi|pode|podes|kun je|kunt u|alsjeblieft|graag|kan du|"
+                      r"snälla|proszę|czy możesz|пожалуйста|можешь|lütfen|misschien)\b|주세요|줄래|ください|お願い|请|請",
     "change_word": r"\b(?:too|shorter|shorten|longer|less|more|instead|rather|only|just|simpler|formal|casual|"
                    r"concise|trim|cut|drop|skip|add|use|make|put|switch|tone|keep|limit|max|sign|end|start|call|"
-                   r"kürzer|zu lang|ausführlicher|förmlicher|trop|plus|demasiado|más|formal|너무|자세히)\b",
+                   r"kürzer|zu lang|ausführlicher|förmlicher|trop|plus|demasiado|más|formal|muito|troppo|"
+                   r"te lang|för lång|za dług\w*|слишком|покороче|короче|çok uzun|kısa\w*|корот\w*|"
+                   r"wystarczy|basta|reicht|suffit|genoeg|räcker|yeter|достаточно)\b|너무|자세히|짧게|"
+                   r"長すぎ|短く|太长|简短|短一点",
     "format_word": r"\b(?:bullet|list|table|json|markdown|headings?|numbered|code block|checklist|plain text|"
                    r"liste|tabla|tabelle)\b",
-    "language_word": r"\b(?:german|english|french|spanish|korean|deutsch|englisch|français|anglais|español|"
-                     r"inglés)\b|한국어",
+    "language_word": r"\b(?:german|english|french|spanish|korean|dutch|italian|portuguese|japanese|chinese|russian|"
+                     r"polish|turkish|swedish|deutsch|englisch|français|anglais|español|inglés|italiano|"
+                     r"português|portugu[eê]s|nederlands|svenska|polsku|по-русски|русском|türkçe|inglese|"
+                     r"engels|englisch)\b|한국어|日本語|中文|汉语|英語",
     "name_word": r"\b(?:my name|call me|name'?s|it'?s \w+ here|address(?:ed)? me|greet me)\b",
     # a new question or moving on
     "question": r"\?\s*$",
@@ -71,15 +105,23 @@ CUES: dict[str, str] = {
                  r"let me try|get back to you|give me a minute|brb|noted|understood|i see|okay|ok|k|hmm|"
                  r"nächste frage|autre question)\b",
     "short": r"^\W*\w+\W*$",
+    # quoted text (blanked out before the other cues): mostly words the person wants used
+    "quoted": r"«quoted»",
 }
 
 _COMPILED = {name: re.compile(pattern, re.IGNORECASE) for name, pattern in CUES.items()}
 NAMES = tuple(CUES)
 
 
+#: Quoted text is what the person wants written ("Sign it 'Best, Maria'", "End with « Merci »"), not
+#: what they think of the reply: its words ("Best", "Cheers") must not read as praise.
+QUOTE = "«quoted»"
+_QUOTED = re.compile(r"(?<!\w)'[^']{1,80}'(?!\w)|\"[^\"]{1,80}\"|«[^»]{1,80}»|“[^”]{1,80}”|‘[^’]{1,80}’")
+
+
 def cue_vector(text: str) -> np.ndarray:
-    """One 0/1 entry per cue in :data:`CUES` order."""
-    text = (text or "").strip()
+    """One 0/1 entry per cue in :data:`CUES` order, read with quoted text blanked out."""
+    text = _QUOTED.sub(QUOTE, (text or "").strip())
     return np.array([1.0 if rx.search(text) else 0.0 for rx in _COMPILED.values()], dtype=np.float32)
 
 

@@ -47,6 +47,54 @@ _CONTRAST = re.compile(r"^(?P<lead>[^,]{0,40}?)[,;]?\s+(?:but|though|so)\s+(?P<r
 _SPLIT = re.compile(r"(?<=[.!?])\s+|\s+[—–-]\s+|\n+")
 
 
+#: Wants stated without an imperative, and the imperative each states: "I was hoping for a
+#: one-liner" -> "Give a one-liner.", "Just the number would have been fine." -> "Give just the
+#: number.", "Isn't localStorage enough?" -> "Use localStorage.". Each is tried on every sentence
+#: (and clause) before it is read as a directive; the first that matches gives the instruction.
+_STATED_WANTS: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p, re.IGNORECASE), t) for p, t in (
+    ((r"^(?:but |and |so |hm+,? )?i (?:really )?(?P<adv>only |just )?(?:need(?:ed)?|want(?:ed)?|was (?:kind of |sort of )?"
+     r"hoping for|'?m going to need|am going to need|asked for) (?!you\b|to\b|it\b|that\b|this\b)(?P<x>[^,;]+?)"
+     r"(?P<rest>,? not [^,;]+?)?(?: before\b.*| for (?:a|my)\b.*| now\b.*)?[.!]*$"), "Give {adv}{x}{rest}."),
+    ((r"^(?:but |and |so |ok,? |honestly,? )?(?!it\b|that\b|this\b|you\b|i\b)(?P<x>[^,;]+?) would(?:'ve| have)? "
+     r"(?:been |be )?(?:fine|enough|plenty|better|nicer|great|easier(?: to \w+)?|more useful|done it|sufficed|"
+     r"help(?: me)?(?: more)?)\b.*$"), "Give {x}."),
+    ((r"^(?:is there|do you have|got) (?P<x>an? (?:shorter|simpler|quicker|easier|cleaner|faster|more direct)\b[^?]*?)"
+     r"(?: of (?:this|that|it))?\?*$"), "Give {x}."),
+    (r"^(?:couldn'?t|can'?t|shouldn'?t|wouldn'?t) (?:this|it|that|you) (?:just )?(?:be|use) (?P<x>[^?]+?)\?*$", "Use {x}."),
+    (r"^isn'?t (?P<x>(?!it\b|that\b|this\b)[^?]+?) enough(?: for (?:this|that|it)| here)?\?*$", "Use {x}."),
+    (r"^isn'?t there (?P<x>an? [^?]+?)(?: for (?:this|that|it))?\?*$", "Use {x}."),
+    (r"^(?:hm+,? |but )?i (?:asked|wrote(?: to you)?|said|spoke|messaged you) (?P<x>in (?!a\b|the\b)\w+)\b.*$", "Answer {x}."),
+    ((r"^you (?:didn'?t|did not|never) (?P<v>give|add|include|mention|explain|use|say|show|sign)\b (?:me )?"
+     r"(?P<x>(?:any |the |a |an )?[^.,;]+?)[.!]*$"), "{v} {x}."),
+    (r"^(?:but |and |hm+,? )?(?:my name(?:'s| is)|it'?s|i'?m) (?P<n>[A-Z][\w-]+)(?:,? (?:btw|by the way|not\b.*))?[.!]*$",
+     "Call me {n}."),
+))
+#: Complaints that name what to change ("Too long.", "Why is this so long?"): their instruction
+#: is used only when the message states no other ("Too long. One sentence, please." -> the latter).
+_IMPLIED_WANTS: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p, re.IGNORECASE), t) for p, t in (
+    ((r"^(?:(?:way|much|far|a bit|a little|slightly|kind of|a tad|still|waaa+y) )?too (?:long|verbose|wordy)\b[.!]*$|"
+     r"^why is (?:it|this|that) so long\?*$|^tl;?dr\?*$|^brevity\b.*$|^that'?s a lot of words\b.*$"),
+     "Keep it short."),
+    (r"^(?:(?:way|much|far|a bit|a little|slightly|kind of|a tad) )?too (?:formal|stiff|stuffy)\b[.!]*$", "Make it less formal."),
+    ((r"^(?:(?:way|much|far|a bit|a little|slightly|kind of|a tad) )?too (?:complicated|complex)\b[.!]*$|"
+     r"^you'?re (?:way )?over(?:complicating|engineering)\b.*$"), "Keep it simpler."),
+))
+
+
+def _stated_want(sentence: str, table: tuple[tuple[re.Pattern[str], str], ...] = _STATED_WANTS) -> str | None:
+    text = re.sub(r"^[^\w']+|[\s🙏🙂😊🙄👎]+$", "", sentence.strip())
+    for pattern, template in table:
+        match = pattern.match(text)
+        if match:
+            parts = {k: (v or "") for k, v in match.groupdict().items()}
+            for key in ("adv", "x"):  # a word capitalised only because it began the sentence
+                if parts.get(key) and match.start(key) == 0 and parts[key][1:2].islower():
+                    parts[key] = parts[key][0].lower() + parts[key][1:]
+            out = template.format(**parts).replace("  ", " ")
+            return out[:1].upper() + out[1:]
+    return None
+
+
 def _is(patterns: tuple[str, ...], text: str) -> bool:
     return any(re.search(p, text, re.IGNORECASE) for p in patterns)
 
@@ -89,11 +137,20 @@ def _clauses(correction: str) -> list[str]:
 def _pieces(sentence: str) -> tuple[list[str], list[str]]:
     """(directives, other statements) of one sentence; a sentence that mixes a complaint with an
     instruction ("Try again, and this time cite your sources.") is cut at its commas."""
+    want = _stated_want(sentence)
+    if want:
+        return [want], []
+    implied = _stated_want(sentence, _IMPLIED_WANTS)
+    if implied:
+        return [], [implied]
     complaint = _is(_COMPLAINT, sentence) or _is(_PRAISE, sentence)
     if not complaint and _directive(sentence):
         return [sentence], []
     if "'" not in sentence and '"' not in sentence and "," in sentence:
         clauses = [_LEAD.sub("", c.strip()) for c in sentence.split(",") if c.strip()]
+        wants = [w for w in map(_stated_want, clauses) if w]
+        if wants:
+            return wants, []
         found = [c for c in clauses if _directive(c) and not _is(_COMPLAINT, c) and not _is(_PRAISE, c)]
         if found:
             return found, []

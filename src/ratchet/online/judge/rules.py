@@ -32,7 +32,9 @@ _NEGATIVE = (
 
 #: What a failed tool call prints: error classes, failing exit codes, shells' and tools' complaints.
 _TOOL_ERROR = (
-    r"\btraceback\b", r"\b\w*error\b", r"\bexception\b", r"\bfailed\b", r"\bfailure\b", r"\bnot found\b",
+    r"\btraceback\b", r"\b\w*errors?\b", r"\bexception\b", r"\bfailed\b", r"\bfailure\b", r"\bnot found\b",
+    # a dotted error class ("psycopg2.errors.UndefinedTable: ...") and a missing table or file
+    r"\b\w+\.errors\.\w+", r"\bdoes not exist\b",
     r"\bexit (?:code|status):? [1-9]", r"\bpermission denied\b", r"\btimed? ?out\b", r"\bno such file\b",
     r"\bfatal:", r"\bsegmentation fault\b", r"\bkilled\b", r"\bnpm err!", r"\bdid not match\b",
     r"\bcannot\b|\bcan't\b|\bcould not\b|\bunable to\b", r"(?-i:\b[45]\d\d (?:[A-Z][a-z]+ ?)+\b)",
@@ -42,6 +44,8 @@ _TOOL_ERROR = (
 _TOOL_CLEAN = (
     r"\b0 (?:errors?|failed|failures?|warnings?)\b", r"\bno (?:errors?|issues|problems|failures)\b",
     r"\bfound 0 errors?\b", r"\ball checks passed\b",
+    # an empty error list in JSON ("errors": [])
+    r"\"errors?\":\s*(?:\[\s*\]|\{\s*\}|null|0)",
 )
 
 
