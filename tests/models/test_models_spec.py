@@ -17,7 +17,7 @@ def _isolated_env(monkeypatch, tmp_path):
 
 def test_default_model_is_in_catalog():
     assert DEFAULT_MODEL == "qwen2.5-coder-0.5b"
-    assert set(CATALOG) == {"qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b", "smollm2-135m"}
+    assert set(CATALOG) == {"qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b", "smollm2-135m", "all-minilm-l6-v2"}
 
 
 def test_http_spec_splits_base_url_and_model():

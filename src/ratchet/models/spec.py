@@ -95,6 +95,8 @@ def _local(spec: str, rest: str, overrides: dict[str, Any]) -> Model:
 
     if not rest:
         raise _bad(spec, "expected local:NAME or local:/path/to/file.gguf")
+    if rest in CATALOG and CATALOG[rest].kind != "gguf":
+        raise _bad(spec, f"{rest!r} is a {CATALOG[rest].kind} model, not a chat model llama.cpp can serve")
     if rest in CATALOG:
         return LlamaModel(str(model_path(rest)), name=spec, **overrides)
     if rest.endswith(".gguf") or os.sep in rest:
