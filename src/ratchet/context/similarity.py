@@ -52,7 +52,8 @@ class SentenceEmbedder:
 
 @dataclass(frozen=True)
 class Duplicate:
-    """An ADD turned into a TAG: which text, which item it repeats, how similar."""
+    """An ADD folded away: its text, the item it repeats (``batch-add:K`` when it repeats the K-th
+    ADD of the same batch, 0-based, which is kept instead), and how similar they are."""
 
     text: str
     item: str
@@ -91,14 +92,14 @@ class Deduplicator:
                 sim = float(np.dot(vec, other))
                 if sim > best_sim + 1e-9:
                     best, best_sim = key, sim
-            if best is not None and best_sim >= self.threshold and not best.startswith("pending:"):
+            if best is not None and best_sim >= self.threshold and not best.startswith("batch-add:"):
                 out.append(Tag(best, "helpful"))
                 dups.append(Duplicate(op.text, best, round(best_sim, 4)))
             elif best is not None and best_sim >= self.threshold:
                 dups.append(Duplicate(op.text, best, round(best_sim, 4)))  # repeats an ADD of this batch
             else:
                 out.append(op)
-                pending[add_index] = f"pending:{add_index}"
+                pending[add_index] = f"batch-add:{add_index}"
                 known.append(pending[add_index])
                 known_vecs.append(vec)
             add_index += 1

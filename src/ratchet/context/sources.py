@@ -10,10 +10,9 @@ order), so the same run teaches the same playbook.
 
 from __future__ import annotations
 
-import json
-
 from ratchet.context.learner import Trajectory
 from ratchet.contracts import RatchetError
+from ratchet.store import files
 from ratchet.store.run import Run
 
 
@@ -25,7 +24,7 @@ def from_engine_results(run: Run, *, split: str | None = None) -> list[Trajector
     for path in sorted(root.glob("*/*.json")):
         if split is not None and path.stem != split:
             continue
-        records = json.loads(path.read_text(encoding="utf-8"))
+        records = files.read_json(path, [])
         for r in records if isinstance(records, list) else []:
             failures = "\n".join(f"[{f.get('kind')}] {f.get('message')}" for f in r.get("failures") or [])
             trace = "\n".join(x for x in (r.get("trace") or "", failures) if x)
