@@ -1,0 +1,44 @@
+"""De-duplication and selection with the real sentence encoder (all-MiniLM-L6-v2, numpy).
+
+Needs ``ratchet models pull all-minilm-l6-v2``; skipped when it is not pulled."""
+
+import pytest
+
+from ratchet.context.budget import select
+from ratchet.context.operations import Add, Tag
+from ratchet.context.playbook import Item, Playbook
+from ratchet.context.similarity import Deduplicator, SentenceEmbedder
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    from ratchet.models.registry import is_verified
+
+    if not is_verified("all-minilm-l6-v2"):
+        pytest.skip("all-minilm-l6-v2 is not pulled (ratchet models pull all-minilm-l6-v2)")
+    return SentenceEmbedder()
+
+
+@pytest.mark.real_model
+def test_paraphrases_fold_and_different_lessons_stay(embedder):
+    book = Playbook()
+    for text in ["Return only the function definition, without test code after it.",
+                 "When the number is too high, guess lower next time."]:
+        book.put(Item(book.new_id(), "s", text))
+    ops, dups = Deduplicator(embedder, 0.85).rewrite(book, [
+        Add("s", "Return only the function definition without any test code after it."),
+        Add("s", "Handle the empty list before indexing into it."),
+    ])
+    assert ops[0] == Tag("ctx-00001", "helpful") and dups[0].similarity >= 0.85
+    assert ops[1] == Add("s", "Handle the empty list before indexing into it.")
+
+
+@pytest.mark.real_model
+def test_selection_by_meaning_picks_the_related_lesson(embedder):
+    book = Playbook()
+    for text in ["In number guessing games, halve the remaining interval each guess.",
+                 "Write Python functions with a docstring and type hints.",
+                 "In word games, check the word has the required length."]:
+        book.put(Item(book.new_id(), "s", text))
+    sel = select(book, "I am thinking of a number between 1 and 100. Guess it.", 25, embedder=embedder)
+    assert [i.id for i in sel.items] == ["ctx-00001"]
