@@ -210,3 +210,16 @@ def test_prompt_files_override_the_defaults_one_by_one(tmp_path):
     assert prompts.curator == "CUSTOM {lesson}" and "playbook" in prompts.generator
     with pytest.raises(PlaybookError, match="does not exist"):
         Prompts.load(tmp_path / "nope")
+
+
+def test_offline_learning_reads_rollout_episodes(tmp_path):
+    from ratchet.contracts import EpisodeSummary, StepRecord
+
+    run = RunStore(tmp_path / "runs").create_run("play", {})
+    run.write_step(StepRecord("ep-1", 0, 0, "Guess a number between 1 and 100.", "[50]", True, None, None, 0.1))
+    run.write_step(StepRecord("ep-1", 1, 0, "Too high.", "[50]", True, None, None, 0.1))
+    run.add_episode(EpisodeSummary("ep-1", "GuessTheNumber-v0", 3, "llm", 2, 0, {0: 0.0}, False, 1.0))
+    (found,) = trajectories(run)
+    assert found.id == "ep-1" and found.score == 0.0
+    assert found.task.startswith("GuessTheNumber-v0: Guess a number")
+    assert "action: [50]\nobservation: Too high." in found.trace

@@ -42,3 +42,23 @@ def test_selection_by_meaning_picks_the_related_lesson(embedder):
         book.put(Item(book.new_id(), "s", text))
     sel = select(book, "I am thinking of a number between 1 and 100. Guess it.", 25, embedder=embedder)
     assert [i.id for i in sel.items] == ["ctx-00001"]
+
+
+@pytest.mark.real_model
+def test_the_grammar_makes_the_small_model_emit_well_formed_operations():
+    """The 0.5B curator, constrained by the operations grammar, writes JSON that parses with no
+    problem on the first try (unconstrained it often wraps or breaks it)."""
+    from ratchet.models.registry import is_verified
+
+    if not is_verified("qwen2.5-coder-0.5b"):
+        pytest.skip("qwen2.5-coder-0.5b is not pulled")
+    from ratchet.context.roles import Curator, Prompts
+    from ratchet.models import load_model
+
+    book = Playbook()
+    book.put(Item(book.new_id(), "code", "Return only the function definition."))
+    curator = Curator(load_model("local:qwen2.5-coder-0.5b"), Prompts.load(), max_retries=0, max_tokens=160)
+    result = curator.curate(book, list(book.items.values()),
+                            "Check for an empty list before taking its first element.", "failure (score 0)")
+    assert result.attempts == 1
+    assert not [p for p in result.problems if p.index is None], result.problems  # the object itself is well-formed
