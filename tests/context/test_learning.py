@@ -58,6 +58,16 @@ def test_curator_gives_up_after_its_retries_and_keeps_the_count():
     assert "grammar" not in model.calls[0]["params"] or model.calls[0]["params"]["grammar"] is None
 
 
+def test_a_lesson_copied_from_the_prompt_is_refused_and_counted():
+    from ratchet.context.roles import Reflector
+
+    copied = '{"tags": [], "lesson": "Write the lesson in your own words"}'
+    model = ScriptedModel([copied])
+    out = Reflector(model, Prompts.load()).reflect("task", "trace", "failure", [])
+    assert out.lesson == "" and "repeats the prompt" in out.problems[0].message
+    assert model.calls[0]["params"]["grammar"].lstrip().startswith("root ::=")
+
+
 def test_reflection_tags_only_items_it_was_shown():
     out = parse_reflection('{"tags": [{"id": "ctx-00001", "tag": "helpful"}, {"id": "ctx-00009", "tag": "helpful"},'
                            ' {"id": "ctx-00001", "tag": "meh"}], "lesson": "Check bounds."}', {"ctx-00001"})

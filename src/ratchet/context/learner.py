@@ -65,7 +65,8 @@ class ContextLearner:
         self.playbook = Playbook.load(self.path)
         prompts = Prompts.load(self.config.prompts)
         c = self.config
-        self.reflector = Reflector(reflector_model, prompts, temperature=c.temperature, max_tokens=c.max_tokens)
+        self.reflector = Reflector(reflector_model, prompts, temperature=c.temperature, max_tokens=c.max_tokens,
+                                   use_grammar=c.use_grammar)
         self.curator = Curator(curator_model or reflector_model, prompts, temperature=c.temperature,
                                max_tokens=c.max_tokens, max_retries=c.max_retries, use_grammar=c.use_grammar)
         self.embedder = embedder

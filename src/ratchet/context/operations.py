@@ -244,6 +244,7 @@ def _union(*groups: tuple[str, ...]) -> tuple[str, ...]:
 
 #: A llama.cpp GBNF grammar that only admits the operations object, so a small model's reply is
 #: always well-formed JSON of the right shape (ids and tags still checked by ``parse_operations``).
+#: Whitespace is bounded: with ``[ \t\n]*`` a small model can spend its whole reply on newlines.
 OPERATIONS_GRAMMAR = r'''
 root ::= "{" ws "\"operations\"" ws ":" ws "[" ws ( op ( ws "," ws op )* )? ws "]" ws "}"
 op ::= add | update | merge | delete | tag
@@ -254,5 +255,5 @@ delete ::= "{" ws "\"op\"" ws ":" ws "\"DELETE\"" ws "," ws "\"id\"" ws ":" ws i
 tag ::= "{" ws "\"op\"" ws ":" ws "\"TAG\"" ws "," ws "\"id\"" ws ":" ws id ws "," ws "\"tag\"" ws ":" ws ( "\"helpful\"" | "\"harmful\"" ) ws "}"
 id ::= "\"ctx-" [0-9] [0-9] [0-9] [0-9] [0-9] "\""
 str ::= "\"" ( [^"\\\n] | "\\" ["\\/bfnrt] )* "\""
-ws ::= [ \t\n]*
+ws ::= ( " " | "\n" | "\n  " | "\n    " | "\n      " )?
 '''

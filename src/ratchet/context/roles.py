@@ -89,17 +89,33 @@ class Reflection:
     problems: list[Problem] = field(default_factory=list)
 
 
+#: GBNF for a reflection, so a small model's reply is always the object (ids still checked).
+REFLECTION_GRAMMAR = r'''
+root ::= "{" ws "\"tags\"" ws ":" ws "[" ws ( tag ( ws "," ws tag )* )? ws "]" ws "," ws "\"lesson\"" ws ":" ws str ws "}"
+tag ::= "{" ws "\"id\"" ws ":" ws "\"ctx-" [0-9] [0-9] [0-9] [0-9] [0-9] "\"" ws "," ws "\"tag\"" ws ":" ws ( "\"helpful\"" | "\"harmful\"" ) ws "}"
+str ::= "\"" ( [^"\\\n] | "\\" ["\\/bfnrt] )* "\""
+ws ::= ( " " | "\n" | "\n  " | "\n    " | "\n      " )?
+'''
+
+
 class Reflector:
-    def __init__(self, model: Model, prompts: Prompts, *, temperature: float = 0.0, max_tokens: int = 256) -> None:
+    def __init__(self, model: Model, prompts: Prompts, *, temperature: float = 0.0, max_tokens: int = 256,
+                 use_grammar: bool = True) -> None:
         self.model, self.prompts = model, prompts
-        self.temperature, self.max_tokens = temperature, max_tokens
+        self.temperature, self.max_tokens, self.use_grammar = temperature, max_tokens, use_grammar
 
     def reflect(self, task: str, trajectory: str, outcome: str, items: list[Item]) -> Reflection:
         prompt = fill(self.prompts.reflector, task=task, playbook=render_items(items),
                       trajectory=trajectory, outcome=outcome)
         text = self.model.complete([{"role": "user", "content": prompt}], temperature=self.temperature,
-                                   max_tokens=self.max_tokens).text
-        return parse_reflection(text, {i.id for i in items})
+                                   max_tokens=self.max_tokens,
+                                   grammar=REFLECTION_GRAMMAR if self.use_grammar else None).text
+        out = parse_reflection(text, {i.id for i in items})
+        # A small model copies the prompt's wording back as its "lesson"; that teaches nothing.
+        if len(out.lesson) >= 12 and out.lesson.lower() in self.prompts.reflector.lower():
+            out.problems.append(Problem(None, "the lesson repeats the prompt's own words", out.lesson))
+            out.lesson = ""
+        return out
 
 
 def parse_reflection(text: str, shown: set[str]) -> Reflection:
