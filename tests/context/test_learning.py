@@ -6,7 +6,7 @@ from ratchet.context.budget import prune, select
 from ratchet.context.config import ContextConfig
 from ratchet.context.history import PlaybookHistory
 from ratchet.context.learner import ContextLearner, Trajectory
-from ratchet.context.operations import Add, Delete, Tag, apply_operations, OPERATIONS_GRAMMAR
+from ratchet.context.operations import Add, Delete, Tag, operations_grammar
 from ratchet.context.playbook import Item, Playbook, PlaybookError
 from ratchet.context.roles import Curator, Prompts, parse_reflection
 from ratchet.context.similarity import Deduplicator
@@ -48,7 +48,9 @@ def test_malformed_curator_output_is_returned_with_its_problems_and_counted():
     assert [op.text for op in result.ops] == ["good", "fixed"]
     second_prompt = model.calls[1]["messages"][-1]["content"]
     assert "'text' must be a non-empty string" in second_prompt and "ctx-00042" in second_prompt
-    assert model.calls[0]["params"]["grammar"] == OPERATIONS_GRAMMAR
+    # The grammar admits only what can apply: an empty playbook has no id to name, so only ADD.
+    assert model.calls[0]["params"]["grammar"] == operations_grammar([])
+    assert "op ::= add\n" in operations_grammar([]) and "op ::= add | update | delete | tag\n" in operations_grammar(["ctx-00001"])
 
 
 def test_curator_gives_up_after_its_retries_and_keeps_the_count():
@@ -65,7 +67,8 @@ def test_a_lesson_copied_from_the_prompt_is_refused_and_counted():
     model = ScriptedModel([copied])
     out = Reflector(model, Prompts.load()).reflect("task", "trace", "failure", [])
     assert out.lesson == "" and "repeats the prompt" in out.problems[0].message
-    assert model.calls[0]["params"]["grammar"].lstrip().startswith("root ::=")
+    grammar = model.calls[0]["params"]["grammar"]
+    assert '"\\"tags\\"" ws ":" ws "[" ws "]"' in grammar  # shown no items, it can tag none
 
 
 def test_reflection_tags_only_items_it_was_shown():

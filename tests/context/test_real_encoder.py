@@ -44,21 +44,29 @@ def test_selection_by_meaning_picks_the_related_lesson(embedder):
     assert [i.id for i in sel.items] == ["ctx-00001"]
 
 
-@pytest.mark.real_model
-def test_the_grammar_makes_the_small_model_emit_well_formed_operations():
-    """The 0.5B curator, constrained by the operations grammar, writes JSON that parses with no
-    problem on the first try (unconstrained it often wraps or breaks it)."""
+@pytest.fixture(scope="module")
+def small_model():
     from ratchet.models.registry import is_verified
 
     if not is_verified("qwen2.5-coder-0.5b"):
         pytest.skip("qwen2.5-coder-0.5b is not pulled")
-    from ratchet.context.roles import Curator, Prompts
     from ratchet.models import load_model
+
+    return load_model("local:qwen2.5-coder-0.5b")
+
+
+@pytest.mark.real_model
+def test_the_grammars_make_the_small_model_emit_usable_replies(small_model):
+    """The 0.5B as curator and reflector, each constrained by a grammar built from the playbook's
+    ids: replies parse on the first try and name no item that does not exist."""
+    from ratchet.context.roles import Curator, Prompts, Reflector
 
     book = Playbook()
     book.put(Item(book.new_id(), "code", "Return only the function definition."))
-    curator = Curator(load_model("local:qwen2.5-coder-0.5b"), Prompts.load(), max_retries=0, max_tokens=160)
+    curator = Curator(small_model, Prompts.load(), max_retries=0, max_tokens=160)
     result = curator.curate(book, list(book.items.values()),
                             "Check for an empty list before taking its first element.", "failure (score 0)")
-    assert result.attempts == 1
-    assert not [p for p in result.problems if p.index is None], result.problems  # the object itself is well-formed
+    assert result.attempts == 1 and result.problems == [], result.problems
+    reflection = Reflector(small_model, Prompts.load(), max_tokens=120).reflect(
+        "def first(xs): return the first element of xs", "first([]) raised IndexError", "failure (score 0)", [])
+    assert reflection.problems == [] and reflection.tags == [], reflection.problems

@@ -23,7 +23,9 @@ from ratchet.context.operations import (
     Tag,
     Update,
     apply_operations,
+    operations_grammar,
     parse_operations,
+    reflection_grammar,
 )
 from ratchet.context.playbook import Item, Playbook, PlaybookError
 from ratchet.context.roles import Curator, Generator, Prompts, Reflector
@@ -33,5 +35,5 @@ __all__ = [
     "OPERATIONS_GRAMMAR", "Add", "Applied", "ContextConfig", "ContextLearner", "Curator", "Deduplicator", "Delete",
     "Embedder", "Generator", "Item", "LearnStats", "Merge", "Operation", "Playbook", "PlaybookError",
     "PlaybookHistory", "Problem", "Prompts", "Reflector", "Selection", "SentenceEmbedder", "Tag", "Trajectory",
-    "Update", "apply_operations", "parse_operations", "prune", "select",
+    "Update", "apply_operations", "operations_grammar", "parse_operations", "prune", "reflection_grammar", "select",
 ]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -242,18 +243,46 @@ def _union(*groups: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(s for group in groups for s in group))
 
 
-#: A llama.cpp GBNF grammar that only admits the operations object, so a small model's reply is
-#: always well-formed JSON of the right shape (ids and tags still checked by ``parse_operations``).
+def _id_rule(ids: Sequence[str] | None) -> str:
+    if ids is None:
+        return 'id ::= "\\"ctx-" [0-9] [0-9] [0-9] [0-9] [0-9] "\\""'
+    return "id ::= " + " | ".join(f'"\\"{key}\\""' for key in sorted(ids))
+
+
 #: Whitespace is bounded: with ``[ \t\n]*`` a small model can spend its whole reply on newlines.
-OPERATIONS_GRAMMAR = r'''
-root ::= "{" ws "\"operations\"" ws ":" ws "[" ws ( op ( ws "," ws op )* )? ws "]" ws "}"
-op ::= add | update | merge | delete | tag
-add ::= "{" ws "\"op\"" ws ":" ws "\"ADD\"" ws "," ws "\"section\"" ws ":" ws str ws "," ws "\"text\"" ws ":" ws str ws "}"
-update ::= "{" ws "\"op\"" ws ":" ws "\"UPDATE\"" ws "," ws "\"id\"" ws ":" ws id ws "," ws "\"text\"" ws ":" ws str ws "}"
-merge ::= "{" ws "\"op\"" ws ":" ws "\"MERGE\"" ws "," ws "\"ids\"" ws ":" ws "[" ws id ( ws "," ws id )+ ws "]" ws "," ws "\"text\"" ws ":" ws str ws "}"
-delete ::= "{" ws "\"op\"" ws ":" ws "\"DELETE\"" ws "," ws "\"id\"" ws ":" ws id ws "}"
-tag ::= "{" ws "\"op\"" ws ":" ws "\"TAG\"" ws "," ws "\"id\"" ws ":" ws id ws "," ws "\"tag\"" ws ":" ws ( "\"helpful\"" | "\"harmful\"" ) ws "}"
-id ::= "\"ctx-" [0-9] [0-9] [0-9] [0-9] [0-9] "\""
-str ::= "\"" ( [^"\\\n] | "\\" ["\\/bfnrt] )* "\""
-ws ::= ( " " | "\n" | "\n  " | "\n    " | "\n      " )?
-'''
+WS_RULE = 'ws ::= ( " " | "\\n" | "\\n  " | "\\n    " | "\\n      " )?'
+STR_RULE = 'str ::= "\\"" ( [^"\\\\\\n] | "\\\\" ["\\\\/bfnrt] )* "\\""'
+
+
+def operations_grammar(ids: Sequence[str] | None = None) -> str:
+    """A llama.cpp GBNF grammar that only admits the operations object, so a small model's reply is
+    always well-formed JSON of the right shape. Given the playbook's ``ids``, operations can only
+    name those (an empty playbook admits only ADD); ``parse_operations`` still checks everything."""
+    ops = ["add"] if ids is not None and not ids else ["add", "update", "merge", "delete", "tag"]
+    if ids is not None and len(ids) < 2:
+        ops = [o for o in ops if o != "merge"]
+    return "\n".join([
+        'root ::= "{" ws "\\"operations\\"" ws ":" ws "[" ws ( op ( ws "," ws op )* )? ws "]" ws "}"',
+        "op ::= " + " | ".join(ops),
+        'add ::= "{" ws "\\"op\\"" ws ":" ws "\\"ADD\\"" ws "," ws "\\"section\\"" ws ":" ws str ws "," ws "\\"text\\"" ws ":" ws str ws "}"',
+        'update ::= "{" ws "\\"op\\"" ws ":" ws "\\"UPDATE\\"" ws "," ws "\\"id\\"" ws ":" ws id ws "," ws "\\"text\\"" ws ":" ws str ws "}"',
+        'merge ::= "{" ws "\\"op\\"" ws ":" ws "\\"MERGE\\"" ws "," ws "\\"ids\\"" ws ":" ws "[" ws id ( ws "," ws id )+ ws "]" ws "," ws "\\"text\\"" ws ":" ws str ws "}"',
+        'delete ::= "{" ws "\\"op\\"" ws ":" ws "\\"DELETE\\"" ws "," ws "\\"id\\"" ws ":" ws id ws "}"',
+        'tag ::= "{" ws "\\"op\\"" ws ":" ws "\\"TAG\\"" ws "," ws "\\"id\\"" ws ":" ws id ws "," ws "\\"tag\\"" ws ":" ws ( "\\"helpful\\"" | "\\"harmful\\"" ) ws "}"',
+        _id_rule(ids or None), STR_RULE, WS_RULE,
+    ]) + "\n"
+
+
+def reflection_grammar(ids: Sequence[str] | None = None) -> str:
+    """GBNF for a reflection ``{"tags": [...], "lesson": "..."}``; given the ``ids`` the reflector
+    was shown, tags can only name those (none shown: the tag list is empty)."""
+    tags = '"[" ws "]"' if ids is not None and not ids else '"[" ws ( tag ( ws "," ws tag )* )? ws "]"'
+    return "\n".join([
+        f'root ::= "{{" ws "\\"tags\\"" ws ":" ws {tags} ws "," ws "\\"lesson\\"" ws ":" ws str ws "}}"',
+        'tag ::= "{" ws "\\"id\\"" ws ":" ws id ws "," ws "\\"tag\\"" ws ":" ws ( "\\"helpful\\"" | "\\"harmful\\"" ) ws "}"',
+        _id_rule(ids or None), STR_RULE, WS_RULE,
+    ]) + "\n"
+
+
+#: The operations grammar for any ids (the playbook's own ids narrow it: ``operations_grammar``).
+OPERATIONS_GRAMMAR = operations_grammar()

@@ -18,14 +18,15 @@ from importlib import resources
 from pathlib import Path
 
 from ratchet.context.operations import (
-    OPERATIONS_GRAMMAR,
     TAGS,
     Operation,
     Problem,
     Tag,
-    apply_operations,
-    parse_operations,
     _json_object,
+    apply_operations,
+    operations_grammar,
+    parse_operations,
+    reflection_grammar,
 )
 from ratchet.context.playbook import Item, Playbook, PlaybookError, clean_text
 from ratchet.contracts import Message, Model
@@ -89,15 +90,6 @@ class Reflection:
     problems: list[Problem] = field(default_factory=list)
 
 
-#: GBNF for a reflection, so a small model's reply is always the object (ids still checked).
-REFLECTION_GRAMMAR = r'''
-root ::= "{" ws "\"tags\"" ws ":" ws "[" ws ( tag ( ws "," ws tag )* )? ws "]" ws "," ws "\"lesson\"" ws ":" ws str ws "}"
-tag ::= "{" ws "\"id\"" ws ":" ws "\"ctx-" [0-9] [0-9] [0-9] [0-9] [0-9] "\"" ws "," ws "\"tag\"" ws ":" ws ( "\"helpful\"" | "\"harmful\"" ) ws "}"
-str ::= "\"" ( [^"\\\n] | "\\" ["\\/bfnrt] )* "\""
-ws ::= ( " " | "\n" | "\n  " | "\n    " | "\n      " )?
-'''
-
-
 class Reflector:
     def __init__(self, model: Model, prompts: Prompts, *, temperature: float = 0.0, max_tokens: int = 256,
                  use_grammar: bool = True) -> None:
@@ -109,7 +101,7 @@ class Reflector:
                       trajectory=trajectory, outcome=outcome)
         text = self.model.complete([{"role": "user", "content": prompt}], temperature=self.temperature,
                                    max_tokens=self.max_tokens,
-                                   grammar=REFLECTION_GRAMMAR if self.use_grammar else None).text
+                                   grammar=reflection_grammar([i.id for i in items]) if self.use_grammar else None).text
         out = parse_reflection(text, {i.id for i in items})
         # A small model copies the prompt's wording back as its "lesson"; that teaches nothing.
         if len(out.lesson) >= 12 and out.lesson.lower() in self.prompts.reflector.lower():
@@ -176,7 +168,7 @@ class Curator:
                           outcome=outcome, feedback=feedback)
             text = self.model.complete([{"role": "user", "content": prompt}], temperature=self.temperature,
                                        max_tokens=self.max_tokens,
-                                       grammar=OPERATIONS_GRAMMAR if self.use_grammar else None).text
+                                       grammar=operations_grammar(list(playbook.items)) if self.use_grammar else None).text
             result.attempts += 1
             ops, problems = parse_operations(text)
             kept = len(result.ops)
