@@ -236,3 +236,15 @@ def test_offline_learning_reads_rollout_episodes(tmp_path):
     assert found.id == "ep-1" and found.score == 0.0
     assert found.task.startswith("GuessTheNumber-v0: Guess a number")
     assert "action: [50]\nobservation: Too high." in found.trace
+
+
+def test_a_learner_killed_before_saving_its_file_resumes_from_the_history(tmp_path):
+    run = RunStore(tmp_path / "runs").create_run("context", {})
+    model = _roles(['{"tags": [], "lesson": "Return only the function."}'],
+                   [_ops({"op": "ADD", "section": "code", "text": "Return only the function."})])
+    path = tmp_path / "pb.md"
+    ContextLearner(path, reflector_model=model, run=run).observe("t", "trace", 0.0, trajectory_id="a")
+    Playbook().save(path)  # as if the process died after recording version 1, before the file
+    resumed = ContextLearner(path, reflector_model=_roles([], []), run=run)
+    assert resumed.playbook.version == 1 and resumed.playbook.get("ctx-00001").text == "Return only the function."
+    assert resumed.learn([Trajectory("a", "t", "trace", 0.0)]).steps == 0

@@ -3,7 +3,9 @@
 Layout under the run directory (``<run>/context/<name>/``): ``versions/00007.md`` is version 7's
 full text, written atomically before its line in ``history.jsonl`` (what changed it: the
 operations applied, the problems returned to the curator, the duplicates folded, the trajectory).
-A run killed between the two leaves a version file without its line; the next record rewrites it.
+A run killed between the two leaves a version file without its line: the learner resumes from the
+last version that has its line, relearns that trajectory and writes the file again. The playbook's
+own file is saved after both, and a learner that finds the history ahead of it loads the history.
 """
 
 from __future__ import annotations

@@ -73,8 +73,11 @@ class ContextLearner:
         self.dedup = Deduplicator(embedder, c.dedup_threshold) if embedder is not None and c.dedup else None
         self.history = PlaybookHistory(run, name) if run is not None else None
         self.stats = LearnStats()
-        self.done: set[str] = {e["trajectory"] for e in (self.history.entries() if self.history else [])
-                               if e.get("trajectory")}
+        entries = self.history.entries() if self.history else []
+        self.done: set[str] = {e["trajectory"] for e in entries if e.get("trajectory")}
+        recorded = max((e["version"] for e in entries), default=0)
+        if self.history is not None and recorded > self.playbook.version:
+            self.playbook = self.history.load(recorded)  # killed after recording, before saving the file
 
     def observe(self, task: str, trajectory: str, outcome: float, *, trajectory_id: str = "") -> dict[str, Any]:
         """Learn from one finished attempt (the online call). Returns the step's history entry."""
@@ -107,7 +110,6 @@ class ContextLearner:
             pruned.playbook.version = book.version  # one learning step is one version
             book = pruned.playbook
         self.playbook = book
-        book.save(self.path)
         s = self.stats
         s.steps += 1
         s.applied += len(applied.applied)
@@ -123,7 +125,10 @@ class ContextLearner:
                  "duplicates": [asdict(d) for d in duplicates],
                  "problems": [asdict(p) for p in (reflection.problems + (curation.problems if curation else [])
                                                   + applied.problems)]}
+        # The run's history first, the file second: a run killed between them resumes from the
+        # history (see __init__), so the file never holds a step the history lacks.
         if self.history is not None:
             self.history.record(book, entry)
+        book.save(self.path)
         self.done.add(t.id)
         return {"version": book.version, "items": len(book), **entry}
