@@ -39,7 +39,8 @@ def from_episodes(run: Run) -> list[Trajectory]:
         steps = run.steps(episode["episode_id"])
         trace = "\n".join(f"observation: {s.get('observation', '')}\naction: {s.get('action', '')}" for s in steps)
         rewards = episode.get("rewards") or {}
-        score = float(next(iter(rewards.values()), 0.0)) if isinstance(rewards, dict) else 0.0
+        # Player 0 is the agent in a one-player game and the learner's seat by convention otherwise.
+        score = float(rewards.get(0, next(iter(rewards.values()), 0.0))) if rewards else 0.0
         first = steps[0].get("observation", "") if steps else ""
         out.append(Trajectory(episode["episode_id"], f"{episode.get('env_id', '')}: {first[:500]}", trace, score))
     return out

@@ -1,6 +1,6 @@
-"""De-duplication and selection with the real sentence encoder (all-MiniLM-L6-v2, numpy).
-
-Needs ``ratchet models pull all-minilm-l6-v2``; skipped when it is not pulled."""
+"""With the real models: de-duplication and selection with the sentence encoder (all-MiniLM-L6-v2,
+numpy), and the grammars with the embedded 0.5B. Each is skipped when its model is not pulled
+(``ratchet models pull all-minilm-l6-v2`` / ``qwen2.5-coder-0.5b``)."""
 
 import pytest
 
