@@ -32,7 +32,7 @@ app = typer.Typer(
 )
 
 # Order is the order of `ratchet --help`: first set-up, then the two halves of the mission.
-COMMAND_MODULES = ("doctor", "models", "config", "runs", "envs", "play", "autoharness", "evolve", "agent", "serve", "ui")
+COMMAND_MODULES = ("doctor", "models", "config", "runs", "envs", "play", "autoharness", "evolve", "context", "agent", "serve", "ui")
 
 
 def _register_all() -> None:

@@ -1,0 +1,72 @@
+"""With the real models: de-duplication and selection with the sentence encoder (all-MiniLM-L6-v2,
+numpy), and the grammars with the embedded 0.5B. Each is skipped when its model is not pulled
+(``ratchet models pull all-minilm-l6-v2`` / ``qwen2.5-coder-0.5b``)."""
+
+import pytest
+
+from ratchet.context.budget import select
+from ratchet.context.operations import Add, Tag
+from ratchet.context.playbook import Item, Playbook
+from ratchet.context.similarity import Deduplicator, SentenceEmbedder
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    from ratchet.models.registry import is_verified
+
+    if not is_verified("all-minilm-l6-v2"):
+        pytest.skip("all-minilm-l6-v2 is not pulled (ratchet models pull all-minilm-l6-v2)")
+    return SentenceEmbedder()
+
+
+@pytest.mark.real_model
+def test_paraphrases_fold_and_different_lessons_stay(embedder):
+    book = Playbook()
+    for text in ["Return only the function definition, without test code after it.",
+                 "When the number is too high, guess lower next time."]:
+        book.put(Item(book.new_id(), "s", text))
+    ops, dups = Deduplicator(embedder, 0.85).rewrite(book, [
+        Add("s", "Return only the function definition without any test code after it."),
+        Add("s", "Handle the empty list before indexing into it."),
+    ])
+    assert ops[0] == Tag("ctx-00001", "helpful") and dups[0].similarity >= 0.85
+    assert ops[1] == Add("s", "Handle the empty list before indexing into it.")
+
+
+@pytest.mark.real_model
+def test_selection_by_meaning_picks_the_related_lesson(embedder):
+    book = Playbook()
+    for text in ["In number guessing games, halve the remaining interval each guess.",
+                 "Write Python functions with a docstring and type hints.",
+                 "In word games, check the word has the required length."]:
+        book.put(Item(book.new_id(), "s", text))
+    sel = select(book, "I am thinking of a number between 1 and 100. Guess it.", 25, embedder=embedder)
+    assert [i.id for i in sel.items] == ["ctx-00001"]
+
+
+@pytest.fixture(scope="module")
+def small_model():
+    from ratchet.models.registry import is_verified
+
+    if not is_verified("qwen2.5-coder-0.5b"):
+        pytest.skip("qwen2.5-coder-0.5b is not pulled")
+    from ratchet.models import load_model
+
+    return load_model("local:qwen2.5-coder-0.5b")
+
+
+@pytest.mark.real_model
+def test_the_grammars_make_the_small_model_emit_usable_replies(small_model):
+    """The 0.5B as curator and reflector, each constrained by a grammar built from the playbook's
+    ids: replies parse on the first try and name no item that does not exist."""
+    from ratchet.context.roles import Curator, Prompts, Reflector
+
+    book = Playbook()
+    book.put(Item(book.new_id(), "code", "Return only the function definition."))
+    curator = Curator(small_model, Prompts.load(), max_retries=0, max_tokens=160)
+    result = curator.curate(book, list(book.items.values()),
+                            "Check for an empty list before taking its first element.", "failure (score 0)")
+    assert result.attempts == 1 and result.problems == [], result.problems
+    reflection = Reflector(small_model, Prompts.load(), max_tokens=120).reflect(
+        "def first(xs): return the first element of xs", "first([]) raised IndexError", "failure (score 0)", [])
+    assert reflection.problems == [] and reflection.tags == [], reflection.problems
