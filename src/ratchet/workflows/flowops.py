@@ -220,10 +220,11 @@ def run_examples(code, examples):
     return ExampleCheck(code, tuple(False for _ in examples), tuple("!error" for _ in examples), run.output)
 
 
-def select_by_examples(codes, task, examples=None):
+def select_by_examples(codes, task, examples=None, cache=None):
     """Behaviour ensemble: run each distinct code on the visible examples and keep the one that passes
     most; ties go to the largest cluster of codes that behave the same on the examples, then to the
-    earliest. Returns None for no code. With no visible examples it falls back to :func:`vote`."""
+    earliest. Returns None for no code. With no visible examples it falls back to :func:`vote`.
+    ``cache`` (normalized code -> :class:`ExampleCheck`) spares codes already run and keeps the new runs."""
     if not codes:
         return None
     examples = visible_examples(task["prompt"]) if examples is None else examples
@@ -233,9 +234,10 @@ def select_by_examples(codes, task, examples=None):
     first = {}
     for index, code in enumerate(codes):
         first.setdefault(normalized_code(code), index)
-    checks = {}
+    checks = cache if cache is not None else {}
     for key in distinct:
-        checks[key] = yield from run_examples(codes[first[key]], examples)
+        if key not in checks:
+            checks[key] = yield from run_examples(codes[first[key]], examples)
     behaviour = {}
     for code in codes:
         check = checks[normalized_code(code)]
@@ -396,7 +398,7 @@ def run_plan(plan, task, files):
                 passing = [c for c in pool if checks[normalized_code(c)].all_pass]
                 pool = passing or pool
         elif name == "select_by_examples" and pool:
-            chosen = yield from select_by_examples(pool, task, examples)
+            chosen = yield from select_by_examples(pool, task, examples, checks)
             pool = [chosen.code] + [c for i, c in enumerate(pool) if i != chosen.index]
         elif name == "vote" and pool:
             chosen = vote(pool)
