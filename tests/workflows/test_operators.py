@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+from pathlib import Path
 
 import pytest
 
@@ -29,7 +30,7 @@ def run_program(program: str) -> dict:
     out = io.StringIO()
     try:
         with contextlib.redirect_stdout(out):
-            exec(compile(program, "<tests>", "exec"), {"__name__": "__main__"})
+            exec(compile(program, "<tests>", "exec"), {"__name__": "__main__"})  # noqa: S102 - the tests' own programs
     except Exception as exc:  # noqa: BLE001 - a failing program is an event, as in the sandbox
         return {"kind": "tests", "code": program, "passed": False, "timed_out": False,
                 "output": out.getvalue() + f"{type(exc).__name__}: {exc}"}
@@ -192,7 +193,7 @@ def test_flowops_imports_only_the_standard_library() -> None:
     import ast
     import sys
 
-    tree = ast.parse(open(ops.__file__).read())
+    tree = ast.parse(Path(ops.__file__).read_text())
     modules = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     modules |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     assert modules and modules <= set(sys.stdlib_module_names)

@@ -57,7 +57,7 @@ def test_a_compiled_spec_is_a_workflow_with_its_library(monkeypatch) -> None:
     assert set(files) == {"workflow.py", "flowops.py"} and files["flowops.py"] == library_files()["flowops.py"]
     monkeypatch.setitem(sys.modules, "flowops", flowops)  # importable by that name, as in the sandbox
     namespace: dict = {}
-    exec(compile(files["workflow.py"], "workflow.py", "exec"), namespace)
+    exec(compile(files["workflow.py"], "workflow.py", "exec"), namespace)  # noqa: S102 - a compiled spec, ours
     assert namespace["PLAN"] == parse_spec(GOOD).plan()
     assert callable(namespace["step"])
 
@@ -74,7 +74,7 @@ def plan_answer(text: str, replies: list[str]):
 
 
 def test_plan_sample_select_revise_picks_the_passing_code_without_revising() -> None:
-    answer, events, model = plan_answer(GOOD, [WRONG, CRASH, RIGHT])
+    answer, events, _model = plan_answer(GOOD, [WRONG, CRASH, RIGHT])
     assert "return a + b" in answer
     assert kinds(events) == ["model"] * 3 + ["tests"] * 3  # the chosen code passes: no revise call
 
@@ -90,7 +90,7 @@ def test_plan_revise_repairs_a_failing_first_code_and_stops_when_it_passes() -> 
 def test_plan_filter_and_vote_answer_the_majority_of_passing_codes() -> None:
     spec = "steps: [{op: sample, k: 4}, {op: filter_passing}, {op: vote}]"
     right_variant = "```python\ndef add(a, b):\n    return b + a\n```"
-    answer, events, _ = plan_answer(spec, [WRONG, right_variant, RIGHT, RIGHT])
+    answer, _events, _ = plan_answer(spec, [WRONG, right_variant, RIGHT, RIGHT])
     assert answer.strip().endswith("return a + b")  # two identical passing codes outvote the variant
     answer, _, _ = plan_answer("steps: [{op: sample, k: 3}, {op: vote}]", [WRONG, WRONG, RIGHT])
     assert answer.strip().endswith("return a * b")  # an unfiltered vote follows the majority, wrong or not

@@ -6,8 +6,18 @@ does, revise the one that passes most once with its failing examples, and answer
 does no worse. K + 1 model calls and K + 1 test runs per task at most (the same cost as best-of-(K+1)).
 """
 
-from flowops import (as_step, code_messages, extract_code, normalized_code, revise, run_examples, sample_k,
-                     select_by_examples, visible_examples, vote)
+from flowops import (
+    as_step,
+    code_messages,
+    extract_code,
+    normalized_code,
+    revise,
+    run_examples,
+    sample_k,
+    select_by_examples,
+    visible_examples,
+    vote,
+)
 
 K = 3
 

@@ -34,10 +34,30 @@ import json
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["Reply", "TestRun", "ExampleCheck", "Selection", "Review", "ReplayError", "as_step",
-           "generate", "sample_k", "run_tests", "run_examples", "select_by_examples", "vote",
-           "review", "revise", "extract_code", "strip_test_code", "normalized_code",
-           "visible_examples", "code_messages", "code_prompt", "run_plan"]
+__all__ = [
+    "ExampleCheck",
+    "ReplayError",
+    "Reply",
+    "Review",
+    "Selection",
+    "TestRun",
+    "as_step",
+    "code_messages",
+    "code_prompt",
+    "extract_code",
+    "generate",
+    "normalized_code",
+    "review",
+    "revise",
+    "run_examples",
+    "run_plan",
+    "run_tests",
+    "sample_k",
+    "select_by_examples",
+    "strip_test_code",
+    "visible_examples",
+    "vote",
+]
 
 QUOTES = '"' * 3
 FENCE = re.compile(r"```[ \t]*(?:python|py|Python)?[ \t]*\n(.*?)```", re.DOTALL)
