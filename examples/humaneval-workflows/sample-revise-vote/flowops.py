@@ -233,7 +233,7 @@ def run_examples(code, examples):
     """Run ``code`` on the visible examples in one test run; returns its :class:`ExampleCheck`
     (no pass at all when the code does not load or times out)."""
     run = yield from run_tests(code + "\n\n" + _examples_program(examples))
-    for line in run.output.splitlines():
+    for line in reversed(run.output.splitlines()):  # the last: code under test printing a mark comes earlier
         if line.startswith(_RESULT_MARK):
             found = json.loads(line[len(_RESULT_MARK):])
             return ExampleCheck(code, tuple(found["passed"]), tuple(found["got"]), run.output)
