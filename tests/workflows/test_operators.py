@@ -202,3 +202,15 @@ def test_flowops_imports_only_the_standard_library() -> None:
     modules = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     modules |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     assert modules and modules <= set(sys.stdlib_module_names)
+
+
+def test_visible_examples_reads_prose_examples_when_there_are_no_doctests() -> None:
+    prompt = ('def f(xs, s):\n    """Something.\n    Examples:\n    f([1, 2], "a") == 3\n    * f([], "b") => true\n'
+              '    f([5], \'c\') ➞ [5, 5]\n    f([0], "d") should return -1.\n    f([7], "e")   # returns "x y"\n'
+              '    f(a, "b") == 1\n    f([1], "b") -> 2 - 1 = 1\n    f([\n    The f([2], "z") is 4\n    """\n')
+    assert ops.visible_examples(prompt, "f") == [
+        ('f([1, 2], "a")', "3"), ('f([], "b")', "True"), ("f([5], 'c')", "[5, 5]"), ('f([0], "d")', "-1"),
+        ('f([7], "e")', '"x y"')]  # a non-literal argument or expected value, a call split over lines: skipped
+    assert ops.visible_examples(prompt) == []  # without the entry point only doctests count
+    doctests = 'def g(x):\n    """\n    >>> g(1)\n    2\n\n    g(2) == 3\n    """\n'
+    assert ops.visible_examples(doctests, "g") == [("g(1)", "2")]  # doctests, when there are any, win

@@ -27,7 +27,7 @@ def workflow(task, files):
     codes = [c for c in (extract_code(r.text, task) for r in replies) if c]
     if not codes:
         return ""
-    examples = visible_examples(task["prompt"])
+    examples = visible_examples(task["prompt"], task["entry_point"])
     if not examples:
         return vote(codes).code
     chosen = yield from select_by_examples(codes, task, examples)

@@ -247,7 +247,7 @@ def select_by_examples(codes, task, examples=None, cache=None):
     ``cache`` (normalized code -> :class:`ExampleCheck`) spares codes already run and keeps the new runs."""
     if not codes:
         return None
-    examples = visible_examples(task["prompt"]) if examples is None else examples
+    examples = visible_examples(task["prompt"], task.get("entry_point")) if examples is None else examples
     if not examples:
         return vote(codes)
     distinct = list(dict.fromkeys(normalized_code(c) for c in codes))
@@ -348,19 +348,87 @@ def normalized_code(code):
     return ast.unparse(tree)
 
 
-def visible_examples(prompt):
-    """(source, expected output) pairs of the docstring's ``>>>`` examples."""
+def visible_examples(prompt, entry_point=None):
+    """(source, expected output) pairs of the docstring's examples: its ``>>>`` doctests, or, when it
+    has none and ``entry_point`` is given, prose examples such as ``f(3) == 6``, ``f(3) ➞ 6``,
+    ``f(3) => 6``, ``f(3) returns 6`` or ``f(3) should return 6`` (two thirds of HumanEval's
+    problems from 100 on write them so). A prose example is kept only when its arguments and its
+    expected value are Python literals (``true``/``false`` read as booleans): a guess at anything
+    looser would test the code against a misreading."""
     try:
         found = doctest.DocTestParser().get_examples(prompt)
     except ValueError:
-        return []
+        found = []
     pairs = []
     for example in found:
         # the docstring's closing quotes follow the last example's output directly
         lines = [line for line in example.want.splitlines() if line.strip() not in (QUOTES, QUOTES.replace('"', "'"))]
         if "\n".join(lines).strip():
             pairs.append((example.source.strip(), "\n".join(lines).strip()))
+    if pairs or not entry_point:
+        return pairs
+    return _prose_examples(prompt, entry_point)
+
+
+_PROSE_SEPARATOR = re.compile(r"\s*(?:==>|==|=>|->|➞|=|(?:#\s*)?(?:should\s+)?returns?)\s*")
+
+
+def _prose_examples(prompt, entry_point):
+    pairs = []
+    call_start = re.compile(r"^(?:>>>|[*\-•])?\s*(" + re.escape(entry_point) + r"\s*\()")
+    for line in prompt.splitlines():
+        match = call_start.match(line.strip())
+        if not match:
+            continue
+        text = line.strip()[match.start(1):]
+        end = _call_end(text)
+        if end is None:
+            continue
+        call, rest = text[:end], text[end:]
+        sep = _PROSE_SEPARATOR.match(rest)
+        if not sep or not sep.group(0).strip():
+            continue
+        want = rest[sep.end():].strip().rstrip(".").strip()
+        want = {"true": "True", "false": "False", "none": "None"}.get(want.lower(), want)
+        if _literal_call(call, entry_point) and _is_literal(want):
+            pairs.append((call, want))
     return pairs
+
+
+def _call_end(text):
+    """Index just past the call's closing parenthesis (brackets and quotes balanced), or None."""
+    depth, quote = 0, None
+    for index, char in enumerate(text):
+        if quote:
+            quote = None if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+            if depth == 0:
+                return index + 1
+    return None
+
+
+def _literal_call(call, entry_point):
+    try:
+        node = ast.parse(call, mode="eval").body
+    except SyntaxError:
+        return False
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == entry_point
+            and not node.keywords):
+        return False
+    return all(_is_literal(ast.unparse(arg)) for arg in node.args)
+
+
+def _is_literal(text):
+    try:
+        ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return False
+    return True
 
 
 def _examples_program(examples):
@@ -396,7 +464,7 @@ def run_plan(plan, task, files):
     system = files.get("prompts/system.md", "")
     pool = []
     checks = {}  # normalized code -> ExampleCheck: no code is run on the examples twice
-    examples = visible_examples(task["prompt"])
+    examples = visible_examples(task["prompt"], task.get("entry_point"))
 
     def check(code):
         key = normalized_code(code)
