@@ -214,3 +214,27 @@ def test_visible_examples_reads_prose_examples_when_there_are_no_doctests() -> N
     assert ops.visible_examples(prompt) == []  # without the entry point only doctests count
     doctests = 'def g(x):\n    """\n    >>> g(1)\n    2\n\n    g(2) == 3\n    """\n'
     assert ops.visible_examples(doctests, "g") == [("g(1)", "2")]  # doctests, when there are any, win
+
+
+def test_humaneval_examples_read_agree_with_the_canonical_solutions() -> None:
+    """On the real problems: what ``visible_examples`` reads is what the reference solution does,
+    but for HumanEval's own docstring errors (a median of 8.0 written 15.0, a sort_array example of
+    another problem, a recurrence read as a result, a one-tuple written as a string)."""
+    import ast
+
+    from ratchet.evolve.suites.humaneval import package_data_file, read_problems
+
+    problems = read_problems(package_data_file())
+    disagree, total, with_examples = [], 0, 0
+    for problem in problems:
+        examples = ops.visible_examples(problem["prompt"], problem["entry_point"])
+        with_examples += bool(examples)
+        namespace: dict = {}
+        exec(problem["prompt"] + problem["canonical_solution"], namespace)  # noqa: S102 - the package's reference code
+        for source, want in examples:
+            total += 1
+            got = eval(source, namespace)  # a call with literal arguments: visible_examples checks it
+            if got != ast.literal_eval(want):
+                disagree.append(problem["task_id"])
+    assert (total, with_examples) == (386, 137)
+    assert disagree == ["HumanEval/47", "HumanEval/116", "HumanEval/116", "HumanEval/130", "HumanEval/130", "HumanEval/148"]
