@@ -101,3 +101,15 @@ def test_real_model_smoke_on_three_problems(name) -> None:
     assert len(results) == 3
     assert all(1 <= r.metrics["model_calls"] <= 4 and not any(f.kind == "workflow_error" for f in r.failures)
                for r in results), [r.failures for r in results]
+
+
+@pytest.mark.parametrize("workspace", WORKSPACES, ids=lambda p: p.name)
+def test_each_examples_run_config_loads_and_finds_its_workspace(workspace: Path, tmp_path, monkeypatch) -> None:
+    from ratchet.evolve.preflight import load_evolve_config
+
+    monkeypatch.chdir(tmp_path)
+    config = load_evolve_config(workspace / "evolve.yaml")
+    assert config.workspace == workspace
+    options = HumanEvalOptions.model_validate(config.suite.options)
+    assert options.workflow.temperature > 0  # sampled: the k samples can differ
+    assert options.workflow.max_model_calls == 4  # both examples at the same cost per task
