@@ -113,3 +113,8 @@ def test_each_examples_run_config_loads_and_finds_its_workspace(workspace: Path,
     options = HumanEvalOptions.model_validate(config.suite.options)
     assert options.workflow.temperature > 0  # sampled: the k samples can differ
     assert options.workflow.max_model_calls == 4  # both examples at the same cost per task
+    from ratchet.evolve.proposers.config import DiffOptions, ReflectiveOptions
+
+    built = {p.name: {"reflective": ReflectiveOptions, "diff": DiffOptions}[p.name].model_validate(p.options)
+             for p in config.proposers}
+    assert all("flowops.py" not in o.surfaces and "*" not in o.surfaces for o in built.values())
