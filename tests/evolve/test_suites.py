@@ -23,6 +23,7 @@ from ratchet.evolve.suites.humaneval import HumanEvalSuite, grading_program
 from ratchet.evolve.suites.jsonl import JsonlSuite
 from ratchet.evolve.suites.textarena import TextArenaSuite
 from ratchet.evolve.suites.workflow import WorkflowDriver
+from ratchet.models.request import estimate_tokens, prompt_text
 from ratchet.models.scripted import ScriptedModel
 from ratchet.sandbox.programs import ProgramResult
 
@@ -133,7 +134,9 @@ def test_humaneval_coder_workflow_generates_runs_examples_and_repairs() -> None:
     suite = HumanEvalSuite(HumanEvalOptions(limit=1, grade_timeout_s=2.0), ctx_with(model))
     [result] = suite.evaluate(workspace_candidate(), suite.tasks(), 0)
     assert result.score == 1.0
-    assert result.metrics == {"model_calls": 2.0, "test_runs": 2.0, "steps": 5.0}
+    assert result.metrics == {"model_calls": 2.0, "tokens": result.metrics["tokens"], "test_runs": 2.0, "steps": 5.0}
+    expected = sum(estimate_tokens(prompt_text(c["messages"])) + estimate_tokens(r) for c, r in zip(model.calls, [WRONG, RIGHT]))
+    assert result.metrics["tokens"] == expected > 0  # the cost of each task beside its score
     first, repair = model.calls[0]["messages"], model.calls[1]["messages"]
     assert first[0]["content"] == (WORKSPACE / "prompts" / "system.md").read_text()
     assert "def has_close_elements" in first[1]["content"] and "check(" not in first[1]["content"]

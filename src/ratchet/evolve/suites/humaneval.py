@@ -136,7 +136,8 @@ class HumanEvalSuite:
         return results
 
     def _grade(self, grader, problem: dict[str, str], run: workflow.WorkflowRun, seed: int) -> TaskResult:
-        metrics = {"model_calls": float(run.model_calls), "test_runs": float(run.test_runs), "steps": float(run.steps)}
+        metrics = {"model_calls": float(run.model_calls), "tokens": float(run.tokens), "test_runs": float(run.test_runs),
+                   "steps": float(run.steps)}
         task_id = problem["task_id"]
         failures = [Failure(f.kind, f.message, task_id, f.detail) for f in run.failures]
         if run.answer is None or not run.answer.strip():

@@ -17,7 +17,7 @@ sandbox (the program's output or error comes back as an event). The events are a
 ``state["events"]`` and ``step`` is called again, until it answers or a limit is reached. The
 workflow is stateless between calls: everything it needs is in ``state``.
 
-Events: ``{"kind": "model", "messages": [...], "reply": str}`` and
+Events: ``{"kind": "model", "messages": [...], "reply": str, "tokens": int}`` (prompt + reply tokens) and
 ``{"kind": "tests", "code": str, "passed": bool, "timed_out": bool, "output": str}``.
 """
 
@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ratchet.contracts import Candidate, Failure, Message, Model, RatchetError
+from ratchet.contracts import Candidate, Completion, Failure, Message, Model, RatchetError
 from ratchet.evolve.suites.config import WorkflowOptions
 from ratchet.sandbox import HarnessError, Sandbox, SandboxConfig
 from ratchet.sandbox.programs import program_sandbox, run_program
@@ -51,6 +51,11 @@ class WorkflowRun:
     @property
     def model_calls(self) -> int:
         return sum(e["kind"] == "model" for e in self.events)
+
+    @property
+    def tokens(self) -> int:
+        """Prompt and reply tokens of the task's model calls: its cost beside ``model_calls``."""
+        return sum(e.get("tokens", 0) for e in self.events if e["kind"] == "model")
 
     @property
     def test_runs(self) -> int:
@@ -134,8 +139,9 @@ class WorkflowDriver:
                 if messages is None:
                     outcome.failures.append(Failure("workflow_error", error))
                     return outcome
-                reply = self._complete(messages, action.get("max_tokens"), seed * 1000 + index)
-                outcome.events.append({"kind": "model", "messages": messages, "reply": reply})
+                done = self._complete(messages, action.get("max_tokens"), seed * 1000 + index)
+                outcome.events.append({"kind": "model", "messages": messages, "reply": done.text,
+                                       "tokens": done.usage.total_tokens})
             else:
                 if outcome.test_runs >= opts.max_test_runs:
                     outcome.failures.append(Failure("workflow_limit", f"asked for more than {opts.max_test_runs} test runs"))
@@ -146,14 +152,14 @@ class WorkflowDriver:
         outcome.failures.append(Failure("workflow_limit", f"no answer after {opts.max_steps} steps"))
         return outcome
 
-    def _complete(self, messages: list[Message], wanted: Any, seed: int) -> str:
+    def _complete(self, messages: list[Message], wanted: Any, seed: int) -> Completion:
         if self.model is None:
             raise RatchetError("the workflow asked for a model call and the run has no model",
                                hint="give the run a model (model: local:qwen2.5-coder-0.5b)")
         cap = self.options.max_tokens
         max_tokens = min(int(wanted), cap) if isinstance(wanted, int) and wanted > 0 else cap
         return self.model.complete(messages, temperature=self.options.temperature,
-                                   max_tokens=max_tokens, seed=seed).text
+                                   max_tokens=max_tokens, seed=seed)
 
 
 def _action_kind(action: Any) -> tuple[str | None, str]:

@@ -1,0 +1,185 @@
+"""An operator-level workflow description a small model can write: a list of steps from a menu.
+
+A proposer that cannot write free workflow code reliably can still choose operators and their
+arguments::
+
+    name: sample-test-revise
+    steps:
+      - {op: sample, k: 3}
+      - {op: strip_tests}
+      - {op: select_by_examples}
+      - {op: revise, rounds: 1}
+
+:func:`parse_spec` reads such text (YAML or JSON) and rejects a malformed one with a message naming
+the step and the field; :func:`compile_spec` turns a valid spec into a workspace's files: a
+``workflow.py`` that runs the plan with :func:`flowops.run_plan` in the sandbox, and ``flowops.py``.
+The pool semantics of each operator are documented on :func:`flowops.run_plan`.
+"""
+
+from __future__ import annotations
+
+import pprint
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ratchet.contracts import RatchetError
+from ratchet.workflows.library import library_files
+
+
+class _Step(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+
+
+class Sample(_Step):
+    """Ask the model for ``k`` codes of the task (its system prompt from ``prompts/system.md``)."""
+
+    op: Literal["sample"]
+    k: int = Field(1, ge=1, le=8)
+    """How many replies (they differ only when the run samples at a temperature above 0)."""
+    max_tokens: int | None = Field(None, ge=16, le=4096)
+    """Reply budget of each call (the run's cap still applies); None: the run's cap."""
+
+
+class StripTests(_Step):
+    """Cut the model's own test code (prints, asserts, ``__main__`` blocks) after the functions."""
+
+    op: Literal["strip_tests"]
+
+
+class TestExamples(_Step):
+    """Run every code of the pool on the docstring's examples (one test run per distinct code)."""
+
+    op: Literal["test_examples"]
+
+
+class FilterPassing(_Step):
+    """Keep only the codes that pass all visible examples (all of them when none does)."""
+
+    op: Literal["filter_passing"]
+
+
+class SelectByExamples(_Step):
+    """Put first the code passing most visible examples; ties to the largest behaviour cluster."""
+
+    op: Literal["select_by_examples"]
+
+
+class Vote(_Step):
+    """Put first the code of the largest group of identical (normalized) codes."""
+
+    op: Literal["vote"]
+
+
+class Revise(_Step):
+    """While the first code fails a visible example, ask the model to fix it (up to ``rounds`` times)."""
+
+    op: Literal["revise"]
+    rounds: int = Field(1, ge=1, le=3)
+    """Most repair calls."""
+
+
+class ReviewStep(_Step):
+    """Ask the model to review the first code; when it says wrong, ask for a fix (two calls at most)."""
+
+    op: Literal["review"]
+
+
+Step = Annotated[Sample | StripTests | TestExamples | FilterPassing | SelectByExamples | Vote | Revise | ReviewStep,
+                 Field(discriminator="op")]
+MENU = ("sample", "strip_tests", "test_examples", "filter_passing", "select_by_examples", "vote", "revise", "review")
+
+
+class WorkflowSpec(BaseModel):
+    """A workflow as a list of operator steps (see the module)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+
+    name: str = Field("workflow", min_length=1, max_length=80)
+    """A name for people and the archive."""
+    steps: list[Step] = Field(min_length=1, max_length=12)
+    """The operator steps, run in order over a pool of candidate codes."""
+
+    def max_model_calls(self) -> int:
+        """Most model calls the plan can ask for on one task: what to set the run's call cap to, and
+        the cost to match a baseline against."""
+        per = {"sample": lambda s: s.k, "revise": lambda s: s.rounds, "review": lambda s: 2}
+        return sum(per[s.op](s) if s.op in per else 0 for s in self.steps)
+
+    def plan(self) -> list[dict]:
+        """The steps as the plain data :func:`flowops.run_plan` reads."""
+        return [s.model_dump(exclude_none=True) for s in self.steps]
+
+
+def parse_spec(text: str, max_model_calls: int | None = None) -> WorkflowSpec:
+    """A spec from YAML or JSON text; a malformed one raises ``RatchetError`` naming the step and
+    field and listing the menu. With ``max_model_calls``, a plan that could ask for more fails too."""
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise RatchetError(f"workflow spec is not YAML/JSON: {exc}".splitlines()[0],
+                           hint="write a mapping: {name: ..., steps: [{op: sample, k: 3}, ...]}") from None
+    if isinstance(raw, list):
+        raw = {"steps": raw}  # a bare list of steps is the common small-model output
+    if not isinstance(raw, dict):
+        raise RatchetError(f"workflow spec must be a mapping with `steps`, got {type(raw).__name__}",
+                           hint="write {name: ..., steps: [{op: sample, k: 3}, ...]}")
+    try:
+        spec = WorkflowSpec.model_validate(raw)
+    except ValidationError as exc:
+        raise RatchetError("workflow spec is invalid: " + "; ".join(_describe(e, raw) for e in exc.errors()),
+                           hint="each step is {op: NAME, ...arguments}; ops: " + ", ".join(MENU)) from None
+    if spec.steps[0].op != "sample":
+        raise RatchetError(f"workflow spec: step 1 is {spec.steps[0].op!r}, but the pool is empty until a `sample` step",
+                           hint="start with {op: sample, k: N}")
+    if max_model_calls is not None and spec.max_model_calls() > max_model_calls:
+        raise RatchetError(f"workflow spec may ask for {spec.max_model_calls()} model calls per task, "
+                           f"more than the run's cap of {max_model_calls}",
+                           hint="sample fewer codes or drop a revise/review step")
+    return spec
+
+
+def _describe(error: dict, raw: dict) -> str:
+    loc = list(error["loc"])
+    where = "spec"
+    if len(loc) >= 2 and loc[0] == "steps" and isinstance(loc[1], int):
+        where = f"step {loc[1] + 1}"
+        step = raw["steps"][loc[1]] if isinstance(raw.get("steps"), list) and loc[1] < len(raw["steps"]) else None
+        rest = [str(p) for p in loc[2:] if p not in MENU]
+        if error["type"] == "union_tag_invalid" or (error["type"] == "union_tag_not_found"):
+            op = step.get("op") if isinstance(step, dict) else None
+            return f"{where}: unknown op {op!r}" if op is not None else f"{where}: has no `op`"
+        if isinstance(step, dict) and "op" in step:
+            where += f" ({step['op']})"
+        if rest:
+            where += f" field `{'.'.join(rest)}`"
+    elif loc:
+        where = f"field `{'.'.join(str(p) for p in loc)}`"
+    return f"{where}: {error['msg']}"
+
+
+WORKFLOW_TEMPLATE = '''"""Workflow {name!r}, compiled from an operator spec (ratchet.workflows.spec); edit the spec, not this file.
+
+Steps: {summary}. At most {calls} model calls per task.
+"""
+
+from flowops import as_step, run_plan
+
+PLAN = {plan}
+
+
+def workflow(task, files):
+    return (yield from run_plan(PLAN, task, files))
+
+
+step = as_step(workflow)
+'''
+
+
+def compile_spec(spec: WorkflowSpec) -> dict[str, str]:
+    """The files of a workflow running ``spec``: ``workflow.py`` and the operator library."""
+    summary = " -> ".join(s.op for s in spec.steps)
+    source = WORKFLOW_TEMPLATE.format(name=spec.name, summary=summary, calls=spec.max_model_calls(),
+                                      plan=pprint.pformat(spec.plan(), sort_dicts=False))
+    return {"workflow.py": source, **library_files()}
