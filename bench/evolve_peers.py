@@ -47,11 +47,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from bench._results import write_json, write_markdown
-from bench.evolve_humaneval import (MODEL, PROPOSER_MAX_TOKENS, PROPOSER_TEMPERATURE, RESULTS, SMALL_SPLITS, SPLITS,
-                                    WORKSPACE, proposer_model, proposer_suffix, shared_model, span,
-                                    suite_options)
-from bench.peer_env import bench_python
+from bench._results import RESULTS, write_json, write_markdown
+from bench._setup import (MODEL, PROPOSER_MAX_TOKENS, PROPOSER_TEMPERATURE, SMALL_SPLITS, SPLITS, WORKSPACE,
+                          bench_python, proposer_model, proposer_suffix, shared_model, span, suite_options)
 from ratchet.contracts import Candidate
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.manifest import load_manifest
@@ -223,7 +221,7 @@ def run_arm(name: str, args: argparse.Namespace) -> dict[str, Any]:
         store = RESULTS / f"{SIZE['out']}.arms.json"
         arms = json.loads(store.read_text()) if store.exists() else {}
         arms[name] = row
-        store.write_text(json.dumps(arms, indent=2) + "\n")
+        write_json(store.stem, arms)
     return row
 
 
