@@ -62,6 +62,7 @@ from ratchet.evolve.manifest import load_manifest
 from ratchet.evolve.preflight import CONFIG_COPY
 from ratchet.evolve.report import POST_HOC, candidates_by_prefix, measure_post_hoc
 from ratchet.evolve.report_tables import (
+    arms_table,
     calls_line,
     candidates_table,
     post_hoc_lines,
@@ -215,19 +216,6 @@ def power_line(power: dict[str, Any]) -> str:
     return line
 
 
-def best_of_n_label(row: dict[str, Any]) -> str:
-    """``best-of-N`` with what the N attempts were: how many distinct, sampled at what temperature."""
-    n, distinct = row["attempts"], row.get("distinct_attempts")
-    how = f"sampled at {row['temperature']:g}" if row.get("temperature") else "not sampled"
-    if distinct is None or n == 1:
-        return f"best-of-{n}" + (f" ({how})" if n > 1 else "")
-    return f"best-of-{n} ({distinct} distinct, {how})"
-
-
-def arm(row: dict[str, Any]) -> str:
-    return f"{row['mean']:.3f} [{row['low']:.3f}, {row['high']:.3f}]"
-
-
 def drive(args: argparse.Namespace) -> Any:
     """Start or resume the run ``args.run_id`` of the example config (as ``ratchet evolve run`` /
     ``resume`` do: the run's config copy, with the overrides); returns the run."""
@@ -328,15 +316,7 @@ def main(argv: list[str] | None = None) -> int:
              f"`{args.run_id}`). Score: the suite's grader (the original tests, in the sandbox) per task.", "",
              power_line(out["gate_power"]), ""]
     if report:
-        same = " (= original: nothing was accepted)" if report["best"]["id"] == report["original"]["id"] else ""
-        lines += [f"## Test split ({report['tasks']} tasks, untouched by the search): solve rate, 95% bootstrap CI",
-                  "", "| arm | solve rate [95% CI] |", "|---|---|",
-                  f"| original ({report['original']['id'][:12]}) | {arm(report['original'])} |",
-                  f"| best ({report['best']['id'][:12]}){same} | {arm(report['best'])} |",
-                  f"| original, {best_of_n_label(report['original_best_of_n'])} | "
-                  f"{arm(report['original_best_of_n'])} |", "",
-                  f"best - original: {arm(report['comparison']['best_minus_original'])}. "
-                  f"Stopped by: {report['stop_reason']}.", ""]
+        lines += arms_table(report, "solve rate")
     else:
         lines += ["The run has no report yet: no test-split comparison here.", ""]
     lines += rate_lines(out["per_task"])

@@ -47,7 +47,7 @@ from bench._setup import (
 )
 from ratchet.evolve.config import EvolveConfig
 from ratchet.evolve.loop import Engine
-from ratchet.evolve.report_tables import step_events
+from ratchet.evolve.report_tables import arms_table, step_events
 from ratchet.store import RunStore
 
 
@@ -190,11 +190,7 @@ def write(args: argparse.Namespace, report: dict[str, Any], summary: dict[str, A
     }
     write_json(args.out, out, default=str)
 
-    def arm(row: dict[str, Any]) -> str:
-        return f"{row['mean']:.3f} [{row['low']:.3f}, {row['high']:.3f}]"
-
     r = report
-    best_is_original = r["best"]["id"] == r["original"]["id"]
     lines = [
         f"# A real `ratchet evolve` run on HumanEval ({MODEL}"
         + (f", {args.proposer_model} proposing)" if args.proposer_model else ")"), "",
@@ -204,17 +200,11 @@ def write(args: argparse.Namespace, report: dict[str, Any], summary: dict[str, A
         f"Splits (by index, fixed before any run): search {len(args.splits['search'])} "
         f"({span(args.splits['search'])}), held-in {len(args.splits['heldin'])} ({span(args.splits['heldin'])}), "
         f"test {len(args.splits['test'])} ({span(args.splits['test'])}, untouched until this report).", "",
-        f"## Test split ({r['tasks']} problems), pass@1 with 95% bootstrap CIs", "",
-        "| arm | pass@1 [95% CI] |", "|---|---|",
-        f"| original | {arm(r['original'])} |",
-        f"| best ({r['best']['id'][:12]}{', = original' if best_is_original else ''}) | {arm(r['best'])} |",
-        f"| original, best-of-{r['original_best_of_n']['attempts']} (same extra budget) | {arm(r['original_best_of_n'])} |",
-        "", f"best - original: {arm(r['comparison']['best_minus_original'])}; "
-        f"best - best-of-N: {arm(r['comparison']['best_minus_best_of_n'])}", "",
+        *arms_table(r, "pass@1", "problems"),
         "## The search", "",
         f"Proposals: {r['proposals']['total']}, accepted {r['proposals']['accepted']}, "
         f"smoke rejects {r['proposals']['smoke_rejects']}, static rejects {r['proposals']['static_rejects']}. "
-        f"Stopped by: {r['stop_reason']}. Model calls: {r['budget']['calls']} in all ({r['original_best_of_n']['search_spend']} in the search, "
+        f"Model calls: {r['budget']['calls']} in all ({r['original_best_of_n']['search_spend']} in the search, "
         f"the rest in this report), {r['budget']['tokens']} tokens ({r['budget']['completion_tokens']} completion); "
         f"task evaluations run: {r['task_evals']}.", "",
         "| step | status | reason |", "|---|---|---|",

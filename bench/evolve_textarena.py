@@ -33,7 +33,7 @@ from bench._setup import MODEL, ROOT, proposer_model, shared_model
 from ratchet.evolve.archive import Archive
 from ratchet.evolve.config import EvolveConfig
 from ratchet.evolve.loop import Engine
-from ratchet.evolve.report_tables import calls_line, candidates_table, step_events, steps_table
+from ratchet.evolve.report_tables import arms_table, calls_line, candidates_table, step_events, steps_table
 from ratchet.store import RunStore
 
 CONFIG = ROOT / "examples" / "guess-the-number" / "evolve.yaml"
@@ -118,13 +118,9 @@ def write(args: argparse.Namespace, run: Any, raw: dict[str, Any], config: Evolv
            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     write_json(args.out, out, default=str)
 
-    def arm(row: dict[str, Any]) -> str:
-        return f"{row['mean']:.3f} [{row['low']:.3f}, {row['high']:.3f}]"
-
     r = report
     n = r["original_best_of_n"]
     p = r["proposals"]
-    same = " (= original: nothing was accepted)" if r["best"]["id"] == r["original"]["id"] else ""
     lines = [f"# {TITLE}", "",
              "Produced by `python -m bench.evolve_textarena` from `examples/guess-the-number/evolve.yaml` (see the "
              f"bench's docstring): {config.iterations} steps, the system prompt (reflective proposer) and the move "
@@ -133,16 +129,11 @@ def write(args: argparse.Namespace, run: Any, raw: dict[str, Any], config: Evolv
              f"search 0-1, held-in 2-9, test 10-{9 + len(raw['splits']['ids']['test'])}."
              + (f" The proposers ask {raw['proposer_model']}; the games are played by {MODEL}."
                 if raw.get("proposer_model") else ""), "",
-             f"## Test seeds ({r['tasks']} games, untouched by the search), mean reward with 95% bootstrap CIs", "",
-             "| arm | mean reward [95% CI] |", "|---|---|",
-             f"| original | {arm(r['original'])} |", f"| best ({r['best']['id'][:12]}){same} | {arm(r['best'])} |",
-             f"| original, best-of-{n['attempts']} (same extra budget) | {arm(n)} |", "",
-             f"best - original: {arm(r['comparison']['best_minus_original'])}; best - best-of-N: "
-             f"{arm(r['comparison']['best_minus_best_of_n'])}", "",
+             *arms_table(r, "mean reward", "games"),
              "## The search", "",
              f"Proposals evaluated: {p['total']}, accepted {p['accepted']} (static rejects {p['static_rejects']}, "
              f"smoke rejects {p['smoke_rejects']}); failed proposals (no usable edit after the retries): "
-             f"{p.get('failed', 0)}, {p.get('failed_model_calls', 0)} model calls. Stopped by: {r['stop_reason']}. "
+             f"{p.get('failed', 0)}, {p.get('failed_model_calls', 0)} model calls. "
              f"Model calls in all: {r['budget']['calls']} ({n['search_spend']} {n['budget_unit']} in the search).", "",
              calls_line(run), "", *candidates_table(run), "", *steps_table(run), "",
              f"Best-of-N: the original's own (greedy) pass plus {n['attempts'] - 1} attempts sampled at temperature "

@@ -1,6 +1,7 @@
 """An engine run rendered for people: markdown tables read from its run store.
 
-The benches and the results pages print the same tables from a run: each candidate per split
+The benches and the results pages print the same tables from a run: the final report's arms
+(:func:`arms_table`), each candidate per split
 (:func:`candidates_table`), each step (:func:`steps_table`), what the model was paid
 (:func:`calls_line`), per-task solve rates over seeds (:func:`rate_tables`) and the post-hoc
 measurements of a finished run beside the original, with the gate's sign-flip test
@@ -12,11 +13,44 @@ the post-hoc table, ``agent``: how the task's run ended).
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from statistics import fmean
 from typing import Any
 
 from ratchet.evolve.archive import Archive
 from ratchet.evolve.report import paired_comparison
+
+
+def ci_cell(row: Mapping[str, Any]) -> str:
+    """A mean with its confidence interval, as every table shows one: ``0.450 [0.300, 0.600]``."""
+    return f"{row['mean']:.3f} [{row['low']:.3f}, {row['high']:.3f}]"
+
+
+def best_of_n_label(row: Mapping[str, Any]) -> str:
+    """``best-of-N`` with what the N attempts were: how many distinct, sampled at what temperature."""
+    n, distinct = row["attempts"], row.get("distinct_attempts")
+    how = f"sampled at {row['temperature']:g}" if row.get("temperature") else "not sampled"
+    if distinct is None or n == 1:
+        return f"best-of-{n}" + (f" ({how})" if n > 1 else "")
+    return f"best-of-{n} ({distinct} distinct, {how})"
+
+
+def arms_table(report: Mapping[str, Any], metric: str, tasks: str = "tasks") -> list[str]:
+    """The final report's three arms on its untouched split (:func:`ratchet.evolve.report.final_report`):
+    a heading naming the split and ``metric``, the original, the best and the original's best-of-N
+    with their 95% bootstrap CIs, then the paired differences. ``tasks`` names what a task is
+    (problems, games)."""
+    split = "Test split" if report.get("split", "test") == "test" else "Held-out split (no test split configured)"
+    same = " (= original: nothing was accepted)" if report["best"]["id"] == report["original"]["id"] else ""
+    n = report["original_best_of_n"]
+    diff = report["comparison"]
+    return [f"## {split} ({report['tasks']} {tasks}, untouched by the search): {metric}, 95% bootstrap CIs", "",
+            f"| arm | {metric} [95% CI] |", "|---|---|",
+            f"| original ({report['original']['id'][:12]}) | {ci_cell(report['original'])} |",
+            f"| best ({report['best']['id'][:12]}){same} | {ci_cell(report['best'])} |",
+            f"| original, {best_of_n_label(n)} (the search's extra budget) | {ci_cell(n)} |", "",
+            (f"best - original: {ci_cell(diff['best_minus_original'])}; "
+             f"best - best-of-N: {ci_cell(diff['best_minus_best_of_n'])}. Stopped by: {report['stop_reason']}."), ""]
 
 
 def step_events(run: Any) -> list[dict[str, Any]]:
