@@ -22,7 +22,7 @@ from ratchet.evolve.context import EngineContext
 from ratchet.evolve.manifest import load_manifest
 from ratchet.evolve.suites.config import HumanEvalOptions, WorkflowOptions
 from ratchet.evolve.suites.humaneval import HumanEvalSuite
-from ratchet.models.budget import Accountant, AccountedModel
+from ratchet.models.budget import AccountedModel, Accountant
 
 WORKSPACE = Path(__file__).resolve().parents[1] / "examples" / "humaneval-coder"
 
