@@ -43,15 +43,14 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import yaml
 
-from bench.evolve_humaneval import MODEL, RESULTS, ROOT, steps_of
-from bench.evolve_textarena import calls_line, candidates_table, steps_table
+from bench._results import write_json, write_markdown
+from bench._setup import MODEL, ROOT
 from ratchet.config import load_config
 from ratchet.evolve.archive import Archive
 from ratchet.evolve.cache import EVALS
@@ -61,7 +60,16 @@ from ratchet.evolve.context import EngineContext
 from ratchet.evolve.loop import Engine, split_tasks
 from ratchet.evolve.manifest import load_manifest
 from ratchet.evolve.preflight import CONFIG_COPY
-from ratchet.evolve.report import paired_comparison
+from ratchet.evolve.report import POST_HOC, candidates_by_prefix, measure_post_hoc
+from ratchet.evolve.report_tables import (
+    arms_table,
+    calls_line,
+    candidates_table,
+    post_hoc_lines,
+    rate_lines,
+    step_events,
+    steps_table,
+)
 from ratchet.runtime.config import CodingSuiteOptions
 from ratchet.runtime.engine_suite import CodingAgentSuite
 from ratchet.store import RunStore
@@ -105,34 +113,6 @@ def per_task(run: Any, splits: dict[str, str]) -> list[dict[str, Any]]:
              "tokens": r.get("metrics", {}).get("tokens")} for r in run.read_jsonl(EVALS)]
 
 
-def rate_lines(rows: list[dict[str, Any]]) -> list[str]:
-    """Per split, each task's solve rate over the seeds each candidate ran it at (``solved/runs``),
-    the candidates side by side: what a gate on several seeds compares. Empty when no task ran
-    at more than one seed (the table of every evaluation says it all then)."""
-    if all(n == 1 for n in Counter((r["split"], r["task"], r["candidate"]) for r in rows).values()):
-        return []
-    return ["## Solve rates per task (over the seeds each candidate ran)", "", *rate_tables(rows)]
-
-
-def rate_tables(rows: list[dict[str, Any]]) -> list[str]:
-    """A ``solved/runs`` table per split of ``rows``, a column per candidate."""
-    runs: dict[tuple[str, str, str], list[float]] = {}
-    for r in rows:
-        runs.setdefault((r["split"], r["task"], r["candidate"]), []).append(r["score"])
-    lines = []
-    for split in dict.fromkeys(sorted(key[0] for key in runs)):
-        candidates = list(dict.fromkeys(r["candidate"] for r in rows if r["split"] == split))
-        tasks = sorted({key[1] for key in runs if key[0] == split})
-        lines += [f"{split}:", "", "| task | " + " | ".join(c[:12] for c in candidates) + " |",
-                  "|---|" + "---|" * len(candidates)]
-        for task in tasks:
-            cells = [runs.get((split, task, c)) for c in candidates]
-            lines.append(f"| {task} | " + " | ".join("-" if s is None else f"{sum(s):.0f}/{len(s)}" for s in cells) + " |")
-        totals = [[x for t in tasks for x in runs.get((split, t, c), [])] for c in candidates]
-        lines += ["| **all** | " + " | ".join(f"**{sum(s):.0f}/{len(s)}**" for s in totals) + " |", ""]
-    return lines
-
-
 def agent_line(trace: str) -> str:
     """How the agent's run ended: the second line of the coding suite's task trace."""
     lines = trace.splitlines()
@@ -149,82 +129,24 @@ def load_spec(spec: str | None, threads: int) -> Any:
     return load_model(spec, n_threads=threads) if spec.startswith("local:") else load_model(spec)
 
 
-POST_HOC = "bench/post_hoc.jsonl"
-
-
 def post_hoc(run: Any, candidate_ids: list[str], threads: int, seeds: list[int] | None = None) -> None:
     """The candidates (ids or their prefixes) on the run's test split, task by task at each seed
-    (default: the run's first), appended to the run's ``bench/post_hoc.jsonl``: the engine's suite
-    with the run's model and options, not its evaluator (the run's cache and reply journal stay as
-    the run left them). The candidates take turns on each task, so a stopped measurement is paired."""
+    (default: the run's first), appended to the run's ``bench/post_hoc.jsonl``
+    (:func:`ratchet.evolve.report.measure_post_hoc`): the engine's suite with the run's model and
+    options, not its evaluator."""
     config = load_config(EvolveConfig, run.path(CONFIG_COPY))
-    archive = Archive(run)
-    candidates = []
-    for candidate_id in candidate_ids:
-        matches = [c.id for c in archive.candidates() if c.id.startswith(candidate_id)]
-        if len(matches) != 1:
-            raise SystemExit(f"--post-hoc {candidate_id}: {len(matches)} candidates of the run match; give more of its id")
-        candidates.append(archive.get(matches[0]))
-    done = {(r["candidate"], r["task"], r.get("seed", config.seeds[0])) for r in run.read_jsonl(POST_HOC)}
+    try:
+        candidates = candidates_by_prefix(Archive(run), candidate_ids)
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
     suite = CodingAgentSuite(CodingSuiteOptions.model_validate(config.suite.options),
                              SimpleNamespace(model=load_spec(config.model, threads)))
-    for seed in seeds if seeds is not None else config.seeds[:1]:
-        for task in split_tasks(suite.tasks(), config.splits)["test"]:
-            for candidate in candidates:
-                if (candidate.id, task.id, seed) in done:
-                    continue
-                [result] = suite.evaluate(candidate, [task], seed)
-                ended = agent_line(result.trace)
-                run.append_jsonl(POST_HOC, {"candidate": candidate.id, "task": task.id, "seed": seed,
-                                            "score": result.score, "agent": ended, "metrics": result.metrics,
-                                            "recorded_at": time.time()})
-                print(f"post hoc {candidate.id[:12]} {task.id} seed {seed}: {result.score:.0f} ({ended})", flush=True)
+    measure_post_hoc(run, suite, candidates, split_tasks(suite.tasks(), config.splits)["test"],
+                     seeds if seeds is not None else config.seeds[:1], describe=lambda r: agent_line(r.trace),
+                     default_seed=config.seeds[0], on_row=lambda r: print(
+                         f"post hoc {r['candidate'][:12]} {r['task']} seed {r['seed']}: {r['score']:.0f} ({r['agent']})",
+                         flush=True))
 
-
-def post_hoc_lines(measured: list[dict[str, Any]], rows: list[dict[str, Any]], original_id: str) -> list[str]:
-    """The post-hoc measurements (the run's ``bench/post_hoc.jsonl``) beside the original's test
-    results on the same task and seed (the run's own or measured post hoc too), then every test
-    run pooled: each task's solve rate over all the seeds it ran at, and for each candidate the
-    same sign-flip test the gate uses on its per-task rate differences with the original."""
-    if not measured:
-        return []
-    test = [r for r in rows if r["split"] == "test"] + [{**r, "split": "test"} for r in measured]
-    score = {(r["candidate"], r["task"], r.get("seed", 0)): r["score"] for r in test}
-    seeds = sorted({r.get("seed", 0) for r in measured})
-    lines = ["## After the run: the test split measured again", "",
-             f"Measured after the run had decided (`--post-hoc`, seed{'s' if len(seeds) > 1 else ''} "
-             f"{', '.join(map(str, seeds))}): nothing was selected with these numbers.", "",
-             "| candidate | test runs | solved | the original on them | tasks gained | tasks lost |", "|---|---|---|---|---|---|"]
-    for cand in dict.fromkeys(r["candidate"] for r in measured if r["candidate"] != original_id):
-        mine = {(r["task"], r.get("seed", 0)): r["score"] for r in measured if r["candidate"] == cand}
-        theirs = {key: score[(original_id, *key)] for key in mine if (original_id, *key) in score}
-        tasks = sorted({task for task, _ in mine})
-        diff = {t: sum(v - theirs[k] for k, v in mine.items() if k[0] == t and k in theirs) for t in tasks}
-        on = "" if len(theirs) == len(mine) else f" (ran {len(theirs)} of them)"
-        lines.append(f"| {cand[:12]} | {len(mine)} | {sum(mine.values()):.0f} | {sum(theirs.values()):.0f}{on} | "
-                     f"{', '.join(t for t in tasks if diff[t] > 0) or '-'} | {', '.join(t for t in tasks if diff[t] < 0) or '-'} |")
-    if len({(r["task"], r.get("seed", 0)) for r in test}) > len({r["task"] for r in test}):
-        lines += ["", "Every test run pooled (the report's and these):", "", *rate_tables(test)]
-        lines += pooled_test_lines(test, original_id)
-    lines += ["", "| candidate | task | seed | solved | the agent's run |", "|---|---|---|---|---|"]
-    lines += [f"| {r['candidate'][:12]} | {r['task']} | {r.get('seed', 0)} | {r['score']:.0f} | {r['agent']} |"
-              for r in measured]
-    return lines + [""]
-
-
-def pooled_test_lines(test: list[dict[str, Any]], original_id: str) -> list[str]:
-    """Each candidate against the original over the test tasks both ran at the same seeds: the mean
-    per-task difference of solve rates and its one-sided sign-flip p-value (the gate's test, from
-    :func:`ratchet.evolve.report.paired_comparison`)."""
-    lines = []
-    for cand in dict.fromkeys(r["candidate"] for r in test if r["candidate"] != original_id):
-        c = paired_comparison(test, cand, original_id)
-        if c is not None:
-            how = "every sign assignment" if c["exact"] else f"{c['resamples']:,} random flips"
-            lines.append(f"{cand[:12]} - original over {c['tasks']} test tasks at the seeds both ran: mean per-task "
-                         f"solve-rate difference {c['mean_difference']:+.3f}, better on {c['better']}, worse on "
-                         f"{c['worse']}; one-sided sign-flip p = {c['p_value']:.3f} ({how}).")
-    return lines
 
 
 def proposals(archive: Archive) -> list[dict[str, Any]]:
@@ -292,19 +214,6 @@ def power_line(power: dict[str, Any]) -> str:
                  f"parent at none; gains at some seeds on more tasks can pass too, and the mean gain must also "
                  f"clear the parent's spread over seeds (its noise band).")
     return line
-
-
-def best_of_n_label(row: dict[str, Any]) -> str:
-    """``best-of-N`` with what the N attempts were: how many distinct, sampled at what temperature."""
-    n, distinct = row["attempts"], row.get("distinct_attempts")
-    how = f"sampled at {row['temperature']:g}" if row.get("temperature") else "not sampled"
-    if distinct is None or n == 1:
-        return f"best-of-{n}" + (f" ({how})" if n > 1 else "")
-    return f"best-of-{n} ({distinct} distinct, {how})"
-
-
-def arm(row: dict[str, Any]) -> str:
-    return f"{row['mean']:.3f} [{row['low']:.3f}, {row['high']:.3f}]"
 
 
 def drive(args: argparse.Namespace) -> Any:
@@ -390,12 +299,12 @@ def main(argv: list[str] | None = None) -> int:
     out = {"finished": report is not None, "run_id": args.run_id, "status": status,
            "config": config, "report": report,
            "steps": [{k: e.get(k) for k in ("step", "proposer", "status", "reason", "child", "numbers", "model_calls")}
-                     for e in steps_of(run)],
+                     for e in step_events(run)],
            "proposals": proposals(archive), "failed_proposals": archive.unusable(),
            "proposer_runs": proposer_runs(run), "per_task": per_task(run, split_of(config)),
            "gate_power": gate_power(config), "post_hoc": run.read_jsonl(POST_HOC),
            "note": args.note, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    (RESULTS / f"{args.out}.json").write_text(json.dumps(out, indent=2, default=str) + "\n")
+    write_json(args.out, out, default=str)
 
     suites = (config.get("suite") or {}).get("options", {}).get("suite", "coding-basics")
     suites = ", ".join(suites) if isinstance(suites, list) else suites
@@ -407,15 +316,7 @@ def main(argv: list[str] | None = None) -> int:
              f"`{args.run_id}`). Score: the suite's grader (the original tests, in the sandbox) per task.", "",
              power_line(out["gate_power"]), ""]
     if report:
-        same = " (= original: nothing was accepted)" if report["best"]["id"] == report["original"]["id"] else ""
-        lines += [f"## Test split ({report['tasks']} tasks, untouched by the search): solve rate, 95% bootstrap CI",
-                  "", "| arm | solve rate [95% CI] |", "|---|---|",
-                  f"| original ({report['original']['id'][:12]}) | {arm(report['original'])} |",
-                  f"| best ({report['best']['id'][:12]}){same} | {arm(report['best'])} |",
-                  f"| original, {best_of_n_label(report['original_best_of_n'])} | "
-                  f"{arm(report['original_best_of_n'])} |", "",
-                  f"best - original: {arm(report['comparison']['best_minus_original'])}. "
-                  f"Stopped by: {report['stop_reason']}.", ""]
+        lines += arms_table(report, "solve rate")
     else:
         lines += ["The run has no report yet: no test-split comparison here.", ""]
     lines += rate_lines(out["per_task"])
@@ -442,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
         lines.append("")
     if args.note:
         lines += ["## What happened", "", args.note, ""]
-    (RESULTS / f"{args.out}.md").write_text("\n".join(lines) + "\n")
+    write_markdown(args.out, "\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
 

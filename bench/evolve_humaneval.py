@@ -14,7 +14,7 @@ baseline samples (its extra attempts at ``report.best_of_n_temperature``, each w
 
 All model replies go through one reply cache next to the results
 (``NAME.replies.jsonl``, shared with the peers' bench): at temperature 0 the embedded decoder is
-greedy, so the request's seed is left out of the cache key (:class:`SeedFreeAtGreedy`) and a
+greedy, so the request's seed is left out of the cache key (``bench._setup.SeedFreeAtGreedy``) and a
 request any arm already made is answered from the cache. Model calls are still counted per arm
 (the budget equality is on calls asked for, cached or not). The engine's own run store
 (``runs/bench-evolve-humaneval`` under the checkout) makes a killed run resume where it stopped.
@@ -29,82 +29,26 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench._results import RESULTS, machine, write_json, write_markdown
-from ratchet.contracts import Completion, Message
+from bench._results import machine, write_json, write_markdown
+from bench._setup import (
+    MODEL,
+    PROPOSER_MAX_TOKENS,
+    PROPOSER_TEMPERATURE,
+    REPLIES,
+    ROOT,
+    SMALL_SPLITS,
+    SPLITS,
+    WORKSPACE,
+    proposer_model,
+    proposer_suffix,
+    shared_model,
+    span,
+    suite_options,
+)
 from ratchet.evolve.config import EvolveConfig
 from ratchet.evolve.loop import Engine
+from ratchet.evolve.report_tables import arms_table, step_events
 from ratchet.store import RunStore
-
-ROOT = Path(__file__).resolve().parents[1]
-WORKSPACE = ROOT / "examples" / "humaneval-coder"
-MODEL = "local:qwen2.5-coder-0.5b"
-REPLIES = RESULTS / "evolve_humaneval.replies.jsonl"
-#: Every evolve bench's proposer replies, whatever the result's name: a request's key holds the
-#: model's name, so one file serves every proposer model and a rerun under a new name replays them.
-PROPOSER_REPLIES = RESULTS / "evolve.proposer.replies.jsonl"
-
-SPLITS = {
-    "search": [f"HumanEval/{i}" for i in range(100, 104)],
-    "heldin": [f"HumanEval/{i}" for i in range(104, 116)],
-    "test": [f"HumanEval/{i}" for i in range(134, 164)],
-}
-#: The reduced run (``--size small``): the first problems of each slice above, for a machine too
-#: busy for the full one (each split is a prefix of the full one's, so their replies are shared).
-SMALL_SPLITS = {
-    "search": [f"HumanEval/{i}" for i in range(100, 102)],
-    "heldin": [f"HumanEval/{i}" for i in range(104, 110)],
-    "test": [f"HumanEval/{i}" for i in range(134, 142)],
-}
-#: The suite's settings, shared by every arm (the peers' bench grades with the same options).
-SUITE_OPTIONS: dict[str, Any] = {
-    "ids": [i for ids in SPLITS.values() for i in ids],
-    "grade_timeout_s": 10,
-    "workflow": {"max_model_calls": 3, "max_test_runs": 3, "max_tokens": 512, "temperature": 0.0},
-}
-#: The proposer's settings, shared with the peers where they have a counterpart (reply budget, temperature).
-PROPOSER_MAX_TOKENS = 400
-PROPOSER_TEMPERATURE = 0.7
-
-
-class SeedFreeAtGreedy:
-    """At temperature 0 the embedded decoder is greedy, so the seed changes nothing: it is dropped
-    from the request (and so from the reply cache's key), and equal requests share one reply."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.name = inner.name
-
-    def complete(self, messages: list[Message], **params: Any) -> Completion:
-        if float(params.get("temperature", 0.0)) == 0.0:
-            params["seed"] = None
-        return self.inner.complete(messages, **params)
-
-    async def acomplete(self, messages: list[Message], **params: Any) -> Completion:
-        return self.complete(messages, **params)
-
-
-def shared_model(spec: str = MODEL, threads: int = 2, n_ctx: int = 4096, replies: Path = REPLIES) -> Any:
-    """The model behind the shared reply cache (``scripted:`` runs the plumbing without a model)."""
-    # llama.cpp loads only here, in the benches that need the model.
-    from ratchet.models import load_model
-    from ratchet.models.replay import ReplayModel
-
-    overrides = {"n_ctx": n_ctx, "n_threads": threads} if spec.startswith("local:") else {}
-    return SeedFreeAtGreedy(ReplayModel(load_model(spec, **overrides), replies, mode="auto"))
-
-
-def proposer_model(spec: str | None, threads: int = 2, n_ctx: int = 4096) -> Any:
-    """The proposers' own model (``proposer_model``) behind the shared proposer reply cache, or
-    None with no spec (the proposers then ask the suite's model)."""
-    return shared_model(spec, threads, n_ctx=n_ctx, replies=PROPOSER_REPLIES) if spec else None
-
-
-def suite_options(splits: dict[str, list[str]]) -> dict[str, Any]:
-    return {**SUITE_OPTIONS, "ids": [i for ids in splits.values() for i in ids]}
-
-
-def span(ids: list[str]) -> str:
-    return f"{ids[0]}-{ids[-1].split('/')[-1]}"
 
 
 def run_config(iterations: int, splits: dict[str, list[str]] = SPLITS, max_search_s: float | None = None,
@@ -191,15 +135,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def proposer_suffix(args: argparse.Namespace) -> str:
-    """What names a run whose proposer asks another model apart from the runs with one model."""
-    return f"_proposer-{args.proposer_model.rsplit(':', 1)[-1]}" if getattr(args, "proposer_model", None) else ""
-
-
-def steps_of(run: Any) -> list[dict[str, Any]]:
-    return [e for e in run.read_jsonl("evolve/events.jsonl") if e.get("kind") == "step"]
-
-
 def write_partial(args: argparse.Namespace, run: Any) -> None:
     """The measurements of an unfinished run, read from its store: each candidate's pass rate per
     split so far, each finished step's decision, and the model calls with their tokens and latency."""
@@ -241,7 +176,7 @@ def write_partial(args: argparse.Namespace, run: Any) -> None:
 
 
 def write(args: argparse.Namespace, report: dict[str, Any], summary: dict[str, Any], wall_s: float, run: Any) -> None:
-    steps = steps_of(run)
+    steps = step_events(run)
     out = {
         "model": MODEL, "proposer_model": args.proposer_model, "template": args.template,
         "proposer_max_tokens": args.proposer_max_tokens, "splits": args.splits,
@@ -255,11 +190,7 @@ def write(args: argparse.Namespace, report: dict[str, Any], summary: dict[str, A
     }
     write_json(args.out, out, default=str)
 
-    def arm(row: dict[str, Any]) -> str:
-        return f"{row['mean']:.3f} [{row['low']:.3f}, {row['high']:.3f}]"
-
     r = report
-    best_is_original = r["best"]["id"] == r["original"]["id"]
     lines = [
         f"# A real `ratchet evolve` run on HumanEval ({MODEL}"
         + (f", {args.proposer_model} proposing)" if args.proposer_model else ")"), "",
@@ -269,17 +200,11 @@ def write(args: argparse.Namespace, report: dict[str, Any], summary: dict[str, A
         f"Splits (by index, fixed before any run): search {len(args.splits['search'])} "
         f"({span(args.splits['search'])}), held-in {len(args.splits['heldin'])} ({span(args.splits['heldin'])}), "
         f"test {len(args.splits['test'])} ({span(args.splits['test'])}, untouched until this report).", "",
-        f"## Test split ({r['tasks']} problems), pass@1 with 95% bootstrap CIs", "",
-        "| arm | pass@1 [95% CI] |", "|---|---|",
-        f"| original | {arm(r['original'])} |",
-        f"| best ({r['best']['id'][:12]}{', = original' if best_is_original else ''}) | {arm(r['best'])} |",
-        f"| original, best-of-{r['original_best_of_n']['attempts']} (same extra budget) | {arm(r['original_best_of_n'])} |",
-        "", f"best - original: {arm(r['comparison']['best_minus_original'])}; "
-        f"best - best-of-N: {arm(r['comparison']['best_minus_best_of_n'])}", "",
+        *arms_table(r, "pass@1", "problems"),
         "## The search", "",
         f"Proposals: {r['proposals']['total']}, accepted {r['proposals']['accepted']}, "
         f"smoke rejects {r['proposals']['smoke_rejects']}, static rejects {r['proposals']['static_rejects']}. "
-        f"Stopped by: {r['stop_reason']}. Model calls: {r['budget']['calls']} in all ({r['original_best_of_n']['search_spend']} in the search, "
+        f"Model calls: {r['budget']['calls']} in all ({r['original_best_of_n']['search_spend']} in the search, "
         f"the rest in this report), {r['budget']['tokens']} tokens ({r['budget']['completion_tokens']} completion); "
         f"task evaluations run: {r['task_evals']}.", "",
         "| step | status | reason |", "|---|---|---|",

@@ -47,18 +47,29 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from bench._results import write_json, write_markdown
-from bench.evolve_humaneval import (MODEL, PROPOSER_MAX_TOKENS, PROPOSER_TEMPERATURE, RESULTS, SMALL_SPLITS, SPLITS,
-                                    WORKSPACE, proposer_model, proposer_suffix, shared_model, span,
-                                    suite_options)
-from bench.peer_env import bench_python
+from bench._results import RESULTS, write_json, write_markdown
+from bench._setup import (
+    MODEL,
+    PROPOSER_MAX_TOKENS,
+    PROPOSER_TEMPERATURE,
+    SMALL_SPLITS,
+    SPLITS,
+    WORKSPACE,
+    bench_python,
+    proposer_model,
+    proposer_suffix,
+    shared_model,
+    span,
+    suite_options,
+)
 from ratchet.contracts import Candidate
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.manifest import load_manifest
 from ratchet.evolve.report import bootstrap_ci
+from ratchet.evolve.report_tables import ci_cell
 from ratchet.evolve.suites.config import HumanEvalOptions
 from ratchet.evolve.suites.humaneval import HumanEvalSuite
-from ratchet.models.budget import AccountedModel, Accountant
+from ratchet.models.budget import Accountant, AccountedModel
 
 HERE = Path(__file__).resolve().parent
 PEERS = {"gepa": HERE / "_peers" / "gepa_run.py", "openevolve": HERE / "_peers" / "openevolve_run.py"}
@@ -223,16 +234,12 @@ def run_arm(name: str, args: argparse.Namespace) -> dict[str, Any]:
         store = RESULTS / f"{SIZE['out']}.arms.json"
         arms = json.loads(store.read_text()) if store.exists() else {}
         arms[name] = row
-        store.write_text(json.dumps(arms, indent=2) + "\n")
+        write_json(store.stem, arms)
     return row
 
 
 def ci(values: list[float]) -> dict[str, float]:
     return bootstrap_ci(values, 2000, 0.95, 0)
-
-
-def fmt(c: dict[str, float]) -> str:
-    return f"{c['mean']:.3f} [{c['low']:.3f}, {c['high']:.3f}]"
 
 
 def table(missing_why: str = "") -> None:
@@ -263,13 +270,13 @@ def table(missing_why: str = "") -> None:
              "model calls Ratchet's search spent (peers stop between iterations, so they may run a little over: "
              f"the calls column is what each actually made). Test split: {span(ids)} ({len(ids)} problems, greedy, "
              "untouched by every search). 95% bootstrap CIs over test problems.", "",
-             f"Original harness on test: {fmt(ours['original'])}", "",
+             f"Original harness on test: {ci_cell(ours['original'])}", "",
              "| arm | model calls in the search | proposals | kept / improved | best on test | best - original |",
              "|---|---|---|---|---|---|"]
     for r in rows:
         same = " (= original)" if r["best_is_original"] else ""
-        lines.append(f"| {r['arm']} | {r['calls']} | {r['proposals']} | {r['accepted']} | {fmt(r['best'])}{same} "
-                     f"| {fmt(r['gain'])} |")
+        lines.append(f"| {r['arm']} | {r['calls']} | {r['proposals']} | {r['accepted']} | {ci_cell(r['best'])}{same} "
+                     f"| {ci_cell(r['gain'])} |")
     missing = sorted(set(PEERS) - set(arms))
     if missing:
         lines += ["", f"Not run: {', '.join(missing)}." + (f" {missing_why}" if missing_why else "")]

@@ -44,6 +44,7 @@ from ratchet.evolve.archive import Archive
 from ratchet.evolve.config import EvolveConfig
 from ratchet.evolve.loop import Engine
 from ratchet.evolve.preflight import CONFIG_COPY
+from ratchet.evolve.report_tables import ci_cell
 from ratchet.store import RunStore
 from ratchet.store.files import write_bytes_atomic
 
@@ -136,10 +137,6 @@ def row(variant: str, seed: int, run: Any) -> dict[str, Any]:
     return out
 
 
-def ci(d: dict[str, Any]) -> str:
-    return f"{d['mean']:.3f} [{d['low']:.3f}, {d['high']:.3f}]"
-
-
 def write(rows: list[dict[str, Any]], seeds: list[int], threads: int, note: str = "") -> None:
     data = {"what": TITLE, "note": note, "config": str(CONFIG.relative_to(ROOT)), "seeds": seeds,
             "variants": list(VARIANTS), "rows": rows, "machine": machine(threads=threads),
@@ -165,8 +162,8 @@ def write(rows: list[dict[str, Any]], seeds: list[int], threads: int, note: str 
             lines.append(f"| {r['variant']} | {r['seed']} | (unfinished: {len(r['steps'])} steps) | | | | | | |")
             continue
         kept = r["kept"]
-        lines.append(f"| {r['variant']} | {r['seed']} | {ci(r['test_best'])} | {ci(r['test_original'])} | "
-                     f"{ci(r['best_of_n'])} | {'nothing' if kept is None else 'step ' + str(kept['step'] + 1)} | "
+        lines.append(f"| {r['variant']} | {r['seed']} | {ci_cell(r['test_best'])} | {ci_cell(r['test_original'])} | "
+                     f"{ci_cell(r['best_of_n'])} | {'nothing' if kept is None else 'step ' + str(kept['step'] + 1)} | "
                      f"{'' if kept is None else '`' + kept['legal_moves'].replace('|', '/') + '`'} | {r['model_calls']} | "
                      f"{r['steps_on_own_legal_moves']} of {len(r['steps'])} |")
     fallback = [r for r in rows if r["variant"] == "fallback" and r["finished"]]

@@ -24,16 +24,16 @@ import json
 import os
 import time
 from pathlib import Path
-from statistics import fmean
 from typing import Any
 
 import yaml
 
-from bench._results import machine, write_json, write_markdown
-from bench.evolve_humaneval import MODEL, RESULTS, ROOT, proposer_model, shared_model, steps_of
+from bench._results import RESULTS, machine, write_json, write_markdown
+from bench._setup import MODEL, ROOT, proposer_model, shared_model
 from ratchet.evolve.archive import Archive
 from ratchet.evolve.config import EvolveConfig
 from ratchet.evolve.loop import Engine
+from ratchet.evolve.report_tables import arms_table, calls_line, candidates_table, step_events, steps_table
 from ratchet.store import RunStore
 
 CONFIG = ROOT / "examples" / "guess-the-number" / "evolve.yaml"
@@ -93,42 +93,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def candidates_table(run: Any) -> list[str]:
-    """Each candidate's mean reward per split it was evaluated on, and its status. The test split
-    is scored only by the run's report (the archive never holds it), so its cell comes from there."""
-    archive = Archive(run)
-    report = run.read_json("evolve/report.json") or {}
-    tested = {arm["id"]: arm for arm in (report.get("original"), report.get("best")) if arm and arm.get("id")}
-    lines = ["| candidate | proposer | status | search | held-in | test |", "|---|---|---|---|---|---|"]
-    for c in archive.candidates():
-        cells = []
-        for split in ("search", "heldin"):
-            rs = archive.results(c.id, split)
-            cells.append(f"{fmean(r.score for r in rs):.3f} ({len(rs)})" if rs else "–")
-        arm = tested.get(c.id)
-        cells.append(f"{arm['mean']:.3f} ({arm['n']} tasks)" if arm else "–")
-        lines.append(f"| {c.id[:12]} | {c.meta.get('proposer', 'original')} | {archive.status(c.id)} | "
-                     + " | ".join(cells) + " |")
-    return lines
-
-
-def calls_line(run: Any) -> str:
-    calls = run.read_jsonl("llm_calls.jsonl")
-    return (f"Model calls paid: {len(calls)}, {sum(c['prompt_tokens'] for c in calls)} prompt + "
-            f"{sum(c['completion_tokens'] for c in calls)} completion tokens, "
-            f"{sum(c['latency_s'] for c in calls):.0f} s of model latency (a reply already in the bench's cache "
-            "counts with the latency it had when first made).")
-
-
-def steps_table(run: Any) -> list[str]:
-    lines = ["| step | proposer | status | model calls | reason |", "|---|---|---|---|---|"]
-    for e in steps_of(run):
-        reason = str(e.get("reason", "")).replace("|", "/").replace("\n", " ")[:400]
-        step = "" if e.get("step") is None else e["step"] + 1  # from 1, as the run's progress lines number them
-        lines.append(f"| {step} | {e.get('proposer')} | {e.get('status')} | {e.get('model_calls', '')} | {reason} |")
-    return lines
-
-
 def write_partial(args: argparse.Namespace, run: Any, raw: dict[str, Any]) -> None:
     out = {"finished": False, "model": MODEL, "config": raw, "events": run.read_jsonl("evolve/events.jsonl"),
            "failed_proposals": Archive(run).unusable(),
@@ -147,20 +111,16 @@ def write(args: argparse.Namespace, run: Any, raw: dict[str, Any], config: Evolv
     out = {"finished": True, "model": MODEL, "config": raw, "report": report,
            "totals": {k: v for k, v in summary.items() if k != "report"},
            "steps": [{k: e.get(k) for k in ("step", "proposer", "status", "reason", "child", "model_calls")}
-                     for e in steps_of(run)],
+                     for e in step_events(run)],
            "failed_proposals": Archive(run).unusable(),
            "wall_s_this_chunk": round(wall_s, 1),
            "machine": machine(load=os.getloadavg()),
            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     write_json(args.out, out, default=str)
 
-    def arm(row: dict[str, Any]) -> str:
-        return f"{row['mean']:.3f} [{row['low']:.3f}, {row['high']:.3f}]"
-
     r = report
     n = r["original_best_of_n"]
     p = r["proposals"]
-    same = " (= original: nothing was accepted)" if r["best"]["id"] == r["original"]["id"] else ""
     lines = [f"# {TITLE}", "",
              "Produced by `python -m bench.evolve_textarena` from `examples/guess-the-number/evolve.yaml` (see the "
              f"bench's docstring): {config.iterations} steps, the system prompt (reflective proposer) and the move "
@@ -169,16 +129,11 @@ def write(args: argparse.Namespace, run: Any, raw: dict[str, Any], config: Evolv
              f"search 0-1, held-in 2-9, test 10-{9 + len(raw['splits']['ids']['test'])}."
              + (f" The proposers ask {raw['proposer_model']}; the games are played by {MODEL}."
                 if raw.get("proposer_model") else ""), "",
-             f"## Test seeds ({r['tasks']} games, untouched by the search), mean reward with 95% bootstrap CIs", "",
-             "| arm | mean reward [95% CI] |", "|---|---|",
-             f"| original | {arm(r['original'])} |", f"| best ({r['best']['id'][:12]}){same} | {arm(r['best'])} |",
-             f"| original, best-of-{n['attempts']} (same extra budget) | {arm(n)} |", "",
-             f"best - original: {arm(r['comparison']['best_minus_original'])}; best - best-of-N: "
-             f"{arm(r['comparison']['best_minus_best_of_n'])}", "",
+             *arms_table(r, "mean reward", "games"),
              "## The search", "",
              f"Proposals evaluated: {p['total']}, accepted {p['accepted']} (static rejects {p['static_rejects']}, "
              f"smoke rejects {p['smoke_rejects']}); failed proposals (no usable edit after the retries): "
-             f"{p.get('failed', 0)}, {p.get('failed_model_calls', 0)} model calls. Stopped by: {r['stop_reason']}. "
+             f"{p.get('failed', 0)}, {p.get('failed_model_calls', 0)} model calls. "
              f"Model calls in all: {r['budget']['calls']} ({n['search_spend']} {n['budget_unit']} in the search).", "",
              calls_line(run), "", *candidates_table(run), "", *steps_table(run), "",
              f"Best-of-N: the original's own (greedy) pass plus {n['attempts'] - 1} attempts sampled at temperature "

@@ -36,14 +36,14 @@ import time
 import urllib.request
 from pathlib import Path
 
-from bench.peer_env import bench_python
+from bench._results import RESULTS, write_json, write_markdown
+from bench._setup import bench_python
 from ratchet.models.spec import load_model
 from ratchet.runtime import Agent, HarnessWorkspace
 from ratchet.runtime.suite import grade, load_suite, prepare
 from ratchet.store import append_jsonl, read_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "bench" / "results"
 WORKER = ROOT / "bench" / "_miniswe_worker.py"
 AGENTS = ("ratchet", "miniswe")
 
@@ -244,8 +244,7 @@ def report(store: Path, out: str, meta: dict, carried: list[dict] = ()) -> dict:
         row["miniswe"]["format_errors"] = rejected[row["task_id"]]
     not_run = [t for t in meta.get("suite_tasks", []) if t not in both]
     data["tasks_not_run"] = not_run
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{out}.json").write_text(json.dumps(data, indent=2) + "\n")
+    write_json(out, data, out=RESULTS)  # RESULTS read at call time: the tests point it elsewhere
     lines = [f"# {out} ({meta['measured_at']})", "",
              f"{meta['model']} served by `ratchet serve --learn off` ({meta['threads']} threads, n_ctx {meta['n_ctx']}, "
              f"greedy) to both agents; step limit {meta['step_limit']} model calls, replies up to {meta['max_tokens']} "
@@ -291,7 +290,7 @@ def report(store: Path, out: str, meta: dict, carried: list[dict] = ()) -> dict:
                       "run again. Rows measured at other times ran under other loads on a shared machine: the "
                       "wall-time ratio mixes them, the token counts do not depend on load."]
     lines += ["", "Notes: " + meta["notes"]]
-    (RESULTS / f"{out}.md").write_text("\n".join(lines) + "\n")
+    write_markdown(out, "\n".join(lines) + "\n", out=RESULTS)
     return data
 
 

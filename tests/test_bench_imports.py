@@ -1,4 +1,5 @@
-"""No bench imports the command line: what a bench needs lives in the library."""
+"""No bench imports the command line or another bench, and none writes its results by hand: what
+benches share lives in the library, `bench/_results.py` (the one results writer) or `bench/_setup.py`."""
 
 from __future__ import annotations
 
@@ -22,3 +23,66 @@ def test_no_bench_imports_or_runs_the_cli_module() -> None:
                 names = [node.value]  # python -c "from ratchet.cli import …" is an import too
             offenders += [f"{path.name}:{node.lineno}: {n}" for n in names if n.startswith("ratchet.cli") or "ratchet.cli" in n]
     assert offenders == []
+
+
+#: Benches held to these rules later: the AutoHarness ones change with the AutoHarness port (one
+#: imports another), the learning-from-use ones (which still write their results by hand) are
+#: being run and changed with the online loop.
+_NOT_YET = ("autoharness_", "online_")
+
+
+def _benches() -> list[Path]:
+    return [p for p in sorted(BENCH.glob("*.py")) if not p.name.startswith(_NOT_YET)]
+
+
+def test_no_bench_imports_another_bench() -> None:
+    """What benches share lives in the library or in a support module (``bench/_*.py``, which
+    ``python -m bench`` does not run), never in another bench."""
+    offenders = []
+    for path in _benches():
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                module = node.module or ""
+                names = [module] if module != "bench" else [f"bench.{alias.name}" for alias in node.names]
+            offenders += [f"{path.name}:{node.lineno}: {n}" for n in names
+                          if n.startswith("bench.") and not n.split(".")[1].startswith("_")]
+    assert offenders == []
+
+
+def test_benches_write_results_only_through_the_writer() -> None:
+    """``bench/results`` is written by ``bench/_results.py`` alone: a ``write_text``, ``write_bytes``
+    or ``json.dump`` whose target names the results folder is a result written by hand."""
+    offenders = []
+    for path in _benches():
+        if path.name == "_results.py":
+            continue
+        source = path.read_text()
+        for node in ast.walk(ast.parse(source, filename=str(path))):
+            if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+                continue
+            if node.func.attr in ("write_text", "write_bytes"):
+                target = ast.get_source_segment(source, node.func.value) or ""
+            elif node.func.attr == "dump" and len(node.args) > 1:
+                target = ast.get_source_segment(source, node.args[1]) or ""
+            else:
+                continue
+            if "RESULTS" in target or "results" in target:
+                offenders.append(f"{path.name}:{node.lineno}: {target}")
+    assert offenders == []
+
+
+def test_the_rules_catch_what_they_name(tmp_path, monkeypatch) -> None:
+    (tmp_path / "a_bench.py").write_text(
+        "from bench.other_bench import x\nfrom bench import other\nfrom bench._results import RESULTS\n"
+        "(RESULTS / 'a.json').write_text('{}')\n")
+    monkeypatch.setitem(globals(), "BENCH", tmp_path)
+    for test in (test_no_bench_imports_another_bench, test_benches_write_results_only_through_the_writer):
+        try:
+            test()
+        except AssertionError as exc:
+            assert "a_bench.py" in str(exc)
+        else:
+            raise AssertionError(f"{test.__name__} passed on a bench that breaks it")

@@ -20,7 +20,9 @@ from bench._results import RESULTS, machine, write_json, write_markdown  # noqa:
 #: Results of benches that write through the writer with its defaults (indent 2, a final newline).
 DEFAULTS = ["executors_throughput", "model_gateway", "evolve_gate", "evolve_gate_heldin30", "evolve_humaneval_small",
             "evolve_humaneval_baseline", "evolve_textarena", "evolve_peers_small", "memory_long_run",
-            "models_throughput", "runtime_repeat_guard", "sandbox_overhead", "ui_load"]
+            "models_throughput", "runtime_repeat_guard", "sandbox_overhead", "ui_load",
+            "evolve_coding_agent", "evolve_coding_agent_45_15b_opening_seeds", "evolve_peers.arms",
+            "evolve_peers_small.arms", "runtime_vs_miniswe", "runtime_vs_miniswe_qwen2.5-coder-1.5b"]
 
 
 @pytest.mark.parametrize("name", DEFAULTS)

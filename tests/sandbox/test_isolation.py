@@ -50,7 +50,7 @@ def test_bwrap_command_line_has_the_safety_flags(tmp_path):
     inside_prefix = str(Path(os.path.dirname(os.__file__)) / "json")  # a directory that is bound in
     config = SandboxConfig(hidden_paths=[tmp_path.parent, "/var/cache", inside_prefix])
     cmd = isolation.bwrap_command(
-        config, worker="/tmp/x/worker.py", code_dir="/tmp/x/code", scratch="/tmp/x/s"
+        config, worker="/tmp/x/worker/worker.py", code_dir="/tmp/x/code", scratch="/tmp/x/s"
     )
     joined = " ".join(cmd)
     for flag in (
@@ -64,6 +64,7 @@ def test_bwrap_command_line_has_the_safety_flags(tmp_path):
         f"--tmpfs {inside_prefix}",
         "--bind /tmp/x/s /tmp/x/s",
         "--ro-bind /tmp/x/code /tmp/x/code",
+        "--ro-bind /tmp/x/worker /tmp/x/worker",
     ):
         assert flag in joined, flag
     # The host root is never bound whole; paths that are not bound need no mask.

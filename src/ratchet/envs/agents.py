@@ -9,7 +9,7 @@ After each ``act`` an agent may expose ``last_info`` (tokens, raw text, verifier
 There is one contract, :class:`Agent`. Playing many environments in one call is an optional
 capability of an agent, as ``bind`` and ``last_info`` are: an agent that also has ``act_many`` and
 ``rejected`` (:class:`BatchedAgent`, a check of that capability, not a second kind of player) is
-played by the runner's lockstep mode (:func:`ratchet.envs.runner.play_lockstep`) one call per step
+played by the runner's lockstep mode (:func:`ratchet.envs.lockstep.play_lockstep`) one call per step
 of every environment; any other agent is played there through :class:`OneAtATime`, as the runner
 plays it.
 """

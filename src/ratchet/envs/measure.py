@@ -3,7 +3,7 @@ self-play (games auto-reset until it has taken the steps asked for) and its rewa
 mean reward; 2 players: win rate against a random-legal opponent, seats alternated).
 
 The lockstep mode (an agent's self-play in many environments at once) is the runner's
-(:func:`ratchet.envs.runner.play_lockstep`); its names are kept here for the callers that measure
+(:func:`ratchet.envs.lockstep.play_lockstep`); its names are kept here for the callers that measure
 with it.
 """
 
@@ -14,8 +14,8 @@ from collections.abc import Callable
 from ratchet.contracts import Environment
 from ratchet.envs import runner
 from ratchet.envs.agents import Agent, RandomLegalAgent
-from ratchet.envs.runner import Lockstep, PlayStats, game_seed, move_seed
-from ratchet.envs.runner import play_lockstep as lockstep
+from ratchet.envs.lockstep import Lockstep, PlayStats, game_seed, move_seed
+from ratchet.envs.lockstep import play_lockstep as lockstep
 
 __all__ = ["Lockstep", "PlayStats", "game_seed", "lockstep", "move_seed", "play_game", "random_legal_opponent", "reward",
            "selfplay_legal_rate"]

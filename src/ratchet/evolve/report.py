@@ -26,12 +26,13 @@ tasks or seeds measured later (a post-hoc test) with the gate's sign-flip test.
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from statistics import fmean
 from typing import Any, Protocol, runtime_checkable
 
-from ratchet.contracts import Evaluator
-from ratchet.evolve.archive import per_task_means
+from ratchet.contracts import Candidate, Evaluator, Task, TaskResult
+from ratchet.evolve.archive import Archive, per_task_means
 from ratchet.evolve.cache import CachedEvaluator, unit_name
 from ratchet.stats import bootstrap_mean_ci, sign_flip_p
 
@@ -196,3 +197,42 @@ def final_report(engine: Any, stop_reason: str | None = None) -> dict[str, Any]:
         "budget": engine.accountant.snapshot(),
         "task_evals": spent_evals,
     }
+
+
+#: Where a run keeps its post-hoc measurements (appended, so a stopped measurement resumes).
+POST_HOC = "bench/post_hoc.jsonl"
+
+
+def candidates_by_prefix(archive: Archive, prefixes: Sequence[str]) -> list[Candidate]:
+    """The archive's candidates named by ids or unique prefixes of them, in the order given; a
+    ValueError naming the prefix when it matches no candidate or several."""
+    found = []
+    for prefix in prefixes:
+        matches = [c.id for c in archive.candidates() if c.id.startswith(prefix)]
+        if len(matches) != 1:
+            raise ValueError(f"--post-hoc {prefix}: {len(matches)} candidates of the run match; give more of its id")
+        found.append(archive.get(matches[0]))
+    return found
+
+
+def measure_post_hoc(run: Any, suite: Evaluator, candidates: Sequence[Candidate], tasks: Sequence[Task],
+                     seeds: Sequence[int], *, describe: Callable[[TaskResult], str] = lambda result: "",
+                     default_seed: int = 0, on_row: Callable[[dict[str, Any]], None] | None = None) -> None:
+    """A post-hoc test's measurements: each candidate on each task at each seed, evaluated by
+    ``suite`` (the run's suite, not its evaluator: the run's cache and reply journal stay as the run
+    left them) and appended to the run's :data:`POST_HOC` with ``describe(result)`` as ``agent``.
+    The candidates take turns on each task, so a stopped measurement is paired; what is recorded
+    already (a row without a seed counts at ``default_seed``) is not measured again. ``on_row`` sees
+    each new row (progress lines)."""
+    done = {(r["candidate"], r["task"], r.get("seed", default_seed)) for r in run.read_jsonl(POST_HOC)}
+    for seed in seeds:
+        for task in tasks:
+            for candidate in candidates:
+                if (candidate.id, task.id, seed) in done:
+                    continue
+                [result] = suite.evaluate(candidate, [task], seed)
+                row = {"candidate": candidate.id, "task": task.id, "seed": seed, "score": result.score,
+                       "agent": describe(result), "metrics": result.metrics, "recorded_at": time.time()}
+                run.append_jsonl(POST_HOC, row)
+                if on_row is not None:
+                    on_row(row)

@@ -332,7 +332,9 @@ def bwrap_command(config: SandboxConfig, *, worker: str, code_dir: str, scratch:
         real.append(os.path.realpath(path))
     real = sorted({p for p in real if os.path.exists(p)})
     real = [p for p in real if not any(q != p and _under(p, q) for q in real)]
-    own = [(code_dir, "--ro-bind"), (worker, "--ro-bind"), (scratch, "--bind")]
+    # The worker script's directory holds it and the siblings it imports; bound first, so the
+    # code and scratch binds stay on top of it whatever their places.
+    own = [(os.path.dirname(worker), "--ro-bind"), (code_dir, "--ro-bind"), (scratch, "--bind")]
     made: set[str] = {"/", "/tmp", "/dev", "/proc"}
     for path in [*real, *(p for p, _ in own), *links]:
         for parent in _parents(path):

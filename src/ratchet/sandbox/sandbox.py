@@ -2,7 +2,9 @@
 
 The warm path of a call is one write and one read on a pipe (plus a poll for the deadline). The
 parent never trusts the worker: it decodes JSON bytes of bounded size, so every value it returns
-is plain data, and every error it raises is built here from what it received or observed.
+is plain data, and every error it raises is built here from what it received or observed. The
+worker process itself (pipes, framed reads against a deadline, killing it) is
+:mod:`ratchet.sandbox.process`; the command line that isolates it is :mod:`ratchet.sandbox.isolation`.
 """
 
 from __future__ import annotations
@@ -10,10 +12,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import select
 import shutil
-import signal
-import struct
 import subprocess
 import tempfile
 import threading
@@ -28,134 +27,18 @@ from ratchet.sandbox.errors import (
     HarnessCodeError,
     HarnessCrashed,
     HarnessError,
-    HarnessMemoryError,
     HarnessOutputError,
     HarnessSkipped,
     HarnessTimeout,
     error_from_reply,
 )
-from ratchet.sandbox.isolation import Mechanism, command, others_can_use, resolve, worker_env, worker_import_paths
+from ratchet.sandbox.isolation import command, others_can_use, resolve, worker_env, worker_import_paths
+from ratchet.sandbox.process import ReplyLate, WorkerDied, WorkerProcess
 
-_HEADER = struct.Struct(">I")
-_WORKER_SOURCE = Path(__file__).with_name("worker.py")
+# The worker script and the siblings it imports by bare name, copied into a directory of their own.
+_WORKER_FILES = ("worker.py", "worker_state.py", "worker_errors.py", "worker_imports.py")
 _REPLY_SLACK = 64 * 1024  # room for error texts on top of the result limit
-_STDERR_TAIL = 4000
 _STARTUP_SLACK_S = 2.0  # interpreter and bubblewrap start-up before the worker's own load alarm
-
-
-class _Dead(Exception):
-    """The worker closed its pipe (it exited or was killed)."""
-
-
-class _Late(Exception):
-    """No reply before the deadline."""
-
-
-class _Worker:
-    """One running worker process and its pipes. Not thread-safe; the Sandbox serialises use."""
-
-    def __init__(self, proc: subprocess.Popen[bytes], stderr_path: Path, uid: int | None, mech: Mechanism):
-        self.proc = proc
-        self.stderr_path = stderr_path
-        self.uid = uid
-        self.mech = mech
-        assert proc.stdin is not None and proc.stdout is not None
-        self.fd_in = proc.stdin.fileno()
-        self.fd_out = proc.stdout.fileno()
-        self.buf = bytearray()
-        self.poller = select.poll()
-        self.poller.register(self.fd_out, select.POLLIN | select.POLLHUP | select.POLLERR)
-        self.killed_by_us = False
-        self.recycle = False
-
-    def send(self, payload: bytes) -> None:
-        data = memoryview(_HEADER.pack(len(payload)) + payload)
-        try:
-            while data:
-                data = data[os.write(self.fd_in, data) :]
-        except (BrokenPipeError, OSError) as exc:
-            raise _Dead() from exc
-
-    def receive(self, deadline: float, limit: int) -> bytes:
-        buf = self.buf
-        while True:
-            if len(buf) >= 4:
-                (size,) = _HEADER.unpack_from(buf)
-                if size > limit:
-                    raise OverflowError(size)
-                if len(buf) >= 4 + size:
-                    body = bytes(buf[4 : 4 + size])
-                    del buf[: 4 + size]
-                    return body
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or not self.poller.poll(max(remaining * 1000.0, 0.0)):
-                raise _Late()
-            chunk = os.read(self.fd_out, 1 << 16)
-            if not chunk:
-                raise _Dead()
-            buf += chunk
-
-    def kill(self) -> None:
-        """End the worker and everything it started, at once (no grace: its state is disposable)."""
-        self.killed_by_us = True
-        _kill_tree(self.proc, self.uid)
-
-    def stderr_tail(self) -> str:
-        try:
-            with open(self.stderr_path, "rb") as fh:
-                fh.seek(0, os.SEEK_END)
-                fh.seek(max(0, fh.tell() - _STDERR_TAIL))
-                return fh.read().decode("utf-8", "replace")
-        except OSError:
-            return ""
-
-
-def _kill_tree(proc: subprocess.Popen[bytes], uid: int | None) -> None:
-    # The worker leads its own process group (start_new_session). Under bubblewrap, killing bwrap
-    # ends the PID namespace (--die-with-parent), which ends every process in it, however
-    # double-forked; the kernel does that asynchronously, so we also wait until no process of the
-    # worker's unique uid is left. Without bubblewrap that uid is how escaped processes are found.
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-    if uid is not None:
-        _kill_uid(uid)
-    try:
-        proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=5)
-    for pipe in (proc.stdin, proc.stdout):
-        if pipe is not None:
-            try:
-                pipe.close()
-            except OSError:
-                pass
-
-
-def _kill_uid(uid: int) -> None:
-    """SIGKILL every process whose real uid is ``uid`` (a uid only this Sandbox's worker uses)
-    until none is left (at most about two seconds)."""
-    for _ in range(200):
-        found = False
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry}/status") as fh:
-                    for line in fh:
-                        if line.startswith("Uid:"):
-                            if int(line.split()[1]) == uid:
-                                os.kill(int(entry), signal.SIGKILL)
-                                found = True
-                            break
-            except (OSError, ValueError):
-                continue
-        if not found:
-            return
-        time.sleep(0.01)
 
 
 def _cleanup(holder: dict[str, Any]) -> None:
@@ -312,9 +195,13 @@ class Sandbox:
             os.chmod(directory, 0o755)
             for name in names:
                 os.chmod(os.path.join(directory, name), 0o644)
-        worker = root / "worker.py"
-        shutil.copyfile(_WORKER_SOURCE, worker)
-        worker.chmod(0o644)
+        worker_dir = root / "worker"
+        worker_dir.mkdir()
+        worker_dir.chmod(0o755)
+        for name in _WORKER_FILES:
+            shutil.copyfile(Path(__file__).with_name(name), worker_dir / name)
+            (worker_dir / name).chmod(0o644)
+        worker = worker_dir / "worker.py"
         if self.config.scratch_dir is None:
             scratch = root / "scratch"
             scratch.mkdir()
@@ -386,7 +273,7 @@ class Sandbox:
         }
         return json.dumps(init).encode()
 
-    def _ensure_worker(self) -> _Worker:
+    def _ensure_worker(self) -> WorkerProcess:
         if self._closed:
             raise HarnessCrashed("the sandbox is closed", hint="create a new Sandbox")
         if self._load_error is not None:
@@ -400,7 +287,7 @@ class Sandbox:
                 return worker
         return self._spawn()
 
-    def _spawn(self) -> _Worker:
+    def _spawn(self) -> WorkerProcess:
         cfg = self.config
         started = time.perf_counter()
         cmd = command(
@@ -423,7 +310,7 @@ class Sandbox:
                 )
             except OSError as exc:
                 raise HarnessCrashed(f"could not start the worker ({cmd[0]}): {exc}") from None
-        worker = _Worker(proc, stderr_path, self._uid, self.mechanism)
+        worker = WorkerProcess(proc, stderr_path, self._uid, self.mechanism)
         self._holder["worker"] = worker
         self.stats["starts"] += 1
         # The worker stops a slow load itself at start_timeout_s (with a traceback); the parent's
@@ -433,7 +320,7 @@ class Sandbox:
             worker.send(self._init_frame())
             body = worker.receive(deadline, self._max_reply)
             reply = json.loads(body)
-        except _Late:
+        except ReplyLate:
             self._stop_worker()
             self._load_error = HarnessTimeout(
                 f"loading {self.entry} did not finish within {cfg.start_timeout_s:g} s and ignored the "
@@ -441,7 +328,7 @@ class Sandbox:
                 traceback_tail=self._clean(worker.stderr_tail()),
             )
             raise self._load_error from None
-        except (_Dead, OverflowError, ValueError):
+        except (WorkerDied, OverflowError, ValueError):
             error = self._death_error(worker, "while loading the code")
             self._stop_worker()
             raise error from None
@@ -500,14 +387,14 @@ class Sandbox:
                 self._spent_s += time.perf_counter() - began
 
     def _exchange(
-        self, worker: _Worker, fn_name: str, payload: bytes, items: list[list[Any]], timeout: float
+        self, worker: WorkerProcess, fn_name: str, payload: bytes, items: list[list[Any]], timeout: float
     ) -> list[tuple[str, Any]]:
         """Send one request and collect its replies (the lock is held)."""
         results: list[tuple[str, Any]] = []
         grace = timeout + self.config.kill_grace_s
         try:
             worker.send(payload)
-        except _Dead:
+        except WorkerDied:
             error = self._death_error(worker, f"before {fn_name} ran")
             self._stop_worker()
             return [("error", error)] + self._skipped(error, len(items) - 1)
@@ -517,7 +404,7 @@ class Sandbox:
                 data = json.loads(body)
                 if not isinstance(data, dict):
                     raise TypeError("reply is not an object")
-            except _Late:
+            except ReplyLate:
                 self.stats["kills"] += 1
                 self._stop_worker()
                 error: HarnessError = HarnessTimeout(
@@ -539,7 +426,7 @@ class Sandbox:
                     f"the worker broke the reply protocol during {fn_name}; it was restarted"
                 )
                 return results + [("error", error)] + self._skipped(error, len(items) - index - 1)
-            except _Dead:
+            except WorkerDied:
                 error = self._death_error(worker, f"during {fn_name}")
                 self._stop_worker()
                 return results + [("error", error)] + self._skipped(error, len(items) - index - 1)
@@ -574,31 +461,9 @@ class Sandbox:
     def _clean(self, text: str) -> str:
         return text.replace(self._code + os.sep, "").replace(self._root + os.sep, "")
 
-    def _death_error(self, worker: _Worker, when: str) -> HarnessError:
+    def _death_error(self, worker: WorkerProcess, when: str) -> HarnessError:
         """Classify how a worker that stopped answering ended."""
-        try:
-            code = worker.proc.wait(timeout=2)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            code = worker.proc.wait()
-        # bubblewrap reports a child killed by signal N as exit status 128 + N.
-        sig = -code if code < 0 else (code - 128 if self.mechanism.name == "bwrap" and code > 128 else None)
-        tail = self._clean(worker.stderr_tail())
-        if sig == signal.SIGXCPU:
-            return HarnessTimeout(
-                f"the worker spent its CPU-time budget of {self.config.cpu_seconds} s {when}",
-                limit="cpu",
-                traceback_tail=tail,
-            )
-        if "MemoryError" in tail or "Cannot allocate memory" in tail:
-            return HarnessMemoryError(f"the worker ran out of memory {when}", traceback_tail=tail)
-        if sig is not None and 0 < sig < signal.NSIG:
-            how = f"was killed by {signal.Signals(sig).name}"
-            if sig == signal.SIGKILL and not worker.killed_by_us:
-                how += " (the code may have killed its own process, or the system ran out of memory)"
-        else:
-            how = f"exited with status {code}"
-        return HarnessCrashed(f"the worker process {how} {when}", traceback_tail=tail)
+        return worker.death_error(when, cpu_seconds=self.config.cpu_seconds, clean=self._clean)
 
 
 _STDLIB_CACHE: dict[str, list[str]] = {}

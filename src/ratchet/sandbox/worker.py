@@ -3,8 +3,10 @@ calls with plain data.
 
 This file is executed as a standalone script (never imported by the parent) so that it needs
 nothing of Ratchet and works wherever the interpreter does, even when the package's own tree is
-hidden from the sandbox. That is also why it is one file of some 700 lines: it cannot import a
-sibling module, so the protocol, the guards and the traceback formatting all live here. It talks to the parent over its stdin/stdout with length-prefixed JSON
+hidden from the sandbox. The parent copies it into a directory of its own with its three siblings,
+which it imports by bare name: ``worker_state.py`` (the state they share), ``worker_errors.py``
+(errors as plain data) and ``worker_imports.py`` (the import allow-list); this file is the
+protocol, the calls and the start-up. It talks to the parent over its stdin/stdout with length-prefixed JSON
 frames; the candidate never sees those pipes as stdin/stdout (they are moved to private,
 close-on-exec descriptors and replaced by /dev/null and bounded in-memory buffers), so nothing it
 prints can corrupt the protocol.
@@ -33,19 +35,26 @@ import sys
 import time
 import traceback
 
+# PYTHONSAFEPATH keeps this script's directory off sys.path, so the siblings are found through it
+# for these imports only; then the directory and their names go again, so a candidate module of
+# the same name is the candidate's own, never the worker's.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, _HERE)
+try:
+    from worker_errors import _clean, _describe, _error, _path_labels, _traceback_tail
+    from worker_imports import _install_import_guard
+    from worker_state import _BUILTINS, S, _builtins_dict, _CallTimeout
+finally:
+    sys.path.remove(_HERE)
+    for _name in ("worker_state", "worker_errors", "worker_imports"):
+        sys.modules.pop(_name, None)
+
 # The worker's own code looks names up in its module globals before builtins: a snapshot of the
 # builtins taken now means candidate code that rebinds ``builtins.type`` or ``builtins.isinstance``
 # changes nothing the worker does.
 globals().update({k: v for k, v in builtins.__dict__.items() if not k.startswith("__")})
-# The standard library the worker uses (json, traceback) reads builtins at call time, so after
-# every call the builtins are put back as they were (a dict comparison: about a microsecond).
-_BUILTINS = dict(builtins.__dict__)
-_builtins_dict = builtins.__dict__
 
 _HEADER = struct.Struct(">I")
-_WORKER_FILE = os.path.abspath(__file__)
-_IMPORTLIB_DIR = os.path.dirname(os.__file__) + os.sep + "importlib" + os.sep
-_TB_LINES = 15
 _OUT_TAIL = 2000
 # Bound references taken before any candidate code runs, so a candidate that rebinds builtins or
 # module attributes cannot change how the worker checks and encodes its results.
@@ -60,15 +69,6 @@ _process_time = time.process_time
 _monotonic = time.monotonic
 _random_inst = random._inst
 _random_c_seed = random.Random.__mro__[1].seed  # _random.Random.seed: what random.seed(int) runs
-
-
-class _CallTimeout(BaseException):
-    """Raised inside candidate code by the per-call alarm. A BaseException so that a candidate's
-    ``except Exception`` does not swallow it."""
-
-
-class _DeniedImport(ImportError):
-    """An import the allow-list refuses."""
 
 
 class _NotPlain(Exception):
@@ -116,31 +116,6 @@ class _Capture:
         return "".join(self.parts)[-_OUT_TAIL:]
 
 
-class _State:
-    in_call = False
-    forked = False
-    is_child = False
-    main_pid = 0
-    code_dir = ""
-    own_modules = frozenset()
-    allowed = frozenset()
-    ancestors = frozenset()
-    blocked = frozenset()
-    cpu_budget = None
-    max_output = 0
-    fn_name = ""
-    timeout = 0.0
-    pending = None
-    proto_out = -1
-    cpu_checked = 0.0
-    cpu_over = False
-    loading = False
-    path_labels = ()
-
-
-S = _State()
-
-
 # ---------------------------------------------------------------------------------------------
 # Framing
 # ---------------------------------------------------------------------------------------------
@@ -163,170 +138,6 @@ class _Reader:
             if not chunk:
                 return None
             self.buf += chunk
-
-
-# ---------------------------------------------------------------------------------------------
-# Errors as plain data
-# ---------------------------------------------------------------------------------------------
-
-
-def _clean(text):
-    """``text`` without absolute host paths: the candidate's files become relative, library files
-    are named by where they come from (``<stdlib>/copy.py``, ``<site-packages>/numpy/...``)."""
-    if S.code_dir:
-        text = text.replace(S.code_dir + os.sep, "")
-    for prefix, label in S.path_labels:
-        text = text.replace(prefix + os.sep, label + "/")
-    return text
-
-
-def _path_labels(extra_paths):
-    """(absolute prefix, label) pairs, longest prefix first, for the paths a traceback can show."""
-    labels = {os.path.dirname(os.__file__): "<stdlib>"}
-    for entry in sys.path:
-        if entry.endswith(("site-packages", "dist-packages")):
-            labels[entry] = "<site-packages>"
-    for entry in extra_paths:
-        labels[entry] = "<lib>"
-    for entry in (sys.prefix, sys.base_prefix, sys.exec_prefix):
-        labels.setdefault(entry, "<python>")
-    return tuple(sorted(labels.items(), key=lambda kv: -len(kv[0])))
-
-
-def _traceback_tail(exc):
-    try:
-        return _format_tail(exc)
-    except BaseException:  # noqa: BLE001 - candidate code may have broken the traceback module
-        return f"{_type(exc).__name__}: {exc!r}"[-2000:]
-
-
-def _own(frame):
-    return bool(S.code_dir) and getattr(frame, "filename", "").startswith(S.code_dir + os.sep)
-
-
-def _keep_own_frames(frames):
-    """The frames worth showing in ``_TB_LINES`` lines: every frame of the candidate's own code,
-    and of each run of library frames only the innermost (two at the end of the stack), so a
-    timeout deep inside the standard library still shows the candidate's line that called it."""
-    kept, run = [], []
-
-    def close_run(last):
-        keep = run[-2:] if last else run[-1:]
-        if len(run) > len(keep):
-            kept.append(len(run) - len(keep))  # an int marks "N library frames omitted"
-        kept.extend(keep)
-        run.clear()
-
-    for frame in frames:
-        if _own(frame):
-            close_run(False)
-            kept.append(frame)
-        else:
-            run.append(frame)
-    close_run(True)
-    return kept
-
-
-def _collapse_repeats(kept):
-    """``kept`` with each run of more than three identical frames (same file, line and function:
-    a recursion) cut to its first three and a line saying how many more there were, as Python's own
-    tracebacks do, so a 1,000-frame RecursionError shows where the recursion starts."""
-    out, i = [], 0
-    while i < len(kept):
-        item = kept[i]
-        j = i + 1
-        if _type(item) is not _int:
-            key = (item.filename, item.lineno, item.name)
-            while j < len(kept) and _type(kept[j]) is not _int and (kept[j].filename, kept[j].lineno, kept[j].name) == key:
-                j += 1
-        run = j - i
-        out.extend(kept[i:i + min(run, 3)])
-        if run > 3:
-            more = run - 3
-            out.append(f"  [Previous line repeated {more} more time{'s' if more > 1 else ''}]\n")
-        i = j
-    return out
-
-
-def _format_tail(exc):
-    frames = [
-        f
-        for f in traceback.extract_tb(exc.__traceback__)
-        if f.filename != _WORKER_FILE
-        and not f.filename.startswith("<frozen importlib")
-        and not f.filename.startswith(_IMPORTLIB_DIR)
-    ]
-    if isinstance(exc, _CallTimeout):
-        last = [f"TimeoutError: still running after {S.timeout:g} s\n"]
-    elif isinstance(exc, _DeniedImport):
-        last = [f"ImportError: {exc}\n"]
-    else:
-        last = list(traceback.format_exception_only(_type(exc), exc))
-    kept = _collapse_repeats(_keep_own_frames(frames))
-    # Each kept item is formatted once (formatting a frame reads and parses its line); outer items
-    # are then dropped by their line counts. Formatting everything again after each drop cost
-    # seconds on a deep recursion, past the call's deadline, so the parent killed the worker and
-    # the line of the error was lost.
-    blocks = []
-    for item in kept:
-        if _type(item) is _int:
-            text = f"  ... {item} library frame{'s' if item > 1 else ''} omitted\n"
-        elif _type(item) is _str:
-            text = item
-        else:
-            text = "".join(traceback.format_list([item]))
-        blocks.append(_clean(text).splitlines())
-    head = ["Traceback (most recent call last):"] if frames else []
-    tail = _clean("".join(last)).splitlines()
-    total = len(head) + sum(len(b) for b in blocks) + len(tail)
-    is_frame = [_type(item) is not _int and _type(item) is not _str for item in kept]
-    own_left = sum(1 for item, frame in zip(kept, is_frame) if frame and _own(item))
-    start = 0
-    # Drop outer frames (never the innermost own one) until the tail fits.
-    while total > _TB_LINES and len(kept) - start > 1 and not (own_left <= 1 and is_frame[start] and _own(kept[start])):
-        if is_frame[start] and _own(kept[start]):
-            own_left -= 1
-        total -= len(blocks[start])
-        start += 1
-        while start < len(kept) - 1 and not is_frame[start]:  # a marker goes with the frame it follows
-            total -= len(blocks[start])
-            start += 1
-    lines = head + [line for block in blocks[start:] for line in block] + tail
-    return "\n".join(lines[-_TB_LINES:])
-
-
-def _innermost_own(exc):
-    """``file:line`` of the innermost frame of the candidate's own code, or ""."""
-    try:
-        frames = [f for f in traceback.extract_tb(exc.__traceback__) if _own(f)]
-    except BaseException:  # noqa: BLE001
-        return ""
-    return f"{_clean(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
-
-
-def _error(kind, message, tb="", out=""):
-    return {"err": {"kind": kind, "message": _clean(message), "tb": tb, "out": out}}
-
-
-def _describe(exc):
-    if isinstance(exc, _CallTimeout) and S.loading:
-        where = _innermost_own(exc)
-        at = f" (it was stopped at {where})" if where else ""
-        return "timeout", f"loading {S.fn_name} did not finish within {S.timeout:g} s{at}"
-    if isinstance(exc, _CallTimeout):
-        where = _innermost_own(exc)
-        at = f" at {where}" if where else " here"
-        return "timeout", f"{S.fn_name} did not return within {S.timeout:g} s (it was stopped{at})"
-    if isinstance(exc, MemoryError):
-        detail = f" ({exc})" if _str(exc) else ""
-        return "memory", f"MemoryError: the worker's memory limit was reached{detail}"
-    if isinstance(exc, _DeniedImport):
-        return "import", _str(exc)
-    if isinstance(exc, ImportError):
-        return "import", "".join(traceback.format_exception_only(_type(exc), exc)).strip()
-    if isinstance(exc, SystemExit):
-        return "code", f"the code called exit({exc.code!r}); harness functions must return a value"
-    return "code", "".join(traceback.format_exception_only(_type(exc), exc)).strip()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -497,58 +308,6 @@ def _flush_pending(fd):
         data = b"".join(pending)
         del pending[:]
         _write_all(fd, data)
-
-
-# ---------------------------------------------------------------------------------------------
-# Import allow-list
-# ---------------------------------------------------------------------------------------------
-
-
-def _permitted(name):
-    parts = name.split(".")
-    if parts[0] in S.own_modules:
-        return True
-    prefixes = [".".join(parts[: i + 1]) for i in range(len(parts))]
-    if any(p in S.blocked for p in prefixes):
-        return False
-    if any(p in S.allowed for p in prefixes):
-        return True
-    return name in S.ancestors
-
-
-def _denied(name):
-    return _DeniedImport(f"import of {name!r} is not allowed in the harness sandbox", name=name)
-
-
-class _Guard:
-    """A meta-path finder placed first: every module not yet loaded passes through it."""
-
-    @staticmethod
-    def find_spec(name, path=None, target=None):
-        if not _permitted(name):
-            raise _denied(name)
-
-    @staticmethod
-    def invalidate_caches():
-        pass
-
-
-def _install_import_guard():
-    sys.meta_path.insert(0, _Guard)
-    real_import = builtins.__import__
-
-    # Modules the interpreter or this worker loaded before the guard never reach the finder;
-    # candidate code importing them by name is checked here.
-    def guarded_import(name, globals=None, locals=None, fromlist=(), level=0):
-        if level == 0 and name in sys.modules:
-            caller = (globals or {}).get("__name__") or ""
-            from_candidate = caller.partition(".")[0] in S.own_modules or not caller
-            if from_candidate and not _permitted(name):
-                raise _denied(name)
-        return real_import(name, globals, locals, fromlist, level)
-
-    builtins.__import__ = guarded_import
-    _BUILTINS["__import__"] = guarded_import
 
 
 # ---------------------------------------------------------------------------------------------
