@@ -47,8 +47,8 @@ def render(result: dict) -> str:
              "| arm | check | candidate | current | limit | p (wrong way) | passed |", "|---|---|---|---|---|---|---|"]
     if "heldout_finish" in result:  # runs since turns record why generation stopped
         finish = result["heldout_finish"]
-        lines[3:3] = ["", f"Held-out replies scored with their end-of-turn token when they stopped: praised "
-                          f"{finish['praised']}, corrected {finish['corrected']}."]
+        lines[3:3] = ["", (f"Held-out replies scored with their end-of-turn token when they stopped: praised "
+                           f"{finish['praised']}, corrected {finish['corrected']}.")]
     for a in result["arms"]:
         for name, check in a["verdict"]["checks"].items():
             lines.append(f"| {a['arm']} | {name} | {_num(check.get('value'))} | "

@@ -396,9 +396,8 @@ class ToolTokenizer(CharTokenizer):
 
 
 def tool_trainer(**overrides) -> Trainer:
-    settings = dict(lora_r=4, lora_alpha=8, batch_size=4, micro_batch_size=4, convert_gguf=False, kl_samples=1,
-                    num_threads=1)
-    settings.update(overrides)
+    settings = {"lora_r": 4, "lora_alpha": 8, "batch_size": 4, "micro_batch_size": 4, "convert_gguf": False,
+                "kl_samples": 1, "num_threads": 1, **overrides}
     model = tiny_model()
     model.generation_config.eos_token_id = [ToolTokenizer.eos_token_id, ToolTokenizer.END]
     return Trainer(TrainerConfig(**settings), model, ToolTokenizer())
