@@ -9,6 +9,10 @@ interactive one) and ``LocalEnvironment`` in the repository. Prints one JSON lin
 ended, model calls, prompt/completion tokens (the server's usage, summed) and wall time.
 
     python bench/_miniswe_worker.py --workdir DIR --task TEXT --api-base URL --step-limit 8
+
+``--config toolcall`` runs its tool-calling config instead (``mini.yaml``, the ``litellm`` model
+class: one ``bash`` tool sent as OpenAI ``tools``, its calls read from ``tool_calls``), for
+bench/miniswe_toolcalls.py.
 """
 
 from __future__ import annotations
@@ -31,6 +35,11 @@ from minisweagent.environments.local import LocalEnvironment  # noqa: E402
 from minisweagent.models import get_model  # noqa: E402
 
 
+#: The packaged configs: the text-based one (commands in fenced blocks, for models without native
+#: tool calls) and the default tool-calling one (one ``bash`` tool, sent as OpenAI ``tools``).
+CONFIGS = {"textbased": ("mini_textbased.yaml", "litellm_textbased"), "toolcall": ("mini.yaml", "litellm")}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--workdir", required=True)
@@ -42,13 +51,16 @@ def main() -> int:
     parser.add_argument("--timeout", type=int, default=30, help="seconds per command (Ratchet's bash_timeout_s)")
     parser.add_argument("--path-prefix", default="", help="put this first on PATH (the interpreter the tests use)")
     parser.add_argument("--trajectory", default="")
+    parser.add_argument("--config", choices=sorted(CONFIGS), default="textbased",
+                        help="textbased: commands in fenced blocks; toolcall: its native bash tool (mini.yaml)")
     args = parser.parse_args()
 
-    config = yaml.safe_load((builtin_config_dir / "mini_textbased.yaml").read_text())
+    config_file, model_class = CONFIGS[args.config]
+    config = yaml.safe_load((builtin_config_dir / config_file).read_text())
     model_cfg = dict(config["model"])
     model_cfg.update({
         "model_name": f"openai/{args.model_name}",
-        "model_class": "litellm_textbased",
+        "model_class": model_class,
         "cost_tracking": "ignore_errors",
         "model_kwargs": {**model_cfg.get("model_kwargs", {}), "custom_llm_provider": "openai",
                          "api_base": args.api_base, "api_key": "local", "temperature": 0.0,

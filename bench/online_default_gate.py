@@ -13,7 +13,7 @@ gated by :class:`~ratchet.online.gate.SelfHeldOutGate` built the way the trainin
 (``EvaluationHook.from_config`` with the queue, every gate setting at its default). The table
 gives every check's numbers and the seconds the gate took: measuring the current version
 (``score``, done once per version) and the candidate (``evaluate``). Writes
-``bench/results/online_default_gate.{json,md}``.
+``bench/results/online_default_gate.{json,md}`` (``--name`` another stem).
 """
 
 from __future__ import annotations
@@ -45,6 +45,10 @@ def render(result: dict) -> str:
              f"defaults); held out: 5 praised first sentences ({result['heldout_words']['praised']} words), 5 "
              f"corrected whole replies ({result['heldout_words']['corrected']} words, \"{CORRECTION}\")."), "",
              "| arm | check | candidate | current | limit | p (wrong way) | passed |", "|---|---|---|---|---|---|---|"]
+    if "heldout_finish" in result:  # runs since turns record why generation stopped
+        finish = result["heldout_finish"]
+        lines[3:3] = ["", (f"Held-out replies scored with their end-of-turn token when they stopped: praised "
+                           f"{finish['praised']}, corrected {finish['corrected']}.")]
     for a in result["arms"]:
         for name, check in a["verdict"]["checks"].items():
             lines.append(f"| {a['arm']} | {name} | {_num(check.get('value'))} | "
@@ -66,10 +70,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--reply-tokens", type=int, default=64)
     parser.add_argument("--render", action="store_true", help="only rewrite the .md from the .json")
+    parser.add_argument("--name", default="online_default_gate", help="the results files' name in bench/results")
     args = parser.parse_args(argv)
     if args.render:
-        text = render(json.loads((RESULTS / "online_default_gate.json").read_text()))
-        (RESULTS / "online_default_gate.md").write_text(text)
+        text = render(json.loads((RESULTS / f"{args.name}.json").read_text()))
+        (RESULTS / f"{args.name}.md").write_text(text)
         print(text)
         return 0
 
@@ -102,8 +107,11 @@ def main(argv: list[str] | None = None) -> int:
         messages, g = served[q]
         praised = i < 5
         text = first_sentence(g.text) if praised else g.text
+        # A praised first sentence is a reply that stopped there (its end-of-turn is part of it);
+        # a corrected whole reply stopped or was cut as the model served it.
         turn = Turn(f"h{i}", held_sessions[i], False, "main", messages, text, g.prompt_token_ids,
-                    [] if praised else g.token_ids, [] if praised else g.logprobs, 0)
+                    [] if praised else g.token_ids, [] if praised else g.logprobs, 0,
+                    finish_reason="stop" if praised else g.finish_reason)
         queue.add_turn(turn)
         next_state = "Thanks, that's exactly what I wanted." if praised else CORRECTION
         queue.set_next_state(turn.turn_id, next_state)
@@ -137,13 +145,15 @@ def main(argv: list[str] | None = None) -> int:
 
     result = {"model": args.model, "threads": args.threads, "reply_tokens": args.reply_tokens,
               "generate_s": round(generated_s, 1), "load_s": round(load_s, 1),
+              "heldout_finish": {"praised": "stop",
+                                 "corrected": [served[q][1].finish_reason for q in TRAIN_PROMPTS[13:18]]},
               "heldout_words": {"praised": [len(first_sentence(served[q][1].text).split()) for q in TRAIN_PROMPTS[8:13]],
                                 "corrected": [len(served[q][1].text.split()) for q in TRAIN_PROMPTS[13:18]]},
               "arms": arms}
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "online_default_gate.json").write_text(json.dumps(result, indent=1, default=float))
+    (RESULTS / f"{args.name}.json").write_text(json.dumps(result, indent=1, default=float))
     text = render(result)
-    (RESULTS / "online_default_gate.md").write_text(text)
+    (RESULTS / f"{args.name}.md").write_text(text)
     print(text)
     return 0
 

@@ -106,13 +106,14 @@ def run_ratchet(task, store: Path, api_base: str, step_limit: int, max_tokens: i
             "completion_tokens": agent.tracer.tokens["completion"], "wall_s": round(wall, 3), "workdir": str(workdir)}
 
 
-def run_miniswe(task, store: Path, api_base: str, step_limit: int, max_tokens: int) -> dict:
+def run_miniswe(task, store: Path, api_base: str, step_limit: int, max_tokens: int,
+                config: str = "textbased") -> dict:
     workdir = prepare(task, store / "work" / "miniswe" / task.id)
     trajectory = store / "runs" / "miniswe" / f"{task.id}.traj.json"
     cmd = [str(bench_python()), str(WORKER), "--workdir", str(workdir), "--task", statement(task),
            "--api-base", api_base, "--step-limit", str(step_limit),
            "--max-tokens", str(max_tokens), "--timeout", "30", "--path-prefix", str(Path(sys.executable).parent),
-           "--trajectory", str(trajectory)]
+           "--trajectory", str(trajectory), "--config", config]
     started = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=step_limit * 240, cwd=workdir,
                           env={k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")})

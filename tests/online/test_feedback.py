@@ -161,3 +161,96 @@ def test_feedback_needs_the_key_and_json(served):
     assert httpx.post(str(client.base_url) + "/v1/feedback", json={"id": "x", "score": 1}).status_code == 401
     r = client.post("/v1/feedback", content=b"{not json", headers={"content-type": "application/json"})
     assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_json"
+
+
+# ------------------------------------------------------------------ explicit feedback wins
+
+
+def test_feedback_that_arrives_while_the_judge_holds_the_turn_is_not_overwritten_by_it(served):
+    client, state, queue = served
+    rid = reply(client)
+    turn_id = rid.removeprefix("chatcmpl-")
+    client.post("/v1/chat/completions", json={"messages": [U1, {"role": "assistant", "content": "sorted(x)"},
+                                                            {"role": "user", "content": "thanks, perfect!"}]},
+                headers={"X-Session-Id": "s"})
+    state.collector.flush()
+    ((turn, next_state),) = queue.turns_to_judge(10)  # the judging loop took the turn
+    late_verdict = RuleJudge().judge(turn, next_state)
+    assert late_verdict.reward == 1 and late_verdict.source == "judge"
+    r = client.post("/v1/feedback", json={"id": rid, "score": -1, "text": "It must sort in place."})
+    assert r.status_code == 200, r.text
+    state.collector.flush()
+    assert queue.add_judgement(late_verdict) is False  # the judge writes after the feedback: dropped
+    j = judgement(queue, turn_id)
+    assert j["reward"] == -1 and j["source"] == "feedback" and j["hint"] == "It must sort in place."
+    (sample,) = queue.take_batch(10)
+    assert sample.judgement.reward == -1 and sample.judgement.source == "feedback"
+
+
+def test_feedback_after_the_judge_replaces_its_verdict_and_the_turns_state(served):
+    client, state, queue = served
+    rid = reply(client)
+    turn_id = rid.removeprefix("chatcmpl-")
+    client.post("/v1/chat/completions", json={"messages": [U1, {"role": "assistant", "content": "sorted(x)"},
+                                                            {"role": "user", "content": "ok"}]},
+                headers={"X-Session-Id": "s"})
+    state.collector.flush()
+    ((turn, _),) = queue.turns_to_judge(10)
+    from ratchet.online.records import Judgement
+    assert queue.add_judgement(Judgement(turn.turn_id, 0, [0], None, "ok", "rule")) is True
+    assert state_of(queue, turn_id) == "excluded"  # nothing to learn from the judge's verdict
+    assert client.post("/v1/feedback", json={"id": rid, "score": 1}).status_code == 200
+    state.collector.flush()
+    assert judgement(queue, turn_id)["reward"] == 1 and state_of(queue, turn_id) == "judged"
+
+
+# ------------------------------------------------------------------ receipts across a restart
+
+
+def serve_on(queue_path):
+    state = make_state(PolicyHost(lambda adapter: ScriptedPolicy("sorted(x)")), TurnQueue(queue_path), api_key=KEY)
+    return state, ServerThread(create_app(state))
+
+
+def test_receipts_survive_a_restart_on_the_same_queue(tmp_path):
+    path = tmp_path / "q.db"
+    state, server = serve_on(path)
+    with server:
+        client = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {KEY}"}, timeout=30)
+        later, given, side = reply(client, "a"), reply(client, "b"), reply(client, "c", turn_type="side")
+        assert client.post("/v1/feedback", json={"id": given, "score": 1}).status_code == 200
+        client.close()
+    state.collector.close()
+
+    state, server = serve_on(path)  # a new process on the same queue file: nothing in memory
+    with server:
+        client = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {KEY}"}, timeout=30)
+        r = client.post("/v1/feedback", json={"id": later, "score": -1})
+        assert r.status_code == 200, r.text
+        again = client.post("/v1/feedback", json={"id": later, "score": 1})
+        assert again.status_code == 409 and again.json()["error"]["code"] == "feedback_exists"
+        before = client.post("/v1/feedback", json={"id": given, "score": -1})
+        assert before.status_code == 409 and before.json()["error"]["code"] == "feedback_exists"
+        r = client.post("/v1/feedback", json={"id": side, "score": 1})
+        assert r.status_code == 409 and r.json()["error"]["code"] == "side_turn"
+        assert client.post("/v1/feedback", json={"id": "chatcmpl-nope", "score": 1}).status_code == 404
+        client.close()
+    state.collector.close()
+    queue = TurnQueue(path)
+    assert judgement(queue, later.removeprefix("chatcmpl-"))["reward"] == -1
+    assert judgement(queue, given.removeprefix("chatcmpl-"))["reward"] == 1
+
+
+def test_receipts_beyond_the_ones_in_memory_are_read_from_the_queue(tmp_path):
+    from ratchet.online.feedback import Receipts
+
+    queue = TurnQueue(tmp_path / "q.db")
+    state = make_state(PolicyHost(lambda adapter: ScriptedPolicy("sorted(x)")), queue, api_key=KEY,
+                       receipts=Receipts(max_receipts=1, lookup=queue.feedback_receipt))
+    with ServerThread(create_app(state)) as server:
+        client = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {KEY}"}, timeout=30)
+        old, _new = reply(client, "a"), reply(client, "b")
+        state.collector.flush()
+        assert client.post("/v1/feedback", json={"id": old, "score": 1}).status_code == 200
+        client.close()
+    state.collector.close()

@@ -19,9 +19,10 @@ def sessions(share: float, held: bool, n: int, prefix: str = "conv") -> list[str
 
 
 def add(queue: TurnQueue, turn_id: str, session: str, reply: str, reward: int, next_state: str = "thanks",
-        prompt: str | None = None, hint: str | None = None) -> None:
+        prompt: str | None = None, hint: str | None = None, finish_reason: str | None = None,
+        tools: list | None = None) -> None:
     queue.add_turn(Turn(turn_id, session, False, "main", [{"role": "user", "content": prompt or f"q {turn_id}"}],
-                        reply, [1, 2], [3], [-0.5], 0))
+                        reply, [1, 2], [3], [-0.5], 0, finish_reason=finish_reason, tools=tools or []))
     queue.set_next_state(turn_id, next_state)
     queue.add_judgement(Judgement(turn_id, reward, [reward], hint, next_state, "rule"))
 
@@ -108,7 +109,7 @@ class Scorer:
         self.logprobs = {k: v + shift.get(k, 0.0) for k, v in self.logprobs.items()}
         self.reply = reply or self.reply
 
-    def mean_token_logprob(self, messages, response, *, base=False) -> float:
+    def mean_token_logprob(self, messages, response, *, base=False, end_of_turn=False, tools=None) -> float:
         self.scored += 1
         return self.logprobs[response]
 
@@ -200,6 +201,55 @@ def test_the_current_version_is_measured_once_and_new_held_out_turns_join(tmp_pa
     scorer.version = 1  # promoted: every turn is measured again on the new weights
     gate.score(scorer)
     assert scorer.scored == 12
+
+
+class StopScorer(Scorer):
+    """Per-token log-probs of a reply's words and, apart, of its end-of-turn token after it; and
+    the scoring calls it got, as (reply, end_of_turn, tools)."""
+
+    def __init__(self, words: dict[str, float], stop: dict[str, float]) -> None:
+        super().__init__(words)
+        self.stop = dict(stop)
+        self.calls: list[tuple[str, bool, object]] = []
+
+    def mean_token_logprob(self, messages, response, *, base=False, end_of_turn=False, tools=None) -> float:
+        self.scored += 1
+        self.calls.append((response, end_of_turn, tools))
+        n = len(response.split())
+        if not end_of_turn:
+            return self.logprobs[response]
+        return (n * self.logprobs[response] + self.stop[response]) / (n + 1)
+
+
+def test_a_reply_that_stopped_is_scored_with_its_end_of_turn_and_one_cut_at_the_limit_without(tmp_path) -> None:
+    # Feedback asked for short replies: the praised ones are short and stopped; the corrected ones
+    # are long and were cut at the limit. The candidate learnt to stop after a short reply (its
+    # end-of-turn much likelier there) at a small cost on the words themselves. Scored without the
+    # stop, the praised replies seem to fall and the right candidate is refused (what the 0.5B
+    # bench saw); scored as served, it is promoted.
+    queue = TurnQueue(tmp_path / "q.sqlite")
+    queue.hold_out(0.2)
+    held = sessions(0.2, True, 10)
+    short, long_ = "Use sorted(x).", " ".join(["word"] * 12)
+    tool = [{"type": "function", "function": {"name": "ls", "description": "", "parameters": {"type": "object"}}}]
+    for i in range(5):
+        add(queue, f"p{i}", held[i], short, 1, finish_reason="stop", tools=tool if i == 0 else None)
+        add(queue, f"c{i}", held[5 + i], long_, -1, next_state="Too long.", finish_reason="length")
+    gate = self_gate(queue, text_checks=False)
+    scorer = StopScorer({short: -1.0, long_: -1.0}, {short: -4.0})
+    baseline = gate.score(scorer)
+    assert (short, True, tool) in scorer.calls and (short, True, None) in scorer.calls
+    assert (long_, False, None) in scorer.calls and not any(r == long_ and eot for r, eot, _ in scorer.calls)
+    scorer.step({short: -0.05, long_: -0.2})
+    scorer.stop[short] = -0.5
+    verdict = gate.evaluate(scorer, baseline)
+    assert verdict["promote"] and verdict["failed"] == []
+    assert verdict["checks"]["heldout_praised"]["value"] > 0
+    # A turn from before finish reasons were kept is scored as before: without a stop.
+    add(queue, "old", sessions(0.2, True, 11)[10], short, 1)
+    scorer.calls.clear()
+    gate.score(scorer)
+    assert scorer.calls == [(short, False, None)]
 
 
 # ------------------------------------------------------------------ text checks

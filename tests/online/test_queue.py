@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing as mp
 
 import pytest
@@ -121,3 +122,54 @@ def test_concurrent_processes_share_the_queue(tmp_path):
         p.join(60)
     assert all(p.exitcode == 0 for p in procs)
     assert TurnQueue(path).stats()["turns"] == 60
+
+
+def test_a_queue_file_from_before_finish_reasons_and_judgement_priorities_still_loads(tmp_path):
+    import json
+    import sqlite3
+
+    path = tmp_path / "old.db"
+    old = sqlite3.connect(path)
+    old.executescript(
+        "CREATE TABLE turns (turn_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, turn_type TEXT NOT NULL,"
+        " inferred INTEGER NOT NULL, policy_version INTEGER NOT NULL, created_at REAL NOT NULL, state TEXT NOT NULL,"
+        " data TEXT NOT NULL, next_state TEXT, judge_lease REAL, trained_version INTEGER);"
+        "CREATE TABLE judgements (turn_id TEXT PRIMARY KEY, reward INTEGER NOT NULL, has_hint INTEGER NOT NULL,"
+        " data TEXT NOT NULL, created_at REAL NOT NULL);")
+    for turn_id, judge in (("fb", "feedback"), ("rl", "rule")):
+        data = make_turn(turn_id).to_dict()
+        del data["finish_reason"], data["tools"]  # rows written before turns recorded them
+        verdict = Judgement(turn_id, -1, [-1], None, "no", judge).to_dict()
+        del verdict["source"]
+        old.execute("INSERT INTO turns VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                    (turn_id, "s1", "main", 0, 0, 1.0, "judged", json.dumps(data), "no", None, None))
+        old.execute("INSERT INTO judgements VALUES (?,?,?,?,?)", (turn_id, -1, 0, json.dumps(verdict), 1.0))
+    old.commit()
+    old.close()
+
+    q = TurnQueue(path)
+    assert q.feedback_receipt("fb") == ("main", True) and q.feedback_receipt("rl") == ("main", False)
+    assert q.feedback_receipt("nope") is None
+    # The old feedback stays; the old judge verdict may still be replaced.
+    assert q.add_judgement(Judgement("fb", 1, [1], None, "yes", "rule")) is False
+    assert q.add_judgement(Judgement("rl", 1, [1], None, "yes", "rule")) is True
+    samples = {s.turn.turn_id: s for s in q.take_batch(10)}
+    assert samples["fb"].judgement.reward == -1 and samples["fb"].judgement.source == "feedback"
+    assert samples["rl"].judgement.reward == 1 and samples["rl"].judgement.source == "judge"
+    assert samples["fb"].turn.finish_reason is None and samples["fb"].turn.tools == []
+    assert not samples["fb"].turn.ended
+
+
+def test_turns_keep_why_generation_stopped_and_the_tools_offered():
+    import json
+
+    tools = [{"type": "function", "function": {"name": "ls", "description": "", "parameters": {"type": "object"}}}]
+    t = dataclasses.replace(make_turn("a"), finish_reason="tool_calls", tools=tools)
+    back = Turn.from_dict(json.loads(json.dumps(t.to_dict())))
+    assert back == t and back.ended and back.tools == tools
+    assert dataclasses.replace(t, finish_reason="stop").ended
+    assert not dataclasses.replace(t, finish_reason="length").ended
+    with pytest.raises(ValueError, match="finish_reason"):
+        dataclasses.replace(t, finish_reason="cancelled")
+    with pytest.raises(ValueError, match="source"):
+        Judgement("a", 1, [1], None, "", "rule", source="user")

@@ -241,3 +241,28 @@ def test_an_http_backend_refuses_tools_with_a_400_instead_of_dropping_them(tmp_p
     state.collector.close()
     assert r.status_code == 400 and r.json()["error"]["code"] == "tools_unsupported"
     assert r.json()["error"]["param"] == "tools"
+
+
+def recorded(queue, turn_id):
+    import sqlite3
+
+    from ratchet.online.records import Turn
+
+    row = sqlite3.connect(queue.path).execute("SELECT data FROM turns WHERE turn_id=?", (turn_id,)).fetchone()
+    return Turn.from_dict(json.loads(row[0]))
+
+
+def test_turns_record_why_generation_stopped_and_the_tools_the_model_saw(served):
+    client, state, queue, _ = served
+    called = post(client, {"messages": [U1], "tools": [WEATHER]}).json()
+    talked = post(client, {"messages": [{"role": "user", "content": "just talk"}], "tools": [WEATHER]}).json()
+    hidden = post(client, {"messages": [U1], "tools": [WEATHER], "tool_choice": "none"}).json()
+    cut = post(client, {"messages": [{"role": "user", "content": "just talk"}], "max_tokens": 1}).json()
+    assert cut["choices"][0]["finish_reason"] == "length"
+    state.collector.flush()
+    turns = {name: recorded(queue, body["id"].removeprefix("chatcmpl-"))
+             for name, body in (("called", called), ("talked", talked), ("hidden", hidden), ("cut", cut))}
+    assert turns["called"].finish_reason == "tool_calls" and turns["called"].tools == [WEATHER]
+    assert turns["talked"].finish_reason == "stop" and turns["talked"].tools == [WEATHER] and turns["talked"].ended
+    assert turns["hidden"].finish_reason == "stop" and turns["hidden"].tools == []  # not shown to the model
+    assert turns["cut"].finish_reason == "length" and not turns["cut"].ended and turns["cut"].tools == []

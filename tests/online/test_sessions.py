@@ -86,7 +86,13 @@ def test_tool_output_is_the_next_state():
     t.served(tag, "m1", [U1], "call ls")
     tool = {"role": "tool", "content": "Traceback: file not found", "tool_call_id": "c1"}
     nxt = t.tag({"X-Session-Id": "s"}, {}, [U1, {"role": "assistant", "content": "call ls"}, tool])
-    assert nxt.pair_with == ("m1", "Traceback: file not found")
+    # A lone tool output keeps its prefix: without it the judge reads the traceback as a person's words.
+    assert nxt.pair_with == ("m1", "tool: Traceback: file not found")
+
+
+def test_a_lone_tool_message_is_rendered_as_a_tool_output_and_a_lone_user_message_as_its_text():
+    assert render_next_state([{"role": "tool", "content": "exit code 0", "tool_call_id": "c1"}]) == "tool: exit code 0"
+    assert render_next_state([{"role": "user", "content": "thanks"}]) == "thanks"
 
 
 def test_several_new_messages_render_with_roles():

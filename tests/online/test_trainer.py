@@ -380,3 +380,54 @@ def test_a_refused_teacher_target_is_not_distilled(monkeypatch, refuse) -> None:
     else:
         assert len(metrics["teacher_targets"]) == 1 and metrics["teacher_targets_refused"] == []
         assert metrics["distill_kl"] > 0 and moved
+
+
+class ToolTokenizer(CharTokenizer):
+    """A chat template that renders the offered tools first and closes each assistant message with
+    its own end-of-turn token (62), as Qwen's closes with ``<|im_end|>`` rather than its eos."""
+
+    END = 62
+
+    def apply_chat_template(self, messages, add_generation_prompt=True, tokenize=True, tools=None):
+        ids = self.encode("<tools>" + ",".join(t["function"]["name"] for t in tools)) if tools else []
+        for m in messages:
+            ids += self.encode(f"<{m['role']}>{m['content']}") + ([self.END] if m["role"] == "assistant" else [])
+        return ids + (self.encode("<assistant>") if add_generation_prompt else [])
+
+
+def tool_trainer(**overrides) -> Trainer:
+    settings = {"lora_r": 4, "lora_alpha": 8, "batch_size": 4, "micro_batch_size": 4, "convert_gguf": False,
+                "kl_samples": 1, "num_threads": 1, **overrides}
+    model = tiny_model()
+    model.generation_config.eos_token_id = [ToolTokenizer.eos_token_id, ToolTokenizer.END]
+    return Trainer(TrainerConfig(**settings), model, ToolTokenizer())
+
+
+TOOLS = [{"type": "function", "function": {"name": "run_tests", "description": "", "parameters": {"type": "object"}}}]
+
+
+def test_the_hinted_teacher_sees_the_tools_the_served_prompt_showed() -> None:
+    tok = ToolTokenizer()
+    messages = [{"role": "user", "content": "fix it"}]
+    served = sample("fix it", "call", -1, hint="Run the tests first.")
+    turn = dataclasses.replace(served.turn, tools=TOOLS, finish_reason="tool_calls",
+                               prompt_token_ids=tok.apply_chat_template(messages, tools=TOOLS))
+    (item,), _ = tool_trainer(signal="opd").prepare([Sample(turn, served.judgement)])
+    start = len(item.teacher_ids) - (len(item.input_ids) - item.response_start)
+    assert item.input_ids[: item.response_start] == turn.prompt_token_ids  # the student: the served prompt
+    assert item.teacher_ids[:start] == tok.apply_chat_template(with_hint(messages, "Run the tests first."), tools=TOOLS)
+    assert item.teacher_ids[:start] != tok.apply_chat_template(with_hint(messages, "Run the tests first."))
+
+
+def test_a_reply_that_stopped_is_scored_with_the_templates_end_of_turn_token() -> None:
+    trainer = tool_trainer()
+    tok = trainer.tokenizer
+    assert trainer.end_of_turn_id() == ToolTokenizer.END  # the template's, not the eos (1)
+    messages = [{"role": "user", "content": "q"}]
+    prompt = tok.apply_chat_template(messages, tools=TOOLS)
+    words = tok.encode("ab")
+    ended = trainer.score([prompt + words + [ToolTokenizer.END]], [len(prompt)])[0]
+    assert trainer.mean_token_logprob(messages, "ab", end_of_turn=True, tools=TOOLS) == pytest.approx(float(ended.mean()))
+    assert trainer.mean_token_logprob(messages, "ab", tools=TOOLS) == pytest.approx(float(ended[:-1].mean()))
+    plain = make_trainer()
+    assert plain.end_of_turn_id() == CharTokenizer.eos_token_id  # a template with no stop token: the eos

@@ -12,9 +12,15 @@ judged turn on the one path judged turns take (the queue's judgements, read by t
 
 One feedback per reply: a second gets 409 ``feedback_exists``. A text alone for a reply whose
 conversation already went on (its next state is set) gets 409 ``already_followed`` — send a score,
-which replaces the judgement made from what followed. Receipts are the replies this serving
-process produced (the last ``max_receipts``); an unknown id is a 404. Side turns are never trained
-on (409 ``side_turn``); a server with learning off takes no feedback (409 ``not_learning``).
+which replaces the judgement made from what followed. A score is an explicit judgement: a judge
+that was reading the turn when it came never overwrites it (the queue ranks judgements by their
+``source``, :data:`~ratchet.online.records.JUDGEMENT_PRIORITY`).
+
+Receipts are the replies this serving process produced (the last ``max_receipts``, in memory) and,
+beyond those, every turn in the queue: a reply served before a restart or long ago is looked up
+there by its id, and its feedback counts as given when the queue holds an explicit judgement for
+it. An id in neither is a 404. Side turns are never trained on (409 ``side_turn``); a server with
+learning off takes no feedback (409 ``not_learning``).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import asyncio
 import json
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, model_validator
@@ -59,23 +66,42 @@ class FeedbackRequest(BaseModel):
         return self.id
 
 
-class Receipts:
-    """The replies this process served (bounded, oldest forgotten) and which got feedback."""
+#: Looks a turn up where it is stored: (turn type, explicit feedback recorded) or None when unknown.
+ReceiptLookup = Callable[[str], tuple[str, bool] | None]
 
-    def __init__(self, max_receipts: int = 100_000) -> None:
+
+class Receipts:
+    """The replies this process served (bounded, oldest forgotten) and which got feedback.
+
+    ``lookup`` (the queue's :meth:`~ratchet.online.queue.TurnQueue.feedback_receipt`) answers for
+    ids not in memory: replies served before a restart, or pushed out by ``max_receipts`` newer ones.
+    """
+
+    def __init__(self, max_receipts: int = 100_000, lookup: ReceiptLookup | None = None) -> None:
         self.max_receipts = max_receipts
+        self.lookup = lookup
         self._turns: OrderedDict[str, tuple[str, bool]] = OrderedDict()  # turn id -> (turn type, feedback given)
         self._lock = threading.Lock()
 
     def served(self, turn_id: str, turn_type: str) -> None:
         with self._lock:
-            self._turns[turn_id] = (turn_type, False)
-            while len(self._turns) > self.max_receipts:
-                self._turns.popitem(last=False)
+            self._remember(turn_id, (turn_type, False))
+
+    def _remember(self, turn_id: str, receipt: tuple[str, bool]) -> None:
+        self._turns[turn_id] = receipt
+        while len(self._turns) > self.max_receipts:
+            self._turns.popitem(last=False)
 
     def claim(self, turn_id: str) -> str:
-        """Mark the turn's feedback given; returns "ok", "unknown", "given" or "side"."""
+        """Mark the turn's feedback given; returns "ok", "unknown", "given" or "side".
+
+        May read the queue (``lookup``), so an async caller runs it off the event loop."""
         with self._lock:
+            known = turn_id in self._turns
+        stored = None if known or self.lookup is None else self.lookup(turn_id)
+        with self._lock:
+            if turn_id not in self._turns and stored is not None:
+                self._remember(turn_id, stored)
             found = self._turns.get(turn_id)
             if found is None:
                 return "unknown"
@@ -110,7 +136,7 @@ async def record_feedback(state: ServingState, raw: Any) -> tuple[int, dict[str,
         return 409, error_body("this server does not learn (serve with --learn), so it takes no feedback",
                                "not_learning", "id")
     turn_id = req.turn_id()
-    claim = state.receipts.claim(turn_id)
+    claim = await asyncio.to_thread(state.receipts.claim, turn_id)
     if claim == "unknown":
         return 404, error_body(f"no reply with id {json.dumps(req.id)} was served here (send the 'id' of a reply "
                                "this server gave)", "unknown_reply", "id")
@@ -125,7 +151,8 @@ async def record_feedback(state: ServingState, raw: Any) -> tuple[int, dict[str,
         reward = _sign(req.score)
         state.collector.add_judgement(Judgement(
             turn_id=turn_id, reward=reward, votes=[reward], hint=text,
-            next_state=text or f"(explicit feedback: score {req.score:+.2f})", judge="feedback"))
+            next_state=text or f"(explicit feedback: score {req.score:+.2f})", judge="feedback",
+            source="feedback"))
         return 200, {"id": req.id, "turn_id": turn_id, "recorded": "reward", "reward": reward, "hint": text}
     applied = await asyncio.wrap_future(state.collector.set_next_state(turn_id, text or "", wait=True))
     if not applied:

@@ -10,8 +10,9 @@ before the update.
 
 A candidate is refused when any of these fails:
 
-1. ``heldout``: per held-out turn, the change of the mean per-token log p(served reply), candidate
-   minus current, signed by the turn's feedback (+ for a praised reply, − for a corrected one),
+1. ``heldout``: per held-out turn, the change of the mean per-token log p(served reply) (its
+   end-of-turn token included when the reply stopped, the tools its prompt showed rendered),
+   candidate minus current, signed by the turn's feedback (+ for a praised reply, − for a corrected one),
    must not be negative beyond noise: refused when the mean is below −``tolerance`` AND the
    one-sided paired sign-flip test (:func:`ratchet.stats.sign_flip_p`, the engine gate's test)
    rejects "no move the wrong way" at ``alpha``. ``heldout_praised`` and ``heldout_corrected``
@@ -240,7 +241,13 @@ class SelfHeldOutGate:
         self._plan: _Plan | None = None
 
     def _logprob(self, scorer: SequenceScorer, sample: Any) -> float:
-        return scorer.mean_token_logprob(sample.turn.messages, sample.turn.response_text)
+        # The reply as it was served: with the tools its prompt showed, and with its end-of-turn
+        # token when it stopped there. Scored without its stop, a praised short reply told the gate
+        # nothing about stopping, and feedback asking for shorter replies was refused
+        # (bench/results/online_default_gate.md).
+        turn = sample.turn
+        return scorer.mean_token_logprob(turn.messages, turn.response_text, end_of_turn=turn.ended,
+                                         tools=turn.tools or None)
 
     def _generate(self, scorer: SequenceScorer, sample: Any) -> str:
         return scorer.generate(sample.turn.messages, self.config.text_max_tokens)

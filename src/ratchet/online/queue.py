@@ -29,8 +29,13 @@ ever takes a ``heldout`` turn; :meth:`TurnQueue.heldout_samples` reads them for 
 is stored in the queue file, so the judging process (which stores judgements) and the training
 process (which sets it) agree on it.
 
-Every state change of a turn is here, with the schema it changes, so the module runs to ~590
+Every state change of a turn is here, with the schema it changes, so the module runs to ~630
 lines rather than spreading one table's rules over several.
+
+A judgement carries its source: explicit feedback (``POST /v1/feedback``) outranks the judging
+loop, so a judge that was reading a turn when its feedback arrived never overwrites the feedback
+(:meth:`TurnQueue.add_judgement`); :meth:`TurnQueue.feedback_receipt` answers the server's feedback
+for replies it no longer remembers.
 
 ``secure_delete`` is on so that :meth:`TurnQueue.delete_session` overwrites the deleted
 conversation text in the file instead of leaving it in free pages.
@@ -49,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from ratchet.online.claims import Claimer, claimer_alive, default_claimer
-from ratchet.online.records import Judgement, Sample, Turn, holds_out
+from ratchet.online.records import JUDGEMENT_PRIORITY, Judgement, Sample, Turn, holds_out
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS turns (
@@ -76,7 +81,8 @@ CREATE TABLE IF NOT EXISTS judgements (
     reward INTEGER NOT NULL,
     has_hint INTEGER NOT NULL,
     data TEXT NOT NULL,
-    created_at REAL NOT NULL
+    created_at REAL NOT NULL,
+    priority INTEGER NOT NULL DEFAULT 0
 );
 """
 
@@ -120,6 +126,7 @@ class TurnQueue:
         # executescript manages its own transaction, so the schema is created outside _tx().
         self._conn().executescript(_SCHEMA)
         self._add_claim_columns()
+        self._add_priority_column()
 
     def _add_claim_columns(self) -> None:
         if set(_CLAIM_COLUMNS) <= {row[1] for row in self._conn().execute("PRAGMA table_info(turns)")}:
@@ -131,6 +138,18 @@ class TurnQueue:
             for name, kind in _CLAIM_COLUMNS.items():
                 if name not in have:
                     db.execute(f"ALTER TABLE turns ADD COLUMN {name} {kind}")
+
+    def _add_priority_column(self) -> None:
+        """Judgements of files written before they had a priority: explicit feedback (its judge was
+        named ``feedback``) gets the feedback priority, so no judge replaces it from now on."""
+        if "priority" in {row[1] for row in self._conn().execute("PRAGMA table_info(judgements)")}:
+            return
+        with self._tx() as db:
+            if "priority" in {row[1] for row in db.execute("PRAGMA table_info(judgements)")}:
+                return
+            db.execute("ALTER TABLE judgements ADD COLUMN priority INTEGER NOT NULL DEFAULT 0")
+            db.execute("UPDATE judgements SET priority=? WHERE json_extract(data, '$.judge')='feedback'",
+                       (JUDGEMENT_PRIORITY["feedback"],))
 
     # ------------------------------------------------------------------ connections
 
@@ -226,24 +245,50 @@ class TurnQueue:
             )
         return [(Turn.from_dict(json.loads(data)), next_state) for _, data, next_state in rows]
 
-    def add_judgement(self, judgement: Judgement) -> None:
+    def add_judgement(self, judgement: Judgement) -> bool:
         """Store a judgement; a turn with reward 0 and no hint is excluded from training, and a
-        trainable one of a held-out conversation is held out (:meth:`hold_out`)."""
+        trainable one of a held-out conversation is held out (:meth:`hold_out`).
+
+        A judgement replaces the turn's earlier one unless that one has a higher priority
+        (:data:`~ratchet.online.records.JUDGEMENT_PRIORITY`): explicit feedback that arrived while
+        the judge held the turn stays, and the judge's later verdict is dropped (returns False).
+        Feedback replacing a judge's verdict moves the turn to the state its own reward gives, as
+        long as no trainer claimed it yet.
+        """
         trainable = judgement.reward != 0 or bool(judgement.hint)
         with self._tx() as db:
+            held = db.execute("SELECT priority FROM judgements WHERE turn_id=?", (judgement.turn_id,)).fetchone()
+            if held is not None and int(held[0]) > judgement.priority:
+                db.execute("UPDATE turns SET judge_lease=NULL WHERE turn_id=?", (judgement.turn_id,))
+                return False
             db.execute(
-                "INSERT OR REPLACE INTO judgements(turn_id, reward, has_hint, data, created_at) VALUES (?,?,?,?,?)",
+                "INSERT OR REPLACE INTO judgements(turn_id, reward, has_hint, data, created_at, priority)"
+                " VALUES (?,?,?,?,?,?)",
                 (judgement.turn_id, judgement.reward, int(bool(judgement.hint)), json.dumps(judgement.to_dict()),
-                 time.time()),
+                 time.time(), judgement.priority),
             )
             state = "excluded"
             if trainable:
                 row = db.execute("SELECT session_id FROM turns WHERE turn_id=?", (judgement.turn_id,)).fetchone()
                 state = "heldout" if row and holds_out(row[0], self._share(db)) else "judged"
             db.execute(
-                "UPDATE turns SET state=?, judge_lease=NULL WHERE turn_id=? AND state IN ('ready','pending')",
+                "UPDATE turns SET state=?, judge_lease=NULL WHERE turn_id=?"
+                " AND state IN ('ready','pending','judged','excluded','heldout')",
                 (state, judgement.turn_id),
             )
+        return True
+
+    def feedback_receipt(self, turn_id: str) -> tuple[str, bool] | None:
+        """(turn type, whether explicit feedback was recorded for it) of a stored turn; None when
+        the queue holds no turn ``turn_id``. What the server answers feedback by for replies it no
+        longer remembers (served before a restart, or beyond its receipts in memory)."""
+        row = self._conn().execute(
+            "SELECT t.turn_type, j.priority FROM turns t LEFT JOIN judgements j ON j.turn_id = t.turn_id"
+            " WHERE t.turn_id=?", (turn_id,)
+        ).fetchone()
+        if row is None:
+            return None
+        return str(row[0]), row[1] is not None and int(row[1]) >= JUDGEMENT_PRIORITY["feedback"]
 
     # ------------------------------------------------------------------ the held-out share
 

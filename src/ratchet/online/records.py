@@ -17,6 +17,12 @@ from typing import Any, Literal
 from ratchet.contracts import FORMAT_VERSION
 
 TurnType = Literal["main", "side"]
+#: Who made a judgement: the judging loop reading what followed, or the client's explicit feedback.
+JudgementSource = Literal["judge", "feedback"]
+#: A judgement never replaces one of a higher priority: explicit feedback outranks the judge.
+JUDGEMENT_PRIORITY: dict[str, int] = {"judge": 0, "feedback": 1}
+#: Why generation stopped, as OpenAI reports it; None on turns recorded before it was kept.
+FinishReason = Literal["stop", "length", "tool_calls"]
 
 
 def new_turn_id() -> str:
@@ -45,6 +51,14 @@ class Turn:
     importance ratio against the serving policy. ``policy_version`` is the version of the weights
     that produced the response (0 = the base model with no adapter). ``session_inferred`` is true
     when the client sent no session id and the server matched the conversation prefix instead.
+
+    ``finish_reason`` says whether the reply ended on its own (``stop``: an end-of-turn token or a
+    client's stop string; ``tool_calls``: it ended after its calls) or was cut at the token limit
+    (``length``); ``tools`` are the OpenAI ``tools`` entries the chat template rendered into the
+    prompt (empty when none were offered or ``tool_choice`` was ``none``). Together they let a
+    scorer rebuild what was served: ``prompt_token_ids`` include the tools, and a reply that
+    stopped ends with an end-of-turn token ``response_token_ids`` leave out. Turns recorded before
+    these were kept load with ``finish_reason=None`` and no tools.
     """
 
     turn_id: str
@@ -58,8 +72,19 @@ class Turn:
     response_logprobs: list[float]
     policy_version: int
     created_at: float = field(default_factory=time.time)
+    finish_reason: FinishReason | None = None
+    tools: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def ended(self) -> bool:
+        """Whether the reply stopped on its own (so its end-of-turn token belongs to it); False when
+        it was cut at the limit or the turn predates ``finish_reason``."""
+        return self.finish_reason in ("stop", "tool_calls")
 
     def __post_init__(self) -> None:
+        if self.finish_reason not in (None, "stop", "length", "tool_calls"):
+            raise ValueError(f"turn {self.turn_id}: finish_reason must be 'stop', 'length' or 'tool_calls', "
+                             f"not {self.finish_reason!r}")
         if len(self.response_token_ids) != len(self.response_logprobs):
             raise ValueError(
                 f"turn {self.turn_id}: {len(self.response_token_ids)} response tokens but "
@@ -86,6 +111,9 @@ class Judgement:
     ``reward`` is the majority of the parseable ``votes`` (+1 / -1), 0 on a tie or when nothing
     parsed; 0 means "exclude from Binary RL". ``hint`` is the hindsight hint for on-policy
     distillation (None when the judge gave none). ``judge`` names the judge that produced it.
+    ``source`` says who decided: the judging loop (``judge``) or the client's explicit feedback
+    (``feedback``), which the queue never lets a judge's later verdict replace
+    (:data:`JUDGEMENT_PRIORITY`).
     """
 
     turn_id: str
@@ -94,8 +122,16 @@ class Judgement:
     hint: str | None
     next_state: str
     judge: str
+    source: JudgementSource = "judge"
+
+    @property
+    def priority(self) -> int:
+        return JUDGEMENT_PRIORITY[self.source]
 
     def __post_init__(self) -> None:
+        if self.source not in JUDGEMENT_PRIORITY:
+            raise ValueError(f"judgement for {self.turn_id}: source must be one of {sorted(JUDGEMENT_PRIORITY)}, "
+                             f"not {self.source!r}")
         if self.reward not in (-1, 0, 1):
             raise ValueError(f"judgement for {self.turn_id}: reward must be -1, 0 or +1, not {self.reward!r}")
 
@@ -107,6 +143,8 @@ class Judgement:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Judgement:
         data = {k: v for k, v in data.items() if k != "format_version"}
+        if "source" not in data:  # written before judgements named their source: feedback signed itself
+            data["source"] = "feedback" if data.get("judge") == "feedback" else "judge"
         return cls(**data)
 
 

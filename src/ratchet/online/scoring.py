@@ -13,8 +13,12 @@ from dataclasses import dataclass
 from typing import Any
 
 
-def chat_ids(tokenizer: Any, messages: Sequence[dict[str, Any]]) -> list[int]:
-    out = tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=True)
+def chat_ids(tokenizer: Any, messages: Sequence[dict[str, Any]],
+             tools: Sequence[dict[str, Any]] | None = None) -> list[int]:
+    """The chat-templated prompt as token ids; ``tools`` (OpenAI ``tools`` entries) rendered by the
+    template as the server rendered them (a tokenizer is asked for tools only when there are some)."""
+    extra = {"tools": list(tools)} if tools else {}
+    out = tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=True, **extra)
     if hasattr(out, "keys"):
         out = out["input_ids"]
     return [int(i) for i in out]
@@ -200,11 +204,46 @@ class ScoredPolicy:
         response_ids = self.tokenizer.encode(response, add_special_tokens=False)
         return float(self.score([prompt + response_ids], [len(prompt)], base=base)[0].sum())
 
-    def mean_token_logprob(self, messages: Sequence[dict[str, Any]], response: str, *, base: bool = False) -> float:
-        """Mean per-token log p(response | chat prompt): comparable across replies of any length."""
-        prompt = chat_ids(self.tokenizer, messages)
+    def mean_token_logprob(self, messages: Sequence[dict[str, Any]], response: str, *, base: bool = False,
+                           end_of_turn: bool = False, tools: Sequence[dict[str, Any]] | None = None) -> float:
+        """Mean per-token log p(response | chat prompt): comparable across replies of any length.
+
+        ``end_of_turn``: the reply ended there (it stopped rather than being cut at a length limit),
+        so its end-of-turn token (:meth:`end_of_turn_id`) is scored after it: how likely the model
+        is to stop there is part of the reply. Without it a praised short reply was scored only on
+        its words, and a candidate that learnt to stop there gained nothing on it. ``tools``: the
+        OpenAI ``tools`` entries the reply's prompt showed the model."""
+        prompt = chat_ids(self.tokenizer, messages, tools)
         response_ids = self.tokenizer.encode(response, add_special_tokens=False)
+        if end_of_turn:
+            response_ids = [*response_ids, self.end_of_turn_id()]
         return float(self.score([prompt + response_ids], [len(prompt)], base=base)[0].mean())
+
+    def end_of_turn_id(self) -> int:
+        """The token that ends an assistant turn: the first stop token the chat template writes after
+        an assistant message (Qwen's ``<|im_end|>``, which is not every Qwen tokenizer's eos), else
+        the tokenizer's eos."""
+        found = self.__dict__.get("_end_of_turn")
+        if found is not None:
+            return int(found)
+        probe = [{"role": "user", "content": "hi"}]
+        opened = chat_ids(self.tokenizer, probe)
+        closed = self.tokenizer.apply_chat_template([*probe, {"role": "assistant", "content": "ok"}],
+                                                    add_generation_prompt=False, tokenize=True)
+        if hasattr(closed, "keys"):
+            closed = closed["input_ids"]
+        stops, closed = self._stop_ids(), [int(t) for t in closed]
+        after = closed[len(opened):] if closed[:len(opened)] == opened else []
+        found = next((t for t in after if t in stops), None)
+        if found is None:
+            eos = getattr(self.tokenizer, "eos_token_id", None)
+            if not isinstance(eos, int):
+                raise ValueError("the tokenizer names no end-of-turn token: its chat template closes an assistant "
+                                 "message with no stop token and it has no eos_token_id; score replies without "
+                                 "end_of_turn")
+            found = eos
+        self.__dict__["_end_of_turn"] = found
+        return int(found)
 
     def generate(self, messages: Sequence[dict[str, Any]], max_tokens: int, *, base: bool = False) -> str:
         """Greedy reply of the current (or base) policy, for the gate's checkable tasks."""

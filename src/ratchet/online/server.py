@@ -407,7 +407,10 @@ async def check_context(policy: Any, messages: list[dict[str, Any]], loop: Any, 
 
 def make_state(host: PolicyHost, turn_queue: TurnQueue | None, *, tracker: SessionTracker | None = None,
                **kwargs: Any) -> ServingState:
-    """A serving state with a collector writing to ``turn_queue`` (None: collect nothing)."""
+    """A serving state with a collector writing to ``turn_queue`` (None: collect nothing); feedback
+    receipts fall back to the queue for replies served before a restart."""
+    if turn_queue is not None and "receipts" not in kwargs:
+        kwargs["receipts"] = Receipts(lookup=turn_queue.feedback_receipt)
     return ServingState(host=host, tracker=tracker or SessionTracker(), collector=Collector(turn_queue), **kwargs)
 
 

@@ -55,9 +55,11 @@ def conversation_key(messages: Sequence[Mapping[str, Any]]) -> str:
 
 
 def render_next_state(messages: Sequence[Mapping[str, Any]]) -> str:
-    """The next state as the judge reads it: one new message as its text, several as role: text lines."""
+    """The next state as the judge reads it: one user message as its text; a tool's output, or
+    several messages, as ``role: text`` lines. A tool message always keeps its ``tool:`` prefix:
+    the judge tells a tool's success or error from a person's words by it."""
     new = [m for m in messages if m.get("role") != "assistant"] or list(messages)
-    if len(new) == 1:
+    if len(new) == 1 and new[0].get("role", "user") != "tool":
         return _text(new[0].get("content"))
     return "\n".join(f"{m.get('role', 'user')}: {_text(m.get('content'))}" for m in new)
 

@@ -293,7 +293,7 @@ class Trainer(ScoredPolicy):
                 continue
             anchor = why == "anchor"
             response = list(turn.response_token_ids)
-            prompt = list(turn.prompt_token_ids) or chat_ids(self.tokenizer, turn.messages)
+            prompt = list(turn.prompt_token_ids) or chat_ids(self.tokenizer, turn.messages, turn.tools)
             keep_prompt = max(cfg.max_seq_len - len(response), 1)
             prompt = prompt[-keep_prompt:]
             response = response[: cfg.max_seq_len - len(prompt)]
@@ -306,7 +306,9 @@ class Trainer(ScoredPolicy):
                 anchor_only=anchor,
             )
             if hint:
-                hinted = chat_ids(self.tokenizer, with_hint(turn.messages, hint))
+                # Rendered with the turn's tools, as its served prompt was: without them the teacher
+                # judged a reply to a prompt that never offered the tools the reply calls.
+                hinted = chat_ids(self.tokenizer, with_hint(turn.messages, hint), turn.tools)
                 hinted = hinted[-max(cfg.max_seq_len - len(response), 1):]
                 item.teacher_ids = hinted + response
             kept.append(item)

@@ -114,19 +114,24 @@ class ServedTurn:
             raise ServeError(502, "tool_choice forces a call, but the served model's reply is not one (its "
                              "backend cannot constrain replies)", "forced_call_failed", kind="server_error")
         state = self.state
+        result = TurnResult(gen, reply)
         # The session key is computed over what the client will send back: the visible text.
         closing = state.tracker.served(self.tag, self.turn_id, self.spec.messages, reply.content or "")
         if state.learn:
+            finish = result.finish_reason
             state.collector.add_turn(Turn(
                 turn_id=self.turn_id, session_id=self.tag.session_id, session_inferred=self.tag.inferred,
                 turn_type=self.tag.turn_type, messages=self._prompt, response_text=gen.text,
                 prompt_token_ids=list(gen.prompt_token_ids), response_token_ids=list(gen.token_ids),
                 response_logprobs=list(gen.logprobs), policy_version=self.version,
+                # A backend's own reason beyond OpenAI's three (a proxied server's) is recorded as unknown.
+                finish_reason=finish if finish in ("stop", "length", "tool_calls") else None,  # type: ignore[arg-type]
+                tools=list(self._kwargs.get("tools", [])),
             ))
             state.receipts.served(self.turn_id, self.tag.turn_type)
             if closing is not None:
                 state.collector.set_next_state(*closing)
-        return TurnResult(gen, reply)
+        return result
 
     async def run(self) -> TurnResult:
         """The whole reply at once (the client waits; a disconnect stops the generation)."""
