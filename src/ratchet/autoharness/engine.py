@@ -120,7 +120,11 @@ def engine_config(cfg: AutoHarnessConfig, workspace: Path, description: str = ""
         "workspace": str(workspace), "model": cfg.model, "seed": cfg.rng_seed,
         "suite": {"name": LEGALITY_SUITE, "options": {
             "game": cfg.env, "seeds": [*cfg.search_seeds, *cfg.heldout_seeds], "steps_per_env": cfg.eval_steps,
-            "step_cap": cfg.step_cap, "call_timeout_s": cfg.call_timeout_s}},
+            "step_cap": cfg.step_cap, "call_timeout_s": cfg.call_timeout_s, "mode": cfg.mode,
+            # h = 0.5·legal + 0.5·dense where the search scores so: the same checks, the same formula.
+            "dense": [name for on, name in ((ratchet and ideas.transitions, "transitions"),
+                                            (ratchet and ideas.scaffold, "legal_actions")) if on],
+            "harvest_seeds": search, "transitions_per_seed": cfg.transitions_per_seed, "rng_seed": cfg.rng_seed}},
         "splits": {"search": 0, "heldin": 0, "heldout": 0, "test": 0,
                    "ids": {"search": task_ids(cfg.env, search), "heldin": task_ids(cfg.env, heldin),
                            "test": task_ids(cfg.env, cfg.heldout_seeds)}},
