@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from ratchet.autoharness.config import AutoHarnessConfig, RatchetIdeas
-from ratchet.autoharness.engine import (BLANK_HARNESS, HARNESS_REFINER, INDUCED_RULES, LEGALITY_SUITE,
+from ratchet.autoharness.engine import (BLANK_HARNESS, DECOMPOSE_REFINER, HARNESS_PROPOSER, HARNESS_REFINER, INDUCED_RULES,
+                                        LEGALITY_SUITE,
                                         SCAFFOLD_REFINER, engine_config, run_on_engine, starting_harness)
 from ratchet.autoharness.library import HarnessLibrary
 from ratchet.autoharness.pipeline import best_code
@@ -49,7 +50,7 @@ def test_the_ratchet_method_is_thompson_the_scaffold_refiner_and_the_no_model_pr
     cfg = engine_config(small(), tmp_path, "Tic Tac Toe")
     assert cfg.suite.name == LEGALITY_SUITE and cfg.suite.options["seeds"] == [0, 1, 2, 3, 1000, 1001]
     assert cfg.selector.name == "thompson" and cfg.selector.options == {"c": 1.0, "pool": "scored"}
-    assert [p.name for p in cfg.proposers] == [INDUCED_RULES, "critic_refiner", "autofix", "mutation"]
+    assert [p.name for p in cfg.proposers] == [INDUCED_RULES, HARNESS_PROPOSER, "autofix", "mutation"]
     critic = cfg.proposers[1].options
     assert critic["refiner"] == SCAFFOLD_REFINER and critic["fallback_refiner"] == HARNESS_REFINER
     assert critic["samples"] == 4 and critic["refiner_options"]["seeds"] == [0, 1]
@@ -58,13 +59,14 @@ def test_the_ratchet_method_is_thompson_the_scaffold_refiner_and_the_no_model_pr
                               "test": ["TicTacToe-v0#1000", "TicTacToe-v0#1001"]}
     assert cfg.static.novelty and cfg.budget.max_calls == 40 and cfg.iterations == 1
     off = engine_config(small(ideas=RatchetIdeas(induce=False, autofix=False, repair=False, scaffold=False)), tmp_path)
-    assert [p.name for p in off.proposers] == ["critic_refiner"] and off.proposers[0].options["refiner"] == HARNESS_REFINER
+    assert [p.name for p in off.proposers] == [HARNESS_PROPOSER] and off.proposers[0].options["refiner"] == HARNESS_REFINER
 
 
 def test_the_faithful_method_is_the_papers_loop_alone(tmp_path: Path) -> None:
     cfg = engine_config(small(method="faithful"), tmp_path)
     [critic] = cfg.proposers
-    assert critic.name == "critic_refiner" and critic.options["refiner"] == HARNESS_REFINER
+    assert critic.name == HARNESS_PROPOSER and critic.options["refiner"] == HARNESS_REFINER
+    assert not critic.options["grammar"] and not critic.options["hotter_retry"] and not cfg.suite.options["dense"]
     assert critic.options["samples"] == 1 and critic.options["temperature"] == 0.2 and not cfg.static.novelty
 
 
@@ -76,7 +78,13 @@ def test_every_component_of_the_configuration_builds(tmp_path: Path) -> None:
     cfg = engine_config(small(), ws, "Tic Tac Toe")
     ctx = EngineContext(load_manifest(ws), ws)
     built = [build("proposer", spec, ctx) for spec in cfg.proposers]
-    assert [p.name for p in built] == ["induced_rules", "critic_refiner", "autofix", "mutation"]
+    assert [p.name for p in built] == ["induced_rules", "harness_refiner", "autofix", "mutation"]
+    every = engine_config(small(ideas=RatchetIdeas(fresh_roots=True, restarts=True, grammar=True, few_shot=True)), ws)
+    assert [build("proposer", spec, ctx).name for spec in every.proposers] == [
+        "induced_rules", "harness_refiner", "fresh_root", "fresh_root", "autofix", "mutation"]
+    decompose = engine_config(small(ideas=RatchetIdeas(decompose=True)), ws)
+    assert decompose.proposers[1].options["refiner"] == DECOMPOSE_REFINER
+    assert build("proposer", decompose.proposers[1], ctx).name == "harness_refiner"
     assert build("suite", cfg.suite, ctx).name == "legality"
 
 

@@ -16,6 +16,7 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+from ratchet.autoharness.critic import diagnose_legal_actions
 from ratchet.autoharness.runtime import HarnessRuntime
 from ratchet.autoharness.transitions import check_legal_actions, listed_accuracy, score_is_legal
 from ratchet.contracts import Failure
@@ -73,26 +74,32 @@ class LegalLists:
 
     name = "legal_actions"
 
-    def __init__(self, transitions: Sequence[Transition]) -> None:
+    def __init__(self, transitions: Sequence[Transition], explain: bool = False) -> None:
         self.listed = listed_states(list(transitions))
+        #: The ``explain_failures`` idea: plain-words diagnoses of the wrong states (an inverted
+        #: condition, a hard-coded answer, a test never true: ``critic.diagnose_legal_actions``) first.
+        self.explain = explain
 
     def check(self, runtime: HarnessRuntime, code: str) -> tuple[dict[str, float], list[Failure]]:
         if "def legal_actions" not in code or not self.listed:
             return {}, []
         wrong = check_legal_actions(runtime, self.listed)
-        return {"legal_actions_accuracy": listed_accuracy(wrong, self.listed)}, wrong[:4]
+        told = diagnose_legal_actions(wrong, self.listed) if self.explain else []
+        return {"legal_actions_accuracy": listed_accuracy(wrong, self.listed)}, told + wrong[:4]
 
 
 #: The dense checks by the name a configuration gives them (``LegalitySuite``'s ``dense`` option).
 CHECKS: dict[str, Any] = {UnitTests.name: UnitTests, LegalLists.name: LegalLists}
 
 
-def build_checks(names: Sequence[str], transitions: Sequence[Transition], rng_seed: int = 0) -> list[DenseCheck]:
-    """The checks ``names`` names, in that order, over the harvest ``transitions``."""
+def build_checks(names: Sequence[str], transitions: Sequence[Transition], rng_seed: int = 0,
+                 explain: bool = False) -> list[DenseCheck]:
+    """The checks ``names`` names, in that order, over the harvest ``transitions`` (``explain``:
+    :class:`LegalLists` diagnoses its wrong states)."""
     unknown = [n for n in names if n not in CHECKS]
     if unknown:
         raise ValueError(f"unknown dense check(s) {unknown}; known: {sorted(CHECKS)}")
-    return [UnitTests(transitions, rng_seed) if n == UnitTests.name else LegalLists(transitions) for n in names]
+    return [UnitTests(transitions, rng_seed) if n == UnitTests.name else LegalLists(transitions, explain) for n in names]
 
 
 def run_checks(checks: Sequence[DenseCheck], runtime: HarnessRuntime, code: str) -> tuple[dict[str, float], list[Failure]]:

@@ -52,6 +52,9 @@ LEGALITY_SUITE = "ratchet.autoharness.legality:LegalitySuite"
 INDUCED_RULES = "ratchet.autoharness.rules:InducedRulesProposer"
 HARNESS_REFINER = "ratchet.autoharness.refine:HarnessRefiner"
 SCAFFOLD_REFINER = "ratchet.autoharness.refine:ScaffoldRefiner"
+DECOMPOSE_REFINER = "ratchet.autoharness.refine:DecomposeRefiner"
+HARNESS_PROPOSER = "ratchet.autoharness.proposer:HarnessRefinerProposer"
+FRESH_ROOT = "ratchet.autoharness.proposer:FreshRootProposer"
 
 #: The starting harness when nothing is known of the game: it proposes no real move and believes
 #: every move legal, so its failures are the refiner's first evidence (the search's first request).
@@ -93,28 +96,41 @@ def engine_config(cfg: AutoHarnessConfig, workspace: Path, description: str = ""
     search, heldin = cfg.search_seeds[:half], cfg.search_seeds[half:] or cfg.search_seeds[:half]
     ratchet = cfg.method == "ratchet"
     ideas = cfg.ideas
-    refiner: dict[str, Any] = {"game": cfg.env, "description": description, "mode": cfg.mode}
+    on = (lambda idea: ratchet and getattr(ideas, idea))  # noqa: E731 - an idea of the ratchet method, switched on
+    refiner: dict[str, Any] = {"game": cfg.env, "description": description, "mode": cfg.mode,
+                               "helper_library": on("helper_library"), "few_shot": on("few_shot")}
     critic: dict[str, Any] = {
         "surface": "harness.py", "max_failures_shown": cfg.max_failures_shown, "refiner": HARNESS_REFINER,
         "refiner_options": refiner, "max_tokens": cfg.max_new_tokens, "temperature": cfg.first_temperature,
-        "samples": 1}
-    if ratchet and ideas.scaffold:
+        "samples": 1, "grammar": on("grammar"), "hotter_retry": 0.3 if on("novelty") else 0.0}
+    explored = {"game": cfg.env, "description": description, "seeds": search,
+                "transitions_per_seed": cfg.transitions_per_seed, "call_timeout_s": cfg.call_timeout_s}
+    if on("decompose"):  # the search's decompose takes the request over from the scaffold's
+        critic.update(refiner=DECOMPOSE_REFINER, samples=min(8, ideas.samples_per_step), temperature=cfg.temperature,
+                      max_tokens=2 * cfg.max_new_tokens,  # a parser's docstring is whole observations (decompose.py)
+                      refiner_options={**explored, "helper_library": ideas.helper_library})
+    elif on("scaffold"):
         critic.update(refiner=SCAFFOLD_REFINER, samples=min(8, ideas.samples_per_step), temperature=cfg.temperature,
-                      refiner_options={"game": cfg.env, "description": description, "seeds": search,
-                                       "transitions_per_seed": cfg.transitions_per_seed, "body_only": ideas.body_prefix,
-                                       "call_timeout_s": cfg.call_timeout_s})
+                      # The grammar forces a reply that opens a ```python block, which a continuation must not.
+                      refiner_options={**explored, "body_only": ideas.body_prefix and not ideas.grammar, "long_only": True,
+                                       "short_examples": ideas.short_examples, "aliases": ideas.aliases})
         if ideas.whole_fallback:
             critic.update(fallback_refiner=HARNESS_REFINER, fallback_refiner_options=refiner)
     elif ratchet:
         critic.update(samples=min(8, ideas.samples_per_step), temperature=cfg.temperature)
-    proposers: list[dict[str, Any]] = [{"name": "critic_refiner", "weight": 1.0, "options": critic}]
-    if ratchet and ideas.induce:  # no model call: drawn first and often, as the search seeds with it
+    proposers: list[dict[str, Any]] = [{"name": HARNESS_PROPOSER, "weight": 1.0, "options": critic}]
+    if on("induce"):  # no model call: drawn first and often, as the search seeds with it
         proposers.insert(0, {"name": INDUCED_RULES, "weight": 4.0, "options": {
             "surface": "harness.py", "game": cfg.env, "seeds": search,
             "transitions_per_seed": cfg.transitions_per_seed, "rng_seed": cfg.rng_seed}})
-    if ratchet and ideas.autofix:
+    if on("fresh_roots"):  # the search's fresh-root arm: a proposer drawn beside refining
+        proposers.append({"name": FRESH_ROOT, "weight": 0.5, "options": {**critic, "temperature": cfg.temperature}})
+    if on("restarts"):  # a fresh root once two candidates in a row were rejected
+        proposers.append({"name": FRESH_ROOT, "weight": 1.0,
+                          "options": {**critic, "temperature": cfg.temperature, "after_stall": 2}})
+    if on("autofix"):
         proposers.append({"name": "autofix", "weight": 1.0, "options": {"surfaces": ["harness.py"], "game": cfg.env}})
-    if ratchet and ideas.repair:
+    if on("repair"):
         proposers.append({"name": "mutation", "weight": 1.0, "options": {"surfaces": ["harness.py"]}})
     return EvolveConfig.model_validate({
         "workspace": str(workspace), "model": cfg.model, "seed": cfg.rng_seed,
@@ -122,8 +138,8 @@ def engine_config(cfg: AutoHarnessConfig, workspace: Path, description: str = ""
             "game": cfg.env, "seeds": [*cfg.search_seeds, *cfg.heldout_seeds], "steps_per_env": cfg.eval_steps,
             "step_cap": cfg.step_cap, "call_timeout_s": cfg.call_timeout_s, "mode": cfg.mode,
             # h = 0.5·legal + 0.5·dense where the search scores so: the same checks, the same formula.
-            "dense": [name for on, name in ((ratchet and ideas.transitions, "transitions"),
-                                            (ratchet and ideas.scaffold, "legal_actions")) if on],
+            "dense": [name for idea, name in (("transitions", "transitions"), ("scaffold", "legal_actions")) if on(idea)],
+            "explain_failures": bool(on("explain_failures")),
             "harvest_seeds": search, "transitions_per_seed": cfg.transitions_per_seed, "rng_seed": cfg.rng_seed}},
         "splits": {"search": 0, "heldin": 0, "heldout": 0, "test": 0,
                    "ids": {"search": task_ids(cfg.env, search), "heldin": task_ids(cfg.env, heldin),
@@ -132,7 +148,7 @@ def engine_config(cfg: AutoHarnessConfig, workspace: Path, description: str = ""
         "selector": {"name": "thompson", "options": {"c": cfg.thompson_c, "pool": "scored"}},
         "proposers": proposers,
         "gate": {"name": "paired", "options": {"alpha": 0.05, "correction": "spending"}},
-        "static": {"novelty": ratchet and ideas.novelty},
+        "static": {"novelty": bool(on("novelty"))},
         "iterations": cfg.iterations,
         "stop_at_score": 1.0,  # the search's stop at h = 1.0: every held-in game played legally
         "budget": {"max_calls": cfg.budget.max_calls, "max_tokens": cfg.budget.max_tokens,

@@ -79,6 +79,9 @@ class LegalityOptions(Settings):
     the explored game, the ``transitions`` idea) and ``legal_actions`` (a scaffolded harness's
     ``legal_actions`` against the game's own legal lists, the ``scaffold`` idea's check). Empty:
     the legal rate alone."""
+    explain_failures: bool = False
+    """The ``explain_failures`` idea: the ``legal_actions`` check names an inverted condition, a
+    hard-coded answer or a test never true plainly, before the wrong states it shows."""
     harvest_seeds: list[int] = Field(default_factory=lambda: [0, 1, 2, 3])
     """Env seeds the game is explored on (once, before the first evaluation) for the dense checks;
     the search's seeds, so the checks hold no state of a held-in or test game's own play."""
@@ -109,7 +112,7 @@ class LegalitySuite:
         if self._checks is None:
             transitions = (harvest(env_factory_for(o.game), env_factory_for(o.game, hints=True), o.harvest_seeds,
                                    o.transitions_per_seed, random.Random(o.rng_seed)) if o.dense else [])
-            self._checks = build_checks(o.dense, transitions, o.rng_seed)
+            self._checks = build_checks(o.dense, transitions, o.rng_seed, o.explain_failures)
         return self._checks
 
     def judge(self) -> LegalityEvaluator:
