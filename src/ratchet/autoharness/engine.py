@@ -78,9 +78,14 @@ protected: []
 
 def game_description(game: str) -> str:
     """The game's own rules text (what the refiner is told the game is), empty when it has none."""
+    return probe_game(game)[0]
+
+
+def probe_game(game: str) -> tuple[str, int | None]:
+    """The game's rules text (empty when it has none) and its number of players (None: unknown)."""
     probe = env_factory_for(game)()
     try:
-        return probe.game_description()
+        return probe.game_description() if hasattr(probe, "game_description") else "", getattr(probe, "num_players", None)
     finally:
         probe.close()
 
@@ -166,11 +171,12 @@ def write_workspace(dest: Path, harness: str = BLANK_HARNESS) -> Path:
     return dest
 
 
-def starting_harness(cfg: AutoHarnessConfig) -> str:
+def starting_harness(cfg: AutoHarnessConfig, library: HarnessLibrary | None = None) -> str:
     """The harness a run starts from: with the ``library_seed`` idea, the library's best for this
-    game or a similar one (as the search seeds its tree); else the blank harness."""
+    game or a similar one (as the search seeds its tree; ``library``: another than ``cfg``'s); else
+    the blank harness."""
     if cfg.method == "ratchet" and cfg.ideas.library_seed:
-        found = HarnessLibrary(cfg.library_dir).lookup(cfg.env, cfg.mode, limit=1)
+        found = (library or HarnessLibrary(cfg.library_dir)).lookup(cfg.env, cfg.mode, limit=1)
         if found:
             return found[0]["code"]
     return BLANK_HARNESS
@@ -178,12 +184,12 @@ def starting_harness(cfg: AutoHarnessConfig) -> str:
 
 def run_on_engine(cfg: AutoHarnessConfig, model: Model, run: Any, *, description: str = "",
                   harness: str | None = None, extra: dict[str, Any] | None = None,
-                  on_event: Any = None) -> dict[str, Any]:
+                  on_event: Any = None, library: HarnessLibrary | None = None) -> dict[str, Any]:
     """Synthesize ``cfg``'s harness on the engine in ``run`` (its workspace under the run's
     directory, starting from ``harness``, by default :func:`starting_harness`); returns the
     engine's summary, its report included when the run finished. ``extra``: the engine's
     ``ctx.extra`` (a test's in-process harness runtime)."""
-    workspace = write_workspace(Path(run.dir) / "workspace", harness if harness is not None else starting_harness(cfg))
+    workspace = write_workspace(Path(run.dir) / "workspace", harness if harness is not None else starting_harness(cfg, library))
     config = engine_config(cfg, workspace, description)
     return Engine(config, run, model, on_event=on_event, extra=extra).execute()
 
@@ -191,16 +197,18 @@ def run_on_engine(cfg: AutoHarnessConfig, model: Model, run: Any, *, description
 def synthesize_on_engine(cfg: AutoHarnessConfig, model: Model, run: Any, *, protocol: ProtocolConfig | None = None,
                          play_model: Model | None = None, runtime_factory: RuntimeFactory | None = None,
                          extra: dict[str, Any] | None = None, on_phase: Callable[[str], None] | None = None,
-                         description: str | None = None) -> dict[str, Any]:
+                         description: str | None = None, library: HarnessLibrary | None = None) -> dict[str, Any]:
     """One game on the engine, end to end: the engine's run, then (``protocol`` given, and a
     harness that played some held-in game legally) the held-out protocol with ``play_model`` on the
-    best harness, the adoption verdict and the library; returns the per-game report (``report.json``,
-    the dedicated search's shape, with the engine's own report under ``engine``)."""
+    best harness, the adoption verdict and the library (``library``: another than ``cfg``'s, as a
+    batch's worker keeps one); returns the per-game report (``report.json``, the dedicated search's
+    shape, with the engine's own report under ``engine``)."""
     started = time.perf_counter()
     note = on_phase or (lambda phase: None)
     note("search on the engine")
-    description = game_description(cfg.env) if description is None else description
-    summary = run_on_engine(cfg, model, run, description=description, extra=extra)
+    rules, players = probe_game(cfg.env)
+    description = rules if description is None else description
+    summary = run_on_engine(cfg, model, run, description=description, extra=extra, library=library)
     found = summary.get("report")
     code = best_id = None
     best_h = 0.0
@@ -222,7 +230,7 @@ def synthesize_on_engine(cfg: AutoHarnessConfig, model: Model, run: Any, *, prot
     steps = [e for e in run.read_jsonl("evolve/events.jsonl") if e.get("kind") == "step"]
     report = {
         "format_version": FORMAT_VERSION, "env": cfg.env, "mode": cfg.mode, "method": cfg.method,
-        "model": model.name, "run_id": run.id, "players": (evaluation or {}).get("players"),
+        "model": model.name, "run_id": run.id, "players": (evaluation or {}).get("players") or players,
         "search": {"best_h": best_h, "iterations": len(steps), "llm_calls": summary.get("model_calls", 0),
                    "tokens": run.llm_totals().get("total_tokens"), "wall_s": round(time.perf_counter() - started, 1),
                    "stop_reason": summary["state"], "nodes": summary.get("accepted", 0) + summary.get("rejected", 0),
@@ -232,5 +240,5 @@ def synthesize_on_engine(cfg: AutoHarnessConfig, model: Model, run: Any, *, prot
         "harness_alone": alone,
         "engine": found,
     }
-    adopt(cfg, run, report, code, best_id)
+    adopt(cfg, run, report, code, best_id, library)
     return report
