@@ -1,32 +1,36 @@
-"""``ratchet autoharness`` as a configuration of the improvement engine.
+"""``ratchet autoharness`` as a configuration of the improvement engine (its default path; the
+dedicated search in ``search.py`` runs with ``--search``).
 
 :func:`engine_config` turns an :class:`AutoHarnessConfig` (one game, one harness mode, the
 method and its ideas) into an :class:`EvolveConfig`: the Thompson selector over every scored
-version (rejected children are nodes too, as in the search's tree), the critic + refiner proposer
-(:class:`~ratchet.autoharness.refine.HarnessRefiner`, the paper's request, or with the ``scaffold``
-idea :class:`~ratchet.autoharness.refine.ScaffoldRefiner` with the whole-harness refiner behind
-it), the proposers that ask no model (``induce``: :class:`~ratchet.autoharness.rules.InducedRulesProposer`;
-``repair``: ``mutation``; ``autofix``: ``autofix``), the legality suite on the search and held-out
-seeds, the paired gate, and the search's budget. :func:`run_on_engine` writes the starting
-workspace into the run and runs :class:`~ratchet.evolve.loop.Engine` on it;
-:func:`synthesize_on_engine` then runs what follows the dedicated search on the best harness (the
-held-out protocol with the model, the adoption verdict, the harness library) and writes the same
-per-game report.
+version (rejected children are nodes too, as in the search's tree); the critic + refiner proposer
+:class:`~ratchet.autoharness.proposer.HarnessRefinerProposer` (the ``grammar`` idea, ``novelty``'s
+hotter retry, requests cut to the model's context window) with a refiner: the paper's request
+(:class:`~ratchet.autoharness.refine.HarnessRefiner`, with ``helper_library`` and ``few_shot``),
+with the ``scaffold`` idea :class:`~ratchet.autoharness.refine.ScaffoldRefiner` (``body_prefix``
+where the request is long, ``short_examples``, ``aliases``; ``whole_fallback`` as the
+``HarnessRefiner`` behind it), with ``decompose`` :class:`~ratchet.autoharness.refine.DecomposeRefiner`;
+``fresh_roots`` and ``restarts`` as :class:`~ratchet.autoharness.proposer.FreshRootProposer`; the
+proposers that ask no model (``induce``: :class:`~ratchet.autoharness.rules.InducedRulesProposer`;
+``repair``: ``mutation``; ``autofix``: ``autofix``); the legality suite on the search and held-out
+seeds, scored as the search scores (h = 0.5·legal + 0.5·dense with the ``transitions`` and
+``scaffold`` checks, ``dense.harness_value``; ``explain_failures`` an option of its check; the
+``policy`` mode's value); ``novelty`` as ``static.novelty``; the paired gate; the search's budget
+and its stop at h = 1.0 (``stop_at_score``). :func:`run_on_engine` writes the starting workspace
+(``library_seed``: the library's best harness) into the run and runs
+:class:`~ratchet.evolve.loop.Engine` on it; :func:`synthesize_on_engine` then runs what follows the
+dedicated search on the best harness (the code-alone held-out check, the held-out protocol with the
+model, the adoption verdict, the harness library) and writes the same per-game report.
 
-The search's seeds split in two: the first half is the refiner's evidence (``search``), the rest
-the gate's (``heldin``), so a child is kept only when it plays games it was not refined on better;
-the held-out seeds are the report's untouched ``test`` split.
+The search's seeds split in two: the first half is the refiner's evidence (``search``) and the
+dense checks' exploration, the rest the gate's (``heldin``), so a child is kept only when it plays
+games it was not refined on better; the held-out seeds are the report's untouched ``test`` split.
 
-Not ported yet (the dedicated search in ``search.py`` still runs them): the ``transitions`` dense
-score (the engine scores the legal rate alone, not ``0.5·legal + 0.5·dense``), ``helper_library``
-documentation in the prompt, ``few_shot``, ``grammar``, ``decompose`` (a refiner,
-``DecomposeRefiner``, but not chosen here), ``fresh_roots``, ``explain_failures``, ``novelty``'s
-hotter retry (the engine's ``static.novelty`` drops the twin instead), ``aliases``,
-``short_examples``, ``restarts``, the context-window shrinking of requests, and batch mode; the
-code-alone held-out check, the held-out protocol and the adoption verdict run after the engine (:func:`synthesize_on_engine`), not yet as its report stage. Ported besides
-the proposers above: ``library_seed`` (the starting harness), ``novelty`` (``static.novelty``),
-``samples_per_step``, ``body_prefix``, ``whole_fallback`` and the stop at h = 1.0
-(``stop_at_score``).
+Not the same as the search in these ways: the held-out protocol and the adoption verdict run after
+the engine (:func:`synthesize_on_engine`), not as its report stage with the gate's statistics
+(``adoption.judge`` compares the two sides' point estimates); a restart asks the first request
+again, not with other example states; a repeated sample uses up one of the step's samples; the
+repair idea's mutants are not screened on the dense checks before they are judged.
 """
 
 from __future__ import annotations
