@@ -19,6 +19,7 @@ from ratchet.autoharness.runtime import InProcessHarness
 from ratchet.evolve.components import build
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.manifest import load_manifest
+from ratchet.evolve.preflight import gate_reach_warning
 from ratchet.models import ScriptedModel
 from ratchet.store import RunStore
 
@@ -82,6 +83,11 @@ def test_every_component_of_the_configuration_builds(tmp_path: Path) -> None:
     every = engine_config(small(ideas=RatchetIdeas(fresh_roots=True, restarts=True, grammar=True, few_shot=True)), ws)
     assert [build("proposer", spec, ctx).name for spec in every.proposers] == [
         "induced_rules", "harness_refiner", "fresh_root", "fresh_root", "autofix", "mutation"]
+    # the default seeds leave the gate 5 held-in tasks: a change that wins all of them must pass
+    default = engine_config(AutoHarnessConfig(env="TicTacToe-v0", heldout_seeds=[1000]), ws)
+    assert len(default.splits.ids["heldin"]) == 5
+    assert gate_reach_warning(build("gate", default.gate, ctx), 5) is None
+    assert gate_reach_warning(build("gate", default.gate.model_copy(update={"options": {"correction": "spending"}}), ctx), 5)
     decompose = engine_config(small(ideas=RatchetIdeas(decompose=True)), ws)
     assert decompose.proposers[1].options["refiner"] == DECOMPOSE_REFINER
     assert build("proposer", decompose.proposers[1], ctx).name == "harness_refiner"
