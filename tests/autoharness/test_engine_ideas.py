@@ -184,3 +184,21 @@ def test_a_fresh_root_refines_the_starting_harness_and_a_restart_waits_for_a_sta
     for k in range(2):
         archive.add(harness(LOOSE + f"\n# try {k}\n"), "rejected")
     assert isinstance(restart.propose(parent, archive, random.Random(0)), Proposal)
+
+
+def test_the_shipped_example_of_the_search_s_ideas_builds() -> None:
+    """examples/autoharness-engine/evolve-search-ideas.yaml: every component it names resolves and
+    its options validate (a negative control for the names and option keys)."""
+    import yaml
+
+    from ratchet.evolve.components import build
+    from ratchet.evolve.config import EvolveConfig
+
+    example = Path(__file__).parents[2] / "examples" / "autoharness-engine"
+    cfg = EvolveConfig.model_validate(yaml.safe_load((example / "evolve-search-ideas.yaml").read_text()))
+    ctx = EngineContext(load_manifest(example), example)
+    built = [build("proposer", spec, ctx) for spec in cfg.proposers]
+    assert [p.name for p in built] == ["induced_rules", "harness_refiner", "fresh_root", "autofix", "mutation"]
+    assert built[2].options.after_stall == 2 and built[2].options.hotter_retry == 0.3
+    suite = build("suite", cfg.suite, ctx)
+    assert suite.options.dense == ["transitions", "legal_actions"] and suite.options.explain_failures
