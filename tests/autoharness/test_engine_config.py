@@ -10,9 +10,18 @@ from pathlib import Path
 import pytest
 
 from ratchet.autoharness.config import AutoHarnessConfig, RatchetIdeas
-from ratchet.autoharness.engine import (BLANK_HARNESS, DECOMPOSE_REFINER, HARNESS_PROPOSER, HARNESS_REFINER, INDUCED_RULES,
-                                        LEGALITY_SUITE,
-                                        SCAFFOLD_REFINER, engine_config, run_on_engine, starting_harness)
+from ratchet.autoharness.engine import (
+    BLANK_HARNESS,
+    DECOMPOSE_REFINER,
+    HARNESS_PROPOSER,
+    HARNESS_REFINER,
+    INDUCED_RULES,
+    LEGALITY_SUITE,
+    SCAFFOLD_REFINER,
+    engine_config,
+    run_on_engine,
+    starting_harness,
+)
 from ratchet.autoharness.library import HarnessLibrary
 from ratchet.autoharness.pipeline import best_code
 from ratchet.autoharness.runtime import InProcessHarness

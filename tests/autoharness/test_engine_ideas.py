@@ -170,7 +170,7 @@ def test_requests_are_cut_to_the_context_window_and_a_window_too_small_is_a_clea
 
 def test_a_fresh_root_refines_the_starting_harness_and_a_restart_waits_for_a_stall(tmp_path: Path) -> None:
     archive = Archive()
-    root = archive.add(harness(LOOSE), "accepted")
+    archive.add(harness(LOOSE), "accepted")  # the starting harness: the run's first candidate
     later = GOOD.replace("random.choice(free(board))", "free(board)[0]")
     parent = archive.add(harness(later), "accepted", failures=())
     model = ScriptedModel([fenced(GOOD)], cycle=True)

@@ -105,7 +105,7 @@ def engine_config(cfg: AutoHarnessConfig, workspace: Path, description: str = ""
     search, heldin = cfg.search_seeds[:half], cfg.search_seeds[half:] or cfg.search_seeds[:half]
     ratchet = cfg.method == "ratchet"
     ideas = cfg.ideas
-    on = (lambda idea: ratchet and getattr(ideas, idea))  # noqa: E731 - an idea of the ratchet method, switched on
+    on = (lambda idea: ratchet and getattr(ideas, idea))
     refiner: dict[str, Any] = {"game": cfg.env, "description": description, "mode": cfg.mode,
                                "helper_library": on("helper_library"), "few_shot": on("few_shot")}
     critic: dict[str, Any] = {

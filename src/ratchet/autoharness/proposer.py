@@ -24,8 +24,8 @@ from pydantic import Field
 from ratchet.contracts import ArchiveView, Candidate, Failure, Message, Proposal, RatchetError, Skip
 from ratchet.envs.answers import CODE_BLOCK_GRAMMAR
 from ratchet.evolve.context import EngineContext
-from ratchet.evolve.proposers.critic import CriticRefinerProposer, Refiner, ScreeningRefiner
 from ratchet.evolve.proposers.config import CriticRefinerOptions
+from ratchet.evolve.proposers.critic import CriticRefinerProposer, Refiner, ScreeningRefiner
 from ratchet.evolve.proposers.mutation import normalized
 from ratchet.evolve.proposers.parsing import closed
 from ratchet.models.request import context_window, continued
