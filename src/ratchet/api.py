@@ -227,18 +227,18 @@ def synthesize_harness(env: str | None = None, *, model: str | None = None, mode
                        protocol: str = "quick", protocol_overrides: Iterable[str] = (),
                        store: str | Path | None = None, resume: str | None = None, threads: int | None = None,
                        on_progress: EventHandler | None = None,
-                       on_phase: Callable[[str], None] | None = None, on_engine: bool = False) -> HarnessResult:
+                       on_phase: Callable[[str], None] | None = None, on_engine: bool = True) -> HarnessResult:
     """Let a model write the harness for one TextArena game (``ratchet autoharness --env ENV``).
 
     ``env``, ``model``, ``mode`` (verifier | filter | policy), ``method`` (faithful | ratchet),
     ``iterations`` and ``max_calls`` set the matching :class:`~ratchet.autoharness.config.AutoHarnessConfig`
     fields over ``config`` (a YAML file or an object) and ``overrides`` (``key=value``). ``protocol``
     sizes the held-out check (:data:`PROTOCOLS`, or ``none``). ``resume`` continues a run by id with
-    the config it started with. ``on_engine`` runs the synthesis on the improvement engine
-    (:mod:`ratchet.autoharness.engine`) instead of the dedicated search. The best harness is exported
-    with ``ratchet autoharness export``."""
+    the config it started with. The synthesis runs on the improvement engine
+    (:mod:`ratchet.autoharness.engine`); ``on_engine=False`` runs the dedicated search instead
+    (``on_progress`` hears its iterations). The best harness is exported with ``ratchet autoharness export``."""
     from ratchet.autoharness.config import AutoHarnessConfig
-    from ratchet.autoharness.pipeline import accounted, open_or_create, synthesize_game
+    from ratchet.autoharness.pipeline import accounted, open_or_create, searched, synthesize_game
     from ratchet.config import load_config
     from ratchet.store import RunStore
 
@@ -255,7 +255,7 @@ def synthesize_harness(env: str | None = None, *, model: str | None = None, mode
         from ratchet.models import load_model
 
         llm = load_model(cfg.model, threads=threads)
-        if on_engine:
+        if on_engine and not searched(run):  # a run the search started carries on by the search
             from ratchet.autoharness.engine import synthesize_on_engine
 
             report = synthesize_on_engine(cfg, llm, run, protocol=proto, play_model=llm, on_phase=on_phase)

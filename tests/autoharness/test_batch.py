@@ -50,6 +50,13 @@ def test_the_same_command_on_the_same_store_carries_on_with_an_unfinished_batch(
     assert len([r for r in store.list_runs() if r["kind"] == BATCH_KIND]) == 3
 
 
+def untimed(value):
+    """``value`` without its wall-clock times (the engine's report keeps its budget's ``wall_s``)."""
+    if isinstance(value, dict):
+        return {k: untimed(v) for k, v in value.items() if k != "wall_s"}
+    return value
+
+
 def test_on_a_pool_each_game_is_one_job_and_the_results_equal_the_in_process_batch(tmp_path):
     def content(root, executor):
         store = RunStore(root / "runs")
@@ -57,7 +64,7 @@ def test_on_a_pool_each_game_is_one_job_and_the_results_equal_the_in_process_bat
                                 heldout_seeds=[7], library_dir=str(root / "lib"))
         cfg.budget.max_calls = 1
         state = run_suite("autoharness-145", cfg, store, None, games=GAMES, executor=executor)
-        reports = {g: {k: v for k, v in r.items() if k not in ("run_id", "wall_s", "search")} for g, r in state["reports"].items()}
+        reports = {g: {k: untimed(v) for k, v in r.items() if k not in ("run_id", "wall_s", "search")} for g, r in state["reports"].items()}
         runs = {g: sorted((c["id"], c["status"]) for c in store.open_run(state["runs"][g]).candidates()) for g in GAMES}
         return reports, runs, sorted(p.name for p in (root / "lib").rglob("*") if p.is_file())
 
@@ -103,3 +110,16 @@ def test_a_batch_stopped_after_its_time_starts_no_new_game_and_carries_on_later(
     assert store.open_run(batch_id).status().get("status") != "done"
     later = run_suite("autoharness-145", cfg, store, None, games=GAMES)
     assert list(later["reports"]) == GAMES and store.open_run(batch_id).status()["status"] == "done"
+
+
+def test_games_run_on_the_engine_and_by_the_search_only_when_asked(tmp_path):
+    store = RunStore(tmp_path / "runs")
+    cfg = AutoHarnessConfig(model="scripted:", iterations=1, eval_envs=1, eval_steps=4, search_seeds=[0],
+                            heldout_seeds=[7], library_dir=str(tmp_path / "lib"))
+    cfg.budget.max_calls = 1
+    engine = run_suite("autoharness-145", cfg, store, None, games=GAMES[:1])
+    search = run_suite("autoharness-145", cfg, store, None, games=GAMES[:1], on_engine=False)
+    assert engine["reports"][GAMES[0]]["search"]["on"] == "engine" and engine["reports"][GAMES[0]]["engine"]
+    assert "on" not in search["reports"][GAMES[0]]["search"] and "engine" not in search["reports"][GAMES[0]]
+    assert store.open_run(engine["runs"][GAMES[0]]).read_jsonl("evolve/events.jsonl")
+    assert not store.open_run(search["runs"][GAMES[0]]).read_jsonl("evolve/events.jsonl")

@@ -1,4 +1,4 @@
-"""Chaos: ``ratchet autoharness`` SIGKILLed at random moments and resumed each time loses nothing,
+"""Chaos: ``ratchet autoharness --search`` (the dedicated search) SIGKILLed at random moments and resumed each time loses nothing,
 pays for no reply twice, keeps its SQLite store intact and ends where an uninterrupted run ends."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from ratchet.autoharness.search import REPLIES
 
 DRIVER = Path(__file__).with_name("chaos_cli.py")
 KILLS = 20
-OPTIONS = ["--env", "TicTacToe-v0", "--model", "scripted:", "--method", "faithful", "--iterations", "8",
+OPTIONS = ["--search", "--env", "TicTacToe-v0", "--model", "scripted:", "--method", "faithful", "--iterations", "8",
            "--set", "eval_envs=2", "--set", "eval_steps=60", "--set", "search_seeds=[0,1]",
            "--set", "heldout_seeds=[50]", "--set", "rng_seed=3", "--protocol", "none"]
 

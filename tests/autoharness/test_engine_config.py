@@ -10,14 +10,25 @@ from pathlib import Path
 import pytest
 
 from ratchet.autoharness.config import AutoHarnessConfig, RatchetIdeas
-from ratchet.autoharness.engine import (BLANK_HARNESS, HARNESS_REFINER, INDUCED_RULES, LEGALITY_SUITE,
-                                        SCAFFOLD_REFINER, engine_config, run_on_engine, starting_harness)
+from ratchet.autoharness.engine import (
+    BLANK_HARNESS,
+    DECOMPOSE_REFINER,
+    HARNESS_PROPOSER,
+    HARNESS_REFINER,
+    INDUCED_RULES,
+    LEGALITY_SUITE,
+    SCAFFOLD_REFINER,
+    engine_config,
+    run_on_engine,
+    starting_harness,
+)
 from ratchet.autoharness.library import HarnessLibrary
 from ratchet.autoharness.pipeline import best_code
 from ratchet.autoharness.runtime import InProcessHarness
 from ratchet.evolve.components import build
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.manifest import load_manifest
+from ratchet.evolve.preflight import gate_reach_warning
 from ratchet.models import ScriptedModel
 from ratchet.store import RunStore
 
@@ -49,7 +60,7 @@ def test_the_ratchet_method_is_thompson_the_scaffold_refiner_and_the_no_model_pr
     cfg = engine_config(small(), tmp_path, "Tic Tac Toe")
     assert cfg.suite.name == LEGALITY_SUITE and cfg.suite.options["seeds"] == [0, 1, 2, 3, 1000, 1001]
     assert cfg.selector.name == "thompson" and cfg.selector.options == {"c": 1.0, "pool": "scored"}
-    assert [p.name for p in cfg.proposers] == [INDUCED_RULES, "critic_refiner", "autofix", "mutation"]
+    assert [p.name for p in cfg.proposers] == [INDUCED_RULES, HARNESS_PROPOSER, "autofix", "mutation"]
     critic = cfg.proposers[1].options
     assert critic["refiner"] == SCAFFOLD_REFINER and critic["fallback_refiner"] == HARNESS_REFINER
     assert critic["samples"] == 4 and critic["refiner_options"]["seeds"] == [0, 1]
@@ -58,13 +69,14 @@ def test_the_ratchet_method_is_thompson_the_scaffold_refiner_and_the_no_model_pr
                               "test": ["TicTacToe-v0#1000", "TicTacToe-v0#1001"]}
     assert cfg.static.novelty and cfg.budget.max_calls == 40 and cfg.iterations == 1
     off = engine_config(small(ideas=RatchetIdeas(induce=False, autofix=False, repair=False, scaffold=False)), tmp_path)
-    assert [p.name for p in off.proposers] == ["critic_refiner"] and off.proposers[0].options["refiner"] == HARNESS_REFINER
+    assert [p.name for p in off.proposers] == [HARNESS_PROPOSER] and off.proposers[0].options["refiner"] == HARNESS_REFINER
 
 
 def test_the_faithful_method_is_the_papers_loop_alone(tmp_path: Path) -> None:
     cfg = engine_config(small(method="faithful"), tmp_path)
     [critic] = cfg.proposers
-    assert critic.name == "critic_refiner" and critic.options["refiner"] == HARNESS_REFINER
+    assert critic.name == HARNESS_PROPOSER and critic.options["refiner"] == HARNESS_REFINER
+    assert not critic.options["grammar"] and not critic.options["hotter_retry"] and not cfg.suite.options["dense"]
     assert critic.options["samples"] == 1 and critic.options["temperature"] == 0.2 and not cfg.static.novelty
 
 
@@ -76,7 +88,18 @@ def test_every_component_of_the_configuration_builds(tmp_path: Path) -> None:
     cfg = engine_config(small(), ws, "Tic Tac Toe")
     ctx = EngineContext(load_manifest(ws), ws)
     built = [build("proposer", spec, ctx) for spec in cfg.proposers]
-    assert [p.name for p in built] == ["induced_rules", "critic_refiner", "autofix", "mutation"]
+    assert [p.name for p in built] == ["induced_rules", "harness_refiner", "autofix", "mutation"]
+    every = engine_config(small(ideas=RatchetIdeas(fresh_roots=True, restarts=True, grammar=True, few_shot=True)), ws)
+    assert [build("proposer", spec, ctx).name for spec in every.proposers] == [
+        "induced_rules", "harness_refiner", "fresh_root", "fresh_root", "autofix", "mutation"]
+    # the default seeds leave the gate 5 held-in tasks: a change that wins all of them must pass
+    default = engine_config(AutoHarnessConfig(env="TicTacToe-v0", heldout_seeds=[1000]), ws)
+    assert len(default.splits.ids["heldin"]) == 5
+    assert gate_reach_warning(build("gate", default.gate, ctx), 5) is None
+    assert gate_reach_warning(build("gate", default.gate.model_copy(update={"options": {"correction": "spending"}}), ctx), 5)
+    decompose = engine_config(small(ideas=RatchetIdeas(decompose=True)), ws)
+    assert decompose.proposers[1].options["refiner"] == DECOMPOSE_REFINER
+    assert build("proposer", decompose.proposers[1], ctx).name == "harness_refiner"
     assert build("suite", cfg.suite, ctx).name == "legality"
 
 
@@ -93,17 +116,19 @@ def test_a_faithful_run_on_the_engine_keeps_the_fixed_harness(tmp_path: Path) ->
     assert (Path(run.dir) / "workspace" / "harness.py").read_text() == BLANK_HARNESS
 
 
-def test_the_command_runs_the_engine_with_engine(tmp_path: Path) -> None:
-    """``ratchet autoharness --engine``: the blank harness evaluated in the sandbox on every split
-    (no step: no model call), then the per-game report as the dedicated search prints it."""
+def test_the_command_runs_the_engine_by_default_and_the_search_with_search(tmp_path: Path) -> None:
+    """``ratchet autoharness``: the blank harness evaluated in the sandbox on every split (no step:
+    no model call), then the per-game report as the dedicated search prints it; ``--search`` runs
+    the dedicated search, and a run it started carries on by it when resumed."""
     from typer.testing import CliRunner
 
+    from ratchet import api
     from ratchet.cli import app
 
-    result = CliRunner().invoke(app, [
-        "autoharness", "--engine", "--env", "TicTacToe-v0", "--model", "scripted:", "--iterations", "0",
-        "--set", "search_seeds=[0,1]", "--set", "heldout_seeds=[1000]", "--set", "eval_steps=5",
-        "--set", f"library_dir={tmp_path / 'library'}", "--protocol", "none", "--store", str(tmp_path / "runs")])
+    options = ["--env", "TicTacToe-v0", "--model", "scripted:", "--iterations", "0",
+               "--set", "search_seeds=[0,1]", "--set", "heldout_seeds=[1000]", "--set", "eval_steps=5",
+               "--set", f"library_dir={tmp_path / 'library'}", "--protocol", "none", "--store", str(tmp_path / "runs")]
+    result = CliRunner().invoke(app, ["autoharness", *options])
     assert result.exit_code == 0, result.output
     assert "after 0 iterations, 0 LLM calls" in " ".join(result.output.split())
     store = RunStore(tmp_path / "runs")
@@ -112,6 +137,12 @@ def test_the_command_runs_the_engine_with_engine(tmp_path: Path) -> None:
     assert (Path(run.dir) / "workspace" / "harness.py").read_text() == BLANK_HARNESS
     report = run.read_json("report.json")
     assert report["search"]["on"] == "engine" and report["adoption"]["verdict"] == "unchecked"
+    searched = CliRunner().invoke(app, ["autoharness", "--search", *options])
+    assert searched.exit_code == 0, searched.output
+    [other] = [r for r in store.list_runs() if r["id"] != row["id"]]
+    assert "on" not in store.open_run(other["id"]).read_json("report.json")["search"]
+    resumed = api.synthesize_harness(resume=other["id"], protocol="none", store=tmp_path / "runs")
+    assert "on" not in resumed.report["search"] and not (Path(resumed.run_dir) / "workspace").exists()
 
 
 def test_the_held_out_protocol_and_the_adoption_verdict_follow_the_engine(tmp_path: Path) -> None:

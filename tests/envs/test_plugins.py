@@ -85,7 +85,7 @@ def test_a_textarena_game_from_a_plugin_keeps_its_player_count_through_ratchet_a
     assert "Traceback" not in done.stderr
     # Not a terminal: one plain line per phase (a progress bar would print nothing until the end).
     assert "Plots-v0: harvesting and search" in done.stdout and "Plots-v0: done" in done.stdout
-    reports = list((tmp_path / "runs").rglob("report.json"))
+    reports = list((tmp_path / "runs").glob("*/report.json"))  # the run's, not the engine's evolve/report.json
     assert len(reports) == 1 and '"players": 1' in reports[0].read_text()
     # In this process too: loaded by hand, made with 1 player, reset through the wrapped registration.
     monkeypatch.syspath_prepend(str(here))

@@ -74,7 +74,7 @@ class RatchetIdeas(Settings):
     aliases: bool = True
     """Listed actions the harvest shows are one move (``envs.aliases``) added by the scaffold's legal_actions to legal_moves' answer."""
     short_examples: bool = True
-    """Where the one-function request is long (over ``ideas.LONG_REQUEST`` characters: long text
+    """Where the one-function request is long (over ``prompts.LONG_REQUEST`` characters: long text
     boards, big grids), show two doctest examples instead of three, a text board's without the
     opening every observation shares. Tic Tac Toe's request is short and unchanged."""
     body_prefix: bool = True

@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from ratchet.autoharness.dense import harness_value, run_checks
 from ratchet.autoharness.runtime import HarnessRuntime, RuntimeFactory
 from ratchet.contracts import Candidate, Failure, Observation, Task, TaskResult
 from ratchet.envs import measure
@@ -86,24 +87,41 @@ class LegalityEvaluator:
     name = "legality"
 
     def __init__(self, env_factory: EnvFactory, runtime_factory: RuntimeFactory, seeds: Sequence[int], steps_per_env: int,
-                 step_cap: int = 200, action_shape: str | None = None, game: str = "") -> None:
+                 step_cap: int = 200, action_shape: str | None = None, game: str = "",
+                 dense: Sequence[Any] = (), policy: bool = False) -> None:
         self.env_factory, self.runtime_factory, self.seeds = env_factory, runtime_factory, list(seeds)
         self.steps, self.step_cap, self.action_shape, self.game = steps_per_env, step_cap, action_shape, game
+        #: Dense checks (``dense.DenseCheck``) run once per evaluation on the loaded harness: each
+        #: task's score is then ``dense.harness_value`` of its primary score and their metrics.
+        self.dense = list(dense)
+        #: Score a task by the policy value (``policy`` mode), not the legal rate.
+        self.policy = policy
 
     def tasks(self) -> list[Task]:
         return [Task(f"{self.game}#{seed}", {"seed": seed}) for seed in self.seeds]
 
     def fingerprint(self) -> str:
         settings = {"evaluator": self.name, "game": self.game, "steps": self.steps, "step_cap": self.step_cap, "shape": self.action_shape}
+        if self.dense or self.policy:  # only then: a plain judge keeps the fingerprint its cached results have
+            settings.update(dense=[c.name for c in self.dense], policy=self.policy)
         return fingerprint(settings, [Path(__file__), Path(measure.__file__)])
 
     def evaluate(self, candidate: Candidate, tasks: Sequence[Task], seed: int) -> list[TaskResult]:
+        code = candidate.files.get("harness.py", "")
         with self.runtime_factory(dict(candidate.files)) as runtime:
             played = self.lockstep(runtime, tasks, seed)
-        return [TaskResult(t.id, seed, 0.0 if p.legal_rate is None else p.legal_rate, f"{p.steps} steps, {p.illegal} illegal, {p.games} games",
-                           tuple(replace(f, task_id=t.id) for f in p.failures),
-                           {"steps": float(p.steps), "illegal": float(p.illegal), "games": float(p.games), "reward": sum(p.rewards)})
-                for t, p in zip(tasks, played.envs)]
+            checked, found = run_checks(self.dense, runtime, code) if self.dense and tasks else ({}, [])
+        results = []
+        for k, (t, p) in enumerate(zip(tasks, played.envs)):
+            rate = 0.0 if p.legal_rate is None else p.legal_rate
+            primary = policy_value(p) if self.policy else rate
+            # The dense checks judge the whole harness, not a task: their failures go with the first
+            # task's, so the refiner is shown them once.
+            failures = [replace(f, task_id=t.id) for f in p.failures + (found if k == 0 else [])]
+            results.append(TaskResult(t.id, seed, harness_value(primary, checked), f"{p.steps} steps, {p.illegal} illegal, {p.games} games",
+                                      tuple(failures), {"steps": float(p.steps), "illegal": float(p.illegal), "games": float(p.games),
+                                                        "reward": sum(p.rewards), "legal_rate": rate, **checked}))
+        return results
 
     def lockstep(self, runtime: HarnessRuntime, tasks: Sequence[Task], seed: int = 0) -> measure.Lockstep:
         """The tasks' envs played together by a harness already loaded: per env what :meth:`evaluate`

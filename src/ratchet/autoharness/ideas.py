@@ -19,13 +19,13 @@ from ratchet.autoharness import critic
 from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.decompose import Decomposer
 from ratchet.autoharness.evaluate import ENV_REJECTED
-from ratchet.autoharness.prompts import scaffold_for, scaffold_function
+from ratchet.autoharness.prompts import is_long, scaffold_for, shortened
 from ratchet.autoharness.transitions import check_legal_actions, listed_accuracy, score_is_legal
 from ratchet.autoharness.views import examples
 from ratchet.envs.aliases import infer_aliases
 from ratchet.envs.explore import Transition, balanced_subset
 from ratchet.contracts import Failure
-from ratchet.envs.rules import common_opening, fit_harvest, rejected_labels
+from ratchet.envs.rules import fit_harvest, rejected_labels
 from ratchet.evolve.selectors import pooled_arm
 from ratchet.envs.answers import CODE_BLOCK_GRAMMAR, defined_functions, has_body
 from ratchet.evolve.proposers.mutation import fixed, mutants, normalized
@@ -403,12 +403,6 @@ class Restarts(Idea):
             options["scaffold_examples"] = examples(search.view(), random.Random(restarts).sample(search.listed, min(3, len(search.listed))))
 
 
-#: Characters of ``legal_moves``' signature and docstring above which the one-function request
-#: counts as long. Measured with the 1.5B: it copied the docstring back without a body on Tower of
-#: Hanoi (5 of 5 replies; its root request's signature and docstring are 1,826 characters), Guess
-#: the Number (6 of 6, 2,295) and Lights Out (5 of 6, 1,448). Tic Tac Toe's (527: 9 cells, at most 9
-#: actions an example; Connect Four 726, Frozen Lake 668) is answered with a body by the 0.5B and keeps its request.
-LONG_REQUEST = 1000
 
 
 def long_request(search: Synthesis) -> bool:
@@ -417,8 +411,9 @@ def long_request(search: Synthesis) -> bool:
     if "long_request" not in search.state:
         scaffold = next((i for i in search.ideas if isinstance(i, Scaffold)), None)
         examples = scaffold.examples(search) if scaffold is not None and search.listed else []
-        search.state["long_request"] = bool(examples) and len(scaffold_function(examples, search.view())) > LONG_REQUEST
+        search.state["long_request"] = is_long(examples, search.view())
     return search.state["long_request"]
+
 
 
 class BodyPrefix(Idea):
@@ -442,14 +437,9 @@ class ShortExamples(Idea):
 
     def prompt(self, search, options, lesson, shown):
         examples = options.get("scaffold_examples") or []
-        if not examples or not long_request(search):
-            return
-        examples = examples[: self.keep]
-        if search.view().name == "text":
-            texts = [str(args[0]) for args, _ in examples]
-            common = len(common_opening(texts)) if len(texts) > 1 else 0
-            examples = [(("…" + str(args[0])[common:].lstrip("\n"),) if common else args, legal) for args, legal in examples]
-        options["scaffold_examples"] = examples
+        if examples and long_request(search):
+            options["scaffold_examples"] = shortened(examples, search.view(), self.keep)
+
 
 
 class WholeFallback(Idea):

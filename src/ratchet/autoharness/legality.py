@@ -1,5 +1,7 @@
 """AutoHarness's legality judge as an engine suite: a candidate's ``harness.py`` plays a TextArena
-game by code alone, each task one env seed, scored by its legal-action rate there.
+game by code alone, each task one env seed, scored by its legal-action rate there, or with the
+``dense`` option by h = 0.5·legal + 0.5·dense (``dense.harness_value``, the dedicated search's
+formula), the dense checks run once per evaluation on the game explored on ``harvest_seeds``.
 
 A run config names it by import path, as the engine names every configuration's parts:
 ``suite: {name: "ratchet.autoharness.legality:LegalitySuite", options: {game: TicTacToe-v0, ...}}``.
@@ -17,18 +19,22 @@ draws are seeded per batched call, so a randomized harness may play differently 
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 
-from ratchet.autoharness import runtime
+from ratchet.autoharness import dense, runtime, transitions
+from ratchet.autoharness.dense import DenseCheck, build_checks
 from ratchet.autoharness.evaluate import LegalityEvaluator
 from ratchet.autoharness.runtime import RuntimeFactory, sandbox_runtime_factory
 from ratchet.config import Settings
 from ratchet.contracts import Candidate, Task, TaskResult
-from ratchet.envs import registry, textarena_env
+from ratchet.envs import explore, registry, textarena_env
+from ratchet.envs.explore import harvest
 from ratchet.envs.registry import env_factory_for
 from ratchet.evolve.canary import Canary
 from ratchet.evolve.context import EngineContext
@@ -67,6 +73,25 @@ class LegalityOptions(Settings):
     action_shape: str | None = None
     """The game's action grammar in words (e.g. ``[N]``), named in the feedback when the code returns
     something other than the action text; None names none."""
+    dense: list[Literal["transitions", "legal_actions"]] = Field(default_factory=list)
+    """Dense checks averaged with the legal rate, h = 0.5·legal + 0.5·dense (``dense.harness_value``,
+    the dedicated search's score): ``transitions`` (``is_legal_action`` on labelled transitions of
+    the explored game, the ``transitions`` idea) and ``legal_actions`` (a scaffolded harness's
+    ``legal_actions`` against the game's own legal lists, the ``scaffold`` idea's check). Empty:
+    the legal rate alone."""
+    explain_failures: bool = False
+    """The ``explain_failures`` idea: the ``legal_actions`` check names an inverted condition, a
+    hard-coded answer or a test never true plainly, before the wrong states it shows."""
+    harvest_seeds: list[int] = Field(default_factory=lambda: [0, 1, 2, 3])
+    """Env seeds the game is explored on (once, before the first evaluation) for the dense checks;
+    the search's seeds, so the checks hold no state of a held-in or test game's own play."""
+    transitions_per_seed: int = Field(default=60, ge=1)
+    """Labelled transitions explored per harvest seed."""
+    rng_seed: int = 0
+    """Seed of the exploration and of the unit tests' balanced subset (the search's ``rng_seed``)."""
+    mode: Literal["verifier", "filter", "policy"] = "verifier"
+    """``policy`` scores a task by the harness's policy value (0 if any move failed, else 0.5 +
+    0.5·mean reward), as the search scores the policy mode; the others by the legal rate."""
 
 
 class LegalitySuite:
@@ -79,12 +104,22 @@ class LegalitySuite:
         # Kept instead of ctx: the suite calls no model, and the default factory is built per
         # evaluation so that the suite pickles for the process executors.
         self.injected: RuntimeFactory | None = None if ctx is None else ctx.extra.get("harness_runtime")
+        self._checks: list[DenseCheck] | None = None
+
+    def checks(self) -> list[DenseCheck]:
+        """The dense checks, the game explored for them once (in this process) on ``harvest_seeds``."""
+        o = self.options
+        if self._checks is None:
+            transitions = (harvest(env_factory_for(o.game), env_factory_for(o.game, hints=True), o.harvest_seeds,
+                                   o.transitions_per_seed, random.Random(o.rng_seed)) if o.dense else [])
+            self._checks = build_checks(o.dense, transitions, o.rng_seed, o.explain_failures)
+        return self._checks
 
     def judge(self) -> LegalityEvaluator:
         o = self.options
         runtime_factory = self.injected or sandbox_runtime_factory(o.call_timeout_s)
         return LegalityEvaluator(env_factory_for(o.game), runtime_factory, o.seeds, o.steps_per_env, o.step_cap,
-                                 o.action_shape, o.game)
+                                 o.action_shape, o.game, self.checks(), o.mode == "policy")
 
     def tasks(self) -> list[Task]:
         return self.judge().tasks()
@@ -101,7 +136,7 @@ class LegalitySuite:
         settings = {"suite": self.name, "version": VERSION, "textarena": arena, "runtime": where,
                     "judge": self.judge().fingerprint(), **self.options.model_dump()}
         # harnesslib: what a harness may import decides its score as much as the harness does.
-        sources = [Path(m.__file__) for m in (runtime, registry, textarena_env)]
+        sources = [Path(m.__file__) for m in (runtime, registry, textarena_env, dense, transitions, explore)]
         return fingerprint(settings, [*sources, runtime.HARNESSLIB_PATH, Path(__file__)])
 
     def evaluate(self, candidate: Candidate, tasks: Sequence[Task], seed: int) -> list[TaskResult]:

@@ -39,6 +39,15 @@ def open_or_create(store: Any, cfg: AutoHarnessConfig, resume: str | None, name:
     return store.create_run(RUN_KIND, cfg.model_dump(), name or f"{cfg.env}-{cfg.mode}-{cfg.method}"), cfg
 
 
+def searched(run: Any) -> bool:
+    """Whether ``run`` was started by the dedicated search (it has the search's checkpoint): a
+    resumed run carries on the way it started."""
+    try:
+        return bool(run.load_checkpoint("autoharness"))
+    except (FileNotFoundError, KeyError):
+        return False
+
+
 def synthesize_game(
     cfg: AutoHarnessConfig,
     model: Model,

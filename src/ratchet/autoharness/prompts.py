@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ratchet.envs import harnesslib as lib
 from ratchet.contracts import Failure, Message
 from ratchet.envs.answers import function_source
+from ratchet.envs.rules import common_opening
 
 if TYPE_CHECKING:  # views imports this module's text helpers
     from ratchet.autoharness.views import BoardView
@@ -124,6 +125,30 @@ def scaffold_function(examples: Sequence[tuple[tuple[Any, ...], Sequence[str]]],
         lines.append(f"    {list(legal)[:24]!r}")
     lines.append('    """')
     return "\n".join(lines)
+
+
+#: Characters of ``legal_moves``' signature and docstring above which the one-function request
+#: counts as long. Measured with the 1.5B: it copied the docstring back without a body on Tower of
+#: Hanoi (5 of 5 replies; its root request's signature and docstring are 1,826 characters), Guess
+#: the Number (6 of 6, 2,295) and Lights Out (5 of 6, 1,448). Tic Tac Toe's (527: 9 cells, at most 9
+#: actions an example; Connect Four 726, Frozen Lake 668) is answered with a body by the 0.5B and keeps its request.
+LONG_REQUEST = 1000
+
+
+def is_long(examples: Sequence[tuple[Any, Sequence[str]]], view: Any) -> bool:
+    """Whether the one-function request with these (root) examples is long (``LONG_REQUEST``)."""
+    return bool(examples) and len(scaffold_function(examples, view)) > LONG_REQUEST
+
+
+def shortened(examples: Sequence[tuple[Any, Sequence[str]]], view: Any, keep: int = 2) -> list[tuple[Any, Sequence[str]]]:
+    """The ``short_examples`` idea: ``keep`` examples, a text board's without the opening every one
+    of them shares (the rules, shown above them in the request)."""
+    examples = list(examples[:keep])
+    if view.name == "text":
+        texts = [str(args[0]) for args, _ in examples]
+        common = len(common_opening(texts)) if len(texts) > 1 else 0
+        examples = [(("…" + str(args[0])[common:].lstrip("\n"),) if common else args, legal) for args, legal in examples]
+    return examples
 
 
 def scaffold_request(examples: Sequence[tuple[tuple[Any, ...], Sequence[str]]], view: BoardView) -> str:

@@ -19,10 +19,11 @@ from typing import Any
 from ratchet.autoharness import views
 from ratchet.autoharness.critic import summarize
 from ratchet.autoharness.decompose import PARSER, Decomposer
-from ratchet.autoharness.prompts import synthesis_prompt
+from ratchet.autoharness.prompts import is_long, scaffold_for, shortened, synthesis_prompt
 from ratchet.autoharness.runtime import sandbox_runtime_factory
 from ratchet.autoharness.transitions import check_legal_actions, listed_accuracy
 from ratchet.contracts import Failure, Message, RatchetError
+from ratchet.envs.aliases import infer_aliases
 from ratchet.envs.answers import defined_functions, extract_code
 from ratchet.envs.explore import listed_states
 from ratchet.envs.registry import env_factory_for
@@ -55,12 +56,20 @@ class HarnessRefiner:
     the function the shown failures blame (:func:`which_to_refine`), the reply's code completed
     from the parent where it leaves a function out, refused unless it defines both."""
 
-    def __init__(self, game: str, description: str = "", mode: str = "verifier") -> None:
+    def __init__(self, game: str, description: str = "", mode: str = "verifier", helper_library: bool = False,
+                 few_shot: bool = False) -> None:
         self.game, self.description, self.mode = game, description, mode
+        #: The ``helper_library`` idea: the request documents ``harnesslib`` with its output on a
+        #: real board of the game (the first shown failure's).
+        self.helper_library = helper_library
+        #: The ``few_shot`` idea: a complete worked harness for another game (Connect Four) in the request.
+        self.few_shot = few_shot
 
     def request(self, code: str, shown: list[Failure], pool: list[Failure]) -> list[Message]:
+        board = next((f.detail["board"] for f in shown if f.detail.get("board")), None) if self.helper_library else None
         return synthesis_prompt(game=self.game, description=self.description, action_examples=[], mode=self.mode, code=code,
-                                failures=shown, refine=which_to_refine(shown), error_summary=summarize(pool))
+                                failures=shown, refine=which_to_refine(shown), error_summary=summarize(pool),
+                                helper_library=self.helper_library, few_shot=self.few_shot, sample_board=board)
 
     def new_code(self, reply: str, code: str) -> tuple[str | None, str]:
         new = extract_code(reply, previous=code, required=REQUIRED)
@@ -117,9 +126,20 @@ class ScaffoldRefiner(ExploringRefiner):
 
     def __init__(self, game: str, description: str = "", seeds: Sequence[int] = (0, 1, 2, 3), examples: int = 3,
                  transitions_per_seed: int = 60, body_only: bool = False, counterexamples: int = 0,
-                 call_timeout_s: float = 2.0) -> None:
+                 call_timeout_s: float = 2.0, short_examples: bool = False, aliases: bool = False,
+                 long_only: bool = False) -> None:
         super().__init__(game, description, seeds, transitions_per_seed, call_timeout_s)
         self.examples, self.body_only, self.counterexamples = examples, body_only, counterexamples
+        #: The ``short_examples`` idea: where the request is long (``prompts.is_long``), two examples,
+        #: a text board's without the opening they all share.
+        self.short_examples = short_examples
+        #: The ``aliases`` idea: listed actions that are one move under two names (``envs.aliases``,
+        #: read from the harvest) go into the template's ``ALIASES``, which ``legal_actions`` adds.
+        self.aliases = aliases
+        #: ``body_only`` only where the request is long, as the search's ``body_prefix`` idea.
+        self.long_only = long_only
+        self._template = ""
+        self._long = False
         self._listed: list[tuple[str, list[str]]] = []
         self._spread: list[tuple[str, list[str]]] = []
         self._picked: list[Any] = []
@@ -132,6 +152,8 @@ class ScaffoldRefiner(ExploringRefiner):
         self._listed = listed = listed_states(h.transitions, limit=None)
         self._spread = listed[len(listed) // 3 :: max(1, len(listed) // 4)] + listed  # as the search picks them
         self._picked = views.examples(h.view, self._spread, self.examples)
+        self._long = is_long(self._picked, h.view)
+        self._template = scaffold_for(h.view, h.grammar.form, infer_aliases(h.transitions)) if self.aliases else h.template
 
     def _wrong(self, code: str) -> list[Failure] | None:
         """``check_legal_actions`` of ``code`` on every explored state, in the sandbox; None when
@@ -157,12 +179,15 @@ class ScaffoldRefiner(ExploringRefiner):
         wrong = self.wrong_states(code) if own and self.counterexamples else []
         if wrong:
             picked = views.examples(h.view, wrong + self._spread, len(wrong) + self.examples)
+        if self.short_examples and self._long:
+            picked = shortened(picked, h.view)
+        body_only = self.body_only and (self._long or not self.long_only)
         return synthesis_prompt(game=self.game, description=self.description, action_examples=[], mode=self.mode, code=own,
                                 failures=shown, refine="both", error_summary=summarize(pool) if own else "",
-                                scaffold=True, scaffold_examples=picked, view=h.view, body_only=self.body_only)
+                                scaffold=True, scaffold_examples=picked, view=h.view, body_only=body_only)
 
     def new_code(self, reply: str, code: str) -> tuple[str | None, str]:
-        template = code if "def legal_moves" in code else self.harvest().template
+        template = code if "def legal_moves" in code else (self.harvest() and self._template)
         new = extract_code(reply, previous=template, required=REQUIRED)
         problem = "no code in the reply" if new is None else check_signatures(new)
         return (None, problem) if problem else (new, "")

@@ -22,6 +22,7 @@ from ratchet.autoharness import critic
 from ratchet.envs import harnesslib as lib
 from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.decompose import Decomposer
+from ratchet.autoharness.dense import dense_of, harness_value
 from ratchet.autoharness.evaluate import LegalityEvaluator, policy_value
 from ratchet.autoharness.ideas import Decompose, Idea, Lesson, Request, components
 from ratchet.autoharness.prompts import asks_one_function, synthesis_prompt
@@ -206,12 +207,7 @@ class Synthesis:
             primary = rate
             if self.cfg.mode == "policy":
                 metrics["policy_value"] = primary = policy_value(stats)
-            # Every dense check counts: a legal_moves that returns every cell labels the transitions
-            # right (its is_legal_action is perfect) yet proposes taken cells, which only the
-            # comparison with the game's own legal lists exposes.
-            dense = _dense(metrics)
-            h = primary if dense is None else 0.5 * primary + 0.5 * dense
-            return Judgement(h, "evaluated", metrics, failures)
+            return Judgement(harness_value(primary, metrics), "evaluated", metrics, failures)
 
     def legality(self) -> LegalityEvaluator:
         """The search's legality judge (an engine Evaluator), with the game's action shape as known now."""
@@ -231,7 +227,7 @@ class Synthesis:
         if check_signatures(code):
             return None
         with self.runtime_factory({"harness.py": code}) as runtime:
-            return _dense(self._checks(runtime, code)[0])
+            return dense_of(self._checks(runtime, code)[0])
 
     # ---------------------------------------------------------------- proposing
 
@@ -490,10 +486,3 @@ class Synthesis:
         self.on_progress({"iteration": self.state["iteration"], "best_h": best.h if best else 0.0, "calls": self.state["calls"],
                           "tokens": self.state["tokens"], "nodes": len(self.tree)})
 
-
-DENSE = ("unit_accuracy", "legal_actions_accuracy", "parse_accuracy", "rule_accuracy")
-
-
-def _dense(metrics: dict[str, float]) -> float | None:
-    values = [metrics[k] for k in DENSE if k in metrics]
-    return sum(values) / len(values) if values else None

@@ -113,8 +113,8 @@ def register(app: typer.Typer) -> None:
         force: bool = typer.Option(False, "--force", help="Export even a harness the held-out check rejected."),
         store: Optional[Path] = StoreOption,
         root: Optional[Path] = RootAlias,
-        on_engine: bool = typer.Option(False, "--engine", help="Synthesize on the improvement engine "
-                                       "(autoharness/engine.py) instead of the dedicated search."),
+        on_engine: bool = typer.Option(True, "--engine/--search", help="Synthesize on the improvement engine "
+                                       "(autoharness/engine.py, the default) or by the dedicated search (--search)."),
         executor: Optional[str] = typer.Option(None, "--executor", help="With --suite: where games run, local | ray "
                                                "(default: local, one after another in this process)."),
         address: Optional[str] = typer.Option(None, "--address", help="Ray cluster to join: auto | ray://HOST:10001."),
@@ -150,7 +150,7 @@ def register(app: typer.Typer) -> None:
             before = set(run_store.run_ids())
             try:
                 state = run_suite(suite, cfg, run_store, proto, threads=threads, resume=resume, console=console, executor=pool,
-                                  stop_after_s=stop_after)
+                                  stop_after_s=stop_after, on_engine=on_engine)
             except BaseException as exc:
                 _mark_failed(run_store, set(run_store.run_ids()) - before, exc)
                 raise

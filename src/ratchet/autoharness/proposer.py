@@ -1,0 +1,188 @@
+"""The critic + refiner proposer with the dedicated search's ways of asking the model, for
+``ratchet autoharness`` on the engine: named ``ratchet.autoharness.proposer:HarnessRefinerProposer``.
+
+It is the engine's ``critic_refiner`` (the critic picks the failures, a refiner builds the request
+and reads the reply) with three of the search's ideas, each an option:
+
+- ``grammar``: every call constrained by a GBNF grammar to one python block (``envs.answers.CODE_BLOCK_GRAMMAR``).
+- ``hotter_retry`` (the ``novelty`` idea's retry): a sample that is its parent or an earlier sample
+  of the step once comments and layout are dropped (``mutation.normalized``) is no new program;
+  the next sample is asked ``hotter_retry`` hotter per repeat (at most 1.3), its request told not
+  to repeat it. The engine's ``static.novelty`` drops twins of archived programs besides.
+- ``fit_context``: a request that, with its reply's ``max_tokens``, does not fit the model's
+  context window (``models.request.context_window``; a model that does not say is never cut)
+  shows fewer failed steps, down to none, as the search gives those up first; when even that does
+  not fit, a clear error names the model's window and the fix.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from ratchet.contracts import ArchiveView, Candidate, Failure, Message, Proposal, RatchetError, Skip
+from ratchet.envs.answers import CODE_BLOCK_GRAMMAR
+from ratchet.evolve.context import EngineContext
+from ratchet.evolve.proposers.config import CriticRefinerOptions
+from ratchet.evolve.proposers.critic import CriticRefinerProposer, Refiner, ScreeningRefiner
+from ratchet.evolve.proposers.mutation import normalized
+from ratchet.evolve.proposers.parsing import closed
+from ratchet.models.request import context_window, continued
+
+#: What the request says after a repeated sample (the search's ``novelty`` note).
+REPEAT_NOTE = ("\n\nYour last reply was code that was already tried, unchanged, and it is wrong. "
+               "Write a different implementation: change the logic, not the formatting.")
+
+
+class HarnessRefinerOptions(CriticRefinerOptions):
+    """``critic_refiner``'s options and the search's ways of asking (see the module's docstring)."""
+
+    grammar: bool = False
+    """Constrain every reply to one ```python block with a GBNF grammar (the ``grammar`` idea);
+    a backend that cannot honour a grammar refuses the call."""
+    hotter_retry: float = Field(default=0.0, ge=0.0, le=1.0)
+    """Temperature added per repeated sample of a step, the request told not to repeat it (the
+    ``novelty`` idea's retry: 0.3); 0 asks every sample alike."""
+    fit_context: bool = True
+    """Cut the failed steps a request shows until it and its reply fit the model's context window."""
+
+
+class _Asking:
+    """A refiner as this proposer asks it: its requests fitted to the window, its replies'
+    repeats counted (for the hotter retry)."""
+
+    def __init__(self, refiner: Refiner, owner: HarnessRefinerProposer) -> None:
+        self.inner, self.owner = refiner, owner
+
+    def request(self, code: str, shown: list[Failure], pool: list[Failure]) -> list[Message]:
+        self.owner.begin_step(code)
+        return self.owner.fitted(lambda n: self.inner.request(code, shown[:n], pool), len(shown))
+
+    def new_code(self, reply: str, code: str) -> tuple[str | None, str]:
+        new, why = self.inner.new_code(reply, code)
+        if new is not None and self.owner.repeated(new):
+            return None, "a repeat of a program already tried (comments and layout aside)"
+        return new, why
+
+
+class _ScreeningAsking(_Asking):
+    inner: ScreeningRefiner
+
+    def screen(self, code: str) -> float:
+        return self.inner.screen(code)
+
+
+def asking(refiner: Refiner | None, owner: HarnessRefinerProposer) -> Refiner | None:
+    """``refiner`` as ``owner`` asks it, screening still where the refiner screens."""
+    if refiner is None:
+        return None
+    return _ScreeningAsking(refiner, owner) if isinstance(refiner, ScreeningRefiner) else _Asking(refiner, owner)
+
+
+class HarnessRefinerProposer(CriticRefinerProposer):
+    """``critic_refiner`` with the grammar, the hotter retry and requests fitted to the window."""
+
+    name = "harness_refiner"
+    Options = HarnessRefinerOptions
+    options: HarnessRefinerOptions
+
+    def __init__(self, options: HarnessRefinerOptions, ctx: EngineContext) -> None:
+        super().__init__(options, ctx)
+        self.refiner = asking(self.refiner, self)
+        self.fallback = asking(self.fallback, self)
+        self.repeats = 0
+        self._seen: set[str] = set()
+
+    def begin_step(self, parent_code: str) -> None:
+        """A new step's request: no repeats yet, the parent the first program known."""
+        self.repeats, self._seen = 0, {normalized(parent_code)}
+
+    def repeated(self, code: str) -> bool:
+        """Whether ``code`` is the parent or an earlier sample of this step (normalized); counts it."""
+        key = normalized(code)
+        if key in self._seen and self.options.hotter_retry:
+            self.repeats += 1
+            return True
+        self._seen.add(key)
+        return False
+
+    def fitted(self, build: Any, shown: int) -> list[Message]:
+        """``build(n)``: the request showing ``n`` failures, for the largest ``n`` whose request
+        fits the window with the reply's ``max_tokens``."""
+        window = context_window(self.ctx.model) if self.options.fit_context else None
+        messages = build(shown)
+        if window is None:
+            return messages
+        for n in range(shown, -1, -1):
+            messages = build(n) if n != shown else messages
+            if window.count_tokens(messages) + self.options.max_tokens <= window.context_tokens:
+                return messages
+        raise RatchetError(f"the refiner's shortest request is {window.count_tokens(messages)} tokens, and "
+                           f"{getattr(self.ctx.model, 'name', 'the model')} reads {window.context_tokens} with "
+                           f"{self.options.max_tokens} of them for the reply",
+                           hint="use a model with a larger context window (e.g. local:NAME?n_ctx=8192) or lower max_tokens")
+
+    def propose(self, parent: Candidate, archive: ArchiveView, rng: Any) -> Proposal | Skip:
+        self.repeats = 0
+        return super().propose(parent, archive, rng)
+
+    def ask(self, messages: list[Message], rng: Any) -> str:
+        """The base call, hotter and told not to repeat after repeated samples, with the grammar."""
+        if self.ctx.model is None:
+            return super().ask(messages, rng)
+        seed = int(rng.random() * 2**31)
+        self.asks += 1
+        temperature = self.options.temperature
+        if self.repeats:
+            temperature = min(1.3, temperature + self.options.hotter_retry * self.repeats)
+            # The user's request gets the note, not an assistant prefix that the reply continues.
+            last = max(i for i, m in enumerate(messages) if m.get("role") == "user")
+            messages = [*messages[:last], {**messages[last], "content": messages[last]["content"] + REPEAT_NOTE},
+                        *messages[last + 1:]]
+        extra = {"grammar": CODE_BLOCK_GRAMMAR} if self.options.grammar else {}
+        completion = self.ctx.model.complete(messages, temperature=temperature, max_tokens=self.options.max_tokens,
+                                             seed=seed, **extra)
+        text = continued(messages, completion.text)
+        return closed(text) if completion.finish_reason == "stop" else text
+
+
+class FreshRootOptions(HarnessRefinerOptions):
+    """``harness_refiner``'s options, and when a fresh root is asked for."""
+
+    after_stall: int = Field(default=0, ge=0)
+    """0: a fresh root whenever this proposer is drawn (the ``fresh_roots`` idea: an arm beside
+    refining, its weight in the proposer mix); N > 0: only once the last N candidates were all
+    rejected (the ``restarts`` idea: 2 in the search), else it skips."""
+
+
+class FreshRootProposer(HarnessRefinerProposer):
+    """A new root instead of a refinement (the search's ``fresh_roots`` and ``restarts``): the
+    refiner asked about the run's starting harness, with its failures, as the run's first step was.
+    The child still faces the gate against the selected parent, so it is kept only when it beats it."""
+
+    name = "fresh_root"
+    Options = FreshRootOptions
+    options: FreshRootOptions
+
+    def stalled(self, archive: ArchiveView) -> int:
+        """How many candidates since the last accepted one (all of them when none was)."""
+        every = [c.id for c in archive.candidates()]
+        kept = {c.id for c in archive.candidates("accepted")}
+        last = max((i for i, cid in enumerate(every) if cid in kept), default=-1)
+        return len(every) - 1 - last
+
+    def propose(self, parent: Candidate, archive: ArchiveView, rng: Any) -> Proposal | Skip:
+        if self.options.after_stall and self.stalled(archive) < self.options.after_stall:
+            return self.skip(parent, f"no restart yet: fewer than {self.options.after_stall} rejected candidates in a row")
+        every = archive.candidates()
+        if not every:
+            return self.skip(parent, "the archive holds no starting harness yet")
+        # The run's first candidate (the starting harness) with its own failures: a fresh root
+        # answers the first request again, whichever parent was drawn.
+        fresh = every[0]
+        proposal = super().propose(fresh, archive, rng)
+        if isinstance(proposal, Proposal):
+            proposal = Proposal(files=proposal.files, claim=proposal.claim, proposer=self.name, parents=(parent.id,),
+                                meta={**proposal.meta, "fresh_root": True})
+        return proposal

@@ -1,0 +1,98 @@
+"""h = 0.5·legal + 0.5·dense, one formula for the dedicated search and the engine's legality suite:
+the suite's ``dense`` option runs the search's checks (labelled transitions as unit tests, the
+scaffold's legal lists) and scores each task with ``dense.harness_value``."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from fakes import GOOD, LOOSE, RULES, FakeTicTacToe, MemoryRun
+
+from ratchet.autoharness.config import AutoHarnessConfig
+from ratchet.autoharness.dense import LegalLists, UnitTests, build_checks, dense_of, harness_value
+from ratchet.autoharness.engine import engine_config
+from ratchet.autoharness.evaluate import LegalityEvaluator
+from ratchet.autoharness.ideas import Scaffold, Transitions
+from ratchet.autoharness.legality import LegalityOptions, LegalitySuite
+from ratchet.autoharness.runtime import InProcessHarness
+from ratchet.autoharness.search import Synthesis
+from ratchet.contracts import Candidate
+from ratchet.envs.explore import harvest
+from ratchet.models import ScriptedModel
+
+SEEDS = [0, 1, 2]
+
+
+def candidate(code: str) -> Candidate:
+    return Candidate.from_files("autoharness.harness", {"harness.py": code})
+
+
+def fake_harvest():
+    return harvest(FakeTicTacToe, lambda: FakeTicTacToe(hints=True), SEEDS, 30, random.Random(0))
+
+
+def test_the_value_is_the_primary_alone_without_a_dense_check_else_the_mean_of_both() -> None:
+    assert harness_value(0.6, {"legal_rate": 0.6, "steps": 30.0}) == 0.6
+    assert harness_value(0.6, {"unit_accuracy": 1.0}) == pytest.approx(0.8)
+    assert harness_value(0.6, {"unit_accuracy": 1.0, "legal_actions_accuracy": 0.5}) == pytest.approx(0.675)
+    assert dense_of({"legal_rate": 1.0}) is None
+
+
+def test_the_evaluator_scores_each_task_by_its_legal_rate_and_the_dense_checks() -> None:
+    checks = build_checks(["transitions", "legal_actions"], fake_harvest())
+    assert [type(c) for c in checks] == [UnitTests, LegalLists]
+    plain = LegalityEvaluator(FakeTicTacToe, InProcessHarness, SEEDS, 30, game="TicTacToe-v0")
+    dense = LegalityEvaluator(FakeTicTacToe, InProcessHarness, SEEDS, 30, game="TicTacToe-v0", dense=checks)
+    assert plain.fingerprint() != dense.fingerprint()
+    assert all(r.score == 1.0 for r in dense.evaluate(candidate(GOOD), dense.tasks(), seed=0))
+    loose = dense.evaluate(candidate(LOOSE), dense.tasks(), seed=0)
+    alone = plain.evaluate(candidate(LOOSE), plain.tasks(), seed=0)
+    # LOOSE accepts every move: right on the legal share of the unit tests only.
+    unit_set = checks[0].unit_set
+    assert all(r.metrics["unit_accuracy"] == sum(t.legal for t in unit_set) / len(unit_set) < 1.0 for r in loose)
+    assert "legal_actions_accuracy" not in loose[0].metrics  # no legal_actions to compare
+    for r, a in zip(loose, alone):
+        assert r.metrics["legal_rate"] == a.score < 1.0
+        assert r.score == pytest.approx(0.5 * a.score + 0.5 * r.metrics["unit_accuracy"])
+    # the checks' counterexamples are shown once, with the first task's failures
+    assert any(f.kind == "false_accept" for f in loose[0].failures)
+    assert not any(f.kind == "false_accept" for r in loose[1:] for f in r.failures)
+
+
+def test_the_dense_half_is_the_searchs_on_the_same_harvest() -> None:
+    cfg = AutoHarnessConfig(method="ratchet", eval_envs=3, eval_steps=30, search_seeds=SEEDS, heldout_seeds=[100],
+                            transitions_per_seed=30)
+    search = Synthesis(cfg, ScriptedModel([]), MemoryRun(), FakeTicTacToe, InProcessHarness,
+                       hint_env_factory=lambda: FakeTicTacToe(hints=True), description=RULES.format(p=0),
+                       ideas=[Scaffold(), Transitions(cfg.rng_seed)])
+    search.set_transitions(fake_harvest())
+    judged = search.judge(LOOSE)
+    judge = LegalityEvaluator(FakeTicTacToe, InProcessHarness, SEEDS, 30, dense=build_checks(["transitions", "legal_actions"], fake_harvest()))
+    [first, *_] = judge.evaluate(candidate(LOOSE), judge.tasks(), seed=0)
+    assert judged.metrics["unit_accuracy"] == first.metrics["unit_accuracy"]
+    assert judged.h == pytest.approx(harness_value(judged.metrics["legal_rate"], judged.metrics))
+    assert judged.h - 0.5 * judged.metrics["legal_rate"] == pytest.approx(first.score - 0.5 * first.metrics["legal_rate"])
+
+
+def test_the_policy_mode_scores_the_policy_value() -> None:
+    judge = LegalityEvaluator(FakeTicTacToe, InProcessHarness, SEEDS, 30, policy=True)
+    results = judge.evaluate(candidate(LOOSE), judge.tasks(), seed=0)
+    assert all(r.score == 0.0 for r in results if r.metrics["illegal"])  # a failed move: value 0
+    good = judge.evaluate(candidate(GOOD), judge.tasks(), seed=0)
+    assert all(0.5 <= r.score <= 1.0 for r in good)
+
+
+def test_the_suite_explores_the_real_game_and_the_engine_config_asks_for_the_searchs_checks(tmp_path) -> None:
+    pytest.importorskip("textarena")
+    suite = LegalitySuite(LegalityOptions(game="TicTacToe-v0", seeds=[0, 1], steps_per_env=10, dense=["transitions"],
+                                          harvest_seeds=[0], transitions_per_seed=20))
+    suite.injected = InProcessHarness
+    loose = suite.evaluate(candidate(LOOSE), suite.tasks(), seed=0)
+    assert all(0.0 < r.metrics["unit_accuracy"] < 1.0 and r.score < 1.0 for r in loose)
+    with pytest.raises(ValueError):
+        LegalityOptions(dense=["nonsense"])
+    settings = {"env": "TicTacToe-v0", "search_seeds": [0, 1, 2, 3], "heldout_seeds": [9]}
+    options = engine_config(AutoHarnessConfig(**settings), tmp_path).suite.options
+    assert options["dense"] == ["transitions", "legal_actions"] and options["harvest_seeds"] == [0, 1]
+    assert engine_config(AutoHarnessConfig(method="faithful", **settings), tmp_path).suite.options["dense"] == []
