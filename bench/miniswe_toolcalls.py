@@ -28,12 +28,12 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from bench.peer_env import bench_python
-from bench.runtime_vs_miniswe import format_errors, run_miniswe, start_server, stop_server
+from bench._miniswe import format_errors, run_miniswe, start_server, stop_server
+from bench._results import write_json, write_markdown
+from bench._setup import bench_python
 from ratchet.runtime.suite import grade, load_suite
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "bench" / "results"
 
 
 def recorded_turns(store: Path) -> list[dict]:
@@ -120,10 +120,9 @@ def main(argv: list[str] | None = None) -> int:
                         "runs commands on the host; its own format-error handling applies (it stops after 3 "
                         "rejected replies in a row). The text-based config's runs on the whole suite are in "
                         "bench/results/runtime_vs_miniswe.md.")}
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{args.out}.json").write_text(json.dumps(result, indent=1))
+    write_json(args.out, result, indent=1)
     text = render(result)
-    (RESULTS / f"{args.out}.md").write_text(text)
+    write_markdown(args.out, text)
     print(text)
     return 0
 
