@@ -97,6 +97,10 @@ def test_protocol_can_run_after_the_search_on_the_stored_best_harness(tmp_path):
                                   runtime_factory=InProcessHarness)
     sides = protocol_sides(evaluation)
     assert sides["before"]["legal_rate"] < 1.0 and sides["after"]["legal_rate"] == 1.0
+    # Seed by seed and game by game, the same seeds and games on both sides: what the verdict pairs.
+    for side in ("before", "after"):
+        assert len(sides[side]["legal_per_seed"]) == 2 and len(sides[side]["reward_per_game"]) == sides[side]["reward_games"]
+    assert sides["after"]["legal_per_seed"] == [1.0, 1.0] and min(sides["before"]["legal_per_seed"]) < 1.0
     assert run.read_json("protocol.json") == evaluation
 
 
@@ -106,7 +110,8 @@ def test_the_adoption_gate_judges_the_held_out_sides():
 
     assert judge({"legal_rate": 0.8, "reward": 0.2}, {"legal_rate": 1.0, "reward": 0.2})["verdict"] == "adopted"
     hurt = judge({"legal_rate": 0.9, "reward": 0.0}, {"legal_rate": 0.0, "reward": 0.0})
-    assert hurt["verdict"] == "rejected" and hurt["reasons"] == ["legal rate 0.90 without the harness, 0.00 with it"]
+    # Sides without per-seed numbers (reports written before they were kept): point estimates.
+    assert hurt["verdict"] == "rejected" and hurt["reasons"][0].startswith("legal rate 0.90 without the harness, 0.00 with it")
     assert hurt["legal_delta"] == -0.9
     worse_reward = judge({"legal_rate": 1.0, "reward": 0.5}, {"legal_rate": 1.0, "reward": 0.0})
     assert worse_reward["verdict"] == "rejected" and "reward" in worse_reward["reasons"][0]
@@ -115,6 +120,43 @@ def test_the_adoption_gate_judges_the_held_out_sides():
     assert judge({"legal_rate": 1.0, "reward": 0}, {"legal_rate": 0.9, "reward": 0}, loose)["verdict"] == "adopted"
     assert judge({"legal_rate": 1.0, "reward": 0}, {"legal_rate": 0.85, "reward": 0}, loose)["verdict"] == "rejected"
     assert judge(None, {"legal_rate": 1.0})["verdict"] == "unchecked"
+
+
+def side(legal: list[float], rewards: list[float]) -> dict:
+    return {"legal_rate": sum(legal) / len(legal), "reward": sum(rewards) / len(rewards),
+            "legal_per_seed": legal, "reward_per_game": rewards}
+
+
+def test_the_adoption_verdict_is_a_paired_test_on_the_held_out_seeds():
+    from ratchet.autoharness.adoption import judge
+    from ratchet.autoharness.config import AdoptionConfig
+
+    flat = [0.0] * 10
+    # Worse on every one of 10 seeds: the exact sign-flip p is 1/1024.
+    hurt = judge(side([0.9] * 10, flat), side([0.0] * 10, flat))
+    assert hurt["verdict"] == "rejected" and hurt["tests"]["legal_rate"]["worse_p"] == pytest.approx(1 / 1024, abs=1e-4)
+    assert "worse over 10 paired seeds at p = 0.000977 < 0.05" in hurt["reasons"][0]
+    # One seed of ten a little worse, the rest the same: the point estimate drops (the old verdict
+    # rejected it), the paired test finds no evidence of harm (p = 0.5).
+    noise = judge(side([1.0] * 10, flat), side([0.9] + [1.0] * 9, flat))
+    assert noise["legal_delta"] < 0 and noise["verdict"] == "adopted"
+    assert noise["tests"]["legal_rate"]["worse_p"] == 0.5
+    # Better on every seed: adopted, and the record says it helped.
+    helped = judge(side([0.5] * 6, flat), side([1.0] * 6, flat))
+    assert helped["verdict"] == "adopted" and helped["tests"]["legal_rate"]["better_p"] == pytest.approx(1 / 64, abs=1e-4)
+    # Reward game by game (40 games: resampled sign flips), worse in 12 games, never better.
+    lost = judge(side([1.0] * 4, [1.0] * 40), side([1.0] * 4, [0.0] * 12 + [1.0] * 28))
+    assert lost["verdict"] == "rejected" and "reward" in lost["reasons"][0] and "40 paired games" in lost["reasons"][0]
+    # A margin as large as the loss lets it pass; the bootstrap test judges the same way.
+    assert judge(side([1.0] * 8, flat), side([0.8] * 8, flat), AdoptionConfig(legal_margin=0.2))["verdict"] == "adopted"
+    boot = judge(side([0.9] * 10, flat), side([0.0] * 10, flat), AdoptionConfig(test="bootstrap"))
+    assert boot["verdict"] == "rejected" and boot["tests"]["legal_rate"]["test"] == "bootstrap"
+    # Too few seeds for the test ever to reject (4: p >= 1/16): the point estimates judge.
+    few = judge(side([1.0] * 4, flat), side([0.0] * 4, flat))
+    assert few["verdict"] == "rejected" and "too few for the test" in few["reasons"][0]
+    assert judge(side([1.0] * 4, flat), side([1.0] * 4, flat))["verdict"] == "adopted"
+    # Sides measured on different seeds are not paired: their point estimates are compared.
+    assert "point estimates" in judge(side([1.0] * 3, flat), side([0.0] * 2, flat))["reasons"][0]
 
 
 def _searched_run(tmp_path, **cfg_fields):

@@ -101,6 +101,12 @@ class AdoptionConfig(Settings):
     loss (0: any measured drop rejects; over a short protocol one illegal step moves the rate a lot)."""
     reward_margin: float = 0.0
     """How much lower the mean reward (1 player) or win rate (2 players) may be, likewise."""
+    alpha: float = Field(0.05, gt=0.0, lt=1.0)
+    """The paired test's level: a harness is rejected when the held-out seeds show it worse than the
+    model alone (per seed legal rate, per game reward, less the margins) at one-sided p < alpha."""
+    test: Literal["sign_flip", "bootstrap"] = "sign_flip"
+    """The paired test (:mod:`ratchet.stats`): ``sign_flip`` (exact over every sign assignment up to
+    2^14 pairs) or ``bootstrap`` (resampled paired differences)."""
 
 
 class AutoHarnessConfig(Settings):

@@ -165,6 +165,22 @@ class PolicyAgent(_CountedWork):
             return "[?]"
 
 
+def merged(parts: list[PlayStats]) -> PlayStats:
+    """One :class:`PlayStats` over the games of ``parts`` (counts summed, lists joined)."""
+    total = PlayStats()
+    for part in parts:
+        total.steps += part.steps
+        total.illegal += part.illegal
+        total.losing_not_illegal += part.losing_not_illegal
+        total.games += part.games
+        total.rewards.extend(part.rewards)
+        total.failures.extend(part.failures)
+        total.cut = total.cut or part.cut
+        for reason, count in part.reasons.items():
+            total.reasons[reason] = total.reasons.get(reason, 0) + count
+    return total
+
+
 def run_protocol(
     env_factory: Callable[[], Environment],
     model: Model,
@@ -204,10 +220,15 @@ def run_protocol(
         player = make_player(with_harness)
         t0 = time.perf_counter()
         note(f"{label}: legal rate")
-        legal = selfplay_legal_rate(env_factory, player, legal_seeds, cfg.legal_steps, cfg.step_cap)
+        # Seed by seed (the same games as one call over all seeds: each seed's games are seeded by
+        # the seed alone), so the adoption verdict can pair the two sides' rates seed for seed.
+        per_seed = [selfplay_legal_rate(env_factory, player, [seed], cfg.legal_steps, cfg.step_cap) for seed in legal_seeds]
+        legal = merged(per_seed)
         note(f"{label}: reward")
         rew = reward(env_factory, player, opponent, reward_seeds, cfg.step_cap) if reward_seeds else PlayStats()
-        out[label] = {"player": player.name, "legal": legal.to_dict(), "reward": rew.to_dict(), "work": dict(player.info),
+        out[label] = {"player": player.name,
+                      "legal": {**legal.to_dict(), "per_seed": [s.legal_rate for s in per_seed]},
+                      "reward": {**rew.to_dict(), "per_game": list(rew.rewards)}, "work": dict(player.info),
                       "wall_s": time.perf_counter() - t0}
     return out
 

@@ -22,6 +22,8 @@ def protocol_sides(evaluation: dict[str, Any] | None) -> dict[str, Any]:
             "reward_games": part["reward"]["games"], "play_calls": part["work"]["calls"],
             "rejections": part["work"].get("rejections", 0), "fallbacks": part["work"].get("fallbacks", 0),
             "illegal_reasons": part["legal"]["illegal_reasons"],
+            # Per seed / per game, in the protocol's order: the adoption verdict pairs the two sides on them.
+            "legal_per_seed": part["legal"].get("per_seed"), "reward_per_game": part["reward"].get("per_game"),
         }
 
     return {"before": side("baseline"), "after": side("harness"), "protocol": (evaluation or {}).get("protocol")}
