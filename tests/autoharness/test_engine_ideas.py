@@ -123,6 +123,25 @@ def legal_actions(board):
 
 # ------------------------------------------------------------------- how the model is asked
 
+def test_a_repeated_sample_does_not_use_up_one_of_the_step_s_samples(tmp_path: Path) -> None:
+    repeat = fenced("# the same program, a comment added\n" + LOOSE)
+    archive = Archive()
+    parent = archive.add(harness(LOOSE), "accepted")
+    # One sample a step: the repeat is asked again, hotter, and the step still gets its sample.
+    model = ScriptedModel([repeat, fenced(GOOD)])
+    proposal = proposer(tmp_path, model, hotter_retry=0.3, samples=1, temperature=0.5).propose(parent, archive, random.Random(0))
+    assert isinstance(proposal, Proposal) and proposal.files["harness.py"].strip() == GOOD.strip()
+    assert [c["params"]["temperature"] for c in model.calls] == [0.5, pytest.approx(0.8)]
+    # Up to `samples` repeats a step: past them a repeat is an unusable sample (no endless asking).
+    model = ScriptedModel([repeat, repeat, repeat, fenced(GOOD)])
+    skipped = proposer(tmp_path, model, hotter_retry=0.3, samples=1, temperature=0.5).propose(parent, archive, random.Random(0))
+    assert isinstance(skipped, Skip) and "repeat of a program already tried" in skipped.reason and len(model.calls) == 2
+    # Without the retry a repeat uses up the sample: the step asks once.
+    model = ScriptedModel([repeat, fenced(GOOD)])
+    plain = proposer(tmp_path, model, samples=1, temperature=0.5).propose(parent, archive, random.Random(0))
+    assert len(model.calls) == 1 and isinstance(plain, Proposal) and plain.files["harness.py"] != GOOD
+
+
 def test_the_grammar_and_novelty_s_hotter_retry(tmp_path: Path) -> None:
     repeat = fenced("# the same program, a comment added\n" + LOOSE)
     model = ScriptedModel([repeat, fenced(GOOD)])

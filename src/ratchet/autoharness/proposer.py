@@ -7,8 +7,10 @@ and reads the reply) with three of the search's ideas, each an option:
 - ``grammar``: every call constrained by a GBNF grammar to one python block (``envs.answers.CODE_BLOCK_GRAMMAR``).
 - ``hotter_retry`` (the ``novelty`` idea's retry): a sample that is its parent or an earlier sample
   of the step once comments and layout are dropped (``mutation.normalized``) is no new program;
-  the next sample is asked ``hotter_retry`` hotter per repeat (at most 1.3), its request told not
-  to repeat it. The engine's ``static.novelty`` drops twins of archived programs besides.
+  it is asked again at once, ``hotter_retry`` hotter per repeat (at most 1.3), its request told not
+  to repeat it, and does not use up one of the step's samples (as in the search: up to ``samples``
+  repeats a step; past them a repeat counts as an unusable sample). The engine's
+  ``static.novelty`` drops twins of archived programs besides.
 - ``fit_context``: a request that, with its reply's ``max_tokens``, does not fit the model's
   context window (``models.request.context_window``; a model that does not say is never cut)
   shows fewer failed steps, down to none, as the search gives those up first; when even that does
@@ -56,7 +58,7 @@ class _Asking:
         self.inner, self.owner = refiner, owner
 
     def request(self, code: str, shown: list[Failure], pool: list[Failure]) -> list[Message]:
-        self.owner.begin_step(code)
+        self.owner.begin_step(code, self.inner)
         return self.owner.fitted(lambda n: self.inner.request(code, shown[:n], pool), len(shown))
 
     def new_code(self, reply: str, code: str) -> tuple[str | None, str]:
@@ -93,10 +95,20 @@ class HarnessRefinerProposer(CriticRefinerProposer):
         self.fallback = asking(self.fallback, self)
         self.repeats = 0
         self._seen: set[str] = set()
+        self._step: tuple[Refiner, str] | None = None  # the step's refiner and parent code
 
-    def begin_step(self, parent_code: str) -> None:
-        """A new step's request: no repeats yet, the parent the first program known."""
+    def begin_step(self, parent_code: str, refiner: Refiner | None = None) -> None:
+        """A new step's request (by ``refiner``): no repeats yet, the parent the first program known."""
         self.repeats, self._seen = 0, {normalized(parent_code)}
+        self._step = (refiner, parent_code) if refiner is not None else None
+
+    def _repeats_known(self, reply: str) -> bool:
+        """Whether ``reply`` reads (by the step's refiner) as a program this step already knows."""
+        if self._step is None:
+            return False
+        refiner, parent_code = self._step
+        code, _ = refiner.new_code(reply, parent_code)
+        return code is not None and normalized(code) in self._seen
 
     def repeated(self, code: str) -> bool:
         """Whether ``code`` is the parent or an earlier sample of this step (normalized); counts it."""
@@ -128,7 +140,17 @@ class HarnessRefinerProposer(CriticRefinerProposer):
         return super().propose(parent, archive, rng)
 
     def ask(self, messages: list[Message], rng: Any) -> str:
-        """The base call, hotter and told not to repeat after repeated samples, with the grammar."""
+        """One sample: the base call, hotter and told not to repeat after repeated samples, with the
+        grammar; a repeat is asked again at once (up to ``samples`` repeats a step), so it does not
+        use up one of the step's samples."""
+        reply = self._call(messages, rng)
+        while (self.options.hotter_retry and self.ctx.model is not None and self.repeats < self.options.samples
+               and self._repeats_known(reply)):
+            self.repeats += 1
+            reply = self._call(messages, rng)
+        return reply
+
+    def _call(self, messages: list[Message], rng: Any) -> str:
         if self.ctx.model is None:
             return super().ask(messages, rng)
         seed = int(rng.random() * 2**31)
