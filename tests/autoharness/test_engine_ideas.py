@@ -205,6 +205,28 @@ def test_a_fresh_root_refines_the_starting_harness_and_a_restart_waits_for_a_sta
     assert isinstance(restart.propose(parent, archive, random.Random(0)), Proposal)
 
 
+def test_a_restart_asks_from_other_example_states_than_the_first_request(tmp_path: Path) -> None:
+    pytest.importorskip("textarena")
+    from ratchet.autoharness.engine import BLANK_HARNESS, SCAFFOLD_REFINER
+
+    archive = Archive()
+    root = archive.add(harness(BLANK_HARNESS), "accepted")
+    options = {"refiner": SCAFFOLD_REFINER, "refiner_options": {"game": "TicTacToe-v0", "seeds": [0, 1], "transitions_per_seed": 30}}
+
+    def request(cls) -> str:
+        model = ScriptedModel(["no code"], cycle=True)
+        proposer(tmp_path, model, cls=cls, **options).propose(root, archive, random.Random(0))
+        return model.calls[0]["messages"][-1]["content"]
+
+    first = request(HarnessRefinerProposer)
+    restart = request(FreshRootProposer)
+    assert "legal_moves" in first and restart != first  # the same request, other example boards
+    assert request(FreshRootProposer) == restart  # drawn from the archive's count: a resumed run asks the same
+    archive.add(Candidate.from_files("autoharness.harness", {"harness.py": LOOSE}, proposal={"fresh_root": True}), "rejected")
+    second = request(FreshRootProposer)
+    assert second not in (first, restart)
+
+
 def test_the_shipped_example_of_the_search_s_ideas_builds() -> None:
     """examples/autoharness-engine/evolve-search-ideas.yaml: every component it names resolves and
     its options validate (a negative control for the names and option keys)."""

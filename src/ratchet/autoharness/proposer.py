@@ -23,6 +23,7 @@ from typing import Any
 
 from pydantic import Field
 
+from ratchet.autoharness.refine import Restartable
 from ratchet.contracts import ArchiveView, Candidate, Failure, Message, Proposal, RatchetError, Skip
 from ratchet.envs.answers import CODE_BLOCK_GRAMMAR
 from ratchet.evolve.context import EngineContext
@@ -181,11 +182,21 @@ class FreshRootOptions(HarnessRefinerOptions):
 class FreshRootProposer(HarnessRefinerProposer):
     """A new root instead of a refinement (the search's ``fresh_roots`` and ``restarts``): the
     refiner asked about the run's starting harness, with its failures, as the run's first step was.
-    The child still faces the gate against the selected parent, so it is kept only when it beats it."""
+    The child still faces the gate against the selected parent, so it is kept only when it beats it.
+    A refiner that is :class:`~ratchet.autoharness.refine.Restartable` (the scaffold's) shows the
+    n-th restart other example states, as the search's restarts do."""
 
     name = "fresh_root"
     Options = FreshRootOptions
     options: FreshRootOptions
+
+    _restart = 0
+
+    def refiner_for(self, parent: Candidate, archive: ArchiveView) -> tuple[Refiner | None, str]:
+        refiner, which = super().refiner_for(parent, archive)
+        if self._restart and isinstance(refiner, _Asking) and isinstance(refiner.inner, Restartable):
+            return asking(refiner.inner.restarted(self._restart), self), which
+        return refiner, which
 
     def stalled(self, archive: ArchiveView) -> int:
         """How many candidates since the last accepted one (all of them when none was)."""
@@ -200,9 +211,11 @@ class FreshRootProposer(HarnessRefinerProposer):
         every = archive.candidates()
         if not every:
             return self.skip(parent, "the archive holds no starting harness yet")
-        # The run's first candidate (the starting harness) with its own failures: a fresh root
-        # answers the first request again, whichever parent was drawn.
+        # The run's first candidate (the starting harness) with its own failures, whichever parent
+        # was drawn; a refiner that can (Restartable) asks it from other example states each restart,
+        # counted from the archive so a resumed run draws the same ones.
         fresh = every[0]
+        self._restart = 1 + sum(1 for c in every if (c.meta.get("proposal") or {}).get("fresh_root"))
         proposal = super().propose(fresh, archive, rng)
         if isinstance(proposal, Proposal):
             proposal = Proposal(files=proposal.files, claim=proposal.claim, proposer=self.name, parents=(parent.id,),

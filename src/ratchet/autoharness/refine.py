@@ -12,9 +12,10 @@ refine ``is_legal_action``.
 from __future__ import annotations
 
 import ast
+import copy
 import random
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from ratchet.autoharness import views
 from ratchet.autoharness.critic import summarize
@@ -29,6 +30,16 @@ from ratchet.envs.explore import listed_states
 from ratchet.envs.registry import env_factory_for
 
 REQUIRED = ("propose_action", "is_legal_action")
+
+
+@runtime_checkable
+class Restartable(Protocol):
+    """A refiner whose first request can be asked anew from other examples (the ``restarts``
+    idea: a fresh root that answers another request than the first root's)."""
+
+    def restarted(self, restart: int) -> Any:
+        """A copy whose requests show the ``restart``-th other draw of examples (1, 2, …)."""
+        ...
 
 
 def which_to_refine(failures: Sequence[Failure]) -> str:
@@ -154,6 +165,16 @@ class ScaffoldRefiner(ExploringRefiner):
         self._picked = views.examples(h.view, self._spread, self.examples)
         self._long = is_long(self._picked, h.view)
         self._template = scaffold_for(h.view, h.grammar.form, infer_aliases(h.transitions)) if self.aliases else h.template
+
+    def restarted(self, restart: int) -> ScaffoldRefiner:
+        """A copy whose doctest examples are ``examples`` explored states drawn by
+        ``random.Random(restart)`` (the search's restart draw), not the spread every other request
+        shows; the harvest, template and length of the request (a property of the game) are shared."""
+        h = self.harvest()
+        other = copy.copy(self)
+        drawn = random.Random(restart).sample(self._listed, min(self.examples, len(self._listed)))
+        other._picked = views.examples(h.view, drawn, self.examples)
+        return other
 
     def _wrong(self, code: str) -> list[Failure] | None:
         """``check_legal_actions`` of ``code`` on every explored state, in the sandbox; None when
