@@ -18,6 +18,7 @@ from ratchet.autoharness.engine import (
     INDUCED_RULES,
     LEGALITY_SUITE,
     SCAFFOLD_REFINER,
+    SCREENED_MUTATION,
     engine_config,
     run_on_engine,
     starting_harness,
@@ -60,7 +61,7 @@ def test_the_ratchet_method_is_thompson_the_scaffold_refiner_and_the_no_model_pr
     cfg = engine_config(small(), tmp_path, "Tic Tac Toe")
     assert cfg.suite.name == LEGALITY_SUITE and cfg.suite.options["seeds"] == [0, 1, 2, 3, 1000, 1001]
     assert cfg.selector.name == "thompson" and cfg.selector.options == {"c": 1.0, "pool": "scored"}
-    assert [p.name for p in cfg.proposers] == [INDUCED_RULES, HARNESS_PROPOSER, "autofix", "mutation"]
+    assert [p.name for p in cfg.proposers] == [INDUCED_RULES, HARNESS_PROPOSER, "autofix", SCREENED_MUTATION]
     critic = cfg.proposers[1].options
     assert critic["refiner"] == SCAFFOLD_REFINER and critic["fallback_refiner"] == HARNESS_REFINER
     assert critic["samples"] == 4 and critic["refiner_options"]["seeds"] == [0, 1]
@@ -88,10 +89,10 @@ def test_every_component_of_the_configuration_builds(tmp_path: Path) -> None:
     cfg = engine_config(small(), ws, "Tic Tac Toe")
     ctx = EngineContext(load_manifest(ws), ws)
     built = [build("proposer", spec, ctx) for spec in cfg.proposers]
-    assert [p.name for p in built] == ["induced_rules", "harness_refiner", "autofix", "mutation"]
+    assert [p.name for p in built] == ["induced_rules", "harness_refiner", "autofix", "screened_mutation"]
     every = engine_config(small(ideas=RatchetIdeas(fresh_roots=True, restarts=True, grammar=True, few_shot=True)), ws)
     assert [build("proposer", spec, ctx).name for spec in every.proposers] == [
-        "induced_rules", "harness_refiner", "fresh_root", "fresh_root", "autofix", "mutation"]
+        "induced_rules", "harness_refiner", "fresh_root", "fresh_root", "autofix", "screened_mutation"]
     # the default seeds leave the gate 5 held-in tasks: a change that wins all of them must pass
     default = engine_config(AutoHarnessConfig(env="TicTacToe-v0", heldout_seeds=[1000]), ws)
     assert len(default.splits.ids["heldin"]) == 5

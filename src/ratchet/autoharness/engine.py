@@ -12,7 +12,8 @@ where the request is long, ``short_examples``, ``aliases``; ``whole_fallback`` a
 ``HarnessRefiner`` behind it), with ``decompose`` :class:`~ratchet.autoharness.refine.DecomposeRefiner`;
 ``fresh_roots`` and ``restarts`` as :class:`~ratchet.autoharness.proposer.FreshRootProposer`; the
 proposers that ask no model (``induce``: :class:`~ratchet.autoharness.rules.InducedRulesProposer`;
-``repair``: ``mutation``; ``autofix``: ``autofix``); the legality suite on the search and held-out
+``repair``: :class:`~ratchet.autoharness.screened.ScreenedMutationProposer`, mutants screened
+on the dense checks first; ``autofix``: ``autofix``); the legality suite on the search and held-out
 seeds, scored as the search scores (h = 0.5·legal + 0.5·dense with the ``transitions`` and
 ``scaffold`` checks, ``dense.harness_value``; ``explain_failures`` an option of its check; the
 ``policy`` mode's value); ``novelty`` as ``static.novelty``; the paired gate; the search's budget
@@ -59,6 +60,7 @@ SCAFFOLD_REFINER = "ratchet.autoharness.refine:ScaffoldRefiner"
 DECOMPOSE_REFINER = "ratchet.autoharness.refine:DecomposeRefiner"
 HARNESS_PROPOSER = "ratchet.autoharness.proposer:HarnessRefinerProposer"
 FRESH_ROOT = "ratchet.autoharness.proposer:FreshRootProposer"
+SCREENED_MUTATION = "ratchet.autoharness.screened:ScreenedMutationProposer"
 
 #: The starting harness when nothing is known of the game: it proposes no real move and believes
 #: every move legal, so its failures are the refiner's first evidence (the search's first request).
@@ -139,8 +141,12 @@ def engine_config(cfg: AutoHarnessConfig, workspace: Path, description: str = ""
                           "options": {**critic, "temperature": cfg.temperature, "after_stall": 2}})
     if on("autofix"):
         proposers.append({"name": "autofix", "weight": 1.0, "options": {"surfaces": ["harness.py"], "game": cfg.env}})
-    if on("repair"):
-        proposers.append({"name": "mutation", "weight": 1.0, "options": {"surfaces": ["harness.py"]}})
+    if on("repair"):  # the search's repair: mutants screened on the dense checks before one is judged
+        checks = [name for idea, name in (("transitions", "transitions"), ("scaffold", "legal_actions")) if on(idea)]
+        proposers.append({"name": SCREENED_MUTATION, "weight": 1.0, "options": {
+            "game": cfg.env, "seeds": search, "transitions_per_seed": cfg.transitions_per_seed,
+            "rng_seed": cfg.rng_seed, "call_timeout_s": cfg.call_timeout_s,
+            **({"checks": checks} if checks else {})}})
     return EvolveConfig.model_validate({
         "workspace": str(workspace), "model": cfg.model, "seed": cfg.rng_seed,
         "suite": {"name": LEGALITY_SUITE, "options": {
