@@ -27,11 +27,12 @@ The search's seeds split in two: the first half is the refiner's evidence (``sea
 dense checks' exploration, the rest the gate's (``heldin``), so a child is kept only when it plays
 games it was not refined on better; the held-out seeds are the report's untouched ``test`` split.
 
-Not the same as the search in these ways: the held-out protocol and the adoption verdict run after
-the engine (:func:`synthesize_on_engine`), not as its report stage with the gate's statistics
-(``adoption.judge`` compares the two sides' point estimates); a restart asks the first request
-again, not with other example states; a repeated sample uses up one of the step's samples; the
-repair idea's mutants are not screened on the dense checks before they are judged.
+Not the same as the search in this way: the held-out protocol and the adoption verdict (a paired
+test of the held-out seeds with :mod:`ratchet.stats`, ``adoption.judge``) run after the engine
+(:func:`synthesize_on_engine`), not as its report stage. A restart asks from other example states
+(``refine.Restartable``), a repeated sample is asked again hotter without using up a sample
+(``proposer``), and the repair idea's mutants are screened on the dense checks (``screened``), as
+in the search.
 """
 
 from __future__ import annotations
