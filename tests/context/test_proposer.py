@@ -1,0 +1,155 @@
+"""The playbook as an engine surface: the curator proposer over an archive, with scripted models."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import yaml
+
+from ratchet.context.playbook import Playbook
+from ratchet.context.proposer import CuratorProposer, CuratorProposerOptions
+from ratchet.contracts import Candidate, Failure, Proposal, Proposer, Skip, TaskResult
+from ratchet.evolve.components import build
+from ratchet.evolve.config import EvolveConfig
+from ratchet.evolve.context import EngineContext
+from ratchet.evolve.manifest import load_manifest
+from ratchet.models.scripted import ScriptedModel
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "humaneval-playbook"
+BOOK = "# Playbook\n<!-- next_id=2 version=3 -->\n\n## code\n- [ctx-00001] (+1/-0) Return only the function.\n"
+
+
+class Archive:
+    """The ArchiveView the proposer reads: one parent's results on one split."""
+
+    def __init__(self, results: dict[tuple[str, str], list[TaskResult]]) -> None:
+        self.by = results
+
+    def results(self, candidate_id, split):
+        return self.by.get((candidate_id, split), [])
+
+    def candidates(self, status=None):
+        return []
+
+    def score(self, candidate_id, split):
+        return None
+
+    def children(self, candidate_id):
+        return []
+
+    def rejected(self, limit=10):
+        return []
+
+    def unusable(self, limit=None):
+        return []
+
+
+def failing(task: str, score: float = 0.0, seed: int = 0) -> TaskResult:
+    return TaskResult(task, seed, score, trace=f"def f(): ...\n{task}: AssertionError",
+                      failures=(Failure("test_failed", f"{task} assertion failed", task),))
+
+
+def roles(reflections, curations):
+    queues = {"reflector": list(reflections), "curator": list(curations)}
+
+    def respond(messages):
+        role = "curator" if "Change it only by operations" in messages[-1]["content"] else "reflector"
+        return queues[role].pop(0)
+
+    return ScriptedModel(respond)
+
+
+def make(model, **options) -> CuratorProposer:
+    ctx = EngineContext(load_manifest(EXAMPLE), EXAMPLE, model=model)
+    return CuratorProposer(CuratorProposerOptions(**options), ctx)
+
+
+def test_failed_tasks_become_one_new_playbook_and_nothing_else_changes():
+    parent = Candidate.from_files("h", {"playbook.md": BOOK, "workflow.py": "x = 1\n"})
+    archive = Archive({(parent.id, "search"): [failing("HE/3"), failing("HE/3", 0.5, seed=1), failing("HE/1", 0.5),
+                                                TaskResult("HE/2", 0, 1.0)],
+                       (parent.id, "heldin"): [failing("HE/9")]})
+    model = roles([json.dumps({"tags": [{"id": "ctx-00001", "tag": "harmful"}], "lesson": "Check empty input first."}),
+                   json.dumps({"tags": [], "lesson": "Keep the given signature."})],
+                  [json.dumps({"operations": [{"op": "ADD", "section": "code", "text": "Check empty input first."}]}),
+                   json.dumps({"operations": [{"op": "ADD", "section": "code", "text": "Keep the given signature."}]})])
+    proposer = make(model)
+    assert isinstance(proposer, Proposer)
+    proposal = proposer.propose(parent, archive, None)
+    assert isinstance(proposal, Proposal) and list(proposal.files) == ["playbook.md"]
+    book = Playbook.parse(proposal.files["playbook.md"])
+    assert [i.text for i in book.items.values()] == ["Return only the function.", "Check empty input first.",
+                                                     "Keep the given signature."]
+    assert book.get("ctx-00001").harmful == 1 and book.get("ctx-00002").id == "ctx-00002"
+    # worst first: HE/3 (score 0, its worst seed) before HE/1; the held-in failure is never read
+    assert f"{parent.id}/search/HE/3@0" in book.get("ctx-00002").sources
+    assert all("HE/9" not in c["messages"][-1]["content"] for c in model.calls)
+    assert proposal.claim.predicted_flips == ("HE/3",) and "HE/3, HE/1" in proposal.claim.target
+    assert proposal.meta["reflected"] == 2 and proposal.meta["applied"] == 3 and proposal.parents == (parent.id,)
+
+
+def test_no_failure_is_a_skip_without_a_model_call():
+    parent = Candidate.from_files("h", {"playbook.md": BOOK})
+    model = ScriptedModel([])
+    skip = make(model).propose(parent, Archive({(parent.id, "search"): [TaskResult("HE/2", 0, 1.0)]}), None)
+    assert isinstance(skip, Skip) and "fails no search task" in skip.reason and model.calls == []
+
+
+def test_when_no_operation_survives_the_skip_says_why_and_the_retries_were_asked():
+    parent = Candidate.from_files("h", {})  # no playbook yet: an empty one
+    model = roles([json.dumps({"tags": [], "lesson": "Guard the loop bounds."})],
+                  ["not json", json.dumps({"operations": [{"op": "DELETE", "id": "ctx-00007"}]})])
+    skip = make(model, context={"max_retries": 1, "use_grammar": False}).propose(
+        parent, Archive({(parent.id, "search"): [failing("HE/5")]}), None)
+    assert isinstance(skip, Skip)
+    assert "no playbook operation survived for 1 failed search tasks" in skip.reason and "problems" in skip.reason
+    assert len(model.calls) == 3  # reflector, curator, curator asked again with its problems
+
+
+def test_a_lesson_free_reflection_and_a_broken_playbook_are_skips():
+    parent = Candidate.from_files("h", {"playbook.md": BOOK})
+    model = roles([json.dumps({"tags": [], "lesson": ""})], [])
+    skip = make(model).propose(parent, Archive({(parent.id, "search"): [failing("HE/5")]}), None)
+    assert isinstance(skip, Skip) and "no lesson was named" in skip.reason
+    broken = Candidate.from_files("h", {"playbook.md": "# Playbook\n- [ctx-1] oops\n"})
+    skip = make(ScriptedModel([])).propose(broken, Archive({(broken.id, "search"): [failing("HE/5")]}), None)
+    assert isinstance(skip, Skip) and "does not parse" in skip.reason and "playbook.md:2" in skip.reason
+
+
+def test_the_example_config_names_the_proposer_and_builds_it():
+    raw = yaml.safe_load((EXAMPLE / "evolve.yaml").read_text())
+    raw.update(workspace=str(EXAMPLE), model="scripted:")
+    cfg = EvolveConfig.model_validate(raw)
+    [spec] = cfg.proposers
+    ctx = EngineContext(load_manifest(EXAMPLE), EXAMPLE, model=ScriptedModel([]))
+    proposer = build("proposer", spec, ctx)
+    assert isinstance(proposer, CuratorProposer) and proposer.options.context.budget_tokens == 300
+    assert load_manifest(EXAMPLE).is_editable("playbook.md")
+    assert Playbook.parse((EXAMPLE / "playbook.md").read_text()).items == {}
+
+
+def _workflow():
+    spec = importlib.util.spec_from_file_location("playbook_workflow", EXAMPLE / "workflow.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_workflow_puts_the_best_items_in_its_prompt_within_the_budget():
+    wf = _workflow()
+    book = Playbook()
+    from ratchet.context.playbook import Item
+
+    for n in range(1, 41):
+        book.put(Item(id=book.new_id(), section="code", text=f"Lesson number {n} " + "word " * 12,
+                      helpful=1 if n == 40 else 0, harmful=1 if n == 1 else 0))
+    text = wf.lessons(book.render(), budget_tokens=60)
+    assert text.startswith(wf.LESSONS_HEADER)
+    lines = text[len(wf.LESSONS_HEADER):].splitlines()
+    assert lines[0].startswith("[ctx-00040]") and not any(line.startswith("[ctx-00001]") for line in lines)
+    assert 0 < sum((len(line) + 3) // 4 for line in lines) <= 60 and len(lines) < 40
+    state = {"task": {"task_id": "t", "prompt": "def f():\n", "entry_point": "f"}, "events": [],
+             "files": {"prompts/system.md": "SYSTEM", "playbook.md": book.render()}}
+    system = wf.step(state)["call_model"][0]["content"]
+    assert system.startswith("SYSTEM" + wf.LESSONS_HEADER) and "[ctx-00040]" in system
+    assert wf.lessons("# Playbook\n<!-- next_id=1 version=0 -->\n") == ""
