@@ -1,10 +1,9 @@
 """The coding workflow: generate -> run the visible examples -> repair, with the playbook's lessons
 in its system prompt (``playbook.md``, the surface the curator proposer evolves).
 
-The lessons enter the prompt within PLAYBOOK_BUDGET_TOKENS (about four characters a token, as
-``ratchet.models.request.estimate_tokens`` counts), best record (helpful minus harmful) first, then
-oldest: the sandbox runs this file alone, so it reads the playbook's item lines itself rather than
-importing ``ratchet.context``; relevance by embedding is what ``ratchet context`` adds outside it.
+The lessons are chosen by a context skill, ``skills/lessons/select.py`` (``select(playbook, task,
+budget_tokens) -> str``, see ``ratchet.context.skills``), within PLAYBOOK_BUDGET_TOKENS: the
+selection code is a surface too, which a proposer may rewrite and the gate judges.
 
 It runs in a sandbox as a step function. Each call gets ``state``:
   state["task"]   {"task_id", "prompt", "entry_point"}   the problem (never its hidden tests)
@@ -20,8 +19,12 @@ import re
 
 MAX_REPAIRS = 1
 PLAYBOOK_BUDGET_TOKENS = 300
-LESSONS_HEADER = "\n\nLessons learned on earlier problems (follow those that apply):\n"
-ITEM = re.compile(r"^- \[(ctx-\d+)\] \(\+(\d+)/-(\d+)\) (.*?)(?: <!--.*-->)?$")
+
+try:  # the context skill skills/lessons/ (its select.py is a module of this candidate)
+    from skills.lessons.select import select as select_lessons
+except ImportError:
+    select_lessons = None
+
 QUOTES = '"' * 3
 FENCE = re.compile(r"```[ \t]*(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
 
@@ -30,7 +33,7 @@ def step(state):
     task, events = state["task"], state["events"]
     replies = [e for e in events if e["kind"] == "model"]
     tests = [e for e in events if e["kind"] == "tests"]
-    system = state["files"].get("prompts/system.md", "") + lessons(state["files"].get("playbook.md", ""))
+    system = state["files"].get("prompts/system.md", "") + lessons(state["files"], task)
     if not replies:
         return {"call_model": [{"role": "system", "content": system},
                                {"role": "user", "content": generate_prompt(task)}]}
@@ -51,23 +54,13 @@ def step(state):
     return {"answer": codes[-1] if codes else ""}  # the latest code there is
 
 
-def lessons(playbook, budget_tokens=PLAYBOOK_BUDGET_TOKENS):
-    """The playbook's items as prompt lines, best record first, as many as the budget holds."""
-    items = []
-    for line in playbook.splitlines():
-        match = ITEM.match(line.strip())
-        if match:
-            key, helpful, harmful, text = match.groups()
-            items.append((int(harmful) - int(helpful), key, text))
-    chosen, used = [], 0
-    for _, key, text in sorted(items):
-        line = f"[{key}] {text}"
-        cost = max(1, (len(line) + 3) // 4)
-        if used + cost > budget_tokens:
-            continue
-        chosen.append(line)
-        used += cost
-    return LESSONS_HEADER + "\n".join(chosen) + "\n" if chosen else ""
+def lessons(files, task):
+    """What the context skill chooses from the playbook for this task; nothing without a playbook
+    or without the skill (a proposer may delete or rewrite it: the gate judges the result)."""
+    playbook = files.get("playbook.md", "")
+    if select_lessons is None or not playbook.strip():
+        return ""
+    return select_lessons(playbook, task["prompt"], PLAYBOOK_BUDGET_TOKENS)
 
 
 def generate_prompt(task):

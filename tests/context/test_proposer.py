@@ -1,13 +1,14 @@
 """The playbook as an engine surface: the curator proposer over an archive, with scripted models."""
 
-import importlib.util
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 
-from ratchet.context.playbook import Playbook
+from ratchet.context.playbook import Playbook, PlaybookError
 from ratchet.context.proposer import CuratorProposer, CuratorProposerOptions
+from ratchet.context.skills import ContextSkills
 from ratchet.contracts import Candidate, Failure, Proposal, Proposer, Skip, TaskResult
 from ratchet.evolve.components import build
 from ratchet.evolve.config import EvolveConfig
@@ -124,32 +125,69 @@ def test_the_example_config_names_the_proposer_and_builds_it():
     ctx = EngineContext(load_manifest(EXAMPLE), EXAMPLE, model=ScriptedModel([]))
     proposer = build("proposer", spec, ctx)
     assert isinstance(proposer, CuratorProposer) and proposer.options.context.budget_tokens == 300
-    assert load_manifest(EXAMPLE).is_editable("playbook.md")
+    manifest = load_manifest(EXAMPLE)
+    assert all(manifest.is_editable(p) for p in ("playbook.md", "skills/lessons/select.py", "skills/new/SKILL.md"))
     assert Playbook.parse((EXAMPLE / "playbook.md").read_text()).items == {}
 
 
-def _workflow():
-    spec = importlib.util.spec_from_file_location("playbook_workflow", EXAMPLE / "workflow.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_the_workflow_puts_the_best_items_in_its_prompt_within_the_budget():
-    wf = _workflow()
-    book = Playbook()
+def _book(n_items: int = 40) -> Playbook:
     from ratchet.context.playbook import Item
 
-    for n in range(1, 41):
+    book = Playbook()
+    for n in range(1, n_items + 1):
         book.put(Item(id=book.new_id(), section="code", text=f"Lesson number {n} " + "word " * 12,
-                      helpful=1 if n == 40 else 0, harmful=1 if n == 1 else 0))
-    text = wf.lessons(book.render(), budget_tokens=60)
-    assert text.startswith(wf.LESSONS_HEADER)
-    lines = text[len(wf.LESSONS_HEADER):].splitlines()
+                      helpful=1 if n == n_items else 0, harmful=1 if n == 1 else 0))
+    return book
+
+
+def test_the_lessons_skill_chooses_the_best_items_within_the_budget():
+    skills = ContextSkills(EXAMPLE / "skills")
+    assert skills.names() == ["lessons"] and "lessons:" in skills.listing()
+    text = skills.select("lessons", _book(), "def f(): ...", 60)
+    header = "\n\nLessons learned on earlier problems (follow those that apply):\n"
+    assert text.startswith(header)
+    lines = text[len(header):].splitlines()
     assert lines[0].startswith("[ctx-00040]") and not any(line.startswith("[ctx-00001]") for line in lines)
     assert 0 < sum((len(line) + 3) // 4 for line in lines) <= 60 and len(lines) < 40
-    state = {"task": {"task_id": "t", "prompt": "def f():\n", "entry_point": "f"}, "events": [],
-             "files": {"prompts/system.md": "SYSTEM", "playbook.md": book.render()}}
-    system = wf.step(state)["call_model"][0]["content"]
-    assert system.startswith("SYSTEM" + wf.LESSONS_HEADER) and "[ctx-00040]" in system
-    assert wf.lessons("# Playbook\n<!-- next_id=1 version=0 -->\n") == ""
+    assert skills.select("lessons", Playbook(), "t", 60) == ""
+
+
+def _step(files: dict[str, str]) -> str:
+    """The workflow's first system prompt, run in the sandbox as the suite runs it."""
+    from ratchet.sandbox.sandbox import Sandbox
+
+    task = {"task_id": "t", "prompt": "def f():\n", "entry_point": "f"}
+    sandbox = Sandbox(files, entry="workflow.py")
+    try:
+        return sandbox.call("step", {"task": task, "events": [], "files": files})["call_model"][0]["content"]
+    finally:
+        sandbox.close()
+
+
+def test_the_workflow_loads_the_playbook_through_its_skill_in_the_sandbox():
+    shipped = {p: (EXAMPLE / p).read_text() for p in ("workflow.py", "prompts/system.md", "skills/lessons/select.py",
+                                                       "skills/lessons/SKILL.md")}
+    files = {**shipped, "playbook.md": _book().render()}
+    system = _step(files)
+    assert system.startswith(shipped["prompts/system.md"]) and "[ctx-00040] Lesson number 40" in system
+    assert "ctx-00001]" not in system and len(system) - len(shipped["prompts/system.md"]) < 300 * 4 + 100
+    # the selection is a surface: an edited select.py is what the prompt gets; without it, no lessons
+    edited = {**files, "skills/lessons/select.py": "def select(playbook, task, budget_tokens):\n    return '\\nONLY'\n"}
+    assert _step(edited).endswith("\nONLY")
+    assert _step({k: v for k, v in files.items() if not k.startswith("skills/")}) == shipped["prompts/system.md"]
+
+
+def test_a_skill_without_select_or_with_a_bad_one_is_an_error_naming_it(tmp_path):
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "plain" / "SKILL.md").write_text("---\nname: plain\ndescription: d\n---\nbody\n")
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "SKILL.md").write_text("---\nname: bad\ndescription: d\n---\nbody\n")
+    (tmp_path / "bad" / "select.py").write_text("def select(playbook, task, budget_tokens):\n    return 3\n")
+    skills = ContextSkills(tmp_path)
+    assert skills.names() == ["bad"]
+    with pytest.raises(PlaybookError, match="has no select.py"):
+        skills.select("plain", Playbook(), "t", 10)
+    with pytest.raises(PlaybookError, match="returned int, not text"):
+        skills.select("bad", Playbook(), "t", 10)
+    with pytest.raises(PlaybookError, match="no skill 'nope'"):
+        skills.select("nope", Playbook(), "t", 10)
