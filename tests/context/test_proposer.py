@@ -191,3 +191,37 @@ def test_a_skill_without_select_or_with_a_bad_one_is_an_error_naming_it(tmp_path
         skills.select("bad", Playbook(), "t", 10)
     with pytest.raises(PlaybookError, match="no skill 'nope'"):
         skills.select("nope", Playbook(), "t", 10)
+
+
+def test_a_failed_humaneval_task_teaches_a_lesson_the_child_sees_in_its_prompt():
+    """The loop the engine runs, by hand: the suite judges the example, the proposer curates the
+    playbook from the failure, and the child's workflow puts the lesson into its system prompt."""
+    from ratchet.evolve.suites.humaneval import HumanEvalOptions, HumanEvalSuite
+
+    wrong = "```python\ndef has_close_elements(numbers, threshold):\n    return False\n```"
+    lesson = "Compare every pair of distinct elements."
+
+    def respond(messages):
+        content = messages[-1]["content"]
+        if "Change it only by operations" in content:
+            return json.dumps({"operations": [{"op": "ADD", "section": "code", "text": lesson}]})
+        if "You review one attempt" in content:
+            return json.dumps({"tags": [], "lesson": lesson})
+        return wrong
+
+    model = ScriptedModel(respond)
+    manifest = load_manifest(EXAMPLE)
+    files = {str(p.relative_to(EXAMPLE)): p.read_text() for p in EXAMPLE.rglob("*")
+             if p.is_file() and manifest.is_editable(str(p.relative_to(EXAMPLE)))}
+    parent = Candidate.from_files(manifest.name, files)
+    ctx = EngineContext(manifest, EXAMPLE, model=model)
+    suite = HumanEvalSuite(HumanEvalOptions(limit=1, grade_timeout_s=2.0), ctx)
+    [result] = suite.evaluate(parent, suite.tasks(), 0)
+    assert result.score == 0.0 and "Lessons learned" not in model.calls[0]["messages"][0]["content"]
+    proposal = CuratorProposer(CuratorProposerOptions(context={"use_grammar": False}), ctx).propose(
+        parent, Archive({(parent.id, "search"): [result]}), None)
+    assert isinstance(proposal, Proposal) and list(proposal.files) == ["playbook.md"]
+    child = Candidate.from_files(manifest.name, {**files, **proposal.files}, parent.id)
+    calls = len(model.calls)
+    suite.evaluate(child, suite.tasks(), 0)
+    assert model.calls[calls]["messages"][0]["content"].endswith(f"[ctx-00001] {lesson}\n")
