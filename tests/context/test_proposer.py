@@ -225,3 +225,48 @@ def test_a_failed_humaneval_task_teaches_a_lesson_the_child_sees_in_its_prompt()
     calls = len(model.calls)
     suite.evaluate(child, suite.tasks(), 0)
     assert model.calls[calls]["messages"][0]["content"].endswith(f"[ctx-00001] {lesson}\n")
+
+
+def test_without_an_encoder_a_lesson_learned_again_is_a_helpful_tag_not_a_second_item():
+    parent = Candidate.from_files("h", {"playbook.md": BOOK})
+    again = json.dumps({"operations": [{"op": "ADD", "section": "code", "text": "return only  the FUNCTION."},
+                                       {"op": "ADD", "section": "code", "text": "Name the edge case."},
+                                       {"op": "ADD", "section": "code", "text": "name the edge case."}]})
+    model = roles([json.dumps({"tags": [], "lesson": "Return only the function."})], [again])
+    proposal = make(model).propose(parent, Archive({(parent.id, "search"): [failing("HE/5")]}), None)
+    book = Playbook.parse(proposal.files["playbook.md"])
+    assert [(i.text, i.helpful) for i in book.items.values()] == [("Return only the function.", 2),
+                                                                  ("Name the edge case.", 0)]
+    assert proposal.meta["steps"][0]["folded"] == 2
+
+
+def test_the_engine_judges_the_curators_playbook_with_its_gate(tmp_path):
+    """One engine step on the example: the curator's proposal changes only the playbook and the
+    gate turns it down, since the scripted coder fails every task with or without lessons."""
+    from ratchet.evolve.archive import Archive as RunArchive
+    from ratchet.evolve.loop import Engine
+    from ratchet.store import RunStore
+
+    raw = yaml.safe_load((EXAMPLE / "evolve.yaml").read_text())
+    raw.update(workspace=str(EXAMPLE), model="scripted:", iterations=1, budget={"max_calls": 60},
+               splits={"search": 0.34, "heldin": 0.33, "heldout": 0.33, "seed": 0})
+    raw["suite"]["options"].update(limit=6, grade_timeout_s=2)
+    cfg = EvolveConfig.model_validate(raw)
+
+    def respond(messages):
+        content = messages[-1]["content"]
+        if "Change it only by operations" in content:
+            return json.dumps({"operations": [{"op": "ADD", "section": "code", "text": "Handle the empty input."}]})
+        if "You review one attempt" in content:
+            return json.dumps({"tags": [], "lesson": "Handle the empty input."})
+        return "```python\ndef f():\n    return None\n```"
+
+    run = RunStore(tmp_path / "runs").create_run("evolve", cfg)
+    summary = Engine(cfg, run, ScriptedModel(respond)).execute()
+    assert summary["state"] == "done" and summary["report"]["proposals"]["total"] == 1
+    [(child, decision)] = RunArchive(run).rejected()
+    original = next(c for c in RunArchive(run).candidates() if c.id == child.parent_id)
+    assert child.meta["proposer"] == "curator"
+    assert {p for p in child.files if child.files[p] != original.files.get(p)} == {"playbook.md"}
+    assert [i.text for i in Playbook.parse(child.files["playbook.md"]).items.values()] == ["Handle the empty input."]
+    assert not decision.accepted and "held-in" in decision.reason

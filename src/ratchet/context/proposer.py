@@ -26,7 +26,7 @@ from ratchet.config import Settings
 from ratchet.context.budget import prune, select
 from ratchet.context.config import ContextConfig
 from ratchet.context.learner import outcome_text
-from ratchet.context.operations import apply_operations
+from ratchet.context.operations import Add, Operation, Tag, apply_operations
 from ratchet.context.playbook import Playbook, PlaybookError
 from ratchet.context.roles import Curator, Prompts, Reflector
 from ratchet.context.similarity import Deduplicator, Embedder
@@ -65,6 +65,30 @@ def _trajectory(result: TaskResult) -> str:
     """What the reflector reads of a failed task: its failures, then its trace."""
     lines = [f"- {f.kind}: {f.message}" for f in result.failures[:5]]
     return "\n".join(([("Failures:\n" + "\n".join(lines))] if lines else []) + [result.trace])
+
+
+def _fold_exact(book: Playbook, ops: list[Operation]) -> tuple[list[Operation], int]:
+    """Without an encoder, an ADD whose text is an item's (case and spacing aside) is that lesson
+    learned again: a helpful TAG of the item, as de-duplication by meaning would make it; a repeat
+    within the same list is dropped. Returns the operations and how many were folded."""
+    def key(text: str) -> str:
+        return " ".join(text.lower().split())
+
+    known = {key(item.text): item.id for item in book.items.values()}
+    out: list[Operation] = []
+    seen: set[str] = set()
+    folded = 0
+    for op in ops:
+        if isinstance(op, Add):
+            k = key(op.text)
+            if k in known or k in seen:
+                folded += 1
+                if k in known:
+                    out.append(Tag(known[k], "helpful"))
+                continue
+            seen.add(k)
+        out.append(op)
+    return out, folded
 
 
 class CuratorProposer(BaseProposer):
@@ -112,9 +136,11 @@ class CuratorProposer(BaseProposer):
             reflection = self.reflector.reflect(f"task {result.task_id}", trace[-c.trace_chars:], outcome, chosen)
             curation = self.curator.curate(book, chosen, reflection.lesson, outcome) if reflection.lesson else None
             ops = list(reflection.tags) + (curation.ops if curation else [])
-            duplicates = []
+            duplicates, folded = [], 0
             if self.dedup is not None:
                 ops, duplicates = self.dedup.rewrite(book, ops)
+            else:
+                ops, folded = _fold_exact(book, ops)
             applied = apply_operations(book, ops, source=f"{parent.id}/{o.split}/{result.task_id}@{result.seed}")
             book = applied.playbook
             applied_total += len(applied.applied)
@@ -123,7 +149,8 @@ class CuratorProposer(BaseProposer):
             if reflection.lesson:
                 lessons.append(reflection.lesson)
             steps.append({"task": result.task_id, "lesson": reflection.lesson, "applied": applied.applied,
-                          "duplicates": [asdict(d) for d in duplicates], "problems": found})
+                          "duplicates": [asdict(d) for d in duplicates], "folded": folded,
+                          "problems": found})
         cuts = prune(book, margin=c.prune_margin, max_items=c.max_items)
         if cuts:
             version = book.version
