@@ -5,7 +5,9 @@ operations (:mod:`.operations`) change it one item at a time, applied by determi
 near-duplicates are folded by meaning (:mod:`.similarity`); a token budget picks what enters a
 prompt and pruning keeps the playbook bounded (:mod:`.budget`); every version is kept in the run
 store (:mod:`.history`); :class:`ContextLearner` learns online (``observe``) and offline
-(``learn`` over :func:`.sources.trajectories`). See docs/context.md.
+(``learn`` over :func:`.sources.trajectories`). The engine evolves a playbook through
+:class:`.proposer.CuratorProposer`, and context skills (:mod:`.skills`: ``SKILL.md`` plus a
+``select.py``) choose what of it enters a prompt. See docs/context.md.
 """
 
 from ratchet.context.budget import Selection, prune, select

@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from ratchet.config import Settings
+from ratchet.context.online import ServeContext
 from ratchet.online.trainer_config import TrainerConfig
 
 LearnMode = Literal["off", "binary", "opd", "combine"]
@@ -181,6 +182,10 @@ class OnlineConfig(Settings):
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
     """The training loop (LoRA on CPU). ``ratchet serve`` sets its model and signal from ``model``
     and ``learn`` so the trained weights are the served ones."""
+
+    context: ServeContext = Field(default_factory=ServeContext)
+    """A playbook learned from judged turns and put into served prompts (opt-in: ``context.online``;
+    see docs/context.md)."""
 
     @field_validator("learn", mode="before")
     @classmethod

@@ -108,7 +108,7 @@ def run_server(config: Any) -> None:
                              default_turn_type=config.sessions.default_turn_type)
     state = make_state(host, TurnQueue(queue_path), tracker=tracker, served_name=config.served_name or config.model,
                        api_key=api_key, max_tokens=config.max_tokens, max_body_bytes=config.max_body_bytes,
-                       backend_concurrency=config.backend_concurrency)
+                       backend_concurrency=config.backend_concurrency, context=_served_context(config, base))
     loops = start_loops(config, queue_path, versions_dir)
     host.start()
     stop = threading.Event()
@@ -172,3 +172,14 @@ def _watch_served_reward(config: Any, queue_path: Path, versions_dir: Path, stop
             continue
         if drop is not None and drop.rolled_back:
             log.warning("v%d rolled back to v%d: %s", drop.current, drop.previous, drop.reason(watch.config.alpha))
+
+
+def _served_context(config: Any, run_dir: Path):
+    """``context.online``: every prompt gets the playbook the judge loop learns (beside the queue)."""
+    if not config.context.online:
+        return None
+    from functools import partial
+
+    from ratchet.context.online import playbook_path, served_messages
+
+    return partial(served_messages, playbook=playbook_path(config.context, run_dir), config=config.context)

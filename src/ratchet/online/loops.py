@@ -80,8 +80,24 @@ def make_judge(config: OnlineConfig):
                        max_tokens=jc.max_tokens, hint_style=jc.hint_style, min_confidence=jc.min_confidence)
 
 
-def run_judge_loop(config: OnlineConfig, queue_path: Any, stop_event: Any, judge: Any = None) -> int:
+def make_turn_learner(config: OnlineConfig, queue_path: Any):
+    """The learner of ``context.online``: its model (``context.model``, else the judge's, else the
+    served one) through an accountant, its playbook beside the queue unless the config names one."""
+    from ratchet.context.online import TurnLearner, playbook_path
+    from ratchet.models import Accountant, AccountedModel, load_model
+
+    spec = config.context.model or config.judge.model or config.model
+    model = AccountedModel(load_model(spec), Accountant(), purpose="context")
+    run_dir = Path(queue_path).parent if isinstance(queue_path, (str, Path)) else None
+    return TurnLearner(playbook_path(config.context, run_dir), model, config.context)
+
+
+def run_judge_loop(config: OnlineConfig, queue_path: Any, stop_event: Any, judge: Any = None,
+                   observer: Any = None) -> int:
     """Judge turns as their next states arrive until ``stop_event`` is set; returns turns judged.
+
+    ``observer(turn, judgement)`` learns from each stored judgement (``context.online`` builds a
+    :class:`~ratchet.context.online.TurnLearner`); its failure is logged and costs no judgement.
 
     ``queue_path``: the queue file, or the serving machine's queue relayed to this one. A turn
     whose judging raises is logged and left to its lease expiring, so a flaky judge never loses
@@ -89,6 +105,8 @@ def run_judge_loop(config: OnlineConfig, queue_path: Any, stop_event: Any, judge
     """
     queue = open_queue(queue_path)
     judge = judge or make_judge(config)
+    if observer is None and config.context.online:
+        observer = make_turn_learner(config, queue_path)
     done = 0
     while not stop_event.is_set():
         work = queue.turns_to_judge(config.judge.batch)
@@ -99,10 +117,17 @@ def run_judge_loop(config: OnlineConfig, queue_path: Any, stop_event: Any, judge
             if stop_event.is_set():
                 break
             try:
-                queue.add_judgement(judge.judge(turn, next_state))
+                judgement = judge.judge(turn, next_state)
+                queue.add_judgement(judgement)
                 done += 1
             except Exception:
                 log.exception("judging turn %s failed; it returns to the queue when its lease ends", turn.turn_id)
+                continue
+            if observer is not None:
+                try:
+                    observer(turn, judgement)
+                except Exception:
+                    log.exception("learning the playbook from turn %s failed", turn.turn_id)
     return done
 
 

@@ -140,6 +140,9 @@ class ServingState:
     max_body_bytes: int = 2 * 1024 * 1024
     backend_concurrency: int = 1
     learn: bool = True
+    context: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None
+    """What the model is shown for a request's messages (``context.online``: the playbook's lessons
+    added); None: the messages themselves."""
     receipts: Receipts = field(default_factory=Receipts)
     requests: int = 0
     errors: int = 0

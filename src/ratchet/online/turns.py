@@ -81,7 +81,7 @@ class ServedTurn:
     """One turn in progress; made by :func:`start_turn`, then :meth:`run` or :meth:`stream` once."""
 
     def __init__(self, state: ServingState, spec: TurnSpec, policy: Any, version: int, tag: Any,
-                 cancel: Any, request: Any = None) -> None:
+                 cancel: Any, request: Any = None, prompt: list[dict[str, Any]] | None = None) -> None:
         self.state, self.spec, self.policy, self.version, self.tag, self.cancel = \
             state, spec, policy, version, tag, cancel
         self.request = request  # the HTTP request, whose disconnect stops the generation
@@ -93,7 +93,9 @@ class ServedTurn:
             self._kwargs["tools"] = [t.as_openai() for t in self.tools]
         if spec.constraint is not None:
             self._kwargs["grammar"] = _grammar(spec.constraint)
-        self._prompt = template_messages(spec.messages)
+        # ``prompt``: what the model is shown when it differs from the request (the playbook's
+        # lessons added); sessions and pairing keep reading the request itself.
+        self._prompt = template_messages(spec.messages if prompt is None else prompt)
 
     @property
     def extra(self) -> dict[str, Any]:
@@ -221,7 +223,8 @@ async def start_turn(state: ServingState, spec: TurnSpec, request: Any = None) -
 
     policy, version = state.host.acquire()
     loop = asyncio.get_running_loop()
-    too_long = await check_context(policy, template_messages(spec.messages), loop, state.executor)
+    prompt = state.context(spec.messages) if state.context is not None else spec.messages
+    too_long = await check_context(policy, template_messages(prompt), loop, state.executor)
     if too_long is not None:
         raise too_long
     tag = state.tracker.tag(spec.headers, spec.body_tags, spec.messages)
@@ -229,7 +232,7 @@ async def start_turn(state: ServingState, spec: TurnSpec, request: Any = None) -
         turn_id, rendered = tag.pair_with
         state.collector.set_next_state(turn_id, next_state_text(spec.messages, rendered))
     state.requests += 1
-    return ServedTurn(state, spec, policy, version, tag, RequestCancel(state.cancel), request)
+    return ServedTurn(state, spec, policy, version, tag, RequestCancel(state.cancel), request, prompt)
 
 
 __all__ = ["ServeError", "ServedTurn", "ToolCall", "TurnResult", "TurnSpec", "start_turn"]

@@ -1,0 +1,140 @@
+"""Online learning while serving (``context.online``): judged turns teach the playbook, served
+prompts get it. Scripted policy, scripted reflector/curator, no model."""
+
+import json
+import threading
+import time
+
+import httpx
+import pytest
+
+from ratchet.context.online import LESSONS_HEADER, ServeContext, TurnLearner, served_messages
+from ratchet.context.playbook import Item, Playbook
+from ratchet.models.scripted import ScriptedModel
+from ratchet.online.config import OnlineConfig
+from ratchet.online.loops import run_judge_loop
+from ratchet.online.queue import TurnQueue
+from ratchet.online.records import Judgement, Turn
+
+LESSON = "Answer with the code only."
+
+
+def roles():
+    def respond(messages):
+        if "Change it only by operations" in messages[-1]["content"]:
+            return json.dumps({"operations": [{"op": "ADD", "section": "serve", "text": LESSON}]})
+        return json.dumps({"tags": [], "lesson": LESSON})
+
+    return ScriptedModel(respond)
+
+
+def turn(i: int) -> Turn:
+    return Turn(f"t{i}", "s", False, "main", [{"role": "user", "content": f"sort list {i}"}], f"a{i}",
+                [1, 2], [3, 4], [-0.5, -0.7], 0)
+
+
+def test_the_serve_config_takes_context_online_and_is_off_by_default():
+    assert OnlineConfig().context.online is False
+    config = OnlineConfig.model_validate({"context": {"online": True, "budget_tokens": 50}})
+    assert config.context.online and config.context.budget_tokens == 50
+    with pytest.raises(ValueError, match="budget_tokens"):
+        OnlineConfig.model_validate({"context": {"budget_tokens": -1}})
+
+
+def test_served_messages_add_the_lessons_within_the_budget(tmp_path):
+    path = tmp_path / "playbook.md"
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "sort a list"}]
+    assert served_messages(messages, path, ServeContext()) == messages  # no playbook yet
+    book = Playbook()
+    for n in range(30):
+        book.put(Item(id=book.new_id(), section="s", text=f"lesson {n} " + "word " * 10, helpful=int(n == 29)))
+    book.save(path)
+    out = served_messages(messages, path, ServeContext(budget_tokens=40))
+    assert out[1:] == messages[1:] and out[0]["content"].startswith("Be brief." + LESSONS_HEADER)
+    shown = out[0]["content"].split(LESSONS_HEADER)[1].splitlines()
+    assert shown[0].startswith("[ctx-00030]") and 0 < len(shown) < 30
+    no_system = served_messages(messages[1:], path, ServeContext(budget_tokens=40))
+    assert no_system[0]["role"] == "system" and no_system[1:] == messages[1:]
+    path.write_text("# Playbook\n- [bad line\n")
+    assert served_messages(messages, path, ServeContext()) == messages  # a broken file is served without
+
+
+def test_a_decided_judgement_teaches_the_playbook_and_an_undecided_one_does_not(tmp_path):
+    path = tmp_path / "playbook.md"
+    model = roles()
+    learner = TurnLearner(path, model, ServeContext(use_grammar=False))
+    assert learner(turn(0), Judgement("t0", 0, [0], None, "hm", "rule")) is None and model.calls == []
+    entry = learner(turn(1), Judgement("t1", -1, [-1], "say less", "no, just the code", "rule"))
+    assert entry["score"] == 0.0 and [i.text for i in Playbook.load(path).items.values()] == [LESSON]
+    prompt = model.calls[0]["messages"][-1]["content"]
+    assert "sort list 1" in prompt and "no, just the code" in prompt and "say less" in prompt
+
+
+def test_the_judge_loop_hands_each_judged_turn_to_the_learner(tmp_path):
+    queue = TurnQueue(tmp_path / "q.db")
+    for i, next_state in enumerate(["thanks, perfect", "no, I meant the other one"]):
+        queue.add_turn(turn(i))
+        queue.set_next_state(f"t{i}", next_state)
+    config = OnlineConfig(learn="binary")
+    config.judge.poll_s = 0.02
+    learner = TurnLearner(tmp_path / "playbook.md", roles(), ServeContext(use_grammar=False))
+    seen = []
+
+    def observer(t, j):
+        seen.append((t.turn_id, j.reward))
+        learner(t, j)
+
+    stop = threading.Event()
+    worker = threading.Thread(target=lambda: run_judge_loop(config, tmp_path / "q.db", stop, observer=observer))
+    worker.start()
+    deadline = time.time() + 10
+    while len(seen) < 2 and time.time() < deadline:
+        time.sleep(0.02)
+    stop.set()
+    worker.join(5)
+    assert sorted(seen) == [("t0", 1), ("t1", -1)] and queue.stats()["judged"] == 2
+    # no encoder in this learner, so the repeated lesson is not folded (ContextLearner's behaviour)
+    assert learner.learner.stats.steps == 2 and len(Playbook.load(tmp_path / "playbook.md")) == 2
+
+
+def test_the_server_shows_the_model_the_playbook_and_records_what_it_showed(tmp_path):
+    pytest.importorskip("fastapi")
+    from ratchet.online.policy import PolicyHost, ScriptedPolicy
+    from ratchet.online.server import ServerThread, create_app, make_state
+
+    path = tmp_path / "playbook.md"
+    book = Playbook()
+    book.put(Item(id=book.new_id(), section="serve", text=LESSON))
+    book.save(path)
+    shown = []
+    policy = ScriptedPolicy(lambda messages: shown.append(messages) or "sorted(x)")
+    queue = TurnQueue(tmp_path / "q.db")
+    state = make_state(PolicyHost(lambda adapter: policy), queue,
+                       context=lambda messages: served_messages(messages, path, ServeContext()))
+    with ServerThread(create_app(state)) as server:
+        reply = httpx.post(f"{server.url}/v1/chat/completions", timeout=30,
+                           json={"model": "ratchet", "messages": [{"role": "user", "content": "sort x"}]})
+    state.collector.close()
+    assert reply.status_code == 200 and reply.json()["choices"][0]["message"]["content"] == "sorted(x)"
+    assert shown[0][0]["role"] == "system" and f"[ctx-00001] (serve) {LESSON}" in shown[0][0]["content"]
+    assert shown[0][1] == {"role": "user", "content": "sort x"}
+    [(session, _)] = queue.sessions()
+    [turn_id] = queue.session_turn_ids(session)
+    queue.set_next_state(turn_id, "thanks")
+    [(recorded, _)] = queue.turns_to_judge(5)
+    assert LESSON in recorded.messages[0]["content"]  # the turn trained on is the prompt the model saw
+
+
+def test_serve_wires_both_halves_to_the_playbook_beside_its_queue_only_when_asked(tmp_path):
+    from ratchet.online.launch import _served_context
+    from ratchet.online.loops import make_turn_learner
+
+    assert _served_context(OnlineConfig(), tmp_path) is None
+    config = OnlineConfig.model_validate({"context": {"online": True, "model": "scripted:", "use_grammar": False}})
+    learner = make_turn_learner(config, tmp_path / "queue.db")
+    assert learner.learner.path == tmp_path / "context" / "playbook.md"
+    book = Playbook()
+    book.put(Item(id=book.new_id(), section="serve", text=LESSON))
+    book.save(learner.learner.path)
+    served = _served_context(config, tmp_path)([{"role": "user", "content": "hi"}])
+    assert LESSON in served[0]["content"]
