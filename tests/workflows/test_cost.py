@@ -1,0 +1,53 @@
+"""Cost on the same footing as score: per-task model calls and tokens in the jsonl and textarena
+suites (as in HumanEval's), the score-vs-cost frontier, and the gate's "no more cost" option."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ratchet.contracts import Candidate
+from ratchet.evolve.context import EngineContext
+from ratchet.evolve.manifest import load_manifest
+from ratchet.evolve.suites.config import JsonlOptions, TextArenaOptions
+from ratchet.evolve.suites.jsonl import JsonlSuite
+from ratchet.evolve.suites.textarena import TextArenaSuite
+from ratchet.models.request import estimate_tokens, prompt_text
+from ratchet.models.scripted import ScriptedModel
+
+WORKSPACE = Path(__file__).resolve().parents[2] / "examples" / "humaneval-coder"
+#: Asks the model once per turn and answers its reply.
+ASKING = ("def step(state):\n"
+          "    if not state['events']:\n"
+          "        text = state['task'].get('prompt') or state['task'].get('observation')\n"
+          "        return {'call_model': [{'role': 'user', 'content': text}]}\n"
+          "    return {'answer': state['events'][-1]['reply']}\n")
+
+
+def spent(model: ScriptedModel, replies: list[str]) -> int:
+    """The tokens the scripted model reported: prompt and reply of each call."""
+    return sum(estimate_tokens(prompt_text(c["messages"])) + estimate_tokens(r) for c, r in zip(model.calls, replies))
+
+
+def test_jsonl_suite_records_calls_and_tokens_per_task(tmp_path) -> None:
+    row = {"id": "echo", "prompt": "Say yes.", "metadata": {"kind": "text"},
+           "verifier": {"command": ["{python}", "-c", "import sys; sys.exit(open('answer.txt').read().strip() != 'yes')"]}}
+    (tmp_path / "suite.jsonl").write_text(json.dumps(row) + "\n")
+    model = ScriptedModel(["yes"])
+    suite = JsonlSuite(JsonlOptions(path="suite.jsonl"), EngineContext(load_manifest(WORKSPACE), tmp_path, model=model))
+    [result] = suite.evaluate(Candidate.from_files("t", {"workflow.py": ASKING}), suite.tasks(), 0)
+    assert result.score == 1.0
+    assert result.metrics["model_calls"] == 1 and result.metrics["tokens"] == spent(model, ["yes"]) > 0
+
+
+def test_textarena_suite_records_calls_and_tokens_per_task() -> None:
+    pytest.importorskip("textarena")
+    replies = ["[A C]", "[A B]", "[C B]", "[A C]", "[B A]", "[B C]", "[A C]"]
+    model = ScriptedModel(replies)
+    suite = TextArenaSuite(TextArenaOptions(games=["TowerOfHanoi-v0"], episodes=1),
+                           EngineContext(load_manifest(WORKSPACE), WORKSPACE, model=model))
+    [result] = suite.evaluate(Candidate.from_files("t", {"workflow.py": ASKING}), suite.tasks(), 0)
+    assert result.score == 1.0 and result.metrics["model_calls"] == 7.0
+    assert result.metrics["tokens"] == spent(model, replies) > 0
