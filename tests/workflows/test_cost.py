@@ -51,3 +51,31 @@ def test_textarena_suite_records_calls_and_tokens_per_task() -> None:
     [result] = suite.evaluate(Candidate.from_files("t", {"workflow.py": ASKING}), suite.tasks(), 0)
     assert result.score == 1.0 and result.metrics["model_calls"] == 7.0
     assert result.metrics["tokens"] == spent(model, replies) > 0
+
+
+def held_in(scores: list[float], calls: float) -> list:
+    from ratchet.contracts import TaskResult
+
+    return [TaskResult(f"t{i}", 0, s, metrics={"model_calls": calls}) for i, s in enumerate(scores)]
+
+
+def gate(tmp_path, **options):
+    from ratchet.evolve.config import GateOptions
+    from ratchet.evolve.gate import PairedGate
+    from ratchet.evolve.manifest import Manifest
+
+    return PairedGate(GateOptions(correction="none", resamples=500, **options),
+                      EngineContext(Manifest(name="wf", editable=["workflow.py"]), tmp_path))
+
+
+def test_gate_can_ask_for_better_at_no_more_cost_per_task(tmp_path) -> None:
+    parent, better = held_in([0.0] * 12, 4.0), [0.0] * 2 + [1.0] * 10
+    costlier, same = {"heldin": held_in(better, 5.0)}, {"heldin": held_in(better, 4.0)}
+    assert gate(tmp_path).decide({"heldin": parent}, costlier, {}).accepted  # score only: the default
+    refused = gate(tmp_path, cost_metric="model_calls").decide({"heldin": parent}, costlier, {})
+    assert not refused.accepted and "costs more per task: model_calls 5.00 > parent's 4.00" in refused.reason
+    assert refused.numbers["cost_child"] == 5.0 and refused.numbers["cost_parent"] == 4.0
+    assert gate(tmp_path, cost_metric="model_calls").decide({"heldin": parent}, same, {}).accepted
+    assert gate(tmp_path, cost_metric="model_calls", cost_tolerance=0.25).decide({"heldin": parent}, costlier, {}).accepted
+    missing = gate(tmp_path, cost_metric="tokens").decide({"heldin": parent}, same, {})
+    assert not missing.accepted and "records the cost metric 'tokens'" in missing.reason
