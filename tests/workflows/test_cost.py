@@ -79,3 +79,30 @@ def test_gate_can_ask_for_better_at_no_more_cost_per_task(tmp_path) -> None:
     assert gate(tmp_path, cost_metric="model_calls", cost_tolerance=0.25).decide({"heldin": parent}, costlier, {}).accepted
     missing = gate(tmp_path, cost_metric="tokens").decide({"heldin": parent}, same, {})
     assert not missing.accepted and "records the cost metric 'tokens'" in missing.reason
+
+
+def test_frontier_keeps_the_points_no_other_beats_on_score_and_cost() -> None:
+    from ratchet.evolve.report_tables import frontier
+
+    points = {"cheap": (0.4, 1.0), "dear": (0.6, 4.0), "worse": (0.4, 2.0), "tie": (0.6, 4.0), "mid": (0.5, 2.0)}
+    assert frontier(points) == {"cheap", "dear", "tie", "mid"}
+
+
+def test_frontier_table_shows_score_calls_and_tokens_per_candidate(tmp_path) -> None:
+    from ratchet.contracts import TaskResult
+    from ratchet.evolve.archive import Archive
+    from ratchet.evolve.report_tables import frontier_table
+    from ratchet.store import RunStore
+
+    run = RunStore(tmp_path).create_run("evolve", {}, run_id="r")
+    cheap = Candidate.from_files("wf", {"workflow.py": "1"})
+    dear = Candidate.from_files("wf", {"workflow.py": "4"}, parent_id=cheap.id)
+    waste = Candidate.from_files("wf", {"workflow.py": "5"}, parent_id=cheap.id)
+    for c, score, calls in ((cheap, 0.5, 1.0), (dear, 1.0, 4.0), (waste, 0.5, 5.0)):
+        Archive(run).add(c, "accepted")
+        Archive(run).record_results(c.id, "heldin", [TaskResult(t, 0, score, metrics={"model_calls": calls, "tokens": 100 * calls})
+                                                     for t in ("a", "b")])
+    rows = {line.split(" | ")[0].strip("| "): line.split(" | ")[3:] for line in frontier_table(run)[2:]}
+    assert rows[cheap.id[:12]] == ["0.500", "1.0", "100.0", "yes |"]
+    assert rows[dear.id[:12]] == ["1.000", "4.0", "400.0", "yes |"]
+    assert rows[waste.id[:12]] == ["0.500", "5.0", "500.0", " |"]
