@@ -140,6 +140,7 @@ def test_operator_search_config_builds_and_its_proposal_runs_in_the_sandbox(tmp_
             '{"op": "select_by_examples"}, {"op": "revise", "rounds": 1}]}'
     ctx = EngineContext(load_manifest(workspace), workspace, model=ScriptedModel([reply]))
     assert isinstance(build("selector", config.selector, ctx), SoftMixedSelector)
+    assert build("gate", config.gate, ctx).options.cost_metric == "model_calls"
     proposers = [build("proposer", spec, ctx) for spec in config.proposers]
     operator = next(p for p in proposers if isinstance(p, OperatorProposer))
     assert operator.options.max_model_calls == options.workflow.max_model_calls == 4
