@@ -117,7 +117,7 @@ def test_operator_proposer_shows_spec_menu_failures_and_proposes_the_compiled_sp
     assert "- revise:" in prompt and "rounds 1..3" in prompt  # the menu with bounds
     assert "t2 wrong answer" in prompt and "t1" in prompt.split("solved")[1]  # failures and successes
     assert "at most 3 model calls" in prompt
-    assert model.calls[0]["params"]["grammar"] == spec_grammar()
+    assert model.calls[0]["params"]["grammar"] == spec_grammar(3)
     expected = compile_spec(parse_spec(reply))
     assert out.files == {"workflow.py": expected["workflow.py"]}  # the library is unchanged: not re-sent
     assert plan_of(out.files["workflow.py"])[-1] == {"op": "revise", "rounds": 1}
@@ -182,6 +182,8 @@ def test_spec_grammar_is_valid_gbnf_and_covers_the_menu() -> None:
 
     grammar = spec_grammar()
     assert all(f'\\"op\\": \\"{op}\\"' in grammar for op in MENU)
+    assert '("1" | "2" | "3" | "4" | "5" | "6" | "7" | "8")' in grammar
+    assert '\\"k\\": " ("1" | "2") "}"' in spec_grammar(2)  # no argument above the cap
     llama_cpp = pytest.importorskip("llama_cpp")
     llama_cpp.LlamaGrammar.from_string(grammar, verbose=False)  # raises on a malformed grammar
 
@@ -248,3 +250,18 @@ def test_meta_agent_random_others_and_skips_a_copy_of_a_member(tmp_path) -> None
     out = MetaAgentProposer(MetaAgentOptions(members=6), ctx_with(tmp_path, model)).propose(
         members[0], archive, random.Random(0))
     assert isinstance(out, Skip) and "identical to one the model was shown" in out.reason
+
+
+@pytest.mark.real_model
+def test_the_embedded_model_answers_a_spec_under_the_grammar(tmp_path) -> None:
+    """The 0.5B, constrained by the grammar, answers a spec the parser reads (what it chooses is
+    not asserted: a plan over the cap is still refused by the parser, with its message)."""
+    from ratchet.models.spec import load_model
+
+    model = load_model("local:qwen2.5-coder-0.5b", threads=1)
+    archive = Archive()
+    parent = archive.add(BEST_OF_2, score=0.4, t1=1.0, t2=0.0)
+    out = OperatorProposer(OperatorOptions(max_model_calls=4), ctx_with(tmp_path, model)).propose(
+        parent, archive, random.Random(0))
+    assert isinstance(out, Proposal) or "model calls per task, more than the run's cap" in out.reason \
+        or "compiles to the parent's own" in out.reason, out

@@ -101,9 +101,10 @@ def menu_text() -> str:
     return "\n".join(lines)
 
 
-def spec_grammar() -> str:
+def spec_grammar(max_model_calls: int | None = None) -> str:
     """A GBNF grammar of the spec's JSON form: a name, then steps from the menu whose first is a
-    ``sample``; integer arguments only within their bounds (the optional ``max_tokens`` is left out)."""
+    ``sample``; integer arguments only within their bounds, and none above ``max_model_calls`` (a
+    whole plan may still exceed it: the parser says so). The optional ``max_tokens`` is left out."""
     rules = {}
     for model in STEP_MODELS:
         op = model.model_fields["op"].annotation.__args__[0]
@@ -112,6 +113,8 @@ def spec_grammar() -> str:
             if name == "op" or field.default is None:
                 continue
             low, high = bounds(field)
+            if max_model_calls is not None:
+                high = max(low, min(high, max_model_calls))
             values = " | ".join(f'"{v}"' for v in range(low, high + 1))
             parts.append(f'", \\"{name}\\": " ({values})')
         parts.append('"}"')
@@ -245,7 +248,8 @@ class OperatorProposer(WorkflowProposer):
         self.asks += 1
         try:
             completion = self.ctx.model.complete(messages, temperature=self.options.temperature,
-                                                 max_tokens=self.options.max_tokens, seed=seed, grammar=spec_grammar())
+                                                 max_tokens=self.options.max_tokens, seed=seed,
+                                                 grammar=spec_grammar(self.options.max_model_calls))
         except BudgetExceeded:
             raise
         except RatchetError:
