@@ -269,12 +269,12 @@ class OperatorProposer(WorkflowProposer):
             spec = parse_spec(spec_in(reply), max_model_calls=self.options.max_model_calls)
         except RatchetError as exc:
             return self.skip(parent, str(exc), reply=reply)
-        files = {k: v for k, v in compile_spec(spec).items() if parent.files.get(k) != v}
+        compiled = compile_spec(spec)
+        compiled[self.options.surface] = compiled.pop("workflow.py")
+        files = {k: v for k, v in compiled.items() if parent.files.get(k) != v}
         if self.options.surface not in files:
             return self.skip(parent, f"the spec {spec.name!r} compiles to the parent's own {self.options.surface}",
                              reply=reply)
-        if self.options.surface != "workflow.py":
-            files[self.options.surface] = files.pop("workflow.py")
         summary = " -> ".join(s.op for s in spec.steps)
         claim = parse_claim(reply, [r.task_id for r in results]) or Claim(target=f"workflow {spec.name}: {summary}")
         return self.proposal(files, claim, (parent.id,), template=source, prompt=messages[0]["content"], reply=reply,
