@@ -265,3 +265,21 @@ def test_the_embedded_model_answers_a_spec_under_the_grammar(tmp_path) -> None:
         parent, archive, random.Random(0))
     assert isinstance(out, Proposal) or "model calls per task, more than the run's cap" in out.reason \
         or "compiles to the parent's own" in out.reason, out
+
+
+def test_meta_agent_reflects_in_the_same_conversation_and_keeps_the_last_file(tmp_path) -> None:
+    archive = Archive()
+    parent = archive.add({"workflow.py": HAND}, score=0.5)
+    first, fixed = HAND.replace("'x'", "'y'"), HAND.replace("'x'", "'z'")
+    model = ScriptedModel([f"TARGET: y\n```python\n{first}```", f"TARGET: z\n```python\n{fixed}```"])
+    out = MetaAgentProposer(MetaAgentOptions(reflections=1), ctx_with(tmp_path, model)).propose(
+        parent, archive, random.Random(0))
+    assert isinstance(out, Proposal) and out.files == {"workflow.py": fixed}
+    second = model.calls[1]["messages"]
+    assert second[1]["role"] == "assistant" and first in second[1]["content"]
+    assert second[2]["role"] == "user"
+    assert "Check the workflow you just wrote" in second[2]["content"]
+    model = ScriptedModel([f"```python\n{first}```", "It looks right to me."])  # the reflection drops the file
+    out = MetaAgentProposer(MetaAgentOptions(reflections=1), ctx_with(tmp_path, model)).propose(
+        parent, archive, random.Random(0))
+    assert isinstance(out, Proposal) and out.files == {"workflow.py": first} and len(model.calls) == 2

@@ -331,6 +331,10 @@ class MetaAgentOptions(WorkflowProposerOptions):
     uniform draw (the parent itself already comes from the run's selector)."""
     max_member_chars: int = Field(default=3000, ge=200)
     """Longest workflow code shown per member (head and tail kept)."""
+    reflections: int = Field(default=0, ge=0, le=2)
+    """ADAS's self-reflection rounds: after the design, ask this many times (one call each, in the
+    same conversation) to check it for errors and give the corrected file; the last reply that holds
+    a file is proposed. ADAS uses 2; 0 keeps a small model's budget for more designs."""
 
 
 class MetaAgentProposer(WorkflowProposer):
@@ -370,7 +374,14 @@ class MetaAgentProposer(WorkflowProposer):
         messages = self.render(template, surface_path=self.options.surface, members=self.members_text(members, archive),
                                failures=self.failures_text(self.results(archive, parent.id)),
                                rejected=self.rejected_text(archive))
-        reply = self.ask(messages, rng)
+        replies = [self.ask(messages, rng)]
+        reflect, _ = self.template(parent, None, "meta_agent_reflect.md")
+        for _ in range(self.options.reflections):
+            messages = [*messages, {"role": "assistant", "content": replies[-1]},
+                        *self.render(reflect, surface_path=self.options.surface)]
+            replies.append(self.ask(messages, rng))
+        # the last reply holding a file wins; a reflection that dropped the file keeps the one before
+        reply = next((r for r in reversed(replies) if extract_file(r, self.options.surface).text is not None), replies[0])
         shown = tuple(c.files[self.options.surface] for c in members)
         return self.file_proposal(parent, archive, reply, messages[0]["content"], source, shown=shown,
-                                  shown_members=[c.id for c in members])
+                                  shown_members=[c.id for c in members], reflections=replies[1:])
