@@ -262,3 +262,9 @@ class GateOptions(Settings):
     """Held-out may drop by at most this many parent noise bands."""
     guard_tolerance: float = Field(default=0.0, ge=0, le=1)
     """A guard task regresses when its mean score drops by more than this."""
+    cost_metric: str | None = None
+    """With a per-task metric that measures cost (``model_calls``, ``tokens``), the child must also
+    cost no more per task on held-in than its parent: "better at no more cost". None: score only."""
+    cost_tolerance: float = Field(default=0.0, ge=0)
+    """Share by which the child's mean cost per task may exceed the parent's under ``cost_metric``
+    (0.05: 5%), for costs that vary from run to run (sampled reply lengths)."""

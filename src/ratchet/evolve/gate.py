@@ -9,6 +9,8 @@ is averaged over seeds, and the child's gain is the mean of the per-task differe
    :class:`BootstrapGate` resamples tasks (a paired bootstrap of the mean gain).
 2. **Guard tasks**: none may drop by more than ``guard_tolerance``.
 3. **Held-out**: the gain may not be below −``heldout_k`` × the noise band there.
+4. **Cost** (only with ``cost_metric``): the child's mean cost per held-in task (model calls or
+   tokens) may not exceed the parent's (by more than ``cost_tolerance``): better at no more cost.
 
 The noise band of a split is measured by the loop (:func:`noise_band`): the standard deviation
 over seeds of the parent's mean score, from its repeated evaluation on every seed.
@@ -184,10 +186,30 @@ class PairedGate:
             numbers.update(heldout_gain=out_gain, noise_heldout=noise.get("heldout", 0.0))
             if out_gain < bound - 1e-12:
                 reasons.append(f"held-out dropped {out_gain:+.3f}, beyond the noise bound {bound:+.3f}")
+        if o.cost_metric is not None:
+            reasons += self.cost_reasons(parent.get("heldin", ()), child.get("heldin", ()), numbers)
         if reasons:
             return Decision(False, "; ".join(reasons), numbers)
         return Decision(True, f"held-in gain {gain:+.3f} > noise {numbers['noise_heldin']:.3f}, p = {p:.4f} < {alpha:.4g}; "
                               "no guard regressed; held-out within noise", numbers)
+
+
+    def cost_reasons(self, parent: Sequence[TaskResult], child: Sequence[TaskResult], numbers: dict[str, float]) -> list[str]:
+        """Why the child costs too much per task under ``cost_metric`` (none: it does not); the
+        parent's and child's mean costs per task go into ``numbers``."""
+        metric, tolerance = self.options.cost_metric, self.options.cost_tolerance
+        costs = []
+        for results in (parent, child):
+            values = [r.metrics[metric] for r in results if metric in r.metrics]
+            if not values:
+                return [(f"no held-in result records the cost metric {metric!r}; "
+                         "set gate cost_metric to one the suite records (model_calls, tokens) or drop it")]
+            costs.append(fmean(values))
+        numbers.update(cost_parent=costs[0], cost_child=costs[1])
+        if costs[1] > costs[0] * (1 + tolerance) + 1e-12:
+            return [f"costs more per task: {metric} {costs[1]:.2f} > parent's {costs[0]:.2f}"
+                    + (f" (+{tolerance:.0%} allowed)" if tolerance else "")]
+        return []
 
 
 class BootstrapGate(PairedGate):

@@ -2,7 +2,8 @@
 
 The benches and the results pages print the same tables from a run: the final report's arms
 (:func:`arms_table`), each candidate per split
-(:func:`candidates_table`), each step (:func:`steps_table`), what the model was paid
+(:func:`candidates_table`), each candidate's score beside its cost per task and which are on the
+score-vs-cost frontier (:func:`frontier_table`), each step (:func:`steps_table`), what the model was paid
 (:func:`calls_line`), per-task solve rates over seeds (:func:`rate_tables`) and the post-hoc
 measurements of a finished run beside the original, with the gate's sign-flip test
 (:func:`post_hoc_lines`; measured by :func:`ratchet.evolve.report.measure_post_hoc`). Rows of task
@@ -15,7 +16,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from statistics import fmean
-from typing import Any
+from typing import Any, Literal
 
 from ratchet.evolve.archive import Archive
 from ratchet.evolve.report import paired_comparison
@@ -74,6 +75,39 @@ def candidates_table(run: Any) -> list[str]:
         cells.append(f"{arm['mean']:.3f} ({arm['n']} tasks)" if arm else "–")
         lines.append(f"| {c.id[:12]} | {c.meta.get('proposer', 'original')} | {archive.status(c.id)} | "
                      + " | ".join(cells) + " |")
+    return lines
+
+
+def frontier(points: Mapping[str, tuple[float, float]]) -> set[str]:
+    """The keys of ``points`` ({key: (score, cost)}) that no other point dominates: none scores at
+    least as much at no more cost, better in one of the two."""
+    return {k for k, (s, c) in points.items()
+            if not any(s2 >= s and c2 <= c and (s2 > s or c2 < c) for o, (s2, c2) in points.items() if o != k)}
+
+
+def frontier_table(run: Any, split: str = "heldin", cost: Literal["model_calls", "tokens"] = "model_calls") -> list[str]:
+    """Each candidate scored on ``split``: its mean score, its mean model calls and tokens per task
+    (the metrics the workflow suites record), and whether it is on the score-vs-``cost`` frontier.
+    A candidate whose results lack ``cost`` is listed ("–") without a frontier mark."""
+    archive = Archive(run)
+    rows, points = [], {}
+    for c in archive.candidates():
+        rs = archive.results(c.id, split)
+        if not rs:
+            continue
+        per = {m: fmean(r.metrics[m] for r in rs) if all(m in r.metrics for r in rs) else None
+               for m in ("model_calls", "tokens")}
+        score = fmean(r.score for r in rs)
+        if per[cost] is not None:
+            points[c.id] = (score, per[cost])
+        rows.append((c, score, per))
+    front = frontier(points)
+    lines = [f"| candidate | proposer | status | {split} score | calls / task | tokens / task | on the {cost} frontier |",
+             "|---|---|---|---|---|---|---|"]
+    for c, score, per in rows:
+        cells = " | ".join(f"{v:.1f}" if v is not None else "–" for v in per.values())
+        lines.append(f"| {c.id[:12]} | {c.meta.get('proposer', 'original')} | {archive.status(c.id)} | {score:.3f} | "
+                     f"{cells} | {'yes' if c.id in front else ''} |")
     return lines
 
 

@@ -75,7 +75,7 @@ class JsonlSuite:
         except _NoAnswer as stop:
             failures = [Failure(f.kind, f.message, task.id) for f in stop.failures]
             failures.append(Failure("no_answer", f"the workflow gave no answer to turn {len(player.previous)}", task.id))
-            return TaskResult(task.id, seed, 0.0, "\n".join(player.traces), tuple(failures), {"model_calls": player.calls})
+            return TaskResult(task.id, seed, 0.0, "\n".join(player.traces), tuple(failures), {"model_calls": player.calls, "tokens": player.tokens})
         last = episode.steps[-1]
         score = float(episode.summary.rewards.get(0, 0.0))
         output = (last.extra.get("verdict") or {}).get("output", "") or last.illegal_reason or ""
@@ -84,7 +84,7 @@ class JsonlSuite:
         if score < 1.0:
             kind = "no_code" if not last.legal else "wrong_answer"
             failures = (Failure(kind, (output or kind).strip()[:300], task.id, {"output": output}),)
-        return TaskResult(task.id, seed, score, "\n".join(traces), failures, {"model_calls": player.calls})
+        return TaskResult(task.id, seed, score, "\n".join(traces), failures, {"model_calls": player.calls, "tokens": player.tokens})
 
 
 #: One task's episode: no step cap beyond the task's turns, no observations kept (the traces are).
@@ -110,6 +110,7 @@ class _TurnPlayer:
         self.previous: list[list[str]] = []
         self.traces: list[str] = []
         self.calls = 0
+        self.tokens = 0  # prompt + reply tokens: the cost beside the calls, as the HumanEval suite records
 
     def reset(self, seed: int) -> None:
         pass  # one task, one episode: nothing carries over
@@ -118,6 +119,7 @@ class _TurnPlayer:
         run = self.driver.run({"task_id": self.task_id, "prompt": observation.text, "turn": len(self.previous),
                                "previous": self.previous}, self.seed)
         self.calls += run.model_calls
+        self.tokens += run.tokens
         self.traces.append(run.trace())
         if run.answer is None:
             raise _NoAnswer(run.failures)

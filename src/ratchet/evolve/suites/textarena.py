@@ -36,6 +36,7 @@ class WorkflowAgent:
         self.turn = 0
         self.failures: list[Failure] = []
         self.model_calls = 0
+        self.tokens = 0  # prompt + reply tokens: the cost beside the calls, as the HumanEval suite records
 
     def reset(self, seed: int) -> None:
         self.turn = 0
@@ -45,6 +46,7 @@ class WorkflowAgent:
                                "turn": self.turn}, self.seed * 1000 + self.turn)
         self.turn += 1
         self.model_calls += run.model_calls
+        self.tokens += run.tokens
         self.failures += run.failures
         return run.answer if run.answer is not None else ""
 
@@ -132,5 +134,5 @@ class TextArenaSuite:
             how = "truncated" if episode.extra.get("truncated") else "ended by an illegal move" if episode.ended_by_illegal else "lost"
             failures.append(Failure("lost", f"not solved ({how}, reward {reward:g})", tid))
         metrics = {"reward": reward, "moves": float(episode.steps), "illegal": float(episode.illegal_steps),
-                   "model_calls": float(agent.model_calls)}
+                   "model_calls": float(agent.model_calls), "tokens": float(agent.tokens)}
         return TaskResult(tid, seed, score, "\n".join(lines), tuple(failures), metrics)
