@@ -1,5 +1,6 @@
 """The hinted teacher's own reply as a distillation target says where it ends: a reply the teacher
-finished is taught with its end-of-turn, one cut at ``teacher_max_tokens`` is not taught at all.
+finished is taught with its end-of-turn; one cut at ``teacher_max_tokens`` is taught without an end
+(``teacher_unfinished=prefix``, the default) or not at all (``drop``).
 
 Why it matters: a correction asking for shorter answers had made held-out answers longer. The
 target was the teacher's reply without its end-of-turn, so the short answer's words were taught and
@@ -85,11 +86,23 @@ def test_a_finished_teacher_reply_is_taught_with_its_end_of_turn() -> None:
     assert int(it.teacher_topk[1][-1, 0]) == EOS
 
 
-def test_a_teacher_reply_cut_at_the_limit_is_not_taught() -> None:
-    trainer = make(teacher_max_tokens=2)  # "ab", then the limit: the teacher never got to its end
+def test_a_teacher_reply_cut_at_the_limit_is_not_taught_when_dropped() -> None:
+    trainer = make(teacher_max_tokens=2, teacher_unfinished="drop")  # "ab", then the limit
     metrics = trainer.step([sample("q", "abcabcabc", -1, hint=HINT)])
     assert metrics["teacher_targets"] == [] and len(metrics["teacher_targets_unfinished"]) == 1
     assert metrics["updated"]  # the sample still teaches by its reward
+
+
+def test_a_teacher_reply_cut_at_the_limit_is_taught_without_an_end_by_default() -> None:
+    trainer = make(teacher_max_tokens=2)  # "ab", then the limit: the teacher never got to its end
+    items, _ = trainer.prepare([sample("q", "abcabcabc", -1, hint=HINT)])
+    hinted = [it for it in items if it.teacher_ids is not None]
+    starts = [len(it.teacher_ids) - (len(it.input_ids) - it.response_start) for it in hinted]
+    taught, refused, unfinished = trainer._teacher_replies(hinted, starts)
+    assert len(taught) == 1 and len(unfinished) == 1 and refused == []
+    [it] = hinted
+    # The target is the part the teacher wrote: no end-of-turn where the teacher did not stop.
+    assert it.distill_ids[it.distill_start:] == TOK.encode("ab")
 
 
 def test_a_correction_asking_for_shorter_teaches_the_stop_and_never_lengthens() -> None:

@@ -345,6 +345,8 @@ class Trainer(ScoredPolicy):
                 continue
             if reply.stop is None:
                 unfinished.append(text)
+                if cfg.teacher_unfinished == "prefix" and rule.keep(text):
+                    keep.append((it, p, reply.ids))
             elif rule.keep(text):
                 keep.append((it, p, reply.with_stop))
             else:

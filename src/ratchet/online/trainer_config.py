@@ -49,8 +49,15 @@ class TrainerConfig(Settings):
     almost only at its first token) or ``teacher`` (default: the hinted teacher's own greedy reply,
     end-of-turn included, so the whole reply the hint leads to is taught, its end too)."""
     teacher_max_tokens: int = Field(default=48, ge=1)
-    """Length limit of the hinted teacher's own reply (``distill_target=teacher``). A reply cut here
-    before it ended is not taught (its end is unknown); 48 keeps the greedy pass a few seconds."""
+    """Length limit of the hinted teacher's own reply (``distill_target=teacher``); 48 keeps the
+    greedy pass a few seconds. What becomes of a reply cut here is ``teacher_unfinished``."""
+    teacher_unfinished: Literal["prefix", "drop"] = "prefix"
+    """A hinted teacher's reply cut at ``teacher_max_tokens`` before it ended: ``prefix`` (default)
+    teaches the part written, without an end (its end is unknown, so no stop is taught where the
+    teacher did not stop); ``drop`` teaches none of it. A finished reply is taught with its stop
+    either way. ``drop`` loses the preferences whose replies run longer than the limit (a bullet
+    list: the end-to-end bullets test never moved with it); measurements in
+    ``bench/results/online_hyperparameters.md``."""
     teacher_filter: TargetFilterName = "answers"
     """Which of the hinted teacher's own replies are taught (:mod:`ratchet.online.targets`):
     ``answers`` (default) drops one that hands the question back or refuses; ``none`` keeps all."""
