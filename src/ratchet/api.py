@@ -252,15 +252,17 @@ def synthesize_harness(env: str | None = None, *, model: str | None = None, mode
     proto = protocol_config(protocol, protocol_overrides)
     run, cfg = open_or_create(RunStore(store), cfg, resume)
     with run.marks_failure():  # a model that does not load, or a bug, marks the run failed with why
-        from ratchet.models import load_model
+        from ratchet.models import AccountedModel, Accountant, BudgetConfig, load_model
 
         llm = load_model(cfg.model, threads=threads)
+        # The held-out games' model calls are the run's too: logged in its store (``runs list``).
+        player = AccountedModel(llm, Accountant(BudgetConfig(), on_call=run.record_llm_call), purpose="autoharness.heldout")
         if on_engine and not searched(run):  # a run the search started carries on by the search
             from ratchet.autoharness.engine import synthesize_on_engine
 
-            report = synthesize_on_engine(cfg, llm, run, protocol=proto, play_model=llm, on_phase=on_phase)
+            report = synthesize_on_engine(cfg, llm, run, protocol=proto, play_model=player, on_phase=on_phase)
         else:
-            report = synthesize_game(cfg, accounted(llm, run), run, protocol=proto, play_model=llm,
+            report = synthesize_game(cfg, accounted(llm, run), run, protocol=proto, play_model=player,
                                      on_progress=on_progress, on_phase=on_phase)
     return HarnessResult(run.id, run.dir, report)
 

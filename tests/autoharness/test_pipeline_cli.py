@@ -182,3 +182,26 @@ def test_protocol_sizes_by_name():
     assert full.legal_steps == ProtocolConfig().legal_steps and full.matches == 6
     with pytest.raises(ConfigError, match="unknown protocol 'tiny'"):
         protocol_config("tiny", [])
+
+
+def test_runs_list_counts_the_held_out_model_calls(tmp_path):
+    """The demo's shape: fitted rules solve TicTacToe without a model call, then the held-out
+    protocol asks the model; those calls are the run's and `ratchet runs list` counts them."""
+    from ratchet import api
+
+    result = api.synthesize_harness("TicTacToe-v0", model="scripted:", protocol="demo", store=tmp_path / "runs",
+                                    overrides=["search_seeds=[0]", "heldout_seeds=[9]", f"library_dir={tmp_path / 'lib'}"])
+    run = RunStore(tmp_path / "runs").open_run(result.run_id)
+    heldout = [c for c in run.read_jsonl("llm_calls.jsonl") if c["purpose"] == "autoharness.heldout"]
+    assert heldout, "the held-out games asked the model"
+    [row] = RunStore(tmp_path / "runs").list_runs(kind="autoharness")
+    assert row["llm_calls"] == len(run.read_jsonl("llm_calls.jsonl")) >= len(heldout) > 0
+    listing = CliRunner().invoke(_cli(), ["runs", "list", "--store", str(tmp_path / "runs")], terminal_width=200)
+    assert listing.exit_code == 0, listing.output
+    assert f" {row['llm_calls']} " in listing.output
+
+
+def _cli():
+    from ratchet.cli import app
+
+    return app
