@@ -205,3 +205,27 @@ def _cli():
     from ratchet.cli import app
 
     return app
+
+
+def test_the_cli_prints_a_line_per_phase_and_who_wrote_the_harness(tmp_path):
+    """Both rows of `make demo`: with the fitted rules on they write the harness without a model
+    call and the output says so; switched off, no line may claim the rules wrote it."""
+    runs, lib = tmp_path / "runs", tmp_path / "lib"
+    base = ["autoharness", "--env", "TicTacToe-v0", "--model", "scripted:", "--store", str(runs),
+            "--set", "ideas.library_seed=false", "--set", f"library_dir={lib}", "--set", "heldout_seeds=[1000]"]
+    fitted = CliRunner().invoke(_cli(), [*base, "--protocol", "demo"], terminal_width=250)
+    assert fitted.exit_code == 0, fitted.output
+    lines = [line.strip() for line in fitted.output.splitlines()]
+    for phase in ("explore:", "propose:", "evaluate:", "held-out:", "export:"):
+        assert sum(line.startswith(phase) for line in lines) == 1, (phase, fitted.output)
+    assert "written by rules fitted to the explored states, no model call" in fitted.output
+    assert "(rules fitted to them: on)" in fitted.output and "propose:  1 steps, 1 harnesses kept, 0 model calls" in fitted.output
+    run_id = RunStore(runs).list_runs(kind="autoharness")[0]["id"]
+    heldout = [c for c in RunStore(runs).open_run(run_id).read_jsonl("llm_calls.jsonl") if c["purpose"] == "autoharness.heldout"]
+    assert f"({len(heldout)} model calls; adopted)" in fitted.output and heldout
+
+    own = CliRunner().invoke(_cli(), [*base, "--protocol", "none", "--set", "ideas.induce=false", "--iterations", "2"],
+                             terminal_width=250)
+    assert own.exit_code == 0, own.output
+    assert "(rules fitted to them: off)" in own.output and "written by rules fitted" not in own.output
+    assert "written by the model" in own.output or "written by the starting harness" in own.output, own.output
