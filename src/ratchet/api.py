@@ -252,11 +252,10 @@ def synthesize_harness(env: str | None = None, *, model: str | None = None, mode
     proto = protocol_config(protocol, protocol_overrides)
     run, cfg = open_or_create(RunStore(store), cfg, resume)
     with run.marks_failure():  # a model that does not load, or a bug, marks the run failed with why
-        from ratchet.models import Accountant, AccountedModel, BudgetConfig, load_model
+        from ratchet.models import load_model
 
         llm = load_model(cfg.model, threads=threads)
-        # The held-out games' model calls are the run's too: logged in its store (``runs list``).
-        player = AccountedModel(llm, Accountant(BudgetConfig(), on_call=run.record_llm_call), purpose="autoharness.heldout")
+        player = accounted(llm, run, "autoharness.heldout")  # the held-out games' calls are the run's too
         if on_engine and not searched(run):  # a run the search started carries on by the search
             from ratchet.autoharness.engine import synthesize_on_engine
 

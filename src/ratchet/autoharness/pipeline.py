@@ -22,10 +22,11 @@ from ratchet.models import AccountedModel, Accountant, BudgetConfig
 RUN_KIND = "autoharness"
 
 
-def accounted(model: Model, run: Any) -> AccountedModel:
-    """Every refiner call goes through one accountant that logs it in ``run``'s store. The search
-    enforces its own (resumable) budget; the accountant records."""
-    return AccountedModel(model, Accountant(BudgetConfig(), on_call=run.record_llm_call), purpose="autoharness.refine")
+def accounted(model: Model, run: Any, purpose: str = "autoharness.refine") -> AccountedModel:
+    """Every call (the refiner's; with ``purpose="autoharness.heldout"`` the held-out games') goes
+    through one accountant that logs it in ``run``'s store. The search enforces its own
+    (resumable) budget; the accountant records."""
+    return AccountedModel(model, Accountant(BudgetConfig(), on_call=run.record_llm_call), purpose=purpose)
 
 
 def open_or_create(store: Any, cfg: AutoHarnessConfig, resume: str | None, name: str | None = None) -> tuple[Any, AutoHarnessConfig]:
