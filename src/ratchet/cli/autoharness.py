@@ -99,7 +99,7 @@ def written_by(run: Any, report: dict) -> str:
     the fitted rules, or the starting harness (nothing better was kept)."""
     best = ((report.get("engine") or {}).get("best") or {}).get("id")
     if not best:
-        return "the model (the dedicated search asks the refiner model for every harness)" if report.get("search") else "unknown"
+        return "a writer the dedicated search does not record (--search)"
     from ratchet.evolve.archive import Archive
 
     proposer = Archive(run).get(best).meta.get("proposer")
