@@ -13,9 +13,18 @@ PROTOCOL ?= demo
 setup:
 	@scripts/setup.sh
 
+# Two labelled rows: first the model writes the harness itself (the rules fitted to explored
+# states switched off, so they cannot write it first), then those fitted rules alone, which solve
+# TicTacToe without a model call, for comparison. Neither starts from a harness kept by earlier runs.
+DEMO_CALLS ?= 8
+AUTOHARNESS := $(BIN)/ratchet autoharness --env TicTacToe-v0 --mode verifier --model local:$(MODEL) --set ideas.library_seed=false
+
 demo: setup
 	$(BIN)/ratchet models pull $(MODEL)
-	$(BIN)/ratchet autoharness --env TicTacToe-v0 --mode verifier --model local:$(MODEL) --protocol $(PROTOCOL)
+	@echo "== 1 of 2: the model's own harness (fitted rules off, at most $(DEMO_CALLS) model calls to write it) =="
+	$(AUTOHARNESS) --set ideas.induce=false --max-calls $(DEMO_CALLS) --protocol $(PROTOCOL)
+	@echo "== 2 of 2: rules fitted to the explored states (no model call), checked on the same held-out seeds =="
+	$(AUTOHARNESS) --protocol none
 
 # The real-model tests need the default model on disk, the tiny SmolLM2 (0.1 GB) for the
 # adapter-conversion test and the default judge's sentence encoder (0.08 GB); pulling is a no-op

@@ -255,12 +255,13 @@ def synthesize_harness(env: str | None = None, *, model: str | None = None, mode
         from ratchet.models import load_model
 
         llm = load_model(cfg.model, threads=threads)
+        player = accounted(llm, run, "autoharness.heldout")  # the held-out games' calls are the run's too
         if on_engine and not searched(run):  # a run the search started carries on by the search
             from ratchet.autoharness.engine import synthesize_on_engine
 
-            report = synthesize_on_engine(cfg, llm, run, protocol=proto, play_model=llm, on_phase=on_phase)
+            report = synthesize_on_engine(cfg, llm, run, protocol=proto, play_model=player, on_phase=on_phase)
         else:
-            report = synthesize_game(cfg, accounted(llm, run), run, protocol=proto, play_model=llm,
+            report = synthesize_game(cfg, accounted(llm, run), run, protocol=proto, play_model=player,
                                      on_progress=on_progress, on_phase=on_phase)
     return HarnessResult(run.id, run.dir, report)
 

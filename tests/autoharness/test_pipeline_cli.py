@@ -224,3 +224,50 @@ def test_protocol_sizes_by_name():
     assert full.legal_steps == ProtocolConfig().legal_steps and full.matches == 6
     with pytest.raises(ConfigError, match="unknown protocol 'tiny'"):
         protocol_config("tiny", [])
+
+
+def test_runs_list_counts_the_held_out_model_calls(tmp_path):
+    """The demo's shape: fitted rules solve TicTacToe without a model call, then the held-out
+    protocol asks the model; those calls are the run's and `ratchet runs list` counts them."""
+    from ratchet import api
+
+    result = api.synthesize_harness("TicTacToe-v0", model="scripted:", protocol="demo", store=tmp_path / "runs",
+                                    overrides=["search_seeds=[0]", "heldout_seeds=[9]", f"library_dir={tmp_path / 'lib'}"])
+    run = RunStore(tmp_path / "runs").open_run(result.run_id)
+    heldout = [c for c in run.read_jsonl("llm_calls.jsonl") if c["purpose"] == "autoharness.heldout"]
+    assert heldout, "the held-out games asked the model"
+    [row] = RunStore(tmp_path / "runs").list_runs(kind="autoharness")
+    assert row["llm_calls"] == len(run.read_jsonl("llm_calls.jsonl")) >= len(heldout) > 0
+    listing = CliRunner().invoke(_cli(), ["runs", "list", "--store", str(tmp_path / "runs")], terminal_width=200)
+    assert listing.exit_code == 0, listing.output
+    assert f" {row['llm_calls']} " in listing.output
+
+
+def _cli():
+    from ratchet.cli import app
+
+    return app
+
+
+def test_the_cli_prints_a_line_per_phase_and_who_wrote_the_harness(tmp_path):
+    """Both rows of `make demo`: with the fitted rules on they write the harness without a model
+    call and the output says so; switched off, no line may claim the rules wrote it."""
+    runs, lib = tmp_path / "runs", tmp_path / "lib"
+    base = ["autoharness", "--env", "TicTacToe-v0", "--model", "scripted:", "--store", str(runs),
+            "--set", "ideas.library_seed=false", "--set", f"library_dir={lib}", "--set", "heldout_seeds=[1000]"]
+    fitted = CliRunner().invoke(_cli(), [*base, "--protocol", "demo"], terminal_width=250)
+    assert fitted.exit_code == 0, fitted.output
+    lines = [line.strip() for line in fitted.output.splitlines()]
+    for phase in ("explore:", "propose:", "evaluate:", "held-out:", "export:"):
+        assert sum(line.startswith(phase) for line in lines) == 1, (phase, fitted.output)
+    assert "written by rules fitted to the explored states, no model call" in fitted.output
+    assert "(rules fitted to them: on)" in fitted.output and "propose:  1 steps, 1 harnesses kept, 0 model calls" in fitted.output
+    run_id = RunStore(runs).list_runs(kind="autoharness")[0]["id"]
+    heldout = [c for c in RunStore(runs).open_run(run_id).read_jsonl("llm_calls.jsonl") if c["purpose"] == "autoharness.heldout"]
+    assert f"({len(heldout)} model calls; adopted)" in fitted.output and heldout
+
+    own = CliRunner().invoke(_cli(), [*base, "--protocol", "none", "--set", "ideas.induce=false", "--iterations", "2"],
+                             terminal_width=250)
+    assert own.exit_code == 0, own.output
+    assert "(rules fitted to them: off)" in own.output and "written by rules fitted" not in own.output
+    assert "written by the model" in own.output or "written by the starting harness" in own.output, own.output

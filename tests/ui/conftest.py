@@ -63,7 +63,7 @@ def make_autoharness_run(store: RunStore, tmp: Path) -> str:
                             iterations=4, library_dir=str(tmp / "lib"))
     run = store.create_run("autoharness", cfg.model_dump(), "ui-test")
     proto = ProtocolConfig(legal_seeds=2, legal_steps=6, reward_games=2, matches=2, step_cap=20)
-    model = refiner()  # accounted as the refiner, unaccounted as the player: as `ratchet autoharness` wires it
+    model = refiner()  # accounted as the refiner; the player (unaccounted here) plays the held-out games
     synthesize_game(cfg, accounted(model, run), run, protocol=proto, play_model=model, runtime_factory=InProcessHarness,
                     library=HarnessLibrary(tmp / "lib"))
     return run.id

@@ -32,7 +32,7 @@ def test_runs_lists_every_run_with_kind_status_budget_and_score(runs):
     calls = run.llm_totals()["calls"]
     assert ah["kind"] == "autoharness" and ah["status"] == "done" and calls == 2
     assert ah["budget_used"] == pytest.approx(calls / run.config["budget"]["max_calls"])
-    assert ah["best_score"] == 1.0 and ah["views"] == ["autoharness"]
+    assert ah["best_score"] == 1.0 and ah["views"] == ["autoharness", "trajectories"]  # its held-out games
     assert rows[runs["play"]]["progress"] == "3/3 episodes" and rows[runs["play"]]["fraction"] == 1.0
     assert rows[runs["serve"]]["kind"] == "serve" and rows[runs["serve"]]["status"] == "stopped"
     assert "learning" in rows[runs["serve"]]["views"]
@@ -202,3 +202,24 @@ def test_missing_store_is_a_clear_error(tmp_path):
 
     with pytest.raises(RatchetError, match="no run store"):
         create_app(UIConfig(root=tmp_path / "nope"))
+
+
+def test_an_autoharness_runs_held_out_games_are_in_trajectories(runs):
+    """The held-out protocol plays its games itself (not through the rollout runner); each is
+    still written into the run, labelled by the phase that played it, and shown step by step."""
+    client = client_for(runs["root"])
+    run = runs["store"].open_run(runs["autoharness"])
+    episodes = run.episodes()
+    agents = {e["agent"] for e in episodes}
+    assert {"heldout-baseline-legal-rate", "heldout-harness-legal-rate"} <= agents, agents
+    assert {"heldout-baseline-reward", "heldout-harness-reward"} <= agents, agents
+    protocol = run.read_json("protocol.json")
+    for side in ("baseline", "harness"):
+        played = sum(e["steps"] for e in episodes if e["agent"] == f"heldout-{side}-legal-rate")
+        assert played == protocol[side]["legal"]["steps"]
+    listing = client.get(f"/trajectories/{run.id}").text
+    for e in episodes:
+        assert f"/trajectories/{run.id}/episode/{e['episode_id']}" in listing
+    first = episodes[0]
+    page = client.get(f"/trajectories/{run.id}/episode/{first['episode_id']}").text
+    assert page.count("<code>") == len(run.steps(first["episode_id"])) == first["steps"] > 0

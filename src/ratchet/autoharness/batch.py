@@ -101,9 +101,10 @@ def synthesize_or_report(cfg: AutoHarnessConfig, load_model: Callable[[], Model]
     dedicated search's iterations (the engine's steps are in its run's events)."""
     try:
         llm = load_model()
+        player = accounted(llm, run, "autoharness.heldout")  # the held-out games' calls are the run's too
         if on_engine and not searched(run):  # a game the search started carries on by the search
-            return synthesize_on_engine(cfg, llm, run, protocol=protocol, play_model=llm, library=library)
-        return synthesize_game(cfg, accounted(llm, run), run, protocol=protocol, play_model=llm, library=library,
+            return synthesize_on_engine(cfg, llm, run, protocol=protocol, play_model=player, library=library)
+        return synthesize_game(cfg, accounted(llm, run), run, protocol=protocol, play_model=player, library=library,
                                on_progress=on_progress)
     except Exception as exc:  # noqa: BLE001 - reported per game
         report = {"env": cfg.env, "status": "not run", "reason": f"{type(exc).__name__}: {exc}"[:200],

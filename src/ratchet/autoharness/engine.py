@@ -225,6 +225,7 @@ def synthesize_on_engine(cfg: AutoHarnessConfig, model: Model, run: Any, *, prot
     rules, players = probe_game(cfg.env)
     description = rules if description is None else description
     summary = run_on_engine(cfg, model, run, description=description, extra=extra, library=library)
+    search_tokens = run.llm_totals().get("total_tokens")  # before the held-out games add theirs
     found = summary.get("report")
     code = best_id = None
     best_h = 0.0
@@ -248,7 +249,7 @@ def synthesize_on_engine(cfg: AutoHarnessConfig, model: Model, run: Any, *, prot
         "format_version": FORMAT_VERSION, "env": cfg.env, "mode": cfg.mode, "method": cfg.method,
         "model": model.name, "run_id": run.id, "players": (evaluation or {}).get("players") or players,
         "search": {"best_h": best_h, "iterations": len(steps), "llm_calls": summary.get("model_calls", 0),
-                   "tokens": run.llm_totals().get("total_tokens"), "wall_s": round(time.perf_counter() - started, 1),
+                   "tokens": search_tokens, "wall_s": round(time.perf_counter() - started, 1),
                    "stop_reason": summary["state"], "nodes": summary.get("accepted", 0) + summary.get("rejected", 0),
                    "on": "engine"},
         **protocol_sides(evaluation),

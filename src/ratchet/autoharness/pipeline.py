@@ -16,15 +16,17 @@ from ratchet.autoharness.runtime import RuntimeFactory, sandbox_runtime_factory
 from ratchet.autoharness.search import SearchResult, Synthesis
 from ratchet.contracts import Model, RatchetError
 from ratchet.envs import env_factory_for
+from ratchet.envs.recording import EpisodeRecorder
 from ratchet.models import AccountedModel, Accountant, BudgetConfig
 
 RUN_KIND = "autoharness"
 
 
-def accounted(model: Model, run: Any) -> AccountedModel:
-    """Every refiner call goes through one accountant that logs it in ``run``'s store. The search
-    enforces its own (resumable) budget; the accountant records."""
-    return AccountedModel(model, Accountant(BudgetConfig(), on_call=run.record_llm_call), purpose="autoharness.refine")
+def accounted(model: Model, run: Any, purpose: str = "autoharness.refine") -> AccountedModel:
+    """Every call (the refiner's; with ``purpose="autoharness.heldout"`` the held-out games') goes
+    through one accountant that logs it in ``run``'s store. The search enforces its own
+    (resumable) budget; the accountant records."""
+    return AccountedModel(model, Accountant(BudgetConfig(), on_call=run.record_llm_call), purpose=purpose)
 
 
 def open_or_create(store: Any, cfg: AutoHarnessConfig, resume: str | None, name: str | None = None) -> tuple[Any, AutoHarnessConfig]:
@@ -144,11 +146,19 @@ def evaluate_harness(
 
     Separate from the search so a batch can search every game first and spend what time is left on
     the slower LLM protocol."""
-    env_factory = env_factory or env_factory_for(cfg.env)
+    # The protocol's games are written into the run as they are played (the Trajectories view),
+    # each labelled with the phase that played it ("baseline: legal rate", "harness: reward").
+    recorder = EpisodeRecorder(run, env_factory or env_factory_for(cfg.env), label="heldout")
+
+    def phase(name: str) -> None:
+        recorder.label = "heldout-" + name.replace(":", "").replace(" ", "-")
+        if on_phase is not None:
+            on_phase(name)
+
     runtime_factory = runtime_factory or sandbox_runtime_factory(cfg.call_timeout_s)
     with runtime_factory({"harness.py": code}) as runtime:
-        evaluation = run_protocol(env_factory, play_model, cfg.env, cfg.mode, runtime, cfg.heldout_seeds, protocol,
-                                  on_phase=on_phase)
+        evaluation = run_protocol(recorder, play_model, cfg.env, cfg.mode, runtime, cfg.heldout_seeds, protocol,
+                                  on_phase=phase)
     run.write_json("protocol.json", evaluation)
     return evaluation
 

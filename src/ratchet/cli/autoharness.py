@@ -89,6 +89,58 @@ def _show(report: dict) -> None:
         console.print(f"held-out check: [{colour}]{adoption['verdict']}[/{colour}] ({escape('; '.join(adoption['reasons']))})")
 
 
+#: Proposers that write a harness without asking a model.
+NO_MODEL_PROPOSERS = {"induced_rules": "rules fitted to the explored states, no model call",
+                      "autofix": "a mechanical fix, no model call", "mutation": "a mechanical mutation, no model call"}
+
+
+def written_by(run: Any, report: dict) -> str:
+    """Who wrote the kept harness, read from its candidate's record: the model (which proposer),
+    the fitted rules, or the starting harness (nothing better was kept)."""
+    best = ((report.get("engine") or {}).get("best") or {}).get("id")
+    if not best:
+        return "a writer the dedicated search does not record (--search)"
+    from ratchet.evolve.archive import Archive
+
+    proposer = Archive(run).get(best).meta.get("proposer")
+    if proposer is None:
+        return "the starting harness (no proposal beat it)"
+    return NO_MODEL_PROPOSERS.get(proposer, f"the model (proposer {proposer})")
+
+
+def phase_lines(run: Any, report: dict, export: Path | None = None) -> list[str]:
+    """One line per phase of a finished run (explore, propose, evaluate, held-out check, export),
+    each read from what the run recorded, so a reader sees who wrote the harness and what every
+    phase cost in model calls."""
+    config = run.config or {}
+    calls = run.read_jsonl("llm_calls.jsonl")
+    heldout_calls = sum(1 for c in calls if c.get("purpose") == "autoharness.heldout")
+    s = report.get("search") or {}
+    ideas = config.get("ideas") or {}
+    fitted = "on" if ideas.get("induce", True) and config.get("method") != "faithful" else "off"
+    lines = [(f"explore:  games on search seeds {config.get('search_seeds')} give the labelled states "
+              f"(rules fitted to them: {fitted})")]
+    steps = [e for e in run.read_jsonl("evolve/events.jsonl") if e.get("kind") == "step"]
+    if steps:
+        kept = sum(1 for e in steps if e.get("status") == "accepted")
+        lines.append(f"propose:  {len(steps)} steps, {kept} harnesses kept, {s.get('llm_calls', 0)} model calls")
+    else:
+        lines.append(f"propose:  {s.get('iterations', 0)} iterations, {s.get('llm_calls', 0)} model calls")
+    lines.append(f"evaluate: best held-in h {float(s.get('best_h') or 0):.3f}, written by {written_by(run, report)}")
+    alone, before, after = report.get("harness_alone") or {}, report.get("before") or {}, report.get("after") or {}
+    if alone:
+        check = (f"held-out: the harness alone legal {alone.get('legal_rate')} on {alone.get('steps')} steps, "
+                 f"verifier accuracy {alone.get('verifier_accuracy')}")
+        if after:
+            check += (f"; the model's legal rate {before.get('legal_rate')} without it, {after.get('legal_rate')} with it "
+                      f"({heldout_calls} model calls; {(report.get('adoption') or {}).get('verdict', 'no verdict')})")
+        lines.append(check)
+    else:
+        lines.append("held-out: not run (no harness played a held-in game legally)")
+    lines.append(f"export:   {'writing ' + str(export) if export else 'ratchet autoharness export ' + run.id + ' -o harness.py'}")
+    return lines
+
+
 def register(app: typer.Typer) -> None:
     group = typer.Typer(help="Let the model write its own harness for a TextArena game (AutoHarness).",
                         invoke_without_command=True, no_args_is_help=False)
@@ -172,6 +224,9 @@ def register(app: typer.Typer) -> None:
                                             on_progress=progress, on_phase=phase, on_engine=on_engine)
         report = result.report
         _show(report)
+        run = run_store.open_run(result.run_id)
+        for line in phase_lines(run, report, export):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
         if export:
             _export(run_store, result.run_id, export, force)
 
