@@ -28,6 +28,7 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -44,6 +45,7 @@ from ratchet.online.simulated_user import (  # noqa: E402
     SimulatedUser,
     guard_cases,
     heldout_cases,
+    pools,
 )
 from ratchet.online.versions import VersionStore  # noqa: E402
 
@@ -130,7 +132,13 @@ def test_served_replies_move_toward_the_taught_preference(tmp_path) -> None:
         before, versions = _heldout(client, heldout)
         assert versions == {0}
         met_before = sum(pref.check(r) for r in before)
-        user = SimulatedUser(pref)
+        # The user states the preference in each correction and praises plainly: this test checks
+        # the chain (serve, judge, trainer, gate, hot swap) carries a stated preference into the
+        # served weights. How it fares when people phrase it every which way is the benchmark's
+        # question (bench/online_personalization.py draws from the phrasing pools).
+        stated = replace(pools(pref.name), praise=("Thanks, perfect! That's exactly how I like it.",),
+                         corrections=(f"No, that's not how I asked. {pref.instruction} Please answer again.",))
+        user = SimulatedUser(pref, pool=stated)
         deadline = time.monotonic() + TEACH_S
         i = 0
         after: list[str] = []

@@ -325,11 +325,11 @@ class Trainer(ScoredPolicy):
         refused, and those cut at ``teacher_max_tokens`` before the teacher stopped (kept in the
         version's record; a sample whose target is refused or unfinished keeps its other signals).
 
-        Why the end-of-turn is part of the target and an unfinished reply is none: a reply is
-        taught position by position, so where it ends is taught only if the position that
-        predicts its end is. Without it a hint that asks for a shorter answer taught the short
-        answer's words and never its stop, and a reply cut at the limit taught, as the answer the
-        hint leads to, a long one whose end nobody saw (``bench/results/online_hyperparameters.md``).
+        Why the end-of-turn is part of a finished reply's target: a reply is taught position by
+        position, so where it ends is taught only if the position that predicts its end is.
+        Without it a hint that asks for a shorter answer taught the short answer's words and never
+        its stop (``bench/results/online_hyperparameters.md``). A reply cut at the limit is taught
+        without an end, or not at all, as ``teacher_unfinished`` says.
         """
         cfg = self.config
         prompts = [it.teacher_ids[:start] for it, start in zip(hinted, starts, strict=True)]

@@ -53,11 +53,11 @@ class TrainerConfig(Settings):
     greedy pass a few seconds. What becomes of a reply cut here is ``teacher_unfinished``."""
     teacher_unfinished: Literal["prefix", "drop"] = "prefix"
     """A hinted teacher's reply cut at ``teacher_max_tokens`` before it ended: ``prefix`` (default)
-    teaches the part written, without an end (its end is unknown, so no stop is taught where the
-    teacher did not stop); ``drop`` teaches none of it. A finished reply is taught with its stop
-    either way. ``drop`` loses the preferences whose replies run longer than the limit (a bullet
-    list: the end-to-end bullets test never moved with it); measurements in
-    ``bench/results/online_hyperparameters.md``."""
+    teaches the part written, without an end (no stop is taught where the teacher did not stop);
+    ``drop`` teaches none of it. A finished reply is taught with its stop either way. ``prefix``
+    keeps the targets of preferences whose replies run past the limit (a bullet list rarely ends in
+    48 tokens); whether ``drop`` does better on shorter-answer corrections is not separated from
+    the stop fix in ``bench/results/online_teacher_stop_*.md``, which measured both together."""
     teacher_filter: TargetFilterName = "answers"
     """Which of the hinted teacher's own replies are taught (:mod:`ratchet.online.targets`):
     ``answers`` (default) drops one that hands the question back or refuses; ``none`` keeps all."""
