@@ -1,6 +1,6 @@
 """The hinted teacher's own reply as a distillation target says where it ends: a reply the teacher
-finished is taught with its end-of-turn; one cut at ``teacher_max_tokens`` is taught without an end
-(``teacher_unfinished=prefix``, the default) or not at all (``drop``).
+finished is taught with its end-of-turn; one cut at ``teacher_max_tokens`` is not taught at all
+(``teacher_unfinished=drop``, the default) or without an end (``prefix``).
 
 Why it matters: a correction asking for shorter answers had made held-out answers longer. The
 target was the teacher's reply without its end-of-turn, so the short answer's words were taught and
@@ -86,15 +86,15 @@ def test_a_finished_teacher_reply_is_taught_with_its_end_of_turn() -> None:
     assert int(it.teacher_topk[1][-1, 0]) == EOS
 
 
-def test_a_teacher_reply_cut_at_the_limit_is_not_taught_when_dropped() -> None:
-    trainer = make(teacher_max_tokens=2, teacher_unfinished="drop")  # "ab", then the limit
+def test_a_teacher_reply_cut_at_the_limit_is_not_taught_by_default() -> None:
+    trainer = make(teacher_max_tokens=2)  # "ab", then the limit: the teacher never got to its end
     metrics = trainer.step([sample("q", "abcabcabc", -1, hint=HINT)])
     assert metrics["teacher_targets"] == [] and len(metrics["teacher_targets_unfinished"]) == 1
     assert metrics["updated"]  # the sample still teaches by its reward
 
 
-def test_a_teacher_reply_cut_at_the_limit_is_taught_without_an_end_by_default() -> None:
-    trainer = make(teacher_max_tokens=2)  # "ab", then the limit: the teacher never got to its end
+def test_a_teacher_reply_cut_at_the_limit_is_taught_without_an_end_as_a_prefix() -> None:
+    trainer = make(teacher_max_tokens=2, teacher_unfinished="prefix")  # "ab", then the limit
     items, _ = trainer.prepare([sample("q", "abcabcabc", -1, hint=HINT)])
     hinted = [it for it in items if it.teacher_ids is not None]
     starts = [len(it.teacher_ids) - (len(it.input_ids) - it.response_start) for it in hinted]
