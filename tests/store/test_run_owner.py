@@ -82,3 +82,11 @@ def test_process_liveness_tells_a_reused_pid_and_a_zombie_from_the_process_recor
     assert process_start(child.pid) is not None and not process_alive(child.pid)
     assert ProcessRecord.of(child.pid).gone()
     child.wait()
+
+
+def test_the_reason_a_run_ended_can_still_be_recorded_after_its_owner_died(tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    run = RunStore(root).open_run(_killed_run(root))
+    run.record_failure(RuntimeError("lost: its worker died on all 2 attempts"))
+    status = run.status()
+    assert status["status"] == "failed" and "worker died" in status["summary"]["error"]

@@ -145,7 +145,9 @@ class Run:
         engine's own failure) is left as it is. Never raises: the store failing too (a full disk)
         must not hide the first error."""
         try:
-            if self.status().get("status") != "running":
+            # As written, not as seen: a run whose owner died reads "interrupted", and whoever
+            # knows why it ended (a batch driver about its worker's game) should still say so.
+            if (self.read_json("status.json", {}) or {}).get("status", "running") != "running":
                 return
             if isinstance(exc, KeyboardInterrupt):
                 self.set_status("stopped", {"state": "stopped", "reason": "interrupted (Ctrl-C)"})
