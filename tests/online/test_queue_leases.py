@@ -15,8 +15,9 @@ from pathlib import Path
 
 from trainable import judged_queue
 
-from ratchet.online.claims import Claimer, LeaseKeeper, process_alive, process_start
+from ratchet.online.claims import Claimer, LeaseKeeper
 from ratchet.online.queue import TurnQueue
+from ratchet.processes import process_alive, process_start
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 

@@ -23,10 +23,10 @@ from typer.testing import CliRunner
 from ratchet.cli import app
 from ratchet.contracts import RatchetError
 from ratchet.online import status as status_mod
-from ratchet.online.claims import process_alive
 from ratchet.online.config import OnlineConfig
 from ratchet.online.loops import LocalLoops
 from ratchet.online.supervision import RestartPolicy, StopSignal, read_status, write_pidfile
+from ratchet.processes import process_alive
 
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parents[1] / "src"

@@ -55,6 +55,7 @@ def run_suite(suite: str, cfg: AutoHarnessConfig, store: Any, protocol: Any, *, 
     resume = resume or _unfinished(store, f"{suite}-{cfg.method}", cfg, games)
     if resume:
         batch = store.open_run(resume)
+        batch.set_status("running")  # this process runs it now
         state = batch.load_checkpoint("batch") or {}
         cfg = AutoHarnessConfig.model_validate(state["config"])
     else:

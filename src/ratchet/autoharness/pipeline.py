@@ -33,6 +33,7 @@ def open_or_create(store: Any, cfg: AutoHarnessConfig, resume: str | None, name:
     """A new run for ``cfg``, or the run ``resume`` with the config it was started with."""
     if resume:
         run = store.open_run(resume)
+        run.set_status("running")  # this process runs it now: a kill from here on reads "interrupted"
         record = run.read_json("run.json") or {}
         saved = record.get("config")
         if saved:

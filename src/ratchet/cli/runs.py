@@ -32,6 +32,7 @@ def open_store(root: Path | None) -> RunStore:
 
 
 STATUS_STYLE = {"running": "cyan", "done": "green", "stopped": "yellow", "failed": "red", "budget_exhausted": "magenta",
+                "interrupted": "yellow",
                 "waiting": "blue"}
 
 

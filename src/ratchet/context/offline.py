@@ -41,6 +41,8 @@ def learn_from_run(store: RunStore, source: str, playbook: str | Path, *, model:
         found = found[:limit]
     settings = {"source": source, "playbook": str(playbook), "split": split, "context": config.model_dump(mode="json")}
     run = store.open_run(resume) if resume else store.create_run("context", settings)
+    if resume:
+        run.set_status("running")  # this process runs it now
     learner = ContextLearner(playbook, reflector_model=model, curator_model=curator_model, config=config,
                              embedder=embedder, run=run)
     with run.marks_failure():

@@ -19,56 +19,11 @@ import socket
 import threading
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Protocol, Self
 
+from ratchet.processes import process_alive, process_start
+
 log = logging.getLogger(__name__)
-
-_PROC = Path("/proc")
-
-
-def _proc_stat(pid: int) -> tuple[str, str] | None:
-    """(state letter, start time in clock ticks since boot) of a process from /proc, None if gone."""
-    try:
-        raw = (_PROC / str(pid) / "stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    # The command name (field 2) is in parentheses and may itself contain spaces or ')'.
-    fields = raw[raw.rindex(")") + 2:].split()
-    return fields[0], fields[19]
-
-
-def _has_proc() -> bool:
-    return (_PROC / "self" / "stat").exists()
-
-
-def process_start(pid: int) -> str | None:
-    """The process's start time as /proc records it; None where there is no /proc."""
-    if not _has_proc():
-        return None
-    stat = _proc_stat(pid)
-    return None if stat is None else stat[1]
-
-
-def process_alive(pid: int, started: str | None = None) -> bool:
-    """Whether process ``pid`` of this host runs and is the one that started at ``started``.
-
-    A zombie (exited, not yet reaped by its parent) counts as gone: a SIGKILLed trainer stays a
-    zombie until the serving process notices, and its claims must not wait for that.
-    """
-    if _has_proc():
-        stat = _proc_stat(pid)
-        if stat is None or stat[0] in ("Z", "X"):
-            return False
-        return started is None or stat[1] == started
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # it exists, it is just not ours
-        return True
-    return True
-
 
 @dataclass(frozen=True)
 class Claimer:

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ratchet.contracts import RatchetError
-from ratchet.online.claims import process_alive, process_start
+from ratchet.processes import process_alive, process_start
 from ratchet.store.files import read_json, write_json_atomic
 
 log = logging.getLogger("ratchet.online.supervision")

@@ -21,11 +21,12 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from ratchet.processes import process_start
 from ratchet.runtime.config import PermissionPolicy
 from ratchet.runtime.errors import PermissionDenied, ToolError
 from ratchet.runtime.permissions import Guard
 from ratchet.runtime.shell import Shell
-from ratchet.runtime.subagents import is_alive, process_start_ticks
+from ratchet.runtime.subagents import is_alive
 from ratchet.store import append_jsonl, read_json, read_jsonl, write_json_atomic
 
 _EVERY = re.compile(r"@?every\s+(\d+(?:\.\d+)?)\s*(s|m|h)?$")
@@ -132,7 +133,7 @@ def ensure_scheduler(root: Path) -> int:
     with (Path(root) / "scheduler.log").open("ab") as log:
         proc = subprocess.Popen([sys.executable, "-m", "ratchet.runtime.cron", str(root)], stdout=log,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True, env=env)
-    write_json_atomic(Path(root) / "scheduler.json", {"pid": proc.pid, "start_ticks": process_start_ticks(proc.pid),
+    write_json_atomic(Path(root) / "scheduler.json", {"pid": proc.pid, "start_ticks": process_start(proc.pid),
                                                       "started_at": time.time()})
     return proc.pid
 

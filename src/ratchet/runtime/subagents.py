@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ratchet.processes import process_alive, process_start
 from ratchet.runtime.errors import ToolError
 from ratchet.store import read_json, read_jsonl, write_json_atomic
 
@@ -29,21 +30,11 @@ ACCOUNTED = "accounted.json"
 TERMINAL = ("submitted", "limits_exceeded", "repeated_failure", "interrupted", "terminated", "closed")
 
 
-def process_start_ticks(pid: int) -> int | None:
-    """The kernel's start time of ``pid`` (clock ticks since boot), None if no live process."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat[stat.rindex(")") + 2:].split()
-    return None if fields[0] in ("Z", "X") else int(fields[19])
-
-
 def is_alive(record: dict[str, Any] | None) -> bool:
     if not record or not record.get("pid"):
         return False
-    ticks = process_start_ticks(int(record["pid"]))
-    return ticks is not None and ticks == record.get("start_ticks")
+    # A record without a start time cannot tell its process from a later one with the same pid.
+    return record.get("start_ticks") is not None and process_alive(int(record["pid"]), record["start_ticks"])
 
 
 class Supervisor:
@@ -132,7 +123,7 @@ class Supervisor:
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     start_new_session=True, env=env)
         self._procs[agent_id] = proc
-        write_json_atomic(d / "process.json", {"pid": proc.pid, "start_ticks": process_start_ticks(proc.pid),
+        write_json_atomic(d / "process.json", {"pid": proc.pid, "start_ticks": process_start(proc.pid),
                                                "started_at": time.time()})
 
     def resume(self, agent_id: str, message: str = "") -> str:

@@ -24,12 +24,27 @@ from ratchet.contracts import (
     StepRecord,
     to_record,
 )
+from ratchet.processes import ProcessRecord
 from ratchet.store import files
 from ratchet.store.index import Index
 from ratchet.store.writers import StepWriter, TrajectoryWriter, trajectory_segments
 
 #: The states a run can be in; anything but ``running`` means the run process has ended.
 RUN_STATUSES = ("running", "done", "stopped", "failed", "budget_exhausted", "waiting")  # waiting: for a person's approval
+#: What a reader sees for a ``running`` run whose process ended without recording an end: never
+#: written (the process that could write it is gone); resuming the run makes it ``running`` again.
+INTERRUPTED = "interrupted"
+
+
+def seen_status(record: dict[str, Any]) -> dict[str, Any]:
+    """A status record as a reader should see it: ``running`` becomes :data:`INTERRUPTED` when its
+    owner (the process that set it) ran on this host and is gone. A record without an owner (older
+    runs) or with one on another host is taken as written: it cannot be checked from here."""
+    owner = ProcessRecord.load(record.get("owner"))
+    if record.get("status") == "running" and owner is not None and owner.gone():
+        return {**record, "status": INTERRUPTED,
+                "reason": f"its process (pid {owner.pid}) ended without recording an end; resume the run to go on"}
+    return record
 
 
 def safe_name(name: str, what: str) -> str:
@@ -99,15 +114,20 @@ class Run:
         if summary is None:
             summary = previous.get("summary") or {}
         now = time.time()
-        self.write_json("status.json", {"status": status, "summary": summary, "updated_at": now})
+        record: dict[str, Any] = {"status": status, "summary": summary, "updated_at": now}
+        if status == "running":  # this process runs it now (a resume takes it over)
+            record["owner"] = ProcessRecord.current().to_json()
+        self.write_json("status.json", record)
         self.index.execute(
             "UPDATE runs SET status = ?, summary_json = ?, updated_at = ? WHERE id = ?",
             (status, _json(summary), now, self.id),
         )
 
     def status(self) -> dict[str, Any]:
-        """``{"status", "summary", "updated_at"}`` as last set."""
-        return self.read_json("status.json", {"status": "running", "summary": {}, "updated_at": self.created_at})
+        """``{"status", "summary", "updated_at"}`` as last set; a ``running`` run whose process is
+        gone without saying so (SIGKILL, a power cut, the OOM killer) reads ``interrupted``."""
+        return seen_status(self.read_json("status.json", {"status": "running", "summary": {},
+                                                          "updated_at": self.created_at}))
 
     @contextmanager
     def marks_failure(self) -> Iterator[Run]:
@@ -125,7 +145,9 @@ class Run:
         engine's own failure) is left as it is. Never raises: the store failing too (a full disk)
         must not hide the first error."""
         try:
-            if self.status().get("status") != "running":
+            # As written, not as seen: a run whose owner died reads "interrupted", and whoever
+            # knows why it ended (a batch driver about its worker's game) should still say so.
+            if (self.read_json("status.json", {}) or {}).get("status", "running") != "running":
                 return
             if isinstance(exc, KeyboardInterrupt):
                 self.set_status("stopped", {"state": "stopped", "reason": "interrupted (Ctrl-C)"})

@@ -15,7 +15,8 @@ from ratchet.contracts import RatchetError
 from ratchet.store import files
 from ratchet.store.config import StoreConfig
 from ratchet.store.index import Index
-from ratchet.store.run import TOTALS_SQL, Run, _totals, safe_name
+from ratchet.processes import ProcessRecord
+from ratchet.store.run import TOTALS_SQL, Run, _totals, safe_name, seen_status
 
 INDEX_FILE = "index.sqlite"
 
@@ -129,7 +130,8 @@ class RunStore:
                     ) from None
         record = {"id": candidate_id, "kind": kind, "name": name, "created_at": now, "config": config}
         run = Run(self.root, self.index, record)
-        files.write_json_atomic(run.dir / "status.json", {"status": "running", "summary": {}, "updated_at": now})
+        files.write_json_atomic(run.dir / "status.json", {"status": "running", "summary": {}, "updated_at": now,
+                                                          "owner": ProcessRecord.current().to_json()})
         files.write_json_atomic(run.dir / "run.json", record)  # last: its presence means the run exists
         self._index_run(record, "running", {}, now)
         return run
@@ -187,7 +189,15 @@ class RunStore:
             best = row.pop("best_candidate_score")
             fallback = row.pop("best_evaluation_score")
             row["best_score"] = best if best is not None else fallback
+            self._seen(row)
         return rows
+
+    def _seen(self, row: dict[str, Any]) -> None:
+        """An index row's status as :func:`seen_status` reads the run's own record (the index keeps
+        what was written; whether the writer still lives is only known now)."""
+        if row.get("status") == "running":
+            row["status"] = seen_status(files.read_json(self.root / row["id"] / "status.json", {}) or {}).get(
+                "status", "running")
 
     def get_run(self, run_id: str) -> dict[str, Any]:
         """A run's index row plus ``config``, ``summary``, the counts of :meth:`list_runs` and
@@ -198,6 +208,7 @@ class RunStore:
         best = row.pop("best_candidate_score")
         fallback = row.pop("best_evaluation_score")
         row["best_score"] = best if best is not None else fallback
+        self._seen(row)
         row["config"] = run.config
         row["summary"] = run.status().get("summary") or {}
         row["llm"] = _totals(self.index.query_one(TOTALS_SQL + " WHERE run_id = ?", (run.id,)))
