@@ -24,16 +24,24 @@ def machine(**extra: Any) -> dict[str, Any]:
     return {"cpus": os.cpu_count(), "python": platform.python_version(), **extra}
 
 
-def write_json(name: str, data: Any, *, out: Path = RESULTS, indent: int = 2,
+def _replace(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically: a long bench that merges its runs into one file, killed
+    while writing, leaves the previous file whole rather than half of the new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def write_json(name: str, data: Any, *, out: Path = RESULTS, indent: int | None = 2,
                default: Callable[[Any], Any] | None = None) -> None:
     """Write ``data`` to ``out/NAME.json`` as JSON with ``indent`` (``default`` for what JSON cannot
-    hold), ending in a newline, creating ``out``. Benches call it before they format the markdown,
-    so that a long run's numbers are on disk even if the formatting fails."""
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"{name}.json").write_text(json.dumps(data, indent=indent, default=default) + "\n")
+    hold), ending in a newline, creating ``out``, atomically. Benches call it before they format the
+    markdown, so that a long run's numbers are on disk even if the formatting fails."""
+    _replace(out / f"{name}.json", json.dumps(data, indent=indent, default=default) + "\n")
 
 
 def write_markdown(name: str, text: str, *, out: Path = RESULTS) -> None:
-    """Write ``text``, as given, to ``out/NAME.md`` (the results for people), creating ``out``."""
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"{name}.md").write_text(text)
+    """Write ``text``, as given, to ``out/NAME.md`` (the results for people), creating ``out``,
+    atomically."""
+    _replace(out / f"{name}.md", text)

@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results"
+from bench._results import write_json, write_markdown
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -97,8 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {"model": args.model, "learning_rate": args.learning_rate, "samples": len(samples),
               "rewards": [s.judgement.reward for s in samples], "updates": rows,
               "heldout_base": base_heldout, "heldout_last": after, "wall_s": round(time.perf_counter() - started, 1)}
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "online_collapse_gate.json").write_text(json.dumps(result, indent=1, default=float))
+    write_json("online_collapse_gate", result, indent=1, default=float)
     lines = ["# The old settings' collapse and the promotion gate (bench/online_collapse_gate.py)", "",
              f"{args.model}, lr {args.learning_rate}, sampled-token signals only (no top-k distillation, no KL "
              f"penalty), {len(samples)} samples of the simulated greeting user, {args.updates} updates.", "",
@@ -112,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
                      f"{c['guard']['change']:+.2f} (±{c['guard']['band']:.2f}) |")
     lines += ["", "Greedy held-out replies, base → last update (served through llama.cpp + the converted LoRA):", ""]
     lines += [f"- {base_heldout[q][:60]!r} → {after[q][:60]!r}" for q in base_heldout]
-    (RESULTS / "online_collapse_gate.md").write_text("\n".join(lines) + "\n")
+    write_markdown("online_collapse_gate", "\n".join(lines) + "\n")
     return 0
 
 

@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results"
+from bench._results import RESULTS, write_json, write_markdown
 CORRECTION = "Too long. Just one short sentence, please."
 
 
@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.render:
         text = render(json.loads((RESULTS / f"{args.name}.json").read_text()))
-        (RESULTS / f"{args.name}.md").write_text(text)
+        write_markdown(args.name, text)
         print(text)
         return 0
 
@@ -150,10 +150,9 @@ def main(argv: list[str] | None = None) -> int:
               "heldout_words": {"praised": [len(first_sentence(served[q][1].text).split()) for q in TRAIN_PROMPTS[8:13]],
                                 "corrected": [len(served[q][1].text.split()) for q in TRAIN_PROMPTS[13:18]]},
               "arms": arms}
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{args.name}.json").write_text(json.dumps(result, indent=1, default=float))
+    write_json(args.name, result, indent=1, default=float)
     text = render(result)
-    (RESULTS / f"{args.name}.md").write_text(text)
+    write_markdown(args.name, text)
     print(text)
     return 0
 

@@ -38,7 +38,7 @@ from ratchet.online.judge import RuleJudge
 from ratchet.online.records import Sample, Turn
 from ratchet.online.simulated_user import GUARD_TASKS, HELDOUT_PROMPTS, TRAIN_PROMPTS, SimulatedUser, preference
 
-RESULTS = Path(__file__).resolve().parent / "results"
+from bench._results import RESULTS, write_json, write_markdown
 #: The prompts the personalization bench converses on (its last six feed the gate).
 CONVERSATION_PROMPTS = TRAIN_PROMPTS[:-6]
 #: Reply budget of the held-out check per preference: enough tokens for the checker to decide.
@@ -347,11 +347,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _save(path: Path, data: dict[str, Any]) -> None:
-    RESULTS.mkdir(exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1, default=str))
-    os.replace(tmp, path)
-    (RESULTS / "online_inner_loop.md").write_text(markdown(data))
+    write_json(path.stem, data, out=path.parent, indent=1, default=str)
+    write_markdown("online_inner_loop", markdown(data))
 
 
 def markdown(data: dict[str, Any]) -> str:

@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from bench._personalization_report import markdown, result_key, spread  # noqa: F401 (spread: re-exported)
+from bench._results import RESULTS, write_json, write_markdown
 from ratchet.online.simulated_user import (
     GUARD_TASKS,
     PREFERENCES,
@@ -58,7 +59,6 @@ from ratchet.online.simulated_user import (
     preference,
 )
 
-RESULTS = Path(__file__).resolve().parent / "results"
 #: How many training prompts feed the promotion gate's preference cases: the last ones, never asked
 #: in the conversations, so the gate never scores a reply it was trained on, nor the held-out set.
 GATE_COUNT = 6
@@ -402,12 +402,8 @@ def _load() -> dict[str, Any]:
 
 
 def _write(data: dict[str, Any]) -> None:
-    RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / "online_personalization.json"
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1, default=str))
-    os.replace(tmp, path)
-    (RESULTS / "online_personalization.md").write_text(markdown(data))
+    write_json("online_personalization", data, out=RESULTS, indent=1, default=str)
+    write_markdown("online_personalization", markdown(data), out=RESULTS)
 
 
 def _merge(result: dict[str, Any]) -> None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import platform
 import socket
@@ -32,7 +31,7 @@ from pathlib import Path
 
 from fastapi import FastAPI, Request
 
-RESULTS = Path(__file__).resolve().parent / "results"
+from bench._results import write_json, write_markdown
 REPLY = "def sort_in_place(xs):\n    xs.sort()\n    return xs"
 
 
@@ -288,8 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {"machine": {"cpus": os.cpu_count(), "load_avg_1m": load, "python": platform.python_version()},
               "latency": latency, "tagging_collection": tagging, "sessions": sessions,
               "target_added_p50_ms": 2.0, "target_met": latency["added_p50_ms"] <= 2.0}
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "online_proxy.json").write_text(json.dumps(result, indent=2))
+    write_json("online_proxy", result)
     lat, tag, ses = latency, tagging, sessions
     md = f"""# Online proxy overhead
 
@@ -316,7 +314,7 @@ concurrency {ses['concurrency']}: {ses['sessions_held']} held (each found again 
 {ses['turns_paired']}/{ses['expected_paired']} turns paired with their next state, {ses['errors']} errors, \
 {ses['requests_per_s']:.0f} requests/s.
 """
-    (RESULTS / "online_proxy.md").write_text(md)
+    write_markdown("online_proxy", md)
     print(md)
     return 0
 

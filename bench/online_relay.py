@@ -22,7 +22,6 @@ the rule judge (no model): what is measured is the relay's overhead, not judging
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
@@ -36,7 +35,7 @@ from ratchet.online.judge import build_judge
 from ratchet.online.queue import TurnQueue
 from ratchet.online.records import Turn
 
-RESULTS = Path(__file__).resolve().parent / "results"
+from bench._results import write_json, write_markdown
 NAME = "online_relay"
 
 
@@ -146,9 +145,8 @@ def main(argv: list[str] | None = None) -> int:
            "file": {"mib": args.mb, "in_process_mib_per_s": round(args.mb / copy_here_s, 1),
                     "relayed_mib_per_s": round(args.mb / copy_relayed_s, 1),
                     "ratio": round(copy_here_s / copy_relayed_s, 3)}}
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{NAME}.json").write_text(json.dumps(out, indent=2) + "\n")
-    (RESULTS / f"{NAME}.md").write_text(markdown(out))
+    write_json(NAME, out)
+    write_markdown(NAME, markdown(out))
     print(markdown(out))
     return 0
 

@@ -20,15 +20,13 @@ no-grad teacher forward per hinted sample: reported, not part of the target.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
 import sys
 import time
-from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results"
+from bench._results import write_json, write_markdown
 QUESTIONS = [
     "What is a Python list?", "How do I reverse a string in Python?", "What does git commit do?",
     "What is a for loop?", "What is JSON?", "How do I read a file in Python?", "What is recursion?",
@@ -154,8 +152,7 @@ def main(argv: list[str] | None = None) -> int:
                     "torch": torch.__version__},
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"{args.out}.json").write_text(json.dumps(result, indent=2) + "\n")
+    write_json(args.out, result)
     md = [
         f"# Online training speed ({args.model}, LoRA r{args.rank}, batch {args.batch}, "
         f"{result['sequence_tokens_per_step']} tokens/step, {args.threads} threads)",
@@ -173,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{trainer.load_info.get('load_s')} s (weights cache hit: {trainer.load_info.get('cache_hit')}).",
         "",
     ]
-    (RESULTS / f"{args.out}.md").write_text("\n".join(md))
+    write_markdown(args.out, "\n".join(md))
     print("\n".join(md))
     return 0
 
