@@ -76,8 +76,10 @@ def markdown(data: dict[str, Any]) -> str:
         args = r.get("serve_args") or []
         extra = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--set" and not args[i + 1].startswith(
             ("runs_root=", "trainer.heldout_path=", "trainer.gate.", "max_tokens=", "status_every_s="))]
+        gate = ("the server's default gate (nothing configured: it holds out a share of its own conversations)"
+                if r.get("gate") == "default" else "the bench's preference and guard cases given to the gate")
         lines += [f"## {key}", "", f"`ratchet serve --learn {r['signal']}`, overrides: {', '.join(extra) or 'none'} "
-                  "(everything else: the defaults when it ran)." + (f" {r['note']}" if r.get("note") else ""), "",
+                  f"(everything else: the defaults when it ran); {gate}." + (f" {r['note']}" if r.get("note") else ""), "",
                   f"{r['conversations']} conversations"
                   + (f" (a pause after every {r['pace']} until the trainer had taken them)" if r.get("pace") else "")
                   + f", {r.get('wall_s') or 0:.0f} s; base preference "

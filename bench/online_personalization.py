@@ -231,11 +231,13 @@ def run(args: argparse.Namespace, pref_name: str, signal: str, seed: int) -> dic
     port = args.port or _free_port()
     serve_args = [
         "--model", f"local:{args.model}", "--learn", signal, "--run", run_name,
-        "--set", f"runs_root={store}", "--set", f"trainer.heldout_path={heldout}",
-        "--set", f"trainer.gate.guard_path={guard}", "--set", f"trainer.gate.tasks_path={tasks}",
+        "--set", f"runs_root={store}",
         "--set", f"max_tokens={args.max_tokens}",
         "--set", "status_every_s=5",
     ]
+    if args.gate == "bench":  # the preference's own gate cases; "default": the server's, nothing set
+        serve_args += ["--set", f"trainer.heldout_path={heldout}", "--set", f"trainer.gate.guard_path={guard}",
+                       "--set", f"trainer.gate.tasks_path={tasks}"]
     for override in args.set:
         serve_args += ["--set", override]
     state["serve_args"] = serve_args
@@ -306,7 +308,7 @@ def run(args: argparse.Namespace, pref_name: str, signal: str, seed: int) -> dic
     served = [r for r in rows if r["promoted"]]
     result = {
         "model": args.model, "preference": pref.name, "signal": signal, "seed": seed, "run": run_name,
-        "label": args.label,
+        "label": args.label, "gate": args.gate,
         "pace": args.pace,
         # The run store's location is this machine's, not the result's.
         "conversations": len(conversations), "serve_args": [a.replace(str(store), "<store>") for a in serve_args],
@@ -433,6 +435,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pace-timeout-s", type=float, default=900.0, help="longest such wait")
     parser.add_argument("--label", default=None,
                         help="results key suffix (MODEL/PREFERENCE/SIGNAL/sSEED/LABEL), so a rerun keeps earlier rows")
+    parser.add_argument("--gate", choices=("bench", "default"), default="bench",
+                        help="the promotion gate's cases: 'bench' gives the server the preference's held-out and "
+                             "guard cases (trainer.heldout_path, trainer.gate.*); 'default' sets nothing, so the "
+                             "server gates on the share of its own conversations it holds out, as a user's would")
     parser.add_argument("--drain-s", type=float, default=0.0, help="wait this long after the last conversation")
     parser.add_argument("--threads", type=int, default=2, help="llama.cpp threads of the evaluation")
     parser.add_argument("--store", default="bench/runs", help="run store root (a rerun resumes its run)")
