@@ -20,6 +20,7 @@ from ratchet.online.judge.classifier import (
     CUES_PARAMS_PATH,
     DEV_SETS,
     PARAMS_PATH,
+    UNTOUCHED_SETS,
     Abstention,
     cross_validated_proba,
     features,
@@ -74,6 +75,11 @@ def test_negation_and_sarcasm_are_corrections(cues_judge, text):
     "Thanks, but make it less stiff.",
     # non-English corrections beyond the first five languages
     "Troppo lungo, per favore una frase.", "Слишком длинно, покороче.", "長すぎます。短くしてください。",
+    # thanks, then a change, in languages whose "but" has no word boundary or comes late
+    "Danke für die schnelle und ausführliche Antwort, aber bitte nur zwei Sätze.", "ありがとう、でももっと短くしてください。",
+    "감사해요, 근데 너무 길어요. 줄여 주세요.", "谢谢，不过太长了，能短一点吗？",
+    # irony markers
+    "Great, now it doesn't even run. 🙃", "Love it when my question gets ignored.",
 ])
 def test_sarcasm_and_other_languages_are_never_read_as_praise(cues_judge, text):
     assert cues_judge.vote(text) != 1
@@ -81,7 +87,8 @@ def test_sarcasm_and_other_languages_are_never_read_as_praise(cues_judge, text):
 
 @pytest.mark.parametrize("text", ["Thanks, that was helpful!", "Not bad at all!", "No complaints, works perfectly.",
                                   "Perfect, thank you.", "merci beaucoup !", "👍", "Спасибо, работает!",
-                                  "Grazie, perfetto!", "谢谢,太好了"])
+                                  "Grazie, perfetto!", "谢谢,太好了", "Ottimo lavoro, finalmente ho capito!",
+                                  "Harika olmuş, eline sağlık!", "No more crashes since that change, thank you!"])
 def test_praise_including_negated_negatives_is_praise(cues_judge, text):
     assert cues_judge.vote(text) == 1
 
@@ -129,6 +136,25 @@ def test_abstention_withholds_praise_that_carries_a_sarcasm_cue():
     assert policy.verdicts(np.array([[0.9, 0.05, 0.05]]), sarcastic[None]) == [-1]
     with pytest.raises(ValueError, match="unknown veto cue"):
         Abstention(0.6, veto_cues=("sarcasmm",))
+
+
+def test_cues_tell_praise_from_its_look_alikes():
+    def on(text: str) -> set[str]:
+        return {name for name, hit in zip(CUE_NAMES, cue_vector(text)) if hit}
+
+    # "impressive" is sarcasm after an error, praise on its own
+    assert "sarcasm" in on("Wow, an IndexError on the first run. Impressive.")
+    assert "sarcasm" not in on("Did not expect it in one line. Impressive.")
+    # a negated "it works" is a complaint, not praise
+    assert "it_works" not in on("Non funziona.") and "complaint" in on("Non funziona.")
+    assert "it_works" in on("Funziona!")
+    # the goal met, unless negated
+    assert "goal_met" in on("That's exactly the tone I was going for.")
+    assert "goal_met" not in on("That's not what I was going for.")
+    # thanks then a change, across a long clause and in CJK
+    assert "praise_then_change" in on("Danke für die ausführliche Antwort, aber ein Satz reicht.")
+    assert "praise_then_change" in on("감사합니다. 그런데 주석도 달아 주세요.")
+    assert "next_task" in on("次に、テストを書いてください。")
 
 
 def test_quoted_words_are_not_read_as_praise():
@@ -213,8 +239,8 @@ def test_bad_parameter_files_name_the_fix(tmp_path):
 def test_shipped_parameters_record_what_fitted_them():
     for path, encoder, width in ((PARAMS_PATH, "all-minilm-l6-v2", 384), (CUES_PARAMS_PATH, None, 0)):
         model = FeedbackClassifier.load(path)
-        assert model.encoder == encoder and model.meta["data"] == list(DEV_SETS) and model.meta["rows"] >= 600
-        assert "test.jsonl" not in model.meta["data_sha256"]  # the set it is measured on once
+        assert model.encoder == encoder and model.meta["data"] == list(DEV_SETS) and model.meta["rows"] >= 900
+        assert not set(UNTOUCHED_SETS) & set(model.meta["data_sha256"])  # the set it is measured on once
         assert model.weights.shape == (width + len(model.cues), 3) and model.cue_scale == CUE_SCALE
 
 
