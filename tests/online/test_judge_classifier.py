@@ -7,6 +7,7 @@ plumbing; ``test_judge_encoder.py`` runs the real all-MiniLM-L6-v2 (marked real_
 from __future__ import annotations
 
 import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -284,3 +285,15 @@ def test_serve_flag_and_start_check(tmp_path, monkeypatch):
     monkeypatch.setattr(launch.console, "print", lambda text, *a, **k: printed.append(str(text)))
     launch._check_judge(OnlineConfig())
     assert printed and "ratchet models pull all-minilm-l6-v2" in printed[0]
+
+
+def test_abstention_sweep_trades_recall_for_sign_errors():
+    from ratchet.online.judge.comparison import sweep_abstention
+    from ratchet.online.judge.scoring import load_feedback
+
+    rows = load_feedback(Path(__file__).resolve().parents[1] / "data" / "feedback" / "dev.jsonl")
+    sweep = sweep_abstention(None, rows, (0.4, 0.9), cue_scales=(3.0,), seeds=(0,))
+    low, high = sweep
+    assert [s["min_confidence"] for s in sweep] == [0.4, 0.9] and low["cue_scale"] == 3.0
+    assert high["correction_recall"] < low["correction_recall"] and high["sign_errors"] <= low["sign_errors"]
+    assert 0 < low["correction_recall"] <= 1 and low["sign_error_rate"] == round(low["sign_errors"] / len(rows), 4)
