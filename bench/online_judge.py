@@ -3,14 +3,15 @@
 Judges: ``rule`` (keywords), ``classifier`` (the default: embedding + cues, fitted on the
 development sets), ``classifier-cues`` (its fallback without the encoder), ``model-1.5b`` and
 ``model-0.5b`` (the ``ModelJudge`` prompt, one greedy vote, on a stratified subset: a chat model per
-turn is slow here). Sets under ``tests/data/feedback/``: the development sets ``dev``, ``dev2`` and
-``heldout`` (the classifier is fitted on all three, so there it is scored by grouped
-cross-validation over them together) and ``test`` (written apart, never read while developing a
-judge: scored once, when the judge is final). Results merge into
-``bench/results/online_judge.{json,md}`` under ``judge/set``, so judges and sets can be run apart.
+turn is slow here). Sets under ``tests/data/feedback/``: the development sets ``dev``, ``dev2``,
+``heldout``, ``test`` and ``dev3`` (the classifier is fitted on all of them, so there it is scored by
+grouped cross-validation over them together) and ``test2`` (written apart, never read while
+developing the judge: scored once, when the judge is final). Results merge into
+``bench/results/online_judge.{json,md}`` under ``judge/set``, so judges and sets can be run apart;
+the markdown's notes below its ``NOTES`` marker are kept as they are.
 
     python -m bench.online_judge --judges rule classifier classifier-cues
-    python -m bench.online_judge --judges rule classifier classifier-cues --sets test   # once, at the end
+    python -m bench.online_judge --judges rule classifier classifier-cues --sets test2   # once, at the end
     nice -n 10 python -m bench.online_judge --judges model-1.5b --model-subset 40 --sets dev
     python -m bench.online_judge --judges --cost    # the 0.5B's speed alone and beside a 1.5B judge
 """
@@ -34,8 +35,11 @@ from ratchet.online.judge.scoring import load_feedback
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data" / "feedback"
 NAME = "online_judge"
-#: The feedback sets the bench knows: the three development sets and the test set.
-SETS = ("dev", "dev2", "heldout", "test")
+#: The feedback sets the bench knows: the development sets, then the set measured once.
+SETS = ("dev", "dev2", "heldout", "test", "dev3", "test2")
+DEVELOPMENT = ("dev", "dev2", "heldout", "test", "dev3")
+#: The line after which the markdown holds notes written by hand, which the bench keeps.
+NOTES = "<!-- notes: kept by the bench -->"
 
 
 def _model_judge(model: str):
@@ -86,12 +90,14 @@ mean seconds per judgement on this machine (2 cores shared with other work: see 
 JSON). `model-*` is the `ModelJudge` prompt, one greedy vote, on a stratified subset ("n of N").
 
 `classifier` is the default judge, `classifier-cues` its fallback without the encoder, both fitted
-on dev + dev2 + heldout (639 people's messages); on those three sets they are scored by grouped
-5-fold cross-validation over all of them together (CV: near-duplicate messages share a fold). Their
-cues and settings were refined on those cross-validation errors, so the CV rows flatter them; the
-`test` rows (a set written apart and never read while developing the judge, scored once when it was
-final) are the ones to believe. `classifier-fit1` / `classifier-cues-fit1` are the first fit (dev
-alone, fewer cues) as measured before: CV on dev, and on heldout when heldout was still unseen.
+on dev + dev2 + heldout + test + dev3 (940 people's messages); on those sets they are scored by
+grouped 5-fold cross-validation over all of them together (CV: near-duplicate messages share a
+fold). Their cues and settings were refined on those cross-validation errors, so the CV rows
+flatter them; the `test2` rows (a set written apart and never read while developing the judge,
+scored once when it was final) are the ones to believe. `-fit1` rows are the first fit (dev alone),
+`-fit2` rows the second (dev + dev2 + heldout; its `test` rows were that fit's one unseen score),
+as measured then. Sign errors count tool outputs too ("k tool": how many of them were tool outputs,
+read by the rules every judge shares).
 
 """
 PROMPTS = ["Write a Python function that checks whether a string is a palindrome.",
@@ -137,7 +143,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--judges", nargs="*", default=["rule", "classifier", "classifier-cues"])
     parser.add_argument("--cost", action="store_true", help="measure the served 0.5B's speed beside a 1.5B judge")
-    parser.add_argument("--sets", nargs="+", default=["dev", "dev2", "heldout"], choices=list(SETS))
+    parser.add_argument("--sets", nargs="+", default=list(DEVELOPMENT), choices=list(SETS))
     for name in SETS:
         parser.add_argument(f"--{name}", type=Path, default=DATA / f"{name}.jsonl", help=f"path of the {name} set")
     parser.add_argument("--model-subset", type=int, default=40, help="rows per set for the chat-model judges")
@@ -166,6 +172,9 @@ def main() -> None:
                  f"{c['served_tok_s_beside_1_5b_judge']} tok/s while a 1.5B judge runs beside it "
                  f"({c['slowdown']}x slower; the judge did {c['judge_turns_meanwhile']} turns in {c['window_s']} s; "
                  f"load {', '.join(f'{x:.1f}' for x in c['load'])}).\n")
+    previous_md = RESULTS / f"{NAME}.md"
+    if previous_md.exists() and NOTES in previous_md.read_text():
+        text += "\n" + NOTES + previous_md.read_text().split(NOTES, 1)[1]
     write_markdown(NAME, text)
     print(text)
 

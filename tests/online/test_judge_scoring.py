@@ -60,6 +60,14 @@ def test_a_bare_complaint_states_no_instruction(complaint):
     ("Found 3 errors in 2 files", -1),
     ("Build succeeded. 0 warnings, 0 errors.", 1),
     ('HTTP/1.1 200 OK\n{"items": [], "errors": []}', 1),  # an empty error list is a success
+    # test runners: Go's FAIL lines, TAP's "not ok", a Rust panic, Jest's cross; and their passes
+    ("--- FAIL: TestLogin (0.01s)\n    login_test.go:9: got 401, want 200\nFAIL", -1),
+    ("ok  \texample.com/app\t0.01s\nPASS", 1),
+    ("ok 1 - reads\nnot ok 2 - writes", -1),
+    ("ok 1 - reads\nok 2 - writes\nAll tests successful.", 1),
+    ("thread 'main' panicked at src/lib.rs:4:1", -1),
+    ("✓ renders\n✕ submits", -1),
+    ("test result: ok. 6 passed; 0 failed", 1),
 ])
 def test_tool_rules_read_error_classes_and_empty_error_lists(output, vote):
     assert RuleJudge(hints=False).vote(f"tool: {output}") == vote
@@ -135,6 +143,21 @@ def test_the_added_development_set_covers_the_weak_kinds():
     assert len({r.next_state for r in rows}) == len(rows) and not earlier & {r.next_state for r in rows}
 
 
+def test_the_third_development_set_covers_what_read_with_the_wrong_sign():
+    rows = load_feedback(DEV_SET.with_name("dev3.jsonl"))
+    people = [r for r in rows if r.source == "user"]
+    assert len(rows) >= 80 and len({r.lang for r in people}) >= 12
+    mixed = [r for r in people if r.style == "mixed_thanks" and r.label == "correction"]
+    assert len(mixed) >= 12 and len({r.lang for r in mixed}) >= 10  # thanks, then a change, in many languages
+    assert sum(1 for r in people if r.style == "sarcastic") >= 8
+    assert sum(1 for r in people if r.label == "praise" and r.lang != "en") >= 15
+    assert {r.label for r in rows} == {"correction", "praise", "neutral", "tool_ok", "tool_error"}
+    assert all(r.hint is None for r in rows if r.label != "correction")
+    earlier = {r.next_state for name in ("dev.jsonl", "dev2.jsonl", "heldout.jsonl", "test.jsonl")
+               for r in load_feedback(DEV_SET.with_name(name))}
+    assert len({r.next_state for r in rows}) == len(rows) and not earlier & {r.next_state for r in rows}
+
+
 def test_the_development_set_follows_the_schema():
     rows = load_feedback(DEV_SET)
     labels = [r.label for r in rows]
@@ -161,6 +184,7 @@ def test_score_counts_classes_sign_errors_and_hints():
     assert result["classes"]["praise"] == {"n": 1, "precision": 0.5, "recall": 1.0}
     assert result["classes"]["tool"]["accuracy"] == 0.5 and result["classes"]["tool"]["error_precision"] == 0.5
     assert result["sign_errors"] == 2 and result["sign_error_ids"] == ["r1", "r5"]  # a tool success read as -1 too
+    assert result["sign_errors_tool"] == 1 and result["sign_error_rate"] == round(2 / 6, 3)  # over every row
     assert result["hints"] == {"n": 1, "given": 1, "f1": 1.0, "contains": 1.0}
     assert result["seconds_mean"] == 0.1
     with pytest.raises(ValueError):
@@ -182,13 +206,13 @@ def test_measure_cross_validates_on_the_fitting_sets_together_only():
         return {name: Verdicts([1] * len(used), [None] * len(used), []) for name, used in sets.items()}
 
     results = measure([Contender("rule", lambda: RuleJudge(hints=False), cross_validate=cv)],
-                      {"dev": rows, "heldout": rows[:3], "test": rows[:2]})
+                      {"dev": rows, "heldout": rows[:3], "test2": rows[:2]})
     assert calls == [{"dev": 4, "heldout": 3}]  # one cross-validation over the fitting sets, never the test set
     assert results["rule/dev"]["method"].startswith("grouped 5-fold cross-validation over dev + heldout")
     assert "cross-validation" in results["rule/heldout"]["method"]
-    assert results["rule/test"]["method"] == "as shipped"
+    assert results["rule/test2"]["method"] == "as shipped"
     text = table(results)
-    assert "| rule | dev | 4 (CV) |" in text and "| rule | test | 2 |" in text
+    assert "| rule | dev | 4 (CV) |" in text and "| rule | test2 | 2 |" in text
 
 
 def test_stratified_subset_keeps_every_label():

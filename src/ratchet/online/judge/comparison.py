@@ -89,6 +89,44 @@ def classifier_cross_validation(encoder: Any, *, abstention: Abstention, folds: 
     return verdicts
 
 
+def sweep_abstention(encoder: Any, rows: Sequence[FeedbackRow], thresholds: Sequence[float], *,
+                     cue_scales: Sequence[float] = (CUE_SCALE,), seeds: Sequence[int] = (0, 1, 2),
+                     folds: int = 5) -> list[dict[str, Any]]:
+    """Recall and sign errors of the classifier judge per cue scale and ``min_confidence``, by grouped CV.
+
+    The people's messages of ``rows`` are cross-validated as :func:`classifier_cross_validation` does,
+    once per seed (fold assignment), and each threshold's verdicts are counted; tool outputs count
+    in the rate's denominator with the tool rules' sign errors. Means over the seeds.
+    """
+    people = [r for r in rows if r.source == "user"]
+    tool_signs = sum(1 for r in rows if r.source == "tool" and tool_vote(r.next_state) * r.reward == -1)
+    texts = [r.next_state for r in people]
+    cues = cue_matrix(texts)
+    gold = [r.reward for r in people]
+    out = []
+    for scale in cue_scales:
+        x = features(encoder, texts, scale, cues)
+        width = x.shape[1] - cues.shape[1]
+        groups = near_duplicate_groups(texts, x[:, :width] if width else None)
+        probas = [cross_validated_proba(x, [r.label for r in people], folds=folds, seed=seed, groups=groups,
+                                        encoder=getattr(encoder, "name", None), cue_scale=scale,
+                                        l2=FIT_SETTINGS["l2"], epochs=int(FIT_SETTINGS["epochs"]), lr=FIT_SETTINGS["lr"])
+                  for seed in seeds]
+        for threshold in thresholds:
+            heard = {-1: 0.0, 1: 0.0}
+            signs = 0.0
+            for proba in probas:
+                votes = Abstention(threshold).verdicts(proba, cues)
+                for sign in heard:
+                    heard[sign] += sum(1 for g, v in zip(gold, votes) if g == sign and v == sign) / max(1, gold.count(sign))
+                signs += sum(1 for g, v in zip(gold, votes) if g * v == -1)
+            n = len(probas)
+            out.append({"cue_scale": scale, "min_confidence": threshold, "correction_recall": round(heard[-1] / n, 3),
+                        "praise_recall": round(heard[1] / n, 3), "sign_errors": round(signs / n + tool_signs, 1),
+                        "sign_error_rate": round((signs / n + tool_signs) / len(rows), 4)})
+    return out
+
+
 def measure(contenders: Sequence[Contender], sets: dict[str, Sequence[FeedbackRow]], *,
             fitted_on: Sequence[str] = tuple(name.removesuffix(".jsonl") for name in DEV_SETS),
             progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
@@ -144,8 +182,9 @@ def table(results: dict[str, Any]) -> str:
         else:
             hint = f"{hints['f1']:.2f} / {hints['contains']:.2f} ({hints['n']})"
         tool = "—" if c["tool"]["accuracy"] is None else f"{c['tool']['accuracy']:.2f}"
+        tool_signs = f", {r['sign_errors_tool']} tool" if r.get("sign_errors_tool") else ""
         lines.append(f"| {r['judge']} | {r['set']} | {rows} | {_pr(c['correction'])} | {_pr(c['praise'])} | "
-                     f"{_pr(c['neutral'])} | {tool} | {r['sign_errors']} ({r['sign_error_rate']:.1%}) | {hint} | "
+                     f"{_pr(c['neutral'])} | {tool} | {r['sign_errors']} ({r['sign_error_rate']:.1%}){tool_signs} | {hint} | "
                      f"{r['seconds_mean']:.3f} |")
     return head + "\n".join(lines) + "\n"
 
@@ -166,4 +205,4 @@ def classifier_contender(name: str, *, cues_only: bool, min_confidence: float) -
 
 
 __all__ = ["CLASSES", "Contender", "classifier_contender", "classifier_cross_validation", "measure", "stratified",
-           "table"]
+           "sweep_abstention", "table"]

@@ -24,15 +24,40 @@ _NEGATION = r"(?:not|n't|never|hardly|barely|no longer|isn't|wasn't|nicht|kein\w
 CUES: dict[str, str] = {
     # thanks and praise, several languages and emoji
     "thanks": r"\b(?:thanks?|thank (?:you|u)|thx|thanx|ty|tysm|cheers|dank\w*|merci|gracias|grazie|obrigad[oa]|valeu|"
-              r"bedankt|tack|takk|tak|dzięki|dziękuję|спасибо|благодарю|teşekkür\w*|sağ ?ol|kiitos|köszönöm|"
-              r"(?<!would )(?<!'d )appreciate[ds]?|thnaks|thnx|tnx)\b|감사|고마|ありがと|谢谢|謝謝|多谢",
+              r"bedankt|tack|takk|tak|el(?:ine|lerine|inize) sağlık|dzięki|dziękuję|спасибо|благодарю|teşekkür\w*|sağ ?ol|kiitos|köszönöm|"
+              r"(?<!would )(?<!'d )appreciate[ds]?|thnaks|thnx|tnx)\b|감사|고마|덕분|ありがと|谢谢|謝謝|多谢",
     "praise_word": rf"\b(?:{_PRAISE_WORDS})\b|\b(?:perfekt|genial|super|toll|parfait|excellent|génial|perfecto|"
                    r"excelente|genial|útil|top|perfetto|perfeito|ótimo|chiarissimo|geweldig|prima|świetnie|"
                    r"doskonale|отлично|супер|класс|harika|mükemmel|precis|klasse|richtig|elegant|clicks|cool|"
                    r"perfectly|nicely|well put|well (?:explained|done|written)|much (?:easier|simpler|cleaner|clearer)|"
-                   r"i (?:really )?(?:like|love) (?:that|this|it|the|how))\b|완벽|좋네|좋아|최고|完璧|完美|太好了|すごい|素晴らし",
+                   r"i (?:really )?(?:like|love) (?:that|this|it|the|how)|ottim[oaie]|bravo|brava|chiar[oa]|fantastic[oa]?|"
+                   r"perfeit[oa]|brilhante|buen[íi]sim[oa]|muy bien|nickel|impeccable|top|idéal|duidelijk|helder|"
+                   r"precies|świetn\w*|idealn\w*|идеальн\w*|понятно|süper|toppen|godt|bra|genius|made my day|"
+                   r"cracked me up|bellissim\w*|bell[oa]|giust[oa]|you'?re a (?:star|hero|legend|genius|wizard|gem|lifesaver))\b|완벽|좋네|좋아|최고|훌륭|잘\s?(?:해|했|하셨|되|됐|만들)|完璧|完美|太好了|すごい|"
+                   r"素晴らし|分かりやすい|わかりやすい|助かり|いいね|清楚|厉害|很棒|真棒|棒极",
     "praise_emoji": r"[👍🙏🔥🎉❤💯👌😍🥳✅🙌😊🙂]|\b10/10\b|chef'?s kiss",
-    "it_works": r"\b(?:works|worked|fixed it|passes|compiles|that did it|all good|that'?s the one|that was it|"
+    # the person understands now: praise of an explanation ("finally I get it", "이제 이해됐어요")
+    "understood_now": r"\b(?:(?:finally|now) i (?:get|understand|see)|makes (?:total |perfect )?sense|finalmente|endlich|"
+                      r"enfin|por fin|agora entendi|eindelijk|nareszcie|наконец|anladım|verstanden|compris|"
+                      r"entend[íi]|capito|begrijp \w+ het|понял\w*|zrozumiał\w*)\b|이해(?:가 )?(?:됐|됩|했|돼)|"
+                      r"わかりました|分かりました|理解でき|明白了|懂了|清楚了|看懂",
+    # the reply met the goal the person had: "that's the tone I was going for", "genau so", "まさに"
+    "goal_met": r"\b(?:that'?s|this is|just|exactly|precisely|was) (?:(?!not\b|n't)\w+ ){0,2}(?:what|the \w+|how) "
+                r"i (?:was |am )?(?:going for|looking for|hoping for|after|wanted|needed|meant|had in mind)\b|"
+                r"\b(?:genau (?:das,? was|so|richtig|was ich)|justo lo que|exactement ce que|esattamente (?:quello|ciò|come)|"
+                r"exatamente o que|precies wat|tam (?:olarak )?(?:istediğim|bunu)|dokładnie (?:to|tak)|именно (?:то|так)|"
+                r"det var precis)\b|まさに|ちょうど.{0,6}(?:欲しかった|探してた)|바로 이거|딱 (?:원하던|이거)|正是|就是这个|正是我要",
+    # a problem the person had is gone: "no more crashes", "not a single error now", "resolveu"
+    "fixed_problem": r"\b(?:no more (?:\w+ )?(?:errors?|crash\w*|bugs?|warnings?|failures?|problems?)|"
+                     r"not (?:a|one) single (?:\w+ )?(?:error|mistake|bug|typo|warning)|zero (?:errors|bugs|warnings)|"
+                     r"(?:errors?|bugs?|crash\w*|issues?|problems?|warnings?) (?:is |are )?(?:all )?gone|"
+                     r"(?:solved|resolved|sorted) (?:it|my|the)|resolveu|resolvido|gelöst|résolu|resuelto|"
+                     r"risolto|opgelost|rozwiązan\w*|решен\w*|решил\w*|çözüldü|çözdü)\b|解决了|解決し|해결",
+    # amusement at the reply: "made me laugh", "haha", 😂
+    "amused": r"\b(?:(?:had|made|got) me (?:laugh\w*|smil\w*|giggl\w*)|cracked me up|lol|haha\w*|hehe)\b|😂|🤣|😄|😆",
+    # an exclaimed yes: "Yes! That's it.", "Ja!", "はい！"
+    "exclaimed_yes": r"^\W*(?:yes+|yep|yay|yup|ja|oui|sí|sì|sim|evet|tak|da|да|jep)\s*!|^\W*(?:はい|네|예|对|是的|没错)\s*[!！]",
+    "it_works": r"(?<!non )(?<!no )(?<!não )(?<!nie )(?<!не )(?<!nicht )(?<!ne )(?<!niet )(?<!inte )\b(?:works|worked|fixed it|passes|compiles|that did it|all good|that'?s the one|that was it|"
                 r"did the trick|ship it|funktioniert|geklappt|funciona|funcionou|funziona|marche|działa|работает|"
                 r"çalıştı|werkt|fungerar)\b|動いた|好用|잘 되",
     # praise negated: a correction, not praise
@@ -45,7 +70,9 @@ CUES: dict[str, str] = {
     "sarcasm": r"\b(?:great|wonderful|brilliant|cool|wow|oh|fantastic|thanks|very|super)\b[^.!?]{0,6}[,.!]?\s*"
                r"(?:another|a whole|thanks for the|for nothing|now my|an? (?:infinite|wall|lecture|essay)|captain obvious|"
                r"exactly what i needed|very (?:helpful|reassuring|useful))|(?:^|[.!?]\s*)(?:not|nicht|pas)\s*[.!]\s*$|"
-               r"\bimpressive\b|\bthanks for nothing\b|\bcaptain obvious\b|\bsmh\b|🙄|\bwaste of time\b|"
+               r"(?:error|exception|crash\w*|\bbug|\bfail\w*|\bbroke\w*|\bwrong|\binfinite)\b[^?]{0,60}\bimpressive\b|"
+               r"🙃|😒|🤦|\bgee\b|\blove (?:it )?when\b|\bprogress!|\bi'?ve only been (?:\w+ing|\w+ing \w+) for\b|"
+               r"\bthanks for nothing\b|\bcaptain obvious\b|\bsmh\b|🙄|\bwaste of time\b|"
                r"\b(?:riveting|very enterprise|yeah right|as if|obviously|sure, i'll)\b|"
                r"\blove how (?:i|you)\b|\bthanks for the (?:deep|in-depth|insight|lecture|essay|novel)|\bon my (?:vacation|holiday)\b",
     # complaints and errors
@@ -54,8 +81,10 @@ CUES: dict[str, str] = {
     "trailing_praise": rf"\b(?:{_PRAISE_WORDS})\b\s*(?:\.\.\.|…)|(?:\.\.\.|…)\s*(?:{_PRAISE_WORDS})\b|"
                        rf"\b(?:{_PRAISE_WORDS})\b[^.!?]{{0,20}},?\s+if (?:i|you)\b",
     # thanks or praise, then a change anyway: "Thanks, but make it less stiff", "Thanks! Next time ..."
-    "praise_then_change": rf"\b(?:{_PRAISE_WORDS}|danke|merci|gracias|grazie)\b[^?]{{0,25}}?\b(?:but|though|however|"
-                          r"next time|just|aber|mais|pero|ma|mas)\b",
+    "praise_then_change": rf"\b(?:{_PRAISE_WORDS}|danke|merci|gracias|grazie|obrigad[oa]|bedankt|dank je|tack|tak|"
+                          r"teşekkürler|dzięki|спасибо)\b[^?]{0,45}?\b(?:but|though|however|next time|just|aber|"
+                          r"allerdings|jedoch|mais|pero|ma|però|mas|porém|maar|men|ale|но|однако|ama|fakat)\b|"
+                          r"(?:谢谢|多谢|感谢|ありがと|감사|고마)[^?？]{0,40}?(?:不过|但是|可是|でも|けど|ただ|그런데|근데|하지만|다만)",
     # the trailing dots of a sigh or an unfinished reproach: "Ok... that's a lot", "Te pregunté en español..."
     "trailing_dots": r"(?:\.\.\.|…)",
     # indirect: a question about the reply that implies it fell short
@@ -64,16 +93,21 @@ CUES: dict[str, str] = {
                       r"check that|that'?s it\?|a lot of words|would'?ve (?:been|done)|would have (?:been|done)|"
                       r"i was kind of hoping|seems like a lot|that'?s a lot|backwards|my (?:book|tests?|docs?) "
                       r"(?:says?|disagree)|i'?ll (?:just )?(?:debug|rewrite|do) it myself|for the (?:second|third) time|"
-                      r"as per my|(?:don'?t|do not) have (?:the )?time|no time for|per my (?:last|earlier)|by the way|i did (?:mention|say|introduce)|you know\b)",
+                      r"as per my|why (?:are|did|would|do) you (?:still )?|is there a reason (?:you|why)|(?:don'?t|do not) have (?:the )?time|no time for|per my (?:last|earlier)|by the way|i did (?:mention|say|introduce)|you know\b)",
     "complaint": r"\b(?:wrong|incorrect|useless|pointless|broken|crash(?:es|ed)?|bug|error|fails?|failed|meh|nope|nah|"
                  r"nonsense|made up|confusing|vague|harsh|condescending|cold|impersonal|rude|abrupt|waste|nothing)\b|"
-                 r"👎|🐛|😬|😩|\b(?:falsch|stimmt nicht|fehler|faux|ne marche pas|no funciona|no es correcto|bof|"
+                 r"👎|🐛|😬|😩|\b(?:falsch\w*|stimmt nicht|fehler|faux|ne marche pas|no funciona|no es correcto|bof|"
                  r"no sirve|não funciona|non funziona|nie działa|не работает|çalışmıyor|werkt niet|fungerar inte|"
-                 r"hilft mir nicht|vaya respuesta|sbagliat\w*|errad[oa]|неправильно|yanlış|fout)\b|틀렸|아니|"
+                 r"hilft mir nicht|vaya respuesta|sbagliat\w*|errad[oa]|неправильно|неверно|не так|ошибк\w*|yanlış|"
+                 r"fout|źle|błąd|błędn\w*|nie tak|fel|stämmer inte|forkert|virker ikke|está mal|"
+                 r"(?:non|no|não|nie|не|nicht|niet|inte) (?:funziona|funciona|funcionou|działa|работает|"
+                 r"funktioniert|werkt|fungerar))\b|틀렸|아니|잘못|違う|ちがう|不是这样|有问题|"
                  r"不对|错了|不行|違います|間違",
     "no_at_start": r"^\W*(?:no|nein|non|nope|nah|hmm+ no|not quite|wrong)\b",
     "not_what": r"\b(?:not what i|not how|that'?s not|doesn'?t answer|did(?:n'?t| not) (?:solve|work|help|answer)|"
-                r"does(?:n'?t| not) (?:work|run|compile|address)|won'?t (?:run|work|compile)|did you even|are you sure|"
+                r"does(?:n'?t| not) (?:even )?(?:work|run|compile|address)|won'?t (?:even )?(?:run|work|compile)|not even\b|"
+                r"no (?:contestaste|respondiste)|nicht beantwortet|pas répondu|non hai risposto|não respondeu|"
+                r"ignores? (?:the|my) question|did you even|are you sure|"
                 r"i don'?t think|i wouldn'?t call|still (?:broken|wrong|failing))\b",
     "retry": r"\b(?:try again|again|redo|retry|double-check|once more|next time)\b",
     "forgot": r"\b(?:you forgot|forgot|missing|where'?s the|you didn'?t|i told you|i asked|i said|i meant|i wanted|"
@@ -83,10 +117,13 @@ CUES: dict[str, str] = {
                       r"would be (?:nice|better|easier)|i'?d (?:like|prefer|rather)|i would (?:like|prefer|appreciate)|"
                       r"i prefer|bitte|s'il (?:te|vous) pla[iî]t|por favor|puedes|podrías|peux-tu|tu peux|geht das|"
                       r"kannst du|könntest du|per favore|puoi|pode|podes|kun je|kunt u|alsjeblieft|graag|kan du|"
-                      r"snälla|proszę|czy możesz|пожалуйста|можешь|lütfen|misschien)\b|주세요|줄래|ください|お願い|请|請",
+                      r"snälla|proszę|czy możesz|пожалуйста|можешь|lütfen|misschien|\w+\s+m[ıiuü]s[ıiuü]n(?:[ıiuü]z)?)\b|"
+                      r"주세요|줄래|주실 수|줄 수|해 줘|해줘|ください|お願い|ていただけ|てもらえ|てくれ|请|請|能不能|能否|别|不要",
     "change_word": r"\b(?:too|shorter|shorten|longer|less|more|instead|rather|only|just|simpler|formal|casual|"
                    r"concise|trim|cut|drop|skip|add|use|make|put|switch|tone|keep|limit|max|sign|end|start|call|"
-                   r"kürzer|zu lang|ausführlicher|förmlicher|trop|plus|demasiado|más|formal|muito|troppo|"
+                   r"kürzer|zu lang|ausführlicher|förmlicher|trop|plus|demasiado|más|formal|"
+                   # "muito" is "very" ("muito obrigado"), not "too": only "muito longo" and the like
+                   r"muito (?:longo|extens\w*|grande|complicad\w*)|demais|troppo|for lang|"
                    r"te lang|för lång|za dług\w*|слишком|покороче|короче|çok uzun|kısa\w*|корот\w*|"
                    r"wystarczy|basta|reicht|suffit|genoeg|räcker|yeter|достаточно)\b|너무|자세히|짧게|"
                    r"長すぎ|短く|太长|简短|短一点",
@@ -104,6 +141,9 @@ CUES: dict[str, str] = {
     "moving_on": r"\b(?:next question|next task|next:|moving on|move on|different topic|another question|"
                  r"let me try|get back to you|give me a minute|brb|noted|understood|i see|okay|ok|k|hmm|"
                  r"nächste frage|autre question)\b",
+    "next_task": r"^\W*(?:next|now|then|and now|ok(?:ay)?,? (?:now|next))\b|\b(?:now|next),? (?:do|write|make|"
+                 r"translate|add|let'?s)\b|^\W*(?:ensuite|als nächstes|jetzt noch|ahora|adesso|agora|nu nog|teraz|"
+                 r"теперь|şimdi)\b|^\W*(?:次に|次は|接下来|然后|다음으로|다음은|이제)",
     "short": r"^\W*\w+\W*$",
     # quoted text (blanked out before the other cues): mostly words the person wants used
     "quoted": r"«quoted»",

@@ -39,6 +39,8 @@ _TOOL_ERROR = (
     r"\bfatal:", r"\bsegmentation fault\b", r"\bkilled\b", r"\bnpm err!", r"\bdid not match\b",
     r"\bcannot\b|\bcan't\b|\bcould not\b|\bunable to\b", r"(?-i:\b[45]\d\d (?:[A-Z][a-z]+ ?)+\b)",
     r"\"(?:error|code)\":\s*(?:\"|[45]\d\d)", r"(?-i:^E\s{2,}\w)", r"\bdenied\b", r"\binvalid\b",
+    # test runners' verdicts: Go's "--- FAIL" / "FAIL", TAP's "not ok", a panic, a red cross
+    r"(?-i:\bFAIL\b)", r"^not ok\b", r"(?-i:^panic:)", r"(?-i:\bpanicked at\b)", r"[✗✘❌✕]",
 )
 #: Reports of no errors ("0 errors", "no issues found") that must not read as errors.
 _TOOL_CLEAN = (

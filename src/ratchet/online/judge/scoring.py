@@ -164,6 +164,9 @@ def _ratio(num: int, den: int) -> float | None:
 def score(rows: Sequence[FeedbackRow], verdicts: Verdicts) -> dict[str, Any]:
     """Precision / recall per class, sign errors, hint agreement and mean seconds of ``verdicts``.
 
+    Sign errors (a -1 row judged +1 or a +1 row judged -1) are counted over every row, tool outputs
+    included, and their rate is over every row; ``sign_errors_tool`` says how many were tool outputs.
+
     A person's message is heard as a correction when its reward is -1, as praise at +1, as neutral
     at 0; a tool output is right when its reward matches the label's. Hint agreement is over the
     corrections with a labelled hint that the judge heard: mean word-overlap F1, and the share whose
@@ -186,10 +189,13 @@ def score(rows: Sequence[FeedbackRow], verdicts: Verdicts) -> dict[str, Any]:
         "error_precision": _ratio(errors_right, errors_said),
         "error_recall": _ratio(errors_right, sum(1 for r, _ in tools if r.label == "tool_error")),
     }
+    # over every row, tool outputs included (a failed tool call read as +1 teaches the wrong way too);
+    # how many of them are tool outputs is kept apart, since every judge shares the tool rules
     signs = [r.id for r, v in zip(rows, verdicts.rewards) if r.reward * v == -1]
     result["sign_errors"] = len(signs)
     result["sign_error_rate"] = _ratio(len(signs), len(rows))
     result["sign_error_ids"] = signs
+    result["sign_errors_tool"] = sum(1 for r, v in zip(rows, verdicts.rewards) if r.source == "tool" and r.reward * v == -1)
     hinted = [(r, h) for r, v, h in zip(rows, verdicts.rewards, verdicts.hints)
               if r.label == "correction" and r.hint and v == -1]
     result["hints"] = {
