@@ -448,15 +448,14 @@ def _parse_bare(text: str, tools: Sequence[Tool]) -> tuple[list[ToolCall], bool]
         at = end
 
 
+_FENCE_LINE = re.compile(r"^[ \t]*```[\w+-]*[ \t]*$", re.MULTILINE)
+
+
 def _unfenced(text: str) -> str:
-    """A reply's text without a Markdown code fence around it (or a stray closing one: the 0.5B
-    sometimes ends its bare calls with one it never opened)."""
-    body = text.strip()
-    if body.startswith("```"):
-        body = body.split("\n", 1)[1] if "\n" in body else ""
-    if body.rstrip().endswith("```"):
-        body = body.rstrip()[:-3]
-    return body
+    """A reply's text without its Markdown code-fence lines: one fence around its calls, one fence
+    per call, or a stray closing one (the 0.5B sometimes ends its bare calls with one it never
+    opened). A JSON string cannot hold a line break, so no such line is inside a call."""
+    return _FENCE_LINE.sub("", text)
 
 
 def split_reply(text: str, tools: Sequence[Tool], *, forced: bool = False) -> Reply:
