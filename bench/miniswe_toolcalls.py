@@ -78,8 +78,8 @@ def render(result: dict) -> str:
               f"{result['step_limit']}, {result['max_tokens']} reply tokens, measured {result['measured_at']}; "
               f"load average {result['load_before']} before, {result['load_after']} after (a 2-core machine "
               f"shared with other jobs)."), "",
-             "| task | exit | solved | model calls | came back as tool calls | paired with a tool result | "
-             "rewards (+1/0/-1) | rejected replies | wall (s) |", "|---|---|---|---|---|---|---|---|---|"]
+             ("| task | exit | solved | model calls | came back as tool calls | paired with a tool result | "
+              "rewards (+1/0/-1) | rejected replies | wall (s) |"), "|---|---|---|---|---|---|---|---|---|"]
     for row in result["tasks"]:
         r = row["rewards"]
         lines.append(f"| {row['task']} | {row['exit_status'][:60]} | {row['solved']} | {row['steps']} | "

@@ -107,8 +107,8 @@ def render(result: dict) -> str:
               f"{result['step_limit']}, {result['max_tokens']} reply tokens, {result['threads']} thread, measured "
               f"{result['measured_at']}; load average {result['load_before']} before, {result['load_after']} after "
               f"({result['machine']}, shared with other jobs)."), "",
-             "| task | exit | solved | model calls | came back as tool calls | paired with a tool result | "
-             "rewards from tool results (+1/0/-1) | wall (s) |", "|---|---|---|---|---|---|---|---|"]
+             ("| task | exit | solved | model calls | came back as tool calls | paired with a tool result | "
+              "rewards from tool results (+1/0/-1) | wall (s) |"), "|---|---|---|---|---|---|---|---|"]
     for row in result["tasks"]:
         r = row["rewards_from_tool_results"]
         lines.append(f"| {row['task_id']} | {row['exit_status'][:60]} | {row['solved']} | {row['turns']} | "
@@ -117,8 +117,8 @@ def render(result: dict) -> str:
     lines += ["", "| reply (first 160 characters) | finish | next state (first 160) | reward |", "|---|---|---|---|"]
     lines += [f"| {json.dumps(e['reply'])[1:-1].replace('|', '/')} | {e['finish_reason']} | "
               f"{json.dumps(e['next_state'])[1:-1].replace('|', '/')} | {e['reward']} |" for e in result["examples"]]
-    lines += ["", "One greedy run per task: what happened, not a rate. The rule judge scores a turn whose next "
-              "state is a tool result by that result (+1 unless it shows an error)."]
+    lines += ["", ("One greedy run per task: what happened, not a rate. The rule judge scores a turn whose next "
+                   "state is a tool result by that result (+1 unless it shows an error).")]
     return "\n".join(lines) + "\n"
 
 

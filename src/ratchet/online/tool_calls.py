@@ -393,12 +393,11 @@ class ReplySplitter:
             out.append(("text", text))
 
     def _emit_call(self, body: str, out: list[tuple[str, Any]], *, truncated: bool) -> None:
-        if truncated and self.calls:
+        if truncated and self.calls and _parse_call(body, self.tools) is None:
             # The reply ended inside a call after complete ones (a model repeating its call until
             # ``max_tokens``): the complete calls stand, the cut one is left out.
-            if _parse_call(body, self.tools) is None:
-                self.truncated = True
-                return
+            self.truncated = True
+            return
         if truncated and _parse_call(body, self.tools) is not None:
             truncated = False  # only the closing tag is missing (the model stopped after the JSON)
         call = _parse_call(body, self.tools, truncated=truncated)
