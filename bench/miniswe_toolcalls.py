@@ -11,8 +11,8 @@ greedy, on tasks of the coding-basics suite, and grades each tree with the suite
 Besides the agent's outcome it reads what the server recorded: the serving queue keeps every turn
 (with learning off too) and pairs each with its next state, so the table says how many of the
 agent's model calls came back as tool calls (``finish_reason``), how many turns were paired with a
-tool result, and what the server's rule judge makes of them (the rewards it gives, as the server's
-judge loop would under ``--judge rule``). It also says how mini-swe-agent's rejected replies were
+tool result, and the rewards the server's own judge loop gave them (it runs with learning off too;
+a turn it had not reached when the server stopped is scored by the rule judge here). It also says how mini-swe-agent's rejected replies were
 wrong (its trajectory's FormatErrors). Writes ``bench/results/miniswe_toolcalls.{json,md}``.
 
     python -m bench.miniswe_toolcalls --tasks fahrenheit,median-even,chunks-partial --tool-choice required
@@ -59,13 +59,29 @@ def recorded_turns(store: Path) -> list[dict]:
 
 
 def judged_turns(store: Path) -> list[dict]:
-    """The recorded turns that have a next state, each scored by the rule judge: the turn's id,
-    whether its next state is a tool result, the reward."""
+    """The recorded turns that have a next state, each with its reward: the turn's id, whether its
+    next state is a tool result, the reward and who gave it — the server's own judge loop (it runs
+    with learning off too) where it got to the turn before the server stopped, else the rule judge
+    here, after the run."""
     judge, out = RuleJudge(), []
     for path in queue_files(store):
-        for turn, next_state in TurnQueue(path).turns_to_judge(100_000):
-            out.append({"turn_id": turn.turn_id, "tool_result": next_state.startswith("tool:"),
-                        "reward": judge.judge(turn, next_state).reward, "next_state": next_state[:160]})
+        db = sqlite3.connect(path)
+        try:
+            rows = db.execute("SELECT t.turn_id, t.next_state, j.data FROM turns t LEFT JOIN judgements j "
+                              "ON j.turn_id = t.turn_id WHERE t.next_state IS NOT NULL ORDER BY t.created_at").fetchall()
+        finally:
+            db.close()
+        unjudged = {turn.turn_id: turn for turn, _ in TurnQueue(path).turns_to_judge(100_000)}
+        for turn_id, next_state, data in rows:
+            if data is not None:
+                verdict = json.loads(data)
+                reward, by = verdict["reward"], f"server ({verdict.get('judge')})"
+            elif turn_id in unjudged:
+                reward, by = judge.judge(unjudged[turn_id], next_state).reward, "rule, after the run"
+            else:
+                continue
+            out.append({"turn_id": turn_id, "tool_result": next_state.startswith("tool:"), "reward": reward,
+                        "judged_by": by, "next_state": next_state[:160]})
     return out
 
 
@@ -92,6 +108,7 @@ def render(result: dict) -> str:
               f"| with the `bash` tool in the prompt | {served['with_tools']} |"]
     lines += [f"| finish_reason `{k}` | {v} |" for k, v in sorted(served["finish_reasons"].items())]
     lines += [f"| turns paired with a tool result, reward {k} | {v} |" for k, v in sorted(served["rewards"].items())]
+    lines += [f"| paired turns judged by the {k} | {v} |" for k, v in sorted(served["judged_by"].items())]
     if served.get("replies"):
         lines += ["", "| call | roles sent | finish | the reply (first 200 characters) |", "|---|---|---|---|"]
         lines += [f"| {i} | {' '.join(r['roles'][-3:])} | {r['finish']} | "
@@ -158,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     served = {"turns": len(turns), "with_tools": sum(bool(t.get("tools")) for t in turns),
               "finish_reasons": dict(Counter(str(t.get("finish_reason")) for t in turns)),
               "rewards": {str(k): v for k, v in Counter(j["reward"] for j in judged if j["tool_result"]).items()},
+              "judged_by": dict(Counter(j["judged_by"] for j in judged)),
               # What the model wrote, and which roles each prompt held: whether the agent kept its
               # rejected replies in the conversation it sent back.
               "replies": [{"roles": [m.get("role") for m in t["messages"]], "finish": t.get("finish_reason"),
@@ -167,9 +185,10 @@ def main(argv: list[str] | None = None) -> int:
               "python": platform.python_version(), "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
               "load_before": load_before, "load_after": load_after, "served": served,
               "judged": judged,
-              "notes": ("One greedy run per task: what happened, not a rate. Rewards are the rule judge's votes on "
-                        "the turns whose next state is a tool result (`tool: ...`), scored after the run from the "
-                        "server's queue. mini-swe-agent's LocalEnvironment runs commands on the host; its own "
+              "notes": ("One greedy run per task: what happened, not a rate. Rewards are those of the turns whose "
+                        "next state is a tool result (`tool: ...`), read from the server's queue: its judge loop's "
+                        "verdicts (the default classifier judge), the rule judge's after the run for turns the "
+                        "loop had not reached. mini-swe-agent's LocalEnvironment runs commands on the host; its own "
                         "format-error handling applies (it stops after 3 rejected replies in a row). The "
                         "text-based config's runs on the whole suite are in bench/results/runtime_vs_miniswe.md.")}
     write_json(args.out, result, indent=1)
