@@ -86,11 +86,12 @@ def judged_turns(store: Path) -> list[dict]:
 
 
 def render(result: dict) -> str:
-    choice = result["tool_choice"] or "not sent (auto)"
+    choice = (f"`tool_choice: {result['tool_choice']}` in the config's `model_kwargs`" if result["tool_choice"]
+              else "no `tool_choice` sent (the server's default, auto)")
     lines = ["# mini-swe-agent's tool-calling config against ratchet serve (bench/miniswe_toolcalls.py)", "",
              (f"{result['model']} served greedy by `ratchet serve --learn off` ({result['threads']} thread), "
               f"mini-swe-agent {result['miniswe_version']} with its `mini.yaml` config (`litellm` model class, one "
-              f"`bash` tool), `tool_choice` {choice} (in the config's `model_kwargs`), step limit "
+              f"`bash` tool), {choice}, step limit "
               f"{result['step_limit']}, {result['max_tokens']} reply tokens, measured {result['measured_at']}; "
               f"load average {result['load_before']} before, {result['load_after']} after (a 2-core machine "
               f"shared with other jobs)."), "",
