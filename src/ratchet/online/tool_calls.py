@@ -21,7 +21,7 @@ Under ``tool_choice: "auto"`` nothing is constrained, and small models often ign
 0.5B and 1.5B Qwen2.5 coders write ``{"name": "bash", "arguments": {...}}`` as their whole reply,
 sometimes in a code fence, sometimes several in a row. As serving stacks do for Hermes-style
 models (a reply that is nothing but tool-call JSON is a call), such a reply is read as calls when
-its whole body (one Markdown fence around it allowed) is one or more JSON objects, or one array of
+its whole body (code-fence lines aside) is one or more JSON objects, or one array of
 them, each naming a tool that was sent and carrying object ``arguments`` (or ``parameters``; the
 OpenAI shape ``{"type": "function", "function": {...}}`` too). Anything else stays text: prose
 around the JSON, an undeclared tool's name, arguments that are not an object.
@@ -393,14 +393,15 @@ class ReplySplitter:
             out.append(("text", text))
 
     def _emit_call(self, body: str, out: list[tuple[str, Any]], *, truncated: bool) -> None:
-        if truncated and self.calls and _parse_call(body, self.tools) is None:
+        whole = _parse_call(body, self.tools) if truncated else None
+        if truncated and whole is None and self.calls:
             # The reply ended inside a call after complete ones (a model repeating its call until
             # ``max_tokens``): the complete calls stand, the cut one is left out.
             self.truncated = True
             return
-        if truncated and _parse_call(body, self.tools) is not None:
+        if whole is not None:
             truncated = False  # only the closing tag is missing (the model stopped after the JSON)
-        call = _parse_call(body, self.tools, truncated=truncated)
+        call = whole or _parse_call(body, self.tools, truncated=truncated)
         if call is None and not truncated:
             # A body cut inside the tags, or a forced call's arguments cut short: close them.
             call = _parse_call(body, self.tools, truncated=True) if self.forced else None
@@ -435,12 +436,12 @@ def _parse_bare(text: str, tools: Sequence[Tool]) -> tuple[list[ToolCall], bool]
         if at == len(text):
             return calls, False
         try:
-            _, end = decoder.raw_decode(text, at)
+            value, end = decoder.raw_decode(text, at)
         except json.JSONDecodeError as exc:
             ran_out = exc.msg.startswith("Unterminated string") or exc.pos >= len(text.rstrip()) - 1
             cut = bool(calls) and text[at] == "{" and ran_out
             return (calls, True) if cut else ([], False)
-        call = _call_of(json.loads(text[at:end]), tools, bare=True)
+        call = _call_of(value, tools, bare=True)
         if call is None:
             return [], False
         calls.append(call)
