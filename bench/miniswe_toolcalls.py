@@ -6,7 +6,8 @@ the reply's ``tool_calls``: this runs that config (``bench/_miniswe_worker.py --
 in ``.venv-bench``) against one ``ratchet serve --learn off`` subprocess over the embedded model,
 greedy, on tasks of the coding-basics suite, and grades each tree with the suite's grader.
 ``--tool-choice required`` sends ``tool_choice: "required"`` through the config's ``model_kwargs``
-(passed to ``litellm.completion`` as they are), so every reply is a grammar-constrained call.
+(passed to ``litellm.completion`` as they are), so every reply is grammar-constrained calls (one
+or more; one with ``--no-parallel-tool-calls``, which sends ``parallel_tool_calls: false``).
 
 Besides the agent's outcome it reads what the server recorded: the serving queue keeps every turn
 (with learning off too) and pairs each with its next state, so the table says how many of the
@@ -88,6 +89,8 @@ def judged_turns(store: Path) -> list[dict]:
 def render(result: dict) -> str:
     choice = (f"`tool_choice: {result['tool_choice']}` in the config's `model_kwargs`" if result["tool_choice"]
               else "no `tool_choice` sent (the server's default, auto)")
+    if not result.get("parallel_tool_calls", True):
+        choice += " with `parallel_tool_calls: false`"
     lines = ["# mini-swe-agent's tool-calling config against ratchet serve (bench/miniswe_toolcalls.py)", "",
              (f"{result['model']} served greedy by `ratchet serve --learn off` ({result['threads']} thread), "
               f"mini-swe-agent {result['miniswe_version']} with its `mini.yaml` config (`litellm` model class, one "
@@ -125,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tasks", default="fahrenheit", help="comma-separated coding-basics task ids")
     parser.add_argument("--tool-choice", default="", help="tool_choice in mini-swe-agent's model_kwargs "
                         "(required | auto); empty: not sent")
+    parser.add_argument("--no-parallel-tool-calls", action="store_true",
+                        help="send parallel_tool_calls: false in model_kwargs (one call per reply)")
     parser.add_argument("--step-limit", type=int, default=8)
     parser.add_argument("--max-tokens", type=int, default=512)
     parser.add_argument("--threads", type=int, default=1)
@@ -151,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
         for task_id in args.tasks.split(","):
             task = suite[task_id]
             run = run_miniswe(task, store, f"http://127.0.0.1:{args.port}/v1", args.step_limit, args.max_tokens,
-                              config="toolcall", tool_choice=args.tool_choice)
+                              config="toolcall", tool_choice=args.tool_choice,
+                              parallel_tool_calls=not args.no_parallel_tool_calls)
             workdir = Path(run.pop("workdir"))
             run["solved"] = grade(task, workdir).score >= 1.0
             run["format_errors"] = format_errors(store / "runs" / "miniswe" / f"{task.id}.traj.json")
@@ -181,7 +187,8 @@ def main(argv: list[str] | None = None) -> int:
               # rejected replies in the conversation it sent back.
               "replies": [{"roles": [m.get("role") for m in t["messages"]], "finish": t.get("finish_reason"),
                            "text": t["response_text"][:200]} for t in turns]}
-    result = {"model": args.model, "tasks": rows, "tool_choice": args.tool_choice, "step_limit": args.step_limit,
+    result = {"model": args.model, "tasks": rows, "tool_choice": args.tool_choice,
+              "parallel_tool_calls": not args.no_parallel_tool_calls, "step_limit": args.step_limit,
               "max_tokens": args.max_tokens, "threads": args.threads, "n_ctx": args.n_ctx, "miniswe_version": version,
               "python": platform.python_version(), "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
               "load_before": load_before, "load_after": load_after, "served": served,
