@@ -38,6 +38,7 @@ from bench._results import write_json, write_markdown
 from bench._setup import bench_python
 from ratchet.online.judge import RuleJudge
 from ratchet.online.queue import TurnQueue
+from ratchet.online.tool_calls import Tool, split_reply
 from ratchet.runtime.suite import grade, load_suite
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,6 +58,15 @@ def recorded_turns(store: Path) -> list[dict]:
         finally:
             db.close()
     return turns
+
+
+def call_counts(turns: list[dict], forced: bool) -> tuple[int, int]:
+    """(replies that came back with ``tool_calls``, calls in all), the recorded replies split again
+    as the server split them (a reply cut at ``max_tokens`` after complete calls still returns
+    them, with ``finish_reason: length``)."""
+    counts = [len(split_reply(t["response_text"], [Tool(d["function"]["name"]) for d in t.get("tools") or []],
+                              forced=forced).calls) for t in turns]
+    return sum(n > 0 for n in counts), sum(counts)
 
 
 def judged_turns(store: Path) -> list[dict]:
@@ -98,12 +108,14 @@ def render(result: dict) -> str:
               f"{result['step_limit']}, {result['max_tokens']} reply tokens, measured {result['measured_at']}; "
               f"load average {result['load_before']} before, {result['load_after']} after (a 2-core machine "
               f"shared with other jobs)."), "",
-             ("| task | exit | solved | model calls | came back as tool calls | paired with a tool result | "
-              "rewards (+1/0/-1) | rejected replies | wall (s) |"), "|---|---|---|---|---|---|---|---|---|"]
+             ("| task | exit | solved | model calls | replies with `tool_calls` (calls in all) | finish_reason "
+              "`tool_calls` | paired with a tool result | rewards (+1/0/-1) | rejected replies | wall (s) |"),
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for row in result["tasks"]:
         r = row["rewards"]
         lines.append(f"| {row['task']} | {row['exit_status'][:60]} | {row['solved']} | {row['steps']} | "
-                     f"{row['tool_call_turns']} / {row['turns']} | {row['paired_with_tool_result']} / "
+                     f"{row['replies_with_calls']} / {row['turns']} ({row['calls']}) | {row['tool_call_turns']} | "
+                     f"{row['paired_with_tool_result']} / "
                      f"{row['paired']} | {r.get('1', 0)} / {r.get('0', 0)} / {r.get('-1', 0)} | "
                      f"{(row['format_errors'] or {}).get('rejected', '-')} | {row['wall_s']} |")
     served = result["served"]
@@ -165,9 +177,10 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(2)  # the collector writes turns in the background
             mine = [t for t in recorded_turns(store) if t["turn_id"] not in seen]
             seen.update(t["turn_id"] for t in mine)
+            with_calls, calls = call_counts(mine, forced=args.tool_choice not in ("", "auto", "none"))
             rows.append({"task": task.id, **run, "turns": len(mine),
                          "tool_call_turns": sum(t.get("finish_reason") == "tool_calls" for t in mine),
-                         "turn_ids": [t["turn_id"] for t in mine]})
+                         "replies_with_calls": with_calls, "calls": calls, "turn_ids": [t["turn_id"] for t in mine]})
     finally:
         stop_server(server)
     load_after = [round(x, 2) for x in os.getloadavg()]
