@@ -30,10 +30,19 @@ from ratchet.online.judge import RuleJudge
 from ratchet.online.policy import LlamaPolicy, PolicyHost
 from ratchet.online.queue import TurnQueue
 from ratchet.online.server import ServerThread, create_app, make_state
+from ratchet.online.tool_calls import Tool, split_reply
 from ratchet.runtime import Agent, HarnessWorkspace
 from ratchet.runtime.suite import grade, load_suite, prepare
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def call_counts(turns: list[dict]) -> tuple[int, int]:
+    """(replies that came back with ``tool_calls``, calls in all): the recorded replies split again
+    as the server split them ("auto": nothing forced)."""
+    counts = [len(split_reply(t["response_text"], [Tool(d["function"]["name"]) for d in t.get("tools") or []]).calls)
+              for t in turns]
+    return sum(n > 0 for n in counts), sum(counts)
 
 
 def recorded(path: Path) -> list[dict]:
@@ -71,10 +80,11 @@ def run(task_ids: list[str], model: str, step_limit: int, max_tokens: int, threa
             state.collector.flush()
             mine = [t for t in recorded(store / "queue.sqlite") if t["turn_id"] not in seen]
             seen.update(t["turn_id"] for t in mine)
+            with_calls, calls = call_counts(mine)
             rows.append({"task_id": task.id, "solved": grade(task, workdir).score == 1.0, "exit_status": status,
                          "steps": steps, "agent_s": round(time.perf_counter() - started, 1), "turns": len(mine),
                          "tool_call_turns": sum(t.get("finish_reason") == "tool_calls" for t in mine),
-                         "turn_ids": [t["turn_id"] for t in mine]})
+                         "replies_with_calls": with_calls, "calls": calls, "turn_ids": [t["turn_id"] for t in mine]})
     state.collector.close()
     load_after = [round(x, 2) for x in os.getloadavg()]
     judge = RuleJudge()
@@ -93,6 +103,7 @@ def run(task_ids: list[str], model: str, step_limit: int, max_tokens: int, threa
         "load_after": load_after, "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "tasks": rows,
         "turns_collected": stats.get("turns"), "turns_paired": len(judged),
         "tool_call_turns": sum(r["tool_call_turns"] for r in rows),
+        "replies_with_calls": sum(r["replies_with_calls"] for r in rows), "calls": sum(r["calls"] for r in rows),
         "paired_with_tool_result": sum(1 for _, ns, _ in judged if ns.startswith("tool:")),
         "rewards": {str(k): v for k, v in Counter(r for _, _, r in judged).items()},
         "examples": [{"reply": t.response_text[:160], "finish_reason": t.finish_reason, "next_state": ns[:160],
@@ -107,12 +118,14 @@ def render(result: dict) -> str:
               f"{result['step_limit']}, {result['max_tokens']} reply tokens, {result['threads']} thread, measured "
               f"{result['measured_at']}; load average {result['load_before']} before, {result['load_after']} after "
               f"({result['machine']}, shared with other jobs)."), "",
-             ("| task | exit | solved | model calls | came back as tool calls | paired with a tool result | "
-              "rewards from tool results (+1/0/-1) | wall (s) |"), "|---|---|---|---|---|---|---|---|"]
+             ("| task | exit | solved | model calls | replies with `tool_calls` (calls in all) | finish_reason "
+              "`tool_calls` | paired with a tool result | rewards from tool results (+1/0/-1) | wall (s) |"),
+             "|---|---|---|---|---|---|---|---|---|"]
     for row in result["tasks"]:
         r = row["rewards_from_tool_results"]
         lines.append(f"| {row['task_id']} | {row['exit_status'][:60]} | {row['solved']} | {row['turns']} | "
-                     f"{row['tool_call_turns']} | {row['paired_with_tool_result']} / {row['paired']} | "
+                     f"{row['replies_with_calls']} ({row['calls']}) | {row['tool_call_turns']} | "
+                     f"{row['paired_with_tool_result']} / {row['paired']} | "
                      f"{r.get('1', 0)} / {r.get('0', 0)} / {r.get('-1', 0)} | {row['agent_s']} |")
     lines += ["", "| reply (first 160 characters) | finish | next state (first 160) | reward |", "|---|---|---|---|"]
     lines += [f"| {json.dumps(e['reply'])[1:-1].replace('|', '/')} | {e['finish_reason']} | "
