@@ -60,13 +60,14 @@ def stop_server(proc: subprocess.Popen) -> None:
 
 
 def run_miniswe(task, store: Path, api_base: str, step_limit: int, max_tokens: int,
-                config: str = "textbased") -> dict:
+                config: str = "textbased", tool_choice: str = "", parallel_tool_calls: bool = True) -> dict:
     workdir = prepare(task, store / "work" / "miniswe" / task.id)
     trajectory = store / "runs" / "miniswe" / f"{task.id}.traj.json"
     cmd = [str(bench_python()), str(WORKER), "--workdir", str(workdir), "--task", statement(task),
            "--api-base", api_base, "--step-limit", str(step_limit),
            "--max-tokens", str(max_tokens), "--timeout", "30", "--path-prefix", str(Path(sys.executable).parent),
-           "--trajectory", str(trajectory), "--config", config]
+           "--trajectory", str(trajectory), "--config", config, "--tool-choice", tool_choice,
+           *([] if parallel_tool_calls else ["--no-parallel-tool-calls"])]
     started = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=step_limit * 240, cwd=workdir,
                           env={k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")})

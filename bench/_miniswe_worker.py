@@ -12,7 +12,10 @@ ended, model calls, prompt/completion tokens (the server's usage, summed) and wa
 
 ``--config toolcall`` runs its tool-calling config instead (``mini.yaml``, the ``litellm`` model
 class: one ``bash`` tool sent as OpenAI ``tools``, its calls read from ``tool_calls``), for
-bench/miniswe_toolcalls.py.
+bench/miniswe_toolcalls.py. ``--tool-choice required`` adds ``tool_choice`` to the model config's
+``model_kwargs``, which mini-swe-agent documents as "additional arguments passed to the API" and
+hands to ``litellm.completion`` as they are (its own SWE-bench config sets ``parallel_tool_calls``
+there the same way); ``--no-parallel-tool-calls`` sends ``parallel_tool_calls: false`` there too.
 """
 
 from __future__ import annotations
@@ -53,6 +56,10 @@ def main() -> int:
     parser.add_argument("--trajectory", default="")
     parser.add_argument("--config", choices=sorted(CONFIGS), default="textbased",
                         help="textbased: commands in fenced blocks; toolcall: its native bash tool (mini.yaml)")
+    parser.add_argument("--tool-choice", default="", help="with --config toolcall: OpenAI tool_choice sent in "
+                        "model_kwargs (auto | required); empty: not sent")
+    parser.add_argument("--no-parallel-tool-calls", action="store_true", help="with --config toolcall: send "
+                        "parallel_tool_calls: false in model_kwargs (one call per reply)")
     args = parser.parse_args()
 
     config_file, model_class = CONFIGS[args.config]
@@ -64,7 +71,9 @@ def main() -> int:
         "cost_tracking": "ignore_errors",
         "model_kwargs": {**model_cfg.get("model_kwargs", {}), "custom_llm_provider": "openai",
                          "api_base": args.api_base, "api_key": "local", "temperature": 0.0,
-                         "max_tokens": args.max_tokens},
+                         "max_tokens": args.max_tokens,
+                         **({"tool_choice": args.tool_choice} if args.tool_choice else {}),
+                         **({"parallel_tool_calls": False} if args.no_parallel_tool_calls else {})},
     })
     env_cfg = dict(config.get("environment", {}))
     env_vars = dict(env_cfg.pop("env", {}))

@@ -5,10 +5,11 @@ One in-process server over the embedded model (greedy), learning on (turns colle
 answers Ratchet's coding agent with ``protocol=native`` (OpenAI ``tools``; each tool result goes back
 as a ``tool`` message) on coding-suite tasks. The suite's grader scores the agent's tree; then the
 rule judge scores every collected turn from its next state, which for a tool call is the tool's
-result (``tool: ...``). The table says how many model calls came back as tool calls, how many turns
-were paired with a tool result, and the rewards the judge gave.
+result (``tool: ...``). The table says, per task, how many model calls came back as tool calls (the
+server's ``finish_reason``, recorded with each turn), how many turns were paired with a tool result,
+and the rewards the judge gave them. Writes ``bench/results/online_tool_agent.{json,md}``.
 
-    python -m bench.online_tool_agent --tasks fahrenheit --step-limit 8
+    python -m bench.online_tool_agent --tasks fahrenheit,fizzbuzz-fifteen,median-even --step-limit 8
 """
 
 from __future__ import annotations
@@ -17,21 +18,40 @@ import argparse
 import json
 import os
 import platform
+import sqlite3
 import time
 from collections import Counter
 from pathlib import Path
 
+from bench._results import write_json, write_markdown
 from ratchet.models.registry import cached_path
 from ratchet.models.spec import load_model
 from ratchet.online.judge import RuleJudge
 from ratchet.online.policy import LlamaPolicy, PolicyHost
 from ratchet.online.queue import TurnQueue
 from ratchet.online.server import ServerThread, create_app, make_state
+from ratchet.online.tool_calls import Tool, split_reply
 from ratchet.runtime import Agent, HarnessWorkspace
 from ratchet.runtime.suite import grade, load_suite, prepare
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "bench" / "results"
+
+
+def call_counts(turns: list[dict]) -> tuple[int, int]:
+    """(replies that came back with ``tool_calls``, calls in all): the recorded replies split again
+    as the server split them ("auto": nothing forced)."""
+    counts = [len(split_reply(t["response_text"], [Tool(d["function"]["name"]) for d in t.get("tools") or []]).calls)
+              for t in turns]
+    return sum(n > 0 for n in counts), sum(counts)
+
+
+def recorded(path: Path) -> list[dict]:
+    """Every turn in the queue at ``path``, oldest first, as recorded."""
+    db = sqlite3.connect(path)
+    try:
+        return [json.loads(data) for (data,) in db.execute("SELECT data FROM turns ORDER BY created_at")]
+    finally:
+        db.close()
 
 
 def run(task_ids: list[str], model: str, step_limit: int, max_tokens: int, threads: int, store: Path) -> dict:
@@ -39,7 +59,8 @@ def run(task_ids: list[str], model: str, step_limit: int, max_tokens: int, threa
     queue = TurnQueue(store / "queue.sqlite")
     state = make_state(PolicyHost(lambda adapter: policy), queue, served_name="qwen", max_tokens=max_tokens)
     tasks = [t for t in load_suite("coding-basics") if t.id in task_ids]
-    rows = []
+    rows, seen = [], set()
+    load_before = [round(x, 2) for x in os.getloadavg()]
     with ServerThread(create_app(state)) as server:
         for task in tasks:
             workspace = HarnessWorkspace()
@@ -56,23 +77,62 @@ def run(task_ids: list[str], model: str, step_limit: int, max_tokens: int, threa
                 status, steps = outcome.exit_status, outcome.steps
             except Exception as exc:  # a failed run is a row, not a crash of the bench
                 status, steps = f"error: {exc}"[:200], agent.steps
+            state.collector.flush()
+            mine = [t for t in recorded(store / "queue.sqlite") if t["turn_id"] not in seen]
+            seen.update(t["turn_id"] for t in mine)
+            with_calls, calls = call_counts(mine)
             rows.append({"task_id": task.id, "solved": grade(task, workdir).score == 1.0, "exit_status": status,
-                         "steps": steps, "agent_s": round(time.perf_counter() - started, 1)})
+                         "steps": steps, "agent_s": round(time.perf_counter() - started, 1), "turns": len(mine),
+                         "tool_call_turns": sum(t.get("finish_reason") == "tool_calls" for t in mine),
+                         "replies_with_calls": with_calls, "calls": calls, "turn_ids": [t["turn_id"] for t in mine]})
     state.collector.close()
+    load_after = [round(x, 2) for x in os.getloadavg()]
     judge = RuleJudge()
     judged = [(turn, next_state, judge.judge(turn, next_state).reward) for turn, next_state in queue.turns_to_judge(10_000)]
-    calls = sum(1 for turn in (t for t, _, _ in judged) if "<tool_call>" in turn.response_text or
-                turn.response_text.lstrip().startswith(("{", "`")))
+    for row in rows:
+        ids = set(row.pop("turn_ids"))
+        mine = [(t, ns, r) for t, ns, r in judged if t.turn_id in ids]
+        row["paired"] = len(mine)
+        row["paired_with_tool_result"] = sum(ns.startswith("tool:") for _, ns, _ in mine)
+        row["rewards_from_tool_results"] = {str(k): v for k, v in
+                                            Counter(r for _, ns, r in mine if ns.startswith("tool:")).items()}
     stats = queue.stats()
     return {
         "model": model, "step_limit": step_limit, "max_tokens": max_tokens, "threads": threads,
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores", "tasks": rows,
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores", "load_before": load_before,
+        "load_after": load_after, "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "tasks": rows,
         "turns_collected": stats.get("turns"), "turns_paired": len(judged),
+        "tool_call_turns": sum(r["tool_call_turns"] for r in rows),
+        "replies_with_calls": sum(r["replies_with_calls"] for r in rows), "calls": sum(r["calls"] for r in rows),
         "paired_with_tool_result": sum(1 for _, ns, _ in judged if ns.startswith("tool:")),
-        "paired_replies_that_called": calls,
-        "rewards": dict(Counter(r for _, _, r in judged)),
-        "examples": [{"reply": t.response_text[:160], "next_state": ns[:160], "reward": r} for t, ns, r in judged[:6]],
+        "rewards": {str(k): v for k, v in Counter(r for _, _, r in judged).items()},
+        "examples": [{"reply": t.response_text[:160], "finish_reason": t.finish_reason, "next_state": ns[:160],
+                      "reward": r} for t, ns, r in judged[:8]],
     }
+
+
+def render(result: dict) -> str:
+    lines = ["# The runtime's agent with native tools against ratchet serve (bench/online_tool_agent.py)", "",
+             (f"{result['model']} served greedy in process (learning on: turns collected and paired), Ratchet's "
+              f"coding agent with `protocol=native` (OpenAI `tools`, `tool_choice` auto), step limit "
+              f"{result['step_limit']}, {result['max_tokens']} reply tokens, {result['threads']} thread, measured "
+              f"{result['measured_at']}; load average {result['load_before']} before, {result['load_after']} after "
+              f"({result['machine']}, shared with other jobs)."), "",
+             ("| task | exit | solved | model calls | replies with `tool_calls` (calls in all) | finish_reason "
+              "`tool_calls` | paired with a tool result | rewards from tool results (+1/0/-1) | wall (s) |"),
+             "|---|---|---|---|---|---|---|---|---|"]
+    for row in result["tasks"]:
+        r = row["rewards_from_tool_results"]
+        lines.append(f"| {row['task_id']} | {row['exit_status'][:60]} | {row['solved']} | {row['turns']} | "
+                     f"{row['replies_with_calls']} ({row['calls']}) | {row['tool_call_turns']} | "
+                     f"{row['paired_with_tool_result']} / {row['paired']} | "
+                     f"{r.get('1', 0)} / {r.get('0', 0)} / {r.get('-1', 0)} | {row['agent_s']} |")
+    lines += ["", "| reply (first 160 characters) | finish | next state (first 160) | reward |", "|---|---|---|---|"]
+    lines += [f"| {json.dumps(e['reply'])[1:-1].replace('|', '/')} | {e['finish_reason']} | "
+              f"{json.dumps(e['next_state'])[1:-1].replace('|', '/')} | {e['reward']} |" for e in result["examples"]]
+    lines += ["", ("One greedy run per task: what happened, not a rate. The rule judge scores a turn whose next "
+                   "state is a tool result by that result (+1 unless it shows an error).")]
+    return "\n".join(lines) + "\n"
 
 
 def main() -> None:
@@ -87,9 +147,10 @@ def main() -> None:
     args = parser.parse_args()
     args.store.mkdir(parents=True, exist_ok=True)
     result = run(args.tasks.split(","), args.model, args.step_limit, args.max_tokens, args.threads, args.store)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"{args.out}.json").write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps({k: v for k, v in result.items() if k != "examples"}, indent=2))
+    write_json(args.out, result)
+    text = render(result)
+    write_markdown(args.out, text)
+    print(text)
 
 
 if __name__ == "__main__":

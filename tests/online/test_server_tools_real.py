@@ -68,6 +68,33 @@ def test_forced_tool_choice_always_returns_parseable_arguments(server):
     assert any(next_state == "tool: rain, 8 C" for _, next_state in queue.turns_to_judge(10))
 
 
+PROMPTS = ["Tell me a joke about cats.", "What's the weather like in Oslo for the next 3 days?",
+           "Delete the build folder, then say done."]
+
+
+@pytest.mark.real_model
+@pytest.mark.parametrize("choice", [{"type": "function", "function": {"name": "run_shell"}}, "required"],
+                         ids=["named", "required"])
+def test_a_forced_choice_is_always_calls_whose_arguments_parse(server, choice):
+    """Three prompts, one inviting prose: every reply is one or more calls of the tools sent (of
+    the named one when named), each with arguments that parse as a JSON object."""
+    srv, *_ = server
+    for prompt, temperature in zip(PROMPTS, (0.0, 0.8, 0.0), strict=True):
+        r = httpx.post(srv.url + "/v1/chat/completions", timeout=300, json={
+            "model": MODEL, "messages": [{"role": "user", "content": prompt}], "tools": [WEATHER, RUN],
+            "tool_choice": choice, "max_tokens": 64, "temperature": temperature, "seed": 3})
+        assert r.status_code == 200, r.text
+        choice_out = r.json()["choices"][0]
+        calls = choice_out["message"].get("tool_calls")
+        assert calls, (prompt, choice_out)
+        assert choice_out["finish_reason"] in ("tool_calls", "length")
+        for call in calls:
+            assert call["function"]["name"] in ({"run_shell"} if choice != "required" else {"run_shell", "get_weather"})
+            assert isinstance(json.loads(call["function"]["arguments"]), dict)
+        if choice != "required":
+            assert len(calls) == 1
+
+
 @pytest.mark.real_model
 def test_anthropic_request_with_a_forced_tool_round_trips(server):
     srv, *_ = server

@@ -89,9 +89,11 @@ class AnthropicTool(BaseModel):
 
 
 class AnthropicToolChoice(BaseModel):
-    model_config = ConfigDict(extra="allow")  # disable_parallel_tool_use
+    model_config = ConfigDict(extra="allow")
     type: Literal["auto", "any", "tool", "none"]
     name: ToolName | None = None
+    #: With "any": exactly one call instead of one or more.
+    disable_parallel_tool_use: StrictBool | None = None
 
 
 class MessagesRequest(BaseModel):
@@ -176,7 +178,7 @@ def tools_and_choice(req: MessagesRequest) -> tuple[list[Tool], CallConstraint |
     if choice.type == "tool" and choice.name is None:
         raise ToolInputError("tool_choice of type 'tool' needs the tool's 'name'", "tool_choice.name")
     named = "required" if choice.type == "any" else choice.name
-    return tools, choice_constraint(tools, named, "tool_choice"), True
+    return tools, choice_constraint(tools, named, "tool_choice", parallel=not choice.disable_parallel_tool_use), True
 
 
 def _stop_reason(result: TurnResult, stops: list[str] | None) -> tuple[str, str | None]:

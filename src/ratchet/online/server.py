@@ -344,7 +344,7 @@ def create_app(state: ServingState):
         try:
             tools = req.tool_list()
             check_request(tools, messages)
-            constraint = choice_constraint(tools, req.choice())
+            constraint = choice_constraint(tools, req.choice(), parallel=req.parallel_tool_calls is not False)
         except ToolInputError as exc:
             return JSONResponse(status_code=400, content=tool_error(exc))
         spec = TurnSpec(messages, request.headers, body_tags,

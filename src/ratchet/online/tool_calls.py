@@ -10,11 +10,21 @@ This module holds everything about that format, apart from the HTTP shapes:
   :class:`ToolInputError` naming the parameter, which both APIs turn into a 400;
 * :func:`template_messages` — OpenAI-shaped messages as the chat template reads them (a call's
   ``arguments`` as an object, not the JSON string OpenAI sends);
-* :class:`CallConstraint` and :func:`call_grammar` — a forced choice ("required", or one named
-  function) as a llama.cpp grammar over the call format and the tool's parameters schema, so a
-  forced call always comes back and its arguments always parse;
+* :class:`CallConstraint` and :func:`call_grammar` — a forced choice ("required": one or more
+  calls of any tool sent, one when parallel calls are off; or one call of a named function) as a
+  llama.cpp grammar over the call format and the tool's parameters schema, so a forced call always
+  comes back and its arguments always parse;
 * :func:`split_reply` / :class:`ReplySplitter` — a reply's text into its visible text and its
   calls, at once or as the tokens stream in.
+
+Under ``tool_choice: "auto"`` nothing is constrained, and small models often ignore the tags: the
+0.5B and 1.5B Qwen2.5 coders write ``{"name": "bash", "arguments": {...}}`` as their whole reply,
+sometimes in a code fence, sometimes several in a row. As serving stacks do for Hermes-style
+models (a reply that is nothing but tool-call JSON is a call), such a reply is read as calls when
+its whole body (code-fence lines aside) is one or more JSON objects, or one array of
+them, each naming a tool that was sent and carrying object ``arguments`` (or ``parameters``; the
+OpenAI shape ``{"type": "function", "function": {...}}`` too). Anything else stays text: prose
+around the JSON, an undeclared tool's name, arguments that are not an object.
 """
 
 from __future__ import annotations
@@ -56,10 +66,12 @@ class Tool:
 
 @dataclass(frozen=True)
 class CallConstraint:
-    """The reply must be one call: of ``name``, or (``name`` None) of any of ``tools``."""
+    """The reply must be calls only: one call of ``name``, or (``name`` None) calls of any of
+    ``tools`` — one or more when ``several``, else exactly one."""
 
     tools: tuple[Tool, ...]
     name: str | None = None
+    several: bool = False
 
     def allowed(self) -> tuple[Tool, ...]:
         return tuple(t for t in self.tools if self.name is None or t.name == self.name)
@@ -118,16 +130,19 @@ def check_schema(schema: Any, param: str) -> None:
         raise ToolInputError(f"'{param}' cannot be followed when generating: {exc}", param) from exc
 
 
-def choice_constraint(tools: Sequence[Tool], choice: Any, param: str = "tool_choice") -> CallConstraint | None:
+def choice_constraint(tools: Sequence[Tool], choice: Any, param: str = "tool_choice", *,
+                      parallel: bool = True) -> CallConstraint | None:
     """The constraint a ``tool_choice`` asks for: None for "auto"/"none"/absent, a constraint for
-    "required" or a named function (which must be one of ``tools``)."""
+    "required" (at least one call; exactly one when ``parallel`` is off, as OpenAI's
+    ``parallel_tool_calls: false`` and Anthropic's ``disable_parallel_tool_use`` ask) or a named
+    function (one call of it; the name must be one of ``tools``)."""
     if choice in (None, "auto", "none"):
         return None
     if not tools:
         raise ToolInputError(f"'{param}' asks for a tool call but no tools were sent; add 'tools' or drop "
                              f"'{param}'", param)
     if choice == "required":
-        return CallConstraint(tuple(tools))
+        return CallConstraint(tuple(tools), several=parallel)
     name = choice
     known = [t.name for t in tools]
     if name not in known:
@@ -203,8 +218,9 @@ def _literal(text: str) -> str:
 
 
 def call_grammar(constraint: CallConstraint) -> str:
-    """A GBNF grammar whose only sentences are one call in the template's format, of an allowed
-    tool, its arguments valid against the tool's parameters schema."""
+    """A GBNF grammar whose only sentences are calls in the template's format (one, or with
+    ``several`` one or more, a newline apart), each of an allowed tool, its arguments valid against
+    the tool's parameters schema."""
     from llama_cpp.llama_grammar import SchemaConverter
 
     converter = SchemaConverter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
@@ -214,8 +230,9 @@ def call_grammar(constraint: CallConstraint) -> str:
         head = '"name": ' + json.dumps(tool.name) + ', "arguments": '
         branches.append(f"{_literal(head)} {rule}")
     body = " | ".join(f"( {b} )" for b in branches)
-    root = f"root ::= {_literal(OPEN + chr(10) + '{')} ( {body} ) {_literal('}' + chr(10) + CLOSE)}"
-    return root + "\n" + converter.format_grammar()
+    call = f"call ::= {_literal(OPEN + chr(10) + '{')} ( {body} ) {_literal('}' + chr(10) + CLOSE)}"
+    root = f"root ::= call ( {_literal(chr(10))} call )*" if constraint.several else "root ::= call"
+    return root + "\n" + call + "\n" + converter.format_grammar()
 
 
 # ------------------------------------------------------------------------------------ parsing
@@ -261,9 +278,21 @@ def _parse_call(body: str, tools: Sequence[Tool], *, truncated: bool = False) ->
         data = json.loads(close_json(text) if truncated else text)
     except json.JSONDecodeError:
         return None
+    return _call_of(data, tools)
+
+
+def _call_of(data: Any, tools: Sequence[Tool], *, bare: bool = False) -> ToolCall | None:
+    """A decoded call object as a :class:`ToolCall`, or None when it is not a call of one of
+    ``tools``. ``bare`` (the object is the reply itself, no tags around it): the arguments must be
+    written out, so that a reply of some other JSON that happens to hold a tool's name stays text."""
+    if isinstance(data, dict) and isinstance(data.get("function"), dict) and data.get("type", "function") == "function":
+        data = data["function"]  # the OpenAI shape, as models trained on OpenAI transcripts write it
     if not isinstance(data, dict) or data.get("name") not in {t.name for t in tools}:
         return None
-    arguments = data.get("arguments", data.get("parameters", {}))
+    key = "arguments" if "arguments" in data else "parameters" if "parameters" in data else None
+    if bare and key is None:
+        return None
+    arguments = data.get(key, {}) if key else {}
     if isinstance(arguments, str):  # some models write the arguments as a JSON string already
         arguments = _as_object(arguments)
     if not isinstance(arguments, dict):
@@ -288,8 +317,9 @@ class ReplySplitter:
     A body that is not a call of a known tool stays text (tags included), as the model wrote it.
 
     Small models often write their calls without the tags, as the whole reply: JSON objects with
-    ``name`` and ``arguments``, one after another, bare or in a code fence. A reply that starts like
-    that is held back to its end and read as those calls when it is nothing else (as text otherwise).
+    ``name`` and ``arguments``, one after another or in one array, bare or in a code fence. A reply
+    that starts like that (``{``, ``[`` or a backtick) is held back to its end and read as those
+    calls when it is nothing else (as text otherwise; see the module's docstring).
     """
 
     def __init__(self, tools: Sequence[Tool], *, forced: bool = False) -> None:
@@ -313,7 +343,7 @@ class ReplySplitter:
             head = self._buffer.lstrip()
             if not head:
                 return out
-            self._bare = head[0] == "{" or head.startswith("`")
+            self._bare = head[0] in "{[`"
         if self._bare:
             return out
         while self._buffer:
@@ -363,7 +393,15 @@ class ReplySplitter:
             out.append(("text", text))
 
     def _emit_call(self, body: str, out: list[tuple[str, Any]], *, truncated: bool) -> None:
-        call = _parse_call(body, self.tools, truncated=truncated)
+        whole = _parse_call(body, self.tools) if truncated else None
+        if truncated and whole is None and self.calls:
+            # The reply ended inside a call after complete ones (a model repeating its call until
+            # ``max_tokens``): the complete calls stand, the cut one is left out.
+            self.truncated = True
+            return
+        if whole is not None:
+            truncated = False  # only the closing tag is missing (the model stopped after the JSON)
+        call = whole or _parse_call(body, self.tools, truncated=truncated)
         if call is None and not truncated:
             # A body cut inside the tags, or a forced call's arguments cut short: close them.
             call = _parse_call(body, self.tools, truncated=True) if self.forced else None
@@ -380,9 +418,17 @@ class ReplySplitter:
 
 
 def _parse_bare(text: str, tools: Sequence[Tool]) -> tuple[list[ToolCall], bool]:
-    """A reply that is nothing but calls written as JSON objects, one after another: (those calls,
-    whether an object cut short at the end was left out); no calls when any part is something else.
-    (A small model repeating its call until ``max_tokens`` ends on such a cut object.)"""
+    """A reply that is nothing but calls written as JSON objects, one after another or as one
+    array: (those calls, whether an object cut short at the end was left out); no calls when any
+    part is something else. (A small model repeating its call until ``max_tokens`` ends on such a
+    cut object.)"""
+    if text.lstrip().startswith("["):
+        try:
+            items = json.loads(text)
+        except json.JSONDecodeError:
+            return [], False
+        listed = [_call_of(item, tools, bare=True) for item in items] if isinstance(items, list) else []
+        return ([c for c in listed if c is not None], False) if listed and all(listed) else ([], False)
     decoder, calls, at = json.JSONDecoder(), [], 0
     while True:
         while at < len(text) and text[at].isspace():
@@ -390,27 +436,26 @@ def _parse_bare(text: str, tools: Sequence[Tool]) -> tuple[list[ToolCall], bool]
         if at == len(text):
             return calls, False
         try:
-            _, end = decoder.raw_decode(text, at)
+            value, end = decoder.raw_decode(text, at)
         except json.JSONDecodeError as exc:
             ran_out = exc.msg.startswith("Unterminated string") or exc.pos >= len(text.rstrip()) - 1
             cut = bool(calls) and text[at] == "{" and ran_out
             return (calls, True) if cut else ([], False)
-        call = _parse_call(text[at:end], tools)
+        call = _call_of(value, tools, bare=True)
         if call is None:
             return [], False
         calls.append(call)
         at = end
 
 
+_FENCE_LINE = re.compile(r"^[ \t]*```[\w+-]*[ \t]*$", re.MULTILINE)
+
+
 def _unfenced(text: str) -> str:
-    """A reply's text without a Markdown code fence around it (or a stray closing one: the 0.5B
-    sometimes ends its bare calls with one it never opened)."""
-    body = text.strip()
-    if body.startswith("```"):
-        body = body.split("\n", 1)[1] if "\n" in body else ""
-    if body.rstrip().endswith("```"):
-        body = body.rstrip()[:-3]
-    return body
+    """A reply's text without its Markdown code-fence lines: one fence around its calls, one fence
+    per call, or a stray closing one (the 0.5B sometimes ends its bare calls with one it never
+    opened). A JSON string cannot hold a line break, so no such line is inside a call."""
+    return _FENCE_LINE.sub("", text)
 
 
 def split_reply(text: str, tools: Sequence[Tool], *, forced: bool = False) -> Reply:
