@@ -65,6 +65,8 @@ def test_the_ratchet_method_is_thompson_the_scaffold_refiner_and_the_no_model_pr
     critic = cfg.proposers[1].options
     assert critic["refiner"] == SCAFFOLD_REFINER and critic["fallback_refiner"] == HARNESS_REFINER
     assert critic["samples"] == 4 and critic["refiner_options"]["seeds"] == [0, 1]
+    # every child is scored on held-in, a node to refine (no smoke stage), shown its wrong states first
+    assert cfg.smoke.tasks == 0 and critic["refiner_options"]["counterexamples"] == 2
     # the refiner's evidence, the gate's and the report's seeds never meet
     assert cfg.splits.ids == {"search": ["TicTacToe-v0#0", "TicTacToe-v0#1"], "heldin": ["TicTacToe-v0#2", "TicTacToe-v0#3"],
                               "test": ["TicTacToe-v0#1000", "TicTacToe-v0#1001"]}

@@ -79,3 +79,26 @@ def test_samples_in_hand_are_proposed_when_the_budget_refuses_the_next(tmp_path:
     assert 'return [["0"], ["2"], ["4"], ["5"], ["6"]]' in child.files["harness.py"]  # the hard-coded one
     # the starting harness stays the best: a negative control (a wrong harness is not kept)
     assert kept_by_model(run, summary) == (pytest.approx(0.56, abs=0.01), None)
+
+
+@pytest.mark.parametrize("repair", [False, True])
+def test_a_partly_right_child_is_refined_as_the_search_refines_its_best_sample(tmp_path: Path, repair: bool) -> None:
+    """The model answers the first request with a legal_moves that tests free cells against ' '
+    (h about 0.1, far below the blank harness's 0.56) and writes the right one only when shown that
+    function to fix. Before, the smoke stage rejected the child before it was scored on held-in, so
+    it never became a parent and every step asked the first request again: nothing was kept. With
+    the ``repair`` idea, its mutants (``==`` to ``!=``) fix it first, without a model call."""
+    def responder(messages) -> str:
+        return KEPT if "cells[i] == ' '" in messages[-1]["content"] else WRONG["blank_is_space"]
+
+    model = ScriptedModel(responder)
+    cfg = config(tmp_path, max_calls=12).model_copy(update={"iterations": 16})
+    cfg.ideas.samples_per_step, cfg.ideas.repair = 1, repair
+    run = RunStore(tmp_path / "runs").create_run("autoharness", {}, name="engine")
+    summary = run_on_engine(cfg, model, run)
+    assert kept_by_model(run, summary) == (1.0, "screened_mutation" if repair else "harness_refiner")
+    archive = Archive(run)
+    best = archive.get(summary["report"]["best"]["id"])
+    parent = archive.get(best.parent_id)
+    assert "cells[i] == ' '" in parent.files["harness.py"] and archive.status(parent.id) == "rejected"
+    assert archive.score(parent.id, "heldin") < 0.56 - 0.25  # what the smoke stage's margin cut
