@@ -165,9 +165,8 @@ def register(app: typer.Typer) -> None:
         force: bool = typer.Option(False, "--force", help="Export even a harness the held-out check rejected."),
         store: Optional[Path] = StoreOption,
         root: Optional[Path] = RootAlias,
-        on_engine: bool = typer.Option(False, "--engine/--search", help="Synthesize by the dedicated search "
-                                       "(--search, the default) or on the improvement engine (--engine, "
-                                       "autoharness/engine.py; see docs/autoharness.md for what it does not match yet)."),
+        on_engine: bool = typer.Option(True, "--engine/--search", help="Synthesize on the improvement engine "
+                                       "(autoharness/engine.py, the default) or by the dedicated search (--search)."),
         executor: Optional[str] = typer.Option(None, "--executor", help="With --suite: where games run, local | ray "
                                                "(default: local, one after another in this process)."),
         address: Optional[str] = typer.Option(None, "--address", help="Ray cluster to join: auto | ray://HOST:10001."),
