@@ -3,7 +3,8 @@ dedicated search in ``search.py`` runs with ``--search``).
 
 :func:`engine_config` turns an :class:`AutoHarnessConfig` (one game, one harness mode, the
 method and its ideas) into an :class:`EvolveConfig`: the Thompson selector over every scored
-version (rejected children are nodes too, as in the search's tree); the critic + refiner proposer
+version (rejected children are nodes too, as in the search's tree: no smoke stage cuts a child
+before it is scored on held-in); the critic + refiner proposer
 :class:`~ratchet.autoharness.proposer.HarnessRefinerProposer` (the ``grammar`` idea, ``novelty``'s
 hotter retry, requests cut to the model's context window) with a refiner: the paper's request
 (:class:`~ratchet.autoharness.refine.HarnessRefiner`, with ``helper_library`` and ``few_shot``),
