@@ -117,3 +117,9 @@ def test_once_the_calls_are_spent_the_repair_still_fixes_an_archived_child(tmp_p
     archive = Archive(run)
     parent = archive.get(archive.get(summary["report"]["best"]["id"]).parent_id)
     assert "cells[i] == ' '" in parent.files["harness.py"] and parent.meta.get("proposer") == "harness_refiner"
+    # the command's phase line says the model's harness was changed without a model call
+    from ratchet.cli.autoharness import written_by
+
+    assert written_by(run, {"engine": summary["report"]}) == (
+        "a mechanical mutation screened on the dense checks, no model call, of the model's harness "
+        "(proposer harness_refiner)")

@@ -91,21 +91,38 @@ def _show(report: dict) -> None:
 
 #: Proposers that write a harness without asking a model.
 NO_MODEL_PROPOSERS = {"induced_rules": "rules fitted to the explored states, no model call",
-                      "autofix": "a mechanical fix, no model call", "mutation": "a mechanical mutation, no model call"}
+                      "autofix": "a mechanical fix, no model call", "mutation": "a mechanical mutation, no model call",
+                      "screened_mutation": "a mechanical mutation screened on the dense checks, no model call"}
+
+#: The no-model proposers whose harness is a change of its parent's.
+CHANGES = {"autofix", "mutation", "screened_mutation"}
 
 
 def written_by(run: Any, report: dict) -> str:
     """Who wrote the kept harness, read from its candidate's record: the model (which proposer),
-    the fitted rules, or the starting harness (nothing better was kept)."""
+    the fitted rules, or the starting harness (nothing better was kept); a mechanical change says
+    whose harness it changed (its nearest ancestor written otherwise)."""
     best = ((report.get("engine") or {}).get("best") or {}).get("id")
     if not best:
         return "a writer the dedicated search does not record (--search)"
     from ratchet.evolve.archive import Archive
 
-    proposer = Archive(run).get(best).meta.get("proposer")
+    archive = Archive(run)
+    candidate = archive.get(best)
+    proposer = candidate.meta.get("proposer")
     if proposer is None:
         return "the starting harness (no proposal beat it)"
-    return NO_MODEL_PROPOSERS.get(proposer, f"the model (proposer {proposer})")
+    if proposer not in NO_MODEL_PROPOSERS:
+        return f"the model (proposer {proposer})"
+    if proposer not in CHANGES:  # written anew, not a change of its parent
+        return NO_MODEL_PROPOSERS[proposer]
+    origin = candidate
+    while origin.meta.get("proposer") in CHANGES and origin.parent_id:
+        origin = archive.get(origin.parent_id)
+    source = origin.meta.get("proposer")
+    whose = ("the starting harness" if source is None or source in NO_MODEL_PROPOSERS
+             else f"the model's harness (proposer {source})")
+    return f"{NO_MODEL_PROPOSERS[proposer]}, of {whose}"
 
 
 def phase_lines(run: Any, report: dict, export: Path | None = None) -> list[str]:
