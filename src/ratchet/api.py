@@ -227,17 +227,16 @@ def synthesize_harness(env: str | None = None, *, model: str | None = None, mode
                        protocol: str = "quick", protocol_overrides: Iterable[str] = (),
                        store: str | Path | None = None, resume: str | None = None, threads: int | None = None,
                        on_progress: EventHandler | None = None,
-                       on_phase: Callable[[str], None] | None = None, on_engine: bool = False) -> HarnessResult:
+                       on_phase: Callable[[str], None] | None = None, on_engine: bool = True) -> HarnessResult:
     """Let a model write the harness for one TextArena game (``ratchet autoharness --env ENV``).
 
     ``env``, ``model``, ``mode`` (verifier | filter | policy), ``method`` (faithful | ratchet),
     ``iterations`` and ``max_calls`` set the matching :class:`~ratchet.autoharness.config.AutoHarnessConfig`
     fields over ``config`` (a YAML file or an object) and ``overrides`` (``key=value``). ``protocol``
     sizes the held-out check (:data:`PROTOCOLS`, or ``none``). ``resume`` continues a run by id with
-    the config it started with. The synthesis runs by the dedicated search (``on_progress`` hears
-    its iterations); ``on_engine=True`` runs it on the improvement engine
-    (:mod:`ratchet.autoharness.engine`), which does not yet match the search when the model writes
-    the code itself (``bench/results/make_demo.md``). The best harness is exported with ``ratchet autoharness export``."""
+    the config it started with. The synthesis runs on the improvement engine
+    (:mod:`ratchet.autoharness.engine`); ``on_engine=False`` runs the dedicated search instead
+    (``on_progress`` hears its iterations). The best harness is exported with ``ratchet autoharness export``."""
     from ratchet.autoharness.config import AutoHarnessConfig
     from ratchet.autoharness.pipeline import accounted, open_or_create, searched, synthesize_game
     from ratchet.config import load_config

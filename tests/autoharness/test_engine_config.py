@@ -65,6 +65,8 @@ def test_the_ratchet_method_is_thompson_the_scaffold_refiner_and_the_no_model_pr
     critic = cfg.proposers[1].options
     assert critic["refiner"] == SCAFFOLD_REFINER and critic["fallback_refiner"] == HARNESS_REFINER
     assert critic["samples"] == 4 and critic["refiner_options"]["seeds"] == [0, 1]
+    # every child is scored on held-in, a node to refine (no smoke stage), shown its wrong states first
+    assert cfg.smoke.tasks == 0 and critic["refiner_options"]["counterexamples"] == 2
     # the refiner's evidence, the gate's and the report's seeds never meet
     assert cfg.splits.ids == {"search": ["TicTacToe-v0#0", "TicTacToe-v0#1"], "heldin": ["TicTacToe-v0#2", "TicTacToe-v0#3"],
                               "test": ["TicTacToe-v0#1000", "TicTacToe-v0#1001"]}
@@ -117,11 +119,10 @@ def test_a_faithful_run_on_the_engine_keeps_the_fixed_harness(tmp_path: Path) ->
     assert (Path(run.dir) / "workspace" / "harness.py").read_text() == BLANK_HARNESS
 
 
-def test_the_command_runs_the_search_by_default_and_the_engine_with_engine(tmp_path: Path) -> None:
-    """``ratchet autoharness --engine``: the blank harness evaluated in the sandbox on every split (no
-    step: no model call), then the per-game report as the dedicated search prints it; without the
-    flag (or with ``--search``) the dedicated search runs, and a run it started carries on by it
-    when resumed."""
+def test_the_command_runs_the_engine_by_default_and_the_search_with_search(tmp_path: Path) -> None:
+    """``ratchet autoharness``: the blank harness evaluated in the sandbox on every split (no step:
+    no model call), then the per-game report as the dedicated search prints it; ``--search`` runs
+    the dedicated search, and a run it started carries on by it when resumed."""
     from typer.testing import CliRunner
 
     from ratchet import api
@@ -130,7 +131,7 @@ def test_the_command_runs_the_search_by_default_and_the_engine_with_engine(tmp_p
     options = ["--env", "TicTacToe-v0", "--model", "scripted:", "--iterations", "0",
                "--set", "search_seeds=[0,1]", "--set", "heldout_seeds=[1000]", "--set", "eval_steps=5",
                "--set", f"library_dir={tmp_path / 'library'}", "--protocol", "none", "--store", str(tmp_path / "runs")]
-    result = CliRunner().invoke(app, ["autoharness", "--engine", *options])
+    result = CliRunner().invoke(app, ["autoharness", *options])
     assert result.exit_code == 0, result.output
     assert "after 0 iterations, 0 LLM calls" in " ".join(result.output.split())
     store = RunStore(tmp_path / "runs")
@@ -139,7 +140,7 @@ def test_the_command_runs_the_search_by_default_and_the_engine_with_engine(tmp_p
     assert (Path(run.dir) / "workspace" / "harness.py").read_text() == BLANK_HARNESS
     report = run.read_json("report.json")
     assert report["search"]["on"] == "engine" and report["adoption"]["verdict"] == "unchecked"
-    searched = CliRunner().invoke(app, ["autoharness", *options])
+    searched = CliRunner().invoke(app, ["autoharness", "--search", *options])
     assert searched.exit_code == 0, searched.output
     [other] = [r for r in store.list_runs() if r["id"] != row["id"]]
     assert "on" not in store.open_run(other["id"]).read_json("report.json")["search"]

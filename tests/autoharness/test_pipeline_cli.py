@@ -253,7 +253,7 @@ def test_the_cli_prints_a_line_per_phase_and_who_wrote_the_harness(tmp_path):
     """Both rows of `make demo`: with the fitted rules on they write the harness without a model
     call and the output says so; switched off, no line may claim the rules wrote it."""
     runs, lib = tmp_path / "runs", tmp_path / "lib"
-    base = ["autoharness", "--engine", "--env", "TicTacToe-v0", "--model", "scripted:", "--store", str(runs),
+    base = ["autoharness", "--env", "TicTacToe-v0", "--model", "scripted:", "--store", str(runs),
             "--set", "ideas.library_seed=false", "--set", f"library_dir={lib}", "--set", "heldout_seeds=[1000]"]
     fitted = CliRunner().invoke(_cli(), [*base, "--protocol", "demo"], terminal_width=250)
     assert fitted.exit_code == 0, fitted.output

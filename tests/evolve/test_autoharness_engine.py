@@ -196,18 +196,19 @@ def test_counterexamples_put_the_states_the_parents_legal_moves_gets_wrong_first
 
 
 def test_with_samples_the_best_screened_reply_of_a_step_is_proposed(tmp_path: Path) -> None:
-    """samples=3: three replies to one request; the refiner's screen (legal_actions against the
-    explored states, in the sandbox) ranks them and the right one is the child, though sampled second."""
+    """samples=3: replies to one request; the refiner's screen (legal_actions against the explored
+    states, in the sandbox) ranks them and the right one is the child, though sampled second; no
+    third reply is asked for once one screens 1.0 (none could rank higher)."""
     cfg = scaffold_config(samples=3).model_copy(update={"iterations": 1})
     run = RunStore(tmp_path / "runs").create_run("evolve", cfg)
     half = "```python\ndef legal_moves(cells):\n    return [c for c in cells if c != 'O']\n```"
     right = "```python\ndef legal_moves(cells):\n    return [c for c in cells if c not in 'XO']\n```"
     model = ScriptedModel([half, right, half])
     summary = Engine(cfg, run, model, extra={"harness_runtime": InProcessHarness}).execute()
-    assert len(model.calls) == 3 and model.calls[0]["messages"] == model.calls[1]["messages"]
+    assert len(model.calls) == 2 and model.calls[0]["messages"] == model.calls[1]["messages"]
     step = next(e for e in run.read_jsonl("evolve/events.jsonl") if e["kind"] == "step")
     child = run.get_candidate(step["child"])
     assert "c not in 'XO'" in child.files["harness.py"] and step["status"] == "accepted"
     screened = child.meta["proposal"]["screened"]
-    assert len(screened) == 2 and screened[1] == 1.0 > screened[0]  # the third was the first again: not screened
+    assert screened == [screened[0], 1.0] and screened[0] < 1.0
     assert summary["report"]["best"]["mean"] == 1.0

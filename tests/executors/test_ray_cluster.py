@@ -112,13 +112,21 @@ def _suite_config(root: Path) -> AutoHarnessConfig:
     return cfg
 
 
+CLOCKS = ("wall_s", "model_s")
+
+
+def _untimed(value: Any) -> Any:
+    """``value`` without its clocks at any depth (the engine's report keeps its budget's wall and model seconds)."""
+    if isinstance(value, dict):
+        return {k: _untimed(v) for k, v in value.items() if k not in CLOCKS}
+    return value
+
+
 def _game_content(store: RunStore, run_id: str) -> dict[str, Any]:
     """What a game's run holds, without its ids and clocks."""
     run = store.open_run(run_id)
-    report = dict(run.read_json("report.json") or {})
-    for key in ("run_id", "wall_s"):
-        report.pop(key, None)
-    report["search"] = {k: v for k, v in (report.get("search") or {}).items() if k != "wall_s"}
+    report = _untimed(dict(run.read_json("report.json") or {}))
+    report.pop("run_id", None)
     calls = run.read_jsonl("llm_calls.jsonl")
     return {
         "report": report,

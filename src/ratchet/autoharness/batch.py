@@ -40,7 +40,7 @@ LOST = "executor/lost.jsonl"
 
 def run_suite(suite: str, cfg: AutoHarnessConfig, store: Any, protocol: Any, *, threads: int | None = None,
               resume: str | None = None, console: Any = None, games: list[str] | None = None,
-              executor: Any = None, stop_after_s: float | None = None, on_engine: bool = False) -> dict[str, Any]:
+              executor: Any = None, stop_after_s: float | None = None, on_engine: bool = True) -> dict[str, Any]:
     """Every game of ``suite``. With no executor (or one that runs in this process) games run here
     one after another, each resumable mid-game; with a pool or Ray executor each game is one task
     (:func:`run_games`) and the results are written here as they arrive. ``stop_after_s``: in this
@@ -93,7 +93,7 @@ def run_suite(suite: str, cfg: AutoHarnessConfig, store: Any, protocol: Any, *, 
 
 
 def synthesize_or_report(cfg: AutoHarnessConfig, load_model: Callable[[], Model], run: Any,
-                         protocol: ProtocolConfig | None, *, on_engine: bool = False,
+                         protocol: ProtocolConfig | None, *, on_engine: bool = True,
                          library: HarnessLibrary | None = None,
                          on_progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """One game's synthesis report, on the engine or (``on_engine=False``) by the dedicated search;
@@ -144,7 +144,7 @@ def _play_game(cfg: AutoHarnessConfig, protocol: ProtocolConfig | None, threads:
 
 
 def game_job(cfg: AutoHarnessConfig, run: Any, protocol: ProtocolConfig | None, threads: int | None,
-             library: dict[str, bytes], on_engine: bool = False) -> RunJob:
+             library: dict[str, bytes], on_engine: bool = True) -> RunJob:
     """One game (``cfg.env``, its run as it stands in the store) as a unit of work for an executor."""
     return RunJob(run.id, directory_files(run.dir), partial(_play_game, cfg, protocol, threads, on_engine), {"lib": library})
 
@@ -160,7 +160,7 @@ def keep_game(result: RunResult, library_dir: str | None) -> dict[str, Any]:
 
 
 def run_games(batch: Any, state: dict[str, Any], cfg: AutoHarnessConfig, store: Any, protocol: ProtocolConfig | None,
-              executor: Any, *, threads: int | None, on_report: Any, on_engine: bool = False) -> dict[str, Any]:
+              executor: Any, *, threads: int | None, on_report: Any, on_engine: bool = True) -> dict[str, Any]:
     """The batch's unfinished games as one task each on ``executor``; each result is kept (store,
     library, ``on_report``) as it arrives. Attempts lost to dead workers are logged in the batch's
     ``executor/lost.jsonl`` and counted in its status."""

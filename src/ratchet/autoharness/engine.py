@@ -3,7 +3,8 @@ dedicated search in ``search.py`` runs with ``--search``).
 
 :func:`engine_config` turns an :class:`AutoHarnessConfig` (one game, one harness mode, the
 method and its ideas) into an :class:`EvolveConfig`: the Thompson selector over every scored
-version (rejected children are nodes too, as in the search's tree); the critic + refiner proposer
+version (rejected children are nodes too, as in the search's tree: no smoke stage cuts a child
+before it is scored on held-in); the critic + refiner proposer
 :class:`~ratchet.autoharness.proposer.HarnessRefinerProposer` (the ``grammar`` idea, ``novelty``'s
 hotter retry, requests cut to the model's context window) with a refiner: the paper's request
 (:class:`~ratchet.autoharness.refine.HarnessRefiner`, with ``helper_library`` and ``few_shot``),
@@ -125,7 +126,9 @@ def engine_config(cfg: AutoHarnessConfig, workspace: Path, description: str = ""
         critic.update(refiner=SCAFFOLD_REFINER, samples=min(8, ideas.samples_per_step), temperature=cfg.temperature,
                       # The grammar forces a reply that opens a ```python block, which a continuation must not.
                       refiner_options={**explored, "body_only": ideas.body_prefix and not ideas.grammar, "long_only": True,
-                                       "short_examples": ideas.short_examples, "aliases": ideas.aliases})
+                                       "short_examples": ideas.short_examples, "aliases": ideas.aliases,
+                                       # as the search's scaffold shows a node's wrong states first
+                                       "counterexamples": 2})
         if ideas.whole_fallback:
             critic.update(fallback_refiner=HARNESS_REFINER, fallback_refiner_options=refiner)
     elif ratchet:
@@ -170,6 +173,11 @@ def engine_config(cfg: AutoHarnessConfig, workspace: Path, description: str = ""
         # all; the held-out protocol and the adoption verdict judge the result after the run.
         "gate": {"name": "paired", "options": {"alpha": 0.05, "correction": "none"}},
         "static": {"novelty": bool(on("novelty"))},
+        # No smoke stage: every child is scored on held-in and stays a node the selector may refine,
+        # as the search refines the best sample of a request whatever its h. With it, a child that
+        # is partly right (e.g. one wrong condition in legal_moves, h 0.1) fell more than its margin
+        # below the blank harness's 0.56 and was never refined. A legality evaluation is cheap.
+        "smoke": {"tasks": 0},
         "iterations": cfg.iterations,
         "stop_at_score": 1.0,  # the search's stop at h = 1.0: every held-in game played legally
         "budget": {"max_calls": cfg.budget.max_calls, "max_tokens": cfg.budget.max_tokens,

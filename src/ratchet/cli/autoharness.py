@@ -91,21 +91,38 @@ def _show(report: dict) -> None:
 
 #: Proposers that write a harness without asking a model.
 NO_MODEL_PROPOSERS = {"induced_rules": "rules fitted to the explored states, no model call",
-                      "autofix": "a mechanical fix, no model call", "mutation": "a mechanical mutation, no model call"}
+                      "autofix": "a mechanical fix, no model call", "mutation": "a mechanical mutation, no model call",
+                      "screened_mutation": "a mechanical mutation screened on the dense checks, no model call"}
+
+#: The no-model proposers whose harness is a change of its parent's.
+CHANGES = {"autofix", "mutation", "screened_mutation"}
 
 
 def written_by(run: Any, report: dict) -> str:
     """Who wrote the kept harness, read from its candidate's record: the model (which proposer),
-    the fitted rules, or the starting harness (nothing better was kept)."""
+    the fitted rules, or the starting harness (nothing better was kept); a mechanical change says
+    whose harness it changed (its nearest ancestor written otherwise)."""
     best = ((report.get("engine") or {}).get("best") or {}).get("id")
     if not best:
         return "a writer the dedicated search does not record (--search)"
     from ratchet.evolve.archive import Archive
 
-    proposer = Archive(run).get(best).meta.get("proposer")
+    archive = Archive(run)
+    candidate = archive.get(best)
+    proposer = candidate.meta.get("proposer")
     if proposer is None:
         return "the starting harness (no proposal beat it)"
-    return NO_MODEL_PROPOSERS.get(proposer, f"the model (proposer {proposer})")
+    if proposer not in NO_MODEL_PROPOSERS:
+        return f"the model (proposer {proposer})"
+    if proposer not in CHANGES:  # written anew, not a change of its parent
+        return NO_MODEL_PROPOSERS[proposer]
+    origin = candidate
+    while origin.meta.get("proposer") in CHANGES and origin.parent_id:
+        origin = archive.get(origin.parent_id)
+    source = origin.meta.get("proposer")
+    whose = ("the starting harness" if source is None or source in NO_MODEL_PROPOSERS
+             else f"the model's harness (proposer {source})")
+    return f"{NO_MODEL_PROPOSERS[proposer]}, of {whose}"
 
 
 def phase_lines(run: Any, report: dict, export: Path | None = None) -> list[str]:
@@ -165,9 +182,8 @@ def register(app: typer.Typer) -> None:
         force: bool = typer.Option(False, "--force", help="Export even a harness the held-out check rejected."),
         store: Optional[Path] = StoreOption,
         root: Optional[Path] = RootAlias,
-        on_engine: bool = typer.Option(False, "--engine/--search", help="Synthesize by the dedicated search "
-                                       "(--search, the default) or on the improvement engine (--engine, "
-                                       "autoharness/engine.py; see docs/autoharness.md for what it does not match yet)."),
+        on_engine: bool = typer.Option(True, "--engine/--search", help="Synthesize on the improvement engine "
+                                       "(autoharness/engine.py, the default) or by the dedicated search (--search)."),
         executor: Optional[str] = typer.Option(None, "--executor", help="With --suite: where games run, local | ray "
                                                "(default: local, one after another in this process)."),
         address: Optional[str] = typer.Option(None, "--address", help="Ray cluster to join: auto | ray://HOST:10001."),

@@ -13,7 +13,8 @@ so a killed run resumes at its step and pays nothing twice (evaluations come fro
 replies from the journal).
 
 Stops: ``iterations`` reached, or ``stop_at_score`` (``done``); a budget limit
-(``budget_exhausted``); a candidate held for approval with ``approval.wait = end`` (status
+(``budget_exhausted``; once ``max_calls`` is spent, steps go on with the proposers that call no
+model, and the run stops when none is left); a candidate held for approval with ``approval.wait = end`` (status
 ``waiting``); a changed protected file or a failed canary (``failed``, the error re-raised).
 """
 
@@ -37,6 +38,7 @@ from ratchet.evolve.config import EvolveConfig
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.evaluation import GATED_SPLITS, Evaluations, split_tasks
 from ratchet.evolve.manifest import load_manifest
+from ratchet.evolve.proposers.base import ModelProposer
 from ratchet.evolve.report import final_report
 from ratchet.evolve.schedules import SCHEDULES
 from ratchet.evolve.spend import REPORT_SPEND, SpendLedger
@@ -308,8 +310,22 @@ class Engine:
         step draws what the uninterrupted one drew; every proposer when none is left."""
         newest = max((c.meta.get("step", -1) for c in shown.candidates()), default=-1)
         gave_up = {r["proposer"] for r in shown.unusable() if r["parent"] == parent.id and r["step"] > newest}
-        left = [(p, w) for p, w in self.proposers if not (p.deterministic and p.name in gave_up)]
-        return left or self.proposers
+        proposers = self.proposers
+        if self._calls_spent():
+            # The search's way: once the model's calls are spent, what needs no model (a mutation
+            # of an archived child, a mechanical fix) still runs, up to ``iterations``.
+            proposers = [(p, w) for p, w in proposers if not isinstance(p, ModelProposer)]
+            if not proposers:
+                self.spend.accountant.check()  # raises, naming the limit
+                raise BudgetExceeded(f"budget reached: max_calls={self.config.budget.max_calls}")
+        left = [(p, w) for p, w in proposers if not (p.deterministic and p.name in gave_up)]
+        return left or proposers
+
+    def _calls_spent(self) -> bool:
+        """Whether the run's model calls have reached ``budget.max_calls``, counted by the journals
+        (replayed replies included), as at this step's start in the uninterrupted run."""
+        limit = self.config.budget.max_calls
+        return limit is not None and self.model_calls() >= limit
 
     def _same_program(self, child: Candidate, shown: Archive) -> str | None:
         """The archived candidate (as of this step) that is ``child``'s program written another

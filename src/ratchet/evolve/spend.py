@@ -57,13 +57,21 @@ class SpendLedger:
     # -- the budget ----------------------------------------------------------------------------
 
     def charge(self, n: int) -> None:
-        """Before the ``n``-th evaluation of a batch is let run: raise when it would pass the budget."""
+        """Before the ``n``-th evaluation of a batch is let run: raise when it would pass the budget.
+
+        The model's limits (calls, tokens, dollars) are not checked here: an evaluation makes no
+        model call of its own (a suite's call is refused as it begins, by the accountant), and a
+        child whose proposal spent the last call is judged, not dropped unseen with its calls
+        paid for; the next model call then stops the run. Wall time stops evaluations too."""
         limit = self.config.max_task_evals
         spent = self.paid_before + self.paid - self.reports_before  # earlier reports are measurement
         if limit is not None and not self.unlimited and spent + n > limit:
             raise BudgetExceeded(f"budget reached: max_task_evals={limit} ({spent} task evaluations run)",
                                  hint="raise it with --set max_task_evals=..., and resume the run")
-        self.accountant.check()
+        wall = self.accountant.config.max_wall_s
+        if wall is not None and self.accountant.snapshot()["wall_s"] >= wall:
+            raise BudgetExceeded(f"budget reached: max_wall_s={wall} (during a task evaluation)",
+                                 hint="raise it with --set budget.max_wall_s=..., or resume the run later")
 
     def lift(self) -> None:
         """No limit from here on: the final measurement is not part of the search's budget."""

@@ -106,7 +106,9 @@ class CriticRefinerOptions(ModelProposerOptions):
     """Replies asked for per step (one model call each, the same request at new sampling seeds):
     the search's ``samples`` idea. With a refiner that has ``screen`` (``ScaffoldRefiner``: the
     share of explored states where ``legal_actions`` is right, run in the sandbox), the best
-    screened one is proposed; without, the first usable one (the rest are not asked for)."""
+    screened one is proposed, and no sample is asked for after one that screens 1.0; without, the
+    first usable one (the rest are not asked for). When the budget refuses a sample, the usable
+    ones already paid for are still proposed."""
     fallback_refiner: str | None = None
     """Import path ``module:Class`` of a refiner asked instead once the refiner's replies for one
     parent were unusable ``fallback_after`` times (the search's whole-harness fallback:

@@ -21,7 +21,8 @@ from collections.abc import Collection, Sequence
 from dataclasses import replace
 from typing import Any, Protocol, runtime_checkable
 
-from ratchet.contracts import ArchiveView, Candidate, Claim, Failure, Message, Proposal, RatchetError, Skip
+from ratchet.contracts import (ArchiveView, BudgetExceeded, Candidate, Claim, Failure, Message, Proposal,
+                               RatchetError, Skip)
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.proposers.base import ModelProposer
 from ratchet.evolve.proposers.config import CriticRefinerOptions
@@ -128,7 +129,14 @@ class CriticRefinerProposer(ModelProposer):
         usable: list[tuple[float, str]] = []  # (screened score, code), in the order sampled
         reasons, reply = [], ""
         for _ in range(self.options.samples):
-            reply = self.ask(messages, rng)
+            try:
+                reply = self.ask(messages, rng)
+            except BudgetExceeded:
+                # The budget refuses a call before it is made: the samples already paid for are
+                # still proposed (and judged), as the search judges a refinement's samples so far.
+                if not usable:
+                    raise
+                break
             code, why = refiner.new_code(reply, old)
             if code is None or code == old or any(code == c for _, c in usable):
                 reasons.append(why if code is None else f"the refined {surface} is identical to the parent's"
@@ -138,6 +146,8 @@ class CriticRefinerProposer(ModelProposer):
                 usable.append((0.0, code))
                 break
             usable.append((screen(code), code))
+            if usable[-1][0] >= 1.0:  # no later sample can screen higher: its calls would be wasted
+                break
         if not usable:
             return self.skip(parent, "; ".join(dict.fromkeys(reasons)), reply=reply)
         _, code = max(usable, key=lambda sample: sample[0])  # the first of the best: max keeps the first
