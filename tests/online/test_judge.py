@@ -119,10 +119,10 @@ def test_rule_judge_hint_is_the_correction():
 
 
 def test_build_judge_by_learning_mode():
-    assert build_judge("rule", learn="binary").hints is False
-    opd = build_judge("model", learn="opd", model=Canned([]))
+    assert build_judge("rule", learn="binary").inner.hints is False
+    opd = build_judge("model", learn="opd", model=Canned([])).inner
     assert opd.hints and not opd.rewards
-    both = build_judge("model", learn="combine", model=Canned([]))
+    both = build_judge("model", learn="combine", model=Canned([])).inner
     assert both.hints and both.rewards
 
 

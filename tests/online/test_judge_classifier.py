@@ -251,9 +251,9 @@ def test_default_judge_of_serve_is_the_classifier(tmp_path, monkeypatch):
 
     config = OnlineConfig()
     assert config.judge.kind == "classifier" and config.judge.min_confidence == 0.6
-    judge = make_judge(config)
+    judge = make_judge(config).inner
     assert isinstance(judge, ClassifierJudge) and judge.hints and judge.min_confidence == 0.6
-    assert not make_judge(OnlineConfig(learn="binary")).hints
+    assert not make_judge(OnlineConfig(learn="binary")).inner.hints
     (tmp_path / "serve.yaml").write_text("judge:\n  kind: rule\n")
     assert load_config(OnlineConfig, tmp_path / "serve.yaml", []).judge.kind == "rule"
     assert load_config(OnlineConfig, None, ["judge.min_confidence=0.8"]).judge.min_confidence == 0.8

@@ -11,8 +11,10 @@ Each judge is one strategy behind the :class:`Judge` protocol:
 * :class:`ModelJudge` (``model``) — a chat model as a process reward model, voting. ``model.py``.
 
 All three read a tool's output (a next state starting with ``tool:``) by the same error rules, and
-hint a corrected turn with the instruction the correction states (``hints.py``). ``scoring.py``
-measures a judge on a labelled feedback set.
+hint a corrected turn with the instruction the correction states (``hints.py``). :func:`build_judge`
+wraps each in :class:`RepeatGuard` (``progress.py``): a call that repeats an earlier one of the
+conversation and gets the same output back is judged 0, not rewarded. ``scoring.py`` measures a
+judge on a labelled feedback set.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from ratchet.online.judge.model import (
     parse_hint,
     parse_vote,
 )
+from ratchet.online.judge.progress import RepeatGuard, repeats_without_progress
 from ratchet.online.judge.rules import RuleJudge, correction_hint, is_tool_output, tool_vote
 from ratchet.online.records import Judgement, Turn
 
@@ -49,20 +52,23 @@ def build_judge(kind: str, *, learn: str = "combine", model: Model | None = None
     """The judge of ``kind`` for a learning mode: rewards for binary/combine, hints for opd/combine."""
     rewards = learn in ("binary", "combine", "off")
     hints = learn in ("opd", "combine")
+    judge: Judge
     if kind == "classifier":
-        return ClassifierJudge.default(min_confidence=min_confidence, hints=hints)
-    if kind == "rule":
-        return RuleJudge(hints=hints, hint_style=hint_style)
-    if kind != "model":
+        judge = ClassifierJudge.default(min_confidence=min_confidence, hints=hints)
+    elif kind == "rule":
+        judge = RuleJudge(hints=hints, hint_style=hint_style)
+    elif kind != "model":
         raise ValueError(f"unknown judge kind {kind!r}; known: {', '.join(JUDGE_KINDS)}")
-    if model is None:
+    elif model is None:
         raise ValueError("a model judge needs a model")
-    return ModelJudge(model, votes=votes, temperature=temperature, max_tokens=max_tokens, rewards=rewards,
-                      hints=hints)
+    else:
+        judge = ModelJudge(model, votes=votes, temperature=temperature, max_tokens=max_tokens, rewards=rewards,
+                           hints=hints)
+    return RepeatGuard(judge)  # a loop of the same call and the same output is never rewarded
 
 
 __all__ = [
     "HINT_SYSTEM", "JUDGE_KINDS", "PRM_SYSTEM", "ClassifierJudge", "FeedbackClassifier", "Judge", "ModelJudge",
-    "RuleJudge", "build_judge", "correction_hint", "instruction_of", "is_tool_output", "judge_prompt", "majority",
+    "RepeatGuard", "RuleJudge", "repeats_without_progress", "build_judge", "correction_hint", "instruction_of", "is_tool_output", "judge_prompt", "majority",
     "parse_hint", "parse_vote", "tool_vote",
 ]
