@@ -153,8 +153,10 @@ def test_smollm2_trains_on_a_searchs_verdicts_and_publishes_a_version(tmp_path: 
     if not is_verified("smollm2-135m", rehash=False):
         pytest.skip("smollm2-135m is not pulled (ratchet models pull smollm2-135m)")
     run = search(tmp_path, [WRONG["blank_is_space"], WRONG["inverted"], WRONG["hard_coded"], KEPT], max_calls=4)
-    config = TrainerConfig(model="smollm2-135m", convert_gguf=False, kl_samples=0, num_threads=1, signal="rl",
-                           batch_size=4, min_batch=4, max_wait_s=0, poll_interval_s=0.05, max_seq_len=4096)
+    # Combine: Binary RL from the relative rewards, and the hint-told base distilled along each reply.
+    config = TrainerConfig(model="smollm2-135m", convert_gguf=False, kl_samples=0, num_threads=1, signal="combine",
+                           distill_target="served", batch_size=4, min_batch=4, max_wait_s=0, poll_interval_s=0.05,
+                           max_seq_len=4096)
     trainer = Trainer.from_config(config)
     queue = TurnQueue(tmp_path / "queue.db")
     assert feed(run, queue, trainer) == 4
@@ -171,6 +173,7 @@ def test_smollm2_trains_on_a_searchs_verdicts_and_publishes_a_version(tmp_path: 
     assert record["promoted"] and record["version"] == 1 and record["samples"] == 4
     assert open_versions(tmp_path / "versions").current_number() == 1
     assert queue.stats()["trained"] == 4
+    assert record["hinted"] == 4 and record["distill_kl"] > 0  # every sample's hint reached the teacher
     # recomputed at the trainer's own weights, the importance weight is 1 (no off-policy correction)
     assert record["is_weight_mean"] == pytest.approx(1.0, abs=1e-3)
     after = trainer.lora_state()

@@ -12,7 +12,8 @@ What is read: the run's ``evolve/samples.jsonl`` (:data:`~ratchet.evolve.propose
 one record per critic/refiner step: the request, and per sample the reply, its code's hash, its
 screened score and why it was unusable; and the archive (the kept sample's candidate, its results
 and the gate's decision). Proposers that record no samples (the reflective, mutation, diff,
-agentic and merge proposers) give no turns.
+agentic and merge proposers) give no turns. This is the one module of ``online`` that reads the engine's
+records (``evolve.archive``): it is where the two loops meet, and the engine imports nothing of it.
 
 A sample's **score** is what its code earned on the scale its request's samples share:
 
