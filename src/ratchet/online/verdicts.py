@@ -55,7 +55,6 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from statistics import fmean
 from typing import Any, Protocol
 
 from ratchet.evolve.archive import Archive
