@@ -20,7 +20,7 @@ from ratchet.autoharness.engine import run_on_engine
 from ratchet.evolve.proposers.critic import SAMPLES_FILE
 from ratchet.models import ScriptedModel
 from ratchet.online.queue import TurnQueue
-from ratchet.online.verdicts import feed, relative_rewards, request_hash, verdict_turns
+from ratchet.online.verdicts import HINT_CHARS, feed, relative_rewards, request_hash, verdict_turns
 from ratchet.store import RunStore
 
 pytest.importorskip("textarena")
@@ -88,6 +88,11 @@ def test_a_finished_search_yields_each_sample_judged_against_its_request(tmp_pat
     assert "scored 1.00 of 1" in kept.hint and "h 1.00" in kept.hint and "It was kept" in kept.hint
     worst = pairs[0][1]
     assert "scored 0.00 of 1" in worst.hint and "best code written for this request scored 1.00" in worst.hint
+    # ... and what the screen found wrong: its error types and a counterexample, a board and its legal list
+    third = pairs[2][1]
+    assert "What it got wrong: 36× wrong_legal_actions" in third.hint, third.hint
+    assert "but the legal actions on this board are" in third.hint and len(third.hint) <= HINT_CHARS
+    assert "What it got wrong" not in kept.hint  # the kept one screened 1.0: nothing wrong on the check
     assert not pairs[0][0].response_token_ids  # no policy given: not tokenized
 
 

@@ -32,7 +32,8 @@ queue keeps it for OPD only when it has a hint). All samples of one request shar
 
 Its **hint** (OPD's hindsight) is what the evaluation revealed, short: the kept sample's h, the
 gate's decision and its failures by error type; a screened sample's screen against the best of its
-request; an unusable one's reason. Judgements say ``source="judge"`` (the record type allows only
+request, with what the screen found wrong (error types and one counterexample) where the refiner
+says (:class:`~ratchet.evolve.proposers.critic.ExplainingRefiner`); an unusable one's reason. Judgements say ``source="judge"`` (the record type allows only
 ``judge`` and ``feedback``) and ``judge="verdict:<proposer>"``.
 
 Token ids: given a :class:`VerdictPolicy` (the trainer is one), the prompt is the request through
@@ -169,6 +170,8 @@ def _read_samples(run: Any) -> list[_Sample]:
                 score = float(s["screen"])
                 hint = (f"Before any game was played your code was checked on the game's explored states: it "
                         f"scored {score:.2f} of 1 (the best code written for this request scored {best:.2f}).")
+                if s.get("findings"):
+                    hint += f" What it got wrong: {s['findings']}."
                 if digest == record.get("kept"):
                     child = _candidate_by_code(archive, record["surface"], digest)
                     if child is not None:

@@ -100,6 +100,29 @@ class ScreeningRefiner(Refiner, Protocol):
     def screen(self, code: str) -> float: ...
 
 
+@runtime_checkable
+class ExplainingRefiner(ScreeningRefiner, Protocol):
+    """A screening refiner that also says what its check found wrong: the step's record keeps the
+    failures of every sample it screens (their error types and one counterexample), the hindsight
+    a verdict turn's hint is made of (:mod:`ratchet.online.verdicts`)."""
+
+    def screen_failures(self, code: str) -> tuple[float, list[Failure]]:
+        """``screen(code)`` and the failures behind it (none when the code does not load)."""
+        ...
+
+
+def screen_findings(failures: Sequence[Failure]) -> str:
+    """What a screen found, short: the failures counted by kind, and the first one as a
+    counterexample (its message and, where the domain gives one, the board it failed on)."""
+    if not failures:
+        return ""
+    counts = ", ".join(f"{n}× {kind}" for kind, n in Counter(f.kind for f in failures).most_common())
+    first = failures[0]
+    board = first.detail.get("board") if isinstance(first.detail, dict) else None
+    where = f"on the board ending {' '.join(board.split())[-160:]!r}, " if isinstance(board, str) and board.strip() else ""
+    return f"{counts}; for example, {where}{' '.join(first.message.split())[:240]}"
+
+
 class CriticRefinerProposer(ModelProposer):
     """One refinement of the parent's ``options.surface`` by a :class:`Refiner`: the one
     ``options.refiner`` names, else ``ctx.extra["refiner"]``."""
@@ -142,6 +165,7 @@ class CriticRefinerProposer(ModelProposer):
         shown = sample_failures(pool, rng, self.options.max_failures_shown)
         messages, old = refiner.request(parent.files[surface], shown, pool), parent.files[surface]
         screen = refiner.screen if isinstance(refiner, ScreeningRefiner) else None
+        explain = refiner.screen_failures if isinstance(refiner, ExplainingRefiner) else None
         usable: list[tuple[float, str]] = []  # (screened score, code), in the order sampled
         samples: list[dict[str, Any]] = []  # every sample paid for, usable or not (SAMPLES_FILE)
         reasons, reply = [], ""
@@ -167,8 +191,13 @@ class CriticRefinerProposer(ModelProposer):
             if screen is None or self.options.samples == 1:  # nothing to rank by: the first usable one
                 usable.append((0.0, code))
                 break
-            usable.append((screen(code), code))
-            sample["screen"] = usable[-1][0]
+            if explain is not None:
+                score, found = explain(code)
+                sample["findings"] = screen_findings(found)
+            else:
+                score = screen(code)
+            usable.append((score, code))
+            sample["screen"] = score
             if usable[-1][0] >= 1.0:  # no later sample can screen higher: its calls would be wasted
                 break
         if not usable:
@@ -184,8 +213,8 @@ class CriticRefinerProposer(ModelProposer):
     def _record_samples(self, parent: Candidate, surface: str, refiner: str, messages: list[Message],
                         samples: list[dict[str, Any]], kept: str | None) -> None:
         """One step's samples in the run's :data:`SAMPLES_FILE`: the request, and per sample its
-        reply, code hash, screened score (None when the step did not screen it) and why it was
-        unusable; ``kept``: the hash of the code proposed (None: the step proposed nothing).
+        reply, code hash, screened score (None when the step did not screen it), what the screen
+        found wrong (an :class:`ExplainingRefiner`'s) and why it was unusable; ``kept``: the hash of the code proposed (None: the step proposed nothing).
         A hotter retry inside one sample (``HarnessRefinerProposer``) is not a sample of its own:
         its reply is recorded as the answer to the step's request."""
         run = self.ctx.run if self.ctx is not None else None
