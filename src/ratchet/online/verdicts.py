@@ -55,7 +55,7 @@ import hashlib
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from ratchet.evolve.archive import Archive
@@ -236,8 +236,8 @@ def _tokenized(pairs: list[tuple[Turn, Judgement]], policy: VerdictPolicy) -> li
     out = []
     for i, (turn, judgement) in enumerate(pairs):
         ids = replies[i] if i in logprobs else []
-        out.append((Turn(**{**turn.__dict__, "prompt_token_ids": prompts[i], "response_token_ids": ids,
-                            "response_logprobs": logprobs.get(i, [])}), judgement))
+        out.append((replace(turn, prompt_token_ids=prompts[i], response_token_ids=ids,
+                            response_logprobs=logprobs.get(i, [])), judgement))
     return out
 
 
