@@ -28,7 +28,12 @@ from ratchet.contracts import ArchiveView, Candidate, Failure, Message, Proposal
 from ratchet.envs.answers import CODE_BLOCK_GRAMMAR
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.proposers.config import CriticRefinerOptions
-from ratchet.evolve.proposers.critic import CriticRefinerProposer, Refiner, ScreeningRefiner
+from ratchet.evolve.proposers.critic import (
+    CriticRefinerProposer,
+    ExplainingRefiner,
+    Refiner,
+    ScreeningRefiner,
+)
 from ratchet.evolve.proposers.mutation import normalized
 from ratchet.evolve.proposers.parsing import closed
 from ratchet.models.request import context_window, continued
@@ -76,10 +81,19 @@ class _ScreeningAsking(_Asking):
         return self.inner.screen(code)
 
 
+class _ExplainingAsking(_ScreeningAsking):
+    inner: ExplainingRefiner
+
+    def screen_failures(self, code: str) -> tuple[float, list[Failure]]:
+        return self.inner.screen_failures(code)
+
+
 def asking(refiner: Refiner | None, owner: HarnessRefinerProposer) -> Refiner | None:
-    """``refiner`` as ``owner`` asks it, screening still where the refiner screens."""
+    """``refiner`` as ``owner`` asks it, screening (and explaining its screen) still where the refiner does."""
     if refiner is None:
         return None
+    if isinstance(refiner, ExplainingRefiner):
+        return _ExplainingAsking(refiner, owner)
     return _ScreeningAsking(refiner, owner) if isinstance(refiner, ScreeningRefiner) else _Asking(refiner, owner)
 
 

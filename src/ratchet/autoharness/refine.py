@@ -190,8 +190,12 @@ class ScaffoldRefiner(ExploringRefiner):
     def screen(self, code: str) -> float:
         """The share of explored states where ``code``'s ``legal_actions`` gives the game's legal
         list (0 when it does not load): how the critic_refiner ranks a step's ``samples``."""
+        return self.screen_failures(code)[0]
+
+    def screen_failures(self, code: str) -> tuple[float, list[Failure]]:
+        """``screen`` and the wrong states behind it (the counterexamples a verdict's hint shows)."""
         wrong = self._wrong(code)
-        return 0.0 if wrong is None else listed_accuracy(wrong, self._listed)
+        return (0.0, []) if wrong is None else (listed_accuracy(wrong, self._listed), wrong)
 
     def request(self, code: str, shown: list[Failure], pool: list[Failure]) -> list[Message]:
         h = self.harvest()
@@ -257,5 +261,9 @@ class DecomposeRefiner(ExploringRefiner):
     def screen(self, code: str) -> float:
         """The mean of the two parts' accuracies (0 when the code does not load): how the
         critic_refiner ranks a step's ``samples``."""
-        metrics, _ = self.check(code)
-        return (metrics.get("parse_accuracy", 0.0) + metrics.get("rule_accuracy", 0.0)) / 2
+        return self.screen_failures(code)[0]
+
+    def screen_failures(self, code: str) -> tuple[float, list[Failure]]:
+        """``screen`` and the parts' failures behind it."""
+        metrics, failures = self.check(code)
+        return (metrics.get("parse_accuracy", 0.0) + metrics.get("rule_accuracy", 0.0)) / 2, failures

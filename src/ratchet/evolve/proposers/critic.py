@@ -9,13 +9,21 @@ occupied; 1× code_error: IndexError…") tells the refiner what kinds of mistak
 Failures are the archive's typed :class:`ratchet.contracts.Failure` (``detail`` holds what the
 domain adds: the board, the action…), so the same critic serves the search and the engine. The
 proposer's claim names the error types it was shown and predicts that their tasks flip.
+
+Every step's samples are kept, not only the one proposed: one record per step in the run's
+``evolve/samples.jsonl`` (:data:`SAMPLES_FILE`) holds the request, and per sample its reply, a hash
+of the code read from it, its screened score and why it was unusable. Only the kept sample becomes a
+candidate; the others' scores were otherwise lost, and they are what ranks a request's samples
+against one another when verdicts become training signal (:mod:`ratchet.online.verdicts`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import random
 import re
+import time
 from collections import Counter
 from collections.abc import Collection, Sequence
 from dataclasses import replace
@@ -26,6 +34,14 @@ from ratchet.contracts import (ArchiveView, BudgetExceeded, Candidate, Claim, Fa
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.proposers.base import ModelProposer
 from ratchet.evolve.proposers.config import CriticRefinerOptions
+
+#: The run's record of every critic/refiner step's samples (JSONL, one record per step).
+SAMPLES_FILE = "evolve/samples.jsonl"
+
+
+def code_hash(code: str) -> str:
+    """What a sample's record names its code by: the SHA-256 of the file's text."""
+    return hashlib.sha256(code.encode()).hexdigest()
 
 
 def error_type(failure: Failure) -> str:
@@ -84,6 +100,29 @@ class ScreeningRefiner(Refiner, Protocol):
     def screen(self, code: str) -> float: ...
 
 
+@runtime_checkable
+class ExplainingRefiner(ScreeningRefiner, Protocol):
+    """A screening refiner that also says what its check found wrong: the step's record keeps the
+    failures of every sample it screens (their error types and one counterexample), the hindsight
+    a verdict turn's hint is made of (:mod:`ratchet.online.verdicts`)."""
+
+    def screen_failures(self, code: str) -> tuple[float, list[Failure]]:
+        """``screen(code)`` and the failures behind it (none when the code does not load)."""
+        ...
+
+
+def screen_findings(failures: Sequence[Failure]) -> str:
+    """What a screen found, short: the failures counted by kind, and the first one as a
+    counterexample (its message and, where the domain gives one, the board it failed on)."""
+    if not failures:
+        return ""
+    counts = ", ".join(f"{n}× {kind}" for kind, n in Counter(f.kind for f in failures).most_common())
+    first = failures[0]
+    board = first.detail.get("board") if isinstance(first.detail, dict) else None
+    where = f"on the board ending {' '.join(board.split())[-160:]!r}, " if isinstance(board, str) and board.strip() else ""
+    return f"{counts}; for example, {where}{' '.join(first.message.split())[:240]}"
+
+
 class CriticRefinerProposer(ModelProposer):
     """One refinement of the parent's ``options.surface`` by a :class:`Refiner`: the one
     ``options.refiner`` names, else ``ctx.extra["refiner"]``."""
@@ -126,7 +165,9 @@ class CriticRefinerProposer(ModelProposer):
         shown = sample_failures(pool, rng, self.options.max_failures_shown)
         messages, old = refiner.request(parent.files[surface], shown, pool), parent.files[surface]
         screen = refiner.screen if isinstance(refiner, ScreeningRefiner) else None
+        explain = refiner.screen_failures if isinstance(refiner, ExplainingRefiner) else None
         usable: list[tuple[float, str]] = []  # (screened score, code), in the order sampled
+        samples: list[dict[str, Any]] = []  # every sample paid for, usable or not (SAMPLES_FILE)
         reasons, reply = [], ""
         for _ in range(self.options.samples):
             try:
@@ -135,23 +176,50 @@ class CriticRefinerProposer(ModelProposer):
                 # The budget refuses a call before it is made: the samples already paid for are
                 # still proposed (and judged), as the search judges a refinement's samples so far.
                 if not usable:
+                    self._record_samples(parent, surface, which, messages, samples, None)
                     raise
                 break
             code, why = refiner.new_code(reply, old)
+            sample: dict[str, Any] = {"reply": reply, "code": None if code is None else code_hash(code),
+                                      "screen": None, "reason": None}
+            samples.append(sample)
             if code is None or code == old or any(code == c for _, c in usable):
-                reasons.append(why if code is None else f"the refined {surface} is identical to the parent's"
-                               if code == old else "the same code as an earlier sample")
+                sample["reason"] = (why if code is None else f"the refined {surface} is identical to the parent's"
+                                    if code == old else "the same code as an earlier sample")
+                reasons.append(sample["reason"])
                 continue
             if screen is None or self.options.samples == 1:  # nothing to rank by: the first usable one
                 usable.append((0.0, code))
                 break
-            usable.append((screen(code), code))
+            if explain is not None:
+                score, found = explain(code)
+                sample["findings"] = screen_findings(found)
+            else:
+                score = screen(code)
+            usable.append((score, code))
+            sample["screen"] = score
             if usable[-1][0] >= 1.0:  # no later sample can screen higher: its calls would be wasted
                 break
         if not usable:
+            self._record_samples(parent, surface, which, messages, samples, None)
             return self.skip(parent, "; ".join(dict.fromkeys(reasons)), reply=reply)
         _, code = max(usable, key=lambda sample: sample[0])  # the first of the best: max keeps the first
+        self._record_samples(parent, surface, which, messages, samples, code_hash(code))
         claim = Claim(target=summarize(shown) or "(the parent recorded no failure)",
                       predicted_flips=tuple(dict.fromkeys(f.task_id for f in shown)))
         screened = {"screened": [round(s, 4) for s, _ in usable]} if screen is not None and self.options.samples > 1 else {}
         return self.proposal({surface: code}, claim, (parent.id,), shown=len(shown), refiner=which, **screened)
+
+    def _record_samples(self, parent: Candidate, surface: str, refiner: str, messages: list[Message],
+                        samples: list[dict[str, Any]], kept: str | None) -> None:
+        """One step's samples in the run's :data:`SAMPLES_FILE`: the request, and per sample its
+        reply, code hash, screened score (None when the step did not screen it), what the screen
+        found wrong (an :class:`ExplainingRefiner`'s) and why it was unusable; ``kept``: the hash of the code proposed (None: the step proposed nothing).
+        A hotter retry inside one sample (``HarnessRefinerProposer``) is not a sample of its own:
+        its reply is recorded as the answer to the step's request."""
+        run = self.ctx.run if self.ctx is not None else None
+        if run is None or not samples:
+            return
+        run.append_jsonl(SAMPLES_FILE, {"proposer": self.name, "parent": parent.id, "surface": surface,
+                                        "refiner": refiner, "request": [dict(m) for m in messages],
+                                        "samples": samples, "kept": kept, "at": time.time()})

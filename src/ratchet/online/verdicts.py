@@ -1,0 +1,259 @@
+"""Verdicts become training signal: every sample a harness search asked the model for is a judged turn.
+
+Why: the engine judges every proposal with a program (the score its code earned, the failures
+the environment reported), which is a better label than a judge reading a user's next message,
+and the online learner already trains on judged turns. So a finished engine run (AutoHarness on
+the engine, or ``ratchet evolve`` with the ``critic_refiner`` proposer) is read into the same
+:class:`~ratchet.online.records.Turn` / :class:`~ratchet.online.records.Judgement` pairs the
+server's turns become, and fed to the same :class:`~ratchet.online.queue.TurnQueue`: the one
+trainer learns from both, with Binary RL, OPD or both (``trainer.signal``).
+
+What is read: the run's ``evolve/samples.jsonl`` (:data:`~ratchet.evolve.proposers.critic.SAMPLES_FILE`),
+one record per critic/refiner step: the request, and per sample the reply, its code's hash, its
+screened score and why it was unusable; and the archive (the kept sample's candidate, its results
+and the gate's decision). Proposers that record no samples (the reflective, mutation, diff,
+agentic and merge proposers) give no turns. This is the one module of ``online`` that reads the engine's
+records (``evolve.archive``): it is where the two loops meet, and the engine imports nothing of it.
+
+A sample's **score** is what its code earned on the scale its request's samples share:
+
+* a sample that made no new program (no code in the reply, the parent's code unchanged) scores 0:
+  as a proposal it is worth nothing, whatever the parent it copies scores;
+* a screened sample scores its screen (the refiner's cheap check in [0, 1], e.g. the share of
+  explored states where ``legal_actions`` is right), the kept one too, so all screened samples of a
+  request compare on one scale; a repeat of an earlier sample's code scores what that code screened;
+* an unscreened kept sample (``samples: 1``, or a refiner that cannot screen) scores its
+  candidate's held-in mean h (the search split's when it has none; 0 when it was never evaluated).
+
+Its **reward** is +1 / -1 when its score is above / below the mean of the *other* samples of the
+same request, 0 when equal or when it is the request's only sample (0 is "no Binary RL signal": the
+queue keeps it for OPD only when it has a hint). All samples of one request share a session id
+(the run and a hash of the request), so a held-out share of the queue holds out whole requests.
+
+Its **hint** (OPD's hindsight) is what the evaluation revealed, short: the kept sample's h, the
+gate's decision and its failures by error type; a screened sample's screen against the best of its
+request, with what the screen found wrong (error types and one counterexample) where the refiner
+says (:class:`~ratchet.evolve.proposers.critic.ExplainingRefiner`); an unusable one's reason. Judgements say ``source="judge"`` (the record type allows only
+``judge`` and ``feedback``) and ``judge="verdict:<proposer>"``.
+
+Token ids: given a :class:`VerdictPolicy` (the trainer is one), the prompt is the request through
+the policy's chat template (:func:`~ratchet.online.scoring.chat_ids`), the reply its tokens, and the
+log-probs are *recomputed* by that policy: the model that wrote the reply (llama.cpp, sampled)
+kept none. The trainer uses them as the behaviour policy of its importance weight
+``min(π_prox / π_serve, cap)``, so recomputed at the trainer's own weights the weight is 1: the
+reply is trained as if the trainer had sampled it (no off-policy correction; the GGUF's
+quantization gap is not measured). Score with the policy at the version the run's proposer ran
+(``policy_version``). The trainer keeps the last ``max_seq_len`` tokens of a long prompt, so its
+proximal log-probs there differ from those recomputed over the whole prompt: raise
+``trainer.max_seq_len`` for harness requests (often 2-3k tokens). Without a policy the turns carry
+no token ids, and the trainer skips them as ``empty``: such turns are for reading, not training.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+from ratchet.evolve.archive import Archive
+from ratchet.evolve.proposers.critic import SAMPLES_FILE, code_hash, summarize
+from ratchet.online.records import Judgement, Turn
+from ratchet.online.scoring import chat_ids
+
+#: The longest hint a verdict gives (characters): the teacher reads it appended to the request.
+HINT_CHARS = 600
+_VERSION = re.compile(r"@v(\d+)\b")
+
+
+class VerdictPolicy(Protocol):
+    """What tokenizes and scores a verdict's reply: a tokenizer with the served model's chat
+    template and per-token log-probs of replies (:class:`~ratchet.online.trainer.Trainer` is one)."""
+
+    tokenizer: Any
+
+    def score(self, sequences: Sequence[list[int]], starts: Sequence[int], *, base: bool = False) -> list[Any]:
+        """Per-token log-probs of ``sequences[i][starts[i]:]``."""
+        ...
+
+
+@dataclass(frozen=True)
+class _Sample:
+    """One sample of a step as this module reads it."""
+
+    messages: list[dict[str, Any]]
+    request_hash: str
+    reply: str
+    score: float
+    hint: str
+    outcome: str
+    proposer: str
+    at: float
+
+
+def request_hash(messages: Sequence[dict[str, Any]]) -> str:
+    """The request's identity: equal for the same messages, whatever the sampling parameters."""
+    text = json.dumps([dict(m) for m in messages], sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def run_version(run: Any) -> int:
+    """The weight version the run's model spec names (``local:NAME@v3`` → 3); 0 (the base) when none."""
+    spec = str((run.config or {}).get("model") or "")
+    found = _VERSION.search(spec)
+    return int(found.group(1)) if found else 0
+
+
+def relative_rewards(scores: Sequence[float]) -> list[int]:
+    """+1 / -1 / 0 per score: above, below or equal to the mean of the *other* scores; 0 for a
+    lone score (nothing to compare it with)."""
+    if len(scores) < 2:
+        return [0] * len(scores)
+    total = sum(scores)
+    out = []
+    for s in scores:
+        others = (total - s) / (len(scores) - 1)
+        out.append(1 if s > others + 1e-9 else -1 if s < others - 1e-9 else 0)
+    return out
+
+
+def _clip(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= HINT_CHARS else text[: HINT_CHARS - 1] + "…"
+
+
+def _candidate_by_code(archive: Archive, surface: str, digest: str) -> Any:
+    """The archived candidate whose ``surface`` is the code with this hash (the kept sample's child)."""
+    for candidate in archive.candidates():
+        text = candidate.files.get(surface)
+        if candidate.parent_id is not None and text is not None and code_hash(text) == digest:
+            return candidate
+    return None
+
+
+def _evaluated(archive: Archive, candidate: Any) -> tuple[float | None, str]:
+    """The kept sample's score (held-in h, else the search split's) and what its evaluation revealed."""
+    split = "heldin" if archive.results(candidate.id, "heldin") else "search"
+    results = archive.results(candidate.id, split)
+    h = archive.score(candidate.id, split) if results else None
+    parent = archive.score(candidate.parent_id, split) if candidate.parent_id else None
+    parts = [f"When your code was run it scored h {h:.2f}" + (f" (the code it replaced: {parent:.2f})"
+                                                                if parent is not None else "") + "."
+             if h is not None else "Your code was not run on any game."]
+    decision = archive.decision(candidate.id)
+    if decision is not None:
+        parts.append(f"It was {'kept' if decision.accepted else 'rejected'}: {decision.reason}.")
+    failures = [f for r in results for f in r.failures]
+    if failures:
+        parts.append(f"What failed: {summarize(failures)}.")
+    return h, " ".join(parts)
+
+
+def _read_samples(run: Any) -> list[_Sample]:
+    archive = Archive(run)
+    out: list[_Sample] = []
+    for record in run.read_jsonl(SAMPLES_FILE):
+        messages = [dict(m) for m in record["request"]]
+        key = request_hash(messages)
+        if messages and messages[-1].get("role") == "assistant":
+            # A body-only request ends in the reply's opening, which the recorded reply already
+            # starts with (models.request.continued): the turn is the request without it.
+            messages = messages[:-1]
+        samples = record["samples"]
+        screens = {s["code"]: s["screen"] for s in samples if s.get("code") and s.get("screen") is not None}
+        best = max(screens.values(), default=None)
+        for s in samples:
+            digest, reason = s.get("code"), s.get("reason")
+            if s.get("screen") is not None:
+                score = float(s["screen"])
+                hint = (f"Before any game was played your code was checked on the game's explored states: it "
+                        f"scored {score:.2f} of 1 (the best code written for this request scored {best:.2f}).")
+                if s.get("findings"):
+                    hint += f" What it got wrong: {s['findings']}."
+                if digest == record.get("kept"):
+                    child = _candidate_by_code(archive, record["surface"], digest)
+                    if child is not None:
+                        hint += " " + _evaluated(archive, child)[1]
+            elif digest is not None and digest in screens:  # a repeat of an earlier sample's code
+                score = float(screens[digest])
+                hint = f"Your code repeated an earlier answer to this request, which scored {score:.2f} of 1."
+            elif reason:
+                score, hint = 0.0, f"Your reply gave no usable new code: {reason}."
+            elif digest is not None and digest == record.get("kept"):
+                child = _candidate_by_code(archive, record["surface"], digest)
+                h, hint = _evaluated(archive, child) if child is not None else (None, "Your code was not run.")
+                score = h or 0.0
+            else:
+                score, hint = 0.0, "Your reply was not scored."
+            out.append(_Sample(messages, key, s["reply"], score, _clip(hint), reason or f"score {score:.4f}",
+                               record.get("proposer", "critic_refiner"), float(record.get("at") or 0.0)))
+    return out
+
+
+def verdict_turns(run: Any, policy: VerdictPolicy | None = None, *,
+                  policy_version: int | None = None) -> list[tuple[Turn, Judgement]]:
+    """Every recorded proposer sample of ``run`` as a judged turn (see the module's docstring),
+    oldest first; a sample recorded twice (a step run again after a resume) once. ``policy``:
+    tokenizes the turns and recomputes their log-probs (None: no token ids, not trainable).
+    ``policy_version``: the version of the weights that wrote the replies (default: the one the
+    run's model spec names, else 0)."""
+    version = run_version(run) if policy_version is None else policy_version
+    samples = _read_samples(run)
+    groups: dict[str, list[_Sample]] = {}
+    for s in samples:
+        groups.setdefault(s.request_hash, []).append(s)
+    seen: set[str] = set()
+    pairs: list[tuple[Turn, Judgement]] = []
+    for key, group in groups.items():
+        unique: dict[str, _Sample] = {}
+        for s in group:  # a step replayed after a resume recorded the same replies again
+            unique.setdefault(hashlib.sha256(f"{run.id}\0{key}\0{s.reply}".encode()).hexdigest()[:24], s)
+        rewards = relative_rewards([s.score for s in unique.values()])
+        for (digest, s), reward in zip(unique.items(), rewards, strict=True):
+            turn_id = f"verdict-{digest}"
+            if turn_id in seen:
+                continue
+            seen.add(turn_id)
+            turn = Turn(turn_id=turn_id, session_id=f"verdict:{run.id}:{key[:16]}", session_inferred=False,
+                        turn_type="main", messages=s.messages, response_text=s.reply, prompt_token_ids=[],
+                        response_token_ids=[], response_logprobs=[], policy_version=version, created_at=s.at)
+            judgement = Judgement(turn_id=turn_id, reward=reward, votes=[reward], hint=s.hint,
+                                  next_state=s.outcome, judge=f"verdict:{s.proposer}", source="judge")
+            pairs.append((turn, judgement))
+    pairs.sort(key=lambda p: p[0].created_at)
+    return _tokenized(pairs, policy) if policy is not None else pairs
+
+
+def _tokenized(pairs: list[tuple[Turn, Judgement]], policy: VerdictPolicy) -> list[tuple[Turn, Judgement]]:
+    """The turns with the policy's prompt and reply ids and its log-probs of the reply."""
+    prompts = [chat_ids(policy.tokenizer, t.messages) for t, _ in pairs]
+    replies = [[int(i) for i in policy.tokenizer.encode(t.response_text, add_special_tokens=False)] for t, _ in pairs]
+    kept = [i for i, r in enumerate(replies) if r]  # an empty reply has nothing to score
+    scored = policy.score([prompts[i] + replies[i] for i in kept], [len(prompts[i]) for i in kept]) if kept else []
+    logprobs = {i: [float(x) for x in lp] for i, lp in zip(kept, scored, strict=True)}
+    out = []
+    for i, (turn, judgement) in enumerate(pairs):
+        ids = replies[i] if i in logprobs else []
+        out.append((replace(turn, prompt_token_ids=prompts[i], response_token_ids=ids,
+                            response_logprobs=logprobs.get(i, [])), judgement))
+    return out
+
+
+def feed(run: Any, queue: Any, policy: VerdictPolicy | None = None, *, policy_version: int | None = None) -> int:
+    """Add ``run``'s verdict turns to ``queue`` (a :class:`~ratchet.online.queue.TurnQueue`) as
+    judged turns; returns how many were new. Idempotent: a turn the queue already holds (by its
+    id, a hash of the run, the request and the reply) is not added again, nor its judgement."""
+    pairs = verdict_turns(run, policy, policy_version=policy_version)
+    held: set[str] = set()
+    for session in {t.session_id for t, _ in pairs}:
+        held.update(queue.session_turn_ids(session))
+    new = [(t, j) for t, j in pairs if t.turn_id not in held]
+    queue.add_turns([t for t, _ in new])
+    for _, judgement in new:
+        queue.add_judgement(judgement)
+    return len(new)
+
+
+__all__ = ["HINT_CHARS", "VerdictPolicy", "feed", "relative_rewards", "request_hash", "run_version", "verdict_turns"]
