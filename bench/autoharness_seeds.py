@@ -65,16 +65,19 @@ def row(path: str, report: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     """The table's fields from one synthesis report (and its run's record of calls)."""
     search = report["search"]
     alone = report.get("harness_alone") or {}
-    return {"best_h": search["best_h"], "calls": search["llm_calls"], "calls_to_h1": first_solved(path, run_dir),
+    calls_to_h1, solved_by = first_solved(path, run_dir)
+    return {"best_h": search["best_h"], "calls": search["llm_calls"], "calls_to_h1": calls_to_h1, "solved_by": solved_by,
             "tokens": search.get("tokens"), "wall_s": report["wall_s"], "stop": search["stop_reason"],
             "heldout_legal_rate": alone.get("legal_rate"), "heldout_verifier_accuracy": alone.get("verifier_accuracy"),
             "run": report["run_id"]}
 
 
-def first_solved(path: str, run_dir: Path) -> int | None:
-    """The model calls spent when a harness first reached h = 1.0 (None: never). On the engine, the
-    calls of the steps up to the first whose accepted best is 1.0; on the search, the refiner call
-    that wrote it (library seeds and repaired code count as the call they came from)."""
+def first_solved(path: str, run_dir: Path) -> tuple[int | None, str | None]:
+    """The model calls spent when a harness first reached h = 1.0, and what wrote it (None, None:
+    never). On the engine, the calls of the steps up to the first whose accepted best is 1.0 and that
+    step's proposer; on the search, the refiner call that wrote it (library seeds and repaired code
+    count as the call they came from) and ``refiner``, ``repair`` or ``library or induced rules``
+    (the search labels its induced rules as library seeds)."""
     import json
 
     if path == "engine":
@@ -84,15 +87,15 @@ def first_solved(path: str, run_dir: Path) -> int | None:
             if event.get("kind") == "step":
                 calls += event.get("model_calls") or 0
                 if (event.get("best") or 0.0) >= 1.0:
-                    return calls
-        return None
+                    return calls, event.get("proposer")
+        return None, None
     calls = 0
     for h in json.loads((run_dir / "search.json").read_text()).get("history", []):
         if h.get("status") not in ("library", "repair"):
             calls += 1
         if h.get("h") is not None and h["h"] >= 1.0:
-            return calls
-    return None
+            return calls, {"library": "library or induced rules", "repair": "repair"}.get(h.get("status"), "refiner")
+    return None, None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -120,11 +123,13 @@ def main(argv: list[str] | None = None) -> int:
     from ratchet.api import synthesize_harness
 
     out = args.out / f"{args.name}.json"
+    store = args.store or Path(tempfile.mkdtemp(prefix="ratchet-seeds-"))
     rows: list[dict] = json.loads(out.read_text())["rows"] if args.resume and out.exists() else []
     for r in rows:
         r.setdefault("path", "search")  # rows from before --path ran the dedicated search
+        if "solved_by" not in r and r.get("run") and (store / r["run"]).is_dir():  # a row from before the column
+            r["solved_by"] = first_solved(r["path"], store / r["run"])[1]
     have = {(r["path"], r["config"], r["seed"]) for r in rows}
-    store = args.store or Path(tempfile.mkdtemp(prefix="ratchet-seeds-"))
     for name in args.configs:
         for seed in args.seeds:
             if (args.path, name, seed) in have:
@@ -172,7 +177,8 @@ def _write(args, rows: list[dict]) -> None:
         "The real-model CI test's search (8 iterations, 4 samples per refinement, 5 envs × 50 steps, search seeds 0-9),",
         "repeated with different `rng_seed`s, each one `ratchet.api.synthesize_harness` call on the engine (`engine`,",
         "the command's default) or the dedicated search (`search`, its `--search`). Held-out = the best harness alone on",
-        "5 held-out seeds × 200 steps, and its verifier's accuracy on transitions harvested from them. Load = the 1-minute",
+        "5 held-out seeds × 200 steps, and its verifier's accuracy on transitions harvested from them. Written by = what made the first harness at h = 1 (the engine's proposer; on the search, refiner,",
+        "repair, or library or induced rules). Load = the 1-minute",
         "load average before and after the run (2 cores shared with other jobs).",
         "",
         "| path | configuration | solved (h = 1.0) | Wilson 95% | mean best h | mean calls |",
@@ -182,10 +188,10 @@ def _write(args, rows: list[dict]) -> None:
         lines.append(f"| {s['path']} | {s['config']} | {s['solved']}/{s['n']} | {s['wilson95'][0]:.2f}–{s['wilson95'][1]:.2f} | "
                      f"{s['mean_best_h']:.3f} | {s['mean_calls']:.1f} |")
     lines += ["", "| path | configuration | seed | best h | calls | call that first reached h = 1 | held-out legal rate | "
-                  "held-out verifier accuracy | wall s | load | stop | run |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "held-out verifier accuracy | wall s | load | stop | run |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         load = " → ".join(f"{x:.1f}" for x in r["load"]) if "load" in r else "–"
-        lines.append(f"| {r['path']} | {r['config']} | {r['seed']} | {f(r['best_h'])} | {r['calls']} | {f(r['calls_to_h1'])} | "
+        lines.append(f"| {r['path']} | {r['config']} | {r['seed']} | {f(r['best_h'])} | {r['calls']} | {f(r['calls_to_h1'])} | {f(r.get('solved_by'))} | "
                      f"{f(r['heldout_legal_rate'])} | {f(r['heldout_verifier_accuracy'])} | {r['wall_s']} | {load} | "
                      f"{r['stop']} | {r.get('run', '–')} |")
     notes = args.out / f"{args.name}.notes.md"

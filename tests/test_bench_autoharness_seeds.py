@@ -15,25 +15,26 @@ import bench.autoharness_seeds as seeds  # noqa: E402
 from ratchet.api import HarnessResult  # noqa: E402
 
 
-def _engine_run(run_dir: Path, steps: list[tuple[int, float]]) -> None:
+def _engine_run(run_dir: Path, steps: list[tuple[int, float]], proposers: list[str] | None = None) -> None:
     (run_dir / "evolve").mkdir(parents=True)
     events = [{"kind": "original", "heldin": 0.5}]
-    events += [{"kind": "step", "model_calls": calls, "best": best} for calls, best in steps]
+    events += [{"kind": "step", "model_calls": calls, "best": best, "proposer": p}
+               for (calls, best), p in zip(steps, proposers or ["harness_refiner"] * len(steps))]
     (run_dir / "evolve" / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
 
 
 def test_first_solved_counts_the_engines_calls_up_to_the_first_step_at_one(tmp_path):
-    _engine_run(tmp_path / "a", [(4, 0.5), (0, 0.6), (4, 1.0), (4, 1.0)])
+    _engine_run(tmp_path / "a", [(4, 0.5), (0, 0.6), (4, 1.0), (4, 1.0)], proposers=["refiner", "rules", "critic", "x"])
     _engine_run(tmp_path / "b", [(4, 0.5), (4, 0.9)])
-    assert seeds.first_solved("engine", tmp_path / "a") == 8
-    assert seeds.first_solved("engine", tmp_path / "b") is None
+    assert seeds.first_solved("engine", tmp_path / "a") == (8, "critic")
+    assert seeds.first_solved("engine", tmp_path / "b") == (None, None)
 
 
 def test_first_solved_on_the_search_counts_refiner_calls_not_repairs(tmp_path):
     history = [{"status": "ok", "h": 0.2}, {"status": "repair", "h": 0.4}, {"status": "ok", "h": 0.5},
                {"status": "repair", "h": 1.0}]
     (tmp_path / "search.json").write_text(json.dumps({"history": history}))
-    assert seeds.first_solved("search", tmp_path) == 2
+    assert seeds.first_solved("search", tmp_path) == (2, "repair")
 
 
 def test_summary_gives_wilson_intervals_per_path_and_configuration():
@@ -66,7 +67,9 @@ def test_main_runs_each_seed_through_the_api_on_its_path_and_keeps_other_paths_r
 
     monkeypatch.setattr("ratchet.api.synthesize_harness", synthesize)
     old = {"rows": [{"config": "no_induce", "seed": 0, "best_h": 1.0, "calls": 4, "calls_to_h1": 4, "wall_s": 9.0,
-                     "stop": "solved", "heldout_legal_rate": 1.0, "heldout_verifier_accuracy": 1.0}]}
+                     "stop": "solved", "heldout_legal_rate": 1.0, "heldout_verifier_accuracy": 1.0, "run": "old"}]}
+    (tmp_path / "store" / "old").mkdir(parents=True)  # a row from before the written-by column, its run still stored
+    (tmp_path / "store" / "old" / "search.json").write_text(json.dumps({"history": [{"status": "library", "h": 1.0}]}))
     (tmp_path / "seeds.json").write_text(json.dumps(old))
     (tmp_path / "seeds.notes.md").write_text("## Earlier runs\n")
     argv = ["--path", "engine", "--configs", "no_induce", "--seeds", "0", "1", "--name", "seeds", "--out", str(tmp_path),
@@ -77,7 +80,8 @@ def test_main_runs_each_seed_through_the_api_on_its_path_and_keeps_other_paths_r
     assert calls[0]["library"] != calls[1]["library"]  # each run its own library: no seed starts from another's harness
     data = json.loads((tmp_path / "seeds.json").read_text())
     assert [(r["path"], r["seed"]) for r in data["rows"]] == [("search", 0), ("engine", 0), ("engine", 1)]
-    assert [r["calls_to_h1"] for r in data["rows"][1:]] == [None, 4]
+    assert [(r["calls_to_h1"], r["solved_by"]) for r in data["rows"][1:]] == [(None, None), (4, "harness_refiner")]
+    assert data["rows"][0]["solved_by"] == "library or induced rules"
     assert {(s["path"], s["solved"], s["n"]) for s in data["summary"]} == {("search", 1, 1), ("engine", 1, 2)}
     assert "load" in data["rows"][1] and "load_avg_1min_range" in data["machine"]
     md = (tmp_path / "seeds.md").read_text()
@@ -86,4 +90,4 @@ def test_main_runs_each_seed_through_the_api_on_its_path_and_keeps_other_paths_r
     assert seeds.main([*argv, "--path", "search"]) == 0  # the search's rows are a key of their own
     assert [c["on_engine"] for c in calls[2:]] == [False]  # seed 0 on the search is there already; seed 1 runs
     last = json.loads((tmp_path / "seeds.json").read_text())["rows"][-1]
-    assert (last["path"], last["seed"], last["calls_to_h1"]) == ("search", 1, 1)
+    assert (last["path"], last["seed"], last["calls_to_h1"], last["solved_by"]) == ("search", 1, 1, "refiner")
