@@ -70,9 +70,11 @@ def test_the_ratchet_method_is_thompson_the_scaffold_refiner_and_the_no_model_pr
     # the refiner's evidence, the gate's and the report's seeds never meet
     assert cfg.splits.ids == {"search": ["TicTacToe-v0#0", "TicTacToe-v0#1"], "heldin": ["TicTacToe-v0#2", "TicTacToe-v0#3"],
                               "test": ["TicTacToe-v0#1000", "TicTacToe-v0#1001"]}
-    assert cfg.static.novelty and cfg.budget.max_calls == 40 and cfg.iterations == 1
+    # one search iteration = a round of the four proposers' steps (the calls stay the binding limit)
+    assert cfg.static.novelty and cfg.budget.max_calls == 40 and cfg.iterations == 1 * 4
     off = engine_config(small(ideas=RatchetIdeas(induce=False, autofix=False, repair=False, scaffold=False)), tmp_path)
     assert [p.name for p in off.proposers] == [HARNESS_PROPOSER] and off.proposers[0].options["refiner"] == HARNESS_REFINER
+    assert off.iterations == 1
 
 
 def test_the_faithful_method_is_the_papers_loop_alone(tmp_path: Path) -> None:

@@ -178,7 +178,12 @@ def engine_config(cfg: AutoHarnessConfig, workspace: Path, description: str = ""
         # is partly right (e.g. one wrong condition in legal_moves, h 0.1) fell more than its margin
         # below the blank harness's 0.56 and was never refined. A legality evaluation is cheap.
         "smoke": {"tasks": 0},
-        "iterations": cfg.iterations,
+        # One search iteration is a refinement with the repair and the fix of its samples; on the
+        # engine those are steps of their own, drawn by weight. Counted as the search counts them,
+        # a run has a round of steps per iteration, so the model's calls stay the binding limit
+        # (measured with one step per iteration: 5 of 10 seeds solved with the rules off, most runs
+        # ended by the step count with calls left, against the search's 10 of 10).
+        "iterations": cfg.iterations * len(proposers),
         "stop_at_score": 1.0,  # the search's stop at h = 1.0: every held-in game played legally
         "budget": {"max_calls": cfg.budget.max_calls, "max_tokens": cfg.budget.max_tokens,
                    "max_wall_s": cfg.budget.max_seconds},
