@@ -187,7 +187,7 @@ def _write(args, rows: list[dict]) -> None:
     for s in table:
         lines.append(f"| {s['path']} | {s['config']} | {s['solved']}/{s['n']} | {s['wilson95'][0]:.2f}–{s['wilson95'][1]:.2f} | "
                      f"{s['mean_best_h']:.3f} | {s['mean_calls']:.1f} |")
-    lines += ["", "| path | configuration | seed | best h | calls | call that first reached h = 1 | held-out legal rate | "
+    lines += ["", "| path | configuration | seed | best h | calls | call that first reached h = 1 | written by | held-out legal rate | "
                   "held-out verifier accuracy | wall s | load | stop | run |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         load = " → ".join(f"{x:.1f}" for x in r["load"]) if "load" in r else "–"
