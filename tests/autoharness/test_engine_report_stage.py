@@ -95,6 +95,19 @@ def test_a_harness_worse_than_the_model_alone_is_rejected_in_the_engines_report_
     assert run.status()["summary"]["report_stage"] == stage["summary"]  # what `ratchet runs show` prints
     assert stage["detail"]["library"] == "withdrawn: rejected" and library.lookup("TicTacToe-v0", "verifier") == []
     assert player.calls  # the protocol played the play model, not the refiner
+    # where people read the engine's report: `ratchet evolve status` and the dashboard's run page
+    from fastapi.testclient import TestClient
+    from typer.testing import CliRunner
+
+    from ratchet.cli import app
+    from ratchet.ui import UIConfig, create_app
+
+    shown = CliRunner().invoke(app, ["evolve", "status", run.id, "--store", str(tmp_path / "runs")])
+    assert shown.exit_code == 0, shown.output
+    assert "heldout: adoption rejected: legal rate 1.00 without the harness" in " ".join(shown.output.split())
+    store = RunStore(tmp_path / "runs")
+    page = TestClient(create_app(UIConfig(root=store.root), store=store)).get(f"/evolution/{run.id}")
+    assert page.status_code == 200 and "heldout: adoption rejected: legal rate 1.00 without the harness" in page.text
 
 
 def test_a_harness_that_helps_is_adopted_and_kept(tmp_path: Path) -> None:

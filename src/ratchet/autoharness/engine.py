@@ -20,17 +20,18 @@ seeds, scored as the search scores (h = 0.5·legal + 0.5·dense with the ``trans
 ``policy`` mode's value); ``novelty`` as ``static.novelty``; the paired gate; the search's budget
 and its stop at h = 1.0 (``stop_at_score``). :func:`run_on_engine` writes the starting workspace
 (``library_seed``: the library's best harness) into the run and runs
-:class:`~ratchet.evolve.loop.Engine` on it; :func:`synthesize_on_engine` then runs what follows the
-dedicated search on the best harness (the code-alone held-out check, the held-out protocol with the
-model, the adoption verdict, the harness library) and writes the same per-game report.
+:class:`~ratchet.evolve.loop.Engine` on it; with :func:`heldout_options` the legality suite's
+report stage runs in the engine on the best harness what follows the dedicated search (the
+code-alone held-out check, the held-out protocol with the model, the adoption verdict with the
+gate's paired test, the harness library: :mod:`ratchet.autoharness.heldout`), and
+:func:`synthesize_on_engine` writes the same per-game report from the engine's.
 
 The search's seeds split in two: the first half is the refiner's evidence (``search``) and the
 dense checks' exploration, the rest the gate's (``heldin``), so a child is kept only when it plays
 games it was not refined on better; the held-out seeds are the report's untouched ``test`` split.
 
-Not the same as the search in this way: the held-out protocol and the adoption verdict (a paired
-test of the held-out seeds with :mod:`ratchet.stats`, ``adoption.judge``) run after the engine
-(:func:`synthesize_on_engine`), not as its report stage. A restart asks from other example states
+The held-out protocol and the adoption verdict are the engine's report stage, so a run killed
+during them resumes into them without redoing the search. A restart asks from other example states
 (``refine.Restartable``), a repeated sample is asked again hotter without using up a sample
 (``proposer``), and the repair idea's mutants are screened on the dense checks (``screened``), as
 in the search.

@@ -90,7 +90,8 @@ class Resamplable(Protocol):
 @dataclass(frozen=True)
 class StageReport:
     """What a suite's report stage found: ``summary`` is one line for people (``ratchet evolve
-    show``, the run's summary, the dashboard), ``detail`` the suite's own JSON record of it."""
+    status``, the run's summary in ``ratchet runs show``, the dashboard's run page), ``detail`` the
+    suite's own JSON record of it."""
 
     name: str
     summary: str
