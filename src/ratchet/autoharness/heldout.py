@@ -42,13 +42,13 @@ from ratchet.autoharness.library import HarnessLibrary
 from ratchet.autoharness.protocol import ProtocolConfig, code_heldout, run_protocol
 from ratchet.autoharness.runtime import RuntimeFactory
 from ratchet.config import Settings
-from ratchet.contracts import Candidate, Model
+from ratchet.contracts import Candidate, Model, RatchetError
 from ratchet.envs.recording import EpisodeRecorder
 from ratchet.envs.registry import env_factory_for
 from ratchet.evolve.archive import Archive
 from ratchet.evolve.gate import not_worse
 from ratchet.evolve.report import StageReport
-from ratchet.models import AccountedModel, Accountant, BudgetConfig
+from ratchet.models import Accountant, AccountedModel, BudgetConfig
 
 Verdict = Literal["adopted", "rejected", "unchecked"]
 
@@ -212,8 +212,8 @@ def run_stage(options: HeldoutOptions, *, game: str, mode: str, step_cap: int, b
             run.write_json(STAGE, state)
         if options.protocol is not None and "protocol" not in state:
             if play_model is None:
-                raise ValueError("the held-out protocol needs a play model: give the engine a model, or "
-                                 "ctx.extra['play_model']")
+                raise RatchetError("the legality suite's heldout.protocol needs a model to play with, and the run has none",
+                                   hint="set the run's model, or drop suite.options.heldout.protocol")
             state["protocol"] = play_protocol(run, code, play_model, game, mode, options.seeds, options.protocol,
                                               runtime_factory, on_phase=note)
             run.write_json(STAGE, state)
