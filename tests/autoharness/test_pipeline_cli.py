@@ -105,7 +105,7 @@ def test_protocol_can_run_after_the_search_on_the_stored_best_harness(tmp_path):
 
 
 def test_the_adoption_gate_judges_the_held_out_sides():
-    from ratchet.autoharness.adoption import judge
+    from ratchet.autoharness.heldout import judge
     from ratchet.autoharness.config import AdoptionConfig
 
     assert judge({"legal_rate": 0.8, "reward": 0.2}, {"legal_rate": 1.0, "reward": 0.2})["verdict"] == "adopted"
@@ -128,7 +128,7 @@ def side(legal: list[float], rewards: list[float]) -> dict:
 
 
 def test_the_adoption_verdict_is_a_paired_test_on_the_held_out_seeds():
-    from ratchet.autoharness.adoption import judge
+    from ratchet.autoharness.heldout import judge
     from ratchet.autoharness.config import AdoptionConfig
 
     flat = [0.0] * 10

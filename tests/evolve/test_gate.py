@@ -13,8 +13,8 @@ from ratchet.contracts import Candidate, TaskResult
 from ratchet.evolve.config import GateOptions
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.archive import Archive
-from ratchet.evolve.gate import (AlphaSpending, BootstrapGate, PairedGate, PerProposal, noise_band,
-                                 paired_differences, sign_flip_p)
+from ratchet.evolve.gate import (AlphaSpending, BootstrapGate, PairedGate, PerProposal, noise_band, not_worse,
+                                 paired_differences, paired_p, sign_flip_p)
 from ratchet.evolve.manifest import Manifest
 from ratchet.evolve.suites.synthetic import NoisyOptions, NoisySuite
 from ratchet.store import RunStore
@@ -91,6 +91,28 @@ def test_noise_band_and_paired_test_by_hand() -> None:
     assert sign_flip_p([1, 1, 1, 1, 1], 2000, random.Random(0)) == pytest.approx(1 / 32)  # exact enumeration
     assert sign_flip_p([0.0, 0.0], 2000, random.Random(0)) == 1.0
     assert 0 < sign_flip_p([1.0] * 20, 500, random.Random(0)) < 0.01  # Monte Carlo above 2^n > resamples
+
+
+def test_not_worse_is_the_gates_paired_test_on_harm_with_point_estimates_where_it_cannot_decide() -> None:
+    """The check a suite's report stage judges harm with (the AutoHarness adoption verdict)."""
+    worse = not_worse(0.9, 0.0, [0.9] * 10, [0.0] * 10)
+    # the gate's own sign-flip test on before - after: worse on all 10 pairs, exact p = 2^-10
+    assert worse["worse"] and worse["basis"] == "test" and worse["worse_p"] == paired_p([0.9] * 10) == pytest.approx(1 / 1024)
+    assert worse["record"]["better_p"] == 1.0 and worse["record"]["mean_delta"] == -0.9
+    noise = not_worse(1.0, 0.99, [1.0] * 10, [0.9] + [1.0] * 9)
+    assert not noise["worse"] and noise["worse_p"] == 0.5  # one pair of ten a little worse: no evidence of harm
+    assert not not_worse(1.0, 0.8, [1.0] * 8, [0.8] * 8, margin=0.2)["worse"]  # within the margin
+    # four pairs can never reach p < 0.05 (at best 1/16): the point estimates judge
+    few = not_worse(1.0, 0.0, [1.0] * 4, [0.0] * 4)
+    assert few["worse"] and few["basis"] == "too few pairs" and few["record"]["test"] == "point estimates"
+    assert not not_worse(1.0, 1.0, [1.0] * 4, [1.0] * 4)["worse"]
+    # no paired values (or sides of different lengths): point estimates, nothing recorded
+    assert not_worse(1.0, 0.5, [1.0] * 3, [0.5] * 2) == {"worse": True, "basis": "point estimates", "n": 0,
+                                                         "worse_p": None, "record": None}
+    boot = not_worse(0.9, 0.0, [0.9] * 10, [0.0] * 10, test="bootstrap")
+    assert boot["worse"] and boot["record"]["test"] == "bootstrap"
+    with pytest.raises(ValueError, match="unknown paired test 'wilcoxon'"):
+        paired_p([1.0], "wilcoxon")  # type: ignore[arg-type]
 
 
 def test_alpha_spending_halves_the_level_per_test_and_counts_a_runs_earlier_tests(tmp_path: Path) -> None:

@@ -20,17 +20,18 @@ seeds, scored as the search scores (h = 0.5·legal + 0.5·dense with the ``trans
 ``policy`` mode's value); ``novelty`` as ``static.novelty``; the paired gate; the search's budget
 and its stop at h = 1.0 (``stop_at_score``). :func:`run_on_engine` writes the starting workspace
 (``library_seed``: the library's best harness) into the run and runs
-:class:`~ratchet.evolve.loop.Engine` on it; :func:`synthesize_on_engine` then runs what follows the
-dedicated search on the best harness (the code-alone held-out check, the held-out protocol with the
-model, the adoption verdict, the harness library) and writes the same per-game report.
+:class:`~ratchet.evolve.loop.Engine` on it; with :func:`heldout_options` the legality suite's
+report stage runs in the engine on the best harness what follows the dedicated search (the
+code-alone held-out check, the held-out protocol with the model, the adoption verdict with the
+gate's paired test, the harness library: :mod:`ratchet.autoharness.heldout`), and
+:func:`synthesize_on_engine` writes the same per-game report from the engine's.
 
 The search's seeds split in two: the first half is the refiner's evidence (``search``) and the
 dense checks' exploration, the rest the gate's (``heldin``), so a child is kept only when it plays
 games it was not refined on better; the held-out seeds are the report's untouched ``test`` split.
 
-Not the same as the search in this way: the held-out protocol and the adoption verdict (a paired
-test of the held-out seeds with :mod:`ratchet.stats`, ``adoption.judge``) run after the engine
-(:func:`synthesize_on_engine`), not as its report stage. A restart asks from other example states
+The held-out protocol and the adoption verdict are the engine's report stage, so a run killed
+during them resumes into them without redoing the search. A restart asks from other example states
 (``refine.Restartable``), a repeated sample is asked again hotter without using up a sample
 (``proposer``), and the repair idea's mutants are screened on the dense checks (``screened``), as
 in the search.
@@ -44,14 +45,12 @@ from pathlib import Path
 from typing import Any
 
 from ratchet.autoharness.config import AutoHarnessConfig
+from ratchet.autoharness.heldout import HeldoutOptions, judge, stage_of
 from ratchet.autoharness.library import HarnessLibrary
-from ratchet.autoharness.pipeline import adopt, evaluate_harness
-from ratchet.autoharness.protocol import ProtocolConfig, code_heldout
-from ratchet.autoharness.report import protocol_sides
-from ratchet.autoharness.runtime import RuntimeFactory, sandbox_runtime_factory
+from ratchet.autoharness.protocol import ProtocolConfig
+from ratchet.autoharness.runtime import RuntimeFactory
 from ratchet.contracts import FORMAT_VERSION, Model
 from ratchet.envs.registry import env_factory_for
-from ratchet.evolve.archive import Archive
 from ratchet.evolve.config import EvolveConfig
 from ratchet.evolve.loop import Engine
 
@@ -211,15 +210,26 @@ def starting_harness(cfg: AutoHarnessConfig, library: HarnessLibrary | None = No
     return BLANK_HARNESS
 
 
+def heldout_options(cfg: AutoHarnessConfig, protocol: ProtocolConfig | None) -> HeldoutOptions:
+    """The legality suite's report stage for ``cfg``: the held-out seeds, ``protocol`` (None: the
+    verdict is ``unchecked``), the adoption rules and the library."""
+    return HeldoutOptions(seeds=cfg.heldout_seeds, max_seconds=cfg.heldout_seconds, protocol=protocol,
+                          adoption=cfg.adoption, library_dir=cfg.library_dir, method=cfg.method)
+
+
 def run_on_engine(cfg: AutoHarnessConfig, model: Model, run: Any, *, description: str = "",
                   harness: str | None = None, extra: dict[str, Any] | None = None,
-                  on_event: Any = None, library: HarnessLibrary | None = None) -> dict[str, Any]:
+                  on_event: Any = None, library: HarnessLibrary | None = None,
+                  heldout: HeldoutOptions | None = None) -> dict[str, Any]:
     """Synthesize ``cfg``'s harness on the engine in ``run`` (its workspace under the run's
     directory, starting from ``harness``, by default :func:`starting_harness`); returns the
     engine's summary, its report included when the run finished. ``extra``: the engine's
-    ``ctx.extra`` (a test's in-process harness runtime)."""
+    ``ctx.extra`` (a test's in-process harness runtime). ``heldout``: the legality suite's report
+    stage (:mod:`ratchet.autoharness.heldout`), run by the engine on its best harness; None: none."""
     workspace = write_workspace(Path(run.dir) / "workspace", harness if harness is not None else starting_harness(cfg, library))
     config = engine_config(cfg, workspace, description)
+    if heldout is not None:
+        config.suite.options["heldout"] = heldout.model_dump()
     return Engine(config, run, model, on_event=on_event, extra=extra).execute()
 
 
@@ -227,48 +237,48 @@ def synthesize_on_engine(cfg: AutoHarnessConfig, model: Model, run: Any, *, prot
                          play_model: Model | None = None, runtime_factory: RuntimeFactory | None = None,
                          extra: dict[str, Any] | None = None, on_phase: Callable[[str], None] | None = None,
                          description: str | None = None, library: HarnessLibrary | None = None) -> dict[str, Any]:
-    """One game on the engine, end to end: the engine's run, then (``protocol`` given, and a
-    harness that played some held-in game legally) the held-out protocol with ``play_model`` on the
-    best harness, the adoption verdict and the library (``library``: another than ``cfg``'s, as a
-    batch's worker keeps one); returns the per-game report (``report.json``, the dedicated search's
-    shape, with the engine's own report under ``engine``)."""
+    """One game on the engine, end to end: the engine's run with its report stage (the code-alone
+    held-out check, the held-out protocol with ``play_model`` (default: ``model``, its calls
+    accounted as held-out) when ``protocol`` is given, the adoption verdict and the library
+    (``library``: another than ``cfg``'s, as a batch's worker keeps one)); returns the per-game
+    report (``report.json``, the dedicated search's shape, with the engine's own report under
+    ``engine``). ``runtime_factory``: where the stage runs the harness when ``extra`` names none."""
     started = time.perf_counter()
     note = on_phase or (lambda phase: None)
     note("search on the engine")
     rules, players = probe_game(cfg.env)
     description = rules if description is None else description
-    summary = run_on_engine(cfg, model, run, description=description, extra=extra, library=library)
-    search_tokens = run.llm_totals().get("total_tokens")  # before the held-out games add theirs
+    extra = {**(extra or {}), "harness_library": library if library is not None else HarnessLibrary(cfg.library_dir),
+             "on_phase": note}
+    if play_model is not None:
+        extra["play_model"] = play_model
+    if runtime_factory is not None:
+        extra.setdefault("harness_runtime", runtime_factory)
+    summary = run_on_engine(cfg, model, run, description=description, extra=extra, library=library,
+                            heldout=heldout_options(cfg, protocol))
     found = summary.get("report")
-    code = best_id = None
-    best_h = 0.0
-    if found:
-        archive = Archive(run)
-        best_id = found["best"]["id"]
-        code = archive.get(best_id).files.get("harness.py")
-        best_h = archive.score(best_id, "heldin") or 0.0
-    evaluation = alone = None
-    if code and best_h > 0:  # a harness that played no held-in game legally is not worth the held-out time
-        note("held-out check of the code alone")
-        runtime_factory = runtime_factory or sandbox_runtime_factory(cfg.call_timeout_s)
-        alone = code_heldout(code, env_factory_for(cfg.env), runtime_factory, cfg.heldout_seeds[:5], steps=200,
-                             step_cap=cfg.step_cap, hint_env_factory=env_factory_for(cfg.env, hints=True),
-                             max_seconds=cfg.heldout_seconds)
-        if protocol is not None:
-            evaluation = evaluate_harness(cfg, run, code, play_model or model, protocol,
-                                          runtime_factory=runtime_factory, on_phase=note)
+    stage = stage_of(found)
     steps = [e for e in run.read_jsonl("evolve/events.jsonl") if e.get("kind") == "step"]
+    wall_s = round(time.perf_counter() - started, 1)
     report = {
         "format_version": FORMAT_VERSION, "env": cfg.env, "mode": cfg.mode, "method": cfg.method,
-        "model": model.name, "run_id": run.id, "players": (evaluation or {}).get("players") or players,
-        "search": {"best_h": best_h, "iterations": len(steps), "llm_calls": summary.get("model_calls", 0),
-                   "tokens": search_tokens, "wall_s": round(time.perf_counter() - started, 1),
+        "model": model.name, "run_id": run.id, "players": stage.get("players") or players,
+        "search": {"best_h": stage.get("best_h", 0.0), "iterations": len(steps), "llm_calls": summary.get("model_calls", 0),
+                   "tokens": search_tokens(run), "wall_s": round(wall_s - stage.get("wall_s", 0.0), 1),
                    "stop_reason": summary["state"], "nodes": summary.get("accepted", 0) + summary.get("rejected", 0),
                    "on": "engine"},
-        **protocol_sides(evaluation),
-        "wall_s": round(time.perf_counter() - started, 1),
-        "harness_alone": alone,
+        **{side: stage.get(side) for side in ("before", "after", "protocol")},
+        "wall_s": wall_s,
+        "harness_alone": stage.get("harness_alone"),
+        "adoption": stage.get("adoption") or judge(None, None),
         "engine": found,
     }
-    adopt(cfg, run, report, code, best_id, library)
+    run.write_json("report.json", report)
     return report
+
+
+def search_tokens(run: Any) -> int | None:
+    """The run's tokens less the held-out protocol's (purpose ``autoharness.heldout``): the search's."""
+    total = run.llm_totals().get("total_tokens")
+    heldout = (run.llm_breakdown().get("autoharness.heldout") or {}).get("total_tokens") or 0
+    return None if total is None else total - heldout

@@ -12,6 +12,12 @@ game's env factory (valid-move lists stripped, as the search evaluates) and the 
 Candidate code never runs in the engine's process: only a test may hand in another runtime
 factory, as ``ctx.extra["harness_runtime"]`` (e.g. ``InProcessHarness``).
 
+With the ``heldout`` option the suite has a report stage (:class:`ratchet.evolve.report.ReportingSuite`):
+after the engine's final report, the best harness's code-alone held-out check, the held-out protocol
+with the play model and the adoption verdict (:mod:`ratchet.autoharness.heldout`). The play model is
+``ctx.extra["play_model"]`` when given, else the run's model; a batch's library copy is
+``ctx.extra["harness_library"]``; ``ctx.extra["on_phase"]`` hears the stage's phases.
+
 The engine evaluates one task at a time, so each env plays alone here, where the search plays its
 envs in lockstep; an env's legal rate does not depend on the others, but the harness's own random
 draws are seeded per batched call, so a randomized harness may play differently than in the search.
@@ -20,24 +26,26 @@ draws are seeded per batched call, so a randomized harness may play differently 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
 from ratchet.autoharness import dense, runtime, transitions
 from ratchet.autoharness.dense import DenseCheck, build_checks
 from ratchet.autoharness.evaluate import LegalityEvaluator
+from ratchet.autoharness.heldout import HeldoutOptions, accounted_player, run_stage
 from ratchet.autoharness.runtime import RuntimeFactory, sandbox_runtime_factory
 from ratchet.config import Settings
-from ratchet.contracts import Candidate, Task, TaskResult
+from ratchet.contracts import Candidate, Model, Task, TaskResult
 from ratchet.envs import explore, registry, textarena_env
 from ratchet.envs.explore import harvest
 from ratchet.envs.registry import env_factory_for
 from ratchet.evolve.canary import Canary
 from ratchet.evolve.context import EngineContext
+from ratchet.evolve.report import StageReport
 from ratchet.store.fingerprint import fingerprint
 
 VERSION = 1
@@ -92,6 +100,10 @@ class LegalityOptions(Settings):
     mode: Literal["verifier", "filter", "policy"] = "verifier"
     """``policy`` scores a task by the harness's policy value (0 if any move failed, else 0.5 +
     0.5·mean reward), as the search scores the policy mode; the others by the legal rate."""
+    heldout: HeldoutOptions | None = None
+    """The report stage on the best harness (:mod:`ratchet.autoharness.heldout`): held-out seeds,
+    protocol, adoption rules, library. None: no report stage. Decides no task's score, so it is no
+    part of the fingerprint (a resumed run may be given another protocol)."""
 
 
 class LegalitySuite:
@@ -134,10 +146,22 @@ class LegalitySuite:
             arena = "missing"
         where = "sandbox" if self.injected is None else f"injected:{getattr(self.injected, '__qualname__', '?')}"
         settings = {"suite": self.name, "version": VERSION, "textarena": arena, "runtime": where,
-                    "judge": self.judge().fingerprint(), **self.options.model_dump()}
+                    "judge": self.judge().fingerprint(), **self.options.model_dump(exclude={"heldout"})}
         # harnesslib: what a harness may import decides its score as much as the harness does.
         sources = [Path(m.__file__) for m in (runtime, registry, textarena_env, dense, transitions, explore)]
         return fingerprint(settings, [*sources, runtime.HARNESSLIB_PATH, Path(__file__)])
 
     def evaluate(self, candidate: Candidate, tasks: Sequence[Task], seed: int) -> list[TaskResult]:
         return self.judge().evaluate(candidate, tasks, seed)
+
+    def report_stage(self, best: Candidate, report: Mapping[str, Any], ctx: EngineContext,
+                     model: Model | None) -> StageReport | None:
+        """The held-out stage on the best harness (see the module's docstring); None without ``heldout``."""
+        o = self.options
+        if o.heldout is None:
+            return None
+        player = ctx.extra.get("play_model") or (accounted_player(model, ctx.run) if model is not None else None)
+        return run_stage(o.heldout, game=o.game, mode=o.mode, step_cap=o.step_cap, best=best, run=ctx.run,
+                         play_model=player, runtime_factory=self.injected or sandbox_runtime_factory(o.call_timeout_s),
+                         library=ctx.extra.get("harness_library"), model_name=getattr(model, "name", None),
+                         on_phase=ctx.extra.get("on_phase"))

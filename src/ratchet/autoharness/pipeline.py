@@ -7,16 +7,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ratchet.autoharness.adoption import judge, verdict_of
 from ratchet.autoharness.config import AutoHarnessConfig
+from ratchet.autoharness.heldout import judge, keep_in_library, play_protocol, verdict_of
 from ratchet.autoharness.library import HarnessLibrary
-from ratchet.autoharness.protocol import ProtocolConfig, code_heldout, run_protocol
+from ratchet.autoharness.protocol import ProtocolConfig, code_heldout
 from ratchet.autoharness.report import game_report
 from ratchet.autoharness.runtime import RuntimeFactory, sandbox_runtime_factory
 from ratchet.autoharness.search import SearchResult, Synthesis
 from ratchet.contracts import Model, RatchetError
 from ratchet.envs import env_factory_for
-from ratchet.envs.recording import EpisodeRecorder
 from ratchet.models import AccountedModel, Accountant, BudgetConfig
 
 RUN_KIND = "autoharness"
@@ -113,8 +112,9 @@ def synthesize_game(
 
 def adopt(cfg: AutoHarnessConfig, run: Any, report: dict[str, Any], code: str | None, candidate_id: str | None,
           library: HarnessLibrary | None = None) -> dict[str, Any]:
-    """Judge the report's held-out sides (:mod:`ratchet.autoharness.adoption`), record the verdict
-    in the report (``report.json``), and keep the harness in the library unless the gate rejects it.
+    """Judge the report's held-out sides (:func:`ratchet.autoharness.heldout.judge`), record the
+    verdict in the report (``report.json``), and keep the harness in the library unless the verdict
+    rejects it (:func:`~ratchet.autoharness.heldout.keep_in_library`).
 
     Called again when the protocol runs after the search (a batch's second pass): a harness that
     was kept unchecked and is now rejected is withdrawn from the library."""
@@ -123,12 +123,8 @@ def adopt(cfg: AutoHarnessConfig, run: Any, report: dict[str, Any], code: str | 
     run.write_json("report.json", report)
     library = library if library is not None else HarnessLibrary(cfg.library_dir)
     score = (report.get("search") or {}).get("best_h") or 0.0
-    if code and score > 0:
-        if verdict["verdict"] == "rejected" and cfg.adoption.gate:
-            library.withdraw(cfg.env, cfg.mode, run_id=run.id)
-        else:
-            library.add(cfg.env, cfg.mode, code, score, run_id=run.id, candidate_id=candidate_id,
-                        model=report.get("model"), method=cfg.method, adoption=verdict["verdict"])
+    keep_in_library(library, verdict, cfg.env, cfg.mode, code, score, gate=cfg.adoption.gate, run_id=run.id,
+                    candidate_id=candidate_id, model=report.get("model"), method=cfg.method)
     return verdict
 
 
@@ -143,25 +139,14 @@ def evaluate_harness(
     runtime_factory: RuntimeFactory | None = None,
     on_phase: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """The held-out protocol (model with and without ``code``), kept in the run as ``protocol.json``.
+    """The held-out protocol (model with and without ``code``, :func:`ratchet.autoharness.heldout.play_protocol`),
+    kept in the run as ``protocol.json``.
 
     Separate from the search so a batch can search every game first and spend what time is left on
     the slower LLM protocol."""
-    # The protocol's games are written into the run as they are played (the Trajectories view),
-    # each labelled with the phase that played it ("baseline: legal rate", "harness: reward").
-    recorder = EpisodeRecorder(run, env_factory or env_factory_for(cfg.env), label="heldout")
-
-    def phase(name: str) -> None:
-        recorder.label = "heldout-" + name.replace(":", "").replace(" ", "-")
-        if on_phase is not None:
-            on_phase(name)
-
-    runtime_factory = runtime_factory or sandbox_runtime_factory(cfg.call_timeout_s)
-    with runtime_factory({"harness.py": code}) as runtime:
-        evaluation = run_protocol(recorder, play_model, cfg.env, cfg.mode, runtime, cfg.heldout_seeds, protocol,
-                                  on_phase=phase)
-    run.write_json("protocol.json", evaluation)
-    return evaluation
+    return play_protocol(run, code, play_model, cfg.env, cfg.mode, cfg.heldout_seeds, protocol,
+                         runtime_factory or sandbox_runtime_factory(cfg.call_timeout_s), env_factory=env_factory,
+                         on_phase=on_phase)
 
 
 def best_code(run: Any) -> tuple[str, dict[str, Any]]:

@@ -1,32 +1,13 @@
-"""Per-game reports (JSON) and the readable table over many games (markdown)."""
+"""Per-game reports (JSON) and the readable table over many games (markdown); a report's held-out
+sides (``protocol_sides``) and verdict come from :mod:`ratchet.autoharness.heldout`."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-from ratchet.autoharness.adoption import verdict_of
+from ratchet.autoharness.heldout import protocol_sides, verdict_of
 from ratchet.contracts import FORMAT_VERSION
-
-
-def protocol_sides(evaluation: dict[str, Any] | None) -> dict[str, Any]:
-    """The report's ``before``/``after``/``protocol`` fields from a :func:`run_protocol` result."""
-
-    def side(label: str) -> dict[str, Any] | None:
-        if not evaluation or label not in evaluation:
-            return None
-        part = evaluation[label]
-        return {
-            "legal_rate": part["legal"]["legal_rate"], "legal_steps": part["legal"]["steps"],
-            "losing_not_illegal": part["legal"]["losing_not_illegal"], "reward": part["reward"]["mean_reward"],
-            "reward_games": part["reward"]["games"], "play_calls": part["work"]["calls"],
-            "rejections": part["work"].get("rejections", 0), "fallbacks": part["work"].get("fallbacks", 0),
-            "illegal_reasons": part["legal"]["illegal_reasons"],
-            # Per seed / per game, in the protocol's order: the adoption verdict pairs the two sides on them.
-            "legal_per_seed": part["legal"].get("per_seed"), "reward_per_game": part["reward"].get("per_game"),
-        }
-
-    return {"before": side("baseline"), "after": side("harness"), "protocol": (evaluation or {}).get("protocol")}
 
 
 def game_report(cfg: Any, result: Any, evaluation: dict[str, Any] | None, *, run_id: str, wall_s: float, model_name: str) -> dict[str, Any]:

@@ -158,6 +158,9 @@ def _show_summary(run_id: str, summary: dict[str, Any]) -> None:
         if not report["split_untouched"]:
             console.print("note: no test split is configured, so this is the held-out split the gate's regression "
                           "bound saw; set splits.test for an untouched one")
+        stage = report.get("suite_report")
+        if stage:  # the suite's own report stage (evolve/report.py: ReportingSuite)
+            console.print(f"{stage['name']}: {stage['summary']}", markup=False, soft_wrap=True)
     if state == "waiting":
         for cand in summary.get("waiting_for", []):
             console.print(f"waiting for approval: {cand}; see it with `ratchet evolve diff {run_id} {cand}`, "

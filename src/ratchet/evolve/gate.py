@@ -22,6 +22,11 @@ proposal to reach the paired test at alpha / 2^k (the levels add up to less than
 run's chance of keeping any null change is at most alpha, for any number of proposals; k is
 counted from the run's recorded decisions, so a resumed run tests at the same levels);
 :class:`PerProposal` tests each at alpha.
+
+The paired tests themselves are one function, :func:`paired_p`, which every verdict built on the
+gate's statistics calls: the gate's own held-in test, and :func:`not_worse`, the one-sided check
+that a change does no harm over paired measurements taken after a run (a suite's report stage: the
+AutoHarness adoption verdict on the held-out protocol's two sides).
 """
 
 from __future__ import annotations
@@ -31,12 +36,65 @@ import random
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from statistics import fmean, pstdev
+from typing import Any, Literal
 
 from ratchet.contracts import Decision, TaskResult
 from ratchet.evolve.archive import per_task_means
 from ratchet.evolve.config import GateOptions
 from ratchet.evolve.context import EngineContext
 from ratchet.stats import bootstrap_p, sign_flip_p
+
+PairedTest = Literal["sign_flip", "bootstrap"]
+
+#: The one-sided paired tests of "mean difference > 0" (:mod:`ratchet.stats`), by name.
+PAIRED_TESTS = {"sign_flip": sign_flip_p, "bootstrap": bootstrap_p}
+
+
+def paired_p(diffs: Sequence[float], test: PairedTest = "sign_flip", resamples: int | None = None,
+             rng: random.Random | None = None) -> float:
+    """The one-sided p-value of "mean(diffs) > 0" under ``test``: what the gate and every verdict
+    on its statistics decide with. ``resamples`` and ``rng`` default to the test's own
+    (:func:`ratchet.stats.sign_flip_p`, :func:`ratchet.stats.bootstrap_p`)."""
+    if test not in PAIRED_TESTS:
+        raise ValueError(f"unknown paired test {test!r}: use one of {', '.join(PAIRED_TESTS)}")
+    if resamples is None:
+        return PAIRED_TESTS[test](diffs, rng=rng)
+    return PAIRED_TESTS[test](diffs, resamples, rng)
+
+
+def paired_values(before: Sequence[float | None] | None, after: Sequence[float | None] | None) -> list[tuple[float, float]]:
+    """The (before, after) pairs both sides measured, in order (a unit with no value on a side is
+    left out); none when the sides were not measured on the same units (different lengths)."""
+    if not before or not after or len(before) != len(after):
+        return []
+    return [(float(x), float(y)) for x, y in zip(before, after, strict=True) if x is not None and y is not None]
+
+
+def not_worse(before: float | None, after: float | None, before_each: Sequence[float | None] | None = None,
+              after_each: Sequence[float | None] | None = None, *, margin: float = 0.0, alpha: float = 0.05,
+              test: PairedTest = "sign_flip") -> dict[str, Any]:
+    """Whether ``after`` is worse than ``before`` by more than ``margin``: the one-sided paired test
+    of "before − after − margin > 0" over the units both measured (``before_each``/``after_each``,
+    e.g. per seed), rejecting "no harm" at p < ``alpha``. Where no outcome of so few pairs could
+    reach p < ``alpha`` (the sign-flip test's smallest p over n pairs is 2^-n), or no paired values
+    were kept, the point estimates ``before``/``after`` judge: any drop beyond the margin is harm.
+
+    Returns ``worse`` (bool), ``basis`` (``test``, ``too few pairs`` or ``point estimates``), ``n``
+    (pairs), ``worse_p`` (None unless tested) and ``record`` (what the verdict stores: the test, its
+    n, mean delta and both one-sided p-values; None when no pair was kept)."""
+    pairs = paired_values(before_each, after_each)
+    dropped = before is not None and after is not None and after < before - margin - 1e-9
+    if pairs and 0.5 ** len(pairs) >= alpha:
+        # A test would pass every change here (4 pairs: at best p = 1/16), so the point estimates judge.
+        return {"worse": dropped, "basis": "too few pairs", "n": len(pairs), "worse_p": None,
+                "record": {"test": "point estimates", "n": len(pairs), "why": f"{len(pairs)} pairs cannot reach p < {alpha}"}}
+    if pairs:
+        p_worse = paired_p([x - y - margin for x, y in pairs], test)
+        p_better = paired_p([y - x for x, y in pairs], test)
+        return {"worse": p_worse < alpha, "basis": "test", "n": len(pairs), "worse_p": p_worse,
+                "record": {"test": test, "n": len(pairs), "mean_delta": round(fmean(y - x for x, y in pairs), 4),
+                           "worse_p": round(p_worse, 4), "better_p": round(p_better, 4)}}
+    return {"worse": dropped, "basis": "point estimates", "n": 0, "worse_p": None, "record": None}
 
 
 def noise_band(results: Sequence[TaskResult]) -> float:
@@ -107,6 +165,7 @@ class PairedGate:
     """Held-in gain beyond noise with a sign-flip permutation test; guards; held-out bound."""
 
     name = "paired"
+    test: PairedTest = "sign_flip"
 
     def __init__(self, options: GateOptions, ctx: EngineContext) -> None:
         self.options = options
@@ -126,7 +185,7 @@ class PairedGate:
         return random.Random(repr((self.ctx.seed, list(diffs))))
 
     def p_value(self, diffs: Sequence[float]) -> float:
-        return sign_flip_p(diffs, self.options.resamples, self.rng(diffs))
+        return paired_p(diffs, self.test, self.options.resamples, self.rng(diffs))
 
     def smallest_accepted_flips(self, tasks: int, test_index: int = 1) -> int | None:
         """The fewest of ``tasks`` held-in tasks a child must flip from fail to pass, losing none
@@ -216,9 +275,7 @@ class BootstrapGate(PairedGate):
     """The same checks with a paired bootstrap of the held-in gain instead of sign flips."""
 
     name = "bootstrap"
-
-    def p_value(self, diffs: Sequence[float]) -> float:
-        return bootstrap_p(diffs, self.options.resamples, self.rng(diffs))
+    test: PairedTest = "bootstrap"
 
     def could_accept(self, diffs: Sequence[float], noise: float) -> bool:
         """Always: a bootstrap p-value need not fall as one task's gain rises, so no best case

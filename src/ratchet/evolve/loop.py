@@ -39,7 +39,7 @@ from ratchet.evolve.context import EngineContext
 from ratchet.evolve.evaluation import GATED_SPLITS, Evaluations, split_tasks
 from ratchet.evolve.manifest import load_manifest
 from ratchet.evolve.proposers.base import ModelProposer
-from ratchet.evolve.report import final_report
+from ratchet.evolve.report import final_report, suite_stage
 from ratchet.evolve.schedules import SCHEDULES
 from ratchet.evolve.spend import REPORT_SPEND, SpendLedger
 from ratchet.evolve.workspace import PinMismatch, StaticCheck, apply, program_key, snapshot
@@ -75,6 +75,7 @@ class Engine:
                  extra: dict[str, Any] | None = None, proposer_model: Model | None = None) -> None:
         self.config = config
         self.run = run
+        self.model = model  # unaccounted: what a suite's report stage plays with (evolve/report.py)
         self.on_event = on_event or (lambda event: None)
         self.manifest = load_manifest(config.workspace)
         self.spend = SpendLedger(config, run, model, proposer_model)
@@ -224,8 +225,13 @@ class Engine:
         report = final_report(self, reason)
         self.run.write_json("evolve/report.json", report)
         self.spend.report_done()
-        summary = {"state": status, "best": report["best"]["id"], **self.totals(),
-                   "test_gain": report["comparison"]["best_minus_original"]["mean"]}
+        totals = self.totals()  # the search's: a report stage's model calls are measurement
+        stage = suite_stage(self, report)
+        if stage is not None:
+            self.run.write_json("evolve/report.json", report)
+        summary = {"state": status, "best": report["best"]["id"], **totals,
+                   "test_gain": report["comparison"]["best_minus_original"]["mean"],
+                   **({"report_stage": stage.summary} if stage is not None else {})}
         self.run.set_status(status, summary)
         self._event(kind="finished", status=status, best=report["best"]["id"])
         return {**summary, "report": report}

@@ -19,6 +19,10 @@ Each arm has a bootstrap confidence interval over test tasks; the differences ar
 bootstraps. Proposers' claims are scored: precision = predicted flips that happened / predicted,
 recall = predicted flips that happened / all flips, per proposer, over every evaluated child.
 
+A suite may judge the best candidate its own way after the three arms (:class:`ReportingSuite`,
+e.g. the AutoHarness legality suite's held-out protocol with the model and its adoption verdict):
+:func:`suite_stage` runs it, and its :class:`StageReport` lands in the report as ``suite_report``.
+
 After a run has decided, :func:`paired_comparison` tests a candidate against the original on
 tasks or seeds measured later (a post-hoc test) with the gate's sign-flip test.
 """
@@ -28,12 +32,14 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from statistics import fmean
 from typing import Any, Protocol, runtime_checkable
 
-from ratchet.contracts import Candidate, Evaluator, Task, TaskResult
+from ratchet.contracts import Candidate, Evaluator, Model, Task, TaskResult
 from ratchet.evolve.archive import Archive, per_task_means
 from ratchet.evolve.cache import CachedEvaluator, unit_name
+from ratchet.evolve.context import EngineContext
 from ratchet.stats import bootstrap_mean_ci, sign_flip_p
 
 BEST_OF_N_SEED = 100_000  # attempts of the best-of-N arm use seeds far from the evaluation seeds
@@ -79,6 +85,41 @@ class Resamplable(Protocol):
     whose fingerprint differs, so its results are cached apart from the greedy ones."""
 
     def sampled(self, temperature: float) -> Any: ...
+
+
+@dataclass(frozen=True)
+class StageReport:
+    """What a suite's report stage found: ``summary`` is one line for people (``ratchet evolve
+    status``, the run's summary in ``ratchet runs show``, the dashboard's run page), ``detail`` the
+    suite's own JSON record of it."""
+
+    name: str
+    summary: str
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class ReportingSuite(Protocol):
+    """A suite with a report stage of its own. After the final report's arms, the engine calls
+    ``report_stage`` once with the best candidate, the report so far, the engine's context (its
+    ``run`` and ``extra``) and the run's model (unaccounted: the stage accounts its own calls, which
+    are measurement, not search). None: nothing to report for this run. The stage runs again when a
+    run killed during it is resumed (the search is not redone: its evaluations come from the
+    cache), so a long stage keeps what it finished in the run and reuses it."""
+
+    def report_stage(self, best: Candidate, report: Mapping[str, Any], ctx: EngineContext,
+                     model: Model | None) -> StageReport | None: ...
+
+
+def suite_stage(engine: Any, report: dict[str, Any]) -> StageReport | None:
+    """The run's suite's report stage on the report's best candidate (None when the suite has none,
+    or it had nothing to report); its record is added to ``report`` as ``suite_report``."""
+    if not isinstance(engine.suite, ReportingSuite):
+        return None
+    stage = engine.suite.report_stage(engine.archive.get(report["best"]["id"]), report, engine.ctx, engine.model)
+    if stage is not None:
+        report["suite_report"] = asdict(stage)
+    return stage
 
 
 def sampling_evaluator(engine: Any, temperature: float | None) -> tuple[Evaluator, float | None]:

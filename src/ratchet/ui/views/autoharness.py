@@ -11,7 +11,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
-from ratchet.autoharness.adoption import verdict_of
+from ratchet.autoharness.heldout import verdict_of
 from ratchet.autoharness.search import CHECKPOINT
 from ratchet.contracts import Failure
 from ratchet.store import Run, read_json
