@@ -1,5 +1,4 @@
-"""``ratchet autoharness`` as a configuration of the improvement engine (its default path; the
-dedicated search in ``search.py`` runs with ``--search``).
+"""``ratchet autoharness`` as a configuration of the improvement engine, its one search.
 
 :func:`engine_config` turns an :class:`AutoHarnessConfig` (one game, one harness mode, the
 method and its ideas) into an :class:`EvolveConfig`: the Thompson selector over every scored
@@ -185,8 +184,7 @@ def engine_config(cfg: AutoHarnessConfig, workspace: Path, description: str = ""
         # ended by the step count with calls left, against the search's 10 of 10).
         "iterations": cfg.iterations * len(proposers),
         "stop_at_score": 1.0,  # the search's stop at h = 1.0: every held-in game played legally
-        "budget": {"max_calls": cfg.budget.max_calls, "max_tokens": cfg.budget.max_tokens,
-                   "max_wall_s": cfg.budget.max_seconds},
+        "budget": cfg.budget.model_dump(),
         "approval": {"required": False},
     })
 

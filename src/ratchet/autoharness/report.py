@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from ratchet.autoharness.adoption import verdict_of
-from ratchet.contracts import FORMAT_VERSION
 
 
 def protocol_sides(evaluation: dict[str, Any] | None) -> dict[str, Any]:
@@ -27,20 +26,6 @@ def protocol_sides(evaluation: dict[str, Any] | None) -> dict[str, Any]:
         }
 
     return {"before": side("baseline"), "after": side("harness"), "protocol": (evaluation or {}).get("protocol")}
-
-
-def game_report(cfg: Any, result: Any, evaluation: dict[str, Any] | None, *, run_id: str, wall_s: float, model_name: str) -> dict[str, Any]:
-    """One game's outcome: search effort, and the legal rate / reward before and after."""
-    return {
-        "format_version": FORMAT_VERSION,
-        "env": cfg.env, "mode": cfg.mode, "method": cfg.method, "model": model_name, "run_id": run_id,
-        "players": (evaluation or {}).get("players"),
-        "search": {"best_h": result.best_h, "iterations": result.iterations, "llm_calls": result.calls,
-                   "tokens": result.tokens, "wall_s": round(result.wall_s, 1), "stop_reason": result.stop_reason,
-                   "nodes": result.nodes},
-        **protocol_sides(evaluation),
-        "wall_s": round(wall_s, 1),
-    }
 
 
 def failed_games(reports: dict[str, dict[str, Any]]) -> dict[str, str]:
