@@ -90,9 +90,9 @@ def test_garbage_reply_becomes_a_recorded_reason_or_a_judged_candidate(tmp_path,
 
 
 @pytest.mark.xfail(strict=True, reason="on the engine a reply without usable code is no proposal (its reason in the "
-                                       "step's event) and the next request refines a drawn parent with that parent's "
-                                       "failures: the refiner is not told what was wrong with its reply, as the removed "
-                                       "search told it")
+                                       "step's event), one without the functions a judged candidate, and the next "
+                                       "request refines a drawn parent with that parent's failures: the refiner is not "
+                                       "told what was wrong with its reply, as the removed search told it")
 @pytest.mark.parametrize("kind", TOLD)
 def test_the_refiner_is_told_what_was_wrong_with_its_reply(tmp_path, kind):
     _, _, _, model = _search(tmp_path, GARBAGE[kind], iterations=2)
