@@ -16,7 +16,7 @@ setup:
 # Two labelled rows: first the model writes the harness itself (the rules fitted to explored
 # states switched off, so they cannot write it first), then those fitted rules alone, which solve
 # TicTacToe without a model call, for comparison. Neither starts from a harness kept by earlier runs.
-# Both run on the improvement engine, the command's default (`--search`: the dedicated search).
+# Both run on the improvement engine, the command's one search.
 DEMO_CALLS ?= 8
 AUTOHARNESS := $(BIN)/ratchet autoharness --env TicTacToe-v0 --mode verifier --model local:$(MODEL) --set ideas.library_seed=false
 

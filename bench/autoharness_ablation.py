@@ -1,8 +1,10 @@
 """AutoHarness small-model ablation: which idea makes a 0.5B refiner succeed on TicTacToe-v0?
 
-Each configuration runs the search with the same model, game, seeds and call budget; then the
-best harness is checked on held-out seeds with no LLM (the code alone plays 5 seeds × 200 steps,
-and its is_legal_action labels transitions harvested from those seeds). Configurations: the
+Each configuration runs the search on the engine (``ratchet.api.synthesize_harness``, what
+``ratchet autoharness`` runs) with the same model, game, seeds and call budget; then the best
+harness is checked on held-out seeds with no LLM (the code alone plays 5 seeds × 200 steps, and its
+is_legal_action labels transitions harvested from those seeds). Rows without ``path: engine`` in the
+results ran the dedicated search, since removed: history. Configurations: the
 paper's loop (faithful), the faithful loop plus ONE idea at a time, and all ideas together;
 plus reuse of the library's harness for a similar game. ``decompose`` is off in "all ideas" (its
 default) and measured alone and on top of all ideas (``--only decompose --resume`` adds those rows).
@@ -49,68 +51,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resume", action="store_true", help="keep configurations already in the JSON")
     args = parser.parse_args(argv)
 
+    from bench.autoharness_seeds import row
+    from ratchet.api import synthesize_harness
     from ratchet.autoharness.config import AutoHarnessConfig
-    from ratchet.envs import env_factory_for
-    from ratchet.autoharness.runtime import sandbox_runtime_factory
-    from ratchet.models import load_model
-    from ratchet.store import RunStore
 
-    model = load_model(args.model, n_threads=args.threads)
-    store = RunStore(tempfile.mkdtemp(prefix="ratchet-ablation-"))
+    store = Path(tempfile.mkdtemp(prefix="ratchet-ablation-"))
     out = RESULTS / "autoharness_ablation.json"
     rows: list[dict] = json.loads(out.read_text())["rows"] if args.resume and out.exists() else []
     have = {r["config"] for r in rows}
-    env_factory = env_factory_for(args.env)
-    hints = env_factory_for(args.env, hints=True)
-    description = env_factory().game_description()
-    runtime_factory = sandbox_runtime_factory(1.0)
     for name, (method, ideas) in CONFIGS.items():
         if name in have or (args.only and not any(o in name for o in args.only)):
             continue
-        cfg = AutoHarnessConfig(env=args.env, method=method, model=args.model, iterations=args.max_calls, eval_envs=5,
-                                eval_steps=50, heldout_seeds=list(range(1000, 1005)), ideas=ideas)
+        # each configuration its own, empty library: no row starts from the harness another kept
+        cfg = AutoHarnessConfig(env=args.env, method=method, model=args.model, iterations=args.max_calls, eval_steps=50,
+                                heldout_seeds=list(range(1000, 1005)), ideas=ideas,
+                                library_dir=str(store / "libraries" / name[:40].replace("/", "-")))
         cfg.budget.max_calls = args.max_calls
-        rows.append({"config": name, "method": method, "ideas": ideas,
-                     **search_once(cfg, model, store, name, env_factory, hints, runtime_factory, description)})
+        started = time.perf_counter()
+        result = synthesize_harness(config=cfg, protocol="none", store=store / "runs", threads=args.threads)
+        rows.append({"config": name, "method": method, "ideas": ideas, "path": "engine",
+                     **row(result.report, result.run_dir), "total_wall_s": round(time.perf_counter() - started, 1)})
         print(json.dumps(rows[-1]), flush=True)
         _write(out, args, rows)
     _write(out, args, rows)
     return 0
-
-
-def search_once(cfg, model, store, name: str, env_factory, hints, runtime_factory, description: str) -> dict:
-    """One search with ``cfg``, then its best harness alone on the held-out seeds: the row fields
-    every small-model measurement reports (the seeds benchmark runs this too)."""
-    from ratchet.autoharness.protocol import code_heldout
-    from ratchet.autoharness.search import Synthesis
-
-    run = store.create_run("autoharness", cfg.model_dump(), name[:40].replace("/", "-"))
-    started = time.perf_counter()
-    search = Synthesis(cfg, model, run, env_factory, runtime_factory, description=description, hint_env_factory=hints)
-    result = search.run_search()
-    wall = time.perf_counter() - started
-    held = (code_heldout(result.best_code, env_factory, runtime_factory, cfg.heldout_seeds, 200, hint_env_factory=hints)
-            if result.best_code else {})
-    first_solved = next((h.get("call") for h in _calls(result.history) if h["h"] is not None and h["h"] >= 1.0), None)
-    row = {"best_h": result.best_h, "calls": result.calls, "calls_to_h1": first_solved, "tokens": result.tokens,
-           "wall_s": round(wall, 1), "stop": result.stop_reason, "heldout_legal_rate": held.get("legal_rate"),
-           "heldout_verifier_accuracy": held.get("verifier_accuracy"), "run": run.id}
-    row["harvest"] = search.state.get("harvest")
-    if search.decomposer is not None:  # whether the game gave ground truth for the two parts
-        row["decompose"] = {"active": search.decomposer.active, "reason": search.decomposer.reason}
-    return row
-
-
-def _calls(history: list[dict]) -> list[dict]:
-    """History entries numbered by the refiner call that produced them (library seeds: call 0;
-    repaired code: the call of the sample it was made from)."""
-    n = 0
-    out = []
-    for h in history:
-        if h.get("status") not in ("library", "repair"):
-            n += 1
-        out.append({**h, "call": n})
-    return out
 
 
 def _write(out: Path, args, rows: list[dict]) -> None:

@@ -8,16 +8,16 @@ success rate (h = 1.0 in the search, with its Wilson 95% interval) next to each 
 of the code alone.
 
 Each run is one call of :func:`ratchet.api.synthesize_harness`, what ``ratchet autoharness`` runs:
-``--path engine`` (the default, as the command's) on the improvement engine, ``--path search`` the
-dedicated search (the command's ``--search``). The held-out protocol with the model is off
+the improvement engine (path ``engine``). The held-out protocol with the model is off
 (``protocol="none"``): the held-out columns are the code alone on 5 held-out seeds × 200 steps.
 
-    python -m bench.autoharness_seeds --path engine --seeds 0 1 2 --configs default no_induce --threads 1
+    python -m bench.autoharness_seeds --seeds 0 1 2 --configs default no_induce --threads 1
 
 Writes bench/results/autoharness_seeds.json and .md after every run; ``--resume`` keeps the runs
-already there (same path, configuration and seed). Rows made before ``--path`` existed ran the
-dedicated search and read as ``search``. ``autoharness_seeds.notes.md``, when present, is kept at the
-end of the .md (what earlier runs showed, in words).
+already there (same configuration and seed). Rows of path ``search`` (and rows with no path, made
+before the column existed) ran the dedicated search, since removed: they stay in the results as
+history, beside the engine's. ``autoharness_seeds.notes.md``, when present, is kept at the end of the
+.md (what earlier runs showed, in words).
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ CONFIGS: dict[str, dict] = {
     "explain_failures": {"explain_failures": True},
     "fresh_roots+explain_failures": {"fresh_roots": True, "explain_failures": True},
 }
-PATHS = ("engine", "search")
+#: The path new rows run on; ``search`` rows in an existing results file are the removed search's.
+PATH = "engine"
 
 
 def config(env: str, model: str, name: str, seed: int, max_calls: int, library_dir: Path):
@@ -54,55 +55,43 @@ def config(env: str, model: str, name: str, seed: int, max_calls: int, library_d
     ``library_seed`` would start each seed from the harness an earlier seed kept."""
     from ratchet.autoharness.config import AutoHarnessConfig
 
-    cfg = AutoHarnessConfig(env=env, method="ratchet", model=model, iterations=8, eval_envs=5, eval_steps=50,
+    cfg = AutoHarnessConfig(env=env, method="ratchet", model=model, iterations=8, eval_steps=50,
                             search_seeds=list(range(10)), heldout_seeds=list(range(1000, 1005)), rng_seed=seed,
                             ideas=CONFIGS[name], library_dir=str(library_dir))
     cfg.budget.max_calls = max_calls
     return cfg
 
 
-def row(path: str, report: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+def row(report: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     """The table's fields from one synthesis report (and its run's record of calls)."""
     search = report["search"]
     alone = report.get("harness_alone") or {}
-    calls_to_h1, solved_by = first_solved(path, run_dir)
+    calls_to_h1, solved_by = first_solved(run_dir)
     return {"best_h": search["best_h"], "calls": search["llm_calls"], "calls_to_h1": calls_to_h1, "solved_by": solved_by,
             "tokens": search.get("tokens"), "wall_s": report["wall_s"], "stop": search["stop_reason"],
             "heldout_legal_rate": alone.get("legal_rate"), "heldout_verifier_accuracy": alone.get("verifier_accuracy"),
             "run": report["run_id"]}
 
 
-def first_solved(path: str, run_dir: Path) -> tuple[int | None, str | None]:
+def first_solved(run_dir: Path) -> tuple[int | None, str | None]:
     """The model calls spent when a harness first reached h = 1.0, and what wrote it (None, None:
-    never). On the engine, the calls of the steps up to the first whose accepted best is 1.0 and that
-    step's proposer; on the search, the refiner call that wrote it (library seeds and repaired code
-    count as the call they came from) and ``refiner``, ``repair`` or ``library or induced rules``
-    (the search labels its induced rules as library seeds)."""
+    never): the calls of the engine's steps up to the first whose accepted best is 1.0, and that
+    step's proposer."""
     import json
 
-    if path == "engine":
-        calls = 0
-        for line in (run_dir / "evolve" / "events.jsonl").read_text().splitlines():
-            event = json.loads(line)
-            if event.get("kind") == "step":
-                calls += event.get("model_calls") or 0
-                if (event.get("best") or 0.0) >= 1.0:
-                    return calls, event.get("proposer")
-        return None, None
     calls = 0
-    for h in json.loads((run_dir / "search.json").read_text()).get("history", []):
-        if h.get("status") not in ("library", "repair"):
-            calls += 1
-        if h.get("h") is not None and h["h"] >= 1.0:
-            return calls, {"library": "library or induced rules", "repair": "repair"}.get(h.get("status"), "refiner")
+    for line in (run_dir / "evolve" / "events.jsonl").read_text().splitlines():
+        event = json.loads(line)
+        if event.get("kind") == "step":
+            calls += event.get("model_calls") or 0
+            if (event.get("best") or 0.0) >= 1.0:
+                return calls, event.get("proposer")
     return None, None
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.autoharness_seeds", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--path", choices=PATHS, default="engine",
-                        help="engine: the improvement engine (ratchet autoharness's default); search: the dedicated search (--search)")
     parser.add_argument("--model", default="local:qwen2.5-coder-0.5b")
     parser.add_argument("--env", default="TicTacToe-v0")
     parser.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2, 3], help="search seeds (rng_seed) to run")
@@ -126,21 +115,18 @@ def main(argv: list[str] | None = None) -> int:
     store = args.store or Path(tempfile.mkdtemp(prefix="ratchet-seeds-"))
     rows: list[dict] = json.loads(out.read_text())["rows"] if args.resume and out.exists() else []
     for r in rows:
-        r.setdefault("path", "search")  # rows from before --path ran the dedicated search
-        if "solved_by" not in r and r.get("run") and (store / r["run"]).is_dir():  # a row from before the column
-            r["solved_by"] = first_solved(r["path"], store / r["run"])[1]
+        r.setdefault("path", "search")  # rows from before the column ran the dedicated search (removed)
     have = {(r["path"], r["config"], r["seed"]) for r in rows}
     for name in args.configs:
         for seed in args.seeds:
-            if (args.path, name, seed) in have:
+            if (PATH, name, seed) in have:
                 continue
             load_before = os.getloadavg()[0]
             cfg = config(args.env, args.model, name, seed, args.max_calls,
-                         store / "libraries" / f"{args.path}-{name}-s{seed}".replace(" ", "_"))
+                         store / "libraries" / f"{PATH}-{name}-s{seed}".replace(" ", "_"))
             started = time.perf_counter()
-            result = synthesize_harness(config=cfg, protocol="none", store=store, threads=args.threads,
-                                        on_engine=args.path == "engine")
-            rows.append({"path": args.path, "config": name, "seed": seed, **row(args.path, result.report, result.run_dir),
+            result = synthesize_harness(config=cfg, protocol="none", store=store, threads=args.threads)
+            rows.append({"path": PATH, "config": name, "seed": seed, **row(result.report, result.run_dir),
                          "total_wall_s": round(time.perf_counter() - started, 1),
                          "load": [round(load_before, 2), round(os.getloadavg()[0], 2)], "threads": args.threads})
             print(json.dumps(rows[-1]), flush=True)
@@ -175,11 +161,11 @@ def _write(args, rows: list[dict]) -> None:
         f"# AutoHarness across search seeds: {args.env}, {args.model}, at most {args.max_calls} refiner calls per search",
         "",
         "The real-model CI test's search (8 iterations, 4 samples per refinement, 5 envs × 50 steps, search seeds 0-9),",
-        "repeated with different `rng_seed`s, each one `ratchet.api.synthesize_harness` call on the engine (`engine`, the",
-        "command's default) or the dedicated search (`search`, its `--search`). Held-out = the best harness alone on 5",
-        "held-out seeds × 200 steps, and its verifier's accuracy on transitions harvested from them. Written by = what made",
-        "the first harness at h = 1 (the engine step's proposer; on the search: refiner, repair, or library or induced",
-        "rules). Load = the 1-minute load average before and after the run (2 cores shared with other jobs).",
+        "repeated with different `rng_seed`s, each one `ratchet.api.synthesize_harness` call on the engine (`engine`);",
+        "rows of path `search` ran the dedicated search, since removed, and stay as history. Held-out = the best harness",
+        "alone on 5 held-out seeds × 200 steps, and its verifier's accuracy on transitions harvested from them. Written by",
+        "= what made the first harness at h = 1 (the engine step's proposer; on the search: refiner, repair, or library or",
+        "induced rules). Load = the 1-minute load average before and after the run (2 cores shared with other jobs).",
         "",
         "| path | configuration | solved (h = 1.0) | Wilson 95% | mean best h | mean calls |",
         "|---|---|---|---|---|---|",

@@ -72,10 +72,10 @@ def main(argv: list[str] | None = None) -> int:
     out = RESULTS / f"{args.name}.json"
     before = json.loads(out.read_text()) if out.exists() else {}
     kept = committed_rows(before, store)
-    cfg = AutoHarnessConfig(model=args.model, iterations=args.iterations, eval_envs=5, eval_steps=40,
+    cfg = AutoHarnessConfig(model=args.model, iterations=args.iterations, eval_steps=40,
                             library_dir=str(Path(args.store) / "library"))
     cfg.budget.max_calls = args.max_calls
-    cfg.budget.max_seconds = args.search_seconds
+    cfg.budget.max_wall_s = args.search_seconds
     commit = _commit()  # at the start: a commit made while the chunk runs is not the code it runs
     started = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
     if not args.rewrite:
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
                                                  "batch_run": batch.id}
             for env_id in suite_ids(args.suite)]
     settings = {"suite": args.suite, "model": args.model, "method": cfg.method, "mode": cfg.mode, "max_calls": args.max_calls,
-                "iterations": args.iterations, "search_seconds": args.search_seconds, "eval_envs": cfg.eval_envs,
+                "iterations": args.iterations, "search_seconds": args.search_seconds,
                 "eval_steps": cfg.eval_steps, "protocol": args.protocol, "threads": args.threads, "batch_run": batch.id}
     chunks = before.get("chunks", []) + ([{"started": started, "commit": commit, "minutes": args.minutes}] if not args.rewrite else [])
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -155,7 +155,7 @@ def markdown(settings: dict[str, Any], chunks: list[dict[str, Any]], rows: list[
         f"- {len(done)} of {len(rows)} games run, {len(solved)} of them at h = 1.0; "
         f"not run yet: {sum(r['status'] == 'not run yet' for r in rows)}, failed to run: {sum(r['status'] == 'failed' for r in rows)}",
         f"- per game: {settings['max_calls']} refiner calls, {settings['iterations']} iterations, {settings['search_seconds']:.0f} s of search, "
-        f"candidates judged on {settings['eval_envs']} envs x {settings['eval_steps']} steps (seeds 0-9), method {settings['method']}, "
+        f"candidates judged on one env per seed x {settings['eval_steps']} steps (seeds 0-9), method {settings['method']}, "
         f"mode {settings['mode']}, {settings['threads']} thread; batch run {settings['batch_run']} in the run store passed as --store"
         + (f"; rows marked † are carried over from earlier batch runs ({', '.join(sorted(carried))}) whose store is not the one "
            "passed: measured then, at the commit named, and not run again" if carried else ""),

@@ -63,7 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from ratchet.autoharness.config import AutoHarnessConfig
-    from ratchet.autoharness.pipeline import accounted, open_or_create, synthesize_game
+    from ratchet.autoharness.engine import synthesize_on_engine
+    from ratchet.autoharness.pipeline import accounted, open_or_create
     from ratchet.models import load_model
     from ratchet.autoharness.protocol import ProtocolConfig
     from ratchet.autoharness.report import markdown_table
@@ -116,16 +117,16 @@ def main(argv: list[str] | None = None) -> int:
             continue
         started = time.perf_counter()
         cfg = AutoHarnessConfig(env=env_id, mode=args.mode, method=args.method, model=args.model, iterations=args.iterations,
-                                eval_envs=5, eval_steps=40, library_dir=library)
+                                eval_steps=40, library_dir=library)
         cfg.budget.max_calls = args.max_calls
-        cfg.budget.max_seconds = args.search_seconds
+        cfg.budget.max_wall_s = args.search_seconds
         try:
             run, cfg = open_or_create(store, cfg, None, f"bench-{env_id}")
             print(f"[{time.strftime('%H:%M:%S')}] {env_id}: run {run.id}", flush=True)
             with_llm = (args.protocol_games is None or env_id in args.protocol_games) and not args.protocol_last
-            report = synthesize_game(cfg, accounted(model, run), run, protocol=protocol if with_llm else None, play_model=model,
-                                     on_progress=lambda info: print(f"  {info}", flush=True),
-                                     on_phase=lambda p: print(f"  phase {p}", flush=True))
+            report = synthesize_on_engine(cfg, model, run, protocol=protocol if with_llm else None,
+                                          play_model=accounted(model, run, "autoharness.heldout"),
+                                          on_phase=lambda p: print(f"  phase {p}", flush=True))
         except Exception as exc:  # record and continue: one broken game must not end the table
             report = {"env": env_id, "status": "not run", "reason": f"{type(exc).__name__}: {exc}"[:160]}
         report["bench_wall_s"] = round(time.perf_counter() - started, 1)

@@ -167,7 +167,7 @@ def game_costs(root: Path) -> dict:
     """One whole-game synthesis job (scripted refiner, small): the worker's time for the game, and
     the driver's time to keep its result (write the run directory, re-index it, replay the library)."""
     store = RunStore(root / "runs")
-    cfg = AutoHarnessConfig(model="scripted:", method="faithful", iterations=3, eval_envs=1, eval_steps=20,
+    cfg = AutoHarnessConfig(model="scripted:", method="faithful", iterations=3, eval_steps=20,
                             search_seeds=[0, 1], heldout_seeds=[7], rng_seed=3, library_dir=str(root / "lib"))
     cfg.budget.max_calls = 3
     cfg = cfg.model_copy(update={"env": "TicTacToe-v0"})

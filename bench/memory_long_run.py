@@ -1,7 +1,7 @@
 """Memory of a long scripted run: RSS sampled over a long AutoHarness search and over a long stream
 of run-store writes, with the slope of a least-squares line through the samples after warm-up.
 
-The search is the real one (TextArena TicTacToe, every candidate in its own bubblewrap sandbox,
+The search is the real one, on the engine (TextArena TicTacToe, every candidate in its own bubblewrap sandbox,
 every candidate and evaluation written to a run store) with a scripted refiner that never
 solves the game, so it runs every iteration. The store part appends trajectory and step records
 (the writers buffer nothing). The baseline is the RSS right after warm-up in the same run; the
@@ -19,10 +19,8 @@ import time
 from pathlib import Path
 
 from bench._results import write_json, write_markdown
-from ratchet.autoharness.config import AutoHarnessConfig, BudgetSettings
-from ratchet.envs import env_factory_for
-from ratchet.autoharness.runtime import sandbox_runtime_factory
-from ratchet.autoharness.search import Synthesis
+from ratchet.autoharness.config import AutoHarnessConfig
+from ratchet.autoharness.engine import game_description, run_on_engine
 from ratchet.models import ScriptedModel
 from ratchet.sandbox import isolation_report
 from ratchet.store import RunStore
@@ -54,21 +52,20 @@ def harness(n: int) -> str:
 def search_part(iterations: int, root: Path) -> dict:
     counter = iter(range(1, 10**9))
     model = ScriptedModel(lambda messages: harness(next(counter)))
-    cfg = AutoHarnessConfig(method="faithful", iterations=iterations, eval_envs=2, eval_steps=20,
-                            search_seeds=[0, 1], heldout_seeds=[50], rng_seed=1,
-                            budget=BudgetSettings(max_calls=iterations + 10, max_tokens=10**9, max_seconds=10**6))
+    cfg = AutoHarnessConfig(method="faithful", iterations=iterations, eval_steps=20, search_seeds=[0, 1],
+                            heldout_seeds=[50], rng_seed=1, library_dir=str(root / "library"),
+                            budget={"max_calls": iterations + 10, "max_tokens": 10**9, "max_wall_s": 10**6})
     run = RunStore(root / "runs").create_run("autoharness", cfg.model_dump(), "memory")
     samples: list[tuple[float, float]] = []
 
-    def progress(info: dict) -> None:
-        samples.append((float(info["iteration"]), float(rss_kib())))
+    def progress(event: dict) -> None:
+        if event.get("kind") == "step":
+            samples.append((float(len(samples) + 1), float(rss_kib())))
 
     started = time.perf_counter()
-    search = Synthesis(cfg, model, run, env_factory_for(cfg.env), sandbox_runtime_factory(cfg.call_timeout_s),
-                       on_progress=progress)
-    result = search.run_search()
+    summary = run_on_engine(cfg, model, run, description=game_description(cfg.env), on_event=progress)
     return _summary(samples, "iteration", time.perf_counter() - started,
-                    {"iterations": result.iterations, "stop": result.stop_reason, "nodes": len(search.tree.nodes)})
+                    {"iterations": len(samples), "stop": summary["state"], "nodes": len(run.candidates())})
 
 
 def store_part(records: int, root: Path) -> dict:

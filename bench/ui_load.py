@@ -28,7 +28,7 @@ import httpx
 import uvicorn
 
 from bench._results import write_json, write_markdown
-from ratchet.autoharness.search import CHECKPOINT, KIND
+from ratchet.autoharness.pipeline import SEARCH_CHECKPOINT as CHECKPOINT
 from ratchet.contracts import Candidate, Decision, EpisodeSummary, Evaluation, Failure, LLMCall, StepRecord, TaskResult
 from ratchet.evolve.archive import Archive, claim_check, per_task_means
 from ratchet.evolve.loop import EVENTS
@@ -40,6 +40,9 @@ from ratchet.store import RunStore
 from ratchet.ui import UIConfig, create_app
 
 CHROMIUM = Path("/usr/bin/chromium")
+#: The candidate kind and checkpoint of a run of the dedicated search (removed): the AutoHarness view
+#: still draws such runs' trees, so the big run is written in their shape.
+KIND = "autoharness.harness"
 BOARD = "[GAME] Current Board:\n\n 0 | 1 | X \n---+---+---\n 3 | O | 5 \n---+---+---\n 6 | 7 | 8 \n"
 CODE = "import random\n\n" + "\n".join(f"def helper_{i}(board):\n    return board.count('{i}')\n" for i in range(30))
 

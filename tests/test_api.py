@@ -12,7 +12,7 @@ from ratchet.config import ConfigError
 from ratchet.contracts import RatchetError
 from ratchet.store import RunStore
 
-QUICK = ["eval_envs=1", "eval_steps=5", "search_seeds=[0]", "heldout_seeds=[9]"]
+QUICK = ["eval_steps=5", "search_seeds=[0]", "heldout_seeds=[9]"]
 
 
 def test_synthesize_harness_makes_a_run_and_returns_its_report(tmp_path: Path) -> None:
@@ -26,7 +26,7 @@ def test_synthesize_harness_makes_a_run_and_returns_its_report(tmp_path: Path) -
 
 def test_a_config_object_takes_the_keyword_fields_and_refuses_overrides(tmp_path: Path) -> None:
     cfg = AutoHarnessConfig.model_validate({"library_dir": str(tmp_path / "lib"), "search_seeds": [0], "heldout_seeds": [9],
-                                            "eval_envs": 1, "eval_steps": 5})
+                                            "eval_steps": 5})
     result = api.synthesize_harness(config=cfg, model="scripted:", method="faithful", max_calls=1, iterations=1,
                                     protocol="none", store=tmp_path / "runs")
     saved = RunStore(tmp_path / "runs").open_run(result.run_id).config

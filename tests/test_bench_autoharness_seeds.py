@@ -1,12 +1,14 @@
-"""The seeds bench: one ``ratchet.api.synthesize_harness`` call per run on the path asked for, its
-library the run's own, rows keyed by path (the search's rows stay beside the engine's), and the
-first call at h = 1 read from each path's own record."""
+"""The seeds bench: one ``ratchet.api.synthesize_harness`` call per run, on the engine, its library
+the run's own, rows keyed by path (the removed search's rows stay beside the engine's as history),
+and the first call at h = 1 read from the engine's events."""
 
 from __future__ import annotations
 
 import json
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # bench/ is a package of the checkout
@@ -26,15 +28,8 @@ def _engine_run(run_dir: Path, steps: list[tuple[int, float]], proposers: list[s
 def test_first_solved_counts_the_engines_calls_up_to_the_first_step_at_one(tmp_path):
     _engine_run(tmp_path / "a", [(4, 0.5), (0, 0.6), (4, 1.0), (4, 1.0)], proposers=["refiner", "rules", "critic", "x"])
     _engine_run(tmp_path / "b", [(4, 0.5), (4, 0.9)])
-    assert seeds.first_solved("engine", tmp_path / "a") == (8, "critic")
-    assert seeds.first_solved("engine", tmp_path / "b") == (None, None)
-
-
-def test_first_solved_on_the_search_counts_refiner_calls_not_repairs(tmp_path):
-    history = [{"status": "ok", "h": 0.2}, {"status": "repair", "h": 0.4}, {"status": "ok", "h": 0.5},
-               {"status": "repair", "h": 1.0}]
-    (tmp_path / "search.json").write_text(json.dumps({"history": history}))
-    assert seeds.first_solved("search", tmp_path) == (2, "repair")
+    assert seeds.first_solved(tmp_path / "a") == (8, "critic")
+    assert seeds.first_solved(tmp_path / "b") == (None, None)
 
 
 def test_summary_gives_wilson_intervals_per_path_and_configuration():
@@ -48,35 +43,31 @@ def test_summary_gives_wilson_intervals_per_path_and_configuration():
     assert search["wilson95"][0] < 0.5 < search["wilson95"][1]
 
 
-def test_main_runs_each_seed_through_the_api_on_its_path_and_keeps_other_paths_rows(tmp_path, monkeypatch):
+def test_main_runs_each_seed_through_the_api_on_the_engine_and_keeps_the_search_rows(tmp_path, monkeypatch):
     calls = []
 
-    def synthesize(*, config, protocol, store, threads, on_engine):
-        calls.append({"seed": config.rng_seed, "on_engine": on_engine, "induce": config.ideas.induce,
+    def synthesize(*, config, protocol, store, threads):
+        calls.append({"seed": config.rng_seed, "induce": config.ideas.induce,
                       "library": config.library_dir, "protocol": protocol, "max_calls": config.budget.max_calls})
-        run_dir = Path(store) / f"run-{config.rng_seed}-{on_engine}"
-        if on_engine:
-            _engine_run(run_dir, [(4, 1.0 if config.rng_seed else 0.5)])
-        else:
-            run_dir.mkdir(parents=True)
-            (run_dir / "search.json").write_text(json.dumps({"history": [{"status": "ok", "h": 1.0}]}))
+        run_dir = Path(store) / f"run-{config.rng_seed}"
+        _engine_run(run_dir, [(4, 1.0 if config.rng_seed else 0.5)])
         report = {"search": {"best_h": 1.0 if config.rng_seed else 0.5, "llm_calls": 4, "tokens": 10,
                              "stop_reason": "done"},
                   "harness_alone": {"legal_rate": 1.0, "verifier_accuracy": 0.9}, "wall_s": 1.0, "run_id": run_dir.name}
         return HarnessResult(run_dir.name, run_dir, report)
 
     monkeypatch.setattr("ratchet.api.synthesize_harness", synthesize)
+    # a row of the removed search, from before the path column: history, kept as it is
     old = {"rows": [{"config": "no_induce", "seed": 0, "best_h": 1.0, "calls": 4, "calls_to_h1": 4, "wall_s": 9.0,
-                     "stop": "solved", "heldout_legal_rate": 1.0, "heldout_verifier_accuracy": 1.0, "run": "old"}]}
-    (tmp_path / "store" / "old").mkdir(parents=True)  # a row from before the written-by column, its run still stored
-    (tmp_path / "store" / "old" / "search.json").write_text(json.dumps({"history": [{"status": "library", "h": 1.0}]}))
+                     "stop": "solved", "heldout_legal_rate": 1.0, "heldout_verifier_accuracy": 1.0, "run": "old",
+                     "solved_by": "library or induced rules"}]}
     (tmp_path / "seeds.json").write_text(json.dumps(old))
     (tmp_path / "seeds.notes.md").write_text("## Earlier runs\n")
-    argv = ["--path", "engine", "--configs", "no_induce", "--seeds", "0", "1", "--name", "seeds", "--out", str(tmp_path),
+    argv = ["--configs", "no_induce", "--seeds", "0", "1", "--name", "seeds", "--out", str(tmp_path),
             "--store", str(tmp_path / "store"), "--resume", "--max-calls", "24"]
     assert seeds.main(argv) == 0
     assert [c["seed"] for c in calls] == [0, 1]
-    assert all(c["on_engine"] and c["induce"] is False and c["protocol"] == "none" and c["max_calls"] == 24 for c in calls)
+    assert all(c["induce"] is False and c["protocol"] == "none" and c["max_calls"] == 24 for c in calls)
     assert calls[0]["library"] != calls[1]["library"]  # each run its own library: no seed starts from another's harness
     data = json.loads((tmp_path / "seeds.json").read_text())
     assert [(r["path"], r["seed"]) for r in data["rows"]] == [("search", 0), ("engine", 0), ("engine", 1)]
@@ -87,7 +78,7 @@ def test_main_runs_each_seed_through_the_api_on_its_path_and_keeps_other_paths_r
     md = (tmp_path / "seeds.md").read_text()
     assert "| engine | no_induce | 1/2 |" in md and md.rstrip().endswith("## Earlier runs")
 
-    assert seeds.main([*argv, "--path", "search"]) == 0  # the search's rows are a key of their own
-    assert [c["on_engine"] for c in calls[2:]] == [False]  # seed 0 on the search is there already; seed 1 runs
-    last = json.loads((tmp_path / "seeds.json").read_text())["rows"][-1]
-    assert (last["path"], last["seed"], last["calls_to_h1"], last["solved_by"]) == ("search", 1, 1, "refiner")
+    assert seeds.main(argv) == 0 and len(calls) == 2  # resumed: every engine row is there already
+    with pytest.raises(SystemExit) as refused:  # the dedicated search is no path to run any more
+        seeds.main([*argv, "--path", "search"])
+    assert refused.value.code == 2 and len(calls) == 2

@@ -226,19 +226,20 @@ def synthesize_harness(env: str | None = None, *, model: str | None = None, mode
                        config: str | Path | AutoHarnessConfig | None = None, overrides: Iterable[str] = (),
                        protocol: str = "quick", protocol_overrides: Iterable[str] = (),
                        store: str | Path | None = None, resume: str | None = None, threads: int | None = None,
-                       on_progress: EventHandler | None = None,
-                       on_phase: Callable[[str], None] | None = None, on_engine: bool = True) -> HarnessResult:
+                       on_phase: Callable[[str], None] | None = None) -> HarnessResult:
     """Let a model write the harness for one TextArena game (``ratchet autoharness --env ENV``).
 
     ``env``, ``model``, ``mode`` (verifier | filter | policy), ``method`` (faithful | ratchet),
     ``iterations`` and ``max_calls`` set the matching :class:`~ratchet.autoharness.config.AutoHarnessConfig`
     fields over ``config`` (a YAML file or an object) and ``overrides`` (``key=value``). ``protocol``
     sizes the held-out check (:data:`PROTOCOLS`, or ``none``). ``resume`` continues a run by id with
-    the config it started with. The synthesis runs on the improvement engine
-    (:mod:`ratchet.autoharness.engine`); ``on_engine=False`` runs the dedicated search instead
-    (``on_progress`` hears its iterations). The best harness is exported with ``ratchet autoharness export``."""
+    the config it started with (a run the dedicated search started, before the engine became the
+    one search, is refused with the fix). The synthesis runs on the improvement engine
+    (:mod:`ratchet.autoharness.engine`); ``on_phase`` hears its phases. The best harness is exported
+    with ``ratchet autoharness export``."""
     from ratchet.autoharness.config import AutoHarnessConfig
-    from ratchet.autoharness.pipeline import accounted, open_or_create, searched, synthesize_game
+    from ratchet.autoharness.engine import synthesize_on_engine
+    from ratchet.autoharness.pipeline import accounted, open_or_create, refuse_search_run
     from ratchet.config import load_config
     from ratchet.store import RunStore
 
@@ -250,19 +251,16 @@ def synthesize_harness(env: str | None = None, *, model: str | None = None, mode
     else:
         cfg = load_config(AutoHarnessConfig, config, sets)
     proto = protocol_config(protocol, protocol_overrides)
-    run, cfg = open_or_create(RunStore(store), cfg, resume)
+    run_store = RunStore(store)
+    if resume:
+        refuse_search_run(run_store.open_run(resume))  # before the run is marked running again
+    run, cfg = open_or_create(run_store, cfg, resume)
     with run.marks_failure():  # a model that does not load, or a bug, marks the run failed with why
         from ratchet.models import load_model
 
         llm = load_model(cfg.model, threads=threads)
         player = accounted(llm, run, "autoharness.heldout")  # the held-out games' calls are the run's too
-        if on_engine and not searched(run):  # a run the search started carries on by the search
-            from ratchet.autoharness.engine import synthesize_on_engine
-
-            report = synthesize_on_engine(cfg, llm, run, protocol=proto, play_model=player, on_phase=on_phase)
-        else:
-            report = synthesize_game(cfg, accounted(llm, run), run, protocol=proto, play_model=player,
-                                     on_progress=on_progress, on_phase=on_phase)
+        report = synthesize_on_engine(cfg, llm, run, protocol=proto, play_model=player, on_phase=on_phase)
     return HarnessResult(run.id, run.dir, report)
 
 

@@ -20,12 +20,21 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from resume_worker import version  # noqa: E402
+from fakes import GOOD  # noqa: E402
 
 import ratchet.models  # noqa: E402
 from ratchet.cli import main  # noqa: E402
 from ratchet.models import ScriptedModel  # noqa: E402
 from ratchet.store.files import append_jsonl  # noqa: E402
+
+
+def version(n: int) -> str:
+    """Harness version n: accepts everything and proposes cells in a fixed order from cell n % 9,
+    so different versions reach different legal rates; version 6 is correct."""
+    if n >= 6:
+        return GOOD + "# v6\n"
+    return (f"# v{n}\nimport random\n\ndef propose_action(board):\n    return '[' + str(({n} + random.randint(0, {n})) % 9) + ']'\n\n"
+            "def is_legal_action(board, action):\n    return True\n")
 
 
 def endpoint(ledger: Path) -> ScriptedModel:

@@ -1,13 +1,11 @@
-"""Small in-test stand-ins: a TicTacToe env with TextArena's text, an in-memory run, and
-harness code samples (correct, subtly wrong, broken)."""
+"""Small in-test stand-ins: a TicTacToe env with TextArena's text, harness code samples (correct,
+subtly wrong, broken), and a synthesis on the engine with a scripted refiner."""
 
 from __future__ import annotations
 
-import copy
 import random
 from typing import Any
 
-from ratchet.autoharness.tree import Tree
 from ratchet.contracts import Observation, StepResult
 
 RULES = (
@@ -125,48 +123,6 @@ class FakePigDice:
         pass
 
 
-class MemoryRun:
-    """The run-store surface the search writes to, in memory (checkpoints deep-copied)."""
-
-    def __init__(self) -> None:
-        self.cands: dict[str, Any] = {}
-        self.status: dict[str, tuple[str, float | None]] = {}
-        self.evals: list[Any] = []
-        self.ckpt: dict[str, Any] = {}
-        self.logs: dict[str, list[dict[str, Any]]] = {}
-        self.run_status: tuple[str, dict[str, Any] | None] = ("running", None)
-
-    def add_candidate(self, candidate, status="proposed"):
-        if candidate.id not in self.cands:
-            self.cands[candidate.id] = candidate
-            self.status[candidate.id] = (status, None)
-
-    def set_candidate_status(self, candidate_id, status, score=None):
-        self.status[candidate_id] = (status, score)
-
-    def add_evaluation(self, evaluation):
-        self.evals.append(evaluation)
-
-    def checkpoint(self, name, obj):
-        import json
-
-        self.ckpt[name] = json.loads(json.dumps(obj))
-
-    def load_checkpoint(self, name):
-        return copy.deepcopy(self.ckpt.get(name))
-
-    def append_jsonl(self, relpath, record):
-        import json
-
-        self.logs.setdefault(relpath, []).append(json.loads(json.dumps(record)))
-
-    def read_jsonl(self, relpath):
-        return copy.deepcopy(self.logs.get(relpath, []))
-
-    def set_status(self, status, summary=None):
-        self.run_status = (status, summary)
-
-
 GOOD = '''import random
 from harnesslib import current_board, parse_grid, cells, action_value
 
@@ -224,10 +180,26 @@ def fenced(code: str) -> str:
     return "Here is the code:\n```python\n" + code + "```\n"
 
 
-def make_tree() -> Tree:
-    """root (h 0.2) with two children, a (0.9) and b (0.5): the tree the selection tests draw on."""
-    tree = Tree()
-    tree.add("root", None, 0.2)
-    tree.add("a", "root", 0.9)
-    tree.add("b", "root", 0.5)
-    return tree
+def synthesized(tmp_path: Any, env_id: str, reply: str, **fields: Any) -> tuple[dict[str, Any], Any, Any, str, float]:
+    """One synthesis on the engine of the real ``env_id`` (harness code run in-process), every
+    refiner call answered with ``reply``; the ratchet method with one sample a step and none of the
+    ideas that write a harness without the model (library seed, fitted rules, repair, autofix: the
+    model's answer is what is tested), 30 steps a game. Returns (the engine's summary, the
+    run, the scripted model, the best harness, its held-in h)."""
+    from ratchet.autoharness.config import AutoHarnessConfig
+    from ratchet.autoharness.engine import game_description, run_on_engine
+    from ratchet.autoharness.runtime import InProcessHarness
+    from ratchet.evolve.archive import Archive
+    from ratchet.models import ScriptedModel
+    from ratchet.store import RunStore
+
+    ideas = {"samples_per_step": 1, "library_seed": False, "induce": False, "repair": False, "autofix": False,
+             **fields.pop("ideas", {})}
+    cfg = AutoHarnessConfig.model_validate({"env": env_id, "model": "scripted:", "method": "ratchet", "iterations": 1, "eval_steps": 30,
+                                            "library_dir": str(tmp_path / "lib"), "ideas": ideas, **fields})
+    run = RunStore(tmp_path / "runs").create_run("autoharness", cfg.model_dump(), env_id)
+    model = ScriptedModel([reply], cycle=True)
+    summary = run_on_engine(cfg, model, run, description=game_description(env_id), extra={"harness_runtime": InProcessHarness})
+    archive = Archive(run)
+    best = summary["report"]["best"]["id"]
+    return summary, run, model, archive.get(best).files["harness.py"], archive.score(best, "heldin")

@@ -5,14 +5,17 @@ repair, one mutant at a time, cannot find)."""
 
 from __future__ import annotations
 
-from fakes import PIG_RULES, FakePigDice, MemoryRun
+import pytest
+from fakes import PIG_RULES
 
 from ratchet.autoharness.config import AutoHarnessConfig
+from ratchet.autoharness.engine import run_on_engine
 from ratchet.autoharness.runtime import InProcessHarness
-from ratchet.autoharness.search import Synthesis
+from ratchet.evolve.archive import Archive
 from ratchet.envs.grammar import infer_grammar
 from ratchet.evolve.proposers.mutation import fixed
 from ratchet.models import ScriptedModel
+from ratchet.store import RunStore
 
 # What the 0.5B wrote for Pig Dice at every call of a stuck search (h 0.5, code alone 0 legal).
 SLIP = '''def propose_action(board: str) -> str:
@@ -76,37 +79,29 @@ BOTH = SLIP.replace("if not action in ['roll', 'hold']: return True", "if action
 BARE = 'import numpy as np\n\ndef propose_action(board):\n    return ["roll", "hold"][np.random.choice(2)]\n\ndef is_legal_action(board, action):\n    return action in ["roll", "hold"]\n'
 
 
-def config(**ideas) -> AutoHarnessConfig:
-    cfg = AutoHarnessConfig(env="PigDice-v0", method="ratchet", eval_envs=3, eval_steps=30, iterations=2, search_seeds=[0, 1, 2],
-                            heldout_seeds=[100, 101], transitions_per_seed=20,
-                            ideas={"samples_per_step": 1, "library_seed": False, "induce": False, **ideas})
+def synthesize(tmp_path, code: str, **ideas):
+    """PigDice on the engine (the real game), every refiner reply the same slip; the fitted rules off."""
+    cfg = AutoHarnessConfig(env="PigDice-v0", model="scripted:", method="ratchet", eval_steps=30, iterations=6,
+                            search_seeds=list(range(12)), heldout_seeds=[100], transitions_per_seed=20,
+                            library_dir=str(tmp_path / "lib"),
+                            # the reply is a whole harness: no one-function template to build it into
+                            ideas={"samples_per_step": 1, "library_seed": False, "induce": False, "scaffold": False,
+                                   **ideas})
     cfg.budget.max_calls = 3
-    return cfg
+    run = RunStore(tmp_path / "runs").create_run("autoharness", {}, "pig")
+    model = ScriptedModel(["```python\n" + code + "```"], cycle=True)
+    summary = run_on_engine(cfg, model, run, description=PIG_RULES, extra={"harness_runtime": InProcessHarness})
+    archive = Archive(run)
+    best = archive.get(summary["report"]["best"]["id"])
+    return summary, archive, best, archive.score(best.id, "heldin")
 
 
-def search(cfg, run, code: str) -> Synthesis:
-    return Synthesis(cfg, ScriptedModel(["```python\n" + code + "```"], cycle=True), run, lambda: FakePigDice(), InProcessHarness,
-                     hint_env_factory=lambda: FakePigDice(hints=True), description=PIG_RULES)
-
-
-def judged(run) -> dict[str, float]:
-    """Each judged candidate's origin ("model" for a sample) and its h."""
-    state = run.ckpt["autoharness"]
-    return {str(run.cands[h["candidate"]].meta.get("origin", "model")): h["h"] for h in state["history"] if h["h"] is not None}
-
-
-def test_the_search_solves_the_pig_dice_slips_only_with_autofix():
-    both = "autofix: `import numpy as np` added; 'hold' → '[hold]'; 'roll' → '[roll]'"
-    run = MemoryRun()
-    result = search(config(), run, BOTH).run_search()
-    assert result.best_h == 1.0 and result.calls == 1
-    h = judged(run)
-    assert (h["model"], h[both]) == (0.0, 1.0)
-    assert fixed(BOTH, SPELLED).code == run.ckpt["autoharness"]["codes"][result.best_id]
-    run = MemoryRun()
-    result = search(config(), run, BARE).run_search()
-    h = judged(run)
-    assert result.best_h == 1.0 and h["model"] < 1.0 and h["autofix: 'hold' → '[hold]'; 'roll' → '[roll]'"] == 1.0
-    for code in (BOTH, BARE):  # off: three calls of the same slip, never a legal move
-        off = search(config(autofix=False), MemoryRun(), code).run_search()
-        assert off.best_h < 1.0 and off.calls == 3
+@pytest.mark.parametrize("code", [BOTH, BARE], ids=["both", "bare"])
+def test_the_engine_solves_the_pig_dice_slips_only_with_autofix(tmp_path, code):
+    summary, archive, best, h = synthesize(tmp_path / "on", code)
+    assert h == 1.0 and best.meta.get("proposer") == "autofix"
+    parent = archive.get(best.parent_id)
+    assert parent.meta.get("proposer") not in (None, "autofix") and archive.score(parent.id, "heldin") < 1.0  # the model's slip
+    assert best.files["harness.py"] == fixed(parent.files["harness.py"], SPELLED).code
+    off, _, _, h_off = synthesize(tmp_path / "off", code, autofix=False)  # off: three calls of the same slip
+    assert h_off < 1.0 and off["model_calls"] == 3

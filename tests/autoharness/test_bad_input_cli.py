@@ -27,7 +27,7 @@ FULL = (
     "files.write_bytes_atomic = refused\n"
 )
 QUICK = ["--model", "scripted:", "--method", "faithful", "--iterations", "1", "--protocol", "none",
-         "--set", "eval_envs=1", "--set", "eval_steps=5", "--set", "search_seeds=[0]", "--set", "heldout_seeds=[9]"]
+         "--set", "eval_steps=5", "--set", "search_seeds=[0]", "--set", "heldout_seeds=[9]"]
 
 
 def _ratchet(tmp_path: Path, *args: str, prelude: str = "", env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

@@ -12,7 +12,7 @@ GAMES = ["TicTacToe-v0", "Bandit-v0"]
 
 def test_batch_reports_every_game_and_resume_runs_nothing_twice(tmp_path):
     store = RunStore(tmp_path / "runs")
-    cfg = AutoHarnessConfig(model="scripted:", iterations=1, eval_envs=1, eval_steps=4, search_seeds=[0],
+    cfg = AutoHarnessConfig(model="scripted:", iterations=1, eval_steps=4, search_seeds=[0],
                             heldout_seeds=[7], library_dir=str(tmp_path / "lib"))
     cfg.budget.max_calls = 1
     state = run_suite("autoharness-145", cfg, store, None, games=GAMES)
@@ -30,7 +30,7 @@ def test_batch_reports_every_game_and_resume_runs_nothing_twice(tmp_path):
 
 def test_the_same_command_on_the_same_store_carries_on_with_an_unfinished_batch(tmp_path, capsys):
     store = RunStore(tmp_path / "runs")
-    cfg = AutoHarnessConfig(model="scripted:", iterations=1, eval_envs=1, eval_steps=4, search_seeds=[0],
+    cfg = AutoHarnessConfig(model="scripted:", iterations=1, eval_steps=4, search_seeds=[0],
                             heldout_seeds=[7], library_dir=str(tmp_path / "lib"))
     cfg.budget.max_calls = 1
     first = run_suite("autoharness-145", cfg, store, None, games=GAMES)
@@ -60,7 +60,7 @@ def untimed(value):
 def test_on_a_pool_each_game_is_one_job_and_the_results_equal_the_in_process_batch(tmp_path):
     def content(root, executor):
         store = RunStore(root / "runs")
-        cfg = AutoHarnessConfig(model="scripted:", iterations=1, eval_envs=1, eval_steps=4, search_seeds=[0],
+        cfg = AutoHarnessConfig(model="scripted:", iterations=1, eval_steps=4, search_seeds=[0],
                                 heldout_seeds=[7], library_dir=str(root / "lib"))
         cfg.budget.max_calls = 1
         state = run_suite("autoharness-145", cfg, store, None, games=GAMES, executor=executor)
@@ -86,7 +86,7 @@ class _LosesOneGame:
 
 def test_a_game_given_up_by_the_executor_is_recorded_failed_and_the_batch_goes_on(tmp_path):
     store = RunStore(tmp_path / "runs")
-    cfg = AutoHarnessConfig(model="scripted:", iterations=1, eval_envs=1, eval_steps=4, search_seeds=[0],
+    cfg = AutoHarnessConfig(model="scripted:", iterations=1, eval_steps=4, search_seeds=[0],
                             heldout_seeds=[7], library_dir=str(tmp_path / "lib"))
     cfg.budget.max_calls = 1
     state = run_suite("autoharness-145", cfg, store, None, games=GAMES, executor=_LosesOneGame())
@@ -101,7 +101,7 @@ def test_a_game_given_up_by_the_executor_is_recorded_failed_and_the_batch_goes_o
 
 def test_a_batch_stopped_after_its_time_starts_no_new_game_and_carries_on_later(tmp_path):
     store = RunStore(tmp_path / "runs")
-    cfg = AutoHarnessConfig(model="scripted:", iterations=1, eval_envs=1, eval_steps=4, search_seeds=[0],
+    cfg = AutoHarnessConfig(model="scripted:", iterations=1, eval_steps=4, search_seeds=[0],
                             heldout_seeds=[7], library_dir=str(tmp_path / "lib"))
     cfg.budget.max_calls = 1
     first = run_suite("autoharness-145", cfg, store, None, games=GAMES, stop_after_s=0.0)
@@ -112,14 +112,20 @@ def test_a_batch_stopped_after_its_time_starts_no_new_game_and_carries_on_later(
     assert list(later["reports"]) == GAMES and store.open_run(batch_id).status()["status"] == "done"
 
 
-def test_games_run_on_the_engine_and_by_the_search_only_when_asked(tmp_path):
+def test_games_run_on_the_engine_and_a_game_the_removed_search_started_is_reported_not_run(tmp_path):
+    from ratchet.autoharness.batch import synthesize_or_report
+
     store = RunStore(tmp_path / "runs")
-    cfg = AutoHarnessConfig(model="scripted:", iterations=1, eval_envs=1, eval_steps=4, search_seeds=[0],
+    cfg = AutoHarnessConfig(model="scripted:", iterations=1, eval_steps=4, search_seeds=[0],
                             heldout_seeds=[7], library_dir=str(tmp_path / "lib"))
     cfg.budget.max_calls = 1
     engine = run_suite("autoharness-145", cfg, store, None, games=GAMES[:1])
-    search = run_suite("autoharness-145", cfg, store, None, games=GAMES[:1], on_engine=False)
     assert engine["reports"][GAMES[0]]["search"]["on"] == "engine" and engine["reports"][GAMES[0]]["engine"]
-    assert "on" not in search["reports"][GAMES[0]]["search"] and "engine" not in search["reports"][GAMES[0]]
     assert store.open_run(engine["runs"][GAMES[0]]).read_jsonl("evolve/events.jsonl")
-    assert not store.open_run(search["runs"][GAMES[0]]).read_jsonl("evolve/events.jsonl")
+    # A game's run from a batch the dedicated search (removed) ran: its checkpoint holds the search's tree.
+    old = store.create_run("autoharness", cfg.model_dump(), "searched")
+    old.checkpoint("autoharness", {"tree": [{"candidate_id": "c1", "parent_id": None, "h": 0.5}], "codes": {}})
+    loads = []
+    report = synthesize_or_report(cfg, lambda: loads.append(1), old, None)
+    assert report["status"] == "not run" and f"run {old.id} was started by the dedicated search" in report["reason"]
+    assert loads == [] and not store.open_run(old.id).read_jsonl("evolve/events.jsonl")  # no model loaded, no step run

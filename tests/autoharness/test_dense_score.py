@@ -1,25 +1,22 @@
-"""h = 0.5·legal + 0.5·dense, one formula for the dedicated search and the engine's legality suite:
-the suite's ``dense`` option runs the search's checks (labelled transitions as unit tests, the
-scaffold's legal lists) and scores each task with ``dense.harness_value``."""
+"""h = 0.5·legal + 0.5·dense, the engine's legality suite's score: its ``dense`` option runs the
+checks (labelled transitions as unit tests, the scaffold's legal lists) and scores each task with
+``dense.harness_value``."""
 
 from __future__ import annotations
 
 import random
 
 import pytest
-from fakes import GOOD, LOOSE, RULES, FakeTicTacToe, MemoryRun
+from fakes import GOOD, LOOSE, FakeTicTacToe
 
 from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.dense import LegalLists, UnitTests, build_checks, dense_of, harness_value
 from ratchet.autoharness.engine import engine_config
 from ratchet.autoharness.evaluate import LegalityEvaluator
-from ratchet.autoharness.ideas import Scaffold, Transitions
 from ratchet.autoharness.legality import LegalityOptions, LegalitySuite
 from ratchet.autoharness.runtime import InProcessHarness
-from ratchet.autoharness.search import Synthesis
 from ratchet.contracts import Candidate
 from ratchet.envs.explore import harvest
-from ratchet.models import ScriptedModel
 
 SEEDS = [0, 1, 2]
 
@@ -60,19 +57,22 @@ def test_the_evaluator_scores_each_task_by_its_legal_rate_and_the_dense_checks()
     assert not any(f.kind == "false_accept" for r in loose[1:] for f in r.failures)
 
 
-def test_the_dense_half_is_the_searchs_on_the_same_harvest() -> None:
-    cfg = AutoHarnessConfig(method="ratchet", eval_envs=3, eval_steps=30, search_seeds=SEEDS, heldout_seeds=[100],
-                            transitions_per_seed=30)
-    search = Synthesis(cfg, ScriptedModel([]), MemoryRun(), FakeTicTacToe, InProcessHarness,
-                       hint_env_factory=lambda: FakeTicTacToe(hints=True), description=RULES.format(p=0),
-                       ideas=[Scaffold(), Transitions(cfg.rng_seed)])
-    search.set_transitions(fake_harvest())
-    judged = search.judge(LOOSE)
-    judge = LegalityEvaluator(FakeTicTacToe, InProcessHarness, SEEDS, 30, dense=build_checks(["transitions", "legal_actions"], fake_harvest()))
-    [first, *_] = judge.evaluate(candidate(LOOSE), judge.tasks(), seed=0)
-    assert judged.metrics["unit_accuracy"] == first.metrics["unit_accuracy"]
-    assert judged.h == pytest.approx(harness_value(judged.metrics["legal_rate"], judged.metrics))
-    assert judged.h - 0.5 * judged.metrics["legal_rate"] == pytest.approx(first.score - 0.5 * first.metrics["legal_rate"])
+def test_a_legal_moves_that_returns_every_cell_does_not_score_as_solved() -> None:
+    # Its is_legal_action labels every transition right (taken cells show X/O, not their number),
+    # but it proposes taken cells: only the comparison of legal_actions with the game's own legal
+    # lists exposes that, so it must pull the score below 1.
+    from ratchet.autoharness.prompts import SCAFFOLD
+
+    checks = build_checks(["transitions", "legal_actions"], fake_harvest())
+    judge = LegalityEvaluator(FakeTicTacToe, InProcessHarness, SEEDS, 30, game="TicTacToe-v0", dense=checks)
+    every_cell = SCAFFOLD + "\ndef legal_moves(cells):\n    return cells\n"
+    free_cells = SCAFFOLD + "\ndef legal_moves(cells):\n    return [c for c in cells if c not in ('X', 'O')]\n"
+    [loose, *_] = judge.evaluate(candidate(every_cell), judge.tasks(), seed=0)
+    [right, *_] = judge.evaluate(candidate(free_cells), judge.tasks(), seed=0)
+    assert loose.metrics["unit_accuracy"] == 1.0 and loose.metrics["legal_actions_accuracy"] < 1.0
+    # The comparison counts in the score: lower than the legal rate and the unit tests alone give.
+    assert loose.score < 0.5 * loose.metrics["legal_rate"] + 0.5 * loose.metrics["unit_accuracy"]
+    assert right.metrics["legal_actions_accuracy"] == 1.0 and right.score == 1.0
 
 
 def test_the_policy_mode_scores_the_policy_value() -> None:
@@ -83,7 +83,7 @@ def test_the_policy_mode_scores_the_policy_value() -> None:
     assert all(0.5 <= r.score <= 1.0 for r in good)
 
 
-def test_the_suite_explores_the_real_game_and_the_engine_config_asks_for_the_searchs_checks(tmp_path) -> None:
+def test_the_suite_explores_the_real_game_and_the_engine_config_asks_for_the_ideas_checks(tmp_path) -> None:
     pytest.importorskip("textarena")
     suite = LegalitySuite(LegalityOptions(game="TicTacToe-v0", seeds=[0, 1], steps_per_env=10, dense=["transitions"],
                                           harvest_seeds=[0], transitions_per_seed=20))

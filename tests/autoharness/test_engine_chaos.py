@@ -20,8 +20,8 @@ from killed_runs import only_run, whole_lines
 DRIVER = Path(__file__).with_name("chaos_cli.py")
 KILLS = 8
 REPLIES = "evolve/replies.jsonl"  # the engine's journal of the run's model replies
-OPTIONS = ["--engine", "--env", "TicTacToe-v0", "--model", "scripted:", "--method", "faithful", "--iterations", "8",
-           "--set", "eval_envs=2", "--set", "eval_steps=60", "--set", "search_seeds=[0,1]",
+OPTIONS = ["--env", "TicTacToe-v0", "--model", "scripted:", "--method", "faithful", "--iterations", "8",
+           "--set", "eval_steps=60", "--set", "search_seeds=[0,1]",
            "--set", "heldout_seeds=[50]", "--set", "rng_seed=3", "--protocol", "none"]
 
 

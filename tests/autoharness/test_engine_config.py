@@ -121,14 +121,16 @@ def test_a_faithful_run_on_the_engine_keeps_the_fixed_harness(tmp_path: Path) ->
     assert (Path(run.dir) / "workspace" / "harness.py").read_text() == BLANK_HARNESS
 
 
-def test_the_command_runs_the_engine_by_default_and_the_search_with_search(tmp_path: Path) -> None:
+def test_the_command_runs_the_engine_and_refuses_the_removed_search(tmp_path: Path) -> None:
     """``ratchet autoharness``: the blank harness evaluated in the sandbox on every split (no step:
-    no model call), then the per-game report as the dedicated search prints it; ``--search`` runs
-    the dedicated search, and a run it started carries on by it when resumed."""
+    no model call), then the per-game report; ``--search`` (the dedicated search, removed) is
+    refused with exit 2 and the reason, and a run that search started is not resumed but named
+    with the fix, from the library and from the command."""
     from typer.testing import CliRunner
 
     from ratchet import api
     from ratchet.cli import app
+    from ratchet.contracts import RatchetError
 
     options = ["--env", "TicTacToe-v0", "--model", "scripted:", "--iterations", "0",
                "--set", "search_seeds=[0,1]", "--set", "heldout_seeds=[1000]", "--set", "eval_steps=5",
@@ -142,12 +144,23 @@ def test_the_command_runs_the_engine_by_default_and_the_search_with_search(tmp_p
     assert (Path(run.dir) / "workspace" / "harness.py").read_text() == BLANK_HARNESS
     report = run.read_json("report.json")
     assert report["search"]["on"] == "engine" and report["adoption"]["verdict"] == "unchecked"
+
     searched = CliRunner().invoke(app, ["autoharness", "--search", *options])
-    assert searched.exit_code == 0, searched.output
-    [other] = [r for r in store.list_runs() if r["id"] != row["id"]]
-    assert "on" not in store.open_run(other["id"]).read_json("report.json")["search"]
-    resumed = api.synthesize_harness(resume=other["id"], protocol="none", store=tmp_path / "runs")
-    assert "on" not in resumed.report["search"] and not (Path(resumed.run_dir) / "workspace").exists()
+    assert searched.exit_code == 2 and len(store.list_runs()) == 1
+    assert "the dedicated search was removed; the engine is the one search" in " ".join(searched.output.split())
+
+    # A run the dedicated search started: its checkpoint holds the search's tree.
+    old = store.create_run("autoharness", small().model_dump(), "searched")
+    old.checkpoint("autoharness", {"tree": [{"candidate_id": "c1", "parent_id": None, "h": 0.5}], "codes": {"c1": FIXED}})
+    old.set_status("stopped")
+    with pytest.raises(RatchetError, match=f"run {old.id} was started by the dedicated search") as refused:
+        api.synthesize_harness(resume=old.id, protocol="none", store=tmp_path / "runs")
+    assert "start a new run" in refused.value.hint and not (Path(old.dir) / "workspace").exists()
+    assert store.open_run(old.id).status()["status"] == "stopped"  # not marked running, nor failed
+    resumed = CliRunner().invoke(app, ["autoharness", "--resume", old.id, "--store", str(tmp_path / "runs")])
+    assert resumed.exit_code != 0 and "Traceback" not in resumed.output
+    assert f"run {old.id} was started by the dedicated search" in " ".join((resumed.output + str(resumed.exception)).split())
+    assert best_code(store.open_run(old.id))[0] == FIXED  # its harness can still be exported
 
 
 def test_the_held_out_protocol_and_the_adoption_verdict_follow_the_engine(tmp_path: Path) -> None:
@@ -184,3 +197,20 @@ def test_library_seed_starts_from_the_librarys_harness_and_a_solved_start_takes_
     # every held-in game played legally from the start: the stop at h = 1.0 comes before any step
     assert summary["state"] == "done" and summary["report"]["original"]["mean"] == 1.0 and model.calls == []
     assert not [e for e in run.read_jsonl("evolve/events.jsonl") if e["kind"] == "step"]
+
+
+def test_a_config_saved_before_the_engine_was_the_one_search_still_loads() -> None:
+    """A run's ``run.json`` from the dedicated search's time: its ``eval_envs`` (read only by that
+    search) is dropped and its ``budget.max_seconds`` read as ``max_wall_s``, each with a warning
+    naming the key; a budget that names one limit keeps the others' defaults."""
+    saved = {**small().model_dump(), "eval_envs": 5,
+             "budget": {"max_calls": 24, "max_tokens": 200_000, "max_seconds": 420.0}}  # as the search wrote it
+    with pytest.warns(DeprecationWarning) as warned:
+        cfg = AutoHarnessConfig.model_validate(saved)
+    assert (cfg.budget.max_calls, cfg.budget.max_tokens, cfg.budget.max_wall_s) == (24, 200_000, 420.0)
+    assert {str(w.message).split(" ")[0] for w in warned} == {"AutoHarnessConfig.eval_envs", "AutoHarnessConfig.budget.max_seconds"}
+    assert engine_config(cfg, Path("/tmp/ws")).budget.max_wall_s == 420.0
+    partial = AutoHarnessConfig.model_validate({"budget": {"max_calls": 3}})
+    assert (partial.budget.max_calls, partial.budget.max_tokens, partial.budget.max_wall_s) == (3, 200_000, 3600.0)
+    with pytest.raises(Exception, match="budget.max_secs"):  # any other unknown key is still an error naming it
+        AutoHarnessConfig.model_validate({"budget": {"max_secs": 3}})

@@ -86,24 +86,13 @@ def test_a_listed_action_with_a_comma_is_the_same_action_as_the_scaffolds():
     assert action_value("[attack 0  1]") == "attack 0 1" and action_value("[e2e4]") == "e2e4"
 
 
-def test_the_search_reaches_h_1_on_tower_of_hanoi_with_a_right_answer():
-    from fakes import MemoryRun
+def test_the_engine_reaches_h_1_on_tower_of_hanoi_with_a_right_answer(tmp_path):
+    from fakes import synthesized
 
-    from ratchet.autoharness.config import AutoHarnessConfig
-    from ratchet.envs import env_factory_for
-    from ratchet.autoharness.runtime import InProcessHarness
-    from ratchet.autoharness.search import Synthesis
-    from ratchet.models import ScriptedModel
-
-    cfg = AutoHarnessConfig(env="TowerOfHanoi-v0", method="ratchet", iterations=1, ideas={"samples_per_step": 1, "library_seed": False, "induce": False})
-    hanoi = env_factory_for("TowerOfHanoi-v0")
-    model = ScriptedModel(["```python\n" + HANOI_ANSWER + "```"])
-    search = Synthesis(cfg, model, MemoryRun(), hanoi, InProcessHarness, hint_env_factory=env_factory_for("TowerOfHanoi-v0", hints=True),
-                       description=hanoi().reset(0).text)
-    result = search.run_search()
+    summary, _, model, code, h = synthesized(tmp_path, "TowerOfHanoi-v0", "```python\n" + HANOI_ANSWER + "```")
     # No printed list: the grammar's 25 tower pairs were tried at each state, and the towers reach the code as named lists.
-    assert result.best_h == 1.0 and result.calls == 1 and search.view().name == "fields"
-    assert "ACTION_FORM = '[{} {}]'" in result.best_code and "legal_moves(fields(current_board(board)))" in result.best_code
+    assert h == 1.0 and summary["model_calls"] == 1
+    assert "ACTION_FORM = '[{} {}]'" in code and "legal_moves(fields(current_board(board)))" in code
     [request] = [m["content"] for m in model.calls[0]["messages"] if m["role"] == "user"]
     examples = [line.strip() for line in request.splitlines() if line.strip().startswith(">>> legal_moves(")]
     assert examples and len(set(examples)) == len(examples) and "{'A': [3, 2, 1], 'B': [], 'C': []}" in request
@@ -129,29 +118,23 @@ def test_the_mover_is_read_from_each_games_opening():
     assert mover("Guess the number.\n[GAME] Player 0 (B) played") == ""
 
 
-def test_othellos_legal_moves_see_the_player_to_move_and_the_search_reaches_h_1():
-    from fakes import MemoryRun
+def test_othellos_legal_moves_see_the_player_to_move_and_the_engine_reaches_h_1(tmp_path):
+    from fakes import synthesized
 
-    from ratchet.autoharness.config import AutoHarnessConfig
-    from ratchet.envs import env_factory_for
-    from ratchet.autoharness.runtime import InProcessHarness
-    from ratchet.autoharness.search import Synthesis
     from ratchet.autoharness.views import CellsView, MoverCellsView, choose_view
-    from ratchet.models import ScriptedModel
+    from ratchet.envs import env_factory_for
 
-    cfg = AutoHarnessConfig(env="Othello-v0", method="ratchet", iterations=1, search_seeds=[0, 1, 2, 3], eval_envs=4,
-                            ideas={"samples_per_step": 1, "library_seed": False, "induce": False})
-    othello = env_factory_for("Othello-v0")
-    search = Synthesis(cfg, ScriptedModel(["```python\n" + OTHELLO_ANSWER + "```"]), MemoryRun(), othello, InProcessHarness,
-                       hint_env_factory=env_factory_for("Othello-v0", hints=True), description=othello().reset(0).text)
-    result = search.run_search()
+    # the default ten search seeds: five held-in games, enough for the engine's gate to keep a child
+    summary, _, _, code, h = synthesized(tmp_path, "Othello-v0", "```python\n" + OTHELLO_ANSWER + "```")
     # Both colours moved in the listed states: legal_moves gets the cells and the mover's mark, and
     # a mover with no move passes (the game then takes any action).
-    assert isinstance(search.view(), MoverCellsView)
-    assert "legal_moves(cells(parse_grid(current_board(board))), mover(board))" in result.best_code
-    assert result.best_h == 1.0 and result.calls == 1
+    assert "legal_moves(cells(parse_grid(current_board(board))), mover(board))" in code
+    assert h == 1.0 and summary["model_calls"] == 1
+    listed = listed_states(harvest(env_factory_for("Othello-v0"), env_factory_for("Othello-v0", hints=True), [0, 1], 60,
+                                   random.Random(0)))
+    assert isinstance(choose_view(listed), MoverCellsView)
     # The cells alone cannot say whose turn it is; a game where one mover is ever listed keeps them alone.
-    one_mover = [(b, legal) for b, legal in search.listed if "(B)" in b.split("\n[")[0]]
+    one_mover = [(b, legal) for b, legal in listed if "(B)" in b.split("\n[")[0]]
     assert type(choose_view(one_mover)) is CellsView
 
 

@@ -1,65 +1,47 @@
-"""The ratchet method's ideas as components: listed, chosen by the config's switches, swapped and
-ablated by passing a list of one's own, with the same requests as the switches make."""
+"""The ratchet method's ideas on the engine: every switch of ``RatchetIdeas`` is an option of one of
+the engine configuration's components (``engine_config``) or of the starting workspace
+(``library_seed``), switching one changes what the engine runs, the faithful method ignores them,
+and each is named in the docs' table of ideas on the engine."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from fakes import CRASHING, RULES, FakeTicTacToe, MemoryRun, fenced
+import pytest
 
-from ratchet.autoharness.config import AutoHarnessConfig
-from ratchet.autoharness.ideas import IDEAS, ExplainFailures, Idea, Samples, components
-from ratchet.autoharness.runtime import InProcessHarness
-from ratchet.autoharness.search import Synthesis
-from ratchet.models import ScriptedModel
+from ratchet.autoharness.config import AutoHarnessConfig, RatchetIdeas
+from ratchet.autoharness.engine import engine_config
 
-FIXED = "```python\ndef legal_moves(cells):\n    return ['[0]', '[2]']\n```"
 DOC = Path(__file__).resolve().parents[2] / "docs" / "autoharness.md"
+#: Chosen outside ``engine_config``: the starting workspace (``engine.starting_harness``, test_engine_config.py).
+WORKSPACE_IDEAS = {"library_seed"}
 
 
-def config(method="ratchet", **ideas) -> AutoHarnessConfig:
-    return AutoHarnessConfig(method=method, eval_envs=2, eval_steps=15, iterations=3, search_seeds=[0, 1],
-                             heldout_seeds=[100], transitions_per_seed=15, ideas={"samples_per_step": 2, "induce": False, **ideas})
+def flipped(name: str) -> object:
+    default = RatchetIdeas.model_fields[name].default
+    return (not default) if isinstance(default, bool) else 1
 
 
-def calls(cfg, ideas=None, reply=FIXED):
-    model = ScriptedModel([reply], cycle=True)
-    Synthesis(cfg, model, MemoryRun(), lambda: FakeTicTacToe(), InProcessHarness, hint_env_factory=lambda: FakeTicTacToe(hints=True),
-              description=RULES.format(p=0), ideas=ideas).run_search()
-    return model.calls
+def built(method: str = "ratchet", **ideas: object) -> dict:
+    cfg = AutoHarnessConfig(method=method, model="scripted:", ideas=ideas)
+    return engine_config(cfg, Path("/tmp/workspace"), "Tic Tac Toe").model_dump(mode="json")
 
 
-def names(ideas):
-    return [i.name for i in ideas]
+@pytest.mark.parametrize("name", sorted(set(RatchetIdeas.model_fields) - WORKSPACE_IDEAS))
+def test_every_idea_is_an_option_of_the_engine_configuration(name: str) -> None:
+    # some ideas act only beside another (body_prefix, short_examples, aliases, whole_fallback:
+    # options of the scaffold's refiner, on by default), so each is flipped from the defaults
+    assert built(**{name: flipped(name)}) != built(), name
 
 
-def test_the_methods_are_lists_of_components():
-    assert components(config("faithful", explain_failures=True)) == []
-    assert names(components(config(induce=True))) == ["scaffold", "transitions", "helper_library", "samples", "library_seed", "induce", "aliases", "novelty", "autofix",
-                                           "repair", "short_examples", "body_prefix", "whole_fallback"]
-    on = names(components(config(induce=True, decompose=True, fresh_roots=True, explain_failures=True, grammar=True, few_shot=True, restarts=True)))
-    assert set(on) == set(IDEAS)
-    assert "transitions" not in names(components(config(transitions=False)))
+@pytest.mark.parametrize("name", sorted(RatchetIdeas.model_fields))
+def test_the_faithful_method_ignores_every_idea(name: str) -> None:
+    assert built("faithful", **{name: flipped(name)}) == built("faithful")
 
 
-def test_every_idea_is_in_the_docs_table():
+def test_every_idea_is_in_the_docs_table_of_the_engine() -> None:
     text = DOC.read_text()
-    for name in IDEAS:
-        assert f"| `{name}`" in text, name
-    assert all(cls.summary and issubclass(cls, Idea) for cls in IDEAS.values())
-
-
-def test_a_list_of_no_components_is_the_faithful_loop():
-    assert calls(config(), ideas=[], reply=fenced(CRASHING)) == calls(config("faithful"), reply=fenced(CRASHING))
-
-
-def test_dropping_a_component_is_switching_it_off():
-    full = components(config(explain_failures=True))
-    ablated = [i for i in full if not isinstance(i, ExplainFailures)]
-    assert calls(config(explain_failures=True), ideas=ablated) == calls(config())
-    assert calls(config(explain_failures=True)) != calls(config())  # the idea does change what is asked
-
-
-def test_a_swapped_component_changes_only_its_hook():
-    swapped = [Samples(1) if isinstance(i, Samples) else i for i in components(config())]
-    assert calls(config(), ideas=swapped) == calls(config(samples_per_step=1))
+    table = text[text.index("| idea | on the engine |"):]
+    table = table[: table.index("\n\n")]
+    for name in RatchetIdeas.model_fields:
+        assert f"`{name}`" in table, name

@@ -9,16 +9,13 @@ import importlib
 import sys
 from pathlib import Path
 
-from fakes import MemoryRun
+from fakes import synthesized
 
-from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.envs.harnesslib import as_action
 from ratchet.autoharness.runtime import InProcessHarness
-from ratchet.autoharness.search import Synthesis
 from ratchet.envs import EnvConfig, make
 from ratchet.envs.explore import harvest
 from ratchet.envs.grammar import infer_grammar
-from ratchet.models import ScriptedModel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "envs"))
 importlib.import_module("plots_game")  # registers Plots-v0 with TextArena, as a user's plugin would
@@ -59,17 +56,11 @@ def test_exploring_labels_every_action_and_finds_full_lists():
         assert set(t.listed) == free and t.legal == (t.action in free)
 
 
-def test_the_search_reaches_h_1_on_a_game_with_no_printed_legal_list():
-    cfg = AutoHarnessConfig(env="Plots-v0", method="ratchet", eval_envs=3, eval_steps=30, iterations=2, search_seeds=[0, 1, 2],
-                            heldout_seeds=[100], transitions_per_seed=30, ideas={"samples_per_step": 1, "library_seed": False, "induce": False})
-    model, run = ScriptedModel(["```python\n" + TUPLES + "```"]), MemoryRun()
-    search = Synthesis(cfg, model, run, plots, InProcessHarness, hint_env_factory=plots, description=plots().reset(0).text)
-    result = search.run_search()
-    assert result.best_h == 1.0 and result.calls == 1
-    assert "ACTION_FORM = '[{} {}]'" in result.best_code
-    summary = run.ckpt["autoharness"]["harvest"]
-    assert summary["legal"] > 0 and summary["illegal"] > 0 and summary["listed_states"] > 0
-    assert summary["grammar"] == "[<int 0-2> <int 0-2>]"
+def test_the_engine_reaches_h_1_on_a_game_with_no_printed_legal_list(tmp_path):
+    summary, _, model, code, h = synthesized(tmp_path, "Plots-v0", "```python\n" + TUPLES + "```", eval_steps=30,
+                                             search_seeds=list(range(10)), heldout_seeds=[100], transitions_per_seed=30)
+    assert h == 1.0 and summary["model_calls"] == 1
+    assert "ACTION_FORM = '[{} {}]'" in code
     # The prompt showed the states' lists in the game's own format.
     assert "'[0 0]'" in model.calls[0]["messages"][-1]["content"]
 

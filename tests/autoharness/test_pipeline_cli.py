@@ -1,5 +1,5 @@
-"""End to end with a scripted model: search, protocol (with vs without harness), report, library,
-the CLI's export command."""
+"""End to end with a scripted model: the search on the engine (the real TicTacToe, the harness run
+in-process), protocol (with vs without harness), report, library, the CLI's export command."""
 
 from __future__ import annotations
 
@@ -9,12 +9,15 @@ from typer.testing import CliRunner
 
 from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.library import HarnessLibrary
-from ratchet.autoharness.pipeline import synthesize_game
+from ratchet.autoharness.engine import synthesize_on_engine
 from ratchet.autoharness.protocol import ProtocolConfig
 from ratchet.autoharness.report import markdown_table
 from ratchet.autoharness.runtime import InProcessHarness
 from ratchet.models import ScriptedModel
 from ratchet.store import RunStore
+
+
+pytest.importorskip("textarena")
 
 
 def respond(messages) -> str:
@@ -24,14 +27,25 @@ def respond(messages) -> str:
     return "Step 1: the centre is best.\n<move>[4]</move>"  # a player that always says [4]
 
 
+def small(tmp_path, method: str = "ratchet", **fields) -> AutoHarnessConfig:
+    """Twelve search seeds (six held-in games: the fewest on which the engine's gate keeps a child)."""
+    settings = {"eval_steps": 20, "search_seeds": list(range(12)), "heldout_seeds": [100, 101],
+                "transitions_per_seed": 20, "library_dir": str(tmp_path / "lib")}
+    return AutoHarnessConfig(method=method, **{**settings, **fields})
+
+
+def synthesized(cfg, run, protocol=None, library=None) -> dict:
+    return synthesize_on_engine(cfg, ScriptedModel(respond), run, protocol=protocol, play_model=ScriptedModel(respond),
+                                runtime_factory=InProcessHarness, extra={"harness_runtime": InProcessHarness},
+                                library=library, description="Tic Tac Toe")
+
+
 def test_pipeline_reports_before_and_after_and_fills_the_library(tmp_path):
     store = RunStore(tmp_path / "runs")
-    cfg = AutoHarnessConfig(method="ratchet", eval_envs=2, eval_steps=20, search_seeds=[0, 1], heldout_seeds=[7, 8],
-                            transitions_per_seed=20, library_dir=str(tmp_path / "lib"))
+    cfg = small(tmp_path)
     run = store.create_run("autoharness", cfg.model_dump(), "pipe")
     proto = ProtocolConfig(legal_seeds=2, legal_steps=6, reward_games=2, matches=2, step_cap=20)
-    report = synthesize_game(cfg, ScriptedModel(respond), run, protocol=proto, runtime_factory=InProcessHarness,
-                             env_factory=lambda: FakeTicTacToe())
+    report = synthesized(cfg, run, proto)
     assert report["search"]["best_h"] == 1.0
     before, after = report["before"], report["after"]
     # Always answering [4] is illegal once the centre is taken; the verifier catches it and the
@@ -44,7 +58,7 @@ def test_pipeline_reports_before_and_after_and_fills_the_library(tmp_path):
     assert entry["score"] == 1.0 and entry["adoption"] == "adopted"
     table = markdown_table([report, {"env": "Chess-v0", "status": "not run", "reason": "time"}], "t")
     assert "| TicTacToe-v0 |" in table and "| Chess-v0 |" in table and "not run" in table and "| adopted |" in table
-    assert run.load_checkpoint("autoharness")["tree"]
+    assert report["engine"]["best"]["mean"] == 1.0 and report["search"]["on"] == "engine"
 
 
 def test_cli_export_writes_a_loadable_file(tmp_path):
@@ -52,10 +66,9 @@ def test_cli_export_writes_a_loadable_file(tmp_path):
     from ratchet.cli import app
 
     store = RunStore(tmp_path / "runs")
-    cfg = AutoHarnessConfig(method="faithful", eval_envs=2, eval_steps=10, search_seeds=[0, 1], heldout_seeds=[7])
+    cfg = small(tmp_path, "faithful", eval_steps=10)
     run = store.create_run("autoharness", cfg.model_dump(), "cli")
-    synthesize_game(cfg, ScriptedModel(respond), run, runtime_factory=InProcessHarness, env_factory=lambda: FakeTicTacToe(),
-                    library=HarnessLibrary(tmp_path / "lib"))
+    synthesized(cfg, run, library=HarnessLibrary(tmp_path / "lib"))
     out = tmp_path / "harness_tictactoe.py"
     result = CliRunner().invoke(app, ["autoharness", "export", run.id, "-o", str(out), "--store", str(tmp_path / "runs")])
     assert result.exit_code == 0, result.output
@@ -85,11 +98,9 @@ def test_protocol_can_run_after_the_search_on_the_stored_best_harness(tmp_path):
     from ratchet.autoharness.report import protocol_sides
 
     store = RunStore(tmp_path / "runs")
-    cfg = AutoHarnessConfig(method="ratchet", eval_envs=2, eval_steps=20, search_seeds=[0, 1], heldout_seeds=[7, 8],
-                            transitions_per_seed=20, library_dir=str(tmp_path / "lib"))
+    cfg = small(tmp_path)
     run = store.create_run("autoharness", cfg.model_dump(), "two-pass")
-    report = synthesize_game(cfg, ScriptedModel(respond), run, runtime_factory=InProcessHarness,
-                             env_factory=lambda: FakeTicTacToe())
+    report = synthesized(cfg, run)
     assert report["before"] is None and report["after"] is None
     code, _ = best_code(store.open_run(run.id))
     proto = ProtocolConfig(legal_seeds=2, legal_steps=6, reward_games=2, matches=2, step_cap=20)
@@ -161,11 +172,9 @@ def test_the_adoption_verdict_is_a_paired_test_on_the_held_out_seeds():
 
 def _searched_run(tmp_path, **cfg_fields):
     store = RunStore(tmp_path / "runs")
-    cfg = AutoHarnessConfig(method="ratchet", eval_envs=2, eval_steps=20, search_seeds=[0, 1], heldout_seeds=[7, 8],
-                            transitions_per_seed=20, library_dir=str(tmp_path / "lib"), **cfg_fields)
+    cfg = small(tmp_path, **cfg_fields)
     run = store.create_run("autoharness", cfg.model_dump(), "gate")
-    report = synthesize_game(cfg, ScriptedModel(respond), run, runtime_factory=InProcessHarness,
-                             env_factory=lambda: FakeTicTacToe())
+    report = synthesized(cfg, run)
     return store, cfg, run, report
 
 

@@ -1,4 +1,4 @@
-"""The real embedded model writes a TicTacToe verifier (runs in CI; a few minutes on one core).
+"""The real embedded model writes a TicTacToe verifier on the engine (runs in CI; a few minutes on one core).
 
 Budget: at most 24 refiner calls of Qwen2.5-Coder-0.5B (the ``ratchet`` method: labelled
 transitions as unit tests, the helper library, the one-function request with examples from real
@@ -19,7 +19,8 @@ from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.envs import env_factory_for
 from ratchet.autoharness.protocol import code_heldout
 from ratchet.autoharness.runtime import sandbox_runtime_factory
-from ratchet.autoharness.search import Synthesis
+from ratchet.autoharness.engine import game_description, run_on_engine
+from ratchet.evolve.archive import Archive
 
 MODEL = "qwen2.5-coder-0.5b"
 
@@ -45,21 +46,26 @@ def test_small_model_synthesizes_a_perfect_tictactoe_verifier(tmp_path):
 
     model = _model_or_skip()
     cfg = AutoHarnessConfig(env="TicTacToe-v0", mode="verifier", method="ratchet", model=f"local:{MODEL}",
-                            iterations=8, eval_envs=5, eval_steps=50, search_seeds=list(range(10)),
-                            heldout_seeds=list(range(1000, 1005)))
+                            iterations=8, eval_steps=50, search_seeds=list(range(10)),
+                            heldout_seeds=list(range(1000, 1005)),
+                            library_dir=str(tmp_path / "library"))  # empty: no harness of an earlier run to start from
     cfg.ideas.samples_per_step = 4
     cfg.ideas.induce = False  # the model is what this test is about: rules fitted to the listed states solve Tic Tac Toe before any call
     cfg.budget.max_calls = 24
     run = RunStore(tmp_path).create_run("autoharness", cfg.model_dump(), "ci-real-model")
     env_factory = env_factory_for(cfg.env)
     runtime_factory = sandbox_runtime_factory(cfg.call_timeout_s)
-    description = env_factory().game_description()
     hints = env_factory_for(cfg.env, hints=True)  # only to label transitions; the harness never sees hints
-    result = Synthesis(cfg, model, run, env_factory, runtime_factory, description=description, hint_env_factory=hints).run_search()
-    assert result.calls <= 24
-    assert result.best_code, f"no harness evaluated: {result.stop_reason}"
-    held = code_heldout(result.best_code, env_factory, runtime_factory, cfg.heldout_seeds, steps=200, hint_env_factory=hints)
-    print(f"\nsearch h={result.best_h:.3f} calls={result.calls} tokens={result.tokens} held-out={held}")
-    assert result.best_h == 1.0, result.best_code
+    summary = run_on_engine(cfg, model, run, description=game_description(cfg.env))
+    calls = summary.get("model_calls", 0)
+    assert calls <= 24
+    best = (summary.get("report") or {}).get("best") or {}
+    archive = Archive(run)
+    best_code = archive.get(best["id"]).files.get("harness.py") if best else None
+    assert best_code, f"no harness evaluated: {summary['state']}"
+    best_h = archive.score(best["id"], "heldin")
+    held = code_heldout(best_code, env_factory, runtime_factory, cfg.heldout_seeds, steps=200, hint_env_factory=hints)
+    print(f"\nengine h={best_h:.3f} calls={calls} tokens={run.llm_totals().get('total_tokens')} held-out={held}")
+    assert best_h == 1.0, best_code
     assert held["legal_rate"] == 1.0 and held["steps"] == 1000, held
     assert held["verifier_accuracy"] == 1.0 and held["transitions"] > 50, held

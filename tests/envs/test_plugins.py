@@ -78,7 +78,7 @@ def test_a_textarena_game_from_a_plugin_keeps_its_player_count_through_ratchet_a
            "PYTHONPATH": os.pathsep.join([str(here.parents[1] / "src"), str(here)])}
     done = subprocess.run(
         [sys.executable, "-m", "ratchet", "autoharness", "--env", "Plots-v0", "--model", "scripted:", "--iterations", "1",
-         "--protocol", "none", "--set", "eval_envs=1", "--set", "eval_steps=5", "--set", "search_seeds=[0]",
+         "--protocol", "none", "--set", "eval_steps=5", "--set", "search_seeds=[0]",
          "--set", "heldout_seeds=[9]", "--set", f"library_dir={tmp_path / 'lib'}", "--store", str(tmp_path / "runs")],
         capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr[-2000:]

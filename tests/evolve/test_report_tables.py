@@ -120,3 +120,12 @@ def test_a_post_hoc_candidate_is_named_by_a_unique_prefix(tmp_path):
         candidates_by_prefix(Archive(run), ["zz"])
     with pytest.raises(ValueError, match="2 candidates"):
         candidates_by_prefix(Archive(run), [""])
+
+
+def test_a_step_redone_after_a_kill_is_one_step_with_its_last_event(tmp_path):
+    """A kill after a step's event but before its checkpoint: the resumed run redoes the step and
+    logs it again; the run's steps count it once, as the redone step (what the run went on from)."""
+    run = RunStore(tmp_path).create_run("evolve", {}, run_id="r")
+    for step, status in ((0, "rejected"), (1, "rejected"), (1, "accepted"), (2, "rejected")):
+        run.append_jsonl("evolve/events.jsonl", {"kind": "step", "step": step, "status": status})
+    assert [(e["step"], e["status"]) for e in step_events(run)] == [(0, "rejected"), (1, "accepted"), (2, "rejected")]

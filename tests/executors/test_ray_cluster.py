@@ -106,7 +106,7 @@ class WorkerKiller(threading.Thread):
 
 
 def _suite_config(root: Path) -> AutoHarnessConfig:
-    cfg = AutoHarnessConfig(model="scripted:", method="faithful", iterations=3, eval_envs=1, eval_steps=20,
+    cfg = AutoHarnessConfig(model="scripted:", method="faithful", iterations=3, eval_steps=20,
                             search_seeds=[0, 1], heldout_seeds=[7], rng_seed=3, library_dir=str(root / "lib"))
     cfg.budget.max_calls = 3
     return cfg

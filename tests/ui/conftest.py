@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.library import HarnessLibrary
-from ratchet.autoharness.pipeline import accounted, synthesize_game
+from ratchet.autoharness.engine import synthesize_on_engine
 from ratchet.autoharness.protocol import ProtocolConfig
 from ratchet.autoharness.runtime import InProcessHarness
 from ratchet.cli import app as cli_app
@@ -59,13 +59,15 @@ def refiner():
 
 
 def make_autoharness_run(store: RunStore, tmp: Path) -> str:
-    cfg = AutoHarnessConfig(method="faithful", eval_envs=2, eval_steps=20, search_seeds=[0, 1], heldout_seeds=[7, 8],
+    # twelve search seeds: six held-in games, the fewest on which the engine's paired gate can keep a child
+    cfg = AutoHarnessConfig(method="faithful", eval_steps=20, search_seeds=list(range(12)), heldout_seeds=[1000, 1001],
                             iterations=4, library_dir=str(tmp / "lib"))
     run = store.create_run("autoharness", cfg.model_dump(), "ui-test")
     proto = ProtocolConfig(legal_seeds=2, legal_steps=6, reward_games=2, matches=2, step_cap=20)
-    model = refiner()  # accounted as the refiner; the player (unaccounted here) plays the held-out games
-    synthesize_game(cfg, accounted(model, run), run, protocol=proto, play_model=model, runtime_factory=InProcessHarness,
-                    library=HarnessLibrary(tmp / "lib"))
+    model = refiner()  # the engine accounts the refiner's calls; the player (unaccounted here) plays the held-out games
+    synthesize_on_engine(cfg, model, run, protocol=proto, play_model=model,
+                         runtime_factory=InProcessHarness, extra={"harness_runtime": InProcessHarness},
+                         library=HarnessLibrary(tmp / "lib"), description="Tic Tac Toe")
     return run.id
 
 

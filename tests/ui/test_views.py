@@ -32,7 +32,8 @@ def test_runs_lists_every_run_with_kind_status_budget_and_score(runs):
     calls = run.llm_totals()["calls"]
     assert ah["kind"] == "autoharness" and ah["status"] == "done" and calls == 2
     assert ah["budget_used"] == pytest.approx(calls / run.config["budget"]["max_calls"])
-    assert ah["best_score"] == 1.0 and ah["views"] == ["autoharness", "trajectories"]  # its held-out games
+    # a synthesis on the engine: its candidates in the engine's view, its held-out games in trajectories
+    assert ah["best_score"] == 1.0 and ah["views"] == ["evolution", "trajectories"]
     assert rows[runs["play"]]["progress"] == "3/3 episodes" and rows[runs["play"]]["fraction"] == 1.0
     assert rows[runs["serve"]]["kind"] == "serve" and rows[runs["serve"]]["status"] == "stopped"
     assert "learning" in rows[runs["serve"]]["views"]
@@ -64,30 +65,53 @@ def test_runs_are_paged(tmp_path):
     assert "page 1 of 3" in client.get("/").text
 
 
-def test_autoharness_tree_node_and_report(runs):
+def _kept_and_parent(run):
+    """The synthesis's kept harness (h = 1) and the one it was refined from."""
+    rows = run.candidates()
+    child = next(c for c in rows if c["score"] == 1.0)
+    return child, next(c for c in rows if c["id"] == child["parent_id"])
+
+
+def test_the_autoharness_view_draws_the_tree_a_node_and_the_report(runs):
     client = client_for(runs["root"])
     run = runs["store"].open_run(runs["autoharness"])
-    rows = run.candidates()
-    root = next(c for c in rows if c["parent_id"] is None)
-    child = next(c for c in rows if c["parent_id"] == root["id"])
+    child, parent = _kept_and_parent(run)
     page = client.get(f"/autoharness/{run.id}").text
-    assert root["id"][:8] in page and child["id"][:8] in page
-    assert "picked 1" in page  # the root was refined in iteration 1
+    assert parent["id"][:8] in page and child["id"][:8] in page
     assert 'id="verdict">adopted' in page and "no loss on the held-out seeds" in page
     node = client.get(f"/autoharness/{run.id}", params={"node": child["id"]}).text
-    assert "+    return action_value(action) in free(board)" in node  # the diff from the root
+    assert "+    return action_value(action) in free(board)" in node  # the diff from its parent
     assert "-    return True" in node
-    shown = run.get_candidate(child["id"]).meta["failures_shown"]
-    assert shown and f"Failures and counterexamples it was shown ({len(shown)})" in node
-    assert "legal_rate" in node and "split search" in node
+    assert "split search" in node and "split heldin" in node
     assert client.get(f"/autoharness/{run.id}", params={"node": "0" * 16}).status_code == 404
+
+
+@pytest.mark.xfail(strict=True, reason="the engine's evaluation of a harness records the number of task results "
+                                       "(metrics results), not the legal rate the removed search recorded per node")
+def test_a_nodes_page_shows_its_legal_rate(runs):
+    client = client_for(runs["root"])
+    run = runs["store"].open_run(runs["autoharness"])
+    child, _ = _kept_and_parent(run)
+    assert "legal_rate" in client.get(f"/autoharness/{run.id}", params={"node": child["id"]}).text
+
+
+@pytest.mark.xfail(strict=True, reason="a proposal on the engine records how many failures it showed the refiner "
+                                       "(meta proposal.shown), not the failures themselves (the removed search "
+                                       "kept them as meta failures_shown)")
+def test_a_nodes_page_lists_the_failures_it_was_shown(runs):
+    client = client_for(runs["root"])
+    run = runs["store"].open_run(runs["autoharness"])
+    child, _ = _kept_and_parent(run)
+    node = client.get(f"/autoharness/{run.id}", params={"node": child["id"]}).text
+    shown = run.get_candidate(child["id"]).meta.get("failures_shown")
+    assert shown and f"Failures and counterexamples it was shown ({len(shown)})" in node
 
 
 def test_a_runs_navigation_links_only_the_views_it_has(runs):
     client = client_for(runs["root"])
     play = client.get(f"/autoharness/{runs['autoharness']}").text
     assert f'href="/learning/{runs["autoharness"]}"' not in play  # that run has no learning state: no 404 tab
-    assert f'href="/evolution/{runs["autoharness"]}"' not in play
+    assert f'href="/evolution/{runs["autoharness"]}"' in play  # a synthesis on the engine has the engine's view
     assert f'href="/trajectories/{runs["autoharness"]}"' in play
     served = client.get(f"/learning/{runs['serve']}").text
     assert f'href="/learning/{runs["serve"]}"' in served

@@ -24,7 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.engine import synthesize_on_engine
 from ratchet.autoharness.library import HarnessLibrary
-from ratchet.autoharness.pipeline import accounted, open_or_create, searched, synthesize_game
+from ratchet.autoharness.pipeline import accounted, open_or_create, refuse_search_run
 from ratchet.autoharness.protocol import ProtocolConfig
 from ratchet.autoharness.report import failed_games, markdown_table
 from ratchet.contracts import Model
@@ -40,15 +40,14 @@ LOST = "executor/lost.jsonl"
 
 def run_suite(suite: str, cfg: AutoHarnessConfig, store: Any, protocol: Any, *, threads: int | None = None,
               resume: str | None = None, console: Any = None, games: list[str] | None = None,
-              executor: Any = None, stop_after_s: float | None = None, on_engine: bool = True) -> dict[str, Any]:
+              executor: Any = None, stop_after_s: float | None = None) -> dict[str, Any]:
     """Every game of ``suite``. With no executor (or one that runs in this process) games run here
     one after another, each resumable mid-game; with a pool or Ray executor each game is one task
     (:func:`run_games`) and the results are written here as they arrive. ``stop_after_s``: in this
     process, start no new game once that many seconds have passed (the batch stays unfinished, and
     the same command carries on with it): a long suite run in chunks on a shared machine, each
-    game whole, since a game resumed mid-search gets its time budget afresh. ``on_engine``: each game
-    synthesized on the improvement engine (:func:`ratchet.autoharness.engine.synthesize_on_engine`),
-    else by the dedicated search."""
+    game whole, since a game resumed mid-search gets its time budget afresh. Each game is
+    synthesized on the improvement engine (:func:`ratchet.autoharness.engine.synthesize_on_engine`)."""
     started = time.monotonic()
     if games is None and not resume:
         games = suite_ids(suite)
@@ -63,7 +62,7 @@ def run_suite(suite: str, cfg: AutoHarnessConfig, store: Any, protocol: Any, *, 
         state = {"config": cfg.model_dump(), "games": games, "runs": {}, "reports": {}}
         batch.checkpoint("batch", state)
     if executor is not None and not getattr(executor, "in_process", True):
-        return run_games(batch, state, cfg, store, protocol, executor, threads=threads, on_engine=on_engine,
+        return run_games(batch, state, cfg, store, protocol, executor, threads=threads,
                          on_report=lambda env_id, report: _keep_report(batch, state, suite, cfg, env_id, report))
     llm = load_model(cfg.model, threads=threads)
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
@@ -78,9 +77,7 @@ def run_suite(suite: str, cfg: AutoHarnessConfig, store: Any, protocol: Any, *, 
             state["runs"][env_id] = run.id
             batch.checkpoint("batch", state)
             bar.update(task, description=f"{suite}: {env_id}")
-            report = synthesize_or_report(
-                game_cfg, lambda: llm, run, protocol, on_engine=on_engine,
-                on_progress=lambda info: bar.update(task, info=f"it {info['iteration']} · h {info['best_h']:.2f} · {info['calls']} calls"))
+            report = synthesize_or_report(game_cfg, lambda: llm, run, protocol)
             _keep_report(batch, state, suite, cfg, env_id, report)
             bar.advance(task)
             if console is not None and not console.is_terminal:  # a log gets a line per game (a bar prints nothing there)
@@ -93,20 +90,16 @@ def run_suite(suite: str, cfg: AutoHarnessConfig, store: Any, protocol: Any, *, 
 
 
 def synthesize_or_report(cfg: AutoHarnessConfig, load_model: Callable[[], Model], run: Any,
-                         protocol: ProtocolConfig | None, *, on_engine: bool = True,
-                         library: HarnessLibrary | None = None,
-                         on_progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
-    """One game's synthesis report, on the engine or (``on_engine=False``) by the dedicated search;
-    never raises for the game's own failures, a model that will not load included (one broken game
-    must not end a batch of hours): they become a ``not run`` report. ``on_progress`` hears the
-    dedicated search's iterations (the engine's steps are in its run's events)."""
+                         protocol: ProtocolConfig | None, *,
+                         library: HarnessLibrary | None = None) -> dict[str, Any]:
+    """One game's synthesis report, on the engine; never raises for the game's own failures, a
+    model that will not load included (one broken game must not end a batch of hours): they become
+    a ``not run`` report, as does a game whose run the dedicated search (removed) started."""
     try:
+        refuse_search_run(run)
         llm = load_model()
         player = accounted(llm, run, "autoharness.heldout")  # the held-out games' calls are the run's too
-        if on_engine and not searched(run):  # a game the search started carries on by the search
-            return synthesize_on_engine(cfg, llm, run, protocol=protocol, play_model=player, library=library)
-        return synthesize_game(cfg, accounted(llm, run), run, protocol=protocol, play_model=player, library=library,
-                               on_progress=on_progress)
+        return synthesize_on_engine(cfg, llm, run, protocol=protocol, play_model=player, library=library)
     except Exception as exc:  # noqa: BLE001 - reported per game
         report = {"env": cfg.env, "status": "not run", "reason": f"{type(exc).__name__}: {exc}"[:200],
                   "trace": traceback.format_exc()[-2000:]}
@@ -135,18 +128,18 @@ def _model(spec: str, threads: int | None) -> Model:
     return load_model(spec, threads=threads)
 
 
-def _play_game(cfg: AutoHarnessConfig, protocol: ProtocolConfig | None, threads: int | None, on_engine: bool,
+def _play_game(cfg: AutoHarnessConfig, protocol: ProtocolConfig | None, threads: int | None,
                root: Path, run: Any) -> tuple[dict[str, Any], list[Any]]:
     """A game's synthesis on a worker: its report and the library changes it made."""
     library = RecordingLibrary(root / "lib")
-    report = synthesize_or_report(cfg, lambda: _model(cfg.model, threads), run, protocol, library=library, on_engine=on_engine)
+    report = synthesize_or_report(cfg, lambda: _model(cfg.model, threads), run, protocol, library=library)
     return report, library.ops
 
 
 def game_job(cfg: AutoHarnessConfig, run: Any, protocol: ProtocolConfig | None, threads: int | None,
-             library: dict[str, bytes], on_engine: bool = True) -> RunJob:
+             library: dict[str, bytes]) -> RunJob:
     """One game (``cfg.env``, its run as it stands in the store) as a unit of work for an executor."""
-    return RunJob(run.id, directory_files(run.dir), partial(_play_game, cfg, protocol, threads, on_engine), {"lib": library})
+    return RunJob(run.id, directory_files(run.dir), partial(_play_game, cfg, protocol, threads), {"lib": library})
 
 
 def keep_game(result: RunResult, library_dir: str | None) -> dict[str, Any]:
@@ -160,7 +153,7 @@ def keep_game(result: RunResult, library_dir: str | None) -> dict[str, Any]:
 
 
 def run_games(batch: Any, state: dict[str, Any], cfg: AutoHarnessConfig, store: Any, protocol: ProtocolConfig | None,
-              executor: Any, *, threads: int | None, on_report: Any, on_engine: bool = True) -> dict[str, Any]:
+              executor: Any, *, threads: int | None, on_report: Any) -> dict[str, Any]:
     """The batch's unfinished games as one task each on ``executor``; each result is kept (store,
     library, ``on_report``) as it arrives. Attempts lost to dead workers are logged in the batch's
     ``executor/lost.jsonl`` and counted in its status."""
@@ -169,7 +162,7 @@ def run_games(batch: Any, state: dict[str, Any], cfg: AutoHarnessConfig, store: 
     for env_id in [g for g in state["games"] if g not in state["reports"]]:
         run, game_cfg = open_or_create(store, cfg.model_copy(update={"env": env_id}), state["runs"].get(env_id))
         state["runs"][env_id], env_of[run.id] = run.id, env_id
-        jobs.append(game_job(game_cfg, run, protocol, threads, library, on_engine))
+        jobs.append(game_job(game_cfg, run, protocol, threads, library))
     batch.checkpoint("batch", state)
     if hasattr(executor, "on_lost"):
         executor.on_lost = lambda info: batch.append_jsonl(LOST, {**info, "env": env_of[jobs[info["index"]].run_id]})

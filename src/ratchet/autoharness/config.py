@@ -2,28 +2,30 @@
 
 from __future__ import annotations
 
-from typing import Literal
+import warnings
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
 from ratchet.config import ConfigError, Settings
+from ratchet.models.budget import BudgetConfig
+
+#: Keys that only the dedicated search read (removed: the engine is the one search). A saved run's
+#: config that has them still loads: they are dropped with a DeprecationWarning.
+DROPPED = {"eval_envs": "the engine evaluates one env per task"}
+#: Budget keys renamed to the engine's :class:`BudgetConfig` names.
+RENAMED_BUDGET = {"max_seconds": "max_wall_s"}
 
 
-class BudgetSettings(Settings):
-    """Limits of one synthesis run; the first one reached stops the search."""
-
-    max_calls: int = 40
-    """Most refiner LLM calls (every sample counts, including rejected ones)."""
-    max_tokens: int = 200_000
-    """Most prompt + completion tokens over all refiner calls."""
-    max_seconds: float = 3600.0
-    """Most wall-clock seconds for the whole search (a resumed run counts only its own time)."""
+def default_budget() -> BudgetConfig:
+    """The limits a synthesis runs under unless told otherwise: 40 refiner calls, 200,000 tokens, an hour."""
+    return BudgetConfig(max_calls=40, max_tokens=200_000, max_wall_s=3600.0)
 
 
 class RatchetIdeas(Settings):
     """The small-model ideas that the ``ratchet`` method adds to the paper's loop; each switch
-    chooses one component of ``autoharness/ideas.py`` and can be switched off on its own for the
-    ablation."""
+    chooses a proposer, a refiner or a suite option of the engine's configuration
+    (``autoharness/engine.py::engine_config``) and can be switched off on its own for the ablation."""
 
     transitions: bool = True
     """Harvest labelled transitions (board, action, legal?, reason) by exploring the env before any
@@ -127,8 +129,6 @@ class AutoHarnessConfig(Settings):
     """Most refinement iterations (tree expansions) after the root."""
     thompson_c: float = 1.0
     """C in Beta(1 + C·h, 1 + C·(1−h) + refinements): how strongly h steers the node choice."""
-    eval_envs: int = 10
-    """Environments evaluated in parallel (lockstep) per candidate during the search."""
     eval_steps: int = 100
     """Steps per environment during the search (the paper uses 1,000; auto-reset between games)."""
     step_cap: int = 200
@@ -156,12 +156,42 @@ class AutoHarnessConfig(Settings):
     """Seconds one harness function call may take in the sandbox before it counts as a failure."""
     rng_seed: int = 0
     """Seed of the search's own randomness (Thompson draws, critic sampling, model seeds)."""
-    budget: BudgetSettings = Field(default_factory=BudgetSettings)
-    """Token / call / time limits of the search."""
+    budget: BudgetConfig = Field(default_factory=default_budget)
+    """Limits of the search, the engine's (``max_calls``: refiner calls, rejected samples included;
+    ``max_tokens``; ``max_wall_s``: seconds of the whole search, a resumed run counting only its own
+    time); the first one reached stops it. Default: 40 calls, 200,000 tokens, 3,600 s; a limit not
+    named keeps its default."""
     library_dir: str | None = None
     """Harness library directory (default: the user data dir); read for seeding, written on success."""
     adoption: AdoptionConfig = Field(default_factory=AdoptionConfig)
     """The gate a harness passes before it is kept in the library or exported."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_keys(cls, data: Any) -> Any:
+        """A config saved before the engine became the one search (a run's ``run.json``, a YAML
+        file) still loads: the search's own keys are dropped and ``budget.max_seconds`` is read as
+        ``budget.max_wall_s``, each with a DeprecationWarning naming the key and its replacement."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        for key, why in DROPPED.items():
+            if key in data:
+                data.pop(key)
+                warnings.warn(f"AutoHarnessConfig.{key} is ignored ({why}); remove it from the config",
+                              DeprecationWarning, stacklevel=2)
+        budget = data.get("budget")
+        if isinstance(budget, dict):
+            budget = dict(budget)
+            for old, new in RENAMED_BUDGET.items():
+                if old in budget:
+                    value = budget.pop(old)
+                    budget.setdefault(new, value)
+                    warnings.warn(f"AutoHarnessConfig.budget.{old} is now budget.{new}; rename it in the config",
+                                  DeprecationWarning, stacklevel=2)
+            # A budget that names one limit keeps the default of the others (not unlimited).
+            data["budget"] = {**default_budget().model_dump(exclude_none=True), **budget}
+        return data
 
     @model_validator(mode="after")
     def _seeds_disjoint(self) -> AutoHarnessConfig:

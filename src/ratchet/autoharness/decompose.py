@@ -16,8 +16,7 @@ own, and only the failing part is asked for again; the other is kept verbatim.
 Ground truth needs an env that exposes its state: a ``board_state()`` method (the TextArena
 adapter's, local or behind a Python 3.12 worker, reads the game's ``game_state["board"]``) whose
 value is plain data (lists of str/int/float/bool/None). Games without one (Chess keeps a
-``chess.Board``) get no ground truth; the search then says why (``reason``, kept in the checkpoint)
-and falls back to the undecomposed check.
+``chess.Board``) get no ground truth; the refiner then refuses the game and says why (``reason``).
 """
 
 from __future__ import annotations
@@ -185,14 +184,14 @@ def choose_part(metrics: dict[str, float], parts: tuple[str, str] | None = None)
     return RULE
 
 
-# ---------------------------------------------------------------- the search's view
+# ---------------------------------------------------------------- the refiner's view
 
 
 class Decomposer:
-    """What the search asks of the decomposition: ground truth (prepared once, checkpointed),
-    the part checks for :meth:`check`, the next request for :meth:`request`, and the new code for
-    :meth:`new_code`. Inactive (``active`` False, ``reason`` says why) when the env has no ground
-    truth; the search then uses the undecomposed check."""
+    """What the decompose refiner (``refine.DecomposeRefiner``) asks of the decomposition: ground
+    truth (prepared once), the part checks for :meth:`check`, the next request for :meth:`request`,
+    and the new code for :meth:`new_code`. Inactive (``active`` False, ``reason`` says why) when the
+    env has no ground truth; the refiner then refuses the game with that reason."""
 
     def __init__(self, helper_library: bool = True) -> None:
         self.helper_library = helper_library
@@ -203,17 +202,8 @@ class Decomposer:
     def active(self) -> bool:
         return bool(self.states)
 
-    def prepare(self, env_factory: Callable[[], Environment], transitions: Sequence[Any]) -> dict[str, Any]:
+    def prepare(self, env_factory: Callable[[], Environment], transitions: Sequence[Any]) -> None:
         self.states, self.reason = true_states(env_factory, transitions)
-        return self.to_json()
-
-    def to_json(self) -> dict[str, Any]:
-        return {"active": self.active, "reason": self.reason, "states": [s.to_json() for s in self.states]}
-
-    def load(self, data: dict[str, Any] | None) -> None:
-        data = data or {}
-        self.reason = data.get("reason", "not prepared")
-        self.states = [TrueState.from_json(s) for s in data.get("states", [])]
 
     def check(self, runtime: HarnessRuntime, code: str) -> tuple[dict[str, float], list[Failure]]:
         """Each part's accuracy and failures ({} and [] for code that is not decomposed, such as

@@ -1,5 +1,4 @@
-"""``ratchet autoharness`` as a configuration of the improvement engine (its default path; the
-dedicated search in ``search.py`` runs with ``--search``).
+"""``ratchet autoharness`` as a configuration of the improvement engine, its one search.
 
 :func:`engine_config` turns an :class:`AutoHarnessConfig` (one game, one harness mode, the
 method and its ideas) into an :class:`EvolveConfig`: the Thompson selector over every scored
@@ -53,6 +52,7 @@ from ratchet.contracts import FORMAT_VERSION, Model
 from ratchet.envs.registry import env_factory_for
 from ratchet.evolve.config import EvolveConfig
 from ratchet.evolve.loop import Engine
+from ratchet.evolve.report_tables import step_events
 
 LEGALITY_SUITE = "ratchet.autoharness.legality:LegalitySuite"
 INDUCED_RULES = "ratchet.autoharness.rules:InducedRulesProposer"
@@ -184,8 +184,7 @@ def engine_config(cfg: AutoHarnessConfig, workspace: Path, description: str = ""
         # ended by the step count with calls left, against the search's 10 of 10).
         "iterations": cfg.iterations * len(proposers),
         "stop_at_score": 1.0,  # the search's stop at h = 1.0: every held-in game played legally
-        "budget": {"max_calls": cfg.budget.max_calls, "max_tokens": cfg.budget.max_tokens,
-                   "max_wall_s": cfg.budget.max_seconds},
+        "budget": cfg.budget.model_dump(),
         "approval": {"required": False},
     })
 
@@ -258,7 +257,7 @@ def synthesize_on_engine(cfg: AutoHarnessConfig, model: Model, run: Any, *, prot
                             heldout=heldout_options(cfg, protocol))
     found = summary.get("report")
     stage = stage_of(found)
-    steps = [e for e in run.read_jsonl("evolve/events.jsonl") if e.get("kind") == "step"]
+    steps = step_events(run)  # one per step, a step redone after a kill counted once
     wall_s = round(time.perf_counter() - started, 1)
     report = {
         "format_version": FORMAT_VERSION, "env": cfg.env, "mode": cfg.mode, "method": cfg.method,

@@ -168,15 +168,6 @@ def body_request(examples: Sequence[tuple[tuple[Any, ...], Sequence[str]]], view
     return BODY_REQUEST, "```python\n" + scaffold_function(examples, view) + "\n"
 
 
-SCAFFOLD_FEW_SHOT = '''Example for a different game (Connect Four: a row of column numbers above rows of "." and X/O):
-```python
-def legal_actions(board):
-    grid = parse_grid(current_board(board))
-    top = grid[1]
-    return ["[" + str(c) + "]" for c in range(len(top)) if top[c] == "."]
-```'''
-
-
 def excerpt(text: str, limit: int = 700) -> str:
     """The end of a long observation (the current position is at the end)."""
     text = text.strip("\n")
@@ -245,12 +236,7 @@ def synthesis_prompt(
     helper_library: bool = False,
     few_shot: bool = False,
     sample_board: str | None = None,
-    labelled: Sequence[tuple[str, bool, str | None]] = (),
-    score_line: str = "",
     scaffold: bool = False,
-    expected: Sequence[str] = (),
-    expected_complete: bool = False,
-    more_examples: Sequence[tuple[str, Sequence[str]]] = (),
     scaffold_examples: Sequence[tuple[Any, Sequence[str]]] = (),
     view: BoardView | None = None,
     body_only: bool = False,
@@ -290,25 +276,10 @@ def synthesis_prompt(
         sections.append("harnesslib API:\n" + HARNESSLIB_API + (FIELDS_API if sample_board and named_values(lib.current_board(sample_board)) else ""))
         if sample_board:
             sections.append("A board of this game:\n" + textwrap.indent(excerpt(sample_board, 500), "  ") + "\nOn it, harnesslib gives:\n" + library_view(sample_board))
-    if labelled:
-        sections.append("On that board the environment says:\n" + "\n".join(
-            f"  {a}: {'legal' if ok else 'illegal (' + (why or 'rejected') + ')'}" for a, ok, why in labelled))
-    if scaffold and expected and not (code is None and scaffold_examples):
-        shown = "[" + ", ".join(repr(a) for a in expected[:24]) + "]"
-        sections.append(("On that board legal_actions(board) must return " if expected_complete else
-                         "On that board the legal actions include ") + shown)
-        for i, (board, legal) in enumerate(more_examples, start=2):
-            block = lib.current_board(board)
-            sections.append(f"Board {i} (its last board):\n{textwrap.indent(block, '  ')}\n{parsed(block, grid=False)}"[:600]
-                            + f"\nlegal_actions(board) must return {list(legal)[:24]!r}")
-        if more_examples:
-            sections.append("Compute the list from the board text; do not hard-code it.")
     if few_shot:
-        sections.append(SCAFFOLD_FEW_SHOT if scaffold else FEW_SHOT)
+        sections.append(FEW_SHOT)
     if code is not None:
         sections.append("Current code:\n```python\n" + code.strip() + "\n```")
-        if score_line:
-            sections.append(score_line)
         if failures:
             sections.append("Failed steps:\n" + "\n\n".join(describe_failure(i + 1, f) for i, f in enumerate(failures)))
         if error_summary:
@@ -322,7 +293,7 @@ def synthesis_prompt(
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n\n".join(sections)}]
 
 
-# ---------------------------------------------------------------- decomposition (ideas.decompose)
+# ---------------------------------------------------------------- decomposition (the decompose idea)
 
 
 def _shape(value: Any) -> str:

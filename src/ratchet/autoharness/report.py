@@ -6,22 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ratchet.autoharness.heldout import protocol_sides, verdict_of
-from ratchet.contracts import FORMAT_VERSION
-
-
-def game_report(cfg: Any, result: Any, evaluation: dict[str, Any] | None, *, run_id: str, wall_s: float, model_name: str) -> dict[str, Any]:
-    """One game's outcome: search effort, and the legal rate / reward before and after."""
-    return {
-        "format_version": FORMAT_VERSION,
-        "env": cfg.env, "mode": cfg.mode, "method": cfg.method, "model": model_name, "run_id": run_id,
-        "players": (evaluation or {}).get("players"),
-        "search": {"best_h": result.best_h, "iterations": result.iterations, "llm_calls": result.calls,
-                   "tokens": result.tokens, "wall_s": round(result.wall_s, 1), "stop_reason": result.stop_reason,
-                   "nodes": result.nodes},
-        **protocol_sides(evaluation),
-        "wall_s": round(wall_s, 1),
-    }
+from ratchet.autoharness.heldout import verdict_of
 
 
 def failed_games(reports: dict[str, dict[str, Any]]) -> dict[str, str]:

@@ -18,7 +18,7 @@ from typing import Any, Optional
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from ratchet.api import protocol_config
@@ -29,43 +29,33 @@ console = Console()
 
 
 @contextmanager
-def _reporter(cfg: Any) -> Iterator[tuple[Callable[[dict], None], Callable[[str], None]]]:
-    """(on_progress, on_phase) for a search: a progress bar on a terminal, plain lines elsewhere."""
+def _reporter(cfg: Any) -> Iterator[Callable[[str], None]]:
+    """on_phase for a synthesis: a spinner naming the phase on a terminal, plain lines elsewhere
+    (the engine's steps are in the run's events, ``ratchet runs show``)."""
     if not console.is_terminal:
         lines = _Lines(cfg.env)
         lines.phase("harvesting and search")
-        yield lines.progress, lines.phase
+        yield lines.phase
         lines.phase("done")
         return
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
-                  TimeElapsedColumn(), console=console) as bar:
-        task = bar.add_task(f"{cfg.env} search", total=cfg.iterations, info="starting")
-
-        def progress(info: dict) -> None:
-            bar.update(task, completed=info["iteration"],
-                       info=f"best h {info['best_h']:.3f} · {info['calls']} calls · {info['tokens']} tok · {info['nodes']} nodes")
+    with Progress(SpinnerColumn(), TextColumn("[bold]{task.description}"), TimeElapsedColumn(), console=console) as bar:
+        task = bar.add_task(f"{cfg.env} search", total=None)
 
         def phase(name: str) -> None:
             bar.update(task, description=f"{cfg.env} {name}")
 
-        yield progress, phase
+        yield phase
 
 
 class _Lines:
-    """Progress as one plain line per phase and per search iteration, for a log or a pipe (a
-    progress bar prints nothing there until it ends)."""
+    """Progress as one plain line per phase, for a log or a pipe (a spinner prints nothing there
+    until it ends)."""
 
     def __init__(self, env: str) -> None:
         self.env, self.started = env, time.monotonic()
 
-    def _say(self, text: str) -> None:
-        print(f"[{time.monotonic() - self.started:6.1f} s] {self.env}: {text}", flush=True)
-
-    def progress(self, info: dict) -> None:
-        self._say(f"iteration {info['iteration']}: best h {info['best_h']:.3f} · {info['calls']} calls · {info['nodes']} nodes")
-
     def phase(self, name: str) -> None:
-        self._say(name)
+        print(f"[{time.monotonic() - self.started:6.1f} s] {self.env}: {name}", flush=True)
 
 
 def _show(report: dict) -> None:
@@ -104,7 +94,7 @@ def written_by(run: Any, report: dict) -> str:
     whose harness it changed (its nearest ancestor written otherwise)."""
     best = ((report.get("engine") or {}).get("best") or {}).get("id")
     if not best:
-        return "a writer the dedicated search does not record (--search)"
+        return "a writer this run does not record (the dedicated search, removed, started it)"
     from ratchet.evolve.archive import Archive
 
     archive = Archive(run)
@@ -182,8 +172,9 @@ def register(app: typer.Typer) -> None:
         force: bool = typer.Option(False, "--force", help="Export even a harness the held-out check rejected."),
         store: Optional[Path] = StoreOption,
         root: Optional[Path] = RootAlias,
-        on_engine: bool = typer.Option(True, "--engine/--search", help="Synthesize on the improvement engine "
-                                       "(autoharness/engine.py, the default) or by the dedicated search (--search)."),
+        on_engine: bool = typer.Option(True, "--engine/--search", hidden=True,
+                                       help="Removed: the engine is the one search (--engine is accepted and does nothing; "
+                                            "--search is refused)."),
         executor: Optional[str] = typer.Option(None, "--executor", help="With --suite: where games run, local | ray "
                                                "(default: local, one after another in this process)."),
         address: Optional[str] = typer.Option(None, "--address", help="Ray cluster to join: auto | ray://HOST:10001."),
@@ -195,6 +186,10 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         if ctx.invoked_subcommand is not None:
             return
+        if not on_engine:
+            console.print("[red]error:[/red] --search: the dedicated search was removed; the engine is the one search "
+                          "(run the same command without --search)")
+            raise typer.Exit(2)
         from ratchet.autoharness.config import AutoHarnessConfig
         from ratchet.config import load_config
         from ratchet.store import RunStore
@@ -219,7 +214,7 @@ def register(app: typer.Typer) -> None:
             before = set(run_store.run_ids())
             try:
                 state = run_suite(suite, cfg, run_store, proto, threads=threads, resume=resume, console=console, executor=pool,
-                                  stop_after_s=stop_after, on_engine=on_engine)
+                                  stop_after_s=stop_after)
             except BaseException as exc:
                 _mark_failed(run_store, set(run_store.run_ids()) - before, exc)
                 raise
@@ -235,10 +230,9 @@ def register(app: typer.Typer) -> None:
             return
         from ratchet import api
 
-        with _reporter(cfg) as (progress, phase):
+        with _reporter(cfg) as phase:
             result = api.synthesize_harness(config=cfg, protocol=protocol, protocol_overrides=protocol_set,
-                                            store=run_store.root, resume=resume, threads=threads,
-                                            on_progress=progress, on_phase=phase, on_engine=on_engine)
+                                            store=run_store.root, resume=resume, threads=threads, on_phase=phase)
         report = result.report
         _show(report)
         run = run_store.open_run(result.run_id)

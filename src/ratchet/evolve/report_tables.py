@@ -55,8 +55,16 @@ def arms_table(report: Mapping[str, Any], metric: str, tasks: str = "tasks") -> 
 
 
 def step_events(run: Any) -> list[dict[str, Any]]:
-    """The run's engine steps, in order (the ``step`` events of ``evolve/events.jsonl``)."""
-    return [e for e in run.read_jsonl("evolve/events.jsonl") if e.get("kind") == "step"]
+    """The run's engine steps, in order (the ``step`` events of ``evolve/events.jsonl``), one per
+    step index: a run killed after a step's event was written but before its checkpoint redoes that
+    step on resume and logs it again, and the redone step's event (the later one) is what the run
+    went on from."""
+    last: dict[Any, dict[str, Any]] = {}
+    for e in run.read_jsonl("evolve/events.jsonl"):
+        if e.get("kind") == "step":
+            last.pop(e.get("step"), None)  # re-inserted: the order is the step's last event's
+            last[e.get("step")] = e
+    return list(last.values())
 
 
 def candidates_table(run: Any) -> list[str]:

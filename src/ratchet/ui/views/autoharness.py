@@ -12,7 +12,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
 from ratchet.autoharness.heldout import verdict_of
-from ratchet.autoharness.search import CHECKPOINT
+from ratchet.autoharness.pipeline import SEARCH_CHECKPOINT as CHECKPOINT
 from ratchet.contracts import Failure
 from ratchet.store import Run, read_json
 from ratchet.ui.context import Page, ui_of

@@ -1,56 +1,14 @@
-"""Pure logic: Thompson selection, the which-function rule, code extraction, the critic."""
+"""Pure logic: the which-function rule, code extraction, the critic."""
 
 from __future__ import annotations
 
 import random
 
 import pytest
-from fakes import make_tree
 
 from ratchet.autoharness import critic
 from ratchet.autoharness.refine import check_signatures, which_to_refine
-from ratchet.autoharness.tree import Tree, select_action
 from ratchet.contracts import Failure
-
-
-def test_tree_counts_refinements_and_depth():
-    tree = make_tree()
-    assert tree.nodes["root"].refinements == 2
-    assert tree.nodes["a"].depth == 1
-    assert tree.best().candidate_id == "a"
-    tree.add("a", "root", 0.9)  # the same code again: one more refinement, no new node
-    assert len(tree) == 3 and tree.nodes["root"].refinements == 3
-
-
-def test_thompson_draws_follow_the_beta_parameters_exactly():
-    tree = make_tree()
-    c = 2.0
-    rng = random.Random(7)
-    expected = {
-        "root": rng.betavariate(1 + c * 0.2, 1 + c * 0.8 + 2),
-        "a": rng.betavariate(1 + c * 0.9, 1 + c * 0.1 + 0),
-        "b": rng.betavariate(1 + c * 0.5, 1 + c * 0.5 + 0),
-    }
-    chosen = select_action(tree, random.Random(7), c)
-    assert chosen.candidate_id == max(expected, key=expected.get)
-
-
-def test_selection_prefers_high_h_but_refinements_push_exploration():
-    tree = Tree()
-    tree.add("good", None, 0.95)
-    tree.add("bad", None, 0.05)
-    rng = random.Random(0)
-    picks = [select_action(tree, rng, 1.0).candidate_id for _ in range(400)]
-    assert picks.count("good") > picks.count("bad")
-    tree.nodes["good"].refinements = 50  # refined many times without progress
-    picks = [select_action(tree, rng, 1.0).candidate_id for _ in range(400)]
-    assert picks.count("bad") > picks.count("good")
-
-
-def test_tree_round_trips_through_json():
-    tree = make_tree()
-    again = Tree.from_json(tree.to_json())
-    assert again.to_json() == tree.to_json()
 
 
 @pytest.mark.parametrize(
