@@ -145,7 +145,7 @@ def _protocol_pass(args, store, model, protocol, rows: list[dict], save) -> None
     """Second pass of ``--protocol-last``: the LLM protocol on each searched game, saving after each."""
     from ratchet.autoharness.config import AutoHarnessConfig
     from ratchet.autoharness.pipeline import adopt, best_code, evaluate_harness
-    from ratchet.autoharness.report import protocol_sides
+    from ratchet.autoharness.heldout import protocol_sides
 
     for row in rows:
         wanted = args.protocol_games is None or row["env"] in args.protocol_games

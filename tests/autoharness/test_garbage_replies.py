@@ -100,14 +100,14 @@ def test_the_refiner_is_told_what_was_wrong_with_its_reply(tmp_path, kind):
 
 
 def test_a_search_that_finds_nothing_skips_the_held_out_check(tmp_path, monkeypatch):
-    from ratchet.autoharness import engine
+    from ratchet.autoharness import engine, heldout
 
     def no_held_out(*args, **kwargs):
         raise AssertionError("the held-out check ran on a harness with h = 0")
 
     broken = ("def propose_action(board):\n    raise ValueError('no idea')\n\n"
               "def is_legal_action(board, action):\n    raise ValueError('no idea')\n")
-    monkeypatch.setattr(engine, "code_heldout", no_held_out)
+    monkeypatch.setattr(heldout, "code_heldout", no_held_out)  # the report stage's
     monkeypatch.setattr(engine, "starting_harness", lambda cfg, library=None: broken)  # a start that plays no move
     store = RunStore(tmp_path / "runs")
     cfg = AutoHarnessConfig(env="TicTacToe-v0", model="scripted:", method="faithful", iterations=2, eval_steps=10,

@@ -95,7 +95,7 @@ def test_filter_and_policy_modes_play_legally_with_a_good_harness():
 def test_protocol_can_run_after_the_search_on_the_stored_best_harness(tmp_path):
     """The batch's two-pass order: search alone first, then the protocol on the run's best code."""
     from ratchet.autoharness.pipeline import best_code, evaluate_harness
-    from ratchet.autoharness.report import protocol_sides
+    from ratchet.autoharness.heldout import protocol_sides
 
     store = RunStore(tmp_path / "runs")
     cfg = small(tmp_path)
