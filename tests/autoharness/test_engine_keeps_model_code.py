@@ -139,3 +139,34 @@ def test_without_the_repair_the_same_sample_is_proposed_as_written(tmp_path: Pat
     [record] = run.read_jsonl("evolve/samples.jsonl")
     assert "repair" not in record["samples"][0] and record["kept"] == record["samples"][0]["code"]
     assert kept_by_model(run, summary)[1] is None  # the starting harness stays the best
+
+
+def test_once_the_calls_are_spent_a_separate_repair_step_still_fixes_an_archived_child(tmp_path: Path) -> None:
+    """One call, its reply testing free cells against ' ', with the repair as a step of its own (as
+    where the refiner cannot screen) instead of inside the refiner's: the search repairs such a
+    sample with no model call after its last one, and the engine's proposers that call no model go
+    on once the calls are spent (up to ``iterations``), so the screened mutation makes it right."""
+    from ratchet.autoharness.engine import SCREENED_MUTATION, engine_config, write_workspace
+    from ratchet.evolve.loop import Engine
+
+    model = ScriptedModel([WRONG["blank_is_space"]])
+    cfg = config(tmp_path, max_calls=1)
+    cfg.ideas.samples_per_step = 1
+    run = RunStore(tmp_path / "runs").create_run("autoharness", {}, name="engine")
+    evolve = engine_config(cfg, write_workspace(Path(run.dir) / "workspace"), "Tic Tac Toe")
+    [critic] = evolve.proposers
+    critic.options.pop("repair")
+    mutation = critic.model_copy(update={"name": SCREENED_MUTATION, "options": {
+        "game": "TicTacToe-v0", "seeds": cfg.search_seeds[: len(cfg.search_seeds) // 2], "rng_seed": cfg.rng_seed}})
+    evolve = evolve.model_copy(update={"proposers": [critic, mutation], "iterations": 40})
+    summary = Engine(evolve, run, model).execute()
+    assert kept_by_model(run, summary) == (1.0, "screened_mutation") and len(model.calls) == 1
+    archive = Archive(run)
+    parent = archive.get(archive.get(summary["report"]["best"]["id"]).parent_id)
+    assert "cells[i] == ' '" in parent.files["harness.py"] and parent.meta.get("proposer") == "harness_refiner"
+    # the command's phase line says the model's harness was changed without a model call
+    from ratchet.cli.autoharness import written_by
+
+    assert written_by(run, {"engine": summary["report"]}) == (
+        "a mechanical mutation screened on the dense checks, no model call, of the model's harness "
+        "(proposer harness_refiner)")
