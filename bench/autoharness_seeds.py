@@ -73,6 +73,16 @@ def row(report: dict[str, Any], run_dir: Path) -> dict[str, Any]:
             "run": report["run_id"]}
 
 
+def _engine_writer(run_dir: Path, event: dict) -> str | None:
+    """The step's proposer, ``+ repair`` when the refiner's step proposed a sample it repaired
+    without the model (``repaired`` in the child's proposal: ``evolve.proposers.repair``)."""
+    import json
+
+    meta = run_dir / "candidates" / str(event.get("child")) / "meta.json"
+    repaired = meta.exists() and (json.loads(meta.read_text()).get("meta", {}).get("proposal") or {}).get("repaired")
+    return f"{event.get('proposer')} + repair" if repaired else event.get("proposer")
+
+
 def first_solved(run_dir: Path) -> tuple[int | None, str | None]:
     """The model calls spent when a harness first reached h = 1.0, and what wrote it (None, None:
     never): the calls of the engine's steps up to the first whose accepted best is 1.0, and that
@@ -85,7 +95,7 @@ def first_solved(run_dir: Path) -> tuple[int | None, str | None]:
         if event.get("kind") == "step":
             calls += event.get("model_calls") or 0
             if (event.get("best") or 0.0) >= 1.0:
-                return calls, event.get("proposer")
+                return calls, _engine_writer(run_dir, event)
     return None, None
 
 
@@ -156,7 +166,7 @@ def _write(args, rows: list[dict]) -> None:
     table = summary(rows)
     write_json(args.name, {"model": args.model, "env": args.env, "max_calls": args.max_calls,
                            "machine": machine(**load), "summary": table, "rows": rows}, out=args.out)
-    f = lambda v: "–" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v))  # noqa: E731
+    f = lambda v: "–" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v))
     lines = [
         f"# AutoHarness across search seeds: {args.env}, {args.model}, at most {args.max_calls} refiner calls per search",
         "",
@@ -164,7 +174,8 @@ def _write(args, rows: list[dict]) -> None:
         "repeated with different `rng_seed`s, each one `ratchet.api.synthesize_harness` call on the engine (`engine`);",
         "rows of path `search` ran the dedicated search, since removed, and stay as history. Held-out = the best harness",
         "alone on 5 held-out seeds × 200 steps, and its verifier's accuracy on transitions harvested from them. Written by",
-        "= what made the first harness at h = 1 (the engine step's proposer; on the search: refiner, repair, or library or",
+        "= what made the first harness at h = 1 (the engine step's proposer, `+ repair` when its step repaired the sample it",
+        "proposed; on the search: refiner, repair, or library or",
         "induced rules). Load = the 1-minute load average before and after the run (2 cores shared with other jobs).",
         "",
         "| path | configuration | solved (h = 1.0) | Wilson 95% | mean best h | mean calls |",

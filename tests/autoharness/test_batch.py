@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from ratchet.autoharness.batch import BATCH_KIND, run_suite
 from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.executors import LocalExecutor, UnitLost
@@ -51,9 +53,11 @@ def test_the_same_command_on_the_same_store_carries_on_with_an_unfinished_batch(
 
 
 def untimed(value):
-    """``value`` without its clocks (the engine's report keeps its budget's ``wall_s`` and ``model_s``)."""
+    """``value`` without its clocks (the engine's report keeps its budget's ``wall_s`` and ``model_s``,
+    and a run stopped by its budget says what it spent, seconds included, in ``stop_reason``)."""
     if isinstance(value, dict):
-        return {k: untimed(v) for k, v in value.items() if k not in ("wall_s", "model_s")}
+        return {k: untimed(v) if k != "stop_reason" else re.sub(r"\d+(\.\d+)? s\b", "N s", str(v))
+                for k, v in value.items() if k not in ("wall_s", "model_s")}
     return value
 
 

@@ -61,8 +61,10 @@ def test_the_ratchet_method_is_thompson_the_scaffold_refiner_and_the_no_model_pr
     cfg = engine_config(small(), tmp_path, "Tic Tac Toe")
     assert cfg.suite.name == LEGALITY_SUITE and cfg.suite.options["seeds"] == [0, 1, 2, 3, 1000, 1001]
     assert cfg.selector.name == "thompson" and cfg.selector.options == {"c": 1.0, "pool": "scored"}
-    assert [p.name for p in cfg.proposers] == [INDUCED_RULES, HARNESS_PROPOSER, "autofix", SCREENED_MUTATION]
+    # the repair and autofix ideas act inside the refiner's step (its samples), not as steps of their own
+    assert [p.name for p in cfg.proposers] == [INDUCED_RULES, HARNESS_PROPOSER]
     critic = cfg.proposers[1].options
+    assert critic["repair"] == {"rounds": 3, "autofix": True, "game": "TicTacToe-v0", "mutants": 32}
     assert critic["refiner"] == SCAFFOLD_REFINER and critic["fallback_refiner"] == HARNESS_REFINER
     assert critic["samples"] == 4 and critic["refiner_options"]["seeds"] == [0, 1]
     # every child is scored on held-in, a node to refine (no smoke stage), shown its wrong states first
@@ -70,11 +72,15 @@ def test_the_ratchet_method_is_thompson_the_scaffold_refiner_and_the_no_model_pr
     # the refiner's evidence, the gate's and the report's seeds never meet
     assert cfg.splits.ids == {"search": ["TicTacToe-v0#0", "TicTacToe-v0#1"], "heldin": ["TicTacToe-v0#2", "TicTacToe-v0#3"],
                               "test": ["TicTacToe-v0#1000", "TicTacToe-v0#1001"]}
-    # one search iteration = a round of the four proposers' steps (the calls stay the binding limit)
-    assert cfg.static.novelty and cfg.budget.max_calls == 40 and cfg.iterations == 1 * 4
+    # an iteration = a step per sample the refinement may ask (4) and one of the rules (the calls stay the binding limit)
+    assert cfg.static.novelty and cfg.budget.max_calls == 40 and cfg.iterations == 1 * (4 + 1)
     off = engine_config(small(ideas=RatchetIdeas(induce=False, autofix=False, repair=False, scaffold=False)), tmp_path)
     assert [p.name for p in off.proposers] == [HARNESS_PROPOSER] and off.proposers[0].options["refiner"] == HARNESS_REFINER
-    assert off.iterations == 1
+    assert off.iterations == 1 and "repair" not in off.proposers[0].options
+    # a refiner that cannot screen (no scaffold): the repair and autofix stay steps of their own, a round of them an iteration
+    whole = engine_config(small(ideas=RatchetIdeas(scaffold=False)), tmp_path)
+    assert [p.name for p in whole.proposers] == [INDUCED_RULES, HARNESS_PROPOSER, "autofix", SCREENED_MUTATION]
+    assert "repair" not in whole.proposers[1].options and whole.iterations == 1 * 4
 
 
 def test_the_faithful_method_is_the_papers_loop_alone(tmp_path: Path) -> None:
@@ -93,10 +99,13 @@ def test_every_component_of_the_configuration_builds(tmp_path: Path) -> None:
     cfg = engine_config(small(), ws, "Tic Tac Toe")
     ctx = EngineContext(load_manifest(ws), ws)
     built = [build("proposer", spec, ctx) for spec in cfg.proposers]
-    assert [p.name for p in built] == ["induced_rules", "harness_refiner", "autofix", "screened_mutation"]
+    assert [p.name for p in built] == ["induced_rules", "harness_refiner"] and built[1].repair is not None
     every = engine_config(small(ideas=RatchetIdeas(fresh_roots=True, restarts=True, grammar=True, few_shot=True)), ws)
     assert [build("proposer", spec, ctx).name for spec in every.proposers] == [
-        "induced_rules", "harness_refiner", "fresh_root", "fresh_root", "autofix", "screened_mutation"]
+        "induced_rules", "harness_refiner", "fresh_root", "fresh_root"]
+    whole = engine_config(small(ideas=RatchetIdeas(scaffold=False)), ws)
+    assert [build("proposer", spec, ctx).name for spec in whole.proposers] == [
+        "induced_rules", "harness_refiner", "autofix", "screened_mutation"]
     # the default seeds leave the gate 5 held-in tasks: a change that wins all of them must pass
     default = engine_config(AutoHarnessConfig(env="TicTacToe-v0", heldout_seeds=[1000]), ws)
     assert len(default.splits.ids["heldin"]) == 5

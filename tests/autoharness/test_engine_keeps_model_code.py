@@ -37,9 +37,12 @@ def config(tmp_path: Path, max_calls: int) -> AutoHarnessConfig:
         "budget": {"max_calls": max_calls}})
 
 
-def run_with(tmp_path: Path, model: ScriptedModel, max_calls: int) -> tuple[dict, object]:
+def run_with(tmp_path: Path, model: ScriptedModel, max_calls: int, repair: bool = True) -> tuple[dict, object]:
+    """``repair``: the repair and autofix ideas (off: the samples are proposed as the model wrote them)."""
     run = RunStore(tmp_path / "runs").create_run("autoharness", {}, name="engine")
-    return run_on_engine(config(tmp_path, max_calls), model, run), run
+    cfg = config(tmp_path, max_calls)
+    cfg.ideas.repair = cfg.ideas.autofix = repair
+    return run_on_engine(cfg, model, run), run
 
 
 def kept_by_model(run: object, summary: dict) -> tuple[float, str | None]:
@@ -60,9 +63,10 @@ def test_the_reply_the_search_kept_is_kept_on_the_engine_after_one_call(tmp_path
 
 def test_the_proposal_that_spends_the_budgets_last_call_is_judged(tmp_path: Path) -> None:
     # Four samples, the right one last, with a budget of four calls: the make-demo run's second
-    # step (its child was left "evaluating" when the run stopped).
+    # step (its child was left "evaluating" when the run stopped). Without the repair, which would
+    # fix the first sample in the step (see below).
     model = ScriptedModel([WRONG["blank_is_space"], WRONG["inverted"], WRONG["hard_coded"], KEPT])
-    summary, run = run_with(tmp_path, model, max_calls=4)
+    summary, run = run_with(tmp_path, model, max_calls=4, repair=False)
     assert kept_by_model(run, summary) == (1.0, "harness_refiner")
     assert len(model.calls) == 4 and not [c for c in run.candidates() if c["status"] == "evaluating"]
 
@@ -71,7 +75,7 @@ def test_samples_in_hand_are_proposed_when_the_budget_refuses_the_next(tmp_path:
     # Two samples paid for, the third refused: the better of the two is still proposed and judged
     # (before, the refusal escaped the proposal and the step made no candidate).
     model = ScriptedModel([WRONG["blank_is_space"], WRONG["hard_coded"]])
-    summary, run = run_with(tmp_path, model, max_calls=2)
+    summary, run = run_with(tmp_path, model, max_calls=2, repair=False)
     steps = [e for e in run.read_jsonl("evolve/events.jsonl") if e.get("kind") == "step" and e.get("child")]
     assert len(steps) == 1 and steps[0]["model_calls"] == 2 and steps[0]["status"] == "rejected"
     assert len(model.calls) == 2
@@ -81,22 +85,21 @@ def test_samples_in_hand_are_proposed_when_the_budget_refuses_the_next(tmp_path:
     assert kept_by_model(run, summary) == (pytest.approx(0.56, abs=0.01), None)
 
 
-@pytest.mark.parametrize("repair", [False, True])
-def test_a_partly_right_child_is_refined_as_the_search_refines_its_best_sample(tmp_path: Path, repair: bool) -> None:
+def test_a_partly_right_child_is_refined_as_the_search_refines_its_best_sample(tmp_path: Path) -> None:
     """The model answers the first request with a legal_moves that tests free cells against ' '
     (h about 0.1, far below the blank harness's 0.56) and writes the right one only when shown that
     function to fix. Before, the smoke stage rejected the child before it was scored on held-in, so
-    it never became a parent and every step asked the first request again: nothing was kept. With
-    the ``repair`` idea, its mutants (``==`` to ``!=``) fix it first, without a model call."""
+    it never became a parent and every step asked the first request again: nothing was kept.
+    (The repair ideas off: they would fix the first sample in its own step, below.)"""
     def responder(messages) -> str:
         return KEPT if "cells[i] == ' '" in messages[-1]["content"] else WRONG["blank_is_space"]
 
     model = ScriptedModel(responder)
     cfg = config(tmp_path, max_calls=12).model_copy(update={"iterations": 16})
-    cfg.ideas.samples_per_step, cfg.ideas.repair = 1, repair
+    cfg.ideas.samples_per_step, cfg.ideas.repair, cfg.ideas.autofix = 1, False, False
     run = RunStore(tmp_path / "runs").create_run("autoharness", {}, name="engine")
     summary = run_on_engine(cfg, model, run)
-    assert kept_by_model(run, summary) == (1.0, "screened_mutation" if repair else "harness_refiner")
+    assert kept_by_model(run, summary) == (1.0, "harness_refiner")
     archive = Archive(run)
     best = archive.get(summary["report"]["best"]["id"])
     parent = archive.get(best.parent_id)
@@ -104,15 +107,59 @@ def test_a_partly_right_child_is_refined_as_the_search_refines_its_best_sample(t
     assert archive.score(parent.id, "heldin") < 0.56 - 0.25  # what the smoke stage's margin cut
 
 
-def test_once_the_calls_are_spent_the_repair_still_fixes_an_archived_child(tmp_path: Path) -> None:
-    """One call, its reply testing free cells against ' ': the search repairs such a sample with no
-    model call after its last one. Before, the engine stopped at the next step that drew the refiner;
-    now the proposers that call no model go on (up to ``iterations``) and the repair makes it right."""
+@pytest.mark.parametrize("wrong, change", [("blank_is_space", "`cells[i] == ' '` → "), ("inverted", "`in` → `not in`")])
+def test_a_sample_one_mutant_from_right_is_proposed_repaired_in_its_own_step(tmp_path: Path, wrong: str, change: str) -> None:
+    """The search repairs every sample it judges; the engine's refiner step now repairs each of its
+    samples (screened single-point mutants, no model call) before it ranks them. One call, a reply
+    one comparison from right: the step proposes it repaired, kept at h = 1.0 after that one call.
+    Before, the step proposed the sample as written (h about 0.1), and a repair came only if a
+    later step drew the screened mutation for that parent."""
+    model = ScriptedModel([WRONG[wrong]], cycle=True)
+    summary, run = run_with(tmp_path, model, max_calls=8)
+    assert kept_by_model(run, summary) == (1.0, "harness_refiner") and len(model.calls) == 1
+    assert summary["state"] == "done"
+    archive = Archive(run)
+    best = archive.get(summary["report"]["best"]["id"])
+    assert best.parent_id == archive.candidates()[0].id  # the starting harness: no other step
+    repaired = best.meta["proposal"]["repaired"]
+    assert repaired["after"] == 1.0 > repaired["before"] and change in repaired["changes"][0]
+    # the step's record keeps the model's own sample and what the repair did to it
+    [record] = run.read_jsonl("evolve/samples.jsonl")
+    [sample] = record["samples"]
+    assert sample["screen"] == repaired["before"] and sample["repair"]["after"] == 1.0
+    assert record["kept"] == sample["repair"]["code"] != sample["code"]
+    steps = [e for e in run.read_jsonl("evolve/events.jsonl") if e.get("kind") == "step"]
+    assert [e["model_calls"] for e in steps] == [1]  # the repair's screens cost no call
+
+
+def test_without_the_repair_the_same_sample_is_proposed_as_written(tmp_path: Path) -> None:
+    """The negative control: the repair ideas off, the same reply is proposed as the model wrote it and rejected."""
+    model = ScriptedModel([WRONG["blank_is_space"]])
+    summary, run = run_with(tmp_path, model, max_calls=1, repair=False)
+    [record] = run.read_jsonl("evolve/samples.jsonl")
+    assert "repair" not in record["samples"][0] and record["kept"] == record["samples"][0]["code"]
+    assert kept_by_model(run, summary)[1] is None  # the starting harness stays the best
+
+
+def test_once_the_calls_are_spent_a_separate_repair_step_still_fixes_an_archived_child(tmp_path: Path) -> None:
+    """One call, its reply testing free cells against ' ', with the repair as a step of its own (as
+    where the refiner cannot screen) instead of inside the refiner's: the search repairs such a
+    sample with no model call after its last one, and the engine's proposers that call no model go
+    on once the calls are spent (up to ``iterations``), so the screened mutation makes it right."""
+    from ratchet.autoharness.engine import SCREENED_MUTATION, engine_config, write_workspace
+    from ratchet.evolve.loop import Engine
+
     model = ScriptedModel([WRONG["blank_is_space"]])
     cfg = config(tmp_path, max_calls=1)
     cfg.ideas.samples_per_step = 1
     run = RunStore(tmp_path / "runs").create_run("autoharness", {}, name="engine")
-    summary = run_on_engine(cfg, model, run)
+    evolve = engine_config(cfg, write_workspace(Path(run.dir) / "workspace"), "Tic Tac Toe")
+    [critic] = evolve.proposers
+    critic.options.pop("repair")
+    mutation = critic.model_copy(update={"name": SCREENED_MUTATION, "options": {
+        "game": "TicTacToe-v0", "seeds": cfg.search_seeds[: len(cfg.search_seeds) // 2], "rng_seed": cfg.rng_seed}})
+    evolve = evolve.model_copy(update={"proposers": [critic, mutation], "iterations": 40})
+    summary = Engine(evolve, run, model).execute()
     assert kept_by_model(run, summary) == (1.0, "screened_mutation") and len(model.calls) == 1
     archive = Archive(run)
     parent = archive.get(archive.get(summary["report"]["best"]["id"]).parent_id)

@@ -30,11 +30,12 @@ REPLIES = json.loads(DATA.read_text())
 KEPT, WRONG = REPLIES["kept"], REPLIES["wrong"]
 
 
-def search(tmp_path: Path, replies: list[str], max_calls: int, samples: int = 4) -> object:
-    """A finished AutoHarness run on the engine whose model answers ``replies`` in order."""
+def search(tmp_path: Path, replies: list[str], max_calls: int, samples: int = 4, repair: bool = False) -> object:
+    """A finished AutoHarness run on the engine whose model answers ``replies`` in order
+    (``repair``: the step repairs its samples; off, each is proposed as the model wrote it)."""
     cfg = AutoHarnessConfig.model_validate({
         "env": "TicTacToe-v0", "model": "scripted:", "heldout_seeds": [1000], "eval_steps": 20,
-        "ideas": {"induce": False, "library_seed": False, "samples_per_step": samples},
+        "ideas": {"induce": False, "library_seed": False, "samples_per_step": samples, "repair": repair, "autofix": repair},
         "library_dir": str(tmp_path / "lib"), "budget": {"max_calls": max_calls}})
     run = RunStore(tmp_path / "runs").create_run("autoharness", {}, name="verdicts")
     run_on_engine(cfg, ScriptedModel(replies), run)
@@ -110,6 +111,21 @@ def test_a_lone_sample_has_no_reward_and_its_hint_is_what_its_games_revealed(tmp
     [(turn, judgement)] = verdict_turns(run)
     assert judgement.reward == 0 and turn.response_text == WRONG["hard_coded"]
     assert "It was rejected" in judgement.hint and "What failed:" in judgement.hint
+
+
+def test_a_repaired_sample_scores_what_the_model_wrote_and_its_hint_says_what_the_repair_changed(tmp_path: Path) -> None:
+    # One sample one comparison from right: the step proposes it repaired (kept at h 1.0). The
+    # turn is the model's reply, scored by its own screen; the hint names the change and the games.
+    run = search(tmp_path, [WRONG["inverted"]], max_calls=1, samples=1, repair=True)
+    [record] = run.read_jsonl(SAMPLES_FILE)
+    [sample] = record["samples"]
+    assert sample["repair"]["after"] == 1.0 and record["kept"] == sample["repair"]["code"]
+    [(turn, judgement)] = verdict_turns(run)
+    assert turn.response_text == WRONG["inverted"] and judgement.next_state == f"score {sample['screen']:.4f}"
+    assert sample["screen"] < 1.0
+    assert "A small change (line 17: `in` → `not in`) made it score 1.00. When your code" in judgement.hint, judgement.hint
+    assert "It was kept" in judgement.hint  # the repaired child's evaluation, found by the kept hash
+    assert judgement.hint.index("It was kept") < judgement.hint.index("What it got wrong")
 
 
 def test_feeding_adds_judged_turns_once(tmp_path: Path) -> None:

@@ -132,6 +132,14 @@ def engine_config(cfg: AutoHarnessConfig, workspace: Path, description: str = ""
             critic.update(fallback_refiner=HARNESS_REFINER, fallback_refiner_options=refiner)
     elif ratchet:
         critic.update(samples=min(8, ideas.samples_per_step), temperature=cfg.temperature)
+    # The search's repair and autofix act on every sample of a refinement as it is judged; here the
+    # refiner's step climbs each sample on its own screen (evolve.proposers.repair) before it ranks
+    # them, where the refiner screens (scaffold, decompose) and the ideas are on.
+    in_step = bool((on("repair") or on("autofix")) and (on("decompose") or on("scaffold")))
+    if in_step:
+        critic["repair"] = {"rounds": 3 if on("repair") else 0, "autofix": bool(on("autofix")), "game": cfg.env,
+                            # every function, the template's few sites among them, so a helper the model wrote is repaired too
+                            "mutants": 32}
     proposers: list[dict[str, Any]] = [{"name": HARNESS_PROPOSER, "weight": 1.0, "options": critic}]
     if on("induce"):  # no model call: drawn first and often, as the search seeds with it
         proposers.insert(0, {"name": INDUCED_RULES, "weight": 4.0, "options": {
@@ -142,9 +150,15 @@ def engine_config(cfg: AutoHarnessConfig, workspace: Path, description: str = ""
     if on("restarts"):  # a fresh root once two candidates in a row were rejected
         proposers.append({"name": FRESH_ROOT, "weight": 1.0,
                           "options": {**critic, "temperature": cfg.temperature, "after_stall": 2}})
-    if on("autofix"):
+    # With the repair in the refiner's step, the separate repair and autofix steps leave the mix:
+    # the search has no such step (its repair and autofix are offspring of a refinement's samples
+    # only), every refined child was already climbed when it was proposed, and drawn by weight on
+    # the selected parent they mostly skipped (the parent already climbed) while taking steps from
+    # the refiner. A gap: the fallback refiner's whole-harness samples (it has no screen) go
+    # unrepaired, where the search repairs those too.
+    if on("autofix") and not in_step:
         proposers.append({"name": "autofix", "weight": 1.0, "options": {"surfaces": ["harness.py"], "game": cfg.env}})
-    if on("repair"):  # the search's repair: mutants screened on the dense checks before one is judged
+    if on("repair") and not in_step:  # the search's repair: mutants screened on the dense checks before one is judged
         checks = [name for idea, name in (("transitions", "transitions"), ("scaffold", "legal_actions")) if on(idea)]
         proposers.append({"name": SCREENED_MUTATION, "weight": 1.0, "options": {
             "game": cfg.env, "seeds": search, "transitions_per_seed": cfg.transitions_per_seed,
@@ -182,7 +196,11 @@ def engine_config(cfg: AutoHarnessConfig, workspace: Path, description: str = ""
         # a run has a round of steps per iteration, so the model's calls stay the binding limit
         # (measured with one step per iteration: 5 of 10 seeds solved with the rules off, most runs
         # ended by the step count with calls left, against the search's 10 of 10).
-        "iterations": cfg.iterations * len(proposers),
+        # With the repair in the refiner's step, an iteration is a step per sample the refinement
+        # may ask and one of each other proposer: a step ends at the first sample that screens 1.0
+        # (repaired or not) even when its child is then rejected, where a search iteration ends only
+        # at h = 1.0, so its unasked samples' calls go to later steps and the calls stay the limit.
+        "iterations": cfg.iterations * (critic["samples"] + len(proposers) - 1 if in_step else len(proposers)),
         "stop_at_score": 1.0,  # the search's stop at h = 1.0: every held-in game played legally
         "budget": cfg.budget.model_dump(),
         "approval": {"required": False},

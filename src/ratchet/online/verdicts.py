@@ -22,6 +22,9 @@ A sample's **score** is what its code earned on the scale its request's samples 
 * a screened sample scores its screen (the refiner's cheap check in [0, 1], e.g. the share of
   explored states where ``legal_actions`` is right), the kept one too, so all screened samples of a
   request compare on one scale; a repeat of an earlier sample's code scores what that code screened;
+  a sample the step repaired without the model (``repair`` in its record) scores what the model
+  wrote, its hint says which small change scored how much, and when the repaired code was kept its
+  evaluation is the sample's;
 * an unscreened kept sample (``samples: 1``, or a refiner that cannot screen) scores its
   candidate's held-in mean h (the search split's when it has none; 0 when it was never evaluated).
 
@@ -170,12 +173,16 @@ def _read_samples(run: Any) -> list[_Sample]:
                 score = float(s["screen"])
                 hint = (f"Before any game was played your code was checked on the game's explored states: it "
                         f"scored {score:.2f} of 1 (the best code written for this request scored {best:.2f}).")
-                if s.get("findings"):
-                    hint += f" What it got wrong: {s['findings']}."
-                if digest == record.get("kept"):
-                    child = _candidate_by_code(archive, record["surface"], digest)
+                repair = s.get("repair") or {}
+                if repair.get("code"):  # the step's repair climbed it without the model (evolve.proposers.repair)
+                    hint += f" A small change ({'; '.join(repair['changes'])}) made it score {float(repair['after']):.2f}."
+                kept = record.get("kept")
+                if kept is not None and kept in (digest, repair.get("code")):
+                    child = _candidate_by_code(archive, record["surface"], kept)
                     if child is not None:
                         hint += " " + _evaluated(archive, child)[1]
+                if s.get("findings"):  # last: the games' verdict, where there is one, is clipped last
+                    hint += f" What it got wrong: {s['findings']}."
             elif digest is not None and digest in screens:  # a repeat of an earlier sample's code
                 score = float(screens[digest])
                 hint = f"Your code repeated an earlier answer to this request, which scored {score:.2f} of 1."

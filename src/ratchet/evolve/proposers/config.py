@@ -89,6 +89,28 @@ class AgenticOptions(ModelProposerOptions):
     (the 0.5B answered the proposer's task with no tool call at all). None: the step gives up."""
 
 
+class SampleRepairOptions(Settings):
+    """How a screening refiner's samples are repaired before the step ranks them, no model call
+    (``evolve.proposers.repair``: the search's ``repair`` and ``autofix`` of every sample)."""
+
+    mutants: int = Field(default=24, ge=1)
+    """Most single-point mutants screened per round (a random subset, the search's 24)."""
+    rounds: int = Field(default=3, ge=0, le=10)
+    """Most rounds of hill-climbing: each round's best mutant is kept only when it screens higher,
+    and the next round mutates it (the search's 3); 0: only the ``autofix``."""
+    functions: list[str] | None = None
+    """Top-level functions a mutant may change (the ones the model writes, e.g. ``legal_moves``
+    inside a fixed template); None: every function of the file."""
+    autofix: bool = True
+    """Fix the slips with one reading first (a module used but not imported, an action word
+    without its brackets: ``mutation.fixed``), kept unless the fix screens lower."""
+    game: str | None = None
+    """A TextArena game whose rules text says how its word actions are written (for ``autofix``);
+    None: ``spelled``, else only missing imports are fixed."""
+    spelled: dict[str, str] = Field(default_factory=dict)
+    """Bare action words and how the game writes each (``{"roll": "[roll]"}``); empty: from ``game``."""
+
+
 class CriticRefinerOptions(ModelProposerOptions):
     """The critic + refiner (AutoHarness): a few of the parent's failures, one per error type
     first, shown to the run's refiner (``ctx.extra["refiner"]``), which rewrites one file."""
@@ -121,6 +143,10 @@ class CriticRefinerOptions(ModelProposerOptions):
     proposals, so a resumed run counts the same) before that parent gets the fallback refiner.
     Two, as the search's: with the 1.5B, falling back on the first empty reply sent Guess the
     Number nodes to whole-harness samples that all scored 0.0."""
+    repair: SampleRepairOptions | None = None
+    """Repair every usable sample that screens below 1.0 by its autofix and screened single-point
+    mutants before the step ranks them (a refiner with ``screen`` and ``samples`` > 1 only);
+    the step then proposes the best screen, repaired or not. None: samples as the model wrote them."""
 
 
 class ControlOptions(Settings):

@@ -15,6 +15,12 @@ Every step's samples are kept, not only the one proposed: one record per step in
 of the code read from it, its screened score and why it was unusable. Only the kept sample becomes a
 candidate; the others' scores were otherwise lost, and they are what ranks a request's samples
 against one another when verdicts become training signal (:mod:`ratchet.online.verdicts`).
+
+With ``repair`` (:class:`~ratchet.evolve.proposers.repair.SampleRepair`), every screened sample
+below 1.0 is climbed by its autofix and screened single-point mutants as it arrives, before the
+step ranks its samples, with no model call; its record keeps the model's own screen and, under
+``repair``, the screen after, the changes kept and the repaired code's hash (``kept`` then names
+the repaired code when it was the best).
 """
 
 from __future__ import annotations
@@ -29,11 +35,21 @@ from collections.abc import Collection, Sequence
 from dataclasses import replace
 from typing import Any, Protocol, runtime_checkable
 
-from ratchet.contracts import (ArchiveView, BudgetExceeded, Candidate, Claim, Failure, Message, Proposal,
-                               RatchetError, Skip)
+from ratchet.contracts import (
+    ArchiveView,
+    BudgetExceeded,
+    Candidate,
+    Claim,
+    Failure,
+    Message,
+    Proposal,
+    RatchetError,
+    Skip,
+)
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.proposers.base import ModelProposer
 from ratchet.evolve.proposers.config import CriticRefinerOptions
+from ratchet.evolve.proposers.repair import SampleRepair
 
 #: The run's record of every critic/refiner step's samples (JSONL, one record per step).
 SAMPLES_FILE = "evolve/samples.jsonl"
@@ -137,6 +153,8 @@ class CriticRefinerProposer(ModelProposer):
                                         if options.refiner else ctx.extra.get("refiner"))
         self.fallback: Refiner | None = (self._refiner(options.fallback_refiner, options.fallback_refiner_options,
                                                        "fallback_refiner") if options.fallback_refiner else None)
+        #: Climbs each screened sample by its fix and single-point mutants before the step ranks them.
+        self.repair: SampleRepair | None = SampleRepair(options.repair) if options.repair is not None else None
 
     @staticmethod
     def _refiner(path: str, kwargs: dict[str, Any], field: str) -> Refiner:
@@ -169,6 +187,7 @@ class CriticRefinerProposer(ModelProposer):
         usable: list[tuple[float, str]] = []  # (screened score, code), in the order sampled
         samples: list[dict[str, Any]] = []  # every sample paid for, usable or not (SAMPLES_FILE)
         reasons, reply = [], ""
+        repairs: dict[str, dict[str, Any]] = {}  # a repaired code -> its sample's repair record
         for _ in range(self.options.samples):
             try:
                 reply = self.ask(messages, rng)
@@ -188,7 +207,7 @@ class CriticRefinerProposer(ModelProposer):
                                     if code == old else "the same code as an earlier sample")
                 reasons.append(sample["reason"])
                 continue
-            if screen is None or self.options.samples == 1:  # nothing to rank by: the first usable one
+            if screen is None or (self.options.samples == 1 and self.repair is None):  # nothing to rank by: the first usable one
                 usable.append((0.0, code))
                 break
             if explain is not None:
@@ -196,8 +215,14 @@ class CriticRefinerProposer(ModelProposer):
                 sample["findings"] = screen_findings(found)
             else:
                 score = screen(code)
-            usable.append((score, code))
             sample["screen"] = score
+            if self.repair is not None and score < 1.0:
+                # Repaired as the sample arrives, so a repair that screens 1.0 spares the later samples' calls.
+                repaired = self.repair.repair(code, score, screen)
+                sample["repair"] = repaired.record(code_hash)
+                repairs[repaired.code] = sample["repair"]
+                score, code = repaired.screen, repaired.code
+            usable.append((score, code))
             if usable[-1][0] >= 1.0:  # no later sample can screen higher: its calls would be wasted
                 break
         if not usable:
@@ -207,14 +232,18 @@ class CriticRefinerProposer(ModelProposer):
         self._record_samples(parent, surface, which, messages, samples, code_hash(code))
         claim = Claim(target=summarize(shown) or "(the parent recorded no failure)",
                       predicted_flips=tuple(dict.fromkeys(f.task_id for f in shown)))
-        screened = {"screened": [round(s, 4) for s, _ in usable]} if screen is not None and self.options.samples > 1 else {}
+        screened = ({"screened": [round(s, 4) for s, _ in usable]}
+                    if screen is not None and (self.options.samples > 1 or self.repair is not None) else {})
+        if code in repairs and repairs[code]["changes"]:
+            screened["repaired"] = {k: repairs[code][k] for k in ("before", "after", "changes")}
         return self.proposal({surface: code}, claim, (parent.id,), shown=len(shown), refiner=which, **screened)
 
     def _record_samples(self, parent: Candidate, surface: str, refiner: str, messages: list[Message],
                         samples: list[dict[str, Any]], kept: str | None) -> None:
         """One step's samples in the run's :data:`SAMPLES_FILE`: the request, and per sample its
         reply, code hash, screened score (None when the step did not screen it), what the screen
-        found wrong (an :class:`ExplainingRefiner`'s) and why it was unusable; ``kept``: the hash of the code proposed (None: the step proposed nothing).
+        found wrong (an :class:`ExplainingRefiner`'s), what its repair did (``repair``) and why it was unusable;
+        ``kept``: the hash of the code proposed, repaired or not (None: the step proposed nothing).
         A hotter retry inside one sample (``HarnessRefinerProposer``) is not a sample of its own:
         its reply is recorded as the answer to the step's request."""
         run = self.ctx.run if self.ctx is not None else None
