@@ -130,6 +130,12 @@ def test_a_sample_one_mutant_from_right_is_proposed_repaired_in_its_own_step(tmp
     assert record["kept"] == sample["repair"]["code"] != sample["code"]
     steps = [e for e in run.read_jsonl("evolve/events.jsonl") if e.get("kind") == "step"]
     assert [e["model_calls"] for e in steps] == [1]  # the repair's screens cost no call
+    # the command's phase line says the model's sample was repaired without a model call
+    from ratchet.cli.autoharness import written_by
+
+    said = written_by(run, {"engine": summary["report"]})
+    assert said.startswith("the model (proposer harness_refiner), repaired without a model call (")
+    assert change in said and "-> 1.0" in said
 
 
 def test_without_the_repair_the_same_sample_is_proposed_as_written(tmp_path: Path) -> None:

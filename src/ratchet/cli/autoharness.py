@@ -103,6 +103,11 @@ def written_by(run: Any, report: dict) -> str:
     if proposer is None:
         return "the starting harness (no proposal beat it)"
     if proposer not in NO_MODEL_PROPOSERS:
+        repaired = (candidate.meta.get("proposal") or {}).get("repaired")
+        if repaired:  # the model's sample, then single-point changes screened without a model call
+            changes = "; ".join(repaired.get("changes") or ()) or "a mechanical fix"
+            return (f"the model (proposer {proposer}), repaired without a model call "
+                    f"({changes}; screen {repaired.get('before')} -> {repaired.get('after')})")
         return f"the model (proposer {proposer})"
     if proposer not in CHANGES:  # written anew, not a change of its parent
         return NO_MODEL_PROPOSERS[proposer]
