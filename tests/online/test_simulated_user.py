@@ -182,7 +182,7 @@ def test_a_bad_pools_file_names_the_key(tmp_path: Path) -> None:
     assert str(bad) in str(err.value)
 
 
-@pytest.mark.parametrize("filename", ["dev.jsonl", "heldout.jsonl"])
+@pytest.mark.parametrize("filename", ["dev.jsonl", "heldout.jsonl", "test3.jsonl"])
 def test_no_labelled_feedback_message_equals_a_pool_phrasing(filename: str) -> None:
     path = FEEDBACK / filename
     if not path.is_file():
@@ -194,8 +194,9 @@ def test_no_labelled_feedback_message_equals_a_pool_phrasing(filename: str) -> N
 LABELS = {"correction": -1, "praise": 1, "neutral": 0, "tool_ok": 1, "tool_error": -1}
 
 
-def test_heldout_feedback_set_follows_the_schema() -> None:
-    rows = [json.loads(line) for line in (FEEDBACK / "heldout.jsonl").read_text(encoding="utf-8").splitlines()
+@pytest.mark.parametrize("filename", ["heldout.jsonl", "test3.jsonl"])
+def test_a_feedback_set_follows_the_schema(filename: str) -> None:
+    rows = [json.loads(line) for line in (FEEDBACK / filename).read_text(encoding="utf-8").splitlines()
             if line.strip()]
     assert len(rows) >= 200 and len({r["id"] for r in rows}) == len(rows)
     keys = {"id", "context", "reply", "next_state", "source", "label", "reward", "hint", "style", "preference",
