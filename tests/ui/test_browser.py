@@ -90,13 +90,13 @@ def test_every_view_in_a_browser(server, runs, artifacts):
         # AutoHarness: the tree, then a click into a node.
         page.locator(f'tr[data-run="{runs["autoharness"]}"] a.tag', has_text="autoharness").click()
         page.wait_for_selector("ol.tree li")
-        assert page.locator("ol.tree li").count() == 2 and page.locator("#verdict").inner_text() == "adopted"
-        root_link = page.locator("ol.tree li").first.locator("a")
-        root_link.click()
+        # the run's blank starting harness, the refiner's first harness, its correct one
+        assert page.locator("ol.tree li").count() == 3 and page.locator("#verdict").inner_text() == "adopted"
+        page.locator("ol.tree li").nth(1).locator("a").click()
         page.wait_for_selector("#node-code")
         assert SCRIPT in page.locator("#node-code").inner_text()  # shown as text ...
         assert page.evaluate("typeof window.__pwned") == "undefined"  # ... never run
-        page.locator("ol.tree li").nth(1).locator("a").click()
+        page.locator("ol.tree li").nth(2).locator("a").click()
         page.wait_for_selector("pre.diff .add")
         assert "action_value(action) in free(board)" in page.locator("pre.diff").inner_text()
         page.screenshot(path=artifacts / "autoharness-node.png", full_page=True)

@@ -30,7 +30,9 @@ def test_the_runs_list_links_an_engine_run_to_its_evolution_view(runs):
     row = {r["id"]: r for r in client.get("/api/runs").json()["runs"]}[runs["evolve"]]
     assert row["kind"] == "evolve" and row["views"] == ["evolution"] and row["progress"].startswith("step 2/2 · 3 candidates")
     assert f'href="/evolution/{runs["evolve"]}"' in client.get("/").text
-    assert client.get(f"/evolution/{runs['autoharness']}").status_code == 404  # no archive there
+    # an AutoHarness run is an engine run too, so it has the view; a play run has no archive
+    assert client.get(f"/evolution/{runs['autoharness']}").status_code == 200
+    assert client.get(f"/evolution/{runs['play']}").status_code == 404
 
 
 def test_the_lineage_graph_report_steps_and_score_plot(runs):

@@ -64,8 +64,10 @@ def test_symlinks_out_of_the_store_are_refused(outside, tmp_path):
 def test_model_written_text_is_escaped_everywhere(runs):
     client = TestClient(create_app(UIConfig(root=runs["root"])))
     store = runs["store"]
-    root_node = next(c["id"] for c in store.open_run(runs["autoharness"]).candidates() if c["parent_id"] is None)
-    pages = [f"/autoharness/{runs['autoharness']}?node={root_node}", f"/trajectories/{runs['agent']}/conversation/agent",
+    # the engine's first child: the refiner's first harness, whose code carries the script in a comment
+    # (the root is the run's blank starting harness, which no model wrote)
+    written = next(c["id"] for c in store.open_run(runs["autoharness"]).candidates() if c["parent_id"] is not None)
+    pages = [f"/autoharness/{runs['autoharness']}?node={written}", f"/trajectories/{runs['agent']}/conversation/agent",
              f"/learning/{runs['serve']}/session/session-0"]
     for url in pages:
         text = client.get(url).text

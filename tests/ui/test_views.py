@@ -33,7 +33,7 @@ def test_runs_lists_every_run_with_kind_status_budget_and_score(runs):
     assert ah["kind"] == "autoharness" and ah["status"] == "done" and calls == 2
     assert ah["budget_used"] == pytest.approx(calls / run.config["budget"]["max_calls"])
     # a synthesis on the engine: its candidates in the engine's view, its held-out games in trajectories
-    assert ah["best_score"] == 1.0 and ah["views"] == ["evolution", "trajectories"]
+    assert ah["best_score"] == 1.0 and ah["views"] == ["autoharness", "evolution", "trajectories"]  # its tree, the engine's view, its held-out games
     assert rows[runs["play"]]["progress"] == "3/3 episodes" and rows[runs["play"]]["fraction"] == 1.0
     assert rows[runs["serve"]]["kind"] == "serve" and rows[runs["serve"]]["status"] == "stopped"
     assert "learning" in rows[runs["serve"]]["views"]

@@ -85,10 +85,15 @@ def store_row(store: RunStore, counts: dict[str, Any]) -> RunRow:
 def views_of(run_dir: Path, counts: dict[str, Any]) -> list[str]:
     """Which views have something to show for this run."""
     views = []
-    if counts.get("kind") == "evolve" or (run_dir / "evolve").is_dir():
-        views.append("evolution")  # the engine's candidates belong to its own view, not the AutoHarness tree
-    elif counts.get("candidates") or (run_dir / "checkpoints" / "autoharness.json").is_file():
+    engine = counts.get("kind") == "evolve" or (run_dir / "evolve").is_dir()
+    # An AutoHarness run is an engine run: its tree and per-game report (the AutoHarness view) and
+    # the engine's lineage, gate and report (the Evolution view) both apply. Another engine run's
+    # candidates belong to the Evolution view only.
+    if counts.get("kind") == "autoharness" or (not engine and (
+            counts.get("candidates") or (run_dir / "checkpoints" / "autoharness.json").is_file())):
         views.append("autoharness")
+    if engine:
+        views.append("evolution")
     if counts.get("episodes") or (run_dir / "trajectories").is_dir():
         views.append("trajectories")
     if (online_dir(run_dir) / QUEUE_NAME).is_file():
