@@ -212,3 +212,21 @@ def test_with_samples_the_best_screened_reply_of_a_step_is_proposed(tmp_path: Pa
     screened = child.meta["proposal"]["screened"]
     assert screened == [screened[0], 1.0] and screened[0] < 1.0
     assert summary["report"]["best"]["mean"] == 1.0
+
+
+def test_a_refiner_that_cannot_build_its_request_hands_the_step_to_the_fallback_at_once(tmp_path: Path) -> None:
+    """The scaffold's one-function request needs examples from the game's legal lists; where
+    exploring finds none (here: no seeds explored; in the table, Bandit) it cannot ask at all, so
+    the step's request is the fallback's whole-harness one from the first step, not after two
+    failed steps for the same parent (which a selector that spreads its steps may never repeat)."""
+    cfg = scaffold_config({"seeds": []}, fallback_refiner="ratchet.autoharness.refine:HarnessRefiner",
+                          fallback_refiner_options={"game": "TicTacToe-v0"}).model_copy(update={"iterations": 1})
+    run = RunStore(tmp_path / "runs").create_run("evolve", cfg)
+    model = ScriptedModel([fenced(FIXED)])
+    summary = Engine(cfg, run, model, extra={"harness_runtime": InProcessHarness}).execute()
+    [request] = [next(m["content"] for m in call["messages"] if m["role"] == "user") for call in model.calls]
+    assert "propose_action" in request and ">>> legal_moves(" not in request  # the whole harness, asked once
+    steps = [e for e in run.read_jsonl("evolve/events.jsonl") if e["kind"] == "step"]
+    assert [e["status"] for e in steps] == ["accepted"]
+    best = run.get_candidate(summary["report"]["best"]["id"])
+    assert best.meta["proposal"]["refiner"] == "fallback" and summary["report"]["best"]["mean"] == 1.0
