@@ -203,3 +203,20 @@ def synthesized(tmp_path: Any, env_id: str, reply: str, **fields: Any) -> tuple[
     archive = Archive(run)
     best = summary["report"]["best"]["id"]
     return summary, run, model, archive.get(best).files["harness.py"], archive.score(best, "heldin")
+
+
+#: A correct TicTacToe harness that plays the first free cell (the engine tests' refiner reply).
+FIXED = '''import re
+
+
+def free_cells(board):
+    return re.findall(r"\\b([0-8])\\b", board.rsplit("Current Board:", 1)[-1])
+
+
+def propose_action(board):
+    return "[" + free_cells(board)[0] + "]"
+
+
+def is_legal_action(board, action):
+    return action.strip().strip("[]").strip() in free_cells(board)
+'''

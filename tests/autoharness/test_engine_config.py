@@ -30,25 +30,11 @@ from ratchet.evolve.components import build
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.manifest import load_manifest
 from ratchet.evolve.preflight import gate_reach_warning
+from fakes import FIXED
 from ratchet.models import ScriptedModel
 from ratchet.store import RunStore
 
 pytest.importorskip("textarena")
-
-FIXED = '''import re
-
-
-def free_cells(board):
-    return re.findall(r"\\b([0-8])\\b", board.rsplit("Current Board:", 1)[-1])
-
-
-def propose_action(board):
-    return "[" + free_cells(board)[0] + "]"
-
-
-def is_legal_action(board, action):
-    return action.strip().strip("[]").strip() in free_cells(board)
-'''
 
 
 def small(**overrides) -> AutoHarnessConfig:

@@ -19,25 +19,11 @@ from ratchet.autoharness.library import HarnessLibrary
 from ratchet.autoharness.protocol import ProtocolConfig
 from ratchet.autoharness.runtime import InProcessHarness
 from ratchet.evolve.report import ReportingSuite
+from fakes import FIXED
 from ratchet.models import ScriptedModel
 from ratchet.store import RunStore
 
 pytest.importorskip("textarena")
-
-FIXED = '''import re
-
-
-def free_cells(board):
-    return re.findall(r"\\b([0-8])\\b", board.rsplit("Current Board:", 1)[-1])
-
-
-def propose_action(board):
-    return "[" + free_cells(board)[0] + "]"
-
-
-def is_legal_action(board, action):
-    return action.strip().strip("[]").strip() in free_cells(board)
-'''
 
 #: Plays the centre by code alone (legal on a game's first move, so h > 0) and believes no other
 #: move legal, so the model's legal moves give way to the centre, taken after the first move.
