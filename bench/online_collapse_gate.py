@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     from ratchet.online.evaluation import EvaluationHook, GateConfig, GuardCase, HeldOutCase
     from ratchet.online.judge import RuleJudge
     from ratchet.online.lora_gguf import convert_adapter
-    from ratchet.online.policy import LlamaPolicy
+    from ratchet.online.llama_policy import LlamaPolicy
     from ratchet.online.records import Sample, Turn
     from ratchet.online.simulated_user import GUARD_TASKS, HELDOUT_PROMPTS, TRAIN_PROMPTS, Greeting, SimulatedUser
     from ratchet.online.trainer import Trainer, TrainerConfig

@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from ratchet.models.registry import model_path
     from ratchet.online.evaluation import EvaluationHook, GateConfig
-    from ratchet.online.policy import LlamaPolicy
+    from ratchet.online.llama_policy import LlamaPolicy
     from ratchet.online.queue import TurnQueue
     from ratchet.online.records import Judgement, Sample, Turn, holds_out
     from ratchet.online.simulated_user import TRAIN_PROMPTS

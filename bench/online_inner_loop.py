@@ -244,8 +244,8 @@ def served_check(trainer: Any, pref: Any, tokens: int = 16, prompts: int = 6, th
     """
     import tempfile
 
+    from ratchet.online.llama_policy import LlamaPolicy
     from ratchet.online.lora_gguf import convert_adapter
-    from ratchet.online.policy import LlamaPolicy
 
     tmp = Path(tempfile.mkdtemp(prefix="inner-loop-"))
     adapter = trainer.save_adapter(tmp / "adapter")
@@ -274,8 +274,9 @@ def served_check(trainer: Any, pref: Any, tokens: int = 16, prompts: int = 6, th
 
 def probe(args: argparse.Namespace) -> None:
     """What the hinted teacher writes for each preference, and whether the chat templates agree."""
-    from ratchet.online.policy import LlamaPolicy
-    from ratchet.online.trainer import Trainer, TrainerConfig, with_hint
+    from ratchet.online.llama_policy import LlamaPolicy
+    from ratchet.online.preparation import with_hint
+    from ratchet.online.trainer import Trainer, TrainerConfig
 
     trainer = Trainer.from_config(TrainerConfig(model=args.model, num_threads=args.threads))
     policy = LlamaPolicy(trainer.base_gguf, n_ctx=512, n_threads=1)

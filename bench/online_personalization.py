@@ -93,7 +93,7 @@ class Generator:
     """Greedy replies of one weight version, through the serving policy class and its GGUF + LoRA."""
 
     def __init__(self, gguf: Path, lora: Path | None, threads: int) -> None:
-        from ratchet.online.policy import LlamaPolicy
+        from ratchet.online.llama_policy import LlamaPolicy
 
         self.policy = LlamaPolicy(gguf, lora_path=lora, n_ctx=1024, n_threads=threads)
 

@@ -79,7 +79,8 @@ def serve_backend(port: int) -> None:
 def serve_proxy(port: int, backend_url: str, queue_path: str) -> None:
     import uvicorn
 
-    from ratchet.online.policy import HttpPolicy, PolicyHost
+    from ratchet.online.http_policy import HttpPolicy
+    from ratchet.online.policy import PolicyHost
     from ratchet.online.queue import TurnQueue
     from ratchet.online.server import create_app, make_state
 

@@ -27,7 +27,8 @@ from bench._results import write_json, write_markdown
 from ratchet.models.registry import cached_path
 from ratchet.models.spec import load_model
 from ratchet.online.judge import RuleJudge
-from ratchet.online.policy import LlamaPolicy, PolicyHost
+from ratchet.online.llama_policy import LlamaPolicy
+from ratchet.online.policy import PolicyHost
 from ratchet.online.queue import TurnQueue
 from ratchet.online.server import ServerThread, create_app, make_state
 from ratchet.online.tool_calls import Tool, split_reply

@@ -31,9 +31,10 @@ llama_cpp = pytest.importorskip("llama_cpp")
 
 from ratchet.models.registry import cached_path, is_verified  # noqa: E402
 from ratchet.online.judge import RuleJudge  # noqa: E402
+from ratchet.online.llama_policy import LlamaPolicy  # noqa: E402
 from ratchet.online.lora_gguf import convert_adapter  # noqa: E402
-from ratchet.online.policy import LlamaPolicy, log_softmax  # noqa: E402
 from ratchet.online.records import Sample, Turn  # noqa: E402
+from ratchet.online.sampling import log_softmax  # noqa: E402
 from ratchet.online.trainer import Trainer, TrainerConfig  # noqa: E402
 
 MODEL = "qwen2.5-coder-0.5b"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ratchet.online.policy import choose_token, log_softmax, sampling_seed
+from ratchet.online.sampling import choose_token, log_softmax, sampling_seed
 
 LOGPROBS = log_softmax(np.random.default_rng(0).normal(size=500) * 3)
 BEST = int(np.argmax(LOGPROBS))

@@ -187,7 +187,7 @@ def test_an_unreachable_or_failing_backend_is_a_502(tmp_path):
     from fastapi import FastAPI
     from fastapi.responses import JSONResponse
 
-    from ratchet.online.policy import HttpPolicy
+    from ratchet.online.http_policy import HttpPolicy
 
     backend = FastAPI()
 

@@ -277,7 +277,7 @@ def test_a_huge_upload_does_not_stall_other_requests(server):
 def test_an_over_long_prompt_to_the_embedded_model_is_a_400_with_its_context(tmp_path):
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
     from ratchet.models.registry import cached_path
-    from ratchet.online.policy import LlamaPolicy
+    from ratchet.online.llama_policy import LlamaPolicy
 
     gguf = cached_path("smollm2-135m")
     if not gguf.is_file():

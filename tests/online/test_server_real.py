@@ -26,8 +26,10 @@ def gguf():
 
 @pytest.mark.real_model
 def test_real_model_chat_completion_with_token_ids_and_logprobs(gguf, tmp_path):
-    from ratchet.online.policy import LlamaPolicy, PolicyHost, log_softmax
+    from ratchet.online.llama_policy import LlamaPolicy
+    from ratchet.online.policy import PolicyHost
     from ratchet.online.queue import TurnQueue
+    from ratchet.online.sampling import log_softmax
     from ratchet.online.server import ServerThread, create_app, make_state
 
     policy = LlamaPolicy(gguf, n_ctx=1024, n_threads=1, name=f"local:{MODEL}")

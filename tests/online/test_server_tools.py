@@ -232,7 +232,7 @@ def test_a_forced_call_cut_short_still_has_arguments_that_parse():
 
 
 def test_an_http_backend_refuses_tools_with_a_400_instead_of_dropping_them(tmp_path):
-    from ratchet.online.policy import HttpPolicy
+    from ratchet.online.http_policy import HttpPolicy
 
     backend = HttpPolicy("http://127.0.0.1:9/v1", "m", timeout_s=2)  # never reached: refused before
     state = make_state(PolicyHost(lambda adapter: backend), TurnQueue(tmp_path / "q.db"))

@@ -25,7 +25,8 @@ RUN = {"type": "function", "function": {
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     from ratchet.models.registry import cached_path
-    from ratchet.online.policy import LlamaPolicy, PolicyHost
+    from ratchet.online.llama_policy import LlamaPolicy
+    from ratchet.online.policy import PolicyHost
     from ratchet.online.queue import TurnQueue
     from ratchet.online.server import ServerThread, create_app, make_state
 

@@ -13,9 +13,10 @@ pytest.importorskip("peft")
 transformers = pytest.importorskip("transformers")
 
 from ratchet.online.evaluation import EvaluationHook, HeldOutCase  # noqa: E402
+from ratchet.online.preparation import with_hint  # noqa: E402
 from ratchet.online.queue import TurnQueue  # noqa: E402
 from ratchet.online.records import Judgement, Sample, Turn  # noqa: E402
-from ratchet.online.trainer import Trainer, TrainerConfig, with_hint  # noqa: E402
+from ratchet.online.trainer import Trainer, TrainerConfig  # noqa: E402
 from ratchet.online.trainer_loop import run_trainer_loop  # noqa: E402
 from ratchet.online.versions import VersionStore  # noqa: E402
 
@@ -315,7 +316,7 @@ def test_a_hint_the_turn_already_states_is_not_distilled() -> None:
 
 def test_prepare_works_out_each_samples_signal_once(monkeypatch) -> None:
     # Whether the hint was already asked decides both the drop count and the teacher: one look.
-    from ratchet.online import trainer as trainer_mod
+    from ratchet.online import preparation
 
     looks: list[str] = []
 
@@ -323,8 +324,8 @@ def test_prepare_works_out_each_samples_signal_once(monkeypatch) -> None:
         looks.append(hint)
         return already_asked(messages, hint)
 
-    already_asked = trainer_mod.already_asked
-    monkeypatch.setattr(trainer_mod, "already_asked", counting)
+    already_asked = preparation.already_asked
+    monkeypatch.setattr(preparation, "already_asked", counting)
     items, dropped = make_trainer(signal="combine").prepare([sample("q", "x", -1, hint="say ahoy")])
     assert looks == ["say ahoy"]
     assert dropped["hint_already_asked"] == 0 and items[0].teacher_ids is not None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from ratchet.online.policy import longest_token_bytes
+from ratchet.online.llama_policy import longest_token_bytes
 
 
 def test_the_scan_runs_once_per_file_and_again_when_the_file_changes(tmp_path):

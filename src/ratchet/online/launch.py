@@ -33,7 +33,9 @@ def runs_root(runs_root: Path | None) -> Path:
 
 def _policy_factory(config: Any, versions_dir: Path):
     """(factory(adapter) -> Policy, version source) for the configured model."""
-    from ratchet.online.policy import HttpPolicy, LlamaPolicy, version_store_source
+    from ratchet.online.http_policy import HttpPolicy
+    from ratchet.online.llama_policy import LlamaPolicy
+    from ratchet.online.policy import version_store_source
 
     spec = config.model
     source = version_store_source(versions_dir)

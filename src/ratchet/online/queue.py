@@ -29,8 +29,9 @@ ever takes a ``heldout`` turn; :meth:`TurnQueue.heldout_samples` reads them for 
 is stored in the queue file, so the judging process (which stores judgements) and the training
 process (which sets it) agree on it.
 
-Every state change of a turn is here, with the schema it changes, so the module runs to ~630
-lines rather than spreading one table's rules over several.
+Every state change of a turn is here. The file it changes (schema, the columns older files gain,
+connections, transactions) is :mod:`ratchet.online.queue_file`; what the status, the dashboard and
+the gate read without changing anything is :mod:`ratchet.online.queue_reports`.
 
 A judgement carries its source: explicit feedback (``POST /v1/feedback``) outranks the judging
 loop, so a judge that was reading a turn when its feedback arrived never overwrites the feedback
@@ -46,57 +47,13 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
-from pathlib import Path
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from ratchet.online.claims import Claimer, claimer_alive, default_claimer
+from ratchet.online.claims import Claimer, default_claimer
+from ratchet.online.queue_reports import QueueReports
 from ratchet.online.records import JUDGEMENT_PRIORITY, Judgement, Sample, Turn, holds_out
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS turns (
-    turn_id TEXT PRIMARY KEY,
-    session_id TEXT NOT NULL,
-    turn_type TEXT NOT NULL,
-    inferred INTEGER NOT NULL,
-    policy_version INTEGER NOT NULL,
-    created_at REAL NOT NULL,
-    state TEXT NOT NULL,
-    data TEXT NOT NULL,
-    next_state TEXT,
-    judge_lease REAL,
-    trained_version INTEGER
-);
-CREATE INDEX IF NOT EXISTS turns_state ON turns(state, created_at);
-CREATE INDEX IF NOT EXISTS turns_session ON turns(session_id);
-CREATE TABLE IF NOT EXISTS meta (
-    key TEXT PRIMARY KEY,
-    value TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS judgements (
-    turn_id TEXT PRIMARY KEY,
-    reward INTEGER NOT NULL,
-    has_hint INTEGER NOT NULL,
-    data TEXT NOT NULL,
-    created_at REAL NOT NULL,
-    priority INTEGER NOT NULL DEFAULT 0
-);
-"""
-
-#: Columns of a training claim, added to queue files written before claims were leases.
-_CLAIM_COLUMNS = {
-    "claim_host": "TEXT",
-    "claim_pid": "INTEGER",
-    "claim_started": "TEXT",
-    "claim_token": "TEXT",
-    "claim_deadline": "REAL",
-    "reclaims": "INTEGER NOT NULL DEFAULT 0",
-    "reclaim_reason": "TEXT",
-    "fail_reason": "TEXT",
-}
 
 #: How long a judge may hold turns it took before another judge may take them (seconds).
 JUDGE_LEASE_S = 600.0
@@ -112,76 +69,12 @@ SUSPECT_AFTER = 2
 _CLEAR_CLAIM = ("claim_host=NULL, claim_pid=NULL, claim_started=NULL, claim_token=NULL, claim_deadline=NULL")
 
 
-class TurnQueue:
+class TurnQueue(QueueReports):
     """SQLite (WAL) queue of turns and judgements; safe across threads and processes.
 
-    Each thread of each process gets its own connection (SQLite connections are not shareable
-    across threads); all of them see one database file.
+    Every state change of a turn; its file and connections are :class:`~ratchet.online.queue_file.QueueFile`,
+    its read-only summaries :class:`~ratchet.online.queue_reports.QueueReports`.
     """
-
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._local = threading.local()
-        # executescript manages its own transaction, so the schema is created outside _tx().
-        self._conn().executescript(_SCHEMA)
-        self._add_claim_columns()
-        self._add_priority_column()
-
-    def _add_claim_columns(self) -> None:
-        if set(_CLAIM_COLUMNS) <= {row[1] for row in self._conn().execute("PRAGMA table_info(turns)")}:
-            return
-        # Under BEGIN IMMEDIATE (and checked again) so two processes opening an old file at once do
-        # not both ALTER it.
-        with self._tx() as db:
-            have = {row[1] for row in db.execute("PRAGMA table_info(turns)")}
-            for name, kind in _CLAIM_COLUMNS.items():
-                if name not in have:
-                    db.execute(f"ALTER TABLE turns ADD COLUMN {name} {kind}")
-
-    def _add_priority_column(self) -> None:
-        """Judgements of files written before they had a priority: explicit feedback (its judge was
-        named ``feedback``) gets the feedback priority, so no judge replaces it from now on."""
-        if "priority" in {row[1] for row in self._conn().execute("PRAGMA table_info(judgements)")}:
-            return
-        with self._tx() as db:
-            if "priority" in {row[1] for row in db.execute("PRAGMA table_info(judgements)")}:
-                return
-            db.execute("ALTER TABLE judgements ADD COLUMN priority INTEGER NOT NULL DEFAULT 0")
-            db.execute("UPDATE judgements SET priority=? WHERE json_extract(data, '$.judge')='feedback'",
-                       (JUDGEMENT_PRIORITY["feedback"],))
-
-    # ------------------------------------------------------------------ connections
-
-    def _conn(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None or getattr(self._local, "pid", None) != os.getpid():
-            conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=True)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute("PRAGMA secure_delete=ON")
-            conn.execute("PRAGMA busy_timeout=30000")
-            self._local.conn = conn
-            self._local.pid = os.getpid()
-        return conn
-
-    @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        db = self._conn()
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            yield db
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
-
-    def close(self) -> None:
-        """Close this thread's connection (others close when their thread ends)."""
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            conn.close()
-            self._local.conn = None
 
     # ------------------------------------------------------------------ collection
 
@@ -335,28 +228,6 @@ class TurnQueue:
         return [Sample(turn=Turn.from_dict(json.loads(td)), judgement=Judgement.from_dict(json.loads(jd)))
                 for td, jd in reversed(rows)]
 
-    def corrections(self, limit: int = 200) -> list[str]:
-        """What the newest ``limit`` corrections said (the next state, and the hint when there is
-        one), held out or not, newest first: where the gate reads which way a user wants replies to go."""
-        rows = self._conn().execute(
-            "SELECT data FROM judgements WHERE reward < 0 OR has_hint ORDER BY created_at DESC LIMIT ?", (limit,)
-        ).fetchall()
-        out = []
-        for (data,) in rows:
-            record = json.loads(data)
-            out.extend(text for text in (record.get("next_state"), record.get("hint")) if text)
-        return out
-
-    def served_rewards(self) -> dict[int, list[int]]:
-        """Per serving policy version: the rewards of its judged turns (0 included), oldest first."""
-        out: dict[int, list[int]] = {}
-        for version, reward in self._conn().execute(
-            "SELECT t.policy_version, j.reward FROM judgements j JOIN turns t ON t.turn_id = j.turn_id"
-            " ORDER BY j.created_at"
-        ):
-            out.setdefault(int(version), []).append(int(reward))
-        return out
-
     # ------------------------------------------------------------------ training
 
     def take_batch(self, n: int, min_version: int = 0, *, claimer: Claimer | None = None,
@@ -408,29 +279,6 @@ class TurnQueue:
             Sample(turn=Turn.from_dict(json.loads(td)), judgement=Judgement.from_dict(json.loads(jd)))
             for _, _, td, jd in rows
         ]
-
-    def _lost_claims(self, db: sqlite3.Connection, now: float) -> list[tuple[str, int, str]]:
-        """(turn_id, reclaims so far, why) for every claimed row whose claim is lost."""
-        rows = db.execute(
-            "SELECT turn_id, claim_host, claim_pid, claim_started, claim_deadline, reclaims FROM turns"
-            " WHERE state='claimed'"
-        ).fetchall()
-        alive: dict[tuple[Any, Any, Any], bool | None] = {}
-        lost = []
-        for turn_id, host, pid, started, deadline, reclaims in rows:
-            key = (host, pid, started)
-            if key not in alive:
-                alive[key] = claimer_alive(host, pid, started)
-            if host is None or pid is None:
-                why = "claimed without a recorded claimer (queue written before claims were leases)"
-            elif alive[key] is False:
-                why = f"its claimer (pid {pid} on {host}) is gone"
-            elif deadline is not None and deadline < now:
-                why = f"the lease of its claimer (pid {pid} on {host}) expired {now - deadline:.0f}s ago"
-            else:
-                continue
-            lost.append((turn_id, int(reclaims or 0), why))
-        return lost
 
     def _reclaim(self, db: sqlite3.Connection, now: float, max_reclaims: int,
                  lost: list[tuple[str, int, str]] | None = None) -> int:
@@ -527,93 +375,7 @@ class TurnQueue:
         ).fetchall()
         return [(t, int(r or 0), why or "") for t, r, why in rows]
 
-    # ------------------------------------------------------------------ reporting and privacy
-
-    def stats(self) -> dict[str, int]:
-        """Counts over the whole queue: turns, main, side, inferred, judged, positive, negative,
-        zero, dropped_stale, trained (plus ready = waiting for the judge, claimed, excluded, and
-        heldout = judged turns held out from training for the promotion gate).
-
-        Claims: ``claimed`` (held by a trainer now), ``claimed_lost`` (of those, held by a claimer
-        that is gone or whose lease expired: the next ``take_batch`` takes them back), ``reclaimed``
-        (reclaims so far, all samples), ``reclaimed_samples`` (samples reclaimed at least once) and
-        ``failed`` (samples given up on after ``max_reclaims``)."""
-        db = self._conn()
-        row = db.execute(
-            "SELECT COUNT(*), SUM(turn_type='main'), SUM(turn_type='side'), SUM(inferred),"
-            " SUM(state='dropped'), SUM(state='trained'), SUM(state='ready'), SUM(state='claimed'),"
-            " SUM(state='excluded'), SUM(state='pending'), SUM(state='failed'), SUM(reclaims),"
-            " SUM(reclaims > 0), SUM(state='heldout') FROM turns"
-        ).fetchone()
-        jrow = db.execute(
-            "SELECT COUNT(*), SUM(reward>0), SUM(reward<0), SUM(reward=0) FROM judgements"
-        ).fetchone()
-        keys = ("turns", "main", "side", "inferred", "dropped_stale", "trained", "ready", "claimed", "excluded",
-                "pending", "failed", "reclaimed", "reclaimed_samples", "heldout")
-        out = {k: int(v or 0) for k, v in zip(keys, row, strict=True)}
-        out.update({k: int(v or 0) for k, v in zip(("judged", "positive", "negative", "zero"), jrow, strict=True)})
-        out["claimed_lost"] = len(self._lost_claims(db, time.time())) if out["claimed"] else 0
-        return out
-
-    def version_stats(self) -> dict[int, dict[str, Any]]:
-        """Per serving policy version: turns served, main turns, judged, reward sum/mean, positives."""
-        db = self._conn()
-        rows = db.execute(
-            "SELECT t.policy_version, COUNT(*), SUM(t.turn_type='main'), COUNT(j.turn_id), SUM(j.reward),"
-            " SUM(j.reward>0), SUM(j.reward<0), SUM(t.inferred) FROM turns t LEFT JOIN judgements j"
-            " ON j.turn_id = t.turn_id GROUP BY t.policy_version ORDER BY t.policy_version"
-        ).fetchall()
-        out: dict[int, dict[str, Any]] = {}
-        for version, turns, main, judged, rsum, pos, neg, inferred in rows:
-            judged = int(judged or 0)
-            out[int(version)] = {
-                "turns": int(turns),
-                "main": int(main or 0),
-                "inferred": int(inferred or 0),
-                "judged": judged,
-                "judged_fraction": (judged / main) if main else 0.0,
-                "reward_mean": (float(rsum or 0) / judged) if judged else None,
-                "positive": int(pos or 0),
-                "negative": int(neg or 0),
-            }
-        return out
-
-    def recent_rewards(self, limit: int = 200) -> list[tuple[float, int]]:
-        """The newest judged rewards as (judged_at, reward), oldest first (for moving averages)."""
-        rows = self._conn().execute(
-            "SELECT created_at, reward FROM judgements ORDER BY created_at DESC LIMIT ?", (limit,)
-        ).fetchall()
-        return [(float(t), int(r)) for t, r in reversed(rows)]
-
-    def judged_rows(self) -> list[tuple[int, int, list[int], float]]:
-        """Every judgement as (policy version of the turn, reward, votes, judged at), oldest first."""
-        rows = self._conn().execute(
-            "SELECT t.policy_version, j.reward, j.data, j.created_at FROM judgements j JOIN turns t"
-            " ON t.turn_id = j.turn_id ORDER BY j.created_at"
-        ).fetchall()
-        return [(int(v), int(r), list(json.loads(d).get("votes") or []), float(at)) for v, r, d, at in rows]
-
-    def trained_versions(self, session_id: str) -> list[int]:
-        """The weight versions whose updates used turns of this session."""
-        rows = self._conn().execute(
-            "SELECT DISTINCT trained_version FROM turns WHERE session_id=? AND trained_version IS NOT NULL"
-            " ORDER BY trained_version",
-            (session_id,),
-        ).fetchall()
-        return [int(r[0]) for r in rows]
-
-    def sessions(self) -> list[tuple[str, int]]:
-        """Every session id with its number of stored turns."""
-        rows = self._conn().execute(
-            "SELECT session_id, COUNT(*) FROM turns GROUP BY session_id ORDER BY MIN(created_at)"
-        ).fetchall()
-        return [(s, int(n)) for s, n in rows]
-
-    def session_turn_ids(self, session_id: str) -> list[str]:
-        rows = self._conn().execute(
-            "SELECT turn_id FROM turns WHERE session_id=? ORDER BY created_at", (session_id,)
-        ).fetchall()
-        return [r[0] for r in rows]
+    # ------------------------------------------------------------------ privacy
 
     def delete_session(self, session_id: str) -> int:
         """Delete every turn and judgement of a session; returns the number of turns deleted.

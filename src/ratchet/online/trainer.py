@@ -2,8 +2,9 @@
 
 What lives where: :mod:`~ratchet.online.trainer_config` (the settings), :mod:`~ratchet.online.weights`
 (the served GGUF loaded into torch), :mod:`~ratchet.online.scoring` (forward passes: log-probs, the
-frozen base's top-k, greedy replies, KL), this module (samples prepared, one update in named
-stages) and :mod:`~ratchet.online.trainer_loop` (the loop that feeds it and publishes versions).
+frozen base's top-k, greedy replies, KL), :mod:`~ratchet.online.preparation` (what each sample
+teaches, as token ids), this module (one update in named stages) and
+:mod:`~ratchet.online.trainer_loop` (the loop that feeds it and publishes versions).
 peft puts a LoRA on the seven projections of every block; each update becomes a peft adapter plus
 its GGUF LoRA conversion, which the serving process hot-swaps.
 
@@ -31,7 +32,8 @@ from typing import Any
 from ratchet.contracts import RatchetError
 from ratchet.online.batching import Usable
 from ratchet.online.credit import reward_credit
-from ratchet.online.scoring import ScoredPolicy, chat_ids
+from ratchet.online.preparation import Prepared, assess_sample, prepare_samples
+from ratchet.online.scoring import ScoredPolicy
 from ratchet.online.targets import target_filter
 from ratchet.online.taught import taught_loss
 from ratchet.online.trainer_config import TrainerConfig
@@ -39,46 +41,6 @@ from ratchet.online.versions import Lineage
 from ratchet.online.weights import load_policy, resolve_gguf
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class _Prepared:
-    """One sample turned into token ids and the tensors its loss needs."""
-
-    turn_id: str
-    input_ids: list[int]
-    response_start: int
-    reward: float
-    serving_logprobs: list[float]
-    teacher_ids: list[int] | None = None
-    teacher_logprobs: Any = None
-    proximal_logprobs: Any = None
-    teacher_topk: Any = None
-    #: distill_target=teacher: the hinted teacher's greedy reply ids, taught or not, with the token it
-    #: stopped on when it stopped (the KL mask and the parting token read it).
-    teacher_reply: list[int] | None = None
-    #: distill_target=teacher: student ids (prompt + the teacher's reply) and where its reply starts.
-    distill_ids: list[int] | None = None
-    distill_start: int = 0
-    #: No learning signal of its own, kept (``kl_coef`` > 0) only for the KL to base on its reply.
-    anchor_only: bool = False
-    #: 0/1 per reply token: where the KL-to-base penalty applies (:func:`~ratchet.online.losses.untaught_positions`).
-    kl_mask: Any = None
-
-
-@dataclass(frozen=True)
-class _Assessment:
-    """What the configured signal makes of one sample, worked out once for :meth:`Trainer.usable`
-    and :meth:`Trainer.prepare` alike."""
-
-    #: Why an update would not learn from the sample: a drop reason of ``prepare`` (``stale``,
-    #: ``no_signal``, ``empty``), ``anchor`` (kept only for the KL to the base), or None when it learns.
-    unused: str | None
-    reward: float = 0.0
-    #: The hint the teacher is shown; None without one or when the student had already been told it.
-    hint: str | None = None
-    #: The sample's hint was set aside because its last user message already states it.
-    hint_already_asked: bool = False
 
 
 @dataclass
@@ -116,26 +78,6 @@ class _Tally:
     adv_sum: float = 0.0
     rl_tokens: float = 0.0  # reply tokens the Binary RL reward landed on (rl_credit)
     grad_norm: float = 0.0
-
-
-def with_hint(messages: Sequence[dict[str, Any]], hint: str) -> list[dict[str, Any]]:
-    """The messages with the hindsight hint appended to the last user message."""
-    out = [dict(m) for m in messages]
-    for message in reversed(out):
-        if message.get("role") == "user":
-            message["content"] = f"{message.get('content') or ''}\n\n{hint}"
-            return out
-    return [*out, {"role": "user", "content": hint}]
-
-
-def already_asked(messages: Sequence[dict[str, Any]], hint: str) -> bool:
-    """Whether the last user message already contains the hint (case and spacing aside)."""
-    def norm(text: str) -> str:
-        return " ".join(text.lower().split())
-
-    last = next((m for m in reversed(messages) if m.get("role") == "user"), None)
-    content = last.get("content") if last else None
-    return isinstance(content, str) and norm(hint) in norm(content)
 
 
 class Trainer(ScoredPolicy):
@@ -242,83 +184,24 @@ class Trainer(ScoredPolicy):
 
     # ------------------------------------------------------------------ preparing samples
 
-    def _assess(self, sample: Any) -> _Assessment:
-        """What an update would make of ``sample`` with the configured signal. Cheap (no
-        tokenizing): the loop asks it of every sample on every poll."""
-        cfg = self.config
-        if self.staleness(sample.turn.policy_version) > cfg.max_staleness:
-            return _Assessment("stale")
-        hint = sample.judgement.hint if cfg.signal in ("opd", "combine") else None
-        asked = bool(hint) and already_asked(sample.turn.messages, hint)
-        if asked:
-            # The student already saw this instruction (a retry after the correction that
-            # states it): a teacher told it again knows nothing the student does not, and
-            # distilling it only pulls the student toward the base's own reply there.
-            hint = None
-        reward = float(sample.judgement.reward) if cfg.signal in ("rl", "combine") else 0.0
-        anchor = not reward and not hint
-        # A praised reply is not an anchor: the user endorsed all of it, and holding it to the
-        # base pulled first replies that already greeted back to the base's opening (measured
-        # on the 0.5B: preference 0.25 → 0.00 in one update whose batch had two of them).
-        if anchor and (not cfg.kl_coef or sample.judgement.reward > 0):
-            unused: str | None = "no_signal"
-        elif not sample.turn.response_token_ids:
-            unused = "empty"
-        else:
-            unused = "anchor" if anchor else None
-        return _Assessment(unused, reward, hint, asked)
-
     def usable(self, samples: Sequence[Any]) -> Usable:
         """Which of ``samples`` an update would learn from now, and why not the others: what the
         training loop counts against ``batch_size`` and ``min_batch`` before it steps."""
-        unused = {s.turn.turn_id: why for s in samples if (why := self._assess(s).unused) is not None}
+        unused = {s.turn.turn_id: why for s in samples
+                  if (why := assess_sample(s, self.config, self.staleness).unused) is not None}
         return Usable(tuple(s for s in samples if s.turn.turn_id not in unused), unused)
 
-    def prepare(self, samples: Sequence[Any]) -> tuple[list[_Prepared], dict[str, int]]:
-        """Filter samples by signal and staleness (:meth:`usable`), and turn them into token ids.
+    def prepare(self, samples: Sequence[Any]) -> tuple[list[Prepared], dict[str, int]]:
+        """Filter samples by signal and staleness (:meth:`usable`), and turn them into token ids
+        (:func:`~ratchet.online.preparation.prepare_samples`).
 
         Returns the kept samples (anchors included) and counts of what was dropped and why.
         """
-        cfg = self.config
-        kept: list[_Prepared] = []
-        dropped = {"stale": 0, "no_signal": 0, "empty": 0, "hint_already_asked": 0}
-        for sample in samples:
-            turn = sample.turn
-            verdict = self._assess(sample)
-            why, reward, hint = verdict.unused, verdict.reward, verdict.hint
-            if verdict.hint_already_asked:
-                dropped["hint_already_asked"] += 1  # a hint ignored; the sample may still teach by its reward
-            if why in dropped:
-                dropped[why] += 1
-                continue
-            anchor = why == "anchor"
-            response = list(turn.response_token_ids)
-            prompt = list(turn.prompt_token_ids) or chat_ids(self.tokenizer, turn.messages, turn.tools)
-            keep_prompt = max(cfg.max_seq_len - len(response), 1)
-            prompt = prompt[-keep_prompt:]
-            response = response[: cfg.max_seq_len - len(prompt)]
-            item = _Prepared(
-                turn_id=turn.turn_id,
-                input_ids=prompt + response,
-                response_start=len(prompt),
-                reward=reward,
-                serving_logprobs=list(turn.response_logprobs)[: len(response)],
-                anchor_only=anchor,
-            )
-            if hint:
-                # Rendered with the turn's tools, as its served prompt was: without them the teacher
-                # judged a reply to a prompt that never offered the tools the reply calls.
-                hinted = chat_ids(self.tokenizer, with_hint(turn.messages, hint), turn.tools)
-                hinted = hinted[-max(cfg.max_seq_len - len(response), 1):]
-                item.teacher_ids = hinted + response
-            kept.append(item)
-        return kept, dropped
-
-    # ------------------------------------------------------------------ scoring
+        return prepare_samples(samples, self.config, self.tokenizer, self.staleness)
 
     # ------------------------------------------------------------------ the hinted teacher
 
-    def _teacher_replies(self, hinted: Sequence[_Prepared], starts: Sequence[int]) -> tuple[list[str], list[str], list[str]]:
+    def _teacher_replies(self, hinted: Sequence[Prepared], starts: Sequence[int]) -> tuple[list[str], list[str], list[str]]:
         """``distill_target=teacher``: the hinted base model writes its own greedy reply, and its
         top-k along that reply, end-of-turn included, becomes the distillation target of the
         student without the hint. Returns the replies' text: those taught, those ``teacher_filter``
@@ -361,7 +244,7 @@ class Trainer(ScoredPolicy):
         return [str(self.tokenizer.decode(r, skip_special_tokens=True)) for _, _, r in keep], refused, unfinished
 
     @staticmethod
-    def _taught_term(rule: Any, rows: Sequence[tuple[Any, _Prepared]], normalizer: float, stats: dict[str, float]) -> Any:
+    def _taught_term(rule: Any, rows: Sequence[tuple[Any, Prepared]], normalizer: float, stats: dict[str, float]) -> Any:
         """The distillation rule's loss over these samples' distilled positions, a per-token mean
         over ``normalizer`` positions; its parts are added to ``stats`` the same way."""
         import torch
@@ -422,7 +305,7 @@ class Trainer(ScoredPolicy):
 
     # ------------------------------------------------------------------ the stages of one update
 
-    def _consult_teacher(self, items: Sequence[_Prepared]) -> _TeacherTargets:
+    def _consult_teacher(self, items: Sequence[Prepared]) -> _TeacherTargets:
         """The hinted teacher (the frozen base, shown the hint) scores each hinted sample's served
         reply and, per ``distill_target``, gives its top-k along it or writes its own reply to
         distill. Computed once, before the update moves the weights."""
@@ -445,7 +328,7 @@ class Trainer(ScoredPolicy):
         return targets
 
     @staticmethod
-    def _mark_kl_positions(items: Sequence[_Prepared]) -> float:
+    def _mark_kl_positions(items: Sequence[Prepared]) -> float:
         """Sets each sample's ``kl_mask`` (the reply positions the KL to the base covers) and
         returns how many positions that is over the batch."""
         from ratchet.online.losses import untaught_positions
@@ -464,7 +347,7 @@ class Trainer(ScoredPolicy):
             kl_tokens += float(it.kl_mask.sum())
         return kl_tokens
 
-    def _learn_from(self, chunk: Sequence[_Prepared], batch: _BatchPlan, tally: _Tally, *, first_epoch: bool) -> None:
+    def _learn_from(self, chunk: Sequence[Prepared], batch: _BatchPlan, tally: _Tally, *, first_epoch: bool) -> None:
         """One micro-batch's forward and backward: the clipped policy objective on its served
         replies, the distillation (along them or along the teacher's own replies) and the KL."""
         import torch
@@ -507,7 +390,7 @@ class Trainer(ScoredPolicy):
         tally.stats["ratio"] += out.ratio_mean * share
         tally.stats["weight"] += out.weight_mean * share
 
-    def _policy_terms(self, it: _Prepared, lp: Any, batch: _BatchPlan, tally: _Tally, *, first_epoch: bool) -> tuple:
+    def _policy_terms(self, it: Prepared, lp: Any, batch: _BatchPlan, tally: _Tally, *, first_epoch: bool) -> tuple:
         """(log-probs, proximal log-probs, advantages, importance weights) of one served reply."""
         import torch
 
@@ -543,7 +426,7 @@ class Trainer(ScoredPolicy):
             tally.adv_sum += float(adv.sum())
         return lp, prox, adv, weights
 
-    def _hold_anchors(self, anchors: Sequence[_Prepared], batch: _BatchPlan, tally: _Tally) -> None:
+    def _hold_anchors(self, anchors: Sequence[Prepared], batch: _BatchPlan, tally: _Tally) -> None:
         """Samples with no signal of their own (a neutral turn, a retry the correction already
         instructed): ordinary replies of this user's, held where the base had them (``kl_coef``)."""
         cfg = self.config
@@ -555,7 +438,7 @@ class Trainer(ScoredPolicy):
             tally.stats["kl"] += float(penalty.detach()) / batch.kl_tokens
             tally.stats["loss"] += float(cfg.kl_coef * penalty.detach() / batch.kl_tokens)
 
-    def _step_metrics(self, items: Sequence[_Prepared], anchors: Sequence[_Prepared], batch: _BatchPlan,
+    def _step_metrics(self, items: Sequence[Prepared], anchors: Sequence[Prepared], batch: _BatchPlan,
                       tally: _Tally, targets: _TeacherTargets, elapsed: float) -> dict[str, Any]:
         """What the version's record says about the update (per-epoch means of the tallies)."""
         epochs = self.config.ppo_epochs
@@ -605,4 +488,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["Trainer", "TrainerConfig", "already_asked", "with_hint"]
+__all__ = ["Trainer", "TrainerConfig"]
