@@ -13,7 +13,7 @@ from ratchet.contracts import Candidate, TaskResult
 from ratchet.evolve.config import GateOptions
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.archive import Archive
-from ratchet.evolve.gate import (AlphaSpending, BootstrapGate, PairedGate, PerProposal, noise_band, not_worse,
+from ratchet.evolve.gate import (AlphaSpending, BootstrapGate, DominanceGate, PairedGate, PerProposal, noise_band, not_worse,
                                  paired_differences, paired_p, sign_flip_p)
 from ratchet.evolve.manifest import Manifest
 from ratchet.evolve.suites.synthetic import NoisyOptions, NoisySuite
@@ -172,3 +172,55 @@ def test_the_smallest_accepted_flips_is_what_the_gate_accepts(n, correction, exp
         assert accepted == (k is not None and flips >= k), flips
     # later tests of a run are stricter (alpha / 2^k): the second needs more
     assert PairedGate(options, ctx()).smallest_accepted_flips(15, test_index=2) == (6 if correction == "spending" else 4)
+
+
+def _scores(rows: dict[tuple[str, int], float]) -> list[TaskResult]:
+    return [TaskResult(task, seed, score) for (task, seed), score in rows.items()]
+
+
+# A deterministic suite's parent: five held-in tasks at two seeds, one pair (task c, seed 1) failing
+# a little, so its spread over seeds is 0.0025, which is not noise: that seed meets one bug.
+PARENT = {(t, s): 1.0 for t in "abcde" for s in (0, 1)} | {("c", 1): 0.975}
+
+
+def _gate_decides(gate_cls, parent: dict, child: dict, heldout: tuple[dict, dict] | None = None):
+    gate = gate_cls(GateOptions(alpha=0.05, correction="none"), ctx())
+    p, c = {"heldin": _scores(parent)}, {"heldin": _scores(child)}
+    if heldout:
+        p["heldout"], c["heldout"] = _scores(heldout[0]), _scores(heldout[1])
+    return gate.decide(p, c, {k: noise_band(v) for k, v in p.items()})
+
+
+def test_the_dominance_gate_keeps_a_fix_no_pair_loses_that_the_paired_gate_cannot_see() -> None:
+    fixed = {**PARENT, ("c", 1): 1.0}
+    paired = _gate_decides(PairedGate, PARENT, fixed)
+    assert not paired.accepted and "noise band" in paired.reason  # the gain equals the parent's spread
+    decision = _gate_decides(DominanceGate, PARENT, fixed)
+    assert decision.accepted and "no held-in (task, seed) pair worse" in decision.reason
+    assert decision.numbers["dominates"] == 1.0 and decision.numbers["heldin_gain"] > 0
+
+
+def test_the_dominance_gate_rejects_a_child_that_loses_any_pair_or_gains_none() -> None:
+    trade = {**PARENT, ("c", 1): 1.0, ("a", 0): 0.99}  # a gain paid for by a loss elsewhere
+    assert not _gate_decides(DominanceGate, PARENT, trade).accepted
+    assert not _gate_decides(DominanceGate, PARENT, dict(PARENT)).accepted  # an equal copy
+    assert not _gate_decides(DominanceGate, {("a", 0): 1.0}, {("b", 0): 1.0}).accepted  # no common pair
+
+
+def test_the_dominance_gate_still_checks_held_out_and_takes_the_paired_way_in() -> None:
+    fixed = {**PARENT, ("c", 1): 1.0}
+    out_parent = {(t, s): 1.0 for t in "xyz" for s in (0, 1)}
+    out_child = {**out_parent, ("x", 0): 0.0, ("y", 0): 0.0}
+    decision = _gate_decides(DominanceGate, PARENT, fixed, (out_parent, out_child))
+    assert not decision.accepted and "held-out dropped" in decision.reason
+    low = {(t, s): 0.2 for t in "abcde" for s in (0, 1)}
+    swept = {(t, s): 0.9 for t in "abcde" for s in (0, 1)}
+    accepted = _gate_decides(DominanceGate, low, swept)  # passes the paired test itself: no dominance needed
+    assert accepted.accepted and "dominates" not in accepted.numbers and "p = " in accepted.reason
+
+
+def test_the_dominance_gates_best_case_lets_a_dominating_child_through_futility() -> None:
+    gate = DominanceGate(GateOptions(alpha=0.05, correction="none"), ctx())
+    assert gate.could_accept([0.0, 0.0, 0.025, 0.0, 0.0], noise=0.0125)
+    assert not PairedGate(GateOptions(alpha=0.05, correction="none"), ctx()).could_accept([0.0, 0.0, 0.025, 0.0, 0.0], 0.0125)
+    assert not gate.could_accept([0.0, -0.01, 0.025], noise=0.0)

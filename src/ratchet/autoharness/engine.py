@@ -184,7 +184,11 @@ def engine_config(cfg: AutoHarnessConfig, workspace: Path, description: str = ""
         # (0.025; measured: the induced rules took all 5 TicTacToe held-in games from 0.56 to 1.0
         # and were rejected at p = 0.031). The dedicated search keeps any better h with no test at
         # all; the held-out protocol and the adoption verdict judge the result after the run.
-        "gate": {"name": "paired", "options": {"alpha": 0.05, "correction": "none"}},
+        # The dominance gate, as the legality suite is deterministic per (code, task, seed): a child
+        # losing no pair and winning one is kept (ConnectFour's rules at 0.9975 → 1.0 gained on one
+        # seed of one task, a gain equal to the parent's spread over seeds, and the paired gate
+        # refused it; the search kept it).
+        "gate": {"name": "dominance", "options": {"alpha": 0.05, "correction": "none"}},
         "static": {"novelty": bool(on("novelty"))},
         # No smoke stage: every child is scored on held-in and stays a node the selector may refine,
         # as the search refines the best sample of a request whatever its h. With it, a child that

@@ -46,6 +46,7 @@ SUITES = {
 GATES = {
     "paired": "ratchet.evolve.gate:PairedGate",
     "bootstrap": "ratchet.evolve.gate:BootstrapGate",
+    "dominance": "ratchet.evolve.gate:DominanceGate",
 }
 #: Names that left these registries for the configuration that owns the component (the engine
 #: imports no configuration): a config that still writes one is told the import path instead.
