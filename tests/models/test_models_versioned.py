@@ -169,3 +169,43 @@ def test_importing_models_does_not_import_the_serving_side() -> None:
     code = "import sys, ratchet.models; print(any(m.startswith('ratchet.online') for m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+@pytest.mark.real_model
+def test_smollm2_at_v1_answers_with_the_versions_adapter(tmp_path, monkeypatch) -> None:
+    """A LoRA converted for llama.cpp and published as v1: ``local:smollm2-135m@v1`` replies as the
+    base with that adapter does, and not as the base alone (the adapter really is applied)."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("peft")
+    pytest.importorskip("gguf")
+    pytest.importorskip("llama_cpp")
+    if not registry.is_verified(MODEL, rehash=False):
+        pytest.skip(f"{MODEL} not pulled (ratchet models pull {MODEL})")
+    from ratchet.online.lora_gguf import convert_adapter
+    from ratchet.online.trainer import Trainer, TrainerConfig
+
+    monkeypatch.delenv("RATCHET_VERSIONS", raising=False)
+    gguf = registry.cached_path(MODEL)
+    trainer = Trainer.from_config(TrainerConfig(model=str(gguf), lora_r=8, lora_alpha=16, num_threads=1, seed=1))
+    # A fresh LoRA has B = 0 (no change): a random B makes it change every projection, as in
+    # tests/online/test_trainer_gguf.py, strongly enough to change a greedy reply.
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, param in trainer.model.named_parameters():
+            if "lora_B" in name:
+                param.copy_(torch.randn(param.shape, generator=gen) * 0.2)
+    adapter = trainer.save_adapter(tmp_path / "adapter")
+    lora = convert_adapter(adapter, gguf, tmp_path / "adapter.gguf")
+    store = VersionStore(tmp_path / "versions")
+    store.publish(adapter, {"base_model": {"file": gguf.name, "sha256": CATALOG[MODEL].sha256}}, promote=True,
+                  lora_gguf=lora)
+
+    settings = {"n_ctx": 256, "n_threads": 1}
+    messages = [{"role": "user", "content": "Name three colours."}]
+    v1 = load_model(f"local:{MODEL}@v1", versions=store.root, **settings)
+    by_hand = LlamaModel(str(gguf), lora_path=str(lora), **settings)
+    base = load_model(f"local:{MODEL}", **settings)
+    replies = [m.complete(messages, temperature=0.0, max_tokens=24).text for m in (v1, by_hand, base)]
+    assert replies[0] == replies[1], replies
+    assert replies[0] != replies[2], replies
+    assert v1.complete(messages, temperature=0.0, max_tokens=24).model.startswith(f"local:{MODEL}@v1+")
