@@ -165,6 +165,16 @@ def test_a_spec_without_a_version_is_unchanged(base, tmp_path) -> None:
     assert model.config.model_path == str(odd) and model.config.lora_path is None
 
 
+def test_a_replay_cache_of_a_version_names_it(tmp_path) -> None:
+    from ratchet.models import ReplayModel, ScriptedModel
+
+    name = f"local:{MODEL}@v3+1a2b3c4d5e6f"
+    cache = tmp_path / "c.jsonl"
+    ReplayModel(ScriptedModel(["a"], name=name), cache, mode="record").complete([{"role": "user", "content": "q"}])
+    model = load_model(f"replay:{cache}#{name}")
+    assert model.name == name and model.complete([{"role": "user", "content": "q"}]).text == "a"
+
+
 def test_importing_models_does_not_import_the_serving_side() -> None:
     code = "import sys, ratchet.models; print(any(m.startswith('ratchet.online') for m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

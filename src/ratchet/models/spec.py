@@ -57,7 +57,8 @@ def load_model(spec: str, *, threads: int | None = None, versions: str | os.Path
     if not isinstance(spec, str) or ":" not in spec:
         raise _bad(str(spec), "no scheme")
     scheme, _, rest = spec.partition(":")
-    if scheme != "local" and VERSION_FORM.match(spec.rpartition("@")[2]):
+    # replay:PATH#NAME names a recorded model, which may well be a version (local:NAME@v3+DIGEST).
+    if scheme not in ("local", "replay") and VERSION_FORM.match(spec.rpartition("@")[2]):
         raise _bad(spec, "a weight version (@vN, @current, @latest) is for local: models only")
     if threads and scheme == "local":
         overrides.setdefault("n_threads", threads)
