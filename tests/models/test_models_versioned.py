@@ -121,10 +121,13 @@ def test_replies_of_one_version_are_never_keys_of_another(base, store, tmp_path)
     ("openai:gpt-4o@v3", None, "for local: models only"),
     ("http://127.0.0.1:8000/v1#m@latest", None, "for local: models only"),
     (f"local:{MODEL}@v1", "missing", "is not a directory"),
+    (f"local:{MODEL}@current", "online", "is not a version store"),
 ])
 def test_errors_name_the_spec_and_the_fix(base, store, tmp_path, spec, versions, expected) -> None:
     publish(store, tmp_path, "four", gguf=False)
-    where = {"store": store.root, "missing": tmp_path / "missing", None: None}[versions]
+    where = {"store": store.root, "missing": tmp_path / "missing", "online": tmp_path / "run" / "online",
+             None: None}[versions]
+    (tmp_path / "run" / "online" / "queue.db").write_bytes(b"")  # beside the versions, as in a serve run
     with pytest.raises(RatchetError, match=expected) as err:
         load_model(spec, versions=where)
     assert err.value.hint, "every error says how to fix it"

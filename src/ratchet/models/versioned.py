@@ -29,6 +29,8 @@ from ratchet.contracts import RatchetError
 VERSIONS_ENV = "RATCHET_VERSIONS"
 #: What may follow ``@``: ``vN``, ``current`` or ``latest``, optionally ``+HEX`` (an adapter digest).
 VERSION_FORM = re.compile(r"^(?:v(?P<number>\d+)|(?P<alias>current|latest))(?:\+(?P<digest>[0-9a-f]{4,64}))?$")
+#: A published version's directory name (vNNNNNN).
+VERSION_DIR = re.compile(r"^v\d+$")
 #: Hex characters of the adapter's SHA-256 kept in the model's name.
 DIGEST_CHARS = 12
 
@@ -70,6 +72,13 @@ def versions_dir(versions: str | os.PathLike[str] | None, spec: str) -> Path:
         path = path / "online" / "versions"
     if not path.is_dir():
         raise RatchetError(f"the version store {str(path)!r} (for {spec!r}) is not a directory",
+                           hint="name runs/<serve-run>/online/versions, or the serve run's directory")
+    # A store has a `current` pointer or version directories once anything was published (empty
+    # before); any other directory is a wrong path, which @current would silently read as v0.
+    entries = [p.name for p in path.iterdir() if not p.name.startswith(".")]
+    if entries and "current" not in entries and not any(VERSION_DIR.match(e) for e in entries):
+        raise RatchetError(f"{str(path)!r} (for {spec!r}) is not a version store: it has no `current` and no "
+                           "vNNNNNN/ directories",
                            hint="name runs/<serve-run>/online/versions, or the serve run's directory")
     return path
 
