@@ -24,6 +24,7 @@ Improve the model's own weights from everyday conversations:
   ratchet serve --model local:qwen2.5-coder-0.5b --learn combine
 \b
 Model specs: local:NAME (embedded llama.cpp, see `ratchet models list`),
+local:NAME@v3 | @current | @latest (a weight version `serve --learn` trained; RATCHET_VERSIONS),
 openai:MODEL (OPENAI_API_KEY), http://HOST:PORT/v1#MODEL (any OpenAI-compatible server).
 """
 

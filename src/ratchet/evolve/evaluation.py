@@ -109,6 +109,9 @@ class Evaluations:
         ledger.attach(self.cache)
         self.run = ctx.run
         self.splits = split_tasks(self.suite.tasks(), config.splits)
+        # The model the evaluations call, pinned: a resumed run's cached results came from it.
+        calls_model = isinstance(self.suite, ContextualSuite) and self.suite.ctx is not None
+        self._model_name = ledger.journal.name if calls_model and ledger.journal is not None else None
 
     # -- where evaluations run -----------------------------------------------------------------
 
@@ -154,7 +157,7 @@ class Evaluations:
 
     def pin(self) -> None:
         """Record the pins at the run's start; on every later call, fail if they changed."""
-        current = pins(self.config.workspace, self.manifest, self.suite.fingerprint())
+        current = pins(self.config.workspace, self.manifest, self.suite.fingerprint(), self._model_name)
         pinned = self.run.read_json(PINS)
         if pinned is None:
             self.run.write_json(PINS, current)

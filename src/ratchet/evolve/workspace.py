@@ -153,9 +153,15 @@ def protected_hashes(workspace: str | Path, manifest: Manifest) -> dict[str, str
             for rel in _files_under(root) if manifest.is_protected(rel)}
 
 
-def pins(workspace: str | Path, manifest: Manifest, evaluator_fingerprint: str) -> dict[str, object]:
-    """What is pinned at run start: protected file hashes and the evaluator's fingerprint."""
-    return {"protected": protected_hashes(workspace, manifest), "evaluator": evaluator_fingerprint}
+def pins(workspace: str | Path, manifest: Manifest, evaluator_fingerprint: str,
+         model: str | None = None) -> dict[str, object]:
+    """What is pinned at run start: protected file hashes, the evaluator's fingerprint and, when its
+    evaluations call a model, that model's name (cached results are keyed without it, and the name
+    says which weights answer: ``local:NAME@v3+DIGEST`` for a weight version)."""
+    pinned: dict[str, object] = {"protected": protected_hashes(workspace, manifest), "evaluator": evaluator_fingerprint}
+    if model is not None:
+        pinned["model"] = model
+    return pinned
 
 
 def verify_pins(pinned: dict[str, object], current: dict[str, object]) -> None:
@@ -166,6 +172,10 @@ def verify_pins(pinned: dict[str, object], current: dict[str, object]) -> None:
                 for rel in changed]
     if pinned["evaluator"] != current["evaluator"]:
         problems.append(f"the evaluator's fingerprint changed ({pinned['evaluator']} -> {current['evaluator']})")
+    # Runs pinned before models were pinned have none: nothing to compare.
+    if pinned.get("model") and current.get("model") and pinned["model"] != current["model"]:
+        problems.append(f"the model its evaluations call changed ({pinned['model']} -> {current['model']}; a "
+                        f"weight version named @current or @latest moved? name {pinned['model']} to resume)")
     if problems:
         raise PinMismatch("the evaluator is not the one this run started with: " + "; ".join(problems),
                           hint="restore the protected files (the run's scores are only comparable under one "

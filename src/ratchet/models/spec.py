@@ -3,6 +3,10 @@
 =================================  ==========================================================
 ``local:NAME``                     a catalog model (``ratchet models list``), embedded llama.cpp
 ``local:/path/to/file.gguf``       any GGUF file, embedded llama.cpp
+``local:NAME@v3``                  weight version 3 of NAME (a LoRA ``ratchet serve --learn``
+                                   trained); ``@current``, ``@latest``; ``@v0`` the base. The
+                                   versions: ``versions=`` or ``$RATCHET_VERSIONS``
+                                   (:mod:`ratchet.models.versioned`)
 ``openai:MODEL``                   OpenAI (``OPENAI_API_KEY``; ``OPENAI_BASE_URL`` honoured)
 ``http://HOST:PORT/v1#MODEL``      any OpenAI-compatible server (key from ``RATCHET_API_KEY``)
 ``https://HOST/v1#MODEL``          the same over TLS
@@ -21,10 +25,12 @@ from pydantic import ValidationError
 
 from ratchet.config import ConfigError
 from ratchet.contracts import Model, RatchetError
+from ratchet.models.versioned import VERSION_FORM, split_version, versions_dir
 
 ACCEPTED_FORMS = (
     "local:NAME (see `ratchet models list`)",
     "local:/path/to/file.gguf",
+    "local:NAME@vN | @current | @latest (a weight version; the store: versions= or RATCHET_VERSIONS)",
     "openai:MODEL",
     "http://HOST:PORT/v1#MODEL",
     "https://HOST/v1#MODEL",
@@ -37,9 +43,12 @@ def _bad(spec: str, why: str) -> RatchetError:
     return RatchetError(f"bad model spec {spec!r}: {why}", hint="accepted forms: " + "; ".join(ACCEPTED_FORMS))
 
 
-def load_model(spec: str, *, threads: int | None = None, **overrides: Any) -> Model:
+def load_model(spec: str, *, threads: int | None = None, versions: str | os.PathLike[str] | None = None,
+               **overrides: Any) -> Model:
     """Build the model ``spec`` names; ``overrides`` go to the backend's settings. ``threads`` pins
     an embedded (``local:``) model's CPU threads and is ignored by the backends that have none.
+    ``versions``: the weight versions a ``local:NAME@vN`` spec reads (``runs/<serve-run>/online/versions``
+    or the serve run's directory); None reads ``$RATCHET_VERSIONS``. Ignored by specs without ``@``.
 
     (``n_ctx=2048`` or ``logits_all=True`` for ``local:``, ``timeout_s=30`` or ``accepts_grammar=True``
     for HTTP models, ``mode="auto"`` with ``inner=`` for ``replay:``.) Nothing heavy happens here:
@@ -48,11 +57,14 @@ def load_model(spec: str, *, threads: int | None = None, **overrides: Any) -> Mo
     if not isinstance(spec, str) or ":" not in spec:
         raise _bad(str(spec), "no scheme")
     scheme, _, rest = spec.partition(":")
+    # replay:PATH#NAME names a recorded model, which may well be a version (local:NAME@v3+DIGEST).
+    if scheme not in ("local", "replay") and VERSION_FORM.match(spec.rpartition("@")[2]):
+        raise _bad(spec, "a weight version (@vN, @current, @latest) is for local: models only")
     if threads and scheme == "local":
         overrides.setdefault("n_threads", threads)
     try:
         if scheme == "local":
-            return _local(spec, rest, overrides)
+            return _local(spec, rest, overrides, versions)
         if scheme == "openai":
             if not rest or "#" in rest:
                 raise _bad(spec, "expected openai:MODEL")
@@ -89,12 +101,15 @@ def load_model(spec: str, *, threads: int | None = None, **overrides: Any) -> Mo
     raise _bad(spec, f"unknown scheme {scheme!r}")
 
 
-def _local(spec: str, rest: str, overrides: dict[str, Any]) -> Model:
+def _local(spec: str, rest: str, overrides: dict[str, Any], versions: Any = None) -> Model:
     from ratchet.models.llama_embedded import LlamaModel
     from ratchet.models.registry import CATALOG, model_path
 
+    rest, version = split_version(rest)
     if not rest:
         raise _bad(spec, "expected local:NAME or local:/path/to/file.gguf")
+    if version is not None:
+        return _versioned(spec, rest, version, overrides, versions)
     if rest in CATALOG and CATALOG[rest].kind != "gguf":
         raise _bad(spec, f"{rest!r} is a {CATALOG[rest].kind} model, not a chat model llama.cpp can serve")
     if rest in CATALOG:
@@ -105,3 +120,37 @@ def _local(spec: str, rest: str, overrides: dict[str, Any]) -> Model:
             raise RatchetError(f"GGUF file not found for {spec!r}: {path}", hint="check the path")
         return LlamaModel(str(path), name=spec, **overrides)
     raise _bad(spec, f"{rest!r} is neither a catalog model ({', '.join(CATALOG)}) nor a .gguf path")
+
+
+def _versioned(spec: str, base: str, version: str, overrides: dict[str, Any], versions: Any) -> Model:
+    """``local:BASE@VERSION``: the base model with the version's LoRA, named by the version it
+    resolved to and the adapter's digest (see :mod:`ratchet.models.versioned`)."""
+    from ratchet.models.llama_embedded import LlamaModel
+    from ratchet.models.registry import CATALOG, model_path
+    from ratchet.models.versioned import resolve
+
+    if not VERSION_FORM.match(version):
+        raise _bad(spec, f"bad weight version {version!r}: write @vN (N a number, v0 = the base), @current or @latest")
+    if "lora_path" in overrides:
+        raise _bad(spec, "a weight version brings its own adapter: drop the lora_path setting")
+    catalog = CATALOG.get(base)
+    if catalog is not None and catalog.kind != "gguf":
+        raise _bad(spec, f"{base!r} is a {catalog.kind} model, not a chat model llama.cpp can serve")
+    if catalog is None and not (base.endswith(".gguf") or os.sep in base):
+        raise _bad(spec, f"{base!r} is neither a catalog model ({', '.join(CATALOG)}) nor a .gguf path")
+    store = versions_dir(versions, spec)
+    path = Path(base).expanduser() if catalog is None else None
+    if path is not None and not path.is_file():
+        raise RatchetError(f"GGUF file not found for {spec!r}: {path}", hint="check the path")
+    found = resolve(spec, base, version, store, (lambda: catalog.sha256) if catalog is not None else (lambda: _file_sha256(path)))
+    gguf = model_path(base) if path is None else path
+    if found.lora_gguf is not None:
+        overrides["lora_path"] = str(found.lora_gguf)
+    return LlamaModel(str(gguf), name=f"local:{base}@{found.suffix()}", **overrides)
+
+
+def _file_sha256(path: Path) -> str:
+    # The catalog's stamp when the file has one (spares hashing hundreds of MB), else the hash.
+    from ratchet.online.weights import gguf_sha256
+
+    return gguf_sha256(path)

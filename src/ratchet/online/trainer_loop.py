@@ -7,6 +7,7 @@ adapter plus its GGUF LoRA) to the version store, which the serving process hot-
 
 from __future__ import annotations
 
+import functools
 import logging
 import shutil
 import tempfile
@@ -107,7 +108,7 @@ def run_trainer_loop(
             if not metrics["updated"]:
                 queue.mark_trained([s.turn.turn_id for s in batch], trainer.version)
                 continue
-            record = _version_record(trainer, config, metrics, batch)
+            record = _version_record(trainer, config, metrics, batch, _base_model(trainer.base_gguf))
             promote = True
             if hook is not None and baseline is not None:
                 verdict = hook.evaluate(trainer, baseline)
@@ -163,10 +164,24 @@ def _still_held(queue: Any, claimer: Any, samples: list[Any]) -> list[Any]:
     return kept
 
 
-def _version_record(trainer: Trainer, config: TrainerConfig, metrics: dict[str, Any], batch: Sequence[Any]) -> dict:
+@functools.lru_cache(maxsize=4)  # hashed once per base file, not once per version
+def _base_model(gguf: Path | None) -> dict[str, str] | None:
+    """The base weights a version's adapter applies to, recorded with it so that a spec naming the
+    version on another base (``local:OTHER@v3``) is refused; None for a model not loaded from a GGUF."""
+    if gguf is None:
+        return None
+    from ratchet.online.weights import gguf_sha256
+
+    return {"file": Path(gguf).name, "sha256": gguf_sha256(Path(gguf))}
+
+
+def _version_record(trainer: Trainer, config: TrainerConfig, metrics: dict[str, Any], batch: Sequence[Any],
+                    base: dict[str, str] | None = None) -> dict:
     record = {k: v for k, v in metrics.items() if k != "trained"}
     record["parent_version"] = trainer.version
     record["signal"] = config.signal
+    if base is not None:
+        record["base_model"] = base
     if config.kl_samples:
         items, _ = trainer.prepare(batch[: config.kl_samples])
         record["kl_to_base"] = trainer.kl_to_base([it.input_ids for it in items], [it.response_start for it in items])
