@@ -386,6 +386,9 @@ class Proposal:
     proposer: str
     parents: tuple[str, ...]
     meta: dict[str, Any] = field(default_factory=dict)
+    shown: tuple[Failure, ...] = ()
+    """The failures the proposer showed the model for this change (the evidence it answered): the
+    child keeps them as ``failures_shown`` (the first few), which the dashboard's node page lists."""
 
 
 @dataclass(frozen=True)

@@ -249,7 +249,7 @@ class CriticRefinerProposer(ModelProposer):
                     if screen is not None and (self.options.samples > 1 or self.repair is not None) else {})
         if code in repairs and repairs[code]["changes"]:
             screened["repaired"] = {k: repairs[code][k] for k in ("before", "after", "changes")}
-        return self.proposal({surface: code}, claim, (parent.id,), shown=len(shown), refiner=which, **screened)
+        return self.proposal({surface: code}, claim, (parent.id,), shown, shown=len(shown), refiner=which, **screened)
 
     def _record_samples(self, parent: Candidate, surface: str, refiner: str, messages: list[Message],
                         samples: list[dict[str, Any]], kept: str | None) -> None:
