@@ -32,6 +32,12 @@ class Archive:
     def results(self, candidate_id: str, split: str) -> list[TaskResult]:
         return self.by_parent.get(candidate_id, []) if split == "search" else []
 
+    def candidates(self, status: str | None = None) -> list[Candidate]:
+        return []  # no earlier reply of this proposer: no note on the request
+
+    def unusable(self, limit: int | None = None) -> list[dict]:
+        return []
+
 
 class Run:
     def __init__(self) -> None:
