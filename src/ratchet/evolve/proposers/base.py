@@ -57,14 +57,15 @@ class BaseProposer:
     ctx: EngineContext | None = None
 
     def skip(self, parent: Candidate, reason: str, claim: Claim | None = None,
-             attempts: list[dict[str, Any]] | None = None, **meta: Any) -> Skip:
+             attempts: list[dict[str, Any]] | None = None, exhausted: bool = False, **meta: Any) -> Skip:
         """No proposal this time: the :class:`Skip` the loop keeps in the archive as a failed
-        proposal, also recorded with ``meta`` (the reply…) in the run's ``proposer_skips.jsonl``."""
+        proposal, also recorded with ``meta`` (the reply…) in the run's ``proposer_skips.jsonl``.
+        ``exhausted``: see :attr:`Skip.exhausted` (a deterministic proposer's only)."""
         run = self.ctx.run if self.ctx is not None else None
         if run is not None:
             run.append_jsonl(SKIPS_FILE, {"proposer": self.name, "parent": parent.id, "reason": reason,
                                           "at": time.time(), **{k: str(v)[:4000] for k, v in meta.items()}})
-        return Skip(reason, None if claim is None else claim.target, tuple(attempts or ()))
+        return Skip(reason, None if claim is None else claim.target, tuple(attempts or ()), exhausted)
 
 
 class ModelProposer(BaseProposer):
