@@ -66,7 +66,8 @@ class HarnessRefiner:
     """The paper's refinement request for a harness (``ratchet.evolve.proposers.critic.Refiner``):
     the function the shown failures blame (:func:`which_to_refine`), the reply's code completed
     from the parent where it leaves one of the two functions out, refused unless it parses; a reply
-    that defines neither is judged as written (and scores 0 with the missing functions named)."""
+    that redefines none of the parent's functions is judged as written (and scores 0 with the
+    missing functions named)."""
 
     def __init__(self, game: str, description: str = "", mode: str = "verifier", helper_library: bool = False,
                  few_shot: bool = False) -> None:
@@ -85,10 +86,12 @@ class HarnessRefiner:
 
     def new_code(self, reply: str, code: str) -> tuple[str | None, str]:
         own = extract_code(reply)
-        if own is not None and not defined_functions(own) & set(REQUIRED):
-            # A reply that defines neither function refines neither: completed from the parent it
-            # would be the parent again under another name. It is judged as written (the legality
-            # suite scores it 0, naming the missing functions), so the next request shows why.
+        if own is not None and not defined_functions(own) & (set(REQUIRED) | defined_functions(code)):
+            # A reply that redefines none of the parent's functions (nor the two required) refines
+            # none: completed from the parent it would be the parent again with unused code. It is
+            # judged as written (the legality suite scores it 0, naming the missing functions), so
+            # the next request shows why. One that rewrites a helper (a scaffold's legal_moves) is
+            # completed as before.
             problem = check_signatures(own)
             return (None, problem) if problem and problem.startswith("SyntaxError") else (own, "")
         new = extract_code(reply, previous=code, required=REQUIRED)
