@@ -127,7 +127,9 @@ class Unusable(Archive):
         self.parent_id = parent.id
 
     def unusable(self, limit: int | None = None) -> list[dict]:
-        return [{"step": 0, "parent": self.parent_id, "proposer": "critic_refiner",
+        return [{"step": 1, "parent": self.parent_id, "proposer": "critic_refiner", "reason": "no request: too long",
+                 "model_calls": 0, "claim": None},  # asked nothing: no reply to tell of
+                {"step": 0, "parent": self.parent_id, "proposer": "critic_refiner",
                  "reason": "SyntaxError: expected ':' (line 1)", "model_calls": 1, "claim": None}]
 
 

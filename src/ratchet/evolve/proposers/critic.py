@@ -163,7 +163,9 @@ class PreviousReply:
     def of(cls, archive: ArchiveView, proposer: str, parent_id: str, splits: Sequence[str]) -> PreviousReply | None:
         """The problem with ``proposer``'s latest reply for ``parent_id``; None when it had none
         (its child scored above 0 somewhere) or there was no reply yet."""
-        skipped = next((r for r in archive.unusable() if r.get("parent") == parent_id and r.get("proposer") == proposer), None)
+        # A step that asked nothing (a request that could not be built) had no reply to be told of.
+        skipped = next((r for r in archive.unusable() if r.get("parent") == parent_id and r.get("proposer") == proposer
+                        and r.get("model_calls", 0) > 0), None)
         made = [c for c in archive.candidates() if c.parent_id == parent_id and c.meta.get("proposer") == proposer]
         child = made[-1] if made else None
         child_step = -1 if child is None else int(child.meta.get("step", -1))
