@@ -236,7 +236,7 @@ class CriticRefinerProposer(ModelProposer):
             # when the selector spreads its steps over parents (measured: Bandit, 14 of 40 steps).
             refiner, which = self.fallback, "fallback"
             messages = refiner.request(old, shown, pool)
-        previous = (PreviousReply.of(archive, self.name, parent.id, (self.options.split, "heldin"))
+        previous = (PreviousReply.of(archive, self.name, parent.id, tuple(dict.fromkeys((self.options.split, "heldin"))))
                     if self.options.tell_previous_reply else None)
         if previous is not None:
             messages = previous.told(messages)
