@@ -386,6 +386,9 @@ class Proposal:
     proposer: str
     parents: tuple[str, ...]
     meta: dict[str, Any] = field(default_factory=dict)
+    shown: tuple[Failure, ...] = ()
+    """The failures the proposer showed the model for this change (the evidence it answered): the
+    child keeps them as ``failures_shown`` (the first few), which the dashboard's node page lists."""
 
 
 @dataclass(frozen=True)
@@ -438,6 +441,11 @@ class Skip:
     """What the reply said it would fix, when it said that much (None: it stated no claim)."""
     attempts: tuple[dict[str, Any], ...] = ()
     """Each model ask of the proposal and its outcome (``ask``, ``error``…), oldest first."""
+    exhausted: bool = False
+    """A deterministic proposer's word that it has nothing to propose for this parent until the
+    archive gains a candidate (its rules already fitted and tried, nothing new to learn from), and
+    that saying so cost no model call: the loop does not count the step toward ``iterations``
+    while another proposer is left to draw for the parent, so the run's steps go to proposers that can propose."""
 
 
 @runtime_checkable

@@ -11,7 +11,7 @@ from ratchet.contracts import Candidate, Failure, Proposal, Proposer, RatchetErr
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.manifest import Manifest
 from ratchet.evolve.proposers.config import CriticRefinerOptions
-from ratchet.evolve.proposers.critic import CriticRefinerProposer
+from ratchet.evolve.proposers.critic import CriticRefinerProposer, PreviousReply
 from ratchet.models.scripted import ScriptedModel
 
 OLD = ("def propose_action(board):\n    return '[4]'\n\n"
@@ -31,6 +31,12 @@ class Archive:
 
     def results(self, candidate_id: str, split: str) -> list[TaskResult]:
         return self.by_parent.get(candidate_id, []) if split == "search" else []
+
+    def candidates(self, status: str | None = None) -> list[Candidate]:
+        return []  # no earlier reply of this proposer: no note on the request
+
+    def unusable(self, limit: int | None = None) -> list[dict]:
+        return []
 
 
 class Run:
@@ -98,3 +104,46 @@ def test_a_config_names_the_refiner_by_import_path(tmp_path) -> None:
                 CriticRefinerOptions(refiner="ratchet.autoharness.refine:HarnessRefiner", refiner_options={"colour": "red"})):
         with pytest.raises(RatchetError, match="cannot build refiner"):
             CriticRefinerProposer(bad, ctx)
+
+
+def test_a_reply_that_redefines_none_of_the_parents_functions_is_taken_as_written() -> None:
+    """Completed from the parent, ``def propose`` / ``def legal`` would be the parent again under the
+    same behaviour; taken as written, the legality suite scores it 0 naming the missing functions.
+    A reply that rewrites one of the parent's helpers (a scaffold's legal_moves) is still completed."""
+    refiner = HarnessRefiner("TicTacToe-v0")
+    renamed = "def propose(board):\n    return '[4]'\n"
+    code, why = refiner.new_code("```python\n" + renamed + "```", OLD)
+    assert code == renamed and why == ""
+    scaffolded = OLD + "\n\ndef legal_moves(board):\n    return []\n"
+    code, _ = refiner.new_code("```python\ndef legal_moves(board):\n    return ['[0]']\n```", scaffolded)
+    assert "return ['[0]']" in code and "def propose_action" in code and "def is_legal_action" in code
+
+
+class Unusable(Archive):
+    """The parent's results, and one earlier reply for it this proposer could not use."""
+
+    def __init__(self, parent: Candidate) -> None:
+        super().__init__(parent)
+        self.parent_id = parent.id
+
+    def unusable(self, limit: int | None = None) -> list[dict]:
+        return [{"step": 1, "parent": self.parent_id, "proposer": "critic_refiner", "reason": "no request: too long",
+                 "model_calls": 0, "claim": None},  # asked nothing: no reply to tell of
+                {"step": 0, "parent": self.parent_id, "proposer": "critic_refiner",
+                 "reason": "SyntaxError: expected ':' (line 1)", "model_calls": 1, "claim": None}]
+
+
+@pytest.mark.parametrize("tell", [True, False])
+def test_the_next_request_for_the_parent_says_what_was_wrong_with_the_last_reply(tmp_path, tell) -> None:
+    parent = Candidate.from_files("harness", {"harness.py": OLD})
+    model = ScriptedModel(["```python\n" + NEW_PROPOSE + "```"])
+    ctx = EngineContext(Manifest(name="harness", editable=["harness.py"]), tmp_path, model=model, run=Run(),
+                        extra={"refiner": HarnessRefiner("TicTacToe-v0", "Tic Tac Toe rules")})
+    made = CriticRefinerProposer(CriticRefinerOptions(max_tokens=400, tell_previous_reply=tell), ctx)
+    assert isinstance(made.propose(parent, Unusable(parent), random.Random(0)), Proposal)
+    said = "Your previous reply to this request was unusable: SyntaxError: expected ':' (line 1)"
+    assert (said in model.calls[0]["messages"][-1]["content"]) == tell
+    other = Candidate.from_files("harness", {"harness.py": OLD.replace("[4]", "[2]")})
+    assert PreviousReply.of(Unusable(parent), "critic_refiner", other.id, ("search",)) is None  # another parent's
+    prefixed = PreviousReply(0, "no code").told([{"role": "user", "content": "ask"}, {"role": "assistant", "content": "def f("}])
+    assert prefixed[-1] == {"role": "assistant", "content": "def f("} and "no code" in prefixed[0]["content"]

@@ -78,3 +78,27 @@ def test_the_step_and_call_limits_stop_the_search(tmp_path):
     model = ScriptedModel([fenced(LOOSE)], cycle=True)
     summary, _ = synthesize(tmp_path / "calls", model, iterations=50, budget={"max_calls": 4})
     assert summary["model_calls"] == 4 == len(model.calls) and summary["state"] != "done", summary["state"]
+
+
+@pytest.mark.parametrize("fits", [False, True])
+def test_a_game_the_rules_cannot_fit_leaves_the_steps_to_the_refiner(tmp_path, monkeypatch, fits):
+    """The fitted-rules proposer's steps that propose nothing (``Skip.exhausted``) are not counted as
+    iterations, a round of every proposer's steps: the refiner's calls are spent before the steps.
+    (Bandit on the 15-game table ended by the step count with 12 of its 24 calls unspent.)"""
+    from ratchet.autoharness import rules
+
+    if not fits:
+        monkeypatch.setattr(rules, "induce", lambda *args, **kwargs: None)  # a game no rule shape fits
+    model = ScriptedModel([fenced(LOOSE)], cycle=True)
+    ideas = {"induce": True, "transitions": False, "helper_library": False, "scaffold": False, "samples_per_step": 1,
+             "library_seed": False, "novelty": False, "repair": False, "autofix": False}
+    summary, run = synthesize(tmp_path, model, method="ratchet", iterations=2, ideas=ideas, budget={"max_calls": 4})
+    steps = [e for e in run.read_jsonl("evolve/events.jsonl") if e["kind"] == "step"]
+    if fits:  # the rules solve the game at the first step: nothing else is asked
+        assert summary["state"] == "done" and summary["model_calls"] == 0 and len(steps) == 1
+        return
+    # two iterations of the two proposers: four counted steps, each the refiner's, each a call
+    assert summary["model_calls"] == 4 == len(model.calls)
+    assert [e["proposer"] for e in steps if e.get("counted", True)] == ["harness_refiner"] * 4
+    skipped = [e for e in steps if e["proposer"] == "induced_rules"]
+    assert skipped and all("no rule shape fits" in e["reason"] and e["counted"] is False for e in skipped)

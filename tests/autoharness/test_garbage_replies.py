@@ -41,7 +41,7 @@ EXPECTED = {
     "non_utf8_surrogates": ("used", None),
     "several_blocks": ("used", None),  # the block that defines functions, not the scratch one
 }
-#: The kinds whose error the removed search showed the refiner in its next request.
+#: The kinds whose error the next request shows the refiner (``critic.PreviousReply``).
 TOLD = ["endless_output", "syntax_error", "wrong_function_names"]
 
 
@@ -63,14 +63,7 @@ def _search(tmp_path, first_reply: str, iterations: int = 3):
     return report, run, store, model
 
 
-MISSING_FUNCTIONS_SCORED = pytest.mark.xfail(
-    strict=True, reason="the engine's legality suite scores a harness that defines neither propose_action nor "
-                        "is_legal_action 0.5 on every task with no failure recorded (the removed search scored it 0 "
-                        "with 'missing function(s)' as its failure)")
-
-
-@pytest.mark.parametrize("kind", [pytest.param(k, marks=MISSING_FUNCTIONS_SCORED) if k == "wrong_function_names" else k
-                                  for k in sorted(GARBAGE)])
+@pytest.mark.parametrize("kind", sorted(GARBAGE))
 def test_garbage_reply_becomes_a_recorded_reason_or_a_judged_candidate(tmp_path, kind):
     report, run, store, model = _search(tmp_path, GARBAGE[kind])
     assert report["search"]["stop_reason"] == "done"  # the run finished
@@ -89,10 +82,6 @@ def test_garbage_reply_becomes_a_recorded_reason_or_a_judged_candidate(tmp_path,
             "SELECT score FROM candidates WHERE id = ?", (first["child"],))[0])["score"] is not None
 
 
-@pytest.mark.xfail(strict=True, reason="on the engine a reply without usable code is no proposal (its reason in the "
-                                       "step's event), one without the functions a judged candidate, and the next "
-                                       "request refines a drawn parent with that parent's failures: the refiner is not "
-                                       "told what was wrong with its reply, as the removed search told it")
 @pytest.mark.parametrize("kind", TOLD)
 def test_the_refiner_is_told_what_was_wrong_with_its_reply(tmp_path, kind):
     _, _, _, model = _search(tmp_path, GARBAGE[kind], iterations=2)

@@ -125,6 +125,8 @@ class ModelProposer:
 class GivesUpOptions(Settings):
     deterministic: bool = True
     """Declare the proposal a function of the archive alone (the loop then skips it for a parent it gave up on)."""
+    exhausted: bool = False
+    """Say so in the Skip (``Skip.exhausted``: the loop does not count the step)."""
 
 
 class GivesUpProposer:
@@ -133,10 +135,10 @@ class GivesUpProposer:
     name = "gives_up"
 
     def __init__(self, options: GivesUpOptions, ctx: EngineContext) -> None:
-        self.deterministic = options.deterministic
+        self.deterministic, self.exhausted = options.deterministic, options.exhausted
 
     def propose(self, parent: Candidate, archive: Any, rng: Any) -> Skip:
-        return Skip("nothing new learned")
+        return Skip("nothing new learned", exhausted=self.exhausted)
 
 
 class RecordingProposer:

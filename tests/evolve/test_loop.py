@@ -397,6 +397,36 @@ def test_a_deterministic_proposer_that_gave_up_on_a_parent_is_not_drawn_for_it_a
         assert drawn.count("gives_up") >= 3  # the waste the declaration avoids
 
 
+@pytest.mark.parametrize("exhausted", [True, False])
+def test_an_exhausted_skip_does_not_use_up_the_runs_steps(tmp_path: Path, exhausted: bool) -> None:
+    """A deterministic proposer that says it has nothing to propose (``Skip.exhausted``) leaves the
+    run's steps to the others, here the one that asks the model: the calls are spent, not the steps."""
+    ws = make_workspace(tmp_path, p=0.2)
+    proposers = [{"name": "doubles:GivesUpProposer", "weight": 100, "options": {"exhausted": exhausted}},
+                 {"name": "doubles:ModelProposer", "weight": 1}]
+    model = ScriptedModel([str(0.2 + i / 100) for i in range(1, 20)])
+    eng, run = engine(tmp_path, config(ws, iterations=4, proposers=proposers), model)
+    summary = eng.execute()
+    steps = [e for e in run.read_jsonl("evolve/events.jsonl") if e["kind"] == "step"]
+    counted = [e["proposer"] for e in steps if e.get("counted", True)]
+    if exhausted:
+        assert counted == ["model"] * 4 and summary["model_calls"] == 4 == len(model.calls)
+        assert {e["proposer"] for e in steps if e.get("counted") is False} == {"gives_up"}
+    else:
+        assert counted.count("gives_up") >= 2 and summary["model_calls"] <= 2  # half the steps lost
+
+
+def test_an_exhausted_proposer_left_alone_still_ends_the_run(tmp_path: Path) -> None:
+    """Once it gave up on every parent there is nothing else to draw: its steps count again, so the
+    run ends at ``iterations`` instead of looping."""
+    ws = make_workspace(tmp_path, p=0.2)
+    proposers = [{"name": "doubles:GivesUpProposer", "options": {"exhausted": True}}]
+    eng, run = engine(tmp_path, config(ws, iterations=3, proposers=proposers))
+    assert eng.execute()["state"] == "done"
+    steps = [e for e in run.read_jsonl("evolve/events.jsonl") if e["kind"] == "step"]
+    assert len(steps) == 4 and [e.get("counted", True) for e in steps] == [False, True, True, True]
+
+
 @pytest.mark.parametrize("schedule", ["weighted", "round_robin"])
 def test_round_robin_asks_the_proposers_in_turn_whatever_their_weights(tmp_path: Path, schedule: str) -> None:
     """Weighted at 100 to 1 the first proposer takes nearly every step; in turn each gets its share,

@@ -53,6 +53,12 @@ class Archive:
         failure = Failure("wrong_answer", "positive(3) returned False", "t1", {})
         return [TaskResult("t1", 0, 0.0, failures=(failure,))] if split == "search" else []
 
+    def candidates(self, status: str | None = None) -> list[Candidate]:
+        return []
+
+    def unusable(self, limit: int | None = None) -> list[dict]:
+        return []
+
 
 class Run:
     def __init__(self) -> None:

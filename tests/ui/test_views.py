@@ -86,8 +86,6 @@ def test_the_autoharness_view_draws_the_tree_a_node_and_the_report(runs):
     assert client.get(f"/autoharness/{run.id}", params={"node": "0" * 16}).status_code == 404
 
 
-@pytest.mark.xfail(strict=True, reason="the engine's evaluation of a harness records the number of task results "
-                                       "(metrics results), not the legal rate the removed search recorded per node")
 def test_a_nodes_page_shows_its_legal_rate(runs):
     client = client_for(runs["root"])
     run = runs["store"].open_run(runs["autoharness"])
@@ -95,9 +93,6 @@ def test_a_nodes_page_shows_its_legal_rate(runs):
     assert "legal_rate" in client.get(f"/autoharness/{run.id}", params={"node": child["id"]}).text
 
 
-@pytest.mark.xfail(strict=True, reason="a proposal on the engine records how many failures it showed the refiner "
-                                       "(meta proposal.shown), not the failures themselves (the removed search "
-                                       "kept them as meta failures_shown)")
 def test_a_nodes_page_lists_the_failures_it_was_shown(runs):
     client = client_for(runs["root"])
     run = runs["store"].open_run(runs["autoharness"])

@@ -204,6 +204,9 @@ def engine_config(cfg: AutoHarnessConfig, workspace: Path, description: str = ""
         # may ask and one of each other proposer: a step ends at the first sample that screens 1.0
         # (repaired or not) even when its child is then rejected, where a search iteration ends only
         # at h = 1.0, so its unasked samples' calls go to later steps and the calls stay the limit.
+        # The fitted rules' skips (nothing new to fit) are not counted (``Skip.exhausted``): on a game
+        # they cannot fit, the round's steps go to the refiner (measured: Bandit ended by the step
+        # count with 12 of its 24 calls unspent when they were).
         "iterations": cfg.iterations * (critic["samples"] + len(proposers) - 1 if in_step else len(proposers)),
         "stop_at_score": 1.0,  # the search's stop at h = 1.0: every held-in game played legally
         "budget": cfg.budget.model_dump(),
@@ -279,7 +282,8 @@ def synthesize_on_engine(cfg: AutoHarnessConfig, model: Model, run: Any, *, prot
                             heldout=heldout_options(cfg, protocol))
     found = summary.get("report")
     stage = stage_of(found)
-    steps = step_events(run)  # one per step, a step redone after a kill counted once
+    # one per step, a step redone after a kill counted once, an exhausted skip (not counted by the engine) not at all
+    steps = [e for e in step_events(run) if e.get("counted", True)]
     wall_s = round(time.perf_counter() - started, 1)
     report = {
         "format_version": FORMAT_VERSION, "env": cfg.env, "mode": cfg.mode, "method": cfg.method,

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ratchet.autoharness.dense import harness_value, run_checks
+from ratchet.autoharness.refine import check_signatures
 from ratchet.autoharness.runtime import HarnessRuntime, RuntimeFactory
 from ratchet.contracts import Candidate, Failure, Observation, Task, TaskResult
 from ratchet.envs import measure
@@ -108,6 +109,14 @@ class LegalityEvaluator:
 
     def evaluate(self, candidate: Candidate, tasks: Sequence[Task], seed: int) -> list[TaskResult]:
         code = candidate.files.get("harness.py", "")
+        problem = check_signatures(code)
+        if problem:
+            # Code that does not parse or lacks a function the game calls plays no step: every task
+            # scores 0 with the problem as its failure, in the words the refiner is to act on.
+            failure = _failure(CODE_ERROR, "both", None, None, problem)
+            return [TaskResult(t.id, seed, 0.0, problem, (replace(failure, task_id=t.id),),
+                               {"steps": 0.0, "illegal": 0.0, "games": 0.0, "reward": 0.0, "legal_rate": 0.0})
+                    for t in tasks]
         with self.runtime_factory(dict(candidate.files)) as runtime:
             played = self.lockstep(runtime, tasks, seed)
             checked, found = run_checks(self.dense, runtime, code) if self.dense and tasks else ({}, [])

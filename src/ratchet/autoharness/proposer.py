@@ -233,5 +233,5 @@ class FreshRootProposer(HarnessRefinerProposer):
         proposal = super().propose(fresh, archive, rng)
         if isinstance(proposal, Proposal):
             proposal = Proposal(files=proposal.files, claim=proposal.claim, proposer=self.name, parents=(parent.id,),
-                                meta={**proposal.meta, "fresh_root": True})
+                                meta={**proposal.meta, "fresh_root": True}, shown=proposal.shown)
         return proposal

@@ -65,7 +65,9 @@ def check_signatures(code: str) -> str | None:
 class HarnessRefiner:
     """The paper's refinement request for a harness (``ratchet.evolve.proposers.critic.Refiner``):
     the function the shown failures blame (:func:`which_to_refine`), the reply's code completed
-    from the parent where it leaves a function out, refused unless it defines both."""
+    from the parent where it leaves one of the two functions out, refused unless it parses; a reply
+    that redefines none of the parent's functions is judged as written (and scores 0 with the
+    missing functions named)."""
 
     def __init__(self, game: str, description: str = "", mode: str = "verifier", helper_library: bool = False,
                  few_shot: bool = False) -> None:
@@ -83,6 +85,15 @@ class HarnessRefiner:
                                 helper_library=self.helper_library, few_shot=self.few_shot, sample_board=board)
 
     def new_code(self, reply: str, code: str) -> tuple[str | None, str]:
+        own = extract_code(reply)
+        if own is not None and not defined_functions(own) & (set(REQUIRED) | defined_functions(code)):
+            # A reply that redefines none of the parent's functions (nor the two required) refines
+            # none: completed from the parent it would be the parent again with unused code. It is
+            # judged as written (the legality suite scores it 0, naming the missing functions), so
+            # the next request shows why. One that rewrites a helper (a scaffold's legal_moves) is
+            # completed as before.
+            problem = check_signatures(own)
+            return (None, problem) if problem and problem.startswith("SyntaxError") else (own, "")
         new = extract_code(reply, previous=code, required=REQUIRED)
         problem = "no code in the reply" if new is None else check_signatures(new)
         return (None, problem) if problem else (new, "")

@@ -17,7 +17,10 @@ evaluation and gate. Connect Four's harvest never fills a column (every column f
 first version's rejected drops teach the top cells.
 
 It gives up (a :class:`~ratchet.contracts.Skip` with its reason) when no shape fits, when the fit is the parent's own
-file, and when the labels give rules it already proposed: nothing new was learned. It never asks
+file, and when the labels give rules it already proposed: nothing new was learned. Each such skip
+is ``exhausted`` (no model call, a function of the archive): the engine does not count it toward the
+run's iterations, which a round of every proposer's steps sizes, so a game it cannot fit leaves the
+steps to the refiner (Bandit on the 15-game table ended by the step count with half its calls unspent). It never asks
 the model and never runs candidate code (the suite does, in its sandbox); the harvest plays the
 game in this process, as the legality suite's envs do. The harvest is kept in the run store
 (``evolve/induced_rules_harvest.json``): a resumed run fits to the transitions the run started with
@@ -183,11 +186,11 @@ class InducedRulesProposer(BaseProposer):
     def propose(self, parent: Candidate, archive: ArchiveView, rng: Any = None) -> Proposal | Skip:
         surface, split = self.options.surface, self.options.split
         if surface not in parent.files:
-            return self.skip(parent, f"the parent has no {surface}")
+            return self.skip(parent, f"the parent has no {surface}", exhausted=True)
         results = list(archive.results(parent.id, split))
         found = self._harvest(results)
         if isinstance(found, str):
-            return self.skip(parent, found)
+            return self.skip(parent, found, exhausted=True)
         h = found
         # The counterexamples: the parent's rejected moves, and those of every version this
         # proposer made (the last child's, even one the gate turned down).
@@ -200,15 +203,17 @@ class InducedRulesProposer(BaseProposer):
         if fit is None:
             return self.skip(parent, f"no rule shape fits {h.game}'s {states} labelled states ({len(h.states)} with the "
                                      f"game's legal list, {len(rejected)} moves it rejected): not one list, no cell "
-                                     "rule, no filter of the actions")
+                                     "rule, no filter of the actions", exhausted=True)
         rule, source = fit
         code = h.harness(source)
         if code == parent.files[surface]:
-            return self.skip(parent, f"nothing new learned: the rules fitted to {states} labelled states are the parent's own")
+            return self.skip(parent, f"nothing new learned: the rules fitted to {states} labelled states are the parent's own",
+                             exhausted=True)
         earlier = next((c.id for c in self._own(archive) if c.files.get(surface) == code), None)
         if earlier is not None or code in self.proposed:
             where = f" (candidate {earlier})" if earlier else ""
-            return self.skip(parent, f"nothing new learned: {len(rejected)} rejected moves give the rules already proposed{where}")
+            return self.skip(parent, f"nothing new learned: {len(rejected)} rejected moves give the rules already proposed{where}",
+                             exhausted=True)
         self.proposed.add(code)
         means = per_task_means(results)
         failing = [t for t, m in means.items() if m < 1.0]

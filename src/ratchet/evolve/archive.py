@@ -28,6 +28,19 @@ STATUSES = ("evaluating", "accepted", "rejected", "waiting")
 UNUSABLE = "evolve/unusable.jsonl"
 
 
+#: Failures an evaluation record keeps (the first, in task order): what a reader of the store and
+#: the dashboard's node page see; the results file keeps them all.
+EVALUATION_FAILURES = 20
+
+
+def shared_metric_means(results: list[TaskResult]) -> dict[str, float]:
+    """The mean of each metric every result reports (a legality evaluation's ``legal_rate``,
+    ``steps``…), so an evaluation record says more than its score; "results" is the count's key."""
+    shared = set.intersection(*(set(r.metrics) for r in results)) if results else set()
+    return {k: fmean(float(r.metrics[k]) for r in results) for k in sorted(shared - {"results"})
+            if all(isinstance(r.metrics[k], (int, float)) for r in results)}
+
+
 def per_task_means(results: list[TaskResult]) -> dict[str, float]:
     """Mean score per task id over its seeds."""
     by_task: dict[str, list[float]] = {}
@@ -158,8 +171,10 @@ class Archive:
         self.run.write_json(f"evolve/results/{candidate_id}/{split}.json", [asdict(r) for r in results])
         if results:
             means = per_task_means(results)
+            failures = [f for r in results for f in r.failures][:EVALUATION_FAILURES]
             self.run.add_evaluation(Evaluation(candidate_id, split, fmean(r.score for r in results),
-                                               {"results": float(len(results))}, means))
+                                               {"results": float(len(results)), **shared_metric_means(results)}, means,
+                                               failures))
 
     def record_unusable(self, step: int, parent_id: str, proposer: str, reason: str, model_calls: int,
                         claim: str | None = None, attempts: list[dict[str, Any]] | None = None) -> None:

@@ -167,7 +167,8 @@ class EvolveConfig(Settings):
     max_task_evals: int | None = Field(default=None, ge=0)
     """Most task evaluations actually run (cache hits are free); None is unlimited."""
     iterations: int = Field(default=10, ge=0)
-    """Most proposal steps."""
+    """Most proposal steps; a deterministic proposer's step that proposed nothing and said so
+    (``Skip.exhausted``, no model call) is not counted while another proposer is left to draw."""
     stop_at_score: float | None = Field(default=None, ge=0, le=1)
     """Stop before ``iterations`` once an accepted candidate's mean held-in score reaches this
     (AutoHarness's stop at h = 1.0: a harness that plays every held-in game legally has nothing

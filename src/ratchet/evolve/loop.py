@@ -12,7 +12,8 @@ journals' counts) is written after every step, candidates, results and decisions
 so a killed run resumes at its step and pays nothing twice (evaluations come from the cache, model
 replies from the journal).
 
-Stops: ``iterations`` reached, or ``stop_at_score`` (``done``); a budget limit
+Stops: ``iterations`` reached (counted steps: a deterministic proposer's free, exhausted skip is
+kept but not counted, see :meth:`Engine.step`), or ``stop_at_score`` (``done``); a budget limit
 (``budget_exhausted``; once ``max_calls`` is spent, steps go on with the proposers that call no
 model, and the run stops when none is left); a candidate held for approval with ``approval.wait = end`` (status
 ``waiting``); a changed protected file or a failed canary (``failed``, the error re-raised).
@@ -179,10 +180,13 @@ class Engine:
             else:
                 self.rng.setstate(rng_from_json(state["rng"]))
                 self.spend.resume(state)
-            while state["step"] < self.config.iterations and not self._reached_stop_score():
+            # Steps counted toward ``iterations``: all but the free ones (an exhausted Skip, see
+            # :meth:`step`); a checkpoint of a run that kept no count counted every step.
+            state.setdefault("counted", state["step"])
+            while state["counted"] < self.config.iterations and not self._reached_stop_score():
                 self._settle_waiting()
                 self.evaluation.check_between_steps(state["step"])
-                self.step(state["step"])
+                state["counted"] += self.step(state["step"])
                 state["step"] += 1
                 self._checkpoint(state)
             self._settle_waiting()
@@ -238,46 +242,61 @@ class Engine:
 
     # -- one step ----------------------------------------------------------------------------
 
-    def step(self, index: int) -> None:
+    def step(self, index: int) -> bool:
+        """One step; whether it counts toward ``iterations``: every step but a free one, where a
+        deterministic proposer drawn for a parent it had not given up on says with an ``exhausted``
+        :class:`Skip` (at no model call) that it has nothing to propose. Such a step is still kept
+        (the proposer is then not drawn for that parent until the archive gains a candidate), so
+        free steps in a row are at most the deterministic proposers times the parents."""
         # Selector and proposer see the archive as it was when this step began: after a kill that
         # came between this step's writes and its checkpoint, the rerun makes the same choice and
         # asks the same prompt (so the journal replays its reply) instead of reacting to itself.
         shown = self.archive.as_of(index)
         parent = self.selector.select(shown, self.rng)
         selection = dict(self.selector.last)
-        proposer = self.schedule.pick([p for p, _ in self.proposers], self._drawable(shown, parent), index, self.rng)
+        drawable, narrowed = self._drawable(shown, parent)
+        proposer = self.schedule.pick([p for p, _ in self.proposers], drawable, index, self.rng)
         before = self.model_calls()
         try:
             proposal = proposer.propose(parent, shown, self.rng)
         except (BudgetExceeded, PinMismatch, CanaryFailed):
             raise
         except RatchetError as exc:  # a proposer that could not make a change costs the step, not the run
-            return self._unusable(index, parent, proposer, "proposer_error", str(exc).splitlines()[0],
-                                  self.model_calls() - before)
+            self._unusable(index, parent, proposer, "proposer_error", str(exc).splitlines()[0], self.model_calls() - before)
+            return True
         calls = self.model_calls() - before  # no evaluation has run yet: every call so far is the proposal's
         if isinstance(proposal, Skip):
-            return self._unusable(index, parent, proposer, "no_proposal", proposal.reason, calls, skip=proposal)
+            # Free only when the draw was not the fallback to proposers that had all given up on
+            # this parent: asked again there, it would skip again, and the run would not advance.
+            free = proposal.exhausted and proposer.deterministic and calls == 0 and narrowed
+            self._unusable(index, parent, proposer, "no_proposal", proposal.reason, calls, skip=proposal,
+                           **({"counted": False} if free else {}))
+            return not free
         child = apply(parent, proposal, selection=selection, step=index)
         if not self._is_new(index, parent, proposer, proposal, child, shown, calls):
-            return
+            return True
         failures = self.static.check(parent, proposal)
         if any(f.detail.get("rule") == "path" for f in failures):  # files that cannot even be stored
-            return self._unusable(index, parent, proposer, "rejected", "static check: " + "; ".join(
+            self._unusable(index, parent, proposer, "rejected", "static check: " + "; ".join(
                 f.message for f in failures), calls, proposal)
+            return True
         if failures:
             decision = Decision(False, "static check: " + "; ".join(f.message for f in failures), {"stage": 0.0})
-            return self._decide(index, parent, child, decision, None, calls)
+            self._decide(index, parent, child, decision, None, calls)
+            return True
         self.archive.add(child, "evaluating")
         child_smoke, decision = self.evaluation.smoke(child, parent)
         if child_smoke:
             self.archive.record_results(child.id, "smoke", child_smoke)
         if decision is not None:
-            return self._decide(index, parent, child, decision, None, calls)
+            self._decide(index, parent, child, decision, None, calls)
+            return True
         parent_results = self.evaluation.gated_results(parent)
         child_results, decision = self.evaluation.child_results(child, parent_results, self.gate)
         if decision is not None:  # futility: held-in can no longer pass; the rest is not paid for
             self._record_all(child, child_results)
-            return self._decide(index, parent, child, decision, None, calls)
+            self._decide(index, parent, child, decision, None, calls)
+            return True
         decision = self.gate.decide(parent_results, child_results, self.evaluation.noise(parent_results))
         child_results["search"] = self.evaluate(child, "search", self.config.seeds[:1])
         self._record_all(child, child_results)
@@ -285,6 +304,7 @@ class Engine:
         check = claim_check(child, per_task_means([r for rs in seen.values() for r in rs]),
                             per_task_means(child_results["search"] + child_results["heldin"]))
         self._decide(index, parent, child, decision, check, calls)
+        return True
 
     def _is_new(self, index: int, parent: Candidate, proposer: Proposer, proposal: Proposal, child: Candidate,
                 shown: Archive, calls: int) -> bool:
@@ -308,12 +328,13 @@ class Engine:
             return False
         return True
 
-    def _drawable(self, shown: Archive, parent: Candidate) -> list[tuple[Proposer, float]]:
+    def _drawable(self, shown: Archive, parent: Candidate) -> tuple[list[tuple[Proposer, float]], bool]:
         """The proposers this step may draw for ``parent``: not one whose proposal is a function of
         the archive alone (``deterministic``, as ``induced_rules`` is) that already had nothing for
         this parent since the archive last gained a candidate: asked again, it would give up again,
         and the step it was drawn for is lost. Read from the archive as of this step, so a resumed
-        step draws what the uninterrupted one drew; every proposer when none is left."""
+        step draws what the uninterrupted one drew; every proposer when none is left. With them,
+        whether any was left (False: the draw falls back to proposers that all gave up)."""
         newest = max((c.meta.get("step", -1) for c in shown.candidates()), default=-1)
         gave_up = {r["proposer"] for r in shown.unusable() if r["parent"] == parent.id and r["step"] > newest}
         proposers = self.proposers
@@ -325,7 +346,7 @@ class Engine:
                 self.spend.accountant.check()  # raises, naming the limit
                 raise BudgetExceeded(f"budget reached: max_calls={self.config.budget.max_calls}")
         left = [(p, w) for p, w in proposers if not (p.deterministic and p.name in gave_up)]
-        return left or proposers
+        return (left, True) if left else (proposers, False)
 
     def _calls_spent(self) -> bool:
         """Whether the run's model calls have reached ``budget.max_calls``, counted by the journals

@@ -62,6 +62,10 @@ def materialize(candidate: Candidate, workspace: str | Path, dest: str | Path) -
     return out
 
 
+#: How many of the failures a proposal showed the model its child keeps (``failures_shown``).
+FAILURES_SHOWN = 10
+
+
 def apply(parent: Candidate, proposal: Proposal, **meta: Any) -> Candidate:
     """The child: the parent's files with the proposal's changed files replaced or added.
 
@@ -69,6 +73,8 @@ def apply(parent: Candidate, proposal: Proposal, **meta: Any) -> Candidate:
     files = {**parent.files, **proposal.files}
     claim = {"target": proposal.claim.target, "root_cause": proposal.claim.root_cause,
              "predicted_flips": list(proposal.claim.predicted_flips)}
+    if proposal.shown:
+        meta["failures_shown"] = [f.to_record() for f in proposal.shown[:FAILURES_SHOWN]]
     return Candidate.from_files(parent.kind, files, parent.id, proposer=proposal.proposer,
                                 parents=list(proposal.parents), claim=claim, proposal=proposal.meta, **meta)
 

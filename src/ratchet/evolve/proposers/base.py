@@ -11,12 +11,13 @@ wins, then the workspace's, then the packaged one, so a run can evolve how it pr
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from fnmatch import fnmatch
 from pathlib import Path
 from string import Template
 from typing import Any
 
-from ratchet.contracts import ArchiveView, Candidate, Claim, Message, Proposal, RatchetError, Skip, TaskResult
+from ratchet.contracts import ArchiveView, Candidate, Claim, Failure, Message, Proposal, RatchetError, Skip, TaskResult
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.proposers.config import ModelProposerOptions
 from ratchet.evolve.proposers.parsing import CLAIM_FORMAT, ELIDED, closed, parse_claim
@@ -56,14 +57,15 @@ class BaseProposer:
     ctx: EngineContext | None = None
 
     def skip(self, parent: Candidate, reason: str, claim: Claim | None = None,
-             attempts: list[dict[str, Any]] | None = None, **meta: Any) -> Skip:
+             attempts: list[dict[str, Any]] | None = None, exhausted: bool = False, **meta: Any) -> Skip:
         """No proposal this time: the :class:`Skip` the loop keeps in the archive as a failed
-        proposal, also recorded with ``meta`` (the reply…) in the run's ``proposer_skips.jsonl``."""
+        proposal, also recorded with ``meta`` (the reply…) in the run's ``proposer_skips.jsonl``.
+        ``exhausted``: see :attr:`Skip.exhausted` (a deterministic proposer's only)."""
         run = self.ctx.run if self.ctx is not None else None
         if run is not None:
             run.append_jsonl(SKIPS_FILE, {"proposer": self.name, "parent": parent.id, "reason": reason,
                                           "at": time.time(), **{k: str(v)[:4000] for k, v in meta.items()}})
-        return Skip(reason, None if claim is None else claim.target, tuple(attempts or ()))
+        return Skip(reason, None if claim is None else claim.target, tuple(attempts or ()), exhausted)
 
 
 class ModelProposer(BaseProposer):
@@ -159,6 +161,8 @@ class ModelProposer(BaseProposer):
         claim = parse_claim(reply, known_ids)
         return (claim, True) if claim is not None else (Claim(target=NO_CLAIM), False)
 
-    def proposal(self, files: dict[str, str], claim: Claim, parents: tuple[str, ...], **meta: Any) -> Proposal:
+    def proposal(self, files: dict[str, str], claim: Claim, parents: tuple[str, ...],
+                 evidence: Sequence[Failure] = (), **meta: Any) -> Proposal:
+        """``evidence``: the failures the request showed the model (the child keeps the first few)."""
         return Proposal(files=files, claim=claim, proposer=self.name, parents=parents,
-                        meta={"surfaces": sorted(files), **meta})
+                        meta={"surfaces": sorted(files), **meta}, shown=tuple(evidence))

@@ -143,6 +143,11 @@ class CriticRefinerOptions(ModelProposerOptions):
     proposals, so a resumed run counts the same) before that parent gets the fallback refiner.
     Two, as the search's: with the 1.5B, falling back on the first empty reply sent Guess the
     Number nodes to whole-harness samples that all scored 0.0."""
+    tell_previous_reply: bool = True
+    """Tell the model, at the end of its request, what was wrong with this proposer's previous reply
+    for the same parent (:class:`~ratchet.evolve.proposers.critic.PreviousReply`): its step's reason
+    when it was unusable (no code, a syntax error…), or the failures of the child it made when that
+    child scored 0 on every task (e.g. missing functions). False: every request as the refiner builds it."""
     repair: SampleRepairOptions | None = None
     """Repair every usable sample that screens below 1.0 by its autofix and screened single-point
     mutants before the step ranks them (a refiner with ``screen`` and ``samples`` > 1 only);

@@ -32,7 +32,7 @@ import re
 import time
 from collections import Counter
 from collections.abc import Collection, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, runtime_checkable
 
 from ratchet.contracts import (
@@ -139,6 +139,47 @@ def screen_findings(failures: Sequence[Failure]) -> str:
     return f"{counts}; for example, {where}{' '.join(first.message.split())[:240]}"
 
 
+@dataclass(frozen=True)
+class PreviousReply:
+    """What was wrong with a proposer's previous reply for one parent, read from the archive (so a
+    resumed step is told what the uninterrupted one was): the reason its step kept when the reply
+    was unusable (the step's :class:`~ratchet.contracts.Skip`), or the error types of the child it
+    made when that child scored 0 on every task it was evaluated on."""
+
+    step: int
+    problem: str
+
+    def told(self, messages: list[Message]) -> list[Message]:
+        """``messages`` with the problem said at the end of the last user message (a request that
+        ends in an assistant prefix keeps it last)."""
+        note = (f"\n\nYour previous reply to this request was unusable: {' '.join(self.problem.split())[:400]}. "
+                "Do not repeat that mistake.")
+        last = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=None)
+        if last is None:
+            return messages
+        return [*messages[:last], {**messages[last], "content": messages[last]["content"] + note}, *messages[last + 1:]]
+
+    @classmethod
+    def of(cls, archive: ArchiveView, proposer: str, parent_id: str, splits: Sequence[str]) -> PreviousReply | None:
+        """The problem with ``proposer``'s latest reply for ``parent_id``; None when it had none
+        (its child scored above 0 somewhere) or there was no reply yet."""
+        # A step that asked nothing (a request that could not be built) had no reply to be told of.
+        skipped = next((r for r in archive.unusable() if r.get("parent") == parent_id and r.get("proposer") == proposer
+                        and r.get("model_calls", 0) > 0), None)
+        made = [c for c in archive.candidates() if c.parent_id == parent_id and c.meta.get("proposer") == proposer]
+        child = made[-1] if made else None
+        child_step = -1 if child is None else int(child.meta.get("step", -1))
+        if skipped is not None and int(skipped["step"]) > child_step:
+            return cls(int(skipped["step"]), str(skipped["reason"]))
+        if child is None:
+            return None
+        results = [r for split in splits for r in archive.results(child.id, split)]
+        if not results or any(r.score > 0 for r in results):
+            return None
+        found = summarize([f for r in results for f in r.failures])
+        return cls(child_step, f"its code scored 0 on every task ({found})" if found else "its code scored 0 on every task")
+
+
 class CriticRefinerProposer(ModelProposer):
     """One refinement of the parent's ``options.surface`` by a :class:`Refiner`: the one
     ``options.refiner`` names, else ``ctx.extra["refiner"]``."""
@@ -195,6 +236,10 @@ class CriticRefinerProposer(ModelProposer):
             # when the selector spreads its steps over parents (measured: Bandit, 14 of 40 steps).
             refiner, which = self.fallback, "fallback"
             messages = refiner.request(old, shown, pool)
+        previous = (PreviousReply.of(archive, self.name, parent.id, tuple(dict.fromkeys((self.options.split, "heldin"))))
+                    if self.options.tell_previous_reply else None)
+        if previous is not None:
+            messages = previous.told(messages)
         screen = refiner.screen if isinstance(refiner, ScreeningRefiner) else None
         explain = refiner.screen_failures if isinstance(refiner, ExplainingRefiner) else None
         usable: list[tuple[float, str]] = []  # (screened score, code), in the order sampled
@@ -249,7 +294,7 @@ class CriticRefinerProposer(ModelProposer):
                     if screen is not None and (self.options.samples > 1 or self.repair is not None) else {})
         if code in repairs and repairs[code]["changes"]:
             screened["repaired"] = {k: repairs[code][k] for k in ("before", "after", "changes")}
-        return self.proposal({surface: code}, claim, (parent.id,), shown=len(shown), refiner=which, **screened)
+        return self.proposal({surface: code}, claim, (parent.id,), shown, shown=len(shown), refiner=which, **screened)
 
     def _record_samples(self, parent: Candidate, surface: str, refiner: str, messages: list[Message],
                         samples: list[dict[str, Any]], kept: str | None) -> None:
