@@ -162,3 +162,48 @@ def test_feed_refuses_a_serving_run_that_does_not_learn_or_none_at_all(tmp_path:
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == EXIT_BAD_INPUT, done.stderr
     assert "Traceback" not in done.stderr and done.stderr.startswith("error: serving run quiet does not learn")
+
+
+@pytest.mark.real_model
+def test_feed_scores_with_the_serving_runs_trainer_at_the_version_serving_now(tmp_path: Path) -> None:
+    # SmolLM2-135M in torch, as the serving run's trainer loads it: the fed log-probs are that model's
+    # at the version current when fed (v0, then a published v1 whose LoRA is not zero), not the base's.
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("peft")
+    from ratchet.models.registry import is_verified
+    from ratchet.online.trainer import Trainer
+    from ratchet.online.versions import VersionStore
+
+    if not is_verified("smollm2-135m", rehash=False):
+        pytest.skip("smollm2-135m is not pulled (ratchet models pull smollm2-135m)")
+    first = search(tmp_path, [WRONG["hard_coded"], KEPT], max_calls=2, samples=2)
+    second = search(tmp_path, [WRONG["inverted"], KEPT], max_calls=2, samples=2)
+    root = tmp_path / "runs"
+    base = serving_run(root)
+    queue = TurnQueue(base / status_mod.QUEUE_NAME)
+    result = feed(first.id, "--store", str(root))
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert "fed 2 new turn(s) as v0's samples" in " ".join(result.output.split())
+
+    config = OnlineConfig.model_validate_json((base / "config.json").read_text()).resolved_trainer()
+    trainer = Trainer.from_config(config)
+    torch.manual_seed(0)
+    state = {k: torch.randn_like(v) * 0.05 if "lora_B" in k else v for k, v in trainer.lora_state().items()}
+    trainer.set_lora_state(state, 1)
+    VersionStore(base / status_mod.VERSIONS_NAME).publish(trainer.save_adapter(tmp_path / "adapter"), {}, promote=True)
+    result = feed(second.id, "--store", str(root))
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert "fed 2 new turn(s) as v1's samples" in " ".join(result.output.split())
+
+    turns = {s.turn.session_id.split(":")[1] + s.turn.response_text: s.turn for s in queue.take_batch(8)}
+    assert len(turns) == 4
+    for run, version in ((first, 0), (second, 1)):
+        fed = turns[run.id + KEPT]
+        assert fed.policy_version == version and len(fed.response_logprobs) == len(fed.response_token_ids) > 100
+        ids = fed.prompt_token_ids + fed.response_token_ids
+        trainer.set_lora_state(state, 1) if version else trainer.reset_to_base()
+        [at_version] = trainer.score([ids], [len(fed.prompt_token_ids)])
+        assert fed.response_logprobs == pytest.approx([float(x) for x in at_version], abs=1e-3)
+        trainer.reset_to_base() if version else trainer.set_lora_state(state, 1)
+        [other] = trainer.score([ids], [len(fed.prompt_token_ids)])
+        assert max(abs(a - float(b)) for a, b in zip(fed.response_logprobs, other, strict=True)) > 1e-2
