@@ -156,10 +156,9 @@ def test_feed_refuses_a_serving_run_that_does_not_learn_or_none_at_all(tmp_path:
     assert off.exit_code != 0 and "serving run quiet does not learn (it was served with --learn off)" in message
     assert "ratchet serve --run quiet --learn combine" in message
     # The real command: exit code 2 and the one error, no traceback.
-    done = subprocess.run([sys.executable, "-c", "import sys; from ratchet.cli import main; "
-                           "sys.argv = ['ratchet', *sys.argv[1:]]; main()",
-                           "serve", "feed", run.id, "--run", "quiet", "--store", str(root)],
-                          capture_output=True, text=True, timeout=120)
+    entry = "import sys; from ratchet.cli import main; sys.argv = ['ratchet', *sys.argv[1:]]; main()"
+    done = subprocess.run([sys.executable, "-c", entry, "serve", "feed", run.id, "--run", "quiet", "--store", str(root)],
+                          check=False, capture_output=True, text=True, timeout=120)
     assert done.returncode == EXIT_BAD_INPUT, done.stderr
     assert "Traceback" not in done.stderr and done.stderr.startswith("error: serving run quiet does not learn")
 
