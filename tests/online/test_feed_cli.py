@@ -206,3 +206,21 @@ def test_feed_scores_with_the_serving_runs_trainer_at_the_version_serving_now(tm
         trainer.reset_to_base() if version else trainer.set_lora_state(state, 1)
         [other] = trainer.score([ids], [len(fed.prompt_token_ids)])
         assert max(abs(a - float(b)) for a, b in zip(fed.response_logprobs, other, strict=True)) > 1e-2
+
+
+def test_feed_notes_replies_written_by_another_model_than_the_trained_one() -> None:
+    from types import SimpleNamespace
+
+    from ratchet.cli.serve import _writer_note
+
+    def run(**config):
+        return SimpleNamespace(id="r1", config=config)
+
+    assert _writer_note(run(model="local:qwen2.5-coder-1.5b@v2"), "qwen2.5-coder-0.5b") == (
+        "r1: its replies were written by qwen2.5-coder-1.5b; qwen2.5-coder-0.5b is trained on them as if it had "
+        "written them")
+    assert _writer_note(run(model="local:qwen2.5-coder-0.5b@v3"), "qwen2.5-coder-0.5b") is None  # a version of it
+    # an engine run's proposer model wrote the samples, not its task model
+    assert _writer_note(run(model="local:qwen2.5-coder-0.5b", proposer_model="local:qwen2.5-coder-1.5b"),
+                        "qwen2.5-coder-0.5b") is not None
+    assert _writer_note(run(model="scripted:"), "qwen2.5-coder-0.5b") is None  # not a local model: nothing to compare

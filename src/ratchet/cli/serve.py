@@ -226,7 +226,8 @@ def feed_cmd(
     root = store_root(store, runs_root, "--runs-root")
     serving = _pick_run(run, root)
     trainer = _serving_trainer(serving)
-    harness = [_harness_run(r, root) for r in dict.fromkeys(runs)]  # every input checked before a model loads
+    # Every input checked before a model loads; a run named twice (by id and by directory) fed once.
+    harness = list({r.id: r for r in (_harness_run(given, root) for given in runs)}.values())
     queue = TurnQueue(online_dir(serving) / QUEUE_NAME)
     pairs = {r.id: verdicts.verdict_turns(r) for r in harness}
     waiting = sum(len(verdicts.unfed(p, queue)) for p in pairs.values())
@@ -240,8 +241,9 @@ def feed_cmd(
     total = 0
     for r in harness:
         every = pairs[r.id]
-        new = verdicts.unfed(every, queue)  # again: another feed may have added some while the model loaded
-        if new and policy is not None:
+        # Asked again: another feed may have added some while the model loaded.
+        new = verdicts.unfed(every, queue) if policy is not None else []
+        if new:
             new = verdicts.tokenized([(replace(t, policy_version=version), j) for t, j in new], policy)
             verdicts.add_judged(queue, new)
         total += len(new)
