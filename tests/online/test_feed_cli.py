@@ -224,3 +224,25 @@ def test_feed_notes_replies_written_by_another_model_than_the_trained_one() -> N
     assert _writer_note(run(model="local:qwen2.5-coder-0.5b", proposer_model="local:qwen2.5-coder-1.5b"),
                         "qwen2.5-coder-0.5b") is not None
     assert _writer_note(run(model="scripted:"), "qwen2.5-coder-0.5b") is None  # not a local model: nothing to compare
+
+
+def test_a_feed_interrupted_before_the_judgements_judges_its_turns_on_the_next_call(tmp_path: Path, monkeypatch) -> None:
+    four = search(tmp_path, [WRONG["blank_is_space"], WRONG["inverted"], WRONG["hard_coded"], KEPT], max_calls=4)
+    root = tmp_path / "runs"
+    base = serving_run(root)
+    loader = Loader()
+    monkeypatch.setattr(verdicts, "trainer_policy", loader)
+    queue = TurnQueue(base / status_mod.QUEUE_NAME)
+    pairs = verdicts.tokenized(verdicts.verdict_turns(four), loader.policy)
+    queue.add_turns([t for t, _ in pairs])  # the turns written, then the process killed: no judgement
+    assert (queue.stats()["turns"], queue.stats()["judged"]) == (4, 0)
+
+    again = feed(four.id, "--store", str(root))
+    assert again.exit_code == 0, (again.output, again.exception)
+    out = " ".join(again.output.split())
+    assert "4 turn(s) an interrupted feed stored without their judgement are judged now" in out
+    assert f"{four.id}: 4 turns, 0 new, 4 already in the queue" in out
+    assert not loader.calls  # their token ids were stored with them: nothing scored again
+    stats = queue.stats()
+    assert (stats["turns"], stats["judged"], stats["positive"], stats["negative"]) == (4, 4, 1, 3)
+    assert len(queue.take_batch(8)) == 4  # trainable now

@@ -230,6 +230,9 @@ def feed_cmd(
     harness = list({r.id: r for r in (_harness_run(given, root) for given in runs)}.values())
     queue = TurnQueue(online_dir(serving) / QUEUE_NAME)
     pairs = {r.id: verdicts.verdict_turns(r) for r in harness}
+    interrupted = sum(verdicts.rejudge_interrupted(p, queue) for p in pairs.values())
+    if interrupted:
+        console.print(f"{interrupted} turn(s) an interrupted feed stored without their judgement are judged now")
     waiting = sum(len(verdicts.unfed(p, queue)) for p in pairs.values())
     policy, version = None, 0
     if waiting:

@@ -259,6 +259,22 @@ def unfed(pairs: Sequence[tuple[Turn, Judgement]], queue: Any) -> list[tuple[Tur
     return [(t, j) for t, j in pairs if t.turn_id not in held]
 
 
+def rejudge_interrupted(pairs: Sequence[tuple[Turn, Judgement]], queue: Any) -> int:
+    """Give their judgement to the turns ``queue`` holds without one: a feed interrupted between
+    writing the turns and their judgements left them ``pending``, which no judge takes (they have
+    no next state); returns how many were judged now. The turns were stored with their token ids,
+    so nothing is scored again."""
+    judged: set[str] = set()
+    held: set[str] = set()
+    for session in {t.session_id for t, _ in pairs}:
+        held.update(queue.session_turn_ids(session))
+        judged.update(queue.session_judged_ids(session))
+    missing = [j for t, j in pairs if t.turn_id in held and t.turn_id not in judged]
+    for judgement in missing:
+        queue.add_judgement(judgement)
+    return len(missing)
+
+
 def add_judged(queue: Any, pairs: Sequence[tuple[Turn, Judgement]]) -> None:
     """Add the turns and then their judgements: a main turn waits as ``pending`` (no judge takes
     it, having no next state) until its judgement makes it ``judged``, ready for the trainer."""
@@ -278,7 +294,9 @@ def feed(run: Any, queue: Any, policy: VerdictPolicy | None = None, *, policy_ve
     judged turns; returns how many were new. Idempotent: a turn the queue already holds (by its
     id, a hash of the run, the request and the reply) is not added again, nor its judgement, and
     only new turns are tokenized and scored."""
-    new = unfed(verdict_turns(run, policy_version=policy_version), queue)
+    pairs = verdict_turns(run, policy_version=policy_version)
+    rejudge_interrupted(pairs, queue)
+    new = unfed(pairs, queue)
     if policy is not None and new:
         new = tokenized(new, policy)
     add_judged(queue, new)
@@ -309,4 +327,4 @@ def trainer_policy(config: Any, versions_dir: str | Path) -> tuple[VerdictPolicy
 
 
 __all__ = ["HINT_CHARS", "VerdictPolicy", "add_judged", "feed", "relative_rewards", "request_hash", "run_version",
-           "tokenized", "trainer_policy", "unfed", "unusable", "verdict_turns"]
+           "rejudge_interrupted", "tokenized", "trainer_policy", "unfed", "unusable", "verdict_turns"]
