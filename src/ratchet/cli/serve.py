@@ -1,5 +1,6 @@
 """``ratchet serve``: the OpenAI-compatible server that learns from use; ``serve status``,
-``serve forget SESSION`` and ``ratchet rollback VERSION``."""
+``serve forget SESSION``, ``serve feed RUN`` (a harness run's verdicts as training turns) and
+``ratchet rollback VERSION``."""
 
 from __future__ import annotations
 
@@ -135,6 +136,146 @@ def forget_cmd(
         listed = ", ".join(f"{r} v{v}" for r, v in sorted(versions))
         console.print(f"[yellow]weights trained on this session: {listed}. They cannot be un-trained; "
                       f"`ratchet rollback N --run RUN` to a version before them removes its influence.[/]")
+
+
+FEED_HELP = """Feed finished harness runs' verdicts to a serving run's trainer as judged turns.
+
+What is fed: every sample a critic/refiner step asked the model for (AutoHarness, and `ratchet evolve` with the critic_refiner proposer, record them in evolve/samples.jsonl), as a turn of the serving run's queue. Its reward is +1 / -1 when its code scored above / below the other samples of the same request (0: equal, or alone); its hint says what the screen and the games revealed, for OPD's teacher to read.
+
+The serving run's trainer (its model, at the version serving now) is loaded in torch to tokenize and score the replies: tens of seconds. A running trainer takes the turns in its next batches, a stopped one when the run is served again. A second call adds nothing.
+
+\b
+  ratchet serve feed RUN [RUN ...] [--run SERVING_RUN] [--store DIR]
+"""
+
+
+def _serving_trainer(run_dir: Path):
+    """The trainer settings of the serving run at ``run_dir``, as its training loop resolves them
+    from the config ``ratchet serve`` wrote there; refused when it does not learn."""
+    from pydantic import ValidationError
+
+    from ratchet.online.config import OnlineConfig
+    from ratchet.online.status import online_dir
+
+    path = online_dir(run_dir) / "config.json"
+    try:
+        config = OnlineConfig.model_validate_json(path.read_text())
+    except OSError:
+        raise RatchetError(f"serving run {run_dir.name} has no {path} (`ratchet serve` writes it at start)",
+                           hint=f"start it once with: ratchet serve --run {run_dir.name}") from None
+    except ValidationError as exc:
+        raise RatchetError(f"{path} is not a serving config: {exc.errors()[0]['msg']}",
+                           hint=f"start the run again with `ratchet serve --run {run_dir.name}`") from None
+    if config.learn == "off":
+        raise RatchetError(f"serving run {run_dir.name} does not learn (it was served with --learn off): "
+                           f"no trainer reads its queue",
+                           hint=f"serve it learning, e.g. `ratchet serve --run {run_dir.name} --learn combine`, "
+                                f"then feed it")
+    return config.resolved_trainer()
+
+
+def _harness_run(given: str, root: Path | None):
+    """The engine or AutoHarness run ``given`` names (an id or unique prefix in the store, or its
+    directory), refused when it recorded no samples."""
+    from ratchet.evolve.proposers.critic import SAMPLES_FILE
+    from ratchet.store import RunStore
+
+    path = Path(given)
+    if (path / "run.json").is_file():
+        store, run_id = RunStore(path.parent), path.name
+    else:
+        where = _root(root)
+        if not where.is_dir():
+            raise RatchetError(f"no run store at {where}", hint="pass --store DIR or set RATCHET_RUNS")
+        store, run_id = RunStore(where), given
+    run = store.open_run(run_id)
+    if not run.path(SAMPLES_FILE).is_file():
+        raise RatchetError(f"run {run.id} ({run.kind}) recorded no proposer samples ({SAMPLES_FILE})",
+                           hint="only the critic/refiner proposers record them: AutoHarness, and `ratchet evolve` "
+                                "with the critic_refiner proposer (not reflective, mutation, diff, agentic or merge)")
+    return run
+
+
+def _writer_note(run, trainer_model: str) -> str | None:
+    """A note when the run's replies were written by another local model than the one trained."""
+    spec = str((run.config or {}).get("proposer_model") or (run.config or {}).get("model") or "")
+    if not spec.startswith("local:"):
+        return None
+    name = spec.split(":", 1)[1].split("@", 1)[0]
+    if name in (trainer_model, Path(trainer_model).stem):
+        return None
+    return (f"{run.id}: its replies were written by {name}; {trainer_model} is trained on them as if it had "
+            f"written them")
+
+
+@serve_app.command("feed", help=FEED_HELP)
+def feed_cmd(
+    runs: list[str] = typer.Argument(..., metavar="RUN...", help="Engine or AutoHarness run: id (a unique prefix "
+                                                                 "is enough) in the store, or its directory."),
+    run: str = typer.Option(None, "--run", help="The serving run to feed: name or directory (default: the "
+                                                "latest serving run)."),
+    store: Path = StoreOption,
+    runs_root: Path = RunsRootAlias,
+) -> None:
+    from dataclasses import replace
+
+    from ratchet.online import verdicts
+    from ratchet.online.queue import TurnQueue
+    from ratchet.online.status import QUEUE_NAME, VERSIONS_NAME, online_dir
+
+    root = store_root(store, runs_root, "--runs-root")
+    serving = _pick_run(run, root)
+    trainer = _serving_trainer(serving)
+    # Every input checked before a model loads; a run named twice (by id and by directory) fed once.
+    harness = list({r.id: r for r in (_harness_run(given, root) for given in runs)}.values())
+    queue = TurnQueue(online_dir(serving) / QUEUE_NAME)
+    pairs = {r.id: verdicts.verdict_turns(r) for r in harness}
+    interrupted = sum(verdicts.rejudge_interrupted(p, queue) for p in pairs.values())
+    if interrupted:
+        console.print(f"{interrupted} turn(s) an interrupted feed stored without their judgement are judged now")
+    waiting = sum(len(verdicts.unfed(p, queue)) for p in pairs.values())
+    policy, version = None, 0
+    if waiting:
+        # Measured for the 0.5B, 1 thread, weights cache warm, a busy 2-core machine: 7 s, then 38 s for 4 replies.
+        console.print(f"loading {trainer.model} in torch as {serving.name}'s trainer to tokenize and score {waiting} "
+                      f"replies on {trainer.num_threads} thread(s) (the 0.5B on 1: ~7 s to load, ~10 s a reply) …",
+                      soft_wrap=True)
+        policy, version = verdicts.trainer_policy(trainer, online_dir(serving) / VERSIONS_NAME)
+    total = 0
+    for r in harness:
+        every = pairs[r.id]
+        # Asked again: another feed may have added some while the model loaded.
+        new = verdicts.unfed(every, queue) if policy is not None else []
+        if new:
+            new = verdicts.tokenized([(replace(t, policy_version=version), j) for t, j in new], policy)
+            verdicts.add_judged(queue, new)
+        total += len(new)
+        rewards = [j.reward for _, j in every]
+        console.print(
+            f"{r.id}: {len(every)} turns, {len(new)} new, {len(every) - len(new)} already in the queue; "
+            f"{sum(verdicts.unusable(j) for _, j in every)} gave no usable code; rewards +1×{rewards.count(1)} "
+            f"−1×{rewards.count(-1)} 0×{rewards.count(0)}; {sum(bool(j.hint) for _, j in every)} with a hint",
+            soft_wrap=True)
+        empty = sum(not t.response_token_ids for t, _ in new)
+        if empty:
+            console.print(f"[yellow]{r.id}: {empty} new turn(s) have an empty reply: the trainer skips them[/]")
+        long = sum(len(t.prompt_token_ids) + len(t.response_token_ids) > trainer.max_seq_len for t, _ in new)
+        if long:
+            console.print(f"[yellow]{r.id}: {long} new turn(s) are longer than trainer.max_seq_len "
+                          f"({trainer.max_seq_len}): the trainer keeps their last tokens. Fix: serve with "
+                          f"--set trainer.max_seq_len=4096[/]", soft_wrap=True)
+        note = _writer_note(r, trainer.model)
+        if note and new:
+            console.print(f"[dim]{note}[/]", soft_wrap=True)
+    if total and trainer.signal in ("opd", "combine") and trainer.distill_target == "teacher":
+        console.print("[dim]trainer.distill_target is teacher: a hinted teacher's own code reply runs past "
+                      "teacher_max_tokens and teaches nothing; --set trainer.distill_target=served distills "
+                      "along the fed reply (docs/online.md)[/]", soft_wrap=True)
+    running = (online_dir(serving) / "server.json").is_file()
+    when = ("its running trainer takes them in its next batches" if running else
+            f"its trainer takes them when `ratchet serve --run {serving.name}` starts it again")
+    console.print(f"{serving.name}: fed {total} new turn(s)" + (f" as v{version}'s samples; {when}" if total else ""),
+                  soft_wrap=True)
 
 
 def rollback_cmd(

@@ -159,3 +159,10 @@ class QueueReports(QueueFile):
             "SELECT turn_id FROM turns WHERE session_id=? ORDER BY created_at", (session_id,)
         ).fetchall()
         return [r[0] for r in rows]
+
+    def session_judged_ids(self, session_id: str) -> set[str]:
+        """The turns of the session that have a judgement."""
+        rows = self._conn().execute(
+            "SELECT t.turn_id FROM turns t JOIN judgements j ON j.turn_id = t.turn_id WHERE t.session_id=?", (session_id,)
+        ).fetchall()
+        return {r[0] for r in rows}

@@ -59,8 +59,10 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Protocol
 
+from ratchet.contracts import RatchetError
 from ratchet.evolve.archive import Archive
 from ratchet.evolve.proposers.critic import SAMPLES_FILE, code_hash, summarize
 from ratchet.online.records import Judgement, Turn
@@ -230,11 +232,12 @@ def verdict_turns(run: Any, policy: VerdictPolicy | None = None, *,
                                   next_state=s.outcome, judge=f"verdict:{s.proposer}", source="judge")
             pairs.append((turn, judgement))
     pairs.sort(key=lambda p: p[0].created_at)
-    return _tokenized(pairs, policy) if policy is not None else pairs
+    return tokenized(pairs, policy) if policy is not None else pairs
 
 
-def _tokenized(pairs: list[tuple[Turn, Judgement]], policy: VerdictPolicy) -> list[tuple[Turn, Judgement]]:
-    """The turns with the policy's prompt and reply ids and its log-probs of the reply."""
+def tokenized(pairs: list[tuple[Turn, Judgement]], policy: VerdictPolicy) -> list[tuple[Turn, Judgement]]:
+    """The turns with the policy's prompt and reply ids and its log-probs of the reply (an empty
+    reply keeps no ids: the trainer skips it as ``empty``)."""
     prompts = [chat_ids(policy.tokenizer, t.messages) for t, _ in pairs]
     replies = [[int(i) for i in policy.tokenizer.encode(t.response_text, add_special_tokens=False)] for t, _ in pairs]
     kept = [i for i, r in enumerate(replies) if r]  # an empty reply has nothing to score
@@ -248,19 +251,80 @@ def _tokenized(pairs: list[tuple[Turn, Judgement]], policy: VerdictPolicy) -> li
     return out
 
 
-def feed(run: Any, queue: Any, policy: VerdictPolicy | None = None, *, policy_version: int | None = None) -> int:
-    """Add ``run``'s verdict turns to ``queue`` (a :class:`~ratchet.online.queue.TurnQueue`) as
-    judged turns; returns how many were new. Idempotent: a turn the queue already holds (by its
-    id, a hash of the run, the request and the reply) is not added again, nor its judgement."""
-    pairs = verdict_turns(run, policy, policy_version=policy_version)
+def unfed(pairs: Sequence[tuple[Turn, Judgement]], queue: Any) -> list[tuple[Turn, Judgement]]:
+    """The pairs whose turn ``queue`` does not hold yet (looked up by their sessions' turn ids)."""
     held: set[str] = set()
     for session in {t.session_id for t, _ in pairs}:
         held.update(queue.session_turn_ids(session))
-    new = [(t, j) for t, j in pairs if t.turn_id not in held]
-    queue.add_turns([t for t, _ in new])
-    for _, judgement in new:
+    return [(t, j) for t, j in pairs if t.turn_id not in held]
+
+
+def rejudge_interrupted(pairs: Sequence[tuple[Turn, Judgement]], queue: Any) -> int:
+    """Give their judgement to the turns ``queue`` holds without one: a feed interrupted between
+    writing the turns and their judgements left them ``pending``, which no judge takes (they have
+    no next state); returns how many were judged now. The turns were stored with their token ids,
+    so nothing is scored again."""
+    judged: set[str] = set()
+    held: set[str] = set()
+    for session in {t.session_id for t, _ in pairs}:
+        held.update(queue.session_turn_ids(session))
+        judged.update(queue.session_judged_ids(session))
+    missing = [j for t, j in pairs if t.turn_id in held and t.turn_id not in judged]
+    for judgement in missing:
         queue.add_judgement(judgement)
+    return len(missing)
+
+
+def add_judged(queue: Any, pairs: Sequence[tuple[Turn, Judgement]]) -> None:
+    """Add the turns and then their judgements: a main turn waits as ``pending`` (no judge takes
+    it, having no next state) until its judgement makes it ``judged``, ready for the trainer."""
+    queue.add_turns([t for t, _ in pairs])
+    for _, judgement in pairs:
+        queue.add_judgement(judgement)
+
+
+def unusable(judgement: Judgement) -> bool:
+    """Whether the verdict is that the reply gave no usable new code (no code, the parent's code
+    unchanged, ...): its ``next_state`` is then the reason, not the sample's score."""
+    return not judgement.next_state.startswith("score ")
+
+
+def feed(run: Any, queue: Any, policy: VerdictPolicy | None = None, *, policy_version: int | None = None) -> int:
+    """Add ``run``'s verdict turns to ``queue`` (a :class:`~ratchet.online.queue.TurnQueue`) as
+    judged turns; returns how many were new. Idempotent: a turn the queue already holds (by its
+    id, a hash of the run, the request and the reply) is not added again, nor its judgement, and
+    only new turns are tokenized and scored."""
+    pairs = verdict_turns(run, policy_version=policy_version)
+    rejudge_interrupted(pairs, queue)
+    new = unfed(pairs, queue)
+    if policy is not None and new:
+        new = tokenized(new, policy)
+    add_judged(queue, new)
     return len(new)
 
 
-__all__ = ["HINT_CHARS", "VerdictPolicy", "feed", "relative_rewards", "request_hash", "run_version", "verdict_turns"]
+def trainer_policy(config: Any, versions_dir: str | Path) -> tuple[VerdictPolicy, int]:
+    """A serving run's trainer (``config``: its :class:`~ratchet.online.trainer_config.TrainerConfig`,
+    model and LoRA) at the weight version serving now, and that version's number. Verdicts scored
+    by it and stamped with that version are, to the training loop, samples of its own current
+    weights: importance weight 1, staleness 0. Loads the model in torch (tens of seconds)."""
+    import importlib.util
+
+    from ratchet.online.trainer import Trainer
+    from ratchet.online.versions import VersionStore
+
+    missing = [m for m in ("torch", "transformers", "peft") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise RatchetError(f"scoring verdicts needs the training extra ({', '.join(missing)} missing)",
+                           hint="pip install 'ratchet[learn]'")
+    trainer = Trainer.from_config(config)
+    store = VersionStore(versions_dir)
+    number = store.current_number()
+    version = store.get(number)
+    if version.adapter_dir is not None:
+        trainer.load_adapter(version.adapter_dir, number)
+    return trainer, number
+
+
+__all__ = ["HINT_CHARS", "VerdictPolicy", "add_judged", "feed", "relative_rewards", "request_hash", "run_version",
+           "rejudge_interrupted", "tokenized", "trainer_policy", "unfed", "unusable", "verdict_turns"]
