@@ -12,7 +12,6 @@ import pytest
 from ratchet.autoharness.config import AutoHarnessConfig, RatchetIdeas
 from ratchet.autoharness.engine import (
     BLANK_HARNESS,
-    DECOMPOSE_REFINER,
     HARNESS_PROPOSER,
     HARNESS_REFINER,
     INDUCED_RULES,
@@ -97,9 +96,10 @@ def test_every_component_of_the_configuration_builds(tmp_path: Path) -> None:
     assert len(default.splits.ids["heldin"]) == 5
     assert gate_reach_warning(build("gate", default.gate, ctx), 5) is None
     assert gate_reach_warning(build("gate", default.gate.model_copy(update={"options": {"correction": "spending"}}), ctx), 5)
-    decompose = engine_config(small(ideas=RatchetIdeas(decompose=True)), ws)
-    assert decompose.proposers[1].options["refiner"] == DECOMPOSE_REFINER
-    assert build("proposer", decompose.proposers[1], ctx).name == "harness_refiner"
+    # a removed idea a saved config still switches on loads, with a warning, and changes nothing
+    with pytest.warns(DeprecationWarning, match="decompose"):
+        old = small(ideas=RatchetIdeas.model_validate({"decompose": True}))
+    assert engine_config(old, ws).proposers[1].options["refiner"] == SCAFFOLD_REFINER
     assert build("suite", cfg.suite, ctx).name == "legality"
 
 

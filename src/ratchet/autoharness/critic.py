@@ -1,6 +1,6 @@
 """The critic's AutoHarness half, its diagnoses over many boards. Picking the failed steps to show
 and naming their error types is the engine's critic (``evolve.proposers.critic``), which the
-engine's critic + refiner proposer and the decompose refiner use.
+engine's critic + refiner proposer uses.
 
 ``diagnose_legal_actions`` names, in plain words, mistakes small models make over and over when
 asked for ``legal_actions``: an inverted condition (it returns exactly the moves that are not
@@ -17,7 +17,6 @@ from typing import Any
 from ratchet.contracts import Failure
 from ratchet.envs import harnesslib as lib
 from ratchet.evolve.proposers import critic as engine_critic
-from ratchet.evolve.proposers.critic import sample_failures  # noqa: F401 - read as critic.sample_failures (decompose)
 
 #: Failure kinds that are diagnoses over many boards, not single failed steps.
 INVERTED = "inverted_condition"

@@ -22,9 +22,9 @@ from ratchet.autoharness.transitions import check_legal_actions, listed_accuracy
 from ratchet.contracts import Failure
 from ratchet.envs.explore import Transition, balanced_subset, listed_states
 
-#: The metrics that are dense checks (the decomposed parts' accuracies included); the others
-#: (legal_rate, steps, games, policy_value) are not averaged into the dense half.
-DENSE = ("unit_accuracy", "legal_actions_accuracy", "parse_accuracy", "rule_accuracy")
+#: The metrics that are dense checks; the others (legal_rate, steps, games, policy_value) are not
+#: averaged into the dense half.
+DENSE = ("unit_accuracy", "legal_actions_accuracy")
 
 
 def dense_of(metrics: Mapping[str, float]) -> float | None:
