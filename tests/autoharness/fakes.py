@@ -165,7 +165,7 @@ def synthesized(tmp_path: Any, env_id: str, reply: str, **fields: Any) -> tuple[
     run, the scripted model, the best harness, its held-in h)."""
     from ratchet.autoharness.config import AutoHarnessConfig
     from ratchet.autoharness.engine import game_description, run_on_engine
-    from ratchet.autoharness.runtime import InProcessHarness
+    from ratchet.envs.harness.runtime import InProcessHarness
     from ratchet.evolve.archive import Archive
     from ratchet.models import ScriptedModel
     from ratchet.store import RunStore

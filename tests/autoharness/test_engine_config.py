@@ -24,7 +24,7 @@ from ratchet.autoharness.engine import (
 )
 from ratchet.autoharness.library import HarnessLibrary
 from ratchet.autoharness.pipeline import best_code
-from ratchet.autoharness.runtime import InProcessHarness
+from ratchet.envs.harness.runtime import InProcessHarness
 from ratchet.evolve.components import build
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.manifest import load_manifest
@@ -160,7 +160,7 @@ def test_the_command_runs_the_engine_and_refuses_the_removed_search(tmp_path: Pa
 
 def test_the_held_out_protocol_and_the_adoption_verdict_follow_the_engine(tmp_path: Path) -> None:
     from ratchet.autoharness.engine import synthesize_on_engine
-    from ratchet.autoharness.protocol import ProtocolConfig
+    from ratchet.envs.harness.protocol import ProtocolConfig
 
     cfg = small(method="faithful", search_seeds=list(range(12)), library_dir=str(tmp_path / "library"))
     run = RunStore(tmp_path / "runs").create_run("autoharness", {}, name="engine")

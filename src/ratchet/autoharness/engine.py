@@ -45,8 +45,8 @@ from typing import Any
 from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.heldout import HeldoutOptions, judge, stage_of
 from ratchet.autoharness.library import HarnessLibrary
-from ratchet.autoharness.protocol import ProtocolConfig
-from ratchet.autoharness.runtime import RuntimeFactory
+from ratchet.envs.harness.protocol import ProtocolConfig
+from ratchet.envs.harness.runtime import RuntimeFactory
 from ratchet.contracts import FORMAT_VERSION, Model
 from ratchet.envs.registry import env_factory_for
 from ratchet.evolve.config import EvolveConfig

@@ -33,11 +33,12 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from ratchet.autoharness import dense, runtime, transitions
-from ratchet.autoharness.dense import DenseCheck, build_checks
+from ratchet.envs.harness import dense, runtime, transitions
+from ratchet.envs.harness.dense import DenseCheck, build_checks
 from ratchet.autoharness.evaluate import LegalityEvaluator
-from ratchet.autoharness.heldout import HeldoutOptions, accounted_player, run_stage
-from ratchet.autoharness.runtime import RuntimeFactory, sandbox_runtime_factory
+from ratchet.autoharness.heldout import HeldoutOptions, run_stage
+from ratchet.autoharness.pipeline import accounted
+from ratchet.envs.harness.runtime import RuntimeFactory, sandbox_runtime_factory
 from ratchet.config import Settings
 from ratchet.contracts import Candidate, Model, Task, TaskResult
 from ratchet.envs import explore, registry, textarena_env
@@ -160,7 +161,7 @@ class LegalitySuite:
         o = self.options
         if o.heldout is None:
             return None
-        player = ctx.extra.get("play_model") or (accounted_player(model, ctx.run) if model is not None else None)
+        player = ctx.extra.get("play_model") or (accounted(model, ctx.run, "autoharness.heldout") if model is not None else None)
         return run_stage(o.heldout, game=o.game, mode=o.mode, step_cap=o.step_cap, best=best, run=ctx.run,
                          play_model=player, runtime_factory=self.injected or sandbox_runtime_factory(o.call_timeout_s),
                          library=ctx.extra.get("harness_library"), model_name=getattr(model, "name", None),

@@ -17,17 +17,23 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from ratchet.autoharness import views
-from ratchet.autoharness.critic import summarize
-from ratchet.autoharness.prompts import is_long, scaffold_for, shortened, synthesis_prompt
-from ratchet.autoharness.runtime import sandbox_runtime_factory
-from ratchet.autoharness.transitions import check_legal_actions, listed_accuracy
+from ratchet.envs.harness import views
+from ratchet.envs.harness.diagnoses import DIAGNOSES
+from ratchet.autoharness.prompts import harness_prompt, is_long, scaffold_for, scaffold_prompt, shortened
+from ratchet.envs.harness.runtime import sandbox_runtime_factory
+from ratchet.envs.harness.transitions import check_legal_actions, listed_accuracy
 from ratchet.contracts import Failure, Message, RatchetError
 from ratchet.envs.aliases import infer_aliases
 from ratchet.envs.answers import defined_functions, extract_code
 from ratchet.envs.explore import listed_states
+from ratchet.evolve.proposers import critic as engine_critic
 
 REQUIRED = ("propose_action", "is_legal_action")
+
+
+def summarize(failures: Sequence[Failure]) -> str:
+    """The error types among ``failures`` with counts, most frequent first, the diagnoses first."""
+    return engine_critic.summarize(failures, first=DIAGNOSES)
 
 
 @runtime_checkable
@@ -76,9 +82,9 @@ class HarnessRefiner:
 
     def request(self, code: str, shown: list[Failure], pool: list[Failure]) -> list[Message]:
         board = next((f.detail["board"] for f in shown if f.detail.get("board")), None) if self.helper_library else None
-        return synthesis_prompt(game=self.game, description=self.description, action_examples=[], mode=self.mode, code=code,
-                                failures=shown, refine=which_to_refine(shown), error_summary=summarize(pool),
-                                helper_library=self.helper_library, few_shot=self.few_shot, sample_board=board)
+        return harness_prompt(game=self.game, description=self.description, mode=self.mode, code=code, failures=shown,
+                              refine=which_to_refine(shown), error_summary=summarize(pool),
+                              helper_library=self.helper_library, few_shot=self.few_shot, sample_board=board)
 
     def new_code(self, reply: str, code: str) -> tuple[str | None, str]:
         new = extract_code(reply, previous=code, required=REQUIRED)
@@ -205,9 +211,8 @@ class ScaffoldRefiner(ExploringRefiner):
         if self.short_examples and self._long:
             picked = shortened(picked, h.view)
         body_only = self.body_only and (self._long or not self.long_only)
-        return synthesis_prompt(game=self.game, description=self.description, action_examples=[], mode=self.mode, code=own,
-                                failures=shown, refine="both", error_summary=summarize(pool) if own else "",
-                                scaffold=True, scaffold_examples=picked, view=h.view, body_only=body_only)
+        return scaffold_prompt(game=self.game, description=self.description, code=own,
+                               error_summary=summarize(pool) if own else "", examples=picked, view=h.view, body_only=body_only)
 
     def new_code(self, reply: str, code: str) -> tuple[str | None, str]:
         template = code if "def legal_moves" in code else (self.harvest() and self._template)
