@@ -12,7 +12,7 @@ from fakes import GOOD, LOOSE, FakeTicTacToe
 from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.envs.harness.dense import LegalLists, UnitTests, build_checks, dense_of, harness_value
 from ratchet.autoharness.engine import engine_config
-from ratchet.autoharness.evaluate import LegalityEvaluator
+from ratchet.autoharness.legality import LegalityEvaluator
 from ratchet.autoharness.legality import LegalityOptions, LegalitySuite
 from ratchet.envs.harness.runtime import InProcessHarness
 from ratchet.contracts import Candidate

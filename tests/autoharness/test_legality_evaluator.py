@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from fakes import CRASHING, GOOD, LOOSE, FakeTicTacToe
 
-from ratchet.autoharness.evaluate import LegalityEvaluator
+from ratchet.autoharness.legality import LegalityEvaluator
 from ratchet.envs.harness.player import HarnessPlayer
 from ratchet.envs.harness.runtime import InProcessHarness
 from ratchet.contracts import Candidate, Evaluator
