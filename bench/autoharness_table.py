@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     from ratchet.autoharness.engine import synthesize_on_engine
     from ratchet.autoharness.pipeline import accounted, open_or_create
     from ratchet.models import load_model
-    from ratchet.autoharness.protocol import ProtocolConfig
+    from ratchet.envs.harness.protocol import ProtocolConfig
     from ratchet.autoharness.report import markdown_table
     from ratchet.config import load_config
     from ratchet.store import RunStore
@@ -144,8 +144,11 @@ def main(argv: list[str] | None = None) -> int:
 def _protocol_pass(args, store, model, protocol, rows: list[dict], save) -> None:
     """Second pass of ``--protocol-last``: the LLM protocol on each searched game, saving after each."""
     from ratchet.autoharness.config import AutoHarnessConfig
-    from ratchet.autoharness.pipeline import adopt, best_code, evaluate_harness
-    from ratchet.autoharness.heldout import protocol_sides
+    from ratchet.autoharness.heldout import judge, keep_in_library
+    from ratchet.envs.harness.protocol import play_protocol, protocol_sides
+    from ratchet.autoharness.library import HarnessLibrary
+    from ratchet.autoharness.pipeline import best_code
+    from ratchet.envs.harness.runtime import sandbox_runtime_factory
 
     for row in rows:
         wanted = args.protocol_games is None or row["env"] in args.protocol_games
@@ -157,10 +160,16 @@ def _protocol_pass(args, store, model, protocol, rows: list[dict], save) -> None
             cfg = AutoHarnessConfig.model_validate((run.read_json("run.json") or {})["config"])
             code, provenance = best_code(run)
             print(f"[{time.strftime('%H:%M:%S')}] protocol {row['env']}", flush=True)
-            evaluation = evaluate_harness(cfg, run, code, model, protocol, on_phase=lambda p: print(f"  phase {p}", flush=True))
+            evaluation = play_protocol(run, code, model, cfg.env, cfg.mode, cfg.heldout_seeds, protocol,
+                                       sandbox_runtime_factory(cfg.call_timeout_s), on_phase=lambda p: print(f"  phase {p}", flush=True))
             row.update(protocol_sides(evaluation))
             row["players"] = row.get("players") or evaluation.get("players")
-            adopt(cfg, run, row, code, provenance["candidate_id"])
+            # The verdict on the sides just measured; a harness kept unchecked and now rejected leaves the library.
+            row["adoption"] = verdict = judge(row.get("before"), row.get("after"), cfg.adoption)
+            run.write_json("report.json", row)
+            keep_in_library(HarnessLibrary(cfg.library_dir), verdict, cfg.env, cfg.mode, code, (row.get("search") or {}).get("best_h") or 0.0,
+                            gate=cfg.adoption.gate, run_id=run.id, candidate_id=provenance["candidate_id"],
+                            model=row.get("model"), method=cfg.method)
         except Exception as exc:  # one broken game must not end the pass
             row["protocol_error"] = f"{type(exc).__name__}: {exc}"[:160]
         row["protocol_wall_s"] = round(time.perf_counter() - started, 1)

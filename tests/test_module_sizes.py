@@ -73,3 +73,17 @@ def test_the_rule_catches_long_modules_and_missing_reasons(lines, doc, expected)
     text = _module(lines, doc)
     assert text.count("\n") == lines
     assert len(problems(Path("m.py"), text)) == expected
+
+
+#: AutoHarness runs on the engine; what is about the games lives in ``envs/harness/``. The folder
+#: stays a configuration of the engine, not a second search.
+AUTOHARNESS_LIMIT = 2500
+
+
+def test_autoharness_stays_under_its_line_budget():
+    modules = sorted((PACKAGE / "autoharness").rglob("*.py"))
+    sizes = {p.name: p.read_text().count("\n") for p in modules}
+    assert len(modules) > 10 and "legality.py" in sizes
+    assert sum(sizes.values()) < AUTOHARNESS_LIMIT, (
+        f"src/ratchet/autoharness/ has {sum(sizes.values())} lines, {AUTOHARNESS_LIMIT} at most; largest: "
+        + ", ".join(f"{name} {n}" for name, n in sorted(sizes.items(), key=lambda kv: -kv[1])[:5]))

@@ -26,7 +26,7 @@ from ratchet.contracts import Model, RatchetError
 
 if TYPE_CHECKING:  # the heavy parts load when a call needs them, so `import ratchet` stays cheap
     from ratchet.autoharness.config import AutoHarnessConfig
-    from ratchet.autoharness.protocol import ProtocolConfig
+    from ratchet.envs.harness.protocol import ProtocolConfig
     from ratchet.evolve.config import EvolveConfig
     from ratchet.online.config import OnlineConfig
     from ratchet.store import Run
@@ -211,7 +211,7 @@ def dump_evolve_config(cfg: EvolveConfig) -> bytes:
 def protocol_config(name: str, overrides: Iterable[str] = ()) -> ProtocolConfig | None:
     """The held-out protocol of a preset name (:data:`PROTOCOLS`) plus ``key=value`` overrides;
     None for ``none`` (no held-out check)."""
-    from ratchet.autoharness.protocol import ProtocolConfig
+    from ratchet.envs.harness.protocol import ProtocolConfig
     from ratchet.config import ConfigError, load_config
 
     if name == "none":

@@ -153,29 +153,6 @@ def is_legal_action(board, action):
     return True
 '''
 
-# The two parts of a decomposed TicTacToe harness (autoharness/decompose.py), right and wrong.
-GOOD_PARSER = '''def parse_board(observation):
-    grid = parse_grid(current_board(observation))
-    return [[c if c in ("X", "O") else "" for c in row] for row in grid]
-'''
-# Keeps O but loses X: right only on boards without an X.
-PARTIAL_PARSER = '''def parse_board(observation):
-    grid = parse_grid(current_board(observation))
-    return [[c if c == "O" else "" for c in row] for row in grid]
-'''
-# Leaves the cell numbers in: wrong on every board.
-BAD_PARSER = '''def parse_board(observation):
-    return parse_grid(current_board(observation))
-'''
-GOOD_RULE = '''def legal_moves(state):
-    return ["[" + str(3 * r + c) + "]" for r in range(3) for c in range(3) if state[r][c] == ""]
-'''
-# Every cell, taken or not.
-BAD_RULE = '''def legal_moves(state):
-    return ["[" + str(i) + "]" for i in range(9)]
-'''
-
-
 def fenced(code: str) -> str:
     return "Here is the code:\n```python\n" + code + "```\n"
 
@@ -188,7 +165,7 @@ def synthesized(tmp_path: Any, env_id: str, reply: str, **fields: Any) -> tuple[
     run, the scripted model, the best harness, its held-in h)."""
     from ratchet.autoharness.config import AutoHarnessConfig
     from ratchet.autoharness.engine import game_description, run_on_engine
-    from ratchet.autoharness.runtime import InProcessHarness
+    from ratchet.envs.harness.runtime import InProcessHarness
     from ratchet.evolve.archive import Archive
     from ratchet.models import ScriptedModel
     from ratchet.store import RunStore

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from ratchet.autoharness.refine import ScaffoldRefiner
-from ratchet.autoharness.runtime import InProcessHarness
+from ratchet.envs.harness.runtime import InProcessHarness
 
 pytest.importorskip("textarena")
 

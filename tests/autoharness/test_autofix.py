@@ -10,7 +10,7 @@ from fakes import PIG_RULES
 
 from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.engine import run_on_engine
-from ratchet.autoharness.runtime import InProcessHarness
+from ratchet.envs.harness.runtime import InProcessHarness
 from ratchet.evolve.archive import Archive
 from ratchet.envs.grammar import infer_grammar
 from ratchet.evolve.proposers.mutation import fixed

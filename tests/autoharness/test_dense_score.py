@@ -10,11 +10,11 @@ import pytest
 from fakes import GOOD, LOOSE, FakeTicTacToe
 
 from ratchet.autoharness.config import AutoHarnessConfig
-from ratchet.autoharness.dense import LegalLists, UnitTests, build_checks, dense_of, harness_value
+from ratchet.envs.harness.dense import LegalLists, UnitTests, build_checks, dense_of, harness_value
 from ratchet.autoharness.engine import engine_config
-from ratchet.autoharness.evaluate import LegalityEvaluator
+from ratchet.autoharness.legality import LegalityEvaluator
 from ratchet.autoharness.legality import LegalityOptions, LegalitySuite
-from ratchet.autoharness.runtime import InProcessHarness
+from ratchet.envs.harness.runtime import InProcessHarness
 from ratchet.contracts import Candidate
 from ratchet.envs.explore import harvest
 

@@ -12,7 +12,6 @@ import pytest
 from ratchet.autoharness.config import AutoHarnessConfig, RatchetIdeas
 from ratchet.autoharness.engine import (
     BLANK_HARNESS,
-    DECOMPOSE_REFINER,
     HARNESS_PROPOSER,
     HARNESS_REFINER,
     INDUCED_RULES,
@@ -25,7 +24,7 @@ from ratchet.autoharness.engine import (
 )
 from ratchet.autoharness.library import HarnessLibrary
 from ratchet.autoharness.pipeline import best_code
-from ratchet.autoharness.runtime import InProcessHarness
+from ratchet.envs.harness.runtime import InProcessHarness
 from ratchet.evolve.components import build
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.manifest import load_manifest
@@ -97,9 +96,10 @@ def test_every_component_of_the_configuration_builds(tmp_path: Path) -> None:
     assert len(default.splits.ids["heldin"]) == 5
     assert gate_reach_warning(build("gate", default.gate, ctx), 5) is None
     assert gate_reach_warning(build("gate", default.gate.model_copy(update={"options": {"correction": "spending"}}), ctx), 5)
-    decompose = engine_config(small(ideas=RatchetIdeas(decompose=True)), ws)
-    assert decompose.proposers[1].options["refiner"] == DECOMPOSE_REFINER
-    assert build("proposer", decompose.proposers[1], ctx).name == "harness_refiner"
+    # a removed idea a saved config still switches on loads, with a warning, and changes nothing
+    with pytest.warns(DeprecationWarning, match="decompose"):
+        old = small(ideas=RatchetIdeas.model_validate({"decompose": True}))
+    assert engine_config(old, ws).proposers[1].options["refiner"] == SCAFFOLD_REFINER
     assert build("suite", cfg.suite, ctx).name == "legality"
 
 
@@ -160,7 +160,7 @@ def test_the_command_runs_the_engine_and_refuses_the_removed_search(tmp_path: Pa
 
 def test_the_held_out_protocol_and_the_adoption_verdict_follow_the_engine(tmp_path: Path) -> None:
     from ratchet.autoharness.engine import synthesize_on_engine
-    from ratchet.autoharness.protocol import ProtocolConfig
+    from ratchet.envs.harness.protocol import ProtocolConfig
 
     cfg = small(method="faithful", search_seeds=list(range(12)), library_dir=str(tmp_path / "library"))
     run = RunStore(tmp_path / "runs").create_run("autoharness", {}, name="engine")

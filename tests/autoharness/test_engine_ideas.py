@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from fakes import GOOD, LOOSE, FakeTicTacToe, fenced
 
-from ratchet.autoharness.critic import INVERTED
-from ratchet.autoharness.dense import LegalLists
+from ratchet.envs.harness.diagnoses import INVERTED
+from ratchet.envs.harness.dense import LegalLists
 from ratchet.autoharness.engine import HARNESS_REFINER, write_workspace
 from ratchet.autoharness.proposer import REPEAT_NOTE, FreshRootProposer, HarnessRefinerProposer
 from ratchet.autoharness.refine import HarnessRefiner, ScaffoldRefiner
-from ratchet.autoharness.runtime import InProcessHarness
+from ratchet.envs.harness.runtime import InProcessHarness
 from ratchet.contracts import Candidate, Failure, Proposal, RatchetError, Skip, TaskResult
 from ratchet.envs.answers import CODE_BLOCK_GRAMMAR
 from ratchet.envs.explore import harvest

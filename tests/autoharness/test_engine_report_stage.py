@@ -16,8 +16,8 @@ from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.engine import heldout_options, run_on_engine, synthesize_on_engine
 from ratchet.autoharness.legality import LegalitySuite
 from ratchet.autoharness.library import HarnessLibrary
-from ratchet.autoharness.protocol import ProtocolConfig
-from ratchet.autoharness.runtime import InProcessHarness
+from ratchet.envs.harness.protocol import ProtocolConfig
+from ratchet.envs.harness.runtime import InProcessHarness
 from ratchet.evolve.report import ReportingSuite
 from fakes import FIXED
 from ratchet.models import ScriptedModel

@@ -11,7 +11,7 @@ from fakes import CRASHING, GOOD, LOOSE, fenced
 
 from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.engine import run_on_engine
-from ratchet.autoharness.runtime import InProcessHarness
+from ratchet.envs.harness.runtime import InProcessHarness
 from ratchet.evolve.archive import Archive
 from ratchet.models import ScriptedModel
 from ratchet.store import RunStore

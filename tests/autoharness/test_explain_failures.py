@@ -11,10 +11,11 @@ from types import SimpleNamespace
 import pytest
 from fakes import FakeTicTacToe
 
-from ratchet.autoharness import critic
-from ratchet.autoharness.dense import LegalLists
+from ratchet.envs.harness import diagnoses as critic
+from ratchet.autoharness.refine import summarize
+from ratchet.envs.harness.dense import LegalLists
 from ratchet.autoharness.prompts import SCAFFOLD
-from ratchet.autoharness.runtime import InProcessHarness
+from ratchet.envs.harness.runtime import InProcessHarness
 from ratchet.envs.explore import harvest, listed_states
 
 FREE = "def legal_moves(cells):\n    return ['[' + c + ']' for c in cells if c not in ('X', 'O')]\n"
@@ -54,7 +55,7 @@ def test_an_inverted_condition_is_named(judged, body):
     assert kinds(j) == [critic.INVERTED]
     text = j.failures[0].message
     assert "NOT legal" in text and "inverted" in text
-    assert critic.summarize(j.failures).startswith(text)  # first and unabridged in the summary
+    assert summarize(j.failures).startswith(text)  # first and unabridged in the summary
 
 
 def test_a_hard_coded_answer_is_named_and_traced_to_an_example(judged):

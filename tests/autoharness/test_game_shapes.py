@@ -100,7 +100,7 @@ def test_the_engine_reaches_h_1_on_tower_of_hanoi_with_a_right_answer(tmp_path):
 
 def test_a_text_boards_doctest_example_shows_the_whole_history_its_answer_depends_on():
     from ratchet.autoharness.prompts import scaffold_request
-    from ratchet.autoharness.views import BoardView
+    from ratchet.envs.harness.views import BoardView
 
     board = "Guess the number between 1 and 20.\n" + "".join(f"\n[Player] [{n}]\n\n[GAME] The target number is higher.\n" for n in range(1, 10))
     request = scaffold_request([((board,), [f"[{n}]" for n in range(10, 21)])], BoardView())
@@ -121,7 +121,7 @@ def test_the_mover_is_read_from_each_games_opening():
 def test_othellos_legal_moves_see_the_player_to_move_and_the_engine_reaches_h_1(tmp_path):
     from fakes import synthesized
 
-    from ratchet.autoharness.views import CellsView, MoverCellsView, choose_view
+    from ratchet.envs.harness.views import CellsView, MoverCellsView, choose_view
     from ratchet.envs import env_factory_for
 
     # the default ten search seeds: five held-in games, enough for the engine's gate to keep a child
@@ -141,7 +141,7 @@ def test_othellos_legal_moves_see_the_player_to_move_and_the_engine_reaches_h_1(
 def test_a_two_player_game_whose_free_cells_are_its_moves_keeps_the_cells_alone():
     """Tic Tac Toe: both marks move, but every numbered square is a move whoever moves, so
     legal_moves is not handed a player it has no use for."""
-    from ratchet.autoharness.views import CellsView, MoverCellsView, choose_view
+    from ratchet.envs.harness.views import CellsView, MoverCellsView, choose_view
 
     def state(player, grid, legal):
         rows = "\n".join(" | ".join(grid[r * 3:r * 3 + 3]) for r in range(3))

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from fakes import CRASHING, GOOD, LOOSE, FakeTicTacToe
 
-from ratchet.autoharness.evaluate import HarnessPlayer
-from ratchet.autoharness.runtime import InProcessHarness
+from ratchet.envs.harness.player import HarnessPlayer
+from ratchet.envs.harness.runtime import InProcessHarness
 from ratchet.envs.agents import Agent, BatchedAgent
 from ratchet.envs.measure import lockstep
 from ratchet.envs.registry import register_env

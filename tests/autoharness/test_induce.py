@@ -9,7 +9,7 @@ import pytest
 
 from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.engine import game_description, run_on_engine
-from ratchet.autoharness.runtime import InProcessHarness
+from ratchet.envs.harness.runtime import InProcessHarness
 from ratchet.evolve.archive import Archive
 from ratchet.models import ScriptedModel
 from ratchet.store import RunStore

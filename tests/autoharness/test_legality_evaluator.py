@@ -6,8 +6,9 @@ from dataclasses import replace
 
 from fakes import CRASHING, GOOD, LOOSE, FakeTicTacToe
 
-from ratchet.autoharness.evaluate import HarnessPlayer, LegalityEvaluator
-from ratchet.autoharness.runtime import InProcessHarness
+from ratchet.autoharness.legality import LegalityEvaluator
+from ratchet.envs.harness.player import HarnessPlayer
+from ratchet.envs.harness.runtime import InProcessHarness
 from ratchet.contracts import Candidate, Evaluator
 from ratchet.envs.measure import lockstep
 from ratchet.envs.runner import legal_rate

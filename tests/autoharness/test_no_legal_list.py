@@ -12,7 +12,7 @@ from pathlib import Path
 from fakes import synthesized
 
 from ratchet.envs.harnesslib import as_action
-from ratchet.autoharness.runtime import InProcessHarness
+from ratchet.envs.harness.runtime import InProcessHarness
 from ratchet.envs import EnvConfig, make
 from ratchet.envs.explore import harvest
 from ratchet.envs.grammar import infer_grammar
@@ -66,7 +66,7 @@ def test_the_engine_reaches_h_1_on_a_game_with_no_printed_legal_list(tmp_path):
 
 
 def test_code_that_returns_a_tuple_is_told_the_games_action_shape():
-    from ratchet.autoharness.evaluate import HarnessPlayer
+    from ratchet.envs.harness.player import HarnessPlayer
     from ratchet.envs.measure import lockstep
 
     code = '''def propose_action(board):

@@ -10,9 +10,9 @@ from typer.testing import CliRunner
 from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.library import HarnessLibrary
 from ratchet.autoharness.engine import synthesize_on_engine
-from ratchet.autoharness.protocol import ProtocolConfig
+from ratchet.envs.harness.protocol import ProtocolConfig
 from ratchet.autoharness.report import markdown_table
-from ratchet.autoharness.runtime import InProcessHarness
+from ratchet.envs.harness.runtime import InProcessHarness
 from ratchet.models import ScriptedModel
 from ratchet.store import RunStore
 
@@ -79,7 +79,7 @@ def test_cli_export_writes_a_loadable_file(tmp_path):
 
 
 def test_filter_and_policy_modes_play_legally_with_a_good_harness():
-    from ratchet.autoharness.protocol import run_protocol
+    from ratchet.envs.harness.protocol import run_protocol
 
     proto = ProtocolConfig(legal_seeds=2, legal_steps=8, reward_games=2, matches=2, step_cap=20)
     for mode in ("filter", "policy"):
@@ -94,8 +94,8 @@ def test_filter_and_policy_modes_play_legally_with_a_good_harness():
 
 def test_protocol_can_run_after_the_search_on_the_stored_best_harness(tmp_path):
     """The batch's two-pass order: search alone first, then the protocol on the run's best code."""
-    from ratchet.autoharness.pipeline import best_code, evaluate_harness
-    from ratchet.autoharness.heldout import protocol_sides
+    from ratchet.envs.harness.protocol import play_protocol, protocol_sides
+    from ratchet.autoharness.pipeline import best_code
 
     store = RunStore(tmp_path / "runs")
     cfg = small(tmp_path)
@@ -104,8 +104,8 @@ def test_protocol_can_run_after_the_search_on_the_stored_best_harness(tmp_path):
     assert report["before"] is None and report["after"] is None
     code, _ = best_code(store.open_run(run.id))
     proto = ProtocolConfig(legal_seeds=2, legal_steps=6, reward_games=2, matches=2, step_cap=20)
-    evaluation = evaluate_harness(cfg, run, code, ScriptedModel(respond), proto, env_factory=lambda: FakeTicTacToe(),
-                                  runtime_factory=InProcessHarness)
+    evaluation = play_protocol(run, code, ScriptedModel(respond), cfg.env, cfg.mode, cfg.heldout_seeds, proto,
+                               InProcessHarness, env_factory=lambda: FakeTicTacToe())
     sides = protocol_sides(evaluation)
     assert sides["before"]["legal_rate"] < 1.0 and sides["after"]["legal_rate"] == 1.0
     # Seed by seed and game by game, the same seeds and games on both sides: what the verdict pairs.
@@ -178,8 +178,21 @@ def _searched_run(tmp_path, **cfg_fields):
     return store, cfg, run, report
 
 
+def adopt(cfg, run, report, code, candidate_id) -> dict:
+    """What a batch's second pass does after the protocol: judge the report's sides, record the
+    verdict, and let the library follow it (``heldout.judge``, ``heldout.keep_in_library``)."""
+    from ratchet.autoharness.heldout import judge, keep_in_library
+
+    report["adoption"] = verdict = judge(report.get("before"), report.get("after"), cfg.adoption)
+    run.write_json("report.json", report)
+    keep_in_library(HarnessLibrary(cfg.library_dir), verdict, cfg.env, cfg.mode, code, report["search"]["best_h"],
+                    gate=cfg.adoption.gate, run_id=run.id, candidate_id=candidate_id, model=report.get("model"),
+                    method=cfg.method)
+    return verdict
+
+
 def test_a_harness_the_held_out_check_rejects_leaves_the_library_and_is_not_exported(tmp_path):
-    from ratchet.autoharness.pipeline import adopt, best_code
+    from ratchet.autoharness.pipeline import best_code
     from ratchet.cli import app
 
     store, cfg, run, report = _searched_run(tmp_path)
@@ -206,7 +219,7 @@ def test_a_harness_the_held_out_check_rejects_leaves_the_library_and_is_not_expo
 
 def test_the_gate_switched_off_keeps_a_rejected_harness(tmp_path):
     from ratchet.autoharness.config import AdoptionConfig
-    from ratchet.autoharness.pipeline import adopt, best_code
+    from ratchet.autoharness.pipeline import best_code
 
     _, cfg, run, report = _searched_run(tmp_path, adoption=AdoptionConfig(gate=False))
     report.update(before={"legal_rate": 1.0, "reward": 0.5}, after={"legal_rate": 0.8, "reward": 0.5})

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from fakes import GOOD, FakeTicTacToe
 
-from ratchet.autoharness.protocol import ProtocolConfig, run_protocol
-from ratchet.autoharness.runtime import InProcessHarness
+from ratchet.envs.harness.protocol import ProtocolConfig, run_protocol
+from ratchet.envs.harness.runtime import InProcessHarness
 from ratchet.models import ScriptedModel
 
 GOLDEN = Path(__file__).parent / "data" / "protocol_regression.json"
@@ -68,7 +68,7 @@ def test_the_cases_exercise_the_players():
 
 
 def test_the_protocols_players_are_agents():
-    from ratchet.autoharness.protocol import FilterAgent, PolicyAgent, VerifiedLLMAgent
+    from ratchet.envs.harness.protocol import FilterAgent, PolicyAgent, VerifiedLLMAgent
     from ratchet.envs.measure import random_legal_opponent
     from ratchet.envs.agents import Agent
 
@@ -84,7 +84,7 @@ def test_the_protocols_players_are_agents():
 
 
 def test_the_runners_game_loop_cuts_games_as_the_protocol_asks():
-    from ratchet.autoharness.protocol import PolicyAgent
+    from ratchet.envs.harness.protocol import PolicyAgent
     from ratchet.envs.runner import RolloutConfig, play_episode
 
     agent = PolicyAgent(InProcessHarness({"harness.py": GOOD}))

@@ -17,8 +17,8 @@ import pytest
 
 from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.envs import env_factory_for
-from ratchet.autoharness.protocol import code_heldout
-from ratchet.autoharness.runtime import sandbox_runtime_factory
+from ratchet.envs.harness.protocol import code_heldout
+from ratchet.envs.harness.runtime import sandbox_runtime_factory
 from ratchet.autoharness.engine import game_description, run_on_engine
 from ratchet.evolve.archive import Archive
 

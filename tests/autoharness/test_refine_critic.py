@@ -6,7 +6,8 @@ import random
 
 import pytest
 
-from ratchet.autoharness import critic
+from ratchet.autoharness.refine import summarize
+from ratchet.evolve.proposers.critic import sample_failures
 from ratchet.autoharness.refine import check_signatures, which_to_refine
 from ratchet.contracts import Failure
 
@@ -42,10 +43,10 @@ def test_check_signatures_names_the_problem():
 def test_critic_samples_each_error_type_first_and_summarizes():
     failures = [Failure("rejected_by_env", f"rejected: cell {i} is already occupied") for i in range(10)]
     failures.append(Failure("code_error", "Traceback...\nIndexError: list index out of range"))
-    shown = critic.sample_failures(failures, random.Random(1), limit=5)
+    shown = sample_failures(failures, random.Random(1), limit=5)
     assert len(shown) == 5
     assert any(f.kind == "code_error" for f in shown)  # the rare type is not crowded out
-    summary = critic.summarize(failures)
+    summary = summarize(failures)
     assert summary.startswith("10× rejected_by_env: rejected: cell N is already occupied")
     assert "1× code_error: IndexError" in summary
-    assert critic.sample_failures(failures[:3], random.Random(1)) == failures[:3]
+    assert sample_failures(failures[:3], random.Random(1)) == failures[:3]

@@ -46,8 +46,9 @@ def test_the_mutation_proposer_changes_one_python_surface():
 
 
 def test_long_board_examples_are_written_compactly_and_mean_the_same_list():
-    from ratchet.autoharness.prompts import compact_list, scaffold_request
-    from ratchet.autoharness.views import CellsView
+    from ratchet.autoharness.prompts import scaffold_request
+    from ratchet.envs.harness.views import compact_list
+    from ratchet.envs.harness.views import CellsView
 
     rng = random.Random(3)
     for _ in range(200):

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from fakes import CRASHING, GOOD, LOOSE, FakeTicTacToe
 
-from ratchet.autoharness.evaluate import CODE_ERROR, ENV_REJECTED, HarnessPlayer
-from ratchet.autoharness.runtime import InProcessHarness
-from ratchet.autoharness.transitions import score_is_legal
+from ratchet.envs.harness.player import CODE_ERROR, ENV_REJECTED, HarnessPlayer
+from ratchet.envs.harness.runtime import InProcessHarness
+from ratchet.envs.harness.transitions import score_is_legal
 from ratchet.envs.explore import harvest
 from ratchet.envs.measure import lockstep
 
@@ -46,7 +46,7 @@ class SlowReset(FakeTicTacToe):
 def test_held_out_play_stops_at_its_deadline_and_says_so(monkeypatch):
     import time
 
-    from ratchet.autoharness import protocol
+    from ratchet.envs.harness import protocol
 
     monkeypatch.setattr(time, "monotonic", lambda: SlowReset.clock[0])
     SlowReset.clock[0] = 0.0

@@ -9,7 +9,7 @@ import pytest
 from fakes import GOOD, LOOSE
 
 from ratchet.autoharness.engine import write_workspace
-from ratchet.autoharness.runtime import InProcessHarness
+from ratchet.envs.harness.runtime import InProcessHarness
 from ratchet.autoharness.screened import ScreenedMutationOptions, ScreenedMutationProposer
 from ratchet.contracts import Candidate, Proposal, Skip
 from ratchet.evolve.context import EngineContext

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from ratchet.autoharness.legality import LegalityOptions, LegalitySuite
-from ratchet.autoharness.runtime import InProcessHarness
+from ratchet.envs.harness.runtime import InProcessHarness
 from ratchet.contracts import Candidate, Evaluator
 from ratchet.evolve.components import build
 from ratchet.evolve.config import EvolveConfig

@@ -17,7 +17,7 @@ import yaml
 
 from ratchet.autoharness.legality import LegalityOptions, LegalitySuite
 from ratchet.autoharness.rules import InducedRulesProposer
-from ratchet.autoharness.runtime import InProcessHarness
+from ratchet.envs.harness.runtime import InProcessHarness
 from ratchet.contracts import Candidate, Proposal, Skip
 from ratchet.evolve.components import build
 from ratchet.evolve.config import ComponentSpec, EvolveConfig

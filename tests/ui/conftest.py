@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.library import HarnessLibrary
 from ratchet.autoharness.engine import synthesize_on_engine
-from ratchet.autoharness.protocol import ProtocolConfig
-from ratchet.autoharness.runtime import InProcessHarness
+from ratchet.envs.harness.protocol import ProtocolConfig
+from ratchet.envs.harness.runtime import InProcessHarness
 from ratchet.cli import app as cli_app
 from ratchet.models import ScriptedModel
 from ratchet.online import status as online_status

@@ -25,7 +25,7 @@ from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.engine import synthesize_on_engine
 from ratchet.autoharness.library import HarnessLibrary
 from ratchet.autoharness.pipeline import accounted, open_or_create, refuse_search_run
-from ratchet.autoharness.protocol import ProtocolConfig
+from ratchet.envs.harness.protocol import ProtocolConfig
 from ratchet.autoharness.report import failed_games, markdown_table
 from ratchet.contracts import Model
 from ratchet.models import load_model

@@ -13,6 +13,9 @@ from ratchet.models.budget import BudgetConfig
 #: Keys that only the dedicated search read (removed: the engine is the one search). A saved run's
 #: config that has them still loads: they are dropped with a DeprecationWarning.
 DROPPED = {"eval_envs": "the engine evaluates one env per task"}
+#: Ideas removed, with why; a config that switches one still loads, with a DeprecationWarning.
+DROPPED_IDEAS = {"decompose": "the decomposed request (parse_board + legal_moves) was removed: measured with the "
+                              "0.5B it lowered the score (bench/results/autoharness_ablation.md)"}
 #: Budget keys renamed to the engine's :class:`BudgetConfig` names.
 RENAMED_BUDGET = {"max_seconds": "max_wall_s"}
 
@@ -51,11 +54,6 @@ class RatchetIdeas(Settings):
     """Start the search from the harness library's best harness for the same or a similar game."""
     induce: bool = True
     """Seed the search with legal-move rules fitted to the listed states without a model (``envs.rules``); kept only at h = 1.0."""
-    decompose: bool = False
-    """Split the harness into ``parse_board(observation)`` (checked against the env's own board on
-    harvested states) and ``legal_moves(state)`` (checked on the env's true board against the game's
-    legal lists and labelled transitions); each part gets its own feedback and only the failing part
-    is asked for again. Games whose env exposes no plain board fall back to the undecomposed check."""
     fresh_roots: bool = False
     """Let the Thompson draw also choose "sample a fresh root from the first request", an arm
     whose Beta posterior pools the scores of the roots sampled so far (``evolve.selectors.pooled_arm``),
@@ -90,6 +88,19 @@ class RatchetIdeas(Settings):
     restarts: bool = False
     """After two refinements without a better best h, sample a fresh root, its scaffold examples
     drawn from other states of the game."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _dropped_ideas(cls, data: Any) -> Any:
+        """A config that still switches a removed idea loads: the switch is dropped with a DeprecationWarning."""
+        if isinstance(data, dict) and any(key in data for key in DROPPED_IDEAS):
+            data = dict(data)
+            for key, why in DROPPED_IDEAS.items():
+                if key in data:
+                    data.pop(key)
+                    warnings.warn(f"RatchetIdeas.{key} is ignored ({why}); remove it from the config",
+                                  DeprecationWarning, stacklevel=2)
+        return data
 
 
 class AdoptionConfig(Settings):

@@ -9,8 +9,7 @@ hotter retry, requests cut to the model's context window) with a refiner: the pa
 (:class:`~ratchet.autoharness.refine.HarnessRefiner`, with ``helper_library`` and ``few_shot``),
 with the ``scaffold`` idea :class:`~ratchet.autoharness.refine.ScaffoldRefiner` (``body_prefix``
 where the request is long, ``short_examples``, ``aliases``; ``whole_fallback`` as the
-``HarnessRefiner`` behind it), with ``decompose`` :class:`~ratchet.autoharness.refine.DecomposeRefiner`;
-``fresh_roots`` and ``restarts`` as :class:`~ratchet.autoharness.proposer.FreshRootProposer`; the
+``HarnessRefiner`` behind it); ``fresh_roots`` and ``restarts`` as :class:`~ratchet.autoharness.proposer.FreshRootProposer`; the
 proposers that ask no model (``induce``: :class:`~ratchet.autoharness.rules.InducedRulesProposer`;
 ``repair``: :class:`~ratchet.autoharness.screened.ScreenedMutationProposer`, mutants screened
 on the dense checks first; ``autofix``: ``autofix``); the legality suite on the search and held-out
@@ -46,8 +45,8 @@ from typing import Any
 from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.autoharness.heldout import HeldoutOptions, judge, stage_of
 from ratchet.autoharness.library import HarnessLibrary
-from ratchet.autoharness.protocol import ProtocolConfig
-from ratchet.autoharness.runtime import RuntimeFactory
+from ratchet.envs.harness.protocol import ProtocolConfig
+from ratchet.envs.harness.runtime import RuntimeFactory
 from ratchet.contracts import FORMAT_VERSION, Model
 from ratchet.envs.registry import env_factory_for
 from ratchet.evolve.config import EvolveConfig
@@ -58,7 +57,6 @@ LEGALITY_SUITE = "ratchet.autoharness.legality:LegalitySuite"
 INDUCED_RULES = "ratchet.autoharness.rules:InducedRulesProposer"
 HARNESS_REFINER = "ratchet.autoharness.refine:HarnessRefiner"
 SCAFFOLD_REFINER = "ratchet.autoharness.refine:ScaffoldRefiner"
-DECOMPOSE_REFINER = "ratchet.autoharness.refine:DecomposeRefiner"
 HARNESS_PROPOSER = "ratchet.autoharness.proposer:HarnessRefinerProposer"
 FRESH_ROOT = "ratchet.autoharness.proposer:FreshRootProposer"
 SCREENED_MUTATION = "ratchet.autoharness.screened:ScreenedMutationProposer"
@@ -117,11 +115,7 @@ def engine_config(cfg: AutoHarnessConfig, workspace: Path, description: str = ""
         "samples": 1, "grammar": on("grammar"), "hotter_retry": 0.3 if on("novelty") else 0.0}
     explored = {"game": cfg.env, "description": description, "seeds": search,
                 "transitions_per_seed": cfg.transitions_per_seed, "call_timeout_s": cfg.call_timeout_s}
-    if on("decompose"):  # the search's decompose takes the request over from the scaffold's
-        critic.update(refiner=DECOMPOSE_REFINER, samples=min(8, ideas.samples_per_step), temperature=cfg.temperature,
-                      max_tokens=2 * cfg.max_new_tokens,  # a parser's docstring is whole observations (decompose.py)
-                      refiner_options={**explored, "helper_library": ideas.helper_library})
-    elif on("scaffold"):
+    if on("scaffold"):
         critic.update(refiner=SCAFFOLD_REFINER, samples=min(8, ideas.samples_per_step), temperature=cfg.temperature,
                       # The grammar forces a reply that opens a ```python block, which a continuation must not.
                       refiner_options={**explored, "body_only": ideas.body_prefix and not ideas.grammar, "long_only": True,
@@ -134,8 +128,8 @@ def engine_config(cfg: AutoHarnessConfig, workspace: Path, description: str = ""
         critic.update(samples=min(8, ideas.samples_per_step), temperature=cfg.temperature)
     # The search's repair and autofix act on every sample of a refinement as it is judged; here the
     # refiner's step climbs each sample on its own screen (evolve.proposers.repair) before it ranks
-    # them, where the refiner screens (scaffold, decompose) and the ideas are on.
-    in_step = bool((on("repair") or on("autofix")) and (on("decompose") or on("scaffold")))
+    # them, where the refiner screens (scaffold) and the ideas are on.
+    in_step = bool((on("repair") or on("autofix")) and on("scaffold"))
     if in_step:
         critic["repair"] = {"rounds": 3 if on("repair") else 0, "autofix": bool(on("autofix")), "game": cfg.env,
                             # every function, the template's few sites among them, so a helper the model wrote is repaired too

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ratchet.autoharness.runtime import HARNESSLIB_PATH, HarnessRuntime
+from ratchet.envs.harness.runtime import HARNESSLIB_PATH, HarnessRuntime
 from ratchet.contracts import RatchetError
 from ratchet.sandbox.inprocess import InProcessSandbox
 
@@ -89,6 +89,6 @@ def load_harness(path: str | Path, *, trusted: bool = False, timeout_s: float = 
     if trusted:
         # The file inlines the helper library itself.
         return LoadedHarness(InProcessSandbox({"harness.py": path.read_text()}), path)
-    from ratchet.autoharness.runtime import sandbox_runtime_factory
+    from ratchet.envs.harness.runtime import sandbox_runtime_factory
 
     return LoadedHarness(sandbox_runtime_factory(timeout_s)({"harness.py": path.read_text()}), path)

@@ -4,9 +4,10 @@ The search score ``h`` is measured on the search seeds with the harness alone; w
 the model *with* the harness on other seeds. After the engine's final report,
 :class:`~ratchet.autoharness.legality.LegalitySuite` runs :func:`run_stage` on the best candidate:
 
-1. the code-alone held-out check (:func:`ratchet.autoharness.protocol.code_heldout`);
-2. the held-out protocol with the play model (:func:`play_protocol`, the model with and without
-   the harness on the same held-out seeds and games), when a :class:`ProtocolConfig` is given;
+1. the code-alone held-out check (:func:`ratchet.envs.harness.protocol.code_heldout`);
+2. the held-out protocol with the play model (:func:`ratchet.envs.harness.protocol.play_protocol`,
+   the model with and without the harness on the same held-out seeds and games), when a
+   :class:`ProtocolConfig` is given;
 3. the adoption verdict (:func:`judge`) on the protocol's two sides, with the engine gate's own
    statistics (:func:`ratchet.evolve.gate.not_worse`, the gate's paired test);
 4. the harness library (``library_dir``, or ``ctx.extra["harness_library"]``) keeps the harness
@@ -39,16 +40,14 @@ from pydantic import Field
 
 from ratchet.autoharness.config import AdoptionConfig
 from ratchet.autoharness.library import HarnessLibrary
-from ratchet.autoharness.protocol import ProtocolConfig, code_heldout, run_protocol
-from ratchet.autoharness.runtime import RuntimeFactory
+from ratchet.envs.harness.protocol import ProtocolConfig, code_heldout, play_protocol, protocol_sides
+from ratchet.envs.harness.runtime import RuntimeFactory
 from ratchet.config import Settings
 from ratchet.contracts import Candidate, Model, RatchetError
-from ratchet.envs.recording import EpisodeRecorder
 from ratchet.envs.registry import env_factory_for
 from ratchet.evolve.archive import Archive
 from ratchet.evolve.gate import not_worse
 from ratchet.evolve.report import StageReport
-from ratchet.models import Accountant, AccountedModel, BudgetConfig
 
 Verdict = Literal["adopted", "rejected", "unchecked"]
 
@@ -82,26 +81,6 @@ class HeldoutOptions(Settings):
     batch's copy, stands in for it); None with no such extra: no library is written."""
     method: str = "ratchet"
     """The run's method, recorded with the harness in the library."""
-
-
-def protocol_sides(evaluation: dict[str, Any] | None) -> dict[str, Any]:
-    """The report's ``before``/``after``/``protocol`` fields from a :func:`run_protocol` result."""
-
-    def side(label: str) -> dict[str, Any] | None:
-        if not evaluation or label not in evaluation:
-            return None
-        part = evaluation[label]
-        return {
-            "legal_rate": part["legal"]["legal_rate"], "legal_steps": part["legal"]["steps"],
-            "losing_not_illegal": part["legal"]["losing_not_illegal"], "reward": part["reward"]["mean_reward"],
-            "reward_games": part["reward"]["games"], "play_calls": part["work"]["calls"],
-            "rejections": part["work"].get("rejections", 0), "fallbacks": part["work"].get("fallbacks", 0),
-            "illegal_reasons": part["legal"]["illegal_reasons"],
-            # Per seed / per game, in the protocol's order: the adoption verdict pairs the two sides on them.
-            "legal_per_seed": part["legal"].get("per_seed"), "reward_per_game": part["reward"].get("per_game"),
-        }
-
-    return {"before": side("baseline"), "after": side("harness"), "protocol": (evaluation or {}).get("protocol")}
 
 
 def judge(before: dict[str, Any] | None, after: dict[str, Any] | None, config: AdoptionConfig | None = None) -> dict[str, Any]:
@@ -165,32 +144,6 @@ def keep_in_library(library: HarnessLibrary, verdict: dict[str, Any], env: str, 
     kept = library.add(env, mode, code, score, run_id=run_id, candidate_id=candidate_id, model=model, method=method,
                        adoption=verdict["verdict"])
     return "kept" if kept else "not kept: the library holds a better harness"
-
-
-def play_protocol(run: Any, code: str, play_model: Model, game: str, mode: str, seeds: list[int],
-                  protocol: ProtocolConfig, runtime_factory: RuntimeFactory, *,
-                  env_factory: Callable[[], Any] | None = None,
-                  on_phase: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """The held-out protocol (``play_model`` with and without ``code`` on ``seeds``), kept in the run
-    as ``protocol.json``; its games are written into the run as they are played (the Trajectories
-    view), each labelled with the phase that played it ("baseline: legal rate", "harness: reward")."""
-    recorder = EpisodeRecorder(run, env_factory or env_factory_for(game), label="heldout")
-
-    def phase(name: str) -> None:
-        recorder.label = "heldout-" + name.replace(":", "").replace(" ", "-")
-        if on_phase is not None:
-            on_phase(name)
-
-    with runtime_factory({"harness.py": code}) as runtime:
-        evaluation = run_protocol(recorder, play_model, game, mode, runtime, seeds, protocol, on_phase=phase)
-    run.write_json("protocol.json", evaluation)
-    return evaluation
-
-
-def accounted_player(model: Model, run: Any) -> Model:
-    """``model`` with each held-out call logged in ``run``'s store (purpose ``autoharness.heldout``:
-    measurement, apart from the search's calls)."""
-    return AccountedModel(model, Accountant(BudgetConfig(), on_call=run.record_llm_call), purpose="autoharness.heldout")
 
 
 def run_stage(options: HeldoutOptions, *, game: str, mode: str, step_cap: int, best: Candidate, run: Any,

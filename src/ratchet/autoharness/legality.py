@@ -6,7 +6,7 @@ formula), the dense checks run once per evaluation on the game explored on ``har
 A run config names it by import path, as the engine names every configuration's parts:
 ``suite: {name: "ratchet.autoharness.legality:LegalitySuite", options: {game: TicTacToe-v0, ...}}``.
 
-The suite builds :class:`ratchet.autoharness.evaluate.LegalityEvaluator` from its options: the
+The suite builds its judge, :class:`LegalityEvaluator`, from its options: the
 game's env factory (valid-move lists stripped, as the search evaluates) and the runtime the
 ``ratchet autoharness`` search runs harness code in, the sandbox, with ``harnesslib`` importable.
 Candidate code never runs in the engine's process: only a test may hand in another runtime
@@ -27,21 +27,25 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field
 
-from ratchet.autoharness import dense, runtime, transitions
-from ratchet.autoharness.dense import DenseCheck, build_checks
-from ratchet.autoharness.evaluate import LegalityEvaluator
-from ratchet.autoharness.heldout import HeldoutOptions, accounted_player, run_stage
-from ratchet.autoharness.runtime import RuntimeFactory, sandbox_runtime_factory
+from ratchet.envs.harness import dense, runtime, transitions
+from ratchet.envs.harness import player as harness_player
+from ratchet.envs.harness.dense import DenseCheck, build_checks, harness_value, policy_value, run_checks
+from ratchet.envs.harness.player import HarnessPlayer
+from ratchet.autoharness.heldout import HeldoutOptions, run_stage
+from ratchet.autoharness.pipeline import accounted
+from ratchet.autoharness import refine
+from ratchet.envs.harness.runtime import HarnessRuntime, RuntimeFactory, sandbox_runtime_factory
 from ratchet.config import Settings
-from ratchet.contracts import Candidate, Model, Task, TaskResult
-from ratchet.envs import explore, registry, textarena_env
-from ratchet.envs.explore import harvest
+from ratchet.contracts import Candidate, Failure, Model, Task, TaskResult
+from ratchet.envs import explore, measure, registry, textarena_env
+from ratchet.envs.explore import EnvFactory, harvest
 from ratchet.envs.registry import env_factory_for
 from ratchet.evolve.canary import Canary
 from ratchet.evolve.context import EngineContext
@@ -61,8 +65,69 @@ def is_legal_action(board, action):
 """
 
 
+class LegalityEvaluator:
+    """The search's legality judge as an engine :class:`ratchet.contracts.Evaluator`: a task is an
+    environment seed, its result the harness's play there (in lockstep with the other tasks',
+    stopped at its first failure); score: that legal rate (0 with no step), with its failures.
+    Seed 0 plays the task's own game seed (the search's evaluation); seed s > 0 other games of
+    that env, none of those seed 0 plays."""
+
+    name = "legality"
+
+    def __init__(self, env_factory: EnvFactory, runtime_factory: RuntimeFactory, seeds: Sequence[int], steps_per_env: int,
+                 step_cap: int = 200, action_shape: str | None = None, game: str = "",
+                 dense: Sequence[Any] = (), policy: bool = False) -> None:
+        self.env_factory, self.runtime_factory, self.seeds = env_factory, runtime_factory, list(seeds)
+        self.steps, self.step_cap, self.action_shape, self.game = steps_per_env, step_cap, action_shape, game
+        #: Dense checks (``dense.DenseCheck``) run once per evaluation on the loaded harness: each
+        #: task's score is then ``dense.harness_value`` of its primary score and their metrics.
+        self.dense = list(dense)
+        #: Score a task by the policy value (``policy`` mode), not the legal rate.
+        self.policy = policy
+
+    def tasks(self) -> list[Task]:
+        return [Task(f"{self.game}#{seed}", {"seed": seed}) for seed in self.seeds]
+
+    def fingerprint(self) -> str:
+        settings = {"evaluator": self.name, "game": self.game, "steps": self.steps, "step_cap": self.step_cap, "shape": self.action_shape}
+        if self.dense or self.policy:  # only then: a plain judge keeps the fingerprint its cached results have
+            settings.update(dense=[c.name for c in self.dense], policy=self.policy)
+        return fingerprint(settings, [Path(__file__), Path(harness_player.__file__), Path(measure.__file__), Path(refine.__file__)])
+
+    def evaluate(self, candidate: Candidate, tasks: Sequence[Task], seed: int) -> list[TaskResult]:
+        code = candidate.files.get("harness.py", "")
+        problem = refine.check_signatures(code)
+        if problem:
+            # Code that does not parse or lacks a function the game calls plays no step: every task
+            # scores 0 with the problem as its failure, in the words the refiner is to act on.
+            failure = Failure(harness_player.CODE_ERROR, problem, detail={"function": "both", "action": None, "verdict": None})
+            return [TaskResult(t.id, seed, 0.0, problem, (replace(failure, task_id=t.id),),
+                               {"steps": 0.0, "illegal": 0.0, "games": 0.0, "reward": 0.0, "legal_rate": 0.0})
+                    for t in tasks]
+        with self.runtime_factory(dict(candidate.files)) as runtime:
+            played = self.lockstep(runtime, tasks, seed)
+            checked, found = run_checks(self.dense, runtime, code) if self.dense and tasks else ({}, [])
+        results = []
+        for k, (t, p) in enumerate(zip(tasks, played.envs)):
+            rate = 0.0 if p.legal_rate is None else p.legal_rate
+            primary = policy_value(p) if self.policy else rate
+            # The dense checks judge the whole harness, not a task: their failures go with the first
+            # task's, so the refiner is shown them once.
+            failures = [replace(f, task_id=t.id) for f in p.failures + (found if k == 0 else [])]
+            results.append(TaskResult(t.id, seed, harness_value(primary, checked), f"{p.steps} steps, {p.illegal} illegal, {p.games} games",
+                                      tuple(failures), {"steps": float(p.steps), "illegal": float(p.illegal), "games": float(p.games),
+                                                        "reward": sum(p.rewards), "legal_rate": rate, **checked}))
+        return results
+
+    def lockstep(self, runtime: HarnessRuntime, tasks: Sequence[Task], seed: int = 0) -> measure.Lockstep:
+        """The tasks' envs played together by a harness already loaded: per env what :meth:`evaluate`
+        scores, and the total the search scores (it runs its dense checks on the same runtime)."""
+        bases = [measure.game_seed(int(t.input["seed"]), seed * (self.steps + 1)) for t in tasks]
+        return measure.lockstep(self.env_factory, HarnessPlayer(runtime, self.action_shape), bases, self.steps, self.step_cap)
+
+
 class LegalityOptions(Settings):
-    """AutoHarness's legality judge (:class:`ratchet.autoharness.evaluate.LegalityEvaluator`): the
+    """AutoHarness's legality judge (:class:`LegalityEvaluator`): the
     candidate's ``harness.py`` (``propose_action(board)``, ``is_legal_action(board, action)``) plays
     a TextArena game by code alone, in self-play, in the sandbox the ``ratchet autoharness`` search
     uses; a task is one env seed, its score the legal-action rate there (0 with no step)."""
@@ -160,7 +225,7 @@ class LegalitySuite:
         o = self.options
         if o.heldout is None:
             return None
-        player = ctx.extra.get("play_model") or (accounted_player(model, ctx.run) if model is not None else None)
+        player = ctx.extra.get("play_model") or (accounted(model, ctx.run, "autoharness.heldout") if model is not None else None)
         return run_stage(o.heldout, game=o.game, mode=o.mode, step_cap=o.step_cap, best=best, run=ctx.run,
                          play_model=player, runtime_factory=self.injected or sandbox_runtime_factory(o.call_timeout_s),
                          library=ctx.extra.get("harness_library"), model_name=getattr(model, "name", None),

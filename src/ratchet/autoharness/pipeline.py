@@ -1,17 +1,13 @@
 """What one game's synthesis needs around the engine (``engine.py``): create or resume its run,
-account its model calls, the held-out protocol, the adoption verdict and the library, the best
-harness for export."""
+account its model calls, refuse a run of the removed dedicated search, the best harness for export.
+The held-out protocol, the adoption verdict and the library are :mod:`ratchet.autoharness.heldout`'s."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from ratchet.autoharness.config import AutoHarnessConfig
-from ratchet.autoharness.heldout import judge, keep_in_library, play_protocol, verdict_of
-from ratchet.autoharness.library import HarnessLibrary
-from ratchet.autoharness.protocol import ProtocolConfig
-from ratchet.autoharness.runtime import RuntimeFactory, sandbox_runtime_factory
+from ratchet.autoharness.heldout import verdict_of
 from ratchet.contracts import Model, RatchetError
 from ratchet.models import AccountedModel, Accountant, BudgetConfig
 
@@ -56,45 +52,6 @@ def refuse_search_run(run: Any) -> None:
             hint=f"start a new run with the same settings (without --resume); its best harness can still be "
                  f"exported: ratchet autoharness export {run.id} -o harness.py",
         )
-
-
-def adopt(cfg: AutoHarnessConfig, run: Any, report: dict[str, Any], code: str | None, candidate_id: str | None,
-          library: HarnessLibrary | None = None) -> dict[str, Any]:
-    """Judge the report's held-out sides (:func:`ratchet.autoharness.heldout.judge`), record the
-    verdict in the report (``report.json``), and keep the harness in the library unless the verdict
-    rejects it (:func:`~ratchet.autoharness.heldout.keep_in_library`).
-
-    Called again when the protocol runs after the search (a batch's second pass): a harness that
-    was kept unchecked and is now rejected is withdrawn from the library."""
-    verdict = judge(report.get("before"), report.get("after"), cfg.adoption)
-    report["adoption"] = verdict
-    run.write_json("report.json", report)
-    library = library if library is not None else HarnessLibrary(cfg.library_dir)
-    score = (report.get("search") or {}).get("best_h") or 0.0
-    keep_in_library(library, verdict, cfg.env, cfg.mode, code, score, gate=cfg.adoption.gate, run_id=run.id,
-                    candidate_id=candidate_id, model=report.get("model"), method=cfg.method)
-    return verdict
-
-
-def evaluate_harness(
-    cfg: AutoHarnessConfig,
-    run: Any,
-    code: str,
-    play_model: Model,
-    protocol: ProtocolConfig,
-    *,
-    env_factory: Callable[[], Any] | None = None,
-    runtime_factory: RuntimeFactory | None = None,
-    on_phase: Callable[[str], None] | None = None,
-) -> dict[str, Any]:
-    """The held-out protocol (model with and without ``code``, :func:`ratchet.autoharness.heldout.play_protocol`),
-    kept in the run as ``protocol.json``.
-
-    Separate from the search so a batch can search every game first and spend what time is left on
-    the slower LLM protocol."""
-    return play_protocol(run, code, play_model, cfg.env, cfg.mode, cfg.heldout_seeds, protocol,
-                         runtime_factory or sandbox_runtime_factory(cfg.call_timeout_s), env_factory=env_factory,
-                         on_phase=on_phase)
 
 
 def best_code(run: Any) -> tuple[str, dict[str, Any]]:

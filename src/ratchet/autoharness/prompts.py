@@ -6,18 +6,16 @@ library's API with its output on a real board of the game and one worked example
 
 from __future__ import annotations
 
-import itertools
 import textwrap
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ratchet.envs import harnesslib as lib
 from ratchet.contracts import Failure, Message
 from ratchet.envs.answers import function_source
+from ratchet.envs.harness.views import BoardView, excerpt, named_values
 from ratchet.envs.rules import common_opening
 
-if TYPE_CHECKING:  # views imports this module's text helpers
-    from ratchet.autoharness.views import BoardView
 
 SYSTEM = "You write short, correct Python code for game harnesses. Reply with exactly one ```python code block and nothing else."
 
@@ -85,32 +83,12 @@ def is_legal_action(board, action):
 '''
 
 def scaffold_for(view: BoardView, form: str = "[{}]", aliases: dict[str, list[str]] | None = None) -> str:
-    """The template for ``view`` (``views.py``: what ``legal_moves`` is called with), its
+    """The template for ``view`` (``envs/harness/views.py``: what ``legal_moves`` is called with), its
     ``ACTION_FORM`` the game's action format (``envs.grammar``), its ``ALIASES`` ``envs.aliases``'."""
     text = SCAFFOLD.replace("legal_moves(cells(parse_grid(current_board(board))))", f"legal_moves({view.call})")
     if view.imports:
         text = text.replace("action_value, as_action\n", f"action_value, as_action, {view.imports}\n", 1)
     return view.adapt(text).replace('ACTION_FORM = "[{}]"', f"ACTION_FORM = {form!r}").replace("ALIASES = {}", f"ALIASES = {aliases or {}!r}")
-
-
-def compact_list(values: Sequence[Any], run: int = 4) -> str:
-    """A list as a Python expression with runs of one value written once: a small model copying a
-    spelled-out 6×7 board writes dots until its token limit, inside an unterminated docstring.
-
-    >>> compact_list(['0', '1', '.', '.', '.', '.', 'X'])
-    "['0', '1'] + ['.'] * 4 + ['X']"
-    """
-    parts: list[str] = []
-    plain: list[Any] = []
-    for value, group in itertools.groupby(values):
-        n = len(list(group))
-        if n < run:
-            plain += [value] * n
-            continue
-        parts += [repr(plain)] if plain else []
-        parts.append(f"[{value!r}] * {n}")
-        plain = []
-    return " + ".join(parts + ([repr(plain)] if plain or not parts else []))
 
 
 def scaffold_function(examples: Sequence[tuple[tuple[Any, ...], Sequence[str]]], view: BoardView) -> str:
@@ -168,25 +146,12 @@ def body_request(examples: Sequence[tuple[tuple[Any, ...], Sequence[str]]], view
     return BODY_REQUEST, "```python\n" + scaffold_function(examples, view) + "\n"
 
 
-def excerpt(text: str, limit: int = 700) -> str:
-    """The end of a long observation (the current position is at the end)."""
-    text = text.strip("\n")
-    return text if len(text) <= limit else "…" + text[-limit:]
-
-
 def library_view(board: str) -> str:
     """What the helper library returns on a real board of the game, so a small model sees the
     data it will work with instead of guessing it."""
     block = lib.current_board(board)
     lines = [f"current_board(board) ->\n{textwrap.indent(block, '    ') if block else '    (empty: no board block found)'}"]
     return "\n".join(lines + [parsed(block)] if lib.parse_grid(block) else lines)
-
-
-def named_values(block: str) -> dict[str, Any]:
-    """The block's named values (``harnesslib.fields``) where it has two at least and some are no
-    plain text (towers, hands, scores), else empty: a "Turn: X" line alone is no such board."""
-    named = lib.fields(block)
-    return named if len(named) >= 2 and any(not isinstance(v, str) for v in named.values()) else {}
 
 
 def parsed(block: str, grid: bool = True) -> str:
@@ -217,60 +182,41 @@ def describe_failure(i: int, f: Failure, board_limit: int = 500) -> str:
     return "\n".join(parts)
 
 
-def asks_one_function(code: str | None, scaffold: bool, scaffold_examples: Sequence[Any]) -> bool:
-    """Whether :func:`synthesis_prompt` asks for ``legal_moves`` alone (the one-function request):
-    the scaffold is on, there are examples, and the node is a root or a scaffolded one."""
-    return bool(scaffold and scaffold_examples and (code is None or "def legal_moves" in code))
+def scaffold_prompt(*, game: str, description: str, code: str | None, error_summary: str,
+                    examples: Sequence[tuple[Any, Sequence[str]]], view: BoardView, body_only: bool = False) -> list[Message]:
+    """The one-function request: ``legal_moves`` alone, its doctests real states of the game
+    (``examples``); ``code`` a parent with its own ``legal_moves``, shown as wrong, or None.
+    ``body_only``: the signature and docstring are the reply's prefix (:func:`body_request`)."""
+    if code is not None:
+        # Counterexample-guided: the same short request, the states it got wrong added as
+        # examples, and the wrong attempt shown.
+        head = (f"Game: {game}\n\n{excerpt(description, 600)}\n\n"
+                f"This attempt is wrong:\n```python\n{function_source(code, 'legal_moves')}\n```\n"
+                + (f"Its errors: {error_summary}\n\n" if error_summary else "\n"))
+    else:
+        # Small models echo a template instead of filling it in, hard-code a single example's
+        # answer, and copy API listings into their code: ask for one function in the HumanEval
+        # format (signature + doctest examples from real states) and nothing else; propose_action
+        # / is_legal_action are built around it when the code is extracted.
+        head = f"Game: {game}\n\n{excerpt(description, 600)}\n\n"
+    system = {"role": "system", "content": SYSTEM}
+    if body_only:
+        ask, prefix = body_request(examples, view)
+        return [system, {"role": "user", "content": head + ask}, {"role": "assistant", "content": prefix}]
+    return [system, {"role": "user", "content": head + scaffold_request(examples, view)}]
 
 
-def synthesis_prompt(
-    *,
-    game: str,
-    description: str,
-    action_examples: Sequence[str],
-    mode: str,
-    code: str | None,
-    failures: Sequence[Failure],
-    refine: str,
-    error_summary: str = "",
-    helper_library: bool = False,
-    few_shot: bool = False,
-    sample_board: str | None = None,
-    scaffold: bool = False,
-    scaffold_examples: Sequence[tuple[Any, Sequence[str]]] = (),
-    view: BoardView | None = None,
-    body_only: bool = False,
-) -> list[Message]:
-    """The refiner's messages. ``code=None`` asks for the first version (the tree's root).
-    ``body_only``: the one-function request's signature and docstring are the reply's prefix
-    (:func:`body_request`), so only the body is asked for."""
-    if asks_one_function(code, scaffold, scaffold_examples):
-        if code is not None:
-            # Counterexample-guided: the same short request, the states it got wrong added as
-            # examples, and the wrong attempt shown.
-            head = (f"Game: {game}\n\n{excerpt(description, 600)}\n\n"
-                    f"This attempt is wrong:\n```python\n{function_source(code, 'legal_moves')}\n```\n"
-                    + (f"Its errors: {error_summary}\n\n" if error_summary else "\n"))
-        else:
-            # Small models echo a template instead of filling it in, hard-code a single example's
-            # answer, and copy API listings into their code: ask for one function in the HumanEval
-            # format (signature + doctest examples from real states) and nothing else; propose_action
-            # / is_legal_action are built around it when the code is extracted.
-            head = f"Game: {game}\n\n{excerpt(description, 600)}\n\n"
-        system = {"role": "system", "content": SYSTEM}
-        if body_only:
-            ask, prefix = body_request(scaffold_examples, view)
-            return [system, {"role": "user", "content": head + ask}, {"role": "assistant", "content": prefix}]
-        return [system, {"role": "user", "content": head + scaffold_request(scaffold_examples, view)}]
-    sections = [f"Game: {game}", "Game description:\n" + excerpt(description, 900)]
-    if action_examples:
-        sections.append("Action space: actions are written in brackets, e.g. " + ", ".join(list(dict.fromkeys(action_examples))[:6]))
-    sections.append("Write these Python functions:\n" + SIGNATURES[mode])
+def harness_prompt(*, game: str, description: str, mode: str, code: str, failures: Sequence[Failure], refine: str,
+                   error_summary: str = "", helper_library: bool = False, few_shot: bool = False,
+                   sample_board: str | None = None) -> list[Message]:
+    """The paper's request: both functions of ``code`` (the parent), its failed steps and error
+    types, fix ``refine`` (``refine.which_to_refine``); with ``helper_library`` the ``harnesslib``
+    API and its output on ``sample_board``, with ``few_shot`` a worked harness for another game."""
+    sections = [f"Game: {game}", "Game description:\n" + excerpt(description, 900),
+                "Write these Python functions:\n" + SIGNATURES[mode]]
     instructions = list(INSTRUCTIONS) + ([POLICY_INSTRUCTION] if mode == "policy" else [])
     if helper_library:
         instructions[1] = "Use only the standard library, numpy and harnesslib (below)."
-    if scaffold and code is None:
-        instructions = instructions[:3]
     sections.append("Instructions:\n" + "\n".join(f"- {s}" for s in instructions))
     if helper_library:
         sections.append("harnesslib API:\n" + HARNESSLIB_API + (FIELDS_API if sample_board and named_values(lib.current_board(sample_board)) else ""))
@@ -278,120 +224,11 @@ def synthesis_prompt(
             sections.append("A board of this game:\n" + textwrap.indent(excerpt(sample_board, 500), "  ") + "\nOn it, harnesslib gives:\n" + library_view(sample_board))
     if few_shot:
         sections.append(FEW_SHOT)
-    if code is not None:
-        sections.append("Current code:\n```python\n" + code.strip() + "\n```")
-        if failures:
-            sections.append("Failed steps:\n" + "\n\n".join(describe_failure(i + 1, f) for i, f in enumerate(failures)))
-        if error_summary:
-            sections.append("Error types: " + error_summary)
-        target = {"both": "both functions", "propose_action": "propose_action", "is_legal_action": "is_legal_action"}[refine]
-        if scaffold and "def legal_actions" in code:
-            target = "legal_actions (propose_action and is_legal_action use it)"
-        sections.append(f"Fix {target} so these steps succeed. Return the complete code.")
-    else:
-        sections.append("Return the complete code with both functions.")
+    sections.append("Current code:\n```python\n" + code.strip() + "\n```")
+    if failures:
+        sections.append("Failed steps:\n" + "\n\n".join(describe_failure(i + 1, f) for i, f in enumerate(failures)))
+    if error_summary:
+        sections.append("Error types: " + error_summary)
+    target = {"both": "both functions", "propose_action": "propose_action", "is_legal_action": "is_legal_action"}[refine]
+    sections.append(f"Fix {target} so these steps succeed. Return the complete code.")
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n\n".join(sections)}]
-
-
-# ---------------------------------------------------------------- decomposition (the decompose idea)
-
-
-def _shape(value: Any) -> str:
-    """The shape of a board value in words, for the parser's docstring."""
-    if isinstance(value, list) and value and all(isinstance(row, list) for row in value):
-        return "a list of rows, each a list of cells"
-    return "a list" if isinstance(value, list) else "a value"
-
-
-def _board_excerpt(observation: str, limit: int = 420) -> str:
-    """The observation from its last "...Board:" line on (the current position), or its end."""
-    lines = observation.rstrip("\n").splitlines()
-    header = next((i for i in range(len(lines) - 1, -1, -1) if "board" in lines[i].lower() and lines[i].rstrip().endswith(":")), None)
-    if header is not None:
-        tail = "\n".join(lines[header:]) + "\n"
-        if len(tail) <= limit:
-            return tail
-    return excerpt(observation, limit)
-
-
-def _cell_hint(examples: Sequence[tuple[str, Any, Any]]) -> str:
-    """How shown cells map to stored ones, read from the examples where the text's grid has the
-    board's shape (e.g. TicTacToe shows free cells as their number and stores ''): "Cells shown as
-    '0', '2', '3', … are '' in the board." Empty when nothing is renamed or shapes differ."""
-    renamed: dict[str, list[str]] = {}
-    for _, board, truth in examples:
-        grid = lib.parse_grid(lib.current_board(str(board)))
-        if not (isinstance(truth, list) and len(grid) == len(truth) and all(isinstance(r, list) and len(r) == len(g) for r, g in zip(truth, grid))):
-            return ""
-        for row, stored in zip(grid, truth):
-            for shown, value in zip(row, stored):
-                if shown != value and isinstance(value, str) and shown not in renamed.setdefault(value, []):
-                    renamed[value].append(shown)
-    parts = [", ".join(repr(t) for t in sorted(shown)[:3]) + (", …" if len(shown) > 3 else "") + f" are {value!r}"
-             for value, shown in renamed.items() if shown]
-    return ("Cells shown as " + "; ".join(parts) + " in the board.") if parts else ""
-
-
-def decomposed_request(target: str, examples: Sequence[tuple[str, Any, Any]], helper_library: bool) -> str:
-    """A HumanEval-style request for one part of a decomposed harness: ``parse_board(observation)``
-    (examples: real observations with the env's own board) or ``legal_moves(state)`` (examples: the
-    env's board with the game's legal list, or whether one action is legal there)."""
-    if target == "parse_board":
-        truth = examples[0][2] if examples else None
-        lines = ["def parse_board(observation):",
-                 f'    """Return the current board as the game stores it: {_shape(truth)}.',
-                 "    `observation` is the text the player sees; its current board is the last one in it."]
-        if helper_library:
-            lines.append("    current_board(observation) gives that board's text and parse_grid(text) splits it into rows of cell strings.")
-        hint = _cell_hint(examples)
-        if hint:
-            lines.append(f"    {hint}")
-        lines.append("")
-        for i, (_, board, value) in enumerate(examples):
-            shown = _board_excerpt(board)
-            if helper_library and i == 0:
-                # What the library gives on the same text: the model then only maps cells.
-                lines += [f"    >>> parse_grid(current_board({shown!r}))", f"    {lib.parse_grid(lib.current_board(shown))!r}"]
-            lines += [f"    >>> parse_board({shown!r})", f"    {value!r}"]
-        head = "from harnesslib import current_board, parse_grid\n\n" if helper_library else ""
-    else:
-        fmt = next((v[0] for _, _, v in examples if v), "[4]")  # a listed action, or a labelled one
-        lines = ["def legal_moves(state):",
-                 f'    """Return every legal action for the player to move, as strings like "{fmt}".',
-                 "    `state` is the current board (as parse_board returns it).", ""]
-        for kind, state, value in examples:
-            if kind == "list":
-                lines += [f"    >>> legal_moves({state!r})", f"    {list(value)[:24]!r}"]
-            else:
-                action, legal = value
-                lines += [f"    >>> {action!r} in legal_moves({state!r})", f"    {bool(legal)!r}"]
-        head = ""
-    lines.append('    """')
-    return ("Complete this Python function so that its examples pass. Compute the answer from its argument.\n"
-            "```python\n" + head + "\n".join(lines) + "\n```\nReply with the complete function in one ```python block.")
-
-
-def decomposed_prompt(
-    *,
-    game: str,
-    description: str,
-    target: str,
-    current: str | None,
-    failures: Sequence[Failure],
-    error_summary: str,
-    examples: Sequence[tuple[str, Any, Any]],
-    helper_library: bool = True,
-) -> list[Message]:
-    """The refiner's messages for one part of a decomposed harness: the part's request, and when
-    refining, that part's wrong attempt and its own failures only (the other part is not shown:
-    it passed its checks or is asked for on its own)."""
-    text = f"Game: {game}\n\n{excerpt(description, 600)}\n\n"
-    if current is not None:
-        text += f"This attempt is wrong:\n```python\n{current.strip()}\n```\n"
-        problems = list(dict.fromkeys(excerpt(f.message, 400) for f in failures if f.message))[:3]
-        if problems:
-            text += "What went wrong:\n" + "\n".join(f"- {p}" for p in problems) + "\n"
-        if error_summary:
-            text += f"In short: {error_summary}\n"
-        text += "\n"
-    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": text + decomposed_request(target, examples, helper_library)}]

@@ -1,6 +1,6 @@
 """Which function to refine, whether a response's code is a complete harness, and the refiners the
 engine's critic + refiner proposer asks: the paper's request (:class:`HarnessRefiner`), the
-search's one-function request (:class:`ScaffoldRefiner`) and its two parts (:class:`DecomposeRefiner`).
+search's one-function request (:class:`ScaffoldRefiner`).
 
 The paper's rule: if ``is_legal_action`` said True but the environment rejected the move, both
 functions are wrong → refine both; if it said False (the proposal itself was illegal) → refine
@@ -17,19 +17,23 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from ratchet.autoharness import views
-from ratchet.autoharness.critic import summarize
-from ratchet.autoharness.decompose import PARSER, Decomposer
-from ratchet.autoharness.prompts import is_long, scaffold_for, shortened, synthesis_prompt
-from ratchet.autoharness.runtime import sandbox_runtime_factory
-from ratchet.autoharness.transitions import check_legal_actions, listed_accuracy
+from ratchet.envs.harness import views
+from ratchet.envs.harness.diagnoses import DIAGNOSES
+from ratchet.autoharness.prompts import harness_prompt, is_long, scaffold_for, scaffold_prompt, shortened
+from ratchet.envs.harness.runtime import sandbox_runtime_factory
+from ratchet.envs.harness.transitions import check_legal_actions, listed_accuracy
 from ratchet.contracts import Failure, Message, RatchetError
 from ratchet.envs.aliases import infer_aliases
 from ratchet.envs.answers import defined_functions, extract_code
 from ratchet.envs.explore import listed_states
-from ratchet.envs.registry import env_factory_for
+from ratchet.evolve.proposers import critic as engine_critic
 
 REQUIRED = ("propose_action", "is_legal_action")
+
+
+def summarize(failures: Sequence[Failure]) -> str:
+    """The error types among ``failures`` with counts, most frequent first, the diagnoses first."""
+    return engine_critic.summarize(failures, first=DIAGNOSES)
 
 
 @runtime_checkable
@@ -80,9 +84,9 @@ class HarnessRefiner:
 
     def request(self, code: str, shown: list[Failure], pool: list[Failure]) -> list[Message]:
         board = next((f.detail["board"] for f in shown if f.detail.get("board")), None) if self.helper_library else None
-        return synthesis_prompt(game=self.game, description=self.description, action_examples=[], mode=self.mode, code=code,
-                                failures=shown, refine=which_to_refine(shown), error_summary=summarize(pool),
-                                helper_library=self.helper_library, few_shot=self.few_shot, sample_board=board)
+        return harness_prompt(game=self.game, description=self.description, mode=self.mode, code=code, failures=shown,
+                              refine=which_to_refine(shown), error_summary=summarize(pool),
+                              helper_library=self.helper_library, few_shot=self.few_shot, sample_board=board)
 
     def new_code(self, reply: str, code: str) -> tuple[str | None, str]:
         own = extract_code(reply)
@@ -218,63 +222,11 @@ class ScaffoldRefiner(ExploringRefiner):
         if self.short_examples and self._long:
             picked = shortened(picked, h.view)
         body_only = self.body_only and (self._long or not self.long_only)
-        return synthesis_prompt(game=self.game, description=self.description, action_examples=[], mode=self.mode, code=own,
-                                failures=shown, refine="both", error_summary=summarize(pool) if own else "",
-                                scaffold=True, scaffold_examples=picked, view=h.view, body_only=body_only)
+        return scaffold_prompt(game=self.game, description=self.description, code=own,
+                               error_summary=summarize(pool) if own else "", examples=picked, view=h.view, body_only=body_only)
 
     def new_code(self, reply: str, code: str) -> tuple[str | None, str]:
         template = code if "def legal_moves" in code else (self.harvest() and self._template)
         new = extract_code(reply, previous=template, required=REQUIRED)
         problem = "no code in the reply" if new is None else check_signatures(new)
         return (None, problem) if problem else (new, "")
-
-
-class DecomposeRefiner(ExploringRefiner):
-    """The dedicated search's ``decompose`` idea for the engine (:class:`decompose.Decomposer`):
-    ``parse_board`` and ``legal_moves`` asked for apart, each checked in the sandbox against the
-    env's own board on the explored states, only the failing part asked for again and the other
-    kept verbatim. A parent that is not decomposed (the workspace's harness.py) gets the search's
-    first request, for the parser. The ground truth needs an env whose board is plain data; a game
-    without one is refused at the first request."""
-
-    def __init__(self, game: str, description: str = "", seeds: Sequence[int] = (0, 1, 2, 3),
-                 transitions_per_seed: int = 60, helper_library: bool = True, call_timeout_s: float = 2.0) -> None:
-        super().__init__(game, description, seeds, transitions_per_seed, call_timeout_s)
-        self.decomposer = Decomposer(helper_library)
-        #: The part the last request asked for, read out of its replies (the critic reads them before it asks again).
-        self.target = PARSER
-
-    def explored(self, h: Any) -> None:
-        # The harness sees the observations without the game's legal lists: the env the search checks parsers on.
-        self.decomposer.prepare(env_factory_for(self.game), h.transitions)
-        if not self.decomposer.active:
-            raise RatchetError(f"{self.game}: the decompose refiner has no ground truth: {self.decomposer.reason}",
-                               hint="use ScaffoldRefiner or HarnessRefiner")
-
-    def check(self, code: str) -> tuple[dict[str, float], list[Failure]]:
-        """Each part's accuracy and failures, in the sandbox (none when ``code`` does not load or is not decomposed)."""
-        return self.in_sandbox(code, lambda runtime: self.decomposer.check(runtime, code)) or ({}, [])
-
-    def request(self, code: str, shown: list[Failure], pool: list[Failure]) -> list[Message]:
-        metrics, failures = self.check(code)
-        # The parts' own failures first, as the search pools them; the engine's (no "part") are
-        # shown once both parts pass their checks. Random(0): the same parent, the same request.
-        self.target, _, messages = self.decomposer.request(
-            game=self.game, description=self.description, code=code, pool=failures + pool, metrics=metrics,
-            rng=random.Random(0), limit=max(len(shown), 4))  # each part's check keeps at most 4
-        return messages
-
-    def new_code(self, reply: str, code: str) -> tuple[str | None, str]:
-        new = self.decomposer.new_code(code, reply, self.target)
-        problem = f"the reply defines no {self.target}" if new is None else check_signatures(new)
-        return (None, problem) if problem else (new, "")
-
-    def screen(self, code: str) -> float:
-        """The mean of the two parts' accuracies (0 when the code does not load): how the
-        critic_refiner ranks a step's ``samples``."""
-        return self.screen_failures(code)[0]
-
-    def screen_failures(self, code: str) -> tuple[float, list[Failure]]:
-        """``screen`` and the parts' failures behind it."""
-        metrics, failures = self.check(code)
-        return (metrics.get("parse_accuracy", 0.0) + metrics.get("rule_accuracy", 0.0)) / 2, failures

@@ -4,7 +4,7 @@ idea, with the engine's evaluations as its judge. A run config names it by impor
 
 On its first proposal it harvests labelled transitions of the game (``envs.explore.harvest``:
 random walks whose states are replayed with every listed action, plus illegal ones), chooses how
-``legal_moves`` sees a state (:func:`ratchet.autoharness.views.choose_view`) and fits rules to the states the
+``legal_moves`` sees a state (:func:`ratchet.envs.harness.views.choose_view`) and fits rules to the states the
 game listed its legal actions in (``envs.rules.induce``: one list everywhere, a cell that tells an
 action, a marker, the moves not yet played). The rules, inside the one-function scaffold
 (``autoharness.prompts.scaffold_for``), are the whole new ``harness.py``.
@@ -36,9 +36,9 @@ from typing import Any
 
 from pydantic import Field
 
-from ratchet.autoharness.evaluate import ENV_REJECTED
+from ratchet.envs.harness.player import ENV_REJECTED
 from ratchet.autoharness.prompts import scaffold_for
-from ratchet.autoharness.views import BoardView, choose_view
+from ratchet.envs.harness.views import BoardView, choose_view
 from ratchet.config import Settings
 from ratchet.contracts import ArchiveView, Candidate, Claim, Proposal, Skip, TaskResult
 from ratchet.envs.explore import Transition, harvest, listed_states

@@ -5,7 +5,7 @@ named ``ratchet.autoharness.screened:ScreenedMutationProposer``.
 The engine's plain ``mutation`` proposer draws one mutant at random and leaves the judging to the
 suite and the gate; most mutants of a program are worse, so most of those proposals cost a full
 evaluation to learn it. The search scores its mutants on the dense checks (the labelled
-transitions' unit tests, the game's legal lists: :mod:`ratchet.autoharness.dense`), which take
+transitions' unit tests, the game's legal lists: :mod:`ratchet.envs.harness.dense`), which take
 milliseconds and no rollout, and only judges those the checks prefer. This proposer does the same:
 it screens up to ``max_mutants`` mutants of ``harness.py`` in the sandbox and proposes the one that
 scores highest on the checks, only when it scores higher than the parent; else it skips, so the
@@ -19,8 +19,8 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from ratchet.autoharness.dense import DenseCheck, build_checks, dense_of, run_checks
-from ratchet.autoharness.runtime import RuntimeFactory, sandbox_runtime_factory
+from ratchet.envs.harness.dense import DenseCheck, build_checks, dense_of, run_checks
+from ratchet.envs.harness.runtime import RuntimeFactory, sandbox_runtime_factory
 from ratchet.config import Settings
 from ratchet.contracts import ArchiveView, Candidate, Claim, Proposal, RatchetError, Skip
 from ratchet.envs.explore import harvest

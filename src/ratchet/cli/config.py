@@ -21,7 +21,7 @@ console = Console()
 #: component that is not installed (or not written yet) does not break the others.
 CONFIGS: dict[str, str] = {
     "autoharness": "ratchet.autoharness.config:AutoHarnessConfig",
-    "protocol": "ratchet.autoharness.protocol:ProtocolConfig",
+    "protocol": "ratchet.envs.harness.protocol:ProtocolConfig",
     "serve": "ratchet.online.config:OnlineConfig",
     "trainer": "ratchet.online.trainer_config:TrainerConfig",
     "envs": "ratchet.envs.config:EnvConfig",

@@ -7,9 +7,6 @@ where it prints none, every action of the game's action grammar (:mod:`ratchet.e
 read from its rules and error messages) when there are few enough — then the legal ones found are
 that state's full list — else a sample of them; plus actions from the game's vocabulary (bracketed
 tokens seen, and variants of them) that are illegal there.
-
-:func:`true_states` replays such states to read the env's own board there (``board_state()``), the
-ground truth a board parser is checked against.
 """
 
 from __future__ import annotations
@@ -18,14 +15,13 @@ import random
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from ratchet.contracts import Environment
 from ratchet.envs.aliases import outcome
 from ratchet.envs.grammar import infer_grammar
 from ratchet.envs.hints import HINT_LABEL, hint_items
-from ratchet.envs.textarena_env import plain_board
 
 EnvFactory = Callable[[], Environment]
 _BRACKETED = re.compile(r"\[[^\[\]\n]{1,40}\]")
@@ -214,59 +210,3 @@ def balanced_subset(transitions: Sequence[Transition], limit: int, rng: random.R
     take_i = illegal[: max(half, limit - len(legal))]
     take_l = legal[: limit - len(take_i)]
     return take_l + take_i
-
-
-def true_board(env: Environment) -> Any:
-    """The env's own board now, as plain data, or None when the env exposes none."""
-    method = getattr(env, "board_state", None)
-    return plain_board(method()) if callable(method) else None
-
-
-@dataclass
-class TrueState:
-    """One harvested state with the env's ground truth: what the player sees, the env's own
-    board there, and what is legal there."""
-
-    board: str
-    truth: Any
-    listed: list[str] = field(default_factory=list)
-    """The game's full legal list at this state (empty when the game prints none)."""
-    labelled: list[tuple[str, bool, str | None]] = field(default_factory=list)
-    """(action, legal?, env reason) tried at this state."""
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> TrueState:
-        return cls(data["board"], data["truth"], list(data["listed"]), [tuple(x) for x in data["labelled"]])
-
-
-def true_states(env_factory: EnvFactory, transitions: Sequence[Transition], limit: int = 30) -> tuple[list[TrueState], str | None]:
-    """Distinct states of the labelled transitions, each replayed to read the env's true board.
-    Returns (states, None), or ([], why there is no ground truth)."""
-    if not transitions:
-        return [], "no harvested states (the env gave no labelled transitions)"
-    groups: dict[tuple[int, tuple[str, ...]], list[Transition]] = {}
-    for t in transitions:
-        groups.setdefault((t.seed, tuple(t.prefix)), []).append(t)
-    # Spread over game lengths: the early states of every seed look alike.
-    keys = sorted(groups, key=lambda k: len(k[1]))
-    keys = keys[:: max(1, len(keys) // limit)][:limit]
-    env = env_factory()
-    states: list[TrueState] = []
-    try:
-        for seed, prefix in keys:
-            obs = replay(env, seed, prefix)
-            if obs is None or any(s.board == obs.text for s in states):
-                continue  # the same position reached from another seed: one check is enough
-            truth = true_board(env)
-            if truth is None:
-                return [], f"{type(env).__name__} exposes no plain board state (no board_state(), or it is not plain data)"
-            group = groups[(seed, prefix)]
-            states.append(TrueState(obs.text, truth, list(group[0].listed), [(t.action, bool(t.legal), t.reason) for t in group]))
-    finally:
-        env.close()
-    if not states:
-        return [], "no harvested state could be replayed"
-    return states, None

@@ -5,7 +5,7 @@ Most games print no list of legal moves, but their rules say what an action look
 … '[4]'", "[a-z]", "Invalid format: use [n]". :func:`infer_grammar` turns that into an
 :class:`ActionGrammar` of bracketed patterns whose slots are integers or letters over the ranges
 the text names; its actions can be enumerated (to try every one at a state and label it legal or
-not, :mod:`ratchet.autoharness.transitions`), matched, and used to format what code returns
+not, :mod:`ratchet.envs.harness.transitions`), matched, and used to format what code returns
 (a tuple ``(1, 2)`` → ``"[1 2]"``, see ``harnesslib.as_action``).
 """
 

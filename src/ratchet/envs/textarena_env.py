@@ -274,7 +274,7 @@ class TextArenaEnv:
     def board_state(self) -> Any:
         """The game's own board now (``state.game_state["board"]``) as plain data, read only; None
         when the game keeps no board there or keeps objects (Chess's ``chess.Board``) that have no
-        agreed plain form. Ground truth for board parsers (AutoHarness ``decompose``)."""
+        agreed plain form. Ground truth a board parser can be checked against."""
         game_state = getattr(self._env.state, "game_state", None)
         return plain_board(game_state.get("board")) if isinstance(game_state, dict) else None
 

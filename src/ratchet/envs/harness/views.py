@@ -10,12 +10,12 @@ gets that mark where its legal moves depend on whose turn it is (Othello).
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Sequence
 from typing import Any
 
 from ratchet.envs import harnesslib as lib
-from ratchet.autoharness.prompts import compact_list, excerpt, named_values
 
 
 class BoardView:
@@ -141,3 +141,36 @@ def examples(view: BoardView, states: Sequence[tuple[str, Sequence[str]]], limit
             seen.add(shown)
             out.append((args, legal))
     return out
+
+
+def compact_list(values: Sequence[Any], run: int = 4) -> str:
+    """A list as a Python expression with runs of one value written once: a small model copying a
+    spelled-out 6×7 board writes dots until its token limit, inside an unterminated docstring.
+
+    >>> compact_list(['0', '1', '.', '.', '.', '.', 'X'])
+    "['0', '1'] + ['.'] * 4 + ['X']"
+    """
+    parts: list[str] = []
+    plain: list[Any] = []
+    for value, group in itertools.groupby(values):
+        n = len(list(group))
+        if n < run:
+            plain += [value] * n
+            continue
+        parts += [repr(plain)] if plain else []
+        parts.append(f"[{value!r}] * {n}")
+        plain = []
+    return " + ".join(parts + ([repr(plain)] if plain or not parts else []))
+
+
+def excerpt(text: str, limit: int = 700) -> str:
+    """The end of a long observation (the current position is at the end)."""
+    text = text.strip("\n")
+    return text if len(text) <= limit else "…" + text[-limit:]
+
+
+def named_values(block: str) -> dict[str, Any]:
+    """The block's named values (``harnesslib.fields``) where it has two at least and some are no
+    plain text (towers, hands, scores), else empty: a "Turn: X" line alone is no such board."""
+    named = lib.fields(block)
+    return named if len(named) >= 2 and any(not isinstance(v, str) for v in named.values()) else {}

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ratchet.envs.harnesslib import action_value
-from ratchet.autoharness.runtime import HarnessRuntime
+from ratchet.envs.harness.runtime import HarnessRuntime
 from ratchet.contracts import Failure
 from ratchet.sandbox.errors import feedback_of
 from ratchet.envs.explore import Transition

@@ -1,12 +1,9 @@
-"""The critic's AutoHarness half, its diagnoses over many boards. Picking the failed steps to show
-and naming their error types is the engine's critic (``evolve.proposers.critic``), which the
-engine's critic + refiner proposer and the decompose refiner use.
-
-``diagnose_legal_actions`` names, in plain words, mistakes small models make over and over when
-asked for ``legal_actions``: an inverted condition (it returns exactly the moves that are not
-legal, e.g. the taken cells), an answer copied from an example (the same list on boards whose
-legal moves differ), and a test for "legal" that never holds (always []). A per-board "returned
-X but the legal actions are Y" says none of these; the summary puts the diagnoses first, unabridged.
+"""Plain-words diagnoses of a harness's ``legal_actions`` over many boards of a game: mistakes small
+models make over and over when asked for it. An inverted condition (it returns exactly the moves
+that are not legal, e.g. the taken cells), an answer copied from an example (the same list on boards
+whose legal moves differ), and a test for "legal" that never holds (always []). A per-board
+"returned X but the legal actions are Y" (``transitions.check_legal_actions``) says none of these;
+a refiner's error summary puts the diagnoses (``DIAGNOSES``) first, unabridged.
 """
 
 from __future__ import annotations
@@ -16,19 +13,12 @@ from typing import Any
 
 from ratchet.contracts import Failure
 from ratchet.envs import harnesslib as lib
-from ratchet.evolve.proposers import critic as engine_critic
-from ratchet.evolve.proposers.critic import sample_failures  # noqa: F401 - read as critic.sample_failures (decompose)
 
 #: Failure kinds that are diagnoses over many boards, not single failed steps.
 INVERTED = "inverted_condition"
 COPIED = "copied_answer"
 NEVER = "never_legal"
 DIAGNOSES = (INVERTED, COPIED, NEVER)
-
-
-def summarize(failures: Sequence[Failure]) -> str:
-    """The error types among ``failures`` with counts, most frequent first, the diagnoses first."""
-    return engine_critic.summarize(failures, first=DIAGNOSES)
 
 
 def diagnose_legal_actions(wrong: Sequence[Failure], states: Sequence[tuple[str, Sequence[str]]]) -> list[Failure]:

@@ -14,6 +14,9 @@ Verifier mode at play time: the LLM proposes with the paper's playing prompt; th
 which the harness's own ``propose_action`` supplies the move (counted as a fallback). Filter mode:
 ``propose_action`` is sampled ``filter_candidates`` times, the legal distinct ones are listed and
 the LLM picks one. Policy mode: ``propose_action`` alone, no LLM.
+
+:func:`play_protocol` runs it for a run (its games recorded there, the result ``protocol.json``),
+:func:`protocol_sides` flattens the result's two sides; :func:`code_heldout` is the harness alone.
 """
 
 from __future__ import annotations
@@ -23,14 +26,16 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ratchet.autoharness.evaluate import HarnessPlayer
-from ratchet.autoharness.runtime import HarnessRuntime
+from ratchet.envs.harness.player import HarnessPlayer
+from ratchet.envs.harness.runtime import HarnessRuntime, RuntimeFactory
 from ratchet.sandbox.errors import feedback_of
-from ratchet.autoharness.transitions import score_is_legal
+from ratchet.envs.harness.transitions import score_is_legal
 from ratchet.envs.explore import harvest
 from ratchet.config import Settings
 from ratchet.contracts import Environment, Model, Observation
 from ratchet.envs.agents import LLMAgent
+from ratchet.envs.recording import EpisodeRecorder
+from ratchet.envs.registry import env_factory_for
 from ratchet.envs.measure import PlayStats, game_seed, lockstep, random_legal_opponent, reward, selfplay_legal_rate
 
 
@@ -261,3 +266,43 @@ def code_heldout(
         "failure_examples": [{"kind": f.kind, "action": f.detail.get("action"), "feedback": f.message} for f in stats.failures[:3]],
         **({"cut_after_s": round(time.monotonic() - started, 1)} if stats.cut else {}),
     }
+
+
+def play_protocol(run: Any, code: str, play_model: Model, game: str, mode: str, seeds: list[int],
+                  protocol: ProtocolConfig, runtime_factory: RuntimeFactory, *,
+                  env_factory: Callable[[], Any] | None = None,
+                  on_phase: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """The held-out protocol (``play_model`` with and without ``code`` on ``seeds``), kept in the run
+    as ``protocol.json``; its games are written into the run as they are played (the Trajectories
+    view), each labelled with the phase that played it ("baseline: legal rate", "harness: reward")."""
+    recorder = EpisodeRecorder(run, env_factory or env_factory_for(game), label="heldout")
+
+    def phase(name: str) -> None:
+        recorder.label = "heldout-" + name.replace(":", "").replace(" ", "-")
+        if on_phase is not None:
+            on_phase(name)
+
+    with runtime_factory({"harness.py": code}) as runtime:
+        evaluation = run_protocol(recorder, play_model, game, mode, runtime, seeds, protocol, on_phase=phase)
+    run.write_json("protocol.json", evaluation)
+    return evaluation
+
+
+def protocol_sides(evaluation: dict[str, Any] | None) -> dict[str, Any]:
+    """The report's ``before``/``after``/``protocol`` fields from a :func:`run_protocol` result."""
+
+    def side(label: str) -> dict[str, Any] | None:
+        if not evaluation or label not in evaluation:
+            return None
+        part = evaluation[label]
+        return {
+            "legal_rate": part["legal"]["legal_rate"], "legal_steps": part["legal"]["steps"],
+            "losing_not_illegal": part["legal"]["losing_not_illegal"], "reward": part["reward"]["mean_reward"],
+            "reward_games": part["reward"]["games"], "play_calls": part["work"]["calls"],
+            "rejections": part["work"].get("rejections", 0), "fallbacks": part["work"].get("fallbacks", 0),
+            "illegal_reasons": part["legal"]["illegal_reasons"],
+            # Per seed / per game, in the protocol's order: the adoption verdict pairs the two sides on them.
+            "legal_per_seed": part["legal"].get("per_seed"), "reward_per_game": part["reward"].get("per_game"),
+        }
+
+    return {"before": side("baseline"), "after": side("harness"), "protocol": (evaluation or {}).get("protocol")}

@@ -16,15 +16,16 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from ratchet.autoharness.critic import diagnose_legal_actions
-from ratchet.autoharness.runtime import HarnessRuntime
-from ratchet.autoharness.transitions import check_legal_actions, listed_accuracy, score_is_legal
+from ratchet.envs.harness.diagnoses import diagnose_legal_actions
+from ratchet.envs.harness.runtime import HarnessRuntime
+from ratchet.envs.harness.transitions import check_legal_actions, listed_accuracy, score_is_legal
 from ratchet.contracts import Failure
 from ratchet.envs.explore import Transition, balanced_subset, listed_states
+from ratchet.envs.measure import PlayStats
 
-#: The metrics that are dense checks (the decomposed parts' accuracies included); the others
-#: (legal_rate, steps, games, policy_value) are not averaged into the dense half.
-DENSE = ("unit_accuracy", "legal_actions_accuracy", "parse_accuracy", "rule_accuracy")
+#: The metrics that are dense checks; the others (legal_rate, steps, games, policy_value) are not
+#: averaged into the dense half.
+DENSE = ("unit_accuracy", "legal_actions_accuracy")
 
 
 def dense_of(metrics: Mapping[str, float]) -> float | None:
@@ -40,6 +41,13 @@ def harness_value(primary: float, metrics: Mapping[str, float]) -> float:
     which only the comparison with the game's own legal lists exposes."""
     dense = dense_of(metrics)
     return primary if dense is None else 0.5 * primary + 0.5 * dense
+
+
+def policy_value(stats: PlayStats) -> float:
+    """Harness-as-policy value H: 0 if any move failed, else 0.5 + 0.5·mean reward in [0, 1]."""
+    if stats.failures or not stats.rewards:
+        return 0.0
+    return 0.5 + 0.5 * min(1.0, max(0.0, sum(stats.rewards) / len(stats.rewards)))
 
 
 class DenseCheck(Protocol):
@@ -77,7 +85,7 @@ class LegalLists:
     def __init__(self, transitions: Sequence[Transition], explain: bool = False) -> None:
         self.listed = listed_states(list(transitions))
         #: The ``explain_failures`` idea: plain-words diagnoses of the wrong states (an inverted
-        #: condition, a hard-coded answer, a test never true: ``critic.diagnose_legal_actions``) first.
+        #: condition, a hard-coded answer, a test never true: ``diagnoses.diagnose_legal_actions``) first.
         self.explain = explain
 
     def check(self, runtime: HarnessRuntime, code: str) -> tuple[dict[str, float], list[Failure]]:
