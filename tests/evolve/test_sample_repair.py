@@ -130,3 +130,49 @@ def test_the_autofix_imports_a_module_the_sample_uses() -> None:
     kept = SampleRepair(SampleRepairOptions(rounds=0)).repair(sloppy, toy.screen(sloppy), toy.screen)
     assert kept.before == 0.0 and kept.screen == 1.0 and kept.code.startswith("import math\n")
     assert kept.changes == ["autofix: `import math` added"]
+
+
+class WholeFileRefiner(ToyRefiner):
+    """A refiner that cannot screen (the whole-harness fallback's shape): no ``screen``."""
+
+    screen = None  # type: ignore[assignment]
+
+
+HELPER = "def positive(x):\n    return sign(x) > 0\n"  # reads a helper the request offers, unimported
+IMPORTS = {"sign": "from helpers import sign", "clamp": "from helpers import clamp"}
+
+
+def test_a_sample_of_a_refiner_that_cannot_screen_gets_the_autofix_alone(tmp_path) -> None:
+    """Measured on Bandit: the fallback's whole-harness samples read harnesslib's helpers and
+    ``random`` unimported and all scored 0 on a NameError; a missing import has one reading."""
+    model, run = ScriptedModel([block(HELPER)]), Run()
+    ctx = EngineContext(Manifest(name="toy", editable=["f.py"]), tmp_path, model=model, run=run,
+                        extra={"refiner": WholeFileRefiner()})
+    made = CriticRefinerProposer(CriticRefinerOptions(surface="f.py", repair=SampleRepairOptions(imports=IMPORTS)), ctx)
+    parent = Candidate.from_files("toy", {"f.py": "def positive(x):\n    return True\n"})
+    proposal = made.propose(parent, Archive(parent), random.Random(0))
+    assert isinstance(proposal, Proposal) and proposal.files["f.py"] == "from helpers import sign\n" + HELPER
+    assert len(model.calls) == 1
+    [sample] = run.records[0]["samples"]
+    assert sample["screen"] is None and sample["code"] == code_hash(HELPER)  # the model's own code, unscreened
+    assert sample["repair"] == {"before": None, "after": None, "changes": ["autofix: `from helpers import sign` added"],
+                                "screened": 0, "code": code_hash(proposal.files["f.py"])}
+    assert run.records[0]["kept"] == sample["repair"]["code"]
+    # autofix off: the sample as written
+    model, run = ScriptedModel([block(HELPER)]), Run()
+    ctx = EngineContext(Manifest(name="toy", editable=["f.py"]), tmp_path, model=model, run=run,
+                        extra={"refiner": WholeFileRefiner()})
+    off = CriticRefinerProposer(CriticRefinerOptions(surface="f.py", repair=SampleRepairOptions(imports=IMPORTS, autofix=False)), ctx)
+    assert off.propose(parent, Archive(parent), random.Random(0)).files["f.py"] == HELPER
+
+
+def test_the_autofix_imports_a_named_helper_only_where_the_program_does_not_bind_it() -> None:
+    from ratchet.evolve.proposers.mutation import fixed
+
+    both = "def f(x):\n    return clamp(sign(x)) + sign(x) + len(str(x))\n"
+    fix = fixed(both, imports=IMPORTS)
+    assert fix is not None and fix.code == "from helpers import clamp\nfrom helpers import sign\n" + both
+    assert fixed(both) is None  # without the names: nothing to fix (len and str are builtins)
+    assert fixed("from helpers import sign\n" + HELPER, imports=IMPORTS) is None  # imported already
+    assert fixed("def sign(x):\n    return x\n" + HELPER, imports=IMPORTS) is None  # the program's own
+    assert fixed("from helpers import *\n" + HELPER, imports=IMPORTS) is None  # a star import may bind it

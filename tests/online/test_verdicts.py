@@ -199,3 +199,17 @@ def test_smollm2_trains_on_a_searchs_verdicts_and_publishes_a_version(tmp_path: 
     assert record["is_weight_mean"] == pytest.approx(1.0, abs=1e-3)
     after = trainer.lora_state()
     assert any(not after[k].equal(before[k]) for k in before)  # the update moved the LoRA
+
+
+def test_a_sample_autofixed_unscreened_is_judged_by_the_fixed_codes_games_and_its_hint_says_so(tmp_path: Path) -> None:
+    # A refiner that cannot screen (the whole-harness fallback) gets the autofix alone: the record
+    # keeps the model's code hash, no screen, and the fixed code's hash as the one kept.
+    run = search(tmp_path, [WRONG["hard_coded"]], max_calls=1, samples=1)
+    [record] = run.read_jsonl(SAMPLES_FILE)
+    [sample] = record["samples"]
+    sample.update(code="0" * 16, repair={"before": None, "after": None, "changes": ["autofix: `import random` added"],
+                                         "screened": 0, "code": record["kept"]})
+    (run.dir / SAMPLES_FILE).write_text(json.dumps(record) + "\n")
+    [(_, judgement)] = verdict_turns(run)
+    assert judgement.hint.startswith("A small change was made to your code first (autofix: `import random` added). ")
+    assert "It was rejected" in judgement.hint  # the fixed code's own evaluation, found by the kept hash

@@ -48,6 +48,7 @@ from ratchet.autoharness.library import HarnessLibrary
 from ratchet.envs.harness.protocol import ProtocolConfig
 from ratchet.envs.harness.runtime import RuntimeFactory
 from ratchet.contracts import FORMAT_VERSION, Model
+from ratchet.envs import harnesslib
 from ratchet.envs.registry import env_factory_for
 from ratchet.evolve.config import EvolveConfig
 from ratchet.evolve.loop import Engine
@@ -60,6 +61,8 @@ SCAFFOLD_REFINER = "ratchet.autoharness.refine:ScaffoldRefiner"
 HARNESS_PROPOSER = "ratchet.autoharness.proposer:HarnessRefinerProposer"
 FRESH_ROOT = "ratchet.autoharness.proposer:FreshRootProposer"
 SCREENED_MUTATION = "ratchet.autoharness.screened:ScreenedMutationProposer"
+#: The helper library's names, each with its import: a harness that reads one unimported gets it (autofix).
+LIB_IMPORTS = {name: f"from harnesslib import {name}" for name in harnesslib.__all__}
 
 #: The starting harness when nothing is known of the game: it proposes no real move and believes
 #: every move legal, so its failures are the refiner's first evidence (the search's first request).
@@ -132,6 +135,7 @@ def engine_config(cfg: AutoHarnessConfig, workspace: Path, description: str = ""
     in_step = bool((on("repair") or on("autofix")) and on("scaffold"))
     if in_step:
         critic["repair"] = {"rounds": 3 if on("repair") else 0, "autofix": bool(on("autofix")), "game": cfg.env,
+                            "imports": LIB_IMPORTS,  # the helpers the requests offer, read unimported
                             # every function, the template's few sites among them, so a helper the model wrote is repaired too
                             "mutants": 32}
     proposers: list[dict[str, Any]] = [{"name": HARNESS_PROPOSER, "weight": 1.0, "options": critic}]
@@ -148,10 +152,10 @@ def engine_config(cfg: AutoHarnessConfig, workspace: Path, description: str = ""
     # the search has no such step (its repair and autofix are offspring of a refinement's samples
     # only), every refined child was already climbed when it was proposed, and drawn by weight on
     # the selected parent they mostly skipped (the parent already climbed) while taking steps from
-    # the refiner. A gap: the fallback refiner's whole-harness samples (it has no screen) go
-    # unrepaired, where the search repairs those too.
+    # the refiner. The fallback refiner's whole-harness samples (it has no screen) get the autofix alone.
     if on("autofix") and not in_step:
-        proposers.append({"name": "autofix", "weight": 1.0, "options": {"surfaces": ["harness.py"], "game": cfg.env}})
+        proposers.append({"name": "autofix", "weight": 1.0, "options": {"surfaces": ["harness.py"], "game": cfg.env,
+                                                                       "imports": LIB_IMPORTS}})
     if on("repair") and not in_step:  # the search's repair: mutants screened on the dense checks before one is judged
         checks = [name for idea, name in (("transitions", "transitions"), ("scaffold", "legal_actions")) if on(idea)]
         proposers.append({"name": SCREENED_MUTATION, "weight": 1.0, "options": {

@@ -190,9 +190,11 @@ def _read_samples(run: Any) -> list[_Sample]:
                 hint = f"Your code repeated an earlier answer to this request, which scored {score:.2f} of 1."
             elif reason:
                 score, hint = 0.0, f"Your reply gave no usable new code: {reason}."
-            elif digest is not None and digest == record.get("kept"):
-                child = _candidate_by_code(archive, record["surface"], digest)
+            elif digest is not None and record.get("kept") in (digest, (s.get("repair") or {}).get("code")):
+                child = _candidate_by_code(archive, record["surface"], record["kept"])
                 h, hint = _evaluated(archive, child) if child is not None else (None, "Your code was not run.")
+                if (s.get("repair") or {}).get("code"):  # fixed without the model before it was run
+                    hint = f"A small change was made to your code first ({'; '.join(s['repair']['changes'])}). " + hint
                 score = h or 0.0
             else:
                 score, hint = 0.0, "Your reply was not scored."

@@ -109,6 +109,10 @@ class SampleRepairOptions(Settings):
     None: ``spelled``, else only missing imports are fixed."""
     spelled: dict[str, str] = Field(default_factory=dict)
     """Bare action words and how the game writes each (``{"roll": "[roll]"}``); empty: from ``game``."""
+    imports: dict[str, str] = Field(default_factory=dict)
+    """For ``autofix``: names a sample may read without binding them, each with the line that binds
+    it (the helpers the request offers: ``{"parse_grid": "from harnesslib import parse_grid"}``).
+    A refiner that cannot screen gets only this autofix, unscreened: a missing import has one reading."""
 
 
 class CriticRefinerOptions(ModelProposerOptions):

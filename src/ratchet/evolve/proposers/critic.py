@@ -266,6 +266,13 @@ class CriticRefinerProposer(ModelProposer):
                 reasons.append(sample["reason"])
                 continue
             if screen is None or (self.options.samples == 1 and self.repair is None):  # nothing to rank by: the first usable one
+                if self.repair is not None and (fix := self.repair.autofix(code)) is not None:
+                    # No screen to climb by, but a missing import has one reading (measured: Bandit's
+                    # whole-harness samples read harnesslib's parse_grid/action_value and random
+                    # unimported, and every one scored 0 on a NameError).
+                    sample["repair"] = fix.record(code_hash)
+                    repairs[fix.code] = sample["repair"]
+                    code = fix.code
                 usable.append((0.0, code))
                 break
             if explain is not None:

@@ -226,12 +226,14 @@ MODULE_ALIASES: dict[str, str] = {"np": "import numpy as np", **{m: f"import {m}
     "statistics", "bisect")}}
 
 
-def fixed(code: str, spelled: Mapping[str, str] | None = None) -> Mutant | None:
+def fixed(code: str, spelled: Mapping[str, str] | None = None, imports: Mapping[str, str] | None = None) -> Mutant | None:
     """``code`` with the slips a small model makes that need no model to fix, all in one pass, or
     None when there is none (or the code does not parse):
 
-    * a module alias (:data:`MODULE_ALIASES`) read but bound nowhere in the program (no import,
-      assignment, argument or definition of that name, no ``import *``) gets its import;
+    * a module alias (:data:`MODULE_ALIASES`), or a name of ``imports`` (name -> the line that
+      binds it, e.g. ``{"parse_grid": "from harnesslib import parse_grid"}``: the helpers a request
+      offers), read but bound nowhere in the program (no import, assignment, argument or definition
+      of that name, no ``import *``) gets its import;
     * a string constant equal to a key of ``spelled`` becomes its value: an action written with the
       wrong shape, e.g. ``'roll'`` where the game's action is ``'[roll]'``
       (``ActionGrammar.spelled``). Left alone where the program writes brackets itself (a string
@@ -248,7 +250,8 @@ def fixed(code: str, spelled: Mapping[str, str] | None = None) -> Mutant | None:
     bound = _bound_names(tree)
     star = any(isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names) for n in ast.walk(tree))
     used = dict.fromkeys(n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load))
-    imports = [] if star else [MODULE_ALIASES[name] for name in used if name in MODULE_ALIASES and name not in bound]
+    aliases = {**MODULE_ALIASES, **(imports or {})}
+    lines_to_add = [] if star else list(dict.fromkeys(aliases[name] for name in used if name in aliases and name not in bound))
     in_fstring = {id(c) for n in ast.walk(tree) if isinstance(n, ast.JoinedStr) for c in ast.walk(n)}
     strings = [n for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
                and not _is_docstring(tree, n) and id(n) not in in_fstring]
@@ -267,7 +270,7 @@ def fixed(code: str, spelled: Mapping[str, str] | None = None) -> Mutant | None:
         lines[node.lineno - 1] = (line[:node.col_offset] + (quote + spelled[node.value] + quote).encode()
                                   + line[node.end_col_offset:]).decode()
         swapped[node.value] = spelled[node.value]
-    if not imports and not swapped:
+    if not lines_to_add and not swapped:
         return None
     # After the module's docstring and ``from __future__`` imports, which must come first.
     at = 0
@@ -278,8 +281,8 @@ def fixed(code: str, spelled: Mapping[str, str] | None = None) -> Mutant | None:
         at = n.end_lineno or at
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
-    text = "".join(lines[:at] + [stmt + "\n" for stmt in imports] + lines[at:])
-    change = "; ".join([f"`{stmt}` added" for stmt in imports] + [f"{a!r} → {b!r}" for a, b in sorted(swapped.items())])
+    text = "".join(lines[:at] + [stmt + "\n" for stmt in lines_to_add] + lines[at:])
+    change = "; ".join([f"`{stmt}` added" for stmt in lines_to_add] + [f"{a!r} → {b!r}" for a, b in sorted(swapped.items())])
     return Mutant(text, change)
 
 
@@ -349,6 +352,10 @@ class AutofixOptions(Settings):
     game: str | None = None
     """A TextArena game whose rules text gives ``spelled`` (its action grammar's word actions); none:
     only the missing imports are fixed."""
+    imports: dict[str, str] = Field(default_factory=dict)
+    """Names a program may read without binding them, each with the line that binds it (the
+    helpers its request offers: ``{"parse_grid": "from harnesslib import parse_grid"}``), beside the
+    standard modules of ``MODULE_ALIASES``."""
 
 
 class AutofixProposer(BaseProposer):
@@ -371,7 +378,7 @@ class AutofixProposer(BaseProposer):
     def propose(self, parent: Candidate, archive: Any, rng: Any) -> Proposal | Skip:
         for path in sorted(parent.files):
             if path.endswith(".py") and any(fnmatch(path, g) for g in self.options.surfaces):
-                if (fix := fixed(parent.files[path], self.spelled())) is not None:
+                if (fix := fixed(parent.files[path], self.spelled(), self.options.imports)) is not None:
                     claim = Claim(target=f"{path}: {fix.change}", root_cause="a slip with one reading (no model)", predicted_flips=())
                     return Proposal(files={path: fix.code}, claim=claim, proposer=self.name, parents=(parent.id,),
                                     meta={"surfaces": [path], "change": fix.change})

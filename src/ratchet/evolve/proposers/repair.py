@@ -33,10 +33,10 @@ class Repaired:
 
     code: str
     """The repaired code (the sample's own when nothing screened higher)."""
-    screen: float
-    """Its screen."""
-    before: float
-    """The sample's screen as the model wrote it."""
+    screen: float | None
+    """Its screen (None: not screened, :meth:`SampleRepair.autofix`)."""
+    before: float | None
+    """The sample's screen as the model wrote it (None: not screened)."""
     changes: list[str] = field(default_factory=list)
     """The kept changes in order (``autofix: …``, then one mutant's change per round climbed)."""
     screened: int = 0
@@ -48,7 +48,8 @@ class Repaired:
 
     def record(self, code_hash: Callable[[str], str]) -> dict[str, Any]:
         """The sample record's ``repair`` entry (``evolve/samples.jsonl``)."""
-        return {"before": round(self.before, 4), "after": round(self.screen, 4), "changes": list(self.changes),
+        return {"before": None if self.before is None else round(self.before, 4),
+                "after": None if self.screen is None else round(self.screen, 4), "changes": list(self.changes),
                 "screened": self.screened, "code": code_hash(self.code) if self.changed else None}
 
 
@@ -66,12 +67,20 @@ class SampleRepair:
             self._spelled = dict(o.spelled) or (game_spellings(o.game) if o.game else {})
         return self._spelled
 
+    def autofix(self, code: str) -> Repaired | None:
+        """``code`` with its slips of one reading fixed, for a refiner that cannot screen (its
+        whole-harness fallback): unscreened, so no climb and no screen (``before``/``after`` None);
+        None when ``autofix`` is off or there is nothing to fix."""
+        if not self.options.autofix or (fix := fixed(code, self.spelled(), self.options.imports)) is None:
+            return None
+        return Repaired(fix.code, None, None, [f"autofix: {fix.change}"])
+
     def repair(self, code: str, score: float, screen: Callable[[str], float]) -> Repaired:
         """``code`` (which screens ``score``) climbed as far as its fix and mutants go, never lower."""
         out = Repaired(code, score, score)
         if score >= 1.0:
             return out
-        if self.options.autofix and (fix := fixed(code, self.spelled())) is not None:
+        if self.options.autofix and (fix := fixed(code, self.spelled(), self.options.imports)) is not None:
             # A slip with one reading: kept unless the check prefers the slip (a fix may matter
             # only where the check does not look, e.g. how an action is written).
             fixed_score = screen(fix.code)
