@@ -49,7 +49,9 @@ def test_the_ratchet_method_is_thompson_the_scaffold_refiner_and_the_no_model_pr
     # the repair and autofix ideas act inside the refiner's step (its samples), not as steps of their own
     assert [p.name for p in cfg.proposers] == [INDUCED_RULES, HARNESS_PROPOSER]
     critic = cfg.proposers[1].options
-    assert critic["repair"] == {"rounds": 3, "autofix": True, "game": "TicTacToe-v0", "mutants": 32}
+    assert critic["repair"] == {"rounds": 3, "autofix": True, "game": "TicTacToe-v0", "mutants": 32,
+                                "imports": {"parse_grid": "from harnesslib import parse_grid", **critic["repair"]["imports"]}}
+    assert cfg.gate.name == "dominance"  # the legality suite is deterministic per (code, task, seed)
     assert critic["refiner"] == SCAFFOLD_REFINER and critic["fallback_refiner"] == HARNESS_REFINER
     assert critic["samples"] == 4 and critic["refiner_options"]["seeds"] == [0, 1]
     # every child is scored on held-in, a node to refine (no smoke stage), shown its wrong states first
