@@ -22,7 +22,9 @@ import tempfile
 import time
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results"
+from bench._results import RESULTS, write_json, write_markdown
+
+NAME = "autoharness_ablation"
 NONE = {"transitions": False, "helper_library": False, "few_shot": False, "samples_per_step": 1, "library_seed": False,
         "scaffold": False, "novelty": False, "repair": False}
 CONFIGS = {
@@ -54,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     from ratchet.autoharness.config import AutoHarnessConfig
 
     store = Path(tempfile.mkdtemp(prefix="ratchet-ablation-"))
-    out = RESULTS / "autoharness_ablation.json"
+    out = RESULTS / f"{NAME}.json"
     rows: list[dict] = json.loads(out.read_text())["rows"] if args.resume and out.exists() else []
     have = {r["config"] for r in rows}
     for name, (method, ideas) in CONFIGS.items():
@@ -70,16 +72,21 @@ def main(argv: list[str] | None = None) -> int:
         rows.append({"config": name, "method": method, "ideas": ideas, "path": "engine",
                      **row(result.report, result.run_dir), "total_wall_s": round(time.perf_counter() - started, 1)})
         print(json.dumps(rows[-1]), flush=True)
-        _write(out, args, rows)
-    _write(out, args, rows)
+        _write(args, rows)
+    _write(args, rows)
     return 0
 
 
-def _write(out: Path, args, rows: list[dict]) -> None:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"model": args.model, "env": args.env, "max_calls": args.max_calls, "rows": rows}, indent=2))
+def _write(args, rows: list[dict], out: Path = RESULTS) -> None:
+    data = {"model": args.model, "env": args.env, "max_calls": args.max_calls, "rows": rows}
+    write_json(NAME, data, out=out)
+    write_markdown(NAME, markdown(data), out=out)
+
+
+def markdown(data: dict) -> str:
+    """The table for people, from the results' JSON (``model``, ``env``, ``max_calls``, ``rows``)."""
     lines = [
-        f"# AutoHarness ablation: {args.env}, {args.model}, at most {args.max_calls} refiner calls per configuration",
+        f"# AutoHarness ablation: {data['env']}, {data['model']}, at most {data['max_calls']} refiner calls per configuration",
         "",
         "Held-out = the best harness alone (no LLM) on 5 held-out seeds × 200 steps; verifier accuracy on transitions",
         "harvested from those seeds. Search seeds 0-9. One run per configuration (no repeats: read small differences as noise).",
@@ -88,11 +95,11 @@ def _write(out: Path, args, rows: list[dict]) -> None:
         "| configuration | best h (search) | calls used | call that first reached h = 1 | held-out legal rate | held-out verifier accuracy | tokens | wall s | run |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for r in rows:
+    for r in data["rows"]:
         f = lambda v: "–" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v))  # noqa: E731
         lines.append(f"| {r['config']} | {f(r['best_h'])} | {r['calls']} | {f(r['calls_to_h1'])} | {f(r['heldout_legal_rate'])} | "
                      f"{f(r['heldout_verifier_accuracy'])} | {r['tokens']} | {r['wall_s']} | {r.get('run', '–')} |")
-    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

@@ -21,7 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results"
+from bench._results import RESULTS, write_json, write_markdown
+
 #: Right answers the offline tests send through the search too, kept once beside the tests' other data
 #: (tests do not import bench/); read as text, the reply the scripted model gives.
 SHARED = Path(__file__).resolve().parent.parent / "tests" / "autoharness" / "data"
@@ -171,9 +172,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _write(name: str, rows: list[dict]) -> None:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"{name}.json").write_text(json.dumps({"rows": rows}, indent=2))
+def _write(name: str, rows: list[dict], out: Path = RESULTS) -> None:
+    write_json(name, {"rows": rows}, out=out)
+    write_markdown(name, markdown(rows), out=out)
+
+
+def markdown(rows: list[dict]) -> str:
+    """The table for people, from the results' rows, then the notes on the games."""
     f = lambda v: "–" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v))  # noqa: E731
     lines = ["# AutoHarness ceiling: a right answer per game through a real run on the engine (scripted model, offline games)", "",
              "Held-in h of the answer itself built into the request's template (first h), and of the run's best harness (best h:",
@@ -181,7 +186,7 @@ def _write(name: str, rows: list[dict]) -> None:
              "| game | first h | best h | best written by | model calls | s |", "|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['env']} | {f(r['first_h'])} | {f(r['best_h'])} | {r['best_by']} | {r['model_calls']} | {r['s']} |")
-    (RESULTS / f"{name}.md").write_text("\n".join(lines) + "\n\n" + NOTES)
+    return "\n".join(lines) + "\n\n" + NOTES
 
 
 if __name__ == "__main__":

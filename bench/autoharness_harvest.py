@@ -22,7 +22,9 @@ import sys
 import time
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results"
+from bench._results import RESULTS, write_json, write_markdown
+
+NAME = "autoharness_harvest"
 #: The per-game table's games (bench/autoharness_table.py), one family each, and Nim (piles, 2 players).
 GAMES = ["TicTacToe-v0", "2048-v0", "Chopsticks-v0", "GuessTheNumber-v0", "Bandit-v0", "FrozenLake-v0", "Blackjack-v0",
          "Mastermind-v0", "Breakthrough-v0-small", "ConnectFour-v0", "TowerOfHanoi-v0", "FifteenPuzzle-v0", "LightsOut-v0",
@@ -63,23 +65,28 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _write(rows: list[dict], args) -> None:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "autoharness_harvest.json").write_text(json.dumps({"seeds": args.seeds, "per_seed": args.per_seed, "rows": rows}, indent=2))
+def _write(rows: list[dict], args, out: Path = RESULTS) -> None:
+    data = {"seeds": args.seeds, "per_seed": args.per_seed, "rows": rows}
+    write_json(NAME, data, out=out)
+    write_markdown(NAME, markdown(data), out=out)
+
+
+def markdown(data: dict) -> str:
+    """The table for people, from the results' JSON (``seeds``, ``per_seed``, ``rows``)."""
     cell = lambda r, k: (f"{r[k]['legal']} / {r[k]['illegal']} / {r[k]['listed_states']}" if k in r else "–")  # noqa: E731
-    lines = [f"# Labelled transitions found by exploring, seeds 0-{args.seeds - 1}, {args.per_seed} per seed, no model",
+    lines = [f"# Labelled transitions found by exploring, seeds 0-{data['seeds'] - 1}, {data['per_seed']} per seed, no model",
              "", "Each cell: legal / illegal transitions / states with a full legal list. 'printed lists': the game's own",
              "lists (the search's setting); 'grammar only': no printed list, the action grammar enumerated (every action",
              "tried where it allows at most 100); 'vocabulary only': no list and no grammar (bracketed tokens seen and",
              "their variants: the harvest before the grammar existed).", "",
              "| game | printed lists | grammar only | vocabulary only | grammar read from the rules |", "|---|---|---|---|---|"]
-    for r in rows:
+    for r in data["rows"]:
         if "error" in r:
             lines.append(f"| {r['env']} | {r['error']} | | | |")
             continue
         lines.append(f"| {r['env']} | {cell(r, 'printed lists')} | {cell(r, 'grammar only')} | {cell(r, 'vocabulary only')} | "
                      f"`{r['grammar']}` |")
-    (RESULTS / "autoharness_harvest.md").write_text("\n".join(lines) + "\n")
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

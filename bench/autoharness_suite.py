@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-RESULTS = Path(__file__).resolve().parent / "results"
+from bench._results import RESULTS, write_json, write_markdown
 
 # The paper's numbers we have (docs/autoharness.md's reference notes), by game id. Iterations to
 # h = 1.0 are named for six games only; the 1-player mean rewards are of base games, taken here as
@@ -100,11 +100,15 @@ def main(argv: list[str] | None = None) -> int:
                 "iterations": args.iterations, "search_seconds": args.search_seconds,
                 "eval_steps": cfg.eval_steps, "protocol": args.protocol, "threads": args.threads, "batch_run": batch.id}
     chunks = before.get("chunks", []) + ([{"started": started, "commit": commit, "minutes": args.minutes}] if not args.rewrite else [])
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"settings": settings, "chunks": chunks, "games": rows}, indent=2) + "\n")
-    out.with_suffix(".md").write_text(markdown(settings, chunks, rows))
+    _write(args.name, settings, chunks, rows)
     print(f"{sum(r['status'] == 'done' for r in rows)} of {len(rows)} games done; wrote {out.with_suffix('.md')}")
     return 0
+
+
+def _write(name: str, settings: dict[str, Any], chunks: list[dict[str, Any]], rows: list[dict[str, Any]],
+           out: Path = RESULTS) -> None:
+    write_json(name, {"settings": settings, "chunks": chunks, "games": rows}, out=out)
+    write_markdown(name, markdown(settings, chunks, rows), out=out)
 
 
 def _batch_of(row: dict[str, Any], results: dict[str, Any]) -> str | None:

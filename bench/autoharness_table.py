@@ -23,7 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results"
+from bench._results import RESULTS, write_json, write_markdown
+
+TITLE = "AutoHarness per-game table"
 
 ONE_PLAYER = ["TowerOfHanoi-v0", "FrozenLake-v0", "GuessTheNumber-v0", "Mastermind-v0", "LightsOut-v0", "Minesweeper-v0",
               "2048-v0", "Bandit-v0", "Blackjack-v0", "FifteenPuzzle-v0", "PegJump-v0", "RushHour-v0"]
@@ -75,13 +77,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.rewrite:
         stored = json.loads(out_json.read_text())
         notes = stored["notes"] + ([GATE_NOTE] if GATE_NOTE not in stored["notes"] else [])
-        out_json.with_suffix(".md").write_text(markdown_table(stored["games"], "AutoHarness per-game table", notes))
+        write_markdown(args.name, markdown_table(stored["games"], TITLE, notes))
         return 0
     protocol = load_config(ProtocolConfig, None, ([] if args.protocol == "full" else QUICK) + args.protocol_set)
     model = load_model(args.model, threads=args.threads)
     store = RunStore(args.store)
     library = args.library or tempfile.mkdtemp(prefix="ratchet-harness-library-")
-    RESULTS.mkdir(parents=True, exist_ok=True)
     done: dict[str, dict] = {}
     if args.resume and out_json.exists():
         done = {r["env"]: r for r in json.loads(out_json.read_text())["games"] if r.get("status") != "not run" and r["env"] not in args.redo}
@@ -133,11 +134,12 @@ def main(argv: list[str] | None = None) -> int:
         if env_id in args.redo:
             report["rerun"] = f"{time.strftime('%Y-%m-%d', time.gmtime())} at {commit}"
         rows.append(report)
-        _write(out_json, settings, notes, rows, args.games, markdown_table)
+        _write(args.name, results(settings, notes, rows, args.games), markdown_table)
         print(f"  done in {report['bench_wall_s']} s: {json.dumps(report.get('search'))}", flush=True)
-    _write(out_json, settings, notes, rows, args.games, markdown_table)
+    _write(args.name, results(settings, notes, rows, args.games), markdown_table)
     if args.protocol_last:
-        _protocol_pass(args, store, model, protocol, rows, lambda: _write(out_json, settings, notes, rows, args.games, markdown_table))
+        _protocol_pass(args, store, model, protocol, rows,
+                       lambda: _write(args.name, results(settings, notes, rows, args.games), markdown_table))
     return 0
 
 
@@ -182,15 +184,21 @@ def _commit() -> str:
     return found.stdout.strip() or "unknown"
 
 
-def _write(out_json: Path, settings: dict, notes: list[str], rows: list[dict], games: list[str], table) -> None:
+def results(settings: dict, notes: list[str], rows: list[dict], games: list[str]) -> dict:
+    """What NAME.json holds: the settings, the notes (and a line naming the rows run again, where
+    any were) and the rows, then a 'not run' row for each of ``games`` that no row covers yet."""
     finished = {r["env"] for r in rows}
     reruns = [f"{r['env']} ({r['rerun']})" for r in rows if r.get("rerun")]
     if reruns:  # the other rows are from the first run, on older code
         notes = [*notes, "rows run again on newer code: " + ", ".join(reruns) + " (the same search budget; the LLM protocol "
                  "only where before/after are filled); every other row is from the first run"]
     pending = [{"env": g, "status": "not run", "reason": "not reached in the time available"} for g in games if g not in finished]
-    out_json.write_text(json.dumps({"settings": settings, "notes": notes, "games": rows + pending}, indent=2))
-    out_json.with_suffix(".md").write_text(table(rows + pending, "AutoHarness per-game table", notes))
+    return {"settings": settings, "notes": notes, "games": rows + pending}
+
+
+def _write(name: str, data: dict, table, out: Path = RESULTS) -> None:
+    write_json(name, data, out=out)
+    write_markdown(name, table(data["games"], TITLE, data["notes"]), out=out)
 
 
 if __name__ == "__main__":
