@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resume", action="store_true", help="keep configurations already in the JSON")
     args = parser.parse_args(argv)
 
-    from bench.autoharness_seeds import row
+    from bench._autoharness import row
     from ratchet.api import synthesize_harness
     from ratchet.autoharness.config import AutoHarnessConfig
 
