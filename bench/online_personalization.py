@@ -196,6 +196,18 @@ def plan(args: argparse.Namespace) -> list[tuple[str, str, int]]:
     return runs
 
 
+#: Reply length (``max_tokens``) of every served and measured reply, per preference, when
+#: ``--max-tokens`` is not given. A preference checked at the end of a reply needs replies that
+#: reach their end: at 40 tokens the 0.5B's answers were cut before any sign-off (0.00 at every
+#: version, 3 of 24 second answers met it, all short replies to a correction).
+MAX_TOKENS = 40
+MAX_TOKENS_FOR = {"signoff": 160}
+
+
+def max_tokens_for(args: argparse.Namespace, pref_name: str) -> int:
+    return args.max_tokens or MAX_TOKENS_FOR.get(pref_name, MAX_TOKENS)
+
+
 def run(args: argparse.Namespace, pref_name: str, signal: str, seed: int) -> dict[str, Any]:
     from openai import OpenAI
 
@@ -212,6 +224,12 @@ def run(args: argparse.Namespace, pref_name: str, signal: str, seed: int) -> dic
     bench_dir.mkdir(parents=True, exist_ok=True)
     state_path = bench_dir / "state.json"
     state = json.loads(state_path.read_text()) if state_path.is_file() else {}
+    args = argparse.Namespace(**{**vars(args), "max_tokens": max_tokens_for(args, pref_name)})
+    # A run measured at one reply length cannot go on at another (older runs: the default, 40).
+    started = state.setdefault("max_tokens", args.max_tokens if "base" not in state else MAX_TOKENS)
+    if started != args.max_tokens:
+        raise SystemExit(f"[{run_name}] was started with --max-tokens {started}, not {args.max_tokens}: "
+                         f"resume it with --max-tokens {started}, or start another run (--run NAME or --store)")
 
     if "base" not in state:
         print(f"[{run_name}] measuring the base model", flush=True)
@@ -427,7 +445,9 @@ def main(argv: list[str] | None = None) -> int:
                              "sampling of the conversations")
     parser.add_argument("--conversations", type=int, default=40)
     parser.add_argument("--retries", type=int, default=1, help="re-asks after a correction, per conversation")
-    parser.add_argument("--max-tokens", type=int, default=40)
+    parser.add_argument("--max-tokens", type=int, default=None,
+                        help=f"reply length of every served and measured reply (default {MAX_TOKENS}; "
+                             f"{', '.join(f'{k} {v}' for k, v in MAX_TOKENS_FOR.items())}: checked at the reply's end)")
     parser.add_argument("--temperature", type=float, default=0.8, help="sampling of the conversations (seeded)")
     parser.add_argument("--pace", type=int, default=0,
                         help="after every N conversations wait until the trainer has taken all that is judged "
@@ -452,8 +472,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     runs = plan(args)
     if args.base_only:
-        measure_base(args.model, list(dict.fromkeys(p for p, _, _ in runs)), threads=args.threads,
-                     max_tokens=args.max_tokens)
+        for name in dict.fromkeys(p for p, _, _ in runs):
+            measure_base(args.model, [name], threads=args.threads, max_tokens=max_tokens_for(args, name))
         return 0
     # A timeout's SIGTERM must still stop the server (the `finally` in run); the run resumes later.
     signals.signal(signals.SIGTERM, lambda *_: sys.exit(143))

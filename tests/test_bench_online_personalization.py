@@ -128,3 +128,26 @@ def test_an_interrupted_base_measurement_keeps_what_it_measured_and_resumes(monk
     out = bench.measure_base("m", ["length", "name", "numbered"], threads=1, max_tokens=40)
     assert out["m/name"]["score"] == 1.0 and out["m/length"]["guard"] == 0.0
     assert not set(calls) & set(pools("length").heldout_prompts)  # reused, not asked again
+
+
+def test_a_preference_checked_at_the_replys_end_gets_replies_long_enough_to_reach_it() -> None:
+    import argparse
+
+    default = argparse.Namespace(max_tokens=None)
+    assert bench.max_tokens_for(default, "signoff") > bench.max_tokens_for(default, "length") == bench.MAX_TOKENS
+    assert bench.max_tokens_for(argparse.Namespace(max_tokens=64), "signoff") == 64  # the flag wins
+
+
+def test_a_run_started_at_one_reply_length_refuses_to_go_on_at_another(monkeypatch, tmp_path) -> None:
+    import argparse
+
+    from ratchet.models import registry
+
+    monkeypatch.setattr(registry, "model_path", lambda name: tmp_path / "model.gguf")
+    state = tmp_path / "m-signoff-combine-s0" / "bench" / "state.json"
+    state.parent.mkdir(parents=True)
+    state.write_text(json.dumps({"base": {"preference": 0.0}}))  # a run from before the length was recorded: 40
+    args = argparse.Namespace(model="m", store=str(tmp_path), run=None, max_tokens=None, threads=1)
+    with pytest.raises(SystemExit) as err:
+        bench.run(args, "signoff", "combine", 0)
+    assert "started with --max-tokens 40, not 160" in str(err.value) and "--max-tokens 40" in str(err.value)
