@@ -34,6 +34,11 @@ class Trajectory:
     task: str
     trace: str
     score: float
+    shown: frozenset[str] | None = None
+    """The ids of the playbook items that were in the attempt's context, which alone its outcome
+    can say anything about: only they get the reflector's helpful/harmful tags. None: the items the
+    learner selects for the task now (an attempt just made with this playbook, ``observe``); empty:
+    none (an attempt stored before the playbook existed, as offline learning reads them)."""
 
 
 def outcome_text(score: float) -> str:
@@ -98,7 +103,13 @@ class ContextLearner:
         outcome = outcome_text(t.score)
         reflection = self.reflector.reflect(t.task, t.trace[-c.trace_chars:], outcome, chosen)
         curation = self.curator.curate(self.playbook, chosen, reflection.lesson, outcome) if reflection.lesson else None
-        ops = list(reflection.tags) + (curation.ops if curation else [])
+        # A tag is evidence only about an item the attempt saw: a trajectory made without the
+        # playbook (offline) tags nothing, or every item the task selects piles up helpful counts
+        # (measured: one item +17 over 17 unrelated HumanEval problems none of which saw it).
+        shown = {i.id for i in chosen} if t.shown is None else t.shown
+        unseen = [tag for tag in reflection.tags if tag.id not in shown]
+        tags = [tag for tag in reflection.tags if tag.id in shown]
+        ops = tags + (curation.ops if curation else [])
         duplicates = []
         if self.dedup is not None:
             ops, duplicates = self.dedup.rewrite(self.playbook, ops)
@@ -121,6 +132,7 @@ class ContextLearner:
         s.curator_calls += curation.attempts if curation else 0
         s.sizes.append(len(book))
         entry = {"trajectory": t.id, "score": t.score, "lesson": reflection.lesson,
+                 "tags_dropped": [tag.id for tag in unseen],  # items the attempt never saw
                  "applied": applied.applied, "pruned": [op_record(op) for op in cuts],
                  "duplicates": [asdict(d) for d in duplicates],
                  "problems": [asdict(p) for p in (reflection.problems + (curation.problems if curation else [])

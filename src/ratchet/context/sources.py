@@ -29,7 +29,7 @@ def from_engine_results(run: Run, *, split: str | None = None) -> list[Trajector
             failures = "\n".join(f"[{f.get('kind')}] {f.get('message')}" for f in r.get("failures") or [])
             trace = "\n".join(x for x in (r.get("trace") or "", failures) if x)
             tid = f"{path.parent.name}/{path.stem}/{r['task_id']}@{r.get('seed', 0)}"
-            out.append(Trajectory(tid, f"task {r['task_id']}", trace, float(r.get("score", 0.0))))
+            out.append(Trajectory(tid, f"task {r['task_id']}", trace, float(r.get("score", 0.0)), shown=frozenset()))
     return out
 
 
@@ -42,7 +42,8 @@ def from_episodes(run: Run) -> list[Trajectory]:
         # Player 0 is the agent in a one-player game and the learner's seat by convention otherwise.
         score = float(rewards.get(0, next(iter(rewards.values()), 0.0))) if rewards else 0.0
         first = steps[0].get("observation", "") if steps else ""
-        out.append(Trajectory(episode["episode_id"], f"{episode.get('env_id', '')}: {first[:500]}", trace, score))
+        out.append(Trajectory(episode["episode_id"], f"{episode.get('env_id', '')}: {first[:500]}", trace, score,
+                              shown=frozenset()))
     return out
 
 

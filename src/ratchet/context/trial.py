@@ -120,7 +120,8 @@ class PlaybookTrial:
         texts = {t.id: task_text(t) for t in train}
         records = self.evaluate("train-empty", train, None)
         learner = self.learner("offline")
-        learner.learn(Trajectory(r["task_id"], texts[r["task_id"]], r["trace"], r["score"]) for r in records)
+        # made with the empty playbook: no item was in their context
+        learner.learn(Trajectory(r["task_id"], texts[r["task_id"]], r["trace"], r["score"], shown=frozenset()) for r in records)
         self.evaluate("test-offline", test, learner.playbook)
 
     def online(self, train: Sequence[Task], test: Sequence[Task]) -> None:
