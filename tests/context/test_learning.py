@@ -275,3 +275,19 @@ def test_stored_run_trajectories_saw_no_playbook(tmp_path):
     run.write_json("evolve/results/c1/heldin.json", [{"task_id": "t1", "seed": 0, "score": 1.0, "trace": "ok"}])
     found = trajectories(run)
     assert found and all(t.shown == frozenset() for t in found)
+
+
+def test_a_repeated_add_from_an_attempt_that_never_saw_the_item_moves_no_counter(tmp_path):
+    """De-duplication turns a repeated ADD into a "helpful" tag; offline, the attempt never saw the
+    item it repeats, so the tag is dropped like the reflector's (the duplicate is still recorded)."""
+    lesson = "Guess the middle of the range."
+    model = _roles(['{"tags": [], "lesson": "Guess the middle."}'] * 2,
+                   [_ops({"op": "ADD", "section": "strategies", "text": lesson})] * 2)
+    path = tmp_path / "playbook.md"
+    Playbook.parse(f"# Playbook\n\n## strategies\n- [ctx-00001] (+0/-0) {lesson}\n").save(path)
+    learner = ContextLearner(path, reflector_model=model, embedder=BagOfWords())
+    entry = learner.learn_one(Trajectory("old-1", "guess a number", "guessed 50", 1.0, shown=frozenset()))
+    assert entry["duplicates"] and entry["tags_dropped"] == ["ctx-00001"] and entry["applied"] == []
+    assert len(Playbook.load(path)) == 1 and Playbook.load(path).get("ctx-00001").helpful == 0
+    entry = learner.observe("guess a number", "guessed 50 then 25", 1.0, trajectory_id="now")  # saw it
+    assert entry["tags_dropped"] == [] and Playbook.load(path).get("ctx-00001").helpful == 1

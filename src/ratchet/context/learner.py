@@ -17,7 +17,7 @@ from typing import Any
 from ratchet.context.budget import prune, select
 from ratchet.context.config import ContextConfig
 from ratchet.context.history import PlaybookHistory
-from ratchet.context.operations import apply_operations, op_record
+from ratchet.context.operations import Tag, apply_operations, op_record
 from ratchet.context.playbook import Playbook
 from ratchet.context.roles import Curator, Prompts, Reflector
 from ratchet.context.similarity import Deduplicator, Embedder
@@ -103,16 +103,17 @@ class ContextLearner:
         outcome = outcome_text(t.score)
         reflection = self.reflector.reflect(t.task, t.trace[-c.trace_chars:], outcome, chosen)
         curation = self.curator.curate(self.playbook, chosen, reflection.lesson, outcome) if reflection.lesson else None
-        # A tag is evidence only about an item the attempt saw: a trajectory made without the
-        # playbook (offline) tags nothing, or every item the task selects piles up helpful counts
-        # (measured: one item +17 over 17 unrelated HumanEval problems none of which saw it).
-        shown = {i.id for i in chosen} if t.shown is None else t.shown
-        unseen = [tag for tag in reflection.tags if tag.id not in shown]
-        tags = [tag for tag in reflection.tags if tag.id in shown]
-        ops = tags + (curation.ops if curation else [])
+        ops = list(reflection.tags) + (curation.ops if curation else [])
         duplicates = []
         if self.dedup is not None:
             ops, duplicates = self.dedup.rewrite(self.playbook, ops)
+        # A tag is evidence only about an item the attempt saw, whoever emits it (the reflector, the
+        # curator, or de-duplication turning a repeated ADD into "helpful"): a trajectory made
+        # without the playbook (offline) moves no counter. Measured before: one item +17 over 17
+        # unrelated HumanEval problems none of which saw it, from tags and from re-ADDs alike.
+        shown = {i.id for i in chosen} if t.shown is None else t.shown
+        unseen = [op for op in ops if isinstance(op, Tag) and op.id not in shown]
+        ops = [op for op in ops if not (isinstance(op, Tag) and op.id not in shown)]
         applied = apply_operations(self.playbook, ops, source=t.id)
         book = applied.playbook
         cuts = prune(book, margin=c.prune_margin, max_items=c.max_items)
