@@ -5,34 +5,13 @@ with ``ast``, those inside functions and ``TYPE_CHECKING`` blocks too, relative 
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import pytest
+from layering import offending
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "ratchet"
 FORBIDDEN_IN_ENVS = ("ratchet.autoharness", "ratchet.evolve", "ratchet.cli", "ratchet.ui")
-
-
-def imported(source: str, package: str) -> list[tuple[int, str]]:
-    """Every module ``source`` (a module of ``package``) imports, absolute, with its line."""
-    found = []
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            found += [(node.lineno, alias.name) for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")
-                base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
-            found.append((node.lineno, base))
-            found += [(node.lineno, f"{base}.{alias.name}") for alias in node.names]
-    return found
-
-
-def offending(source: str, package: str) -> list[tuple[int, str]]:
-    return [(line, name) for line, name in imported(source, package)
-            if any(name == p or name.startswith(p + ".") for p in FORBIDDEN_IN_ENVS)]
 
 
 def package_of(path: Path) -> str:
@@ -45,7 +24,7 @@ def test_the_checker_flags_every_kind_of_import() -> None:
     source = ("import ratchet.autoharness.legality\nfrom ratchet.evolve.gate import not_worse\n"
               "from ...autoharness import refine\ndef late():\n    from ratchet.ui import app\n"
               "from ratchet.envs import measure\nfrom . import runtime\nfrom ratchet.sandbox import Sandbox\n")
-    lines = {line for line, _ in offending(source, "ratchet.envs.harness")}
+    lines = {line for line, _ in offending(source, "ratchet.envs.harness", FORBIDDEN_IN_ENVS)}
     assert lines == {1, 2, 3, 5}
 
 
@@ -58,4 +37,4 @@ def test_the_harness_package_is_among_the_modules_read() -> None:
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(SRC)))
 def test_envs_import_nothing_built_on_them(path: Path) -> None:
-    assert offending(path.read_text(), package_of(path)) == []
+    assert offending(path.read_text(), package_of(path), FORBIDDEN_IN_ENVS) == []
