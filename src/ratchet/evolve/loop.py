@@ -43,7 +43,7 @@ from ratchet.evolve.proposers.base import ModelProposer
 from ratchet.evolve.report import final_report, suite_stage
 from ratchet.evolve.schedules import SCHEDULES
 from ratchet.evolve.spend import REPORT_SPEND, SpendLedger
-from ratchet.evolve.workspace import PinMismatch, StaticCheck, apply, program_key, snapshot
+from ratchet.evolve.workspace import PinMismatch, SandboxLibraries, StaticCheck, apply, program_key, snapshot
 from ratchet.store.files import rng_from_json, rng_to_json
 
 __all__ = ["APPROVALS", "CHECKPOINT", "EVENTS", "GATED_SPLITS", "REPORT_SPEND", "Engine", "decided", "split_tasks",
@@ -93,7 +93,8 @@ class Engine:
         self.schedule = SCHEDULES[config.proposer_schedule]()
         self.gate = build("gate", config.gate, self.ctx)
         self.archive = Archive(run)
-        self.static = StaticCheck(self.manifest, config.static)
+        libraries = self.suite.sandbox_files() if isinstance(self.suite, SandboxLibraries) else None
+        self.static = StaticCheck(self.manifest, config.static, libraries)
         self.rng = random.Random(config.seed)
         self.program_keys: dict[str, str] = {}  # candidate id -> program_key (static.novelty)
 
