@@ -11,12 +11,12 @@ import pytest
 
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.manifest import load_manifest
+from ratchet.evolve.suites import workflow as workflow_suite
 from ratchet.evolve.suites.config import HumanEvalOptions, WorkflowOptions
 from ratchet.evolve.suites.humaneval import HumanEvalSuite
+from ratchet.evolve.suites.workflow import library_files, library_paths
 from ratchet.evolve.workspace import snapshot
 from ratchet.models.scripted import ScriptedModel
-from ratchet.evolve.suites import workflow as workflow_suite
-from ratchet.evolve.suites.workflow import library_files, library_paths
 from ratchet.workflows import LIBRARY_FILE, compile_spec, flowops, parse_spec
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "humaneval-workflows"
