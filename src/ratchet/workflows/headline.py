@@ -90,7 +90,8 @@ class HeadlineConfig(Settings):
         name="ratchet.workflows.selection:SoftMixedSelector", options={"top_k": 6, "alpha": 0.2, "uniform_share": 0.3}))
     """The search's parent choice (AFlow's soft mixed-probability selection)."""
     cost_gate: bool = False
-    """Ask the gate for "better at no more model calls per task than the parent" too. Off by default:
+    """Ask the gate for "better at no more model calls per task than the parent" too (within 10%: a
+    workflow that revises only on failure varies in cost from sample to sample). Off by default:
     from an original that averages under 2 calls, it refuses every sampling workflow; the cost is
     matched at the comparison instead (``k`` of best-of-k from the evolved arm's calls)."""
     max_calls: int | None = Field(default=None, ge=1)
