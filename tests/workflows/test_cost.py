@@ -137,3 +137,4 @@ def test_the_report_markdown_draws_the_frontier_when_the_suite_records_cost(tmp_
     Archive(plain).add(cheap, "accepted")
     Archive(plain).record_results(cheap.id, "heldin", [TaskResult("a", 0, 0.5)])
     assert "Score vs cost" not in report_markdown(plain, report)
+    assert "were not scored here" in report_markdown(plain, {**report, "tasks": 0})

@@ -130,7 +130,11 @@ def report_markdown(run: Any, report: Mapping[str, Any]) -> str:
     """The run's final report for people (the engine writes it beside ``report.json`` as
     ``evolve/report.md``): the arms on the untouched split, the score-vs-cost frontier on held-in
     when the suite records model calls per task, each candidate per split, and each step."""
-    lines = [f"# Run {run.id}: the final report", "", *arms_table(report, "mean score")]
+    lines = [f"# Run {run.id}: the final report", ""]
+    if report.get("tasks"):
+        lines += arms_table(report, "mean score")
+    else:  # a run whose untouched split is scored elsewhere (ratchet.workflows.headline): no arms here
+        lines += ["No test or held-out task was configured: this run's arms were not scored here.", ""]
     stage = report.get("suite_report")
     if stage:
         lines += [f"{stage['name']}: {stage['summary']}", ""]
