@@ -108,16 +108,16 @@ def table(s: dict[str, Any], args: argparse.Namespace, wall: float) -> str:
             "best-of-k": f"original's best-of-{s['k']}, selected by the visible examples"}
     lines = [f"# Workflow search on HumanEval ({c['model']}" + (f", {c['proposer_model']} proposing)" if c["proposer_model"] else ")")
              + (" — SMOKE, not a result" if args.size == "small" else ""), "",
-             f"Produced by `python -m bench.workflow_search --size {args.size}` (its docstring: splits, arms). Search run "
-             f"`{s['run']}`: {c['iterations']} steps on {len(c['search_ids'])} search + {len(c['heldin_ids'])} held-in problems; "
-             f"test split {len(c['test_ids'])} problems, seed(s) {', '.join(map(str, c['test_seeds']))}.", "",
+             (f"Produced by `python -m bench.workflow_search --size {args.size}` (its docstring: splits, arms). Search run "
+              f"`{s['run']}`: {c['iterations']} steps on {len(c['search_ids'])} search + {len(c['heldin_ids'])} held-in "
+              f"problems; test split {len(c['test_ids'])} problems, seed(s) {', '.join(map(str, c['test_seeds']))}."), "",
              "| arm | pass@1 | Wilson 95% | passed | calls / task | tokens / task | test runs / task |",
              "|---|---|---|---|---|---|---|"]
     for arm, a in s["arms"].items():
         lines.append(f"| {name[arm]} | {a['pass_at_1']:.3f} | {a['wilson_low']:.3f}–{a['wilson_high']:.3f} | {a['passed']}/{a['n']} | "
                      f"{a['calls_per_task']:.2f} | {a['tokens_per_task']:.0f} | {a['test_runs_per_task']:.2f} |")
     lines.append("")
-    for key, p in s["paired"].items():
+    for p in s["paired"].values():
         if p is not None:
             lines.append(f"- {p['first']} vs {p['second']} on {p['pairs']} (problem, seed) pairs: only {p['first']} solved "
                          f"{p['only_first']}, only {p['second']} {p['only_second']}; exact McNemar p = {p['mcnemar_p']:.3f}.")
@@ -130,9 +130,9 @@ def table(s: dict[str, Any], args: argparse.Namespace, wall: float) -> str:
     plan = " -> ".join(f"{st['op']}" + "".join(f" {k}={v}" for k, v in st.items() if k != "op") for st in evolved["plan"] or [])
     search = s["search"]
     lines += ["", found + (f" Its plan: {plan}." if plan else " It is hand-written code (see the run's headline/evolved)."), "",
-              f"Search: {search.get('proposals', {}).get('total', '?')} proposals, {search.get('proposals', {}).get('accepted', '?')} "
-              f"accepted; {search.get('budget', {}).get('calls', '?')} model calls. Wall time {wall / 60:.1f} min on "
-              f"{os.cpu_count()} CPUs, {args.threads} model threads."]
+              (f"Search: {search.get('proposals', {}).get('total', '?')} proposals, "
+               f"{search.get('proposals', {}).get('accepted', '?')} accepted; {search.get('budget', {}).get('calls', '?')} "
+               f"model calls. Wall time {wall / 60:.1f} min on {os.cpu_count()} CPUs, {args.threads} model threads.")]
     return "\n".join(lines) + "\n"
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # bench/ is a package of the checkout, not of the installed distribution
 
-from bench import _setup, workflow_search  # noqa: E402
-from bench._results import write_json, write_markdown  # noqa: E402
+from bench import _setup, workflow_search
+from bench._results import write_json, write_markdown
 
 
 def test_the_test_split_is_untouched_by_every_development_split() -> None:

@@ -140,8 +140,8 @@ def report_markdown(run: Any, report: Mapping[str, Any]) -> str:
         lines += [f"{stage['name']}: {stage['summary']}", ""]
     if records_cost(run):
         lines += ["## Score vs cost per task (held-in)", "",
-                  "A candidate is on the frontier when no other scores at least as much at no more model calls "
-                  "per task (and better in one of the two).", "", *frontier_table(run, "heldin", "model_calls"), ""]
+                  ("A candidate is on the frontier when no other scores at least as much at no more model calls "
+                   "per task (and better in one of the two)."), "", *frontier_table(run, "heldin", "model_calls"), ""]
     lines += ["## Candidates", "", *candidates_table(run), "", "## Steps", "", *steps_table(run), ""]
     return "\n".join(lines)
 
