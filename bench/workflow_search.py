@@ -104,7 +104,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def table(s: dict[str, Any], args: argparse.Namespace, wall: float) -> str:
     c, evolved = s["config"], s["evolved"]
-    name = {"original": "original (humaneval-coder, greedy)", "evolved": f"evolved ({evolved['id'][:12]})",
+    what = ("= the original, sampled" if evolved["is_original"]
+            else f"= best-of-{evolved['best_of_k']}" if evolved["best_of_k"] is not None else "not best-of-k")
+    name = {"original": "original (humaneval-coder, greedy)", "evolved": f"evolved ({evolved['id'][:12]}; {what})",
             "best-of-k": f"original's best-of-{s['k']}, selected by the visible examples"}
     lines = [f"# Workflow search on HumanEval ({c['model']}" + (f", {c['proposer_model']} proposing)" if c["proposer_model"] else ")")
              + (" — SMOKE, not a result" if args.size == "small" else ""), "",
