@@ -90,3 +90,12 @@ def test_standard_error() -> None:
     assert standard_error([]) == 0.0
     assert standard_error([3.0]) == 0.0
     assert standard_error([1.0, 2.0, 3.0, 4.0]) == pytest.approx(np.std([1, 2, 3, 4], ddof=1) / 2)
+
+
+def test_mcnemar_exact_is_the_two_sided_sign_test_on_discordant_tasks() -> None:
+    from ratchet.stats import mcnemar_exact
+
+    assert mcnemar_exact(0, 0) == 1.0 and mcnemar_exact(3, 3) == 1.0
+    assert mcnemar_exact(6, 0) == mcnemar_exact(0, 6) == 2 / 64  # both tails of Binomial(6, 1/2)
+    assert abs(mcnemar_exact(9, 1) - 2 * 11 / 1024) < 1e-12
+    assert mcnemar_exact(10, 4) > 0.05 > mcnemar_exact(12, 2)

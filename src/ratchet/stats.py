@@ -7,6 +7,8 @@
 - :func:`sign_flip_p` and :func:`bootstrap_p`: the one-sided paired tests of "mean difference > 0"
   that the engine's gate, its report and the benches decide with.
 - :func:`standard_error`: of a mean, for noise bands measured in standard errors.
+- :func:`mcnemar_exact`: the exact two-sided test of two arms' pass/fail on the same tasks (the
+  sign test on the discordant tasks), for comparisons measured once rather than gated.
 
 Depends on nothing of the project (numpy only), so the runner, the engine, the online gate and the
 benches can all import it.
@@ -21,7 +23,7 @@ from statistics import fmean
 
 import numpy as np
 
-__all__ = ["bootstrap_mean_ci", "bootstrap_p", "sign_flip_p", "standard_error", "wilson"]
+__all__ = ["bootstrap_mean_ci", "bootstrap_p", "mcnemar_exact", "sign_flip_p", "standard_error", "wilson"]
 
 
 def wilson(successes: float, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -104,6 +106,17 @@ def bootstrap_p(diffs: Sequence[float], resamples: int = 2000, rng: random.Rando
     rng = rng or random.Random(0)
     at_or_below = sum(1 for _ in range(resamples) if fmean(diffs[rng.randrange(n)] for _ in range(n)) <= 0)
     return (at_or_below + 1) / (resamples + 1)
+
+
+def mcnemar_exact(wins: int, losses: int) -> float:
+    """Exact two-sided McNemar p-value of paired pass/fail outcomes: ``wins`` tasks only the first
+    arm solved, ``losses`` only the second. Under "no difference" each discordant task is a fair
+    coin, so p = min(1, 2 · P(Binomial(wins + losses, 1/2) <= min(wins, losses))); 1.0 with none."""
+    n = wins + losses
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(min(wins, losses) + 1)) / 2 ** n
+    return min(1.0, 2 * tail)
 
 
 def standard_error(values: Sequence[float]) -> float:

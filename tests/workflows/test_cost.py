@@ -106,3 +106,35 @@ def test_frontier_table_shows_score_calls_and_tokens_per_candidate(tmp_path) -> 
     assert rows[cheap.id[:12]] == ["0.500", "1.0", "100.0", "yes |"]
     assert rows[dear.id[:12]] == ["1.000", "4.0", "400.0", "yes |"]
     assert rows[waste.id[:12]] == ["0.500", "5.0", "500.0", " |"]
+
+
+def test_the_report_markdown_draws_the_frontier_when_the_suite_records_cost(tmp_path) -> None:
+    from ratchet.contracts import TaskResult
+    from ratchet.evolve.archive import Archive
+    from ratchet.evolve.report_tables import report_markdown
+    from ratchet.store import RunStore
+
+    def arm(mean: float) -> dict:
+        return {"mean": mean, "low": mean - 0.1, "high": mean + 0.1}
+
+    store = RunStore(tmp_path)
+    run = store.create_run("evolve", {}, run_id="r")
+    cheap = Candidate.from_files("wf", {"workflow.py": "1"})
+    dear = Candidate.from_files("wf", {"workflow.py": "4"}, parent_id=cheap.id)
+    for c, score, calls in ((cheap, 0.5, 1.0), (dear, 1.0, 4.0)):
+        Archive(run).add(c, "accepted")
+        Archive(run).record_results(c.id, "heldin", [TaskResult("a", 0, score, metrics={"model_calls": calls})])
+    report = {"split": "test", "tasks": 1, "stop_reason": "iterations", "original": {"id": cheap.id, **arm(0.5)},
+              "best": {"id": dear.id, **arm(1.0)}, "original_best_of_n": {"attempts": 1, **arm(0.5)},
+              "comparison": {"best_minus_original": arm(0.5), "best_minus_best_of_n": arm(0.5)}}
+    text = report_markdown(run, report)
+    assert "## Score vs cost per task (held-in)" in text
+    assert f"| {dear.id[:12]} | original | accepted | 1.000 | 4.0 | – | yes |" in text
+    assert f"| {cheap.id[:12]} | original | accepted | 0.500 | 1.0 | – | yes |" in text
+    assert "## Candidates" in text and "## Steps" in text and "best - original: 0.500" in text
+
+    plain = store.create_run("evolve", {}, run_id="p")  # a suite that records no cost: no frontier section
+    Archive(plain).add(cheap, "accepted")
+    Archive(plain).record_results(cheap.id, "heldin", [TaskResult("a", 0, 0.5)])
+    assert "Score vs cost" not in report_markdown(plain, report)
+    assert "were not scored here" in report_markdown(plain, {**report, "tasks": 0})

@@ -47,3 +47,6 @@ def test_one_operator_level_step_on_the_engine(tmp_path: Path) -> None:
     assert plan_of(stored.files["workflow.py"]) == SPEC["steps"]
     assert stored.meta["selection"]["pool"] == 1 and stored.meta["selection"]["probability"] == 1.0  # the original alone
     assert summary["accepted"] == 1  # the original only
+    report = (Path(run.dir) / "evolve" / "report.md").read_text()  # the run's report draws the frontier
+    assert "## Score vs cost per task (held-in)" in report
+    assert f"| {stored.id[:12]} | operator | rejected | 0.000 |" in report

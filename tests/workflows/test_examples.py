@@ -11,11 +11,13 @@ import pytest
 
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.manifest import load_manifest
+from ratchet.evolve.suites import workflow as workflow_suite
 from ratchet.evolve.suites.config import HumanEvalOptions, WorkflowOptions
 from ratchet.evolve.suites.humaneval import HumanEvalSuite
+from ratchet.evolve.suites.workflow import library_files, library_paths
 from ratchet.evolve.workspace import snapshot
 from ratchet.models.scripted import ScriptedModel
-from ratchet.workflows import compile_spec, install, is_stale, parse_spec
+from ratchet.workflows import LIBRARY_FILE, compile_spec, flowops, parse_spec
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "humaneval-workflows"
 WORKSPACES = sorted(p for p in EXAMPLES.iterdir() if (p / "manifest.yaml").exists())
@@ -39,20 +41,43 @@ def evaluate(workspace: Path, model, options: HumanEvalOptions = OPTIONS):
     return suite.evaluate(workspace_candidate(workspace), suite.tasks(), 0)
 
 
-def test_every_example_carries_the_current_operator_library() -> None:
+def test_no_example_carries_a_copy_of_the_operator_library() -> None:
+    """The workflow suites put ``flowops`` into the sandbox: an example with its own copy would
+    run that copy instead, and it would fall behind the package's."""
     assert [w.name for w in WORKSPACES] == ["best-of-k", "operator-search", "sample-revise-vote"]
-    stale = [w.name for w in WORKSPACES if is_stale(w)]
-    assert not stale, f"refresh with ratchet.workflows.install(path): {stale}"
-    for workspace in WORKSPACES:
-        assert "flowops.py" in workspace_candidate(workspace).files  # so it travels into the sandbox
+    assert [w.name for w in WORKSPACES if (w / LIBRARY_FILE).exists()] == []
+    assert all(LIBRARY_FILE not in workspace_candidate(w).files for w in WORKSPACES)
 
 
-def test_install_writes_and_refreshes_the_library(tmp_path) -> None:
-    assert is_stale(tmp_path)
-    install(tmp_path)
-    assert not is_stale(tmp_path)
-    (tmp_path / "flowops.py").write_text("# an old copy\n")
-    assert is_stale(tmp_path)
+def test_the_suite_puts_the_library_in_the_sandbox_and_a_candidates_own_copy_wins(tmp_path) -> None:
+    options = OPTIONS.workflow
+    assert library_files(options) == {LIBRARY_FILE: (Path(flowops.__file__)).read_text()}
+    (tmp_path / "manifest.yaml").write_text("name: own\neditable: ['workflow.py', 'flowops.py']\nentry: workflow.py\n")
+    (tmp_path / "workflow.py").write_text("from flowops import MARK\n\ndef step(state):\n    return {'answer': MARK}\n")
+    (tmp_path / "flowops.py").write_text("MARK = 'def f():\\n    return 1\\n'\n")
+    [result] = evaluate(tmp_path, ScriptedModel([]))
+    assert "return 1" in result.trace and not any(f.kind == "workflow_error" for f in result.failures), result.trace
+    (tmp_path / "flowops.py").unlink()  # without its copy it gets the package's, which has no MARK
+    [result] = evaluate(tmp_path, ScriptedModel([]))
+    assert any(f.kind == "workflow_error" and "MARK" in f.message for f in result.failures), result.trace
+    none = OPTIONS.model_copy(update={"workflow": options.model_copy(update={"libraries": []})})
+    [result] = evaluate(EXAMPLES / "best-of-k", ScriptedModel([WRONG] * 4), none)
+    assert any(f.kind == "workflow_error" and "flowops" in f.message for f in result.failures), result.trace
+
+
+def test_a_library_that_is_not_one_module_file_is_refused_by_name() -> None:
+    from ratchet.contracts import RatchetError
+
+    for name in ("ratchet.workflows", "no_such_module_here"):
+        with pytest.raises(RatchetError, match=name):
+            library_paths(WorkflowOptions(libraries=[name]))
+
+
+def test_the_library_is_part_of_the_suites_fingerprint(monkeypatch) -> None:
+    suite = HumanEvalSuite(OPTIONS)
+    before = suite.fingerprint()
+    monkeypatch.setattr(workflow_suite, "library_paths", lambda options: [Path(__file__)])
+    assert suite.fingerprint() != before
 
 
 def test_best_of_k_answers_the_sample_that_passes_the_examples_and_counts_its_cost() -> None:
@@ -82,7 +107,7 @@ def test_a_compiled_spec_runs_in_the_sandbox(tmp_path) -> None:
     spec = parse_spec("steps: [{op: sample, k: 2}, {op: strip_tests}, {op: select_by_examples}, {op: revise}]")
     for rel, text in compile_spec(spec).items():
         (tmp_path / rel).write_text(text)
-    (tmp_path / "manifest.yaml").write_text("name: spec\neditable: ['workflow.py', 'flowops.py']\nentry: workflow.py\n")
+    (tmp_path / "manifest.yaml").write_text("name: spec\neditable: ['workflow.py']\nentry: workflow.py\n")
     [result] = evaluate(tmp_path, ScriptedModel([WRONG, WRONG, RIGHT]))
     assert result.score == 1.0, result.trace
     assert result.metrics["model_calls"] == 3.0 == spec.max_model_calls()

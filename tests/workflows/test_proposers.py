@@ -22,7 +22,7 @@ from ratchet.contracts import (
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.manifest import Manifest
 from ratchet.models.scripted import ScriptedModel
-from ratchet.workflows import compile_spec, library_files, parse_spec
+from ratchet.workflows import compile_spec, parse_spec
 from ratchet.workflows.proposers import (
     AflowOptions,
     AflowProposer,
@@ -147,7 +147,7 @@ def test_operator_proposer_skips_a_spec_equal_to_the_parent_and_reads_fenced_yam
     assert isinstance(out, Skip) and "compiles to the parent's own workflow.py" in out.reason
 
 
-def test_operator_proposer_from_hand_written_code_adds_the_library_and_falls_back_without_grammar(tmp_path) -> None:
+def test_operator_proposer_from_hand_written_code_falls_back_without_grammar(tmp_path) -> None:
     class NoGrammar(ScriptedModel):
         def complete(self, messages, **kw):
             if kw.get("grammar") is not None:
@@ -159,7 +159,7 @@ def test_operator_proposer_from_hand_written_code_adds_the_library_and_falls_bac
     parent = archive.add({"workflow.py": HAND})
     proposer = OperatorProposer(OperatorOptions(), ctx_with(tmp_path, model))
     out = proposer.propose(parent, archive, random.Random(0))
-    assert isinstance(out, Proposal) and set(out.files) == {"workflow.py", *library_files()}
+    assert isinstance(out, Proposal) and set(out.files) == {"workflow.py"}  # no library copy: the suite supplies it
     assert "hand-written code" in prompt_of(model) and HAND.strip() in prompt_of(model)
     assert proposer.grammar_refused and out.meta["grammar"] is False
     assert proposer.propose(parent, archive, random.Random(0))  # later asks skip the grammar at once
@@ -237,7 +237,7 @@ def test_meta_agent_sees_only_a_few_members_best_first(tmp_path) -> None:
     prompt = prompt_of(model)
     assert "# v1" in prompt and "# v5" in prompt and "# v4" in prompt
     assert "# v3" not in prompt and "# v0" not in prompt  # not the whole archive
-    assert set(out.files) == {"workflow.py", *library_files()}  # it imports the operator library
+    assert set(out.files) == {"workflow.py"}  # it imports flowops, which the suite supplies
 
 
 def test_meta_agent_random_others_and_skips_a_copy_of_a_member(tmp_path) -> None:

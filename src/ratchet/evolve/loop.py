@@ -41,10 +41,11 @@ from ratchet.evolve.evaluation import GATED_SPLITS, Evaluations, split_tasks
 from ratchet.evolve.manifest import load_manifest
 from ratchet.evolve.proposers.base import ModelProposer
 from ratchet.evolve.report import final_report, suite_stage
+from ratchet.evolve.report_tables import report_markdown
 from ratchet.evolve.schedules import SCHEDULES
 from ratchet.evolve.spend import REPORT_SPEND, SpendLedger
-from ratchet.evolve.workspace import PinMismatch, StaticCheck, apply, program_key, snapshot
-from ratchet.store.files import rng_from_json, rng_to_json
+from ratchet.evolve.workspace import PinMismatch, SandboxLibraries, StaticCheck, apply, program_key, snapshot
+from ratchet.store.files import rng_from_json, rng_to_json, write_bytes_atomic
 
 __all__ = ["APPROVALS", "CHECKPOINT", "EVENTS", "GATED_SPLITS", "REPORT_SPEND", "Engine", "decided", "split_tasks",
            "stored_totals"]
@@ -93,7 +94,8 @@ class Engine:
         self.schedule = SCHEDULES[config.proposer_schedule]()
         self.gate = build("gate", config.gate, self.ctx)
         self.archive = Archive(run)
-        self.static = StaticCheck(self.manifest, config.static)
+        libraries = self.suite.sandbox_files() if isinstance(self.suite, SandboxLibraries) else None
+        self.static = StaticCheck(self.manifest, config.static, libraries)
         self.rng = random.Random(config.seed)
         self.program_keys: dict[str, str] = {}  # candidate id -> program_key (static.novelty)
 
@@ -233,6 +235,7 @@ class Engine:
         stage = suite_stage(self, report)
         if stage is not None:
             self.run.write_json("evolve/report.json", report)
+        write_bytes_atomic(self.run.path("evolve/report.md"), report_markdown(self.run, report).encode())
         summary = {"state": status, "best": report["best"]["id"], **totals,
                    "test_gain": report["comparison"]["best_minus_original"]["mean"],
                    **({"report_stage": stage.summary} if stage is not None else {})}

@@ -8,7 +8,8 @@ score-vs-cost frontier (:func:`frontier_table`), each step (:func:`steps_table`)
 measurements of a finished run beside the original, with the gate's sign-flip test
 (:func:`post_hoc_lines`; measured by :func:`ratchet.evolve.report.measure_post_hoc`). Rows of task
 results are plain dicts with ``candidate``, ``task``, ``split``, ``seed`` and ``score`` (and, for
-the post-hoc table, ``agent``: how the task's run ended).
+the post-hoc table, ``agent``: how the task's run ended). :func:`report_markdown` puts the arms,
+the frontier, the candidates and the steps together: the run's ``evolve/report.md``.
 """
 
 from __future__ import annotations
@@ -117,6 +118,32 @@ def frontier_table(run: Any, split: str = "heldin", cost: Literal["model_calls",
         lines.append(f"| {c.id[:12]} | {c.meta.get('proposer', 'original')} | {archive.status(c.id)} | {score:.3f} | "
                      f"{cells} | {'yes' if c.id in front else ''} |")
     return lines
+
+
+def records_cost(run: Any, split: str = "heldin", cost: str = "model_calls") -> bool:
+    """Whether some candidate's results on ``split`` record ``cost`` per task (the workflow suites do)."""
+    archive = Archive(run)
+    return any(cost in r.metrics for c in archive.candidates() for r in archive.results(c.id, split))
+
+
+def report_markdown(run: Any, report: Mapping[str, Any]) -> str:
+    """The run's final report for people (the engine writes it beside ``report.json`` as
+    ``evolve/report.md``): the arms on the untouched split, the score-vs-cost frontier on held-in
+    when the suite records model calls per task, each candidate per split, and each step."""
+    lines = [f"# Run {run.id}: the final report", ""]
+    if report.get("tasks"):
+        lines += arms_table(report, "mean score")
+    else:  # a run whose untouched split is scored elsewhere (ratchet.workflows.headline): no arms here
+        lines += ["No test or held-out task was configured: this run's arms were not scored here.", ""]
+    stage = report.get("suite_report")
+    if stage:
+        lines += [f"{stage['name']}: {stage['summary']}", ""]
+    if records_cost(run):
+        lines += ["## Score vs cost per task (held-in)", "",
+                  ("A candidate is on the frontier when no other scores at least as much at no more model calls "
+                   "per task (and better in one of the two)."), "", *frontier_table(run, "heldin", "model_calls"), ""]
+    lines += ["## Candidates", "", *candidates_table(run), "", "## Steps", "", *steps_table(run), ""]
+    return "\n".join(lines)
 
 
 def calls_line(run: Any) -> str:

@@ -15,7 +15,7 @@ import hashlib
 import json
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import yaml
 
@@ -102,12 +102,25 @@ def program_key(candidate: Candidate) -> str:
     return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
 
 
-class StaticCheck:
-    """The checks a proposal passes before any evaluation; each failure says what to fix."""
+@runtime_checkable
+class SandboxLibraries(Protocol):
+    """A suite that puts files of its own beside a candidate's in the sandbox (the workflow suites:
+    the operator library ``flowops``): the static check loads a proposal's entry with them too, or
+    a workflow importing them would be refused before it is ever evaluated."""
 
-    def __init__(self, manifest: Manifest, config: StaticCheckConfig | None = None) -> None:
+    def sandbox_files(self) -> dict[str, str]: ...
+
+
+class StaticCheck:
+    """The checks a proposal passes before any evaluation; each failure says what to fix.
+    ``libraries``: files the suite puts beside a candidate's in its sandbox (a candidate's own file
+    of the same name replaces one), so the entry is loaded as the suite will run it."""
+
+    def __init__(self, manifest: Manifest, config: StaticCheckConfig | None = None,
+                 libraries: dict[str, str] | None = None) -> None:
         self.manifest = manifest
         self.config = config or StaticCheckConfig()
+        self.libraries = dict(libraries or {})
 
     def check(self, parent: Candidate, proposal: Proposal) -> list[Failure]:
         failures: list[Failure] = []
@@ -138,7 +151,7 @@ class StaticCheck:
         entry = self.manifest.entry
         if not (self.config.load_entry and entry and entry.endswith(".py") and entry in child.files):
             return []
-        sandbox_files = {rel: text for rel, text in child.files.items() if rel.endswith(".py")}
+        sandbox_files = {**self.libraries, **{rel: text for rel, text in child.files.items() if rel.endswith(".py")}}
         try:
             with Sandbox(sandbox_files, entry=entry, config=SandboxConfig(start_timeout_s=self.config.load_timeout_s)) as box:
                 box.start()

@@ -39,7 +39,6 @@ from ratchet.evolve.proposers.base import ModelProposer, clip, pick
 from ratchet.evolve.proposers.config import ModelProposerOptions
 from ratchet.evolve.proposers.parsing import extract_file, parse_claim
 from ratchet.models.request import continued
-from ratchet.workflows.library import library_files
 from ratchet.workflows.spec import (
     FilterPassing,
     ReviewStep,
@@ -195,9 +194,7 @@ class WorkflowProposer(ModelProposer):
         if new.text == parent.files.get(surface) or any(new.text == s for s in shown):
             return self.skip(parent, f"the new {surface} is identical to one the model was shown", reply=reply)
         claim, stated = self.claim(reply, [r.task_id for r in self.results(archive, parent.id)])
-        files = {surface: new.text}
-        if "flowops" in new.text:  # the operator library travels with a workflow that imports it
-            files.update({k: v for k, v in library_files().items() if parent.files.get(k) != v})
+        files = {surface: new.text}  # the suites put the operator library beside it in the sandbox
         return self.proposal(files, claim, (parent.id,), template=template, claim_stated=stated,
                              prompt=prompt, reply=reply, **meta)
 

@@ -12,7 +12,8 @@ arguments::
 
 :func:`parse_spec` reads such text (YAML or JSON) and rejects a malformed one with a message naming
 the step and the field; :func:`compile_spec` turns a valid spec into a workspace's files: a
-``workflow.py`` that runs the plan with :func:`flowops.run_plan` in the sandbox, and ``flowops.py``.
+``workflow.py`` that runs the plan with :func:`flowops.run_plan` in the sandbox (where the workflow
+suites put ``flowops.py``).
 The pool semantics of each operator are documented on :func:`flowops.run_plan`.
 """
 
@@ -25,7 +26,6 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ratchet.contracts import RatchetError
-from ratchet.workflows.library import library_files
 
 
 class _Step(BaseModel):
@@ -178,8 +178,8 @@ step = as_step(workflow)
 
 
 def compile_spec(spec: WorkflowSpec) -> dict[str, str]:
-    """The files of a workflow running ``spec``: ``workflow.py`` and the operator library."""
+    """The files of a workflow running ``spec``: ``workflow.py`` (the suites supply the operator library)."""
     summary = " -> ".join(s.op for s in spec.steps)
     source = WORKFLOW_TEMPLATE.format(name=spec.name, summary=summary, calls=spec.max_model_calls(),
                                       plan=pprint.pformat(spec.plan(), sort_dicts=False))
-    return {"workflow.py": source, **library_files()}
+    return {"workflow.py": source}

@@ -31,6 +31,13 @@ class WorkflowOptions(Settings):
     """Wall-clock limit of one ``run_tests`` program in the sandbox."""
     memory_mb: int = Field(default=1024, ge=128)
     """Address-space limit of each sandbox worker, in MiB."""
+    libraries: list[str] = Field(default_factory=lambda: ["ratchet.workflows.flowops"])
+    """Modules, by import path, whose source file goes into the workflow's sandbox beside the
+    candidate's files, importable there by the module's last name (``import flowops``): the sandbox
+    may import the standard library and the candidate's files, never the project, so a library a
+    workflow builds on travels as a file. Each must be one standard-library-only ``.py`` file. A
+    candidate file of the same name wins (a run that evolves its own copy); the sources are part of
+    the suite's fingerprint, so a changed library is never answered from an old cache."""
 
 
 class JsonlOptions(Settings):

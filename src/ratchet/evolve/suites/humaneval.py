@@ -118,9 +118,14 @@ class HumanEvalSuite:
         return [Canary(name, task, {"workflow.py": CANARY_WORKFLOW.format(answer=answer)}, expected)
                 for name, answer, expected in answers]
 
+    def sandbox_files(self) -> dict[str, str]:
+        """The libraries the workflow's sandbox holds beside the candidate (``workflow.libraries``)."""
+        return workflow.library_files(self.options.workflow)
+
     def fingerprint(self) -> str:
         settings = {"suite": self.name, "version": VERSION, **self.options.model_dump()}
-        return fingerprint(settings, [self.data_file, Path(__file__), Path(workflow.__file__)])
+        return fingerprint(settings, [self.data_file, Path(__file__), Path(workflow.__file__),
+                                      *workflow.library_paths(self.options.workflow)])
 
     def evaluate(self, candidate: Candidate, tasks: Sequence[Task], seed: int) -> list[TaskResult]:
         model = self.ctx.model if self.ctx is not None else None

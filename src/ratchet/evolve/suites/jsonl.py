@@ -48,9 +48,13 @@ class JsonlSuite:
     def tasks(self) -> list[Task]:
         return [Task(t.id, {"task_id": t.id, "prompt": t.turns[0], "turns": len(t.turns)}) for t in self.suite]
 
+    def sandbox_files(self) -> dict[str, str]:
+        """The libraries the workflow's sandbox holds beside the candidate (``workflow.libraries``)."""
+        return workflow.library_files(self.options.workflow)
+
     def fingerprint(self) -> str:
         files = [Path(task_suites.__file__), Path(runner.__file__), Path(__file__), Path(workflow.__file__)]
-        files += [self.workspace / f for f in self.options.grader_files]
+        files += [self.workspace / f for f in self.options.grader_files] + workflow.library_paths(self.options.workflow)
         for task in self.suite:
             module = task.verifier.get("callable", "").partition(":")[0]
             spec = importlib.util.find_spec(module) if module else None

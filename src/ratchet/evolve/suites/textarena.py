@@ -92,6 +92,10 @@ class TextArenaSuite:
         return [Task(task_id(game, seed), {"game": game, "seed": seed})
                 for game in o.games for seed in range(o.first_seed, o.first_seed + o.episodes)]
 
+    def sandbox_files(self) -> dict[str, str]:
+        """The libraries the workflow's sandbox holds beside the candidate (``workflow.libraries``)."""
+        return workflow.library_files(self.options.workflow)
+
     def fingerprint(self) -> str:
         try:
             arena = version("textarena")
@@ -99,6 +103,7 @@ class TextArenaSuite:
             arena = "missing"
         settings = {"suite": self.name, "version": VERSION, "textarena": arena, **self.options.model_dump()}
         sources = [Path(m.__file__) for m in (runner, textarena_env, workflow)] + [Path(__file__)]
+        sources += workflow.library_paths(self.options.workflow)
         return fingerprint(settings, sources)
 
     def evaluate(self, candidate: Candidate, tasks: Sequence[Task], seed: int) -> list[TaskResult]:

@@ -10,7 +10,9 @@ drives::
         return {"call_model": [{"role": "system", "content": ...}, ...], "max_tokens": 400}
         #   or {"run_tests": "program text"}      or {"answer": "final answer"}
 
-``step`` runs in a sandbox worker (no network, read-only filesystem, time limit). The driver
+``step`` runs in a sandbox worker (no network, read-only filesystem, time limit), beside the
+modules of ``workflow.libraries`` (by default the operator library ``flowops``, see
+docs/workflows.md): the worker cannot import the project, so they travel as files. The driver
 services each request outside it: ``call_model`` through the run's accounted model (every call
 counts against the budget; the reply comes back as an event), ``run_tests`` in a second, separate
 sandbox (the program's output or error comes back as an event). The events are appended to
@@ -23,7 +25,9 @@ Events: ``{"kind": "model", "messages": [...], "reply": str, "tokens": int}`` (p
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ratchet.contracts import Candidate, Completion, Failure, Message, Model, RatchetError
@@ -32,6 +36,28 @@ from ratchet.sandbox import HarnessError, Sandbox, SandboxConfig
 from ratchet.sandbox.programs import program_sandbox, run_program
 
 _ACTIONS = ("call_model", "run_tests", "answer")
+
+
+def library_paths(options: WorkflowOptions) -> list[Path]:
+    """The source file of each module of ``options.libraries``; a RatchetError naming a module that
+    cannot be found or is not a single ``.py`` file (a package cannot travel as one file)."""
+    paths = []
+    for name in options.libraries:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        origin = Path(spec.origin) if spec is not None and spec.origin else None
+        if origin is None or origin.suffix != ".py" or origin.name == "__init__.py" or not origin.is_file():
+            raise RatchetError(f"workflow.libraries: {name!r} is not a module of one .py file that can be found",
+                               hint="name a module by its import path, e.g. ratchet.workflows.flowops")
+        paths.append(origin)
+    return paths
+
+
+def library_files(options: WorkflowOptions) -> dict[str, str]:
+    """``{"flowops.py": source, ...}``: the libraries as the sandbox files a workflow imports."""
+    return {path.name: path.read_text() for path in library_paths(options)}
 
 
 def checker_sandbox(timeout_s: float, memory_mb: int) -> Sandbox:
@@ -90,7 +116,8 @@ class WorkflowDriver:
         self.load_error: str | None = None
         self.sandbox: Sandbox | None = None
         try:
-            self.sandbox = Sandbox(dict(candidate.files), entry=options.entry,
+            # the libraries first: a candidate's own file of the same name replaces one
+            self.sandbox = Sandbox({**library_files(options), **candidate.files}, entry=options.entry,
                                    config=SandboxConfig(call_timeout_s=options.step_timeout_s,
                                                         memory_mb=options.memory_mb))
         except HarnessError as exc:

@@ -1,0 +1,142 @@
+"""A searched workflow vs the original vs the original's best-of-k at the same calls per task (HumanEval, 0.5B).
+
+The embedded qwen2.5-coder-0.5b solves; it (or ``--proposer-model``, e.g. the 1.5B) proposes. One
+call into ``ratchet.workflows.headline`` (its docstring defines the arms):
+
+- **original**: ``examples/humaneval-coder`` (generate -> run the docstring's examples -> repair,
+  greedy, at most 3 calls: its own ``evolve.yaml``), the harness the workflow search starts from;
+- **evolved**: the best candidate of a ``ratchet evolve`` run from that original (operator-level
+  proposer 3 : AFlow proposer 1, AFlow's soft mixed selector, the paired gate; every spec capped at
+  4 calls per task; sampled at temperature 0.7, one seed), exported to the run's ``headline/evolved``;
+- **best-of-k**: the original's request sampled k times, the code passing most visible examples
+  answered (the best-of-k example's operators), k = the evolved arm's measured mean calls per task
+  rounded up (the baseline never gets fewer calls than the evolved workflow).
+
+Splits, fixed by index before anything was run:
+
+- search (proposers see its failures) HumanEval/100-115 and held-in (the gate decides) 134-163: the
+  problems earlier benches developed on (``bench/_setup.py``'s SPLITS; the workflow examples'
+  smoke ran 100-102), so the search reuses them and spends none of the untouched ones;
+- **test: HumanEval/20-99 and 116-133, 98 problems**, the rest of the file minus HumanEval/0-19,
+  where the humaneval-coder harness was measured while it was being written
+  (``evolve_humaneval_baseline``). No workflow search or example ran on them: the workflow
+  examples' configs, which named the first 40 problems without ever being run on them, name the
+  development problems above instead. HumanEval/40-79 were the test problems of the playbook
+  bench (``context_playbook``: the greedy original there, no workflow chosen by them).
+
+``--size small``: search 100-101, held-in 134-137, test 20-24, one search step: a smoke that the
+pieces run together with the real model, not a result.
+
+Resumable: ``--store`` holds the search's run (the engine resumes it from its journal), and each
+arm's per-task rows are appended to that run's ``headline/arms.jsonl`` as they are graded, so a
+killed bench redoes nothing it scored. Progress goes to stderr. The table gives each arm's pass@1
+with its Wilson 95% interval and its mean model calls, tokens and test runs per task, then the
+evolved arm paired with best-of-k on the same problems (exact McNemar), and whether the evolved
+workflow is itself a best-of-k spec (then the search only rediscovered the baseline).
+
+GEPA, the prompt-only reference at the same budget, is not an arm here: ``bench/evolve_peers.py``
+runs it in the separate bench environment against ``bench/_setup.py``'s fixed splits and
+Ratchet's prompt-evolution budget, so pointing it at this test split and this search's budget is
+a change of that bench, not a flag of this one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from typing import Any
+
+from bench._results import machine, write_json, write_markdown
+from bench._setup import ROOT, WORKSPACE
+from ratchet.store import RunStore
+from ratchet.workflows.headline import Headline, HeadlineConfig
+
+MODEL = "local:qwen2.5-coder-0.5b"
+
+
+def ids(*spans: range) -> list[str]:
+    return [f"HumanEval/{i}" for span in spans for i in span]
+
+
+SIZES: dict[str, dict[str, Any]] = {
+    "full": {"search_ids": ids(range(100, 116)), "heldin_ids": ids(range(134, 164)),
+             "test_ids": ids(range(20, 100), range(116, 134)), "iterations": 8},
+    "small": {"search_ids": ids(range(100, 102)), "heldin_ids": ids(range(134, 138)),
+              "test_ids": ids(range(20, 25)), "iterations": 1},
+}
+
+
+def load(spec: str, threads: int) -> Any:
+    from ratchet.models import load_model  # llama.cpp loads only here
+
+    return load_model(spec, **({"n_ctx": 4096, "n_threads": threads} if spec.startswith("local:") else {}))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.workflow_search", description=__doc__)
+    parser.add_argument("--size", choices=sorted(SIZES), default="full")
+    parser.add_argument("--store", default=str(ROOT / "runs"), help="run store of the search (resumed when its run exists)")
+    parser.add_argument("--model", default=MODEL, help="the solving model (scripted: checks the plumbing, no model)")
+    parser.add_argument("--proposer-model", default=None, help="the proposers' model (default: --model)")
+    parser.add_argument("--iterations", type=int, default=None, help="search steps (default: 8 full, 1 small)")
+    parser.add_argument("--cost-gate", action="store_true", help="the gate also asks for no more calls per task than the parent")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--out", default=None, help="result name under bench/results/ (default: by size)")
+    args = parser.parse_args(argv)
+    size = {**SIZES[args.size], **({"iterations": args.iterations} if args.iterations is not None else {})}
+    suffix = f"_proposer-{args.proposer_model.rsplit(':', 1)[-1]}" if args.proposer_model else ""
+    out = args.out or f"workflow_search{'_smoke' if args.size == 'small' else ''}{suffix}"
+    config = HeadlineConfig(original=WORKSPACE, model=args.model, proposer_model=args.proposer_model,
+                            cost_gate=args.cost_gate, run_id=f"workflow-search-{args.size}{suffix}", **size)
+    started = time.perf_counter()
+    summary = Headline(config, RunStore(args.store), load(args.model, args.threads),
+                       load(args.proposer_model, args.threads) if args.proposer_model else None,
+                       progress=lambda line: print(line, file=sys.stderr, flush=True)).run()
+    wall = time.perf_counter() - started
+    write_json(out, {**summary, "size": args.size, "threads": args.threads, "wall_s": round(wall, 1),
+                     "machine": machine(load=os.getloadavg()),
+                     "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, default=str)
+    write_markdown(out, table(summary, args, wall))
+    return 0
+
+
+def table(s: dict[str, Any], args: argparse.Namespace, wall: float) -> str:
+    c, evolved = s["config"], s["evolved"]
+    what = ("= the original, sampled" if evolved["is_original"]
+            else f"= best-of-{evolved['best_of_k']}" if evolved["best_of_k"] is not None else "not best-of-k")
+    name = {"original": "original (humaneval-coder, greedy)", "evolved": f"evolved ({evolved['id'][:12]}; {what})",
+            "best-of-k": f"original's best-of-{s['k']}, selected by the visible examples"}
+    lines = [f"# Workflow search on HumanEval ({c['model']}" + (f", {c['proposer_model']} proposing)" if c["proposer_model"] else ")")
+             + (" — SMOKE, not a result" if args.size == "small" else ""), "",
+             (f"Produced by `python -m bench.workflow_search --size {args.size}` (its docstring: splits, arms). Search run "
+              f"`{s['run']}`: {c['iterations']} steps on {len(c['search_ids'])} search + {len(c['heldin_ids'])} held-in "
+              f"problems; test split {len(c['test_ids'])} problems, seed(s) {', '.join(map(str, c['test_seeds']))}."), "",
+             "| arm | pass@1 | Wilson 95% | passed | calls / task | tokens / task | test runs / task |",
+             "|---|---|---|---|---|---|---|"]
+    for arm, a in s["arms"].items():
+        lines.append(f"| {name[arm]} | {a['pass_at_1']:.3f} | {a['wilson_low']:.3f}–{a['wilson_high']:.3f} | {a['passed']}/{a['n']} | "
+                     f"{a['calls_per_task']:.2f} | {a['tokens_per_task']:.0f} | {a['test_runs_per_task']:.2f} |")
+    lines.append("")
+    for p in s["paired"].values():
+        if p is not None:
+            lines.append(f"- {p['first']} vs {p['second']} on {p['pairs']} (problem, seed) pairs: only {p['first']} solved "
+                         f"{p['only_first']}, only {p['second']} {p['only_second']}; exact McNemar p = {p['mcnemar_p']:.3f}.")
+    if evolved["is_original"]:
+        found = "The search accepted nothing: the evolved arm is the original workflow, run at the search's settings."
+    elif evolved["best_of_k"] is not None:
+        found = f"The evolved workflow is best-of-{evolved['best_of_k']} itself: the search only rediscovered the baseline."
+    else:
+        found = "The evolved workflow is not a best-of-k spec."
+    plan = " -> ".join(f"{st['op']}" + "".join(f" {k}={v}" for k, v in st.items() if k != "op") for st in evolved["plan"] or [])
+    search = s["search"]
+    lines += ["", found + (f" Its plan: {plan}." if plan else " It is hand-written code (see the run's headline/evolved)."), "",
+              (f"Search: {search.get('proposals', {}).get('total', '?')} proposals, "
+               f"{search.get('proposals', {}).get('accepted', '?')} accepted; {search.get('budget', {}).get('calls', '?')} "
+               f"model calls. Wall time {wall / 60:.1f} min on {os.cpu_count()} CPUs, {args.threads} model threads.")]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

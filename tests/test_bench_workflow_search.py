@@ -1,0 +1,43 @@
+"""bench.workflow_search: its splits keep the test problems apart from every development split, and
+its plumbing runs end to end with the scripted model, writing the table through the writer."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # bench/ is a package of the checkout, not of the installed distribution
+
+from bench import _setup, workflow_search
+from bench._results import write_json, write_markdown
+
+
+def test_the_test_split_is_untouched_by_every_development_split() -> None:
+    full = workflow_search.SIZES["full"]
+    test = set(full["test_ids"])
+    assert len(test) >= 80 and len(test) == len(full["test_ids"])
+    developed = {i for ids in _setup.SPLITS.values() for i in ids} | {f"HumanEval/{i}" for i in range(20)}
+    developed |= set(full["search_ids"]) | set(full["heldin_ids"])
+    for example in (ROOT / "examples" / "humaneval-workflows").glob("*/evolve.yaml"):
+        import yaml
+
+        options = yaml.safe_load(example.read_text())["suite"]["options"]
+        assert "limit" not in options, example  # a limit would name the file's first problems
+        developed |= set(options["ids"])
+    assert test.isdisjoint(developed)
+    small = workflow_search.SIZES["small"]
+    assert set(small["test_ids"]) <= test and set(small["search_ids"]) <= set(full["search_ids"])
+
+
+def test_the_bench_runs_with_the_scripted_model_and_writes_its_table(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(workflow_search, "write_json", lambda name, data, **kw: write_json(name, data, out=tmp_path, **kw))
+    monkeypatch.setattr(workflow_search, "write_markdown", lambda name, text: write_markdown(name, text, out=tmp_path))
+    assert workflow_search.main(["--size", "small", "--model", "scripted:", "--store", str(tmp_path / "runs"),
+                                 "--out", "plumbing", "--threads", "1"]) == 0
+    data = json.loads((tmp_path / "plumbing.json").read_text())
+    assert set(data["arms"]) == {"original", "evolved", "best-of-k"} and all(a["n"] == 5 for a in data["arms"].values())
+    text = (tmp_path / "plumbing.md").read_text()
+    assert "SMOKE, not a result" in text and "| original (humaneval-coder, greedy) |" in text
+    assert "evolved vs best-of-k on 5 (problem, seed) pairs" in text and "The search accepted nothing" in text
