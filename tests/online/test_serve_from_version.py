@@ -4,6 +4,7 @@ start from is one error naming the fix, before anything is served."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ runner = CliRunner()
 def publish(store: VersionStore, tmp_path: Path, marker: str, promote: bool = True):
     adapter = tmp_path / f"adapter-{marker}"
     adapter.mkdir()
-    (adapter / "adapter_config.json").write_text('{"marker": "%s"}' % marker)
+    (adapter / "adapter_config.json").write_text(json.dumps({"marker": marker}))
     lora = tmp_path / f"{marker}.gguf"
     lora.write_bytes(b"GGUF" + marker.encode())
     return store.publish(adapter, {"loss": 0.1}, promote=promote, lora_gguf=lora)
@@ -79,7 +80,7 @@ def test_a_version_that_cannot_be_served_is_refused_before_serving(tmp_path: Pat
     assert served == []
     ok = runner.invoke(app, ["serve", "--model", "local:m@v1", "--store", store, "--run", "fresh"])
     assert ok.exit_code == 0, ok.output
-    [(args, kwargs)] = served
+    [(args, _)] = served
     assert args == ("local:m",) and VersionStore(online_dir(tmp_path / "runs" / "fresh") / VERSIONS_NAME).current_number() == 1
 
 

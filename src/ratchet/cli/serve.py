@@ -186,8 +186,8 @@ def start_from_version(spec: str, run_dir: Path) -> str:
         return f"local:{base}"
     original = VersionStore(source).get(found.number)
     if original.adapter_dir is None:
-        raise RatchetError(f"weight version v{found.number} in {source} has no peft adapter to train on from",
-                           hint=f"serve it without training (--learn off) from its own run, or pick another version")
+        raise RatchetError(f"weight version v{found.number} in {source} has no peft adapter (adapter/) to copy",
+                           hint="pick a version published with its adapter, or serve it from the run that published it")
     metrics = {k: v for k, v in original.metrics.items() if k in ("base_model", "signal")}
     metrics.update(parent_version=current.number, optimizer_steps=0,
                    imported_from={"store": str(source), "version": found.number, "digest": found.digest})
