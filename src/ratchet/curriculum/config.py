@@ -3,7 +3,7 @@ many rounds, the searches' settings, the trainer's and the games gate's."""
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.config import Settings
@@ -56,6 +56,16 @@ class CurriculumConfig(Settings):
     threads: int | None = None
     """llama.cpp threads of the searches' model (None: the backend's default)."""
 
+    @field_validator("search", "trainer", mode="before")
+    @classmethod
+    def _over_defaults(cls, value: object, info: ValidationInfo) -> object:
+        # A partial `search:` or `trainer:` (YAML, --set) changes the curriculum's defaults, not the
+        # plain AutoHarnessConfig / TrainerConfig ones (whose trainer distills a teacher's reply).
+        if isinstance(value, dict):
+            base = (default_search() if info.field_name == "search" else default_trainer()).model_dump()
+            return _merged(base, value)
+        return value
+
     @field_validator("model")
     @classmethod
     def _no_version(cls, value: str) -> str:
@@ -74,3 +84,11 @@ class CurriculumConfig(Settings):
     def base_name(self) -> str:
         """The catalog name or GGUF path after ``local:``."""
         return self.model.split(":", 1)[1]
+
+
+def _merged(base: dict, given: dict) -> dict:
+    """``given`` over ``base``, nested mappings merged key by key."""
+    out = dict(base)
+    for k, v in given.items():
+        out[k] = _merged(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
