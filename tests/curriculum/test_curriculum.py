@@ -168,3 +168,23 @@ def test_a_curriculum_killed_at_each_phase_resumes_where_it_stopped(tmp_path: Pa
     # the model calls of both processes: at most the killed call again
     assert killed_calls + models2.calls <= reference["calls"] + 1, phase
     assert VersionStore(online_dir(Path(c.run.dir)) / VERSIONS_NAME).current_number() == 1
+
+
+def test_a_resume_keeps_its_config_and_may_only_add_rounds(tmp_path: Path) -> None:
+    from ratchet.cli import app
+
+    store = RunStore(tmp_path / "runs")
+    c, *_ = curriculum(store, config())
+    c.execute()
+    refused = CliRunner().invoke(app, ["autoharness", "learn", "--resume", c.run.id, "--heldout-suite", "Mastermind-v0",
+                                       "--store", str(store.root)])
+    assert refused.exit_code != 0 and "--resume keeps the config the curriculum started with" in str(refused.exception)
+    more, _ = open_curriculum(store, config(rounds=2), c.run.id)
+    resumed, models, training, _ = curriculum(store, config(rounds=2), more.id)
+    state = resumed.execute()
+    # the first round is read, not redone; the second runs from the promoted v1
+    assert [r["incumbent"] for r in state["rounds"]] == [0, 1] and len(training.trained) == 1
+    assert models.asked.count(0) == 0  # nothing of v0 searched again
+    not_a_curriculum = searches(store)[0]
+    with pytest.raises(RatchetError, match=r"is not a curriculum \(its kind: autoharness\)"):
+        open_curriculum(store, None, not_a_curriculum)

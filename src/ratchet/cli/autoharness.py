@@ -319,8 +319,12 @@ def register(app: typer.Typer) -> None:
                  "train_seeds": train_seeds, "threads": threads, "search.budget.max_calls": max_calls,
                  "heldout_seeds": f"[{heldout_seeds}]" if heldout_seeds else None}
         overrides = [f"{k}={v}" for k, v in given.items() if v is not None] + list(set_)
+        changed = [k for k, v in given.items() if v is not None and k != "rounds"] + list(set_) + ([str(config)] if config else [])
+        if resume and changed:
+            raise RatchetError(f"--resume keeps the config the curriculum started with; given: {', '.join(changed)}",
+                               hint=f"ratchet autoharness learn --resume {resume} [--rounds N] (a new curriculum for new settings)")
         cfg = None
-        if not resume or overrides or config:
+        if not resume or overrides:
             cfg = load_config(CurriculumConfig, config, overrides)
             if not resume and not (cfg.train_suite and cfg.heldout_suite):
                 raise RatchetError("a curriculum needs training and held-out games",

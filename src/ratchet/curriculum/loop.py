@@ -156,7 +156,7 @@ def open_curriculum(store: Any, config: CurriculumConfig | None, resume: str | N
         if run.kind != RUN_KIND:
             from ratchet.contracts import RatchetError
 
-            raise RatchetError(f"run {run.id} is a {run.kind} run, not a curriculum",
+            raise RatchetError(f"run {run.id} is not a curriculum (its kind: {run.kind})",
                                hint="resume a run `ratchet autoharness learn` made (see `ratchet runs list`)")
         saved = CurriculumConfig.model_validate(run.config)
         if config is not None and config.rounds > saved.rounds:
