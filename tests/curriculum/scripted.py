@@ -64,7 +64,7 @@ class Training:
             if self.kill == "feed":  # after the first run's turns
                 raise Killed("killed while feeding")
         self.fed.append(added)
-        return added
+        return sum(len(verdicts.verdict_turns(run)) for run in runs)
 
     def train(self, version: int) -> tuple[int | None, str]:
         adapter = self.versions.root.parent / f"adapter-{len(self.trained)}"

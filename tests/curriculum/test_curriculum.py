@@ -20,7 +20,8 @@ from ratchet.curriculum import Curriculum, CurriculumConfig
 from ratchet.curriculum.games import resolve, split
 from ratchet.curriculum.loop import STATE, open_curriculum
 from ratchet.envs.harness.runtime import InProcessHarness
-from ratchet.online.status import VERSIONS_NAME, online_dir
+from ratchet.online.queue import TurnQueue
+from ratchet.online.status import QUEUE_NAME, VERSIONS_NAME, online_dir
 from ratchet.online.versions import VersionStore
 from ratchet.store import RunStore
 
@@ -119,7 +120,7 @@ def reference(tmp_path_factory) -> dict:
 def _results(state: dict) -> dict:
     held = {v: {k: (e["result"]["best_h"], e["result"]["solved"]) for k, e in slot.items()}
             for v, slot in state["heldout"].items()}
-    rounds = [(r["incumbent"], r["version"], r["gate"]["promote"], r["fed"] is not None) for r in state["rounds"]]
+    rounds = [(r["incumbent"], r["version"], r["gate"]["promote"], r["fed"]) for r in state["rounds"]]
     return {"heldout": held, "rounds": rounds}
 
 
@@ -168,6 +169,8 @@ def test_a_curriculum_killed_at_each_phase_resumes_where_it_stopped(tmp_path: Pa
     # the model calls of both processes: at most the killed call again
     assert killed_calls + models2.calls <= reference["calls"] + 1, phase
     assert VersionStore(online_dir(Path(c.run.dir)) / VERSIONS_NAME).current_number() == 1
+    # every turn in the queue once, a feed killed half-way included
+    assert TurnQueue(online_dir(Path(c.run.dir)) / QUEUE_NAME).stats()["turns"] == state["rounds"][0]["fed"] > 0
 
 
 def test_a_resume_keeps_its_config_and_may_only_add_rounds(tmp_path: Path) -> None:

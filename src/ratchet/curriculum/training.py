@@ -31,8 +31,8 @@ class Training(Protocol):
     """Turns searches into a weight version (the online trainer; a test's stand-in)."""
 
     def feed(self, runs: Sequence[Any], version: int) -> int:
-        """Add the searches' samples, written by weight version ``version``, as judged turns; how
-        many were new (a second call adds none)."""
+        """Add the searches' samples, written by weight version ``version``, as judged turns, those
+        not in the queue yet (a second call adds none); how many turns the searches gave."""
         ...
 
     def train(self, version: int) -> tuple[int | None, str]:
@@ -82,11 +82,13 @@ class LoopTraining:
         from ratchet.online.queue import TurnQueue
 
         queue = TurnQueue(self.queue_path)
-        waiting = [r for r in runs if verdicts.unfed(verdicts.verdict_turns(r), queue)]
-        if not waiting:
-            return 0
-        policy = self._policy(version)
-        return sum(verdicts.feed(r, queue, policy, policy_version=version) for r in waiting)
+        turns = {r.id: verdicts.verdict_turns(r) for r in runs}
+        waiting = [r for r in runs if verdicts.unfed(turns[r.id], queue)]
+        if waiting:
+            policy = self._policy(version)
+            for r in waiting:
+                verdicts.feed(r, queue, policy, policy_version=version)
+        return sum(len(t) for t in turns.values())
 
     def train(self, version: int) -> tuple[int | None, str]:
         from ratchet.online.queue import TurnQueue
