@@ -44,6 +44,9 @@ def test_a_tiny_curriculum_makes_a_version_and_the_games_gate_decides(tmp_path: 
     versions = VersionStore(online_dir(Path(run.dir)) / VERSIONS_NAME)
     v1 = versions.get(1)
     assert v1.lora_gguf is not None and v1.metrics["evaluation"]["promote"] is False  # published for the games gate
+    # the update learned from the verdicts' hints (the hinted base distilled along the model's replies); a
+    # request cut by max_seq_len loses its hint and teaches nothing (measured: loss 0 at 512 tokens)
+    assert v1.metrics["distill_kl"] > 0 and v1.metrics["grad_norm"] > 1e-4 and v1.metrics["hinted"] == round_["fed"]
     assert TurnQueue(online_dir(Path(run.dir)) / QUEUE_NAME).stats()["trained"] == round_["fed"]
     # v1's held-out search ran with v1's adapter in llama.cpp
     held = run.read_json("curriculum/state.json")["heldout"]
