@@ -62,6 +62,23 @@ def test_families_split_and_an_overlap_is_refused_naming_the_games() -> None:
         resolve("autoharness-40/lines", "--heldout-suite")
 
 
+def test_a_game_this_machine_cannot_make_is_refused_before_any_search(tmp_path: Path, monkeypatch) -> None:
+    import ratchet.envs.registry as registry
+
+    real = registry.env_factory_for
+
+    def factory(game: str, **kw):
+        if game == "TicTacToe-v0":
+            raise RuntimeError("needs Python >= 3.12")
+        return real(game, **kw)
+
+    monkeypatch.setattr(registry, "env_factory_for", factory)
+    store = RunStore(tmp_path / "runs")
+    with pytest.raises(RatchetError, match=r"cannot make 1 of the curriculum's games here: TicTacToe-v0 \(RuntimeError: needs"):
+        open_curriculum(store, config(), None)
+    assert store.run_ids() == []
+
+
 def test_the_cli_refuses_an_overlap_before_making_a_run(tmp_path: Path) -> None:
     from ratchet.cli import app
 

@@ -59,3 +59,20 @@ def split(train_spec: str, heldout_spec: str) -> tuple[list[str], list[str]]:
                            hint="take every game of a family to one side, e.g. --train-suite autoharness-40/puzzle "
                                 "--heldout-suite autoharness-40/line")
     return train, heldout
+
+
+def check_playable(games: list[str]) -> None:
+    """Refuse, before any search, a game this machine cannot make (a TextArena game that needs
+    another Python, a plugin not installed): hours into a curriculum is too late to find out."""
+    from ratchet.envs.registry import env_factory_for
+
+    broken = []
+    for game in games:
+        try:
+            env = env_factory_for(game)()
+            env.close()
+        except Exception as exc:  # noqa: BLE001 - any failure to make it is the same refusal, with its reason
+            broken.append(f"{game} ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})")
+    if broken:
+        raise RatchetError(f"cannot make {len(broken)} of the curriculum's games here: {'; '.join(broken)}",
+                           hint="see which games this machine plays with `ratchet envs list`, and leave those out")

@@ -19,7 +19,7 @@ from typing import Any
 
 from ratchet.curriculum import gate
 from ratchet.curriculum.config import CurriculumConfig
-from ratchet.curriculum.games import split
+from ratchet.curriculum.games import check_playable, split
 from ratchet.curriculum.searches import SearchModels, run_search, search_config
 from ratchet.curriculum.training import Training
 from ratchet.online.status import VERSIONS_NAME, online_dir
@@ -168,7 +168,8 @@ def open_curriculum(store: Any, config: CurriculumConfig | None, resume: str | N
         run.set_status("running")
         return run, saved
     assert config is not None
-    split(config.train_suite, config.heldout_suite)
+    train, heldout = split(config.train_suite, config.heldout_suite)
+    check_playable(train + heldout)
     return store.create_run(RUN_KIND, config.model_dump(mode="json"), "learn"), config
 
 
