@@ -63,7 +63,7 @@ def test_families_split_and_an_overlap_is_refused_naming_the_games() -> None:
 
 
 def test_a_game_this_machine_cannot_make_is_refused_before_any_search(tmp_path: Path, monkeypatch) -> None:
-    import ratchet.envs.registry as registry
+    from ratchet.envs import registry
 
     real = registry.env_factory_for
 
