@@ -208,3 +208,17 @@ def test_a_resume_keeps_its_config_and_may_only_add_rounds(tmp_path: Path) -> No
     not_a_curriculum = searches(store)[0]
     with pytest.raises(RatchetError, match=r"is not a curriculum \(its kind: autoharness\)"):
         open_curriculum(store, None, not_a_curriculum)
+
+
+def test_a_round_whose_training_publishes_nothing_stops_and_trains_again_on_resume(tmp_path: Path) -> None:
+    store = RunStore(tmp_path / "runs")
+    c, _, training, lines = curriculum(store, config())
+    training.train = lambda version: (None, "the fed turns taught nothing")
+    state = c.execute()
+    [r] = state["rounds"]
+    assert r["version"] is None and r["gate"] is None and r["training"] == "the fed turns taught nothing"
+    assert "round 1: no version: the fed turns taught nothing" in lines
+    resumed, models, training2, _ = curriculum(store, config(), c.run.id)
+    [r] = resumed.execute()["rounds"]
+    assert r["version"] == 1 and r["gate"]["promote"] and training2.trained == [1]
+    assert models.asked == [1, 1]  # only v1's held-out searches: nothing of the first attempt searched again
