@@ -185,30 +185,13 @@ def test_importing_models_does_not_import_the_serving_side() -> None:
 
 
 @pytest.mark.real_model
-def test_smollm2_at_v1_answers_with_the_versions_adapter(tmp_path, monkeypatch) -> None:
+def test_smollm2_at_v1_answers_with_the_versions_adapter(tmp_path, monkeypatch, smollm_lora) -> None:
     """A LoRA converted for llama.cpp and published as v1: ``local:smollm2-135m@v1`` replies as the
     base with that adapter does, and not as the base alone (the adapter really is applied)."""
-    torch = pytest.importorskip("torch")
-    pytest.importorskip("peft")
-    pytest.importorskip("gguf")
-    pytest.importorskip("llama_cpp")
-    if not registry.is_verified(MODEL, rehash=False):
-        pytest.skip(f"{MODEL} not pulled (ratchet models pull {MODEL})")
-    from ratchet.online.lora_gguf import convert_adapter
-    from ratchet.online.trainer import Trainer, TrainerConfig
-
     monkeypatch.delenv("RATCHET_VERSIONS", raising=False)
-    gguf = registry.cached_path(MODEL)
-    trainer = Trainer.from_config(TrainerConfig(model=str(gguf), lora_r=8, lora_alpha=16, num_threads=1, seed=1))
-    # A fresh LoRA has B = 0 (no change): a random B makes it change every projection, as in
-    # tests/online/test_trainer_gguf.py, strongly enough to change a greedy reply.
-    gen = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for name, param in trainer.model.named_parameters():
-            if "lora_B" in name:
-                param.copy_(torch.randn(param.shape, generator=gen) * 0.2)
-    adapter = trainer.save_adapter(tmp_path / "adapter")
-    lora = convert_adapter(adapter, gguf, tmp_path / "adapter.gguf")
+    # A random B of scale 0.2 changes a greedy reply (tests/smollm_lora.py).
+    made = smollm_lora(0.2)
+    gguf, adapter, lora = made.base, made.adapter, made.gguf
     store = VersionStore(tmp_path / "versions")
     store.publish(adapter, {"base_model": {"file": gguf.name, "sha256": CATALOG[MODEL].sha256}}, promote=True,
                   lora_gguf=lora)

@@ -14,9 +14,8 @@ pytest.importorskip("peft")
 pytest.importorskip("gguf")
 llama_cpp = pytest.importorskip("llama_cpp")
 
-from ratchet.models.registry import cached_path, is_verified  # noqa: E402
+from ratchet.models.registry import is_verified  # noqa: E402
 from ratchet.online.lora_gguf import base_model_info, convert_adapter  # noqa: E402
-from ratchet.online.trainer import Trainer, TrainerConfig  # noqa: E402
 
 MODEL = "smollm2-135m"
 
@@ -34,21 +33,13 @@ def served_logits(gguf, ids, lora=None) -> np.ndarray:
     return out
 
 
-def test_converted_adapter_loads_in_llama_cpp_and_matches_torch(tmp_path, monkeypatch) -> None:
-    gguf = cached_path(MODEL)
-    config = TrainerConfig(model=str(gguf), lora_r=8, lora_alpha=16, num_threads=1, seed=1)
-    trainer = Trainer.from_config(config)
+def test_converted_adapter_loads_in_llama_cpp_and_matches_torch(tmp_path, monkeypatch, smollm_lora) -> None:
     # The served model quantizes its activations to 8 bits, so ANY change to its weights re-rolls
     # rounding everywhere: a floor of ~0.2 in |Δlogit| that does not shrink with the adapter. The
-    # adapter must be strong enough to stand well above that floor for the comparison to mean much.
-    # A random, non-zero B makes the adapter change every projection (a fresh LoRA has B = 0).
-    gen = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for name, param in trainer.model.named_parameters():
-            if "lora_B" in name:
-                param.copy_(torch.randn(param.shape, generator=gen) * 0.05)
-    adapter = trainer.save_adapter(tmp_path / "adapter")
-    out = convert_adapter(adapter, gguf, tmp_path / "adapter.gguf")
+    # adapter must be strong enough to stand well above that floor for the comparison to mean much:
+    # a random, non-zero B (scale 0.05) makes it change every projection (a fresh LoRA has B = 0).
+    lora = smollm_lora(0.05)
+    trainer, gguf, adapter, out = lora.trainer, lora.base, lora.adapter, lora.gguf
     assert base_model_info(gguf)["arch"] == "llama"
 
     ids = trainer.tokenizer.apply_chat_template(

@@ -4,6 +4,7 @@
     ratchet autoharness --resume RUN_ID
     ratchet autoharness --suite autoharness-145 --model local:qwen2.5-coder-1.5b
     ratchet autoharness export RUN_ID -o harness_tictactoe.py
+    ratchet autoharness learn --train-suite autoharness-40/puzzle --heldout-suite autoharness-40/line
 """
 
 from __future__ import annotations
@@ -274,7 +275,81 @@ def register(app: typer.Typer) -> None:
             raise RatchetError(f"run {run_id} has no report yet", hint=f"resume it: ratchet autoharness --resume {run_id}")
         console.print_json(json.dumps(report))
 
+    @group.command("learn", help=LEARN_HELP)
+    def learn_cmd(
+        train_suite: Optional[str] = typer.Option(None, "--train-suite", help="Training games: game ids, suites or "
+                                                  "SUITE/FAMILY, comma-separated (e.g. autoharness-40/puzzle)."),
+        heldout_suite: Optional[str] = typer.Option(None, "--heldout-suite", help="Held-out games, written the same way; "
+                                                    "no family may be on both sides."),
+        model: Optional[str] = typer.Option(None, help="Base model, local:NAME [default: local:qwen2.5-coder-0.5b]."),
+        rounds: Optional[int] = typer.Option(None, help="Rounds of search, training and games gate [default: 2]."),
+        train_seeds: Optional[int] = typer.Option(None, "--train-seeds", help="Searches per training game per round [default: 2]."),
+        heldout_seeds: Optional[str] = typer.Option(None, "--heldout-seeds", help="Held-out search seeds, comma-separated "
+                                                    "[default: 0,1,2]."),
+        max_calls: Optional[int] = typer.Option(None, "--max-calls", help="Most refiner calls per search [default: 12]."),
+        config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML file of CurriculumConfig fields."),
+        set_: list[str] = typer.Option([], "--set", help="Override a config field: --set search.eval_steps=20"),
+        resume: Optional[str] = typer.Option(None, help="Resume the curriculum run RUN_ID (--rounds may raise its rounds)."),
+        show: Optional[str] = typer.Option(None, "--show", help="Print the report of the curriculum run RUN_ID and exit."),
+        as_json: bool = typer.Option(False, "--json", help="With --show: the report as JSON."),
+        threads: Optional[int] = typer.Option(None, help="llama.cpp threads of the searches' model."),
+        store: Optional[Path] = StoreOption,
+        root: Optional[Path] = RootAlias,
+    ) -> None:
+        from ratchet.store import RunStore
+
+        run_store = RunStore(store_root(store, root, "--root"))
+        if show:
+            from ratchet.curriculum.report import JSON_NAME, MD_NAME
+
+            run = run_store.open_run(show)
+            if not run.path(JSON_NAME).is_file():
+                raise RatchetError(f"run {run.id} has no curriculum report ({JSON_NAME})",
+                                   hint="name a run `ratchet autoharness learn` made (see `ratchet runs list`)")
+            if as_json:
+                console.print_json(json.dumps(run.read_json(JSON_NAME)))
+            else:
+                console.print(run.path(MD_NAME).read_text(), markup=False, highlight=False, soft_wrap=True)
+            return
+        from ratchet.config import load_config
+        from ratchet.curriculum import CurriculumConfig
+        from ratchet.curriculum.loop import learn
+
+        given = {"train_suite": train_suite, "heldout_suite": heldout_suite, "model": model, "rounds": rounds,
+                 "train_seeds": train_seeds, "threads": threads, "search.budget.max_calls": max_calls,
+                 "heldout_seeds": f"[{heldout_seeds}]" if heldout_seeds else None}
+        overrides = [f"{k}={v}" for k, v in given.items() if v is not None] + list(set_)
+        changed = [k for k, v in given.items() if v is not None and k != "rounds"] + list(set_) + ([str(config)] if config else [])
+        if resume and changed:
+            raise RatchetError(f"--resume keeps the config the curriculum started with; given: {', '.join(changed)}",
+                               hint=f"ratchet autoharness learn --resume {resume} [--rounds N] (a new curriculum for new settings)")
+        cfg = None
+        if not resume or overrides:
+            cfg = load_config(CurriculumConfig, config, overrides)
+            if not resume and not (cfg.train_suite and cfg.heldout_suite):
+                raise RatchetError("a curriculum needs training and held-out games",
+                                   hint="ratchet autoharness learn --train-suite TicTacToe-v0 --heldout-suite GuessTheNumber-v0")
+        run, report = learn(cfg, run_store, resume=resume,
+                            say=lambda line: console.print(line, markup=False, highlight=False, soft_wrap=True))
+        from ratchet.curriculum.report import markdown
+
+        console.print(markdown(report), markup=False, highlight=False, soft_wrap=True)
+        console.print(f"report: {run.path('learn.md')}; again: ratchet autoharness learn --show {run.id}")
+
     app.add_typer(group, name="autoharness")
+
+
+LEARN_HELP = """A curriculum across game families: the model learns from its own harness searches.
+
+Per round: AutoHarness searches on the training games with the current weight version (the rules fitted without a model off: the model's own code), their samples fed as judged turns to the online trainer (as `ratchet serve feed` feeds them), one update published as a new version, then the games gate: the new version's searches on the held-out games (the same search seeds) against the version it would replace (solve rate h = 1.0, mean best h, calls to solve); promoted only if better, refused ones kept and reported. No game family may be both trained on and held out.
+
+Resumable (--resume RUN_ID: every search, sample, version and held-out result is in the store). The report, per version: learn.json and learn.md in the run (--show RUN_ID). Its versions load as local:NAME@vN with RATCHET_VERSIONS=<run>/online/versions.
+
+\b
+  ratchet autoharness learn --train-suite autoharness-40/puzzle --heldout-suite autoharness-40/line --rounds 2
+  ratchet autoharness learn --resume RUN_ID
+  ratchet autoharness learn --show RUN_ID
+"""
 
 
 def _mark_failed(store: Any, made: set[str], exc: BaseException) -> None:

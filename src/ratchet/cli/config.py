@@ -21,6 +21,7 @@ console = Console()
 #: component that is not installed (or not written yet) does not break the others.
 CONFIGS: dict[str, str] = {
     "autoharness": "ratchet.autoharness.config:AutoHarnessConfig",
+    "curriculum": "ratchet.curriculum.config:CurriculumConfig",
     "protocol": "ratchet.envs.harness.protocol:ProtocolConfig",
     "serve": "ratchet.online.config:OnlineConfig",
     "trainer": "ratchet.online.trainer_config:TrainerConfig",

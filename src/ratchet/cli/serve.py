@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import typer
@@ -46,7 +47,9 @@ def _pick_run(run: str | None, runs_root: Path | None) -> Path:
 @serve_app.callback()
 def serve(
     ctx: typer.Context,
-    model: str = typer.Option(None, "--model", "-m", help="Model spec, e.g. local:qwen2.5-coder-0.5b."),
+    model: str = typer.Option(None, "--model", "-m", help="Model spec, e.g. local:qwen2.5-coder-0.5b; local:NAME@vN (@current, @latest) serves "
+                                                               "and trains on from a published weight version (from "
+                                                               "RATCHET_VERSIONS, else the run's own)."),
     learn: str = typer.Option(None, "--learn", help="off | binary | opd | combine."),
     host: str = typer.Option(None, "--host", help="Interface (default 127.0.0.1)."),
     port: int = typer.Option(None, "--port", help="Port (default 8000)."),
@@ -64,6 +67,9 @@ def serve(
         return
     from ratchet.api import serve as serve_api
 
+    if model is not None and model.startswith("local:") and "@" in model:
+        run = run or time.strftime("serve-%Y%m%d-%H%M%S")
+        model = start_from_version(model, _root(store) / run)
     flags = {"run": run, "executor": executor, "address": address}
     sets = [f"{k}={v}" for k, v in flags.items() if v is not None]
     if judge is not None:
@@ -136,6 +142,58 @@ def forget_cmd(
         listed = ", ".join(f"{r} v{v}" for r, v in sorted(versions))
         console.print(f"[yellow]weights trained on this session: {listed}. They cannot be un-trained; "
                       f"`ratchet rollback N --run RUN` to a version before them removes its influence.[/]")
+
+
+def start_from_version(spec: str, run_dir: Path) -> str:
+    """Serve ``local:NAME@vN`` (``@current``, ``@latest``): the version, from the version store
+    ``RATCHET_VERSIONS`` names (else the serving run's own), becomes the serving run's current
+    version, and the run serves and trains on from it; returns the spec to serve (``local:NAME``).
+
+    A version of the run's own store is made current (a rollback); one of another store (a
+    curriculum's, another serve run's) is copied in as the run's next version, its record saying
+    where from, unless the run's current version is already that copy (the same command again)."""
+    from ratchet.models.registry import model_path
+    from ratchet.models.versioned import VERSION_FORM, VERSIONS_ENV, resolve, split_version, versions_dir
+    from ratchet.online.status import VERSIONS_NAME, online_dir
+    from ratchet.online.versions import VersionStore
+    from ratchet.online.weights import gguf_sha256
+
+    base, version = split_version(spec.split(":", 1)[1])
+    if version is None:
+        return spec
+    if VERSION_FORM.match(version) is None:
+        raise RatchetError(f"bad weight version {version!r} in {spec!r}",
+                           hint="write local:NAME@vN (N a number, v0 = the base), @current or @latest")
+    own = online_dir(run_dir) / VERSIONS_NAME
+    source = versions_dir(None, spec) if os.environ.get(VERSIONS_ENV) else own
+    if not source.is_dir():
+        raise RatchetError(f"{spec!r} names a weight version, but serving run {run_dir.name} has published none and "
+                           f"no version store is given",
+                           hint=f"set {VERSIONS_ENV} to the store the version is in (runs/<run>/online/versions), "
+                                f"or serve local:{base}")
+    found = resolve(spec, base, version, source, lambda: gguf_sha256(model_path(base)))
+    target = VersionStore(own)
+    if source.resolve() == own.resolve():
+        target.rollback(found.number)
+        console.print(f"{run_dir.name}: serving from its v{found.number}")
+        return f"local:{base}"
+    if found.number == 0:
+        target.rollback(0)
+        return f"local:{base}"
+    current = target.current()
+    if (current.metrics.get("imported_from") or {}).get("digest") == found.digest:
+        console.print(f"{run_dir.name}: serving from v{current.number} (a copy of v{found.number} of {source})")
+        return f"local:{base}"
+    original = VersionStore(source).get(found.number)
+    if original.adapter_dir is None:
+        raise RatchetError(f"weight version v{found.number} in {source} has no peft adapter (adapter/) to copy",
+                           hint="pick a version published with its adapter, or serve it from the run that published it")
+    metrics = {k: v for k, v in original.metrics.items() if k in ("base_model", "signal")}
+    metrics.update(parent_version=current.number, optimizer_steps=0,
+                   imported_from={"store": str(source), "version": found.number, "digest": found.digest})
+    copy = target.publish(original.adapter_dir, metrics, promote=True, lora_gguf=found.lora_gguf)
+    console.print(f"{run_dir.name}: serving from v{copy.number}, a copy of v{found.number} of {source}", soft_wrap=True)
+    return f"local:{base}"
 
 
 FEED_HELP = """Feed finished harness runs' verdicts to a serving run's trainer as judged turns.

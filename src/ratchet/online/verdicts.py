@@ -70,7 +70,10 @@ from ratchet.online.scoring import chat_ids
 
 #: The longest hint a verdict gives (characters): the teacher reads it appended to the request.
 HINT_CHARS = 600
-_VERSION = re.compile(r"@v(\d+)\b")
+#: ``@v3`` or ``@v3+DIGEST`` in a spec or a recorded model name.
+_NAMED = re.compile(r"@v(\d+)(?:\+([0-9a-f]{4,64}))?\b")
+#: A spec that names a version by what it points at, resolved when the run loaded it.
+_ALIAS = re.compile(r"@(?:current|latest)\b")
 
 
 class VerdictPolicy(Protocol):
@@ -104,11 +107,48 @@ def request_hash(messages: Sequence[dict[str, Any]]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def run_version(run: Any) -> int:
-    """The weight version the run's model spec names (``local:NAME@v3`` → 3); 0 (the base) when none."""
+def recorded_model(run: Any) -> str | None:
+    """The name of the model that answered the run's calls, as the run recorded it (its report's
+    ``model``, else its first logged call's): ``local:NAME@v3+DIGEST`` for a weight version, whatever
+    the spec said (``@current`` moves); None when the run recorded none."""
+    report = run.read_json("report.json") or {}
+    if report.get("model"):
+        return str(report["model"])
+    for call in run.read_jsonl("llm_calls.jsonl"):
+        if call.get("model"):
+            return str(call["model"])
+    return None
+
+
+def run_version(run: Any, versions: str | Path | None = None) -> int:
+    """The weight version the run's replies were written by: the number its recorded model name
+    says (``local:NAME@v3+DIGEST`` → 3; a spec of ``@current`` or ``@latest`` is recorded as the
+    version it resolved to), else the number its spec names, else 0 (the base).
+
+    With ``versions`` (a version store's directory) the recorded adapter digest is mapped back
+    through that store: the number there of the version whose ``adapter.gguf`` has that digest (a
+    store of other weights may hold them under another number). A digest that store does not hold
+    is an error naming both: those replies were written by weights it never had."""
     spec = str((run.config or {}).get("model") or "")
-    found = _VERSION.search(spec)
-    return int(found.group(1)) if found else 0
+    name = recorded_model(run) or ""
+    found = _NAMED.search(name) or _NAMED.search(spec)
+    if found is None:
+        if _ALIAS.search(spec) and name:
+            raise RatchetError(f"run {run.id} names {spec!r} but recorded its model as {name!r}, with no version",
+                               hint="feed it with an explicit version (policy_version=)")
+        return 0
+    number, digest = int(found.group(1)), found.group(2)
+    if versions is None or digest is None:
+        return number
+    from ratchet.online.versions import VersionStore
+    from ratchet.online.weights import gguf_sha256
+
+    for version in VersionStore(versions).list():
+        if version.lora_gguf is not None and gguf_sha256(version.lora_gguf).startswith(digest):
+            return version.number
+    raise RatchetError(f"run {run.id}'s replies were written by adapter {digest} (v{number} of its store), which the "
+                       f"version store {versions} does not hold",
+                       hint="feed it to the serving run whose versions it ran with, or name the version (policy_version=)")
 
 
 def relative_rewards(scores: Sequence[float]) -> list[int]:
@@ -208,8 +248,8 @@ def verdict_turns(run: Any, policy: VerdictPolicy | None = None, *,
     """Every recorded proposer sample of ``run`` as a judged turn (see the module's docstring),
     oldest first; a sample recorded twice (a step run again after a resume) once. ``policy``:
     tokenizes the turns and recomputes their log-probs (None: no token ids, not trainable).
-    ``policy_version``: the version of the weights that wrote the replies (default: the one the
-    run's model spec names, else 0)."""
+    ``policy_version``: the version of the weights that wrote the replies (default:
+    :func:`run_version`, the one the run recorded, ``@current`` resolved)."""
     version = run_version(run) if policy_version is None else policy_version
     samples = _read_samples(run)
     groups: dict[str, list[_Sample]] = {}
@@ -328,5 +368,5 @@ def trainer_policy(config: Any, versions_dir: str | Path) -> tuple[VerdictPolicy
     return trainer, number
 
 
-__all__ = ["HINT_CHARS", "VerdictPolicy", "add_judged", "feed", "relative_rewards", "request_hash", "run_version",
+__all__ = ["HINT_CHARS", "VerdictPolicy", "add_judged", "feed", "recorded_model", "relative_rewards", "request_hash", "run_version",
            "rejudge_interrupted", "tokenized", "trainer_policy", "unfed", "unusable", "verdict_turns"]

@@ -281,6 +281,21 @@ class VersionStore:
                                 **({"by": "watch", "reason": reason} if reason is not None else {})})
         return self.get(number)
 
+    def promote(self, number: int, *, by: str) -> Version:
+        """Make the published version ``number`` current because a gate outside the training loop
+        accepted it (``by`` names that gate; kept in the record as ``promoted_by``). Unlike a
+        rollback, no earlier version is marked as left. Promoting the current version again does
+        nothing."""
+        self.get(number)  # an unknown number is an error naming the known ones
+        with self._lock():
+            if number and self.current_number() != number:
+                vdir = self._dir(number)
+                meta = json.loads((vdir / "version.json").read_text())
+                meta.update(promoted=True, promoted_by=by)
+                _write_atomic(vdir / "version.json", json.dumps(meta, indent=2, default=float))
+                _write_atomic(self.root / "current", f"{number}\n")
+        return self.get(number)
+
     def rollbacks(self) -> list[dict[str, Any]]:
         """Every rollback so far, oldest first: ``to``, ``at``, and (when recorded) ``from``, ``by``
         and ``reason``."""

@@ -1,0 +1,74 @@
+"""A curriculum's report: per weight version, its held-out results and the games gate's decision;
+per round, its training searches, the samples fed and the version trained. Written as
+``learn.json`` and ``learn.md`` in the curriculum's run after every step (``ratchet autoharness
+learn --show RUN`` prints it)."""
+
+from __future__ import annotations
+
+from statistics import fmean
+from typing import Any
+
+from ratchet.contracts import FORMAT_VERSION
+from ratchet.curriculum.gate import summary
+
+JSON_NAME, MD_NAME = "learn.json", "learn.md"
+
+
+def build(state: dict[str, Any], versions: Any) -> dict[str, Any]:
+    """The report's data from the curriculum's state and its version store."""
+    current = versions.current_number()
+    decided = {r["version"]: r for r in state.get("rounds", []) if r.get("version") is not None}
+    rows = []
+    for name, slot in state.get("heldout", {}).items():
+        number = int(name[1:])
+        results = {k: v["result"] for k, v in slot.items() if "result" in v}
+        r = decided.get(number)
+        status = ("base" if number == 0 else "awaiting the games gate" if r is None or r.get("gate") is None
+                  else "promoted" if r["gate"]["promote"] else "refused")
+        rows.append({"version": number, "status": status, "current": number == current,
+                     "round": r["round"] + 1 if r else None, "trained_from": r["incumbent"] if r else None,
+                     **summary(results), "searches_done": len(results), "searches_started": len(slot),
+                     "gate": (r or {}).get("gate", {}).get("reason") if r and r.get("gate") else None})
+    rows.sort(key=lambda row: row["version"])
+    rounds = []
+    for r in state.get("rounds", []):
+        done = [e["result"] for e in r["train"].values() if "result" in e]
+        rounds.append({"round": r["round"] + 1, "from": r["incumbent"], "train_searches": len(done),
+                       "train_mean_best_h": round(fmean(x["best_h"] for x in done), 4) if done else None,
+                       "train_solved": sum(x["solved"] for x in done), "fed": r["fed"], "version": r["version"],
+                       "training": r["training"], "promoted": (r.get("gate") or {}).get("promote")})
+    return {"format_version": FORMAT_VERSION, "train_games": state.get("train_games", []),
+            "heldout_games": state.get("heldout_games", []), "current": current, "versions": rows, "rounds": rounds}
+
+
+def _f(value: Any, digits: int = 3) -> str:
+    return "–" if value is None else f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+
+
+def markdown(report: dict[str, Any]) -> str:
+    lines = ["# Curriculum", "", f"Training games: {', '.join(report['train_games'])}",
+             f"Held-out games: {', '.join(report['heldout_games'])}", f"Current version: v{report['current']}", "",
+             "## Held-out results per version", "",
+             "| version | status | round | from | solved | solve rate (Wilson 95%) | mean best h | mean calls to solve | calls | games gate |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for v in report["versions"]:
+        rate = f"{_f(v['solve_rate'])} ({v['wilson95'][0]:.2f}–{v['wilson95'][1]:.2f})" if v["n"] else "–"
+        lines.append(f"| v{v['version']}{' (current)' if v['current'] else ''} | {v['status']} | {_f(v['round'])} | "
+                     f"{'v' + str(v['trained_from']) if v['trained_from'] is not None else '–'} | {v['solved']}/{v['n']} | "
+                     f"{rate} | {_f(v['mean_best_h'])} | {_f(v['mean_calls_to_solve'], 1)} | {v['calls']} | {v['gate'] or '–'} |")
+    lines += ["", "## Rounds", "", "| round | from | training searches | solved | mean best h | turns fed | version | training |",
+              "|---|---|---|---|---|---|---|---|"]
+    for r in report["rounds"]:
+        lines.append(f"| {r['round']} | v{r['from']} | {r['train_searches']} | {r['train_solved']} | "
+                     f"{_f(r['train_mean_best_h'])} | {_f(r['fed'])} | {'v' + str(r['version']) if r['version'] else '–'} | "
+                     f"{r['training'] or '–'} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_report(run: Any, state: dict[str, Any], versions: Any) -> dict[str, Any]:
+    report = build(state, versions)
+    run.write_json(JSON_NAME, report)
+    from ratchet.store.files import write_bytes_atomic
+
+    write_bytes_atomic(run.path(MD_NAME), markdown(report).encode())
+    return report
