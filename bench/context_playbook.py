@@ -1,12 +1,33 @@
-"""HumanEval pass@1 on held-out problems with an empty playbook, after offline and after online
-learning, beside best-of-N of the original — the humaneval-coder harness, the playbook appended
-to its system prompt per problem (``ratchet.context.trial``).
+"""Reward or pass@1 on an untouched test split with an empty playbook, after offline and after
+online learning, for each way of learning (arm), beside best-of-N of the original — on any suite
+the engine evolves (``ratchet.context.trial``, ``ratchet.context.trial_suites``).
 
-Problems ``--offset`` .. ``+--train`` teach, the next ``--test`` are judged. The solver and the
-learner (reflector + curator) are embedded models; the workflow and grading run in the sandbox.
+Suites (``--suite``), each the workspace the engine evolves, the playbook appended to its prompt
+file per task, and its split, chosen before anything ran:
+
+- ``humaneval`` (default; ``examples/humaneval-coder``, ``prompts/system.md``): problems
+  ``--offset`` .. ``+--train`` (default 0..39) teach, the next ``--test`` (40..79) judge. The
+  workspace's ``evolve.yaml`` uses only problems 0..39, so 40..79 are untouched by every search.
+- ``guess-the-number`` (``examples/guess-the-number``, ``prompts/system.md``; TextArena's
+  GuessTheNumber-v0, one episode per game seed, reward per episode): its ``evolve.yaml``'s splits,
+  seeds 0..9 teach (search + held-in), its test split, seeds 10..17, judges.
+- ``coding`` (``examples/coding-agent``, ``system_prompt.md``; the 45 tasks of coding-basics +
+  coding-fixes that ``evolve-choices.yaml`` evolves): its splits (seed 0), the 24 search + held-in
+  tasks teach, its 20-task test split judges.
+
+For ``guess-the-number`` and ``coding``, ``--train``/``--test`` take the first that many of each
+split (small trials). Arms (``--arms``): ``ratchet`` (de-duplication, token budget, pruning) and
+``ace-add-only`` (the official ACE code's curation: ADD only, no de-duplication, no pruning, no
+budget) learn with the same solver, learner model and calls; ``ace-framework`` (HumanEval only)
+runs ace-framework 0.13.0 in its own environment (``scripts/setup-bench.sh --only ace``) against
+the same train and test problems, its answers graded here by the suite's sandboxed grader
+(``bench/_peers/ace_run.py``, :func:`run_ace_framework`). The playbook's size (items, tokens)
+after every learning step is recorded for every arm.
+
 Everything is written to a ``context-trial`` run in ``--store`` as it happens: rerun with
-``--resume RUN_ID`` and the phases continue where they stopped. The table is rewritten at the
-end of every phase. Not yet run at scale: see docs/context.md.
+``--resume RUN_ID`` and the phases continue where they stopped; a resumed run keeps the suite,
+models, split and context settings it was created with (a run made before ``--suite`` existed is
+a HumanEval run). The table is rewritten at the end of every phase.
 """
 
 from __future__ import annotations
@@ -15,84 +36,127 @@ import argparse
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 from bench._results import machine, write_json, write_markdown
 from ratchet.config import load_config
 from ratchet.context.config import ContextConfig
 from ratchet.context.offline import default_embedder
-from ratchet.context.playbook import Playbook
-from ratchet.context.trial import PlaybookTrial
+from ratchet.context.trial import ARM_SETTINGS, DEFAULT_ARM, PlaybookTrial
+from ratchet.context.trial_suites import LeadingSplits, TrialSuite
 from ratchet.envs.runner import wilson
-from ratchet.evolve.context import EngineContext
-from ratchet.evolve.manifest import load_manifest
-from ratchet.evolve.suites.config import HumanEvalOptions, WorkflowOptions
-from ratchet.evolve.suites.humaneval import HumanEvalSuite
 from ratchet.models.budget import AccountedModel, Accountant
 from ratchet.store import RunStore
 
-WORKSPACE = Path(__file__).resolve().parents[1] / "examples" / "humaneval-coder"
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 PHASES = ("empty", "offline", "online", "best-of")
+PEER_ARMS = ("ace-framework",)
+ARMS = (*ARM_SETTINGS, *PEER_ARMS)
+#: What a run measures: a resumed run keeps the values it was created with.
+MEASURED = ("suite", "model", "learner_model", "offset", "train", "test", "best_of", "sampling_temperature")
 
 
-def workspace_files() -> dict[str, str]:
-    manifest = load_manifest(WORKSPACE)
-    return {str(p.relative_to(WORKSPACE)): p.read_text() for p in sorted(WORKSPACE.rglob("*"))
-            if p.is_file() and manifest.is_editable(str(p.relative_to(WORKSPACE)))}
+def trial_suite(name: str, offset: int = 0) -> TrialSuite:
+    """The suite strategies (see the module docstring for their splits)."""
+    if name == "humaneval":
+        return TrialSuite("humaneval", EXAMPLES / "humaneval-coder", "evolve.yaml", "prompts/system.md",
+                          LeadingSplits(offset=offset))
+    if name == "guess-the-number":
+        return TrialSuite("guess-the-number", EXAMPLES / "guess-the-number", "evolve.yaml", "prompts/system.md")
+    if name == "coding":
+        return TrialSuite("coding", EXAMPLES / "coding-agent", "evolve-choices.yaml", "system_prompt.md")
+    raise SystemExit(f"unknown suite {name!r}: use humaneval, guess-the-number or coding")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.context_playbook", description=__doc__)
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.context_playbook", description=__doc__.splitlines()[0])
+    parser.add_argument("--suite", default=None, choices=["humaneval", "guess-the-number", "coding"],
+                        help="the suite (default humaneval; a resumed run keeps its own)")
     parser.add_argument("--model", default="local:qwen2.5-coder-0.5b", help="solver model spec")
     parser.add_argument("--learner-model", default=None, help="reflector + curator model spec (default: --model)")
     parser.add_argument("--store", required=True, help="run store for the trial run")
     parser.add_argument("--resume", default=None, help="a context-trial run id to continue")
-    parser.add_argument("--offset", type=int, default=0)
-    parser.add_argument("--train", type=int, default=40)
-    parser.add_argument("--test", type=int, default=40)
+    parser.add_argument("--offset", type=int, default=0, help="humaneval: the first train problem")
+    parser.add_argument("--train", type=int, default=None, help="train tasks (humaneval default 40; else the split's)")
+    parser.add_argument("--test", type=int, default=None, help="test tasks (humaneval default 40; else the split's)")
     parser.add_argument("--best-of", type=int, default=2, help="N of the best-of-N baseline (0: skip)")
     parser.add_argument("--sampling-temperature", type=float, default=0.7)
     parser.add_argument("--phases", default=",".join(PHASES), help=f"comma list of {', '.join(PHASES)}")
+    parser.add_argument("--arms", default=None, help=f"comma list of {', '.join(ARMS)} "
+                        "(default: ratchet,ace-add-only; a run made before arms: ratchet)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--config", default=None, help="YAML of context settings (ContextConfig)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], help="context setting key=value")
-    parser.add_argument("--out", default="context_playbook_humaneval", help="result name under bench/results/")
+    parser.add_argument("--ace-timeout-s", type=float, default=6 * 3600, help="ace-framework: wall-clock limit of its run")
+    parser.add_argument("--out", default=None, help="result name under bench/results/ (default context_playbook_SUITE)")
     args = parser.parse_args(argv)
-    phases = [p for p in args.phases.split(",") if p]
-    unknown = sorted(set(phases) - set(PHASES))
+    unknown = sorted(set(p for p in args.phases.split(",") if p) - set(PHASES))
     if unknown:
         parser.error(f"unknown phases {unknown}; use {', '.join(PHASES)}")
+    if args.arms is not None and sorted(set(a for a in args.arms.split(",") if a) - set(ARMS)):
+        parser.error(f"unknown arms in {args.arms!r}; use {', '.join(ARMS)}")
+    return args
 
+
+def settle(args: argparse.Namespace, stored: dict[str, Any] | None) -> None:
+    """A resumed run's own settings win over the command line's for what it measures."""
+    if stored is not None:
+        for key in MEASURED:
+            if key in stored:
+                setattr(args, key, stored[key])
+        args.suite = stored.get("suite") or "humaneval"  # runs from before --suite were HumanEval runs
+        if args.arms is None:
+            args.arms = ",".join(stored.get("arms") or [DEFAULT_ARM])
+    args.suite = args.suite or "humaneval"
+    args.arms = args.arms or "ratchet,ace-add-only"
+    args.out = args.out or f"context_playbook_{args.suite.replace('-', '_')}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
     from ratchet.models import load_model
 
-    config = load_config(ContextConfig, args.config, args.overrides)
+    store = RunStore(args.store)
+    run = store.open_run(args.resume) if args.resume else None
+    settle(args, run.config if run is not None else None)
+    config = (ContextConfig.model_validate(run.config["context"]) if run is not None and "context" in run.config
+              else load_config(ContextConfig, args.config, args.overrides))
+    arms = [a for a in args.arms.split(",") if a]
+    spec = trial_suite(args.suite, args.offset)
     overrides = {"n_threads": args.threads} if args.model.startswith("local:") else {}
     solver = load_model(args.model, **overrides)
     learner = load_model(args.learner_model, **overrides) if args.learner_model else solver
     solver_tally, learner_tally = Accountant(), Accountant()
-    manifest = load_manifest(WORKSPACE)
-
-    def suite(temperature: float) -> HumanEvalSuite:
-        ctx = EngineContext(manifest, WORKSPACE, model=AccountedModel(solver, solver_tally, "solver"))
-        return HumanEvalSuite(HumanEvalOptions(limit=args.offset + args.train + args.test,
-                                               workflow=WorkflowOptions(temperature=temperature)), ctx)
-
-    store = RunStore(args.store)
-    settings = {**vars(args), "context": config.model_dump(mode="json")}
-    run = store.open_run(args.resume) if args.resume else store.create_run("context-trial", settings)
-    greedy = suite(0.0)
-    tasks = greedy.tasks()[args.offset:]
-    train, test = tasks[: args.train], tasks[args.train: args.train + args.test]
-    trial = PlaybookTrial(greedy, workspace_files(), "prompts/system.md", run,
-                          AccountedModel(learner, learner_tally, "learner"), config, embedder=default_embedder(config),
-                          sampling_suite=suite(args.sampling_temperature),
-                          progress=lambda phase, r: print(phase, r.task_id, r.score, flush=True))
-    print(f"trial run {run.id} in {store.root}", flush=True)
-    steps = {"empty": lambda: trial.empty(train, test), "offline": lambda: trial.offline(train, test),
-             "online": lambda: trial.online(train, test), "best-of": lambda: args.best_of and trial.best_of(args.best_of, test)}
+    solver_model = AccountedModel(solver, solver_tally, "solver")
+    greedy = spec.build(solver_model, train=args.train, test=args.test)
+    train, test = spec.split(greedy.tasks(), args.train, args.test)
+    if run is None:
+        settings = {**vars(args), "arms": arms, "context": config.model_dump(mode="json"),
+                    "train_ids": [t.id for t in train], "test_ids": [t.id for t in test]}
+        run = store.create_run("context-trial", settings)
+    else:
+        run.set_status("running")
+    trial = PlaybookTrial(greedy, spec.files(), spec.prompt_file, run, AccountedModel(learner, learner_tally, "learner"),
+                          config, embedder=default_embedder(config),
+                          sampling_suite=spec.build(solver_model, temperature=args.sampling_temperature,
+                                                    train=args.train, test=args.test) if args.best_of else None,
+                          progress=lambda phase, r: print(phase, r.task_id, round(r.score, 3), flush=True),
+                          calls=lambda: solver_tally.snapshot()["calls"])
+    print(f"trial run {run.id} in {store.root}: {args.suite}, {len(train)} train, {len(test)} test, arms {arms}", flush=True)
+    learners = [trial.arm(a) for a in arms if a in ARM_SETTINGS]
+    steps = {"empty": lambda: trial.empty(train, test),
+             "offline": lambda: [trial.offline(train, test, arm) for arm in learners],
+             "online": lambda: [trial.online(train, test, arm) for arm in learners],
+             "best-of": lambda: args.best_of and trial.best_of(args.best_of, test)}
     with run.marks_failure():
-        for phase in phases:
+        for phase in [p for p in args.phases.split(",") if p]:
             steps[phase]()
-            write(args, trial, run, solver_tally, learner_tally)
+            write(args, arms, trial, run, solver_tally, learner_tally)
+        if "ace-framework" in arms:
+            from bench._peers.ace_driver import run_ace_framework
+
+            run_ace_framework(args, spec, trial, train, test)
+            write(args, arms, trial, run, solver_tally, learner_tally)
         run.set_status("done")
     return 0
 
@@ -101,38 +165,72 @@ def _row(records: list[dict]) -> dict:
     n = len(records)
     passed = sum(r["score"] >= 1.0 for r in records)
     low, high = wilson(passed, n)
+    mean = sum(r["score"] for r in records) / n if n else None
     calls = sum(r.get("model_calls") or 0 for r in records)
-    return {"n": n, "passed": passed, "pass_at_1": passed / n if n else None, "ci95": [low, high], "solver_calls": calls}
+    return {"n": n, "passed": passed, "pass_at_1": passed / n if n else None, "mean_score": mean, "ci95": [low, high],
+            "solver_calls": calls}
 
 
-def write(args: argparse.Namespace, trial: PlaybookTrial, run, solver_tally: Accountant, learner_tally: Accountant) -> None:
-    rows = {name: _row(trial.phase(name)) for name in ("test-empty", "test-offline", "test-online")}
-    if args.best_of:
-        samples = [{r["task_id"]: r for r in trial.phase(f"test-best-of-{args.best_of}-sample-{k}")}
-                   for k in range(args.best_of)]
+def phase_rows(arms: list[str], trial: PlaybookTrial, best_of: int) -> dict[str, dict]:
+    names = ["test-empty"]
+    for arm in arms:
+        if arm in ARM_SETTINGS:
+            names += [f"test-{trial.arm(arm).learner_name(mode)}" for mode in ("offline", "online")]
+        else:
+            names.append(f"test-{arm}")
+    rows = {name: _row(trial.phase(name)) for name in names}
+    if best_of:
+        samples = [{r["task_id"]: r for r in trial.phase(f"test-best-of-{best_of}-sample-{k}")} for k in range(best_of)]
         ids = set.intersection(*(set(s) for s in samples)) if samples else set()
         # pass@N with the hidden tests choosing: an upper bound on any best-of-N selector.
-        rows[f"test-best-of-{args.best_of} (oracle)"] = _row(
+        rows[f"test-best-of-{best_of} (oracle)"] = _row(
             [{"score": max(s[i]["score"] for s in samples), "model_calls": sum(s[i].get("model_calls") or 0 for s in samples)}
              for i in sorted(ids)])
-    sizes = {}
-    for name in ("offline", "online"):
-        path = run.path(f"trial/{name}.md")
-        sizes[name] = len(Playbook.load(path)) if path.exists() else None
-    report = {"model": args.model, "learner_model": args.learner_model or args.model, "run": run.id,
-              "offset": args.offset, "train": args.train, "test": args.test, "rows": rows, "playbook_items": sizes,
-              "solver": solver_tally.snapshot(), "learner": learner_tally.snapshot(),
+    return rows
+
+
+def size_series(arms: list[str], trial: PlaybookTrial) -> dict[str, list[dict]]:
+    """Each playbook's size after every learning step (the peer's from its own record)."""
+    out: dict[str, list[dict]] = {}
+    for arm in arms:
+        if arm in ARM_SETTINGS:
+            for mode in ("offline", "online"):
+                name = trial.arm(arm).learner_name(mode)
+                out[name] = trial.sizes(name)
+        else:
+            out[arm] = trial.run.read_jsonl(f"peers/{arm}/sizes.jsonl")
+    return out
+
+
+def _series_text(series: list[dict], key: str) -> str:
+    values = [s.get(key) for s in series]
+    return " ".join("?" if v is None else str(v) for v in values) or "-"
+
+
+def write(args: argparse.Namespace, arms: list[str], trial: PlaybookTrial, run, solver_tally: Accountant,
+          learner_tally: Accountant) -> None:
+    rows = phase_rows(arms, trial, args.best_of)
+    sizes = size_series(arms, trial)
+    report = {"suite": args.suite, "model": args.model, "learner_model": args.learner_model or args.model, "run": run.id,
+              "offset": args.offset, "train": args.train, "test": args.test, "arms": arms, "rows": rows,
+              "playbook_items": {name: (s[-1]["items"] if s else None) for name, s in sizes.items()},
+              "playbook_sizes": sizes, "solver": solver_tally.snapshot(), "learner": learner_tally.snapshot(),
               "machine": machine(load=os.getloadavg()), "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     write_json(args.out, report)
-    lines = [f"# HumanEval pass@1 with a learned playbook ({args.model}; learner {args.learner_model or args.model})", "",
-             f"Train problems {args.offset}..{args.offset + args.train - 1}, test the next {args.test}; trial run "
-             f"`{run.id}`. Produced by `python -m bench.context_playbook`.", "",
-             "| arm (test split) | pass@1 | 95% CI (Wilson) | passed | solver calls |", "|---|---|---|---|---|"]
+    score = "pass@1" if args.suite != "guess-the-number" else "mean reward"
+    lines = [f"# {args.suite}: {score} with a learned playbook ({args.model}; learner {args.learner_model or args.model})", "",
+             f"Trial run `{run.id}`; test tasks untouched by any search (see `bench/context_playbook.py`). "
+             "Produced by `python -m bench.context_playbook`.", "",
+             "| arm (test split) | pass@1 | 95% CI (Wilson) | passed | mean score | solver calls |", "|---|---|---|---|---|---|"]
     for name, row in rows.items():
         if row["n"]:
             lines.append(f"| {name} | {row['pass_at_1']:.3f} | {row['ci95'][0]:.3f}–{row['ci95'][1]:.3f} | "
-                         f"{row['passed']}/{row['n']} | {row['solver_calls']:.0f} |")
-    lines += ["", f"Playbook items at the end: offline {sizes['offline']}, online {sizes['online']}."]
+                         f"{row['passed']}/{row['n']} | {row['mean_score']:.3f} | {row['solver_calls']:.0f} |")
+    lines += ["", "Playbook size after each learning step (items; tokens of the whole playbook as a prompt shows it):", "",
+              "| playbook | steps | items | tokens |", "|---|---|---|---|"]
+    for name, series in sizes.items():
+        if series:
+            lines.append(f"| {name} | {len(series)} | {_series_text(series, 'items')} | {_series_text(series, 'tokens')} |")
     write_markdown(args.out, "\n".join(lines) + "\n")
 
 
