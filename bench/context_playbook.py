@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -404,6 +405,9 @@ def _run_peer(args: argparse.Namespace, spec: TrialSuite, trial: PlaybookTrial, 
     work = trial.run.path("peers/ace-framework")
     models = {"solver": args.model, "learner": args.learner_model or args.model}
     servers, upstream = [], {}
+    # A bench stopped by SIGTERM (timeout, kill) unwinds, so the servers and the peer it started
+    # are stopped with it rather than left serving.
+    previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         for spec_model in dict.fromkeys(models.values()):
             proc, url = start_server(spec_model, work / "serve", args.threads, work / "serve.log")
@@ -433,6 +437,7 @@ def _run_peer(args: argparse.Namespace, spec: TrialSuite, trial: PlaybookTrial, 
             raise SystemExit(f"ace-framework exited {proc.returncode}; see its output above (rerun resumes it)")
         (work / "done").write_text("")
     finally:
+        signal.signal(signal.SIGTERM, previous)
         for proc in servers:
             proc.terminate()
             proc.wait(timeout=30)
