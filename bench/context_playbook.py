@@ -112,15 +112,16 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def settle(args: argparse.Namespace, stored: dict[str, Any] | None) -> None:
-    """A resumed run's own settings win over the command line's for what it measures."""
+def settle(args: argparse.Namespace, stored: dict[str, Any] | None, arms: list[str] | None = None) -> None:
+    """A resumed run's own settings win over the command line's for what it measures; its arms are
+    the command line's, else those it last ran (``arms``), else those it was made with."""
     if stored is not None:
         for key in MEASURED:
             if key in stored:
                 setattr(args, key, stored[key])
         args.suite = stored.get("suite") or "humaneval"  # runs from before --suite were HumanEval runs
         if args.arms is None:
-            args.arms = ",".join(stored.get("arms") or [DEFAULT_ARM])
+            args.arms = ",".join(arms or stored.get("arms") or [DEFAULT_ARM])
     args.suite = args.suite or "humaneval"
     args.arms = args.arms or "ratchet,ace-add-only"
     args.out = args.out or f"context_playbook_{args.suite.replace('-', '_')}"
@@ -132,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
 
     store = RunStore(args.store)
     run = store.open_run(args.resume) if args.resume else None
-    settle(args, run.config if run is not None else None)
+    settle(args, run.config if run is not None else None, run.read_json("trial/arms.json") if run is not None else None)
     config = (ContextConfig.model_validate(run.config["context"]) if run is not None and "context" in run.config
               else load_config(ContextConfig, args.config, args.overrides))
     arms = [a for a in args.arms.split(",") if a]
@@ -150,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         run = store.create_run("context-trial", settings)
     else:
         run.set_status("running")
+    run.write_json("trial/arms.json", arms)  # arms added to a resumed run stay in its table
     trial = PlaybookTrial(greedy, spec.files(), spec.prompt_file, run, AccountedModel(learner, learner_tally, "learner"),
                           config, embedder=default_embedder(config),
                           sampling_suite=spec.build(solver_model, temperature=args.sampling_temperature,

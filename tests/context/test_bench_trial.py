@@ -21,6 +21,9 @@ def test_a_run_made_before_suites_and_arms_resumes_as_humaneval_with_its_one_arm
     bench.settle(args, stored)
     assert (args.suite, args.arms, args.train, args.model) == ("humaneval", "ratchet", 40, "local:qwen2.5-coder-0.5b")
     assert args.out == "context_playbook_humaneval"  # the committed results' name
+    args = _args()
+    bench.settle(args, stored, ["ratchet", "ace-add-only"])  # arms added when it was resumed before
+    assert args.arms == "ratchet,ace-add-only"
 
 
 def test_a_new_run_defaults_to_humaneval_and_both_learner_arms():
