@@ -225,10 +225,11 @@ def write(args: argparse.Namespace, arms: list[str], trial: PlaybookTrial, run, 
           learner_tally: Accountant) -> None:
     rows = phase_rows(arms, trial, args.best_of)
     sizes = size_series(arms, trial)
+    peers = {arm: run.read_jsonl(f"peers/{arm}/spent.jsonl") for arm in arms if arm in PEER_ARMS}
     report = {"suite": args.suite, "model": args.model, "learner_model": args.learner_model or args.model, "run": run.id,
               "offset": args.offset, "train": args.train, "test": args.test, "arms": arms, "rows": rows,
               "playbook_items": {name: (s[-1]["items"] if s else None) for name, s in sizes.items()},
-              "playbook_sizes": sizes, "solver": solver_tally.snapshot(), "learner": learner_tally.snapshot(),
+              "playbook_sizes": sizes, "peer_spent": peers, "solver": solver_tally.snapshot(), "learner": learner_tally.snapshot(),
               "machine": machine(load=os.getloadavg()), "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     write_json(args.out, report)
     score = "pass@1" if args.suite != "guess-the-number" else "mean reward"
@@ -245,6 +246,11 @@ def write(args: argparse.Namespace, arms: list[str], trial: PlaybookTrial, run, 
     for name, series in sizes.items():
         if series:
             lines.append(f"| {name} | {len(series)} | {_series_text(series, 'items')} | {_series_text(series, 'tokens')} |")
+    for arm, attempts in peers.items():
+        if attempts:
+            calls = {role: sum(a["calls"].get(role, 0) for a in attempts) for role in ("solver", "learner")}
+            lines.append(f"\n{arm}: {calls['solver']} solver and {calls['learner']} learner calls in "
+                         f"{sum(a['wall_s'] for a in attempts):.0f} s over {len(attempts)} attempt(s).")
     write_markdown(args.out, "\n".join(lines) + "\n")
 
 
@@ -430,10 +436,14 @@ def _run_peer(args: argparse.Namespace, spec: TrialSuite, trial: PlaybookTrial, 
         env = {**os.environ, "OPENAI_BASE_URL": url + "/v1", "OPENAI_API_KEY": "local",
                "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONPATH": ""}
         started = time.perf_counter()
-        proc = subprocess.run([str(python), str(ACE_PEER), str(work / "spec.json")], env=env, cwd=work,
-                              timeout=args.ace_timeout_s)
-        trial.run.write_json("peers/ace-framework/spent.json", {"calls": gateway.calls, "wall_s": time.perf_counter() - started,
-                                                                 "exit": proc.returncode})
+        try:
+            proc = subprocess.run([str(python), str(ACE_PEER), str(work / "spec.json")], env=env, cwd=work,
+                                  timeout=args.ace_timeout_s)
+        except subprocess.TimeoutExpired:
+            proc = subprocess.CompletedProcess([], returncode=124)
+        # one line per attempt: a killed attempt's calls were spent too
+        trial.run.append_jsonl("peers/ace-framework/spent.jsonl", {"calls": gateway.calls, "exit": proc.returncode,
+                                                                   "wall_s": round(time.perf_counter() - started, 1)})
         server.shutdown()
         if proc.returncode != 0:
             raise SystemExit(f"ace-framework exited {proc.returncode}; see its output above (rerun resumes it)")

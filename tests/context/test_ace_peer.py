@@ -103,8 +103,9 @@ def test_ace_framework_arm_runs_the_peer_and_grades_its_answers(tmp_path, monkey
     [size] = report["playbook_sizes"]["ace-framework"]
     assert size["items"] == 1 and size["tokens"] > 0 and size["trajectory"] == "HumanEval/0"
     run = RunStore(tmp_path / "runs").open_run(report["run"])
-    spent = run.read_json("peers/ace-framework/spent.json")
+    [spent] = run.read_jsonl("peers/ace-framework/spent.jsonl")
     assert spent["calls"] == {"solver": 1, "learner": 1} and spent["exit"] == 0
+    assert report["peer_spent"]["ace-framework"] == [spent] and "1 solver and 1 learner calls" in written["md"]
     assert "failed the hidden tests" in run.read_jsonl("peers/ace-framework/peer-sizes.jsonl")[0]["prompt"]
 
     # resumed: the peer is not run again, nothing is graded twice
