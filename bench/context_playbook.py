@@ -56,8 +56,8 @@ from ratchet.context.trial_suites import LeadingSplits, TrialSuite
 from ratchet.contracts import Candidate, Task
 from ratchet.envs.runner import wilson
 from ratchet.evolve.suites.humaneval import CANARY_WORKFLOW
+from ratchet.models.budget import Accountant, AccountedModel
 from ratchet.models.request import estimate_tokens
-from ratchet.models.budget import AccountedModel, Accountant
 from ratchet.store import RunStore
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -104,10 +104,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--ace-timeout-s", type=float, default=6 * 3600, help="ace-framework: wall-clock limit of its run")
     parser.add_argument("--out", default=None, help="result name under bench/results/ (default context_playbook_SUITE)")
     args = parser.parse_args(argv)
-    unknown = sorted(set(p for p in args.phases.split(",") if p) - set(PHASES))
+    unknown = sorted({p for p in args.phases.split(",") if p} - set(PHASES))
     if unknown:
         parser.error(f"unknown phases {unknown}; use {', '.join(PHASES)}")
-    if args.arms is not None and sorted(set(a for a in args.arms.split(",") if a) - set(ARMS)):
+    if args.arms is not None and sorted({a for a in args.arms.split(",") if a} - set(ARMS)):
         parser.error(f"unknown arms in {args.arms!r}; use {', '.join(ARMS)}")
     return args
 
@@ -234,8 +234,8 @@ def write(args: argparse.Namespace, arms: list[str], trial: PlaybookTrial, run, 
     write_json(args.out, report)
     score = "pass@1" if args.suite != "guess-the-number" else "mean reward"
     lines = [f"# {args.suite}: {score} with a learned playbook ({args.model}; learner {args.learner_model or args.model})", "",
-             f"Trial run `{run.id}`; test tasks untouched by any search (see `bench/context_playbook.py`). "
-             "Produced by `python -m bench.context_playbook`.", "",
+             (f"Trial run `{run.id}`; test tasks untouched by any search (see `bench/context_playbook.py`). "
+              "Produced by `python -m bench.context_playbook`."), "",
              "| arm (test split) | pass@1 | 95% CI (Wilson) | passed | mean score | solver calls |", "|---|---|---|---|---|---|"]
     for name, row in rows.items():
         if row["n"]:
@@ -438,7 +438,7 @@ def _run_peer(args: argparse.Namespace, spec: TrialSuite, trial: PlaybookTrial, 
         started = time.perf_counter()
         try:
             proc = subprocess.run([str(python), str(ACE_PEER), str(work / "spec.json")], env=env, cwd=work,
-                                  timeout=args.ace_timeout_s)
+                                  timeout=args.ace_timeout_s, check=False)
         except subprocess.TimeoutExpired:
             proc = subprocess.CompletedProcess([], returncode=124)
         # one line per attempt: a killed attempt's calls were spent too

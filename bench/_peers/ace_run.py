@@ -29,7 +29,8 @@ from ace import ACELiteLLM, Sample, TaskEnvironment
 from ace.core import EnvironmentResult
 from ace.providers import ACEModelConfig, ModelConfig
 
-SPEC = json.loads(open(sys.argv[1]).read())
+with open(sys.argv[1]) as spec_file:
+    SPEC = json.load(spec_file)
 WORK = SPEC["work"]
 SKILLBOOK = os.path.join(WORK, "skillbook.json")
 
@@ -84,7 +85,7 @@ for step, task in enumerate(SPEC["train"], 1):
     try:
         ace.learn([Sample(question=task["question"], id=task["id"])], environment=environment)
         error = None
-    except Exception as exc:  # a step the small model could not complete is recorded, and learning goes on
+    except Exception as exc:  # noqa: BLE001 -- a step the small model could not complete is recorded; learning goes on
         error = f"{type(exc).__name__}: {exc}"[:500]
     ace.save(SKILLBOOK)
     append("peer-sizes.jsonl", {"id": task["id"], "step": step, "skills": len(ace.skillbook.skills()),
@@ -98,7 +99,7 @@ for task in SPEC["test"]:
     before = spent()
     try:
         answer, error = ace.ask(task["question"]), None
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 -- a failed answer is recorded as an empty one
         answer, error = "", f"{type(exc).__name__}: {exc}"[:500]
     calls = spent()["solver"] - before["solver"]
     append("answers.jsonl", {"id": task["id"], "answer": answer, "error": error, "calls": calls})

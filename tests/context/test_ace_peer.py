@@ -3,7 +3,6 @@ the bench runs, the gateway it gives the peer (model routing, call counts, the s
 and how it reads the peer's answers and skillbook sizes back."""
 
 import json
-import os
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
