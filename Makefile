@@ -43,10 +43,12 @@ test-fast: setup
 bench: setup
 	$(BIN)/python -m bench
 
-# The peers' environment (GEPA, OpenEvolve, mini-swe-agent), outside the package's dependencies.
+# The peers' environments, outside the package's dependencies: $(BENCH_VENV) (GEPA, OpenEvolve,
+# mini-swe-agent) and .venv-bench-ace (ace-framework, which needs Python >= 3.12).
+# BENCH_ONLY=peers or BENCH_ONLY=ace builds one of them.
 BENCH_VENV ?= .venv-bench
 bench-env:
-	@scripts/setup-bench.sh $(BENCH_VENV)
+	@scripts/setup-bench.sh $(BENCH_VENV) $(if $(BENCH_ONLY),--only $(BENCH_ONLY))
 
 clean:
 	rm -rf $(VENV) .venv-envs build *.egg-info

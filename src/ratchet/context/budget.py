@@ -35,12 +35,13 @@ class Selection:
     dropped: int
 
 
-def select(playbook: Playbook, task: str, budget_tokens: int, *, embedder: Embedder | None = None,
+def select(playbook: Playbook, task: str, budget_tokens: int | None, *, embedder: Embedder | None = None,
            record_weight: float = 0.3) -> Selection:
     """The items for a prompt about ``task``, best first, within ``budget_tokens`` (each item
-    costs its rendered line). Without an embedder, relevance is 0 and the record decides."""
+    costs its rendered line; None: no budget, every item). Without an embedder, relevance is 0
+    and the record decides."""
     items = list(playbook.items.values())
-    if not items or budget_tokens <= 0:
+    if not items or (budget_tokens is not None and budget_tokens <= 0):
         return Selection([], 0, len(items))
     relevance = np.zeros(len(items))
     if embedder is not None and task:
@@ -52,17 +53,18 @@ def select(playbook: Playbook, task: str, budget_tokens: int, *, embedder: Embed
     used = 0
     for k in scored:
         cost = estimate_tokens(items[k].line()) + 1
-        if used + cost > budget_tokens:
+        if budget_tokens is not None and used + cost > budget_tokens:
             continue
         chosen.append(items[k])
         used += cost
     return Selection(chosen, used, len(items) - len(chosen))
 
 
-def prune(playbook: Playbook, *, margin: int = 1, max_items: int | None = None) -> list[Delete]:
-    """DELETE operations for items that hurt (``harmful - helpful >= margin``) and, past
-    ``max_items``, for the weakest remaining items (lowest net count, then oldest id)."""
-    doomed = [i.id for i in playbook.items.values() if i.harmful - i.helpful >= margin]
+def prune(playbook: Playbook, *, margin: int | None = 1, max_items: int | None = None) -> list[Delete]:
+    """DELETE operations for items that hurt (``harmful - helpful >= margin``; None: none for
+    their record) and, past ``max_items``, for the weakest remaining items (lowest net count, then
+    oldest id)."""
+    doomed = [i.id for i in playbook.items.values() if margin is not None and i.harmful - i.helpful >= margin]
     if max_items is not None:
         rest = [i for i in playbook.items.values() if i.id not in doomed]
         excess = len(rest) - max_items

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 
@@ -10,8 +11,9 @@ from ratchet.config import Settings
 
 
 class ContextConfig(Settings):
-    budget_tokens: int = Field(400, ge=0)
-    """Most tokens of playbook items that enter one prompt (generator and curator alike)."""
+    budget_tokens: int | None = Field(400, ge=0)
+    """Most tokens of playbook items that enter one prompt (generator and curator alike). None:
+    no budget, the whole playbook enters every prompt (ACE's behaviour)."""
     record_weight: float = Field(0.3, ge=0.0)
     """Weight of an item's record (tanh of helpful minus harmful, over 3) beside its relevance
     (cosine with the task) when items compete for the budget."""
@@ -20,11 +22,16 @@ class ContextConfig(Settings):
     (ace-framework's value for all-MiniLM-L6-v2)."""
     dedup: bool = True
     """Fold near-duplicate ADDs into the item they repeat; off keeps ACE's add-only behaviour."""
-    prune_margin: int = Field(2, ge=1)
-    """An item is deleted once its harmful count exceeds its helpful count by this much."""
+    prune_margin: int | None = Field(2, ge=1)
+    """An item is deleted once its harmful count exceeds its helpful count by this much. None:
+    never deleted for its record."""
     max_items: int | None = Field(60, ge=1)
     """Most items a playbook keeps; past it the weakest (lowest net count, then oldest) go.
     None: no cap (pruning by record only)."""
+    curator_operations: list[Literal["ADD", "UPDATE", "MERGE", "DELETE", "TAG"]] | None = None
+    """The operations the curator may emit (its prompt lists only these, its grammar admits only
+    these, any other is a problem returned to it). None: all. ``[ADD]`` is the official ACE code's
+    add-only curation."""
     max_retries: int = Field(1, ge=0)
     """Times a curator whose reply had malformed operations is asked again, shown its problems."""
     use_grammar: bool = True

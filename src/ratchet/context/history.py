@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from ratchet.context.playbook import Playbook, PlaybookError
+from ratchet.context.roles import playbook_tokens
 from ratchet.store import files
 from ratchet.store.run import Run, safe_name
 
@@ -38,6 +39,20 @@ class PlaybookHistory:
 
     def entries(self) -> list[dict[str, Any]]:
         return self.run.read_jsonl(f"{self.base}/{HISTORY}")
+
+    def sizes(self) -> list[dict[str, Any]]:
+        """The playbook's size after each learning step: ``step`` (1-based), ``version``, the
+        ``trajectory`` learned from, ``items`` and ``tokens`` (what a prompt holding all of it
+        pays; read from the version's file where a line written before tokens were recorded
+        lacks them)."""
+        out, kept = [], set(self.versions())
+        for step, entry in enumerate(self.entries(), 1):
+            tokens = entry.get("tokens")
+            if tokens is None and entry.get("version") in kept:
+                tokens = playbook_tokens(self.load(entry["version"]))
+            out.append({"step": step, "version": entry.get("version"), "trajectory": entry.get("trajectory"),
+                        "items": entry.get("items"), "tokens": tokens})
+        return out
 
     def versions(self) -> list[int]:
         directory = self.run.path(f"{self.base}/versions")

@@ -17,11 +17,11 @@ from typing import Any
 from ratchet.context.budget import prune, select
 from ratchet.context.config import ContextConfig
 from ratchet.context.history import PlaybookHistory
-from ratchet.context.operations import Tag, apply_operations, op_record
+from ratchet.context.operations import Problem, Tag, apply_operations, op_record
 from ratchet.context.playbook import Playbook
-from ratchet.context.roles import Curator, Prompts, Reflector
+from ratchet.context.roles import Curation, Curator, Prompts, Reflection, Reflector, playbook_tokens
 from ratchet.context.similarity import Deduplicator, Embedder
-from ratchet.contracts import Model
+from ratchet.contracts import BudgetExceeded, Model, RatchetError
 from ratchet.store.run import Run
 
 
@@ -73,7 +73,8 @@ class ContextLearner:
         self.reflector = Reflector(reflector_model, prompts, temperature=c.temperature, max_tokens=c.max_tokens,
                                    use_grammar=c.use_grammar)
         self.curator = Curator(curator_model or reflector_model, prompts, temperature=c.temperature,
-                               max_tokens=c.max_tokens, max_retries=c.max_retries, use_grammar=c.use_grammar)
+                               max_tokens=c.max_tokens, max_retries=c.max_retries, use_grammar=c.use_grammar,
+                               operations=c.curator_operations)
         self.embedder = embedder
         self.dedup = Deduplicator(embedder, c.dedup_threshold) if embedder is not None and c.dedup else None
         self.history = PlaybookHistory(run, name) if run is not None else None
@@ -101,8 +102,22 @@ class ContextLearner:
         chosen = select(self.playbook, t.task, c.budget_tokens, embedder=self.embedder,
                         record_weight=c.record_weight).items
         outcome = outcome_text(t.score)
-        reflection = self.reflector.reflect(t.task, t.trace[-c.trace_chars:], outcome, chosen)
-        curation = self.curator.curate(self.playbook, chosen, reflection.lesson, outcome) if reflection.lesson else None
+        # A call the model refuses (a prompt past its context window: an unbudgeted playbook that
+        # grew too long) is a problem of this step, counted and recorded; the learning goes on.
+        try:
+            reflection = self.reflector.reflect(t.task, t.trace[-c.trace_chars:], outcome, chosen)
+        except BudgetExceeded:
+            raise
+        except RatchetError as exc:
+            reflection = Reflection(problems=[Problem(None, f"the reflector's call failed: {exc}"[:300])])
+        curation = None
+        if reflection.lesson:
+            try:
+                curation = self.curator.curate(self.playbook, chosen, reflection.lesson, outcome)
+            except BudgetExceeded:
+                raise
+            except RatchetError as exc:
+                curation = Curation(problems=[Problem(None, f"the curator's call failed: {exc}"[:300])], attempts=1)
         ops = list(reflection.tags) + (curation.ops if curation else [])
         duplicates = []
         if self.dedup is not None:
@@ -132,7 +147,7 @@ class ContextLearner:
         s.curator_problems += len(applied.problems)
         s.curator_calls += curation.attempts if curation else 0
         s.sizes.append(len(book))
-        entry = {"trajectory": t.id, "score": t.score, "lesson": reflection.lesson,
+        entry = {"trajectory": t.id, "score": t.score, "tokens": playbook_tokens(book), "lesson": reflection.lesson,
                  "tags_dropped": [tag.id for tag in unseen],  # items the attempt never saw
                  "applied": applied.applied, "pruned": [op_record(op) for op in cuts],
                  "duplicates": [asdict(d) for d in duplicates],
@@ -145,3 +160,8 @@ class ContextLearner:
         book.save(self.path)
         self.done.add(t.id)
         return {"version": book.version, "items": len(book), **entry}
+
+    def sizes(self) -> list[dict[str, Any]]:
+        """The playbook's size after every learning step so far: items and tokens per version."""
+        return self.history.sizes() if self.history is not None else []
+

@@ -254,16 +254,22 @@ WS_RULE = 'ws ::= ( " " | "\\n" | "\\n  " | "\\n    " | "\\n      " )?'
 STR_RULE = 'str ::= "\\"" ( [^"\\\\\\n] | "\\\\" ["\\\\/bfnrt] )* "\\""'
 
 
-def operations_grammar(ids: Sequence[str] | None = None) -> str:
+def operations_grammar(ids: Sequence[str] | None = None, allowed: Sequence[str] | None = None) -> str:
     """A llama.cpp GBNF grammar that only admits the operations object, so a small model's reply is
     always well-formed JSON of the right shape. Given the playbook's ``ids``, operations can only
-    name those (an empty playbook admits only ADD); ``parse_operations`` still checks everything."""
+    name those (an empty playbook admits only ADD); given ``allowed`` (operation names), only those
+    operations; ``parse_operations`` still checks everything."""
     ops = ["add"] if ids is not None and not ids else ["add", "update", "merge", "delete", "tag"]
     if ids is not None and len(ids) < 2:
         ops = [o for o in ops if o != "merge"]
+    if allowed is not None:
+        ops = [o for o in ops if o.upper() in allowed]
+    # With nothing admitted the list can only be empty (a rule with no alternative is not GBNF).
+    op_rule = "op ::= " + " | ".join(ops) if ops else 'op ::= "{" "}"'
+    body = '( op ( ws "," ws op )* )?' if ops else ""
     return "\n".join([
-        'root ::= "{" ws "\\"operations\\"" ws ":" ws "[" ws ( op ( ws "," ws op )* )? ws "]" ws "}"',
-        "op ::= " + " | ".join(ops),
+        f'root ::= "{{" ws "\\"operations\\"" ws ":" ws "[" ws {body} ws "]" ws "}}"',
+        op_rule,
         'add ::= "{" ws "\\"op\\"" ws ":" ws "\\"ADD\\"" ws "," ws "\\"section\\"" ws ":" ws str ws "," ws "\\"text\\"" ws ":" ws str ws "}"',
         'update ::= "{" ws "\\"op\\"" ws ":" ws "\\"UPDATE\\"" ws "," ws "\\"id\\"" ws ":" ws id ws "," ws "\\"text\\"" ws ":" ws str ws "}"',
         'merge ::= "{" ws "\\"op\\"" ws ":" ws "\\"MERGE\\"" ws "," ws "\\"ids\\"" ws ":" ws "[" ws id ( ws "," ws id )+ ws "]" ws "," ws "\\"text\\"" ws ":" ws str ws "}"',

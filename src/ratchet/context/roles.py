@@ -13,6 +13,7 @@ braces in a playbook or a trace are safe.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -24,14 +25,27 @@ from ratchet.context.operations import (
     Tag,
     _json_object,
     apply_operations,
+    op_record,
     operations_grammar,
     parse_operations,
     reflection_grammar,
 )
 from ratchet.context.playbook import Item, Playbook, PlaybookError, clean_text
 from ratchet.contracts import Message, Model
+from ratchet.models.request import estimate_tokens
 
 ROLES = ("generator", "reflector", "curator")
+
+#: How the curator's prompt shows each operation (its ``{operations}``): the ones it may emit.
+OPERATION_LINES = {
+    "ADD": '{"op": "ADD", "section": <one word naming the topic>, "text": <the lesson, as a general rule>}',
+    "UPDATE": '{"op": "UPDATE", "id": <item id>, "text": <a better wording>}',
+    "MERGE": '{"op": "MERGE", "ids": [<item id>, <item id>], "text": <one lesson covering both>}',
+    "DELETE": '{"op": "DELETE", "id": <item id>}',
+    "TAG": '{"op": "TAG", "id": <item id>, "tag": "helpful" or "harmful"}',
+}
+#: The operations a curator's prompt lists when any may be used (TAG is the reflector's to give).
+DEFAULT_LISTED = ("ADD", "UPDATE", "MERGE", "DELETE")
 
 
 @dataclass(frozen=True)
@@ -66,6 +80,12 @@ def render_items(items: list[Item]) -> str:
     if not items:
         return "(empty)"
     return "\n".join(f"[{i.id}] ({i.section}) {i.text}" for i in items)
+
+
+def playbook_tokens(playbook: Playbook) -> int:
+    """What a prompt holding the whole playbook pays for it (its items as prompts show them):
+    the playbook's size in tokens."""
+    return estimate_tokens(render_items(list(playbook.items.values()))) if len(playbook) else 0
 
 
 class Generator:
@@ -152,25 +172,44 @@ class Curation:
 class Curator:
     """Asks the model for operations; checks them against the playbook (parse, then a dry run
     that finds ids that do not exist); on problems asks again with them, ``max_retries`` times.
-    The operations kept are the valid ones of every attempt, in order."""
+    The operations kept are the valid ones of every attempt, in order. ``operations`` limits what
+    it may emit (None: any): its prompt lists only those, its grammar admits only those, and any
+    other it sends is a problem returned to it."""
 
     def __init__(self, model: Model, prompts: Prompts, *, temperature: float = 0.0, max_tokens: int = 256,
-                 max_retries: int = 1, use_grammar: bool = True) -> None:
+                 max_retries: int = 1, use_grammar: bool = True, operations: Sequence[str] | None = None) -> None:
         self.model, self.prompts = model, prompts
         self.temperature, self.max_tokens = temperature, max_tokens
         self.max_retries, self.use_grammar = max_retries, use_grammar
+        self.operations = tuple(operations) if operations is not None else None
+        listed = DEFAULT_LISTED if self.operations is None else self.operations
+        self.listing = "\n".join(OPERATION_LINES[name] for name in listed)
+
+    def _allowed(self, ops: list[Operation]) -> tuple[list[Operation], list[Problem]]:
+        if self.operations is None:
+            return ops, []
+        kept, problems = [], []
+        for index, op in enumerate(ops):
+            if op.op in self.operations:
+                kept.append(op)
+            else:
+                problems.append(Problem(index, f"only {', '.join(self.operations)} may be used here",
+                                        json.dumps(op_record(op), sort_keys=True)))
+        return kept, problems
 
     def curate(self, playbook: Playbook, items: list[Item], lesson: str, outcome: str) -> Curation:
         result = Curation()
         feedback = ""
         for _ in range(self.max_retries + 1):
             prompt = fill(self.prompts.curator, playbook=render_items(items), lesson=lesson or "(none)",
-                          outcome=outcome, feedback=feedback)
+                          outcome=outcome, feedback=feedback, operations=self.listing)
+            grammar = operations_grammar(list(playbook.items), allowed=self.operations) if self.use_grammar else None
             text = self.model.complete([{"role": "user", "content": prompt}], temperature=self.temperature,
-                                       max_tokens=self.max_tokens,
-                                       grammar=operations_grammar(list(playbook.items)) if self.use_grammar else None).text
+                                       max_tokens=self.max_tokens, grammar=grammar).text
             result.attempts += 1
             ops, problems = parse_operations(text)
+            ops, refused = self._allowed(ops)
+            problems += refused
             kept = len(result.ops)
             dry = apply_operations(playbook, result.ops + ops)
             # Dry-run problems are indexed over the kept + new list; shift them to this reply's.

@@ -15,6 +15,13 @@ Phases, each a JSONL file under the trial run (``trial/<phase>.jsonl``), one lin
 - ``test-best-of-N``: the original sampled N times per test task (a suite built with a sampling
   temperature), for the same extra model calls.
 
+Offline and online learning run once per :class:`Arm`, a way of learning (its own
+:class:`ContextConfig`): ``ratchet`` (de-duplication, a token budget, pruning; its phases keep the
+plain names above) and ``ace-add-only`` (:data:`ACE_ADD_ONLY`: the official ACE code's curation;
+its phases are ``train-ace-add-only-online``, ``test-ace-add-only-offline``…, its playbooks
+``trial/ace-add-only-offline.md``…). Each learning step's playbook size (items, tokens) is in the
+arm's history (:meth:`PlaybookTrial.sizes`).
+
 Everything is written as it happens; a trial run resumed (same store, same run) skips the tasks
 each phase already holds and the trajectories each learner already learned from.
 """
@@ -28,6 +35,7 @@ from typing import Any, Protocol
 
 from ratchet.context.budget import select
 from ratchet.context.config import ContextConfig
+from ratchet.context.history import PlaybookHistory
 from ratchet.context.learner import ContextLearner, Trajectory
 from ratchet.context.playbook import Playbook
 from ratchet.context.roles import render_items
@@ -36,6 +44,33 @@ from ratchet.contracts import Candidate, Model, RatchetError, Task, TaskResult
 from ratchet.store.run import Run
 
 LESSONS_HEADER = "\n\nLessons learned on earlier problems (follow those that apply):\n"
+
+#: The official ACE code's curation (ace-agent/ace): the curator may only ADD; no de-duplication,
+#: no pruning, no cap, and the whole playbook enters every prompt (no token budget).
+ACE_ADD_ONLY: dict[str, Any] = {"curator_operations": ["ADD"], "dedup": False, "prune_margin": None,
+                                "max_items": None, "budget_tokens": None}
+#: Settings each learner arm lays over the trial's own (``ratchet``: none).
+ARM_SETTINGS: dict[str, dict[str, Any]] = {"ratchet": {}, "ace-add-only": ACE_ADD_ONLY}
+DEFAULT_ARM = "ratchet"
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One way of learning a playbook, measured beside the others on the same tasks."""
+
+    name: str
+    config: ContextConfig
+
+    @classmethod
+    def named(cls, name: str, base: ContextConfig) -> Arm:
+        if name not in ARM_SETTINGS:
+            raise RatchetError(f"unknown learner arm {name!r}", hint=f"use one of: {', '.join(ARM_SETTINGS)}")
+        return cls(name, ContextConfig.model_validate({**base.model_dump(), **ARM_SETTINGS[name]}))
+
+    def learner_name(self, mode: str) -> str:
+        """The playbook (and phase suffix) of this arm's ``offline`` or ``online`` learning; the
+        default arm keeps the names trials had before arms, so their runs resume."""
+        return mode if self.name == DEFAULT_ARM else f"{self.name}-{mode}"
 
 
 class Suite(Protocol):
@@ -48,7 +83,7 @@ class Suite(Protocol):
 
 def task_text(task: Task) -> str:
     """The text a task is about (its prompt when it has one), for relevance and the reflector."""
-    for key in ("prompt", "question", "description", "instruction"):
+    for key in ("prompt", "question", "description", "instruction", "statement"):
         if isinstance(task.input.get(key), str):
             return task.input[key]
     return f"{task.id}: {task.input}"
@@ -66,7 +101,9 @@ def with_playbook(files: dict[str, str], prompt_file: str, items_text: str) -> d
 @dataclass
 class PlaybookTrial:
     """One suite, one original candidate, one trial run. ``learner_model`` plays reflector and
-    curator; ``sampling_suite`` (the same suite at a sampling temperature) serves best-of-N."""
+    curator; ``sampling_suite`` (the same suite at a sampling temperature) serves best-of-N.
+    ``calls`` counts the solver's model calls so far: a task's calls are recorded from it when
+    the suite's result does not count them (its ``model_calls`` metric)."""
 
     suite: Suite
     files: dict[str, str]
@@ -78,6 +115,10 @@ class PlaybookTrial:
     sampling_suite: Suite | None = None
     seed: int = 0
     progress: Callable[[str, TaskResult], None] | None = None
+    calls: Callable[[], int] | None = None
+
+    def arm(self, name: str = DEFAULT_ARM) -> Arm:
+        return Arm.named(name, self.config)
 
     def _done(self, phase: str) -> dict[str, dict[str, Any]]:
         return {r["task_id"]: r for r in self.run.read_jsonl(f"trial/{phase}.jsonl")}
@@ -86,19 +127,26 @@ class PlaybookTrial:
         return self.run.path(f"trial/{name}.md")
 
     def evaluate(self, phase: str, tasks: Sequence[Task], playbook: Playbook | None, *, suite: Suite | None = None,
-                 seed: int | None = None, after: Callable[[Task, TaskResult], None] | None = None) -> list[dict[str, Any]]:
-        """Each task once with the items ``playbook`` gives it; skips tasks ``phase`` already holds."""
+                 seed: int | None = None, after: Callable[[Task, TaskResult], None] | None = None,
+                 config: ContextConfig | None = None) -> list[dict[str, Any]]:
+        """Each task once with the items ``playbook`` gives it (under ``config``'s budget, the
+        trial's by default); skips tasks ``phase`` already holds."""
         done = self._done(phase)
+        c = config or self.config
         for task in tasks:
             if task.id in done:
                 continue
-            items = select(playbook, task_text(task), self.config.budget_tokens, embedder=self.embedder,
-                           record_weight=self.config.record_weight).items if playbook is not None else []
+            items = select(playbook, task_text(task), c.budget_tokens, embedder=self.embedder,
+                           record_weight=c.record_weight).items if playbook is not None else []
             candidate = Candidate.from_files("playbook-trial", with_playbook(self.files, self.prompt_file,
                                                                              render_items(items) if items else ""))
+            before = self.calls() if self.calls is not None else None
             (result,) = (suite or self.suite).evaluate(candidate, [task], self.seed if seed is None else seed)
+            calls = result.metrics.get("model_calls")
+            if calls is None and before is not None:
+                calls = self.calls() - before
             record = {"task_id": task.id, "seed": result.seed, "score": result.score,
-                      "model_calls": result.metrics.get("model_calls"), "items": [i.id for i in items],
+                      "model_calls": calls, "items": [i.id for i in items],
                       "trace": result.trace[-self.config.trace_chars:]}
             self.run.append_jsonl(f"trial/{phase}.jsonl", record)
             done[task.id] = record
@@ -108,24 +156,28 @@ class PlaybookTrial:
                 self.progress(phase, result)
         return [done[t.id] for t in tasks]
 
-    def learner(self, name: str) -> ContextLearner:
-        return ContextLearner(self._playbook_path(name), reflector_model=self.learner_model, config=self.config,
-                              embedder=self.embedder, run=self.run, name=name)
+    def learner(self, name: str, config: ContextConfig | None = None) -> ContextLearner:
+        return ContextLearner(self._playbook_path(name), reflector_model=self.learner_model,
+                              config=config or self.config, embedder=self.embedder, run=self.run, name=name)
 
     def empty(self, train: Sequence[Task], test: Sequence[Task]) -> None:
         self.evaluate("train-empty", train, None)
         self.evaluate("test-empty", test, None)
 
-    def offline(self, train: Sequence[Task], test: Sequence[Task]) -> None:
+    def offline(self, train: Sequence[Task], test: Sequence[Task], arm: Arm | None = None) -> None:
+        arm = arm or self.arm()
+        name = arm.learner_name("offline")
         texts = {t.id: task_text(t) for t in train}
         records = self.evaluate("train-empty", train, None)
-        learner = self.learner("offline")
+        learner = self.learner(name, arm.config)
         # made with the empty playbook: no item was in their context
         learner.learn(Trajectory(r["task_id"], texts[r["task_id"]], r["trace"], r["score"], shown=frozenset()) for r in records)
-        self.evaluate("test-offline", test, learner.playbook)
+        self.evaluate(f"test-{name}", test, learner.playbook, config=arm.config)
 
-    def online(self, train: Sequence[Task], test: Sequence[Task]) -> None:
-        learner = self.learner("online")
+    def online(self, train: Sequence[Task], test: Sequence[Task], arm: Arm | None = None) -> None:
+        arm = arm or self.arm()
+        name = arm.learner_name("online")
+        learner = self.learner(name, arm.config)
 
         def observe(task: Task, result: TaskResult) -> None:
             learner.observe(task_text(task), result.trace[-self.config.trace_chars:], result.score,
@@ -133,14 +185,19 @@ class PlaybookTrial:
 
         # One task at a time, so each sees the playbook its predecessors taught. A task evaluated
         # but not yet observed when a run was killed is observed from its stored record.
-        done = self._done("train-online")
+        done = self._done(f"train-{name}")
         for task in train:
             record = done.get(task.id)
             if record is None:
-                self.evaluate("train-online", [task], learner.playbook, after=observe)
+                self.evaluate(f"train-{name}", [task], learner.playbook, after=observe, config=arm.config)
             elif task.id not in learner.done:
                 learner.observe(task_text(task), record["trace"], record["score"], trajectory_id=task.id)
-        self.evaluate("test-online", test, learner.playbook)
+        self.evaluate(f"test-{name}", test, learner.playbook, config=arm.config)
+
+    def sizes(self, name: str) -> list[dict[str, Any]]:
+        """The size (items, tokens) of playbook ``name`` (``offline``, ``ace-add-only-online``…)
+        after each of its learning steps."""
+        return PlaybookHistory(self.run, name).sizes()
 
     def best_of(self, n: int, test: Sequence[Task]) -> None:
         if self.sampling_suite is None:
