@@ -161,3 +161,27 @@ def test_the_embedded_model_reads_praise_and_correction_apart():
     c, p = CLASSES.index("correction"), CLASSES.index("praise")
     # however biased the small model is overall, the two messages move its reading apart
     assert praise[p] - praise[c] > correction[p] - correction[c]
+
+
+def test_every_development_message_has_a_cached_reading_and_the_shipped_weighing_is_reproduced():
+    from pathlib import Path
+
+    from ratchet.online.judge.classifier import DEV_SETS
+    from ratchet.online.judge.scoring import load_feedback
+    from ratchet.online.judge.stacked import equal_stacker
+
+    class NoModel:
+        name = "qwen2.5-coder-1.5b"
+
+        def logprobs(self, reply, message):
+            raise AssertionError(f"not cached: {message!r}")
+
+    root = Path(__file__).resolve().parents[1] / "data"
+    cached = CachedLabelReader(NoModel(), root / "feedback_labels" / "qwen2.5-coder-1.5b.jsonl")
+    rows = [r for name in DEV_SETS for r in load_feedback(root / "feedback" / name) if r.source == "user"]
+    readings = np.array([cached.logprobs(r.reply, r.next_state) for r in rows])
+    assert readings.shape == (len(rows), 3) and np.all(readings <= 0)
+    shipped = Stacker.load()
+    assert shipped.meta["weighing"] == "equal" and shipped.model == "qwen2.5-coder-1.5b"
+    again = equal_stacker(model=shipped.model, min_confidence=shipped.min_confidence)
+    assert np.array_equal(again.weights, shipped.weights) and np.array_equal(again.bias, shipped.bias)

@@ -52,7 +52,7 @@ class Judge(Protocol):
 
 def build_judge(kind: str, *, learn: str = "combine", model: Model | None = None, votes: int = 3,
                 temperature: float = 0.6, max_tokens: int = 256, hint_style: str = "instruction",
-                min_confidence: float | None = 0.6, label_model: str | None = None, threads: int = 1) -> Judge:
+                min_confidence: float | None = None, label_model: str | None = None, threads: int = 1) -> Judge:
     """The judge of ``kind`` for a learning mode: rewards for binary/combine, hints for opd/combine.
 
     ``min_confidence`` None is the judge's own (the classifier's 0.6, the stacked judge's fitted
