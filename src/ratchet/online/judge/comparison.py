@@ -217,11 +217,16 @@ def stacked_contender(name: str, cache: Any, *, model: str | None = None) -> Con
     fitted: the classifier's out-of-fold probabilities, then grouped CV of the stacker over them."""
     from ratchet.models.embedding import SentenceEncoder
     from ratchet.online.judge.labels import CachedLabelReader, LlamaLabelReader
-    from ratchet.online.judge.stacked import Stacker, StackedJudge, cross_validated_stack, out_of_fold_classifier
+    from ratchet.online.judge.stacked import (
+        StackedJudge,
+        Stacker,
+        cross_validated_stack,
+        out_of_fold_classifier,
+    )
 
     stacker = Stacker.load()
     reader = CachedLabelReader(LlamaLabelReader(model or stacker.model), cache)
-    make = lambda: StackedJudge(ClassifierJudge.default(), reader, stacker)  # noqa: E731
+    make = lambda: StackedJudge(ClassifierJudge.default(), reader, stacker)
 
     def verdicts(sets: dict[str, Sequence[FeedbackRow]]) -> dict[str, Verdicts]:
         pooled = [(set_name, i) for set_name, rows in sets.items() for i, r in enumerate(rows) if r.source == "user"]
@@ -246,5 +251,14 @@ def stacked_contender(name: str, cache: Any, *, model: str | None = None) -> Con
     return Contender(name, make, verdicts, seconds=seconds)
 
 
-__all__ = ["CLASSES", "Contender", "classifier_contender", "stacked_contender", "classifier_cross_validation", "measure", "stratified",
-           "sweep_abstention", "table"]
+__all__ = [
+    "CLASSES",
+    "Contender",
+    "classifier_contender",
+    "classifier_cross_validation",
+    "measure",
+    "stacked_contender",
+    "stratified",
+    "sweep_abstention",
+    "table",
+]
