@@ -6,12 +6,16 @@ development sets), ``classifier-cues`` (its fallback without the encoder), ``mod
 turn is slow here). Sets under ``tests/data/feedback/``: the development sets ``dev``, ``dev2``,
 ``heldout``, ``test`` and ``dev3`` (the classifier is fitted on all of them, so there it is scored by
 grouped cross-validation over them together) and ``test2`` (written apart, never read while
-developing the judge: scored once, when the judge is final). Results merge into
+developing the judge: scored once, when the judge is final); ``test3``, written apart the same way,
+is the stacked judge's one unseen measurement. ``stacked`` (the classifier weighed with the 1.5B's
+label reading) reuses the readings cached under ``tests/data/feedback_labels/``. Results merge into
 ``bench/results/online_judge.{json,md}`` under ``judge/set``, so judges and sets can be run apart;
 the markdown's notes below its ``NOTES`` marker are kept as they are.
 
     python -m bench.online_judge --judges rule classifier classifier-cues
     python -m bench.online_judge --judges rule classifier classifier-cues --sets test2   # once, at the end
+    nice -n 10 python -m bench.online_judge --judges stacked            # CV on the development sets
+    nice -n 10 python -m bench.online_judge --judges stacked classifier rule --sets test3   # once
     nice -n 10 python -m bench.online_judge --judges model-1.5b --model-subset 40 --sets dev
     python -m bench.online_judge --judges --cost    # the 0.5B's speed alone and beside a 1.5B judge
 """
@@ -29,14 +33,16 @@ from pathlib import Path
 
 from bench._results import RESULTS, machine, write_json, write_markdown
 from ratchet.online.judge import ModelJudge, RuleJudge
-from ratchet.online.judge.comparison import Contender, classifier_contender, measure, table
+from ratchet.online.judge.comparison import Contender, classifier_contender, measure, stacked_contender, table
 from ratchet.online.judge.scoring import load_feedback
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data" / "feedback"
 NAME = "online_judge"
+#: The label model's readings of the sets' messages, made once (seconds each) and reused.
+LABELS = ROOT / "tests" / "data" / "feedback_labels"
 #: The feedback sets the bench knows: the development sets, then the set measured once.
-SETS = ("dev", "dev2", "heldout", "test", "dev3", "test2")
+SETS = ("dev", "dev2", "heldout", "test", "dev3", "test2", "test3")
 DEVELOPMENT = ("dev", "dev2", "heldout", "test", "dev3")
 #: The line after which the markdown holds notes written by hand, which the bench keeps.
 NOTES = "<!-- notes: kept by the bench -->"
@@ -58,6 +64,7 @@ def contenders(names: list[str], subset: int, min_confidence: float) -> list[Con
                                                         min_confidence=min_confidence),
         "model-1.5b": lambda: Contender("model-1.5b", _model_judge("qwen2.5-coder-1.5b"), subset=subset),
         "model-0.5b": lambda: Contender("model-0.5b", _model_judge("qwen2.5-coder-0.5b"), subset=subset),
+        "stacked": lambda: stacked_contender("stacked", LABELS / "qwen2.5-coder-1.5b.jsonl"),
     }
     unknown = [n for n in names if n not in table_of]
     if unknown:

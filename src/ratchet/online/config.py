@@ -17,22 +17,27 @@ LearnMode = Literal["off", "binary", "opd", "combine"]
 class JudgeConfig(Settings):
     """Who scores each finished turn from its next state, and how."""
 
-    kind: Literal["classifier", "rule", "model"] = "classifier"
+    kind: Literal["classifier", "rule", "model", "stacked"] = "classifier"
     """``classifier``: a logistic regression over a sentence embedding and lexical cues of the
     person's message (needs ``ratchet models pull all-minilm-l6-v2``; ~10 ms a turn on one core);
     hears polite, indirect, sarcastic and non-English feedback (``bench/results/online_judge.md``).
     ``rule``: keyword rules (thanks / correction / redo / tool error), free and instant, deaf to
     most everyday phrasings. ``model``: a process reward model prompted with the turn and its next
-    state."""
+    state. ``stacked``: the classifier weighed with a local model's reading of the message as
+    praise / correction / neither (one prompt evaluation of ``judge.model``, by default the 1.5B it
+    was fitted with: ``ratchet models pull qwen2.5-coder-1.5b``; about 1 GB more memory and 2-4 s a
+    judged message on one core, beside the served model)."""
 
     min_confidence: float = Field(default=0.6, ge=0.0, le=1.0)
-    """kind=classifier: the class probability a +1 or -1 verdict needs; below it the turn gets 0
+    """kind=classifier or stacked: the class probability a +1 or -1 verdict needs (stacked: unset means
+    the value its weights were fitted with); below it the turn gets 0
     (left out of training), because reading praise as a correction or the reverse teaches the
     opposite of what the person asked, while leaving a turn out only loses one sample."""
 
     model: str | None = None
     """Model spec of the judge when kind=model (``local:qwen2.5-coder-0.5b``, ``openai:…``,
-    ``http://host:port/v1#name``). None means the served model's own spec."""
+    ``http://host:port/v1#name``). None means the served model's own spec. kind=stacked: the label
+    model, ``local:NAME`` of an embedded model (None: the one its weights were fitted with)."""
 
     votes: int = Field(default=3, ge=1, le=15)
     """Number of independent judge samples per turn; the majority wins and a tie gives 0."""

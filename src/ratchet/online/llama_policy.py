@@ -138,6 +138,23 @@ class LlamaPolicy:
         ptr = self._lib.llama_get_logits_ith(self._llm._ctx.ctx, -1)
         return np.ctypeslib.as_array(ptr, shape=(self._n_vocab,))
 
+    def next_token_logprobs(self, messages: Sequence[dict[str, Any]], token_ids: Sequence[int]) -> np.ndarray:
+        """Log-probabilities of ``token_ids`` as the first token of the assistant's reply to
+        ``messages`` (one prompt evaluation, no sampling): how a judge reads a verdict among a few
+        labels without generating. The KV cache of a shared prefix (a fixed system prompt) is reused."""
+        prompt_ids = self.prompt_tokens(messages)
+        if len(prompt_ids) > self.max_prompt_tokens:
+            raise RequestRefused(f"the prompt is {len(prompt_ids)} tokens, over the {self.max_prompt_tokens} this "
+                                 "context allows", code="context_length_exceeded", param="messages")
+        with self._lock:
+            self._eval_prompt(prompt_ids)
+            lp = log_softmax(np.array(self._last_logits(), dtype=np.float64))
+        return lp[list(token_ids)]
+
+    def first_token(self, word: str) -> int:
+        """The id of the first token of ``word`` as the reply's first word would be tokenized."""
+        return int(self._llm.tokenize(word.encode("utf-8"), add_bos=False, special=False)[0])
+
     def generate(self, messages, *, max_tokens, temperature=0.0, top_p=1.0, stop=None, seed=None, on_text=None,
                  cancel=None, tools=None, grammar=None):
         prompt_ids = self.prompt_tokens(messages, tools)

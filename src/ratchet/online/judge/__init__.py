@@ -9,6 +9,9 @@ Each judge is one strategy behind the :class:`Judge` protocol:
 * :class:`RuleJudge` (``rule``) — keyword rules, free and instant; misses most everyday phrasings.
   ``rules.py``.
 * :class:`ModelJudge` (``model``) — a chat model as a process reward model, voting. ``model.py``.
+* :class:`StackedJudge` (``stacked``) — the classifier's probabilities weighed with a local model's
+  reading of the message as one of the three labels (log-probabilities, nothing generated), the
+  weights fitted on the development sets. ``stacked.py``, ``labels.py``.
 
 All three read a tool's output (a next state starting with ``tool:``) by the same error rules, and
 hint a corrected turn with the instruction the correction states (``hints.py``). :func:`build_judge`
@@ -35,9 +38,10 @@ from ratchet.online.judge.model import (
 )
 from ratchet.online.judge.progress import RepeatGuard, repeats_without_progress
 from ratchet.online.judge.rules import RuleJudge, correction_hint, is_tool_output, tool_vote
+from ratchet.online.judge.stacked import StackedJudge
 from ratchet.online.records import Judgement, Turn
 
-JUDGE_KINDS = ("classifier", "rule", "model")
+JUDGE_KINDS = ("classifier", "rule", "model", "stacked")
 
 
 class Judge(Protocol):
@@ -48,13 +52,19 @@ class Judge(Protocol):
 
 def build_judge(kind: str, *, learn: str = "combine", model: Model | None = None, votes: int = 3,
                 temperature: float = 0.6, max_tokens: int = 256, hint_style: str = "instruction",
-                min_confidence: float = 0.6) -> Judge:
-    """The judge of ``kind`` for a learning mode: rewards for binary/combine, hints for opd/combine."""
+                min_confidence: float | None = None, label_model: str | None = None, threads: int = 1) -> Judge:
+    """The judge of ``kind`` for a learning mode: rewards for binary/combine, hints for opd/combine.
+
+    ``min_confidence`` None is the judge's own (the classifier's 0.6, the stacked judge's fitted
+    value); ``label_model`` is the stacked judge's label model (None: the one it was fitted with).
+    """
     rewards = learn in ("binary", "combine", "off")
     hints = learn in ("opd", "combine")
     judge: Judge
     if kind == "classifier":
-        judge = ClassifierJudge.default(min_confidence=min_confidence, hints=hints)
+        judge = ClassifierJudge.default(min_confidence=0.6 if min_confidence is None else min_confidence, hints=hints)
+    elif kind == "stacked":
+        judge = StackedJudge.default(model=label_model, threads=threads, min_confidence=min_confidence, hints=hints)
     elif kind == "rule":
         judge = RuleJudge(hints=hints, hint_style=hint_style)
     elif kind != "model":
@@ -68,7 +78,24 @@ def build_judge(kind: str, *, learn: str = "combine", model: Model | None = None
 
 
 __all__ = [
-    "HINT_SYSTEM", "JUDGE_KINDS", "PRM_SYSTEM", "ClassifierJudge", "FeedbackClassifier", "Judge", "ModelJudge",
-    "RepeatGuard", "RuleJudge", "repeats_without_progress", "build_judge", "correction_hint", "instruction_of", "is_tool_output", "judge_prompt", "majority",
-    "parse_hint", "parse_vote", "tool_vote",
+    "HINT_SYSTEM",
+    "JUDGE_KINDS",
+    "PRM_SYSTEM",
+    "ClassifierJudge",
+    "FeedbackClassifier",
+    "Judge",
+    "ModelJudge",
+    "RepeatGuard",
+    "RuleJudge",
+    "StackedJudge",
+    "build_judge",
+    "correction_hint",
+    "instruction_of",
+    "is_tool_output",
+    "judge_prompt",
+    "majority",
+    "parse_hint",
+    "parse_vote",
+    "repeats_without_progress",
+    "tool_vote",
 ]

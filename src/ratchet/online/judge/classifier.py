@@ -121,7 +121,8 @@ class FeedbackClassifier:
 #: that has been read while developing the judge. ``test.jsonl`` joined them once it had been scored.
 DEV_SETS = ("dev.jsonl", "dev2.jsonl", "heldout.jsonl", "test.jsonl", "dev3.jsonl")
 #: Sets the judge is measured on once and never fitted on or developed against (``test3.jsonl``,
-#: written apart like ``test2``, is not scored yet: keep it for the next judge's one measurement).
+#: written apart like ``test2``, was scored once when the stacked judge was final; a next judge
+#: needs a set written apart again: both have now been read).
 UNTOUCHED_SETS = ("test2.jsonl", "test3.jsonl")
 #: The fit's settings and the weight of the cue features beside the unit-length embedding, picked by
 #: grouped 5-fold cross-validation (3 shuffles) over all of ``DEV_SETS`` (940 people's messages):

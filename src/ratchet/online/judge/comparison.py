@@ -13,6 +13,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ratchet.online.judge.classifier import (
     CLASSES,
     CUE_SCALE,
@@ -39,6 +41,9 @@ class Contender:
     """For a fitted judge: its verdicts on each of its fitting sets by cross-validation over all of them."""
     subset: int | None = None
     """Rows per set (stratified by label) for a slow judge; None judges every row."""
+    seconds: Callable[[Sequence[FeedbackRow]], list[float]] | None = None
+    """For a judge whose slow part is cached between runs: the seconds each row took when it was
+    really computed (the table's time per judgement is that, not the cache's)."""
 
 
 def stratified(rows: Sequence[FeedbackRow], n: int | None, seed: int = 0) -> list[FeedbackRow]:
@@ -153,6 +158,8 @@ def measure(contenders: Sequence[Contender], sets: dict[str, Sequence[FeedbackRo
                 verdicts = crossed[set_name]
                 verdicts.seconds = timed.seconds  # what judging costs is the shipped judge's time
                 method = f"grouped 5-fold cross-validation over {' + '.join(fitting)}"
+            if contender.seconds is not None:
+                verdicts.seconds = contender.seconds(rows)
             entry = score(rows, verdicts)
             entry.update(judge=contender.name, set=set_name, method=method, of_rows=len(sets[set_name]))
             results[f"{contender.name}/{set_name}"] = entry
@@ -204,5 +211,54 @@ def classifier_contender(name: str, *, cues_only: bool, min_confidence: float) -
                      classifier_cross_validation(encoder, abstention=abstention))
 
 
-__all__ = ["CLASSES", "Contender", "classifier_contender", "classifier_cross_validation", "measure", "stratified",
-           "sweep_abstention", "table"]
+def stacked_contender(name: str, cache: Any, *, model: str | None = None) -> Contender:
+    """The shipped stacked judge, its label model's readings cached in ``cache`` (a JSON-lines file:
+    a reading is made once, then reused by every run), cross-validated on its fitting sets as it was
+    fitted: the classifier's out-of-fold probabilities, then grouped CV of the stacker over them."""
+    from ratchet.models.embedding import SentenceEncoder
+    from ratchet.online.judge.labels import CachedLabelReader, LlamaLabelReader
+    from ratchet.online.judge.stacked import (
+        StackedJudge,
+        Stacker,
+        cross_validated_stack,
+        out_of_fold_classifier,
+    )
+
+    stacker = Stacker.load()
+    reader = CachedLabelReader(LlamaLabelReader(model or stacker.model), cache)
+    make = lambda: StackedJudge(ClassifierJudge.default(), reader, stacker)
+
+    def verdicts(sets: dict[str, Sequence[FeedbackRow]]) -> dict[str, Verdicts]:
+        pooled = [(set_name, i) for set_name, rows in sets.items() for i, r in enumerate(rows) if r.source == "user"]
+        people = [sets[set_name][i] for set_name, i in pooled]
+        texts, labels = [r.next_state for r in people], [r.label for r in people]
+        pc, cues, groups = out_of_fold_classifier(texts, labels, SentenceEncoder.pulled())
+        pl = np.array([reader.logprobs(r.reply, r.next_state) for r in people])
+        proba = cross_validated_stack(pc, pl, labels, groups, weighing=stacker.meta.get("weighing", "fitted"))
+        abstention = Abstention(stacker.min_confidence)
+        rewards = {set_name: [tool_vote(r.next_state) if r.source == "tool" else 0 for r in rows]
+                   for set_name, rows in sets.items()}
+        for (set_name, i), v in zip(pooled, abstention.verdicts(proba, cues)):
+            rewards[set_name][i] = v
+        return {set_name: Verdicts(rewards[set_name], [correction_hint(r.rendered) if v < 0 else None
+                                                       for r, v in zip(rows, rewards[set_name])], [])
+                for set_name, rows in sets.items()}
+
+    def seconds(rows: Sequence[FeedbackRow]) -> list[float]:
+        # the model's seconds when each reading was made (tool outputs and unread rows cost ~0)
+        return [next(iter(reader.seconds([(r.reply, r.next_state)])), 0.0) if r.source == "user" else 0.0 for r in rows]
+
+    return Contender(name, make, verdicts, seconds=seconds)
+
+
+__all__ = [
+    "CLASSES",
+    "Contender",
+    "classifier_contender",
+    "classifier_cross_validation",
+    "measure",
+    "stacked_contender",
+    "stratified",
+    "sweep_abstention",
+    "table",
+]

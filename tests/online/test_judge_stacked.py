@@ -1,0 +1,187 @@
+"""The stacked judge: the classifier weighed with a model's label reading (no big model here, one marked test)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from ratchet.contracts import RatchetError
+from ratchet.online.judge import build_judge
+from ratchet.online.judge.classifier import CLASSES, ClassifierJudge, FeedbackClassifier
+from ratchet.online.judge.cues import NAMES as CUE_NAMES
+from ratchet.online.judge.labels import CachedLabelReader, cache_key, messages, prompt_digest
+from ratchet.online.judge.stacked import STACKER_PATH, StackedJudge, Stacker, fit_stacker, stack_features
+from ratchet.online.records import Turn
+
+
+class FakeReader:
+    """Label log-probabilities by a keyword: what a model that reads meaning would give."""
+
+    name = "fake-reader"
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+
+    def logprobs(self, reply: str, message: str) -> np.ndarray:
+        self.calls.append((reply, message))
+        if "grazie" in message.lower():
+            return np.log(np.array([0.05, 0.9, 0.05]))
+        if "falsch" in message.lower():
+            return np.log(np.array([0.9, 0.05, 0.05]))
+        return np.log(np.array([0.1, 0.1, 0.8]))
+
+
+def blind_classifier() -> ClassifierJudge:
+    """A cues-only classifier that always says 'neutral, unsure': the reader must decide."""
+    weights = np.zeros((len(CUE_NAMES), len(CLASSES)))
+    return ClassifierJudge(FeedbackClassifier(weights, np.array([0.0, 0.0, 0.1]), encoder=None, cue_scale=1.0))
+
+
+def trained_stacker() -> Stacker:
+    """A stacker fitted where the classifier is blind and the reader is right."""
+    rng = np.random.default_rng(0)
+    labels, pcs, pls = [], [], []
+    reader = FakeReader()
+    for word, label in (("grazie", "praise"), ("falsch", "correction"), ("next", "neutral")):
+        for _ in range(30):
+            labels.append(label)
+            pcs.append(np.full(3, 1 / 3) + rng.normal(0, 0.01, 3))
+            pls.append(reader.logprobs("", word) + rng.normal(0, 0.05, 3))
+    pc = np.abs(np.array(pcs))
+    pc /= pc.sum(axis=1, keepdims=True)
+    return fit_stacker(pc, np.array(pls), labels, model="fake-reader", min_confidence=0.6)
+
+
+def turn(reply: str = "An answer.") -> Turn:
+    return Turn("t1", "s1", False, "main", [{"role": "user", "content": "q"}], reply, [], [], [], 0)
+
+
+def test_the_reader_decides_where_the_classifier_is_blind():
+    reader = FakeReader()
+    judge = StackedJudge(blind_classifier(), reader, trained_stacker())
+    assert judge.judge(turn(), "Grazie mille, perfetto").reward == 1
+    corrected = judge.judge(turn(), "Das ist falsch. Bitte kürzer.")
+    assert corrected.reward == -1 and corrected.hint  # a correction carries its instruction
+    assert judge.judge(turn(), "What about sets?").reward == 0
+    assert reader.calls[0] == ("An answer.", "Grazie mille, perfetto")  # the reply is read too
+
+
+def test_tool_outputs_and_ended_sessions_never_reach_the_reader():
+    reader = FakeReader()
+    judge = StackedJudge(blind_classifier(), reader, trained_stacker())
+    assert judge.judge(turn(), "tool: Traceback (most recent call last):\nValueError: bad").reward == -1
+    assert judge.judge(turn(), "").reward == 0
+    assert reader.calls == []
+
+
+def test_praise_with_a_sarcasm_cue_is_withheld_whatever_the_reader_says():
+    judge = StackedJudge(blind_classifier(), FakeReader(), trained_stacker())
+    # the reader says praise ("grazie"), the message carries an irony marker the veto knows
+    assert judge.judge(turn(), "Oh great, grazie, now it doesn't even compile 🙃").reward <= 0
+
+
+def test_a_stacker_round_trips_and_refuses_another_prompt(tmp_path):
+    stacker = trained_stacker()
+    path = tmp_path / "s.json"
+    stacker.save(path)
+    again = Stacker.load(path)
+    pc, pl = np.array([[0.2, 0.5, 0.3]]), np.log(np.array([[0.1, 0.8, 0.1]]))
+    assert np.allclose(again.proba(pc, pl), stacker.proba(pc, pl), atol=1e-5)
+    data = json.loads(path.read_text())
+    data["prompt"] = "0" * 16
+    path.write_text(json.dumps(data))
+    with pytest.raises(RatchetError, match="another label prompt"):
+        StackedJudge(blind_classifier(), FakeReader(), Stacker.load(path))
+    path.write_text("{}")
+    with pytest.raises(RatchetError, match="refit"):
+        Stacker.load(path)
+
+
+def test_the_fit_is_deterministic():
+    a, b = trained_stacker(), trained_stacker()
+    assert np.array_equal(a.weights, b.weights) and a.prompt == prompt_digest()
+
+
+def test_stack_features_renormalize_the_readers_log_probabilities():
+    z = stack_features(np.array([[0.5, 0.25, 0.25]]), np.array([[-10.0, -11.0, -12.0]]))
+    assert np.allclose(np.exp(z[0, 3:]).sum(), 1.0, atol=1e-6) and np.allclose(np.exp(z[0, :3]).sum(), 1.0, atol=1e-6)
+
+
+def test_the_cache_reads_each_message_once_and_survives_a_restart(tmp_path):
+    reader = FakeReader()
+    cached = CachedLabelReader(reader, tmp_path / "c.jsonl")
+    first = cached.logprobs("reply", "grazie")
+    assert np.allclose(cached.logprobs("reply", "grazie"), first, atol=1e-4) and len(reader.calls) == 1
+    other = FakeReader()
+    again = CachedLabelReader(other, tmp_path / "c.jsonl")
+    assert np.allclose(again.logprobs("reply", "grazie"), first, atol=1e-4) and other.calls == []
+    assert again.seconds([("reply", "grazie")]) and cache_key("m", "r", "x") != cache_key("m", "r", "y")
+
+
+def test_the_prompt_shows_the_replys_start_and_the_message():
+    chat = messages("x" * 1000, "Too long.")
+    assert chat[0]["role"] == "system" and "praise, correction or neutral" in chat[0]["content"]
+    assert "x" * 300 in chat[1]["content"] and "x" * 301 not in chat[1]["content"] and "Too long." in chat[1]["content"]
+
+
+@pytest.mark.skipif(not STACKER_PATH.exists(), reason="no shipped stacker")
+def test_build_judge_makes_the_shipped_stacked_judge_without_loading_a_model():
+    judge = build_judge("stacked", learn="combine")
+    assert isinstance(judge.inner, StackedJudge) and judge.inner.reader._policy is None  # loaded on first turn
+    assert judge.inner.abstention.min_confidence == Stacker.load().min_confidence
+    assert build_judge("stacked", learn="combine", min_confidence=0.9).inner.abstention.min_confidence == 0.9
+    with pytest.raises(RatchetError, match="fitted with"):
+        build_judge("stacked", learn="combine", label_model="smollm2-135m")
+
+
+def test_serve_config_refuses_a_non_local_label_model():
+    from ratchet.config import load_config
+    from ratchet.online.config import OnlineConfig
+    from ratchet.online.loops import make_judge
+
+    config = load_config(OnlineConfig, None, ["judge.kind=stacked", "judge.model=openai:gpt-x"])
+    with pytest.raises(ValueError, match="local:NAME"):
+        make_judge(config)
+
+
+@pytest.mark.real_model
+def test_the_embedded_model_reads_praise_and_correction_apart():
+    from ratchet.online.judge.labels import LlamaLabelReader
+
+    reader = LlamaLabelReader("qwen2.5-coder-0.5b")
+    try:
+        reply = "You can reverse a list with my_list[::-1]."
+        praise = reader.logprobs(reply, "Thanks, that worked perfectly!")
+        correction = reader.logprobs(reply, "No, that's wrong: it crashes with a TypeError.")
+    finally:
+        reader.close()
+    assert praise.shape == (3,) and np.all(praise <= 0) and np.all(np.isfinite(correction))
+    c, p = CLASSES.index("correction"), CLASSES.index("praise")
+    # however biased the small model is overall, the two messages move its reading apart
+    assert praise[p] - praise[c] > correction[p] - correction[c]
+
+
+def test_every_development_message_has_a_cached_reading_and_the_shipped_weighing_is_reproduced():
+    from pathlib import Path
+
+    from ratchet.online.judge.classifier import DEV_SETS
+    from ratchet.online.judge.scoring import load_feedback
+    from ratchet.online.judge.stacked import equal_stacker
+
+    class NoModel:
+        name = "qwen2.5-coder-1.5b"
+
+        def logprobs(self, reply, message):
+            raise AssertionError(f"not cached: {message!r}")
+
+    root = Path(__file__).resolve().parents[1] / "data"
+    cached = CachedLabelReader(NoModel(), root / "feedback_labels" / "qwen2.5-coder-1.5b.jsonl")
+    rows = [r for name in DEV_SETS for r in load_feedback(root / "feedback" / name) if r.source == "user"]
+    readings = np.array([cached.logprobs(r.reply, r.next_state) for r in rows])
+    assert readings.shape == (len(rows), 3) and np.all(readings <= 0)
+    shipped = Stacker.load()
+    assert shipped.meta["weighing"] == "equal" and shipped.model == "qwen2.5-coder-1.5b"
+    again = equal_stacker(model=shipped.model, min_confidence=shipped.min_confidence)
+    assert np.array_equal(again.weights, shipped.weights) and np.array_equal(again.bias, shipped.bias)
