@@ -58,6 +58,7 @@ from ratchet.online.simulated_user import (
     pools,
     preference,
 )
+from ratchet.online.trainer_config import TrainerConfig
 
 #: How many training prompts feed the promotion gate's preference cases: the last ones, never asked
 #: in the conversations, so the gate never scores a reply it was trained on, nor the held-out set.
@@ -348,13 +349,21 @@ def run(args: argparse.Namespace, pref_name: str, signal: str, seed: int) -> dic
     return result
 
 
-def _waiting(queue_path: Path) -> int:
-    """Turns served but not yet trained on (waiting for a next state, the judge or the trainer)."""
+def _waiting(queue_path: Path, min_batch: int = TrainerConfig().min_batch) -> int:
+    """Turns served but not yet trained on (waiting for a next state, the judge or the trainer).
+
+    Fewer claimed turns than the trainer's ``min_batch``, with nothing else waiting, are a partial
+    batch the trainer holds until more samples come: the user does not wait for those (it would be
+    waiting for itself — a run whose held-out share took part of four conversations' turns sat out
+    the whole pace timeout).
+    """
     import sqlite3
 
     with sqlite3.connect(queue_path, timeout=30) as db:
-        return int(db.execute("SELECT COUNT(*) FROM turns WHERE state IN ('ready', 'judged', 'claimed')")
-                   .fetchone()[0])
+        counts = dict(db.execute("SELECT state, COUNT(*) FROM turns WHERE state IN ('ready', 'judged', 'claimed') "
+                                 "GROUP BY state").fetchall())
+    pending, claimed = counts.get("ready", 0) + counts.get("judged", 0), counts.get("claimed", 0)
+    return 0 if not pending and claimed < min_batch else int(pending + claimed)
 
 
 def _note_versions(versions_dir: Path, seen: dict[str, Any], conversations: int, elapsed: float) -> None:

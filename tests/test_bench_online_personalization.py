@@ -151,3 +151,25 @@ def test_a_run_started_at_one_reply_length_refuses_to_go_on_at_another(monkeypat
     with pytest.raises(SystemExit) as err:
         bench.run(args, "signoff", "combine", 0)
     assert "started with --max-tokens 40, not 160" in str(err.value) and "--max-tokens 40" in str(err.value)
+
+
+def test_the_user_does_not_wait_for_a_partial_batch_the_trainer_holds(tmp_path) -> None:
+    import sqlite3
+
+    from ratchet.online.queue_file import _SCHEMA
+
+    path = tmp_path / "queue.sqlite"
+    with sqlite3.connect(path) as db:
+        db.executescript(_SCHEMA)
+
+    def states(*names: str) -> int:
+        with sqlite3.connect(path) as db:
+            db.execute("DELETE FROM turns")
+            db.executemany("INSERT INTO turns VALUES (?, 's', 'main', 0, 0, 0.0, ?, '{}', NULL, NULL, NULL)",
+                           [(f"t{i}", n) for i, n in enumerate(names)])
+        return bench._waiting(path, min_batch=4)
+
+    assert states("claimed", "claimed", "claimed") == 0  # held until a fourth sample comes
+    assert states("claimed", "claimed", "claimed", "claimed") == 4  # a batch being trained
+    assert states("judged", "claimed") == 2 and states("ready") == 1  # the judge or trainer still has work
+    assert states("trained", "excluded") == 0
