@@ -9,6 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+import bench._ace_peer as peer_arm
 import bench.context_playbook as bench
 from ratchet.store import RunStore
 
@@ -85,8 +86,8 @@ def test_ace_framework_arm_runs_the_peer_and_grades_its_answers(tmp_path, monkey
     peer.write_text(FAKE_PEER)
     started = []
     monkeypatch.setenv("RATCHET_ACE_VENV", str(tmp_path / "ace-venv"))
-    monkeypatch.setattr(bench, "ACE_PEER", peer)
-    monkeypatch.setattr(bench, "start_server", lambda model, *a: (started.append(model), (FakeServe(), url))[1])
+    monkeypatch.setattr(peer_arm, "ACE_PEER", peer)
+    monkeypatch.setattr(peer_arm, "start_server", lambda model, *a: (started.append(model), (FakeServe(), url))[1])
     written = {}
     monkeypatch.setattr(bench, "write_json", lambda name, data: written.update(json=data))
     monkeypatch.setattr(bench, "write_markdown", lambda name, text: written.update(md=text))
@@ -108,7 +109,7 @@ def test_ace_framework_arm_runs_the_peer_and_grades_its_answers(tmp_path, monkey
     assert "failed the hidden tests" in run.read_jsonl("peers/ace-framework/peer-sizes.jsonl")[0]["prompt"]
 
     # resumed: the peer is not run again, nothing is graded twice
-    monkeypatch.setattr(bench, "ACE_PEER", tmp_path / "missing.py")
+    monkeypatch.setattr(peer_arm, "ACE_PEER", tmp_path / "missing.py")
     assert bench.main([*argv, "--resume", report["run"]]) == 0
     assert len(run.read_jsonl("trial/test-ace-framework.jsonl")) == 1
     assert len(run.read_jsonl("peers/ace-framework/sizes.jsonl")) == 1
@@ -117,10 +118,10 @@ def test_ace_framework_arm_runs_the_peer_and_grades_its_answers(tmp_path, monkey
 def test_ace_framework_arm_without_its_environment_names_the_set_up(tmp_path, monkeypatch):
     monkeypatch.setenv("RATCHET_ACE_VENV", str(tmp_path / "nowhere"))
     with pytest.raises(SystemExit, match="setup-bench.sh --only ace"):
-        bench.ace_python()
+        peer_arm.ace_python()
 
 
 def test_the_gateway_refuses_an_unknown_model():
-    gateway = bench.PeerGateway({"solver": "http://127.0.0.1:9/v1"}, None, {})
+    gateway = peer_arm.PeerGateway({"solver": "http://127.0.0.1:9/v1"}, None, {})
     code, body = gateway.complete({"model": "openai/gpt-4o", "messages": []})
     assert code == 404 and "use solver or learner" in body["error"]["message"]
