@@ -18,6 +18,7 @@ the markdown's notes below its ``NOTES`` marker are kept as they are.
     nice -n 10 python -m bench.online_judge --judges stacked classifier rule --sets test3   # once
     nice -n 10 python -m bench.online_judge --judges model-1.5b --model-subset 40 --sets dev
     python -m bench.online_judge --judges --cost    # the 0.5B's speed alone and beside a 1.5B judge
+    python -m bench.online_judge --judges --cost stacked   # ... beside the stacked judge's 1.5B reading
 """
 
 from __future__ import annotations
@@ -72,14 +73,19 @@ def contenders(names: list[str], subset: int, min_confidence: float) -> list[Con
     return [table_of[n]() for n in names]
 
 
-#: A 1.5B ModelJudge judging the dev set over and over in its own process (one thread, as serve runs it).
+#: A 1.5B judge judging the dev set over and over in its own process (one thread, as serve runs it):
+#: ``model``, the ModelJudge generating its verdict; ``stacked``, the stacked judge's one-evaluation reading.
 _JUDGE_PROCESS = """
 import sys
-from ratchet.models import load_model
-from ratchet.online.judge import ModelJudge
 from ratchet.online.judge.scoring import load_feedback
-rows = load_feedback(sys.argv[1])
-judge = ModelJudge(load_model("local:qwen2.5-coder-1.5b", n_threads=1), votes=1, temperature=0.0, hints=False)
+rows = [r for r in load_feedback(sys.argv[1]) if r.source == "user"]
+if sys.argv[2] == "stacked":
+    from ratchet.online.judge.stacked import StackedJudge
+    judge = StackedJudge.default()
+else:
+    from ratchet.models import load_model
+    from ratchet.online.judge import ModelJudge
+    judge = ModelJudge(load_model("local:qwen2.5-coder-1.5b", n_threads=1), votes=1, temperature=0.0, hints=False)
 judge.judge(rows[0].turn(), rows[0].rendered)
 print("ready", flush=True)
 while True:
@@ -111,8 +117,8 @@ PROMPTS = ["Write a Python function that checks whether a string is a palindrome
            "Explain what a hash map is in two sentences.", "How do I undo the last git commit?"]
 
 
-def serving_cost(dev: Path, tokens: int = 48) -> dict:
-    """Tokens/s of the served 0.5B (one thread, greedy) alone, then while a 1.5B judge runs beside it."""
+def serving_cost(dev: Path, kind: str = "model", tokens: int = 48) -> dict:
+    """Tokens/s of the served 0.5B (one thread, greedy) alone, then while a 1.5B judge of ``kind`` runs beside it."""
     from ratchet.models import load_model
 
     served = load_model("local:qwen2.5-coder-0.5b", n_threads=1)
@@ -126,7 +132,7 @@ def serving_cost(dev: Path, tokens: int = 48) -> dict:
 
     speed()
     alone = speed()
-    judge = subprocess.Popen([sys.executable, "-c", _JUDGE_PROCESS, str(dev)], stdout=subprocess.PIPE, text=True,
+    judge = subprocess.Popen([sys.executable, "-c", _JUDGE_PROCESS, str(dev), kind], stdout=subprocess.PIPE, text=True,
                              env={**os.environ, "OMP_NUM_THREADS": "1"})
     try:
         assert judge.stdout is not None
@@ -143,13 +149,15 @@ def serving_cost(dev: Path, tokens: int = 48) -> dict:
         judge.wait(30)
     return {"served_tok_s_alone": round(alone, 2), "served_tok_s_beside_1_5b_judge": round(beside, 2),
             "slowdown": round(alone / beside, 2) if beside else None, "judge_turns_meanwhile": judged,
-            "window_s": round(elapsed, 1), "load": os.getloadavg()}
+            "window_s": round(elapsed, 1), "load": os.getloadavg(), "judge": kind}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--judges", nargs="*", default=["rule", "classifier", "classifier-cues"])
-    parser.add_argument("--cost", action="store_true", help="measure the served 0.5B's speed beside a 1.5B judge")
+    parser.add_argument("--cost", choices=("model", "stacked"), nargs="?", const="model", default=None,
+                        help="measure the served 0.5B's speed beside a 1.5B judge: the generating model judge "
+                             "(default) or the stacked judge's reading")
     parser.add_argument("--sets", nargs="+", default=list(DEVELOPMENT), choices=list(SETS))
     for name in SETS:
         parser.add_argument(f"--{name}", type=Path, default=DATA / f"{name}.jsonl", help=f"path of the {name} set")
@@ -170,7 +178,8 @@ def main() -> None:
     data = {"machine": machine(load=os.getloadavg()), "results": {**previous.get("results", {}), **results},
             "sets": {**previous.get("sets", {}), **{name: {"rows": len(sets[name]), "sha256": hashlib.sha256(
                 getattr(args, name).read_bytes()).hexdigest()} for name in sets}},
-            "cost": serving_cost(args.dev) if args.cost else previous.get("cost")}
+            "cost": serving_cost(args.dev) if args.cost == "model" else previous.get("cost"),
+            "cost_stacked": serving_cost(args.dev, "stacked") if args.cost == "stacked" else previous.get("cost_stacked")}
     write_json(NAME, data)
     text = PREAMBLE + table(data["results"])
     if data["cost"]:
@@ -179,6 +188,12 @@ def main() -> None:
                  f"{c['served_tok_s_beside_1_5b_judge']} tok/s while a 1.5B judge runs beside it "
                  f"({c['slowdown']}x slower; the judge did {c['judge_turns_meanwhile']} turns in {c['window_s']} s; "
                  f"load {', '.join(f'{x:.1f}' for x in c['load'])}).\n")
+    if data.get("cost_stacked"):
+        c = data["cost_stacked"]
+        text += (f"\nBeside the stacked judge's 1.5B reading instead: {c['served_tok_s_alone']} tok/s alone, "
+                 f"{c['served_tok_s_beside_1_5b_judge']} tok/s beside it ({c['slowdown']}x slower; it judged "
+                 f"{c['judge_turns_meanwhile']} messages in {c['window_s']} s; load "
+                 f"{', '.join(f'{x:.1f}' for x in c['load'])}).\n")
     previous_md = RESULTS / f"{NAME}.md"
     if previous_md.exists() and NOTES in previous_md.read_text():
         text += "\n" + NOTES + previous_md.read_text().split(NOTES, 1)[1]
