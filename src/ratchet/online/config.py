@@ -25,8 +25,8 @@ class JudgeConfig(Settings):
     most everyday phrasings. ``model``: a process reward model prompted with the turn and its next
     state. ``stacked``: the classifier weighed with a local model's reading of the message as
     praise / correction / neither (one prompt evaluation of ``judge.model``, by default the 1.5B it
-    was fitted with: ``ratchet models pull qwen2.5-coder-1.5b``; about 1 GB more memory and 2-4 s a
-    judged message on one core, beside the served model)."""
+    was fitted with: ``ratchet models pull qwen2.5-coder-1.5b``; about 1 GB more memory and 1-4 s a
+    judged message on one core, depending on the load beside it)."""
 
     min_confidence: float = Field(default=0.6, ge=0.0, le=1.0)
     """kind=classifier or stacked: the class probability a +1 or -1 verdict needs (stacked: unset means

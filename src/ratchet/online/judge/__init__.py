@@ -10,10 +10,10 @@ Each judge is one strategy behind the :class:`Judge` protocol:
   ``rules.py``.
 * :class:`ModelJudge` (``model``) — a chat model as a process reward model, voting. ``model.py``.
 * :class:`StackedJudge` (``stacked``) — the classifier's probabilities weighed with a local model's
-  reading of the message as one of the three labels (log-probabilities, nothing generated), the
-  weights fitted on the development sets. ``stacked.py``, ``labels.py``.
+  reading of the message as one of the three labels (log-probabilities, nothing generated), the two
+  weighed equally, its threshold chosen on the development sets. ``stacked.py``, ``labels.py``.
 
-All three read a tool's output (a next state starting with ``tool:``) by the same error rules, and
+All of them read a tool's output (a next state starting with ``tool:``) by the same error rules, and
 hint a corrected turn with the instruction the correction states (``hints.py``). :func:`build_judge`
 wraps each in :class:`RepeatGuard` (``progress.py``): a call that repeats an earlier one of the
 conversation and gets the same output back is judged 0, not rewarded. ``scoring.py`` measures a
