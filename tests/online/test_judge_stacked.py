@@ -127,7 +127,10 @@ def test_the_prompt_shows_the_replys_start_and_the_message():
 
 
 @pytest.mark.skipif(not STACKER_PATH.exists(), reason="no shipped stacker")
-def test_build_judge_makes_the_shipped_stacked_judge_without_loading_a_model():
+def test_build_judge_makes_the_shipped_stacked_judge_without_loading_a_model(monkeypatch, tmp_path):
+    from ratchet.models import registry
+
+    monkeypatch.setattr(registry, "model_path", lambda name: tmp_path / f"{name}.gguf")  # pulled or not
     judge = build_judge("stacked", learn="combine")
     assert isinstance(judge.inner, StackedJudge) and judge.inner.reader._policy is None  # loaded on first turn
     assert judge.inner.abstention.min_confidence == Stacker.load().min_confidence
@@ -185,3 +188,12 @@ def test_every_development_message_has_a_cached_reading_and_the_shipped_weighing
     assert shipped.meta["weighing"] == "equal" and shipped.model == "qwen2.5-coder-1.5b"
     again = equal_stacker(model=shipped.model, min_confidence=shipped.min_confidence)
     assert np.array_equal(again.weights, shipped.weights) and np.array_equal(again.bias, shipped.bias)
+
+
+def test_a_missing_label_model_is_named_with_its_pull_command_when_the_judge_is_built(monkeypatch, tmp_path):
+    from ratchet.models import registry
+
+    monkeypatch.setattr(registry, "cache_dir", lambda: tmp_path)  # an empty model cache
+    with pytest.raises(RatchetError) as raised:
+        StackedJudge.default()
+    assert "ratchet models pull qwen2.5-coder-1.5b" in str(raised.value) + str(getattr(raised.value, "hint", ""))

@@ -108,6 +108,10 @@ class StackedJudge:
         if name != stacker.model:
             raise RatchetError(f"the stacked judge was fitted with {stacker.model}'s label reading, not {name}'s",
                                hint=f"leave judge.model unset, or refit: python scripts/fit_feedback_stacker.py --model {name}")
+        if not name.endswith(".gguf"):
+            from ratchet.models.registry import model_path
+
+            model_path(name)  # absent or altered: the pull command now, not a judging loop that dies per turn
         abstention = Abstention(min_confidence) if min_confidence is not None else None
         return cls(ClassifierJudge.default(hints=hints), LlamaLabelReader(name, threads=threads), stacker,
                    abstention=abstention, hints=hints)
