@@ -197,3 +197,15 @@ def test_a_missing_label_model_is_named_with_its_pull_command_when_the_judge_is_
     with pytest.raises(RatchetError) as raised:
         StackedJudge.default()
     assert "ratchet models pull qwen2.5-coder-1.5b" in str(raised.value) + str(getattr(raised.value, "hint", ""))
+
+
+def test_serve_refuses_to_start_a_stacked_judge_whose_label_model_is_missing(monkeypatch, tmp_path):
+    from ratchet.config import load_config
+    from ratchet.models import registry
+    from ratchet.online.config import OnlineConfig
+    from ratchet.online.launch import _check_judge
+
+    monkeypatch.setattr(registry, "cache_dir", lambda: tmp_path)  # an empty model cache
+    with pytest.raises(RatchetError, match="qwen2.5-coder-1.5b"):
+        _check_judge(load_config(OnlineConfig, None, ["judge.kind=stacked"]))
+    _check_judge(load_config(OnlineConfig, None, ["judge.kind=rule"]))  # other judges start as before

@@ -70,7 +70,12 @@ def _policy_factory(config: Any, versions_dir: Path):
 
 
 def _check_judge(config: Any) -> None:
-    """Say at start when the default judge's encoder is missing: it then judges by its cues alone."""
+    """Say at start when the default judge's encoder is missing: it then judges by its cues alone.
+    A stacked judge without its label model cannot judge at all: refused before anything is served."""
+    if config.judge.kind == "stacked":
+        from ratchet.online.loops import make_judge
+
+        make_judge(config)  # raises with the pull command; loads nothing until the first turn
     if config.judge.kind == "classifier":
         from ratchet.models.registry import is_verified
         from ratchet.online.judge import FeedbackClassifier
