@@ -21,6 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from bench._setup import JsonHandler, peer_python
 from ratchet.context.trial import PlaybookTrial
 from ratchet.context.trial_suites import TrialSuite
 from ratchet.contracts import Candidate, Task
@@ -33,11 +34,8 @@ ACE_PEER = ROOT / "bench" / "_peers" / "ace_run.py"
 
 def ace_python() -> Path:
     """ace-framework's environment's interpreter; a clear stop naming the set-up when it is missing."""
-    venv = Path(os.environ.get("RATCHET_ACE_VENV", ROOT / ".venv-bench-ace"))
-    python = venv / "bin" / "python"
-    if not python.exists():
-        raise SystemExit(f"no ace-framework environment at {venv}: build it with scripts/setup-bench.sh --only ace")
-    return python
+    return peer_python("RATCHET_ACE_VENV", ROOT / ".venv-bench-ace", "ace-framework environment",
+                       "scripts/setup-bench.sh --only ace")
 
 
 def question(task: Task) -> str:
@@ -90,18 +88,7 @@ class PeerGateway:
     def handler(self) -> type[BaseHTTPRequestHandler]:
         gateway = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                return
-
-            def reply(self, code: int, payload: Any) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
+        class Handler(JsonHandler):
             def do_GET(self) -> None:
                 if self.path.rstrip("/").endswith("/models"):
                     return self.reply(200, {"object": "list", "data": [{"id": r, "object": "model"} for r in gateway.upstream]})

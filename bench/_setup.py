@@ -12,7 +12,9 @@ own environment, never the package's: built by ``scripts/setup-bench.sh`` (``mak
 from __future__ import annotations
 
 import argparse
+import json
 import os
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -97,10 +99,32 @@ def proposer_suffix(args: argparse.Namespace) -> str:
     return f"_proposer-{args.proposer_model.rsplit(':', 1)[-1]}" if getattr(args, "proposer_model", None) else ""
 
 
-def bench_python() -> Path:
-    """The bench environment's interpreter; a clear stop naming the set-up command when it is missing."""
-    venv = Path(os.environ.get("RATCHET_BENCH_VENV", ROOT / ".venv-bench"))
+def peer_python(variable: str, default: Path, what: str, setup: str) -> Path:
+    """A peer environment's interpreter (``$variable`` or ``default``); a clear stop naming the
+    set-up command (``{venv}`` in ``setup`` is the environment's path) when it is missing."""
+    venv = Path(os.environ.get(variable, default))
     python = venv / "bin" / "python"
     if not python.exists():
-        raise SystemExit(f"no bench environment at {venv}: build it with scripts/setup-bench.sh {venv}")
+        raise SystemExit(f"no {what} at {venv}: build it with {setup.format(venv=venv)}")
     return python
+
+
+def bench_python() -> Path:
+    """The bench environment's interpreter; a clear stop naming the set-up command when it is missing."""
+    return peer_python("RATCHET_BENCH_VENV", ROOT / ".venv-bench", "bench environment", "scripts/setup-bench.sh {venv}")
+
+
+class JsonHandler(BaseHTTPRequestHandler):
+    """What the peers' local HTTP endpoints share: JSON replies, and no log line per request (one a
+    request would drown the bench's log)."""
+
+    def log_message(self, *args: Any) -> None:
+        return
+
+    def reply(self, code: int, payload: Any) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)

@@ -55,6 +55,7 @@ from bench._setup import (
     SMALL_SPLITS,
     SPLITS,
     WORKSPACE,
+    JsonHandler,
     bench_python,
     proposer_model,
     proposer_suffix,
@@ -148,18 +149,7 @@ class Service:
 
 
 def handler_for(service: Service) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: Any) -> None:  # one line per request would drown the bench's log
-            return
-
-        def reply(self, code: int, payload: Any) -> None:
-            data = json.dumps(payload).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
+    class Handler(JsonHandler):
         def do_GET(self) -> None:
             if self.path.rstrip("/").endswith("/models"):
                 return self.reply(200, {"object": "list", "data": [{"id": MODEL, "object": "model"}]})
