@@ -89,11 +89,14 @@ class LlamaLabelReader:
         return self._policy
 
     def logprobs(self, reply: str, message: str) -> np.ndarray:
+        from ratchet.online.policy import RequestRefused
+
         policy = self._load()
-        chat = messages(reply, message)
-        if len(policy.prompt_tokens(chat)) > policy.max_prompt_tokens:  # a very long message: read its end
-            chat = messages(reply, message[-4 * self.n_ctx // 2:])
-        return np.asarray(policy.next_token_logprobs(chat, self._ids), dtype=np.float64)
+        try:
+            lp = policy.next_token_logprobs(messages(reply, message), self._ids)
+        except RequestRefused:  # a message past the context (rare): read its end
+            lp = policy.next_token_logprobs(messages(reply, message[-2 * self.n_ctx:]), self._ids)
+        return np.asarray(lp, dtype=np.float64)
 
     def close(self) -> None:
         if self._policy is not None:
