@@ -48,7 +48,7 @@ def judge_words(judge: dict[str, Any] | None) -> str:
         return ""
     by = ", ".join(f"{name} ({n} turn{'s' * (n != 1)})" for name, n in (judge.get("judgements_by") or {}).items()) or "no judgement"
     choice = judge.get("choice") or {}
-    how = (f", chosen by judge.kind=auto ({choice.get('reason')})" if choice.get("configured") == "auto"
+    how = (f", chosen by judge.kind=auto because {choice.get('reason')}" if choice.get("configured") == "auto"
            else f", judge.kind={choice['configured']}" if choice.get("configured") else "")
     return f"; judged by {by}{how}"
 

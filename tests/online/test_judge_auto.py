@@ -81,7 +81,7 @@ def test_without_the_label_model_auto_is_the_classifier_and_says_how_to_get_the_
     choice = choose_judge("auto")
     assert choice == JudgeChoice("auto", "classifier", None, choice.reason, PULL)
     assert "is absent" in choice.reason and LABEL_MODEL in choice.reason
-    assert PULL in choice.line() and "judge: classifier (chosen by judge.kind=auto" in choice.line()
+    assert PULL in choice.line() and "judge: classifier, chosen by judge.kind=auto" in choice.line()
     from ratchet.online.loops import make_judge
 
     judge = make_judge(OnlineConfig()).inner
@@ -102,7 +102,7 @@ def test_with_the_label_model_auto_is_the_stacked_judge_and_judges_with_it(cache
     cache(b"a stand-in for the label model's bytes")
     choice = choose_judge("auto")
     assert choice == JudgeChoice("auto", "stacked", LABEL_MODEL, f"its label model {LABEL_MODEL} is pulled and verified")
-    assert choice.fix is None and "judge: stacked (chosen by judge.kind=auto" in choice.line()
+    assert choice.fix is None and "judge: stacked, chosen by judge.kind=auto" in choice.line()
     monkeypatch.setattr(stacked, "LlamaLabelReader", StubReader)
     judge = make_judge(OnlineConfig(learn="binary"))
     assert isinstance(judge.inner, StackedJudge)
@@ -155,7 +155,7 @@ def test_the_server_hands_its_loops_the_chosen_kind_and_records_the_choice(cache
 
     out = CliRunner().invoke(app, ["serve", "status", "--run", str(run)], env={"COLUMNS": "200"})
     assert out.exit_code == 0, out.output
-    assert "judge: classifier (chosen by judge.kind=auto" in out.output and PULL in out.output
+    assert "judge: classifier, chosen by judge.kind=auto" in out.output and PULL in out.output
     js = CliRunner().invoke(app, ["serve", "status", "--run", str(run), "--json"])
     assert json.loads(js.output)["judge"] == choice.to_dict()
 
@@ -168,7 +168,7 @@ def test_the_server_hands_its_loops_the_chosen_kind_and_records_the_choice(cache
 
     JudgeChoice("auto", "stacked", LABEL_MODEL, "its label model is pulled and verified").save(base)
     out = CliRunner().invoke(app, ["serve", "status", "--run", str(run)], env={"COLUMNS": "200"})
-    assert "judge: stacked (chosen by judge.kind=auto" in out.output and "models pull" not in out.output
+    assert "judge: stacked, chosen by judge.kind=auto" in out.output and "models pull" not in out.output
     page = TestClient(create_app(UIConfig(root=tmp_path / "runs"))).get("/learning/serve-auto").text
     assert "<b>stacked</b>" in page and "models pull" not in page
 

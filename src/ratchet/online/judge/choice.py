@@ -51,7 +51,7 @@ class JudgeChoice:
         """One line for the start-up log and ``ratchet serve status``."""
         if not self.automatic:
             return f"judge: {self.kind}"
-        text = f"judge: {self.kind} (chosen by judge.kind=auto: {self.reason})"
+        text = f"judge: {self.kind}, chosen by judge.kind=auto because {self.reason}"
         if self.fix:
             text += f"; for the stronger stacked judge: {self.fix}, then restart the server"
         return text
