@@ -124,13 +124,18 @@ def test_explicit_stacked_still_refuses_without_its_label_model_while_auto_falls
     assert _check_judge(OnlineConfig()).kind == "classifier"
 
 
-def test_auto_reads_judge_model_as_the_stacked_judges_label_model(cache):
+def test_auto_reads_judge_model_as_the_stacked_judges_label_model(cache, tmp_path):
     from ratchet.online.loops import make_judge
 
     with pytest.raises(ValueError, match="local:NAME"):
         make_judge(load_config(OnlineConfig, None, ["judge.model=openai:gpt-x"]))
     choice = choose_judge("auto", "smollm2-135m")  # not pulled in this cache
     assert choice.kind == "classifier" and choice.fix == "ratchet models pull smollm2-135m"
+    gguf = tmp_path / "label.gguf"
+    assert "is not a file" in choose_judge("auto", str(gguf)).reason
+    gguf.write_bytes(b"GGUF")
+    found = choose_judge("auto", str(gguf))
+    assert (found.kind, found.label_model, found.fix) == ("stacked", str(gguf), None)
 
 
 def test_the_server_hands_its_loops_the_chosen_kind_and_records_the_choice(cache, tmp_path, monkeypatch):

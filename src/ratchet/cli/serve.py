@@ -86,7 +86,8 @@ def status_cmd(
     runs_root: Path = RunsRootAlias,
     as_json: bool = typer.Option(False, "--json", help="Print the status as JSON."),
 ) -> None:
-    """Per-version metrics: turns, judged fraction, rewards, training loss, KL, evaluation, promotion."""
+    """Which judge runs (for judge.kind=auto, why), then per-version metrics: turns, judged fraction, rewards,
+    training loss, KL, evaluation, promotion."""
     from ratchet.online import status as status_mod
 
     run_dir = _pick_run(run, store_root(store, runs_root, "--runs-root"))
