@@ -41,6 +41,18 @@ def spread(runs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
+def judge_words(judge: dict[str, Any] | None) -> str:
+    """"; judged by …", which judge ran, from the run's record ("" for results from before it was
+    recorded: those ran the classifier, the default then, unless their overrides name another)."""
+    if not judge:
+        return ""
+    by = ", ".join(f"{name} ({n} turn{'s' * (n != 1)})" for name, n in (judge.get("judgements_by") or {}).items()) or "no judgement"
+    choice = judge.get("choice") or {}
+    how = (f", chosen by judge.kind=auto because {choice.get('reason')}" if choice.get("configured") == "auto"
+           else f", judge.kind={choice['configured']}" if choice.get("configured") else "")
+    return f"; judged by {by}{how}"
+
+
 def markdown(data: dict[str, Any]) -> str:
     lines = ["# Personalization through `ratchet serve` (bench/online_personalization.py)", "",
              "Held-out preference score = fraction of greedy replies to 12 held-out prompts that satisfy the "
@@ -79,7 +91,8 @@ def markdown(data: dict[str, Any]) -> str:
         gate = ("the server's default gate (nothing configured: it holds out a share of its own conversations)"
                 if r.get("gate") == "default" else "the bench's preference and guard cases given to the gate")
         lines += [f"## {key}", "", f"`ratchet serve --learn {r['signal']}`, overrides: {', '.join(extra) or 'none'} "
-                  f"(everything else: the defaults when it ran); {gate}." + (f" {r['note']}" if r.get("note") else ""), "",
+                  f"(everything else: the defaults when it ran); {gate}{judge_words(r.get('judge'))}."
+                  + (f" {r['note']}" if r.get("note") else ""), "",
                   f"{r['conversations']} conversations"
                   + (f" (a pause after every {r['pace']} until the trainer had taken them)" if r.get("pace") else "")
                   + f", {r.get('wall_s') or 0:.0f} s; base preference "

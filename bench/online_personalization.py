@@ -8,7 +8,10 @@ through the stock ``openai`` client for N conversations: praise when the reply m
 preference, a correction when not, then the question again. Each message is drawn, seeded, from
 the preference's pool of phrasings (``src/ratchet/online/data/simulated_user.yaml``), most without
 a judge keyword, so the run measures what the server hears of ordinary feedback. The server's own
-loops judge the turns, train the LoRA, gate and hot-swap versions.
+loops judge the turns, train the LoRA, gate and hot-swap versions. Its judge is the default
+(``judge.kind=auto``: the stacked judge where the 1.5B is pulled, else the classifier) unless
+``--set judge.kind=…`` says otherwise; each result records which ran (``judge``: the server's
+recorded choice and the judge names on its judgements), since the same command can run either.
 
 Measured per weight version (every version the trainer published, served or refused), after the
 conversations, with the very GGUF + LoRA file serving loads, greedy (temperature 0):
@@ -344,6 +347,7 @@ def run(args: argparse.Namespace, pref_name: str, signal: str, seed: int) -> dic
                             "final": cache[str(served[-1]["version"])]["heldout_replies"] if len(served) > 1 else None},
         "wall_s": state.get("elapsed_s"),
         "cpu": {"cores": os.cpu_count(), "load": os.getloadavg()},
+        "judge": judge_ran(online_dir(run_dir)),
     }
     _merge(result)
     return result
@@ -364,6 +368,24 @@ def _waiting(queue_path: Path, min_batch: int = TrainerConfig().min_batch) -> in
                                  "GROUP BY state").fetchall())
     pending, claimed = counts.get("ready", 0) + counts.get("judged", 0), counts.get("claimed", 0)
     return 0 if not pending and claimed < min_batch else int(pending + claimed)
+
+
+def judge_ran(base: Path) -> dict[str, Any]:
+    """Which judge the server ran: its recorded choice (with nothing configured, ``judge.kind=auto``
+    runs the stacked judge where the 1.5B is pulled and the classifier elsewhere, so the same command
+    measures different judges on different machines) and the judge names its judgements carry."""
+    import sqlite3
+    from collections import Counter
+
+    from ratchet.online.judge.choice import JudgeChoice
+    from ratchet.online.status import QUEUE_NAME
+
+    choice = JudgeChoice.load(base)
+    names: Counter[str] = Counter()
+    if (base / QUEUE_NAME).is_file():
+        with sqlite3.connect(f"file:{base / QUEUE_NAME}?mode=ro", uri=True, timeout=30) as db:
+            names.update(str(json.loads(data).get("judge")) for (data,) in db.execute("SELECT data FROM judgements"))
+    return {"choice": None if choice is None else choice.to_dict(), "judgements_by": dict(names.most_common())}
 
 
 def _note_versions(versions_dir: Path, seen: dict[str, Any], conversations: int, elapsed: float) -> None:

@@ -173,3 +173,25 @@ def test_the_user_does_not_wait_for_a_partial_batch_the_trainer_holds(tmp_path) 
     assert states("claimed", "claimed", "claimed", "claimed") == 4  # a batch being trained
     assert states("judged", "claimed") == 2 and states("ready") == 1  # the judge or trainer still has work
     assert states("trained", "excluded") == 0
+
+
+def test_the_result_records_which_judge_ran_and_the_markdown_says_it(tmp_path) -> None:
+    from ratchet.online.judge.choice import JudgeChoice
+    from ratchet.online.queue import TurnQueue
+    from ratchet.online.records import Judgement, Turn
+    from ratchet.online.status import QUEUE_NAME
+
+    queue = TurnQueue(tmp_path / QUEUE_NAME)
+    for i, judge in enumerate(["stacked:qwen2.5-coder-1.5b", "stacked:qwen2.5-coder-1.5b", "classifier"]):
+        queue.add_turn(Turn(f"t{i}", "s", False, "main", [{"role": "user", "content": "q"}], "a", [1], [2], [-0.5], 0))
+        queue.set_next_state(f"t{i}", "thanks")
+        queue.add_judgement(Judgement(f"t{i}", 1, [1], None, "thanks", judge))
+    queue.close()
+    JudgeChoice("auto", "stacked", "qwen2.5-coder-1.5b", "its label model qwen2.5-coder-1.5b is pulled and verified") \
+        .save(tmp_path)
+    ran = bench.judge_ran(tmp_path)
+    assert ran["choice"]["kind"] == "stacked" and ran["choice"]["configured"] == "auto"
+    assert ran["judgements_by"] == {"stacked:qwen2.5-coder-1.5b": 2, "classifier": 1}
+    text = bench.markdown({"runs": {"m/length/combine/s0": _result(0, 0.5, 0.5, judge=ran)}})
+    assert "judged by stacked:qwen2.5-coder-1.5b (2 turns), classifier (1 turn), chosen by judge.kind=auto" in text
+    assert "judged by" not in bench.markdown({"runs": {"m/length/combine/s0": _result(0, 0.5, 0.5)}})

@@ -75,7 +75,7 @@ def test_the_judge_loop_hands_each_judged_turn_to_the_learner(tmp_path):
     for i, next_state in enumerate(["thanks, perfect", "no, I meant the other one"]):
         queue.add_turn(turn(i))
         queue.set_next_state(f"t{i}", next_state)
-    config = OnlineConfig(learn="binary")
+    config = OnlineConfig(learn="binary", judge={"kind": "classifier"})  # not auto: never the 1.5B here
     config.judge.poll_s = 0.02
     learner = TurnLearner(tmp_path / "playbook.md", roles(), ServeContext(use_grammar=False))
     seen = []

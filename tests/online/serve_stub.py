@@ -23,7 +23,8 @@ def main() -> None:
     policy = ScriptedPolicy(" ".join(["word"] * words), token_delay_s=delay)
     launch._policy_factory = lambda config, versions_dir: ((lambda adapter: policy), None)
     config = load_config(OnlineConfig, None, [f"runs_root={runs}", f"port={port}", "learn=binary", "run=r",
-                                               f"shutdown_grace_s={grace}", "trainer_loop=serve_stub:idle_trainer"])
+                                               f"shutdown_grace_s={grace}", "trainer_loop=serve_stub:idle_trainer",
+                                               "judge.kind=classifier"])  # not auto: never the 1.5B here
     launch.run_server(config)
 
 

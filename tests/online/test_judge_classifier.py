@@ -245,15 +245,16 @@ def test_shipped_parameters_record_what_fitted_them():
         assert model.weights.shape == (width + len(model.cues), 3) and model.cue_scale == CUE_SCALE
 
 
-def test_default_judge_of_serve_is_the_classifier(tmp_path, monkeypatch):
+def test_the_classifier_judge_of_serve(tmp_path, monkeypatch):
     from ratchet.config import load_config
     from ratchet.online.loops import make_judge
 
-    config = OnlineConfig()
-    assert config.judge.kind == "classifier" and config.judge.min_confidence == 0.6
+    # The default, auto, is this judge only without the 1.5B (tests/online/test_judge_auto.py).
+    config = OnlineConfig(judge={"kind": "classifier"})
+    assert config.judge.min_confidence == 0.6
     judge = make_judge(config).inner
     assert isinstance(judge, ClassifierJudge) and judge.hints and judge.min_confidence == 0.6
-    assert not make_judge(OnlineConfig(learn="binary")).inner.hints
+    assert not make_judge(OnlineConfig(learn="binary", judge={"kind": "classifier"})).inner.hints
     (tmp_path / "serve.yaml").write_text("judge:\n  kind: rule\n")
     assert load_config(OnlineConfig, tmp_path / "serve.yaml", []).judge.kind == "rule"
     assert load_config(OnlineConfig, None, ["judge.min_confidence=0.8"]).judge.min_confidence == 0.8
@@ -275,6 +276,8 @@ def test_serve_flag_and_start_check(tmp_path, monkeypatch):
     CliRunner().invoke(app, ["serve", "--judge", "rule"])
     assert seen.pop("config").judge.kind == "rule"
     CliRunner().invoke(app, ["serve"])
+    assert seen.pop("config").judge.kind == "auto"
+    CliRunner().invoke(app, ["serve", "--judge", "classifier"])
     assert seen.pop("config").judge.kind == "classifier"
     CliRunner().invoke(app, ["serve", "--judge", "local:qwen2.5-coder-1.5b"])
     config = seen.pop("config")
@@ -283,7 +286,7 @@ def test_serve_flag_and_start_check(tmp_path, monkeypatch):
     monkeypatch.setenv("RATCHET_CACHE_DIR", str(tmp_path))
     printed = []
     monkeypatch.setattr(launch.console, "print", lambda text, *a, **k: printed.append(str(text)))
-    launch._check_judge(OnlineConfig())
+    assert launch._check_judge(OnlineConfig()).kind == "classifier"  # auto, in a cache without the 1.5B
     assert printed and "ratchet models pull all-minilm-l6-v2" in printed[0]
 
 

@@ -14,9 +14,11 @@ Why the 0.5B and bullets: SmolLM2-135M did not move under the defaults or the se
 never turned; ``taught=topk`` turned it but broke the neutral tasks first). Through the same
 system the 0.5B took bullets from 0 to 9 of 12 held-out prompts at its second version, 8
 conversations (``bench/results/online_personalization.md``, ``…/bullets/combine/defaults_paced``),
-where the greeting needed 20. The only override is ``trainer.max_wait_s=20``: a partial batch
-(fewer than 8 judged turns after four conversations) is trained after 20 s instead of 120 s; it
-changes when the trainer steps, not how it learns. Measured on one core (two runs): v1 0 of 8
+where the greeting needed 20. The overrides: ``trainer.max_wait_s=20``, a partial batch (fewer
+than 8 judged turns after four conversations) is trained after 20 s instead of 120 s, which
+changes when the trainer steps, not how it learns; and ``judge.kind=classifier``, the judge these
+runs were measured with (the default, auto, would load the 1.5B beside the 0.5B and the trainer
+where it is pulled). Measured on one core (two runs): v1 0 of 8
 held-out bullet lists, v2 (8 conversations) 8 of 8, the base 0 of 8; 421 s and 369 s in all.
 """
 
@@ -57,8 +59,8 @@ PACE = 4
 #: Longest teaching time before the test gives up on the preference (measured: v2, the first that
 #: moved, 4-5 min after the first conversation on one core; see the module docstring).
 TEACH_S = 600
-#: The one override (see the module docstring): when a partial batch trains, not how.
-OVERRIDES = ["trainer.max_wait_s=20"]
+#: The overrides (see the module docstring): when a partial batch trains, and the judge measured.
+OVERRIDES = ["trainer.max_wait_s=20", "judge.kind=classifier"]
 
 pytestmark = [
     pytest.mark.real_model,

@@ -39,7 +39,7 @@ def test_judge_loop_scores_waiting_turns(tmp_path):
     queue = TurnQueue(tmp_path / "q.db")
     fill(queue)
     stop = threading.Event()
-    config = OnlineConfig(learn="binary")
+    config = OnlineConfig(learn="binary", judge={"kind": "classifier"})  # not auto: never the 1.5B here
     config.judge.poll_s = 0.02
     worker = threading.Thread(target=lambda: run_judge_loop(config, tmp_path / "q.db", stop))
     worker.start()
@@ -79,7 +79,8 @@ def test_judge_loop_survives_a_failing_judge(tmp_path):
 def test_judge_and_trainer_run_as_processes(tmp_path):
     queue = TurnQueue(tmp_path / "q.db")
     fill(queue, 10)
-    config = OnlineConfig(learn="combine", trainer_loop=f"{__name__}:fake_trainer_loop")
+    config = OnlineConfig(learn="combine", trainer_loop=f"{__name__}:fake_trainer_loop",
+                          judge={"kind": "classifier"})  # not auto: never the 1.5B here
     config.judge.poll_s = 0.05
     loops = LocalLoops(config, tmp_path / "q.db", tmp_path / "versions").start()
     try:

@@ -150,7 +150,8 @@ def test_ratchet_serve_end_to_end_and_graceful_stop(tmp_path):
         port = s.getsockname()[1]
     env = {**os.environ, "RATCHET_RUNS": str(tmp_path), "RATCHET_SERVER_KEY": "k"}
     proc = subprocess.Popen([sys.executable, "-m", "ratchet", "serve", "--model", "local:smollm2-135m", "--learn",
-                             "off", "--port", str(port), "--run", "e2e", "--set", "judge.poll_s=0.1"],
+                             "off", "--port", str(port), "--run", "e2e", "--set", "judge.poll_s=0.1",
+                             "--set", "judge.kind=classifier"],  # not auto: never the 1.5B beside the 135M
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}/v1/chat/completions"
     headers = {"Authorization": "Bearer k"}

@@ -59,7 +59,7 @@ def local_ray():
 
 def fake_loops(tmp_path, max_restarts: int | None = None) -> RayLoops:
     """The judge and the fake trainer as started Ray actors over ``tmp_path``'s queue."""
-    config = OnlineConfig(learn="binary", executor="ray")
+    config = OnlineConfig(learn="binary", executor="ray", judge={"kind": "classifier"})  # not auto: never the 1.5B
     config.judge.poll_s = 0.05
     if max_restarts is not None:
         config.loops.max_restarts = max_restarts
@@ -241,7 +241,7 @@ def test_loops_on_a_node_that_cannot_see_the_run_directory(tmp_path):
         driver_node = ray.get_runtime_context().get_node_id()
         # The stub has no policy to gate: the built-in gate is off.
         config = OnlineConfig(model=f"local:{run / 'model.gguf'}", learn="binary", executor="ray",
-                              judge={"poll_s": 0.05}, trainer={
+                              judge={"kind": "classifier", "poll_s": 0.05}, trainer={
             "batch_size": 3, "min_batch": 3, "max_wait_s": 0.0, "poll_interval_s": 0.05, "convert_gguf": False,
             "kl_samples": 0, "gate": {"builtin": False, "guard_path": run / "guard.jsonl",
                                       "tasks_path": run / "tasks.jsonl"},

@@ -66,7 +66,7 @@ def wait_for(condition, timeout: float = 120.0, what: str = "condition"):
 
 
 def config(**loops) -> OnlineConfig:
-    cfg = OnlineConfig(learn="combine", trainer_loop=FAKE_TRAINER)
+    cfg = OnlineConfig(learn="combine", trainer_loop=FAKE_TRAINER, judge={"kind": "classifier"})  # never the 1.5B
     cfg.judge.poll_s = 0.05
     cfg.loops = cfg.loops.model_copy(update={"watch_s": 0.1, "restart_backoff_s": 0.1, **loops})
     return cfg
@@ -226,7 +226,7 @@ def start_serve(tmp_path: Path, run: str) -> tuple[subprocess.Popen, int]:
     env.pop("RATCHET_SERVER_KEY", None)
     cmd = [sys.executable, "-m", "ratchet", "serve", "--model", "http://127.0.0.1:9/v1#stub", "--port", str(port),
            "--run", run, "--set", f"trainer_loop={FAKE_TRAINER}", "--set", "judge.poll_s=0.1",
-           "--set", "loops.watch_s=0.2", "--set", "loops.restart_backoff_s=2"]
+           "--set", "judge.kind=classifier", "--set", "loops.watch_s=0.2", "--set", "loops.restart_backoff_s=2"]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     state_dir = status_mod.online_dir(tmp_path / run) / status_mod.LOOPS_NAME
 

@@ -55,9 +55,9 @@ def serve(
     port: int = typer.Option(None, "--port", help="Port (default 8000)."),
     run: str = typer.Option(None, "--run", help="Run name in the run store."),
     store: Path = StoreOption,
-    judge: str = typer.Option(None, "--judge", help="'classifier' (default), 'rule', 'stacked' (the classifier "
-                              "weighed with the 1.5B's reading; needs `ratchet models pull qwen2.5-coder-1.5b`) or a "
-                              "model spec for the judge."),
+    judge: str = typer.Option(None, "--judge", help="'auto' (default: 'stacked' when its 1.5B is pulled, else "
+                              "'classifier'), 'classifier', 'rule', 'stacked' (the classifier weighed with the 1.5B's "
+                              "reading; needs `ratchet models pull qwen2.5-coder-1.5b`) or a model spec for the judge."),
     executor: str = typer.Option(None, "--executor", help="process | ray."),
     address: str = typer.Option(None, "--address", help="With --executor ray: the cluster to join, auto | "
                                                          "ray://HOST:10001 (default: a private Ray instance)."),
@@ -75,7 +75,7 @@ def serve(
     flags = {"run": run, "executor": executor, "address": address}
     sets = [f"{k}={v}" for k, v in flags.items() if v is not None]
     if judge is not None:
-        sets += [f"judge.kind={judge}"] if judge in ("classifier", "rule", "stacked") else ["judge.kind=model", f"judge.model={judge}"]
+        sets += [f"judge.kind={judge}"] if judge in ("auto", "classifier", "rule", "stacked") else ["judge.kind=model", f"judge.model={judge}"]
     serve_api(model, learn=learn, host=host, port=port, store=store, config=config_path, overrides=[*overrides, *sets])
 
 
@@ -86,7 +86,8 @@ def status_cmd(
     runs_root: Path = RunsRootAlias,
     as_json: bool = typer.Option(False, "--json", help="Print the status as JSON."),
 ) -> None:
-    """Per-version metrics: turns, judged fraction, rewards, training loss, KL, evaluation, promotion."""
+    """Which judge runs (for judge.kind=auto, why), then per-version metrics: turns, judged fraction, rewards,
+    training loss, KL, evaluation, promotion."""
     from ratchet.online import status as status_mod
 
     run_dir = _pick_run(run, store_root(store, runs_root, "--runs-root"))
@@ -94,6 +95,10 @@ def status_cmd(
     if as_json:
         console.print_json(json.dumps(status))
         return
+    line = status_mod.judge_line(status)
+    if line:
+        console.print(line, style="yellow" if (status.get("judge") or {}).get("fix") else None, markup=False,
+                      soft_wrap=True)
     console.print(status_mod.table(status))
     for line in status_mod.refusals(status):
         console.print(f"[yellow]{line}[/]", soft_wrap=True)

@@ -17,27 +17,34 @@ LearnMode = Literal["off", "binary", "opd", "combine"]
 class JudgeConfig(Settings):
     """Who scores each finished turn from its next state, and how."""
 
-    kind: Literal["classifier", "rule", "model", "stacked"] = "classifier"
-    """``classifier``: a logistic regression over a sentence embedding and lexical cues of the
-    person's message (needs ``ratchet models pull all-minilm-l6-v2``; ~10 ms a turn on one core);
-    hears polite, indirect, sarcastic and non-English feedback (``bench/results/online_judge.md``).
-    ``rule``: keyword rules (thanks / correction / redo / tool error), free and instant, deaf to
-    most everyday phrasings. ``model``: a process reward model prompted with the turn and its next
-    state. ``stacked``: the classifier weighed with a local model's reading of the message as
-    praise / correction / neither (one prompt evaluation of ``judge.model``, by default the 1.5B it
-    was fitted with: ``ratchet models pull qwen2.5-coder-1.5b``; about 1 GB more memory and 1-4 s a
-    judged message on one core, depending on the load beside it)."""
+    kind: Literal["auto", "classifier", "rule", "model", "stacked"] = "auto"
+    """``auto``: ``stacked`` when its label model (``judge.model``, else the 1.5B its weights were
+    fitted with) is pulled and matches its pinned SHA-256, else ``classifier``; never downloads. The
+    server chooses once at start and says which in its start-up line, ``ratchet serve status`` and
+    the dashboard (with the pull command when it fell back). ``classifier``: a logistic regression
+    over a sentence embedding and lexical cues of the person's message (needs ``ratchet models
+    pull all-minilm-l6-v2``; ~10 ms a turn on one core); hears polite, indirect, sarcastic and
+    non-English feedback (``bench/results/online_judge.md``). ``rule``: keyword rules (thanks /
+    correction / redo / tool error), free and instant, deaf to most everyday phrasings. ``model``:
+    a process reward model prompted with the turn and its next state. ``stacked``: the classifier
+    weighed with a local model's reading of the message as praise / correction / neither (one
+    prompt evaluation of ``judge.model``, by default the 1.5B it was fitted with: ``ratchet models
+    pull qwen2.5-coder-1.5b``; refused at start without it). It heard more corrections with fewer
+    sign errors than the classifier on two sets written apart (correction recall 0.91 / 0.90
+    against 0.85 / 0.82, sign errors 3.6% / 3.7% against 5.1% / 5.4%), for about 1.1 GB more
+    memory in the judging process and 1-4 s a judged message on one core (``judge.threads``: 1),
+    depending on the load beside it."""
 
     min_confidence: float = Field(default=0.6, ge=0.0, le=1.0)
-    """kind=classifier or stacked: the class probability a +1 or -1 verdict needs (stacked: unset means
-    the value its weights were fitted with); below it the turn gets 0
+    """kind=classifier or stacked (or the one auto chose): the class probability a +1 or -1 verdict
+    needs (stacked: unset means the value its weights were fitted with); below it the turn gets 0
     (left out of training), because reading praise as a correction or the reverse teaches the
     opposite of what the person asked, while leaving a turn out only loses one sample."""
 
     model: str | None = None
     """Model spec of the judge when kind=model (``local:qwen2.5-coder-0.5b``, ``openai:…``,
-    ``http://host:port/v1#name``). None means the served model's own spec. kind=stacked: the label
-    model, ``local:NAME`` of an embedded model (None: the one its weights were fitted with)."""
+    ``http://host:port/v1#name``). None means the served model's own spec. kind=stacked or auto: the
+    label model, ``local:NAME`` of an embedded model (None: the one its weights were fitted with)."""
 
     votes: int = Field(default=3, ge=1, le=15)
     """Number of independent judge samples per turn; the majority wins and a tie gives 0."""

@@ -69,14 +69,18 @@ def _policy_factory(config: Any, versions_dir: Path):
     raise RatchetError(f"cannot serve {spec!r}", hint="serve local:NAME or http://host:port/v1#model")
 
 
-def _check_judge(config: Any) -> None:
-    """Say at start when the default judge's encoder is missing: it then judges by its cues alone.
-    A stacked judge without its label model cannot judge at all: refused before anything is served."""
-    if config.judge.kind == "stacked":
-        from ratchet.online.loops import make_judge
+def _check_judge(config: Any):
+    """Choose the judge (``auto``: the stacked judge when its label model is pulled, else the
+    classifier) and return the :class:`~ratchet.online.judge.JudgeChoice`. Say at start when the
+    classifier's encoder is missing: it then judges by its cues alone. A stacked judge without its
+    label model cannot judge at all: refused before anything is served."""
+    from ratchet.online.judge import choose_judge
+    from ratchet.online.loops import label_model_of, make_judge
 
-        make_judge(config)  # raises with the pull command; loads nothing until the first turn
-    if config.judge.kind == "classifier":
+    choice = choose_judge(config.judge.kind, label_model_of(config))
+    if choice.kind == "stacked":
+        make_judge(_judged_by(config, choice))  # raises with the pull command; loads nothing until the first turn
+    if choice.kind in ("classifier", "stacked"):  # the stacked judge reads with the classifier too
         from ratchet.models.registry import is_verified
         from ratchet.online.judge import FeedbackClassifier
 
@@ -84,6 +88,15 @@ def _check_judge(config: Any) -> None:
         if encoder and not is_verified(encoder):
             console.print(f"[yellow]judge: {encoder} is not pulled; judging by lexical cues alone "
                           f"(less accurate, see bench/results/online_judge.md). Fix: ratchet models pull {encoder}[/]")
+    return choice
+
+
+def _judged_by(config: Any, choice: Any) -> Any:
+    """``config`` with ``judge.kind`` the chosen kind, so the judging loop (a process or a Ray actor,
+    maybe on another machine) runs the judge chosen here rather than choosing again."""
+    if config.judge.kind == choice.kind:
+        return config
+    return config.model_copy(update={"judge": config.judge.model_copy(update={"kind": choice.kind})})
 
 
 def run_server(config: Any) -> None:
@@ -107,7 +120,9 @@ def run_server(config: Any) -> None:
     queue_path, versions_dir = base / status_mod.QUEUE_NAME, base / status_mod.VERSIONS_NAME
     (base / "config.json").write_text(config.model_dump_json(indent=2, exclude={"api_key"}))
     pin_threads(config.serving_threads)
-    _check_judge(config)
+    judge = _check_judge(config)
+    config = _judged_by(config, judge)
+    judge.save(base)
     factory, source = _policy_factory(config, versions_dir)
     with console.status(f"loading {config.model}"):
         host = PolicyHost(factory, source, poll_s=config.version_poll_s)
@@ -133,8 +148,13 @@ def run_server(config: Any) -> None:
         threading.Thread(target=_watch_served_reward, args=(config, queue_path, versions_dir, stop),
                          name="reward-watch", daemon=True).start()
     (base / "server.json").write_text(json.dumps({"url": f"http://{config.host}:{config.port}", "pid": os.getpid()}))
-    console.print(f"[bold]ratchet serve[/] {config.model} learn={config.learn} → http://{config.host}:{config.port}/v1"
+    console.print(f"[bold]ratchet serve[/] {config.model} learn={config.learn} "
+                  f"judge={judge.kind}{' (auto)' if judge.automatic else ''} → http://{config.host}:{config.port}/v1"
                   f"  run: {run_dir}  ({'API key required' if api_key else 'no API key: local only'})")
+    if judge.automatic:  # why this judge, and without the label model how to get the stronger one
+        from rich.markup import escape
+
+        console.print(f"[yellow]{escape(judge.line())}[/]" if judge.fix else escape(judge.line()), soft_wrap=True)
     import uvicorn
 
     # uvicorn re-raises the signal that stopped it once it is done; with the default SIGTERM

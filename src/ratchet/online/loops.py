@@ -76,17 +76,25 @@ def make_judge(config: OnlineConfig):
         except Exception:  # the backend's settings may not take n_threads; the env pin still holds
             inner = load_model(spec)
         model = AccountedModel(inner, Accountant(), purpose="judge")
-    label_model = None
-    if jc.kind == "stacked" and jc.model:
-        if not jc.model.startswith("local:"):
-            raise ValueError(f"judge.model {jc.model!r}: the stacked judge reads an embedded model, give local:NAME")
-        label_model = jc.model.removeprefix("local:")
-    # The stacked judge's threshold was fitted with its weights: only an explicit setting overrides it.
-    explicit = "min_confidence" in jc.model_fields_set or jc.kind != "stacked"
+    label_model = label_model_of(config)
+    # The stacked judge's threshold was fitted with its weights: only an explicit setting overrides
+    # it (auto may choose the stacked judge; build_judge gives the classifier its own 0.6).
+    explicit = "min_confidence" in jc.model_fields_set or jc.kind not in ("stacked", "auto")
     return build_judge(jc.kind, learn=config.learn, model=model, votes=jc.votes, temperature=jc.temperature,
                        max_tokens=jc.max_tokens, hint_style=jc.hint_style,
                        min_confidence=jc.min_confidence if explicit else None, label_model=label_model,
                        threads=jc.threads)
+
+
+def label_model_of(config: OnlineConfig) -> str | None:
+    """kind=stacked or auto: the label model ``judge.model`` names (None: the stacked judge's own)."""
+    jc = config.judge
+    if jc.kind not in ("stacked", "auto") or not jc.model:
+        return None
+    if not jc.model.startswith("local:"):
+        raise ValueError(f"judge.model {jc.model!r}: the stacked judge (judge.kind={jc.kind}) reads an embedded "
+                         f"model, give local:NAME")
+    return jc.model.removeprefix("local:")
 
 
 def make_turn_learner(config: OnlineConfig, queue_path: Any):

@@ -5,7 +5,8 @@ Per version: turns it served, the fraction of its main turns that got judged, it
 time, and from the version's own record: training loss, KL to the base, held-out evaluation score
 and whether it was promoted (a regressing version is kept on disk but never served), rolled back
 by the served-reward watch (:mod:`ratchet.online.watch`), or gated without held-out checks (too
-few held-out turns: :mod:`ratchet.online.gate`).
+few held-out turns: :mod:`ratchet.online.gate`). Above them: which judge the server runs, and for
+``judge.kind=auto`` why that one (:mod:`ratchet.online.judge.choice`).
 """
 
 from __future__ import annotations
@@ -124,7 +125,24 @@ def collect(run_dir: Path) -> dict[str, Any]:
         "reward_moving_average": moving_average([r[1] for r in judged]),
         "versions": [asdict(r) for r in rows],
         "loops": read_status(base / LOOPS_NAME),
+        "judge": _judge_choice(base),
     }
+
+
+def _judge_choice(base: Path) -> dict[str, Any] | None:
+    from ratchet.online.judge.choice import JudgeChoice
+
+    choice = JudgeChoice.load(base)
+    return None if choice is None else choice.to_dict()
+
+
+def judge_line(status: dict[str, Any]) -> str | None:
+    """Which judge the server runs; for ``auto``, why, and after a fallback how to get the stacked
+    judge. None for a run that recorded no choice (started before choices were recorded)."""
+    from ratchet.online.judge.choice import JudgeChoice
+
+    data = status.get("judge")
+    return JudgeChoice.from_dict(data).line() if isinstance(data, dict) and data.get("kind") else None
 
 
 def write(run_dir: Path, serving: dict[str, Any] | None = None) -> dict[str, Any]:

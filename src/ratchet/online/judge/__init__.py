@@ -2,7 +2,9 @@
 
 Each judge is one strategy behind the :class:`Judge` protocol:
 
-* :class:`ClassifierJudge` (``classifier``, the default) — a logistic regression over a sentence
+* ``auto`` (the default) — the stacked judge when its label model is pulled and verified, else
+  the classifier; never downloads (``choice.py``: :func:`choose_judge`, :class:`JudgeChoice`).
+* :class:`ClassifierJudge` (``classifier``) — a logistic regression over a sentence
   embedding and lexical cues of the person's message, fitted on a labelled feedback set; hears
   polite, indirect, sarcastic and non-English corrections, and reads negated praise ("not
   helpful") as a correction. ``classifier.py``.
@@ -25,6 +27,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from ratchet.contracts import Model
+from ratchet.online.judge.choice import JudgeChoice, choose_judge
 from ratchet.online.judge.classifier import ClassifierJudge, FeedbackClassifier
 from ratchet.online.judge.hints import instruction_of
 from ratchet.online.judge.model import (
@@ -41,7 +44,7 @@ from ratchet.online.judge.rules import RuleJudge, correction_hint, is_tool_outpu
 from ratchet.online.judge.stacked import StackedJudge
 from ratchet.online.records import Judgement, Turn
 
-JUDGE_KINDS = ("classifier", "rule", "model", "stacked")
+JUDGE_KINDS = ("auto", "classifier", "rule", "model", "stacked")
 
 
 class Judge(Protocol):
@@ -57,7 +60,9 @@ def build_judge(kind: str, *, learn: str = "combine", model: Model | None = None
 
     ``min_confidence`` None is the judge's own (the classifier's 0.6, the stacked judge's fitted
     value); ``label_model`` is the stacked judge's label model (None: the one it was fitted with).
+    ``auto`` is the kind :func:`choose_judge` picks for it.
     """
+    kind = choose_judge(kind, label_model).kind if kind == "auto" else kind
     rewards = learn in ("binary", "combine", "off")
     hints = learn in ("opd", "combine")
     judge: Judge
@@ -84,11 +89,13 @@ __all__ = [
     "ClassifierJudge",
     "FeedbackClassifier",
     "Judge",
+    "JudgeChoice",
     "ModelJudge",
     "RepeatGuard",
     "RuleJudge",
     "StackedJudge",
     "build_judge",
+    "choose_judge",
     "correction_hint",
     "instruction_of",
     "is_tool_output",
