@@ -152,6 +152,19 @@ def test_the_teachers_own_replies_are_the_teacher_models(monkeypatch) -> None:
     assert it.distill_ids[it.distill_start:] == it.teacher_reply[: len(it.distill_ids) - it.distill_start]
 
 
+def test_a_bfloat16_teacher_holds_half_precision_weights_and_gives_nearly_the_same_topk(monkeypatch) -> None:
+    serve_teacher(monkeypatch, other_model())
+    trainer = make_trainer(signal="opd", opd_topk=4, distill_target="served", teacher_model=SPEC,
+                           teacher_dtype="bfloat16")
+    it = hinted_items(trainer)[0]
+    trainer._consult_teacher([it])
+    assert {p.dtype for p in trainer.teacher.model.parameters()} == {torch.bfloat16}
+    expected = full_topk(other_model(), it.teacher_ids, reply_start(it), 4)  # the same weights in fp32
+    assert it.teacher_topk[0].dtype == torch.float32
+    assert torch.allclose(it.teacher_topk[0], expected.values, atol=0.05)
+    assert not torch.allclose(it.teacher_topk[0], expected.values, atol=1e-7)  # it did run in bf16
+
+
 def test_a_trainer_without_hints_never_loads_the_teacher(monkeypatch) -> None:
     loads = serve_teacher(monkeypatch, other_model())
     trainer = make_trainer(signal="combine", teacher_model=SPEC)

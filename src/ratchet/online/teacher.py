@@ -155,20 +155,24 @@ def teacher_gguf(spec: str) -> Path:
     return resolve_gguf(spec.removeprefix("local:"))
 
 
-def load_teacher(student: ScoredPolicy, spec: str, *, student_name: str, cache_dir: Path | None = None) -> ModelTeacher:
-    """The teacher ``spec`` names, loaded as the trainer loads its base (fp32, cached) and checked
-    against ``student``."""
+def load_teacher(student: ScoredPolicy, spec: str, *, student_name: str, cache_dir: Path | None = None,
+                 dtype: str = "float32") -> ModelTeacher:
+    """The teacher ``spec`` names, loaded as the trainer loads its base (fp32, cached), cast to
+    ``dtype`` (``float32`` or ``bfloat16``) and checked against ``student``."""
+    import torch
+
     model, tokenizer, info = load_policy(teacher_gguf(spec), cache_dir)
     log.info("loaded the hinted teacher %s in %.1fs (cache hit: %s)", spec, info["load_s"], info["cache_hit"])
+    model.to({"float32": torch.float32, "bfloat16": torch.bfloat16}[dtype])
     return ModelTeacher.over(student, spec, model, tokenizer, student_name=student_name)
 
 
-def hinted_teacher(student: ScoredPolicy, spec: str | None, *, student_name: str,
-                   cache_dir: Path | None = None) -> HintedTeacher:
+def hinted_teacher(student: ScoredPolicy, spec: str | None, *, student_name: str, cache_dir: Path | None = None,
+                   dtype: str = "float32") -> HintedTeacher:
     """``trainer.teacher_model``'s teacher for ``student``: its own base when ``spec`` is None."""
     if spec is None:
         return BaseTeacher(student)
-    return load_teacher(student, spec, student_name=student_name, cache_dir=cache_dir)
+    return load_teacher(student, spec, student_name=student_name, cache_dir=cache_dir, dtype=dtype)
 
 
 __all__ = ["PROBES", "BaseTeacher", "HintedTeacher", "ModelTeacher", "check_same_tokenizer", "hinted_teacher",

@@ -213,7 +213,7 @@ class Trainer(ScoredPolicy):
         trainer that never sees a hint never loads a second model."""
         if self._teacher is None:
             self._teacher = hinted_teacher(self, self.config.teacher_model, student_name=self.config.model,
-                                           cache_dir=self.config.weights_cache_dir)
+                                           cache_dir=self.config.weights_cache_dir, dtype=self.config.teacher_dtype)
         return self._teacher
 
     def _teacher_replies(self, hinted: Sequence[Prepared], starts: Sequence[int]) -> tuple[list[str], list[str], list[str]]:
