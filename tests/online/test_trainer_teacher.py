@@ -16,12 +16,12 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
 transformers = pytest.importorskip("transformers")
 
-from test_trainer import TOK, CharTokenizer, make_trainer, sample  # noqa: E402
+from test_trainer import CharTokenizer, make_trainer, sample
 
-import ratchet.online.teacher as teacher_module  # noqa: E402
-from ratchet.config import ConfigError, load_config  # noqa: E402
-from ratchet.contracts import RatchetError  # noqa: E402
-from ratchet.online.trainer_config import TrainerConfig  # noqa: E402
+import ratchet.online.teacher as teacher_module
+from ratchet.config import ConfigError, load_config
+from ratchet.contracts import RatchetError
+from ratchet.online.trainer_config import TrainerConfig
 
 SPEC = "local:tiny-teacher"
 HINT = "zz"
@@ -135,8 +135,8 @@ def test_a_teacher_model_gives_the_topk_and_the_base_keeps_the_sampled_token_ter
 def test_the_teachers_own_replies_are_the_teacher_models(monkeypatch) -> None:
     teacher = other_model()
     serve_teacher(monkeypatch, teacher)
-    settings = dict(signal="opd", opd_topk=4, distill_target="teacher", teacher_max_tokens=6,
-                    teacher_filter="none", teacher_unfinished="prefix")
+    settings = {"signal": "opd", "opd_topk": 4, "distill_target": "teacher", "teacher_max_tokens": 6,
+                    "teacher_filter": "none", "teacher_unfinished": "prefix"}
     trainer = make_trainer(teacher_model=SPEC, **settings)
     plain = make_trainer(**settings)
     it, base_it = hinted_items(trainer)[0], hinted_items(plain)[0]
