@@ -225,3 +225,16 @@ def test_the_setting_takes_local_models_only(tmp_path) -> None:
         with pytest.raises(ConfigError, match="teacher_model"):
             load_config(TrainerConfig, overrides=[f"teacher_model={bad}"])
 
+
+
+def test_a_teacher_model_that_is_not_there_is_refused_when_the_trainer_starts(monkeypatch, tmp_path) -> None:
+    from ratchet.online.trainer import Trainer
+
+    def no_policy(*args, **kwargs):
+        raise AssertionError("the student must not be loaded before the teacher's file is found")
+
+    monkeypatch.setattr("ratchet.online.trainer.resolve_gguf", lambda model: tmp_path / "student.gguf")
+    monkeypatch.setattr("ratchet.online.trainer.load_policy", no_policy)
+    config = TrainerConfig(teacher_model=f"local:{tmp_path / 'missing.gguf'}", convert_gguf=False)
+    with pytest.raises(RatchetError, match=r"trainer.teacher_model .*missing.gguf.*GGUF file not found"):
+        Trainer.from_config(config)

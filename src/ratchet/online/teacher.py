@@ -151,8 +151,12 @@ def _rows(model: Any) -> int:
 
 
 def teacher_gguf(spec: str) -> Path:
-    """The GGUF a ``trainer.teacher_model`` spec names (``local:NAME``, ``local:/path.gguf`` or either without ``local:``)."""
-    return resolve_gguf(spec.removeprefix("local:"))
+    """The GGUF a ``trainer.teacher_model`` spec names (``local:NAME``, ``local:/path.gguf`` or either
+    without ``local:``); an absent one is refused naming the setting and how to get it."""
+    try:
+        return resolve_gguf(spec.removeprefix("local:"))
+    except RatchetError as exc:
+        raise RatchetError(f"trainer.teacher_model {spec!r}: {exc.args[0]}", hint=exc.hint) from None
 
 
 def load_teacher(student: ScoredPolicy, spec: str, *, student_name: str, cache_dir: Path | None = None,

@@ -39,7 +39,7 @@ from ratchet.online.preparation import Prepared, assess_sample, prepare_samples
 from ratchet.online.scoring import ScoredPolicy
 from ratchet.online.targets import target_filter
 from ratchet.online.taught import taught_loss
-from ratchet.online.teacher import HintedTeacher, hinted_teacher
+from ratchet.online.teacher import HintedTeacher, hinted_teacher, teacher_gguf
 from ratchet.online.trainer_config import TrainerConfig
 from ratchet.online.versions import Lineage
 from ratchet.online.weights import load_policy, resolve_gguf
@@ -128,6 +128,9 @@ class Trainer(ScoredPolicy):
     @classmethod
     def from_config(cls, config: TrainerConfig) -> Trainer:
         gguf = resolve_gguf(config.model)
+        if config.teacher_model is not None:
+            # Its weights load at the first hinted sample; a missing file is said now, not then.
+            teacher_gguf(config.teacher_model)
         model, tokenizer, info = load_policy(gguf, config.weights_cache_dir)
         log.info("loaded %s for training in %.1fs (cache hit: %s)", gguf.name, info["load_s"], info["cache_hit"])
         trainer = cls(config, model, tokenizer)
