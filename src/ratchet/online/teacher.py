@@ -10,9 +10,14 @@ Two kinds, chosen by ``trainer.teacher_model`` (:func:`hinted_teacher`):
   student's (:func:`check_same_tokenizer`; qwen2.5-coder-1.5b shares the 0.5B's). A difference in
   the number of logit rows (padding past the tokenizer's last token) is cut to the shared range.
 
-What the teacher gives (:class:`HintedTeacher`): its top-k along a reply and its own greedy replies.
-The sampled-token term ``teacher − proximal`` is not asked of it; the trainer scores that one with
-its own hinted base (see :meth:`~ratchet.online.trainer.Trainer._consult_teacher` for why).
+What the teacher gives (:class:`HintedTeacher`): its top-k along a reply and its own greedy replies
+(so also where ``rl_credit=parting`` and the KL mask part from it). The sampled-token term
+``teacher − proximal`` (``w_opd``) is not asked of it: the trainer scores that one with its own
+hinted base. Why: that term is read on every token of the served reply, and between two models it
+would be mostly their difference (the larger model's confidence on ordinary words), not the hint's,
+pushing the student toward the other model everywhere; the base under the hint against the student
+without it differs only by the hint (and what the adapter has learned). The top-k and the own
+replies are targets to move to, where a stronger model's reading of the hint is what is wanted.
 """
 
 from __future__ import annotations

@@ -326,16 +326,9 @@ class Trainer(ScoredPolicy):
     def _consult_teacher(self, items: Sequence[Prepared]) -> _TeacherTargets:
         """The hinted teacher (a frozen model shown the hint: :attr:`teacher`) gives, per
         ``distill_target``, its top-k along each hinted sample's served reply or its own reply to
-        distill, and the hinted base scores the served reply's tokens for the sampled-token term.
-        Computed once, before the update moves the weights.
-
-        Why the sampled-token term keeps the base when ``teacher_model`` names another model:
-        ``teacher − proximal`` is read on every token of the served reply, and between two models
-        it would be mostly their difference (the larger model's confidence on ordinary words),
-        not the hint's, pushing the student toward the other model everywhere. The base under the
-        hint against the student without it differs only by the hint (and what the adapter has
-        learned). The top-k and the own replies are targets to move to, where a stronger model's
-        reading of the hint is what is wanted."""
+        distill; the hinted base scores the served reply's tokens for the sampled-token term, even
+        with a ``teacher_model`` (why: :mod:`ratchet.online.teacher`). Computed once, before the
+        update moves the weights."""
         cfg = self.config
         hinted = [it for it in items if it.teacher_ids is not None]
         targets = _TeacherTargets(hinted=len(hinted))
