@@ -63,9 +63,10 @@ class TrainerConfig(Settings):
     so with ``teacher_unfinished=drop`` it teaches almost nothing: pair it with ``prefix``."""
     teacher_dtype: Literal["float32", "bfloat16"] = "float32"
     """The ``teacher_model``'s weights in memory: ``float32`` (default, as loaded) or ``bfloat16``
-    (cast after loading: half the memory, 3.3 GB for the 1.5B; measured on 8 hinted prompts, the same
-    32-token greedy replies and the same top token at 254 of 256 positions, top-k pass 3.4x faster,
-    greedy as fast; one run). The base teacher is the student's own weights and stays fp32."""
+    (cast after loading: half the memory, 3.3 GB for the 1.5B). Measured on the 1.5B, 8 hinted
+    prompts (``bench/results/online_teacher_probe_dtype.md``): the same 32-token greedy replies, the
+    same top token at 254 of 256 positions, the top-k pass 3-4x faster and greedy as fast or faster
+    (two runs on a shared machine). The base teacher is the student's own weights and stays fp32."""
     teacher_max_tokens: int = Field(default=48, ge=1)
     """Length limit of the hinted teacher's own reply (``distill_target=teacher``); 48 keeps the
     greedy pass a few seconds. What becomes of a reply cut here is ``teacher_unfinished``."""
