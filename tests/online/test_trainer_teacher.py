@@ -238,3 +238,37 @@ def test_a_teacher_model_that_is_not_there_is_refused_when_the_trainer_starts(mo
     config = TrainerConfig(teacher_model=f"local:{tmp_path / 'missing.gguf'}", convert_gguf=False)
     with pytest.raises(RatchetError, match=r"trainer.teacher_model .*missing.gguf.*GGUF file not found"):
         Trainer.from_config(config)
+
+
+
+@pytest.mark.real_model
+def test_the_real_coder_1_5b_teaches_the_0_5b_and_smollm_is_refused() -> None:
+    """The pair the setting is for: the 1.5B's tokenizer passes the check and its own reply is the
+    0.5B's target; SmolLM2's tokenizer is refused."""
+    from ratchet.models.registry import is_verified
+    from ratchet.online.records import Judgement, Sample, Turn
+    from ratchet.online.scoring import chat_ids
+    from ratchet.online.trainer import Trainer
+    from ratchet.online.weights import load_policy, resolve_gguf
+
+    student, teacher, other = "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b", "smollm2-135m"
+    missing = [m for m in (student, teacher, other) if not is_verified(m, rehash=False)]
+    if missing:
+        pytest.skip(f"not pulled: {missing} (ratchet models pull NAME)")
+    trainer = Trainer.from_config(TrainerConfig(
+        model=student, teacher_model=f"local:{teacher}", teacher_dtype="bfloat16", convert_gguf=False, kl_samples=0,
+        teacher_max_tokens=12, teacher_unfinished="prefix", teacher_filter="none"))
+    messages = [{"role": "user", "content": "What is a Python list?"}]
+    prompt = chat_ids(trainer.tokenizer, messages)
+    served = trainer.tokenizer.encode("A list holds items.", add_special_tokens=False)
+    turn = Turn("t0", "s", False, "main", messages, "A list holds items.", prompt, served, [-1.0] * len(served), 0)
+    it = trainer.prepare([Sample(turn, Judgement("t0", -1, [-1], "Answer in German.", "Deutsch!", "rule"))])[0][0]
+    trainer._consult_teacher([it])
+    assert trainer.teacher.name == f"local:{teacher}" and it.teacher_topk is not None
+    own = trainer.greedy_replies([it.teacher_ids[: reply_start(it)]], 12, base=True)[0]
+    assert it.teacher_reply and it.teacher_reply != own.with_stop  # the 1.5B wrote it, not the 0.5B's base
+
+    _, smollm_tokenizer, _ = load_policy(resolve_gguf(other))
+    with pytest.raises(RatchetError, match=f"trainer.teacher_model 'local:{other}' cannot teach"):
+        teacher_module.check_same_tokenizer(trainer.tokenizer, smollm_tokenizer, student=student,
+                                            teacher=f"local:{other}")
