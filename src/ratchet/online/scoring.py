@@ -40,12 +40,25 @@ class GreedyReply:
 
 class ScoredPolicy:
     """Forward passes of a peft-wrapped causal LM. A subclass sets ``model`` (the peft model),
-    ``tokenizer``, ``pad_id`` and ``config.micro_batch_size`` (how many sequences go through one pass)."""
+    ``tokenizer``, ``pad_id`` and ``config.micro_batch_size`` (how many sequences go through one pass).
+
+    "The base" is what :meth:`_frozen` makes of the model: the peft model with its adapter off. A
+    model without an adapter (:class:`~ratchet.online.teacher.ModelTeacher`, another model's frozen
+    weights) overrides :meth:`_frozen` and :meth:`_causal_lm` and scores through the same code.
+    """
 
     model: Any
     tokenizer: Any
     pad_id: int
     config: Any
+
+    def _frozen(self) -> contextlib.AbstractContextManager[Any]:
+        """The context in which ``model`` is the frozen base (the adapter off)."""
+        return self.model.disable_adapter()
+
+    def _causal_lm(self) -> Any:
+        """The transformers model under the adapter (whose backbone and head :meth:`_head_split` reads)."""
+        return self.model.get_base_model()
 
     def _batch(self, sequences: Sequence[list[int]]):
         import torch
@@ -125,7 +138,7 @@ class ScoredPolicy:
 
         out = []
         mb = self.config.micro_batch_size
-        with torch.no_grad(), self.model.disable_adapter():
+        with torch.no_grad(), self._frozen():
             for i in range(0, len(sequences), mb):
                 logits, _, lengths = self._response_logits(sequences[i : i + mb], starts[i : i + mb])
                 values, index = torch.log_softmax(logits.float(), -1).topk(k, dim=-1)
@@ -143,7 +156,7 @@ class ScoredPolicy:
         for row, prompt in enumerate(prompts):
             ids[row, width - len(prompt):] = torch.tensor(prompt, dtype=torch.long)
             attn[row, width - len(prompt):] = 1
-        adapter = self.model.disable_adapter() if base else contextlib.nullcontext()
+        adapter = self._frozen() if base else contextlib.nullcontext()
         with torch.no_grad(), adapter:
             out = self.model.generate(input_ids=ids, attention_mask=attn, max_new_tokens=max_tokens,
                                       do_sample=False, pad_token_id=self.pad_id)
@@ -174,7 +187,7 @@ class ScoredPolicy:
 
     def _head_split(self) -> tuple[Any, Any]:
         """(decoder backbone, lm_head) when logits are a plain projection of the last hidden state."""
-        model = self.model.get_base_model()
+        model = self._causal_lm()
         config = getattr(model, "config", None)
         plain = not getattr(config, "final_logit_softcapping", None) and not getattr(config, "logit_scale", None)
         backbone, head = getattr(model, "model", None), getattr(model, "lm_head", None)

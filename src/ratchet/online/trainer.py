@@ -8,15 +8,18 @@ teaches, as token ids), this module (one update in named stages) and
 peft puts a LoRA on the seven projections of every block; each update becomes a peft adapter plus
 its GGUF LoRA conversion, which the serving process hot-swaps.
 
-The teacher for hindsight-hint distillation is the frozen base model with the hint in its prompt,
-scored through ``model.disable_adapter()``: no second copy of the weights.
+The teacher for hindsight-hint distillation is a frozen model with the hint in its prompt
+(:mod:`~ratchet.online.teacher`): by default the base model, scored through
+``model.disable_adapter()`` (no second copy of the weights); with ``teacher_model`` another model
+that shares the student's tokenizer, loaded at the first hinted sample.
 
 Log-probs used in the objective (see :mod:`ratchet.online.losses` for the full reasoning):
 
 * behaviour: the serving log-probs stored on the turn (quantized model, raw logits);
 * proximal: the trainer's own log-probs before the update; the OPD advantage is
   ``teacher − proximal`` so both sides come from the same fp32 numerics and differ only by the hint
-  (using the quantized serving log-probs there would add the quantization gap to every token).
+  (using the quantized serving log-probs there would add the quantization gap to every token). Its
+  teacher is the hinted base whatever ``teacher_model`` says, for the same reason.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from ratchet.online.preparation import Prepared, assess_sample, prepare_samples
 from ratchet.online.scoring import ScoredPolicy
 from ratchet.online.targets import target_filter
 from ratchet.online.taught import taught_loss
+from ratchet.online.teacher import HintedTeacher, hinted_teacher, teacher_gguf
 from ratchet.online.trainer_config import TrainerConfig
 from ratchet.online.versions import Lineage
 from ratchet.online.weights import load_policy, resolve_gguf
@@ -118,10 +122,15 @@ class Trainer(ScoredPolicy):
         self.load_info: dict[str, Any] = {}
         pad = getattr(tokenizer, "pad_token_id", None)
         self.pad_id = int(pad if pad is not None else getattr(tokenizer, "eos_token_id", 0) or 0)
+        #: The hinted teacher (``teacher_model``), loaded at the first hinted sample that needs it.
+        self._teacher: HintedTeacher | None = None
 
     @classmethod
     def from_config(cls, config: TrainerConfig) -> Trainer:
         gguf = resolve_gguf(config.model)
+        if config.teacher_model is not None:
+            # Its weights load at the first hinted sample; a missing file is said now, not then.
+            teacher_gguf(config.teacher_model)
         model, tokenizer, info = load_policy(gguf, config.weights_cache_dir)
         log.info("loaded %s for training in %.1fs (cache hit: %s)", gguf.name, info["load_s"], info["cache_hit"])
         trainer = cls(config, model, tokenizer)
@@ -201,8 +210,17 @@ class Trainer(ScoredPolicy):
 
     # ------------------------------------------------------------------ the hinted teacher
 
+    @property
+    def teacher(self) -> HintedTeacher:
+        """The hinted teacher ``teacher_model`` names (the base when None), loaded on first use: a
+        trainer that never sees a hint never loads a second model."""
+        if self._teacher is None:
+            self._teacher = hinted_teacher(self, self.config.teacher_model, student_name=self.config.model,
+                                           cache_dir=self.config.weights_cache_dir, dtype=self.config.teacher_dtype)
+        return self._teacher
+
     def _teacher_replies(self, hinted: Sequence[Prepared], starts: Sequence[int]) -> tuple[list[str], list[str], list[str]]:
-        """``distill_target=teacher``: the hinted base model writes its own greedy reply, and its
+        """``distill_target=teacher``: the hinted teacher writes its own greedy reply, and its
         top-k along that reply, end-of-turn included, becomes the distillation target of the
         student without the hint. Returns the replies' text: those taught, those ``teacher_filter``
         refused, and those cut at ``teacher_max_tokens`` before the teacher stopped (kept in the
@@ -216,7 +234,7 @@ class Trainer(ScoredPolicy):
         """
         cfg = self.config
         prompts = [it.teacher_ids[:start] for it, start in zip(hinted, starts, strict=True)]
-        replies = self.greedy_replies(prompts, cfg.teacher_max_tokens, base=True)
+        replies = self.teacher.replies(prompts, cfg.teacher_max_tokens)
         rule = target_filter(cfg.teacher_filter)
         keep, refused, unfinished = [], [], []
         for it, p, reply in zip(hinted, prompts, replies, strict=True):
@@ -236,7 +254,7 @@ class Trainer(ScoredPolicy):
                 refused.append(text)
         if not keep:
             return [], refused, unfinished
-        topk = self.teacher_topk([p + r for _, p, r in keep], [len(p) for _, p, _ in keep], cfg.opd_topk)
+        topk = self.teacher.topk([p + r for _, p, r in keep], [len(p) for _, p, _ in keep], cfg.opd_topk)
         for (it, _, reply), pair in zip(keep, topk, strict=True):
             it.distill_ids = it.input_ids[: it.response_start] + reply
             it.distill_start = it.response_start
@@ -306,9 +324,11 @@ class Trainer(ScoredPolicy):
     # ------------------------------------------------------------------ the stages of one update
 
     def _consult_teacher(self, items: Sequence[Prepared]) -> _TeacherTargets:
-        """The hinted teacher (the frozen base, shown the hint) scores each hinted sample's served
-        reply and, per ``distill_target``, gives its top-k along it or writes its own reply to
-        distill. Computed once, before the update moves the weights."""
+        """The hinted teacher (a frozen model shown the hint: :attr:`teacher`) gives, per
+        ``distill_target``, its top-k along each hinted sample's served reply or its own reply to
+        distill; the hinted base scores the served reply's tokens for the sampled-token term, even
+        with a ``teacher_model`` (why: :mod:`ratchet.online.teacher`). Computed once, before the
+        update moves the weights."""
         cfg = self.config
         hinted = [it for it in items if it.teacher_ids is not None]
         targets = _TeacherTargets(hinted=len(hinted))
@@ -320,7 +340,7 @@ class Trainer(ScoredPolicy):
         if not cfg.opd_topk or cfg.signal == "rl":
             return targets
         if cfg.distill_target == "served":
-            topk = self.teacher_topk([it.teacher_ids for it in hinted], starts, cfg.opd_topk)
+            topk = self.teacher.topk([it.teacher_ids for it in hinted], starts, cfg.opd_topk)
             for it, pair in zip(hinted, topk, strict=True):
                 it.teacher_topk = pair
             return targets
@@ -466,6 +486,7 @@ class Trainer(ScoredPolicy):
             "tokens": int(batch.total_tokens),
             "sequence_tokens": int(sequence_tokens),
             "hinted": targets.hinted,
+            "teacher": self.config.teacher_model or "base",
             "teacher_targets": targets.taught,
             "teacher_targets_refused": targets.refused,
             "teacher_targets_unfinished": targets.unfinished,

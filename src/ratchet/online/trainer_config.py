@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from ratchet.config import Settings
 from ratchet.online.credit import CreditName
@@ -48,6 +48,25 @@ class TrainerConfig(Settings):
     """The reply the distillation runs along: ``served`` (what the user saw; the teacher disagrees
     almost only at its first token) or ``teacher`` (default: the hinted teacher's own greedy reply,
     end-of-turn included, so the whole reply the hint leads to is taught, its end too)."""
+    teacher_model: str | None = None
+    """The hinted teacher's weights: None (default) the served model's own frozen base; else a
+    model that shares its tokenizer (``local:qwen2.5-coder-1.5b`` for the 0.5B; ``local:NAME`` or
+    ``local:/path/file.gguf``), loaded like the base at the first hinted sample, frozen, no LoRA,
+    refused at load if its tokenizer is not the served model's. It gives the top-k and its own
+    greedy replies (so also where ``rl_credit=parting`` and the KL mask part from it); the
+    sampled-token term ``teacher − proximal`` (``w_opd``) stays on the hinted base, where it differs
+    from the student only by the hint, not by the two models' difference. Memory: the 1.5B's
+    weights are 6.6 GB in fp32 (``teacher_dtype``), kept for the trainer's life; its first load
+    dequantizes and caches them as for the base (114 s here, 6.7 GB on disk). Measured
+    (``bench/results/online_teacher_probe.md``): on the German, name and numbered hints the 1.5B
+    meets the preference more often than the 0.5B but rarely finishes within ``teacher_max_tokens``,
+    so with ``teacher_unfinished=drop`` it teaches almost nothing: pair it with ``prefix``."""
+    teacher_dtype: Literal["float32", "bfloat16"] = "float32"
+    """The ``teacher_model``'s weights in memory: ``float32`` (default, as loaded) or ``bfloat16``
+    (cast after loading: half the memory, 3.3 GB for the 1.5B). Measured on the 1.5B, 8 hinted
+    prompts (``bench/results/online_teacher_probe_dtype.md``): the same 32-token greedy replies, the
+    same top token at 254 of 256 positions, the top-k pass 3-4x faster and greedy as fast or faster
+    (two runs on a shared machine). The base teacher is the student's own weights and stays fp32."""
     teacher_max_tokens: int = Field(default=48, ge=1)
     """Length limit of the hinted teacher's own reply (``distill_target=teacher``); 48 keeps the
     greedy pass a few seconds. What becomes of a reply cut here is ``teacher_unfinished``."""
@@ -132,6 +151,21 @@ class TrainerConfig(Settings):
     """Convert each version to a GGUF LoRA for llama.cpp (off only for tests without a GGUF base)."""
     weights_cache_dir: Path | None = None
     """Where dequantized weights are cached; default: the user cache dir (``…/ratchet/torch``)."""
+
+    @field_validator("teacher_model")
+    @classmethod
+    def _local_teacher(cls, value: str | None) -> str | None:
+        # The teacher's logits are read in torch from a GGUF's weights: a served model (http, openai)
+        # gives no top-k over the whole vocabulary, and a weight version is not a frozen base.
+        if value is None:
+            return None
+        rest = value.removeprefix("local:")
+        if not rest.strip():
+            raise ValueError("empty; name a local model, e.g. local:qwen2.5-coder-1.5b")
+        if "@" in rest or (":" in rest and not rest.startswith(("/", ".", "~"))):
+            raise ValueError("the teacher must be a local model's frozen weights: local:NAME (see `ratchet "
+                             "models list`) or local:/path/file.gguf, without a @version")
+        return value
 
 
 __all__ = ["TrainerConfig"]

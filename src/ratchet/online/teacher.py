@@ -1,0 +1,188 @@
+"""The hinted teacher: whose frozen weights, shown the correction's hint, give the distillation targets.
+
+Two kinds, chosen by ``trainer.teacher_model`` (:func:`hinted_teacher`):
+
+* :class:`BaseTeacher` (``None``, the default): the student's own frozen base, scored through the
+  peft model with its adapter off: no second copy of the weights.
+* :class:`ModelTeacher` (``local:NAME`` or ``local:/path/file.gguf``): another model's frozen weights,
+  loaded like the trainer's base (:func:`~ratchet.online.weights.load_policy`), never trained, no
+  LoRA. Its token ids and top-k must be over the student's vocabulary, so its tokenizer must be the
+  student's (:func:`check_same_tokenizer`; qwen2.5-coder-1.5b shares the 0.5B's). A difference in
+  the number of logit rows (padding past the tokenizer's last token) is cut to the shared range.
+
+What the teacher gives (:class:`HintedTeacher`): its top-k along a reply and its own greedy replies
+(so also where ``rl_credit=parting`` and the KL mask part from it). The sampled-token term
+``teacher − proximal`` (``w_opd``) is not asked of it: the trainer scores that one with its own
+hinted base. Why: that term is read on every token of the served reply, and between two models it
+would be mostly their difference (the larger model's confidence on ordinary words), not the hint's,
+pushing the student toward the other model everywhere; the base under the hint against the student
+without it differs only by the hint (and what the adapter has learned). The top-k and the own
+replies are targets to move to, where a stronger model's reading of the hint is what is wanted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from ratchet.contracts import RatchetError
+from ratchet.online.scoring import GreedyReply, ScoredPolicy, chat_ids
+from ratchet.online.weights import load_policy, resolve_gguf
+
+log = logging.getLogger("ratchet.online.trainer")
+
+#: Texts both tokenizers must encode identically: prose, German with umlauts, code, CJK, a list,
+#: emoji and a name with a leading space (the kinds of text the hints ask for).
+PROBES = (
+    "Hello, world! How are you today?",
+    "Antworte bitte auf Deutsch: Wie spät ist es? Grüße aus München.",
+    "def add(a, b):\n    return a + b  # 加法",
+    "1. First item\n2. Second item\n\n- a bullet",
+    " Noor, here you go 🙂",
+)
+
+
+class HintedTeacher(Protocol):
+    """The frozen model that, shown the hint, says what the student should have written."""
+
+    #: What the version's record names as the teacher (``base`` or the configured spec).
+    name: str
+
+    def topk(self, sequences: Sequence[list[int]], starts: Sequence[int], k: int) -> list[tuple[Any, Any]]:
+        """The teacher's k most likely tokens at each reply position: (log-probs, ids) per sample,
+        ids within the student's vocabulary."""
+        ...
+
+    def replies(self, prompts: Sequence[list[int]], max_tokens: int) -> list[GreedyReply]:
+        """The teacher's greedy replies to these prompt ids (the student's token ids)."""
+        ...
+
+
+class BaseTeacher:
+    """The student's own frozen base with the hint: ``policy`` scored with its adapter off."""
+
+    name = "base"
+
+    def __init__(self, policy: ScoredPolicy) -> None:
+        self.policy = policy
+
+    def topk(self, sequences: Sequence[list[int]], starts: Sequence[int], k: int) -> list[tuple[Any, Any]]:
+        return self.policy.teacher_topk(sequences, starts, k)
+
+    def replies(self, prompts: Sequence[list[int]], max_tokens: int) -> list[GreedyReply]:
+        return self.policy.greedy_replies(prompts, max_tokens, base=True)
+
+
+class ModelTeacher(ScoredPolicy):
+    """Another model's frozen weights as the hinted teacher, read over the student's tokenizer.
+
+    Build it with :meth:`over`, which checks the tokenizer and cuts the vocabulary to the shared range.
+    """
+
+    def __init__(self, name: str, model: Any, tokenizer: Any, pad_id: int, config: Any) -> None:
+        self.name = name
+        self.model = model
+        self.tokenizer = tokenizer
+        self.pad_id = pad_id
+        self.config = config  # read for micro_batch_size only
+
+    @classmethod
+    def over(cls, student: ScoredPolicy, name: str, model: Any, tokenizer: Any, *, student_name: str) -> ModelTeacher:
+        """``model`` (a transformers causal LM with its own ``tokenizer``) as the teacher of
+        ``student``: refused unless the tokenizers agree and the teacher has a row for every token;
+        frozen; its output rows cut to the student's when it has more."""
+        check_same_tokenizer(student.tokenizer, tokenizer, student=student_name, teacher=name)
+        student_rows, teacher_rows = _rows(student._causal_lm()), _rows(model)
+        if teacher_rows < student_rows:
+            # The student's rows past the teacher's are padding unless its tokenizer reaches them.
+            size = len(student.tokenizer)
+            if size > teacher_rows:
+                raise _refuse(name, student_name, f"the teacher has {teacher_rows} token rows, the tokenizer "
+                                                  f"{size} tokens")
+        elif teacher_rows > student_rows:
+            # Rows past the student's are padding (the tokenizers agree): cut there, so the teacher's
+            # top-k and greedy replies never name an id the student has no logit for.
+            model.resize_token_embeddings(student_rows)
+        model.requires_grad_(False)
+        model.eval()
+        # The student's tokenizer decodes and stops the teacher's replies: they are the same tokens.
+        return cls(name, model, student.tokenizer, student.pad_id, student.config)
+
+    def _frozen(self) -> contextlib.AbstractContextManager[Any]:
+        return contextlib.nullcontext()  # no adapter: the whole model is frozen
+
+    def _causal_lm(self) -> Any:
+        return self.model
+
+    def topk(self, sequences: Sequence[list[int]], starts: Sequence[int], k: int) -> list[tuple[Any, Any]]:
+        return self.teacher_topk(sequences, starts, k)
+
+    def replies(self, prompts: Sequence[list[int]], max_tokens: int) -> list[GreedyReply]:
+        return self.greedy_replies(prompts, max_tokens)
+
+
+def _refuse(teacher: str, student: str, why: str) -> RatchetError:
+    return RatchetError(
+        f"trainer.teacher_model {teacher!r} cannot teach the served model {student!r}: {why}. The teacher's "
+        "token ids and top-k must be over the student's vocabulary",
+        hint="name a teacher that shares the served model's tokenizer (local:qwen2.5-coder-1.5b for "
+             "qwen2.5-coder-0.5b), or unset trainer.teacher_model to teach with the served model's own base")
+
+
+def check_same_tokenizer(student_tokenizer: Any, teacher_tokenizer: Any, *, student: str, teacher: str) -> None:
+    """Refuse (:class:`RatchetError` naming ``trainer.teacher_model``, both models and the fix) unless
+    the teacher's tokenizer encodes the :data:`PROBES` and a chat-templated prompt as the student's
+    does and their eos, pad and bos ids agree."""
+    for text in PROBES:
+        a = [int(i) for i in student_tokenizer.encode(text, add_special_tokens=False)]
+        b = [int(i) for i in teacher_tokenizer.encode(text, add_special_tokens=False)]
+        if a != b:
+            raise _refuse(teacher, student, f"the tokenizers encode {text!r} differently ({a[:6]}... vs {b[:6]}...)")
+    probe = [{"role": "user", "content": "Hi"}]
+    if chat_ids(student_tokenizer, probe) != chat_ids(teacher_tokenizer, probe):
+        raise _refuse(teacher, student, "their chat templates render a prompt as different token ids")
+    for attr in ("eos_token_id", "pad_token_id", "bos_token_id"):
+        a, b = getattr(student_tokenizer, attr, None), getattr(teacher_tokenizer, attr, None)
+        if a != b:
+            raise _refuse(teacher, student, f"their {attr} differ ({a} vs {b})")
+
+
+def _rows(model: Any) -> int:
+    """How many token rows the model's logits have (the vocabulary, padding included)."""
+    return int(model.get_output_embeddings().weight.shape[0])
+
+
+def teacher_gguf(spec: str) -> Path:
+    """The GGUF a ``trainer.teacher_model`` spec names (``local:NAME``, ``local:/path.gguf`` or either
+    without ``local:``); an absent one is refused naming the setting and how to get it."""
+    try:
+        return resolve_gguf(spec.removeprefix("local:"))
+    except RatchetError as exc:
+        raise RatchetError(f"trainer.teacher_model {spec!r}: {exc.args[0]}", hint=exc.hint) from None
+
+
+def load_teacher(student: ScoredPolicy, spec: str, *, student_name: str, cache_dir: Path | None = None,
+                 dtype: str = "float32") -> ModelTeacher:
+    """The teacher ``spec`` names, loaded as the trainer loads its base (fp32, cached), cast to
+    ``dtype`` (``float32`` or ``bfloat16``) and checked against ``student``."""
+    import torch
+
+    model, tokenizer, info = load_policy(teacher_gguf(spec), cache_dir)
+    log.info("loaded the hinted teacher %s in %.1fs (cache hit: %s)", spec, info["load_s"], info["cache_hit"])
+    model.to({"float32": torch.float32, "bfloat16": torch.bfloat16}[dtype])
+    return ModelTeacher.over(student, spec, model, tokenizer, student_name=student_name)
+
+
+def hinted_teacher(student: ScoredPolicy, spec: str | None, *, student_name: str, cache_dir: Path | None = None,
+                   dtype: str = "float32") -> HintedTeacher:
+    """``trainer.teacher_model``'s teacher for ``student``: its own base when ``spec`` is None."""
+    if spec is None:
+        return BaseTeacher(student)
+    return load_teacher(student, spec, student_name=student_name, cache_dir=cache_dir, dtype=dtype)
+
+
+__all__ = ["PROBES", "BaseTeacher", "HintedTeacher", "ModelTeacher", "check_same_tokenizer", "hinted_teacher",
+           "load_teacher", "teacher_gguf"]
