@@ -247,10 +247,13 @@ def _test_items(text: str) -> list[Fact]:
            r"^\s+Failed \w", r"^\s*\d+ failing$", r"\bFailed \d+/\d+ subtests\b", r"^CONFLICT \(", r"^ ! \[rejected\]",
            r"^\s*[.FE]*F[.FE]*$")
     good = (r"^PASS\b", r"^--- PASS:", r"^ok\s+\d+\b", r"^ok\s+\S+\s+[\d.]+s\b", r"\.\.\. ok$", r"^\s*[✓✔]\s",
-            r"^[.sxX]+\s+\[\s*\d+%\]$", r"(?<![\w.])[1-9]\d*\s+(?:passed|passing|succeeded|examples|runs|tests? passed)\b",
-            r"\bTests:\s+succeeded [1-9]", r"\bPASSED\b")
+            r"^[.sxX]+\s+\[\s*\d+%\]$", r"\bPASSED\b")
+    #: counts of passing tests: a summary (the run reached its end), still only a part beside failures
+    passing = (r"(?<![\w.])[1-9]\d*\s+(?:passed|passing|succeeded|examples|runs|tests? passed)\b",
+               r"\bTests:\s+succeeded [1-9]")
     out = [Fact(-1, "test", ITEM, _clip(m.group(0))) for p in bad for m in re.finditer(p, text, _M)]
     out += [Fact(1, "test", ITEM, _clip(m.group(0))) for p in good for m in re.finditer(p, text, _M)]
+    out += [Fact(1, "summary", ITEM, _clip(m.group(0))) for p in passing for m in re.finditer(p, text, _M)]
     return out
 
 
@@ -294,7 +297,7 @@ _STARTED = (r"^=+ test session starts =+$", r"^running \d+ tests?$", r"^Waiting 
 
 def _incomplete(text: str, facts: Sequence[Fact]) -> bool:
     started = any(re.search(p, text, _M) for p in _STARTED)
-    return started and not any(f.scope == OUTCOME for f in facts)
+    return started and not any(f.scope == OUTCOME or f.kind == "summary" for f in facts)
 
 
 #: Error words anywhere, read only when no fact is found: whole words, so a name that contains one
