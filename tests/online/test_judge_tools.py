@@ -344,3 +344,8 @@ def test_the_label_model_reads_a_clear_failure_and_a_clear_success_apart():
 
 def test_correction_hint_of_a_tool_error_is_the_output():
     assert correction_hint("tool: exit code 1") == "The tool's output was: exit code 1"
+
+
+def test_exit_codes_in_json_and_long_outputs_read_by_their_ends():
+    assert vote('{"exit_code": 2, "stdout": ""}') == -1 and vote('{"returncode": 0, "stdout": "hi"}') == 1
+    assert vote("line of output\n" * 20_000 + "FAILED (failures=1)") == -1

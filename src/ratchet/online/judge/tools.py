@@ -138,6 +138,9 @@ def _json_fields(text: str) -> list[Fact]:
         k = str(key).lower()
         if k in ("ok", "success", "succeeded", "sent", "passed") and isinstance(value, bool):
             out.append(Fact(1 if value else -1, "json", OUTCOME, f'"{key}": {json.dumps(value)}'))
+        elif k in ("exit_code", "exitcode", "returncode", "exit_status") and isinstance(value, int) \
+                and not isinstance(value, bool):
+            out.append(Fact(1 if value == 0 else -1, "exit_code", OUTCOME, f'"{key}": {value}'))
         elif k in ("status", "state", "result") and isinstance(value, str) and value.lower() in _OK_STATES | _BAD_STATES:
             out.append(Fact(1 if value.lower() in _OK_STATES else -1, "json", OUTCOME, f'"{key}": "{value}"'))
         elif k in ("status", "statuscode", "status_code", "code") and isinstance(value, int) and 100 <= value < 600:
@@ -335,17 +338,25 @@ def facts_of(output: str, call: str = "") -> tuple[list[Fact], list[str]]:
     return facts, _loose_words(rest)
 
 
+#: How much of a long output is read: its start (what ran) and its end (where runners, shells and
+#: build tools print their verdict); the regular expressions' time grows with the text.
+HEAD_CHARS, TAIL_CHARS = 4_000, 16_000
+
+
 class RuleToolReader:
     """Facts first; a failing fact beside a succeeding outcome, or loose words alone, give 0."""
 
     name = "rules"
 
     def read(self, output: str, call: str = "") -> ToolReading:
+        output = output or ""
+        if len(output) > HEAD_CHARS + TAIL_CHARS:
+            output = output[:HEAD_CHARS] + "\n" + output[-TAIL_CHARS:]
         facts, loose = facts_of(output, call)
         bad = [f for f in facts if f.sign < 0]
         good_outcome = [f for f in facts if f.sign > 0 and f.scope == OUTCOME]
         good = [f for f in facts if f.sign > 0]
-        if _incomplete(output or "", facts) and not bad:
+        if _incomplete(output, facts) and not bad:
             return ToolReading(0, tuple(facts), tuple(loose), "started and never reached a verdict")
         if bad and good_outcome:
             return ToolReading(0, tuple(facts), tuple(loose), "facts disagree")
