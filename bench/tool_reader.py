@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data" / "feedback"
 CACHE = ROOT / "tests" / "data" / "feedback_labels"
 NAME = "tool_reader"
-SETS = ("dev", "dev2", "heldout", "test", "dev3", "dev_tools")
+SETS = ("dev", "dev2", "heldout", "test", "dev3", "dev_tools", "dev_tools2")
 
 
 def reader(name: str, model: str):

@@ -349,3 +349,10 @@ def test_correction_hint_of_a_tool_error_is_the_output():
 def test_exit_codes_in_json_and_long_outputs_read_by_their_ends():
     assert vote('{"exit_code": 2, "stdout": ""}') == -1 and vote('{"returncode": 0, "stdout": "hi"}') == 1
     assert vote("line of output\n" * 20_000 + "FAILED (failures=1)") == -1
+
+
+def test_log_severities_error_codes_and_ruby_exceptions():
+    assert vote('nginx: [emerg] unknown directive "server_nme" in /etc/nginx/sites-enabled/app:3') == -1
+    assert vote("svn: E155011: Commit failed (details follow):") == -1
+    assert vote("/app/config/stripe.rb:2:in `<main>': undefined method `key=' for nil (NoMethodError)") == -1
+    assert vote("python: can't open file '/work/main.py': [Errno 2] No such file or directory") == -1

@@ -219,7 +219,8 @@ def _diagnostics(text: str) -> list[Fact]:
     for line in text.splitlines():
         s = line.strip().lstrip("│|>!").strip()
         if re.match(rf"(?:\S+: )?(?:\w+ )?(?:{_ERROR_WORDS})(?:\[[\w-]+\])?\s*:(?!:)(?!\s*\d+\s*$)", s, re.IGNORECASE) or \
-                re.match(r"(?:ERROR|FATAL|E|\[ERROR\])\b(?!\s*\d{3}:)|npm ERR!", s):
+                re.match(r"(?:ERROR|FATAL|E|\[ERROR\])\b(?!\s*\d{3}:)|npm ERR!|(?:\S+: )?E\d{4,}: ", s) or \
+                re.search(r"\[(?:emerg|alert|crit|error|fatal)\]", s, re.IGNORECASE):  # a log severity in brackets
             out.append(Fact(-1, "diagnostic", ITEM, _clip(s)))
             continue
         m = re.match(rf"(?:\S+: )?{_LOCATION}\s*-?\s*(.*)$", line)
@@ -231,7 +232,8 @@ def _diagnostics(text: str) -> list[Fact]:
     return out
 
 
-_ERROR_CLASS = re.compile(r"(?:^|\s)(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Failure|Failed)\b(?:\s\[\w+\])?(?::|$)", _M)
+_ERROR_CLASS = re.compile(r"(?:^|\s)(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Failure|Failed)\b(?:\s\[\w+\])?(?::|$)|"
+                          r"\((?:[A-Z]\w*::)*[A-Z]\w*(?:Error|Exception)\)$", _M)  # Ruby's "message (NoMethodError)"
 
 
 def _error_classes(text: str) -> list[Fact]:
@@ -282,7 +284,7 @@ _SYSTEM = (
     r"그런 파일이나 디렉터리가 없습니다", r"허가 거부", r"명령어를 찾을 수 없음",
     r"Nie ma takiego pliku ani katalogu", r"Brak dostępu", r"Bestand of map bestaat niet", r"Toegang geweigerd",
 )
-_SYSTEM_AT = re.compile(rf"(?:^\s*|[:)]\s*)(?:{'|'.join(_SYSTEM)})", re.MULTILINE)
+_SYSTEM_AT = re.compile(rf"(?:^\s*|[:)\]]\s*)(?:{'|'.join(_SYSTEM)})", re.MULTILINE)
 #: States a container, pod or process is left in when it failed: distinctive tokens, read anywhere.
 _FAILED_STATES = re.compile(r"\b(?:CrashLoopBackOff|ImagePullBackOff|ErrImagePull|OOMKilled|Evicted|Back-off restarting|"
                             r"out of memory|\(core dumped\))", re.IGNORECASE)
