@@ -9,6 +9,7 @@ merge into ``bench/results/tool_reader.{json,md}`` under ``reader/set``.
 
     python -m bench.tool_reader --readers words rules
     nice -n 10 python -m bench.tool_reader --readers rules+model     # the 1.5B, seconds a row
+    python -m bench.tool_reader --readers rules+model@0 rules+model@1 rules+model@4   # margins, from the cache
 """
 
 from __future__ import annotations
@@ -29,17 +30,23 @@ NAME = "tool_reader"
 SETS = ("dev", "dev2", "heldout", "test", "dev3", "dev_tools", "dev_tools2")
 
 
+_OUTCOME: dict[str, object] = {}
+
+
 def reader(name: str, model: str):
+    """``words``, ``rules``, ``rules+model`` (the shipped margin) or ``rules+model@M`` (margin M)."""
     from ratchet.online.judge import tools
 
     if name == "words":
         return tools.WordToolReader()
     if name == "rules":
         return tools.RuleToolReader()
-    if name == "rules+model":
-        outcome = tools.CachedOutcomeReader(tools.LlamaOutcomeReader(model), CACHE / f"tools-{model}.jsonl")
-        return tools.ModelCheckedToolReader(tools.RuleToolReader(), outcome)
-    sys.exit(f"unknown reader {name!r}; known: words, rules, rules+model")
+    if name.startswith("rules+model"):
+        if model not in _OUTCOME:  # one model and one cache for every margin
+            _OUTCOME[model] = tools.CachedOutcomeReader(tools.LlamaOutcomeReader(model), CACHE / f"tools-{model}.jsonl")
+        margin = float(name.split("@", 1)[1]) if "@" in name else tools.ModelCheckedToolReader.MARGIN
+        return tools.ModelCheckedToolReader(tools.RuleToolReader(), _OUTCOME[model], margin=margin)
+    sys.exit(f"unknown reader {name!r}; known: words, rules, rules+model, rules+model@MARGIN")
 
 
 def main() -> None:

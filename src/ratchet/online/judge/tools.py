@@ -487,7 +487,10 @@ class ModelCheckedToolReader:
     a sign); when the rules and the model agree, or the model is unsure, the rules' verdict stands.
     """
 
-    def __init__(self, rules: ToolReader, model: OutcomeReader, *, margin: float = 2.0) -> None:
+    #: log-probability gap the model must reach to read a call as a success or a failure
+    MARGIN = 2.0
+
+    def __init__(self, rules: ToolReader, model: OutcomeReader, *, margin: float = MARGIN) -> None:
         self.rules, self.model, self.margin = rules, model, margin
         self.name = f"{rules.name}+{model.name}"
 
