@@ -27,6 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data" / "feedback"
 CACHE = ROOT / "tests" / "data" / "feedback_labels"
 NAME = "tool_reader"
+#: The line after which the markdown holds notes written by hand, which the bench keeps.
+NOTES = "<!-- notes: kept by the bench -->"
 SETS = ("dev", "dev2", "heldout", "test", "dev3", "dev_tools", "dev_tools2")
 
 
@@ -80,7 +82,9 @@ def main() -> None:
         name, set_name = key.split("/", 1)
         lines.append(f"| {name} | {set_name} | {res['n']} | {res['accuracy']:.3f} | {res['sign_errors']} | "
                      f"{res['abstentions']} | {res['voted_accuracy'] if res['voted_accuracy'] is not None else '-'} |")
-    write_markdown(NAME, "\n".join(lines) + "\n")
+    md = RESULTS / f"{NAME}.md"
+    kept = md.read_text().split(NOTES, 1)[1] if md.exists() and NOTES in md.read_text() else "\n"
+    write_markdown(NAME, "\n".join(lines) + "\n\n" + NOTES + kept)
 
 
 if __name__ == "__main__":
