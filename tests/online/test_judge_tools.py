@@ -356,3 +356,22 @@ def test_log_severities_error_codes_and_ruby_exceptions():
     assert vote("svn: E155011: Commit failed (details follow):") == -1
     assert vote("/app/config/stripe.rb:2:in `<main>': undefined method `key=' for nil (NoMethodError)") == -1
     assert vote("python: can't open file '/work/main.py': [Errno 2] No such file or directory") == -1
+
+
+def test_every_development_tool_output_has_a_cached_label_model_reading():
+    from pathlib import Path
+
+    from ratchet.online.judge.scoring import load_feedback
+
+    class NoModel:
+        name = "qwen2.5-coder-1.5b"
+
+        def logprobs(self, call, output):
+            raise AssertionError(f"not cached: {output[:60]!r}")
+
+    root = Path(__file__).resolve().parents[1] / "data"
+    cached = CachedOutcomeReader(NoModel(), root / "feedback_labels" / "tools-qwen2.5-coder-1.5b.jsonl")
+    names = ("dev", "dev2", "heldout", "test", "dev3", "dev_tools", "dev_tools2")
+    rows = [r for name in names for r in load_feedback(root / "feedback" / f"{name}.jsonl") if r.source == "tool"]
+    readings = np.array([cached.logprobs(r.reply, r.next_state) for r in rows])
+    assert readings.shape == (len(rows), 2) and np.all(readings <= 0)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -216,7 +217,9 @@ def classifier_contender(name: str, *, cues_only: bool, min_confidence: float) -
 def stacked_contender(name: str, cache: Any, *, model: str | None = None) -> Contender:
     """The shipped stacked judge, its label model's readings cached in ``cache`` (a JSON-lines file:
     a reading is made once, then reused by every run), cross-validated on its fitting sets as it was
-    fitted: the classifier's out-of-fold probabilities, then grouped CV of the stacker over them."""
+    fitted: the classifier's out-of-fold probabilities, then grouped CV of the stacker over them. Tool
+    outputs are read as the served judge reads them: the rules checked by the label model, whose
+    readings are cached beside ``cache`` (``tools-MODEL.jsonl``)."""
     from ratchet.models.embedding import SentenceEncoder
     from ratchet.online.judge.labels import CachedLabelReader, LlamaLabelReader
     from ratchet.online.judge.stacked import (
@@ -225,10 +228,14 @@ def stacked_contender(name: str, cache: Any, *, model: str | None = None) -> Con
         cross_validated_stack,
         out_of_fold_classifier,
     )
+    from ratchet.online.judge.tools import CachedOutcomeReader, LlamaOutcomeReader, ModelCheckedToolReader
 
     stacker = Stacker.load()
-    reader = CachedLabelReader(LlamaLabelReader(model or stacker.model), cache)
-    make = lambda: StackedJudge(ClassifierJudge.default(), reader, stacker)
+    labels = LlamaLabelReader(model or stacker.model)
+    reader = CachedLabelReader(labels, cache)
+    outcomes = CachedOutcomeReader(LlamaOutcomeReader(labels), Path(cache).with_name(f"tools-{labels.name}.jsonl"))
+    tools = ModelCheckedToolReader(RuleToolReader(), outcomes)
+    make = lambda: StackedJudge(ClassifierJudge.default(), reader, stacker, tools=tools)
 
     def verdicts(sets: dict[str, Sequence[FeedbackRow]]) -> dict[str, Verdicts]:
         pooled = [(set_name, i) for set_name, rows in sets.items() for i, r in enumerate(rows) if r.source == "user"]
@@ -238,7 +245,7 @@ def stacked_contender(name: str, cache: Any, *, model: str | None = None) -> Con
         pl = np.array([reader.logprobs(r.reply, r.next_state) for r in people])
         proba = cross_validated_stack(pc, pl, labels, groups, weighing=stacker.meta.get("weighing", "fitted"))
         abstention = Abstention(stacker.min_confidence)
-        rewards = {set_name: [RuleToolReader().read(r.next_state, r.reply).vote if r.source == "tool" else 0 for r in rows]
+        rewards = {set_name: [tools.read(r.next_state, r.reply).vote if r.source == "tool" else 0 for r in rows]
                    for set_name, rows in sets.items()}
         for (set_name, i), v in zip(pooled, abstention.verdicts(proba, cues)):
             rewards[set_name][i] = v
