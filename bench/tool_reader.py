@@ -1,10 +1,11 @@
 """How each tool-output reader reads the labelled tool outputs: accuracy, sign errors, abstentions.
 
 Readers (``ratchet.online.judge.tools``): ``words`` (the first reading, one list of error words),
-``rules`` (parsed facts before loose words, 0 on disagreement) and ``rules+model`` (the rules
-checked against the stacked judge's label model reading "did this call succeed"; its readings are
-cached under ``tests/data/feedback_labels/``). Sets: the tool rows of the development sets under
-``tests/data/feedback/`` and ``dev_tools.jsonl``, written for this reader before it was. Results
+``rules`` (parsed facts before loose words, 0 on disagreement) and ``rules+model``
+(``tool_outcome.py``: the rules checked against the stacked judge's label model reading "did this
+call succeed"; its readings are cached under ``tests/data/feedback_labels/``). Sets: the tool rows
+of the development sets under ``tests/data/feedback/``, ``dev_tools.jsonl`` (written for this reader
+before it was) and ``dev_tools2.jsonl`` (written after, scored once before the rules saw it). Results
 merge into ``bench/results/tool_reader.{json,md}`` under ``reader/set``.
 
     python -m bench.tool_reader --readers words rules
@@ -37,7 +38,7 @@ _OUTCOME: dict[str, object] = {}
 
 def reader(name: str, model: str):
     """``words``, ``rules``, ``rules+model`` (the shipped margin) or ``rules+model@M`` (margin M)."""
-    from ratchet.online.judge import tools
+    from ratchet.online.judge import tool_outcome, tools
 
     if name == "words":
         return tools.WordToolReader()
@@ -45,9 +46,9 @@ def reader(name: str, model: str):
         return tools.RuleToolReader()
     if name.startswith("rules+model"):
         if model not in _OUTCOME:  # one model and one cache for every margin
-            _OUTCOME[model] = tools.CachedOutcomeReader(tools.LlamaOutcomeReader(model), CACHE / f"tools-{model}.jsonl")
-        margin = float(name.split("@", 1)[1]) if "@" in name else tools.ModelCheckedToolReader.MARGIN
-        return tools.ModelCheckedToolReader(tools.RuleToolReader(), _OUTCOME[model], margin=margin)
+            _OUTCOME[model] = tool_outcome.CachedOutcomeReader(tool_outcome.LlamaOutcomeReader(model), CACHE / f"tools-{model}.jsonl")
+        margin = float(name.split("@", 1)[1]) if "@" in name else tool_outcome.ModelCheckedToolReader.MARGIN
+        return tool_outcome.ModelCheckedToolReader(tools.RuleToolReader(), _OUTCOME[model], margin=margin)
     sys.exit(f"unknown reader {name!r}; known: words, rules, rules+model, rules+model@MARGIN")
 
 

@@ -12,15 +12,8 @@ from ratchet.online.judge.classifier import CLASSES, ClassifierJudge, FeedbackCl
 from ratchet.online.judge.cues import NAMES as CUE_NAMES
 from ratchet.online.judge.rules import RuleJudge, correction_hint, tool_vote
 from ratchet.online.judge.stacked import STACKER_PATH, StackedJudge, Stacker
-from ratchet.online.judge.tools import (
-    CachedOutcomeReader,
-    ModelCheckedToolReader,
-    RuleToolReader,
-    ToolReading,
-    facts_of,
-    outcome_messages,
-    score_reader,
-)
+from ratchet.online.judge.tool_outcome import CachedOutcomeReader, ModelCheckedToolReader, outcome_messages
+from ratchet.online.judge.tools import RuleToolReader, ToolReading, facts_of, score_reader
 from ratchet.online.records import Turn
 
 READ = RuleToolReader()
@@ -330,7 +323,7 @@ def test_score_reader_counts_sign_errors_and_abstentions():
 
 @pytest.mark.real_model
 def test_the_label_model_reads_a_clear_failure_and_a_clear_success_apart():
-    from ratchet.online.judge.tools import LlamaOutcomeReader
+    from ratchet.online.judge.tool_outcome import LlamaOutcomeReader
 
     reader = LlamaOutcomeReader("qwen2.5-coder-1.5b")
     try:

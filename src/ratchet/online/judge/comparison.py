@@ -228,7 +228,11 @@ def stacked_contender(name: str, cache: Any, *, model: str | None = None) -> Con
         cross_validated_stack,
         out_of_fold_classifier,
     )
-    from ratchet.online.judge.tools import CachedOutcomeReader, LlamaOutcomeReader, ModelCheckedToolReader
+    from ratchet.online.judge.tool_outcome import (
+        CachedOutcomeReader,
+        LlamaOutcomeReader,
+        ModelCheckedToolReader,
+    )
 
     stacker = Stacker.load()
     labels = LlamaLabelReader(model or stacker.model)

@@ -13,7 +13,7 @@ The verdict then follows the classifier judge's :class:`~ratchet.online.judge.cl
 cue is withheld), hints the stated instruction — all as the classifier
 judge does, so the two differ only in how a person's message is read — and in tool outputs: the
 label model also reads whether a call succeeded, and a rules verdict it reads the opposite way
-becomes 0 (:class:`~ratchet.online.judge.tools.ModelCheckedToolReader`).
+becomes 0 (:class:`~ratchet.online.judge.tool_outcome.ModelCheckedToolReader`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ from ratchet.online.judge.classifier import CLASSES, Abstention, ClassifierJudge
 from ratchet.online.judge.cues import cue_matrix
 from ratchet.online.judge.labels import LabelReader, LlamaLabelReader, prompt_digest
 from ratchet.online.judge.rules import TOOL_PREFIX, correction_hint, is_tool_output
-from ratchet.online.judge.tools import LlamaOutcomeReader, ModelCheckedToolReader, RuleToolReader, ToolReader
+from ratchet.online.judge.tool_outcome import LlamaOutcomeReader, ModelCheckedToolReader
+from ratchet.online.judge.tools import RuleToolReader, ToolReader
 from ratchet.online.records import Judgement, Turn
 from ratchet.online.sessions import SESSION_ENDED
 
