@@ -23,7 +23,6 @@ import numpy as np
 
 from ratchet.online.judge.classifier import DEV_SETS, UNTOUCHED_SETS, Abstention
 from ratchet.online.judge.labels import DEFAULT_MODEL, CachedLabelReader, LlamaLabelReader
-from ratchet.online.judge.rules import tool_vote
 from ratchet.online.judge.scoring import load_feedback
 from ratchet.online.judge.stacked import (
     STACKER_PATH,
@@ -33,6 +32,7 @@ from ratchet.online.judge.stacked import (
     fit_stacker,
     out_of_fold_classifier,
 )
+from ratchet.online.judge.tools import RuleToolReader
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data" / "feedback"
@@ -69,7 +69,8 @@ def main() -> None:
     encoder = SentenceEncoder.pulled()
     if args.sweep:
         gold = np.array([r.reward for r in rows])
-        tool_signs = sum(1 for r in everything if r.source == "tool" and tool_vote(r.next_state) * r.reward == -1)
+        tool_signs = sum(1 for r in everything if r.source == "tool"
+                         and RuleToolReader().read(r.next_state, r.reply).vote * r.reward == -1)
         print("| weighing | min_confidence | correction recall | praise recall | sign errors (of rows) |\n"
               "|---|---|---|---|---|")
         results: dict[tuple[str, float], list[tuple[float, float, int]]] = {}

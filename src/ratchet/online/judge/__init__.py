@@ -15,7 +15,9 @@ Each judge is one strategy behind the :class:`Judge` protocol:
   reading of the message as one of the three labels (log-probabilities, nothing generated), the two
   weighed equally, its threshold chosen on the development sets. ``stacked.py``, ``labels.py``.
 
-All of them read a tool's output (a next state starting with ``tool:``) by the same error rules, and
+The classifier, rule and stacked judges read a tool's output (a next state starting with ``tool:``)
+with a tool-output reader (``tools.py``: parsed facts before loose words, 0 where they disagree; the
+stacked judge's label model checks the facts), and all of them
 hint a corrected turn with the instruction the correction states (``hints.py``). :func:`build_judge`
 wraps each in :class:`RepeatGuard` (``progress.py``): a call that repeats an earlier one of the
 conversation and gets the same output back is judged 0, not rewarded. ``scoring.py`` measures a

@@ -14,7 +14,8 @@ what the person asked; leaving a turn out only loses one sample. So an :class:`A
 turns probabilities into a verdict: +1 or -1 needs its class probability to reach
 ``min_confidence``, and praise is not trusted when the message also carries a cue of sarcasm or of
 a change asked for anyway ("Brilliant... it crashes", "Thanks, but make it less stiff"); then the
-verdict is 0. Tool outputs are read by :func:`ratchet.online.judge.rules.tool_vote`.
+verdict is 0. Tool outputs are read by a :class:`~ratchet.online.judge.tools.ToolReader` (the rules'
+:class:`~ratchet.online.judge.tools.RuleToolReader` by default).
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ import numpy as np
 from ratchet.contracts import FORMAT_VERSION, RatchetError
 from ratchet.online.judge.cues import NAMES as CUE_NAMES
 from ratchet.online.judge.cues import cue_matrix
-from ratchet.online.judge.rules import TOOL_PREFIX, correction_hint, is_tool_output, tool_vote
+from ratchet.online.judge.rules import TOOL_PREFIX, correction_hint, is_tool_output
+from ratchet.online.judge.tools import RuleToolReader, ToolReader
 from ratchet.online.records import Judgement, Turn
 from ratchet.online.sessions import SESSION_ENDED
 
@@ -252,8 +254,10 @@ class ClassifierJudge:
 
     def __init__(self, classifier: FeedbackClassifier | None = None, *, encoder: Encoder | None = None,
                  fallback: FeedbackClassifier | None = None, min_confidence: float = 0.6,
-                 abstention: Abstention | None = None, hints: bool = True, hint_chars: int = 400) -> None:
+                 abstention: Abstention | None = None, hints: bool = True, hint_chars: int = 400,
+                 tools: ToolReader | None = None) -> None:
         self.classifier = classifier or FeedbackClassifier.load()
+        self.tools = tools or RuleToolReader()
         self.fallback = fallback
         self._encoder = encoder
         self.abstention = abstention or Abstention(min_confidence)
@@ -286,18 +290,19 @@ class ClassifierJudge:
         encoder = self.encoder  # may switch to the fallback
         return self.classifier.proba(features(encoder, texts, self.classifier.cue_scale, cues))
 
-    def vote(self, next_state: str) -> int:
+    def vote(self, next_state: str, call: str = "") -> int:
+        """The verdict on ``next_state``; ``call`` is the reply that made a tool call, for its output."""
         text = (next_state or "").strip()
         if not text or text == SESSION_ENDED:
             return 0
         if is_tool_output(text):
-            return tool_vote(text[len(TOOL_PREFIX):])
+            return self.tools.read(text[len(TOOL_PREFIX):].strip(), call).vote
         cues = cue_matrix([text])
         return self.abstention.verdicts(self.proba([text], cues), cues)[0]
 
     def judge(self, turn: Turn, next_state: str) -> Judgement:
         if not isinstance(next_state, str):
             raise TypeError(f"turn {turn.turn_id}: the next state must be text, not {type(next_state).__name__}")
-        vote = self.vote(next_state)
+        vote = self.vote(next_state, turn.response_text)
         hint = correction_hint(next_state, "instruction", self.hint_chars) if self.hints and vote < 0 else None
         return Judgement(turn.turn_id, vote, [vote], hint, next_state, self.name)

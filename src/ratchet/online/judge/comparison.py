@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -27,8 +28,9 @@ from ratchet.online.judge.classifier import (
     near_duplicate_groups,
 )
 from ratchet.online.judge.cues import cue_matrix
-from ratchet.online.judge.rules import correction_hint, tool_vote
+from ratchet.online.judge.rules import correction_hint
 from ratchet.online.judge.scoring import FeedbackRow, Verdicts, run, score
+from ratchet.online.judge.tools import RuleToolReader
 
 
 @dataclass
@@ -81,7 +83,7 @@ def classifier_cross_validation(encoder: Any, *, abstention: Abstention, folds: 
         proba = cross_validated_proba(x, [sets[name][i].label for name, i in pooled], folds=folds, seed=seed,
                                       groups=groups, encoder=getattr(encoder, "name", None), cue_scale=CUE_SCALE,
                                       l2=FIT_SETTINGS["l2"], epochs=int(FIT_SETTINGS["epochs"]), lr=FIT_SETTINGS["lr"])
-        rewards = {name: [tool_vote(r.next_state) if r.source == "tool" else 0 for r in rows]
+        rewards = {name: [RuleToolReader().read(r.next_state, r.reply).vote if r.source == "tool" else 0 for r in rows]
                    for name, rows in sets.items()}
         for (name, i), v in zip(pooled, abstention.verdicts(proba, cues)):
             rewards[name][i] = v
@@ -104,7 +106,8 @@ def sweep_abstention(encoder: Any, rows: Sequence[FeedbackRow], thresholds: Sequ
     in the rate's denominator with the tool rules' sign errors. Means over the seeds.
     """
     people = [r for r in rows if r.source == "user"]
-    tool_signs = sum(1 for r in rows if r.source == "tool" and tool_vote(r.next_state) * r.reward == -1)
+    tools = RuleToolReader()
+    tool_signs = sum(1 for r in rows if r.source == "tool" and tools.read(r.next_state, r.reply).vote * r.reward == -1)
     texts = [r.next_state for r in people]
     cues = cue_matrix(texts)
     gold = [r.reward for r in people]
@@ -214,7 +217,9 @@ def classifier_contender(name: str, *, cues_only: bool, min_confidence: float) -
 def stacked_contender(name: str, cache: Any, *, model: str | None = None) -> Contender:
     """The shipped stacked judge, its label model's readings cached in ``cache`` (a JSON-lines file:
     a reading is made once, then reused by every run), cross-validated on its fitting sets as it was
-    fitted: the classifier's out-of-fold probabilities, then grouped CV of the stacker over them."""
+    fitted: the classifier's out-of-fold probabilities, then grouped CV of the stacker over them. Tool
+    outputs are read as the served judge reads them: the rules checked by the label model, whose
+    readings are cached beside ``cache`` (``tools-MODEL.jsonl``)."""
     from ratchet.models.embedding import SentenceEncoder
     from ratchet.online.judge.labels import CachedLabelReader, LlamaLabelReader
     from ratchet.online.judge.stacked import (
@@ -223,10 +228,18 @@ def stacked_contender(name: str, cache: Any, *, model: str | None = None) -> Con
         cross_validated_stack,
         out_of_fold_classifier,
     )
+    from ratchet.online.judge.tool_outcome import (
+        CachedOutcomeReader,
+        LlamaOutcomeReader,
+        ModelCheckedToolReader,
+    )
 
     stacker = Stacker.load()
-    reader = CachedLabelReader(LlamaLabelReader(model or stacker.model), cache)
-    make = lambda: StackedJudge(ClassifierJudge.default(), reader, stacker)
+    labels = LlamaLabelReader(model or stacker.model)
+    reader = CachedLabelReader(labels, cache)
+    outcomes = CachedOutcomeReader(LlamaOutcomeReader(labels), Path(cache).with_name(f"tools-{labels.name}.jsonl"))
+    tools = ModelCheckedToolReader(RuleToolReader(), outcomes)
+    make = lambda: StackedJudge(ClassifierJudge.default(), reader, stacker, tools=tools)
 
     def verdicts(sets: dict[str, Sequence[FeedbackRow]]) -> dict[str, Verdicts]:
         pooled = [(set_name, i) for set_name, rows in sets.items() for i, r in enumerate(rows) if r.source == "user"]
@@ -236,7 +249,7 @@ def stacked_contender(name: str, cache: Any, *, model: str | None = None) -> Con
         pl = np.array([reader.logprobs(r.reply, r.next_state) for r in people])
         proba = cross_validated_stack(pc, pl, labels, groups, weighing=stacker.meta.get("weighing", "fitted"))
         abstention = Abstention(stacker.min_confidence)
-        rewards = {set_name: [tool_vote(r.next_state) if r.source == "tool" else 0 for r in rows]
+        rewards = {set_name: [tools.read(r.next_state, r.reply).vote if r.source == "tool" else 0 for r in rows]
                    for set_name, rows in sets.items()}
         for (set_name, i), v in zip(pooled, abstention.verdicts(proba, cues)):
             rewards[set_name][i] = v

@@ -88,6 +88,10 @@ class LlamaLabelReader:
                 raise ValueError(f"the label words share a first token in {self.name}'s vocabulary")
         return self._policy
 
+    def policy(self):
+        """The loaded model (loaded now if it was not): the tool-output reader reads with it too."""
+        return self._load()
+
     def logprobs(self, reply: str, message: str) -> np.ndarray:
         from ratchet.online.policy import RequestRefused
 

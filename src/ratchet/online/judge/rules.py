@@ -1,7 +1,9 @@
 """The keyword judge, and the tool-output rules every judge shares.
 
 A next state that starts with ``tool:`` is a tool's output (how the server renders a tool message
-after a tool call); its verdict is +1 unless it reports an error. The keyword lists below are the
+after a tool call); every judge reads it with a :class:`~ratchet.online.judge.tools.ToolReader`
+(``tools.py``). :func:`tool_vote` below, +1 unless an error word hits, is the first such reading,
+kept as the word layer and a baseline. The keyword lists below are the
 original rule judge: kept as a baseline and an option (``judge.kind=rule``); the default judge
 (:mod:`ratchet.online.judge.classifier`) learns its verdicts instead.
 """
@@ -12,6 +14,7 @@ import re
 from collections.abc import Sequence
 
 from ratchet.online.judge.hints import instruction_of
+from ratchet.online.judge.tools import RuleToolReader, ToolReader
 from ratchet.online.records import Judgement, Turn
 from ratchet.online.sessions import SESSION_ENDED
 
@@ -75,7 +78,7 @@ def tool_vote(output: str) -> int:
 class RuleJudge:
     """Keyword rules on the next state. One vote per turn.
 
-    A tool output (:func:`is_tool_output`) is +1 unless it shows an error. Otherwise negative cues
+    A tool output (:func:`is_tool_output`) is read by ``tools`` (the rules' reader by default). Otherwise negative cues
     (correction, redo, "no, I meant") beat positive ones — a change request is negative feedback
     even when polite — and no cue gives 0. With ``hints`` on, a negative turn's hint comes from the
     user's own correction, so on-policy distillation has something to condition the teacher on:
@@ -86,26 +89,28 @@ class RuleJudge:
 
     name = "rule"
 
-    def __init__(self, *, hints: bool = True, hint_chars: int = 400, hint_style: str = "instruction") -> None:
+    def __init__(self, *, hints: bool = True, hint_chars: int = 400, hint_style: str = "instruction",
+                 tools: ToolReader | None = None) -> None:
         if hint_style not in ("instruction", "followup"):
             raise ValueError(f"hint_style must be 'instruction' or 'followup', not {hint_style!r}")
         self.hints = hints
         self.hint_chars = hint_chars
         self.hint_style = hint_style
+        self.tools = tools or RuleToolReader()
 
-    def vote(self, next_state: str) -> int:
+    def vote(self, next_state: str, call: str = "") -> int:
         text = next_state or ""
         if text == SESSION_ENDED:
             return 0
         if is_tool_output(text):
-            return tool_vote(text.lstrip()[len(TOOL_PREFIX):])
+            return self.tools.read(text.lstrip()[len(TOOL_PREFIX):].strip(), call).vote
         neg, pos = _hits(_NEGATIVE, text), _hits(_POSITIVE, text)
         if neg:
             return -1
         return 1 if pos else 0
 
     def judge(self, turn: Turn, next_state: str) -> Judgement:
-        vote = self.vote(next_state)
+        vote = self.vote(next_state, turn.response_text)
         hint = correction_hint(next_state, self.hint_style, self.hint_chars) if self.hints and vote < 0 else None
         return Judgement(turn.turn_id, vote, [vote], hint, next_state, self.name)
 

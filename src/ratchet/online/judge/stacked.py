@@ -10,8 +10,10 @@ with the label model and the prompt's digest; one made for another model or prom
 
 The verdict then follows the classifier judge's :class:`~ratchet.online.judge.classifier.Abstention`
 (a +1/-1 needs its probability to reach ``min_confidence``; praise with a sarcasm or "thanks, but"
-cue is withheld), tool outputs the tool rules, hints the stated instruction — all as the classifier
-judge does, so the two differ only in how a person's message is read.
+cue is withheld), hints the stated instruction — all as the classifier
+judge does, so the two differ only in how a person's message is read — and in tool outputs: the
+label model also reads whether a call succeeded, and a rules verdict it reads the opposite way
+becomes 0 (:class:`~ratchet.online.judge.tool_outcome.ModelCheckedToolReader`).
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ from ratchet.contracts import FORMAT_VERSION, RatchetError
 from ratchet.online.judge.classifier import CLASSES, Abstention, ClassifierJudge, _softmax
 from ratchet.online.judge.cues import cue_matrix
 from ratchet.online.judge.labels import LabelReader, LlamaLabelReader, prompt_digest
-from ratchet.online.judge.rules import TOOL_PREFIX, correction_hint, is_tool_output, tool_vote
+from ratchet.online.judge.rules import TOOL_PREFIX, correction_hint, is_tool_output
+from ratchet.online.judge.tool_outcome import LlamaOutcomeReader, ModelCheckedToolReader
+from ratchet.online.judge.tools import RuleToolReader, ToolReader
 from ratchet.online.records import Judgement, Turn
 from ratchet.online.sessions import SESSION_ENDED
 
@@ -86,7 +90,8 @@ class StackedJudge:
     """Judge a person's message by the classifier and a local model's label reading, weighed."""
 
     def __init__(self, classifier: ClassifierJudge, reader: LabelReader, stacker: Stacker, *,
-                 abstention: Abstention | None = None, hints: bool = True, hint_chars: int = 400) -> None:
+                 abstention: Abstention | None = None, hints: bool = True, hint_chars: int = 400,
+                 tools: ToolReader | None = None) -> None:
         if stacker.prompt != prompt_digest():
             raise RatchetError("the stacked judge's weights were fitted on another label prompt "
                                f"({stacker.prompt}, this code's is {prompt_digest()})",
@@ -97,6 +102,7 @@ class StackedJudge:
         self.abstention = abstention or Abstention(stacker.min_confidence)
         self.hints = hints
         self.hint_chars = hint_chars
+        self.tools = tools or RuleToolReader()
         self.name = f"stacked:{reader.name}"
 
     @classmethod
@@ -113,15 +119,17 @@ class StackedJudge:
 
             model_path(name)  # absent or altered: the pull command now, not a judging loop that dies per turn
         abstention = Abstention(min_confidence) if min_confidence is not None else None
-        return cls(ClassifierJudge.default(hints=hints), LlamaLabelReader(name, threads=threads), stacker,
-                   abstention=abstention, hints=hints)
+        labels = LlamaLabelReader(name, threads=threads)
+        tools = ModelCheckedToolReader(RuleToolReader(), LlamaOutcomeReader(labels))  # one model, both readings
+        return cls(ClassifierJudge.default(hints=hints), labels, stacker, abstention=abstention, hints=hints,
+                   tools=tools)
 
     def vote(self, reply: str, next_state: str) -> int:
         text = (next_state or "").strip()
         if not text or text == SESSION_ENDED:
             return 0
         if is_tool_output(text):
-            return tool_vote(text[len(TOOL_PREFIX):])
+            return self.tools.read(text[len(TOOL_PREFIX):].strip(), reply).vote
         cues = cue_matrix([text])
         pc = self.classifier.proba([text], cues)
         pl = self.reader.logprobs(reply, text)[None, :]
