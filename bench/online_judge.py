@@ -7,8 +7,9 @@ turn is slow here). Sets under ``tests/data/feedback/``: the development sets ``
 ``heldout``, ``test`` and ``dev3`` (the classifier is fitted on all of them, so there it is scored by
 grouped cross-validation over them together) and ``test2`` (written apart, never read while
 developing the judge: scored once, when the judge is final); ``test3``, written apart the same way,
-is the stacked judge's one unseen measurement. ``stacked`` (the classifier weighed with the 1.5B's
-label reading) reuses the readings cached under ``tests/data/feedback_labels/``. Results merge into
+is the stacked judge's one unseen measurement; ``test4``, written apart the same way, is the unseen
+measurement of the ``auto`` default and of the tool-output reader every judge now shares.
+``stacked`` (the classifier weighed with the 1.5B's label reading) reuses the readings cached under ``tests/data/feedback_labels/``. Results merge into
 ``bench/results/online_judge.{json,md}`` under ``judge/set``, so judges and sets can be run apart;
 the markdown's notes below its ``NOTES`` marker are kept as they are.
 
@@ -16,6 +17,7 @@ the markdown's notes below its ``NOTES`` marker are kept as they are.
     python -m bench.online_judge --judges rule classifier classifier-cues --sets test2   # once, at the end
     nice -n 10 python -m bench.online_judge --judges stacked            # CV on the development sets
     nice -n 10 python -m bench.online_judge --judges stacked classifier rule --sets test3   # once
+    nice -n 10 python -m bench.online_judge --judges stacked classifier rule --sets test4   # once
     nice -n 10 python -m bench.online_judge --judges model-1.5b --model-subset 40 --sets dev
     python -m bench.online_judge --judges --cost    # the 0.5B's speed alone and beside a 1.5B judge
     python -m bench.online_judge --judges --cost stacked   # ... beside the stacked judge's 1.5B reading
@@ -43,7 +45,7 @@ NAME = "online_judge"
 #: The label model's readings of the sets' messages, made once (seconds each) and reused.
 LABELS = ROOT / "tests" / "data" / "feedback_labels"
 #: The feedback sets the bench knows: the development sets, then the set measured once.
-SETS = ("dev", "dev2", "heldout", "test", "dev3", "test2", "test3")
+SETS = ("dev", "dev2", "heldout", "test", "dev3", "test2", "test3", "test4")
 DEVELOPMENT = ("dev", "dev2", "heldout", "test", "dev3")
 #: The line after which the markdown holds notes written by hand, which the bench keeps.
 NOTES = "<!-- notes: kept by the bench -->"
