@@ -5,12 +5,14 @@ Readers (``ratchet.online.judge.tools``): ``words`` (the first reading, one list
 (``tool_outcome.py``: the rules checked against the stacked judge's label model reading "did this
 call succeed"; its readings are cached under ``tests/data/feedback_labels/``). Sets: the tool rows
 of the development sets under ``tests/data/feedback/``, ``dev_tools.jsonl`` (written for this reader
-before it was) and ``dev_tools2.jsonl`` (written after, scored once before the rules saw it). Results
+before it was) and ``dev_tools2.jsonl`` (written after, scored once before the rules saw it); by name
+only, ``test4`` (written apart from every reader and judge, its tool rows scored once). Results
 merge into ``bench/results/tool_reader.{json,md}`` under ``reader/set``.
 
     python -m bench.tool_reader --readers words rules
     nice -n 10 python -m bench.tool_reader --readers rules+model     # the 1.5B, seconds a row
     python -m bench.tool_reader --readers rules+model@0 rules+model@1 rules+model@4   # margins, from the cache
+    nice -n 10 python -m bench.tool_reader --readers words rules rules+model --sets test4   # once
 """
 
 from __future__ import annotations
@@ -30,7 +32,9 @@ CACHE = ROOT / "tests" / "data" / "feedback_labels"
 NAME = "tool_reader"
 #: The line after which the markdown holds notes written by hand, which the bench keeps.
 NOTES = "<!-- notes: kept by the bench -->"
-SETS = ("dev", "dev2", "heldout", "test", "dev3", "dev_tools", "dev_tools2")
+DEVELOPMENT = ("dev", "dev2", "heldout", "test", "dev3", "dev_tools", "dev_tools2")
+#: The development sets, then the untouched one (scored once, never by default).
+SETS = (*DEVELOPMENT, "test4")
 
 
 _OUTCOME: dict[str, object] = {}
@@ -55,7 +59,7 @@ def reader(name: str, model: str):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--readers", nargs="+", default=["words", "rules"])
-    parser.add_argument("--sets", nargs="+", default=list(SETS), choices=list(SETS))
+    parser.add_argument("--sets", nargs="+", default=list(DEVELOPMENT), choices=list(SETS))
     parser.add_argument("--model", default="qwen2.5-coder-1.5b", help="the label model of rules+model")
     parser.add_argument("--show", action="store_true", help="print each row read with the wrong sign or 0")
     args = parser.parse_args()
