@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -33,6 +34,17 @@ from ratchet.online.scoring import GreedyReply, ScoredPolicy, chat_ids
 from ratchet.online.weights import load_policy, resolve_gguf
 
 log = logging.getLogger("ratchet.online.trainer")
+
+
+@dataclass
+class TeacherTargets:
+    """What the hinted teacher gave an update: the texts of its own replies taught, refused by
+    ``teacher_filter`` and cut at ``teacher_max_tokens`` (kept in the version's record)."""
+
+    hinted: int = 0
+    taught: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+    unfinished: list[str] = field(default_factory=list)
 
 #: Texts both tokenizers must encode identically: prose, German with umlauts, code, CJK, a list,
 #: emoji and a name with a leading space (the kinds of text the hints ask for).

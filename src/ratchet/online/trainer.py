@@ -8,10 +8,9 @@ teaches, as token ids), this module (one update in named stages) and
 peft puts a LoRA on the seven projections of every block; each update becomes a peft adapter plus
 its GGUF LoRA conversion, which the serving process hot-swaps.
 
-The teacher for hindsight-hint distillation is a frozen model with the hint in its prompt
-(:mod:`~ratchet.online.teacher`): by default the base model, scored through
-``model.disable_adapter()`` (no second copy of the weights); with ``teacher_model`` another model
-that shares the student's tokenizer, loaded at the first hinted sample.
+The teacher for hindsight-hint distillation is a frozen model shown the hint
+(:mod:`~ratchet.online.teacher`): the base through ``model.disable_adapter()`` (no second copy of
+the weights), or ``teacher_model``, another model of the student's tokenizer.
 
 Log-probs used in the objective (see :mod:`ratchet.online.losses` for the full reasoning):
 
@@ -39,23 +38,12 @@ from ratchet.online.preparation import Prepared, assess_sample, prepare_samples
 from ratchet.online.scoring import ScoredPolicy
 from ratchet.online.targets import target_filter
 from ratchet.online.taught import taught_loss
-from ratchet.online.teacher import HintedTeacher, hinted_teacher, teacher_gguf
+from ratchet.online.teacher import HintedTeacher, TeacherTargets, hinted_teacher, teacher_gguf
 from ratchet.online.trainer_config import TrainerConfig
 from ratchet.online.versions import Lineage
 from ratchet.online.weights import load_policy, resolve_gguf
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class _TeacherTargets:
-    """What the hinted teacher gave an update: the texts of its own replies taught, refused by
-    ``teacher_filter`` and cut at ``teacher_max_tokens`` (kept in the version's record)."""
-
-    hinted: int = 0
-    taught: list[str] = field(default_factory=list)
-    refused: list[str] = field(default_factory=list)
-    unfinished: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -323,7 +311,7 @@ class Trainer(ScoredPolicy):
 
     # ------------------------------------------------------------------ the stages of one update
 
-    def _consult_teacher(self, items: Sequence[Prepared]) -> _TeacherTargets:
+    def _consult_teacher(self, items: Sequence[Prepared]) -> TeacherTargets:
         """The hinted teacher (a frozen model shown the hint: :attr:`teacher`) gives, per
         ``distill_target``, its top-k along each hinted sample's served reply or its own reply to
         distill; the hinted base scores the served reply's tokens for the sampled-token term, even
@@ -331,7 +319,7 @@ class Trainer(ScoredPolicy):
         update moves the weights."""
         cfg = self.config
         hinted = [it for it in items if it.teacher_ids is not None]
-        targets = _TeacherTargets(hinted=len(hinted))
+        targets = TeacherTargets(hinted=len(hinted))
         if not hinted:
             return targets
         starts = [len(it.teacher_ids) - (len(it.input_ids) - it.response_start) for it in hinted]
@@ -459,7 +447,7 @@ class Trainer(ScoredPolicy):
             tally.stats["loss"] += float(cfg.kl_coef * penalty.detach() / batch.kl_tokens)
 
     def _step_metrics(self, items: Sequence[Prepared], anchors: Sequence[Prepared], batch: _BatchPlan,
-                      tally: _Tally, targets: _TeacherTargets, elapsed: float) -> dict[str, Any]:
+                      tally: _Tally, targets: TeacherTargets, elapsed: float) -> dict[str, Any]:
         """What the version's record says about the update (per-epoch means of the tallies)."""
         epochs = self.config.ppo_epochs
         stats = tally.stats
