@@ -196,5 +196,5 @@ def hinted_teacher(student: ScoredPolicy, spec: str | None, *, student_name: str
     return load_teacher(student, spec, student_name=student_name, cache_dir=cache_dir, dtype=dtype)
 
 
-__all__ = ["PROBES", "BaseTeacher", "HintedTeacher", "ModelTeacher", "check_same_tokenizer", "hinted_teacher",
+__all__ = ["PROBES", "BaseTeacher", "HintedTeacher", "ModelTeacher", "TeacherTargets", "check_same_tokenizer", "hinted_teacher",
            "load_teacher", "teacher_gguf"]
