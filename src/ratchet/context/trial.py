@@ -48,7 +48,8 @@ LESSONS_HEADER = "\n\nLessons learned on earlier problems (follow those that app
 #: The official ACE code's curation (ace-agent/ace): the curator may only ADD; no de-duplication,
 #: no pruning, no cap, and the whole playbook enters every prompt (no token budget).
 ACE_ADD_ONLY: dict[str, Any] = {"curator_operations": ["ADD"], "dedup": False, "prune_margin": None,
-                                "max_items": None, "budget_tokens": None}
+                                "max_items": None, "budget_tokens": None, "min_relevance": None,
+                                "tags": "reflector"}
 #: Settings each learner arm lays over the trial's own (``ratchet``: none).
 ARM_SETTINGS: dict[str, dict[str, Any]] = {"ratchet": {}, "ace-add-only": ACE_ADD_ONLY}
 DEFAULT_ARM = "ratchet"
@@ -137,7 +138,7 @@ class PlaybookTrial:
             if task.id in done:
                 continue
             items = select(playbook, task_text(task), c.budget_tokens, embedder=self.embedder,
-                           record_weight=c.record_weight).items if playbook is not None else []
+                           record_weight=c.record_weight, min_relevance=c.min_relevance).items if playbook is not None else []
             candidate = Candidate.from_files("playbook-trial", with_playbook(self.files, self.prompt_file,
                                                                              render_items(items) if items else ""))
             before = self.calls() if self.calls is not None else None
