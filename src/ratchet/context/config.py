@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -72,3 +72,15 @@ class ContextConfig(Settings):
     prompts: Path | None = None
     """Directory of prompt files (generator.md, reflector.md, curator.md) overriding the defaults
     file by file: the editable surfaces."""
+
+    @classmethod
+    def stored(cls, data: dict[str, Any]) -> ContextConfig:
+        """A config a run stored, read as it was meant when stored: a key that it lacks because
+        the run predates the key takes the value that reproduces the behaviour of then
+        (:data:`BEFORE`), not today's default; so a resumed run measures what it began to."""
+        return cls.model_validate({**BEFORE, **data})
+
+
+#: The values of later keys that reproduce a config stored before them: every item could enter a
+#: prompt (no least relevance) and the reflector's tags of shown items counted as given.
+BEFORE: dict[str, Any] = {"min_relevance": None, "tags": "reflector"}
