@@ -3,9 +3,9 @@
 One step: choose the items for the task (token budget, least relevance), let the reflector tag
 them and name a lesson, let the curator turn the lesson into operations, fold near-duplicate ADDs,
 keep the tags the evidence supports (:mod:`.tagging`), apply everything deterministically (an
-ADD's item keeps the task it came from, its scope), prune, save the file atomically and record the version in the run
-store. The counts of malformed reflector/curator output are kept in :attr:`ContextLearner.stats`
-and in each history line.
+ADD's item keeps the task it came from, its scope), prune, save the file atomically and record
+the version in the run store. The counts of malformed reflector/curator output are kept in
+:attr:`ContextLearner.stats` and in each history line.
 """
 
 from __future__ import annotations

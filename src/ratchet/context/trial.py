@@ -50,7 +50,8 @@ from ratchet.store.run import Run
 LESSONS_HEADER = "\n\nLessons learned on earlier problems (follow those that apply):\n"
 
 #: The official ACE code's curation (ace-agent/ace): the curator may only ADD; no de-duplication,
-#: no pruning, no cap, and the whole playbook enters every prompt (no token budget).
+#: no pruning, no cap, the whole playbook enters every prompt (no token budget, no least
+#: relevance), and the reflector's tags count as given.
 ACE_ADD_ONLY: dict[str, Any] = {"curator_operations": ["ADD"], "dedup": False, "prune_margin": None,
                                 "max_items": None, "budget_tokens": None, "min_relevance": None,
                                 "tags": "reflector"}
