@@ -59,3 +59,21 @@ def test_bench_runs_both_arms_and_records_sizes(tmp_path, monkeypatch):
 def test_unknown_arm_stops_with_the_known_ones(tmp_path):
     with pytest.raises(SystemExit):
         bench.parse(["--store", str(tmp_path), "--arms", "ratchet,nope"])
+
+
+def test_the_bench_gates_an_offline_playbook_and_its_table_says_so(tmp_path, monkeypatch):
+    """GuessTheNumber's config puts every seed in train or test: the gate has no held-in task, refuses,
+    and the table marks the offline test row as run without a playbook."""
+    written = {}
+    monkeypatch.setattr(bench, "write_json", lambda name, data: written.update(json=(name, data)))
+    monkeypatch.setattr(bench, "write_markdown", lambda name, text: written.update(md=(name, text)))
+    argv = ["--suite", "guess-the-number", "--model", "scripted:", "--store", str(tmp_path / "runs"),
+            "--train", "1", "--test", "1", "--best-of", "0", "--phases", "empty,offline", "--arms", "ratchet"]
+    assert bench.main(argv) == 0
+    report = written["json"][1]
+    assert report["gate"]["offline"]["kept"] is False and report["gate"]["offline"]["heldin"] == []
+    assert report["gate"]["offline"]["reason"] == "no paired held-in results"
+    md = written["md"][1]
+    assert "| test-offline (gate refused: no playbook) |" in md and "**refused**" in md
+    [run_id] = RunStore(tmp_path / "runs").run_ids()
+    assert RunStore(tmp_path / "runs").open_run(run_id).config["gate"] is True

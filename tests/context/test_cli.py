@@ -64,7 +64,8 @@ def test_show_with_a_task_prints_only_what_fits(tmp_path):
     path = tmp_path / "p.md"
     path.write_text("# Playbook\n## s\n" + "".join(f"- [ctx-{k:05d}] (+0/-0) lesson number {k} is here\n"
                                                       for k in range(1, 11)))
+    # No least relevance: this is about the budget ("anything" is near none of the lessons).
     result = runner.invoke(app, ["context", "show", str(path), "--task", "anything", "--budget", "25",
-                                 "--set", "encoder=all-minilm-l6-v2"])
+                                 "--set", "encoder=all-minilm-l6-v2", "--set", "min_relevance=null"])
     assert result.exit_code == 0, result.output
     assert result.output.count("- [ctx-") == 2 and "of 10 items" in result.output

@@ -169,7 +169,9 @@ def test_a_long_run_of_near_duplicate_adds_stays_bounded(tmp_path):
     cfg = ContextConfig(max_items=20)
     learner = ContextLearner(tmp_path / "pb.md", reflector_model=_roles(reflections, curations), config=cfg,
                              embedder=BagOfWords())
-    stats = learner.learn(Trajectory(f"t{k}", "guess the number", "trace", 0.0) for k in range(n))
+    # Passed attempts: the repeats' helpful tags are evidence (the default tag strategy drops a
+    # helpful tag on a failed one).
+    stats = learner.learn(Trajectory(f"t{k}", "guess the number", "trace", 1.0) for k in range(n))
     assert stats.steps == n and max(stats.sizes) <= 20
     assert stats.duplicates >= n - 3  # every repeat of a lesson folded into its first item
     texts = [i.text for i in learner.playbook.items.values()]
@@ -211,7 +213,8 @@ def test_offline_learning_reads_engine_results_and_resumes(tmp_path):
     assert stats.steps == 1
     # the stored attempt was made without the playbook: the reflector's tag of the item is dropped
     assert resumed.playbook.get("ctx-00001").helpful == 0
-    assert PlaybookHistory(learn_run).entries()[-1]["tags_dropped"] == ["ctx-00001"]
+    assert PlaybookHistory(learn_run).entries()[-1]["tags_dropped"] == [
+        {"id": "ctx-00001", "tag": "helpful", "why": "the item was not in the attempt's prompt"}]
 
 
 def test_a_run_without_trajectories_is_a_clear_error(tmp_path):
@@ -260,7 +263,8 @@ def test_an_attempt_made_without_the_playbook_tags_no_item_offline_and_an_online
     model = _roles([tag, tag, tag], [])
     path = tmp_path / "playbook.md"
     Playbook.parse("# Playbook\n\n## strategies\n- [ctx-00001] (+0/-0) Guess the middle of the range.\n").save(path)
-    learner = ContextLearner(path, reflector_model=model, embedder=BagOfWords())
+    # No least relevance: "guess a number" shares one word with the lesson, and this is about what was shown.
+    learner = ContextLearner(path, reflector_model=model, embedder=BagOfWords(), config=ContextConfig(min_relevance=None))
     learner.learn([Trajectory("old-1", "guess a number", "guessed 50 then 25", 1.0, shown=frozenset())])
     assert Playbook.load(path).get("ctx-00001").helpful == 0  # the attempt never saw it
     assert learner.learn_one(Trajectory("old-2", "guess a number", "…", 1.0, shown=frozenset({"ctx-00001"})))["tags_dropped"] == []
@@ -285,9 +289,9 @@ def test_a_repeated_add_from_an_attempt_that_never_saw_the_item_moves_no_counter
                    [_ops({"op": "ADD", "section": "strategies", "text": lesson})] * 2)
     path = tmp_path / "playbook.md"
     Playbook.parse(f"# Playbook\n\n## strategies\n- [ctx-00001] (+0/-0) {lesson}\n").save(path)
-    learner = ContextLearner(path, reflector_model=model, embedder=BagOfWords())
+    learner = ContextLearner(path, reflector_model=model, embedder=BagOfWords(), config=ContextConfig(min_relevance=None))
     entry = learner.learn_one(Trajectory("old-1", "guess a number", "guessed 50", 1.0, shown=frozenset()))
-    assert entry["duplicates"] and entry["tags_dropped"] == ["ctx-00001"] and entry["applied"] == []
+    assert entry["duplicates"] and [d["id"] for d in entry["tags_dropped"]] == ["ctx-00001"] and entry["applied"] == []
     assert len(Playbook.load(path)) == 1 and Playbook.load(path).get("ctx-00001").helpful == 0
     entry = learner.observe("guess a number", "guessed 50 then 25", 1.0, trajectory_id="now")  # saw it
     assert entry["tags_dropped"] == [] and Playbook.load(path).get("ctx-00001").helpful == 1

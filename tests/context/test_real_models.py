@@ -44,6 +44,25 @@ def test_selection_by_meaning_picks_the_related_lesson(embedder):
     assert [i.id for i in sel.items] == ["ctx-00001"]
 
 
+@pytest.mark.real_model
+def test_the_trials_lowercase_rule_scoped_to_its_problem_enters_string_problems_only(embedder):
+    """The first trial's rule, learned on HumanEval/16 (train split), at the default least
+    relevance: it enters flip_case (/27) and its own problem, not has_close_elements (/0) nor
+    separate_paren_groups (/1); without its origin it would not enter even its own problem."""
+    from ratchet.context.config import ContextConfig
+    from ratchet.context.playbook import origin_text
+    from ratchet.evolve.suites.humaneval import package_data_file, read_problems
+
+    prompts = [p["prompt"] for p in read_problems(package_data_file())[:40]]
+    rule = Item("ctx-00001", "code", "Always convert the input string to lowercase", origin=origin_text(prompts[16]))
+    least = ContextConfig().min_relevance
+    entered = [k for k in (0, 1, 16, 27) if select(Playbook({rule.id: rule}), prompts[k], None, embedder=embedder,
+                                                     min_relevance=least).items]
+    assert entered == [16, 27]
+    bare = Item("ctx-00001", "code", rule.text)
+    assert select(Playbook({bare.id: bare}), prompts[16], None, embedder=embedder, min_relevance=least).items == []
+
+
 @pytest.fixture(scope="module")
 def small_model():
     from ratchet.models.registry import is_verified

@@ -108,7 +108,7 @@ def show(
         return
     cfg = _config(config_path, overrides)
     sel = select(book, task, cfg.budget_tokens if budget is None else budget, embedder=default_embedder(cfg),
-                 record_weight=cfg.record_weight)
+                 record_weight=cfg.record_weight, min_relevance=cfg.min_relevance)
     typer.echo(book.render(sel.items, provenance=False), nl=False)
     console.print(f"{len(sel.items)} of {len(book)} items, {sel.tokens} tokens; {sel.dropped} left out")
 

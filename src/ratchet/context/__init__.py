@@ -3,8 +3,9 @@
 A playbook (:mod:`.playbook`) is itemized lessons with stable ids and counters; a curator's
 operations (:mod:`.operations`) change it one item at a time, applied by deterministic code;
 near-duplicates are folded by meaning (:mod:`.similarity`); a token budget picks what enters a
-prompt and pruning keeps the playbook bounded (:mod:`.budget`); every version is kept in the run
-store (:mod:`.history`); :class:`ContextLearner` learns online (``observe``) and offline
+prompt (only items relevant enough, scoped by the task each came from) and pruning keeps the
+playbook bounded (:mod:`.budget`); which tags move counters is a strategy (:mod:`.tagging`);
+every version is kept in the run store (:mod:`.history`); :class:`ContextLearner` learns online (``observe``) and offline
 (``learn`` over :func:`.sources.trajectories`). The engine evolves a playbook through
 :class:`.proposer.CuratorProposer`, and context skills (:mod:`.skills`: ``SKILL.md`` plus a
 ``select.py``) choose what of it enters a prompt. See docs/context.md.

@@ -1,10 +1,11 @@
 """Learning a playbook: online (``observe`` after each task) and offline (over stored trajectories).
 
-One step: choose the items for the task (token budget), let the reflector tag them and name a
-lesson, let the curator turn the lesson into operations, fold near-duplicate ADDs, apply
-everything deterministically, prune, save the file atomically and record the version in the run
-store. The counts of malformed reflector/curator output are kept in :attr:`ContextLearner.stats`
-and in each history line.
+One step: choose the items for the task (token budget, least relevance), let the reflector tag
+them and name a lesson, let the curator turn the lesson into operations, fold near-duplicate ADDs,
+keep the tags the evidence supports (:mod:`.tagging`), apply everything deterministically (an
+ADD's item keeps the task it came from, its scope), prune, save the file atomically and record
+the version in the run store. The counts of malformed reflector/curator output are kept in
+:attr:`ContextLearner.stats` and in each history line.
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ from typing import Any
 from ratchet.context.budget import prune, select
 from ratchet.context.config import ContextConfig
 from ratchet.context.history import PlaybookHistory
-from ratchet.context.operations import Problem, Tag, apply_operations, op_record
+from ratchet.context.operations import Problem, apply_operations, op_record
 from ratchet.context.playbook import Playbook
 from ratchet.context.roles import Curation, Curator, Prompts, Reflection, Reflector, playbook_tokens
 from ratchet.context.similarity import Deduplicator, Embedder
+from ratchet.context.tagging import tag_policy
 from ratchet.contracts import BudgetExceeded, Model, RatchetError
 from ratchet.store.run import Run
 
@@ -56,6 +58,7 @@ class LearnStats:
     curator_problems: int = 0
     reflector_problems: int = 0
     curator_calls: int = 0
+    tags_dropped: int = 0
     sizes: list[int] = field(default_factory=list)
 
 
@@ -77,6 +80,7 @@ class ContextLearner:
                                operations=c.curator_operations)
         self.embedder = embedder
         self.dedup = Deduplicator(embedder, c.dedup_threshold) if embedder is not None and c.dedup else None
+        self.tags = tag_policy(c.tags)
         self.history = PlaybookHistory(run, name) if run is not None else None
         self.stats = LearnStats()
         entries = self.history.entries() if self.history else []
@@ -85,9 +89,13 @@ class ContextLearner:
         if self.history is not None and recorded > self.playbook.version:
             self.playbook = self.history.load(recorded)  # killed after recording, before saving the file
 
-    def observe(self, task: str, trajectory: str, outcome: float, *, trajectory_id: str = "") -> dict[str, Any]:
-        """Learn from one finished attempt (the online call). Returns the step's history entry."""
-        return self.learn_one(Trajectory(trajectory_id or f"t{self.stats.steps + 1}", task, trajectory, outcome))
+    def observe(self, task: str, trajectory: str, outcome: float, *, trajectory_id: str = "",
+                shown: frozenset[str] | None = None) -> dict[str, Any]:
+        """Learn from one finished attempt (the online call); ``shown``: the ids of the items its
+        prompt held, when the caller knows them (None: those the learner selects for the task now).
+        Returns the step's history entry."""
+        return self.learn_one(Trajectory(trajectory_id or f"t{self.stats.steps + 1}", task, trajectory, outcome,
+                                         shown=shown))
 
     def learn(self, trajectories: Iterable[Trajectory]) -> LearnStats:
         """Learn from stored attempts in order (offline). Trajectories already in this run's
@@ -100,7 +108,9 @@ class ContextLearner:
     def learn_one(self, t: Trajectory) -> dict[str, Any]:
         c = self.config
         chosen = select(self.playbook, t.task, c.budget_tokens, embedder=self.embedder,
-                        record_weight=c.record_weight).items
+                        record_weight=c.record_weight, min_relevance=c.min_relevance).items
+        # The reflector judges the items the attempt had, whether or not they are chosen for the task now.
+        chosen += [item for key, item in self.playbook.items.items() if t.shown and key in t.shown and item not in chosen]
         outcome = outcome_text(t.score)
         # A call the model refuses (a prompt past its context window: an unbudgeted playbook that
         # grew too long) is a problem of this step, counted and recorded; the learning goes on.
@@ -126,10 +136,10 @@ class ContextLearner:
         # curator, or de-duplication turning a repeated ADD into "helpful"): a trajectory made
         # without the playbook (offline) moves no counter. Measured before: one item +17 over 17
         # unrelated HumanEval problems none of which saw it, from tags and from re-ADDs alike.
+        # The tag strategy (``tags``) may refuse more, and says why for each.
         shown = {i.id for i in chosen} if t.shown is None else t.shown
-        unseen = [op for op in ops if isinstance(op, Tag) and op.id not in shown]
-        ops = [op for op in ops if not (isinstance(op, Tag) and op.id not in shown)]
-        applied = apply_operations(self.playbook, ops, source=t.id)
+        ops, refused = self.tags.filter(ops, shown, t.score)
+        applied = apply_operations(self.playbook, ops, source=t.id, origin=t.task)
         book = applied.playbook
         cuts = prune(book, margin=c.prune_margin, max_items=c.max_items)
         if cuts:
@@ -146,9 +156,10 @@ class ContextLearner:
         s.curator_problems += len(curation.problems) if curation else 0
         s.curator_problems += len(applied.problems)
         s.curator_calls += curation.attempts if curation else 0
+        s.tags_dropped += len(refused)
         s.sizes.append(len(book))
         entry = {"trajectory": t.id, "score": t.score, "tokens": playbook_tokens(book), "lesson": reflection.lesson,
-                 "tags_dropped": [tag.id for tag in unseen],  # items the attempt never saw
+                 "tags_dropped": [asdict(d) for d in refused],  # {id, tag, why}
                  "applied": applied.applied, "pruned": [op_record(op) for op in cuts],
                  "duplicates": [asdict(d) for d in duplicates],
                  "problems": [asdict(p) for p in (reflection.problems + (curation.problems if curation else [])

@@ -64,6 +64,7 @@ def served_messages(messages: list[dict[str, Any]], playbook: Path, config: Cont
     except PlaybookError as exc:
         log.warning("serving without the playbook: %s", exc)
         return messages
+    # No encoder here, so relevance is not measured and ``min_relevance`` cannot apply (select's rule).
     items = select(book, request_text(messages), config.budget_tokens, record_weight=config.record_weight).items
     if not items:
         return messages

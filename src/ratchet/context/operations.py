@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from ratchet.context.playbook import DEFAULT_SECTION, Item, Playbook, clean_section, clean_text
+from ratchet.context.playbook import DEFAULT_SECTION, Item, Playbook, clean_section, clean_text, origin_text
 
 OP_NAMES = ("ADD", "UPDATE", "MERGE", "DELETE", "TAG")
 TAGS = ("helpful", "harmful")
@@ -189,10 +189,11 @@ def op_record(op: Operation) -> dict:
     return {"op": record.pop("op"), **record}
 
 
-def apply_operations(playbook: Playbook, ops: list[Operation], *, source: str = "") -> Applied:
+def apply_operations(playbook: Playbook, ops: list[Operation], *, source: str = "", origin: str = "") -> Applied:
     """Apply ``ops`` in order to a copy of ``playbook`` (which is left unchanged) as one new
     version. An operation naming an item that does not exist (or no longer does, after an earlier
-    DELETE or MERGE in the same list) is a problem, and the rest still apply."""
+    DELETE or MERGE in the same list) is a problem, and the rest still apply. ``origin`` is the
+    text of the task the operations were learned from: an ADD's item keeps it (its scope)."""
     book = playbook.copy()
     book.version = playbook.version + 1
     stamp = f"@{book.version}"
@@ -206,7 +207,7 @@ def apply_operations(playbook: Playbook, ops: list[Operation], *, source: str = 
     for index, op in enumerate(ops):
         if isinstance(op, Add):
             key = book.new_id()
-            book.put(Item(key, op.section, op.text, sources=sources, ops=(f"ADD{stamp}",)))
+            book.put(Item(key, op.section, op.text, sources=sources, ops=(f"ADD{stamp}",), origin=origin_text(origin)))
             result.applied.append({**op_record(op), "id": key})
             continue
         keys = op.ids if isinstance(op, Merge) else (op.id,)
@@ -231,7 +232,8 @@ def apply_operations(playbook: Playbook, ops: list[Operation], *, source: str = 
             merged = replace(first, text=op.text, helpful=sum(p.helpful for p in parts),
                              harmful=sum(p.harmful for p in parts),
                              sources=_union(*(p.sources for p in parts), sources),
-                             ops=first.ops + (f"MERGE{stamp}",))
+                             ops=first.ops + (f"MERGE{stamp}",),
+                             origin=next((p.origin for p in parts if p.origin), ""))
             for part in parts[1:]:
                 del book.items[part.id]
             book.put(merged)

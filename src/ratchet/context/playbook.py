@@ -9,7 +9,11 @@ The file form is Markdown a person can read and edit, one item a line::
 
     # Playbook
     ## strategies
-    - [ctx-00001] (+3/-0) Guess the middle of the remaining range. <!-- src=task-7 ops=ADD@1,TAG@4 -->
+    - [ctx-00001] (+3/-0) Guess the middle of the remaining range. <!-- src=task-7 ops=ADD@1,TAG@4 task=Guess a number in 1..100 -->
+
+``task=`` (optional, last) is the text of the task the item was learned from: where a lesson is
+known to apply (:func:`ratchet.context.budget.relevance`). A playbook written before it existed
+parses as before, its items without one.
 
 Parsing is strict: a line that looks like an item but does not parse is an error naming the line,
 never skipped, so a hand edit cannot silently lose an item.
@@ -27,10 +31,13 @@ ID_PREFIX = "ctx-"
 _ID_RE = re.compile(r"^ctx-(\d{5,})$")
 _ITEM_RE = re.compile(
     r"^- \[(?P<id>ctx-\d{5,})\] \(\+(?P<helpful>\d+)/-(?P<harmful>\d+)\) (?P<text>.*?)"
-    r"(?: <!-- src=(?P<src>[^ ]*) ops=(?P<ops>[^ ]*) -->)?$"
+    r"(?: <!-- src=(?P<src>[^ ]*) ops=(?P<ops>[^ ]*)(?: task=(?P<origin>.*?))? -->)?$"
 )
 HEADER = "# Playbook"
 DEFAULT_SECTION = "general"
+ORIGIN_CHARS = 1000
+"""Most characters of a task's text kept as an item's origin: about what all-MiniLM-L6-v2 reads
+(256 word pieces) of a HumanEval prompt, so the stored origin embeds as the task did."""
 
 
 class PlaybookError(RatchetError):
@@ -53,6 +60,11 @@ def clean_text(text: str) -> str:
     return " ".join(text.replace("<!--", "").replace("-->", "").split())
 
 
+def origin_text(task: str) -> str:
+    """A task's text as an item keeps it (one line, at most :data:`ORIGIN_CHARS`)."""
+    return clean_text(task)[:ORIGIN_CHARS].rstrip()
+
+
 def clean_section(section: str) -> str:
     name = "-".join(clean_text(section).lower().split())
     return name or DEFAULT_SECTION
@@ -61,7 +73,9 @@ def clean_section(section: str) -> str:
 @dataclass(frozen=True)
 class Item:
     """One lesson. ``sources`` are the trajectories that taught or confirmed it; ``ops`` the
-    operations that made or changed it (``ADD@3`` = the ADD of playbook version 3)."""
+    operations that made or changed it (``ADD@3`` = the ADD of playbook version 3); ``origin`` the
+    text of the task it was learned from ('' when unknown: an item from before origins were kept,
+    or one added with no task), which scopes it to tasks like that one."""
 
     id: str
     section: str
@@ -70,6 +84,7 @@ class Item:
     harmful: int = 0
     sources: tuple[str, ...] = ()
     ops: tuple[str, ...] = ()
+    origin: str = ""
 
     @property
     def net(self) -> int:
@@ -77,9 +92,10 @@ class Item:
 
     def line(self) -> str:
         prov = ""
-        if self.sources or self.ops:
+        if self.sources or self.ops or self.origin:
             src = ",".join(s.replace(" ", "_").replace(",", "_") for s in self.sources) or "-"
-            prov = f" <!-- src={src} ops={','.join(self.ops) or '-'} -->"
+            task = f" task={self.origin}" if self.origin else ""
+            prov = f" <!-- src={src} ops={','.join(self.ops) or '-'}{task} -->"
         return f"- [{self.id}] (+{self.helpful}/-{self.harmful}) {self.text}{prov}"
 
 
@@ -130,7 +146,7 @@ class Playbook:
         for section in dict.fromkeys(i.section for i in chosen):
             lines += ["", f"## {section}"]
             for item in (i for i in chosen if i.section == section):
-                lines.append(item.line() if provenance else replace(item, sources=(), ops=()).line())
+                lines.append(item.line() if provenance else replace(item, sources=(), ops=(), origin="").line())
         return "\n".join(lines).strip() + "\n"
 
     @classmethod
@@ -161,6 +177,7 @@ class Playbook:
                     helpful=int(match.group("helpful")), harmful=int(match.group("harmful")),
                     sources=tuple(s for s in (src or "").split(",") if s and s != "-"),
                     ops=tuple(o for o in (ops or "").split(",") if o and o != "-"),
+                    origin=origin_text(match.group("origin") or ""),
                 )
                 highest = max(highest, id_number(key))
             elif line.startswith("#"):

@@ -131,7 +131,8 @@ class CuratorProposer(BaseProposer):
         steps, lessons, problems, applied_total = [], [], 0, 0
         for result in failed[: o.max_failures]:
             trace = _trajectory(result)
-            chosen = select(book, trace, c.budget_tokens, embedder=self.embedder, record_weight=c.record_weight).items
+            chosen = select(book, trace, c.budget_tokens, embedder=self.embedder, record_weight=c.record_weight,
+                            min_relevance=c.min_relevance).items
             outcome = outcome_text(result.score)
             reflection = self.reflector.reflect(f"task {result.task_id}", trace[-c.trace_chars:], outcome, chosen)
             curation = self.curator.curate(book, chosen, reflection.lesson, outcome) if reflection.lesson else None

@@ -6,11 +6,14 @@ path), the prompt file the playbook is appended to, and a :class:`SplitRule` tha
 tasks (which teach) and the test tasks (which judge). The test tasks must be ones no search has
 looked at, so the rule follows the run config's own splits where it has an untouched ``test``
 split (:class:`ConfigSplits`), and otherwise takes problems past everything the config uses
-(:class:`LeadingSplits`).
+(:class:`LeadingSplits`). A rule also names the held-in tasks on which the engine's gate
+(:meth:`TrialSuite.gate`, the run config's ``gate:``) judges an offline playbook before the test
+phase uses it: tasks in neither train nor test.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -18,7 +21,7 @@ from typing import Any, Protocol
 import yaml
 
 from ratchet.context.trial import Suite
-from ratchet.contracts import Model, RatchetError, Task
+from ratchet.contracts import Gate, Model, RatchetError, Task
 from ratchet.evolve.components import build
 from ratchet.evolve.config import ComponentSpec, SplitsConfig
 from ratchet.evolve.context import EngineContext
@@ -34,6 +37,10 @@ class SplitRule(Protocol):
     def split(self, tasks: list[Task], train: int | None, test: int | None) -> tuple[list[Task], list[Task]]: ...
 
     def limit(self, train: int | None, test: int | None) -> int | None: ...
+
+    def heldin(self, tasks: list[Task], train: int | None, test: int | None) -> list[Task]:
+        """The gate's held-in tasks: none of train's or test's (none: the gate has no evidence)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -55,15 +62,23 @@ class ConfigSplits:
     def limit(self, train: int | None, test: int | None) -> int | None:
         return None
 
+    def heldin(self, tasks: list[Task], train: int | None, test: int | None) -> list[Task]:
+        """None: every task of the config is in train or test, so a gate here has nothing to judge
+        on and refuses every playbook (the trial's offline test then runs without one)."""
+        return []
+
 
 @dataclass(frozen=True)
 class LeadingSplits:
-    """Tasks in the suite's order: ``offset`` .. ``+train`` teach, the next ``test`` judge (for a
-    suite whose run config uses only its first problems, the rest having been seen by no search)."""
+    """Tasks in the suite's order: ``offset`` .. ``+train`` teach, the next ``test`` judge, the
+    ``heldin_count`` after those are the gate's (for a suite whose run config uses only its first
+    problems, the rest having been seen by no search)."""
 
     offset: int = 0
     train: int = 40
     test: int = 40
+    heldin_count: int = 0
+    """Tasks after the test ones on which the gate judges an offline playbook (0: none)."""
 
     def split(self, tasks: list[Task], train: int | None, test: int | None) -> tuple[list[Task], list[Task]]:
         n_train, n_test = self.counts(train, test)
@@ -75,7 +90,11 @@ class LeadingSplits:
 
     def limit(self, train: int | None, test: int | None) -> int | None:
         n_train, n_test = self.counts(train, test)
-        return self.offset + n_train + n_test
+        return self.offset + n_train + n_test + self.heldin_count
+
+    def heldin(self, tasks: list[Task], train: int | None, test: int | None) -> list[Task]:
+        start = self.offset + sum(self.counts(train, test))
+        return tasks[start:start + self.heldin_count]
 
 
 @dataclass(frozen=True)
@@ -140,3 +159,21 @@ class TrialSuite:
 
     def split(self, tasks: list[Task], train: int | None = None, test: int | None = None) -> tuple[list[Task], list[Task]]:
         return self.splits().split(tasks, train, test)
+
+    def heldin(self, tasks: list[Task], train: int | None = None, test: int | None = None) -> list[Task]:
+        """The split rule's held-in tasks for the gate (checked disjoint from train and test)."""
+        chosen = self.splits().heldin(tasks, train, test)
+        teach, judge = self.split(tasks, train, test)
+        overlap = sorted({t.id for t in chosen} & {t.id for t in teach + judge})
+        if overlap:
+            raise RatchetError(f"the gate's held-in tasks overlap train or test: {', '.join(overlap[:5])}",
+                               hint="held-in tasks must be ones neither phase uses")
+        return chosen
+
+    def gate(self, seed: int = 0) -> Callable[[], Gate]:
+        """Makes the gate the run config names (``gate:``; the engine's default, ``paired``, when it
+        names none), as the engine builds it: the same test, level and thresholds a candidate of
+        this workspace meets."""
+        spec = ComponentSpec.model_validate(self.run_config().get("gate") or {"name": "paired"})
+        manifest = load_manifest(self.workspace)
+        return lambda: build("gate", spec, EngineContext(manifest, self.workspace, seed=seed))
