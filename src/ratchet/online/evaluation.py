@@ -58,9 +58,10 @@ class HeldOutConfig(Settings):
 
     share: float = Field(default=0.2, ge=0, lt=1)
     """Share of conversations whose judged turns never train and are what candidates are scored on,
-    chosen by a stable hash of the session id, so a conversation is wholly on one side. 0 holds
-    nothing out: the built-in tasks and the KL bound gate alone. A server whose clients send a single
-    session id holds out all of its turns or none: set 0 there, or send one id per conversation."""
+    chosen by a stable hash of the session id (after the early ones of ``policy``), so a conversation
+    is wholly on one side. 0 holds nothing out: the built-in tasks and the KL bound gate alone. A
+    server whose clients send a single session id holds out all of its turns or none (with
+    ``fill_first`` none: the first conversation trains): set 0 there, or send one id per conversation."""
     policy: Literal["fill_first", "fixed"] = "fill_first"
     """Which conversations are held out, decided once per conversation at its first judged turn
     (:mod:`ratchet.online.holdout`). ``fill_first``: ``early_share`` of them, by a running count,

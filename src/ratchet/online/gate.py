@@ -216,6 +216,14 @@ def infer_checks(corrections: Sequence[str], checks: Sequence[TextCheck] = TEXT_
 # --------------------------------------------------------------------------------------------
 
 
+def _holdout_note(holdout: dict[str, Any]) -> str:
+    name = holdout["policy"]["policy"]
+    if name == "fixed":
+        return f"hold-out policy fixed, share {holdout['share']:g}"
+    return (f"hold-out policy {name}, {holdout['early_turns']} of the {holdout['turns']} held-out turns held out "
+            f"while the set filled")
+
+
 @dataclass(frozen=True)
 class _Plan:
     """What :meth:`SelfHeldOutGate.score` measured on the current version, for :meth:`evaluate`."""
@@ -303,9 +311,7 @@ class SelfHeldOutGate:
             fallback = "the current version was not measured before the update: KL bound and guard tasks only"
         elif len(turns) < cfg.min_turns:
             fallback = (f"{len(turns)} praised or corrected held-out turns, {cfg.min_turns} needed for the held-out "
-                        f"checks: gated by the KL bound and the guard tasks only (hold-out policy "
-                        f"{holdout['policy']['policy']}, {holdout['early_turns']} of {holdout['turns']} held-out turns "
-                        f"held out early)")
+                        f"checks: gated by the KL bound and the guard tasks only ({_holdout_note(holdout)})")
         else:
             candidate = {s.turn.turn_id: self._logprob(scorer, s) for s in turns}
             signed = [(s.judgement.reward, s.judgement.reward * (candidate[s.turn.turn_id] - self._logprobs[s.turn.turn_id]))
