@@ -104,7 +104,7 @@ class FillFirst:
         if before.signed >= self.min_turns:
             return Split(holds_out(session_id, share))
         # Held out when the count stays within the early share (never below the share): exact from
-        # the first conversations on, where a hash would hold out two of four or four of four.
+        # the first conversations on, where a hash at one half holds out none to all of the first four.
         early = max(share, self.early_share)
         return Split(before.early_held + 1 <= early * (before.early_decided + 1) + 1e-9, early=True)
 
