@@ -52,18 +52,21 @@ def run(tmp_path, wrong_way: bool) -> tuple[dict, TurnQueue, VersionStore, list[
                            max_wait_s=0.0, poll_interval_s=0.02)
     assert config.heldout_path is None and config.gate == TrainerConfig().gate
     policy.config = config
-    # The user's real verdicts, in conversations the default share holds out: "ahoy" praised,
+    # The user's real verdicts, in conversations the default policy holds out: "ahoy" praised,
     # "hello" corrected (6 of each).
     held = sessions(config.gate.heldout.share, True, 12)
-    for i in range(6):
-        judged(queue, f"held {i}", "ahoy", 1, held[i], f"hp{i}")
-        judged(queue, f"held {i + 6}", "hello", -1, held[i + 6], f"hc{i}")
+    real = [(f"held {i}", "ahoy", 1, held[i], f"hp{i}") for i in range(6)]
+    real += [(f"held {i + 6}", "hello", -1, held[i + 6], f"hc{i}") for i in range(6)]
     # The conversations that train: heard backwards, or heard right.
     good, bad = (-1, 1) if wrong_way else (1, -1)
     train = sessions(config.gate.heldout.share, False, 4)
-    for i in range(2):
-        judged(queue, f"q{i}", "ahoy", good, train[i], f"ta{i}")
-        judged(queue, f"r{i}", "hello", bad, train[i + 2], f"tb{i}")
+    heard = [(f"q{i}", "ahoy", good, train[i], f"ta{i}") for i in range(2)]
+    heard += [(f"r{i}", "hello", bad, train[i + 2], f"tb{i}") for i in range(2)]
+    # Judged before the trainer starts, they are decided in this order when it sets the default
+    # policy: while the held-out set fills (fill_first at 0.75), the first conversation and the
+    # fifth train and the others are held out; then the share's hash decides.
+    for args in [heard[0], *real[:3], heard[2], *real[3:], heard[1], heard[3]]:
+        judged(queue, *args)
     records: list[dict] = []
     stop = threading.Event()
     thread = threading.Thread(target=run_trainer_loop, args=(config, queue.path, store.root, stop, records.append),
@@ -83,6 +86,8 @@ def test_feedback_that_pushes_the_wrong_way_is_refused_with_nothing_configured(t
     verdict = record["evaluation"]
     assert verdict["gate"] == "self_heldout" and verdict["fallback"] is None
     assert verdict["heldout_turns"] == 12 and (verdict["praised"], verdict["corrected"]) == (6, 6)
+    # Five of them held out while the set was filling (hp0, hp1, hp2, hp3, hp4), the rest by the share.
+    assert verdict["holdout"]["policy"]["policy"] == "fill_first" and verdict["holdout"]["early_turns"] == 5
     # The built-in checks pass: nothing but the held-out turns can tell this version is worse.
     assert verdict["checks"]["kl"]["passed"] and verdict["checks"]["tasks"]["passed"]
     assert "heldout" in verdict["failed"] and not verdict["promote"]
@@ -95,7 +100,7 @@ def test_feedback_that_pushes_the_wrong_way_is_refused_with_nothing_configured(t
     assert out.exit_code == 0, out.output
     text = " ".join(out.output.split())
     assert "v1 not served: heldout: the held-out replies moved the wrong way" in text
-    assert "12 held out for the gate" in text
+    assert "12 held out for the gate (policy fill_first, 5 of them held out while the held-out set filled)" in text
 
 
 def test_the_same_loop_promotes_feedback_that_pushes_the_right_way(tmp_path) -> None:

@@ -172,6 +172,39 @@ def test_the_held_out_check_refuses_a_move_the_wrong_way(tmp_path, shift, promot
         assert "moved the wrong way" in refusal_line(verdict)
 
 
+def first_version(tmp_path, policy: str) -> dict:
+    """A scripted run up to the first version: conversations arrive one at a time, each a first reply
+    the user corrects ("hello") and a second one, written after the correction, that it praises
+    ("ahoy") — as in the 24-conversation runs, where the first reply of nearly every conversation
+    was corrected. The trainer takes its first batch once 4 training turns wait (``min_batch``);
+    its candidate moved the preference the wrong way: corrected replies more likely, praised less."""
+    queue = TurnQueue(tmp_path / f"{policy}.sqlite")
+    gate = self_gate(queue, policy=policy)
+    i = 0
+    while (lambda s: s["judged"] - s["heldout"] - s["excluded"])(queue.stats()) < 4:  # nothing claimed yet
+        conversation = f"user-c{i}"
+        add(queue, f"c{i}a", conversation, "hello", -1, next_state="No, not like that.")
+        add(queue, f"c{i}b", conversation, "ahoy", 1)
+        i += 1
+    assert len(queue.take_batch(8)) >= 4  # the first update's batch
+    scorer = Scorer({"ahoy": -1.0, "hello": -1.0})
+    baseline = gate.score(scorer)
+    scorer.step({"hello": 0.3, "ahoy": -0.1})
+    return gate.evaluate(scorer, baseline)
+
+
+def test_the_default_policy_refuses_a_wrong_way_first_version_the_fixed_share_lets_through(tmp_path) -> None:
+    verdict = first_version(tmp_path, "fill_first")
+    assert verdict["fallback"] is None and not verdict["promote"] and "heldout" in verdict["failed"]
+    assert verdict["heldout_turns"] >= 5 and verdict["checks"]["heldout"]["p_wrong_way"] < 0.05
+    assert verdict["holdout"]["policy"]["policy"] == "fill_first" and verdict["holdout"]["early_turns"] >= 5
+    # The same conversations and candidate with the hash share alone: too few held-out turns at the
+    # first version, which the KL bound and the tasks let through.
+    fixed = first_version(tmp_path, "fixed")
+    assert fixed["heldout_turns"] < 5 and fixed["fallback"] and fixed["promote"]
+    assert "(hold-out policy fixed, share 0.2)" in fixed["fallback"]
+
+
 def test_too_few_held_out_turns_fall_back_to_kl_and_tasks_and_say_so(tmp_path) -> None:
     gate = self_gate(held_queue(tmp_path, 2, 1))
     scorer = Scorer({"ahoy": -1.0, "hello": -1.0})
@@ -182,6 +215,9 @@ def test_too_few_held_out_turns_fall_back_to_kl_and_tasks_and_say_so(tmp_path) -
     assert verdict["score"] is None and verdict["baseline"] is None  # no "eval +0.00" it did not measure
     assert "3 praised or corrected held-out turns, 5 needed" in verdict["fallback"]
     assert "KL bound and the guard tasks only" in verdict["fallback"]
+    # Which policy held out, and what it held out early, in the record and its fallback line.
+    assert verdict["holdout"]["policy"]["policy"] == "fill_first" and verdict["holdout"]["turns"] == 3
+    assert "(hold-out policy fill_first, 0 of the 3 held-out turns held out while the set filled)" in verdict["fallback"]
     # The fallback still refuses what it can see.
     scorer.kl = 3.0
     assert gate.evaluate(scorer, baseline)["failed"] == ["kl"]
@@ -311,4 +347,4 @@ def test_the_gate_reaches_a_relayed_queue(tmp_path, monkeypatch) -> None:
     baseline = gate.score(scorer)
     scorer.step({"ahoy": -0.3, "hello": 0.3})
     assert "heldout" in gate.evaluate(scorer, baseline)["failed"]
-    assert {"queue.hold_out", "queue.heldout_samples", "queue.corrections"} <= set(serving.answered)
+    assert {"queue.hold_out", "queue.heldout_samples", "queue.corrections", "queue.holdout"} <= set(serving.answered)

@@ -107,8 +107,8 @@ def status_cmd(
     q = status["queue"]
     console.print(f"run {run_dir}: {q['turns']} turns ({q['main']} main, {q['side']} side, {q['inferred']} in "
                   f"inferred sessions), {q['judged']} judged (+{q['positive']} / −{q['negative']} / 0×{q['zero']}), "
-                  f"{q.get('heldout', 0)} held out for the gate, {q['trained']} trained, {q['dropped_stale']} dropped "
-                  f"as stale, {q.get('reclaimed', 0)} reclaimed from lost trainers, {q.get('failed', 0)} failed")
+                  f"{q.get('heldout', 0)} held out for the gate ({status_mod.holdout_note(status)}), "
+                  f"{q['trained']} trained, {q['dropped_stale']} dropped as stale, {q.get('reclaimed', 0)} reclaimed from lost trainers, {q.get('failed', 0)} failed")
 
 
 @serve_app.command("forget")

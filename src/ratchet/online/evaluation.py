@@ -42,12 +42,13 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import Field
 
 from ratchet.config import Settings
 from ratchet.contracts import RatchetError
+from ratchet.online.holdout import FixedShare, configured_policy
 from ratchet.stats import standard_error
 
 
@@ -57,9 +58,23 @@ class HeldOutConfig(Settings):
 
     share: float = Field(default=0.2, ge=0, lt=1)
     """Share of conversations whose judged turns never train and are what candidates are scored on,
-    chosen by a stable hash of the session id, so a conversation is wholly on one side. 0 holds
-    nothing out: the built-in tasks and the KL bound gate alone. A server whose clients send a single
-    session id holds out all of its turns or none: set 0 there, or send one id per conversation."""
+    chosen by a stable hash of the session id (after the early ones of ``policy``), so a conversation
+    is wholly on one side. 0 holds nothing out: the built-in tasks and the KL bound gate alone. A
+    server whose clients send a single session id holds out all of its turns or none (with
+    ``fill_first`` none: the first conversation trains): set 0 there, or send one id per conversation."""
+    policy: Literal["fill_first", "fixed"] = "fill_first"
+    """Which conversations are held out, decided once per conversation at its first judged turn
+    (:mod:`ratchet.online.holdout`). ``fill_first``: ``early_share`` of them, by a running count,
+    until ``min_turns`` praised or corrected turns are held out, then ``share`` by the session id's
+    hash; each decision is recorded in the queue file and stands. ``fixed``: ``share`` by the hash
+    from the start; at 20% of two dozen conversations the first versions were gated without the
+    held-out checks (``bench/results/online_personalization.md``)."""
+    early_share: float = Field(default=0.75, ge=0, le=1)
+    """Share of new conversations held out while the held-out set is filling (``fill_first`` only;
+    never less than ``share``). 0.75: the first conversation trains and the next three are held out,
+    so with two judged turns per conversation the set has 6 before the trainer has its first 4
+    training turns from later conversations; at 0.5 four conversations give it 4 (< ``min_turns``)
+    and the first version is gated without it. 1 holds out every conversation until it is filled."""
     min_turns: int = Field(default=5, ge=1)
     """Fewest praised or corrected held-out turns for the held-out checks (and for each of its
     praised / corrected parts). 5 is the fewest with which the exact sign-flip test can reject at
@@ -296,13 +311,16 @@ class EvaluationHook:
                     gate: GateConfig | None = None, queue: Any = None) -> PromotionGate | None:
         """The gate of a trainer's settings: the held-out file's when one is set; else, given the
         training ``queue``, the gate on the server's own held-out conversations
-        (:class:`~ratchet.online.gate.SelfHeldOutGate`, which sets the queue's held-out share), with
+        (:class:`~ratchet.online.gate.SelfHeldOutGate`, which sets the queue's held-out share and policy), with
         the built-in tasks and KL bound inside it; else the built-in tasks-and-KL gate. None only
         when ``gate.builtin`` is off (and nothing is held out then)."""
         gate = gate or GateConfig()
         own = queue is not None and not heldout_path and gate.builtin and gate.heldout.share > 0
-        if queue is not None:
-            queue.hold_out(gate.heldout.share if own else 0.0)
+        if queue is not None and own:
+            h = gate.heldout
+            queue.hold_out(h.share, configured_policy(h.policy, early_share=h.early_share, min_turns=h.min_turns))
+        elif queue is not None:
+            queue.hold_out(0.0, FixedShare())
         if heldout_path:
             return cls.from_jsonl(heldout_path, tolerance, gate=gate)
         if not gate.builtin and not gate.tasks_path:

@@ -2,11 +2,13 @@
 
 With no ``trainer.heldout_path`` the training loop builds :class:`SelfHeldOutGate` from its queue
 (:meth:`EvaluationHook.from_config <ratchet.online.evaluation.EvaluationHook.from_config>`). It
-sets the queue's held-out share (``trainer.gate.heldout.share``, 20% of conversations by default):
-the judged turns of those conversations never train (:meth:`TurnQueue.hold_out
-<ratchet.online.queue.TurnQueue.hold_out>`) and are what each candidate is compared on against the
-version it would replace — the weights the trainer holds when the loop asks :meth:`score`, just
-before the update.
+sets the queue's held-out share (``trainer.gate.heldout.share``, 20% of conversations by default)
+and hold-out policy (``trainer.gate.heldout.policy``, :mod:`ratchet.online.holdout`: by default
+half of the conversations until ``min_turns`` praised or corrected turns are held out, so the
+first versions are checked too): the judged turns of those conversations never train
+(:meth:`TurnQueue.hold_out <ratchet.online.queue.TurnQueue.hold_out>`) and are what each
+candidate is compared on against the version it would replace — the weights the trainer holds
+when the loop asks :meth:`score`, just before the update.
 
 A candidate is refused when any of these fails:
 
@@ -27,7 +29,9 @@ A candidate is refused when any of these fails:
 
 With fewer than ``min_turns`` praised or corrected held-out turns, 1 and 2 are not run: the
 version's record says so in ``fallback`` (``ratchet serve status`` prints it) and 3 alone decides.
-The record never shows a held-out score it did not measure (``score`` is None then).
+The record never shows a held-out score it did not measure (``score`` is None then). ``holdout``
+in the record says which policy held out and how many of the held-out turns were held out while
+the set was filling (:meth:`~ratchet.online.queue_reports.QueueReports.holdout`).
 """
 
 from __future__ import annotations
@@ -212,6 +216,14 @@ def infer_checks(corrections: Sequence[str], checks: Sequence[TextCheck] = TEXT_
 # --------------------------------------------------------------------------------------------
 
 
+def _holdout_note(holdout: dict[str, Any]) -> str:
+    name = holdout["policy"]["policy"]
+    if name == "fixed":
+        return f"hold-out policy fixed, share {holdout['share']:g}"
+    return (f"hold-out policy {name}, {holdout['early_turns']} of the {holdout['turns']} held-out turns held out "
+            f"while the set filled")
+
+
 @dataclass(frozen=True)
 class _Plan:
     """What :meth:`SelfHeldOutGate.score` measured on the current version, for :meth:`evaluate`."""
@@ -285,8 +297,8 @@ class SelfHeldOutGate:
     def evaluate(self, scorer: SequenceScorer, baseline: float) -> dict[str, Any]:
         """Score the candidate (the scorer's weights now) against the version measured by the last
         :meth:`score`; the record lists every check, ``failed`` and ``promote`` as the built-in
-        hook's does, plus ``gate``, ``heldout_turns`` and ``fallback`` (why the held-out checks did
-        not run, or None)."""
+        hook's does, plus ``gate``, ``heldout_turns``, ``fallback`` (why the held-out checks did
+        not run, or None) and ``holdout`` (the policy and what it held out)."""
         cfg = self.config
         verdict = self.builtin.evaluate(scorer, 0.0)
         checks: dict[str, dict[str, Any]] = dict(verdict["checks"])
@@ -294,11 +306,12 @@ class SelfHeldOutGate:
         turns = plan.turns if plan is not None else []
         score: float | None = None
         fallback = None
+        holdout = self.queue.holdout()
         if plan is None:
             fallback = "the current version was not measured before the update: KL bound and guard tasks only"
         elif len(turns) < cfg.min_turns:
             fallback = (f"{len(turns)} praised or corrected held-out turns, {cfg.min_turns} needed for the held-out "
-                        f"checks: gated by the KL bound and the guard tasks only")
+                        f"checks: gated by the KL bound and the guard tasks only ({_holdout_note(holdout)})")
         else:
             candidate = {s.turn.turn_id: self._logprob(scorer, s) for s in turns}
             signed = [(s.judgement.reward, s.judgement.reward * (candidate[s.turn.turn_id] - self._logprobs[s.turn.turn_id]))
@@ -328,6 +341,7 @@ class SelfHeldOutGate:
             "praised": sum(s.judgement.reward > 0 for s in turns),
             "corrected": sum(s.judgement.reward < 0 for s in turns),
             "fallback": fallback,
+            "holdout": holdout,
             "checks": checks,
             "failed": failed,
             "promote": not failed,

@@ -23,11 +23,14 @@ reason and kept, so a sample that crashes every trainer that takes it cannot sto
 
 A share of the conversations is held out (:meth:`TurnQueue.hold_out`, set by the promotion gate
 that scores them, :mod:`ratchet.online.gate`): their trainable judged turns go to ``heldout``
-instead of ``judged``, chosen by a stable hash of the session id
-(:func:`~ratchet.online.records.holds_out`), so a whole conversation lands on one side. No claim
-ever takes a ``heldout`` turn; :meth:`TurnQueue.heldout_samples` reads them for the gate. The share
-is stored in the queue file, so the judging process (which stores judgements) and the training
-process (which sets it) agree on it.
+instead of ``judged``, so a whole conversation lands on one side. Which ones, a hold-out policy
+(:mod:`ratchet.online.holdout`) says when a conversation's first judged turn arrives: ``fixed``
+by a stable hash of the session id (:func:`~ratchet.online.records.holds_out`), ``fill_first``
+at a higher share until the gate has enough held-out turns; a ``fill_first`` decision is recorded
+(table ``splits``) and stands from then on. No claim ever takes a ``heldout`` turn;
+:meth:`TurnQueue.heldout_samples` reads them for the gate. The share and the policy are stored in
+the queue file, so the judging process (which stores judgements) and the training process (which
+sets them) agree on them.
 
 Every state change of a turn is here. The file it changes (schema, the columns older files gain,
 connections, transactions) is :mod:`ratchet.online.queue_file`; what the status, the dashboard and
@@ -52,8 +55,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ratchet.online.claims import Claimer, default_claimer
+from ratchet.online.holdout import FixedShare, HeldSoFar, HoldOutPolicy, Split
 from ratchet.online.queue_reports import QueueReports
-from ratchet.online.records import JUDGEMENT_PRIORITY, Judgement, Sample, Turn, holds_out
+from ratchet.online.records import JUDGEMENT_PRIORITY, Judgement, Sample, Turn
 
 #: How long a judge may hold turns it took before another judge may take them (seconds).
 JUDGE_LEASE_S = 600.0
@@ -160,10 +164,10 @@ class TurnQueue(QueueReports):
                 (judgement.turn_id, judgement.reward, int(bool(judgement.hint)), json.dumps(judgement.to_dict()),
                  time.time(), judgement.priority),
             )
-            state = "excluded"
-            if trainable:
-                row = db.execute("SELECT session_id FROM turns WHERE turn_id=?", (judgement.turn_id,)).fetchone()
-                state = "heldout" if row and holds_out(row[0], self._share(db)) else "judged"
+            # The conversation's side is decided at its first judgement, trainable or not.
+            row = db.execute("SELECT session_id FROM turns WHERE turn_id=?", (judgement.turn_id,)).fetchone()
+            held = row is not None and self._held(db, row[0])
+            state = ("heldout" if held else "judged") if trainable else "excluded"
             db.execute(
                 "UPDATE turns SET state=?, judge_lease=NULL WHERE turn_id=?"
                 " AND state IN ('ready','pending','judged','excluded','heldout')",
@@ -185,35 +189,60 @@ class TurnQueue(QueueReports):
 
     # ------------------------------------------------------------------ the held-out share
 
-    @staticmethod
-    def _share(db: sqlite3.Connection) -> float:
-        row = db.execute("SELECT value FROM meta WHERE key='heldout_share'").fetchone()
-        return float(row[0]) if row else 0.0
+    @classmethod
+    def _held(cls, db: sqlite3.Connection, session_id: str) -> bool:
+        """Whether the conversation is held out; inside a transaction. Its recorded decision when it
+        has one; else the policy's, recorded when the policy records (``fill_first``). A conversation
+        whose turns already went to one side before any decision (an older queue file, or a share
+        set late) is recorded on that side, held out if any turn is: it never trains after the gate
+        scored it, and a reply whose conversation taught a candidate is never scored."""
+        row = db.execute("SELECT held FROM splits WHERE session_id=?", (session_id,)).fetchone()
+        if row is not None:
+            return bool(row[0])
+        share, policy = cls._share(db), cls._policy(db)
+        if share <= 0 or not policy.records:
+            return share > 0 and policy.decide(session_id, share, HeldSoFar()).held
+        sides = {state for (state,) in db.execute(
+            "SELECT DISTINCT state FROM turns WHERE session_id=? AND state IN ('heldout','claimed','trained','failed')",
+            (session_id,))}
+        split = Split("heldout" in sides) if sides else policy.decide(session_id, share, cls._held_so_far(db))
+        db.execute("INSERT INTO splits(session_id, held, early, policy, decided_at) VALUES (?,?,?,?,?)",
+                   (session_id, int(split.held), int(split.early), policy.name, time.time()))
+        return split.held
 
-    @staticmethod
-    def _hold_out_judged(db: sqlite3.Connection, share: float) -> int:
-        """Move judged (unclaimed) turns of held-out conversations to ``heldout``; inside a transaction."""
-        if share <= 0:
+    @classmethod
+    def _hold_out_judged(cls, db: sqlite3.Connection) -> int:
+        """Move judged (unclaimed) turns of held-out conversations to ``heldout``; inside a transaction.
+
+        Conversations not decided yet (judged before the share was set) are decided in the order
+        their first judgement arrived, as if each had been decided then."""
+        if cls._share(db) <= 0:
             return 0
-        sessions = [s for (s,) in db.execute("SELECT DISTINCT session_id FROM turns WHERE state='judged'")
-                    if holds_out(s, share)]
-        marks = ",".join("?" * len(sessions))
-        return db.execute(f"UPDATE turns SET state='heldout' WHERE state='judged' AND session_id IN ({marks})",
-                          sessions).rowcount if sessions else 0
+        sessions = [s for (s, _) in db.execute(
+            "SELECT t.session_id, MIN(j.created_at) AS first FROM turns t JOIN judgements j ON j.turn_id = t.turn_id"
+            " WHERE t.session_id IN (SELECT session_id FROM turns WHERE state='judged')"
+            " GROUP BY t.session_id ORDER BY first, t.session_id")]
+        return sum(db.execute("UPDATE turns SET state='heldout' WHERE state='judged' AND session_id=?", (s,)).rowcount
+                   for s in sessions if cls._held(db, s))
 
-    def hold_out(self, share: float) -> int:
-        """Hold out ``share`` (0 to <1) of the conversations from training from now on; returns how
-        many judged turns waiting for the trainer moved to ``heldout`` at once.
+    def hold_out(self, share: float, policy: HoldOutPolicy | None = None) -> int:
+        """Hold out ``share`` (0 to <1) of the conversations from training from now on, chosen by
+        ``policy`` (default :class:`~ratchet.online.holdout.FixedShare`); returns how many judged
+        turns waiting for the trainer moved to ``heldout`` at once.
 
         Stored in the queue file for every process that opens it. Turns already claimed or trained
         stay where they are, and held-out turns stay held out if the share later shrinks: a
-        conversation the gate has scored never trains a candidate afterwards.
+        conversation the gate has scored never trains a candidate afterwards. A conversation a
+        recording policy decided keeps its side whatever share or policy is set later.
         """
         if not 0 <= share < 1:
             raise ValueError(f"the held-out share must be in [0, 1), not {share!r}")
+        policy = policy or FixedShare()
         with self._tx() as db:
             db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('heldout_share', ?)", (repr(float(share)),))
-            return self._hold_out_judged(db, share)
+            db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('heldout_policy', ?)",
+                       (json.dumps(policy.to_dict()),))
+            return self._hold_out_judged(db)
 
     def heldout_share(self) -> float:
         """The share of conversations held out from training (0 when none was set)."""
@@ -249,7 +278,7 @@ class TurnQueue(QueueReports):
         with self._tx() as db:
             self._reclaim(db, now, max_reclaims)
             # Turns judged before the share was set, or released back to the pool: held out now.
-            self._hold_out_judged(db, self._share(db))
+            self._hold_out_judged(db)
             db.execute(
                 "UPDATE turns SET state='dropped' WHERE state='judged' AND policy_version < ?", (min_version,)
             )
@@ -389,6 +418,7 @@ class TurnQueue(QueueReports):
                 (session_id,),
             )
             deleted = db.execute("DELETE FROM turns WHERE session_id=?", (session_id,)).rowcount
+            db.execute("DELETE FROM splits WHERE session_id=?", (session_id,))
         self._conn().execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return int(deleted)
 

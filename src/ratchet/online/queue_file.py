@@ -9,7 +9,10 @@ leaving it in free pages.
 
 A file written by an older version is brought up to the current schema when it is opened: the
 columns of a training lease and a judgement's priority are added in place, under the same lock,
-so two processes opening an old file at once do not both alter it.
+so two processes opening an old file at once do not both alter it; the table of held-out
+decisions (``splits``, one row per conversation a recording hold-out policy decided,
+:mod:`ratchet.online.holdout`) is created empty, and the file's conversations are decided as
+their turns are next judged or claimed.
 """
 
 from __future__ import annotations
@@ -50,6 +53,13 @@ CREATE TABLE IF NOT EXISTS judgements (
     data TEXT NOT NULL,
     created_at REAL NOT NULL,
     priority INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS splits (
+    session_id TEXT PRIMARY KEY,
+    held INTEGER NOT NULL,
+    early INTEGER NOT NULL,
+    policy TEXT NOT NULL,
+    decided_at REAL NOT NULL
 );
 """
 

@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 from ratchet.online.claims import claimer_alive
+from ratchet.online.holdout import HeldSoFar, HoldOutPolicy, policy_from_dict
 from ratchet.online.queue_file import QueueFile
 
 
@@ -35,6 +36,44 @@ class QueueReports(QueueFile):
             record = json.loads(data)
             out.extend(text for text in (record.get("next_state"), record.get("hint")) if text)
         return out
+
+    @staticmethod
+    def _share(db: sqlite3.Connection) -> float:
+        row = db.execute("SELECT value FROM meta WHERE key='heldout_share'").fetchone()
+        return float(row[0]) if row else 0.0
+
+    @staticmethod
+    def _policy(db: sqlite3.Connection) -> HoldOutPolicy:
+        row = db.execute("SELECT value FROM meta WHERE key='heldout_policy'").fetchone()
+        return policy_from_dict(json.loads(row[0]) if row else None)
+
+    @staticmethod
+    def _signed_heldout(db: sqlite3.Connection) -> int:
+        """Held-out turns the gate compares candidates on: praised or corrected, with a reply."""
+        row = db.execute(
+            "SELECT COUNT(*) FROM turns t JOIN judgements j ON j.turn_id = t.turn_id WHERE t.state='heldout'"
+            " AND j.reward != 0 AND TRIM(json_extract(t.data, '$.response_text'), char(32, 9, 10, 13)) != ''"
+        ).fetchone()
+        return int(row[0])
+
+    @classmethod
+    def _held_so_far(cls, db: sqlite3.Connection) -> HeldSoFar:
+        decided, held = db.execute("SELECT COUNT(*), SUM(held) FROM splits WHERE early").fetchone()
+        return HeldSoFar(cls._signed_heldout(db), int(decided or 0), int(held or 0))
+
+    def holdout(self) -> dict[str, Any]:
+        """The hold-out in force and what it held out, for the gate's record and the status:
+        ``policy`` (its settings, :mod:`ratchet.online.holdout`), ``share``, ``turns`` held out,
+        ``signed`` (of those, praised or corrected), and ``early_turns`` / ``early_sessions``: held
+        out in conversations decided while the held-out set was filling."""
+        db = self._conn()
+        early = db.execute(
+            "SELECT COUNT(DISTINCT s.session_id), COUNT(t.turn_id) FROM splits s LEFT JOIN turns t"
+            " ON t.session_id = s.session_id AND t.state='heldout' WHERE s.held AND s.early"
+        ).fetchone()
+        turns = db.execute("SELECT COUNT(*) FROM turns WHERE state='heldout'").fetchone()
+        return {"policy": self._policy(db).to_dict(), "share": self._share(db), "turns": int(turns[0]),
+                "signed": self._signed_heldout(db), "early_sessions": int(early[0]), "early_turns": int(early[1])}
 
     def served_rewards(self) -> dict[int, list[int]]:
         """Per serving policy version: the rewards of its judged turns (0 included), oldest first."""

@@ -44,7 +44,7 @@ log = logging.getLogger("ratchet.online.relayed")
 #: What the loops may ask of the queue; anything else is refused by the serving side.
 QUEUE_CALLS = frozenset({"turns_to_judge", "add_judgement", "take_batch", "renew", "held", "mark_trained",
                          "release", "abandon", "reclaim_lost", "stats", "hold_out", "heldout_samples",
-                         "corrections"})
+                         "corrections", "holdout"})
 #: What they may ask of the version store (``files`` and ``publish`` carry the adapters).
 VERSION_CALLS = frozenset({"current_number", "latest_number", "lineage", "files", "publish"})
 
@@ -170,8 +170,11 @@ class RelayedQueue:
     def stats(self) -> dict[str, int]:
         return self._call("stats")
 
-    def hold_out(self, share: float) -> int:
-        return self._call("hold_out", share)
+    def hold_out(self, share: float, policy: Any = None) -> int:
+        return self._call("hold_out", share, policy)
+
+    def holdout(self) -> dict[str, Any]:
+        return self._call("holdout")
 
     def heldout_samples(self, limit: int = 64) -> list[Any]:
         return self._call("heldout_samples", limit)

@@ -122,6 +122,7 @@ def collect(run_dir: Path) -> dict[str, Any]:
         "at": time.time(),
         "current_version": current,
         "queue": queue.stats(),
+        "holdout": queue.holdout(),
         "reward_moving_average": moving_average([r[1] for r in judged]),
         "versions": [asdict(r) for r in rows],
         "loops": read_status(base / LOOPS_NAME),
@@ -228,6 +229,16 @@ def refusals(status: dict[str, Any]) -> list[str]:
         if r.get("rolled_back"):
             lines.append(f"v{r['version']} rolled back: {r['rolled_back']}")
     return lines
+
+
+def holdout_note(status: dict[str, Any]) -> str:
+    """Which hold-out policy chose the gate's conversations and how many turns it held out early
+    (while the held-out set was filling, :mod:`ratchet.online.holdout`)."""
+    h = status.get("holdout") or {}
+    policy = (h.get("policy") or {}).get("policy", "fixed")
+    if policy == "fixed":
+        return f"policy fixed, share {h.get('share', 0.0):g}"
+    return f"policy {policy}, {h.get('early_turns', 0)} of them held out while the held-out set filled"
 
 
 def gate_notes(status: dict[str, Any]) -> list[str]:
