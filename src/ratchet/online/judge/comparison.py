@@ -248,7 +248,7 @@ def stacked_contender(name: str, cache: Any, *, model: str | None = None) -> Con
         pc, cues, groups = out_of_fold_classifier(texts, labels, SentenceEncoder.pulled())
         pl = np.array([reader.logprobs(r.reply, r.next_state) for r in people])
         proba = cross_validated_stack(pc, pl, labels, groups, weighing=stacker.meta.get("weighing", "fitted"))
-        abstention = Abstention(stacker.min_confidence)
+        abstention = stacker.abstention()
         rewards = {set_name: [tools.read(r.next_state, r.reply).vote if r.source == "tool" else 0 for r in rows]
                    for set_name, rows in sets.items()}
         for (set_name, i), v in zip(pooled, abstention.verdicts(proba, cues)):
