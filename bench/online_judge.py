@@ -113,7 +113,8 @@ cross-validation over all of them together (CV: near-duplicate messages share a 
 and settings were refined on those cross-validation errors, so the CV rows flatter them; rows of a
 set scored once, before it was read (`test4`; earlier `test2`, `test3`), are the ones to believe. `-fit1` rows are the first fit (dev alone),
 `-fit2` rows the second (dev + dev2 + heldout; its `test` rows were that fit's one unseen score),
-as measured then. Sign errors count tool outputs too ("k tool": how many of them were tool outputs,
+`classifier-fit3`, `classifier-cues-fit3` and `stacked-fit1` the judges before test2, test3 and dev4
+joined the fit, on the sets each was scored on once (test2, test3, test4), as measured then. Sign errors count tool outputs too ("k tool": how many of them were tool outputs,
 read by the rules every judge shares).
 
 """
