@@ -218,8 +218,16 @@ def test_the_model_check_keeps_agreement_and_turns_disagreement_into_0():
     assert opposite.model.calls[0] == ("cat notes.md", failure)  # the call is read with the output
 
 
+def test_formatters_in_check_mode_and_unresolved_names_are_failures():
+    assert READ.read("would reformat src/app.py\n\nOh no!\n1 file would be reformatted, 9 files would be left unchanged.").vote == -1
+    assert READ.read("Checking formatting...\n[warn] src/a.ts\n[warn] Code style issues found in the above file.").vote == -1
+    assert READ.read("All done!\n12 files would be left unchanged.").vote == 1
+    assert READ.read(";; ->>HEADER<<- opcode: QUERY, status: SERVFAIL, id: 1\n;; flags: qr rd ra; QUERY: 1, ANSWER: 0").vote == -1
+    assert READ.read("** server can't find intranet.example: NXDOMAIN").vote == -1
+
+
 def test_a_success_read_from_no_fact_needs_the_model_to_affirm_it():
-    quiet = "would reformat src/app.py\n1 file would be reformatted."  # a failure in no form the rules know
+    quiet = "X Pull request #12 is not mergeable: the base branch policy prohibits it."  # a form the rules lack
     assert READ.read(quiet).vote == 1 and not READ.read(quiet).facts
     unsure = ModelCheckedToolReader(READ, StubOutcome(0.5))
     reading = unsure.read(quiet)
