@@ -107,7 +107,7 @@ mean seconds per judgement on this machine (2 cores shared with other work: see 
 JSON). `model-*` is the `ModelJudge` prompt, one greedy vote, on a stratified subset ("n of N").
 
 `classifier` is the classifier judge (`auto`'s fallback), `classifier-cues` its fallback without the
-encoder, both fitted on dev + dev2 + heldout + test + dev3 + test2 + test3 + dev4 (1,561 people's
+encoder, both fitted on dev + dev2 + heldout + test + dev3 + test2 + test3 + dev4 (1,604 people's
 messages; 940 before test2, test3 and dev4 joined); on those sets they are scored by grouped 5-fold
 cross-validation over all of them together (CV: near-duplicate messages share a fold). Their cues
 and settings were refined on those cross-validation errors, so the CV rows flatter them; rows of a

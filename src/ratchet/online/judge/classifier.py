@@ -184,12 +184,25 @@ def near_duplicate_groups(texts: Sequence[str], embeddings: np.ndarray | None = 
     return np.array([root(i) for i in range(len(texts))])
 
 
+def cue_bearing(cues: np.ndarray) -> np.ndarray:
+    """Which messages carry at least one cue: the only ones the cues-only fit learns from.
+
+    To a model of the cues alone a message without any cue is nothing but a vote on the intercept.
+    Such messages are mostly praise or corrections phrased in ways no cue covers ("went from 40s to
+    2s", "framing this for her"); fitted on, they moved the intercept until corrections with weak cues
+    fell to neutral (grouped CV: correction recall 0.91 -> 0.80 on the other sets when 20 such praises
+    joined). Left out of the fit, they are still judged, by the intercept and at min_confidence."""
+    return np.asarray(cues).sum(axis=1) > 0
+
+
 def cross_validated_proba(x: np.ndarray, labels: Sequence[str], *, folds: int = 5, seed: int = 0,
-                          groups: np.ndarray | None = None, **fit_kwargs: Any) -> np.ndarray:
+                          groups: np.ndarray | None = None, fit_on: np.ndarray | None = None,
+                          **fit_kwargs: Any) -> np.ndarray:
     """Each row's class probabilities from a classifier fitted on the other folds.
 
     Rows are dealt to folds by group (shuffled by ``seed``): a group's rows share a fold. Without
-    ``groups`` every row is its own group.
+    ``groups`` every row is its own group. ``fit_on`` (a mask) limits the rows a fold is fitted on
+    (every row is still predicted), as the shipped fit is limited (:func:`cue_bearing`).
     """
     groups = np.arange(len(labels)) if groups is None else np.asarray(groups)
     distinct = np.unique(groups)
@@ -197,7 +210,8 @@ def cross_validated_proba(x: np.ndarray, labels: Sequence[str], *, folds: int = 
     fold = np.array([fold_of[g] for g in groups.tolist()])
     out = np.zeros((len(labels), len(CLASSES)))
     for k in range(folds):
-        test, train = np.nonzero(fold == k)[0], np.nonzero(fold != k)[0]
+        test = np.nonzero(fold == k)[0]
+        train = np.nonzero((fold != k) & (True if fit_on is None else np.asarray(fit_on)))[0]
         if not len(test):
             continue
         model = fit(x[train], [labels[i] for i in train], **fit_kwargs)
