@@ -322,3 +322,17 @@ def test_negated_negatives_and_thanks_of_more_languages_are_cues():
     for text in ("Чудово, дякую!", "Skvělé, díky moc!", "Tuyệt vời, cảm ơn bạn!", "बहुत अच्छा, धन्यवाद!", "شكرًا لك"):
         assert cue("thanks", text), text
     assert not cue("negated_negative", "There was nothing wrong with the old version, why change it?")
+
+
+def test_the_cues_only_fit_learns_from_cue_bearing_messages_and_still_judges_the_rest():
+    from ratchet.online.judge.classifier import cue_bearing
+
+    texts = ["Thanks, perfect!", "Too long, shorten it.", "went from 40s to 2s", "ok. next question?"]
+    cues = np.stack([cue_vector(t) for t in texts])
+    assert cue_bearing(cues).tolist() == [True, True, False, True]
+    x = features(None, texts, CUE_SCALE, cues)
+    labels = ["praise", "correction", "praise", "neutral"]
+    proba = cross_validated_proba(x, labels, folds=2, fit_on=cue_bearing(cues), encoder=None, cue_scale=CUE_SCALE)
+    assert proba.shape == (4, 3) and np.allclose(proba.sum(axis=1), 1)  # every row predicted, fitted or not
+    shipped = FeedbackClassifier.load(CUES_PARAMS_PATH).meta
+    assert shipped["rows_without_a_cue_left_out"] > 0
