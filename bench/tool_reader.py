@@ -12,6 +12,7 @@ merge into ``bench/results/tool_reader.{json,md}`` under ``reader/set``.
     python -m bench.tool_reader --readers words rules
     nice -n 10 python -m bench.tool_reader --readers rules+model     # the 1.5B, seconds a row
     python -m bench.tool_reader --readers rules+model@0 rules+model@1 rules+model@4   # margins, from the cache
+    python -m bench.tool_reader --readers rules+model-noaffirm   # a fact-less +1 kept without the model
     nice -n 10 python -m bench.tool_reader --readers words rules rules+model --sets test4   # once
 """
 
@@ -32,16 +33,18 @@ CACHE = ROOT / "tests" / "data" / "feedback_labels"
 NAME = "tool_reader"
 #: The line after which the markdown holds notes written by hand, which the bench keeps.
 NOTES = "<!-- notes: kept by the bench -->"
-DEVELOPMENT = ("dev", "dev2", "heldout", "test", "dev3", "dev_tools", "dev_tools2")
-#: The development sets, then the untouched one (scored once, never by default).
-SETS = (*DEVELOPMENT, "test4")
+#: test2 and test3 were each scored once as a judge's unseen set, development data since.
+DEVELOPMENT = ("dev", "dev2", "heldout", "test", "dev3", "test2", "test3", "dev_tools", "dev_tools2")
+#: The development sets, then the untouched ones (each scored once, never by default).
+SETS = (*DEVELOPMENT, "test4", "test5")
 
 
 _OUTCOME: dict[str, object] = {}
 
 
 def reader(name: str, model: str):
-    """``words``, ``rules``, ``rules+model`` (the shipped margin) or ``rules+model@M`` (margin M)."""
+    """``words``, ``rules``, ``rules+model`` (the shipped margin) or ``rules+model@M`` (margin M); a
+    ``-noaffirm`` suffix keeps a fact-less +1 without the model's affirmation (the reader before it)."""
     from ratchet.online.judge import tool_outcome, tools
 
     if name == "words":
@@ -51,9 +54,11 @@ def reader(name: str, model: str):
     if name.startswith("rules+model"):
         if model not in _OUTCOME:  # one model and one cache for every margin
             _OUTCOME[model] = tool_outcome.CachedOutcomeReader(tool_outcome.LlamaOutcomeReader(model), CACHE / f"tools-{model}.jsonl")
-        margin = float(name.split("@", 1)[1]) if "@" in name else tool_outcome.ModelCheckedToolReader.MARGIN
-        return tool_outcome.ModelCheckedToolReader(tools.RuleToolReader(), _OUTCOME[model], margin=margin)
-    sys.exit(f"unknown reader {name!r}; known: words, rules, rules+model, rules+model@MARGIN")
+        base, affirm = name.removesuffix("-noaffirm"), None if name.endswith("-noaffirm") else \
+            tool_outcome.ModelCheckedToolReader.AFFIRM
+        margin = float(base.split("@", 1)[1]) if "@" in base else tool_outcome.ModelCheckedToolReader.MARGIN
+        return tool_outcome.ModelCheckedToolReader(tools.RuleToolReader(), _OUTCOME[model], margin=margin, affirm=affirm)
+    sys.exit(f"unknown reader {name!r}; known: words, rules, rules+model, rules+model@MARGIN, rules+model-noaffirm")
 
 
 def main() -> None:

@@ -23,9 +23,11 @@ from ratchet.online.judge.classifier import (
     FIT_SETTINGS,
     PARAMS_PATH,
     UNTOUCHED_SETS,
+    cue_bearing,
     features,
     fit,
 )
+from ratchet.online.judge.cues import cue_matrix
 from ratchet.online.judge.scoring import load_feedback
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,10 +64,15 @@ def main() -> None:
                   f"{s['praise_recall']:.3f} | {s['sign_errors']:.1f} ({s['sign_error_rate']:.2%} of {len(everything)}) |")
         return
     rows = [r for path in args.data for r in load_feedback(path) if r.source == "user"]
+    left_out = 0
+    if encoder is None:  # the cues-only fit learns from the messages that carry a cue (cue_bearing says why)
+        keep = cue_bearing(cue_matrix([r.next_state for r in rows]))
+        left_out = int((~keep).sum())
+        rows = [r for r, k in zip(rows, keep) if k]
     x = features(encoder, [r.next_state for r in rows], CUE_SCALE)
     meta = {"data": [path.name for path in args.data],
             "data_sha256": {path.name: hashlib.sha256(path.read_bytes()).hexdigest() for path in args.data},
-            "rows": len(rows), **FIT_SETTINGS}
+            "rows": len(rows), "rows_without_a_cue_left_out": left_out, **FIT_SETTINGS}
     model = fit(x, [r.label for r in rows], epochs=int(FIT_SETTINGS["epochs"]), l2=FIT_SETTINGS["l2"],
                 lr=FIT_SETTINGS["lr"], encoder=encoder_name, cue_scale=CUE_SCALE, meta=meta)
     model.save(args.out)

@@ -300,3 +300,39 @@ def test_abstention_sweep_trades_recall_for_sign_errors():
     assert [s["min_confidence"] for s in sweep] == [0.4, 0.9] and low["cue_scale"] == 3.0
     assert high["correction_recall"] < low["correction_recall"] and high["sign_errors"] <= low["sign_errors"]
     assert 0 < low["correction_recall"] <= 1 and low["sign_error_rate"] == round(low["sign_errors"] / len(rows), 4)
+
+
+def cue(name: str, text: str) -> bool:
+    return bool(cue_vector(text)[CUE_NAMES.index(name)])
+
+
+def test_praise_then_a_next_request_is_its_own_cue_and_a_but_or_a_jab_is_not_it():
+    for text in ("Worked like a charm. Could you also make it recurse?", "perfect. now one for UK postcodes?",
+                 "¡Genial, funciona! ¿Y si quiero el orden inverso?", "好用，谢谢！那怎么杀掉这个进程？"):
+        assert cue("praise_then_next", text), text
+    for text in ("Thanks, but could you make it shorter?", "What's the best way to learn Vim?",
+                 "Not very helpful. What should I change?", "Great, now it doesn't even compile?"):
+        assert not cue("praise_then_next", text), text
+
+
+def test_negated_negatives_and_thanks_of_more_languages_are_cues():
+    for text in ("Honestly, I can't fault any of it.", "Gar nicht übel.", "Pas bête du tout !", "Nada mal, hein!",
+                 "Couldn't have worded it better myself."):
+        assert cue("negated_negative", text), text
+    for text in ("Чудово, дякую!", "Skvělé, díky moc!", "Tuyệt vời, cảm ơn bạn!", "बहुत अच्छा, धन्यवाद!", "شكرًا لك"):
+        assert cue("thanks", text), text
+    assert not cue("negated_negative", "There was nothing wrong with the old version, why change it?")
+
+
+def test_the_cues_only_fit_learns_from_cue_bearing_messages_and_still_judges_the_rest():
+    from ratchet.online.judge.classifier import cue_bearing
+
+    texts = ["Thanks, perfect!", "Too long, shorten it.", "went from 40s to 2s", "ok. next question?"]
+    cues = np.stack([cue_vector(t) for t in texts])
+    assert cue_bearing(cues).tolist() == [True, True, False, True]
+    x = features(None, texts, CUE_SCALE, cues)
+    labels = ["praise", "correction", "praise", "neutral"]
+    proba = cross_validated_proba(x, labels, folds=2, fit_on=cue_bearing(cues), encoder=None, cue_scale=CUE_SCALE)
+    assert proba.shape == (4, 3) and np.allclose(proba.sum(axis=1), 1)  # every row predicted, fitted or not
+    shipped = FeedbackClassifier.load(CUES_PARAMS_PATH).meta
+    assert shipped["rows_without_a_cue_left_out"] > 0

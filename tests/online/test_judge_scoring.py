@@ -206,13 +206,13 @@ def test_measure_cross_validates_on_the_fitting_sets_together_only():
         return {name: Verdicts([1] * len(used), [None] * len(used), []) for name, used in sets.items()}
 
     results = measure([Contender("rule", lambda: RuleJudge(hints=False), cross_validate=cv)],
-                      {"dev": rows, "heldout": rows[:3], "test2": rows[:2]})
+                      {"dev": rows, "heldout": rows[:3], "test4": rows[:2]})
     assert calls == [{"dev": 4, "heldout": 3}]  # one cross-validation over the fitting sets, never the test set
     assert results["rule/dev"]["method"].startswith("grouped 5-fold cross-validation over dev + heldout")
     assert "cross-validation" in results["rule/heldout"]["method"]
-    assert results["rule/test2"]["method"] == "as shipped"
+    assert results["rule/test4"]["method"] == "as shipped"
     text = table(results)
-    assert "| rule | dev | 4 (CV) |" in text and "| rule | test2 | 2 |" in text
+    assert "| rule | dev | 4 (CV) |" in text and "| rule | test4 | 2 |" in text
 
 
 def test_stratified_subset_keeps_every_label():

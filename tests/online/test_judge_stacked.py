@@ -99,6 +99,20 @@ def test_a_stacker_round_trips_and_refuses_another_prompt(tmp_path):
         Stacker.load(path)
 
 
+def test_praise_and_correction_each_need_their_own_confidence(tmp_path):
+    from ratchet.online.judge.classifier import Abstention
+
+    stacker = trained_stacker()
+    stacker.min_confidence, stacker.praise_confidence = 0.8, 0.6
+    stacker.save(tmp_path / "s.json")
+    abstention = Stacker.load(tmp_path / "s.json").abstention()
+    assert (abstention.min_confidence, abstention.praise_confidence) == (0.8, 0.6)
+    no_cues = np.zeros((3, len(CUE_NAMES)))
+    proba = np.array([[0.25, 0.65, 0.10], [0.75, 0.15, 0.10], [0.85, 0.10, 0.05]])
+    assert abstention.verdicts(proba, no_cues) == [1, 0, -1]  # praise at 0.65 heard, a correction at 0.75 not
+    assert Abstention(0.8).verdicts(proba, no_cues) == [0, 0, -1]  # without it, one threshold for both
+
+
 def test_the_fit_is_deterministic():
     a, b = trained_stacker(), trained_stacker()
     assert np.array_equal(a.weights, b.weights) and a.prompt == prompt_digest()

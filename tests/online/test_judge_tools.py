@@ -218,6 +218,26 @@ def test_the_model_check_keeps_agreement_and_turns_disagreement_into_0():
     assert opposite.model.calls[0] == ("cat notes.md", failure)  # the call is read with the output
 
 
+def test_formatters_in_check_mode_and_unresolved_names_are_failures():
+    assert READ.read("would reformat src/app.py\n\nOh no!\n1 file would be reformatted, 9 files would be left unchanged.").vote == -1
+    assert READ.read("Checking formatting...\n[warn] src/a.ts\n[warn] Code style issues found in the above file.").vote == -1
+    assert READ.read("All done!\n12 files would be left unchanged.").vote == 1
+    assert READ.read(";; ->>HEADER<<- opcode: QUERY, status: SERVFAIL, id: 1\n;; flags: qr rd ra; QUERY: 1, ANSWER: 0").vote == -1
+    assert READ.read("** server can't find intranet.example: NXDOMAIN").vote == -1
+
+
+def test_a_success_read_from_no_fact_needs_the_model_to_affirm_it():
+    quiet = "X Pull request #12 is not mergeable: the base branch policy prohibits it."  # a form the rules lack
+    assert READ.read(quiet).vote == 1 and not READ.read(quiet).facts
+    unsure = ModelCheckedToolReader(READ, StubOutcome(0.5))
+    reading = unsure.read(quiet)
+    assert reading.vote == 0 and "affirm" in reading.why
+    assert ModelCheckedToolReader(READ, StubOutcome(0.99)).read(quiet).vote == 1  # the model reads a success
+    assert ModelCheckedToolReader(READ, StubOutcome(0.5), affirm=None).read(quiet).vote == 1  # the check off
+    stated = "===== 3 passed in 0.2s ====="  # a success the rules read from a fact: the model need not affirm it
+    assert unsure.read(stated).vote == 1
+
+
 def test_the_model_alone_never_gives_a_sign():
     stub = StubOutcome(0.001)
     reader = ModelCheckedToolReader(READ, stub)
@@ -364,7 +384,7 @@ def test_every_development_tool_output_has_a_cached_label_model_reading():
 
     root = Path(__file__).resolve().parents[1] / "data"
     cached = CachedOutcomeReader(NoModel(), root / "feedback_labels" / "tools-qwen2.5-coder-1.5b.jsonl")
-    names = ("dev", "dev2", "heldout", "test", "dev3", "dev_tools", "dev_tools2")
+    names = ("dev", "dev2", "heldout", "test", "dev3", "test2", "test3", "dev_tools", "dev_tools2")
     rows = [r for name in names for r in load_feedback(root / "feedback" / f"{name}.jsonl") if r.source == "tool"]
     readings = np.array([cached.logprobs(r.reply, r.next_state) for r in rows])
     assert readings.shape == (len(rows), 2) and np.all(readings <= 0)

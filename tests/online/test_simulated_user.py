@@ -182,7 +182,7 @@ def test_a_bad_pools_file_names_the_key(tmp_path: Path) -> None:
     assert str(bad) in str(err.value)
 
 
-@pytest.mark.parametrize("filename", ["dev.jsonl", "heldout.jsonl", "test3.jsonl", "test4.jsonl", "test5.jsonl"])
+@pytest.mark.parametrize("filename", ["dev.jsonl", "heldout.jsonl", "test3.jsonl", "dev4.jsonl", "test4.jsonl", "test5.jsonl"])
 def test_no_labelled_feedback_message_equals_a_pool_phrasing(filename: str) -> None:
     path = FEEDBACK / filename
     if not path.is_file():

@@ -24,6 +24,7 @@ from ratchet.online.judge.classifier import (
     Abstention,
     ClassifierJudge,
     cross_validated_proba,
+    cue_bearing,
     features,
     near_duplicate_groups,
 )
@@ -82,7 +83,8 @@ def classifier_cross_validation(encoder: Any, *, abstention: Abstention, folds: 
         groups = near_duplicate_groups(texts, x[:, :width] if width else None)
         proba = cross_validated_proba(x, [sets[name][i].label for name, i in pooled], folds=folds, seed=seed,
                                       groups=groups, encoder=getattr(encoder, "name", None), cue_scale=CUE_SCALE,
-                                      l2=FIT_SETTINGS["l2"], epochs=int(FIT_SETTINGS["epochs"]), lr=FIT_SETTINGS["lr"])
+                                      l2=FIT_SETTINGS["l2"], epochs=int(FIT_SETTINGS["epochs"]), lr=FIT_SETTINGS["lr"],
+                                      fit_on=cue_bearing(cues) if encoder is None else None)
         rewards = {name: [RuleToolReader().read(r.next_state, r.reply).vote if r.source == "tool" else 0 for r in rows]
                    for name, rows in sets.items()}
         for (name, i), v in zip(pooled, abstention.verdicts(proba, cues)):
@@ -118,7 +120,8 @@ def sweep_abstention(encoder: Any, rows: Sequence[FeedbackRow], thresholds: Sequ
         groups = near_duplicate_groups(texts, x[:, :width] if width else None)
         probas = [cross_validated_proba(x, [r.label for r in people], folds=folds, seed=seed, groups=groups,
                                         encoder=getattr(encoder, "name", None), cue_scale=scale,
-                                        l2=FIT_SETTINGS["l2"], epochs=int(FIT_SETTINGS["epochs"]), lr=FIT_SETTINGS["lr"])
+                                        l2=FIT_SETTINGS["l2"], epochs=int(FIT_SETTINGS["epochs"]), lr=FIT_SETTINGS["lr"],
+                                        fit_on=cue_bearing(cues) if encoder is None else None)
                   for seed in seeds]
         for threshold in thresholds:
             heard = {-1: 0.0, 1: 0.0}
@@ -248,7 +251,7 @@ def stacked_contender(name: str, cache: Any, *, model: str | None = None) -> Con
         pc, cues, groups = out_of_fold_classifier(texts, labels, SentenceEncoder.pulled())
         pl = np.array([reader.logprobs(r.reply, r.next_state) for r in people])
         proba = cross_validated_stack(pc, pl, labels, groups, weighing=stacker.meta.get("weighing", "fitted"))
-        abstention = Abstention(stacker.min_confidence)
+        abstention = stacker.abstention()
         rewards = {set_name: [tools.read(r.next_state, r.reply).vote if r.source == "tool" else 0 for r in rows]
                    for set_name, rows in sets.items()}
         for (set_name, i), v in zip(pooled, abstention.verdicts(proba, cues)):

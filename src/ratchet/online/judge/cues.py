@@ -25,7 +25,10 @@ CUES: dict[str, str] = {
     # thanks and praise, several languages and emoji
     "thanks": r"\b(?:thanks?|thank (?:you|u)|thx|thanx|ty|tysm|cheers|dank\w*|merci|gracias|grazie|obrigad[oa]|valeu|"
               r"bedankt|tack|takk|tak|el(?:ine|lerine|inize) sağlık|dzięki|dziękuję|спасибо|благодарю|teşekkür\w*|sağ ?ol|kiitos|köszönöm|"
-              r"(?<!would )(?<!'d )appreciate[ds]?|thnaks|thnx|tnx)\b|감사|고마|덕분|ありがと|谢谢|謝謝|多谢",
+              r"(?<!would )(?<!'d )appreciate[ds]?|thnaks|thnx|tnx|kudos|shukriya|dhanyavaa?d|dhanyawaa?d|дякую|děkuj\w*|díky|"
+              r"cảm ơn|terima ?kasih|makasih|salamat|mulțumesc|multumesc|köszi|asante|ευχαριστ\w*)\b|감사|고마|덕분|ありがと|谢谢|謝謝|多谢|"
+              # scripts whose marks are not word characters, so no \b around them (hi, ar, fa, he, th)
+              r"धन्यवाद|शुक्रिया|شكر|ممنون|مرسی|תודה|ขอบคุณ",
     "praise_word": rf"\b(?:{_PRAISE_WORDS})\b|\b(?:perfekt|genial|super|toll|parfait|excellent|génial|perfecto|"
                    r"excelente|genial|útil|top|perfetto|perfeito|ótimo|chiarissimo|geweldig|prima|świetnie|"
                    r"doskonale|отлично|супер|класс|harika|mükemmel|precis|klasse|richtig|elegant|clicks|cool|"
@@ -33,7 +36,14 @@ CUES: dict[str, str] = {
                    r"i (?:really )?(?:like|love) (?:that|this|it|the|how)|ottim[oaie]|bravo|brava|chiar[oa]|fantastic[oa]?|"
                    r"perfeit[oa]|brilhante|buen[íi]sim[oa]|muy bien|nickel|impeccable|top|idéal|duidelijk|helder|"
                    r"precies|świetn\w*|idealn\w*|идеальн\w*|понятно|süper|toppen|godt|bra|genius|made my day|"
-                   r"cracked me up|bellissim\w*|bell[oa]|giust[oa]|you'?re a (?:star|hero|legend|genius|wizard|gem|lifesaver))\b|완벽|좋네|좋아|최고|훌륭|잘\s?(?:해|했|하셨|되|됐|만들)|完璧|完美|太好了|すごい|"
+                   r"cracked me up|bellissim\w*|bell[oa]|giust[oa]|you'?re a (?:star|hero|legend|genius|wizard|gem|lifesaver)|"
+                   # terse and slang praise: the whole message is often this one word ("legend", "sweet", "gg")
+                   r"sweet|legend(?:ary)?|flawless|superb|stellar|solid|gold|slaps|gg|clutch|bingo|dope|banger|crisp|"
+                   r"top[- ]notch|top tier|on point|kudos|gorgeous|pitch perfect|works like a charm|like a charm|"
+                   # praise words of languages the list above lacked (hi in Latin script, uk, cs, vi, id, tl, ro, sv, pl, el)
+                   r"badhiya|zabardast|mast|ekdum sahi|чудово|класно|дуже добре|skvěl\w*|výborn\w*|tuyệt(?: vời)?|"
+                   r"mantap|bagus|keren|galing|astig|minunat|klockren\w*|bomba|τέλει\w*|υπέροχ\w*|heerlijk|"
+                   r"show de bola)\b|बढ़िया|शानदार|बहुत अच्छा|ممتاز|رائع|عالی|מעולה|מצוין|אחלה|ดีมาก|완벽|좋네|좋아|최고|훌륭|잘\s?(?:해|했|하셨|되|됐|만들)|完璧|完美|太好了|すごい|"
                    r"素晴らし|分かりやすい|わかりやすい|助かり|いいね|清楚|厉害|很棒|真棒|棒极",
     "praise_emoji": r"[👍🙏🔥🎉❤💯👌😍🥳✅🙌😊🙂]|\b10/10\b|chef'?s kiss",
     # the person understands now: praise of an explanation ("finally I get it", "이제 이해됐어요")
@@ -65,7 +75,14 @@ CUES: dict[str, str] = {
     "not_at_start": r"^\W*(?:not|isn'?t|wasn'?t)\b",
     # negated negatives: praise ("not bad", "no complaints", "can't complain", "couldn't be better")
     "negated_negative": r"\b(?:not bad|no complaints|can'?t complain|couldn'?t (?:have )?(?:asked|be) for a better|"
-                        r"couldn'?t be better|nothing to add|no notes|not gonna lie|no problem)\b",
+                        r"couldn'?t be better|nothing to add|no notes|not gonna lie|no problem|"
+                        # a fault looked for and not found, or nothing better imaginable: praise, however negated
+                        r"can'?t (?:fault|argue with)|(?:can'?t|couldn'?t) find (?:anything|a thing|much|any\w*) wrong|"
+                        r"nothing to (?:fix|object to|add)|couldn'?t have (?:\w+ ){0,2}(?:better|it better)|not too shabby|"
+                        r"better than (?:mine|my (?:own|idea|version|attempt|draft|original))|"
+                        r"(?:gar |überhaupt )?nicht (?:übel|schlecht)|pas (?:mal|bête|mauvais)|niente male|non (?:è )?male|"
+                        r"nada mal|no (?:está|estuvo|es) (?:nada )?mal|nada que objetar|niet slecht|nie(?:źle| najgorzej)|"
+                        r"неплохо|непогано|fena değil)\b",
     # sarcasm: praise followed by a jab, or a closing "Not."
     "sarcasm": r"\b(?:great|wonderful|brilliant|cool|wow|oh|fantastic|thanks|very|super)\b[^.!?]{0,6}[,.!]?\s*"
                r"(?:another|a whole|thanks for the|for nothing|now my|an? (?:infinite|wall|lecture|essay)|captain obvious|"
@@ -150,7 +167,42 @@ CUES: dict[str, str] = {
 }
 
 _COMPILED = {name: re.compile(pattern, re.IGNORECASE) for name, pattern in CUES.items()}
-NAMES = tuple(CUES)
+
+#: Where a judgement ends and a next request begins: a question at the end, or a word that opens the
+#: next task ("now", "also", "next", "what about", and their forms in other languages).
+_NEXT = re.compile(r"[?？]\s*$|\b(?:now|next|also|then|what about|how (?:do|would|can|about)|und|et|y|e|ahora|adesso|"
+                   r"agora|jetzt|maintenant|а|и|ve|en)\b|次|接下来|那|다음|혹시", re.IGNORECASE)
+#: A contrast after the praise turns it into "thanks, but ..." (a correction, the ``praise_then_change`` cue).
+_CONTRAST = re.compile(r"\b(?:but|though|however|although|aber|doch|mais|pero|però|ma|mas|porém|maar|men|"
+                       r"ale|но|однако|ama|fakat)\b|でも|けど|但|不过|可是|하지만|근데|그런데", re.IGNORECASE)
+
+
+def _praise_then_next(text: str) -> bool:
+    """Praise or thanks in the message's opening words, then a next question or task with no contrast
+    between them ("Worked like a charm. Could you also …?", "Genial, funciona! ¿Y si …?"): by the sets'
+    label rules that is praise, while "question" and "polite_request" alone pull such a message toward
+    neutral or correction. The two in order are a conjunction a linear model cannot form from them."""
+    if any(_COMPILED[name].search(text) for name in ("wh_start", "negated_praise", "not_at_start")):
+        return False  # "What's the best way to …?" asks, "Not very helpful. What …?" negates: neither praises first
+    opening = None
+    for name in ("thanks", "praise_word", "praise_emoji"):
+        m = _COMPILED[name].search(text, 0, 40)
+        if m and (opening is None or m.end() < opening):
+            opening = m.end()
+    if opening is None:
+        return False
+    # the judgement ends at the first sentence mark after the praise; the next request follows it
+    end = re.search(r"[.!,;:！。，、]|\s[👍🙏👌]", text[opening:])
+    if end is None:
+        return False
+    rest = text[opening + end.end():]
+    return bool(_NEXT.search(rest)) and not _CONTRAST.search(rest) and not any(
+        _COMPILED[name].search(text) for name in ("complaint", "not_what", "sarcasm", "forgot"))
+
+
+#: Cues computed from the text by a function rather than one expression (their names follow CUES').
+DERIVED = {"praise_then_next": _praise_then_next}
+NAMES = (*CUES, *DERIVED)
 
 
 #: Quoted text is what the person wants written ("Sign it 'Best, Maria'", "End with « Merci »"), not
@@ -162,8 +214,9 @@ _QUOTED = re.compile(r"(?<!\w)'[^']{1,80}'(?!\w)|\"[^\"]{1,80}\"|«[^»]{1,80}»
 def cue_vector(text: str) -> np.ndarray:
     """One 0/1 entry per cue in :data:`CUES` order, read with quoted text blanked out."""
     text = _QUOTED.sub(QUOTE, (text or "").strip())
-    return np.array([1.0 if rx.search(text) else 0.0 for rx in _COMPILED.values()], dtype=np.float32)
+    found = [bool(rx.search(text)) for rx in _COMPILED.values()] + [bool(f(text)) for f in DERIVED.values()]
+    return np.array(found, dtype=np.float32)
 
 
 def cue_matrix(texts: list[str]) -> np.ndarray:
-    return np.stack([cue_vector(t) for t in texts]) if texts else np.zeros((0, len(CUES)), np.float32)
+    return np.stack([cue_vector(t) for t in texts]) if texts else np.zeros((0, len(NAMES)), np.float32)

@@ -9,7 +9,7 @@ readers' probabilities; :data:`WEIGHINGS` says why). ``scripts/fit_feedback_stac
 with the label model and the prompt's digest; one made for another model or prompt is refused.
 
 The verdict then follows the classifier judge's :class:`~ratchet.online.judge.classifier.Abstention`
-(a +1/-1 needs its probability to reach ``min_confidence``; praise with a sarcasm or "thanks, but"
+(a -1 needs its probability to reach ``min_confidence``, a +1 ``praise_confidence``; praise with a sarcasm or "thanks, but"
 cue is withheld), hints the stated instruction — all as the classifier
 judge does, so the two differ only in how a person's message is read — and in tool outputs: the
 label model also reads whether a call succeeded, and a rules verdict it reads the opposite way
@@ -49,12 +49,14 @@ class Stacker:
     """The fitted weighing of the two readers, with what it was fitted for."""
 
     def __init__(self, weights: np.ndarray, bias: np.ndarray, *, model: str, prompt: str,
-                 min_confidence: float, meta: dict[str, Any] | None = None) -> None:
+                 min_confidence: float, meta: dict[str, Any] | None = None,
+                 praise_confidence: float | None = None) -> None:
         self.weights = np.asarray(weights, dtype=np.float64)
         self.bias = np.asarray(bias, dtype=np.float64)
         self.model = model
         self.prompt = prompt
         self.min_confidence = float(min_confidence)
+        self.praise_confidence = None if praise_confidence is None else float(praise_confidence)
         self.meta = dict(meta or {})
         if self.weights.shape != (2 * len(CLASSES), len(CLASSES)) or self.bias.shape != (len(CLASSES),):
             raise ValueError(f"stacker weights must be ({2 * len(CLASSES)}, {len(CLASSES)}), not {self.weights.shape}")
@@ -62,9 +64,14 @@ class Stacker:
     def proba(self, classifier_proba: np.ndarray, label_logprobs: np.ndarray) -> np.ndarray:
         return _softmax(stack_features(classifier_proba, label_logprobs) @ self.weights + self.bias)
 
+    def abstention(self) -> Abstention:
+        """When the stacked probabilities give a verdict: a -1 at ``min_confidence``, a +1 at
+        ``praise_confidence`` (when set)."""
+        return Abstention(self.min_confidence, praise_confidence=self.praise_confidence)
+
     def to_dict(self) -> dict[str, Any]:
         return {"format_version": FORMAT_VERSION, "classes": list(CLASSES), "model": self.model, "prompt": self.prompt,
-                "min_confidence": self.min_confidence, "meta": self.meta,
+                "min_confidence": self.min_confidence, "praise_confidence": self.praise_confidence, "meta": self.meta,
                 "bias": [round(float(v), 6) for v in self.bias],
                 "weights": [[round(float(v), 6) for v in row] for row in self.weights]}
 
@@ -80,7 +87,8 @@ class Stacker:
             if list(data["classes"]) != list(CLASSES):
                 raise ValueError(f"classes {data['classes']} are not {list(CLASSES)}")
             return cls(np.array(data["weights"]), np.array(data["bias"]), model=data["model"], prompt=data["prompt"],
-                       min_confidence=data["min_confidence"], meta=data.get("meta"))
+                       min_confidence=data["min_confidence"], meta=data.get("meta"),
+                       praise_confidence=data.get("praise_confidence"))
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise RatchetError(f"cannot load the stacked judge's weights {path}: {exc}",
                                hint="refit them: python scripts/fit_feedback_stacker.py") from None
@@ -99,7 +107,7 @@ class StackedJudge:
         self.classifier = classifier
         self.reader = reader
         self.stacker = stacker
-        self.abstention = abstention or Abstention(stacker.min_confidence)
+        self.abstention = abstention or stacker.abstention()
         self.hints = hints
         self.hint_chars = hint_chars
         self.tools = tools or RuleToolReader()
@@ -169,12 +177,14 @@ def out_of_fold_classifier(texts: list[str], labels: list[str], encoder: Any, *,
     return proba, cues, groups
 
 
-def equal_stacker(*, model: str, min_confidence: float, meta: dict[str, Any] | None = None) -> Stacker:
+def equal_stacker(*, model: str, min_confidence: float, meta: dict[str, Any] | None = None,
+                  praise_confidence: float | None = None) -> Stacker:
     """The two readers weighed equally: probabilities proportional to the product of the classifier's
     and the model's (renormalized) — fitted on nothing, see :data:`WEIGHINGS`."""
     n = len(CLASSES)
     return Stacker(np.vstack([np.eye(n), np.eye(n)]), np.zeros(n), model=model, prompt=prompt_digest(),
-                   min_confidence=min_confidence, meta={**(meta or {}), "weighing": "equal"})
+                   min_confidence=min_confidence, meta={**(meta or {}), "weighing": "equal"},
+                   praise_confidence=praise_confidence)
 
 
 #: How the two readers are weighed. ``equal`` (the default) multiplies their probabilities.
@@ -187,13 +197,14 @@ WEIGHINGS = ("equal", "fitted")
 
 
 def fit_stacker(classifier_proba: np.ndarray, label_logprobs: np.ndarray, labels: list[str], *, model: str,
-                min_confidence: float, meta: dict[str, Any] | None = None) -> Stacker:
+                min_confidence: float, meta: dict[str, Any] | None = None,
+                praise_confidence: float | None = None) -> Stacker:
     """The stacker fitted on out-of-fold classifier probabilities and the model's label readings."""
     from ratchet.online.judge.classifier import fit
 
     lr = fit(stack_features(classifier_proba, label_logprobs), labels, encoder=None, cue_scale=1.0, **STACK_FIT)
     return Stacker(lr.weights, lr.bias, model=model, prompt=prompt_digest(), min_confidence=min_confidence,
-                   meta={**(meta or {}), **STACK_FIT, "weighing": "fitted"})
+                   meta={**(meta or {}), **STACK_FIT, "weighing": "fitted"}, praise_confidence=praise_confidence)
 
 
 def cross_validated_stack(classifier_proba: np.ndarray, label_logprobs: np.ndarray, labels: list[str],

@@ -117,25 +117,40 @@ class ModelCheckedToolReader:
     The model's reading is ``log p(success) - log p(failure)``; it says +1 above ``margin``, -1
     below ``-margin`` and nothing in between. A rules verdict the model contradicts is 0 (a sign
     error costs more than a lost sample); a rules 0 stays 0 (the model alone is not trusted to give
-    a sign); when the rules and the model agree, or the model is unsure, the rules' verdict stands.
+    a sign); when the rules and the model agree, or the model is unsure, the rules' verdict stands —
+    except a +1 read from no fact at all. That +1 is only the absence of every failure form the
+    rules know, and a failure in a form they do not know ("would reformat", ``NXDOMAIN``, "is already
+    taken") lands there: it stands only where the model reads a success by ``affirm``, else 0.
     """
 
     #: log-probability gap the model must reach to read a call as a success or a failure
     MARGIN = 2.0
+    #: the gap toward success a fact-less output needs to keep its +1. On the development sets' 148
+    #: tool outputs in which the rules found no fact (138 successes, 10 failures), a gap above 1 was
+    #: reached by 109 successes and no failure; above 0 by 122 and 2 (bench/results/tool_reader.md).
+    AFFIRM = 1.0
 
-    def __init__(self, rules: ToolReader, model: OutcomeReader, *, margin: float = MARGIN) -> None:
-        self.rules, self.model, self.margin = rules, model, margin
+    def __init__(self, rules: ToolReader, model: OutcomeReader, *, margin: float = MARGIN,
+                 affirm: float | None = AFFIRM) -> None:
+        self.rules, self.model, self.margin, self.affirm = rules, model, margin, affirm
         self.name = f"{rules.name}+{model.name}"
 
-    def model_vote(self, call: str, output: str) -> int:
+    def gap(self, call: str, output: str) -> float:
         lp = self.model.logprobs(call, output)
-        gap = float(lp[0] - lp[1])
+        return float(lp[0] - lp[1])
+
+    def model_vote(self, call: str, output: str) -> int:
+        gap = self.gap(call, output)
         return 1 if gap > self.margin else -1 if gap < -self.margin else 0
 
     def read(self, output: str, call: str = "") -> ToolReading:
         reading = self.rules.read(output, call)
         if reading.vote == 0:
             return reading
+        if reading.vote > 0 and not reading.facts and self.affirm is not None:
+            if self.gap(call, output) > self.affirm:
+                return reading
+            return ToolReading(0, reading.facts, reading.loose, f"{reading.why}; the label model does not affirm a success")
         seen = self.model_vote(call, output)
         if seen and seen != reading.vote:
             return ToolReading(0, reading.facts, reading.loose, f"{reading.why}; the label model reads the opposite")

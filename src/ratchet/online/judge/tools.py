@@ -193,7 +193,12 @@ _VERDICT_BAD = (r"^BUILD FAIL(?:URE|ED)\b", r"\bBuild failed\b", r"^test result:
                 r"\bFailed!\s", r"\bINSTALLATION FAILED\b", r"\bdid not complete successfully\b",
                 r"\bBuild did NOT complete successfully\b", r"\bversion solving failed\b", r"^Solving environment: failed",
                 r"Fehler beim Buildvorgang", r"ビルドに失敗しました", r"^\s*Active: (?:failed|inactive \(dead\))",
-                r"^failed$", r"\bConfiguring incomplete\b", r"\bExecution halted\b", r"^! Emergency stop\.")
+                r"^failed$", r"\bConfiguring incomplete\b", r"\bExecution halted\b", r"^! Emergency stop\.",
+                # a formatter in check mode (black, ruff format, prettier --check) states its failure without
+                # an error word; "N files would be left unchanged" is its success and stays unread
+                r"^would reformat\b", r"\b[1-9]\d* files? would be reformatted\b", r"\bCode style issues found\b",
+                # a DNS lookup's response code (dig, nslookup): the name did not resolve
+                r"\bstatus: (?:NXDOMAIN|SERVFAIL|REFUSED)\b", r"server can't find \S+: (?:NXDOMAIN|SERVFAIL|REFUSED)\b")
 
 
 def _verdicts(text: str) -> list[Fact]:
