@@ -1,5 +1,5 @@
-"""Staleness and batching that keep data: steps on the version tree, not version numbers, so neither
-a rollback nor a refused version drops samples; the batch clock starts at a batch's first sample and
+"""Staleness and batching that keep data: updates on the version tree, not version numbers nor
+optimizer steps, so neither a rollback, a refused version nor several passes per update drop samples; the batch clock starts at a batch's first sample and
 a partial batch needs ``min_batch``; a refused update leaves no trace in weights or Adam's state."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from ratchet.online.queue import TurnQueue
 from ratchet.online.records import Judgement, Turn
 from ratchet.online.trainer_config import TrainerConfig
 from ratchet.online.trainer_loop import run_trainer_loop
-from ratchet.online.versions import Lineage, VersionStore
+from ratchet.online.versions import Lineage, TooStale, VersionStore
 
 torch = pytest.importorskip("torch")
 
@@ -26,7 +26,7 @@ torch = pytest.importorskip("torch")
 # ------------------------------------------------------------------ the version tree
 
 
-def test_lineage_counts_steps_along_parents_not_numbers():
+def test_lineage_counts_updates_along_parents_not_numbers():
     # v1 promoted; v2, v3 refused (children of v1, never trained on); v4 promoted from v1;
     # then a rollback to 0 and v5 trained from the base; v6 from v5 with two optimizer steps.
     tree = Lineage({1: (0, 1), 2: (1, 1), 3: (1, 1), 4: (1, 1), 5: (0, 1), 6: (5, 2)})
@@ -35,8 +35,44 @@ def test_lineage_counts_steps_along_parents_not_numbers():
     assert tree.staleness(0, 4) == 2
     assert tree.staleness(0, 5) == 1  # served by the base before the rollback: one update since
     assert tree.staleness(4, 5) == 1  # served by the rolled-back branch: counted from the common base
-    assert tree.staleness(0, 6) == 3 and tree.staleness(5, 6) == 2
+    assert tree.staleness(0, 6) == 2 and tree.staleness(5, 6) == 1  # two steps, one update
     assert Lineage().staleness(2, 5) == 3 and Lineage().staleness(5, 2) == 0  # no tree: numbers, as before
+
+
+def test_four_passes_per_update_count_as_one_update():
+    # ppo_epochs=4: every version four optimizer steps from its parent.
+    tree = Lineage({1: (0, 4), 2: (1, 4), 3: (2, 4)})
+    assert [tree.staleness(v, 3) for v in (3, 2, 1, 0)] == [0, 1, 2, 3]
+    stale = TooStale(tree, 3, TrainerConfig().max_staleness)
+    assert [stale(v) for v in (3, 2, 1, 0)] == [False, False, False, True]
+
+
+def test_with_four_passes_the_parents_samples_train_and_three_updates_back_do_not():
+    trainer = make_trainer(signal="rl", ppo_epochs=4, max_staleness=2)
+    trainer.lineage, trainer.version = Lineage({1: (0, 4), 2: (1, 4), 3: (2, 4)}), 3
+    batch = [sample("q", "ahoy", 1, version=v, turn_id=f"v{v}") for v in (3, 2, 0)]
+    assert [s.turn.turn_id for s in trainer.usable(batch).samples] == ["v3", "v2"]
+    assert trainer.usable(batch).unused == {"v0": "stale"}
+    metrics = trainer.step(batch)
+    assert metrics["samples"] == 2 and metrics["dropped"]["stale"] == 1 and metrics["optimizer_steps"] == 4
+
+
+def test_a_loop_of_four_pass_updates_trains_on_what_the_parent_served(tmp_path):
+    with Loop(tmp_path, ppo_epochs=4, max_staleness=2) as loop:
+        loop.feed(0)
+        loop.versions(1)
+        # Served by v0 while v1 (four steps from it) was being published: one update behind.
+        loop.feed(0)
+        loop.versions(2)
+        loop.feed(1)
+        loop.versions(3)
+        assert [r["optimizer_steps"] for r in loop.records] == [4, 4, 4]
+        assert [r["parent_version"] for r in loop.records] == [0, 1, 2]
+        assert loop.queue.stats()["dropped_stale"] == 0 and loop.queue.stats()["trained"] == 6
+        # v0 is three updates behind v3 (twelve steps): dropped.
+        loop.feed(0)
+        _wait(lambda: loop.queue.stats()["dropped_stale"] == 2)
+    assert len(loop.records) == 3
 
 
 def test_the_store_records_the_tree(tmp_path):

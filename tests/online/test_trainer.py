@@ -194,6 +194,29 @@ def test_micro_batches_accumulate_to_the_whole_batch_token_mean() -> None:
         assert torch.allclose(a[key], b[key], atol=1e-5), key
 
 
+def test_every_pass_of_an_update_takes_its_ratio_against_the_weights_before_it(monkeypatch) -> None:
+    # ppo_epochs > 1: π_prox stays the log-probs of the weights the update started from, not those
+    # the passes move to. Two micro-batches: the first pass runs both before the optimizer steps.
+    batch = [sample("q1", "ahoy there", 1), sample("q2", "no", -1), sample("q333", "hello", -1)]
+    trainer = make_trainer(ppo_epochs=3, micro_batch_size=2, learning_rate=5e-2)
+    items, _ = trainer.prepare(batch)
+    before = dict(zip([it.turn_id for it in items],
+                      trainer.score([it.input_ids for it in items], [it.response_start for it in items]), strict=True))
+    seen = []
+    real = trainer._policy_terms
+
+    def recording(it, lp, plan, tally, *, first_epoch):
+        terms = real(it, lp, plan, tally, first_epoch=first_epoch)
+        seen.append((it.turn_id, first_epoch, lp.detach().clone(), terms[1].clone()))
+        return terms
+
+    monkeypatch.setattr(trainer, "_policy_terms", recording)
+    assert trainer.step(batch)["optimizer_steps"] == 3 and len(seen) == 9
+    for turn_id, first, lp, prox in seen:
+        assert torch.allclose(prox, before[turn_id], atol=1e-5), turn_id
+        assert torch.allclose(lp, prox, atol=1e-5) == first  # the later passes see moved weights
+
+
 def test_reply_only_projection_matches_full_logits() -> None:
     trainer = make_trainer()
     trainer.step([sample("q", "ahoy", 1)])  # a non-zero adapter, so LoRA layers take part

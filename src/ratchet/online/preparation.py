@@ -81,7 +81,7 @@ def already_asked(messages: Sequence[dict[str, Any]], hint: str) -> bool:
 
 def assess_sample(sample: Any, cfg: TrainerConfig, staleness: Callable[[int], int]) -> Assessment:
     """What an update would make of ``sample`` with the signal ``cfg`` configures, ``staleness``
-    giving the optimizer steps from a serving version to the trainer's. Cheap (no tokenizing): the
+    giving the updates from a serving version to the trainer's. Cheap (no tokenizing): the
     loop asks it of every sample on every poll."""
     if staleness(sample.turn.policy_version) > cfg.max_staleness:
         return Assessment("stale")

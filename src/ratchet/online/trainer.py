@@ -102,7 +102,7 @@ class Trainer(ScoredPolicy):
         self.optimizer = torch.optim.Adam(self.params, lr=config.learning_rate)
         self._initial = self.lora_state()
         self.version = version
-        #: The version tree staleness is measured on; empty (version numbers as steps) until the
+        #: The version tree staleness is measured on; empty (version numbers as updates) until the
         #: training loop reads it from the version store.
         self.lineage = Lineage()
         #: The GGUF the policy was loaded from (the adapter's conversion target); None for in-memory models.
@@ -154,7 +154,7 @@ class Trainer(ScoredPolicy):
         self.optimizer.load_state_dict(optimizer)
 
     def staleness(self, served_version: int) -> int:
-        """Optimizer steps from the weights that served a sample to the trainer's (:class:`Lineage`)."""
+        """Updates from the weights that served a sample to the trainer's (:class:`Lineage`)."""
         return self.lineage.staleness(served_version, self.version)
 
     def reset_to_base(self) -> None:
@@ -270,7 +270,7 @@ class Trainer(ScoredPolicy):
     def step(self, samples: Sequence[Any]) -> dict[str, Any]:
         """One update on a batch of samples; returns its metrics (``trained`` = turn ids used).
 
-        Samples without a usable signal or more than ``max_staleness`` steps old are dropped
+        Samples without a usable signal or more than ``max_staleness`` updates old are dropped
         and counted; a batch left empty makes no update (``updated`` is False). The stages, in
         order: :meth:`prepare` (token ids, what each sample teaches), :meth:`_consult_teacher` (the
         frozen base's scores and targets, before the weights move), :meth:`_mark_kl_positions`,

@@ -113,9 +113,20 @@ class TrainerConfig(Settings):
     the preference; where it left the feedback's positions free it changed nothing."""
     is_cap: float = Field(default=2.0, gt=0)
     """Cap c of the truncated importance weight min(π_trainer / π_serve, c) that corrects staleness."""
+    # Updates, not optimizer steps. Serving only ever has published versions, so a sample's lag
+    # comes in whole updates: counted in steps, the nearest older sample is already ppo_epochs
+    # behind, and a limit under that drops every sample but those of the trainer's own weights.
+    # The PPO clip around π_prox (ratio within 1 ± eps) holds back how far one update moves the
+    # policy on its batch however many passes it makes. A limit of 2 * ppo_epochs steps instead
+    # would measure every edge of the tree with the ppo_epochs running now (wrong across a restart
+    # that changed it) and would tighten every explicit setting, all written when steps and
+    # updates were the same (ppo_epochs 1); counted in updates they keep their meaning. The
+    # importance weight (is_cap) corrects what lag is left within the limit.
     max_staleness: int = Field(default=2, ge=0)
-    """Samples served by weights more than this many optimizer steps behind the trainer's are dropped
-    (steps counted along the versions' parent links, so a refused version or a rollback adds none)."""
+    """Samples served by weights more than this many updates (versions, of ``ppo_epochs`` optimizer
+    steps each) behind the trainer's are dropped; counted along the versions' parent links, so a
+    refused version or a rollback adds none. 1 keeps those served by the trainer's parent version,
+    the usual case (serving swaps to a version only once it is published); 0 only its own."""
     max_grad_norm: float = Field(default=1.0, gt=0)
     """Gradient clipping (global L2 norm)."""
     max_seq_len: int = Field(default=1024, ge=16)

@@ -45,7 +45,7 @@ def run_trainer_loop(
     rollback) and its batch trains again from the weights rolled back to.
     A partial batch waits ``max_wait_s`` from its first sample and needs ``min_batch`` samples,
     counted among those the trainer would learn from (:meth:`Trainer.usable`,
-    :class:`~ratchet.online.batching.BatchClock`); staleness is counted in optimizer steps on the
+    :class:`~ratchet.online.batching.BatchClock`); staleness is counted in updates on the
     version tree (:class:`~ratchet.online.versions.Lineage`). ``metrics_sink`` receives one dict
     per version. ``trainer`` and ``hook`` (an :class:`~ratchet.online.evaluation.EvaluationHook`)
     default to ones built from ``config``.

@@ -58,9 +58,12 @@ class Lineage:
     Staleness is measured on this tree, not on version numbers: a refused version takes a number
     but its weights are never trained on, and a rollback moves the trainer back up the tree, so
     the distance in numbers between two versions says nothing about how far apart their weights are.
+    It counts updates (edges of the tree), not optimizer steps: why is on
+    :attr:`~ratchet.online.trainer_config.TrainerConfig.max_staleness`.
     """
 
-    #: version number -> (parent version number, optimizer steps from the parent's weights to it)
+    #: version number -> (parent version number, optimizer steps from the parent's weights to it);
+    #: the steps are what the version's record says, kept for people reading it.
     parents: dict[int, tuple[int, int]] = field(default_factory=dict)
 
     @classmethod
@@ -75,41 +78,42 @@ class Lineage:
         return cls(parents)
 
     def staleness(self, served: int, current: int) -> int:
-        """Optimizer steps the weights ``current`` took since they last had the weights that ``served``
-        descends from: 0 for ``current`` itself, one of its ancestors' samples count the steps down
-        to ``current``; a sample of another branch (served before a rollback) counts from the
-        branches' common ancestor. Versions missing from the tree fall back to the number distance.
+        """Updates the weights ``current`` took since they last had the weights that ``served``
+        descends from: 0 for ``current`` itself, one of its ancestors' samples count the updates
+        down to ``current``, however many optimizer steps each took; a sample of another branch
+        (served before a rollback) counts from the branches' common ancestor. Versions missing from
+        the tree fall back to the number distance.
         """
-        steps_to_current = {current: 0}
+        updates_to_current = {current: 0}
         node, total = current, 0
         while node in self.parents:
-            node, steps = self.parents[node]
-            if node in steps_to_current:  # a malformed record making a cycle: stop where it closes
+            node = self.parents[node][0]
+            if node in updates_to_current:  # a malformed record making a cycle: stop where it closes
                 break
-            total += steps
-            steps_to_current[node] = total
+            total += 1
+            updates_to_current[node] = total
         node = served
         seen = set()
-        while node not in steps_to_current:
+        while node not in updates_to_current:
             if node not in self.parents or node in seen:
                 return max(0, current - served)
             seen.add(node)
             node = self.parents[node][0]
-        return steps_to_current[node]
+        return updates_to_current[node]
 
 
 @dataclass(frozen=True)
 class TooStale:
     """Whether a sample served by a version is too stale to train the weights ``current`` on: more
-    than ``max_steps`` optimizer steps behind on ``lineage``. A value (not a closure over the
-    trainer) so that it travels with a claim to a queue on another machine."""
+    than ``max_updates`` updates behind on ``lineage``. A value (not a closure over the trainer) so
+    that it travels with a claim to a queue on another machine."""
 
     lineage: Lineage
     current: int
-    max_steps: int
+    max_updates: int
 
     def __call__(self, served: int) -> bool:
-        return self.lineage.staleness(served, self.current) > self.max_steps
+        return self.lineage.staleness(served, self.current) > self.max_updates
 
 
 def open_versions(where: Any) -> Any:
