@@ -98,7 +98,7 @@ class TrainerConfig(Settings):
     the model, 1e-3 collapsed it at the second update."""
     batch_size: int = Field(default=8, ge=1)
     """Samples per update (one version per update): a version every ~4 conversations of a
-    correcting user, an update of ~1 min on one core with the 0.5B."""
+    correcting user, ~1 min of the 0.5B on one core per pass over the batch (``ppo_epochs`` passes an update)."""
     micro_batch_size: int = Field(default=4, ge=1)
     """Samples per forward/backward pass; gradients accumulate to the whole batch's token mean."""
     ppo_epochs: int = Field(default=4, ge=1)
