@@ -21,7 +21,8 @@ def _play(env, moves):
     return out
 
 
-def test_worker_and_in_process_give_the_same_game() -> None:
+def test_worker_and_in_process_give_the_same_game(py312: str) -> None:
+    # py312: skipped like the other worker tests where no Python >= 3.12 worker exists, not failed
     moves = ["[4]", "[zz]", "[4]", "[0]", "[8]", "[2]", "[6]", "[3]", "[5]", "[1]", "[7]"]
     local = _play(make("TicTacToe-v0"), moves)
     remote_env = make("TicTacToe-v0", EnvConfig(remote="always"))
