@@ -93,8 +93,9 @@ def test_the_judge_loop_hands_each_judged_turn_to_the_learner(tmp_path):
     stop.set()
     worker.join(5)
     assert sorted(seen) == [("t0", 1), ("t1", -1)] and queue.stats()["judged"] == 2
-    # no encoder in this learner, so the repeated lesson is not folded (ContextLearner's behaviour)
-    assert learner.learner.stats.steps == 2 and len(Playbook.load(tmp_path / "playbook.md")) == 2
+    # no encoder in this learner: the repeated lesson is folded by its exact text, not added twice
+    stats = learner.learner.stats
+    assert stats.steps == 2 and stats.duplicates == 1 and len(Playbook.load(tmp_path / "playbook.md")) == 1
 
 
 def test_the_server_shows_the_model_the_playbook_and_records_what_it_showed(tmp_path):

@@ -89,6 +89,28 @@ def test_failed_tasks_become_one_new_playbook_and_nothing_else_changes():
     assert proposal.meta["reflected"] == 2 and proposal.meta["applied"] == 3 and proposal.parents == (parent.id,)
 
 
+@pytest.mark.parametrize("tags", ["evidence", "reflector"])
+def test_the_proposer_counts_tags_through_the_learners_tag_strategy(tags):
+    """A failed task says nothing for an item's "helpful": the default strategy (``evidence``, the
+    learner's) drops the tag and records why; ``reflector`` counts it as the models gave it."""
+    from ratchet.context.tagging import HELPFUL_ON_FAILURE
+
+    parent = Candidate.from_files("h", {"playbook.md": BOOK})
+    model = roles([json.dumps({"tags": [{"id": "ctx-00001", "tag": "helpful"}], "lesson": "Check empty input."})],
+                  [json.dumps({"operations": [{"op": "ADD", "section": "code", "text": "Check empty input."}]})])
+    options = {"context": {"tags": tags}} if tags != "evidence" else {}
+    proposal = make(model, **options).propose(parent, Archive({(parent.id, "search"): [failing("HE/5")]}), None)
+    book = Playbook.parse(proposal.files["playbook.md"])
+    [step] = proposal.meta["steps"]
+    if tags == "evidence":
+        assert book.get("ctx-00001").helpful == 1  # the parent's count, unmoved
+        assert step["tags_dropped"] == [{"id": "ctx-00001", "tag": "helpful",
+                                         "why": HELPFUL_ON_FAILURE.format(score=0.0)}]
+    else:
+        assert book.get("ctx-00001").helpful == 2 and step["tags_dropped"] == []
+    assert [i.text for i in book.items.values()][-1] == "Check empty input."
+
+
 def test_no_failure_is_a_skip_without_a_model_call():
     parent = Candidate.from_files("h", {"playbook.md": BOOK})
     model = ScriptedModel([])
@@ -233,11 +255,12 @@ def test_without_an_encoder_a_lesson_learned_again_is_a_helpful_tag_not_a_second
                                        {"op": "ADD", "section": "code", "text": "Name the edge case."},
                                        {"op": "ADD", "section": "code", "text": "name the edge case."}]})
     model = roles([json.dumps({"tags": [], "lesson": "Return only the function."})], [again])
-    proposal = make(model).propose(parent, Archive({(parent.id, "search"): [failing("HE/5")]}), None)
+    # a partial score: the evidence strategy lets a helpful tag count there (on a score of 0 it would not)
+    proposal = make(model).propose(parent, Archive({(parent.id, "search"): [failing("HE/5", 0.5)]}), None)
     book = Playbook.parse(proposal.files["playbook.md"])
     assert [(i.text, i.helpful) for i in book.items.values()] == [("Return only the function.", 2),
                                                                   ("Name the edge case.", 0)]
-    assert proposal.meta["steps"][0]["folded"] == 2
+    assert [d["item"] for d in proposal.meta["steps"][0]["duplicates"]] == ["ctx-00001", "batch-add:1"]
 
 
 def test_the_engine_judges_the_curators_playbook_with_its_gate(tmp_path):

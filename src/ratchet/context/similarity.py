@@ -104,3 +104,36 @@ class Deduplicator:
                 known_vecs.append(vec)
             add_index += 1
         return out, dups
+
+
+class ExactDuplicates:
+    """De-duplication without an encoder: an ADD whose text is an item's (case and spacing aside)
+    is that lesson learned again, a helpful TAG of the item (similarity 1.0), as folding by meaning
+    would make it; a repeat of an earlier ADD of the same batch is dropped. Same contract as
+    :class:`Deduplicator`."""
+
+    @staticmethod
+    def key(text: str) -> str:
+        return " ".join(text.lower().split())
+
+    def rewrite(self, playbook: Playbook, ops: list[Operation]) -> tuple[list[Operation], list[Duplicate]]:
+        known = {self.key(item.text): item.id for item in playbook.items.values()}
+        batch: dict[str, int] = {}  # text key -> position among this batch's ADDs, 0-based
+        out: list[Operation] = []
+        dups: list[Duplicate] = []
+        adds = 0
+        for op in ops:
+            if not isinstance(op, Add):
+                out.append(op)
+                continue
+            k = self.key(op.text)
+            if k in known:
+                out.append(Tag(known[k], "helpful"))
+                dups.append(Duplicate(op.text, known[k], 1.0))
+            elif k in batch:
+                dups.append(Duplicate(op.text, f"batch-add:{batch[k]}", 1.0))
+            else:
+                batch[k] = adds
+                out.append(op)
+            adds += 1
+        return out, dups
