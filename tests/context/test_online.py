@@ -16,6 +16,8 @@ from ratchet.online.loops import run_judge_loop
 from ratchet.online.queue import TurnQueue
 from ratchet.online.records import Judgement, Turn
 
+from .fakes import BagOfWords
+
 LESSON = "Answer with the code only."
 
 
@@ -93,8 +95,9 @@ def test_the_judge_loop_hands_each_judged_turn_to_the_learner(tmp_path):
     stop.set()
     worker.join(5)
     assert sorted(seen) == [("t0", 1), ("t1", -1)] and queue.stats()["judged"] == 2
-    # no encoder in this learner, so the repeated lesson is not folded (ContextLearner's behaviour)
-    assert learner.learner.stats.steps == 2 and len(Playbook.load(tmp_path / "playbook.md")) == 2
+    # no encoder in this learner: the repeated lesson is folded by its exact text, not added twice
+    stats = learner.learner.stats
+    assert stats.steps == 2 and stats.duplicates == 1 and len(Playbook.load(tmp_path / "playbook.md")) == 1
 
 
 def test_the_server_shows_the_model_the_playbook_and_records_what_it_showed(tmp_path):
@@ -125,16 +128,82 @@ def test_the_server_shows_the_model_the_playbook_and_records_what_it_showed(tmp_
     assert LESSON in recorded.messages[0]["content"]  # the turn trained on is the prompt the model saw
 
 
-def test_serve_wires_both_halves_to_the_playbook_beside_its_queue_only_when_asked(tmp_path):
+def _two_items(path):
+    """One lesson learned on a sorting request, one on a greeting (with the better record)."""
+    book = Playbook()
+    book.put(Item(id=book.new_id(), section="serve", text="Sort the list before returning it.",
+                  origin="sort the list of numbers"))
+    book.put(Item(id=book.new_id(), section="serve", text="Greet the user by name.", helpful=5,
+                  origin="write a greeting email"))
+    book.save(path)
+
+
+def test_served_items_must_be_relevant_to_the_request_as_everywhere_else(tmp_path):
+    path = tmp_path / "playbook.md"
+    _two_items(path)
+    messages = [{"role": "user", "content": "sort the list of numbers 3 1 2"}]
+    relevant = served_messages(messages, path, ServeContext(), BagOfWords())[0]["content"]
+    assert "Sort the list" in relevant and "Greet" not in relevant  # budget left, yet under min_relevance
+    # without an encoder (relevance: record) the greeting enters too, first for its record
+    unscoped = served_messages(messages, path, ServeContext(relevance="record"))[0]["content"]
+    assert unscoped.index("Greet") < unscoped.index("Sort the list")
+    # null min_relevance (ACE): relevance ranks, nothing is kept out
+    ace = served_messages(messages, path, ServeContext(min_relevance=None), BagOfWords())[0]["content"]
+    assert ace.index("Sort the list") < ace.index("Greet")
+
+
+def test_the_serving_encoder_caches_the_latest_texts_only():
+    """A serving process embeds every request: its cache keeps the latest ``cache_size`` texts."""
+    import numpy as np
+
+    from ratchet.context.similarity import SentenceEmbedder
+
+    class Counting:
+        def __init__(self):
+            self.seen = []
+
+        def encode(self, texts):
+            self.seen += texts
+            return np.eye(384, dtype=np.float32)[: len(texts)]
+
+    embedder = SentenceEmbedder(cache_size=2)
+    embedder._encoder = Counting()
+    embedder.embed(["item", "request 1"])
+    embedder.embed(["item", "request 2"])  # "item" is cached and now the latest but one
+    embedder.embed(["item", "request 3"])
+    assert embedder._encoder.seen == ["item", "request 1", "request 2", "request 3"]
+    assert list(embedder._cache) == ["item", "request 3"]
+
+
+class FakeEncoder(BagOfWords):
+    """Stands in for the pulled all-MiniLM-L6-v2 where ``serve_embedder`` builds it."""
+
+    built: list[str] = []
+
+    def __init__(self, name):
+        super().__init__()
+        FakeEncoder.built.append(name)
+
+    def load(self):
+        return self
+
+
+def test_serve_wires_both_halves_to_the_playbook_beside_its_queue_only_when_asked(tmp_path, monkeypatch):
     from ratchet.online.launch import _served_context
     from ratchet.online.loops import make_turn_learner
 
-    assert _served_context(OnlineConfig(), tmp_path) is None
+    monkeypatch.setattr("ratchet.context.online.SentenceEmbedder", FakeEncoder)
+    FakeEncoder.built = []
+    assert _served_context(OnlineConfig(), tmp_path) is None and FakeEncoder.built == []
     config = OnlineConfig.model_validate({"context": {"online": True, "model": "scripted:", "use_grammar": False}})
     learner = make_turn_learner(config, tmp_path / "queue.db")
     assert learner.learner.path == tmp_path / "context" / "playbook.md"
-    book = Playbook()
-    book.put(Item(id=book.new_id(), section="serve", text=LESSON))
-    book.save(learner.learner.path)
-    served = _served_context(config, tmp_path)([{"role": "user", "content": "hi"}])
-    assert LESSON in served[0]["content"]
+    assert isinstance(learner.learner.embedder, FakeEncoder)  # the learner counts tags for what the server shows
+    _two_items(learner.learner.path)
+    served = _served_context(config, tmp_path)([{"role": "user", "content": "sort the list of numbers"}])
+    assert "Sort the list" in served[0]["content"] and "Greet" not in served[0]["content"]
+    assert FakeEncoder.built == ["all-minilm-l6-v2"] * 2  # one encoder in each process
+    record = OnlineConfig.model_validate({"context": {"online": True, "model": "scripted:", "relevance": "record"}})
+    assert make_turn_learner(record, tmp_path / "queue.db").learner.embedder is None
+    served = _served_context(record, tmp_path)([{"role": "user", "content": "sort the list of numbers"}])
+    assert "Greet" in served[0]["content"] and len(FakeEncoder.built) == 2

@@ -89,6 +89,28 @@ def test_failed_tasks_become_one_new_playbook_and_nothing_else_changes():
     assert proposal.meta["reflected"] == 2 and proposal.meta["applied"] == 3 and proposal.parents == (parent.id,)
 
 
+@pytest.mark.parametrize("tags", ["evidence", "reflector"])
+def test_the_proposer_counts_tags_through_the_learners_tag_strategy(tags):
+    """A failed task says nothing for an item's "helpful": the default strategy (``evidence``, the
+    learner's) drops the tag and records why; ``reflector`` counts it as the models gave it."""
+    from ratchet.context.tagging import HELPFUL_ON_FAILURE
+
+    parent = Candidate.from_files("h", {"playbook.md": BOOK})
+    model = roles([json.dumps({"tags": [{"id": "ctx-00001", "tag": "helpful"}], "lesson": "Check empty input."})],
+                  [json.dumps({"operations": [{"op": "ADD", "section": "code", "text": "Check empty input."}]})])
+    options = {"context": {"tags": tags}} if tags != "evidence" else {}
+    proposal = make(model, **options).propose(parent, Archive({(parent.id, "search"): [failing("HE/5")]}), None)
+    book = Playbook.parse(proposal.files["playbook.md"])
+    [step] = proposal.meta["steps"]
+    if tags == "evidence":
+        assert book.get("ctx-00001").helpful == 1  # the parent's count, unmoved
+        assert step["tags_dropped"] == [{"id": "ctx-00001", "tag": "helpful",
+                                         "why": HELPFUL_ON_FAILURE.format(score=0.0)}]
+    else:
+        assert book.get("ctx-00001").helpful == 2 and step["tags_dropped"] == []
+    assert [i.text for i in book.items.values()][-1] == "Check empty input."
+
+
 def test_no_failure_is_a_skip_without_a_model_call():
     parent = Candidate.from_files("h", {"playbook.md": BOOK})
     model = ScriptedModel([])
@@ -140,10 +162,14 @@ def _book(n_items: int = 40) -> Playbook:
     return book
 
 
+TASK = "def f(words):\n    \"\"\"Count each word of the lesson number.\"\"\"\n"
+"""A problem that shares words with every lesson of :func:`_book`."""
+
+
 def test_the_lessons_skill_chooses_the_best_items_within_the_budget():
     skills = ContextSkills(EXAMPLE / "skills")
     assert skills.names() == ["lessons"] and "lessons:" in skills.listing()
-    text = skills.select("lessons", _book(), "def f(): ...", 60)
+    text = skills.select("lessons", _book(), TASK, 60)
     header = "\n\nLessons learned on earlier problems (follow those that apply):\n"
     assert text.startswith(header)
     lines = text[len(header):].splitlines()
@@ -152,11 +178,22 @@ def test_the_lessons_skill_chooses_the_best_items_within_the_budget():
     assert skills.select("lessons", Playbook(), "t", 60) == ""
 
 
-def _step(files: dict[str, str]) -> str:
-    """The workflow's first system prompt, run in the sandbox as the suite runs it."""
+def _workflow_options():
+    """The example's workflow settings (its libraries: flowops and the word relevance)."""
+    from ratchet.evolve.suites.config import WorkflowOptions
+
+    raw = yaml.safe_load((EXAMPLE / "evolve.yaml").read_text())
+    return WorkflowOptions.model_validate(raw["suite"]["options"]["workflow"])
+
+
+def _step(files: dict[str, str], prompt: str = TASK) -> str:
+    """The workflow's first system prompt, run in the sandbox as the suite runs it (with the
+    example's workflow libraries beside the candidate's files)."""
+    from ratchet.evolve.suites.workflow import library_files
     from ratchet.sandbox.sandbox import Sandbox
 
-    task = {"task_id": "t", "prompt": "def f():\n", "entry_point": "f"}
+    task = {"task_id": "t", "prompt": prompt, "entry_point": "f"}
+    files = {**library_files(_workflow_options()), **files}
     sandbox = Sandbox(files, entry="workflow.py")
     try:
         return sandbox.call("step", {"task": task, "events": [], "files": files})["call_model"][0]["content"]
@@ -175,6 +212,39 @@ def test_the_workflow_loads_the_playbook_through_its_skill_in_the_sandbox():
     edited = {**files, "skills/lessons/select.py": "def select(playbook, task, budget_tokens):\n    return '\\nONLY'\n"}
     assert _step(edited).endswith("\nONLY")
     assert _step({k: v for k, v in files.items() if not k.startswith("skills/")}) == shipped["prompts/system.md"]
+
+
+def test_the_lessons_skill_leaves_out_a_lesson_that_does_not_apply_in_the_sandbox():
+    """The first trial's failure: a rule learned on one string problem entered every prompt. The
+    shipped skill keeps it for a problem like its own and out of an unrelated one, with budget to
+    spare, by the package's word relevance (the sandbox cannot import ratchet or load the encoder)."""
+    from ratchet.context.lexical import MIN_RELEVANCE, relevance
+    from ratchet.context.playbook import Item, origin_text
+    from ratchet.evolve.suites.humaneval import package_data_file, read_problems
+
+    prompts = [p["prompt"] for p in read_problems(package_data_file())[:40]]  # train problems only
+    book = Playbook()
+    book.put(Item(book.new_id(), "code", "Always convert the input string to lowercase", helpful=3,
+                  origin=origin_text(prompts[16])))
+    shipped = {p: (EXAMPLE / p).read_text() for p in ("workflow.py", "prompts/system.md", "skills/lessons/select.py",
+                                                       "skills/lessons/SKILL.md")}
+    files = {**shipped, "playbook.md": book.render()}
+    assert "lowercase" in _step(files, prompts[27])  # flip_case: a string problem like /16's
+    assert _step(files, prompts[0]) == shipped["prompts/system.md"]  # has_close_elements: left out
+    rule = book.get("ctx-00001")
+    scores = [relevance(prompts[k], rule.text, rule.origin) for k in (0, 27)]
+    assert scores[0] < MIN_RELEVANCE <= scores[1]
+    # without the library the sandbox cannot import the rule: the workflow then shows no lessons
+    # (its skill fails to load), never all of them
+    from ratchet.sandbox.sandbox import Sandbox
+
+    sandbox = Sandbox(files, entry="workflow.py")
+    try:
+        task = {"task_id": "t", "prompt": prompts[27], "entry_point": "flip_case"}
+        alone = sandbox.call("step", {"task": task, "events": [], "files": files})["call_model"][0]["content"]
+    finally:
+        sandbox.close()
+    assert alone == shipped["prompts/system.md"]
 
 
 def test_a_skill_without_select_or_with_a_bad_one_is_an_error_naming_it(tmp_path):
@@ -215,7 +285,7 @@ def test_a_failed_humaneval_task_teaches_a_lesson_the_child_sees_in_its_prompt()
              if p.is_file() and manifest.is_editable(str(p.relative_to(EXAMPLE)))}
     parent = Candidate.from_files(manifest.name, files)
     ctx = EngineContext(manifest, EXAMPLE, model=model)
-    suite = HumanEvalSuite(HumanEvalOptions(limit=1, grade_timeout_s=2.0), ctx)
+    suite = HumanEvalSuite(HumanEvalOptions(limit=1, grade_timeout_s=2.0, workflow=_workflow_options()), ctx)
     [result] = suite.evaluate(parent, suite.tasks(), 0)
     assert result.score == 0.0 and "Lessons learned" not in model.calls[0]["messages"][0]["content"]
     proposal = CuratorProposer(CuratorProposerOptions(context={"use_grammar": False}), ctx).propose(
@@ -233,11 +303,12 @@ def test_without_an_encoder_a_lesson_learned_again_is_a_helpful_tag_not_a_second
                                        {"op": "ADD", "section": "code", "text": "Name the edge case."},
                                        {"op": "ADD", "section": "code", "text": "name the edge case."}]})
     model = roles([json.dumps({"tags": [], "lesson": "Return only the function."})], [again])
-    proposal = make(model).propose(parent, Archive({(parent.id, "search"): [failing("HE/5")]}), None)
+    # a partial score: the evidence strategy lets a helpful tag count there (on a score of 0 it would not)
+    proposal = make(model).propose(parent, Archive({(parent.id, "search"): [failing("HE/5", 0.5)]}), None)
     book = Playbook.parse(proposal.files["playbook.md"])
     assert [(i.text, i.helpful) for i in book.items.values()] == [("Return only the function.", 2),
                                                                   ("Name the edge case.", 0)]
-    assert proposal.meta["steps"][0]["folded"] == 2
+    assert [d["item"] for d in proposal.meta["steps"][0]["duplicates"]] == ["ctx-00001", "batch-add:1"]
 
 
 def test_the_engine_judges_the_curators_playbook_with_its_gate(tmp_path):

@@ -63,6 +63,28 @@ def test_the_trials_lowercase_rule_scoped_to_its_problem_enters_string_problems_
     assert select(Playbook({bare.id: bare}), prompts[16], None, embedder=embedder, min_relevance=least).items == []
 
 
+@pytest.mark.real_model
+def test_a_served_request_gets_the_trials_rule_only_where_it_applies(embedder, tmp_path):
+    """``ratchet serve`` with ``relevance: encoder``: the same rule, learned on HumanEval/16, goes
+    into a flip_case request (/27) and stays out of has_close_elements (/0)."""
+    from ratchet.context.online import ServeContext, served_messages
+    from ratchet.context.playbook import origin_text
+    from ratchet.evolve.suites.humaneval import package_data_file, read_problems
+
+    prompts = [p["prompt"] for p in read_problems(package_data_file())[:40]]
+    book = Playbook()
+    book.put(Item(book.new_id(), "code", "Always convert the input string to lowercase", helpful=3,
+                  origin=origin_text(prompts[16])))
+    book.save(tmp_path / "playbook.md")
+
+    def system(k):
+        out = served_messages([{"role": "user", "content": prompts[k]}], tmp_path / "playbook.md", ServeContext(),
+                              embedder)
+        return out[0]["content"] if out[0]["role"] == "system" else ""
+
+    assert "lowercase" in system(27) and system(0) == ""
+
+
 @pytest.fixture(scope="module")
 def small_model():
     from ratchet.models.registry import is_verified

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ratchet.context.lexical import scoped
 from ratchet.context.operations import Delete
 from ratchet.context.playbook import Item, Playbook
 from ratchet.context.similarity import Embedder
@@ -40,14 +41,15 @@ def relevance(embedder: Embedder, task: str, items: list[Item]) -> np.ndarray:
     badly; and problems of one suite share their form, so the origin alone (or the max of the two)
     admits nearly everything (HumanEval/0-39: median cosine 0.31 between two different problems).
     The mean asks both, and an item scores high only on problems like the one it came from
-    (measured: ``bench/results/context_relevance.md``)."""
+    (measured: ``bench/results/context_relevance.md``). The combination is
+    :func:`ratchet.context.lexical.scoped`, which a sandboxed workflow applies to word cosines."""
     vectors = embedder.embed([task] + [i.text for i in items])
     scores = vectors[1:] @ vectors[0]
-    scoped = [k for k, item in enumerate(items) if item.origin]
-    if scoped:
-        origins = embedder.embed([items[k].origin for k in scoped]) @ vectors[0]
-        for k, cos in zip(scoped, origins):
-            scores[k] = (scores[k] + cos) / 2.0
+    with_origin = [k for k, item in enumerate(items) if item.origin]
+    if with_origin:
+        origins = embedder.embed([items[k].origin for k in with_origin]) @ vectors[0]
+        for k, cos in zip(with_origin, origins):
+            scores[k] = scoped(float(scores[k]), float(cos))
     return scores
 
 

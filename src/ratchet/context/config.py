@@ -18,8 +18,10 @@ class ContextConfig(Settings):
     """Least relevance to the task (:func:`ratchet.context.budget.relevance`: the mean of the
     task's cosine with the item's text and with the task the item was learned from) for an item to
     enter a prompt, whatever budget is left. None (or -1): every item may enter (ACE). It applies
-    only where relevance is measured, with an encoder (``encoder``); a process without one (the
-    serving process) selects by record alone.
+    where relevance is measured, with an encoder (``encoder``): the learners, ``ratchet serve``
+    (``context.relevance: encoder``, its default) and the curator proposer with ``embed: true``; a
+    sandboxed workflow measures by shared words instead, against its own minimum
+    (:data:`ratchet.context.lexical.MIN_RELEVANCE`).
 
     0.4 from all-MiniLM-L6-v2 on HumanEval/0-39, the train problems of the first trial
     (``bench/context_relevance.py``, ``bench/results/context_relevance.md``): the two of its three

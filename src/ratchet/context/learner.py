@@ -1,29 +1,27 @@
 """Learning a playbook: online (``observe`` after each task) and offline (over stored trajectories).
 
-One step: choose the items for the task (token budget, least relevance), let the reflector tag
-them and name a lesson, let the curator turn the lesson into operations, fold near-duplicate ADDs,
-keep the tags the evidence supports (:mod:`.tagging`), apply everything deterministically (an
-ADD's item keeps the task it came from, its scope), prune, save the file atomically and record
-the version in the run store. The counts of malformed reflector/curator output are kept in
+One step: choose the items for the task (token budget, least relevance), then the step every
+path shares (:class:`ratchet.context.step.LearningStep`: reflector, curator, folding of repeated
+ADDs, the tags the evidence supports, deterministic application, pruning), then save the file
+atomically and record the version in the run store. The counts of malformed reflector/curator output are kept in
 :attr:`ContextLearner.stats` and in each history line.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ratchet.context.budget import prune, select
+from ratchet.context.budget import select
 from ratchet.context.config import ContextConfig
 from ratchet.context.history import PlaybookHistory
-from ratchet.context.operations import Problem, apply_operations, op_record
 from ratchet.context.playbook import Playbook
-from ratchet.context.roles import Curation, Curator, Prompts, Reflection, Reflector, playbook_tokens
-from ratchet.context.similarity import Deduplicator, Embedder
-from ratchet.context.tagging import tag_policy
-from ratchet.contracts import BudgetExceeded, Model, RatchetError
+from ratchet.context.roles import playbook_tokens
+from ratchet.context.similarity import Embedder
+from ratchet.context.step import LearningStep
+from ratchet.contracts import Model
 from ratchet.store.run import Run
 
 
@@ -41,12 +39,6 @@ class Trajectory:
     can say anything about: only they get the reflector's helpful/harmful tags. None: the items the
     learner selects for the task now (an attempt just made with this playbook, ``observe``); empty:
     none (an attempt stored before the playbook existed, as offline learning reads them)."""
-
-
-def outcome_text(score: float) -> str:
-    if score >= 1.0:
-        return f"success (score {score:g})"
-    return f"failure (score {score:g})" if score <= 0.0 else f"partial (score {score:g})"
 
 
 @dataclass
@@ -71,16 +63,8 @@ class ContextLearner:
         self.path = Path(path)
         self.config = config or ContextConfig()
         self.playbook = Playbook.load(self.path)
-        prompts = Prompts.load(self.config.prompts)
-        c = self.config
-        self.reflector = Reflector(reflector_model, prompts, temperature=c.temperature, max_tokens=c.max_tokens,
-                                   use_grammar=c.use_grammar)
-        self.curator = Curator(curator_model or reflector_model, prompts, temperature=c.temperature,
-                               max_tokens=c.max_tokens, max_retries=c.max_retries, use_grammar=c.use_grammar,
-                               operations=c.curator_operations)
         self.embedder = embedder
-        self.dedup = Deduplicator(embedder, c.dedup_threshold) if embedder is not None and c.dedup else None
-        self.tags = tag_policy(c.tags)
+        self.step = LearningStep(self.config, reflector_model, curator_model, embedder)
         self.history = PlaybookHistory(run, name) if run is not None else None
         self.stats = LearnStats()
         entries = self.history.entries() if self.history else []
@@ -111,59 +95,25 @@ class ContextLearner:
                         record_weight=c.record_weight, min_relevance=c.min_relevance).items
         # The reflector judges the items the attempt had, whether or not they are chosen for the task now.
         chosen += [item for key, item in self.playbook.items.items() if t.shown and key in t.shown and item not in chosen]
-        outcome = outcome_text(t.score)
-        # A call the model refuses (a prompt past its context window: an unbudgeted playbook that
-        # grew too long) is a problem of this step, counted and recorded; the learning goes on.
-        try:
-            reflection = self.reflector.reflect(t.task, t.trace[-c.trace_chars:], outcome, chosen)
-        except BudgetExceeded:
-            raise
-        except RatchetError as exc:
-            reflection = Reflection(problems=[Problem(None, f"the reflector's call failed: {exc}"[:300])])
-        curation = None
-        if reflection.lesson:
-            try:
-                curation = self.curator.curate(self.playbook, chosen, reflection.lesson, outcome)
-            except BudgetExceeded:
-                raise
-            except RatchetError as exc:
-                curation = Curation(problems=[Problem(None, f"the curator's call failed: {exc}"[:300])], attempts=1)
-        ops = list(reflection.tags) + (curation.ops if curation else [])
-        duplicates = []
-        if self.dedup is not None:
-            ops, duplicates = self.dedup.rewrite(self.playbook, ops)
-        # A tag is evidence only about an item the attempt saw, whoever emits it (the reflector, the
-        # curator, or de-duplication turning a repeated ADD into "helpful"): a trajectory made
-        # without the playbook (offline) moves no counter. Measured before: one item +17 over 17
-        # unrelated HumanEval problems none of which saw it, from tags and from re-ADDs alike.
-        # The tag strategy (``tags``) may refuse more, and says why for each.
         shown = {i.id for i in chosen} if t.shown is None else t.shown
-        ops, refused = self.tags.filter(ops, shown, t.score)
-        applied = apply_operations(self.playbook, ops, source=t.id, origin=t.task)
-        book = applied.playbook
-        cuts = prune(book, margin=c.prune_margin, max_items=c.max_items)
-        if cuts:
-            pruned = apply_operations(book, cuts)
-            pruned.playbook.version = book.version  # one learning step is one version
-            book = pruned.playbook
-        self.playbook = book
+        step = self.step.run(self.playbook, task=t.task, trace=t.trace, score=t.score, chosen=chosen, shown=shown,
+                             source=t.id, origin=t.task)
+        book = self.playbook = step.playbook
+        reflection, curation = step.reflection, step.curation
         s = self.stats
         s.steps += 1
-        s.applied += len(applied.applied)
-        s.duplicates += len(duplicates)
-        s.pruned += len(cuts)
+        s.applied += len(step.applied)
+        s.duplicates += len(step.duplicates)
+        s.pruned += len(step.pruned)
         s.reflector_problems += len(reflection.problems)
         s.curator_problems += len(curation.problems) if curation else 0
-        s.curator_problems += len(applied.problems)
+        s.curator_problems += len(step.apply_problems)
         s.curator_calls += curation.attempts if curation else 0
-        s.tags_dropped += len(refused)
+        s.tags_dropped += len(step.refused)
         s.sizes.append(len(book))
-        entry = {"trajectory": t.id, "score": t.score, "tokens": playbook_tokens(book), "lesson": reflection.lesson,
-                 "tags_dropped": [asdict(d) for d in refused],  # {id, tag, why}
-                 "applied": applied.applied, "pruned": [op_record(op) for op in cuts],
-                 "duplicates": [asdict(d) for d in duplicates],
-                 "problems": [asdict(p) for p in (reflection.problems + (curation.problems if curation else [])
-                                                  + applied.problems)]}
+        record = step.record()
+        entry = {"trajectory": t.id, "score": t.score, "tokens": playbook_tokens(book), "lesson": record.pop("lesson"),
+                 **record}
         # The run's history first, the file second: a run killed between them resumes from the
         # history (see __init__), so the file never holds a step the history lacks.
         if self.history is not None:

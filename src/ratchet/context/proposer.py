@@ -5,10 +5,12 @@ A run config names it by import path, as any proposer:
 
 For a parent it reads the parent's playbook (an absent file is an empty playbook) and the parent's
 per-task results on the split it may read; each failed task (worst seed first, at most
-``max_failures``) is one ACE step: the reflector reads the task's trace and failures and names a
-lesson (and tags the items chosen for it), the curator turns the lesson into operations, which are
-applied by deterministic code (:func:`ratchet.context.operations.apply_operations`), near-duplicate
-ADDs folded when an encoder is given, the result pruned. The new playbook is the whole proposal;
+``max_failures``) is one ACE step, the learner's own (:class:`ratchet.context.step.LearningStep`):
+the reflector reads the task's trace and failures and names a lesson (and tags the items chosen for
+it), the curator turns the lesson into operations, a repeated ADD is folded (by meaning with an
+encoder, by exact text without), the tag strategy ``context.tags`` (default ``evidence``) keeps the
+tags the task's score supports and records the others with why in ``meta.steps``, the operations
+are applied by deterministic code, the result pruned. The new playbook is the whole proposal;
 the engine's gate judges it on held-in evidence like any other candidate. When no operation
 survives (nothing failed, no lesson, every operation malformed) it returns a
 :class:`~ratchet.contracts.Skip` naming why.
@@ -17,19 +19,16 @@ survives (nothing failed, no lesson, every operation malformed) it returns a
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict
 from typing import Any
 
 from pydantic import Field
 
 from ratchet.config import Settings
-from ratchet.context.budget import prune, select
+from ratchet.context.budget import select
 from ratchet.context.config import ContextConfig
-from ratchet.context.learner import outcome_text
-from ratchet.context.operations import Add, Operation, Tag, apply_operations
 from ratchet.context.playbook import Playbook, PlaybookError
-from ratchet.context.roles import Curator, Prompts, Reflector
-from ratchet.context.similarity import Deduplicator, Embedder
+from ratchet.context.similarity import Embedder
+from ratchet.context.step import LearningStep
 from ratchet.contracts import ArchiveView, Candidate, Claim, Proposal, RatchetError, Skip, TaskResult
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.proposers.base import BaseProposer
@@ -67,30 +66,6 @@ def _trajectory(result: TaskResult) -> str:
     return "\n".join(([("Failures:\n" + "\n".join(lines))] if lines else []) + [result.trace])
 
 
-def _fold_exact(book: Playbook, ops: list[Operation]) -> tuple[list[Operation], int]:
-    """Without an encoder, an ADD whose text is an item's (case and spacing aside) is that lesson
-    learned again: a helpful TAG of the item, as de-duplication by meaning would make it; a repeat
-    within the same list is dropped. Returns the operations and how many were folded."""
-    def key(text: str) -> str:
-        return " ".join(text.lower().split())
-
-    known = {key(item.text): item.id for item in book.items.values()}
-    out: list[Operation] = []
-    seen: set[str] = set()
-    folded = 0
-    for op in ops:
-        if isinstance(op, Add):
-            k = key(op.text)
-            if k in known or k in seen:
-                folded += 1
-                if k in known:
-                    out.append(Tag(known[k], "helpful"))
-                continue
-            seen.add(k)
-        out.append(op)
-    return out, folded
-
-
 class CuratorProposer(BaseProposer):
     """Reflects on the parent's failed tasks and curates its playbook (see the module docstring)."""
 
@@ -106,17 +81,13 @@ class CuratorProposer(BaseProposer):
             raise RatchetError("the curator proposer needs the run's model (reflector and curator)",
                                hint="set model: in the evolve config")
         c = options.context
-        prompts = Prompts.load(c.prompts)
-        self.reflector = Reflector(ctx.model, prompts, temperature=c.temperature, max_tokens=c.max_tokens,
-                                   use_grammar=c.use_grammar)
-        self.curator = Curator(ctx.model, prompts, temperature=c.temperature, max_tokens=c.max_tokens,
-                               max_retries=c.max_retries, use_grammar=c.use_grammar)
         if embedder is None and options.embed:
             from ratchet.context.similarity import SentenceEmbedder
 
             embedder = SentenceEmbedder(c.encoder)
         self.embedder = embedder
-        self.dedup = Deduplicator(embedder, c.dedup_threshold) if embedder is not None and c.dedup else None
+        # The learner's step: the same folding of repeated ADDs and the same tag strategy (``context.tags``).
+        self.step = LearningStep(c, ctx.model, embedder=embedder)
 
     def propose(self, parent: Candidate, archive: ArchiveView, rng: Any = None) -> Proposal | Skip:
         o, c = self.options, self.options.context
@@ -128,35 +99,25 @@ class CuratorProposer(BaseProposer):
         if not failed:
             return self.skip(parent, f"the parent fails no {o.split} task: no failure to reflect on")
         start = book.render()
-        steps, lessons, problems, applied_total = [], [], 0, 0
+        steps, lessons, problems, applied_total, pruned = [], [], 0, 0, 0
         for result in failed[: o.max_failures]:
+            # What the proposer knows of the task is its trace (the reply, the test output): the text
+            # items are chosen for and the scope an ADD's item keeps.
             trace = _trajectory(result)
             chosen = select(book, trace, c.budget_tokens, embedder=self.embedder, record_weight=c.record_weight,
                             min_relevance=c.min_relevance).items
-            outcome = outcome_text(result.score)
-            reflection = self.reflector.reflect(f"task {result.task_id}", trace[-c.trace_chars:], outcome, chosen)
-            curation = self.curator.curate(book, chosen, reflection.lesson, outcome) if reflection.lesson else None
-            ops = list(reflection.tags) + (curation.ops if curation else [])
-            duplicates, folded = [], 0
-            if self.dedup is not None:
-                ops, duplicates = self.dedup.rewrite(book, ops)
-            else:
-                ops, folded = _fold_exact(book, ops)
-            applied = apply_operations(book, ops, source=f"{parent.id}/{o.split}/{result.task_id}@{result.seed}")
-            book = applied.playbook
-            applied_total += len(applied.applied)
-            found = len(reflection.problems) + (len(curation.problems) if curation else 0) + len(applied.problems)
-            problems += found
-            if reflection.lesson:
-                lessons.append(reflection.lesson)
-            steps.append({"task": result.task_id, "lesson": reflection.lesson, "applied": applied.applied,
-                          "duplicates": [asdict(d) for d in duplicates], "folded": folded,
-                          "problems": found})
-        cuts = prune(book, margin=c.prune_margin, max_items=c.max_items)
-        if cuts:
-            version = book.version
-            book = apply_operations(book, cuts).playbook
-            book.version = version  # pruning is part of the same proposal, not a version of its own
+            # The parent's attempt had the items its workflow chose for the task; these are the ones
+            # chosen here by the same rule, as an online learner counts what it would show now.
+            step = self.step.run(book, task=f"task {result.task_id}", trace=trace, score=result.score,
+                                 chosen=chosen, shown={i.id for i in chosen},
+                                 source=f"{parent.id}/{o.split}/{result.task_id}@{result.seed}", origin=trace)
+            book = step.playbook
+            applied_total += len(step.applied)
+            pruned += len(step.pruned)
+            problems += len(step.problems)
+            if step.reflection.lesson:
+                lessons.append(step.reflection.lesson)
+            steps.append({"task": result.task_id, **step.record()})
         text = book.render()
         reflected = len(steps)
         if applied_total == 0 or text == start:
@@ -169,4 +130,4 @@ class CuratorProposer(BaseProposer):
                       predicted_flips=tuple(r.task_id for r in failed[:reflected] if r.score < 0.5))
         return Proposal(files={o.surface: text}, claim=claim, proposer=self.name, parents=(parent.id,),
                         meta={"surfaces": [o.surface], "reflected": reflected, "applied": applied_total,
-                              "problems": problems, "pruned": len(cuts), "items": len(book), "steps": steps})
+                              "problems": problems, "pruned": pruned, "items": len(book), "steps": steps})

@@ -9,6 +9,8 @@ which is what ace-framework's de-duplication does at 0.85 with the same encoder.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -28,26 +30,45 @@ class Embedder(Protocol):
 
 class SentenceEmbedder:
     """all-MiniLM-L6-v2 in numpy (:mod:`ratchet.models.embedding`), pulled and hash-checked by
-    ``ratchet models pull all-minilm-l6-v2``. Loaded on first use; repeated texts are cached
-    (the playbook's items are embedded again at every step otherwise)."""
+    ``ratchet models pull all-minilm-l6-v2``. Loaded on first use (:meth:`load` to load it now);
+    the latest ``cache_size`` texts are cached (the playbook's items are embedded again at every
+    step otherwise), no more: a serving process embeds every request, and an unbounded cache would
+    grow with them. Safe to share between threads (the server embeds off its event loop)."""
 
-    def __init__(self, name: str = "all-minilm-l6-v2") -> None:
+    def __init__(self, name: str = "all-minilm-l6-v2", cache_size: int = 4096) -> None:
         self.name = name
+        self.cache_size = cache_size
         self._encoder = None
-        self._cache: dict[str, np.ndarray] = {}
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
 
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        todo = [t for t in dict.fromkeys(texts) if t not in self._cache]
-        if todo:
+    def load(self) -> SentenceEmbedder:
+        """Load the encoder now (a missing pull fails here, naming the command), not at first use."""
+        with self._lock:
             if self._encoder is None:
                 from ratchet.models.embedding import SentenceEncoder
 
                 self._encoder = SentenceEncoder.pulled(self.name)
-            for text, row in zip(todo, self._encoder.encode(todo)):
-                self._cache[text] = np.asarray(row, dtype=np.float32)
+        return self
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, 384), dtype=np.float32)
-        return np.stack([self._cache[t] for t in texts])
+        self.load()
+        with self._lock:
+            rows = {t: self._cache[t] for t in dict.fromkeys(texts) if t in self._cache}
+            for t in rows:
+                self._cache.move_to_end(t)
+        todo = [t for t in dict.fromkeys(texts) if t not in rows]
+        if todo:
+            for text, row in zip(todo, self._encoder.encode(todo)):
+                rows[text] = np.asarray(row, dtype=np.float32)
+            with self._lock:
+                for text in todo:
+                    self._cache[text] = rows[text]
+                while len(self._cache) > self.cache_size:
+                    self._cache.popitem(last=False)
+        return np.stack([rows[t] for t in texts])
 
 
 @dataclass(frozen=True)
@@ -103,4 +124,37 @@ class Deduplicator:
                 known.append(pending[add_index])
                 known_vecs.append(vec)
             add_index += 1
+        return out, dups
+
+
+class ExactDuplicates:
+    """De-duplication without an encoder: an ADD whose text is an item's (case and spacing aside)
+    is that lesson learned again, a helpful TAG of the item (similarity 1.0), as folding by meaning
+    would make it; a repeat of an earlier ADD of the same batch is dropped. Same contract as
+    :class:`Deduplicator`."""
+
+    @staticmethod
+    def key(text: str) -> str:
+        return " ".join(text.lower().split())
+
+    def rewrite(self, playbook: Playbook, ops: list[Operation]) -> tuple[list[Operation], list[Duplicate]]:
+        known = {self.key(item.text): item.id for item in playbook.items.values()}
+        batch: dict[str, int] = {}  # text key -> position among this batch's ADDs, 0-based
+        out: list[Operation] = []
+        dups: list[Duplicate] = []
+        adds = 0
+        for op in ops:
+            if not isinstance(op, Add):
+                out.append(op)
+                continue
+            k = self.key(op.text)
+            if k in known:
+                out.append(Tag(known[k], "helpful"))
+                dups.append(Duplicate(op.text, known[k], 1.0))
+            elif k in batch:
+                dups.append(Duplicate(op.text, f"batch-add:{batch[k]}", 1.0))
+            else:
+                batch[k] = adds
+                out.append(op)
+            adds += 1
         return out, dups

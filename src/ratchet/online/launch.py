@@ -207,6 +207,7 @@ def _served_context(config: Any, run_dir: Path):
         return None
     from functools import partial
 
-    from ratchet.context.online import playbook_path, served_messages
+    from ratchet.context.online import playbook_path, serve_embedder, served_messages
 
-    return partial(served_messages, playbook=playbook_path(config.context, run_dir), config=config.context)
+    return partial(served_messages, playbook=playbook_path(config.context, run_dir), config=config.context,
+                   embedder=serve_embedder(config.context))

@@ -100,13 +100,13 @@ def label_model_of(config: OnlineConfig) -> str | None:
 def make_turn_learner(config: OnlineConfig, queue_path: Any):
     """The learner of ``context.online``: its model (``context.model``, else the judge's, else the
     served one) through an accountant, its playbook beside the queue unless the config names one."""
-    from ratchet.context.online import TurnLearner, playbook_path
+    from ratchet.context.online import TurnLearner, playbook_path, serve_embedder
     from ratchet.models import Accountant, AccountedModel, load_model
 
     spec = config.context.model or config.judge.model or config.model
     model = AccountedModel(load_model(spec), Accountant(), purpose="context")
     run_dir = Path(queue_path).parent if isinstance(queue_path, (str, Path)) else None
-    return TurnLearner(playbook_path(config.context, run_dir), model, config.context)
+    return TurnLearner(playbook_path(config.context, run_dir), model, config.context, serve_embedder(config.context))
 
 
 def run_judge_loop(config: OnlineConfig, queue_path: Any, stop_event: Any, judge: Any = None,

@@ -223,7 +223,9 @@ async def start_turn(state: ServingState, spec: TurnSpec, request: Any = None) -
 
     policy, version = state.host.acquire()
     loop = asyncio.get_running_loop()
-    prompt = state.context(spec.messages) if state.context is not None else spec.messages
+    # Choosing the playbook's items embeds the request (tens of ms): off the event loop, and off the
+    # generation threads, where it would wait behind a reply.
+    prompt = await asyncio.to_thread(state.context, spec.messages) if state.context is not None else spec.messages
     too_long = await check_context(policy, template_messages(prompt), loop, state.executor)
     if too_long is not None:
         raise too_long
