@@ -108,14 +108,17 @@ mean seconds per judgement on this machine (2 cores shared with other work: see 
 JSON). `model-*` is the `ModelJudge` prompt, one greedy vote, on a stratified subset ("n of N").
 
 `classifier` is the classifier judge (`auto`'s fallback), `classifier-cues` its fallback without the
-encoder, both fitted on dev + dev2 + heldout + test + dev3 + test2 + test3 + dev4 (1,604 people's
-messages; 940 before test2, test3 and dev4 joined); on those sets they are scored by grouped 5-fold
-cross-validation over all of them together (CV: near-duplicate messages share a fold). Their cues
-and settings were refined on those cross-validation errors, so the CV rows flatter them; rows of a
-set scored once, before it was read (`test4`; earlier `test2`, `test3`), are the ones to believe. `-fit1` rows are the first fit (dev alone),
+encoder, both fitted on dev + dev2 + heldout + test + dev3 + test2 + test3 + dev4 + test4 + test5
+(2,184 people's messages; 940 before test2, test3 and dev4 joined, 1,604 before test4 and test5); on
+those sets they are scored by grouped 5-fold cross-validation over all of them together (CV:
+near-duplicate messages share a fold). Their cues and settings were refined on those
+cross-validation errors, so the CV rows flatter them; rows of a set scored once, before it was read
+(earlier `test2` to `test5`; next `test6`), are the ones to believe. `-fit1` rows are the first fit (dev alone),
 `-fit2` rows the second (dev + dev2 + heldout; its `test` rows were that fit's one unseen score),
 `classifier-fit3`, `classifier-cues-fit3` and `stacked-fit1` the judges before test2, test3 and dev4
-joined the fit, on the sets each was scored on once (test2, test3, test4), as measured then. Sign errors count tool outputs too ("k tool": how many of them were tool outputs,
+joined the fit, on the sets each was scored on once (test2, test3, test4), as measured then;
+`classifier-fit4` and `stacked-fit2` the judges before test4 and test5 joined, on those two sets (scored
+once each, before they were read). Sign errors count tool outputs too ("k tool": how many of them were tool outputs,
 read by the rules every judge shares).
 
 """
