@@ -247,6 +247,8 @@ def test_a_comparison_that_found_a_difference_fails_and_a_shown_diff_does_not():
     assert vote(hunk, "`diff -u expected/report.txt out/report.txt`") == -1
     assert vote("3c3\n< total: 42\n---\n> total: 41", "`python report.py > out.txt && diff expected.txt out.txt`") == -1
     assert vote(hunk, "`git diff src/report.py`") == 1  # changes shown on request: nothing compared
+    assert vote(hunk, "`git --no-pager diff HEAD~1`") == 1
+    assert vote(hunk, "Here is the diff of my change to report.py.") == 1  # "diff" in prose is no command
     assert vote(hunk) == 1
 
 

@@ -337,8 +337,9 @@ def _loose_words(text: str) -> list[str]:
     return out
 
 
-#: A call that compares two things (``diff``, ``cmp``; not ``git diff``, which shows changes on request).
-_COMPARING = re.compile(r"(?<![\w-])(?<!git )(?:diff|cmp)\s+(?!--stat)")
+#: A call that compares two things: ``diff`` or ``cmp`` run as a command (at a command's start: after a
+#: backtick, ``$``, ``&&``, ``;``, ``|``), not ``git diff`` (changes shown on request) nor "the diff" in prose.
+_COMPARING = re.compile(r"(?:^|[`;&|(]\s*|\$\s+)(?:sudo\s+)?(?:diff|cmp)\s+(?!--stat)", _M)
 #: What ``diff`` and ``cmp`` print when their inputs differ: a unified or context hunk, a normal diff's
 #: ``3c3`` / ``7d6``, ``differ``.
 _DIFFERENCE = re.compile(r"^@@ -\d|^\*\*\* \d|^\d+(?:,\d+)?[acd]\d+(?:,\d+)?$|\bdiffer\b", _M)
