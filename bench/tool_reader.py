@@ -5,15 +5,16 @@ Readers (``ratchet.online.judge.tools``): ``words`` (the first reading, one list
 (``tool_outcome.py``: the rules checked against the stacked judge's label model reading "did this
 call succeed"; its readings are cached under ``tests/data/feedback_labels/``). Sets: the tool rows
 of the development sets under ``tests/data/feedback/``, ``dev_tools.jsonl`` (written for this reader
-before it was) and ``dev_tools2.jsonl`` (written after, scored once before the rules saw it); by name
-only, ``test4`` (written apart from every reader and judge, its tool rows scored once). Results
+before it was) and ``dev_tools2.jsonl`` (written after, scored once before the rules saw it); ``test4``
+and ``test5`` (scored once each, read since: their misses named the last rules); by name only, ``test6``
+(written apart from every reader and judge, to be scored once). Results
 merge into ``bench/results/tool_reader.{json,md}`` under ``reader/set``.
 
     python -m bench.tool_reader --readers words rules
     nice -n 10 python -m bench.tool_reader --readers rules+model     # the 1.5B, seconds a row
     python -m bench.tool_reader --readers rules+model@0 rules+model@1 rules+model@4   # margins, from the cache
     python -m bench.tool_reader --readers rules+model-noaffirm   # a fact-less +1 kept without the model
-    nice -n 10 python -m bench.tool_reader --readers words rules rules+model --sets test4   # once
+    nice -n 10 python -m bench.tool_reader --readers words rules rules+model --sets test6   # once
 """
 
 from __future__ import annotations
@@ -33,10 +34,10 @@ CACHE = ROOT / "tests" / "data" / "feedback_labels"
 NAME = "tool_reader"
 #: The line after which the markdown holds notes written by hand, which the bench keeps.
 NOTES = "<!-- notes: kept by the bench -->"
-#: test2 and test3 were each scored once as a judge's unseen set, development data since.
-DEVELOPMENT = ("dev", "dev2", "heldout", "test", "dev3", "test2", "test3", "dev_tools", "dev_tools2")
-#: The development sets, then the untouched ones (each scored once, never by default).
-SETS = (*DEVELOPMENT, "test4", "test5")
+#: test2 to test5 were each scored once as a judge's unseen set, development data since.
+DEVELOPMENT = ("dev", "dev2", "heldout", "test", "dev3", "test2", "test3", "test4", "test5", "dev_tools", "dev_tools2")
+#: The development sets, then the untouched one (scored once, never by default).
+SETS = (*DEVELOPMENT, "test6")
 
 
 _OUTCOME: dict[str, object] = {}

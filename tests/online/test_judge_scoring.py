@@ -197,6 +197,16 @@ def test_tool_rows_reach_the_judge_as_tool_output():
     assert run(RuleJudge(hints=False), [row]).rewards == [-1]
 
 
+def test_a_tool_output_written_already_rendered_is_read_as_served(tmp_path):
+    data = _row(next_state="tool: HTTP/2 401\ncontent-length: 0", source="tool", label="tool_error", reward=-1)
+    path = tmp_path / "set.jsonl"
+    path.write_text(json.dumps(data) + "\n")
+    row = load_feedback(path)[0]
+    assert row.next_state == "HTTP/2 401\ncontent-length: 0"  # not "tool: HTTP/2 ...", which hides the status line
+    assert row.rendered == "tool: HTTP/2 401\ncontent-length: 0"  # prefixed once, as a server renders it
+    assert run(RuleJudge(hints=False), [row]).rewards == [-1]
+
+
 def test_measure_cross_validates_on_the_fitting_sets_together_only():
     rows = [FeedbackRow(**_row(id=f"r{i}")) for i in range(4)]
     calls = []
@@ -206,13 +216,13 @@ def test_measure_cross_validates_on_the_fitting_sets_together_only():
         return {name: Verdicts([1] * len(used), [None] * len(used), []) for name, used in sets.items()}
 
     results = measure([Contender("rule", lambda: RuleJudge(hints=False), cross_validate=cv)],
-                      {"dev": rows, "heldout": rows[:3], "test4": rows[:2]})
+                      {"dev": rows, "heldout": rows[:3], "test6": rows[:2]})
     assert calls == [{"dev": 4, "heldout": 3}]  # one cross-validation over the fitting sets, never the test set
     assert results["rule/dev"]["method"].startswith("grouped 5-fold cross-validation over dev + heldout")
     assert "cross-validation" in results["rule/heldout"]["method"]
-    assert results["rule/test4"]["method"] == "as shipped"
+    assert results["rule/test6"]["method"] == "as shipped"
     text = table(results)
-    assert "| rule | dev | 4 (CV) |" in text and "| rule | test4 | 2 |" in text
+    assert "| rule | dev | 4 (CV) |" in text and "| rule | test6 | 2 |" in text
 
 
 def test_stratified_subset_keeps_every_label():

@@ -180,12 +180,12 @@ def test_the_embedded_model_reads_praise_and_correction_apart():
     assert praise[p] - praise[c] > correction[p] - correction[c]
 
 
-def test_every_development_message_has_a_cached_reading_and_the_shipped_weighing_is_reproduced():
+def test_every_development_message_has_a_cached_reading_and_the_shipped_weighing_is_fitted_on_them():
+    import hashlib
     from pathlib import Path
 
-    from ratchet.online.judge.classifier import DEV_SETS
+    from ratchet.online.judge.classifier import DEV_SETS, UNTOUCHED_SETS
     from ratchet.online.judge.scoring import load_feedback
-    from ratchet.online.judge.stacked import equal_stacker
 
     class NoModel:
         name = "qwen2.5-coder-1.5b"
@@ -199,9 +199,12 @@ def test_every_development_message_has_a_cached_reading_and_the_shipped_weighing
     readings = np.array([cached.logprobs(r.reply, r.next_state) for r in rows])
     assert readings.shape == (len(rows), 3) and np.all(readings <= 0)
     shipped = Stacker.load()
-    assert shipped.meta["weighing"] == "equal" and shipped.model == "qwen2.5-coder-1.5b"
-    again = equal_stacker(model=shipped.model, min_confidence=shipped.min_confidence)
-    assert np.array_equal(again.weights, shipped.weights) and np.array_equal(again.bias, shipped.bias)
+    assert shipped.meta["weighing"] == "fitted" and shipped.model == "qwen2.5-coder-1.5b"
+    assert shipped.meta["rows"] == len(rows) and shipped.meta["data"] == list(DEV_SETS)
+    for name in DEV_SETS:  # fitted on these sets as they are now, none of the sets measured once
+        digest = hashlib.sha256((root / "feedback" / name).read_bytes()).hexdigest()
+        assert shipped.meta["data_sha256"][name] == digest, f"{name} changed since the stacker was fitted"
+    assert not set(UNTOUCHED_SETS) & set(shipped.meta["data_sha256"])
 
 
 def test_a_missing_label_model_is_named_with_its_pull_command_when_the_judge_is_built(monkeypatch, tmp_path):

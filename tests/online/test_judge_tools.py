@@ -226,6 +226,39 @@ def test_formatters_in_check_mode_and_unresolved_names_are_failures():
     assert READ.read("** server can't find intranet.example: NXDOMAIN").vote == -1
 
 
+def test_failures_stated_without_an_error_word_by_the_tools_that_print_them():
+    assert vote("5 packets transmitted, 0 received, 100% packet loss, time 4081ms") == -1
+    assert vote("5 packets transmitted, 5 received, 0% packet loss, time 4005ms") == 1
+    assert vote("scipy 1.11.4 has requirement numpy<1.28.0,>=1.21.6, but you have numpy 2.1.0.") == -1
+    assert vote("activating\n$ systemctl is-active app\ninactive") == -1
+    assert vote("Kernel restarting: The kernel for analysis.ipynb appears to have died.") == -1
+
+
+def test_the_status_a_call_echoes_is_its_exit_code():
+    call = '`timeout 600 ./run.sh; echo "exit $?"`'
+    assert vote("running 48 scenarios\n[scenario 17/48] checkout ...\nexit 124", call) == -1
+    assert vote("running 48 scenarios\nall 48 done\nexit 0", call) == 1
+    assert vote("(no output)\n$ echo $?\n1") == -1  # the echo shown in the output itself
+    assert vote("Epoch 2/10 loss=1.87\n124") == 1  # no $? anywhere: a printed number is only a result
+
+
+def test_a_comparison_that_found_a_difference_fails_and_a_shown_diff_does_not():
+    hunk = "--- expected/report.txt\n+++ out/report.txt\n@@ -3,2 +3,2 @@\n-North 1,204\n+North 0"
+    assert vote(hunk, "`diff -u expected/report.txt out/report.txt`") == -1
+    assert vote("3c3\n< total: 42\n---\n> total: 41", "`python report.py > out.txt && diff expected.txt out.txt`") == -1
+    assert vote(hunk, "`git diff src/report.py`") == 1  # changes shown on request: nothing compared
+    assert vote(hunk, "`git --no-pager diff HEAD~1`") == 1
+    assert vote(hunk, "Here is the diff of my change to report.py.") == 1  # "diff" in prose is no command
+    assert vote(hunk) == 1
+
+
+def test_an_empty_result_is_no_sign_either_way():
+    assert READ.read(" id | total\n----+-------\n(0 rows)").vote == 0
+    assert vote('{"query": "rate limit", "results": [], "total": 0}') == 0
+    assert vote('{"query": "rate limit", "results": [{"id": 3}], "total": 1}') == 1
+    assert vote(" id | total\n----+-------\n  7 | 12.50\n(1 row)") == 1
+
+
 def test_a_success_read_from_no_fact_needs_the_model_to_affirm_it():
     quiet = "X Pull request #12 is not mergeable: the base branch policy prohibits it."  # a form the rules lack
     assert READ.read(quiet).vote == 1 and not READ.read(quiet).facts

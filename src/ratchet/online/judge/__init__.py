@@ -13,7 +13,7 @@ Each judge is one strategy behind the :class:`Judge` protocol:
 * :class:`ModelJudge` (``model``) — a chat model as a process reward model, voting. ``model.py``.
 * :class:`StackedJudge` (``stacked``) — the classifier's probabilities weighed with a local model's
   reading of the message as one of the three labels (log-probabilities, nothing generated), the two
-  weighed equally, its threshold chosen on the development sets. ``stacked.py``, ``labels.py``.
+  weighed by weights and thresholds fitted on the development sets. ``stacked.py``, ``labels.py``.
 
 The classifier, rule and stacked judges read a tool's output (a next state starting with ``tool:``)
 with a tool-output reader (``tools.py``: parsed facts before loose words, 0 where they disagree; the

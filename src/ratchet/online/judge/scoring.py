@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ratchet.contracts import RatchetError
-from ratchet.online.judge.rules import TOOL_PREFIX
+from ratchet.online.judge.rules import TOOL_PREFIX, is_tool_output
 from ratchet.online.records import Turn
 
 LABELS = {"correction": -1, "praise": 1, "neutral": 0, "tool_ok": 1, "tool_error": -1}
@@ -73,7 +73,12 @@ def _row(data: Any, where: str) -> FeedbackRow:
         raise RatchetError(f"{where}: reward {data['reward']!r} of a {label} must be {LABELS[label]}")
     if not isinstance(data["next_state"], str) or not isinstance(data["context"], list) or not data["context"]:
         raise RatchetError(f"{where}: next_state must be text and context a non-empty list of messages")
-    return FeedbackRow(str(data["id"]), data["context"], str(data["reply"]), data["next_state"], source, label,
+    next_state = data["next_state"]
+    if source == "tool" and is_tool_output(next_state):
+        # a set written with the output already rendered ("tool: ..."): the judge would read it prefixed
+        # twice, and the tool reader would see "tool: HTTP/2 401" where a served output starts "HTTP/2 401"
+        next_state = next_state.lstrip()[len(TOOL_PREFIX):].lstrip(" ")
+    return FeedbackRow(str(data["id"]), data["context"], str(data["reply"]), next_state, source, label,
                        int(data["reward"]), data.get("hint"), str(data.get("style", "")),
                        str(data.get("preference", "")), str(data.get("lang", "")))
 

@@ -21,8 +21,9 @@ directory" as successes. :class:`RuleToolReader` reads instead:
 
 The verdict: a failing fact beside a succeeding *outcome* fact (exit 0 with an error diagnostic, an
 HTTP 200 whose body says ``"status": "failed"``) is 0; failing facts alone -1; succeeding facts
-+1 (loose words then do not count); loose words alone 0; nothing at all +1 (a call that printed
-its result: ``55``, a file listing). A test run or rollout that started and has no verdict (cut off)
++1 (loose words then do not count); loose words alone 0; an empty result alone (``(0 rows)``) 0;
+nothing at all +1 (a call that printed its result: ``55``, a file listing). A ``diff`` or ``cmp`` the
+call ran that printed a difference is a failing outcome (those commands exit 1 when inputs differ). A test run or rollout that started and has no verdict (cut off)
 is 0.
 
 :class:`~ratchet.online.judge.tool_outcome.ModelCheckedToolReader` (``tool_outcome.py``) adds a label model's reading of "did this call succeed" (the
@@ -83,7 +84,7 @@ def _clip(text: str) -> str:
     return text.strip()[:80]
 
 
-def _exit_codes(text: str) -> list[Fact]:
+def _exit_codes(text: str, call: str = "") -> list[Fact]:
     out = []
     for pattern in (r"\bexit(?:ed)?[ _](?:code|status)\b[:=]?\s*(-?\d+)", r"\bexit=(\d+)\b",
                     r"\bexited with (?:code|status) (-?\d+)", r"\bExited \((\d+)\)",
@@ -92,6 +93,10 @@ def _exit_codes(text: str) -> list[Fact]:
             out.append(Fact(1 if int(m.group(1)) == 0 else -1, "exit_code", OUTCOME, _clip(m.group(0))))
     for m in re.finditer(r"returned non-zero exit status \d+|^make(?:\[\d+\])?: \*\*\* .*Error \d+", text, _M):
         out.append(Fact(-1, "exit_code", OUTCOME, _clip(m.group(0))))
+    if "$?" in call or "$?" in text:  # the shell's status echoed by the call (`; echo "exit $?"`): its last number
+        echoed = re.findall(r"^(?:(?:exit|status|rc|code)\s*[=:]?\s*)?(\d{1,3})\s*$", text, _IM)
+        if echoed:
+            out.append(Fact(1 if int(echoed[-1]) == 0 else -1, "exit_code", OUTCOME, f"$? = {echoed[-1]}"))
     return out
 
 
@@ -198,7 +203,11 @@ _VERDICT_BAD = (r"^BUILD FAIL(?:URE|ED)\b", r"\bBuild failed\b", r"^test result:
                 # an error word; "N files would be left unchanged" is its success and stays unread
                 r"^would reformat\b", r"\b[1-9]\d* files? would be reformatted\b", r"\bCode style issues found\b",
                 # a DNS lookup's response code (dig, nslookup): the name did not resolve
-                r"\bstatus: (?:NXDOMAIN|SERVFAIL|REFUSED)\b", r"server can't find \S+: (?:NXDOMAIN|SERVFAIL|REFUSED)\b")
+                r"\bstatus: (?:NXDOMAIN|SERVFAIL|REFUSED)\b", r"server can't find \S+: (?:NXDOMAIN|SERVFAIL|REFUSED)\b",
+                # ping's summary with nothing back, pip check's conflicts, systemctl is-active's answer, a
+                # notebook's dead kernel: each tool's own statement of failure, without an error word
+                r"\b100(?:\.0)?% packet loss\b", r"\bhas requirement \S+, but you have\b", r"^inactive$",
+                r"\bkernel\b.* appears to have died\b")
 
 
 def _verdicts(text: str) -> list[Fact]:
@@ -328,13 +337,46 @@ def _loose_words(text: str) -> list[str]:
     return out
 
 
+#: A call that compares two things: ``diff`` or ``cmp`` run as a command (at a command's start: after a
+#: backtick, ``$``, ``&&``, ``;``, ``|``), not ``git diff`` (changes shown on request) nor "the diff" in prose.
+_COMPARING = re.compile(r"(?:^|[`;&|(]\s*|\$\s+)(?:sudo\s+)?(?:diff|cmp)\s+(?!--stat)", _M)
+#: What ``diff`` and ``cmp`` print when their inputs differ: a unified or context hunk, a normal diff's
+#: ``3c3`` / ``7d6``, ``differ``.
+_DIFFERENCE = re.compile(r"^@@ -\d|^\*\*\* \d|^\d+(?:,\d+)?[acd]\d+(?:,\d+)?$|\bdiffer\b", _M)
+
+
+def _comparison(text: str, call: str) -> list[Fact]:
+    """A comparison the call ran that printed a difference: ``diff`` and ``cmp`` exit 1 when their inputs
+    differ, so the difference is the call's failing verdict (an expected file against a produced one)."""
+    if _COMPARING.search(call) and (m := _DIFFERENCE.search(text)):
+        return [Fact(-1, "comparison", OUTCOME, _clip(m.group(0)))]
+    return []
+
+
+#: An empty result stated as the whole answer: a query's ``(0 rows)``, a search's ``"total": 0`` beside an
+#: empty list. Whether nothing was the right answer depends on what the caller expected, which the output
+#: does not say: it is no sign of success either way.
+_EMPTY = re.compile(r"^\(0 rows\)$|^0 rows? (?:returned|found|selected)\b|^Empty set\b|^no rows selected$", _IM)
+
+
+def _empty_result(text: str) -> bool:
+    if _EMPTY.search(text):
+        return True
+    body = _json_body(text)
+    if not isinstance(body, dict):
+        return False
+    counts = [v for k, v in body.items() if str(k).lower() in ("total", "count", "hits", "total_count", "n")]
+    lists = [v for v in body.values() if isinstance(v, list)]
+    return bool(lists) and all(v == [] for v in lists) and all(c == 0 for c in counts)
+
+
 def facts_of(output: str, call: str = "") -> tuple[list[Fact], list[str]]:
     """The facts of a tool's output and its loose error words (reports of zero failures removed);
     ``call`` (the reply that made the call) says what a bare output is, such as an HTTP status."""
     text = output or ""
     counts, zero = _counts(text)
-    facts = [*_exit_codes(text), *_http(text, call or ""), *_json_fields(text), *counts, *_verdicts(text), *_diagnostics(text),
-             *_error_classes(text), *_test_items(text), *_system(text)]
+    facts = [*_exit_codes(text, call or ""), *_http(text, call or ""), *_json_fields(text), *counts, *_verdicts(text), *_diagnostics(text),
+             *_error_classes(text), *_test_items(text), *_system(text), *_comparison(text, call or "")]
     rest = text
     for start, end in sorted(zero, reverse=True):
         rest = rest[:start] + " " * (end - start) + rest[end:]
@@ -369,6 +411,8 @@ class RuleToolReader:
             return ToolReading(1, tuple(facts), tuple(loose), "succeeding facts")
         if loose:
             return ToolReading(0, (), tuple(loose), "only loose error words")
+        if _empty_result(output):
+            return ToolReading(0, (), (), "an empty result: whether it was expected is not said")
         return ToolReading(1, (), (), "no sign of failure")
 
 
