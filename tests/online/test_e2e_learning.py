@@ -135,6 +135,8 @@ def test_users_feedback_teaches_the_served_model_on_heldout_prompts(tmp_path) ->
         # The margins asserted below were measured with distillation along the served replies,
         # with the sampled-token term on, the teacher's top-k taught and Binary RL on every token.
         distill_target="served", w_opd=1.0, taught="topk", rl_credit="reply",
+        # ... and with the 0.5B's own base as the hinted teacher, whatever else is pulled here.
+        teacher_model=None,
     )
     trainer = Trainer.from_config(config)
     timings["trainer_load_s"] = time.perf_counter() - t0

@@ -18,7 +18,8 @@ where the greeting needed 20. The overrides: ``trainer.max_wait_s=20``, a partia
 than 8 judged turns after four conversations) is trained after 20 s instead of 120 s, which
 changes when the trainer steps, not how it learns; and ``judge.kind=classifier``, the judge these
 runs were measured with (the default, auto, would load the 1.5B beside the 0.5B and the trainer
-where it is pulled). Measured on one core (two runs): v1 0 of 8
+where it is pulled); and ``trainer.teacher_model=base``, the hinted teacher these runs were
+measured with (the default, auto, would load the 1.5B in the trainer where it is pulled). Measured on one core (two runs): v1 0 of 8
 held-out bullet lists, v2 (8 conversations) 8 of 8, the base 0 of 8; 421 s and 369 s in all.
 """
 
@@ -60,7 +61,7 @@ PACE = 4
 #: moved, 4-5 min after the first conversation on one core; see the module docstring).
 TEACH_S = 600
 #: The overrides (see the module docstring): when a partial batch trains, and the judge measured.
-OVERRIDES = ["trainer.max_wait_s=20", "judge.kind=classifier"]
+OVERRIDES = ["trainer.max_wait_s=20", "judge.kind=classifier", "trainer.teacher_model=base"]
 
 pytestmark = [
     pytest.mark.real_model,

@@ -1,6 +1,7 @@
 """``trainer.teacher_model``: another model's frozen weights as the hinted teacher.
 
-Without it the student's own base teaches, as before. With it the top-k and the teacher's own
+``auto`` (the default) picks the catalog's larger model of the served model's tokenizer where it
+is pulled, else the student's own base, which also teaches weights given in memory. With a teacher the top-k and the teacher's own
 replies come from that model (loaded at the first hinted sample, frozen, no LoRA), the sampled-token
 term stays on the hinted base, a tokenizer that is not the student's is refused with a message
 naming the setting, and a difference in vocabulary rows (padding) is cut to the shared range.
@@ -109,7 +110,9 @@ def test_a_teacher_model_gives_the_topk_and_the_base_keeps_the_sampled_token_ter
     teacher = other_model()
     before = {k: v.clone() for k, v in teacher.state_dict().items()}
     loads = serve_teacher(monkeypatch, teacher)
-    trainer = make_trainer(signal="combine", opd_topk=4, distill_target="served", teacher_model=SPEC, w_opd=1.0)
+    # float32: the targets are compared with the teacher's own fp32 logits (bf16 is the default).
+    trainer = make_trainer(signal="combine", opd_topk=4, distill_target="served", teacher_model=SPEC, w_opd=1.0,
+                           teacher_dtype="float32")
     assert loads == []  # loaded at the first hinted sample, not with the trainer
     it = hinted_items(trainer)[0]
     trainer._consult_teacher([it])
@@ -191,7 +194,8 @@ def test_extra_vocabulary_rows_of_the_teacher_are_cut_to_the_students(monkeypatc
     reference = other_model(vocab=80)  # the same weights (same seed), left uncut
     serve_teacher(monkeypatch, teacher)
     trainer = make_trainer(signal="opd", opd_topk=4, distill_target="teacher", teacher_model=SPEC,
-                           teacher_filter="none", teacher_unfinished="prefix", teacher_max_tokens=6)
+                           teacher_filter="none", teacher_unfinished="prefix", teacher_max_tokens=6,
+                           teacher_dtype="float32")
     metrics = trainer.step([sample("q", "abcabc", -1, hint=HINT)])
     assert metrics["updated"]
     assert teacher.get_output_embeddings().weight.shape[0] == 64
@@ -220,11 +224,70 @@ def test_a_teacher_with_fewer_rows_teaches_while_every_token_has_one_and_is_refu
 def test_the_setting_takes_local_models_only(tmp_path) -> None:
     assert load_config(TrainerConfig, overrides=["teacher_model=local:qwen2.5-coder-1.5b"]).teacher_model == \
         "local:qwen2.5-coder-1.5b"
-    assert TrainerConfig().teacher_model is None
+    assert TrainerConfig().teacher_model == "auto" and TrainerConfig().teacher_unfinished == "auto"
     for bad in ("openai:gpt-4o", "http://localhost:8000/v1#m", "local:qwen2.5-coder-1.5b@v3", "local:"):
         with pytest.raises(ConfigError, match="teacher_model"):
             load_config(TrainerConfig, overrides=[f"teacher_model={bad}"])
 
+
+
+@pytest.fixture
+def pulled(monkeypatch):
+    """Which catalog models count as pulled and verified (a set the test fills)."""
+    present: set[str] = set()
+    monkeypatch.setattr("ratchet.models.registry.is_verified", lambda name, **_: name in present)
+    return present
+
+
+def test_auto_picks_the_catalog_teacher_only_where_it_is_pulled(pulled) -> None:
+    choose = teacher_module.choose_teacher
+    absent = choose("auto", "auto", "local:qwen2.5-coder-0.5b")
+    assert (absent.spec, absent.unfinished) == (None, "drop")
+    assert "ratchet models pull qwen2.5-coder-1.5b" in absent.reason  # says how to get the stronger one
+
+    pulled.add("qwen2.5-coder-1.5b")
+    for served in ("local:qwen2.5-coder-0.5b", "qwen2.5-coder-0.5b", "/models/qwen2.5-coder-0.5b.gguf"):
+        chosen = choose("auto", "auto", served)
+        assert (chosen.spec, chosen.unfinished) == ("local:qwen2.5-coder-1.5b", "prefix"), served
+        assert chosen.record() == {"teacher": "local:qwen2.5-coder-1.5b", "teacher_unfinished": "prefix",
+                                   "teacher_choice": chosen.reason}
+    # No larger model of its tokenizer in the catalog, or weights given in memory: the base teaches.
+    assert choose("auto", "auto", "local:qwen2.5-coder-1.5b").spec is None
+    assert choose("auto", "auto", "local:smollm2-135m").spec is None
+    assert choose("auto", "auto", None).spec is None
+    # What is configured is kept, auto or not, whatever is pulled.
+    assert choose(None, "auto", "qwen2.5-coder-0.5b").name == "base"
+    assert choose("base", "prefix", "qwen2.5-coder-0.5b").unfinished == "prefix"
+    assert choose("auto", "drop", "qwen2.5-coder-0.5b").unfinished == "drop"
+    assert choose("local:other", "auto", "qwen2.5-coder-0.5b").spec == "local:other"
+
+
+def test_a_trainer_built_around_weights_in_memory_is_taught_by_its_base(pulled) -> None:
+    pulled.add("qwen2.5-coder-1.5b")  # even with the 0.5B's teacher pulled: these are not the 0.5B's weights
+    trainer = make_trainer()
+    assert trainer.config.teacher_model == "auto" and trainer.teacher_choice.spec is None
+    assert trainer.teacher.name == "base" and trainer.teacher_choice.unfinished == "drop"
+
+
+def test_from_config_resolves_auto_for_the_served_file_before_loading_it(monkeypatch, tmp_path, pulled) -> None:
+    from ratchet.online.trainer import Trainer
+
+    asked: list[str] = []
+
+    def no_policy(*args, **kwargs):
+        raise AssertionError("the student must not be loaded before the teacher's file is found")
+
+    def find(spec):
+        asked.append(spec)
+        raise RatchetError("GGUF file not found", hint="pull it")
+
+    pulled.add("qwen2.5-coder-1.5b")
+    monkeypatch.setattr("ratchet.online.trainer.resolve_gguf", lambda model: tmp_path / "qwen2.5-coder-0.5b.gguf")
+    monkeypatch.setattr("ratchet.online.trainer.load_policy", no_policy)
+    monkeypatch.setattr(teacher_module, "resolve_gguf", find)
+    with pytest.raises(RatchetError, match=r"trainer.teacher_model 'local:qwen2.5-coder-1.5b'"):
+        Trainer.from_config(TrainerConfig(convert_gguf=False))
+    assert asked == ["qwen2.5-coder-1.5b"]
 
 
 def test_a_teacher_model_that_is_not_there_is_refused_when_the_trainer_starts(monkeypatch, tmp_path) -> None:

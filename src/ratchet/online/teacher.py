@@ -1,8 +1,10 @@
 """The hinted teacher: whose frozen weights, shown the correction's hint, give the distillation targets.
 
-Two kinds, chosen by ``trainer.teacher_model`` (:func:`hinted_teacher`):
+Two kinds, chosen by ``trainer.teacher_model`` (:func:`hinted_teacher`; ``auto``, the default, is
+resolved by :func:`choose_teacher`: the catalog's larger model of the served model's tokenizer where
+it is pulled, else the base):
 
-* :class:`BaseTeacher` (``None``, the default): the student's own frozen base, scored through the
+* :class:`BaseTeacher` (``None``): the student's own frozen base, scored through the
   peft model with its adapter off: no second copy of the weights.
 * :class:`ModelTeacher` (``local:NAME`` or ``local:/path/file.gguf``): another model's frozen weights,
   loaded like the trainer's base (:func:`~ratchet.online.weights.load_policy`), never trained, no
@@ -188,6 +190,72 @@ def load_teacher(student: ScoredPolicy, spec: str, *, student_name: str, cache_d
     return ModelTeacher.over(student, spec, model, tokenizer, student_name=student_name)
 
 
+AUTO = "auto"
+
+
+@dataclass(frozen=True)
+class TeacherChoice:
+    """Which hinted teacher a trainer uses and how it treats a reply cut at the limit, and why
+    (``trainer.teacher_model`` / ``teacher_unfinished`` as configured, ``auto`` resolved)."""
+
+    configured: str | None
+    spec: str | None
+    """``local:NAME`` (or a GGUF) of a separate teacher; None: the served model's own base."""
+    unfinished: str
+    """``drop`` or ``prefix`` (``teacher_unfinished``, resolved)."""
+    reason: str = "configured"
+
+    @property
+    def name(self) -> str:
+        return self.spec or "base"
+
+    def record(self) -> dict[str, Any]:
+        return {"teacher": self.name, "teacher_unfinished": self.unfinished, "teacher_choice": self.reason}
+
+
+def choose_teacher(teacher_model: str | None, teacher_unfinished: str, served: str | Path | None) -> TeacherChoice:
+    """Resolve ``auto`` in ``trainer.teacher_model`` and ``trainer.teacher_unfinished``.
+
+    ``teacher_model: auto`` is the catalog's teacher of the ``served`` model (``local:NAME`` or its
+    GGUF file; :attr:`~ratchet.models.registry.CatalogEntry.teacher`, the 1.5B for the 0.5B) where
+    that model is pulled and verified, else the served model's own base; ``served`` None (a trainer
+    built around weights in memory, as tests do) is taught by its base. Nothing is downloaded.
+    Why a larger teacher where there is one: with its own base as teacher the 0.5B learned none of
+    the preferences it never shows first (German, the user's name, numbered lists: 0.00 at every
+    version, also with four passes), since a hinted 0.5B rarely writes the target (it role-plays the
+    name, writes English, or a list cut before its items); the 1.5B's targets taught numbered lists
+    (0.75) and German (0.92) through ``ratchet serve`` (``bench/results/online_personalization.md``).
+
+    ``teacher_unfinished: auto`` is ``prefix`` for a separate teacher and ``drop`` for the base: the
+    1.5B rarely finishes a German or numbered answer within ``teacher_max_tokens``, so dropping cut
+    replies leaves it almost nothing to teach, while the base's cut replies taught with ``prefix``
+    made a "shorter" student's replies longer (``bench/results/online_teacher_stop_*``)."""
+    if teacher_model == AUTO:
+        spec, reason = _catalog_teacher(served)
+    elif teacher_model in (None, "base"):
+        spec, reason = None, "configured: the served model's own base"
+    else:
+        spec, reason = teacher_model, "configured"
+    unfinished = teacher_unfinished if teacher_unfinished != AUTO else ("prefix" if spec else "drop")
+    return TeacherChoice(teacher_model, spec, unfinished, reason)
+
+
+def _catalog_teacher(served: str | Path | None) -> tuple[str | None, str]:
+    from ratchet.models.registry import CATALOG, is_verified
+
+    if served is None:
+        return None, "auto: weights given in memory, taught by their own base"
+    name = str(served).removeprefix("local:")
+    name = Path(name).stem if name.endswith(".gguf") else name
+    entry = CATALOG.get(name)
+    if entry is None or entry.teacher is None:
+        return None, f"auto: the catalog names no teacher for {name}, taught by its own base"
+    if not is_verified(entry.teacher):
+        return None, (f"auto: {entry.teacher} would teach {name} but is not pulled (ratchet models pull "
+                      f"{entry.teacher}); taught by its own base")
+    return f"local:{entry.teacher}", f"auto: {entry.teacher} is pulled and verified and teaches {name}"
+
+
 def hinted_teacher(student: ScoredPolicy, spec: str | None, *, student_name: str, cache_dir: Path | None = None,
                    dtype: str = "float32") -> HintedTeacher:
     """``trainer.teacher_model``'s teacher for ``student``: its own base when ``spec`` is None."""
@@ -196,5 +264,5 @@ def hinted_teacher(student: ScoredPolicy, spec: str | None, *, student_name: str
     return load_teacher(student, spec, student_name=student_name, cache_dir=cache_dir, dtype=dtype)
 
 
-__all__ = ["PROBES", "BaseTeacher", "HintedTeacher", "ModelTeacher", "TeacherTargets", "check_same_tokenizer", "hinted_teacher",
-           "load_teacher", "teacher_gguf"]
+__all__ = ["AUTO", "PROBES", "BaseTeacher", "HintedTeacher", "ModelTeacher", "TeacherChoice", "TeacherTargets",
+           "check_same_tokenizer", "choose_teacher", "hinted_teacher", "load_teacher", "teacher_gguf"]

@@ -3,7 +3,8 @@
 What lives where: :mod:`~ratchet.online.trainer_config` (the settings), :mod:`~ratchet.online.weights`
 (the served GGUF loaded into torch), :mod:`~ratchet.online.scoring` (forward passes: log-probs, the
 frozen base's top-k, greedy replies, KL), :mod:`~ratchet.online.preparation` (what each sample
-teaches, as token ids), this module (one update in named stages) and
+teaches, as token ids), this module (one update in named stages, with the hinted teacher's
+choice and targets it consults, which is why it runs to ~510 lines) and
 :mod:`~ratchet.online.trainer_loop` (the loop that feeds it and publishes versions).
 peft puts a LoRA on the seven projections of every block; each update becomes a peft adapter plus
 its GGUF LoRA conversion, which the serving process hot-swaps.
@@ -38,7 +39,7 @@ from ratchet.online.preparation import Prepared, assess_sample, prepare_samples
 from ratchet.online.scoring import ScoredPolicy
 from ratchet.online.targets import target_filter
 from ratchet.online.taught import taught_loss
-from ratchet.online.teacher import HintedTeacher, TeacherTargets, hinted_teacher, teacher_gguf
+from ratchet.online.teacher import HintedTeacher, TeacherTargets, choose_teacher, hinted_teacher, teacher_gguf
 from ratchet.online.trainer_config import TrainerConfig
 from ratchet.online.versions import Lineage
 from ratchet.online.weights import load_policy, resolve_gguf
@@ -78,7 +79,8 @@ class Trainer(ScoredPolicy):
     ``version`` is the number of the weight version the trainer's adapter equals (0 = base).
     """
 
-    def __init__(self, config: TrainerConfig, model: Any, tokenizer: Any, *, version: int = 0) -> None:
+    def __init__(self, config: TrainerConfig, model: Any, tokenizer: Any, *, version: int = 0,
+                 served: Path | str | None = None) -> None:
         import torch
         from peft import LoraConfig, get_peft_model
 
@@ -110,18 +112,22 @@ class Trainer(ScoredPolicy):
         self.load_info: dict[str, Any] = {}
         pad = getattr(tokenizer, "pad_token_id", None)
         self.pad_id = int(pad if pad is not None else getattr(tokenizer, "eos_token_id", 0) or 0)
-        #: The hinted teacher (``teacher_model``), loaded at the first hinted sample that needs it.
+        #: ``teacher_model`` / ``teacher_unfinished`` with ``auto`` resolved for the ``served`` file
+        #: (None, weights given in memory: their own base teaches).
+        self.teacher_choice = choose_teacher(config.teacher_model, config.teacher_unfinished, served)
+        #: The hinted teacher, loaded at the first hinted sample that needs it.
         self._teacher: HintedTeacher | None = None
 
     @classmethod
     def from_config(cls, config: TrainerConfig) -> Trainer:
         gguf = resolve_gguf(config.model)
-        if config.teacher_model is not None:
-            # Its weights load at the first hinted sample; a missing file is said now, not then.
-            teacher_gguf(config.teacher_model)
+        choice = choose_teacher(config.teacher_model, config.teacher_unfinished, gguf)
+        if choice.spec is not None:  # its weights load at the first hinted sample; a missing file is said now
+            teacher_gguf(choice.spec)
         model, tokenizer, info = load_policy(gguf, config.weights_cache_dir)
-        log.info("loaded %s for training in %.1fs (cache hit: %s)", gguf.name, info["load_s"], info["cache_hit"])
-        trainer = cls(config, model, tokenizer)
+        log.info("loaded %s for training in %.1fs (cache hit: %s); hinted teacher %s (%s)", gguf.name, info["load_s"],
+                 info["cache_hit"], choice.name, choice.reason)
+        trainer = cls(config, model, tokenizer, served=gguf)
         trainer.base_gguf = gguf
         trainer.load_info = info
         return trainer
@@ -200,10 +206,10 @@ class Trainer(ScoredPolicy):
 
     @property
     def teacher(self) -> HintedTeacher:
-        """The hinted teacher ``teacher_model`` names (the base when None), loaded on first use: a
-        trainer that never sees a hint never loads a second model."""
+        """The hinted teacher :attr:`teacher_choice` names, loaded on first use: a trainer that
+        never sees a hint never loads a second model."""
         if self._teacher is None:
-            self._teacher = hinted_teacher(self, self.config.teacher_model, student_name=self.config.model,
+            self._teacher = hinted_teacher(self, self.teacher_choice.spec, student_name=self.config.model,
                                            cache_dir=self.config.weights_cache_dir, dtype=self.config.teacher_dtype)
         return self._teacher
 
@@ -234,7 +240,7 @@ class Trainer(ScoredPolicy):
                 continue
             if reply.stop is None:
                 unfinished.append(text)
-                if cfg.teacher_unfinished == "prefix" and rule.keep(text):
+                if self.teacher_choice.unfinished == "prefix" and rule.keep(text):
                     keep.append((it, p, reply.ids))
             elif rule.keep(text):
                 keep.append((it, p, reply.with_stop))
@@ -474,7 +480,7 @@ class Trainer(ScoredPolicy):
             "tokens": int(batch.total_tokens),
             "sequence_tokens": int(sequence_tokens),
             "hinted": targets.hinted,
-            "teacher": self.config.teacher_model or "base",
+            **self.teacher_choice.record(),
             "teacher_targets": targets.taught,
             "teacher_targets_refused": targets.refused,
             "teacher_targets_unfinished": targets.unfinished,

@@ -48,31 +48,36 @@ class TrainerConfig(Settings):
     """The reply the distillation runs along: ``served`` (what the user saw; the teacher disagrees
     almost only at its first token) or ``teacher`` (default: the hinted teacher's own greedy reply,
     end-of-turn included, so the whole reply the hint leads to is taught, its end too)."""
-    teacher_model: str | None = None
-    """The hinted teacher's weights: None (default) the served model's own frozen base; else a
-    model that shares its tokenizer (``local:qwen2.5-coder-1.5b`` for the 0.5B; ``local:NAME`` or
-    ``local:/path/file.gguf``), loaded like the base at the first hinted sample, frozen, no LoRA,
-    refused at load if its tokenizer is not the served model's. It gives the top-k and its own
-    greedy replies (so also where ``rl_credit=parting`` and the KL mask part from it); the
-    sampled-token term ``teacher − proximal`` (``w_opd``) stays on the hinted base, where it differs
-    from the student only by the hint, not by the two models' difference. Memory: the 1.5B's
-    weights are 6.6 GB in fp32 (``teacher_dtype``), kept for the trainer's life; its first load
-    dequantizes and caches them as for the base (114 s here, 6.7 GB on disk). Measured
-    (``bench/results/online_teacher_probe.md``): on the German, name and numbered hints the 1.5B
-    meets the preference more often than the 0.5B but rarely finishes within ``teacher_max_tokens``,
-    so with ``teacher_unfinished=drop`` it teaches almost nothing: pair it with ``prefix``."""
-    teacher_dtype: Literal["float32", "bfloat16"] = "float32"
-    """The ``teacher_model``'s weights in memory: ``float32`` (default, as loaded) or ``bfloat16``
-    (cast after loading: half the memory, 3.3 GB for the 1.5B). Measured on the 1.5B, 8 hinted
+    teacher_model: str | None = "auto"
+    """The hinted teacher's weights. ``auto`` (default): the catalog's larger model of the served
+    model's tokenizer where it is pulled and verified (``local:qwen2.5-coder-1.5b`` for the 0.5B),
+    else the served model's own frozen base; resolved once when the trainer loads and recorded on
+    every version (``teacher``, ``teacher_choice``); why, with the runs:
+    :func:`ratchet.online.teacher.choose_teacher`. None (or ``base``): the base. Else a model that
+    shares the served model's tokenizer (``local:NAME`` or ``local:/path/file.gguf``), loaded like the
+    base at the first hinted sample, frozen, no LoRA, refused at load if its tokenizer is not the
+    served model's. It gives the top-k and its own greedy replies (so also where
+    ``rl_credit=parting`` and the KL mask part from it); the sampled-token term ``teacher − proximal``
+    (``w_opd``) stays on the hinted base, where it differs from the student only by the hint, not by
+    the two models' difference. Memory: the 1.5B's weights are 3.3 GB in bf16 (``teacher_dtype``),
+    kept for the trainer's life; its first load dequantizes and caches them as for the base (114 s
+    here, 6.7 GB on disk). Measured (``bench/results/online_teacher_probe.md``): on the German, name
+    and numbered hints the 1.5B meets the preference more often than the 0.5B but rarely finishes
+    within ``teacher_max_tokens``, hence ``teacher_unfinished: auto`` teaches its cut replies."""
+    teacher_dtype: Literal["float32", "bfloat16"] = "bfloat16"
+    """A separate ``teacher_model``'s weights in memory: ``bfloat16`` (default; cast after loading:
+    half the memory, 3.3 GB for the 1.5B) or ``float32`` (as loaded). Measured on the 1.5B, 8 hinted
     prompts (``bench/results/online_teacher_probe_dtype.md``): the same 32-token greedy replies, the
     same top token at 254 of 256 positions, the top-k pass 3-4x faster and greedy as fast or faster
     (two runs on a shared machine). The base teacher is the student's own weights and stays fp32."""
     teacher_max_tokens: int = Field(default=48, ge=1)
     """Length limit of the hinted teacher's own reply (``distill_target=teacher``); 48 keeps the
     greedy pass a few seconds. What becomes of a reply cut here is ``teacher_unfinished``."""
-    teacher_unfinished: Literal["drop", "prefix"] = "drop"
-    """A hinted teacher's reply cut at ``teacher_max_tokens`` before it ended: ``drop`` (default)
-    teaches none of it (its end is unknown); ``prefix`` teaches the part written, without an end.
+    teacher_unfinished: Literal["auto", "drop", "prefix"] = "auto"
+    """A hinted teacher's reply cut at ``teacher_max_tokens`` before it ended: ``drop`` teaches none
+    of it (its end is unknown); ``prefix`` teaches the part written, without an end; ``auto``
+    (default): ``prefix`` with a separate ``teacher_model``, ``drop`` with the base (why:
+    :func:`ratchet.online.teacher.choose_teacher`).
     A finished reply is taught with its stop either way. Measured on the 0.5B, one update after
     four "shorter" corrections (``bench/results/online_teacher_stop_*``): held-out replies 9.7 → 13
     tokens with ``drop``, → 31.3 with ``prefix``, → 57 before the stop fix; through ``ratchet
