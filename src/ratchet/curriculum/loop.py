@@ -3,7 +3,9 @@ their samples trained on, the new version judged on the held-out games, promoted
 
 Everything is in the store as it happens (``curriculum/state.json`` in the curriculum's run,
 written atomically after every step): each search's run id as it starts and its result as it ends,
-the samples fed, the version each round published and the games gate's decision. Each search is a
+the round's failures by type and the feedback policy's decision per type (before anything is fed,
+so a resumed round feeds as it decided), the samples fed, the version each round published and the
+games gate's decision. Each search is a
 run of its own in the same store; the queue and the versions are the run's ``online/``. A killed
 curriculum resumes where it stopped: a search started is resumed by the engine, a finished one read,
 a feed done again adds nothing, a version published while the state had not recorded it is found
@@ -133,10 +135,10 @@ class Curriculum:
             for game in self.state["train_games"]:
                 for seed in seeds:
                     self._search(r["train"], incumbent, game, seed, "train")
-            runs = [self.store.open_run(e["run_id"]) for e in r["train"].values()]
-            if r.get("decisions") is None:
-                self._decide(r, runs)
             if r["fed"] is None:
+                runs = [self.store.open_run(e["run_id"]) for e in r["train"].values()]
+                if r.get("decisions") is None:  # decided once: a resumed round feeds as it decided
+                    self._decide(r, runs)
                 skip = withheld(runs, r["decisions"])
                 r["fed"] = self.training.feed(runs, incumbent, skip=skip)
                 r["withheld"] = len(skip)
