@@ -4,7 +4,7 @@ the real-model test's)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -57,14 +57,14 @@ class Training:
         self.versions = VersionStore(online_dir(run_dir) / VERSIONS_NAME)
         self.kill, self.fed, self.trained = kill, [], []
 
-    def feed(self, runs: Sequence[Any], version: int) -> int:
+    def feed(self, runs: Sequence[Any], version: int, *, skip: Collection[str] = ()) -> int:
         added = 0
         for run in runs:
-            added += verdicts.feed(run, self.queue, policy_version=version)
+            added += verdicts.feed(run, self.queue, policy_version=version, skip=skip)
             if self.kill == "feed":  # after the first run's turns
                 raise Killed("killed while feeding")
         self.fed.append(added)
-        return sum(len(verdicts.verdict_turns(run)) for run in runs)
+        return sum(t.turn_id not in skip for run in runs for t, _ in verdicts.verdict_turns(run))
 
     def train(self, version: int) -> tuple[int | None, str]:
         adapter = self.versions.root.parent / f"adapter-{len(self.trained)}"

@@ -9,6 +9,8 @@ engine): the curriculum is where the harness loop and the weight loop meet, and 
 * :mod:`~ratchet.curriculum.config`: :class:`CurriculumConfig`
 * :mod:`~ratchet.curriculum.games`: suite specs to games, the family split
 * :mod:`~ratchet.curriculum.searches`: one search and what is read from it
+* :mod:`~ratchet.curriculum.failures`: a search's failed samples by type (:class:`FailureType`)
+* :mod:`~ratchet.curriculum.policy`: per failure type, harness edit or weight update (:class:`FeedbackPolicy`)
 * :mod:`~ratchet.curriculum.training`: feeding and one update (:class:`Training`, :class:`LoopTraining`)
 * :mod:`~ratchet.curriculum.gate`: the games gate
 * :mod:`~ratchet.curriculum.loop`: the rounds, resumable (:class:`Curriculum`)

@@ -7,6 +7,7 @@ from pydantic import Field, ValidationInfo, field_validator
 
 from ratchet.autoharness.config import AutoHarnessConfig
 from ratchet.config import Settings
+from ratchet.curriculum.policy import FeedbackConfig
 from ratchet.online.trainer_config import TrainerConfig
 
 
@@ -53,6 +54,9 @@ class CurriculumConfig(Settings):
     train_timeout_s: float = Field(default=3600.0, gt=0)
     """Most seconds a round's training may take to publish a version; past it the round stops with
     the reason (the queue keeps its samples; a resumed curriculum trains them again)."""
+    feedback: FeedbackConfig = Field(default_factory=FeedbackConfig)
+    """Which loop each failure type of a round's training searches goes to (``feedback.policy``:
+    ``both``, the default, feeds every failed sample; see :mod:`ratchet.curriculum.policy`)."""
     threads: int | None = None
     """llama.cpp threads of the searches' model (None: the backend's default)."""
 

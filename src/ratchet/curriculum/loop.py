@@ -3,7 +3,9 @@ their samples trained on, the new version judged on the held-out games, promoted
 
 Everything is in the store as it happens (``curriculum/state.json`` in the curriculum's run,
 written atomically after every step): each search's run id as it starts and its result as it ends,
-the samples fed, the version each round published and the games gate's decision. Each search is a
+the round's failures by type and the feedback policy's decision per type (before anything is fed,
+so a resumed round feeds as it decided), the samples fed, the version each round published and the
+games gate's decision. Each search is a
 run of its own in the same store; the queue and the versions are the run's ``online/``. A killed
 curriculum resumes where it stopped: a search started is resumed by the engine, a finished one read,
 a feed done again adds nothing, a version published while the state had not recorded it is found
@@ -19,7 +21,9 @@ from typing import Any
 
 from ratchet.curriculum import gate
 from ratchet.curriculum.config import CurriculumConfig
+from ratchet.curriculum.failures import counts, typed_samples
 from ratchet.curriculum.games import check_playable, split
+from ratchet.curriculum.policy import Action, make_policy
 from ratchet.curriculum.searches import SearchModels, run_search, search_config
 from ratchet.curriculum.training import Training
 from ratchet.online.status import VERSIONS_NAME, online_dir
@@ -95,10 +99,25 @@ class Curriculum:
     def _round(self, number: int) -> dict[str, Any]:
         rounds = self.state["rounds"]
         if len(rounds) <= number:
-            rounds.append({"round": number, "incumbent": self.versions.current_number(), "train": {}, "fed": None,
+            rounds.append({"round": number, "incumbent": self.versions.current_number(), "train": {}, "failures": None,
+                           "samples": None, "decisions": None, "fed": None, "withheld": None,
                            "versions_before": None, "version": None, "training": None, "gate": None})
             self._save()
         return rounds[number]
+
+    def _decide(self, r: dict[str, Any], runs: list[Any]) -> None:
+        """The round's failures by type and the feedback policy's decision per type, recorded before
+        anything is fed (a resumed round keeps them, the model strategy is not asked again)."""
+        from ratchet.online.verdicts import verdict_turns
+
+        r["failures"] = counts([s for run in runs for s in typed_samples(run)])
+        r["samples"] = sum(len(verdict_turns(run)) for run in runs)
+        policy = make_policy(self.config.feedback, lambda: self.models(r["incumbent"]))
+        r["decisions"] = {t: d.record() for t, d in policy.decide(r["failures"], r["samples"]).items()}
+        self._save()
+        if r["failures"]:
+            self.say(f"round {r['round'] + 1}: failed samples " + ", ".join(
+                f"{t} {n} -> {r['decisions'][t]['action']}" for t, n in r["failures"].items()) + f" (of {r['samples']})")
 
     def execute(self) -> dict[str, Any]:
         """Run (or resume) every round; returns the state. Stops early, saying why, when a round's
@@ -118,9 +137,21 @@ class Curriculum:
                     self._search(r["train"], incumbent, game, seed, "train")
             if r["fed"] is None:
                 runs = [self.store.open_run(e["run_id"]) for e in r["train"].values()]
-                r["fed"] = self.training.feed(runs, incumbent)
+                if r.get("decisions") is None:  # decided once: a resumed round feeds as it decided
+                    self._decide(r, runs)
+                skip = withheld(runs, r["decisions"])
+                r["fed"] = self.training.feed(runs, incumbent, skip=skip)
+                r["withheld"] = len(skip)
                 self._save()
-                self.say(f"round {number + 1}: fed {r['fed']} judged turns from {len(runs)} searches")
+                self.say(f"round {number + 1}: fed {r['fed']} judged turns from {len(runs)} searches"
+                         + (f", {len(skip)} failed samples left to the harness" if skip else ""))
+            if r["fed"] == 0 and r.get("withheld") and r["version"] is None:
+                # Every sample went to the harness: no update to make, nothing for the gate to judge.
+                r["training"] = "no weight update: the feedback policy left every failed sample to the harness"
+                r["gate"] = {"promote": False, "reason": r["training"]}
+                self._save()
+                self.say(f"round {number + 1}: {r['training']}")
+                continue
             if r["version"] is None:
                 if r["versions_before"] is None:
                     r["versions_before"] = self.versions.latest_number()
@@ -145,6 +176,12 @@ class Curriculum:
             self._save()
             self.say(f"round {number + 1}: v{candidate} {'promoted' if decision['promote'] else 'refused'}: {decision['reason']}")
         return self.state
+
+
+def withheld(runs: list[Any], decisions: dict[str, dict[str, Any]]) -> set[str]:
+    """The judged turns not to feed: the failed samples of the types the policy left to the harness."""
+    harness = {t for t, d in decisions.items() if d["action"] == Action.HARNESS}
+    return {s.turn_id for run in runs for s in typed_samples(run) if s.type in harness} if harness else set()
 
 
 def open_curriculum(store: Any, config: CurriculumConfig | None, resume: str | None) -> tuple[Any, CurriculumConfig]:

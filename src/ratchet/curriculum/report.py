@@ -38,7 +38,29 @@ def build(state: dict[str, Any], versions: Any) -> dict[str, Any]:
                        "train_solved": sum(x["solved"] for x in done), "fed": r["fed"], "version": r["version"],
                        "training": r["training"], "promoted": (r.get("gate") or {}).get("promote")})
     return {"format_version": FORMAT_VERSION, "train_games": state.get("train_games", []),
-            "heldout_games": state.get("heldout_games", []), "current": current, "versions": rows, "rounds": rounds}
+            "heldout_games": state.get("heldout_games", []), "current": current, "versions": rows, "rounds": rounds,
+            "feedback": feedback_table(state.get("rounds", []))}
+
+
+def feedback_table(rounds: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per round and failure type: failed samples in the round's training searches, the feedback
+    policy's action, the count in the next round's (same games, the next seeds; None until they
+    ran) and whether it went down. A type first seen in the next round is listed with 0 before."""
+    out = []
+    for i, r in enumerate(rounds):
+        before = r.get("failures")
+        if before is None:
+            continue
+        nxt = rounds[i + 1] if i + 1 < len(rounds) else {}
+        after = nxt.get("failures")
+        for t in [*before, *(t for t in after or {} if t not in before)]:
+            decision = (r.get("decisions") or {}).get(t) or {}
+            n_after = None if after is None else after.get(t, 0)
+            out.append({"round": r["round"] + 1, "type": t, "before": before.get(t, 0), "samples": r.get("samples"),
+                        "action": decision.get("action"), "by": decision.get("by"), "fallback": decision.get("fallback"),
+                        "after": n_after, "next_samples": nxt.get("samples") if after is not None else None,
+                        "down": None if n_after is None else n_after < before.get(t, 0)})
+    return out
 
 
 def _f(value: Any, digits: int = 3) -> str:
@@ -62,6 +84,15 @@ def markdown(report: dict[str, Any]) -> str:
         lines.append(f"| {r['round']} | v{r['from']} | {r['train_searches']} | {r['train_solved']} | "
                      f"{_f(r['train_mean_best_h'])} | {_f(r['fed'])} | {'v' + str(r['version']) if r['version'] else '–'} | "
                      f"{r['training'] or '–'} |")
+    if report.get("feedback"):
+        lines += ["", "## Failure types: which step removed them", "",
+                  "| round | failure type | failed samples (of all) | action (by) | next round's searches | went down |",
+                  "|---|---|---|---|---|---|"]
+        for f in report["feedback"]:
+            action = f"{f['action']} ({f['by']}{', ' + f['fallback'] if f['fallback'] else ''})" if f["action"] else "–"
+            after = "–" if f["after"] is None else f"{f['after']}/{f['next_samples']}"
+            down = "–" if f["down"] is None else "yes" if f["down"] else "no"
+            lines.append(f"| {f['round']} | {f['type']} | {f['before']}/{f['samples']} | {action} | {after} | {down} |")
     return "\n".join(lines) + "\n"
 
 

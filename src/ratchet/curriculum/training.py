@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -30,9 +30,10 @@ AWAITING = "kept unpromoted for the games gate (ratchet autoharness learn): held
 class Training(Protocol):
     """Turns searches into a weight version (the online trainer; a test's stand-in)."""
 
-    def feed(self, runs: Sequence[Any], version: int) -> int:
+    def feed(self, runs: Sequence[Any], version: int, *, skip: Collection[str] = ()) -> int:
         """Add the searches' samples, written by weight version ``version``, as judged turns, those
-        not in the queue yet (a second call adds none); how many turns the searches gave."""
+        not in the queue yet (a second call adds none) and not in ``skip`` (turn ids the feedback
+        policy left to the harness); how many turns the searches gave, less those skipped."""
         ...
 
     def train(self, version: int) -> tuple[int | None, str]:
@@ -77,17 +78,17 @@ class LoopTraining:
                 self._trainer.load_adapter(found.adapter_dir, version)
         return self._trainer
 
-    def feed(self, runs: Sequence[Any], version: int) -> int:
+    def feed(self, runs: Sequence[Any], version: int, *, skip: Collection[str] = ()) -> int:
         from ratchet.online import verdicts
         from ratchet.online.queue import TurnQueue
 
         queue = TurnQueue(self.queue_path)
-        turns = {r.id: verdicts.verdict_turns(r) for r in runs}
+        turns = {r.id: [p for p in verdicts.verdict_turns(r) if p[0].turn_id not in skip] for r in runs}
         waiting = [r for r in runs if verdicts.unfed(turns[r.id], queue)]
         if waiting:
             policy = self._policy(version)
             for r in waiting:
-                verdicts.feed(r, queue, policy, policy_version=version)
+                verdicts.feed(r, queue, policy, policy_version=version, skip=skip)
         return sum(len(t) for t in turns.values())
 
     def train(self, version: int) -> tuple[int | None, str]:

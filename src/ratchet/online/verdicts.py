@@ -57,7 +57,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -105,6 +105,12 @@ def request_hash(messages: Sequence[dict[str, Any]]) -> str:
     """The request's identity: equal for the same messages, whatever the sampling parameters."""
     text = json.dumps([dict(m) for m in messages], sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def turn_id(run_id: str, key: str, reply: str) -> str:
+    """The judged turn's id of one sample: the run, its request (:func:`request_hash`) and its reply;
+    a sample recorded twice (a step run again after a resume) has one."""
+    return "verdict-" + hashlib.sha256(f"{run_id}\0{key}\0{reply}".encode()).hexdigest()[:24]
 
 
 def recorded_model(run: Any) -> str | None:
@@ -260,17 +266,16 @@ def verdict_turns(run: Any, policy: VerdictPolicy | None = None, *,
     for key, group in groups.items():
         unique: dict[str, _Sample] = {}
         for s in group:  # a step replayed after a resume recorded the same replies again
-            unique.setdefault(hashlib.sha256(f"{run.id}\0{key}\0{s.reply}".encode()).hexdigest()[:24], s)
+            unique.setdefault(turn_id(run.id, key, s.reply), s)
         rewards = relative_rewards([s.score for s in unique.values()])
-        for (digest, s), reward in zip(unique.items(), rewards, strict=True):
-            turn_id = f"verdict-{digest}"
-            if turn_id in seen:
+        for (tid, s), reward in zip(unique.items(), rewards, strict=True):
+            if tid in seen:
                 continue
-            seen.add(turn_id)
-            turn = Turn(turn_id=turn_id, session_id=f"verdict:{run.id}:{key[:16]}", session_inferred=False,
+            seen.add(tid)
+            turn = Turn(turn_id=tid, session_id=f"verdict:{run.id}:{key[:16]}", session_inferred=False,
                         turn_type="main", messages=s.messages, response_text=s.reply, prompt_token_ids=[],
                         response_token_ids=[], response_logprobs=[], policy_version=version, created_at=s.at)
-            judgement = Judgement(turn_id=turn_id, reward=reward, votes=[reward], hint=s.hint,
+            judgement = Judgement(turn_id=tid, reward=reward, votes=[reward], hint=s.hint,
                                   next_state=s.outcome, judge=f"verdict:{s.proposer}", source="judge")
             pairs.append((turn, judgement))
     pairs.sort(key=lambda p: p[0].created_at)
@@ -331,12 +336,14 @@ def unusable(judgement: Judgement) -> bool:
     return not judgement.next_state.startswith("score ")
 
 
-def feed(run: Any, queue: Any, policy: VerdictPolicy | None = None, *, policy_version: int | None = None) -> int:
+def feed(run: Any, queue: Any, policy: VerdictPolicy | None = None, *, policy_version: int | None = None,
+         skip: Collection[str] = ()) -> int:
     """Add ``run``'s verdict turns to ``queue`` (a :class:`~ratchet.online.queue.TurnQueue`) as
     judged turns; returns how many were new. Idempotent: a turn the queue already holds (by its
     id, a hash of the run, the request and the reply) is not added again, nor its judgement, and
-    only new turns are tokenized and scored."""
-    pairs = verdict_turns(run, policy_version=policy_version)
+    only new turns are tokenized and scored. ``skip``: turn ids not to feed (a feedback policy
+    sent their failures to the harness, not the weights)."""
+    pairs = [p for p in verdict_turns(run, policy_version=policy_version) if p[0].turn_id not in skip]
     rejudge_interrupted(pairs, queue)
     new = unfed(pairs, queue)
     if policy is not None and new:
@@ -369,4 +376,4 @@ def trainer_policy(config: Any, versions_dir: str | Path) -> tuple[VerdictPolicy
 
 
 __all__ = ["HINT_CHARS", "VerdictPolicy", "add_judged", "feed", "recorded_model", "relative_rewards", "request_hash", "run_version",
-           "rejudge_interrupted", "tokenized", "trainer_policy", "unfed", "unusable", "verdict_turns"]
+           "rejudge_interrupted", "tokenized", "trainer_policy", "turn_id", "unfed", "unusable", "verdict_turns"]
