@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import resource
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from bench._results import machine, write_json, write_markdown
@@ -40,50 +41,65 @@ HINTS = (
     ("name", "Use my name, Noor."),
     ("numbered", "Use a numbered list."),
 )
+#: ``--hints all`` adds hints of preferences the 0.5B did learn, so a frame chosen for the failing
+#: hints is also seen not to break these (a hint written as the judge would extract it).
+MORE_HINTS = (
+    ("length", "Keep it to one sentence."),
+    ("bullets", "Use a bullet list."),
+    ("greeting", "Start your reply with 'Ahoy!'."),
+    ("signoff", "End your answer with 'Happy coding!'."),
+)
 
 
 def _rss_gb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
-def run(model: str, teachers: list[str], questions: int, limits: list[int], threads: int) -> dict[str, Any]:
+def run(model: str, teachers: list[str], questions: int, limits: list[int], threads: int,
+        frames: Sequence[str] = ("append",), hints: Sequence[tuple[str, str]] = HINTS) -> dict[str, Any]:
     from ratchet.online.teacher import ModelTeacher, hinted_teacher
     from ratchet.online.trainer import Trainer, TrainerConfig
 
     config = TrainerConfig(model=model, convert_gguf=False, kl_samples=0, num_threads=threads)
     started = time.perf_counter()
     trainer = Trainer.from_config(config)
-    out: dict[str, Any] = {"model": model, "questions": questions, "limits": limits, "hints": [list(h) for h in HINTS],
+    out: dict[str, Any] = {"model": model, "questions": questions, "limits": limits, "hints": [list(h) for h in hints],
+                           "frames": list(frames), "teacher_dtype": config.teacher_dtype,
                            "student_load_s": round(time.perf_counter() - started, 1),
                            "rss_gb_student": round(_rss_gb(), 2), "teachers": {}}
-    cases = [(pref, hint, q) for pref, hint in HINTS for q in pools(pref).train_prompts[:questions]]
-    prompts = [chat_ids(trainer.tokenizer, with_hint([{"role": "user", "content": q}], hint)) for _, hint, q in cases]
+    cases = [(pref, hint, q) for pref, hint in hints for q in pools(pref).train_prompts[:questions]]
     keep = target_filter("answers")
     for spec in teachers:
         started = time.perf_counter()
         teacher = hinted_teacher(trainer, None if spec == "base" else spec, student_name=model,
-                                 cache_dir=config.weights_cache_dir)
+                                 cache_dir=config.weights_cache_dir, dtype=config.teacher_dtype)
         load_s = time.perf_counter() - started
         # The weights a teacher adds to the trainer's process (the base adds none: it is the student's).
         extra_gb = sum(p.numel() * p.element_size() for p in teacher.model.parameters()) / 2**30 \
             if isinstance(teacher, ModelTeacher) else 0.0
-        started = time.perf_counter()
-        replies = teacher.replies(prompts, max(limits))
-        write_s = time.perf_counter() - started
-        rows = []
-        for (pref, hint, q), reply in zip(cases, replies, strict=True):
-            row: dict[str, Any] = {"preference": pref, "hint": hint, "question": q}
-            ids = reply.ids
-            for limit in limits:
-                # Finished within ``limit``: the stop token is the limit-th new token at the latest.
-                finished = reply.stop is not None and len(ids) < limit
-                text = str(trainer.tokenizer.decode(ids[:limit], skip_special_tokens=True))
-                met = preference(pref).check(text)
-                row[str(limit)] = {"finished": finished, "met": met, "answers": keep.keep(text), "text": text}
-            rows.append(row)
-        out["teachers"][spec] = {"load_s": round(load_s, 1), "write_s": round(write_s, 1), "weights_gb": round(extra_gb, 2),
-                                 "rss_gb_after": round(_rss_gb(), 2), "replies": rows}
-        print(spec, f"load {load_s:.0f}s write {write_s:.0f}s rss {_rss_gb():.1f} GB", flush=True)
+        for frame in frames:
+            prompts = [chat_ids(trainer.tokenizer, with_hint([{"role": "user", "content": q}], hint, frame))
+                       for _, hint, q in cases]
+            started = time.perf_counter()
+            replies = teacher.replies(prompts, max(limits))
+            write_s = time.perf_counter() - started
+            rows = []
+            for (pref, hint, q), reply in zip(cases, replies, strict=True):
+                row: dict[str, Any] = {"preference": pref, "hint": hint, "question": q}
+                ids = reply.ids
+                for limit in limits:
+                    # Finished within ``limit``: the stop token is the limit-th new token at the latest.
+                    finished = reply.stop is not None and len(ids) < limit
+                    text = str(trainer.tokenizer.decode(ids[:limit], skip_special_tokens=True))
+                    met = preference(pref).check(text)
+                    row[str(limit)] = {"finished": finished, "met": met, "answers": keep.keep(text), "text": text}
+                rows.append(row)
+            # One label per teacher and frame; the default frame keeps the teacher's bare name, as before.
+            label = spec if frame == "append" else f"{spec} [{frame}]"
+            out["teachers"][label] = {"load_s": round(load_s, 1), "write_s": round(write_s, 1),
+                                      "weights_gb": round(extra_gb, 2), "rss_gb_after": round(_rss_gb(), 2),
+                                      "replies": rows}
+            print(label, f"load {load_s:.0f}s write {write_s:.0f}s rss {_rss_gb():.1f} GB", flush=True)
         del teacher
     out["machine"] = machine(threads=threads)
     return out
@@ -167,7 +183,7 @@ def markdown(r: dict[str, Any], command: str) -> str:
         f"`{command}`",
         "",
         (f"The teacher's greedy reply to each of the first {n} training questions of the preference's pool with "
-         "the hint appended to the question, as the trainer asks it (`Trainer.teacher`, `with_hint`, the student's "
+         "the hint joined to the question (appended, or as the teacher's label says: `trainer.hint_frame`), as the trainer asks it (`Trainer.teacher`, `with_hint`, the student's "
          "chat template). Per teacher, hint and `teacher_max_tokens`: replies that **finished** before the limit, "
          "that **meet** the preference (the simulated user's checker, on the reply as written up to the limit), "
          "**both**; what the default trainer **teaches** (`teacher_unfinished=drop`: finished and kept by "
@@ -185,7 +201,7 @@ def markdown(r: dict[str, Any], command: str) -> str:
             for limit in r["limits"]:
                 cells = " | ".join(f"{c}/{n}" for c in _counts(rows, limit))
                 lines.append(f"| {spec} | {pref} | {hint} | {limit} | {cells} |")
-    lines += ["", "Totals over the four hints:", "",
+    lines += ["", f"Totals over the {len(r['hints'])} hints:", "",
               ("| teacher | limit | finished | meets | both | drop: taught | drop: taught, meets | prefix: taught "
                "| prefix: taught, meets | write s | weights added GB |"),
               "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -219,24 +235,34 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=6)
     parser.add_argument("--limits", default="48,96", help="teacher_max_tokens values, comma-separated")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--frames", default="append",
+                        help="trainer.hint_frame values to compare, comma-separated: append, before, aside")
+    parser.add_argument("--hints", choices=("failing", "all"), default="failing",
+                        help="the hints of the preferences that failed, or those plus hints of learned ones")
+    parser.add_argument("--no-base", action="store_true", help="leave the served model's own base out")
     parser.add_argument("--name", default="online_teacher_probe")
     parser.add_argument("--compare-dtypes", default=None, metavar="N,TOKENS",
                         help="measure the teacher in float32 against bfloat16 on N prompts, TOKENS tokens")
     args = parser.parse_args()
-    teachers = ["base", *(args.teacher or ["local:qwen2.5-coder-1.5b"])]
+    parser_teachers = args.teacher or ["local:qwen2.5-coder-1.5b"]
+    teachers = parser_teachers if args.no_base else ["base", *parser_teachers]
     if args.compare_dtypes:
         n, tokens = (int(x) for x in args.compare_dtypes.split(","))
-        result = compare_dtypes(args.model, teachers[1], n, tokens, args.threads)
+        result = compare_dtypes(args.model, parser_teachers[0], n, tokens, args.threads)
         name = f"{args.name}_dtype"
         write_json(name, result)
         write_markdown(name, dtype_markdown(
-            result, f"nice -n 10 python -m bench.online_teacher_probe --teacher {teachers[1]} --compare-dtypes {n},{tokens}"))
+            result, f"nice -n 10 python -m bench.online_teacher_probe --teacher {parser_teachers[0]} --compare-dtypes {n},{tokens}"))
         return
     limits = sorted(int(x) for x in args.limits.split(","))
-    result = run(args.model, teachers, args.questions, limits, args.threads)
+    frames = args.frames.split(",")
+    result = run(args.model, teachers, args.questions, limits, args.threads, frames,
+                 HINTS + MORE_HINTS if args.hints == "all" else HINTS)
     write_json(args.name, result)
     command = "nice -n 10 python -m bench.online_teacher_probe " + " ".join(
-        f"--teacher {t}" for t in teachers[1:]) + f" --questions {args.questions} --limits {args.limits}"
+        f"--teacher {t}" for t in parser_teachers) + f" --questions {args.questions} --limits {args.limits}" + (
+        " --no-base" if args.no_base else "") + (
+        f" --frames {args.frames} --hints {args.hints} --name {args.name}" if args.frames != "append" else "")
     write_markdown(args.name, markdown(result, command))
 
 

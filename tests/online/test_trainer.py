@@ -116,6 +116,24 @@ def test_zero_reward_is_excluded_from_rl_and_hint_only_samples_from_opd() -> Non
     assert with_hint([{"role": "user", "content": "q"}], "say ahoy")[-1]["content"] == "q\n\nsay ahoy"
 
 
+def test_the_hint_frame_places_the_hint_and_changes_nothing_else() -> None:
+    convo = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "first {x}"},
+             {"role": "assistant", "content": "a"}, {"role": "user", "content": "what is {x}?"}]
+    before = with_hint(convo, "say ahoy", "before")
+    aside = with_hint(convo, "say ahoy", "aside")
+    assert before[-1]["content"] == "say ahoy\n\nwhat is {x}?"  # braces in a request are kept as written
+    assert aside[-1]["content"].startswith("what is {x}?\n\n(") and "say ahoy" in aside[-1]["content"]
+    for framed in (before, aside):
+        assert framed[:-1] == convo[:-1] and [m["role"] for m in framed] == [m["role"] for m in convo]
+    assert convo[-1]["content"] == "what is {x}?"  # the served conversation is not touched
+    # The trainer frames its teacher's prompt as configured.
+    trainer = make_trainer(signal="opd", hint_frame="before")
+    item = trainer.prepare([sample("q", "x", 0, hint="zz")])[0][0]
+    framed = TOK.apply_chat_template(with_hint([{"role": "user", "content": "q"}], "zz", "before"))
+    assert item.teacher_ids == framed + TOK.encode("x")
+    assert framed != TOK.apply_chat_template(with_hint([{"role": "user", "content": "q"}], "zz"))
+
+
 def test_opd_moves_the_policy_toward_the_teacher_with_hint() -> None:
     # The sampled-token advantage alone, one pass per update: the hinted tiny teacher is ~0.01 nats
     # per token from the student, and four passes at lr 1e-2 overshoot a target that close (gap

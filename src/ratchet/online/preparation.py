@@ -59,12 +59,28 @@ class Assessment:
     hint_already_asked: bool = False
 
 
-def with_hint(messages: Sequence[dict[str, Any]], hint: str) -> list[dict[str, Any]]:
-    """The messages with the hindsight hint appended to the last user message."""
+#: How the hint joins the last user message (``trainer.hint_frame``), ``{request}`` and ``{hint}``
+#: filled in. Each keeps the conversation's messages and roles as served, so the hinted teacher and
+#: the student differ by the hint's words alone (a system message in its place would also drop the
+#: chat template's default one). ``append``: the hint after the request, as OpenClaw-RL shows it;
+#: a teacher may then answer the hint, not the request ("Hello Noor! How can I assist you today?").
+#: ``before``: the hint first, so the request is what the message ends on. ``aside``: after the
+#: request, marked as an instruction about the answer.
+HINT_FRAMES: dict[str, str] = {
+    "append": "{request}\n\n{hint}",
+    "before": "{hint}\n\n{request}",
+    "aside": "{request}\n\n(When you answer, follow this instruction: {hint})",
+}
+
+
+def with_hint(messages: Sequence[dict[str, Any]], hint: str, frame: str = "append") -> list[dict[str, Any]]:
+    """The messages with the hindsight hint joined to the last user message as ``frame`` says
+    (:data:`HINT_FRAMES`); a conversation without a user message gets the hint as one."""
+    template = HINT_FRAMES[frame]
     out = [dict(m) for m in messages]
     for message in reversed(out):
         if message.get("role") == "user":
-            message["content"] = f"{message.get('content') or ''}\n\n{hint}"
+            message["content"] = template.format(request=message.get("content") or "", hint=hint)
             return out
     return [*out, {"role": "user", "content": hint}]
 
@@ -141,11 +157,11 @@ def prepare_samples(samples: Sequence[Any], cfg: TrainerConfig, tokenizer: Any,
         if hint:
             # Rendered with the turn's tools, as its served prompt was: without them the teacher
             # judged a reply to a prompt that never offered the tools the reply calls.
-            hinted = chat_ids(tokenizer, with_hint(turn.messages, hint), turn.tools)
+            hinted = chat_ids(tokenizer, with_hint(turn.messages, hint, cfg.hint_frame), turn.tools)
             hinted = hinted[-max(cfg.max_seq_len - len(response), 1):]
             item.teacher_ids = hinted + response
         kept.append(item)
     return kept, dropped
 
 
-__all__ = ["Assessment", "Prepared", "already_asked", "assess_sample", "prepare_samples", "with_hint"]
+__all__ = ["HINT_FRAMES", "Assessment", "Prepared", "already_asked", "assess_sample", "prepare_samples", "with_hint"]

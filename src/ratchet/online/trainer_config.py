@@ -83,6 +83,11 @@ class TrainerConfig(Settings):
     tokens with ``drop``, → 31.3 with ``prefix``, → 57 before the stop fix; through ``ratchet
     serve`` the bullets preference reached 7 of 8 held-out prompts with either (``drop`` at the
     third version, ``prefix`` at the second; one run each)."""
+    hint_frame: Literal["append", "before", "aside"] = "append"
+    """How the hindsight hint joins the last user message the teacher is shown
+    (:data:`ratchet.online.preparation.HINT_FRAMES`): ``append`` (default: after the request),
+    ``before`` (first, the request last) or ``aside`` (after it, marked as an instruction about
+    the answer). Measured with ``bench.online_teacher_probe --frames``."""
     teacher_filter: TargetFilterName = "answers"
     """Which of the hinted teacher's own replies are taught (:mod:`ratchet.online.targets`):
     ``answers`` (default) drops one that hands the question back or refuses; ``none`` keeps all."""
