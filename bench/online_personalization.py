@@ -42,15 +42,15 @@ import math
 import os
 import random
 import signal as signals
-import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from bench import _personalization_context as in_context
 from bench._personalization_report import markdown, result_key, spread  # noqa: F401 (spread: re-exported)
 from bench._results import RESULTS, write_json, write_markdown
+from bench._serve_process import Server, free_port
 from ratchet.online.simulated_user import (
     GUARD_TASKS,
     PREFERENCES,
@@ -67,7 +67,7 @@ from ratchet.online.trainer_config import TrainerConfig
 #: in the conversations, so the gate never scores a reply it was trained on, nor the held-out set.
 GATE_COUNT = 6
 GATE_GUARD = GUARD_TASKS[:6]
-SIGNALS = ("binary", "opd", "combine")
+SIGNALS = ("binary", "opd", "combine", in_context.SIGNAL)
 
 
 def gate_prompts(pool: Pools) -> list[str]:
@@ -79,12 +79,6 @@ def conversation_prompts(pool: Pools, seed: int) -> list[str]:
     prompts = list(pool.train_prompts[:-GATE_COUNT])
     random.Random(f"prompts/{seed}").shuffle(prompts)
     return prompts
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
@@ -102,8 +96,10 @@ class Generator:
         self.policy = LlamaPolicy(gguf, lora_path=lora, n_ctx=1024, n_threads=threads)
 
     def reply(self, prompt: str, max_tokens: int) -> str:
-        return self.policy.generate([{"role": "user", "content": prompt}], max_tokens=max_tokens,
-                                    temperature=0.0).text
+        return self.chat([{"role": "user", "content": prompt}], max_tokens)
+
+    def chat(self, messages: list[dict[str, Any]], max_tokens: int) -> str:
+        return self.policy.generate(messages, max_tokens=max_tokens, temperature=0.0).text
 
     def close(self) -> None:
         self.policy.close()
@@ -128,42 +124,6 @@ def evaluate_version(gguf: Path, lora: Path | None, pref: Any, *, threads: int, 
 def noise_band(p: float, n: int) -> float:
     """Two binomial standard errors (at least one case's worth)."""
     return max(2 * math.sqrt(p * (1 - p) / n), 1 / n)
-
-
-class Server:
-    """``ratchet serve`` as a subprocess; stopped with SIGINT (Ctrl-C), as a person would."""
-
-    def __init__(self, args: list[str], port: int, log: Path) -> None:
-        self.port = port
-        self.url = f"http://127.0.0.1:{port}/v1"
-        self.log = open(log, "a")
-        self.proc = subprocess.Popen([sys.executable, "-m", "ratchet", "serve", *args, "--port", str(port)],
-                                     stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
-
-    def wait_ready(self, timeout_s: float = 600.0) -> None:
-        import httpx
-
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"ratchet serve exited with {self.proc.returncode}; see {self.log.name}")
-            try:
-                if httpx.get(self.url + "/models", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(1)
-        raise RuntimeError("ratchet serve did not come up in time")
-
-    def stop(self, timeout_s: float = 120.0) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signals.SIGINT)
-            try:
-                self.proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signals.SIGKILL)
-                self.proc.wait()
-        self.log.close()
 
 
 def _versions(versions_dir: Path) -> list[Any]:
@@ -250,14 +210,15 @@ def run(args: argparse.Namespace, pref_name: str, signal: str, seed: int) -> dic
     tasks = bench_dir / "gate_tasks.jsonl"
     _write_jsonl(tasks, [{"messages": [{"role": "user", "content": q}], "answer": a} for q, a in GATE_GUARD])
 
-    port = args.port or _free_port()
+    port = args.port or free_port()
+    context = signal == in_context.SIGNAL  # no trainer: the playbook learned and served, no gate
     serve_args = [
-        "--model", f"local:{args.model}", "--learn", signal, "--run", run_name,
+        "--model", f"local:{args.model}", *(in_context.SERVE_ARGS if context else ["--learn", signal]), "--run", run_name,
         "--set", f"runs_root={store}",
         "--set", f"max_tokens={args.max_tokens}",
         "--set", "status_every_s=5",
     ]
-    if args.gate == "bench":  # the preference's own gate cases; "default": the server's, nothing set
+    if args.gate == "bench" and not context:  # the preference's own gate cases; "default": the server's, nothing set
         serve_args += ["--set", f"trainer.heldout_path={heldout}", "--set", f"trainer.gate.guard_path={guard}",
                        "--set", f"trainer.gate.tasks_path={tasks}"]
     for override in args.set:
@@ -284,7 +245,12 @@ def run(args: argparse.Namespace, pref_name: str, signal: str, seed: int) -> dic
             _save(state_path, state)
             print(f"[{run_name}] conversation {i + 1}/{args.conversations}: met={conv.met} "
                   f"served v{conv.versions} · {len(seen)} versions · {state['elapsed_s']:.0f}s", flush=True)
-            if args.pace and (i + 1) % args.pace == 0 and i + 1 < args.conversations:
+            if context and args.pace and (i + 1) % args.pace == 0:
+                in_context.wait_learned(online_dir(run_dir), args.pace_timeout_s)
+                state["elapsed_s"] = time.time() - started
+                in_context.note(state, online_dir(run_dir), bench_dir, i + 1, state["elapsed_s"])
+                _save(state_path, state)
+            elif args.pace and (i + 1) % args.pace == 0 and i + 1 < args.conversations:
                 # The user comes back once what it said has been learned from: nothing judged is
                 # waiting for the trainer (its version published, served or refused), or the timeout.
                 deadline = time.monotonic() + args.pace_timeout_s
@@ -293,9 +259,12 @@ def run(args: argparse.Namespace, pref_name: str, signal: str, seed: int) -> dic
                 state["elapsed_s"] = time.time() - started
                 _note_versions(versions_dir, seen, i + 1, state["elapsed_s"])
                 _save(state_path, state)
+        if context:  # what the last conversations taught, then the playbook as it ends
+            in_context.wait_learned(online_dir(run_dir), args.pace_timeout_s if args.pace else args.drain_s)
+            in_context.note(state, online_dir(run_dir), bench_dir, len(conversations), time.time() - started)
         # Let the trainer work through what is judged and waiting (it trains while we wait).
         deadline = time.monotonic() + args.drain_s
-        while time.monotonic() < deadline and _waiting(online_dir(run_dir) / QUEUE_NAME):
+        while not context and time.monotonic() < deadline and _waiting(online_dir(run_dir) / QUEUE_NAME):
             time.sleep(5)
             _note_versions(versions_dir, seen, len(conversations), time.time() - started)
         _note_versions(versions_dir, seen, len(conversations), time.time() - started)
@@ -306,7 +275,10 @@ def run(args: argparse.Namespace, pref_name: str, signal: str, seed: int) -> dic
     rows = [{"version": 0, "promoted": True, "conversations": 0, "elapsed_s": 0.0,
              **{k: state["base"][k] for k in ("preference", "guard")}}]
     cache = state.setdefault("evaluated", {})
-    for v in _versions(online_dir(run_dir) / VERSIONS_NAME):
+    if context:
+        rows = in_context.rows(state, bench_dir, online_dir(run_dir), pref, lambda: Generator(gguf, None, args.threads),
+                               args.max_tokens, lambda: _save(state_path, state))
+    for v in [] if context else _versions(online_dir(run_dir) / VERSIONS_NAME):
         key = str(v.number)
         if key not in cache:
             print(f"[{run_name}] evaluating v{v.number}", flush=True)
@@ -344,7 +316,8 @@ def run(args: argparse.Namespace, pref_name: str, signal: str, seed: int) -> dic
         "conversation_met_fraction": [sum(c["met"][:1]) for c in conversations],
         "versions": rows,
         "heldout_replies": {"base": base["heldout_replies"],
-                            "final": cache[str(served[-1]["version"])]["heldout_replies"] if len(served) > 1 else None},
+                            "final": cache[in_context.snapshot_key(served[-1]["version"]) if context else
+                                           str(served[-1]["version"])]["heldout_replies"] if len(served) > 1 else None},
         "wall_s": state.get("elapsed_s"),
         "cpu": {"cores": os.cpu_count(), "load": os.getloadavg()},
         "judge": judge_ran(online_dir(run_dir)),

@@ -127,16 +127,23 @@ class TurnLearner:
         if judgement.hint:
             trace += f"\n\nJudge's hint: {judgement.hint}"
         before, started = self._usage(), time.monotonic()
-        entry = self.learner.observe(request_text(turn.messages), trace, 1.0 if judgement.reward > 0 else 0.0,
-                                     trajectory_id=turn.turn_id)
-        after = self._usage()
-        # A bench or a person reads what each step cost without the judge process's memory.
-        line = {"turn": turn.turn_id, "reward": judgement.reward, "version": entry["version"], "items": entry["items"],
-                "tokens": entry["tokens"], "wall_s": round(time.monotonic() - started, 3), "at": time.time(),
-                **{k: after[k] - before[k] for k in ("calls", "failed_calls", "prompt_tokens", "completion_tokens",
-                                                     "model_s") if k in after and k in before}}
-        with steps_path(self.learner.path).open("a") as f:
-            f.write(json.dumps(line) + "\n")
+        entry: dict[str, Any] | None = None
+        try:
+            entry = self.learner.observe(request_text(turn.messages), trace, 1.0 if judgement.reward > 0 else 0.0,
+                                         trajectory_id=turn.turn_id)
+        finally:  # a failed step is a line too (``error``): it cost calls, and a reader waiting on steps sees it
+            after = self._usage()
+            # A bench or a person reads what each step cost without the judge process's memory.
+            line = {"turn": turn.turn_id, "reward": judgement.reward,
+                    **({"version": entry["version"], "items": entry["items"], "tokens": entry["tokens"]}
+                       if entry is not None else {"error": True}),
+                    "wall_s": round(time.monotonic() - started, 3), "at": time.time(),
+                    **{k: after[k] - before[k] for k in ("calls", "failed_calls", "prompt_tokens", "completion_tokens",
+                                                         "model_s") if k in after and k in before}}
+            path = steps_path(self.learner.path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("a") as f:
+                f.write(json.dumps(line) + "\n")
         return entry
 
     def _usage(self) -> dict[str, Any]:
