@@ -154,3 +154,12 @@ def note(state: dict[str, Any], online_dir: Path, bench_dir: Path, conversations
     if not snaps or snaps[-1]["conversations"] != conversations:
         _, playbook = serve_context(online_dir)
         snaps.append(snapshot(playbook, bench_dir / PLAYBOOKS, conversations, elapsed_s))
+
+
+def pace_point(state: dict[str, Any], online_dir: Path, bench_dir: Path, conversations: int, started: float,
+               timeout_s: float) -> None:
+    """Wait until what the user said is learned (or ``timeout_s``), then snapshot the playbook;
+    ``state["elapsed_s"]`` counts the wait, as the weight runs' pace does."""
+    wait_learned(online_dir, timeout_s)
+    state["elapsed_s"] = time.time() - started
+    note(state, online_dir, bench_dir, conversations, state["elapsed_s"])

@@ -30,6 +30,14 @@ one after another, each resuming from its own run directory under ``--store``.
     python -m bench.online_personalization --preference length,signoff --learn combine,binary \
         --seed 0,1,2 --conversations 24
 
+``--learn context``: the same user through ``ratchet serve --learn off --set context.online=true``
+(no trainer; the playbook the judge loop learns is in every served prompt), each pace point's
+playbook snapshot measured as a version on the base weights (``bench/_personalization_context.py``).
+Beside ``length/combine/s0/default_gate_paced`` (needs ``ratchet models pull all-minilm-l6-v2``):
+
+    python -m bench.online_personalization --preference length --learn context --seed 0 \
+        --conversations 24 --pace 4 --label paced
+
 ``--base-only`` measures only the base model on each preference's held-out prompts (no server, a
 few minutes): where each preference starts, before half an hour of conversations is spent on it.
 """
@@ -62,6 +70,7 @@ from ratchet.online.simulated_user import (
     preference,
 )
 from ratchet.online.trainer_config import TrainerConfig
+from ratchet.store.files import write_bytes_atomic
 
 #: How many training prompts feed the promotion gate's preference cases: the last ones, never asked
 #: in the conversations, so the gate never scores a reply it was trained on, nor the held-out set.
@@ -82,9 +91,7 @@ def conversation_prompts(pool: Pools, seed: int) -> list[str]:
 
 
 def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    os.replace(tmp, path)
+    write_bytes_atomic(path, "".join(json.dumps(r) + "\n" for r in rows).encode("utf-8"))
 
 
 class Generator:
@@ -246,9 +253,7 @@ def run(args: argparse.Namespace, pref_name: str, signal: str, seed: int) -> dic
             print(f"[{run_name}] conversation {i + 1}/{args.conversations}: met={conv.met} "
                   f"served v{conv.versions} · {len(seen)} versions · {state['elapsed_s']:.0f}s", flush=True)
             if context and args.pace and (i + 1) % args.pace == 0:
-                in_context.wait_learned(online_dir(run_dir), args.pace_timeout_s)
-                state["elapsed_s"] = time.time() - started
-                in_context.note(state, online_dir(run_dir), bench_dir, i + 1, state["elapsed_s"])
+                in_context.pace_point(state, online_dir(run_dir), bench_dir, i + 1, started, args.pace_timeout_s)
                 _save(state_path, state)
             elif args.pace and (i + 1) % args.pace == 0 and i + 1 < args.conversations:
                 # The user comes back once what it said has been learned from: nothing judged is
@@ -260,8 +265,8 @@ def run(args: argparse.Namespace, pref_name: str, signal: str, seed: int) -> dic
                 _note_versions(versions_dir, seen, i + 1, state["elapsed_s"])
                 _save(state_path, state)
         if context:  # what the last conversations taught, then the playbook as it ends
-            in_context.wait_learned(online_dir(run_dir), args.pace_timeout_s if args.pace else args.drain_s)
-            in_context.note(state, online_dir(run_dir), bench_dir, len(conversations), time.time() - started)
+            in_context.pace_point(state, online_dir(run_dir), bench_dir, len(conversations), started,
+                                  args.pace_timeout_s if args.pace else args.drain_s)
         # Let the trainer work through what is judged and waiting (it trains while we wait).
         deadline = time.monotonic() + args.drain_s
         while not context and time.monotonic() < deadline and _waiting(online_dir(run_dir) / QUEUE_NAME):
@@ -275,7 +280,7 @@ def run(args: argparse.Namespace, pref_name: str, signal: str, seed: int) -> dic
     rows = [{"version": 0, "promoted": True, "conversations": 0, "elapsed_s": 0.0,
              **{k: state["base"][k] for k in ("preference", "guard")}}]
     cache = state.setdefault("evaluated", {})
-    if context:
+    if context:  # the snapshots, measured on the base weights
         rows = in_context.rows(state, bench_dir, online_dir(run_dir), pref, lambda: Generator(gguf, None, args.threads),
                                args.max_tokens, lambda: _save(state_path, state))
     for v in [] if context else _versions(online_dir(run_dir) / VERSIONS_NAME):
@@ -302,7 +307,7 @@ def run(args: argparse.Namespace, pref_name: str, signal: str, seed: int) -> dic
     served = [r for r in rows if r["promoted"]]
     result = {
         "model": args.model, "preference": pref.name, "signal": signal, "seed": seed, "run": run_name,
-        "label": args.label, "gate": args.gate,
+        "label": args.label, "gate": None if context else args.gate,
         "pace": args.pace,
         # The run store's location is this machine's, not the result's.
         "conversations": len(conversations), "serve_args": [a.replace(str(store), "<store>") for a in serve_args],
@@ -369,9 +374,7 @@ def _note_versions(versions_dir: Path, seen: dict[str, Any], conversations: int,
 
 
 def _save(path: Path, state: dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(state, indent=1, default=str))
-    os.replace(tmp, path)
+    write_bytes_atomic(path, json.dumps(state, indent=1, default=str).encode("utf-8"))
 
 
 def measure_base(model: str, prefs: list[str], *, threads: int, max_tokens: int) -> dict[str, Any]:
@@ -443,7 +446,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--preference", default="length",
                         help=f"comma-separated, one run each: {', '.join(PREFERENCES)}")
     parser.add_argument("--learn", "--signal", dest="learn", default="combine",
-                        help="comma-separated `ratchet serve --learn` modes, one run each: " + " | ".join(SIGNALS))
+                        help="comma-separated `ratchet serve --learn` modes, one run each: " + " | ".join(SIGNALS)
+                        + " (context: --learn off with the playbook online, a snapshot per pace point)")
     parser.add_argument("--seed", default="0",
                         help="comma-separated seeds, one run each: the user's phrasings, the prompt order and the "
                              "sampling of the conversations")
