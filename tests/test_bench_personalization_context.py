@@ -133,3 +133,70 @@ def test_the_user_waits_for_the_judge_and_for_each_decided_judgement_to_be_learn
     steps_path(playbook).write_text(json.dumps({"turn": "t0", "error": True}) + "\n")  # a failed step counts
     assert ctx.unlearned(online / QUEUE_NAME, playbook) == 0
     ctx.wait_learned(online, timeout_s=5, poll_s=0.01)  # returns at once
+
+
+def test_a_context_run_serves_with_training_off_snapshots_each_pace_point_and_keys_its_result(tmp_path,
+                                                                                               monkeypatch) -> None:
+    """The bench's run in ``--learn context`` mode, its server and model replaced: the serve flags,
+    a snapshot per pace point with what had been learned by then, one row per snapshot."""
+    import argparse
+
+    from bench import online_personalization as bench
+    from ratchet.online.simulated_user import Conversation
+
+    store, served, learned = tmp_path / "runs", [], []
+    online = store / "m-signoff-context-s0" / "online"
+
+    class FakeServer:
+        url = "http://fake/v1"
+
+        def __init__(self, args, port, log) -> None:
+            served.append(args)
+
+        def wait_ready(self):  # the server writes its config at start (its learner, later, the playbook)
+            online.mkdir(parents=True, exist_ok=True)
+            config = OnlineConfig.model_validate({"learn": "off", "context": {"online": True, "relevance": "record"}})
+            (online / "config.json").write_text(config.model_dump_json())
+
+        def stop(self):
+            pass
+
+    class FakeUser:
+        def __init__(self, pref, **_) -> None:
+            pass
+
+        def converse(self, client, model, prompt, **_):
+            learned.append(prompt)
+            if len(learned) == 3:  # the third conversation teaches the lesson
+                _learned(online / "context" / "playbook.md")
+            return Conversation(prompt, ["Here it is."], [False], [0], ["no"])
+
+    measured = []
+    monkeypatch.setattr(bench, "Server", FakeServer)
+    class FakeGenerator(SignsOffWhenTold):
+        def __init__(self, gguf, lora, threads) -> None:
+            super().__init__()
+            measured.append(self)
+
+        def reply(self, prompt, max_tokens):
+            return self.chat([{"role": "user", "content": prompt}], max_tokens)
+
+    monkeypatch.setattr(bench, "Generator", FakeGenerator)
+    monkeypatch.setattr(bench, "evaluate_version", lambda *a, **k: {
+        "preference": 0.0, "guard": 1.0, "heldout_replies": {}, "guard_replies": {}})
+    monkeypatch.setattr(bench, "_merge", lambda result: None)
+    monkeypatch.setattr("ratchet.models.registry.model_path", lambda name: tmp_path / "m.gguf")
+    monkeypatch.setattr("openai.OpenAI", lambda **_: None)
+    monkeypatch.setattr(bench, "SimulatedUser", FakeUser)
+    args = argparse.Namespace(model="m", store=str(store), run=None, max_tokens=None, threads=1, port=1, gate="bench",
+                              set=[], conversations=4, pace=2, pace_timeout_s=0.0, drain_s=0.0, retries=0,
+                              temperature=0.8, label=None)
+    result = bench.run(args, "signoff", "context", 0)
+    assert served[0][2:6] == ["--learn", "off", "--set", "context.online=true"]
+    assert not any("trainer." in a for a in served[0])  # no trainer, so no gate cases
+    assert [(v["version"], v["conversations"], v["items"]) for v in result["versions"]] == [(0, 0, 0), (1, 2, 0), (2, 4, 1)]
+    assert [v["preference"] for v in result["versions"]] == [0.0, 0.0, 1.0] and result["signal"] == "context"
+    assert result["first_improvement"]["conversations"] == 4 and result["gate"] is None
+    assert bench.result_key(result) == "m/signoff/context/s0"
+    # the base's generator, then one for the only snapshot with items, closed after
+    assert len(measured) == 2 and measured[-1].closed and LESSON in measured[-1].seen[0][0]["content"]
