@@ -88,13 +88,18 @@ def markdown(data: dict[str, Any]) -> str:
         args = r.get("serve_args") or []
         extra = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--set" and not args[i + 1].startswith(
             ("runs_root=", "trainer.heldout_path=", "trainer.gate.", "max_tokens=", "status_every_s="))]
-        gate = ("the server's default gate (nothing configured: it holds out a share of its own conversations)"
-                if r.get("gate") == "default" else "the bench's preference and guard cases given to the gate")
-        lines += [f"## {key}", "", f"`ratchet serve --learn {r['signal']}`, overrides: {', '.join(extra) or 'none'} "
+        context = r["signal"] == "context"
+        gate = ("no trainer and no gate: the playbook learned by the judge loop is served in every prompt"
+                if context else "the server's default gate (nothing configured: it holds out a share of its own "
+                "conversations)" if r.get("gate") == "default" else "the bench's preference and guard cases given to the gate")
+        serve = "--learn off --set context.online=true" if context else f"--learn {r['signal']}"
+        extra = [x for x in extra if not (context and x == "context.online=true")]
+        lines += [f"## {key}", "", f"`ratchet serve {serve}`, overrides: {', '.join(extra) or 'none'} "
                   f"(everything else: the defaults when it ran); {gate}{judge_words(r.get('judge'))}."
                   + (f" {r['note']}" if r.get("note") else ""), "",
                   f"{r['conversations']} conversations"
-                  + (f" (a pause after every {r['pace']} until the trainer had taken them)" if r.get("pace") else "")
+                  + (f" (a pause after every {r['pace']} until the {'playbook' if context else 'trainer'} had taken "
+                     "them)" if r.get("pace") else "")
                   + f", {r.get('wall_s') or 0:.0f} s; base preference "
                   f"{r['base_preference']:.2f} (band ±{r['preference_noise_band']:.2f}), best served "
                   f"{r['best_served_preference']:.2f}, final served {r['final_served_preference']:.2f}; guard base "
@@ -102,8 +107,11 @@ def markdown(data: dict[str, Any]) -> str:
                   f" ({'within' if r['guard_within_band'] else 'OUTSIDE'} band for every served version). First "
                   "measurable improvement: " + ("none" if not first else
                                                 f"v{first['version']} after {first['conversations']} conversations, "
-                                                f"{first['elapsed_s']:.0f} s"), "",
-                  "| version | conversations | s | served | preference | guard | KL to base | refused by |",
+                                                f"{first['elapsed_s']:.0f} s"), ""]
+        if context:
+            lines += context_table(r)
+            continue
+        lines += ["| version | conversations | s | served | preference | guard | KL to base | refused by |",
                   "|---|---|---|---|---|---|---|---|"]
         for v in r["versions"]:
             kl = v.get("kl_to_base")
@@ -113,3 +121,18 @@ def markdown(data: dict[str, Any]) -> str:
                          f"{'—' if kl is None else f'{kl:.3f}'} | {', '.join(v.get('gate_failed') or []) or '—'} |")
         lines.append("")
     return "\n".join(lines) + "\n"
+
+
+def context_table(r: dict[str, Any]) -> list[str]:
+    """A ``--learn context`` run's rows: one per playbook snapshot (version 0: the empty playbook, the
+    base), with its size and what learning it had cost by then."""
+    lines = ["Version = playbook snapshot (taken after the conversations shown); items and tokens: the whole "
+             "playbook (a prompt gets those chosen for it, within the budget); calls and model s: the "
+             "reflector/curator calls and their seconds so far, learn s: the learning steps' wall time so far.", "",
+             "| version (playbook) | conversations | s | items | tokens | calls | model s | learn s | preference | guard |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for v in r["versions"]:
+        lines.append(f"| {v['version']} | {v.get('conversations')} | {v.get('elapsed_s')} | {v.get('items', 0)} | "
+                     f"{v.get('tokens', 0)} | {v.get('calls', 0)} | {v.get('model_s', 0.0):.1f} | "
+                     f"{v.get('learn_wall_s', 0.0):.1f} | {v['preference']:.2f} | {v['guard']:.2f} |")
+    return [*lines, ""]

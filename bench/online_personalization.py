@@ -30,6 +30,14 @@ one after another, each resuming from its own run directory under ``--store``.
     python -m bench.online_personalization --preference length,signoff --learn combine,binary \
         --seed 0,1,2 --conversations 24
 
+``--learn context``: the same user through ``ratchet serve --learn off --set context.online=true``
+(no trainer; the playbook the judge loop learns is in every served prompt), each pace point's
+playbook snapshot measured as a version on the base weights (``bench/_personalization_context.py``).
+Beside ``length/combine/s0/default_gate_paced`` (needs ``ratchet models pull all-minilm-l6-v2``):
+
+    python -m bench.online_personalization --preference length --learn context --seed 0 \
+        --conversations 24 --pace 4 --label paced
+
 ``--base-only`` measures only the base model on each preference's held-out prompts (no server, a
 few minutes): where each preference starts, before half an hour of conversations is spent on it.
 """
@@ -42,15 +50,15 @@ import math
 import os
 import random
 import signal as signals
-import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from bench import _personalization_context as in_context
 from bench._personalization_report import markdown, result_key, spread  # noqa: F401 (spread: re-exported)
 from bench._results import RESULTS, write_json, write_markdown
+from bench._serve_process import Server, free_port
 from ratchet.online.simulated_user import (
     GUARD_TASKS,
     PREFERENCES,
@@ -62,12 +70,13 @@ from ratchet.online.simulated_user import (
     preference,
 )
 from ratchet.online.trainer_config import TrainerConfig
+from ratchet.store.files import write_bytes_atomic
 
 #: How many training prompts feed the promotion gate's preference cases: the last ones, never asked
 #: in the conversations, so the gate never scores a reply it was trained on, nor the held-out set.
 GATE_COUNT = 6
 GATE_GUARD = GUARD_TASKS[:6]
-SIGNALS = ("binary", "opd", "combine")
+SIGNALS = ("binary", "opd", "combine", in_context.SIGNAL)
 
 
 def gate_prompts(pool: Pools) -> list[str]:
@@ -81,16 +90,8 @@ def conversation_prompts(pool: Pools, seed: int) -> list[str]:
     return prompts
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    os.replace(tmp, path)
+    write_bytes_atomic(path, "".join(json.dumps(r) + "\n" for r in rows).encode("utf-8"))
 
 
 class Generator:
@@ -102,8 +103,10 @@ class Generator:
         self.policy = LlamaPolicy(gguf, lora_path=lora, n_ctx=1024, n_threads=threads)
 
     def reply(self, prompt: str, max_tokens: int) -> str:
-        return self.policy.generate([{"role": "user", "content": prompt}], max_tokens=max_tokens,
-                                    temperature=0.0).text
+        return self.chat([{"role": "user", "content": prompt}], max_tokens)
+
+    def chat(self, messages: list[dict[str, Any]], max_tokens: int) -> str:
+        return self.policy.generate(messages, max_tokens=max_tokens, temperature=0.0).text
 
     def close(self) -> None:
         self.policy.close()
@@ -128,42 +131,6 @@ def evaluate_version(gguf: Path, lora: Path | None, pref: Any, *, threads: int, 
 def noise_band(p: float, n: int) -> float:
     """Two binomial standard errors (at least one case's worth)."""
     return max(2 * math.sqrt(p * (1 - p) / n), 1 / n)
-
-
-class Server:
-    """``ratchet serve`` as a subprocess; stopped with SIGINT (Ctrl-C), as a person would."""
-
-    def __init__(self, args: list[str], port: int, log: Path) -> None:
-        self.port = port
-        self.url = f"http://127.0.0.1:{port}/v1"
-        self.log = open(log, "a")
-        self.proc = subprocess.Popen([sys.executable, "-m", "ratchet", "serve", *args, "--port", str(port)],
-                                     stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
-
-    def wait_ready(self, timeout_s: float = 600.0) -> None:
-        import httpx
-
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"ratchet serve exited with {self.proc.returncode}; see {self.log.name}")
-            try:
-                if httpx.get(self.url + "/models", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(1)
-        raise RuntimeError("ratchet serve did not come up in time")
-
-    def stop(self, timeout_s: float = 120.0) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signals.SIGINT)
-            try:
-                self.proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signals.SIGKILL)
-                self.proc.wait()
-        self.log.close()
 
 
 def _versions(versions_dir: Path) -> list[Any]:
@@ -250,14 +217,15 @@ def run(args: argparse.Namespace, pref_name: str, signal: str, seed: int) -> dic
     tasks = bench_dir / "gate_tasks.jsonl"
     _write_jsonl(tasks, [{"messages": [{"role": "user", "content": q}], "answer": a} for q, a in GATE_GUARD])
 
-    port = args.port or _free_port()
+    port = args.port or free_port()
+    context = signal == in_context.SIGNAL  # no trainer: the playbook learned and served, no gate
     serve_args = [
-        "--model", f"local:{args.model}", "--learn", signal, "--run", run_name,
+        "--model", f"local:{args.model}", *(in_context.SERVE_ARGS if context else ["--learn", signal]), "--run", run_name,
         "--set", f"runs_root={store}",
         "--set", f"max_tokens={args.max_tokens}",
         "--set", "status_every_s=5",
     ]
-    if args.gate == "bench":  # the preference's own gate cases; "default": the server's, nothing set
+    if args.gate == "bench" and not context:  # the preference's own gate cases; "default": the server's, nothing set
         serve_args += ["--set", f"trainer.heldout_path={heldout}", "--set", f"trainer.gate.guard_path={guard}",
                        "--set", f"trainer.gate.tasks_path={tasks}"]
     for override in args.set:
@@ -284,7 +252,10 @@ def run(args: argparse.Namespace, pref_name: str, signal: str, seed: int) -> dic
             _save(state_path, state)
             print(f"[{run_name}] conversation {i + 1}/{args.conversations}: met={conv.met} "
                   f"served v{conv.versions} · {len(seen)} versions · {state['elapsed_s']:.0f}s", flush=True)
-            if args.pace and (i + 1) % args.pace == 0 and i + 1 < args.conversations:
+            if context and args.pace and (i + 1) % args.pace == 0:
+                in_context.pace_point(state, online_dir(run_dir), bench_dir, i + 1, started, args.pace_timeout_s)
+                _save(state_path, state)
+            elif args.pace and (i + 1) % args.pace == 0 and i + 1 < args.conversations:
                 # The user comes back once what it said has been learned from: nothing judged is
                 # waiting for the trainer (its version published, served or refused), or the timeout.
                 deadline = time.monotonic() + args.pace_timeout_s
@@ -293,9 +264,12 @@ def run(args: argparse.Namespace, pref_name: str, signal: str, seed: int) -> dic
                 state["elapsed_s"] = time.time() - started
                 _note_versions(versions_dir, seen, i + 1, state["elapsed_s"])
                 _save(state_path, state)
+        if context:  # what the last conversations taught, then the playbook as it ends
+            in_context.pace_point(state, online_dir(run_dir), bench_dir, len(conversations), started,
+                                  args.pace_timeout_s if args.pace else args.drain_s)
         # Let the trainer work through what is judged and waiting (it trains while we wait).
         deadline = time.monotonic() + args.drain_s
-        while time.monotonic() < deadline and _waiting(online_dir(run_dir) / QUEUE_NAME):
+        while not context and time.monotonic() < deadline and _waiting(online_dir(run_dir) / QUEUE_NAME):
             time.sleep(5)
             _note_versions(versions_dir, seen, len(conversations), time.time() - started)
         _note_versions(versions_dir, seen, len(conversations), time.time() - started)
@@ -306,7 +280,10 @@ def run(args: argparse.Namespace, pref_name: str, signal: str, seed: int) -> dic
     rows = [{"version": 0, "promoted": True, "conversations": 0, "elapsed_s": 0.0,
              **{k: state["base"][k] for k in ("preference", "guard")}}]
     cache = state.setdefault("evaluated", {})
-    for v in _versions(online_dir(run_dir) / VERSIONS_NAME):
+    if context:  # the snapshots, measured on the base weights
+        rows = in_context.rows(state, bench_dir, online_dir(run_dir), pref, lambda: Generator(gguf, None, args.threads),
+                               args.max_tokens, lambda: _save(state_path, state))
+    for v in [] if context else _versions(online_dir(run_dir) / VERSIONS_NAME):
         key = str(v.number)
         if key not in cache:
             print(f"[{run_name}] evaluating v{v.number}", flush=True)
@@ -330,7 +307,7 @@ def run(args: argparse.Namespace, pref_name: str, signal: str, seed: int) -> dic
     served = [r for r in rows if r["promoted"]]
     result = {
         "model": args.model, "preference": pref.name, "signal": signal, "seed": seed, "run": run_name,
-        "label": args.label, "gate": args.gate,
+        "label": args.label, "gate": None if context else args.gate,
         "pace": args.pace,
         # The run store's location is this machine's, not the result's.
         "conversations": len(conversations), "serve_args": [a.replace(str(store), "<store>") for a in serve_args],
@@ -344,7 +321,8 @@ def run(args: argparse.Namespace, pref_name: str, signal: str, seed: int) -> dic
         "conversation_met_fraction": [sum(c["met"][:1]) for c in conversations],
         "versions": rows,
         "heldout_replies": {"base": base["heldout_replies"],
-                            "final": cache[str(served[-1]["version"])]["heldout_replies"] if len(served) > 1 else None},
+                            "final": cache[in_context.snapshot_key(served[-1]["version"]) if context else
+                                           str(served[-1]["version"])]["heldout_replies"] if len(served) > 1 else None},
         "wall_s": state.get("elapsed_s"),
         "cpu": {"cores": os.cpu_count(), "load": os.getloadavg()},
         "judge": judge_ran(online_dir(run_dir)),
@@ -396,9 +374,7 @@ def _note_versions(versions_dir: Path, seen: dict[str, Any], conversations: int,
 
 
 def _save(path: Path, state: dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(state, indent=1, default=str))
-    os.replace(tmp, path)
+    write_bytes_atomic(path, json.dumps(state, indent=1, default=str).encode("utf-8"))
 
 
 def measure_base(model: str, prefs: list[str], *, threads: int, max_tokens: int) -> dict[str, Any]:
@@ -470,7 +446,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--preference", default="length",
                         help=f"comma-separated, one run each: {', '.join(PREFERENCES)}")
     parser.add_argument("--learn", "--signal", dest="learn", default="combine",
-                        help="comma-separated `ratchet serve --learn` modes, one run each: " + " | ".join(SIGNALS))
+                        help="comma-separated `ratchet serve --learn` modes, one run each: " + " | ".join(SIGNALS)
+                        + " (context: --learn off with the playbook online, a snapshot per pace point)")
     parser.add_argument("--seed", default="0",
                         help="comma-separated seeds, one run each: the user's phrasings, the prompt order and the "
                              "sampling of the conversations")

@@ -30,11 +30,15 @@ def test_flags_select_preferences_signals_and_seeds_one_run_per_combination(monk
         ("length", "combine", 0), ("length", "combine", 1), ("length", "binary", 0), ("length", "binary", 1),
         ("signoff", "combine", 0), ("signoff", "combine", 1), ("signoff", "binary", 0), ("signoff", "binary", 1)]
     assert _planned(["--preference", "name", "--signal", "opd"], monkeypatch) == [("name", "opd", 0)]
+    # the playbook beside the weights: `ratchet serve --learn off --set context.online=true`
+    assert _planned(["--learn", "context,binary", "--seed", "3"], monkeypatch) == [("length", "context", 3),
+                                                                                  ("length", "binary", 3)]
 
 
 @pytest.mark.parametrize("argv, message", [
     (["--preference", "length,shout"], "--preference: unknown shout"),
     (["--learn", "rl"], "--learn: unknown rl"),
+    (["--learn", "off"], "--learn: unknown off"),  # a run that learns nothing measures nothing
     (["--seed", "one"], "--seed: 'one' is not"),
     (["--preference", "length,name", "--run", "r"], "--run names one run"),
 ])

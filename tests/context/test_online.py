@@ -207,3 +207,34 @@ def test_serve_wires_both_halves_to_the_playbook_beside_its_queue_only_when_aske
     assert make_turn_learner(record, tmp_path / "queue.db").learner.embedder is None
     served = _served_context(record, tmp_path)([{"role": "user", "content": "sort the list of numbers"}])
     assert "Greet" in served[0]["content"] and len(FakeEncoder.built) == 2
+
+
+def test_serving_with_training_off_still_judges_and_learns_the_playbook(tmp_path, monkeypatch):
+    """``--learn off --set context.online=true``: the judge loop runs (no trainer), its learner is
+    the one serve builds, and every step's cost lands beside the playbook."""
+    from ratchet.context.online import steps_path
+    from ratchet.online.loops import LocalLoops
+
+    monkeypatch.setattr("ratchet.models.load_model", lambda spec, **_: roles())
+    config = OnlineConfig.model_validate({"learn": "off", "judge": {"kind": "classifier", "poll_s": 0.02},
+                                          "context": {"online": True, "model": "scripted:", "use_grammar": False,
+                                                      "relevance": "record"}})
+    assert set(LocalLoops(config, tmp_path / "queue.db", tmp_path / "v").specs) == {"judge"}
+    queue = TurnQueue(tmp_path / "queue.db")
+    for i, next_state in enumerate(["thanks, perfect", "no, I meant the other one", "ok"]):
+        queue.add_turn(turn(i))
+        queue.set_next_state(f"t{i}", next_state)
+    stop = threading.Event()
+    worker = threading.Thread(target=lambda: run_judge_loop(config, tmp_path / "queue.db", stop))
+    worker.start()
+    path = tmp_path / "context" / "playbook.md"
+    deadline = time.time() + 10
+    while time.time() < deadline and (not steps_path(path).is_file() or len(steps_path(path).read_text().splitlines()) < 2):
+        time.sleep(0.02)
+    stop.set()
+    worker.join(5)
+    lines = [json.loads(x) for x in steps_path(path).read_text().splitlines()]
+    assert queue.stats()["judged"] >= 2 and [x["reward"] for x in lines] == [1, -1]
+    assert [x["version"] for x in lines] == [1, 2] and lines[-1]["items"] == len(Playbook.load(path)) == 1
+    # reflector, then curator, per step: each a counted model call with its time
+    assert all(x["calls"] == 2 and x["model_s"] >= 0 and x["wall_s"] >= 0 for x in lines)

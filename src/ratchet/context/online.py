@@ -17,8 +17,10 @@ ones the server showed.
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -35,6 +37,13 @@ log = logging.getLogger("ratchet.context.online")
 LESSONS_HEADER = "\n\nLessons learned from earlier conversations (follow those that apply):\n"
 PLAYBOOK_FILE = "context/playbook.md"
 """Where the served playbook lives under the serve run's directory unless ``context.playbook`` says."""
+STEPS_SUFFIX = ".steps.jsonl"
+"""Beside the playbook (``playbook.md.steps.jsonl``): one line per learning step, what it cost."""
+
+
+def steps_path(playbook: Path) -> Path:
+    """The file :class:`TurnLearner` writes its steps' costs to, beside ``playbook``."""
+    return playbook.with_name(playbook.name + STEPS_SUFFIX)
 
 
 class ServeContext(ContextConfig):
@@ -102,9 +111,13 @@ def served_messages(messages: list[dict[str, Any]], playbook: Path, config: Cont
 class TurnLearner:
     """Learns from judged turns (``__call__(turn, judgement)``, after the judge loop stored it)."""
 
-    def __init__(self, playbook: Path, model: Model, config: ContextConfig, embedder: Embedder | None = None) -> None:
+    def __init__(self, playbook: Path, model: Model, config: ContextConfig, embedder: Embedder | None = None,
+                 usage: Callable[[], dict[str, Any]] | None = None) -> None:
         # The server's embedder and rule: an attempt's ``shown`` items are those chosen here now.
         self.learner = ContextLearner(playbook, reflector_model=model, config=config, embedder=embedder, name="serve")
+        self.usage = usage
+        """Totals of the reflector/curator's calls so far (an accountant's ``snapshot``): each step's
+        line records its own calls and model seconds, the cost of learning in context."""
 
     def __call__(self, turn: Any, judgement: Any) -> dict[str, Any] | None:
         """One learning step for a decided turn (None for an undecided one, reward 0)."""
@@ -113,8 +126,28 @@ class TurnLearner:
         trace = f"Reply:\n{turn.response_text}\n\nWhat followed:\n{judgement.next_state}"
         if judgement.hint:
             trace += f"\n\nJudge's hint: {judgement.hint}"
-        return self.learner.observe(request_text(turn.messages), trace, 1.0 if judgement.reward > 0 else 0.0,
-                                    trajectory_id=turn.turn_id)
+        before, started = self._usage(), time.monotonic()
+        entry: dict[str, Any] | None = None
+        try:
+            entry = self.learner.observe(request_text(turn.messages), trace, 1.0 if judgement.reward > 0 else 0.0,
+                                         trajectory_id=turn.turn_id)
+        finally:  # a failed step is a line too (``error``): it cost calls, and a reader waiting on steps sees it
+            after = self._usage()
+            # A bench or a person reads what each step cost without the judge process's memory.
+            line = {"turn": turn.turn_id, "reward": judgement.reward,
+                    **({"version": entry["version"], "items": entry["items"], "tokens": entry["tokens"]}
+                       if entry is not None else {"error": True}),
+                    "wall_s": round(time.monotonic() - started, 3), "at": time.time(),
+                    **{k: after[k] - before[k] for k in ("calls", "failed_calls", "prompt_tokens", "completion_tokens",
+                                                         "model_s") if k in after and k in before}}
+            path = steps_path(self.learner.path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("a") as f:
+                f.write(json.dumps(line) + "\n")
+        return entry
+
+    def _usage(self) -> dict[str, Any]:
+        return self.usage() if self.usage is not None else {}
 
 
 def playbook_path(context: ServeContext, run_dir: Path | None) -> Path:

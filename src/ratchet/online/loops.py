@@ -104,9 +104,11 @@ def make_turn_learner(config: OnlineConfig, queue_path: Any):
     from ratchet.models import Accountant, AccountedModel, load_model
 
     spec = config.context.model or config.judge.model or config.model
-    model = AccountedModel(load_model(spec), Accountant(), purpose="context")
+    accountant = Accountant()
+    model = AccountedModel(load_model(spec), accountant, purpose="context")
     run_dir = Path(queue_path).parent if isinstance(queue_path, (str, Path)) else None
-    return TurnLearner(playbook_path(config.context, run_dir), model, config.context, serve_embedder(config.context))
+    return TurnLearner(playbook_path(config.context, run_dir), model, config.context, serve_embedder(config.context),
+                       usage=accountant.snapshot)
 
 
 def run_judge_loop(config: OnlineConfig, queue_path: Any, stop_event: Any, judge: Any = None,
