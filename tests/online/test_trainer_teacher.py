@@ -245,7 +245,7 @@ def test_auto_keeps_the_base_where_the_teacher_would_not_fit_in_memory(pulled, m
     monkeypatch.setattr(teacher_module, "available_gb", lambda: 6.0)
     chosen = teacher_module.choose_teacher("auto", "auto", "local:qwen2.5-coder-0.5b")
     assert chosen.spec is None and chosen.unfinished == "drop"
-    assert "needs about 10 GB and 6.0 GB is available" in chosen.reason
+    assert "needs about 18 GB and 6.0 GB is available" in chosen.reason
     # Configured, it is not second-guessed.
     assert teacher_module.choose_teacher("local:qwen2.5-coder-1.5b", "auto", "qwen2.5-coder-0.5b").spec
     monkeypatch.setattr(teacher_module, "available_gb", lambda: None)  # unreadable: not a reason to refuse

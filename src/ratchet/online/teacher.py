@@ -218,7 +218,7 @@ def choose_teacher(teacher_model: str | None, teacher_unfinished: str, served: s
 
     ``teacher_model: auto`` is the catalog's teacher of the ``served`` model (``local:NAME`` or its
     GGUF file; :attr:`~ratchet.models.registry.CatalogEntry.teacher`, the 1.5B for the 0.5B) where
-    that model is pulled and verified and the memory its load takes (``load_gb``) is available,
+    that model is pulled and verified and the memory a trainer with it takes (``teach_gb``) is available,
     else the served model's own base; ``served`` None (a trainer
     built around weights in memory, as tests do) is taught by its base. Nothing is downloaded.
     Why a larger teacher where there is one: with its own base as teacher the 0.5B learned none of
@@ -254,12 +254,12 @@ def _catalog_teacher(served: str | Path | None) -> tuple[str | None, str]:
     if not is_verified(entry.teacher):
         return None, (f"auto: {entry.teacher} would teach {name} but is not pulled (ratchet models pull "
                       f"{entry.teacher}); taught by its own base")
-    need, free = CATALOG[entry.teacher].load_gb, available_gb()
+    need, free = CATALOG[entry.teacher].teach_gb, available_gb()
     if need is not None and free is not None and free < need:
         # Loaded beside the served model and the student, a teacher the machine cannot hold gets
         # the trainer killed for memory mid-run (seen: a probe loading the 1.5B beside a training
         # run was killed by the kernel); the base costs nothing more.
-        return None, (f"auto: {entry.teacher} would teach {name} but its load needs about {need:g} GB and "
+        return None, (f"auto: {entry.teacher} would teach {name} but a trainer with it needs about {need:g} GB and "
                       f"{free:.1f} GB is available; taught by its own base (set trainer.teacher_model to insist)")
     return f"local:{entry.teacher}", f"auto: {entry.teacher} is pulled and verified and teaches {name}"
 
