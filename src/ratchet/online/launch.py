@@ -160,8 +160,8 @@ def run_server(config: Any) -> None:
 
         trained = config.resolved_trainer()
         teacher = choose_teacher(trained.teacher_model, trained.teacher_unfinished, trained.model)
-        console.print(f"hinted teacher: {teacher.name}, cut replies {teacher.unfinished} ({teacher.reason})", soft_wrap=True,
-                      markup=False)
+        console.print(f"hinted teacher: {teacher.name}, cut replies {teacher.unfinished} ({teacher.reason})",
+                      soft_wrap=True, markup=False)
     import uvicorn
 
     # uvicorn re-raises the signal that stopped it once it is done; with the default SIGTERM

@@ -53,8 +53,8 @@ class TrainerConfig(Settings):
     model's tokenizer where it is pulled and verified and its load fits in the memory available
     (``local:qwen2.5-coder-1.5b`` for the 0.5B: a trainer with it peaked at 18 GB resident in the
     teacher probe, 14.4 GB in a training run), else the served model's own frozen base; resolved
-    once when the trainer loads and recorded on every version (``teacher``, ``teacher_choice``); why, with the runs:
-    :func:`ratchet.online.teacher.choose_teacher`. None (or ``base``): the base. Else a model that
+    once when the trainer loads and recorded on every version (``teacher``, ``teacher_choice``);
+    why, with the runs: :func:`ratchet.online.teacher.choose_teacher`. None (or ``base``): the base. Else a model that
     shares the served model's tokenizer (``local:NAME`` or ``local:/path/file.gguf``), loaded like the
     base at the first hinted sample, frozen, no LoRA, refused at load if its tokenizer is not the
     served model's. It gives the top-k and its own greedy replies (so also where
