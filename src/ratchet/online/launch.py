@@ -155,12 +155,14 @@ def run_server(config: Any) -> None:
         from rich.markup import escape
 
         console.print(f"[yellow]{escape(judge.line())}[/]" if judge.fix else escape(judge.line()), soft_wrap=True)
-    if config.learn != "off":  # the trainer resolves the same choice when it loads (and records it per version)
+    if config.learn != "off":
+        # Said now; the trainer decides again when it loads (the memory then available may differ)
+        # and records its choice on every version.
         from ratchet.online.teacher import choose_teacher
 
         trained = config.resolved_trainer()
         teacher = choose_teacher(trained.teacher_model, trained.teacher_unfinished, trained.model)
-        console.print(f"hinted teacher: {teacher.name}, cut replies {teacher.unfinished} ({teacher.reason})",
+        console.print(f"hinted teacher at start: {teacher.name}, cut replies {teacher.unfinished} ({teacher.reason})",
                       soft_wrap=True, markup=False)
     import uvicorn
 

@@ -39,7 +39,8 @@ from ratchet.online.preparation import Prepared, assess_sample, prepare_samples
 from ratchet.online.scoring import ScoredPolicy
 from ratchet.online.targets import target_filter
 from ratchet.online.taught import taught_loss
-from ratchet.online.teacher import HintedTeacher, TeacherTargets, choose_teacher, hinted_teacher, teacher_gguf
+from ratchet.online.teacher import (HintedTeacher, TeacherChoice, TeacherTargets, choose_teacher, hinted_teacher,
+                                    teacher_gguf)
 from ratchet.online.trainer_config import TrainerConfig
 from ratchet.online.versions import Lineage
 from ratchet.online.weights import load_policy, resolve_gguf
@@ -80,7 +81,7 @@ class Trainer(ScoredPolicy):
     """
 
     def __init__(self, config: TrainerConfig, model: Any, tokenizer: Any, *, version: int = 0,
-                 served: Path | str | None = None) -> None:
+                 teacher: TeacherChoice | None = None) -> None:
         import torch
         from peft import LoraConfig, get_peft_model
 
@@ -112,9 +113,9 @@ class Trainer(ScoredPolicy):
         self.load_info: dict[str, Any] = {}
         pad = getattr(tokenizer, "pad_token_id", None)
         self.pad_id = int(pad if pad is not None else getattr(tokenizer, "eos_token_id", 0) or 0)
-        #: ``teacher_model`` / ``teacher_unfinished`` with ``auto`` resolved for the ``served`` file
-        #: (None, weights given in memory: their own base teaches).
-        self.teacher_choice = choose_teacher(config.teacher_model, config.teacher_unfinished, served)
+        #: ``teacher_model`` / ``teacher_unfinished`` resolved (:meth:`from_config` decides once, for the
+        #: served file, before the student is loaded); weights given in memory are taught by their base.
+        self.teacher_choice = teacher or choose_teacher(config.teacher_model, config.teacher_unfinished, None)
         #: The hinted teacher, loaded at the first hinted sample that needs it.
         self._teacher: HintedTeacher | None = None
 
@@ -127,7 +128,7 @@ class Trainer(ScoredPolicy):
         model, tokenizer, info = load_policy(gguf, config.weights_cache_dir)
         log.info("loaded %s for training in %.1fs (cache hit: %s); hinted teacher %s (%s)", gguf.name, info["load_s"],
                  info["cache_hit"], choice.name, choice.reason)
-        trainer = cls(config, model, tokenizer, served=gguf)
+        trainer = cls(config, model, tokenizer, teacher=choice)
         trainer.base_gguf = gguf
         trainer.load_info = info
         return trainer
