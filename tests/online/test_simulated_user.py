@@ -183,7 +183,7 @@ def test_a_bad_pools_file_names_the_key(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("filename", ["dev.jsonl", "heldout.jsonl", "test3.jsonl", "dev4.jsonl", "test4.jsonl", "test5.jsonl",
-                                      "test6.jsonl"])
+                                      "test6.jsonl", "test7.jsonl"])
 def test_no_labelled_feedback_message_equals_a_pool_phrasing(filename: str) -> None:
     path = FEEDBACK / filename
     if not path.is_file():
@@ -195,7 +195,8 @@ def test_no_labelled_feedback_message_equals_a_pool_phrasing(filename: str) -> N
 LABELS = {"correction": -1, "praise": 1, "neutral": 0, "tool_ok": 1, "tool_error": -1}
 
 
-@pytest.mark.parametrize("filename", ["heldout.jsonl", "test3.jsonl", "test4.jsonl", "test5.jsonl", "test6.jsonl"])
+@pytest.mark.parametrize("filename", ["heldout.jsonl", "test3.jsonl", "test4.jsonl", "test5.jsonl", "test6.jsonl",
+                                      "test7.jsonl"])
 def test_a_feedback_set_follows_the_schema(filename: str) -> None:
     rows = [json.loads(line) for line in (FEEDBACK / filename).read_text(encoding="utf-8").splitlines()
             if line.strip()]
