@@ -4,10 +4,10 @@ Judges: ``rule`` (keywords), ``classifier`` (the default: embedding + cues, fitt
 development sets), ``classifier-cues`` (its fallback without the encoder), ``model-1.5b`` and
 ``model-0.5b`` (the ``ModelJudge`` prompt, one greedy vote, on a stratified subset: a chat model per
 turn is slow here). Sets under ``tests/data/feedback/``: the development sets ``dev``, ``dev2``,
-``heldout``, ``test``, ``dev3``, ``test2``, ``test3``, ``dev4``, ``test4`` and ``test5`` (the classifier
-is fitted on all of them, so there it is scored by grouped cross-validation over them together;
-``test2`` to ``test5`` were each scored once as a judge's unseen set before they joined) and the tool
-outputs of ``dev_tools`` and ``dev_tools2``; ``test6``, written apart, is the next judge's unseen set.
+``heldout``, ``test``, ``dev3``, ``test2``, ``test3``, ``dev4``, ``test4``, ``test5`` and ``test6`` (the
+classifier is fitted on all of them, so there it is scored by grouped cross-validation over them together;
+``test2`` to ``test6`` were each scored once as a judge's unseen set before they joined) and the tool
+outputs of ``dev_tools`` and ``dev_tools2``; ``test7``, written apart, is the next judge's unseen set.
 ``stacked`` (the classifier weighed with the 1.5B's label reading) reuses the readings cached under ``tests/data/feedback_labels/``. Results merge into
 ``bench/results/online_judge.{json,md}`` under ``judge/set``, so judges and sets can be run apart;
 the markdown's notes below its ``NOTES`` marker are kept as they are.
@@ -15,7 +15,7 @@ the markdown's notes below its ``NOTES`` marker are kept as they are.
     python -m bench.online_judge --judges rule classifier classifier-cues
     python -m bench.online_judge --judges rule classifier classifier-cues --sets test2   # once, at the end
     nice -n 10 python -m bench.online_judge --judges stacked classifier   # CV on the development sets
-    nice -n 10 python -m bench.online_judge --judges stacked classifier rule --sets test6   # once
+    nice -n 10 python -m bench.online_judge --judges stacked classifier rule --sets test7   # once
     nice -n 10 python -m bench.online_judge --judges model-1.5b --model-subset 40 --sets dev
     python -m bench.online_judge --judges --cost    # the 0.5B's speed alone and beside a 1.5B judge
     python -m bench.online_judge --judges --cost stacked   # ... beside the stacked judge's 1.5B reading
@@ -43,13 +43,13 @@ NAME = "online_judge"
 #: The label model's readings of the sets' messages, made once (seconds each) and reused.
 LABELS = ROOT / "tests" / "data" / "feedback_labels"
 #: The feedback sets the bench knows: the development sets, then the set measured once.
-SETS = ("dev", "dev2", "heldout", "test", "dev3", "test2", "test3", "dev4", "test4", "test5", "dev_tools", "dev_tools2",
-        "test6")
-#: test2, test3, test4 and test5 were each scored once, then became development data
+SETS = ("dev", "dev2", "heldout", "test", "dev3", "test2", "test3", "dev4", "test4", "test5", "test6", "dev_tools",
+        "dev_tools2", "test7")
+#: test2 to test6 were each scored once, then became development data
 #: (tests/data/feedback/README.md); dev_tools and dev_tools2 hold tool outputs only (nothing is fitted
 #: on them: scored as shipped).
-DEVELOPMENT = ("dev", "dev2", "heldout", "test", "dev3", "test2", "test3", "dev4", "test4", "test5", "dev_tools",
-               "dev_tools2")
+DEVELOPMENT = ("dev", "dev2", "heldout", "test", "dev3", "test2", "test3", "dev4", "test4", "test5", "test6",
+               "dev_tools", "dev_tools2")
 #: The line after which the markdown holds notes written by hand, which the bench keeps.
 NOTES = "<!-- notes: kept by the bench -->"
 
@@ -113,7 +113,7 @@ encoder, both fitted on dev + dev2 + heldout + test + dev3 + test2 + test3 + dev
 those sets they are scored by grouped 5-fold cross-validation over all of them together (CV:
 near-duplicate messages share a fold). Their cues and settings were refined on those
 cross-validation errors, so the CV rows flatter them; rows of a set scored once, before it was read
-(earlier `test2` to `test5`; next `test6`), are the ones to believe. `-fit1` rows are the first fit (dev alone),
+(earlier `test2` to `test6`; next `test7`), are the ones to believe. `-fit1` rows are the first fit (dev alone),
 `-fit2` rows the second (dev + dev2 + heldout; its `test` rows were that fit's one unseen score),
 `classifier-fit3`, `classifier-cues-fit3` and `stacked-fit1` the judges before test2, test3 and dev4
 joined the fit, on the sets each was scored on once (test2, test3, test4), as measured then;

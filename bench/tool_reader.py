@@ -6,15 +6,15 @@ Readers (``ratchet.online.judge.tools``): ``words`` (the first reading, one list
 call succeed"; its readings are cached under ``tests/data/feedback_labels/``). Sets: the tool rows
 of the development sets under ``tests/data/feedback/``, ``dev_tools.jsonl`` (written for this reader
 before it was) and ``dev_tools2.jsonl`` (written after, scored once before the rules saw it); ``test4``
-and ``test5`` (scored once each, read since: their misses named the last rules); by name only, ``test6``
-(written apart from every reader and judge, to be scored once). Results
+to ``test6`` (scored once each, read since: test4's and test5's misses named the last rules); by name
+only, ``test7`` (written apart from every reader and judge, to be scored once). Results
 merge into ``bench/results/tool_reader.{json,md}`` under ``reader/set``.
 
     python -m bench.tool_reader --readers words rules
     nice -n 10 python -m bench.tool_reader --readers rules+model     # the 1.5B, seconds a row
     python -m bench.tool_reader --readers rules+model@0 rules+model@1 rules+model@4   # margins, from the cache
     python -m bench.tool_reader --readers rules+model-noaffirm   # a fact-less +1 kept without the model
-    nice -n 10 python -m bench.tool_reader --readers words rules rules+model --sets test6   # once
+    nice -n 10 python -m bench.tool_reader --readers words rules rules+model --sets test7   # once
 """
 
 from __future__ import annotations
@@ -34,10 +34,11 @@ CACHE = ROOT / "tests" / "data" / "feedback_labels"
 NAME = "tool_reader"
 #: The line after which the markdown holds notes written by hand, which the bench keeps.
 NOTES = "<!-- notes: kept by the bench -->"
-#: test2 to test5 were each scored once as a judge's unseen set, development data since.
-DEVELOPMENT = ("dev", "dev2", "heldout", "test", "dev3", "test2", "test3", "test4", "test5", "dev_tools", "dev_tools2")
+#: test2 to test6 were each scored once as a judge's unseen set, development data since.
+DEVELOPMENT = ("dev", "dev2", "heldout", "test", "dev3", "test2", "test3", "test4", "test5", "test6", "dev_tools",
+               "dev_tools2")
 #: The development sets, then the untouched one (scored once, never by default).
-SETS = (*DEVELOPMENT, "test6")
+SETS = (*DEVELOPMENT, "test7")
 
 
 _OUTCOME: dict[str, object] = {}

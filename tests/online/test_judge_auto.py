@@ -61,7 +61,7 @@ class StubReader:
     def __init__(self, *a, **k) -> None:
         self.read: list[str] = []
 
-    def logprobs(self, reply: str, message: str) -> np.ndarray:
+    def logprobs(self, reply: str, message: str, request: str = "") -> np.ndarray:
         self.read.append(message)
         word = "correction" if "wrong" in message.lower() else "praise"
         return np.array([-0.05 if c == word else -4.0 for c in CLASSES])

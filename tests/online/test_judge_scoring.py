@@ -216,13 +216,13 @@ def test_measure_cross_validates_on_the_fitting_sets_together_only():
         return {name: Verdicts([1] * len(used), [None] * len(used), []) for name, used in sets.items()}
 
     results = measure([Contender("rule", lambda: RuleJudge(hints=False), cross_validate=cv)],
-                      {"dev": rows, "heldout": rows[:3], "test6": rows[:2]})
+                      {"dev": rows, "heldout": rows[:3], "test7": rows[:2]})
     assert calls == [{"dev": 4, "heldout": 3}]  # one cross-validation over the fitting sets, never the test set
     assert results["rule/dev"]["method"].startswith("grouped 5-fold cross-validation over dev + heldout")
     assert "cross-validation" in results["rule/heldout"]["method"]
-    assert results["rule/test6"]["method"] == "as shipped"
+    assert results["rule/test7"]["method"] == "as shipped"
     text = table(results)
-    assert "| rule | dev | 4 (CV) |" in text and "| rule | test6 | 2 |" in text
+    assert "| rule | dev | 4 (CV) |" in text and "| rule | test7 | 2 |" in text
 
 
 def test_stratified_subset_keeps_every_label():

@@ -22,10 +22,10 @@ class FakeReader:
     name = "fake-reader"
 
     def __init__(self) -> None:
-        self.calls: list[tuple[str, str]] = []
+        self.calls: list[tuple[str, str, str]] = []
 
-    def logprobs(self, reply: str, message: str) -> np.ndarray:
-        self.calls.append((reply, message))
+    def logprobs(self, reply: str, message: str, request: str = "") -> np.ndarray:
+        self.calls.append((reply, message, request))
         if "grazie" in message.lower():
             return np.log(np.array([0.05, 0.9, 0.05]))
         if "falsch" in message.lower():
@@ -65,7 +65,7 @@ def test_the_reader_decides_where_the_classifier_is_blind():
     corrected = judge.judge(turn(), "Das ist falsch. Bitte kürzer.")
     assert corrected.reward == -1 and corrected.hint  # a correction carries its instruction
     assert judge.judge(turn(), "What about sets?").reward == 0
-    assert reader.calls[0] == ("An answer.", "Grazie mille, perfetto")  # the reply is read too
+    assert reader.calls[0] == ("An answer.", "Grazie mille, perfetto", "q")  # the reply and the request are read too
 
 
 def test_tool_outputs_and_ended_sessions_never_reach_the_reader():
@@ -131,13 +131,37 @@ def test_the_cache_reads_each_message_once_and_survives_a_restart(tmp_path):
     other = FakeReader()
     again = CachedLabelReader(other, tmp_path / "c.jsonl")
     assert np.allclose(again.logprobs("reply", "grazie"), first, atol=1e-4) and other.calls == []
-    assert again.seconds([("reply", "grazie")]) and cache_key("m", "r", "x") != cache_key("m", "r", "y")
+    assert again.seconds([("reply", "grazie", "")]) and cache_key("m", "r", "x") != cache_key("m", "r", "y")
+    # the request is part of what was read: another request is another reading
+    assert cache_key("m", "r", "x", "sum a list") != cache_key("m", "r", "x", "sort a list")
+    again.logprobs("reply", "grazie", "translate this")
+    assert other.calls == [("reply", "grazie", "translate this")]
 
 
-def test_the_prompt_shows_the_replys_start_and_the_message():
-    chat = messages("x" * 1000, "Too long.")
+def test_the_judge_reads_the_turns_last_request_beside_the_reply():
+    from ratchet.online.judge.classifier import ClassifierJudge
+    from ratchet.online.records import Turn
+
+    reader = FakeReader()
+    judge = StackedJudge(ClassifierJudge.default(), reader, trained_stacker())
+    chat = [{"role": "user", "content": "first"}, {"role": "assistant", "content": "ok"},
+            {"role": "user", "content": [{"type": "text", "text": "what is 2+2?"}]}]
+    judge.judge(Turn("t1", "s1", False, "main", chat, "4", [], [], [], 0), "grazie")
+    assert reader.calls == [("4", "grazie", "what is 2+2?")]
+
+
+def test_the_prompt_shows_the_request_the_replys_start_and_the_message_after_its_examples():
+    from ratchet.online.judge.labels import EXAMPLES
+
+    chat = messages("x" * 1000, "Too long.", "q" * 500)
     assert chat[0]["role"] == "system" and "praise, correction or neutral" in chat[0]["content"]
-    assert "x" * 300 in chat[1]["content"] and "x" * 301 not in chat[1]["content"] and "Too long." in chat[1]["content"]
+    shown = chat[-1]["content"]
+    assert chat[-1]["role"] == "user" and len(chat) == 2 + 2 * len(EXAMPLES)
+    assert "x" * 300 in shown and "x" * 301 not in shown and "Too long." in shown
+    assert "q" * 200 in shown and "q" * 201 not in shown
+    # the worked examples are earlier turns answered with a label word, so the model's next word is one
+    assert {m["content"] for m in chat[2:-1:2]} <= {"praise", "correction", "neutral"}
+    assert messages("r", "m", "a")[:-1] == messages("s", "n", "b")[:-1]  # a shared prefix: its cache is reused
 
 
 @pytest.mark.skipif(not STACKER_PATH.exists(), reason="no shipped stacker")
@@ -190,13 +214,13 @@ def test_every_development_message_has_a_cached_reading_and_the_shipped_weighing
     class NoModel:
         name = "qwen2.5-coder-1.5b"
 
-        def logprobs(self, reply, message):
+        def logprobs(self, reply, message, request=""):
             raise AssertionError(f"not cached: {message!r}")
 
     root = Path(__file__).resolve().parents[1] / "data"
     cached = CachedLabelReader(NoModel(), root / "feedback_labels" / "qwen2.5-coder-1.5b.jsonl")
     rows = [r for name in DEV_SETS for r in load_feedback(root / "feedback" / name) if r.source == "user"]
-    readings = np.array([cached.logprobs(r.reply, r.next_state) for r in rows])
+    readings = np.array([cached.logprobs(r.reply, r.next_state, r.request) for r in rows])
     assert readings.shape == (len(rows), 3) and np.all(readings <= 0)
     shipped = Stacker.load()
     assert shipped.meta["weighing"] == "fitted" and shipped.model == "qwen2.5-coder-1.5b"

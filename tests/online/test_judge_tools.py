@@ -336,7 +336,7 @@ def test_the_stacked_judge_routes_tool_outputs_through_its_reader():
     class NoLabels:
         name = "qwen2.5-coder-1.5b"
 
-        def logprobs(self, reply, message):
+        def logprobs(self, reply, message, request=""):
             raise AssertionError("a tool output never reaches the message reader")
 
     spy = SpyReader(1)

@@ -126,12 +126,13 @@ class FeedbackClassifier:
 #: again. ``dev4.jsonl`` holds rows written for the kinds of message those sets showed the judge
 #: missing (praise before a next request, slang, negated negatives, praise in more languages).
 #: ``test4`` and ``test5`` joined after each had been scored as the unseen set of the ``auto`` default
-#: (and test5's misses were read to find the kinds the judge gets wrong).
+#: (and test5's misses were read to find the kinds the judge gets wrong); ``test6`` after it was scored
+#: once as the unseen set of the judge fitted on them, and its misses read.
 DEV_SETS = ("dev.jsonl", "dev2.jsonl", "heldout.jsonl", "test.jsonl", "dev3.jsonl", "test2.jsonl", "test3.jsonl",
-            "dev4.jsonl", "test4.jsonl", "test5.jsonl")
-#: Sets the judge is measured on once and never fitted on or developed against: ``test6`` (written
-#: apart for the judge fitted on test4 and test5).
-UNTOUCHED_SETS = ("test6.jsonl",)
+            "dev4.jsonl", "test4.jsonl", "test5.jsonl", "test6.jsonl")
+#: Sets the judge is measured on once and never fitted on or developed against: ``test7`` (written
+#: apart for the judge that reads the request and worked examples, fitted with test6).
+UNTOUCHED_SETS = ("test7.jsonl",)
 #: The fit's settings and the weight of the cue features beside the unit-length embedding, picked by
 #: grouped 5-fold cross-validation (3 shuffles) over all of ``DEV_SETS`` (940 people's messages):
 #: cue scale {3, 4} x min_confidence {0.5 ... 0.8}. Cue scale 3 made fewer sign errors at the same

@@ -249,7 +249,7 @@ def stacked_contender(name: str, cache: Any, *, model: str | None = None) -> Con
         people = [sets[set_name][i] for set_name, i in pooled]
         texts, labels = [r.next_state for r in people], [r.label for r in people]
         pc, cues, groups = out_of_fold_classifier(texts, labels, SentenceEncoder.pulled())
-        pl = np.array([reader.logprobs(r.reply, r.next_state) for r in people])
+        pl = np.array([reader.logprobs(r.reply, r.next_state, r.request) for r in people])
         proba = cross_validated_stack(pc, pl, labels, groups, weighing=stacker.meta.get("weighing", "fitted"))
         abstention = stacker.abstention()
         rewards = {set_name: [tools.read(r.next_state, r.reply).vote if r.source == "tool" else 0 for r in rows]
@@ -262,7 +262,7 @@ def stacked_contender(name: str, cache: Any, *, model: str | None = None) -> Con
 
     def seconds(rows: Sequence[FeedbackRow]) -> list[float]:
         # the model's seconds when each reading was made (tool outputs and unread rows cost ~0)
-        return [next(iter(reader.seconds([(r.reply, r.next_state)])), 0.0) if r.source == "user" else 0.0 for r in rows]
+        return [next(iter(reader.seconds([(r.reply, r.next_state, r.request)])), 0.0) if r.source == "user" else 0.0 for r in rows]
 
     return Contender(name, make, verdicts, seconds=seconds)
 

@@ -27,34 +27,90 @@ import numpy as np
 
 from ratchet.online.judge.classifier import CLASSES
 
-#: What the model is told. Written once from the label definitions, not from any feedback set.
+#: What the model is told. Written from the label definitions, not from any feedback set. It names
+#: the kinds a first prompt (definitions only, no request, no examples) read with the wrong sign on
+#: the development sets — a result reported as praise, praise before a next request, a denied fault —
+#: by what they are, not by any row's words.
 SYSTEM = (
     "You read one message a person wrote right after an assistant answered them, and say how the person "
-    "took that answer.\n"
-    "praise: they are pleased with it (thanks, approval, it worked, it helped), in any language.\n"
+    "took that answer. Judge the person's attitude to the answer, not the topic or the words they quote.\n"
+    "praise: they are pleased with it: thanks, approval, or they report that it worked or what it achieved "
+    "(it ran, it is faster, someone liked it), in any language, even if they then ask for the next thing or "
+    "add a small extra request. Denying a fault (\"no complaints\", \"not bad at all\") is praise.\n"
     "correction: they are not satisfied: they point out a mistake or a failure, complain, ask for the answer "
-    "to be changed or redone (for example shorter, in another format or language, with something added or "
-    "left out), or they praise it sarcastically.\n"
-    "neutral: neither: a new question or task, a follow-up that builds on the answer, small talk.\n"
+    "to be changed or redone (shorter, another format, language, tone or name, something it missed), ask a "
+    "question that implies it is wrong, thank it but want it different, or praise it sarcastically. Denying "
+    "praise (\"not helpful\", \"not great\") is a correction.\n"
+    "neutral: neither: they move on to a new question or task without judging the answer, answer a question "
+    "the assistant asked, give a status (\"one sec\"), or ask to clarify.\n"
     "Reply with one word: praise, correction or neutral."
+)
+#: Worked examples shown as earlier turns of the chat (request, answer's start, message, label): a
+#: small model follows shown verdicts far better than described ones. Written for this prompt in
+#: words of their own, not taken from any feedback set; their prefix is evaluated once and cached.
+EXAMPLES = (
+    ("rename all my .jpeg files to .jpg", "Here is a bash loop that renames every .jpeg file to .jpg ...",
+     "ran it on 3k photos, done in a second. next: same but lowercase the names?", "praise"),
+    ("what's the capital of Australia?", "The capital of Australia is Sydney.", "isn't it Canberra though?",
+     "correction"),
+    ("write a short formal email to my landlord about the heating",
+     "Dear Mr. Lopez, I hope this message finds you well. I am writing to ...",
+     "how do you say 'I hope you are well' in Portuguese?", "neutral"),
+    ("where does the fork come from?",
+     "Sure! Here is a detailed, step-by-step overview of the history of the fork, in twelve parts ...",
+     "wow, twelve parts. I only wanted one line.", "correction"),
+    ("68 F in celsius?", "To convert the temperature: 68°F is 20°C.", "merci, parfait 👌", "praise"),
+    ("sql to get users older than 30", "Here's the SQL: SELECT name FROM users WHERE age > 30;",
+     "ok. and how would I count them per city?", "neutral"),
+    ("Kannst du meinen Absatz kürzer machen?", "I'd cut the second paragraph and lead with the result.",
+     "danke, aber bitte auf Deutsch", "correction"),
+    ("my loss is stuck at 2.3, any idea?", "Try lowering the learning rate to 3e-4 and warming up for 500 steps.",
+     "can't complain, loss finally goes down", "praise"),
 )
 #: The label words, in :data:`CLASSES` order (correction, praise, neutral).
 WORDS = {"correction": "correction", "praise": "praise", "neutral": "neutral"}
 #: How much of the assistant's answer the model sees: enough to know what was answered, cheap to read.
 REPLY_CHARS = 300
+#: How much of the person's request the model sees: "I only wanted one line" is a correction of an
+#: answer to a question, and what was asked is often what the verdict is about. Reading it lifted the
+#: model's calibrated agreement with the labels from 0.86 to 0.90 on 400 development rows
+#: (bench/results/online_judge.md, "label prompt").
+REQUEST_CHARS = 200
 DEFAULT_MODEL = "qwen2.5-coder-1.5b"
 
 
-def messages(reply: str, message: str) -> list[dict[str, str]]:
-    """The chat the model reads: the fixed system prompt, then the answer's start and the message."""
-    user = (f"The assistant's answer began: \"{(reply or '')[:REPLY_CHARS]}\"\n\n"
+def _shown(request: str, reply: str, message: str) -> str:
+    return (f"The person had asked: \"{(request or '')[:REQUEST_CHARS]}\"\n"
+            f"The assistant's answer began: \"{(reply or '')[:REPLY_CHARS]}\"\n\n"
             f"The person's next message: \"{message}\"")
-    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
+
+
+def messages(reply: str, message: str, request: str = "") -> list[dict[str, str]]:
+    """The chat the model reads: the fixed system prompt and worked examples, then the person's
+    request, the answer's start and their next message."""
+    chat = [{"role": "system", "content": SYSTEM}]
+    for asked, answer, said, label in EXAMPLES:
+        chat += [{"role": "user", "content": _shown(asked, answer, said)}, {"role": "assistant", "content": WORDS[label]}]
+    return chat + [{"role": "user", "content": _shown(request, reply, message)}]
+
+
+def last_request(chat: Sequence[dict]) -> str:
+    """The text of the last message a person (role ``user``) sent in ``chat``: what a reply answered."""
+    for message in reversed(chat):
+        if message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, str):
+                return content
+            if isinstance(content, list):  # OpenAI content parts: their text
+                return " ".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+            return ""
+    return ""
 
 
 def prompt_digest() -> str:
     """What identifies the prompt the log-probabilities were read with."""
-    text = SYSTEM + "\x00" + messages("{reply}", "{message}")[1]["content"] + "\x00" + repr(WORDS) + str(REPLY_CHARS)
+    text = "\x00".join(json.dumps(m, ensure_ascii=False) for m in messages("{reply}", "{message}", "{request}"))
+    text += "\x00" + repr(WORDS) + str(REPLY_CHARS) + str(REQUEST_CHARS)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
@@ -63,7 +119,9 @@ class LabelReader(Protocol):
 
     name: str
 
-    def logprobs(self, reply: str, message: str) -> np.ndarray: ...
+    def logprobs(self, reply: str, message: str, request: str = "") -> np.ndarray:
+        """``request``: what the person had asked that ``reply`` answered (empty when unknown)."""
+        ...
 
 
 class LlamaLabelReader:
@@ -92,14 +150,14 @@ class LlamaLabelReader:
         """The loaded model (loaded now if it was not): the tool-output reader reads with it too."""
         return self._load()
 
-    def logprobs(self, reply: str, message: str) -> np.ndarray:
+    def logprobs(self, reply: str, message: str, request: str = "") -> np.ndarray:
         from ratchet.online.policy import RequestRefused
 
         policy = self._load()
         try:
-            lp = policy.next_token_logprobs(messages(reply, message), self._ids)
+            lp = policy.next_token_logprobs(messages(reply, message, request), self._ids)
         except RequestRefused:  # a message past the context (rare): read its end
-            lp = policy.next_token_logprobs(messages(reply, message[-2 * self.n_ctx:]), self._ids)
+            lp = policy.next_token_logprobs(messages(reply, message[-self.n_ctx:], request), self._ids)
         return np.asarray(lp, dtype=np.float64)
 
     def close(self) -> None:
@@ -108,14 +166,17 @@ class LlamaLabelReader:
             self._policy = None
 
 
-def read_all(reader: LabelReader, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
-    """One row of label log-probabilities per (reply, message) pair."""
-    return np.array([reader.logprobs(reply, message) for reply, message in pairs], dtype=np.float64).reshape(-1, len(CLASSES))
+def read_all(reader: LabelReader, triples: Sequence[tuple[str, str, str]]) -> np.ndarray:
+    """One row of label log-probabilities per (reply, message, request)."""
+    return np.array([reader.logprobs(reply, message, request) for reply, message, request in triples],
+                    dtype=np.float64).reshape(-1, len(CLASSES))
 
 
-def cache_key(model: str, reply: str, message: str) -> str:
+def cache_key(model: str, reply: str, message: str, request: str = "") -> str:
     """What a cached reading is filed under: the model, the prompt and exactly what it read."""
     text = "\x00".join([model, prompt_digest(), (reply or "")[:REPLY_CHARS], message])
+    if request:  # readings without a request keep the key they were filed under
+        text += "\x00" + request[:REQUEST_CHARS]
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
 
 
@@ -138,11 +199,11 @@ class CachedLabelReader:
                     row = json.loads(line)
                     self.rows[row["key"]] = row
 
-    def logprobs(self, reply: str, message: str) -> np.ndarray:
-        key = cache_key(self.name, reply, message)
+    def logprobs(self, reply: str, message: str, request: str = "") -> np.ndarray:
+        key = cache_key(self.name, reply, message, request)
         if key not in self.rows:
             start = time.perf_counter()
-            lp = self.reader.logprobs(reply, message)
+            lp = self.reader.logprobs(reply, message, request)
             row = {"key": key, "logprobs": [round(float(v), 5) for v in lp], "s": round(time.perf_counter() - start, 3)}
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self.path.open("a", encoding="utf-8") as f:
@@ -150,7 +211,7 @@ class CachedLabelReader:
             self.rows[key] = row
         return np.array(self.rows[key]["logprobs"], dtype=np.float64)
 
-    def seconds(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
-        """The seconds the model took for each pair when it was read (cached pairs only)."""
-        keys = (cache_key(self.name, r, m) for r, m in pairs)
+    def seconds(self, triples: Sequence[tuple[str, str, str]]) -> list[float]:
+        """The seconds the model took for each (reply, message, request) when it was read (cached ones only)."""
+        keys = (cache_key(self.name, r, m, q) for r, m, q in triples)
         return [self.rows[k]["s"] for k in keys if k in self.rows]

@@ -50,6 +50,13 @@ class FeedbackRow:
         """The next state as the judge reads it: a tool's output starts with ``tool:``."""
         return f"{TOOL_PREFIX} {self.next_state}" if self.source == "tool" else self.next_state
 
+    @property
+    def request(self) -> str:
+        """What the person had asked that the reply answered (the context's last user message)."""
+        from ratchet.online.judge.labels import last_request
+
+        return last_request(self.context)
+
     def turn(self) -> Turn:
         return Turn(self.id, "feedback-set", False, "main", [*self.context], self.reply, [], [], [], 0)
 

@@ -27,7 +27,7 @@ import numpy as np
 from ratchet.contracts import FORMAT_VERSION, RatchetError
 from ratchet.online.judge.classifier import CLASSES, Abstention, ClassifierJudge, _softmax
 from ratchet.online.judge.cues import cue_matrix
-from ratchet.online.judge.labels import LabelReader, LlamaLabelReader, prompt_digest
+from ratchet.online.judge.labels import LabelReader, LlamaLabelReader, last_request, prompt_digest
 from ratchet.online.judge.rules import TOOL_PREFIX, correction_hint, is_tool_output
 from ratchet.online.judge.tool_outcome import LlamaOutcomeReader, ModelCheckedToolReader
 from ratchet.online.judge.tools import RuleToolReader, ToolReader
@@ -132,7 +132,8 @@ class StackedJudge:
         return cls(ClassifierJudge.default(hints=hints), labels, stacker, abstention=abstention, hints=hints,
                    tools=tools)
 
-    def vote(self, reply: str, next_state: str) -> int:
+    def vote(self, reply: str, next_state: str, request: str = "") -> int:
+        """The verdict on ``next_state`` after ``reply``; ``request`` is what the person had asked."""
         text = (next_state or "").strip()
         if not text or text == SESSION_ENDED:
             return 0
@@ -140,13 +141,13 @@ class StackedJudge:
             return self.tools.read(text[len(TOOL_PREFIX):].strip(), reply).vote
         cues = cue_matrix([text])
         pc = self.classifier.proba([text], cues)
-        pl = self.reader.logprobs(reply, text)[None, :]
+        pl = self.reader.logprobs(reply, text, request)[None, :]
         return self.abstention.verdicts(self.stacker.proba(pc, pl), cues)[0]
 
     def judge(self, turn: Turn, next_state: str) -> Judgement:
         if not isinstance(next_state, str):
             raise TypeError(f"turn {turn.turn_id}: the next state must be text, not {type(next_state).__name__}")
-        vote = self.vote(turn.response_text, next_state)
+        vote = self.vote(turn.response_text, next_state, last_request(turn.messages))
         hint = correction_hint(next_state, "instruction", self.hint_chars) if self.hints and vote < 0 else None
         return Judgement(turn.turn_id, vote, [vote], hint, next_state, self.name)
 
