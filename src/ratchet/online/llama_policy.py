@@ -71,6 +71,11 @@ class LlamaPolicy:
         self.max_prompt_tokens = n_ctx - 1
         self._longest_token = max(1, longest_token_bytes(model_path, self._longest_piece))
         self._lock = threading.Lock()
+        #: KV states of fixed prompt prefixes (a judge's instructions and worked examples) set aside,
+        #: by their tokens: two readers sharing this model (the judge's label and tool-outcome
+        #: prompts) would otherwise re-evaluate each other's prefix at every switch (19 s for the
+        #: label prompt's ~800 tokens on one thread, against 0.3 s with it kept).
+        self._kept: dict[tuple[int, ...], bytes] = {}
 
     def _piece(self, token: int, *, special: bool = False) -> bytes:
         """The bytes of one token (llama-cpp-python's ``token_to_piece`` cuts them at 32 bytes)."""
@@ -112,9 +117,14 @@ class LlamaPolicy:
         prompt = self._formatter(messages=list(messages)).prompt
         return -(-len(prompt.encode("utf-8")) // self._longest_token)
 
-    def _eval_prompt(self, tokens: list[int], cancel: threading.Event | None = None) -> None:
-        # Reuse the KV cache of the longest shared prefix (multi-turn sessions share most of it);
-        # at least one token is always evaluated so the last logits are fresh.
+    #: How many prefix states :meth:`_eval_prompt` sets aside (each a few tens of MB for a 1.5B).
+    KEEP_AT_MOST = 4
+
+    def _eval_prompt(self, tokens: list[int], cancel: threading.Event | None = None, keep: int = 0) -> None:
+        """Evaluate ``tokens``, reusing the KV cache of the longest shared prefix (multi-turn sessions
+        share most of it); at least one token is always evaluated so the last logits are fresh. With
+        ``keep``, the first ``keep`` tokens are a fixed prefix: restored from its kept state when the
+        cache holds something else, kept once it is evaluated."""
         llm = self._llm
         shared = 0
         for a, b in zip(llm._input_ids[: llm.n_tokens], tokens):
@@ -122,32 +132,80 @@ class LlamaPolicy:
                 break
             shared += 1
         shared = min(shared, len(tokens) - 1)
-        if shared > 0 and llm._ctx.kv_cache_seq_rm(-1, shared, -1):
+        keep = keep if 0 < keep < len(tokens) else 0
+        if keep and shared < keep and self._restore(tokens[:keep]):
+            shared = keep
+        elif shared > 0 and llm._ctx.kv_cache_seq_rm(-1, shared, -1):
             llm.n_tokens = shared
         else:
             llm.reset()
             llm._ctx.kv_cache_clear()
             shared = 0
+        if keep and shared < keep:  # the prefix first, set aside, then the rest
+            self._feed(tokens[shared:keep], cancel)
+            self._set_aside(tokens[:keep])
+            shared = keep
+        self._feed(tokens[shared:], cancel)
+
+    def _feed(self, tokens: list[int], cancel: threading.Event | None) -> None:
         # Batch by batch (as llm.eval would), so a shutdown does not wait for a long prompt.
-        rest = tokens[shared:]
-        for start in range(0, len(rest), llm.n_batch):
+        for start in range(0, len(tokens), self._llm.n_batch):
             check_cancelled(cancel)
-            llm.eval(rest[start:start + llm.n_batch])
+            self._llm.eval(tokens[start:start + self._llm.n_batch])
+
+    def _set_aside(self, prefix: list[int]) -> None:
+        key = tuple(prefix)
+        if key in self._kept:
+            return
+        ctx = self._llm._ctx.ctx
+        size = self._lib.llama_state_seq_get_size(ctx, 0)
+        buf = (ctypes.c_uint8 * size)()
+        n = self._lib.llama_state_seq_get_data(ctx, buf, size, 0)
+        if n:
+            while len(self._kept) >= self.KEEP_AT_MOST:
+                self._kept.pop(next(iter(self._kept)))
+            self._kept[key] = bytes(buf)[:n]
+
+    def _restore(self, prefix: list[int]) -> bool:
+        """Put the kept state of ``prefix`` in the cache in place of what it held; False if none is kept."""
+        state = self._kept.get(tuple(prefix))
+        if state is None:
+            return False
+        llm = self._llm
+        llm.reset()
+        llm._ctx.kv_cache_clear()
+        buf = (ctypes.c_uint8 * len(state)).from_buffer_copy(state)
+        if self._lib.llama_state_seq_set_data(llm._ctx.ctx, buf, len(state), 0) != len(state):
+            llm._ctx.kv_cache_clear()
+            self._kept.pop(tuple(prefix), None)
+            return False
+        llm.input_ids[: len(prefix)] = prefix
+        llm.n_tokens = len(prefix)
+        return True
 
     def _last_logits(self) -> np.ndarray:
         ptr = self._lib.llama_get_logits_ith(self._llm._ctx.ctx, -1)
         return np.ctypeslib.as_array(ptr, shape=(self._n_vocab,))
 
-    def next_token_logprobs(self, messages: Sequence[dict[str, Any]], token_ids: Sequence[int]) -> np.ndarray:
+    def next_token_logprobs(self, messages: Sequence[dict[str, Any]], token_ids: Sequence[int], *,
+                            fixed: int = 0) -> np.ndarray:
         """Log-probabilities of ``token_ids`` as the first token of the assistant's reply to
         ``messages`` (one prompt evaluation, no sampling): how a judge reads a verdict among a few
-        labels without generating. The KV cache of a shared prefix (a fixed system prompt) is reused."""
+        labels without generating. The KV cache of a shared prefix is reused; the first ``fixed``
+        messages (a judge's instructions and examples, the same on every call) are also set aside,
+        so a prompt read in between on this model does not cost their evaluation again."""
         prompt_ids = self.prompt_tokens(messages)
         if len(prompt_ids) > self.max_prompt_tokens:
             raise RequestRefused(f"the prompt is {len(prompt_ids)} tokens, over the {self.max_prompt_tokens} this "
                                  "context allows", code="context_length_exceeded", param="messages")
+        keep = 0
+        if fixed:  # the fixed messages' tokens as the whole prompt begins with them
+            for a, b in zip(self.prompt_tokens(messages[:fixed]), prompt_ids):
+                if a != b:
+                    break
+                keep += 1
         with self._lock:
-            self._eval_prompt(prompt_ids)
+            self._eval_prompt(prompt_ids, keep=keep)
             lp = log_softmax(np.array(self._last_logits(), dtype=np.float64))
         return lp[list(token_ids)]
 

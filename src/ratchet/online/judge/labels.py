@@ -94,6 +94,11 @@ def messages(reply: str, message: str, request: str = "") -> list[dict[str, str]
     return chat + [{"role": "user", "content": _shown(request, reply, message)}]
 
 
+#: The messages every reading starts with (the system prompt and the examples' turns): their model
+#: state is kept, so reading a tool output on the same model in between costs nothing on return.
+FIXED = 1 + 2 * len(EXAMPLES)
+
+
 def last_request(chat: Sequence[dict]) -> str:
     """The text of the last message a person (role ``user``) sent in ``chat``: what a reply answered."""
     for message in reversed(chat):
@@ -155,9 +160,9 @@ class LlamaLabelReader:
 
         policy = self._load()
         try:
-            lp = policy.next_token_logprobs(messages(reply, message, request), self._ids)
+            lp = policy.next_token_logprobs(messages(reply, message, request), self._ids, fixed=FIXED)
         except RequestRefused:  # a message past the context (rare): read its end
-            lp = policy.next_token_logprobs(messages(reply, message[-self.n_ctx:], request), self._ids)
+            lp = policy.next_token_logprobs(messages(reply, message[-self.n_ctx:], request), self._ids, fixed=FIXED)
         return np.asarray(lp, dtype=np.float64)
 
     def close(self) -> None:
