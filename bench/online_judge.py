@@ -108,8 +108,9 @@ mean seconds per judgement on this machine (2 cores shared with other work: see 
 JSON). `model-*` is the `ModelJudge` prompt, one greedy vote, on a stratified subset ("n of N").
 
 `classifier` is the classifier judge (`auto`'s fallback), `classifier-cues` its fallback without the
-encoder, both fitted on dev + dev2 + heldout + test + dev3 + test2 + test3 + dev4 + test4 + test5
-(2,184 people's messages; 940 before test2, test3 and dev4 joined, 1,604 before test4 and test5); on
+encoder, both fitted on dev + dev2 + heldout + test + dev3 + test2 + test3 + dev4 + test4 + test5 +
+test6 (2,474 people's messages; 940 before test2, test3 and dev4 joined, 1,604 before test4 and test5,
+2,184 before test6); on
 those sets they are scored by grouped 5-fold cross-validation over all of them together (CV:
 near-duplicate messages share a fold). Their cues and settings were refined on those
 cross-validation errors, so the CV rows flatter them; rows of a set scored once, before it was read
@@ -118,7 +119,8 @@ cross-validation errors, so the CV rows flatter them; rows of a set scored once,
 `classifier-fit3`, `classifier-cues-fit3` and `stacked-fit1` the judges before test2, test3 and dev4
 joined the fit, on the sets each was scored on once (test2, test3, test4), as measured then;
 `classifier-fit4` and `stacked-fit2` the judges before test4 and test5 joined, on those two sets (scored
-once each, before they were read). Sign errors count tool outputs too ("k tool": how many of them were tool outputs,
+once each, before they were read); `classifier-fit5` and `stacked-fit3` the judges before test6 joined
+(and, for the stacked one, before its label model read the request and worked examples), on test6. Sign errors count tool outputs too ("k tool": how many of them were tool outputs,
 read by the rules every judge shares).
 
 """
