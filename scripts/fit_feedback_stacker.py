@@ -51,7 +51,9 @@ def main() -> None:
     # readers was overconfident where they disagreed or were both unsure: "I'm stealing this phrasing
     # forever" (classifier 0.52 correction, the 1.5B 0.86) became a 0.96 correction; fitted weights learn
     # how far the 1.5B's reading of praise as a correction can be trusted, and its probabilities are
-    # calibrated, so a -1 needs less than the product's inflated 0.8.
+    # calibrated, so a -1 needs less than the product's inflated 0.8. Kept when the label prompt came to read
+    # the request and worked examples and test6 joined (2,474 messages and 411 tool outputs): 0.874 / 0.919 and
+    # 57.7 sign errors (2.00% of the rows); 0.7 / 0.8 would make 39.7 (1.37%) at correction recall 0.774.
     parser.add_argument("--min-confidence", type=float, default=0.55, help="the probability a -1 needs")
     parser.add_argument("--praise-confidence", type=float, default=0.6, help="the probability a +1 needs")
     parser.add_argument("--out", type=Path, default=STACKER_PATH)

@@ -10,8 +10,11 @@ prompt evaluation (:meth:`ratchet.online.llama_policy.LlamaPolicy.next_token_log
 stacked judge (``stacked.py``) weighs them against the classifier's probabilities with weights
 fitted on the development sets, so the model's bias toward one label is calibrated away.
 
-The prompt is fixed (:data:`SYSTEM`, :func:`messages`) and its digest is recorded with the fitted
-weights: weights fitted on one prompt's log-probabilities are refused for another's.
+The model sees what the person had asked, the answer's start and their next message, after the
+label definitions and worked examples answered as earlier turns (a small model follows shown
+verdicts better than described ones). The prompt is fixed (:data:`SYSTEM`, :data:`EXAMPLES`,
+:func:`messages`) and its digest is recorded with the fitted weights: weights fitted on one
+prompt's log-probabilities are refused for another's.
 """
 
 from __future__ import annotations
@@ -74,7 +77,7 @@ REPLY_CHARS = 300
 #: How much of the person's request the model sees: "I only wanted one line" is a correction of an
 #: answer to a question, and what was asked is often what the verdict is about. Reading it lifted the
 #: model's calibrated agreement with the labels from 0.86 to 0.90 on 400 development rows
-#: (bench/results/online_judge.md, "label prompt").
+#: (bench/results/online_judge.md, "test7: the label model reads the request and worked examples").
 REQUEST_CHARS = 200
 DEFAULT_MODEL = "qwen2.5-coder-1.5b"
 
@@ -180,7 +183,7 @@ def read_all(reader: LabelReader, triples: Sequence[tuple[str, str, str]]) -> np
 def cache_key(model: str, reply: str, message: str, request: str = "") -> str:
     """What a cached reading is filed under: the model, the prompt and exactly what it read."""
     text = "\x00".join([model, prompt_digest(), (reply or "")[:REPLY_CHARS], message])
-    if request:  # readings without a request keep the key they were filed under
+    if request:  # an unknown request (empty) adds nothing to the key
         text += "\x00" + request[:REQUEST_CHARS]
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
 
