@@ -120,7 +120,8 @@ cross-validation errors, so the CV rows flatter them; rows of a set scored once,
 joined the fit, on the sets each was scored on once (test2, test3, test4), as measured then;
 `classifier-fit4` and `stacked-fit2` the judges before test4 and test5 joined, on those two sets (scored
 once each, before they were read); `classifier-fit5` and `stacked-fit3` the judges before test6 joined
-(and, for the stacked one, before its label model read the request and worked examples), on test6. Sign errors count tool outputs too ("k tool": how many of them were tool outputs,
+(and, for the stacked one, before its label model read the request and worked examples), on test6
+(scored once) and on test7 (scored after the judge that replaced them, as its baseline). Sign errors count tool outputs too ("k tool": how many of them were tool outputs,
 read by the rules every judge shares).
 
 """
