@@ -20,3 +20,17 @@ def smollm_lora(tmp_path):
     if not is_verified(MODEL, rehash=False):
         pytest.skip(f"{MODEL} not pulled (ratchet models pull {MODEL})")
     return lambda scale: make_lora(tmp_path, scale)
+
+
+@pytest.fixture(scope="session")
+def pulled_gguf():
+    """``path(name)`` → the cached GGUF of a catalog model, or a skip that names its pull command."""
+    from ratchet.models.registry import cached_path
+
+    def path(name: str) -> Path:
+        found = cached_path(name)
+        if not found.is_file():
+            pytest.skip(f"{name} is not pulled (ratchet models pull {name})")
+        return found
+
+    return path

@@ -11,14 +11,10 @@ MODEL = "smollm2-135m"
 
 
 @pytest.fixture(scope="module")
-def policy():
-    from ratchet.models.registry import cached_path
+def policy(pulled_gguf):
     from ratchet.online.llama_policy import LlamaPolicy
 
-    path = cached_path(MODEL)
-    if not path.is_file():
-        pytest.skip(f"{MODEL} is not pulled (ratchet models pull {MODEL})")
-    policy = LlamaPolicy(path, n_ctx=1024, n_threads=1, name=MODEL)
+    policy = LlamaPolicy(pulled_gguf(MODEL), n_ctx=1024, n_threads=1, name=MODEL)
     yield policy
     policy.close()
 

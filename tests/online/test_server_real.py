@@ -15,13 +15,8 @@ MODEL = "qwen2.5-coder-0.5b"
 
 
 @pytest.fixture(scope="module")
-def gguf():
-    from ratchet.models.registry import cached_path
-
-    path = cached_path(MODEL)
-    if not path.is_file():
-        pytest.skip(f"{MODEL} is not pulled (ratchet models pull {MODEL})")
-    return path
+def gguf(pulled_gguf):
+    return pulled_gguf(MODEL)
 
 
 @pytest.mark.real_model
