@@ -46,8 +46,10 @@ __all__ = [
 MAX_OBSERVATION = 1500
 """Most characters of the observation shown (its end: the latest board and messages)."""
 MOVE = re.compile(r"\[([^\[\]\n]{1,60})\]")
-#: Words with which a game or its feedback says a move was refused (a heuristic: games word it freely).
-REFUSAL = re.compile(r"invalid|illegal|not (?:a )?(?:valid|allowed|legal)|already|cannot|can't|out of range", re.I)
+#: Words with which a game says a move was refused (TextArena: "You attempted an invalid move").
+REFUSAL = re.compile(r"invalid|illegal|not (?:a )?(?:valid|allowed|legal)", re.I)
+#: A player's message in the observation (TextArena writes ``[Player] [7]``, or ``[Player 0] ...``).
+PLAYER = re.compile(r"^\[Player[^\]]*\]\s*(.*)$")
 THINK_PROMPT = ("Think step by step about the best next move: what the rules allow, what happened so far, "
                 "what each choice leads to. Do not give the move yet.")
 ANSWER_PROMPT = "Now reply with your next move only, in square brackets as the rules say."
@@ -101,13 +103,24 @@ def vote_moves(moves):
 
 
 def refused_moves(task):
-    """The moves (normalized) the game already refused: every ``[...]`` on a line of the observation
-    or feedback that says invalid/illegal/already/cannot (a heuristic over the games' own words)."""
-    text = task.get("observation", "") + "\n" + (task.get("feedback") or "")
-    refused = set()
-    for line in text.splitlines():
-        if REFUSAL.search(line):
-            refused.update(normalized_move("[" + m.strip() + "]") for m in MOVE.findall(line))
+    """The moves (normalized) the game already refused: a player's move (a ``[Player] ...`` line)
+    whose next message from the game says invalid/illegal/not allowed, and the latest move when the
+    task carries the environment's feedback on a refused one. The moves a refusal message suggests
+    (``Use '[Hit]' or '[Stand]'``) are not refused: only what the player sent counts."""
+    refused, pending, latest = set(), None, None
+    for line in task.get("observation", "").splitlines():
+        text = line.strip()
+        if not text:
+            continue
+        player = PLAYER.match(text)
+        if player:
+            pending = latest = extract_move(player.group(1))
+        elif pending is not None:
+            if REFUSAL.search(text):
+                refused.add(normalized_move(pending))
+            pending = None
+    if task.get("feedback") and latest:
+        refused.add(normalized_move(latest))
     return refused
 
 
