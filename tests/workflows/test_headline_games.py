@@ -67,6 +67,8 @@ def test_the_games_search_config_names_the_move_menu_suite_and_libraries() -> No
         search_config(config(test_ids=["GuessTheNumber-v0#22"]))
     with pytest.raises(RatchetError, match="not a game episode id"):
         episode("GuessTheNumber-v0")
+    with pytest.raises(ValueError, match="ratchet.workflows.moveops"):
+        config(workflow={"max_model_calls": 4})  # the default libraries: flowops alone
 
 
 def test_the_games_headline_scores_every_arm_by_reward_and_resumes_without_asking_again(tmp_path) -> None:

@@ -127,6 +127,14 @@ class HeadlineConfig(Settings):
                 data = {**data, "workflow": domain().default_workflow()}
         return data
 
+    @model_validator(mode="after")
+    def _move_libraries(self) -> HeadlineConfig:
+        # a compiled move workflow imports moveops in the sandbox: without it every move is an error
+        if self.domain == "games" and "ratchet.workflows.moveops" not in self.workflow.libraries:
+            raise ValueError("workflow.libraries must list ratchet.workflows.moveops for the games domain "
+                             "(ratchet.workflows.movespec.MOVE_LIBRARIES)")
+        return self
+
 
 def search_config(config: HeadlineConfig) -> EvolveConfig:
     """The engine run of the search: the original workspace, the search and held-in problems only
