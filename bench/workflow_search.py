@@ -54,6 +54,9 @@ index before anything was run, the same seeds for each of the four games:
 22-23 of both, test seed 100 of every game (4 episodes), one search step: a smoke, not a result.
 The mean reward's interval is a percentile bootstrap (2,000 resamples); the paired comparison is
 the sign-flip test on the reward differences and exact McNemar on solved.
+Estimated full games run (docs/workflows.md, "Not done yet", from the measured smoke and a timed
+4-call plan): about 2,500-5,000 model calls, 45-90 minutes on one niced thread of a 2-core machine,
+up to twice that if better play lengthens the episodes.
 
 GEPA, the prompt-only reference at the same budget, is not an arm here: ``bench/evolve_peers.py``
 runs it in the separate bench environment against ``bench/_setup.py``'s fixed splits and
