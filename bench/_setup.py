@@ -42,6 +42,14 @@ SMALL_SPLITS = {
     "heldin": [f"HumanEval/{i}" for i in range(104, 110)],
     "test": [f"HumanEval/{i}" for i in range(134, 142)],
 }
+#: The workflow search's splits (``bench/workflow_search.py``'s docstring says how they were chosen),
+#: shared with the peers' bench, which runs GEPA on them as the prompt-only reference at the search's
+#: budget (``python -m bench.evolve_peers --size workflow``).
+WORKFLOW_SPLITS = {
+    "search": [f"HumanEval/{i}" for i in range(100, 116)],
+    "heldin": [f"HumanEval/{i}" for i in range(134, 164)],
+    "test": [f"HumanEval/{i}" for i in [*range(20, 100), *range(116, 134)]],
+}
 #: The suite's settings, shared by every arm (the peers' bench grades with the same options).
 SUITE_OPTIONS: dict[str, Any] = {
     "ids": [i for ids in SPLITS.values() for i in ids],

@@ -33,6 +33,13 @@ calls are counted as asked for, cached or not.
     python -m bench.evolve_peers --arm gepa        # one arm per chunk of machine time
     python -m bench.evolve_peers --arm openevolve
     python -m bench.evolve_peers --table           # the table from what has run
+
+``--size workflow`` repeats the workflow search instead (``bench/workflow_search.py``, issue: a
+searched workflow against best-of-k): its search, held-in and test problems (``WORKFLOW_SPLITS``,
+98 test problems), the model calls its search spent as the budget, and a table of the peers' best
+prompts (each graded under the original's greedy workflow, as the search's ``original`` arm) beside
+its three arms, with pass@1, Wilson intervals, calls per task and exact McNemar pairs. GEPA there is
+the prompt-only reference: what rewriting the prompt alone buys for the same calls.
 """
 
 from __future__ import annotations
@@ -54,6 +61,7 @@ from bench._setup import (
     PROPOSER_TEMPERATURE,
     SMALL_SPLITS,
     SPLITS,
+    WORKFLOW_SPLITS,
     WORKSPACE,
     JsonHandler,
     bench_python,
@@ -71,13 +79,17 @@ from ratchet.evolve.report_tables import ci_cell
 from ratchet.evolve.suites.config import HumanEvalOptions
 from ratchet.evolve.suites.humaneval import HumanEvalSuite
 from ratchet.models.budget import Accountant, AccountedModel
+from ratchet.stats import mcnemar_exact, wilson
 
 HERE = Path(__file__).resolve().parent
 PEERS = {"gepa": HERE / "_peers" / "gepa_run.py", "openevolve": HERE / "_peers" / "openevolve_run.py"}
 SURFACE = "prompts/system.md"
 #: Which Ratchet run the peers repeat (``--size``): its splits, its results, this bench's result name.
-SIZES = {"full": {"splits": SPLITS, "ours": "evolve_humaneval", "out": "evolve_peers"},
-         "small": {"splits": SMALL_SPLITS, "ours": "evolve_humaneval_small", "out": "evolve_peers_small"}}
+SIZES = {"full": {"splits": SPLITS, "ours": "evolve_humaneval", "out": "evolve_peers", "reference": "evolve"},
+         "small": {"splits": SMALL_SPLITS, "ours": "evolve_humaneval_small", "out": "evolve_peers_small",
+                   "reference": "evolve"},
+         "workflow": {"splits": WORKFLOW_SPLITS, "ours": "workflow_search", "out": "evolve_peers_workflow",
+                      "reference": "workflow"}}
 SIZE = dict(SIZES["full"])
 
 
@@ -171,19 +183,30 @@ def handler_for(service: Service) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def ratchet_budget() -> dict[str, Any]:
+def ours() -> dict[str, Any]:
+    """The Ratchet run the peers repeat (its result under bench/results)."""
     path = RESULTS / f"{SIZE['ours']}.json"
     if not path.exists():
-        raise SystemExit(f"no {path.name}: run python -m bench.evolve_humaneval first (the peers get the budget its search spent)")
-    data = json.loads(path.read_text())
+        bench = "workflow_search" if SIZE["reference"] == "workflow" else "evolve_humaneval"
+        raise SystemExit(f"no {path.name}: run python -m bench.{bench} first (the peers get the budget its search spent)")
+    return json.loads(path.read_text())
+
+
+def ratchet_budget() -> dict[str, Any]:
+    data = ours()
+    if SIZE["reference"] == "workflow":  # the workflow search's engine report, as the headline keeps it
+        return {"calls": data["search"]["budget"]["calls"], "proposals": data["search"]["proposals"]["total"]}
     report = data["report"]
     return {"calls": report["original_best_of_n"]["search_spend"], "proposals": report["proposals"]["total"],
-            "best_prompt": None, "report": report}
+            "report": report}
 
 
-def test_scores(service: Service, system_prompt: str) -> dict[str, float]:
+def test_scores(service: Service, system_prompt: str) -> tuple[dict[str, float], float]:
+    """Each test problem's score, and the model calls per problem the grading asked for."""
+    before = service.evaluation.snapshot()["calls"]
     rows = service.evaluate(system_prompt, SIZE["splits"]["test"])
-    return {r["task_id"]: r["score"] for r in rows}
+    calls = service.evaluation.snapshot()["calls"] - before
+    return {r["task_id"]: r["score"] for r in rows}, calls / max(1, len(rows))
 
 
 def run_arm(name: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -213,13 +236,15 @@ def run_arm(name: str, args: argparse.Namespace) -> dict[str, Any]:
         raise SystemExit(f"{name} failed (exit {proc.returncode}); see its output above")
     peer = json.loads(result_path.read_text())
     best = peer["best_prompt"]
-    best_test = test_scores(service, best)
-    original_test = test_scores(service, service.base[SURFACE])
+    best_test, best_calls = test_scores(service, best)
+    original_test, original_calls = test_scores(service, service.base[SURFACE])
     server.shutdown()
     row = {"arm": name, "budget_calls": budget, "search": search_spent, "wall_s": round(wall, 1),
            "best_prompt": best, "best_is_original": best == service.base[SURFACE],
            "peer": {k: v for k, v in peer.items() if k != "best_prompt"},
-           "test": {"best": best_test, "original": original_test}}
+           "test": {"best": best_test, "original": original_test},
+           # 0 where a prompt's grading was answered from this process's cache (the best is the original)
+           "test_calls_per_task": {"best": best_calls, "original": original_calls}}
     if args.model == MODEL:  # a plumbing run (scripted:) leaves the results alone
         store = RESULTS / f"{SIZE['out']}.arms.json"
         arms = json.loads(store.read_text()) if store.exists() else {}
@@ -233,6 +258,8 @@ def ci(values: list[float]) -> dict[str, float]:
 
 
 def table(missing_why: str = "") -> None:
+    if SIZE["reference"] == "workflow":
+        return workflow_table(missing_why)
     ours = ratchet_budget()["report"]
     store = RESULTS / f"{SIZE['out']}.arms.json"
     arms = json.loads(store.read_text()) if store.exists() else {}
@@ -274,6 +301,61 @@ def table(missing_why: str = "") -> None:
     print("\n".join(lines))
 
 
+def _passed(scores: dict[str, float], ids: list[str]) -> set[str]:
+    return {t for t in ids if scores.get(t, 0.0) >= 1.0}
+
+
+def workflow_table(missing_why: str = "") -> None:
+    """The peers' best prompts beside the workflow search's arms, on its test split."""
+    data = ours()
+    ids = SIZE["splits"]["test"]
+    store = RESULTS / f"{SIZE['out']}.arms.json"
+    arms = json.loads(store.read_text()) if store.exists() else {}
+    # the search's arms ran seed 0 of each test problem (its test_seeds); the peers' graded greedy, once
+    solved = {arm: {key.rsplit("#", 1)[0] for key in keys if key.endswith("#0")} for arm, keys in data["solved"].items()}
+    rows = [{"arm": f"workflow search: {arm}", "passed": a["passed"], "n": a["n"], "calls_per_task": a["calls_per_task"],
+             "search_calls": data["search"]["budget"]["calls"] if arm == "evolved" else None} for arm, a in data["arms"].items()]
+    pairs = []
+    for name, arm in arms.items():
+        best = _passed(arm["test"]["best"], ids)
+        original = _passed(arm["test"]["original"], ids)
+        rows.append({"arm": f"{name}: best prompt, original workflow", "passed": len(best), "n": len(ids),
+                     "calls_per_task": arm["test_calls_per_task"]["best"], "search_calls": arm["search"]["calls"],
+                     "best_is_original": arm["best_is_original"]})
+        # the same original graded here and by the search's bench: they should agree (greedy)
+        rows.append({"arm": f"{name}: original, graded here", "passed": len(original), "n": len(ids),
+                     "calls_per_task": arm["test_calls_per_task"]["original"], "search_calls": None})
+        for other in ("evolved", "best-of-k", "original"):
+            wins, losses = len(best - solved[other]), len(solved[other] - best)
+            pairs.append({"first": name, "second": other, "only_first": wins, "only_second": losses,
+                          "mcnemar_p": mcnemar_exact(wins, losses)})
+    for r in rows:
+        r["pass_at_1"] = r["passed"] / r["n"] if r["n"] else 0.0
+        r["wilson_low"], r["wilson_high"] = wilson(r["passed"], r["n"])
+    write_json(SIZE["out"], {"model": MODEL, "splits": SIZE["splits"], "rows": rows, "pairs": pairs, "arms": arms,
+                             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, default=str)
+    lines = [f"# The workflow search beside the prompt-only reference ({MODEL})", "",
+             "Produced by `python -m bench.evolve_peers --size workflow` after `python -m bench.workflow_search` "
+             "(`workflow_search.md`): the same search, held-in and test problems, each peer given the model calls the "
+             f"workflow search spent ({data['search']['budget']['calls']}). A peer evolves the system prompt only; its "
+             f"best prompt is graded under the original's greedy workflow. Test split: {len(ids)} problems, untouched "
+             "by every search; Wilson 95% intervals.", "",
+             "| arm | pass@1 | Wilson 95% | passed | calls / task | search calls |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        same = " (= original)" if r.get("best_is_original") else ""
+        lines.append(f"| {r['arm']}{same} | {r['pass_at_1']:.3f} | {r['wilson_low']:.3f}–{r['wilson_high']:.3f} | "
+                     f"{r['passed']}/{r['n']} | {r['calls_per_task']:.2f} | {r['search_calls'] or '–'} |")
+    lines.append("")
+    for p in pairs:
+        lines.append(f"- {p['first']} vs {p['second']}: only {p['first']} solved {p['only_first']}, only {p['second']} "
+                     f"{p['only_second']}; exact McNemar p = {p['mcnemar_p']:.3f}.")
+    missing = sorted(set(PEERS) - set(arms))
+    if missing:
+        lines += ["", f"Not run: {', '.join(missing)}." + (f" {missing_why}" if missing_why else "")]
+    write_markdown(SIZE["out"], "\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.evolve_peers", description=__doc__.splitlines()[0])
     parser.add_argument("--arm", choices=sorted(PEERS), action="append", help="run this peer (repeatable)")
@@ -283,7 +365,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default=MODEL, help="model spec (scripted: checks the plumbing, no model, no results)")
     parser.add_argument("--budget", type=int, default=None, help="model calls per peer (default: Ratchet's search spend)")
     parser.add_argument("--work", default=str(HERE.parent / "runs" / "peers"), help="the peers' working directories")
-    parser.add_argument("--size", choices=sorted(SIZES), default="full", help="which evolve_humaneval run to repeat")
+    parser.add_argument("--size", choices=sorted(SIZES), default="full",
+                        help="which Ratchet run to repeat: evolve_humaneval's (full, small) or workflow_search's (workflow)")
     parser.add_argument("--proposer-model", default=None,
                         help="the peers' own LLM (GEPA's reflection_lm, OpenEvolve's model) when it is not --model: "
                              "repeats the evolve_humaneval run made with the same --proposer-model")

@@ -58,10 +58,11 @@ Estimated full games run (docs/workflows.md, "Not done yet", from the measured s
 4-call plan): about 2,500-5,000 model calls, 45-90 minutes on one niced thread of a 2-core machine,
 up to twice that if better play lengthens the episodes.
 
-GEPA, the prompt-only reference at the same budget, is not an arm here: ``bench/evolve_peers.py``
-runs it in the separate bench environment against ``bench/_setup.py``'s fixed splits and
-Ratchet's prompt-evolution budget, so pointing it at this test split and this search's budget is
-a change of that bench, not a flag of this one.
+GEPA, the prompt-only reference at the same budget (HumanEval), is not an arm here: it runs in the separate
+bench environment, ``python -m bench.evolve_peers --size workflow --arm gepa`` once this bench has
+written its result: the same search, held-in and test problems (``bench/_setup.py``'s
+``WORKFLOW_SPLITS``), as many model calls as this search spent, the original's workflow with GEPA's
+best system prompt graded on the test split, and a table beside this one's arms.
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ import time
 from typing import Any
 
 from bench._results import machine, write_json, write_markdown
-from bench._setup import ROOT, WORKSPACE
+from bench._setup import ROOT, WORKFLOW_SPLITS, WORKSPACE
 from ratchet.store import RunStore
 from ratchet.workflows.headline import Headline, HeadlineConfig
 
@@ -93,8 +94,8 @@ def episodes(seeds: range, games: tuple[str, ...] = GAMES) -> list[str]:
 
 
 SIZES: dict[str, dict[str, Any]] = {
-    "full": {"search_ids": ids(range(100, 116)), "heldin_ids": ids(range(134, 164)),
-             "test_ids": ids(range(20, 100), range(116, 134)), "iterations": 8},
+    "full": {"search_ids": WORKFLOW_SPLITS["search"], "heldin_ids": WORKFLOW_SPLITS["heldin"],
+             "test_ids": WORKFLOW_SPLITS["test"], "iterations": 8},
     "small": {"search_ids": ids(range(100, 102)), "heldin_ids": ids(range(134, 138)),
               "test_ids": ids(range(20, 25)), "iterations": 1},
 }

@@ -581,6 +581,10 @@ def test_a_markdown_file_with_fenced_examples_is_read_whole(fence) -> None:
     for copied in ("[...the whole file...]", "<the whole file>", "`... The whole file ...`"):  # the 1.5B's copies
         got = extract_file(f"```markdown\n{copied}\n```", "prompts/system.md")
         assert got.text is None and "placeholder" in got.error, copied
+    for copied in ("# the whole file...", "<!-- the whole file -->", "// ...the whole file..."):  # as a comment
+        got = extract_file(f"```python\n{copied}\n```", "workflow.py")
+        assert got.text is None and "placeholder" in got.error, copied
+    assert extract_file("```python\n# the whole file is one function\ndef f():\n    pass\n```", "w.py").text
     assert extract_file("```markdown\nWrite the whole file before you answer.\n```", "p.md").text  # a prompt that says it
     # a trace it was shown, pasted back as the file: clip's mark gives it away
     pasted = extract_file("```markdown\n" + clip("def f():\n" + "x" * 5000, 400) + "\n```", "prompts/system.md")

@@ -4,6 +4,8 @@ are held out. Scripted scorers (no model); the real trainer loop is in test_gate
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from ratchet.online.evaluation import BUILTIN_TASKS, EvaluationHook, GateConfig, refusal_line
@@ -96,7 +98,7 @@ class Scorer:
     The built-in tasks are answered (so only the held-out checks can refuse) unless ``collapsed``.
     """
 
-    def __init__(self, logprobs: dict[str, float], reply: str = "The answer, in a few words.") -> None:
+    def __init__(self, logprobs: dict[str, float], reply: str | Callable[[str], str] = "The answer, in a few words.") -> None:
         self.version = 0
         self.logprobs = dict(logprobs)
         self.reply = reply
@@ -104,7 +106,7 @@ class Scorer:
         self.generated = 0
         self.scored = 0
 
-    def step(self, shift: dict[str, float], reply: str | None = None) -> None:
+    def step(self, shift: dict[str, float], reply: str | Callable[[str], str] | None = None) -> None:
         """A candidate: the table shifted, maybe another way of replying (the version number stays)."""
         self.logprobs = {k: v + shift.get(k, 0.0) for k, v in self.logprobs.items()}
         self.reply = reply or self.reply
@@ -125,7 +127,7 @@ class Scorer:
         if content in tasks:
             return f"It is {tasks[content]}."
         self.generated += 1
-        return self.reply
+        return self.reply(content) if callable(self.reply) else self.reply
 
 
 def held_queue(tmp_path, praised: int, corrected: int, correction: str = "No, I wanted the other one.") -> TurnQueue:
@@ -316,8 +318,47 @@ def test_a_correction_for_shorter_answers_refuses_a_candidate_whose_replies_grow
     assert verdict["failed"] == ["text_shorter"] and not verdict["promote"]
     check = verdict["checks"]["text_shorter"]
     assert (check["value"], check["current"], check["limit"], check["asked"]) == (30, 20, pytest.approx(22), 3)
+    assert check["changes"] == [10] * 6 and check["p_wrong_way"] == pytest.approx(1 / 64)
     assert "mean words per reply 30.00 vs the current version's 20.00" in refusal_line(verdict)
+    assert "paired p = 0.016" in refusal_line(verdict)
     scorer.step({}, reply=" ".join(["word"] * 8))  # shorter: passes
+    assert gate.evaluate(scorer, baseline)["promote"]
+
+
+def test_a_length_record_gives_each_prompts_change_and_a_paired_p_that_does_not_decide(tmp_path) -> None:
+    # One reply that grew moves the mean of six past the slack: refused, and the record shows that
+    # the other five got shorter (p far from significant), so a reader can tell noise from a trend.
+    queue = held_queue(tmp_path, 3, 3, correction="Too long. Just one short sentence, please.")
+    gate = self_gate(queue)
+    scorer = Scorer({"ahoy": -1.0, "hello": -1.0}, reply=" ".join(["word"] * 12))
+    baseline = gate.score(scorer)
+    prompts = sorted({s.turn.messages[-1]["content"] for s in queue.heldout_samples(64)})
+    assert len(prompts) == 6
+    lengths = dict(zip(prompts, [40, 10, 10, 10, 10, 10]))
+    scorer.step({}, reply=lambda content: " ".join(["word"] * lengths[content]))
+    verdict = gate.evaluate(scorer, baseline)
+    check = verdict["checks"]["text_shorter"]
+    assert (check["value"], check["limit"]) == (15, pytest.approx(13.2)) and verdict["failed"] == ["text_shorter"]
+    assert sorted(check["changes"]) == [-2] * 5 + [28] and check["p_wrong_way"] > 0.3
+    assert "paired p = " in refusal_line(verdict)
+    lengths.update(dict(zip(prompts, [13, 13, 13, 13, 13, 13])))  # within the slack on every prompt
+    verdict = gate.evaluate(scorer, baseline)
+    assert verdict["promote"] and verdict["checks"]["text_shorter"]["p_wrong_way"] == pytest.approx(1 / 64)
+
+
+def test_a_share_check_refuses_two_replies_that_lost_the_form(tmp_path) -> None:
+    # Bullets asked for: losing them in two of six replies refuses without a test (see Share).
+    queue = held_queue(tmp_path, 3, 3, correction="Use bullet points please.")
+    gate = self_gate(queue)
+    scorer = Scorer({"ahoy": -1.0, "hello": -1.0}, reply="- one\n- two")
+    baseline = gate.score(scorer)
+    prompts = sorted({s.turn.messages[-1]["content"] for s in queue.heldout_samples(64)})
+    scorer.step({}, reply=lambda content: "one, two" if content in prompts[:2] else "- one\n- two")
+    verdict = gate.evaluate(scorer, baseline)
+    check = verdict["checks"]["text_bullets"]
+    assert (check["value"], check["current"]) == (pytest.approx(4 / 6), 1.0)
+    assert verdict["failed"] == ["text_bullets"] and "p_wrong_way" not in check
+    scorer.step({}, reply=lambda content: "one, two" if content == prompts[0] else "- one\n- two")
     assert gate.evaluate(scorer, baseline)["promote"]
 
 

@@ -54,6 +54,7 @@ def test_the_headline_runs_every_arm_and_resumes_without_asking_again(tmp_path) 
     assert set(arms) == {"original", "evolved", "best-of-k"} and all(a["n"] == 2 for a in arms.values())
     # The scripted answers pass HumanEval/2 only, whatever the workflow
     assert all(a["passed"] == 1 for a in arms.values()), arms
+    assert summary["solved"] == {arm: ["HumanEval/2#0"] for arm in arms}
     # nothing beat the original on held-in (every code fails there): the evolved arm is the original, sampled
     assert summary["evolved"]["is_original"] and summary["evolved"]["best_of_k"] is None
     steps = [e for e in store.open_run("workflow-search").read_jsonl("evolve/events.jsonl") if e["kind"] == "step"]

@@ -95,6 +95,7 @@ def test_the_games_headline_scores_every_arm_by_reward_and_resumes_without_askin
     arms = summary["arms"]
     assert arms["evolved"]["solved"] == 2 and arms["evolved"]["mean_reward"] == 1.0
     assert arms["best-of-k"]["solved"] == arms["original"]["solved"] == 0
+    assert len(summary["solved"]["evolved"]) == 2 and summary["solved"]["best-of-k"] == summary["solved"]["original"] == []
     evolved = [r for r in rows if r["arm"] == "evolved"]
     k = math.ceil(sum(r["model_calls"] for r in evolved) / sum(r["moves"] for r in evolved) - 1e-9)
     assert summary["k"] == k == 3  # think + 2 samples on every move

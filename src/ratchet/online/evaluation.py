@@ -102,7 +102,8 @@ class HeldOutConfig(Settings):
     to ~50 is still seen growing."""
     length_slack: float = Field(default=0.1, ge=0)
     """A length check fails when the candidate's mean words per reply moves the wrong way by more
-    than this fraction of the current version's."""
+    than this fraction of the current version's (:class:`ratchet.online.gate.Length`; its record
+    also gives each prompt's change and a paired p that does not decide)."""
     share_slack: float = Field(default=0.2, ge=0, le=1)
     """A share check (bullets, language) fails when the candidate's share of replies that have it
     falls by more than this below the current version's (0.2: one of six replies may flip)."""
@@ -436,8 +437,9 @@ def refusal_line(evaluation: dict[str, Any]) -> str | None:
                          f"signed by their feedback over {check['turns']} turns (p = {check['p_wrong_way']:.3f} < "
                          f"{check['alpha']}, beyond −{check['tolerance']})")
         elif name.startswith("text_"):
+            paired = f"; paired p = {check['p_wrong_way']:.3f}" if "p_wrong_way" in check else ""
             parts.append(f"{name}: {check['measure']} {check['value']:.2f} vs the current version's "
-                         f"{check['current']:.2f} (limit {check['limit']:.2f}) on {check['of']} held-out prompts; "
+                         f"{check['current']:.2f} (limit {check['limit']:.2f}{paired}) on {check['of']} held-out prompts; "
                          f"{check['asked']} corrections asked for it")
         elif name == "preferred_floor":
             parts.append(f"preferred_floor: per-token log p(preferred) {check['value']:.3f} < floor "

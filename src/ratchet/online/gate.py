@@ -23,7 +23,7 @@ A candidate is refused when any of these fails:
 2. ``text_<check>``: where the corrections ask for something a checker can measure
    (:data:`TEXT_CHECKS`: shorter or longer replies, bullets, a language), the candidate's greedy
    replies to the newest held-out prompts must not move the wrong way on it against the current
-   version's replies to the same prompts.
+   version's replies to the same prompts, beyond the check's slack (each check's ``compare``).
 3. the built-in checks of :class:`~ratchet.online.evaluation.EvaluationHook`: the neutral tasks
    must stay solved and the KL to the base stays under ``max_kl`` (and the guard cases, if given).
 
@@ -55,7 +55,7 @@ class TextCheck(Protocol):
 
     #: Names the check in the version's record (``text_<name>``).
     name: str
-    #: What :meth:`measure` returns, for the record and the refusal line.
+    #: What the check measures over a set of replies, for the record and the refusal line.
     measure_name: str
     #: Another check's name that asks for the opposite: of the two, only the more asked for runs.
     opposite: str | None
@@ -64,25 +64,35 @@ class TextCheck(Protocol):
         """Whether a correction's text asks for this."""
         ...
 
-    def measure(self, replies: Sequence[str]) -> float:
-        """The property over a set of replies."""
+    def compare(self, candidate: Sequence[str], current: Sequence[str], config: HeldOutConfig) -> dict[str, Any]:
+        """The candidate's and the current version's replies to the same prompts, in the same order:
+        the record of the check, with at least ``value`` (the candidate's measure), ``current``,
+        ``limit`` (the worst value that passes) and ``passed``."""
         ...
-
-    def limit(self, current: float, config: HeldOutConfig) -> float:
-        """The worst value the candidate may have, given the current version's."""
-        ...
-
-    def passed(self, candidate: float, limit: float) -> bool: ...
 
 
 def _words(text: str) -> int:
     return len(text.split())
 
 
+def _mean_words(replies: Sequence[str]) -> float:
+    return fmean(_words(r) for r in replies) if replies else 0.0
+
+
 @dataclass(frozen=True)
 class Length:
-    """Corrections ask for shorter (``shorter=True``) or longer replies: the candidate's mean words
-    per reply may not move the other way by more than ``length_slack`` of the current version's."""
+    """Corrections ask for shorter (``shorter=True``) or longer replies: refused when the candidate's
+    mean words per reply moves the other way by more than ``length_slack`` of the current version's.
+
+    The record also carries each prompt's change and the one-sided paired sign-flip p of "longer"
+    (shorter, when longer was asked), which do not decide. On six prompts the two real cases measured
+    pull opposite ways: a version trained on praise for long replies grew 42.5 -> 47 words, refused by
+    the mean alone (the log-prob checks' p 0.06-0.10, ``bench/results/online_default_gate_stop.md``);
+    a version that met a "one sentence" preference better on its own twelve held-out prompts (0.75 ->
+    0.92, 14.7 -> 13.9 words) was refused at 13.8 -> 18.8 (``bench/results/online_personalization.md``,
+    ``length-defaults-s0``). A paired test at ``alpha`` would pass the second and, unless nearly every
+    reply grew, the first: a wrong-way version kept costs more than a good one held back, so the mean
+    decides until the recorded changes show how often refusals are one reply's growth."""
 
     name: str
     pattern: re.Pattern[str]
@@ -93,20 +103,23 @@ class Length:
     def asks(self, text: str) -> bool:
         return bool(self.pattern.search(text))
 
-    def measure(self, replies: Sequence[str]) -> float:
-        return fmean(_words(r) for r in replies) if replies else 0.0
-
-    def limit(self, current: float, config: HeldOutConfig) -> float:
-        return current * (1 + config.length_slack) if self.shorter else current * (1 - config.length_slack)
-
-    def passed(self, candidate: float, limit: float) -> bool:
-        return candidate <= limit if self.shorter else candidate >= limit
+    def compare(self, candidate: Sequence[str], current: Sequence[str], config: HeldOutConfig) -> dict[str, Any]:
+        now, before = _mean_words(candidate), _mean_words(current)
+        limit = before * (1 + config.length_slack) if self.shorter else before * (1 - config.length_slack)
+        # per prompt, how much longer (asked shorter) or shorter (asked longer) the candidate answered
+        wrong = [(_words(a) - _words(b)) * (1 if self.shorter else -1) for a, b in zip(candidate, current, strict=True)]
+        return {"value": now, "current": before, "limit": limit, "p_wrong_way": sign_flip_p(wrong),
+                "changes": [_words(a) - _words(b) for a, b in zip(candidate, current, strict=True)],
+                "passed": now <= limit if self.shorter else now >= limit}
 
 
 @dataclass(frozen=True)
 class Share:
     """Corrections ask for a form a reply has or not (bullets, a language): the candidate's share of
-    replies that have it may fall at most ``share_slack`` below the current version's."""
+    replies that have it may fall at most ``share_slack`` below the current version's.
+
+    A reply that lost the asked-for form is itself the wrong-way move, observed; with six prompts an
+    exact paired test could not reject until five replies lost it."""
 
     name: str
     pattern: re.Pattern[str]
@@ -117,14 +130,13 @@ class Share:
     def asks(self, text: str) -> bool:
         return bool(self.pattern.search(text))
 
-    def measure(self, replies: Sequence[str]) -> float:
+    def _share(self, replies: Sequence[str]) -> float:
         return fmean(1.0 if self.has(r) else 0.0 for r in replies) if replies else 0.0
 
-    def limit(self, current: float, config: HeldOutConfig) -> float:
-        return current - config.share_slack
-
-    def passed(self, candidate: float, limit: float) -> bool:
-        return candidate >= limit - 1e-12
+    def compare(self, candidate: Sequence[str], current: Sequence[str], config: HeldOutConfig) -> dict[str, Any]:
+        now, before = self._share(candidate), self._share(current)
+        limit = before - config.share_slack
+        return {"value": now, "current": before, "limit": limit, "passed": now >= limit - 1e-12}
 
 
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+\S", re.MULTILINE)
@@ -326,11 +338,8 @@ class SelfHeldOutGate:
                 replies = [self._generate(scorer, s) for s in plan.prompts]
                 current = [self._replies[s.turn.turn_id] for s in plan.prompts]
                 for check, asked in plan.checks:
-                    now, before = check.measure(replies), check.measure(current)
-                    limit = check.limit(before, cfg)
-                    checks[f"text_{check.name}"] = {"value": now, "current": before, "limit": limit,
-                                                    "measure": check.measure_name, "of": len(plan.prompts),
-                                                    "asked": asked, "passed": check.passed(now, limit)}
+                    checks[f"text_{check.name}"] = {**check.compare(replies, current, cfg), "measure": check.measure_name,
+                                                    "of": len(plan.prompts), "asked": asked}
         failed = [name for name, check in checks.items() if not check["passed"]]
         return {
             **verdict,

@@ -63,6 +63,9 @@ class HeadlineDomain(Protocol):
     def describe(self, row: dict[str, Any]) -> str:
         """The row's outcome in a few words, for the progress line."""
 
+    def solved(self, row: dict[str, Any]) -> bool:
+        """Whether the row's task was solved (HumanEval: passed; a game: reward 1)."""
+
     def calls_k(self, rows: list[dict[str, Any]]) -> int:
         """``k`` of best-of-k from the evolved arm's rows: its measured mean calls, rounded up."""
 
@@ -176,6 +179,9 @@ class HumanEvalDomain:
 
     def describe(self, row: dict[str, Any]) -> str:
         return "passed" if row["passed"] else "failed"
+
+    def solved(self, row: dict[str, Any]) -> bool:
+        return bool(row["passed"])
 
     def calls_k(self, rows: list[dict[str, Any]]) -> int:
         return max(1, math.ceil(fmean(r["model_calls"] for r in rows) - 1e-9))

@@ -144,6 +144,9 @@ class GamesDomain:
     def describe(self, row: dict[str, Any]) -> str:
         return f"reward {row['reward']:.2f}{', solved' if row['solved'] else ''} in {row['moves']:g} moves"
 
+    def solved(self, row: dict[str, Any]) -> bool:
+        return bool(row["solved"])
+
     def calls_k(self, rows: list[dict[str, Any]]) -> int:
         moves = sum(float(r["moves"]) for r in rows)
         per_move = sum(float(r["model_calls"]) for r in rows) / moves if moves else 1.0

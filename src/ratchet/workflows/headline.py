@@ -254,6 +254,10 @@ class Headline:
         return {
             "run": run.id, "config": self.config.model_dump(mode="json"), "k": k,
             "arms": arms,
+            # per (task, seed), so a reference graded elsewhere on the same problems (GEPA's best
+            # prompt in bench/evolve_peers.py) can be paired with each arm
+            "solved": {arm: sorted(f"{r['task']}#{r['seed']}" for r in rows if r["arm"] == arm and self.domain.solved(r))
+                       for arm in ARM_NAMES},
             "evolved": {"id": best.id, "is_original": best.id == self.original.id,
                         "best_of_k": self.domain.best_of_k_size(best.files), "plan": plan_of(best.files.get("workflow.py", "")),
                         "workflow": best.files.get("workflow.py", ""), "exported_to": str(run.path(EXPORT))},

@@ -185,8 +185,9 @@ PLACEHOLDER = "...the whole file..."
 #: evidence copied back, not a file the model wrote.
 ELIDED = "[... {} characters left out ...]"
 _ELIDED = re.compile(re.escape(ELIDED).replace(re.escape("{}"), r"\d+"))
-#: The placeholder as small models copy it: bracketed, quoted, its dots changed ("[...the whole file...]").
-_PLACEHOLDER_COPY = re.compile(r"[\s.…\[\]<>(){}'\"`*_-]*the whole file[\s.…\[\]<>(){}'\"`*_-]*", re.IGNORECASE)
+#: The placeholder as small models copy it: bracketed, quoted, its dots changed ("[...the whole file...]"),
+#: or made a comment of the file's language ("# the whole file...": the 0.5B, as an AFlow workflow edit).
+_PLACEHOLDER_COPY = re.compile(r"[\s.…\[\]<>(){}'\"`*_#/!-]*the whole file[\s.…\[\]<>(){}'\"`*_#/!-]*", re.IGNORECASE)
 
 _LANGUAGES = {".py": {"python", "py", "python3"}, ".md": {"markdown", "md", "text", "txt"},
               ".yaml": {"yaml", "yml"}, ".yml": {"yaml", "yml"}, ".json": {"json"}}
