@@ -41,3 +41,33 @@ def test_the_bench_runs_with_the_scripted_model_and_writes_its_table(tmp_path, m
     text = (tmp_path / "plumbing.md").read_text()
     assert "SMOKE, not a result" in text and "| original (humaneval-coder, greedy) |" in text
     assert "evolved vs best-of-k on 5 (problem, seed) pairs" in text and "The search accepted nothing" in text
+
+
+def test_the_games_test_episodes_are_untouched_by_the_search_and_the_examples() -> None:
+    import yaml
+
+    full = workflow_search.GAME_SIZES["full"]
+    test = set(full["test_ids"])
+    assert len(test) == len(full["test_ids"]) == 80
+    developed = set(full["search_ids"]) | set(full["heldin_ids"])
+    developed |= {f"GuessTheNumber-v0#{s}" for s in range(18)}  # examples/guess-the-number's seeds
+    example = yaml.safe_load((ROOT / "examples" / "games-workflows" / "evolve.yaml").read_text())
+    developed |= {i for ids in example["splits"]["ids"].values() for i in ids}
+    assert test.isdisjoint(developed)
+    assert set(example["splits"]["ids"]["search"]) == set(full["search_ids"])
+    assert set(example["splits"]["ids"]["heldin"]) == set(full["heldin_ids"])
+    small = workflow_search.GAME_SIZES["small"]
+    assert set(small["test_ids"]) <= test and set(small["heldin_ids"]) <= set(full["heldin_ids"])
+
+
+def test_the_games_bench_runs_with_the_scripted_model_and_writes_its_table(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(workflow_search, "write_json", lambda name, data, **kw: write_json(name, data, out=tmp_path, **kw))
+    monkeypatch.setattr(workflow_search, "write_markdown", lambda name, text: write_markdown(name, text, out=tmp_path))
+    assert workflow_search.main(["--domain", "games", "--size", "small", "--model", "scripted:", "--store",
+                                 str(tmp_path / "runs"), "--out", "plumbing", "--threads", "1"]) == 0
+    data = json.loads((tmp_path / "plumbing.json").read_text())
+    assert data["run"] == "workflow-search-games-small" and data["config"]["domain"] == "games"
+    assert set(data["arms"]) == {"original", "evolved", "best-of-k"} and all(a["n"] == 4 for a in data["arms"].values())
+    text = (tmp_path / "plumbing.md").read_text()
+    assert "one-player games" in text and "SMOKE, not a result" in text
+    assert "| original (games-workflows, greedy, 1 call/move) |" in text and "evolved vs best-of-k on 4 episodes" in text

@@ -19,6 +19,7 @@ invalid spec), recorded like the engine's own proposers' skips.
 from __future__ import annotations
 
 import ast
+import importlib
 import json
 from pathlib import Path
 from typing import Any, Literal
@@ -39,22 +40,9 @@ from ratchet.evolve.proposers.base import ModelProposer, clip, pick
 from ratchet.evolve.proposers.config import ModelProposerOptions
 from ratchet.evolve.proposers.parsing import extract_file, parse_claim
 from ratchet.models.request import continued
-from ratchet.workflows.spec import (
-    FilterPassing,
-    ReviewStep,
-    Revise,
-    Sample,
-    SelectByExamples,
-    StripTests,
-    TestExamples,
-    Vote,
-    compile_spec,
-    parse_spec,
-)
+from ratchet.workflows.spec import CODE_MENU, STEP_MODELS, Menu
 
 PROMPTS = Path(__file__).with_name("prompts")
-#: The step models in menu order (the same union ``WorkflowSpec.steps`` accepts).
-STEP_MODELS = (Sample, StripTests, TestExamples, FilterPassing, SelectByExamples, Vote, Revise, ReviewStep)
 
 
 # ------------------------------------------------------------------------------ shared evidence
@@ -83,10 +71,10 @@ def bounds(field: Any) -> tuple[Any, Any]:
     return low, high
 
 
-def menu_text() -> str:
-    """One line per operator: its name, arguments with their bounds, and what it does."""
+def menu_text(models: tuple[type, ...] = STEP_MODELS) -> str:
+    """One line per operator of ``models``: its name, arguments with their bounds, and what it does."""
     lines = []
-    for model in STEP_MODELS:
+    for model in models:
         op = model.model_fields["op"].annotation.__args__[0]
         args = []
         for name, field in model.model_fields.items():
@@ -100,12 +88,13 @@ def menu_text() -> str:
     return "\n".join(lines)
 
 
-def spec_grammar(max_model_calls: int | None = None) -> str:
-    """A GBNF grammar of the spec's JSON form: a name, then steps from the menu whose first is a
-    ``sample``; integer arguments only within their bounds, and none above ``max_model_calls`` (a
-    whole plan may still exceed it: the parser says so). The optional ``max_tokens`` is left out."""
+def spec_grammar(max_model_calls: int | None = None, menu: Menu = CODE_MENU) -> str:
+    """A GBNF grammar of the spec's JSON form: a name, then steps from ``menu`` whose first is one of
+    its ``first`` ops (code: a ``sample``); integer arguments only within their bounds, and none above
+    ``max_model_calls`` (a whole plan may still exceed it: the parser says so). The optional
+    ``max_tokens`` is left out."""
     rules = {}
-    for model in STEP_MODELS:
+    for model in menu.step_models:
         op = model.model_fields["op"].annotation.__args__[0]
         parts = [f'"{{\\"op\\": \\"{op}\\""']
         for name, field in model.model_fields.items():
@@ -118,7 +107,9 @@ def spec_grammar(max_model_calls: int | None = None) -> str:
             parts.append(f'", \\"{name}\\": " ({values})')
         parts.append('"}"')
         rules[f"s-{op.replace('_', '-')}"] = " ".join(parts)
-    lines = ['root ::= "{\\"name\\": \\"" name "\\", \\"steps\\": [" s-sample (", " step)* "]}"',
+    first = " | ".join(f"s-{op.replace('_', '-')}" for op in menu.first)
+    first = first if len(menu.first) == 1 else f"({first})"
+    lines = ['root ::= "{\\"name\\": \\"" name "\\", \\"steps\\": [" ' + first + ' (", " step)* "]}"',
              "name ::= [a-zA-Z0-9 _-]+",
              "step ::= " + " | ".join(rules)]
     lines += [f"{rule} ::= {body}" for rule, body in rules.items()]
@@ -213,6 +204,23 @@ class OperatorOptions(WorkflowProposerOptions):
     (the embedded llama.cpp model does); a model that refuses grammars is asked without."""
     max_tokens: int = Field(default=400, ge=16)
     """Reply budget: a spec is short."""
+    menu: str = "ratchet.workflows.spec:CODE_MENU"
+    """The domain's :class:`~ratchet.workflows.spec.Menu`, by import path (``module:NAME``): its
+    operators, parser, compiler and prompt. The code operators by default; one-player games:
+    ``ratchet.workflows.movespec:MOVE_MENU``."""
+
+
+def load_menu(path: str) -> Menu:
+    """The :class:`Menu` named by ``module:NAME``; a RatchetError naming the path otherwise."""
+    module, _, attr = path.partition(":")
+    try:
+        menu = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError, ValueError):
+        menu = None
+    if not isinstance(menu, Menu):
+        raise RatchetError(f"operator proposer: menu {path!r} is not a Menu that can be imported",
+                           hint="name one as module:NAME, e.g. ratchet.workflows.movespec:MOVE_MENU")
+    return menu
 
 
 class OperatorProposer(WorkflowProposer):
@@ -227,6 +235,8 @@ class OperatorProposer(WorkflowProposer):
         super().__init__(options, ctx)
         self.grammar_refused = False
         """Set once the model refused a grammar: later asks go without one."""
+        self.menu = load_menu(options.menu)
+        self.default_template = self.menu.template
 
     def parent_spec(self, parent: Candidate) -> str:
         plan = plan_of(parent.files.get(self.options.surface, ""))
@@ -246,7 +256,7 @@ class OperatorProposer(WorkflowProposer):
         try:
             completion = self.ctx.model.complete(messages, temperature=self.options.temperature,
                                                  max_tokens=self.options.max_tokens, seed=seed,
-                                                 grammar=spec_grammar(self.options.max_model_calls))
+                                                 grammar=spec_grammar(self.options.max_model_calls, self.menu))
         except BudgetExceeded:
             raise
         except RatchetError:
@@ -257,16 +267,16 @@ class OperatorProposer(WorkflowProposer):
     def propose(self, parent: Candidate, archive: ArchiveView, rng: Any) -> Proposal | Skip:
         results = self.results(archive, parent.id)
         template, source = self.template(parent)
-        messages = self.render(template, spec=self.parent_spec(parent), menu=menu_text(),
+        messages = self.render(template, spec=self.parent_spec(parent), menu=menu_text(self.menu.step_models),
                                cap=self.options.max_model_calls, score=self.score_text(archive, parent.id),
                                successes=self.successes_text(parent, archive),
                                failures=self.failures_text(results), rejected=self.rejected_text(archive))
         reply = self.ask_spec(messages, rng)
         try:
-            spec = parse_spec(spec_in(reply), max_model_calls=self.options.max_model_calls)
+            spec = self.menu.parse(spec_in(reply), self.options.max_model_calls)
         except RatchetError as exc:
             return self.skip(parent, str(exc), reply=reply)
-        compiled = compile_spec(spec)
+        compiled = self.menu.compile(spec)
         compiled[self.options.surface] = compiled.pop("workflow.py")
         files = {k: v for k, v in compiled.items() if parent.files.get(k) != v}
         if self.options.surface not in files:
@@ -287,6 +297,9 @@ class AflowOptions(WorkflowProposerOptions):
 
     max_siblings: int = Field(default=6, ge=0)
     """Most of the parent's other children shown with their outcomes (the newest)."""
+    prompt: str = "aflow.md"
+    """The packaged prompt (``ratchet/workflows/prompts/``) used when ``template`` names no workspace
+    file: ``aflow.md`` explains code workflows, ``aflow_moves.md`` move workflows of one-player games."""
 
 
 class AflowProposer(WorkflowProposer):
@@ -296,6 +309,10 @@ class AflowProposer(WorkflowProposer):
     default_template = "aflow.md"
     Options = AflowOptions
     options: AflowOptions
+
+    def __init__(self, options: AflowOptions, ctx: Any) -> None:
+        super().__init__(options, ctx)
+        self.default_template = options.prompt
 
     def siblings_text(self, parent: Candidate, archive: ArchiveView) -> str:
         children = archive.children(parent.id)[-self.options.max_siblings:] if self.options.max_siblings else []

@@ -20,7 +20,9 @@ The pool semantics of each operator are documented on :func:`flowops.run_plan`.
 from __future__ import annotations
 
 import pprint
-from typing import Annotated, Literal
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -89,6 +91,8 @@ class ReviewStep(_Step):
 Step = Annotated[Sample | StripTests | TestExamples | FilterPassing | SelectByExamples | Vote | Revise | ReviewStep,
                  Field(discriminator="op")]
 MENU = ("sample", "strip_tests", "test_examples", "filter_passing", "select_by_examples", "vote", "revise", "review")
+#: The step models in menu order (the same union ``WorkflowSpec.steps`` accepts).
+STEP_MODELS = (Sample, StripTests, TestExamples, FilterPassing, SelectByExamples, Vote, Revise, ReviewStep)
 
 
 class WorkflowSpec(BaseModel):
@@ -115,6 +119,21 @@ class WorkflowSpec(BaseModel):
 def parse_spec(text: str, max_model_calls: int | None = None) -> WorkflowSpec:
     """A spec from YAML or JSON text; a malformed one raises ``RatchetError`` naming the step and
     field and listing the menu. With ``max_model_calls``, a plan that could ask for more fails too."""
+    raw = load_raw(text)
+    try:
+        spec = WorkflowSpec.model_validate(raw)
+    except ValidationError as exc:
+        raise RatchetError("workflow spec is invalid: " + "; ".join(describe_error(e, raw) for e in exc.errors()),
+                           hint="each step is {op: NAME, ...arguments}; ops: " + ", ".join(MENU)) from None
+    if spec.steps[0].op != "sample":
+        raise RatchetError(f"workflow spec: step 1 is {spec.steps[0].op!r}, but the pool is empty until a `sample` step",
+                           hint="start with {op: sample, k: N}")
+    check_cap(spec.max_model_calls(), max_model_calls, "task", "sample fewer codes or drop a revise/review step")
+    return spec
+
+
+def load_raw(text: str) -> dict:
+    """The mapping of a spec's YAML or JSON text (a bare list of steps becomes ``{"steps": [...]}``)."""
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -125,28 +144,23 @@ def parse_spec(text: str, max_model_calls: int | None = None) -> WorkflowSpec:
     if not isinstance(raw, dict):
         raise RatchetError(f"workflow spec must be a mapping with `steps`, got {type(raw).__name__}",
                            hint="write {name: ..., steps: [{op: sample, k: 3}, ...]}")
-    try:
-        spec = WorkflowSpec.model_validate(raw)
-    except ValidationError as exc:
-        raise RatchetError("workflow spec is invalid: " + "; ".join(_describe(e, raw) for e in exc.errors()),
-                           hint="each step is {op: NAME, ...arguments}; ops: " + ", ".join(MENU)) from None
-    if spec.steps[0].op != "sample":
-        raise RatchetError(f"workflow spec: step 1 is {spec.steps[0].op!r}, but the pool is empty until a `sample` step",
-                           hint="start with {op: sample, k: N}")
-    if max_model_calls is not None and spec.max_model_calls() > max_model_calls:
-        raise RatchetError(f"workflow spec may ask for {spec.max_model_calls()} model calls per task, "
-                           f"more than the run's cap of {max_model_calls}",
-                           hint="sample fewer codes or drop a revise/review step")
-    return spec
+    return raw
 
 
-def _describe(error: dict, raw: dict) -> str:
+def check_cap(calls: int, max_model_calls: int | None, per: str, hint: str) -> None:
+    """Refuse a plan that may ask for more than the run's call cap (None: no cap)."""
+    if max_model_calls is not None and calls > max_model_calls:
+        raise RatchetError(f"workflow spec may ask for {calls} model calls per {per}, "
+                           f"more than the run's cap of {max_model_calls}", hint=hint)
+
+
+def describe_error(error: dict, raw: dict, menu: tuple[str, ...] = MENU) -> str:
     loc = list(error["loc"])
     where = "spec"
     if len(loc) >= 2 and loc[0] == "steps" and isinstance(loc[1], int):
         where = f"step {loc[1] + 1}"
         step = raw["steps"][loc[1]] if isinstance(raw.get("steps"), list) and loc[1] < len(raw["steps"]) else None
-        rest = [str(p) for p in loc[2:] if p not in MENU]
+        rest = [str(p) for p in loc[2:] if p not in menu]
         if error["type"] == "union_tag_invalid" or (error["type"] == "union_tag_not_found"):
             op = step.get("op") if isinstance(step, dict) else None
             return f"{where}: unknown op {op!r}" if op is not None else f"{where}: has no `op`"
@@ -183,3 +197,22 @@ def compile_spec(spec: WorkflowSpec) -> dict[str, str]:
     source = WORKFLOW_TEMPLATE.format(name=spec.name, summary=summary, calls=spec.max_model_calls(),
                                       plan=pprint.pformat(spec.plan(), sort_dicts=False))
     return {"workflow.py": source}
+
+
+@dataclass(frozen=True)
+class Menu:
+    """What an operator-level proposer offers a model for one domain: the steps it may choose (their
+    models give the menu's text and the grammar), the ops a plan may start with, how a reply is
+    parsed (against the run's call cap) and compiled into a workspace's files, and the packaged
+    prompt (``ratchet/workflows/prompts/``) that explains the domain. Named by import path in the
+    proposer's options (``menu``), so a domain brings its menu without a flag in the proposer."""
+
+    step_models: tuple[type[BaseModel], ...]
+    first: tuple[str, ...]
+    parse: Callable[[str, int | None], Any]
+    compile: Callable[[Any], dict[str, str]]
+    template: str
+
+
+CODE_MENU = Menu(STEP_MODELS, ("sample",), parse_spec, compile_spec, "operator.md")
+"""The code operators of :mod:`flowops` for HumanEval-style tasks (the operator proposer's default)."""
