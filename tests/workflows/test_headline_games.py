@@ -144,7 +144,7 @@ def test_the_operator_proposer_drives_the_move_menu(tmp_path) -> None:
     archive = Archive()
     parent = archive.add(compile_move_spec(parse_move_spec("[{op: sample, k: 1, max_tokens: 16}]")), score=0.5,
                          **{"GuessTheNumber-v0#20": 1.0, "GuessTheNumber-v0#21": 0.4})
-    proposer = OperatorProposer(OperatorOptions(max_model_calls=3, menu="ratchet.workflows.movespec:MOVE_MENU"),
+    proposer = OperatorProposer(OperatorOptions(max_model_calls=3, menu="ratchet.workflows.movespec:MOVE_MENU", retries=0),
                                 ctx_with(tmp_path, model))
     out = proposer.propose(parent, archive, random.Random(0))
     assert isinstance(out, Proposal)

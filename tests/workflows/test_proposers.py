@@ -131,7 +131,7 @@ def test_operator_proposer_skips_with_the_parsers_message(tmp_path) -> None:
     archive = Archive()
     parent = archive.add(BEST_OF_2)
     ctx = ctx_with(tmp_path, model)
-    proposer = OperatorProposer(OperatorOptions(max_model_calls=4), ctx)
+    proposer = OperatorProposer(OperatorOptions(max_model_calls=4, retries=0), ctx)
     first = proposer.propose(parent, archive, random.Random(0))
     assert isinstance(first, Skip) and "step 1: unknown op 'smaple'" in first.reason
     second = proposer.propose(parent, archive, random.Random(0))
@@ -139,12 +139,53 @@ def test_operator_proposer_skips_with_the_parsers_message(tmp_path) -> None:
     assert [r["reason"] for _, r in ctx.run.records] == [first.reason, second.reason]
 
 
+def test_operator_proposer_asks_again_with_the_parsers_message(tmp_path) -> None:
+    too_costly = '{"name": "x", "steps": [{"op": "sample", "k": 4}, {"op": "review"}]}'
+    fits = '{"name": "x", "steps": [{"op": "sample", "k": 3}, {"op": "vote"}]}'
+    model = ScriptedModel(["steps: [{op: smaple, k: 2}]", too_costly, fits])
+    archive = Archive()
+    parent = archive.add(BEST_OF_2)
+    out = OperatorProposer(OperatorOptions(max_model_calls=4), ctx_with(tmp_path, model)).propose(
+        parent, archive, random.Random(0))
+    assert isinstance(out, Proposal) and plan_of(out.files["workflow.py"]) == [{"op": "sample", "k": 3}, {"op": "vote"}]
+    first, second = out.meta["asked_again"]
+    assert "unknown op 'smaple'" in first and "more than the run's cap of 4" in second
+    last = model.calls[2]["messages"]
+    assert last[-1]["content"].startswith("Not usable: ") and "cap of 4" in last[-1]["content"]
+    assert [m["role"] for m in last[-4:]] == ["assistant", "user", "assistant", "user"]
+    # out of retries, the last answer's problem is the skip's reason
+    model = ScriptedModel([too_costly], cycle=True)
+    out = OperatorProposer(OperatorOptions(max_model_calls=4), ctx_with(tmp_path, model)).propose(
+        parent, archive, random.Random(0))
+    assert isinstance(out, Skip) and "cap of 4" in out.reason and len(model.calls) == 3
+
+
 def test_operator_proposer_skips_a_spec_equal_to_the_parent_and_reads_fenced_yaml(tmp_path) -> None:
-    model = ScriptedModel(["Here:\n```yaml\nname: best-of-2\nsteps: [{op: sample, k: 2}, {op: select_by_examples}]\n```\n"])
+    # the parent's plan under another name is a plan the run has: asked again (twice), then skipped
+    model = ScriptedModel(["Here:\n```yaml\nname: best-of-2\nsteps: [{op: sample, k: 2}, {op: select_by_examples}]\n```\n"],
+                          cycle=True)
     archive = Archive()
     parent = archive.add(BEST_OF_2)
     out = OperatorProposer(OperatorOptions(), ctx_with(tmp_path, model)).propose(parent, archive, random.Random(0))
     assert isinstance(out, Skip) and "compiles to the parent's own workflow.py" in out.reason
+    assert len(model.calls) == 3
+    out = OperatorProposer(OperatorOptions(retries=0), ctx_with(tmp_path, model)).propose(parent, archive, random.Random(0))
+    assert isinstance(out, Skip) and len(model.calls) == 4
+
+
+def test_operator_proposer_asks_again_when_the_plan_was_already_tried(tmp_path) -> None:
+    tried = '{"name": "fresh-name", "steps": [{"op": "sample", "k": 2}, {"op": "strip_tests"}, {"op": "select_by_examples"}]}'
+    other = '{"name": "vote-4", "steps": [{"op": "sample", "k": 4}, {"op": "vote"}]}'
+    model = ScriptedModel([tried, other])
+    archive = Archive()
+    parent = archive.add(BEST_OF_2)
+    rejected = compile_spec(parse_spec(tried.replace("fresh-name", "old-name")))
+    archive.add(rejected, status="rejected")  # another name, the same steps: the same plan
+    out = OperatorProposer(OperatorOptions(), ctx_with(tmp_path, model)).propose(parent, archive, random.Random(0))
+    assert isinstance(out, Proposal) and plan_of(out.files["workflow.py"]) == [{"op": "sample", "k": 4}, {"op": "vote"}]
+    assert out.meta["asked_again"] == ["this run has already tried the plan sample -> strip_tests -> select_by_examples"]
+    again = model.calls[1]["messages"]
+    assert again[-2] == {"role": "assistant", "content": tried} and "already tried the plan" in again[-1]["content"]
 
 
 def test_operator_proposer_from_hand_written_code_falls_back_without_grammar(tmp_path) -> None:

@@ -204,6 +204,11 @@ class OperatorOptions(WorkflowProposerOptions):
     (the embedded llama.cpp model does); a model that refuses grammars is asked without."""
     max_tokens: int = Field(default=400, ge=16)
     """Reply budget: a spec is short."""
+    retries: int = Field(default=2, ge=0)
+    """Asks again (one model call each, shown its answer and what is wrong with it) when a reply is
+    not a valid spec (over the call cap, an unknown step) or is a plan the run already has. Each
+    would cost the run a step for nothing: the 0.5B answered the same plan twice in a row, and the
+    1.5B went over the cap in two of five answers."""
     menu: str = "ratchet.workflows.spec:CODE_MENU"
     """The domain's :class:`~ratchet.workflows.spec.Menu`, by import path (``module:NAME``): its
     operators, parser, compiler and prompt. The code operators by default; one-player games:
@@ -271,11 +276,25 @@ class OperatorProposer(WorkflowProposer):
                                cap=self.options.max_model_calls, score=self.score_text(archive, parent.id),
                                successes=self.successes_text(parent, archive),
                                failures=self.failures_text(results), rejected=self.rejected_text(archive))
-        reply = self.ask_spec(messages, rng)
-        try:
-            spec = self.menu.parse(spec_in(reply), self.options.max_model_calls)
-        except RatchetError as exc:
-            return self.skip(parent, str(exc), reply=reply)
+        tried = self.tried_plans(archive)
+        asked_again: list[str] = []  # why each earlier answer of this proposal was not taken
+        while True:
+            reply = self.ask_spec(messages, rng)
+            spec, problem = None, None
+            try:
+                spec = self.menu.parse(spec_in(reply), self.options.max_model_calls)
+            except RatchetError as exc:
+                problem = str(exc)
+            if spec is not None and spec.plan() in tried:
+                problem = f"this run has already tried the plan {' -> '.join(s.op for s in spec.steps)}"
+            if problem is None or len(asked_again) >= self.options.retries:
+                break
+            asked_again.append(problem)
+            messages = [*messages, {"role": "assistant", "content": spec_in(reply)},
+                        {"role": "user", "content": f"Not usable: {problem}. Answer one JSON object with a "
+                                                    "different plan from the menu."}]
+        if spec is None:
+            return self.skip(parent, problem or "no spec", reply=reply)
         compiled = self.menu.compile(spec)
         compiled[self.options.surface] = compiled.pop("workflow.py")
         files = {k: v for k, v in compiled.items() if parent.files.get(k) != v}
@@ -286,7 +305,13 @@ class OperatorProposer(WorkflowProposer):
         claim = parse_claim(reply, [r.task_id for r in results]) or Claim(target=f"workflow {spec.name}: {summary}")
         return self.proposal(files, claim, (parent.id,), template=source, prompt=messages[0]["content"], reply=reply,
                              spec=spec.model_dump(exclude_none=True), max_model_calls=spec.max_model_calls(),
-                             grammar=self.options.grammar and not self.grammar_refused)
+                             grammar=self.options.grammar and not self.grammar_refused, asked_again=asked_again)
+
+    def tried_plans(self, archive: ArchiveView) -> list[list[dict[str, Any]]]:
+        """The plans of every candidate the run holds (whatever the gate said), by their steps: a
+        spec's name is not part of what it does."""
+        plans = (plan_of(c.files.get(self.options.surface, "")) for c in archive.candidates())
+        return [plan for plan in plans if plan is not None]
 
 
 # ------------------------------------------------------------------------------ AFlow
