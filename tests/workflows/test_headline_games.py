@@ -152,7 +152,8 @@ def test_the_operator_proposer_drives_the_move_menu(tmp_path) -> None:
     assert "plays one-player text games" in prompt and "- avoid_refused:" in prompt and "- strip_tests" not in prompt
     assert "at most 3 model calls per move" in prompt
     assert model.calls[0]["params"]["grammar"] == spec_grammar(3, proposer.menu)
-    assert "(s-think | s-sample)" in model.calls[0]["params"]["grammar"]
+    first = next(line for line in model.calls[0]["params"]["grammar"].splitlines() if line.startswith("first ::= "))
+    assert '\\"op\\": \\"think\\"' in first and '\\"op\\": \\"vote\\"' not in first  # a plan starts with think or sample
     assert plan_of(out.files["workflow.py"]) == [{"op": "think"}, {"op": "sample", "k": 2}, {"op": "vote"}]
     assert "from moveops import run_move_plan" in out.files["workflow.py"] and out.meta["max_model_calls"] == 3
     skipped = proposer.propose(parent, archive, random.Random(0))  # a code op is not on the move menu

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,7 @@ from ratchet.workflows.proposers import (
     MetaAgentProposer,
     OperatorOptions,
     OperatorProposer,
+    load_menu,
     plan_of,
     spec_grammar,
 )
@@ -150,9 +152,9 @@ def test_operator_proposer_asks_again_with_the_parsers_message(tmp_path) -> None
     assert isinstance(out, Proposal) and plan_of(out.files["workflow.py"]) == [{"op": "sample", "k": 3}, {"op": "vote"}]
     first, second = out.meta["asked_again"]
     assert "unknown op 'smaple'" in first and "more than the run's cap of 4" in second
-    last = model.calls[2]["messages"]
-    assert last[-1]["content"].startswith("Not usable: ") and "cap of 4" in last[-1]["content"]
-    assert [m["role"] for m in last[-4:]] == ["assistant", "user", "assistant", "user"]
+    last = model.calls[2]["messages"][-1]["content"]
+    assert "## Answers not usable" in last and "smaple" in last and "cap of 4" in last
+    assert [m["role"] for m in model.calls[2]["messages"]] == [m["role"] for m in model.calls[0]["messages"]]
     # out of retries, the last answer's problem is the skip's reason
     model = ScriptedModel([too_costly], cycle=True)
     out = OperatorProposer(OperatorOptions(max_model_calls=4), ctx_with(tmp_path, model)).propose(
@@ -183,9 +185,12 @@ def test_operator_proposer_asks_again_when_the_plan_was_already_tried(tmp_path) 
     archive.add(rejected, status="rejected")  # another name, the same steps: the same plan
     out = OperatorProposer(OperatorOptions(), ctx_with(tmp_path, model)).propose(parent, archive, random.Random(0))
     assert isinstance(out, Proposal) and plan_of(out.files["workflow.py"]) == [{"op": "sample", "k": 4}, {"op": "vote"}]
-    assert out.meta["asked_again"] == ["this run has already tried the plan sample -> strip_tests -> select_by_examples"]
+    assert out.meta["asked_again"] == ['[{"op": "sample", "k": 2}, {"op": "strip_tests"}, {"op": "select_by_examples"}]: '
+                                       "this run has already tried that plan"]
     again = model.calls[1]["messages"]
-    assert again[-2] == {"role": "assistant", "content": tried} and "already tried the plan" in again[-1]["content"]
+    assert len(again) == len(model.calls[0]["messages"])  # the same request, with the refused answer in it
+    assert again[-1]["content"].startswith(model.calls[0]["messages"][-1]["content"])
+    assert again[-1]["content"].endswith("- " + out.meta["asked_again"][0])
 
 
 def test_operator_proposer_from_hand_written_code_falls_back_without_grammar(tmp_path) -> None:
@@ -218,15 +223,40 @@ def test_operator_proposer_lets_a_budget_stop_through(tmp_path) -> None:
             archive.add(BEST_OF_2), archive, random.Random(0))
 
 
-def test_spec_grammar_is_valid_gbnf_and_covers_the_menu() -> None:
-    from ratchet.workflows.spec import MENU
+def walk(grammar: str, rng: random.Random) -> str:
+    """A random spec the grammar allows: from ``first``, one alternative at a time to an empty one."""
+    rules = dict(line.split(" ::= ", 1) for line in grammar.splitlines())
+    text, rule = [], "first"
+    while rule:
+        alt = rng.choice(rules[rule].split(" | "))
+        text += [json.loads(f'"{lit}"') for lit in re.findall(r'"((?:[^"\\]|\\.)*)"', alt)]
+        rule = alt.split()[-1] if alt.split()[-1].startswith("rest-") else None
+    return '{"name": "w", "steps": [' + "".join(text) + "]}"
 
-    grammar = spec_grammar()
-    assert all(f'\\"op\\": \\"{op}\\"' in grammar for op in MENU)
-    assert '("1" | "2" | "3" | "4" | "5" | "6" | "7" | "8")' in grammar
-    assert '\\"k\\": " ("1" | "2") "}"' in spec_grammar(2)  # no argument above the cap
+
+@pytest.mark.parametrize("menu_name", ["ratchet.workflows.spec:CODE_MENU", "ratchet.workflows.movespec:MOVE_MENU"])
+@pytest.mark.parametrize("cap", [1, 2, 4, None])
+def test_every_plan_the_spec_grammar_allows_is_valid_and_within_the_cap(menu_name, cap) -> None:
+    # The 1.5B under the old grammar (any number of steps, each within the cap) wrote thirty samples
+    # to its token limit and plans over the cap; now the grammar's plans are exactly the valid ones.
+    menu = load_menu(menu_name)
+    grammar = spec_grammar(cap, menu)
+    rng = random.Random(0)
+    plans = [menu.parse(walk(grammar, rng), cap) for _ in range(300)]  # raises on an invalid one
+    assert all(len(p.steps) <= menu.max_steps and p.steps[0].op in menu.first for p in plans)
+    assert all(any(s.op == menu.required for s in p.steps) for p in plans)
+    if cap is not None:
+        assert max(p.max_model_calls() for p in plans) == cap  # the whole budget is reachable
+    if cap is None or cap >= 4:  # room for every op beside a sample (review costs 2)
+        ops = {s.op for p in plans for s in p.steps}
+        assert ops == {m.model_fields["op"].annotation.__args__[0] for m in menu.step_models}
     llama_cpp = pytest.importorskip("llama_cpp")
     llama_cpp.LlamaGrammar.from_string(grammar, verbose=False)  # raises on a malformed grammar
+
+
+def test_spec_grammar_offers_no_argument_above_the_cap() -> None:
+    assert '\\"k\\": 3' not in spec_grammar(2) and '\\"k\\": 2' in spec_grammar(2)
+    assert len(spec_grammar(4).splitlines()) < 200  # states of (calls left, steps left, sample seen)
 
 
 # ------------------------------------------------------------------------------ AFlow

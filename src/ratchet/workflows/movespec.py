@@ -18,7 +18,7 @@ that runs the plan with :func:`moveops.run_move_plan` in the sandbox (where a ga
 from __future__ import annotations
 
 import pprint
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -76,6 +76,12 @@ MOVE_OPS = ("think", "sample", "vote", "avoid_refused", "review")
 MOVE_STEP_MODELS = (Think, SampleMoves, VoteMoves, AvoidRefused, ReviewMove)
 
 
+def move_step_calls(step: Any) -> int:
+    """Most model calls one step asks for on one move: ``sample`` k, ``think`` 1, ``review`` 2."""
+    per = {"sample": lambda s: s.k, "think": lambda s: 1, "review": lambda s: 2}
+    return per[step.op](step) if step.op in per else 0
+
+
 class MoveSpec(BaseModel):
     """A move workflow as a list of operator steps (see the module)."""
 
@@ -88,8 +94,7 @@ class MoveSpec(BaseModel):
 
     def max_model_calls(self) -> int:
         """Most model calls the plan asks for on one move: ``sample`` k, ``think`` 1, ``review`` 2."""
-        per = {"sample": lambda s: s.k, "think": lambda s: 1, "review": lambda s: 2}
-        return sum(per[s.op](s) if s.op in per else 0 for s in self.steps)
+        return sum(move_step_calls(s) for s in self.steps)
 
     def plan(self) -> list[dict]:
         """The steps as the plain data :func:`moveops.run_move_plan` reads."""
@@ -150,5 +155,7 @@ def vote_spec(k: int, max_tokens: int | None = None) -> MoveSpec:
     return MoveSpec.model_validate({"name": f"vote-of-{k}", "steps": [sample, {"op": "vote"}]})
 
 
-MOVE_MENU = Menu(MOVE_STEP_MODELS, ("think", "sample"), parse_move_spec, compile_move_spec, "operator_moves.md")
+MOVE_MENU = Menu(MOVE_STEP_MODELS, ("think", "sample"), parse_move_spec, compile_move_spec, "operator_moves.md",
+                 step_calls=move_step_calls, max_steps=MoveSpec.model_fields["steps"].metadata[-1].max_length,
+                 required="sample")
 """The move operators of :mod:`moveops` for one-player games (``menu: ratchet.workflows.movespec:MOVE_MENU``)."""

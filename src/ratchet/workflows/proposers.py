@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import itertools
 import json
 from pathlib import Path
 from typing import Any, Literal
@@ -88,32 +89,73 @@ def menu_text(models: tuple[type, ...] = STEP_MODELS) -> str:
     return "\n".join(lines)
 
 
-def spec_grammar(max_model_calls: int | None = None, menu: Menu = CODE_MENU) -> str:
-    """A GBNF grammar of the spec's JSON form: a name, then steps from ``menu`` whose first is one of
-    its ``first`` ops (code: a ``sample``); integer arguments only within their bounds, and none above
-    ``max_model_calls`` (a whole plan may still exceed it: the parser says so). The optional
-    ``max_tokens`` is left out."""
-    rules = {}
+def step_instances(menu: Menu, max_model_calls: int | None) -> list[tuple[str, str, int]]:
+    """Every step the grammar may write: ``(op, its JSON text, its model calls)``, one per value of
+    each integer argument within its bounds (none above ``max_model_calls``). Optional arguments
+    (``max_tokens``) are left out."""
+    out = []
     for model in menu.step_models:
         op = model.model_fields["op"].annotation.__args__[0]
-        parts = [f'"{{\\"op\\": \\"{op}\\""']
+        ranges = []
         for name, field in model.model_fields.items():
             if name == "op" or field.default is None:
                 continue
             low, high = bounds(field)
             if max_model_calls is not None:
                 high = max(low, min(high, max_model_calls))
-            values = " | ".join(f'"{v}"' for v in range(low, high + 1))
-            parts.append(f'", \\"{name}\\": " ({values})')
-        parts.append('"}"')
-        rules[f"s-{op.replace('_', '-')}"] = " ".join(parts)
-    first = " | ".join(f"s-{op.replace('_', '-')}" for op in menu.first)
-    first = first if len(menu.first) == 1 else f"({first})"
-    lines = ['root ::= "{\\"name\\": \\"" name "\\", \\"steps\\": [" ' + first + ' (", " step)* "]}"',
-             "name ::= [a-zA-Z0-9 _-]+",
-             "step ::= " + " | ".join(rules)]
-    lines += [f"{rule} ::= {body}" for rule, body in rules.items()]
+            ranges.append([(name, v) for v in range(low, high + 1)])
+        for args in itertools.product(*ranges):
+            step = model(op=op, **dict(args))
+            text = json.dumps({"op": op, **dict(args)})
+            out.append((op, text, menu.step_calls(step)))
+    return out
+
+
+def spec_grammar(max_model_calls: int | None = None, menu: Menu = CODE_MENU) -> str:
+    """A GBNF grammar of the spec's JSON form in which every plan it allows is valid: a short name,
+    then at most ``menu.max_steps`` steps from the menu, the first one of ``menu.first``, one of them
+    ``menu.required``, and all together asking for at most ``max_model_calls`` model calls.
+
+    The rules are states (calls left, steps left, required op seen): a step is offered only where
+    the plan can still be finished within both. Without the budget in the grammar the 1.5B wrote
+    ``sample`` thirty times until its token limit, and plans over the cap in two of five answers."""
+    steps = step_instances(menu, max_model_calls)
+    if max_model_calls is None:  # no cap: only the steps are counted
+        steps = [(op, text, 0) for op, text, _ in steps]
+    budget = max_model_calls or 0
+    cheapest_required = min((c for op, _, c in steps if op == menu.required), default=None)
+    rules: dict[str, str] = {}
+
+    def finishable(calls: int, left: int, seen: bool) -> bool:
+        return seen or (left >= 1 and cheapest_required is not None and cheapest_required <= calls)
+
+    def rest(calls: int, left: int, seen: bool) -> str:
+        name = f"rest-{calls}-{left}-{int(seen)}"
+        if name not in rules:
+            rules[name] = ""  # reserved while its alternatives are made (states only go down)
+            alts = ['""'] if seen else []
+            for op, text, cost in steps:
+                then = (calls - cost, left - 1, seen or op == menu.required)
+                if left >= 1 and cost <= calls and finishable(*then):
+                    alts.append(f'", " {_literal(text)} {rest(*then)}')
+            rules[name] = " | ".join(alts)
+        return name
+
+    firsts = []
+    for op, text, cost in steps:
+        then = (budget - cost, menu.max_steps - 1, op == menu.required)
+        if op in menu.first and cost <= budget and finishable(*then):
+            firsts.append(f"{_literal(text)} {rest(*then)}")
+    lines = ['root ::= "{\\"name\\": \\"" name "\\", \\"steps\\": [" first "]}"',
+             "name ::= [a-zA-Z0-9 _-]{1,40}",
+             "first ::= " + " | ".join(firsts)]
+    lines += [f"{name} ::= {body}" for name, body in rules.items()]
     return "\n".join(lines) + "\n"
+
+
+def _literal(text: str) -> str:
+    """``text`` as a GBNF string literal."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def spec_in(reply: str) -> str:
@@ -277,6 +319,7 @@ class OperatorProposer(WorkflowProposer):
                                successes=self.successes_text(parent, archive),
                                failures=self.failures_text(results), rejected=self.rejected_text(archive))
         tried = self.tried_plans(archive)
+        first = messages
         asked_again: list[str] = []  # why each earlier answer of this proposal was not taken
         while True:
             reply = self.ask_spec(messages, rng)
@@ -284,15 +327,18 @@ class OperatorProposer(WorkflowProposer):
             try:
                 spec = self.menu.parse(spec_in(reply), self.options.max_model_calls)
             except RatchetError as exc:
-                problem = str(exc)
+                problem = str(exc).splitlines()[0]
             if spec is not None and spec.plan() in tried:
-                problem = f"this run has already tried the plan {' -> '.join(s.op for s in spec.steps)}"
+                problem = "this run has already tried that plan"
             if problem is None or len(asked_again) >= self.options.retries:
                 break
-            asked_again.append(problem)
-            messages = [*messages, {"role": "assistant", "content": spec_in(reply)},
-                        {"role": "user", "content": f"Not usable: {problem}. Answer one JSON object with a "
-                                                    "different plan from the menu."}]
+            answer = json.dumps(spec.plan()) if spec is not None else clip(spec_in(reply).strip(), 300)
+            asked_again.append(f"{answer}: {problem}")
+            # in the request, not as a turn of the conversation: shown its own answer as a turn, the
+            # 1.5B answered it again word for word
+            refused = "\n".join(f"- {p}" for p in asked_again)
+            messages = [*first[:-1], {**first[-1], "content": first[-1]["content"] + "\n\n## Answers not usable "
+                                      f"(answer a different plan)\n{refused}"}]
         if spec is None:
             return self.skip(parent, problem or "no spec", reply=reply)
         compiled = self.menu.compile(spec)

@@ -95,6 +95,12 @@ MENU = ("sample", "strip_tests", "test_examples", "filter_passing", "select_by_e
 STEP_MODELS = (Sample, StripTests, TestExamples, FilterPassing, SelectByExamples, Vote, Revise, ReviewStep)
 
 
+def code_step_calls(step: Any) -> int:
+    """Most model calls one step asks for on one task: ``sample`` k, ``revise`` its rounds, ``review`` 2."""
+    per = {"sample": lambda s: s.k, "revise": lambda s: s.rounds, "review": lambda s: 2}
+    return per[step.op](step) if step.op in per else 0
+
+
 class WorkflowSpec(BaseModel):
     """A workflow as a list of operator steps (see the module)."""
 
@@ -108,8 +114,7 @@ class WorkflowSpec(BaseModel):
     def max_model_calls(self) -> int:
         """Most model calls the plan can ask for on one task: what to set the run's call cap to, and
         the cost to match a baseline against."""
-        per = {"sample": lambda s: s.k, "revise": lambda s: s.rounds, "review": lambda s: 2}
-        return sum(per[s.op](s) if s.op in per else 0 for s in self.steps)
+        return sum(code_step_calls(s) for s in self.steps)
 
     def plan(self) -> list[dict]:
         """The steps as the plain data :func:`flowops.run_plan` reads."""
@@ -212,7 +217,14 @@ class Menu:
     parse: Callable[[str, int | None], Any]
     compile: Callable[[Any], dict[str, str]]
     template: str
+    step_calls: Callable[[Any], int]
+    """Most model calls one step (a validated step model) asks for: what the grammar budgets."""
+    max_steps: int
+    """Most steps of a plan (the spec model's own limit)."""
+    required: str
+    """An op every plan must hold (the one that makes candidates)."""
 
 
-CODE_MENU = Menu(STEP_MODELS, ("sample",), parse_spec, compile_spec, "operator.md")
+CODE_MENU = Menu(STEP_MODELS, ("sample",), parse_spec, compile_spec, "operator.md", step_calls=code_step_calls,
+                 max_steps=WorkflowSpec.model_fields["steps"].metadata[-1].max_length, required="sample")
 """The code operators of :mod:`flowops` for HumanEval-style tasks (the operator proposer's default)."""
