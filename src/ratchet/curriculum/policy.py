@@ -13,8 +13,9 @@ action acts on both loops:
 * ``both``: fed, and shown to the next round's refiner.
 
 So the report's per-type table ("which step removed them") separates the loops: a type decided
-``weights`` that went down was removed by a refiner that never saw it. Held-out searches hide
-nothing (every version is measured alike).
+``weights`` that went down did so without the refiner being shown it (the search's gate still
+rewards a child that removes it by chance: hiding takes the evidence away, not the pressure).
+Held-out searches hide nothing (every version is measured alike).
 
 Strategies (``feedback.policy``): ``both`` (every failure to both loops, as before there was a
 policy), ``harness``, ``weights``, ``by_type`` (a fixed mapping) and ``model`` (the proposer model
@@ -113,8 +114,9 @@ def question(failure: FailureType, count: int, samples: int) -> list[dict[str, s
     return [{"role": "user", "content": (
         f"You wrote game-playing harness code. Of your {samples} attempts this round, {count} failed this way: "
         f"{failure.value} ({MEANING[failure]}).\n"
-        "What should fix it next: 'harness' (the search edits the code again), 'weights' (your weights are "
-        "trained on these attempts) or 'both'? Answer with one word: harness, weights or both.")}]
+        "What should fix it next: 'harness' (the search edits the code again, shown these failures), 'weights' "
+        "(your weights are trained on these attempts; the search no longer shows you these failures) or 'both'? "
+        "Answer with one word: harness, weights or both.")}]
 
 
 def parse_answer(text: str) -> Action | None:
