@@ -1,6 +1,7 @@
 """The feedback policy with scripted models: failure types read from the searches' records, each
 strategy's routing of failed samples to the trainer, the model strategy's malformed answer, the
-table of which step removed each type over two rounds, and a resume keeping the decisions.
+table of which step removed each type over two rounds, a resume keeping the decisions, and the
+types left to the weights hidden from the next round's refiner (a resume keeping that too).
 
 PigDice-v0 is trained on (its refiner asks for the body of ``legal_moves``), TicTacToe-v0 held out.
 The base model's PigDice bodies fail two ways (one raises, one lists only ``[roll]``), v1's is right;
@@ -121,6 +122,16 @@ def test_a_by_type_mapping_naming_no_type_fails_at_load() -> None:
         feedback_config(policy="by_type", by_type={"illegal": "harness"})
 
 
+def test_the_searches_hidden_types_are_the_policy_s_to_set() -> None:
+    data = config().model_dump()
+    data["search"]["hide_failure_types"] = ["code_error"]
+    with pytest.raises(ValidationError, match="set per round by the feedback policy"):
+        CurriculumConfig.model_validate(data)
+    data["search"]["hide_failure_types"] = ["illegal"]
+    with pytest.raises(ValidationError, match="'illegal' is no failure type; the types are wrong_format, no_change"):
+        CurriculumConfig.model_validate(data)
+
+
 @pytest.mark.parametrize(("feedback", "fed_types"), [
     ({}, {"code_error", "illegal_move"}),
     ({"policy": "weights"}, {"code_error", "illegal_move"}),
@@ -179,7 +190,7 @@ def test_the_table_says_which_types_went_down_across_two_rounds(tmp_path: Path) 
             for f in report["feedback"]] == [(1, "code_error", 1, 2, "harness", 0, 1, True),
                                              (1, "illegal_move", 1, 2, "both", 0, 1, True)]
     md = (Path(c.run.dir) / "learn.md").read_text()
-    assert "| 1 | code_error | 1/2 | harness (by_type) | 0/1 | yes |" in md
+    assert "| 1 | code_error | 1/2 | harness (by_type) | yes | 0/1 | yes |" in md
 
 
 def test_a_resumed_round_keeps_its_decisions(tmp_path: Path) -> None:
@@ -196,3 +207,62 @@ def test_a_resumed_round_keeps_its_decisions(tmp_path: Path) -> None:
     assert again.questions == [] and r["decisions"] == saved["decisions"]
     assert r["fed"] == 0 and r["withheld"] == 2 and training.trained == []
     assert TurnQueue(online_dir(Path(c.run.dir)) / QUEUE_NAME).stats()["turns"] == 0
+
+
+class Recording(Replies):
+    """:class:`Replies` whose v1 writes the base's PigDice bodies again (its TicTacToe harness still
+    right, so it is promoted), keeping every PigDice request per version."""
+
+    def __init__(self, answer: Any = lambda t: "both") -> None:
+        super().__init__(answer)
+        self.pig: dict[int, list[str]] = {}
+
+    def __call__(self, version: int) -> ScriptedModel:
+        inner = super().__call__(version)
+
+        def reply(messages: Any) -> str:
+            text = json.dumps(messages)
+            if "PigDice" in text and "Answer with one word" not in text:
+                self.pig.setdefault(version, []).append(" ".join(m["content"] for m in messages))
+                if version == 1:
+                    return REPLIES[0]["PigDice"][len(self.pig[1]) % 2]
+            return inner.complete(messages).text
+
+        return ScriptedModel(reply, name=inner.name)
+
+
+def test_the_next_round_hides_the_types_left_to_the_weights_and_a_resume_keeps_it(tmp_path: Path) -> None:
+    from test_hidden_failures import failures_of, leaked
+
+    data = feedback_config(rounds=2, policy="by_type", by_type={"illegal_move": "weights", "code_error": "harness"}).model_dump()
+    data["search"].update(iterations=2, budget={"max_calls": 4})  # a second request, refining a sample that failed
+    cfg = CurriculumConfig.model_validate(data)
+    store = RunStore(tmp_path / "runs")
+    models = Recording()
+    c, _, _ = run_curriculum(store, cfg, models=models)
+    first, second = c.execute()["rounds"]
+    assert first["decisions"]["illegal_move"]["action"] == "weights" and first["gate"]["promote"]
+    assert first["hidden"] == [] and second["hidden"] == ["illegal_move"]  # weights only: not code_error (harness)
+    runs = lambda r: [store.open_run(e["run_id"]) for e in r["train"].values()]  # noqa: E731
+    assert [e["hidden"] for e in second["train"].values()] == [["illegal_move"]]
+    assert [run.config["hide_failure_types"] for run in runs(second)] == [["illegal_move"]]
+    assert [run.config["hide_failure_types"] for run in runs(first)] == [[]]
+    assert all(store.open_run(e["run_id"]).config["hide_failure_types"] == []  # held-out searches hide nothing
+               for slot in c.state["heldout"].values() for e in slot.values())
+    # What the model was asked: round 1's refinement showed the illegal moves (the control), round 2's none.
+    illegal = lambda r: [f for run in runs(r) for f in failures_of(run, {FailureType.ILLEGAL_MOVE})]  # noqa: E731
+    assert illegal(first) and illegal(second), "both rounds' searches recorded illegal moves (scored)"
+    assert leaked(models.pig[0], illegal(first)) and leaked(models.pig[1], illegal(second)) == set()
+    md = (Path(c.run.dir) / "learn.md").read_text()
+    assert "| 1 | illegal_move | " in md and "| weights (by_type) | no |" in md and "| harness (by_type) | yes |" in md
+    # A resumed round uses its recorded setting, whatever the last round's decisions say now.
+    state = c.run.read_json(STATE)
+    state["rounds"][0]["decisions"]["illegal_move"]["action"] = "both"
+    entry = next(iter(state["rounds"][1]["train"].values()))
+    state["rounds"][1].update(fed=None, version=None, gate=None, training=None, failures=None, decisions=None)
+    entry.pop("result")  # as if killed while the search ran: resumed in its own run
+    c.run.write_json(STATE, state)
+    resumed, _, _ = run_curriculum(store, cfg, c.run.id, models=Recording())
+    again = resumed.execute()["rounds"][1]
+    assert again["hidden"] == ["illegal_move"] and next(iter(again["train"].values()))["hidden"] == ["illegal_move"]
+    assert store.open_run(next(iter(again["train"].values()))["run_id"]).config["hide_failure_types"] == ["illegal_move"]

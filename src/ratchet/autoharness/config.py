@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from ratchet.config import ConfigError, Settings
+from ratchet.envs.harness.failure_types import TypeNames
 from ratchet.models.budget import BudgetConfig
 
 #: Keys that only the dedicated search read (removed: the engine is the one search). A saved run's
@@ -176,6 +177,10 @@ class AutoHarnessConfig(Settings):
     """Harness library directory (default: the user data dir); read for seeding, written on success."""
     adoption: AdoptionConfig = Field(default_factory=AdoptionConfig)
     """The gate a harness passes before it is kept in the library or exported."""
+    hide_failure_types: TypeNames = Field(default_factory=list)
+    """Failure types (``envs.harness.failure_types``: ``code_error``, ``illegal_move``, …) kept out of every
+    request (failed steps, summary, counterexamples, function to fix, previous reply), still scored; a parent
+    whose every failure is hidden is asked, saying so, for a higher score (docs/curriculum.md)."""
 
     @model_validator(mode="before")
     @classmethod

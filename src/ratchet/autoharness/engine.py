@@ -15,8 +15,9 @@ proposers that ask no model (``induce``: :class:`~ratchet.autoharness.rules.Indu
 on the dense checks first; ``autofix``: ``autofix``); the legality suite on the search and held-out
 seeds, scored as the search scores (h = 0.5·legal + 0.5·dense with the ``transitions`` and
 ``scaffold`` checks, ``dense.harness_value``; ``explain_failures`` an option of its check; the
-``policy`` mode's value); ``novelty`` as ``static.novelty``; the paired gate; the search's budget
-and its stop at h = 1.0 (``stop_at_score``). :func:`run_on_engine` writes the starting workspace
+``policy`` mode's value); ``hide_failure_types`` as the refiners' option; ``novelty`` as
+``static.novelty``; the paired gate; the search's budget and its stop at h = 1.0 (``stop_at_score``).
+:func:`run_on_engine` writes the starting workspace
 (``library_seed``: the library's best harness) into the run and runs
 :class:`~ratchet.evolve.loop.Engine` on it; with :func:`heldout_options` the legality suite's
 report stage runs in the engine on the best harness what follows the dedicated search (the
@@ -48,6 +49,7 @@ from ratchet.autoharness.library import HarnessLibrary
 from ratchet.envs.harness.protocol import ProtocolConfig
 from ratchet.envs.harness.runtime import RuntimeFactory
 from ratchet.contracts import FORMAT_VERSION, Model
+from ratchet.envs.harness.failure_types import FailureType
 from ratchet.envs import harnesslib
 from ratchet.envs.registry import env_factory_for
 from ratchet.evolve.config import EvolveConfig
@@ -115,7 +117,8 @@ def engine_config(cfg: AutoHarnessConfig, workspace: Path, description: str = ""
     critic: dict[str, Any] = {
         "surface": "harness.py", "max_failures_shown": cfg.max_failures_shown, "refiner": HARNESS_REFINER,
         "refiner_options": refiner, "max_tokens": cfg.max_new_tokens, "temperature": cfg.first_temperature,
-        "samples": 1, "grammar": on("grammar"), "hotter_retry": 0.3 if on("novelty") else 0.0}
+        "samples": 1, "grammar": on("grammar"), "hotter_retry": 0.3 if on("novelty") else 0.0,
+        "hide_failure_types": [t.value for t in cfg.hide_failure_types]}
     explored = {"game": cfg.env, "description": description, "seeds": search,
                 "transitions_per_seed": cfg.transitions_per_seed, "call_timeout_s": cfg.call_timeout_s}
     if on("scaffold"):
@@ -123,8 +126,9 @@ def engine_config(cfg: AutoHarnessConfig, workspace: Path, description: str = ""
                       # The grammar forces a reply that opens a ```python block, which a continuation must not.
                       refiner_options={**explored, "body_only": ideas.body_prefix and not ideas.grammar, "long_only": True,
                                        "short_examples": ideas.short_examples, "aliases": ideas.aliases,
-                                       # as the search's scaffold shows a node's wrong states first
-                                       "counterexamples": 2})
+                                       # as the search's scaffold shows a node's wrong states first: wrong legal
+                                       # lists, none shown while illegal moves are hidden
+                                       "counterexamples": 0 if FailureType.ILLEGAL_MOVE in cfg.hide_failure_types else 2})
         if ideas.whole_fallback:
             critic.update(fallback_refiner=HARNESS_REFINER, fallback_refiner_options=refiner)
     elif ratchet:

@@ -230,5 +230,6 @@ def harness_prompt(*, game: str, description: str, mode: str, code: str, failure
     if error_summary:
         sections.append("Error types: " + error_summary)
     target = {"both": "both functions", "propose_action": "propose_action", "is_legal_action": "is_legal_action"}[refine]
-    sections.append(f"Fix {target} so these steps succeed. Return the complete code.")
+    ask = f"Fix {target} so these steps succeed." if failures else f"Make {target} right for this game."  # none shown
+    sections.append(ask + " Return the complete code.")
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n\n".join(sections)}]

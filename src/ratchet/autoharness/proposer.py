@@ -11,6 +11,7 @@ and reads the reply) with three of the search's ideas, each an option:
   to repeat it, and does not use up one of the step's samples (as in the search: up to ``samples``
   repeats a step; past them a repeat counts as an unusable sample). The engine's
   ``static.novelty`` drops twins of archived programs besides.
+- ``hide_failure_types``: those types' failures never shown (``HiddenTypes``; no repeat note with ``no_change``).
 - ``fit_context``: a request that, with its reply's ``max_tokens``, does not fit the model's
   context window (``models.request.context_window``; a model that does not say is never cut)
   shows fewer failed steps, down to none, as the search gives those up first; when even that does
@@ -23,6 +24,7 @@ from typing import Any
 
 from pydantic import Field
 
+from ratchet.envs.harness.failure_types import FailureType, HiddenTypes, TypeNames
 from ratchet.autoharness.refine import Restartable
 from ratchet.contracts import ArchiveView, Candidate, Failure, Message, Proposal, RatchetError, Skip
 from ratchet.envs.answers import CODE_BLOCK_GRAMMAR
@@ -33,6 +35,7 @@ from ratchet.evolve.proposers.critic import (
     ExplainingRefiner,
     Refiner,
     ScreeningRefiner,
+    with_note,
 )
 from ratchet.evolve.proposers.mutation import normalized
 from ratchet.evolve.proposers.parsing import closed
@@ -54,6 +57,8 @@ class HarnessRefinerOptions(CriticRefinerOptions):
     ``novelty`` idea's retry: 0.3); 0 asks every sample alike."""
     fit_context: bool = True
     """Cut the failed steps a request shows until it and its reply fit the model's context window."""
+    hide_failure_types: TypeNames = Field(default_factory=list)
+    """Failure types the requests never show (``AutoHarnessConfig.hide_failure_types``)."""
 
 
 class _Asking:
@@ -106,6 +111,7 @@ class HarnessRefinerProposer(CriticRefinerProposer):
 
     def __init__(self, options: HarnessRefinerOptions, ctx: EngineContext) -> None:
         super().__init__(options, ctx)
+        self.evidence = HiddenTypes(options.hide_failure_types)
         self.refiner = asking(self.refiner, self)
         self.fallback = asking(self.fallback, self)
         self.repeats = 0
@@ -173,10 +179,8 @@ class HarnessRefinerProposer(CriticRefinerProposer):
         temperature = self.options.temperature
         if self.repeats:
             temperature = min(1.3, temperature + self.options.hotter_retry * self.repeats)
-            # The user's request gets the note, not an assistant prefix that the reply continues.
-            last = max(i for i, m in enumerate(messages) if m.get("role") == "user")
-            messages = [*messages[:last], {**messages[last], "content": messages[last]["content"] + REPEAT_NOTE},
-                        *messages[last + 1:]]
+            if FailureType.NO_CHANGE not in self.options.hide_failure_types:  # the note shows a no_change failure
+                messages = with_note(messages, REPEAT_NOTE)  # the user's request's end, not an assistant prefix
         extra = {"grammar": CODE_BLOCK_GRAMMAR} if self.options.grammar else {}
         completion = self.ctx.model.complete(messages, temperature=temperature, max_tokens=self.options.max_tokens,
                                              seed=seed, **extra)

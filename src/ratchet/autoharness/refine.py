@@ -68,7 +68,8 @@ def check_signatures(code: str) -> str | None:
 
 class HarnessRefiner:
     """The paper's refinement request for a harness (``ratchet.evolve.proposers.critic.Refiner``):
-    the function the shown failures blame (:func:`which_to_refine`), the reply's code completed
+    the function the shown failures blame (:func:`which_to_refine`; both when none is shown: no
+    failure points at one), the reply's code completed
     from the parent where it leaves one of the two functions out, refused unless it parses; a reply
     that redefines none of the parent's functions is judged as written (and scores 0 with the
     missing functions named)."""
@@ -85,7 +86,7 @@ class HarnessRefiner:
     def request(self, code: str, shown: list[Failure], pool: list[Failure]) -> list[Message]:
         board = next((f.detail["board"] for f in shown if f.detail.get("board")), None) if self.helper_library else None
         return harness_prompt(game=self.game, description=self.description, mode=self.mode, code=code, failures=shown,
-                              refine=which_to_refine(shown), error_summary=summarize(pool),
+                              refine=which_to_refine(shown) if shown else "both", error_summary=summarize(pool),
                               helper_library=self.helper_library, few_shot=self.few_shot, sample_board=board)
 
     def new_code(self, reply: str, code: str) -> tuple[str | None, str]:

@@ -45,7 +45,9 @@ class CurriculumConfig(Settings):
     search: AutoHarnessConfig = Field(default_factory=default_search)
     """Every search's settings; ``env``, ``model`` and ``rng_seed`` are set per search, and the rules
     fitted without a model (``ideas.induce``) and the library seed are switched off: the model's own
-    code is what is measured and trained on."""
+    code is what is measured and trained on. ``hide_failure_types`` is the curriculum's to set (a
+    training search hides the types the last round left to the weights; a held-out search none),
+    so naming it here is refused."""
     trainer: TrainerConfig = Field(default_factory=default_trainer)
     """The training loop's settings (``model`` is set from ``model``)."""
     gate_alpha: float = Field(default=0.05, gt=0, lt=1)
@@ -68,6 +70,14 @@ class CurriculumConfig(Settings):
         if isinstance(value, dict):
             base = (default_search() if info.field_name == "search" else default_trainer()).model_dump()
             return _merged(base, value)
+        return value
+
+    @field_validator("search")
+    @classmethod
+    def _hiding_is_the_policy_s(cls, value: AutoHarnessConfig) -> AutoHarnessConfig:
+        if value.hide_failure_types:
+            raise ValueError("search.hide_failure_types is set per round by the feedback policy (the types it "
+                             "left to the weights); use feedback.policy / feedback.by_type instead")
         return value
 
     @field_validator("model")

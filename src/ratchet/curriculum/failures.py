@@ -19,86 +19,29 @@ evaluator's own fields, never by reading the model's reply:
 Failure kinds (:class:`~ratchet.contracts.Failure`) map to types by :data:`KIND_TYPES`; where a
 sample has several, the one that blocks first wins (:data:`PRIORITY`: code that does not run shows
 no illegal moves). Kinds not listed are ``other``; h below 1 with no failure recorded is ``low_score``.
+The types and that mapping are the search's (:mod:`ratchet.envs.harness.failure_types`, re-exported
+here): the search hides types from its refiner by the same mapping (``hide_failure_types``).
 """
 
 from __future__ import annotations
 
-import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
+from ratchet.envs.harness.failure_types import (
+    KIND_TYPES,
+    MEANING,
+    PRIORITY,
+    FailureType,
+    finding_kinds,
+    of_kinds,
+    of_reason,
+)
 from ratchet.evolve.archive import Archive
 from ratchet.evolve.proposers.critic import SAMPLES_FILE, code_hash
 from ratchet.online.verdicts import request_hash, turn_id
-
-
-class FailureType(StrEnum):
-    """Why a sample failed, in the order a harness meets them (:data:`PRIORITY`; :data:`MEANING`)."""
-
-    WRONG_FORMAT = "wrong_format"
-    NO_CHANGE = "no_change"
-    CODE_ERROR = "code_error"
-    TIMEOUT = "timeout"
-    ILLEGAL_MOVE = "illegal_move"
-    LOW_SCORE = "low_score"
-    OTHER = "other"
-
-
-#: What each type means, in words (the report's and the model policy's question).
-MEANING: Mapping[FailureType, str] = {
-    FailureType.WRONG_FORMAT: "the reply held no code to run",
-    FailureType.NO_CHANGE: "the code repeats the parent's or an earlier attempt's: nothing new was proposed",
-    FailureType.CODE_ERROR: "the code does not load or raises when called (syntax, a missing function, an exception)",
-    FailureType.TIMEOUT: "the code ran past its time limit",
-    FailureType.ILLEGAL_MOVE: "the harness's legality is wrong: it accepts a move the game refuses, refuses a legal "
-                              "one, lists the wrong moves, or the game rejected the move it chose",
-    FailureType.LOW_SCORE: "the code ran and played legally but lost or scored below 1",
-    FailureType.OTHER: "a failure of a kind this table does not name",
-}
-
-#: Which type blocks first, when a sample's evaluation recorded failures of several.
-PRIORITY: tuple[FailureType, ...] = tuple(FailureType)
-
-#: Failure kinds (as the evaluators write them) to types.
-KIND_TYPES: Mapping[str, FailureType] = {
-    "code_error": FailureType.CODE_ERROR, "exception": FailureType.CODE_ERROR,
-    "invalid_harness": FailureType.CODE_ERROR, "static_check": FailureType.CODE_ERROR,
-    "timeout": FailureType.TIMEOUT,
-    "illegal_action": FailureType.ILLEGAL_MOVE, "rejected_by_env": FailureType.ILLEGAL_MOVE,
-    "false_accept": FailureType.ILLEGAL_MOVE, "false_reject": FailureType.ILLEGAL_MOVE,
-    "wrong_legal_actions": FailureType.ILLEGAL_MOVE,
-    "lost": FailureType.LOW_SCORE, "wrong_answer": FailureType.LOW_SCORE, "test_failed": FailureType.LOW_SCORE,
-}
-
-#: The refiners' reasons for an unusable reply that are not code errors (``refine.new_code``,
-#: ``CriticRefinerProposer``, ``proposer._Asking``): the start of the reason as they write it.
-_REASONS: tuple[tuple[str, FailureType], ...] = (
-    ("no code in the reply", FailureType.WRONG_FORMAT),
-    ("the refined ", FailureType.NO_CHANGE),  # "... is identical to the parent's"
-    ("the same code as an earlier sample", FailureType.NO_CHANGE),
-    ("a repeat of a program already tried", FailureType.NO_CHANGE),
-)
-#: The counts ``critic.screen_findings`` writes before its example: "3× false_accept, 1× code_error; …".
-_FINDING = re.compile(r"(\d+)× ([a-z_]+)")
-
-
-def of_kinds(kinds: Iterable[str]) -> FailureType:
-    """The type of a sample whose evaluation recorded failures of ``kinds`` (none: ``low_score``)."""
-    found = {KIND_TYPES.get(k, FailureType.OTHER) for k in kinds}
-    return next((t for t in PRIORITY if t in found), FailureType.LOW_SCORE)
-
-
-def of_reason(reason: str) -> FailureType:
-    """The type of a sample the refiner found unusable, from its recorded reason."""
-    return next((t for start, t in _REASONS if reason.startswith(start)), FailureType.CODE_ERROR)
-
-
-def finding_kinds(findings: str) -> list[str]:
-    """The failure kinds a screen's ``findings`` counted (the part before its example)."""
-    return [kind for _, kind in _FINDING.findall(findings.split(";", 1)[0])]
 
 
 @dataclass(frozen=True)

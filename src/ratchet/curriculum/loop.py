@@ -4,8 +4,9 @@ their samples trained on, the new version judged on the held-out games, promoted
 Everything is in the store as it happens (``curriculum/state.json`` in the curriculum's run,
 written atomically after every step): each search's run id as it starts and its result as it ends,
 the round's failures by type and the feedback policy's decision per type (before anything is fed,
-so a resumed round feeds as it decided), the samples fed, the version each round published and the
-games gate's decision. Each search is a
+so a resumed round feeds as it decided), the types the round's training searches hide from their
+refiner (``hidden``: those the last round left to the weights, fixed when the round begins),
+the samples fed, the version each round published and the games gate's decision. Each search is a
 run of its own in the same store; the queue and the versions are the run's ``online/``. A killed
 curriculum resumes where it stopped: a search started is resumed by the engine, a finished one read,
 a feed done again adds nothing, a version published while the state had not recorded it is found
@@ -23,7 +24,7 @@ from ratchet.curriculum import gate
 from ratchet.curriculum.config import CurriculumConfig
 from ratchet.curriculum.failures import counts, typed_samples
 from ratchet.curriculum.games import check_playable, split
-from ratchet.curriculum.policy import Action, make_policy
+from ratchet.curriculum.policy import Action, left_to_weights, make_policy
 from ratchet.curriculum.searches import SearchModels, run_search, search_config
 from ratchet.curriculum.training import Training
 from ratchet.online.status import VERSIONS_NAME, online_dir
@@ -63,8 +64,10 @@ class Curriculum:
 
     # -------------------------------------------------------------------------------- searches
 
-    def _search(self, slot: dict[str, Any], version: int, game: str, seed: int, role: str) -> dict[str, Any]:
-        """The result of one search, recorded in ``slot`` (a dict of the state) as it starts and ends."""
+    def _search(self, slot: dict[str, Any], version: int, game: str, seed: int, role: str,
+                hidden: list[str] | None = None) -> dict[str, Any]:
+        """The result of one search, recorded in ``slot`` (a dict of the state) as it starts and ends;
+        ``hidden``: the failure types its refiner is not shown, recorded with it (a training search's)."""
         k = key(game, seed)
         entry = slot.setdefault(k, {})
         if "result" in entry:
@@ -72,9 +75,14 @@ class Curriculum:
 
         def started(run_id: str) -> None:
             entry["run_id"] = run_id
+            if hidden is not None:
+                entry["hidden"] = hidden
             self._save()
 
-        cfg = search_config(self.config.search, game, seed, self.models.spec(version), Path(self.run.dir) / "library")
+        # A search started before a kill goes on with the setting it started with (its run's config, read
+        # by run_search); the entry's copy says so too.
+        hide = entry.get("hidden", hidden or [])
+        cfg = search_config(self.config.search, game, seed, self.models.spec(version), Path(self.run.dir) / "library", hide)
         resumed = " (resumed)" if entry.get("run_id") else ""
         result = run_search(self.store, cfg, lambda: self.models(version), run_id=entry.get("run_id"),
                             name=f"{role}-{game}-v{version}-s{seed}", started=started, runtime_factory=self.runtime_factory)
@@ -99,7 +107,11 @@ class Curriculum:
     def _round(self, number: int) -> dict[str, Any]:
         rounds = self.state["rounds"]
         if len(rounds) <= number:
-            rounds.append({"round": number, "incumbent": self.versions.current_number(), "train": {}, "failures": None,
+            # The types the last round left to the weights: this round's training searches do not
+            # show them to the refiner, so only a weight update can remove them. Recorded once, here.
+            hidden = left_to_weights(rounds[number - 1].get("decisions")) if number else []
+            rounds.append({"round": number, "incumbent": self.versions.current_number(), "hidden": hidden,
+                           "train": {}, "failures": None,
                            "samples": None, "decisions": None, "fed": None, "withheld": None,
                            "versions_before": None, "version": None, "training": None, "gate": None})
             self._save()
@@ -131,10 +143,12 @@ class Curriculum:
                      f"{len(self.state['heldout_games'])} games x {len(self.config.heldout_seeds)} seeds")
             self.heldout(incumbent)
             seeds = [number * self.config.train_seeds + i for i in range(self.config.train_seeds)]
-            self.say(f"round {number + 1}: v{incumbent} searches {len(self.state['train_games'])} training games, seeds {seeds}")
+            hidden = r.get("hidden") or []  # a round recorded before the setting hid nothing
+            self.say(f"round {number + 1}: v{incumbent} searches {len(self.state['train_games'])} training games, seeds {seeds}"
+                     + (f", hiding {', '.join(hidden)} from the refiner (left to the weights)" if hidden else ""))
             for game in self.state["train_games"]:
                 for seed in seeds:
-                    self._search(r["train"], incumbent, game, seed, "train")
+                    self._search(r["train"], incumbent, game, seed, "train", hidden)
             if r["fed"] is None:
                 runs = [self.store.open_run(e["run_id"]) for e in r["train"].values()]
                 if r.get("decisions") is None:  # decided once: a resumed round feeds as it decided

@@ -1,13 +1,21 @@
 """The feedback policy: per failure type of a round's training searches, whether the next step is a
 harness edit, a weight update or both.
 
-The curriculum consults it once per round, after the training searches and before feeding: the
-failed samples of a type whose action is ``harness`` are not fed to the trainer (the harness loop
-alone is left to remove them); ``weights`` and ``both`` feed them. The searches take no hint of
-what to fix (``AutoHarnessConfig`` has no such setting), so a type's action is recorded, and the
-report's table says whether the type went down in the next round's searches, but ``weights``
-does not yet keep the next searches from editing the harness for it: routing to the trainer is
-the whole effect today.
+The curriculum consults it once per round, after the training searches and before feeding. An
+action acts on both loops:
+
+* ``harness``: the type's failed samples are not fed to the trainer; the next round's searches
+  show the type to their refiner. The harness loop alone is left to remove it.
+* ``weights``: the samples are fed; the next round's training searches hide the type from their
+  refiner (``AutoHarnessConfig.hide_failure_types``: not in a request, its summary, its
+  counterexamples or the choice of function to fix; still scored). The weights alone are left to
+  remove it.
+* ``both``: fed, and shown to the next round's refiner.
+
+So the report's per-type table ("which step removed them") separates the loops: a type decided
+``weights`` that went down did so without the refiner being shown it (the search's gate still
+rewards a child that removes it by chance: hiding takes the evidence away, not the pressure).
+Held-out searches hide nothing (every version is measured alike).
 
 Strategies (``feedback.policy``): ``both`` (every failure to both loops, as before there was a
 policy), ``harness``, ``weights``, ``by_type`` (a fixed mapping) and ``model`` (the proposer model
@@ -25,7 +33,7 @@ from pydantic import Field
 
 from ratchet.config import Settings
 from ratchet.contracts import Model, RatchetError
-from ratchet.curriculum.failures import MEANING, FailureType
+from ratchet.curriculum.failures import MEANING, PRIORITY, FailureType
 
 
 class Action(StrEnum):
@@ -34,9 +42,9 @@ class Action(StrEnum):
     HARNESS = "harness"
     """A harness edit only: the type's samples are not fed to the trainer."""
     WEIGHTS = "weights"
-    """A weight update only: the type's samples are fed."""
+    """A weight update only: the type's samples are fed, and hidden from the next round's refiner."""
     BOTH = "both"
-    """Both loops: fed, and the searches go on editing the harness."""
+    """Both loops: fed, and shown to the next round's refiner."""
 
 
 #: The grammar of the model strategy's answer (GBNF): one of the actions, nothing else.
@@ -106,8 +114,9 @@ def question(failure: FailureType, count: int, samples: int) -> list[dict[str, s
     return [{"role": "user", "content": (
         f"You wrote game-playing harness code. Of your {samples} attempts this round, {count} failed this way: "
         f"{failure.value} ({MEANING[failure]}).\n"
-        "What should fix it next: 'harness' (the search edits the code again), 'weights' (your weights are "
-        "trained on these attempts) or 'both'? Answer with one word: harness, weights or both.")}]
+        "What should fix it next: 'harness' (the search edits the code again, shown these failures), 'weights' "
+        "(your weights are trained on these attempts; the search no longer shows you these failures) or 'both'? "
+        "Answer with one word: harness, weights or both.")}]
 
 
 def parse_answer(text: str) -> Action | None:
@@ -141,6 +150,14 @@ class AskModel:
         return out
 
 
+def left_to_weights(decisions: Mapping[str, Mapping[str, Any]] | None) -> list[str]:
+    """The types a round's ``decisions`` (as recorded) left to the weights alone, in
+    :data:`~ratchet.envs.harness.failure_types.PRIORITY` order: the next round's training searches
+    hide them from the refiner (``hide_failure_types``)."""
+    weights = {t for t, d in (decisions or {}).items() if d.get("action") == Action.WEIGHTS}
+    return [t.value for t in PRIORITY if t.value in weights]
+
+
 def make_policy(config: FeedbackConfig, model: Callable[[], Model]) -> FeedbackPolicy:
     """The strategy ``config`` names; ``model`` gives the proposer model (asked only by ``model``)."""
     if config.policy == "by_type":
@@ -151,4 +168,4 @@ def make_policy(config: FeedbackConfig, model: Callable[[], Model]) -> FeedbackP
 
 
 __all__ = ["ANSWER_GRAMMAR", "Action", "AskModel", "ByType", "Decision", "FeedbackConfig", "FeedbackPolicy", "Fixed",
-           "make_policy", "parse_answer", "question"]
+           "left_to_weights", "make_policy", "parse_answer", "question"]

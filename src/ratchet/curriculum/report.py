@@ -44,8 +44,10 @@ def build(state: dict[str, Any], versions: Any) -> dict[str, Any]:
 
 def feedback_table(rounds: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per round and failure type: failed samples in the round's training searches, the feedback
-    policy's action, the count in the next round's (same games, the next seeds; None until they
-    ran) and whether it went down. A type first seen in the next round is listed with 0 before."""
+    policy's action, whether the next round's training searches showed the type to their refiner
+    (``shown_next``: False where the action was ``weights``, so only the update could remove it;
+    None until that round began), the count in the next round's (same games, the next seeds; None
+    until they ran) and whether it went down. A type first seen in the next round is listed with 0 before."""
     out = []
     for i, r in enumerate(rounds):
         before = r.get("failures")
@@ -58,6 +60,7 @@ def feedback_table(rounds: list[dict[str, Any]]) -> list[dict[str, Any]]:
             n_after = None if after is None else after.get(t, 0)
             out.append({"round": r["round"] + 1, "type": t, "before": before.get(t, 0), "samples": r.get("samples"),
                         "action": decision.get("action"), "by": decision.get("by"), "fallback": decision.get("fallback"),
+                        "shown_next": None if not nxt else t not in (nxt.get("hidden") or []),
                         "after": n_after, "next_samples": nxt.get("samples") if after is not None else None,
                         "down": None if n_after is None else n_after < before.get(t, 0)})
     return out
@@ -86,13 +89,17 @@ def markdown(report: dict[str, Any]) -> str:
                      f"{r['training'] or '–'} |")
     if report.get("feedback"):
         lines += ["", "## Failure types: which step removed them", "",
-                  "| round | failure type | failed samples (of all) | action (by) | next round's searches | went down |",
-                  "|---|---|---|---|---|---|"]
+                  "`weights`: fed to the update and hidden from the next round's refiner (only the weights were "
+                  "left to act); `harness`: shown to the refiner, not fed; `both`: shown and fed.", "",
+                  "| round | failure type | failed samples (of all) | action (by) | shown to the next refiner | "
+                  "next round's searches | went down |",
+                  "|---|---|---|---|---|---|---|"]
         for f in report["feedback"]:
             action = f"{f['action']} ({f['by']}{', ' + f['fallback'] if f['fallback'] else ''})" if f["action"] else "–"
             after = "–" if f["after"] is None else f"{f['after']}/{f['next_samples']}"
             down = "–" if f["down"] is None else "yes" if f["down"] else "no"
-            lines.append(f"| {f['round']} | {f['type']} | {f['before']}/{f['samples']} | {action} | {after} | {down} |")
+            shown = "–" if f.get("shown_next") is None else "yes" if f["shown_next"] else "no"
+            lines.append(f"| {f['round']} | {f['type']} | {f['before']}/{f['samples']} | {action} | {shown} | {after} | {down} |")
     return "\n".join(lines) + "\n"
 
 

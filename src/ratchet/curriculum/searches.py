@@ -7,7 +7,7 @@ where the engine stopped (:func:`run_search` with ``run_id``) and a finished one
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -49,11 +49,13 @@ class VersionedModels:
         return self._loaded[1]
 
 
-def search_config(template: AutoHarnessConfig, game: str, seed: int, spec: str, library: Path) -> AutoHarnessConfig:
+def search_config(template: AutoHarnessConfig, game: str, seed: int, spec: str, library: Path,
+                  hidden: Sequence[str] = ()) -> AutoHarnessConfig:
     """``template`` for one search: its game, seed and model; the rules fitted without a model and
-    the library seed off (the model's own code is measured), a library of the curriculum's own."""
+    the library seed off (the model's own code is measured), a library of the curriculum's own;
+    ``hidden``: the failure types its refiner is not shown (``hide_failure_types``)."""
     data = template.model_dump()
-    data.update(env=game, rng_seed=seed, model=spec, library_dir=str(library))
+    data.update(env=game, rng_seed=seed, model=spec, library_dir=str(library), hide_failure_types=list(hidden))
     data["ideas"] = {**data.get("ideas", {}), "induce": False, "library_seed": False}
     return AutoHarnessConfig.model_validate(data)
 

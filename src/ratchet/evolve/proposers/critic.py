@@ -8,7 +8,11 @@ occupied; 1× code_error: IndexError…") tells the refiner what kinds of mistak
 
 Failures are the archive's typed :class:`ratchet.contracts.Failure` (``detail`` holds what the
 domain adds: the board, the action…), so the same critic serves the search and the engine. The
-proposer's claim names the error types it was shown and predicts that their tasks flip.
+proposer's claim names the error types it was shown and predicts that their tasks flip. A
+configuration may hide some failures from the refiner (:class:`Evidence`): they leave the pool
+before it is sampled, so no request, summary or choice of what to fix sees them, while the
+evaluator still scored them; a parent whose every failure is hidden is asked for a higher score
+with no failure shown (:data:`NO_EVIDENCE_NOTE`).
 
 Every step's samples are kept, not only the one proposed: one record per step in the run's
 ``evolve/samples.jsonl`` (:data:`SAMPLES_FILE`) holds the request, and per sample its reply, a hash
@@ -139,6 +143,45 @@ def screen_findings(failures: Sequence[Failure]) -> str:
     return f"{counts}; for example, {where}{' '.join(first.message.split())[:240]}"
 
 
+@runtime_checkable
+class Evidence(Protocol):
+    """Which of what went wrong the refiner is shown: a configuration may keep some failures out
+    of every request (AutoHarness's ``hide_failure_types``) while the evaluator still scores them."""
+
+    def shows(self, failure: Failure) -> bool:
+        """Whether a failure of the parent (or of an earlier child) may appear in a request."""
+        ...
+
+    def shows_reason(self, reason: str) -> bool:
+        """Whether the reason an earlier reply was unusable may appear in a request."""
+        ...
+
+
+class AllEvidence:
+    """Every failure and every reason shown (the critic's default)."""
+
+    def shows(self, failure: Failure) -> bool:
+        return True
+
+    def shows_reason(self, reason: str) -> bool:
+        return True
+
+
+#: What a request says when the parent failed but every failure it has is hidden (:class:`Evidence`):
+#: the refiner is asked to raise the score with no failure to go on.
+NO_EVIDENCE_NOTE = ("\n\nNo failure of this code is shown to you. Improve it anyway so that it scores higher: "
+                    "check it against the task and fix whatever you find wrong.")
+
+
+def with_note(messages: list[Message], note: str) -> list[Message]:
+    """``messages`` with ``note`` at the end of the last user message (a request that ends in an
+    assistant prefix keeps it last)."""
+    last = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=None)
+    if last is None:
+        return messages
+    return [*messages[:last], {**messages[last], "content": messages[last]["content"] + note}, *messages[last + 1:]]
+
+
 @dataclass(frozen=True)
 class PreviousReply:
     """What was wrong with a proposer's previous reply for one parent, read from the archive (so a
@@ -152,17 +195,16 @@ class PreviousReply:
     def told(self, messages: list[Message]) -> list[Message]:
         """``messages`` with the problem said at the end of the last user message (a request that
         ends in an assistant prefix keeps it last)."""
-        note = (f"\n\nYour previous reply to this request was unusable: {' '.join(self.problem.split())[:400]}. "
-                "Do not repeat that mistake.")
-        last = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=None)
-        if last is None:
-            return messages
-        return [*messages[:last], {**messages[last], "content": messages[last]["content"] + note}, *messages[last + 1:]]
+        return with_note(messages, f"\n\nYour previous reply to this request was unusable: "
+                                   f"{' '.join(self.problem.split())[:400]}. Do not repeat that mistake.")
 
     @classmethod
-    def of(cls, archive: ArchiveView, proposer: str, parent_id: str, splits: Sequence[str]) -> PreviousReply | None:
+    def of(cls, archive: ArchiveView, proposer: str, parent_id: str, splits: Sequence[str],
+           evidence: Evidence | None = None) -> PreviousReply | None:
         """The problem with ``proposer``'s latest reply for ``parent_id``; None when it had none
-        (its child scored above 0 somewhere) or there was no reply yet."""
+        (its child scored above 0 somewhere) or there was no reply yet, or when ``evidence`` hides
+        it (the step's reason, or every failure of the child that scored 0)."""
+        evidence = evidence or AllEvidence()
         # A step that asked nothing (a request that could not be built) had no reply to be told of.
         skipped = next((r for r in archive.unusable() if r.get("parent") == parent_id and r.get("proposer") == proposer
                         and r.get("model_calls", 0) > 0), None)
@@ -170,13 +212,17 @@ class PreviousReply:
         child = made[-1] if made else None
         child_step = -1 if child is None else int(child.meta.get("step", -1))
         if skipped is not None and int(skipped["step"]) > child_step:
-            return cls(int(skipped["step"]), str(skipped["reason"]))
+            reason = str(skipped["reason"])
+            return cls(int(skipped["step"]), reason) if evidence.shows_reason(reason) else None
         if child is None:
             return None
         results = [r for split in splits for r in archive.results(child.id, split)]
         if not results or any(r.score > 0 for r in results):
             return None
-        found = summarize([f for r in results for f in r.failures])
+        failures = [f for r in results for f in r.failures]
+        if failures and not any(evidence.shows(f) for f in failures):
+            return None
+        found = summarize([f for f in failures if evidence.shows(f)])
         return cls(child_step, f"its code scored 0 on every task ({found})" if found else "its code scored 0 on every task")
 
 
@@ -194,6 +240,8 @@ class CriticRefinerProposer(ModelProposer):
                                         if options.refiner else ctx.extra.get("refiner"))
         self.fallback: Refiner | None = (self._refiner(options.fallback_refiner, options.fallback_refiner_options,
                                                        "fallback_refiner") if options.fallback_refiner else None)
+        #: Which failures the requests may show (a subclass may keep some out; all by default).
+        self.evidence: Evidence = AllEvidence()
         #: Climbs each screened sample by its fix and single-point mutants before the step ranks them.
         self.repair: SampleRepair | None = SampleRepair(options.repair) if options.repair is not None else None
 
@@ -220,7 +268,10 @@ class CriticRefinerProposer(ModelProposer):
         (refiner, which), surface = self.refiner_for(parent, archive), self.options.surface
         if refiner is None or surface not in parent.files:
             return self.skip(parent, "no refiner in the run's context" if refiner is None else f"the parent has no {surface}")
-        pool = [f if f.task_id else replace(f, task_id=r.task_id) for r in self.results(archive, parent.id) for f in r.failures]
+        every = [f if f.task_id else replace(f, task_id=r.task_id) for r in self.results(archive, parent.id) for f in r.failures]
+        # Hidden failures leave the pool before anything is drawn from it: not shown, not summed
+        # up, not a reason to pick one function over another; the evaluator still scored them.
+        pool = [f for f in every if self.evidence.shows(f)]
         shown = sample_failures(pool, rng, self.options.max_failures_shown)
         old = parent.files[surface]
         try:
@@ -236,8 +287,10 @@ class CriticRefinerProposer(ModelProposer):
             # when the selector spreads its steps over parents (measured: Bandit, 14 of 40 steps).
             refiner, which = self.fallback, "fallback"
             messages = refiner.request(old, shown, pool)
-        previous = (PreviousReply.of(archive, self.name, parent.id, tuple(dict.fromkeys((self.options.split, "heldin"))))
-                    if self.options.tell_previous_reply else None)
+        if every and not pool:
+            messages = with_note(messages, NO_EVIDENCE_NOTE)
+        previous = (PreviousReply.of(archive, self.name, parent.id, tuple(dict.fromkeys((self.options.split, "heldin"))),
+                                     self.evidence) if self.options.tell_previous_reply else None)
         if previous is not None:
             messages = previous.told(messages)
         screen = refiner.screen if isinstance(refiner, ScreeningRefiner) else None
@@ -295,7 +348,8 @@ class CriticRefinerProposer(ModelProposer):
             return self.skip(parent, "; ".join(dict.fromkeys(reasons)), reply=reply)
         _, code = max(usable, key=lambda sample: sample[0])  # the first of the best: max keeps the first
         self._record_samples(parent, surface, which, messages, samples, code_hash(code))
-        claim = Claim(target=summarize(shown) or "(the parent recorded no failure)",
+        claim = Claim(target=summarize(shown) or ("(every failure of the parent hidden from the refiner)" if every
+                                                  else "(the parent recorded no failure)"),
                       predicted_flips=tuple(dict.fromkeys(f.task_id for f in shown)))
         screened = ({"screened": [round(s, 4) for s, _ in usable]}
                     if screen is not None and (self.options.samples > 1 or self.repair is not None) else {})
