@@ -339,8 +339,8 @@ class OperatorProposer(WorkflowProposer):
             refused = "\n".join(f"- {p}" for p in asked_again)
             messages = [*first[:-1], {**first[-1], "content": first[-1]["content"] + "\n\n## Answers not usable "
                                       f"(answer a different plan)\n{refused}"}]
-        if spec is None:
-            return self.skip(parent, problem or "no spec", reply=reply)
+        if spec is None or problem is not None:  # out of retries: the last answer's problem
+            return self.skip(parent, problem or "no spec", reply=reply, asked_again=asked_again)
         compiled = self.menu.compile(spec)
         compiled[self.options.surface] = compiled.pop("workflow.py")
         files = {k: v for k, v in compiled.items() if parent.files.get(k) != v}
