@@ -116,7 +116,7 @@ class GamesDomain:
             "score": "reward", "workflow": config.workflow.model_dump()}}
 
     def proposer_options(self, name: str) -> dict[str, Any]:
-        if name.endswith(":OperatorProposer"):
+        if name.endswith((":OperatorProposer", ":EditChoiceProposer")):
             return {"menu": "ratchet.workflows.movespec:MOVE_MENU"}
         if name.endswith(":AflowProposer"):
             return {"prompt": "aflow_moves.md"}

@@ -100,11 +100,14 @@ class HeadlineConfig(Settings):
     seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
     """The search's evaluation seeds (parent and child run on all of them)."""
     proposers: list[ComponentSpec] = Field(default_factory=lambda: [
-        ComponentSpec(name="ratchet.workflows.proposers:OperatorProposer", weight=3.0),
+        ComponentSpec(name="ratchet.workflows.edits:EditChoiceProposer", weight=3.0),
         ComponentSpec(name="ratchet.workflows.proposers:AflowProposer", weight=1.0)])
-    """The search's proposers; an operator proposer's ``max_model_calls`` is set to
+    """The search's proposers; an operator-level proposer's ``max_model_calls`` is set to
     ``workflow.max_model_calls``, and each gets its domain's options (games: the move menu, the
-    move prompt of the AFlow proposer) unless it sets them."""
+    move prompt of the AFlow proposer) unless it sets them. The edit-choice proposer, not the
+    whole-plan :class:`~ratchet.workflows.proposers.OperatorProposer`: asked for whole plans, the
+    1.5B answered one degenerate plan in nine of nine asks of a games search and the 0.5B the
+    prompt's example (``docs/workflows.md``)."""
     selector: ComponentSpec = Field(default_factory=lambda: ComponentSpec(
         name="ratchet.workflows.selection:SoftMixedSelector", options={"top_k": 6, "alpha": 0.2, "uniform_share": 0.3}))
     """The search's parent choice (AFlow's soft mixed-probability selection)."""
@@ -148,7 +151,7 @@ def search_config(config: HeadlineConfig) -> EvolveConfig:
     proposers = []
     for p in config.proposers:
         own = {**domain.proposer_options(p.name), **p.options}
-        if p.name.endswith(":OperatorProposer"):
+        if p.name.endswith((":OperatorProposer", ":EditChoiceProposer")):
             own = {"max_model_calls": cap, **own}
         proposers.append(p.model_copy(update={"options": own}) if own != p.options else p)
     gate: dict[str, Any] = {"alpha": 0.05}

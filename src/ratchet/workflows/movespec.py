@@ -157,5 +157,5 @@ def vote_spec(k: int, max_tokens: int | None = None) -> MoveSpec:
 
 MOVE_MENU = Menu(MOVE_STEP_MODELS, ("think", "sample"), parse_move_spec, compile_move_spec, "operator_moves.md",
                  step_calls=move_step_calls, max_steps=MoveSpec.model_fields["steps"].metadata[-1].max_length,
-                 required="sample")
+                 required="sample", edit_template="operator_moves_edit.md")
 """The move operators of :mod:`moveops` for one-player games (``menu: ratchet.workflows.movespec:MOVE_MENU``)."""

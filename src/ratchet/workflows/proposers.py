@@ -286,11 +286,7 @@ class OperatorProposer(WorkflowProposer):
         self.default_template = self.menu.template
 
     def parent_spec(self, parent: Candidate) -> str:
-        plan = plan_of(parent.files.get(self.options.surface, ""))
-        if plan is None:
-            return (f"(the parent's {self.options.surface} is hand-written code, not a spec; its code:)\n"
-                    + clip(parent.files.get(self.options.surface, "(missing)"), 3000))
-        return json.dumps({"name": "parent", "steps": plan})
+        return parent_spec(parent, self.options.surface)
 
     def ask_spec(self, messages: list[Message], rng: Any) -> str:
         """One model call, grammar-constrained unless disabled or refused by the model."""
@@ -354,10 +350,24 @@ class OperatorProposer(WorkflowProposer):
                              grammar=self.options.grammar and not self.grammar_refused, asked_again=asked_again)
 
     def tried_plans(self, archive: ArchiveView) -> list[list[dict[str, Any]]]:
-        """The plans of every candidate the run holds (whatever the gate said), by their steps: a
-        spec's name is not part of what it does."""
-        plans = (plan_of(c.files.get(self.options.surface, "")) for c in archive.candidates())
-        return [plan for plan in plans if plan is not None]
+        return tried_plans(archive, self.options.surface)
+
+
+def tried_plans(archive: ArchiveView, surface: str) -> list[list[dict[str, Any]]]:
+    """The plans of every candidate the archive shows (whatever the gate said), by their steps: a
+    spec's name is not part of what it does. Candidates proposed in the same round of steps are not
+    shown to each other (the engine's ``before_step``), so two of them can still be the same plan."""
+    plans = (plan_of(c.files.get(surface, "")) for c in archive.candidates())
+    return [plan for plan in plans if plan is not None]
+
+
+def parent_spec(parent: Candidate, surface: str) -> str:
+    """The parent's plan as the prompt shows it; a hand-written workflow as its code."""
+    plan = plan_of(parent.files.get(surface, ""))
+    if plan is None:
+        return (f"(the parent's {surface} is hand-written code, not a spec; its code:)\n"
+                + clip(parent.files.get(surface, "(missing)"), 3000))
+    return json.dumps({"name": "parent", "steps": plan})
 
 
 # ------------------------------------------------------------------------------ AFlow

@@ -223,8 +223,11 @@ class Menu:
     """Most steps of a plan (the spec model's own limit)."""
     required: str
     """An op every plan must hold (the one that makes candidates)."""
+    edit_template: str
+    """The packaged prompt of :class:`~ratchet.workflows.edits.EditChoiceProposer` for this domain."""
 
 
 CODE_MENU = Menu(STEP_MODELS, ("sample",), parse_spec, compile_spec, "operator.md", step_calls=code_step_calls,
-                 max_steps=WorkflowSpec.model_fields["steps"].metadata[-1].max_length, required="sample")
+                 max_steps=WorkflowSpec.model_fields["steps"].metadata[-1].max_length, required="sample",
+                 edit_template="operator_edit.md")
 """The code operators of :mod:`flowops` for HumanEval-style tasks (the operator proposer's default)."""
