@@ -23,8 +23,7 @@ from typing import Any
 
 from pydantic import Field
 
-from ratchet.contracts import ArchiveView, BudgetExceeded, Candidate, Claim, Proposal, RatchetError, Skip
-from ratchet.models.request import continued
+from ratchet.contracts import ArchiveView, Candidate, Claim, Proposal, RatchetError, Skip
 from ratchet.workflows.proposers import (
     WorkflowProposer,
     WorkflowProposerOptions,
@@ -140,24 +139,11 @@ class EditChoiceProposer(WorkflowProposer):
         super().__init__(options, ctx)
         self.menu = load_menu(options.menu)
         self.default_template = self.menu.edit_template
-        self.grammar_refused = False
 
     def ask_number(self, messages: list[dict[str, Any]], n: int, rng: Any) -> str:
         """One model call whose answer is one of 1..n (under a grammar unless disabled or refused)."""
-        if self.ctx.model is None or not self.options.grammar or self.grammar_refused:
-            return self.ask(messages, rng)  # raises the engine's "needs a model" error without one
-        seed = int(rng.random() * 2**31)
-        self.asks += 1
         grammar = "root ::= " + " | ".join(f'"{i}"' for i in range(1, n + 1)) + "\n"
-        try:
-            completion = self.ctx.model.complete(messages, temperature=self.options.temperature,
-                                                 max_tokens=self.options.max_tokens, seed=seed, grammar=grammar)
-        except BudgetExceeded:
-            raise
-        except RatchetError:
-            self.grammar_refused = True  # the backend cannot honour a grammar (contracts.Model)
-            return self.ask(messages, rng)
-        return continued(messages, completion.text)
+        return self.ask_under(messages, grammar if self.options.grammar else None, rng)
 
     def calls(self, plan: list[dict[str, Any]]) -> int:
         return int(self.menu.parse(json.dumps({"name": "x", "steps": plan}), None).max_model_calls())

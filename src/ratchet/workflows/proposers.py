@@ -205,6 +205,27 @@ class WorkflowProposer(ModelProposer):
         name = default or self.default_template
         return (PROMPTS / name).read_text(), f"package:workflows/{name}"
 
+    grammar_refused = False
+    """Set once the model refused a grammar: later asks go without one."""
+
+    def ask_under(self, messages: list[Message], grammar: str | None, rng: Any) -> str:
+        """One model call under ``grammar`` (a GBNF text; None: without), asked again without it when
+        the backend refuses grammars (as :class:`~ratchet.contracts.Model` requires it to say), and
+        without one from then on."""
+        if self.ctx.model is None or grammar is None or self.grammar_refused:
+            return self.ask(messages, rng)  # raises the engine's "needs a model" error without one
+        seed = int(rng.random() * 2**31)
+        self.asks += 1
+        try:
+            completion = self.ctx.model.complete(messages, temperature=self.options.temperature,
+                                                 max_tokens=self.options.max_tokens, seed=seed, grammar=grammar)
+        except BudgetExceeded:
+            raise
+        except RatchetError:
+            self.grammar_refused = True
+            return self.ask(messages, rng)
+        return continued(messages, completion.text)
+
     def successes_text(self, parent: Candidate, archive: ArchiveView) -> str:
         solved = sorted({r.task_id for r in self.results(archive, parent.id) if r.score >= 1.0})
         if not solved:
@@ -280,8 +301,6 @@ class OperatorProposer(WorkflowProposer):
 
     def __init__(self, options: OperatorOptions, ctx: Any) -> None:
         super().__init__(options, ctx)
-        self.grammar_refused = False
-        """Set once the model refused a grammar: later asks go without one."""
         self.menu = load_menu(options.menu)
         self.default_template = self.menu.template
 
@@ -290,22 +309,8 @@ class OperatorProposer(WorkflowProposer):
 
     def ask_spec(self, messages: list[Message], rng: Any) -> str:
         """One model call, grammar-constrained unless disabled or refused by the model."""
-        if self.ctx.model is None:
-            return self.ask(messages, rng)  # raises the engine's "needs a model" error
-        if not self.options.grammar or self.grammar_refused:
-            return self.ask(messages, rng)
-        seed = int(rng.random() * 2**31)
-        self.asks += 1
-        try:
-            completion = self.ctx.model.complete(messages, temperature=self.options.temperature,
-                                                 max_tokens=self.options.max_tokens, seed=seed,
-                                                 grammar=spec_grammar(self.options.max_model_calls, self.menu))
-        except BudgetExceeded:
-            raise
-        except RatchetError:
-            self.grammar_refused = True  # the backend says it cannot honour a grammar (contracts.Model)
-            return self.ask(messages, rng)
-        return continued(messages, completion.text)
+        return self.ask_under(messages, spec_grammar(self.options.max_model_calls, self.menu)
+                              if self.options.grammar else None, rng)
 
     def propose(self, parent: Candidate, archive: ArchiveView, rng: Any) -> Proposal | Skip:
         results = self.results(archive, parent.id)
