@@ -64,12 +64,33 @@ def test_served_messages_add_the_lessons_within_the_budget(tmp_path):
 def test_a_decided_judgement_teaches_the_playbook_and_an_undecided_one_does_not(tmp_path):
     path = tmp_path / "playbook.md"
     model = roles()
-    learner = TurnLearner(path, model, ServeContext(use_grammar=False))
+    learner = TurnLearner(path, model, ServeContext(use_grammar=False, lessons="reflector"))
     assert learner(turn(0), Judgement("t0", 0, [0], None, "hm", "rule")) is None and model.calls == []
     entry = learner(turn(1), Judgement("t1", -1, [-1], "say less", "no, just the code", "rule"))
     assert entry["score"] == 0.0 and [i.text for i in Playbook.load(path).items.values()] == [LESSON]
     prompt = model.calls[0]["messages"][-1]["content"]
     assert "sort list 1" in prompt and "no, just the code" in prompt and "say less" in prompt
+
+
+def test_by_default_a_correction_teaches_what_the_user_asked_in_their_words_and_nothing_else_does(tmp_path):
+    """``lessons: stated``: a hinted correction's hint is filed under ``user`` as it stands (no
+    model call, the name kept); a repeat folds into its item, not a second one (its helpful tag
+    refused: the item was shown and the reply still failed); praise, an undecided turn and a
+    correction the judge found no hint in teach nothing."""
+    path = tmp_path / "playbook.md"
+    model = roles()
+    learner = TurnLearner(path, model, ServeContext(use_grammar=False))
+    assert learner(turn(0), Judgement("t0", 1, [1], None, "perfect, thanks", "rule")) is None
+    assert learner(turn(1), Judgement("t1", -1, [-1], None, "meh", "rule")) is None
+    entry = learner(turn(2), Judgement("t2", -1, [-1], "Call me Noor, please.", "hm. Call me Noor, please.", "rule"))
+    assert entry["lesson"] == "Call me Noor, please." and entry["version"] == 1
+    again = learner(turn(3), Judgement("t3", -1, [-1], "  Call me Noor, please. ", "again: call me Noor, please.", "rule"))
+    [item] = Playbook.load(path).items.values()
+    assert (item.section, item.text, item.helpful, item.harmful) == ("user", "Call me Noor, please.", 0, 0)
+    assert len(again["duplicates"]) == 1 and again["tags_dropped"][0]["id"] == item.id
+    assert model.calls == []  # neither reflector nor curator was asked
+    served = served_messages([{"role": "user", "content": "what is a byte?"}], path, ServeContext())
+    assert "(user) Call me Noor, please." in served[0]["content"]
 
 
 def test_the_judge_loop_hands_each_judged_turn_to_the_learner(tmp_path):
@@ -79,7 +100,7 @@ def test_the_judge_loop_hands_each_judged_turn_to_the_learner(tmp_path):
         queue.set_next_state(f"t{i}", next_state)
     config = OnlineConfig(learn="binary", judge={"kind": "classifier"})  # not auto: never the 1.5B here
     config.judge.poll_s = 0.02
-    learner = TurnLearner(tmp_path / "playbook.md", roles(), ServeContext(use_grammar=False))
+    learner = TurnLearner(tmp_path / "playbook.md", roles(), ServeContext(use_grammar=False, lessons="reflector"))
     seen = []
 
     def observer(t, j):
@@ -138,18 +159,42 @@ def _two_items(path):
     book.save(path)
 
 
-def test_served_items_must_be_relevant_to_the_request_as_everywhere_else(tmp_path):
+def test_a_served_users_lessons_enter_every_request_and_a_least_relevance_scopes_them(tmp_path):
     path = tmp_path / "playbook.md"
     _two_items(path)
     messages = [{"role": "user", "content": "sort the list of numbers 3 1 2"}]
-    relevant = served_messages(messages, path, ServeContext(), BagOfWords())[0]["content"]
-    assert "Sort the list" in relevant and "Greet" not in relevant  # budget left, yet under min_relevance
-    # without an encoder (relevance: record) the greeting enters too, first for its record
+    # the default: what one user wants holds whatever they ask; relevance ranks, nothing is kept out
+    served = served_messages(messages, path, ServeContext(), BagOfWords())[0]["content"]
+    assert served.index("Sort the list") < served.index("Greet")
+    # a least relevance scopes items to related requests, as the task learners do
+    scoped = served_messages(messages, path, ServeContext(min_relevance=0.4), BagOfWords())[0]["content"]
+    assert "Sort the list" in scoped and "Greet" not in scoped  # budget left, yet under min_relevance
+    # without an encoder (relevance: record) the greeting comes first, for its record
     unscoped = served_messages(messages, path, ServeContext(relevance="record"))[0]["content"]
     assert unscoped.index("Greet") < unscoped.index("Sort the list")
-    # null min_relevance (ACE): relevance ranks, nothing is kept out
-    ace = served_messages(messages, path, ServeContext(min_relevance=None), BagOfWords())[0]["content"]
-    assert ace.index("Sort the list") < ace.index("Greet")
+
+
+def test_served_turns_are_learned_with_the_conversation_prompts(tmp_path):
+    """Serving asks for an instruction about the user that keeps their specifics; the task
+    learners' prompts (a general rule for tasks of the kind) stay theirs, and a prompts folder
+    still overrides either set file by file."""
+    from ratchet.context.config import ContextConfig
+    from ratchet.context.roles import Prompts
+
+    assert ServeContext().prompt_set == "conversation" and ContextConfig().prompt_set == "tasks"
+    model = roles()
+    TurnLearner(tmp_path / "playbook.md", model, ServeContext(use_grammar=False, lessons="reflector"))(
+        turn(1), Judgement("t1", -1, [-1], None, "call me Noor please", "rule"))
+    reflector_prompt = model.calls[0]["messages"][-1]["content"]
+    assert "kept exactly" in reflector_prompt and "call me Noor please" in reflector_prompt
+    assert "one user wants" in model.calls[1]["messages"][-1]["content"]  # the curator's
+    tasks, conversation = Prompts.load(), Prompts.load(None, "conversation")
+    assert "general rule for tasks of this kind" in tasks.reflector and tasks.reflector != conversation.reflector
+    assert conversation.generator == tasks.generator  # a role the set lacks comes from the task set
+    (tmp_path / "own").mkdir()
+    (tmp_path / "own" / "reflector.md").write_text("mine {task}")
+    own = Prompts.load(tmp_path / "own", "conversation")
+    assert own.reflector == "mine {task}" and own.curator == conversation.curator
 
 
 def test_the_serving_encoder_caches_the_latest_texts_only():
@@ -201,12 +246,14 @@ def test_serve_wires_both_halves_to_the_playbook_beside_its_queue_only_when_aske
     assert isinstance(learner.learner.embedder, FakeEncoder)  # the learner counts tags for what the server shows
     _two_items(learner.learner.path)
     served = _served_context(config, tmp_path)([{"role": "user", "content": "sort the list of numbers"}])
-    assert "Sort the list" in served[0]["content"] and "Greet" not in served[0]["content"]
+    text = served[0]["content"]
+    assert text.index("Sort the list") < text.index("Greet")  # ranked by the encoder's relevance
     assert FakeEncoder.built == ["all-minilm-l6-v2"] * 2  # one encoder in each process
     record = OnlineConfig.model_validate({"context": {"online": True, "model": "scripted:", "relevance": "record"}})
     assert make_turn_learner(record, tmp_path / "queue.db").learner.embedder is None
     served = _served_context(record, tmp_path)([{"role": "user", "content": "sort the list of numbers"}])
-    assert "Greet" in served[0]["content"] and len(FakeEncoder.built) == 2
+    text = served[0]["content"]
+    assert text.index("Greet") < text.index("Sort the list") and len(FakeEncoder.built) == 2  # by record
 
 
 def test_serving_with_training_off_still_judges_and_learns_the_playbook(tmp_path, monkeypatch):
@@ -218,7 +265,7 @@ def test_serving_with_training_off_still_judges_and_learns_the_playbook(tmp_path
     monkeypatch.setattr("ratchet.models.load_model", lambda spec, **_: roles())
     config = OnlineConfig.model_validate({"learn": "off", "judge": {"kind": "classifier", "poll_s": 0.02},
                                           "context": {"online": True, "model": "scripted:", "use_grammar": False,
-                                                      "relevance": "record"}})
+                                                      "relevance": "record", "lessons": "reflector"}})
     assert set(LocalLoops(config, tmp_path / "queue.db", tmp_path / "v").specs) == {"judge"}
     queue = TurnQueue(tmp_path / "queue.db")
     for i, next_state in enumerate(["thanks, perfect", "no, I meant the other one", "ok"]):

@@ -65,7 +65,8 @@ def test_the_trials_lowercase_rule_scoped_to_its_problem_enters_string_problems_
 
 @pytest.mark.real_model
 def test_a_served_request_gets_the_trials_rule_only_where_it_applies(embedder, tmp_path):
-    """``ratchet serve`` with ``relevance: encoder``: the same rule, learned on HumanEval/16, goes
+    """``ratchet serve`` with ``relevance: encoder`` and a least relevance (as for an agent's coding
+    tips; a user's preferences have none by default): the same rule, learned on HumanEval/16, goes
     into a flip_case request (/27) and stays out of has_close_elements (/0)."""
     from ratchet.context.online import ServeContext, served_messages
     from ratchet.context.playbook import origin_text
@@ -78,8 +79,8 @@ def test_a_served_request_gets_the_trials_rule_only_where_it_applies(embedder, t
     book.save(tmp_path / "playbook.md")
 
     def system(k):
-        out = served_messages([{"role": "user", "content": prompts[k]}], tmp_path / "playbook.md", ServeContext(),
-                              embedder)
+        out = served_messages([{"role": "user", "content": prompts[k]}], tmp_path / "playbook.md",
+                              ServeContext(min_relevance=0.4), embedder)
         return out[0]["content"] if out[0]["role"] == "system" else ""
 
     assert "lowercase" in system(27) and system(0) == ""

@@ -71,9 +71,16 @@ class ContextConfig(Settings):
     """Most characters of a trajectory shown to the reflector (the end is kept: outcomes are last)."""
     encoder: str = "all-minilm-l6-v2"
     """Catalog name of the sentence encoder used for relevance and de-duplication."""
+    prompt_set: Literal["tasks", "conversation"] = "tasks"
+    """The packaged prompts the files in ``prompts`` override. ``tasks``: an attempt at a task
+    with a grader (HumanEval, a game), its lesson a general rule for tasks of the kind.
+    ``conversation``: a served turn and the user's next message, its lesson an instruction about
+    how this user wants to be answered, their specifics (a name, a language) kept word for word:
+    the task prompts ask for a general rule, and a general rule drops exactly what a user said
+    (the 1.5B learned "Always use your name when greeting someone" from "call me Noor")."""
     prompts: Path | None = None
-    """Directory of prompt files (generator.md, reflector.md, curator.md) overriding the defaults
-    file by file: the editable surfaces."""
+    """Directory of prompt files (generator.md, reflector.md, curator.md) overriding the packaged
+    ones of ``prompt_set`` file by file: the editable surfaces."""
 
     @classmethod
     def stored(cls, data: dict[str, Any]) -> ContextConfig:

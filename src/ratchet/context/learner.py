@@ -17,6 +17,7 @@ from typing import Any
 from ratchet.context.budget import select
 from ratchet.context.config import ContextConfig
 from ratchet.context.history import PlaybookHistory
+from ratchet.context.operations import Add
 from ratchet.context.playbook import Playbook
 from ratchet.context.roles import playbook_tokens
 from ratchet.context.similarity import Embedder
@@ -39,6 +40,10 @@ class Trajectory:
     can say anything about: only they get the reflector's helpful/harmful tags. None: the items the
     learner selects for the task now (an attempt just made with this playbook, ``observe``); empty:
     none (an attempt stored before the playbook existed, as offline learning reads them)."""
+    stated: Add | None = None
+    """A lesson the evidence already states (a served turn's correction, in the user's words), as
+    the ADD that files it: applied as it stands, no reflector or curator asked. None: the reflector
+    reads the trace and the curator files its lesson."""
 
 
 @dataclass
@@ -74,12 +79,13 @@ class ContextLearner:
             self.playbook = self.history.load(recorded)  # killed after recording, before saving the file
 
     def observe(self, task: str, trajectory: str, outcome: float, *, trajectory_id: str = "",
-                shown: frozenset[str] | None = None) -> dict[str, Any]:
+                shown: frozenset[str] | None = None, stated: Add | None = None) -> dict[str, Any]:
         """Learn from one finished attempt (the online call); ``shown``: the ids of the items its
-        prompt held, when the caller knows them (None: those the learner selects for the task now).
-        Returns the step's history entry."""
+        prompt held, when the caller knows them (None: those the learner selects for the task now);
+        ``stated``: a lesson the evidence states (:attr:`Trajectory.stated`). Returns the step's
+        history entry."""
         return self.learn_one(Trajectory(trajectory_id or f"t{self.stats.steps + 1}", task, trajectory, outcome,
-                                         shown=shown))
+                                         shown=shown, stated=stated))
 
     def learn(self, trajectories: Iterable[Trajectory]) -> LearnStats:
         """Learn from stored attempts in order (offline). Trajectories already in this run's
@@ -97,7 +103,7 @@ class ContextLearner:
         chosen += [item for key, item in self.playbook.items.items() if t.shown and key in t.shown and item not in chosen]
         shown = {i.id for i in chosen} if t.shown is None else t.shown
         step = self.step.run(self.playbook, task=t.task, trace=t.trace, score=t.score, chosen=chosen, shown=shown,
-                             source=t.id, origin=t.task)
+                             source=t.id, origin=t.task, stated=t.stated)
         book = self.playbook = step.playbook
         reflection, curation = step.reflection, step.curation
         s = self.stats

@@ -24,9 +24,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from pydantic import Field
+
 from ratchet.context.budget import select
 from ratchet.context.config import ContextConfig
 from ratchet.context.learner import ContextLearner
+from ratchet.context.operations import Add
 from ratchet.context.playbook import Playbook, PlaybookError
 from ratchet.context.roles import render_items
 from ratchet.context.similarity import Embedder, SentenceEmbedder
@@ -51,6 +54,25 @@ class ServeContext(ContextConfig):
 
     online: bool = False
     """Learn a playbook from judged turns and put it into every served prompt (off: neither)."""
+    prompt_set: Literal["tasks", "conversation"] = "conversation"
+    """Served turns are learned with the conversation prompts: lessons about how this user wants
+    to be answered, their specifics kept (see :attr:`ContextConfig.prompt_set`)."""
+    lessons: Literal["stated", "reflector"] = "stated"
+    """Where a served turn's lesson comes from (:data:`LESSON_SOURCES`). ``stated``: a correction's
+    lesson is what the judge read the user to ask (its hint: the instruction in the user's own
+    words), filed under ``user`` as it stands, folded into an item it repeats; no reflector or
+    curator call. Praised turns and corrections without a hint teach nothing. ``reflector``: the
+    reflector reads every decided turn and the curator files its lesson (ACE's way). Why
+    ``stated``: on seven hand-written turns with the 1.5B in both roles and the conversation
+    prompts, the reflector put the assistant's answer or the user's praise in the lesson on 4 of 5
+    and dropped "Tomasz" from "use my name"; given the judge's hints instead, the curator dropped 2
+    of 5 instructions and overwrote a third with the next. The hint already is the instruction."""
+    min_relevance: float | None = Field(None, ge=-1.0, le=1.0)
+    """None here: every item may enter every served prompt within ``budget_tokens``, ranked by
+    relevance to the request and by record. A served playbook holds what one user wants (a name, a
+    length, a language), which holds whatever they ask about: at the task learners' 0.4, "address
+    the user as Noor", learned from "call me Noor", would stay out of "What is a byte?". A number
+    scopes items to related requests as for tasks."""
     playbook: Path | None = None
     """The playbook file; None: ``context/playbook.md`` under the serve run's directory."""
     model: str | None = None
@@ -108,20 +130,51 @@ def served_messages(messages: list[dict[str, Any]], playbook: Path, config: Cont
     return [{"role": "system", "content": lessons.lstrip("\n")}, *messages]
 
 
+STATED_SECTION = "user"
+"""The section a stated lesson is filed under: what this user asked for."""
+
+
+class StatedLessons:
+    """A correction the judge found a hint in teaches the hint, as the user put it; nothing else does."""
+
+    name = "stated"
+
+    def lesson(self, judgement: Any) -> tuple[bool, Add | None]:
+        """(learn from this turn?, the ADD of the lesson it states: None asks the reflector)."""
+        hint = (judgement.hint or "").strip()
+        return (judgement.reward < 0 and bool(hint)), Add(STATED_SECTION, hint) if hint else None
+
+
+class ReflectedLessons:
+    """Every decided turn goes to the reflector (ACE)."""
+
+    name = "reflector"
+
+    def lesson(self, judgement: Any) -> tuple[bool, Add | None]:
+        return judgement.reward != 0, None
+
+
+#: How a served turn becomes a lesson (``context.lessons``), by name.
+LESSON_SOURCES = {s.name: s for s in (StatedLessons, ReflectedLessons)}
+
+
 class TurnLearner:
     """Learns from judged turns (``__call__(turn, judgement)``, after the judge loop stored it)."""
 
-    def __init__(self, playbook: Path, model: Model, config: ContextConfig, embedder: Embedder | None = None,
+    def __init__(self, playbook: Path, model: Model, config: ServeContext, embedder: Embedder | None = None,
                  usage: Callable[[], dict[str, Any]] | None = None) -> None:
         # The server's embedder and rule: an attempt's ``shown`` items are those chosen here now.
         self.learner = ContextLearner(playbook, reflector_model=model, config=config, embedder=embedder, name="serve")
         self.usage = usage
         """Totals of the reflector/curator's calls so far (an accountant's ``snapshot``): each step's
         line records its own calls and model seconds, the cost of learning in context."""
+        self.source = LESSON_SOURCES[config.lessons]()
 
     def __call__(self, turn: Any, judgement: Any) -> dict[str, Any] | None:
-        """One learning step for a decided turn (None for an undecided one, reward 0)."""
-        if judgement.reward == 0:
+        """One learning step for a turn that teaches something (None for one that does not: an
+        undecided one, reward 0, and under ``stated`` lessons any turn but a hinted correction)."""
+        learn, stated = self.source.lesson(judgement)
+        if not learn:
             return None
         trace = f"Reply:\n{turn.response_text}\n\nWhat followed:\n{judgement.next_state}"
         if judgement.hint:
@@ -130,7 +183,7 @@ class TurnLearner:
         entry: dict[str, Any] | None = None
         try:
             entry = self.learner.observe(request_text(turn.messages), trace, 1.0 if judgement.reward > 0 else 0.0,
-                                         trajectory_id=turn.turn_id)
+                                         trajectory_id=turn.turn_id, stated=stated)
         finally:  # a failed step is a line too (``error``): it cost calls, and a reader waiting on steps sees it
             after = self._usage()
             # A bench or a person reads what each step cost without the judge process's memory.

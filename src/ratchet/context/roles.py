@@ -55,9 +55,12 @@ class Prompts:
     curator: str
 
     @classmethod
-    def load(cls, directory: str | Path | None = None) -> Prompts:
-        """The package's prompts, each replaced by ``directory/<role>.md`` where that exists."""
+    def load(cls, directory: str | Path | None = None, prompt_set: str = "tasks") -> Prompts:
+        """The package's prompts of ``prompt_set`` (``tasks``: ``prompts/``; another set:
+        ``prompts/<set>/``, each role it lacks taken from ``prompts/``), each replaced by
+        ``directory/<role>.md`` where that exists."""
         texts = {}
+        packaged = resources.files("ratchet.context").joinpath("prompts")
         for role in ROLES:
             override = Path(directory) / f"{role}.md" if directory is not None else None
             if directory is not None and not Path(directory).is_dir():
@@ -65,8 +68,10 @@ class Prompts:
                                     hint="point context.prompts at a folder holding generator.md / reflector.md / curator.md")
             if override is not None and override.is_file():
                 texts[role] = override.read_text(encoding="utf-8")
+            elif prompt_set != "tasks" and packaged.joinpath(prompt_set, f"{role}.md").is_file():
+                texts[role] = packaged.joinpath(prompt_set, f"{role}.md").read_text(encoding="utf-8")
             else:
-                texts[role] = resources.files("ratchet.context").joinpath(f"prompts/{role}.md").read_text(encoding="utf-8")
+                texts[role] = packaged.joinpath(f"{role}.md").read_text(encoding="utf-8")
         return cls(**texts)
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from ratchet.context.budget import prune
 from ratchet.context.config import ContextConfig
-from ratchet.context.operations import Delete, Problem, apply_operations, op_record
+from ratchet.context.operations import Add, Delete, Problem, apply_operations, op_record
 from ratchet.context.playbook import Item, Playbook
 from ratchet.context.roles import Curation, Curator, Prompts, Reflection, Reflector
 from ratchet.context.similarity import Deduplicator, Duplicate, Embedder, ExactDuplicates
@@ -71,7 +71,7 @@ class LearningStep:
     def __init__(self, config: ContextConfig, reflector_model: Model, curator_model: Model | None = None,
                  embedder: Embedder | None = None, tags: TagPolicy | None = None) -> None:
         c = self.config = config
-        prompts = Prompts.load(c.prompts)
+        prompts = Prompts.load(c.prompts, c.prompt_set)
         self.reflector = Reflector(reflector_model, prompts, temperature=c.temperature, max_tokens=c.max_tokens,
                                    use_grammar=c.use_grammar)
         self.curator = Curator(curator_model or reflector_model, prompts, temperature=c.temperature,
@@ -81,23 +81,29 @@ class LearningStep:
         self.tags = tags or tag_policy(c.tags)
 
     def run(self, book: Playbook, *, task: str, trace: str, score: float, chosen: list[Item],
-            shown: frozenset[str] | set[str], source: str, origin: str) -> StepResult:
+            shown: frozenset[str] | set[str], source: str, origin: str, stated: Add | None = None) -> StepResult:
         """One step on ``book`` (left unchanged) for an attempt at ``task`` that scored ``score``:
         ``chosen`` are the items the reflector and curator read, ``shown`` the ids of those the
         attempt had in its prompt (the only ones a tag may count for), ``source`` the attempt's
-        name in the provenance and ``origin`` the task text an ADD's item keeps."""
+        name in the provenance and ``origin`` the task text an ADD's item keeps. ``stated``: a
+        lesson the evidence states, applied as it stands (folded into an item it repeats) with no
+        reflector or curator call, so no model's tags: the 1.5B as curator, handed five users'
+        instructions in their words, dropped two and overwrote a third with the next one."""
         c = self.config
         outcome = outcome_text(score)
         # A call the model refuses (a prompt past its context window: an unbudgeted playbook that
         # grew too long) is a problem of this step, counted and recorded; the learning goes on.
         try:
-            reflection = self.reflector.reflect(task, trace[-c.trace_chars:], outcome, chosen)
+            reflection = (Reflection(lesson=stated.text) if stated is not None
+                          else self.reflector.reflect(task, trace[-c.trace_chars:], outcome, chosen))
         except BudgetExceeded:
             raise
         except RatchetError as exc:
             reflection = Reflection(problems=[Problem(None, f"the reflector's call failed: {exc}"[:300])])
         curation = None
-        if reflection.lesson:
+        if stated is not None:
+            curation = Curation(ops=[stated])
+        elif reflection.lesson:
             try:
                 curation = self.curator.curate(book, chosen, reflection.lesson, outcome)
             except BudgetExceeded:
