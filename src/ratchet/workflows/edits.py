@@ -25,9 +25,8 @@ from pydantic import Field
 
 from ratchet.contracts import ArchiveView, Candidate, Claim, Proposal, RatchetError, Skip
 from ratchet.workflows.proposers import (
-    WorkflowProposer,
-    WorkflowProposerOptions,
-    load_menu,
+    MenuOptions,
+    MenuProposer,
     menu_text,
     parent_spec,
     plan_of,
@@ -108,26 +107,19 @@ def draw(changes: list[Change], n: int, rng: Any) -> list[Change]:
     return out
 
 
-class EditChoiceOptions(WorkflowProposerOptions):
-    """The edit-choice proposer: one change of the parent's plan, picked from a numbered list."""
+class EditChoiceOptions(MenuOptions):
+    """The edit-choice proposer: one change of the parent's plan, picked from a numbered list (the
+    menu's ``edit_template`` is the prompt)."""
 
-    max_model_calls: int = Field(default=4, ge=1)
-    """The run's call cap per task (the suite's ``workflow.max_model_calls``): no listed change makes
-    a plan that could ask for more."""
     choices: int = Field(default=10, ge=2, le=40)
     """Changes listed per ask (drawn at random from all the untried ones)."""
     seed_steps: int = Field(default=3, ge=1, le=4)
     """From a parent with no plan: the longest plans listed."""
-    grammar: bool = True
-    """Constrain the answer to the listed numbers with a GBNF grammar when the model honours one."""
     max_tokens: int = Field(default=8, ge=1)
     """Reply budget: a number."""
-    menu: str = "ratchet.workflows.spec:CODE_MENU"
-    """The domain's :class:`~ratchet.workflows.spec.Menu` by import path (one-player games:
-    ``ratchet.workflows.movespec:MOVE_MENU``); its ``edit_template`` is the prompt."""
 
 
-class EditChoiceProposer(WorkflowProposer):
+class EditChoiceProposer(MenuProposer):
     """``ratchet.workflows.edits:EditChoiceProposer`` (see the module)."""
 
     name = "operator_edit"
@@ -135,10 +127,8 @@ class EditChoiceProposer(WorkflowProposer):
     Options = EditChoiceOptions
     options: EditChoiceOptions
 
-    def __init__(self, options: EditChoiceOptions, ctx: Any) -> None:
-        super().__init__(options, ctx)
-        self.menu = load_menu(options.menu)
-        self.default_template = self.menu.edit_template
+    def menu_prompt(self, menu: Menu) -> str:
+        return menu.edit_template
 
     def ask_number(self, messages: list[dict[str, Any]], n: int, rng: Any) -> str:
         """One model call whose answer is one of 1..n (under a grammar unless disabled or refused)."""

@@ -256,15 +256,24 @@ class WorkflowProposer(ModelProposer):
 # ------------------------------------------------------------------------------ operator level
 
 
-class OperatorOptions(WorkflowProposerOptions):
-    """The operator-level proposer: a spec from the menu instead of free code."""
+class MenuOptions(WorkflowProposerOptions):
+    """What every proposer that builds plans from a domain's menu shares."""
 
     max_model_calls: int = Field(default=4, ge=1)
-    """The run's call cap per task (the suite's ``workflow.max_model_calls``): a spec that could ask
-    for more is refused with the parser's message, so every candidate costs at most this."""
+    """The run's call cap per task (the suite's ``workflow.max_model_calls``): no plan this proposer
+    offers could ask for more, so every candidate costs at most this."""
     grammar: bool = True
-    """Constrain the reply to the spec's JSON form with a GBNF grammar when the model honours one
-    (the embedded llama.cpp model does); a model that refuses grammars is asked without."""
+    """Constrain the reply with a GBNF grammar when the model honours one (the embedded llama.cpp
+    model does); a model that refuses grammars is asked without."""
+    menu: str = "ratchet.workflows.spec:CODE_MENU"
+    """The domain's :class:`~ratchet.workflows.spec.Menu`, by import path (``module:NAME``): its
+    operators, parser, compiler and prompts. The code operators by default; one-player games:
+    ``ratchet.workflows.movespec:MOVE_MENU``."""
+
+
+class OperatorOptions(MenuOptions):
+    """The operator-level proposer: a spec from the menu instead of free code."""
+
     max_tokens: int = Field(default=400, ge=16)
     """Reply budget: a spec is short."""
     retries: int = Field(default=2, ge=0)
@@ -272,10 +281,6 @@ class OperatorOptions(WorkflowProposerOptions):
     not a valid spec (over the call cap, an unknown step) or is a plan the run already has. Each
     would cost the run a step for nothing: the 0.5B answered the same plan twice in a row, and the
     1.5B went over the cap in two of five answers."""
-    menu: str = "ratchet.workflows.spec:CODE_MENU"
-    """The domain's :class:`~ratchet.workflows.spec.Menu`, by import path (``module:NAME``): its
-    operators, parser, compiler and prompt. The code operators by default; one-player games:
-    ``ratchet.workflows.movespec:MOVE_MENU``."""
 
 
 def load_menu(path: str) -> Menu:
@@ -291,18 +296,28 @@ def load_menu(path: str) -> Menu:
     return menu
 
 
-class OperatorProposer(WorkflowProposer):
+class MenuProposer(WorkflowProposer):
+    """A proposer over a domain's menu (``options.menu``), its prompt one of the menu's."""
+
+    options: MenuOptions
+
+    def __init__(self, options: MenuOptions, ctx: Any) -> None:
+        super().__init__(options, ctx)
+        self.menu = load_menu(options.menu)
+        self.default_template = self.menu_prompt(self.menu)
+
+    def menu_prompt(self, menu: Menu) -> str:
+        """The packaged prompt of ``menu`` this proposer asks with."""
+        return menu.template
+
+
+class OperatorProposer(MenuProposer):
     """``ratchet.workflows.proposers:OperatorProposer`` (see the module)."""
 
     name = "operator"
     default_template = "operator.md"
     Options = OperatorOptions
     options: OperatorOptions
-
-    def __init__(self, options: OperatorOptions, ctx: Any) -> None:
-        super().__init__(options, ctx)
-        self.menu = load_menu(options.menu)
-        self.default_template = self.menu.template
 
     def parent_spec(self, parent: Candidate) -> str:
         return parent_spec(parent, self.options.surface)
