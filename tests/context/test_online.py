@@ -76,12 +76,14 @@ def test_by_default_a_correction_teaches_what_the_user_asked_in_their_words_and_
     """``lessons: stated``: a hinted correction's hint is filed under ``user`` as it stands (no
     model call, the name kept); a repeat folds into its item, not a second one (its helpful tag
     refused: the item was shown and the reply still failed); praise, an undecided turn and a
-    correction the judge found no hint in teach nothing."""
+    correction the judge found no hint in, and a failed tool's output, teach nothing."""
     path = tmp_path / "playbook.md"
     model = roles()
     learner = TurnLearner(path, model, ServeContext(use_grammar=False))
     assert learner(turn(0), Judgement("t0", 1, [1], None, "perfect, thanks", "rule")) is None
     assert learner(turn(1), Judgement("t1", -1, [-1], None, "meh", "rule")) is None
+    tool = Judgement("t1", -1, [-1], "The tool's output was: exit 1", "tool: exit 1", "rule")
+    assert learner(turn(1), tool) is None  # a failed tool is not what the user wants of every answer
     entry = learner(turn(2), Judgement("t2", -1, [-1], "Call me Noor, please.", "hm. Call me Noor, please.", "rule"))
     assert entry["lesson"] == "Call me Noor, please." and entry["version"] == 1
     again = learner(turn(3), Judgement("t3", -1, [-1], "  Call me Noor, please. ", "again: call me Noor, please.", "rule"))

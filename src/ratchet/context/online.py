@@ -34,6 +34,7 @@ from ratchet.context.playbook import Playbook, PlaybookError
 from ratchet.context.roles import render_items
 from ratchet.context.similarity import Embedder, SentenceEmbedder
 from ratchet.contracts import Model
+from ratchet.online.judge.rules import is_tool_output
 
 log = logging.getLogger("ratchet.context.online")
 
@@ -135,14 +136,18 @@ STATED_SECTION = "user"
 
 
 class StatedLessons:
-    """A correction the judge found a hint in teaches the hint, as the user put it; nothing else does."""
+    """A person's correction the judge found a hint in teaches the hint, as they put it; nothing
+    else does. A failed tool's output is not what the user wants of every later answer: its hint
+    ("The tool's output was: ...") would enter every prompt, so a tool's turn teaches nothing here."""
 
     name = "stated"
 
     def lesson(self, judgement: Any) -> tuple[bool, Add | None]:
         """(learn from this turn?, the ADD of the lesson it states: None asks the reflector)."""
         hint = (judgement.hint or "").strip()
-        return (judgement.reward < 0 and bool(hint)), Add(STATED_SECTION, hint) if hint else None
+        if judgement.reward >= 0 or not hint or is_tool_output(judgement.next_state):
+            return False, None
+        return True, Add(STATED_SECTION, hint)
 
 
 class ReflectedLessons:
