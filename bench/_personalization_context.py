@@ -86,7 +86,7 @@ def snapshot(playbook: Path, into: Path, conversations: int, elapsed_s: float) -
     book.save(dest)
     done = steps(playbook)
     return {"file": dest.name, "conversations": conversations, "elapsed_s": round(elapsed_s, 1),
-            "items": len(book), "tokens": playbook_tokens(book), "steps": len(done),
+            "items": len(book), "tokens": playbook_tokens(book), "steps": sum(s.get("taught", True) for s in done),
             "failed_steps": sum(bool(s.get("error")) for s in done),
             "calls": sum(s.get("calls", 0) for s in done), "model_s": round(sum(s.get("model_s", 0.0) for s in done), 2),
             "learn_wall_s": round(sum(s.get("wall_s", 0.0) for s in done), 2)}

@@ -91,6 +91,12 @@ def test_by_default_a_correction_teaches_what_the_user_asked_in_their_words_and_
     assert (item.section, item.text, item.helpful, item.harmful) == ("user", "Call me Noor, please.", 0, 0)
     assert len(again["duplicates"]) == 1 and again["tags_dropped"][0]["id"] == item.id
     assert model.calls == []  # neither reflector nor curator was asked
+    from ratchet.context.online import steps_path
+
+    lines = [json.loads(x) for x in steps_path(path).read_text().splitlines()]
+    # every decided turn is a line (a reader waiting for the learner sees each taken), the undecided none
+    assert [(x["reward"], x.get("taught", True)) for x in lines] == [(1, False), (-1, False), (-1, False),
+                                                                      (-1, True), (-1, True)]
     served = served_messages([{"role": "user", "content": "what is a byte?"}], path, ServeContext())
     assert "(user) Call me Noor, please." in served[0]["content"]
 
@@ -287,3 +293,20 @@ def test_serving_with_training_off_still_judges_and_learns_the_playbook(tmp_path
     assert [x["version"] for x in lines] == [1, 2] and lines[-1]["items"] == len(Playbook.load(path)) == 1
     # reflector, then curator, per step: each a counted model call with its time
     assert all(x["calls"] == 2 and x["model_s"] >= 0 and x["wall_s"] >= 0 for x in lines)
+
+
+def test_the_judge_hints_corrections_when_a_served_playbook_learns_what_they_state():
+    """``--learn off`` asks no hint for training, yet ``context.lessons: stated`` learns from hints:
+    the judge of such a server hints corrections; with ``lessons: reflector`` it need not."""
+    from ratchet.online.judge import build_judge
+    from ratchet.online.loops import judge_hints
+
+    def config(**context):
+        return OnlineConfig.model_validate({"learn": "off", "context": context})
+
+    assert judge_hints(config(online=True)) and not judge_hints(config(online=True, lessons="reflector"))
+    assert not judge_hints(config()) and judge_hints(OnlineConfig(learn="opd"))
+    judge = build_judge("classifier", learn="off", hints=True)
+    verdict = judge.judge(turn(0), "No. Please call me Noor from now on.")
+    assert verdict.reward == -1 and "Noor" in (verdict.hint or "")
+    assert build_judge("classifier", learn="off").judge(turn(0), "No. Please call me Noor from now on.").hint is None

@@ -177,9 +177,13 @@ class TurnLearner:
 
     def __call__(self, turn: Any, judgement: Any) -> dict[str, Any] | None:
         """One learning step for a turn that teaches something (None for one that does not: an
-        undecided one, reward 0, and under ``stated`` lessons any turn but a hinted correction)."""
+        undecided one, reward 0, and under ``stated`` lessons any turn but a hinted correction).
+        Every decided turn leaves a line in the steps file, one that teaches nothing a line with
+        ``taught: false``: a reader waiting for the learner to take a turn sees it taken."""
         learn, stated = self.source.lesson(judgement)
         if not learn:
+            if judgement.reward != 0:
+                self._line({"turn": turn.turn_id, "reward": judgement.reward, "taught": False, "at": time.time()})
             return None
         trace = f"Reply:\n{turn.response_text}\n\nWhat followed:\n{judgement.next_state}"
         if judgement.hint:
@@ -192,17 +196,19 @@ class TurnLearner:
         finally:  # a failed step is a line too (``error``): it cost calls, and a reader waiting on steps sees it
             after = self._usage()
             # A bench or a person reads what each step cost without the judge process's memory.
-            line = {"turn": turn.turn_id, "reward": judgement.reward,
-                    **({"version": entry["version"], "items": entry["items"], "tokens": entry["tokens"]}
-                       if entry is not None else {"error": True}),
-                    "wall_s": round(time.monotonic() - started, 3), "at": time.time(),
-                    **{k: after[k] - before[k] for k in ("calls", "failed_calls", "prompt_tokens", "completion_tokens",
-                                                         "model_s") if k in after and k in before}}
-            path = steps_path(self.learner.path)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with path.open("a") as f:
-                f.write(json.dumps(line) + "\n")
+            self._line({"turn": turn.turn_id, "reward": judgement.reward,
+                        **({"version": entry["version"], "items": entry["items"], "tokens": entry["tokens"]}
+                           if entry is not None else {"error": True}),
+                        "wall_s": round(time.monotonic() - started, 3), "at": time.time(),
+                        **{k: after[k] - before[k] for k in ("calls", "failed_calls", "prompt_tokens",
+                                                             "completion_tokens", "model_s") if k in after and k in before}})
         return entry
+
+    def _line(self, line: dict[str, Any]) -> None:
+        path = steps_path(self.learner.path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a") as f:
+            f.write(json.dumps(line) + "\n")
 
     def _usage(self) -> dict[str, Any]:
         return self.usage() if self.usage is not None else {}

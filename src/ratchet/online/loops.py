@@ -83,7 +83,13 @@ def make_judge(config: OnlineConfig):
     return build_judge(jc.kind, learn=config.learn, model=model, votes=jc.votes, temperature=jc.temperature,
                        max_tokens=jc.max_tokens, hint_style=jc.hint_style,
                        min_confidence=jc.min_confidence if explicit else None, label_model=label_model,
-                       threads=jc.threads)
+                       threads=jc.threads, hints=judge_hints(config))
+
+
+def judge_hints(config: OnlineConfig) -> bool:
+    """Whether the judge hints corrected turns: for distillation (opd, combine) and for a served
+    playbook that learns what corrections state (``context.lessons: stated``)."""
+    return config.learn in ("opd", "combine") or (config.context.online and config.context.lessons == "stated")
 
 
 def label_model_of(config: OnlineConfig) -> str | None:

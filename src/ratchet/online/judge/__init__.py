@@ -57,8 +57,10 @@ class Judge(Protocol):
 
 def build_judge(kind: str, *, learn: str = "combine", model: Model | None = None, votes: int = 3,
                 temperature: float = 0.6, max_tokens: int = 256, hint_style: str = "instruction",
-                min_confidence: float | None = None, label_model: str | None = None, threads: int = 1) -> Judge:
-    """The judge of ``kind`` for a learning mode: rewards for binary/combine, hints for opd/combine.
+                min_confidence: float | None = None, label_model: str | None = None, threads: int = 1,
+                hints: bool | None = None) -> Judge:
+    """The judge of ``kind`` for a learning mode: rewards for binary/combine, hints for opd/combine
+    (``hints`` True or False says so whatever the mode: a served playbook learns from them).
 
     ``min_confidence`` None is the judge's own (the classifier's 0.6, the stacked judge's fitted
     value); ``label_model`` is the stacked judge's label model (None: the one it was fitted with).
@@ -66,7 +68,7 @@ def build_judge(kind: str, *, learn: str = "combine", model: Model | None = None
     """
     kind = choose_judge(kind, label_model).kind if kind == "auto" else kind
     rewards = learn in ("binary", "combine", "off")
-    hints = learn in ("opd", "combine")
+    hints = learn in ("opd", "combine") if hints is None else hints
     judge: Judge
     if kind == "classifier":
         judge = ClassifierJudge.default(min_confidence=0.6 if min_confidence is None else min_confidence, hints=hints)
