@@ -310,3 +310,20 @@ def test_the_judge_hints_corrections_when_a_served_playbook_learns_what_they_sta
     verdict = judge.judge(turn(0), "No. Please call me Noor from now on.")
     assert verdict.reward == -1 and "Noor" in (verdict.hint or "")
     assert build_judge("classifier", learn="off").judge(turn(0), "No. Please call me Noor from now on.").hint is None
+
+
+def test_lessons_can_follow_the_last_user_message_instead_of_ending_the_system_message(tmp_path):
+    path = tmp_path / "playbook.md"
+    book = Playbook()
+    book.put(Item(id=book.new_id(), section="user", text="Call me Noor."))
+    book.save(path)
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "what is a byte?"}]
+    out = served_messages(messages, path, ServeContext(placement="user"))
+    assert out[0] == messages[0] and out[1]["content"].startswith("what is a byte?\n\n(Lessons learned")
+    assert out[1]["content"].endswith("(user) Call me Noor.)") and messages[1]["content"] == "what is a byte?"
+    parts = [{"role": "user", "content": [{"type": "text", "text": "what is a byte?"}]}]
+    assert served_messages(parts, path, ServeContext(placement="user"))[0]["content"][-1]["text"].startswith("\n\n(")
+    # after a tool's result the person's words are not last: the system message takes them
+    tool_last = [*messages, {"role": "assistant", "content": "", "tool_calls": []}, {"role": "tool", "content": "ok"}]
+    placed = served_messages(tool_last, path, ServeContext(placement="user"))
+    assert "Call me Noor." in placed[0]["content"] and placed[1:] == tool_last[1:]

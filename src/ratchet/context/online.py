@@ -58,6 +58,10 @@ class ServeContext(ContextConfig):
     prompt_set: Literal["tasks", "conversation"] = "conversation"
     """Served turns are learned with the conversation prompts: lessons about how this user wants
     to be answered, their specifics kept (see :attr:`ContextConfig.prompt_set`)."""
+    placement: Literal["system", "user"] = "system"
+    """Where a served prompt gets its lessons (:data:`PLACEMENTS`): ``system``, the end of the
+    system message; ``user``, after the last user message, in brackets (the recorded turn holds
+    that prompt; sessions are still matched on the request as the client sent it)."""
     lessons: Literal["stated", "reflector"] = "stated"
     """Where a served turn's lesson comes from (:data:`LESSON_SOURCES`). ``stated``: a correction's
     lesson is what the judge read the user to ask (its hint: the instruction in the user's own
@@ -109,10 +113,45 @@ def serve_embedder(config: ServeContext) -> Embedder | None:
     return SentenceEmbedder(config.encoder).load() if config.relevance == "encoder" else None
 
 
-def served_messages(messages: list[dict[str, Any]], playbook: Path, config: ContextConfig,
+class SystemPlacement:
+    """The lessons end the system message (one is added in front when there is none)."""
+
+    name = "system"
+
+    def place(self, messages: list[dict[str, Any]], lessons: str) -> list[dict[str, Any]]:
+        if messages and messages[0].get("role") == "system" and isinstance(messages[0].get("content"), str):
+            return [{**messages[0], "content": messages[0]["content"] + lessons}, *messages[1:]]
+        return [{"role": "system", "content": lessons.lstrip("\n")}, *messages]
+
+
+class UserPlacement:
+    """The lessons follow the last user message, in brackets: the turn the model answers. A small
+    model may follow an instruction there that it ignores in the system message (measured on the
+    0.5B: ``docs/context.md``). Where the last message is not a person's (a tool's result, an
+    assistant prefill), they go to the system message instead."""
+
+    name = "user"
+
+    def place(self, messages: list[dict[str, Any]], lessons: str) -> list[dict[str, Any]]:
+        if not messages or messages[-1].get("role") != "user":
+            return SystemPlacement().place(messages, lessons)
+        last, note = messages[-1], "\n\n(" + lessons.strip() + ")"
+        content = last.get("content")
+        if isinstance(content, list):  # OpenAI content parts: one more text part
+            content = [*content, {"type": "text", "text": note}]
+        else:
+            content = f"{content or ''}{note}"
+        return [*messages[:-1], {**last, "content": content}]
+
+
+#: Where a served prompt gets its lessons (``context.placement``), by name.
+PLACEMENTS = {p.name: p for p in (SystemPlacement, UserPlacement)}
+
+
+def served_messages(messages: list[dict[str, Any]], playbook: Path, config: ServeContext,
                     embedder: Embedder | None = None) -> list[dict[str, Any]]:
-    """``messages`` with the playbook's items for this request appended to the system message (one
-    is added in front when there is none); unchanged when nothing is chosen. Items are chosen as
+    """``messages`` with the playbook's items for this request placed as ``config.placement``
+    says (the system message by default); unchanged when nothing is chosen. Items are chosen as
     everywhere (:func:`~ratchet.context.budget.select`): with ``embedder``, by relevance to the
     last user message and none under ``min_relevance``; without, by record alone. A playbook file
     that does not parse is logged and served without, so a bad edit never fails a request."""
@@ -125,10 +164,7 @@ def served_messages(messages: list[dict[str, Any]], playbook: Path, config: Cont
                    record_weight=config.record_weight, min_relevance=config.min_relevance).items
     if not items:
         return messages
-    lessons = LESSONS_HEADER + render_items(items)
-    if messages and messages[0].get("role") == "system" and isinstance(messages[0].get("content"), str):
-        return [{**messages[0], "content": messages[0]["content"] + lessons}, *messages[1:]]
-    return [{"role": "system", "content": lessons.lstrip("\n")}, *messages]
+    return PLACEMENTS[config.placement]().place(messages, LESSONS_HEADER + render_items(items))
 
 
 STATED_SECTION = "user"
