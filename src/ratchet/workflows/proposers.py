@@ -260,15 +260,12 @@ class MenuOptions(WorkflowProposerOptions):
     """What every proposer that builds plans from a domain's menu shares."""
 
     max_model_calls: int = Field(default=4, ge=1)
-    """The run's call cap per task (the suite's ``workflow.max_model_calls``): no plan this proposer
-    offers could ask for more, so every candidate costs at most this."""
+    """The run's call cap per task (the suite's ``workflow.max_model_calls``): no plan offered may ask more."""
     grammar: bool = True
-    """Constrain the reply with a GBNF grammar when the model honours one (the embedded llama.cpp
-    model does); a model that refuses grammars is asked without."""
+    """Constrain the reply with a GBNF grammar where the model honours one (else it is asked without)."""
     menu: str = "ratchet.workflows.spec:CODE_MENU"
-    """The domain's :class:`~ratchet.workflows.spec.Menu`, by import path (``module:NAME``): its
-    operators, parser, compiler and prompts. The code operators by default; one-player games:
-    ``ratchet.workflows.movespec:MOVE_MENU``."""
+    """The domain's :class:`~ratchet.workflows.spec.Menu` by import path (``module:NAME``): operators,
+    parser, compiler, prompts. Code by default; one-player games: ``ratchet.workflows.movespec:MOVE_MENU``."""
 
 
 class OperatorOptions(MenuOptions):
