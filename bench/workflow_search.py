@@ -69,6 +69,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 from typing import Any
@@ -120,7 +121,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", choices=sorted(SIZES), default="full")
     parser.add_argument("--store", default=str(ROOT / "runs"), help="run store of the search (resumed when its run exists)")
     parser.add_argument("--model", default=MODEL, help="the solving model (scripted: checks the plumbing, no model)")
-    parser.add_argument("--proposer-model", default=None, help="the proposers' model (default: --model)")
+    parser.add_argument("--proposer-model", default=None,
+                        help="the proposers' model (default: --model); a whole-file AFlow request and its reply "
+                             "need more than 4,096 tokens: local:qwen2.5-coder-1.5b?n_ctx=8192")
     parser.add_argument("--iterations", type=int, default=None, help="search steps (default: 8 full, 1 small)")
     parser.add_argument("--cost-gate", action="store_true", help="the gate also asks for no more calls per task than the parent")
     parser.add_argument("--threads", type=int, default=2)
@@ -129,7 +132,9 @@ def main(argv: list[str] | None = None) -> int:
     games = args.domain == "games"
     size = {**(GAME_SIZES if games else SIZES)[args.size],
             **({"iterations": args.iterations} if args.iterations is not None else {})}
-    suffix = f"_proposer-{args.proposer_model.rsplit(':', 1)[-1]}" if args.proposer_model else ""
+    # local:qwen2.5-coder-1.5b?n_ctx=8192 -> _proposer-qwen2.5-coder-1.5b-n_ctx-8192 (a run id and a file name)
+    suffix = (f"_proposer-{re.sub(r'[^A-Za-z0-9._-]+', '-', args.proposer_model.split(':', 1)[-1])}"
+              if args.proposer_model else "")
     name = "workflow_search_games" if games else "workflow_search"
     out = args.out or f"{name}{'_smoke' if args.size == 'small' else ''}{suffix}"
     run_id = f"workflow-search-games-{args.size}{suffix}" if games else f"workflow-search-{args.size}{suffix}"

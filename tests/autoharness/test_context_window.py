@@ -7,20 +7,10 @@ request and its reply fit, and says plainly when even the shortest request does 
 
 from __future__ import annotations
 
+from windowed import SmallWindow
 
 from ratchet.models import AccountedModel, Accountant, BudgetConfig, ScriptedModel
 from ratchet.models.request import context_window
-
-
-class SmallWindow(ScriptedModel):
-    """A scripted refiner with a context window, counting 4 characters a token."""
-
-    def __init__(self, responses, context_tokens: int) -> None:
-        super().__init__(responses, cycle=True)
-        self.context_tokens = context_tokens
-
-    def count_tokens(self, messages) -> int:
-        return sum(len(str(m.get("content", ""))) // 4 + 8 for m in messages)
 
 
 def test_the_window_is_found_behind_wrappers_and_absent_for_a_model_that_does_not_say():

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from fakes import GOOD, LOOSE, FakeTicTacToe, fenced
+from windowed import SmallWindow
 
 from ratchet.envs.harness.diagnoses import INVERTED
 from ratchet.envs.harness.dense import LegalLists
@@ -159,17 +160,6 @@ def test_the_grammar_and_novelty_s_hotter_retry(tmp_path: Path) -> None:
     copied = proposer(tmp_path, model, samples=2, temperature=0.5).propose(parent, archive, random.Random(0))
     assert isinstance(copied, Proposal) and "a comment added" in copied.files["harness.py"]
     assert [c["params"]["temperature"] for c in model.calls] == [0.5] and model.calls[0]["params"].get("grammar") is None
-
-
-class SmallWindow(ScriptedModel):
-    """A scripted refiner with a context window, counting 4 characters a token."""
-
-    def __init__(self, responses, context_tokens: int) -> None:
-        super().__init__(responses, cycle=True)
-        self.context_tokens = context_tokens
-
-    def count_tokens(self, messages) -> int:
-        return sum(len(str(m.get("content", ""))) // 4 + 8 for m in messages)
 
 
 def test_requests_are_cut_to_the_context_window_and_a_window_too_small_is_a_clear_error(tmp_path: Path) -> None:

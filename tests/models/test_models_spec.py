@@ -65,6 +65,25 @@ def test_local_gguf_path(tmp_path):
     assert model.config.model_path == str(gguf) and model.config.n_ctx == 1024
 
 
+def test_local_spec_sets_the_context_window_after_a_question_mark(tmp_path):
+    gguf = tmp_path / "tiny.gguf"
+    gguf.write_bytes(b"GGUF")
+    model = load_model(f"local:{gguf}?n_ctx=8192", n_threads=1)
+    assert model.config.model_path == str(gguf) and model.config.n_ctx == 8192 and model.config.n_threads == 1
+    assert model.name == f"local:{gguf}?n_ctx=8192"
+    assert load_model(f"local:{gguf}").config.n_ctx == 4096
+
+
+@pytest.mark.parametrize("query, why", [("n_ctx=lots", "whole number"), ("n_ctx=8", "from 256"), ("n_ctx", "whole number"),
+                                        ("n_batch=8", "unknown setting 'n_batch'")])
+def test_bad_spec_settings_name_the_setting(tmp_path, query, why):
+    gguf = tmp_path / "tiny.gguf"
+    gguf.write_bytes(b"GGUF")
+    with pytest.raises(RatchetError, match=why) as err:
+        load_model(f"local:{gguf}?{query}")
+    assert "?n_ctx=8192" in err.value.hint
+
+
 def test_local_catalog_model_absent_says_how_to_pull():
     with pytest.raises(RatchetError) as err:
         load_model("local:smollm2-135m")

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
+from windowed import SmallWindow
 
 from ratchet.contracts import (
     BudgetExceeded,
@@ -295,6 +296,31 @@ def test_aflow_skips_an_unchanged_or_missing_file(tmp_path) -> None:
     other = archive.add({"prompts/system.md": "x"})
     assert "has no workflow.py" in AflowProposer(AflowOptions(), ctx_with(tmp_path, ScriptedModel([]))).propose(
         other, archive, random.Random(0)).reason
+
+
+def test_a_request_shows_fewer_failures_until_it_fits_the_window_and_says_when_none_does(tmp_path) -> None:
+    """Measured: the 1.5B proposer's AFlow request was 3,415 tokens of a 4,096 window, so its
+    whole-file reply was cut at 681 tokens, never closing its code block (2 of 2 AFlow steps)."""
+    new = HAND.replace("'x'", "'y'")
+    archive = Archive()
+    parent = archive.add({"workflow.py": HAND}, score=0.0, **{f"t{i}": 0.0 for i in range(6)})
+    reply = f"TARGET: t1\n```python\n{new}```\n"
+    wide = SmallWindow([reply], 100_000)
+    AflowProposer(AflowOptions(max_tokens=300), ctx_with(tmp_path, wide)).propose(parent, archive, random.Random(0))
+    whole = wide.count_tokens(wide.calls[0]["messages"])
+    narrow = SmallWindow([reply], whole + 300 - 20)
+    out = AflowProposer(AflowOptions(max_tokens=300), ctx_with(tmp_path, narrow)).propose(parent, archive, random.Random(0))
+    assert isinstance(out, Proposal) and out.files == {"workflow.py": new}
+    assert narrow.count_tokens(narrow.calls[0]["messages"]) + 300 <= narrow.context_tokens
+    assert 0 < prompt_of(narrow).count("### task ") < prompt_of(wide).count("### task ")
+    unfitted = SmallWindow([reply], whole + 300 - 20)
+    AflowProposer(AflowOptions(max_tokens=300, fit_context=False), ctx_with(tmp_path, unfitted)).propose(
+        parent, archive, random.Random(0))
+    assert prompt_of(unfitted) == prompt_of(wide)
+    with pytest.raises(RatchetError, match=r"proposer 'aflow': its shortest request is \d+ tokens") as err:
+        AflowProposer(AflowOptions(max_tokens=300), ctx_with(tmp_path, SmallWindow([reply], 320))).propose(
+            parent, archive, random.Random(0))
+    assert "?n_ctx=8192" in err.value.hint
 
 
 # ------------------------------------------------------------------------------ ADAS meta agent

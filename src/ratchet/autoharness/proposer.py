@@ -12,10 +12,8 @@ and reads the reply) with three of the search's ideas, each an option:
   repeats a step; past them a repeat counts as an unusable sample). The engine's
   ``static.novelty`` drops twins of archived programs besides.
 - ``hide_failure_types``: those types' failures never shown (``HiddenTypes``; no repeat note with ``no_change``).
-- ``fit_context``: a request that, with its reply's ``max_tokens``, does not fit the model's
-  context window (``models.request.context_window``; a model that does not say is never cut)
-  shows fewer failed steps, down to none, as the search gives those up first; when even that does
-  not fit, a clear error names the model's window and the fix.
+- ``fit_context`` (every model proposer's, ``ModelProposer.fitted``): fewer failed steps shown,
+  down to none, as the search gives those up first, until the request fits the model's window.
 """
 
 from __future__ import annotations
@@ -39,7 +37,7 @@ from ratchet.evolve.proposers.critic import (
 )
 from ratchet.evolve.proposers.mutation import normalized
 from ratchet.evolve.proposers.parsing import closed
-from ratchet.models.request import context_window, continued
+from ratchet.models.request import continued
 
 #: What the request says after a repeated sample (the search's ``novelty`` note).
 REPEAT_NOTE = ("\n\nYour last reply was code that was already tried, unchanged, and it is wrong. "
@@ -55,8 +53,6 @@ class HarnessRefinerOptions(CriticRefinerOptions):
     hotter_retry: float = Field(default=0.0, ge=0.0, le=1.0)
     """Temperature added per repeated sample of a step, the request told not to repeat it (the
     ``novelty`` idea's retry: 0.3); 0 asks every sample alike."""
-    fit_context: bool = True
-    """Cut the failed steps a request shows until it and its reply fit the model's context window."""
     hide_failure_types: TypeNames = Field(default_factory=list)
     """Failure types the requests never show (``AutoHarnessConfig.hide_failure_types``)."""
 
@@ -139,22 +135,6 @@ class HarnessRefinerProposer(CriticRefinerProposer):
             return True
         self._seen.add(key)
         return False
-
-    def fitted(self, build: Any, shown: int) -> list[Message]:
-        """``build(n)``: the request showing ``n`` failures, for the largest ``n`` whose request
-        fits the window with the reply's ``max_tokens``."""
-        window = context_window(self.ctx.model) if self.options.fit_context else None
-        messages = build(shown)
-        if window is None:
-            return messages
-        for n in range(shown, -1, -1):
-            messages = build(n) if n != shown else messages
-            if window.count_tokens(messages) + self.options.max_tokens <= window.context_tokens:
-                return messages
-        raise RatchetError(f"the refiner's shortest request is {window.count_tokens(messages)} tokens, and "
-                           f"{getattr(self.ctx.model, 'name', 'the model')} reads {window.context_tokens} with "
-                           f"{self.options.max_tokens} of them for the reply",
-                           hint="use a model with a larger context window (e.g. local:NAME?n_ctx=8192) or lower max_tokens")
 
     def propose(self, parent: Candidate, archive: ArchiveView, rng: Any) -> Proposal | Skip:
         self.repeats = 0

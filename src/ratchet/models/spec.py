@@ -3,6 +3,8 @@
 =================================  ==========================================================
 ``local:NAME``                     a catalog model (``ratchet models list``), embedded llama.cpp
 ``local:/path/to/file.gguf``       any GGUF file, embedded llama.cpp
+``local:NAME?n_ctx=8192``          the same with a larger context window (tokens of prompt
+                                   + reply; 4096 by default); also after a version or a path
 ``local:NAME@v3``                  weight version 3 of NAME (a LoRA ``ratchet serve --learn``
                                    trained); ``@current``, ``@latest``; ``@v0`` the base. The
                                    versions: ``versions=`` or ``$RATCHET_VERSIONS``
@@ -31,6 +33,7 @@ ACCEPTED_FORMS = (
     "local:NAME (see `ratchet models list`)",
     "local:/path/to/file.gguf",
     "local:NAME@vN | @current | @latest (a weight version; the store: versions= or RATCHET_VERSIONS)",
+    "local:NAME?n_ctx=8192 (a larger context window)",
     "openai:MODEL",
     "http://HOST:PORT/v1#MODEL",
     "https://HOST/v1#MODEL",
@@ -101,10 +104,34 @@ def load_model(spec: str, *, threads: int | None = None, versions: str | os.Path
     raise _bad(spec, f"unknown scheme {scheme!r}")
 
 
+#: What a ``local:`` spec may set after ``?`` (the settings a user needs on the command line;
+#: everything else stays a keyword of :func:`load_model`).
+SPEC_SETTINGS = {"n_ctx": (256, 131072)}
+
+
+def spec_settings(spec: str, rest: str) -> tuple[str, dict[str, int]]:
+    """``NAME?n_ctx=8192`` -> (``NAME``, ``{"n_ctx": 8192}``); no ``?`` -> (``rest``, {})."""
+    if "?" not in rest or os.path.isfile(os.path.expanduser(rest)):
+        return rest, {}
+    rest, _, query = rest.partition("?")
+    settings: dict[str, int] = {}
+    for part in query.split("&"):
+        key, sep, value = part.partition("=")
+        if key not in SPEC_SETTINGS:
+            raise _bad(spec, f"unknown setting {key!r} after '?' (known: {', '.join(SPEC_SETTINGS)})")
+        low, high = SPEC_SETTINGS[key]
+        if not sep or not value.isdigit() or not low <= int(value) <= high:
+            raise _bad(spec, f"{key} must be a whole number from {low} to {high}, got {value!r}")
+        settings[key] = int(value)
+    return rest, settings
+
+
 def _local(spec: str, rest: str, overrides: dict[str, Any], versions: Any = None) -> Model:
     from ratchet.models.llama_embedded import LlamaModel
     from ratchet.models.registry import CATALOG, model_path
 
+    rest, settings = spec_settings(spec, rest)
+    overrides = {**overrides, **settings}  # what the user wrote in the spec wins
     rest, version = split_version(rest)
     if not rest:
         raise _bad(spec, "expected local:NAME or local:/path/to/file.gguf")

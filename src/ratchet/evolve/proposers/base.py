@@ -11,7 +11,7 @@ wins, then the workspace's, then the packaged one, so a run can evolve how it pr
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from fnmatch import fnmatch
 from pathlib import Path
 from string import Template
@@ -21,7 +21,7 @@ from ratchet.contracts import ArchiveView, Candidate, Claim, Failure, Message, P
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.proposers.config import ModelProposerOptions
 from ratchet.evolve.proposers.parsing import CLAIM_FORMAT, ELIDED, closed, parse_claim
-from ratchet.models.request import continued
+from ratchet.models.request import context_window, continued
 
 PROMPTS = Path(__file__).with_name("prompts")
 #: What a proposal's claim says when the reply stated none (the change itself was usable).
@@ -85,8 +85,10 @@ class ModelProposer(BaseProposer):
     def results(self, archive: Any, candidate_id: str) -> list[TaskResult]:
         return list(archive.results(candidate_id, self.options.split))
 
-    def failures_text(self, results: list[TaskResult]) -> str:
-        """The lowest-scoring tasks' traces and failures, as the model reads them."""
+    def failures_text(self, results: list[TaskResult], limit: int | None = None) -> str:
+        """The lowest-scoring tasks' traces and failures, as the model reads them: ``limit`` of
+        them (default ``max_traces``)."""
+        limit = self.options.max_traces if limit is None else limit
         worst: dict[str, TaskResult] = {}  # one trace per task: its worst seed
         for result in results:
             if result.score < 1.0 and (result.task_id not in worst or result.score < worst[result.task_id].score):
@@ -95,14 +97,14 @@ class ModelProposer(BaseProposer):
         if not failing:
             return "(no failing task was recorded for this version)"
         parts = []
-        for result in failing[: self.options.max_traces]:
+        for result in failing[:limit]:
             lines = [f"### task {result.task_id} (score {result.score:.2f})"]
             lines += [f"- {f.kind}: {f.message}" for f in result.failures[:5]]
             if result.trace:
                 lines.append(clip(result.trace, self.options.max_trace_chars))
             parts.append("\n".join(lines))
-        if len(failing) > self.options.max_traces:
-            parts.append(f"({len(failing) - self.options.max_traces} more failing tasks not shown)")
+        if len(failing) > limit:
+            parts.append(f"({len(failing) - limit} more failing tasks not shown)")
         return "\n\n".join(parts)
 
     def rejected_text(self, archive: ArchiveView) -> str:
@@ -137,6 +139,29 @@ class ModelProposer(BaseProposer):
     def render(self, template: str, **values: Any) -> list[Message]:
         text = Template(template).safe_substitute(claim_format=CLAIM_FORMAT, **values)
         return [{"role": "user", "content": text}]
+
+    def fitted(self, build: Callable[[int], list[Message]], shown: int) -> list[Message]:
+        """``build(n)``: the request showing ``n`` failures, for the largest ``n`` up to ``shown``
+        whose request fits the model's window with the reply's ``max_tokens`` (``fit_context``)."""
+        window = context_window(self.ctx.model) if self.options.fit_context and self.ctx is not None else None
+        messages = build(shown)
+        if window is None:
+            return messages
+        for n in range(shown, -1, -1):
+            messages = build(n) if n != shown else messages
+            if window.count_tokens(messages) + self.options.max_tokens <= window.context_tokens:
+                return messages
+        name = getattr(self.ctx.model, "name", "the model")
+        raise RatchetError(f"proposer {self.name!r}: its shortest request is {window.count_tokens(messages)} tokens, "
+                           f"and {name} reads {window.context_tokens} with {self.options.max_tokens} of them for the reply",
+                           hint="give the proposer model a larger context window (e.g. "
+                                "local:qwen2.5-coder-1.5b?n_ctx=8192) or lower the proposer's max_tokens")
+
+    def request(self, template: str, results: list[TaskResult], **values: Any) -> list[Message]:
+        """``template`` rendered with ``values`` and as many of ``results``' failing tasks
+        (``$failures``) as fit the model's window (:meth:`fitted`)."""
+        return self.fitted(lambda n: self.render(template, failures=self.failures_text(results, n), **values),
+                           self.options.max_traces)
 
     # -- the model -----------------------------------------------------------------------------
 

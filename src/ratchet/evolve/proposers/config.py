@@ -31,6 +31,11 @@ class ModelProposerOptions(Settings):
     """Reply budget of one model call."""
     temperature: float = Field(default=0.7, ge=0.0)
     """Sampling temperature of the model calls."""
+    fit_context: bool = True
+    """A request that, with its reply's ``max_tokens``, does not fit the model's context window
+    shows fewer failing tasks, down to none (a model that does not say its window is never cut);
+    when even that does not fit, a clear error names the window and the fix. Without it a long
+    request leaves the reply the window's remainder and a file is cut off mid-way."""
 
 
 class SurfaceProposerOptions(ModelProposerOptions):

@@ -62,7 +62,7 @@ class SurfaceProposer(ModelProposer):
             return self.skip(parent, f"no file of the parent matches surfaces {self.options.surfaces}")
         values = self.prompt_values(parent, archive, surface)
         template, source = self.template(parent)
-        messages = self.render(template, **values)
+        messages = self.request(template, self.results(archive, parent.id), **values)  # fills $failures
         return Asked(surface, values, source, messages[0]["content"], self.ask(messages, rng))
 
     def retry(self, parent: Candidate, asked: Asked, history: list[tuple[str, str]], rng: Any) -> str:
@@ -101,7 +101,6 @@ class SurfaceProposer(ModelProposer):
             "surface": parent.files[surface],
             "language": language_of(surface),
             "other_files": ", ".join(p for p in sorted(parent.files) if p != surface) or "(none)",
-            "failures": self.failures_text(results),
             "rejected": self.rejected_text(archive),
             "known_ids": [r.task_id for r in results],
         }
