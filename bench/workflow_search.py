@@ -108,10 +108,10 @@ GAME_SIZES: dict[str, dict[str, Any]] = {
 }
 
 
-def load(spec: str, threads: int) -> Any:
+def load(spec: str, threads: int, n_ctx: int = 4096) -> Any:
     from ratchet.models import load_model  # llama.cpp loads only here
 
-    return load_model(spec, **({"n_ctx": 4096, "n_threads": threads} if spec.startswith("local:") else {}))
+    return load_model(spec, **({"n_ctx": n_ctx, "n_threads": threads} if spec.startswith("local:") else {}))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -122,8 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--store", default=str(ROOT / "runs"), help="run store of the search (resumed when its run exists)")
     parser.add_argument("--model", default=MODEL, help="the solving model (scripted: checks the plumbing, no model)")
     parser.add_argument("--proposer-model", default=None,
-                        help="the proposers' model (default: --model); a whole-file AFlow request and its reply "
-                             "need more than 4,096 tokens: local:qwen2.5-coder-1.5b?n_ctx=8192")
+                        help="the proposers' model (default: --model), loaded with an 8,192-token window: a "
+                             "whole-file AFlow request and its reply need more than 4,096")
     parser.add_argument("--iterations", type=int, default=None, help="search steps (default: 8 full, 1 small)")
     parser.add_argument("--cost-gate", action="store_true", help="the gate also asks for no more calls per task than the parent")
     parser.add_argument("--threads", type=int, default=2)
@@ -142,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
                             proposer_model=args.proposer_model, cost_gate=args.cost_gate, run_id=run_id, **size)
     started = time.perf_counter()
     summary = Headline(config, RunStore(args.store), load(args.model, args.threads),
-                       load(args.proposer_model, args.threads) if args.proposer_model else None,
+                       # an AFlow request (~3,400 tokens) and its whole-file reply (2,500) need more than 4,096
+                       load(args.proposer_model or args.model, args.threads, n_ctx=8192),
                        progress=lambda line: print(line, file=sys.stderr, flush=True)).run()
     wall = time.perf_counter() - started
     write_json(out, {**summary, "size": args.size, "threads": args.threads, "wall_s": round(wall, 1),

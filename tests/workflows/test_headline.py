@@ -99,6 +99,10 @@ def test_the_search_config_caps_the_operator_proposer_and_can_ask_for_no_more_co
     assert cfg.gate.options["cost_metric"] == "model_calls"
     assert "cost_metric" not in search_config(config()).gate.options
     assert cfg.splits.ids == {"search": ["HumanEval/0"], "heldin": ["HumanEval/1", "HumanEval/3"]}
+    # the AFlow proposer's whole-file reply gets room for humaneval-coder's workflow.py (1,292 tokens)
+    defaults = config().model_copy(update={"proposers": HeadlineConfig.model_fields["proposers"].default_factory()})
+    [_, aflow] = search_config(defaults).proposers
+    assert aflow.name.endswith(":AflowProposer") and aflow.options == {"max_tokens": 2500}
 
 
 def test_best_of_k_is_recognized_however_it_is_written() -> None:

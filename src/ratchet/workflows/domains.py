@@ -158,7 +158,10 @@ class HumanEvalDomain:
                                                  "workflow": config.workflow.model_dump()}}
 
     def proposer_options(self, name: str) -> dict[str, Any]:
-        return {}
+        # The AFlow proposer rewrites the whole workflow.py (1,292 tokens for humaneval-coder's):
+        # measured, the 1.5B's reply with its claim was cut at the default 1,500 tokens. With its
+        # ~3,400-token request that needs a window past 4,096 (local:NAME?n_ctx=8192).
+        return {"max_tokens": 2500} if name.endswith(":AflowProposer") else {}
 
     def arm_options(self, config: HeadlineConfig, own: dict[str, Any] | None) -> HumanEvalOptions:
         if own is not None:
