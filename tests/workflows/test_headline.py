@@ -100,6 +100,7 @@ def test_the_search_config_caps_the_operator_proposer_and_can_ask_for_no_more_co
     assert "cost_metric" not in search_config(config()).gate.options
     assert cfg.splits.ids == {"search": ["HumanEval/0"], "heldin": ["HumanEval/1", "HumanEval/3"]}
     # the AFlow proposer's whole-file reply gets room for humaneval-coder's workflow.py (1,292 tokens)
+    assert cfg.gate.options["correction"] == "none"
     defaults = config().model_copy(update={"proposers": HeadlineConfig.model_fields["proposers"].default_factory()})
     [_, aflow] = search_config(defaults).proposers
     assert aflow.name.endswith(":AflowProposer") and aflow.options == {"max_tokens": 2500}
@@ -127,3 +128,15 @@ def test_arm_summary_and_paired_counts() -> None:
     assert paired(rows, "x", "y") == {"first": "x", "second": "y", "pairs": 3, "only_first": 1, "only_second": 0,
                                       "mcnemar_p": 1.0}
     assert paired(rows, "x", "z") is None
+
+
+def test_the_headline_gate_tests_each_proposal_at_alpha_as_its_field_says() -> None:
+    """What ``gate_correction`` says: on 30 held-in problems, one seed, the third test of a run under
+    ``spending`` needs 8 flips and no loss; tested each at 0.05, 5."""
+    from ratchet.evolve.config import GateOptions
+    from ratchet.evolve.gate import PairedGate
+    from tests.evolve.test_gate import ctx
+
+    for correction, third in (("spending", 8), ("none", 5)):
+        options = GateOptions.model_validate(search_config(config(gate_correction=correction)).gate.options)
+        assert PairedGate(options, ctx()).smallest_accepted_flips(30, test_index=3) == third
