@@ -46,7 +46,9 @@ original's move request sampled k times and the majority move played, k = the ev
 calls per *move*, rounded up. Calls and tokens in the table are per episode. Splits, fixed by
 index before anything was run, the same seeds for each of the four games:
 
-- search: game seeds 20-21 (8 episodes); held-in: 22-27 (24 episodes);
+- search: game seeds 20-21 (8 episodes); held-in: 22-27 (24 episodes); ``--size wide``: held-in
+  22-33 (48 episodes; seeds 28-33 chosen after the first full run, whose held-in noise was the size
+  of any one-step change, and used by nothing before), the rest as ``full``;
 - **test: game seeds 100-119, 80 episodes**, untouched by any search or example
   (``examples/guess-the-number`` uses GuessTheNumber seeds 0-17, ``examples/games-workflows`` 20-27).
 
@@ -105,6 +107,9 @@ GAME_SIZES: dict[str, dict[str, Any]] = {
              "test_ids": episodes(range(100, 120)), "iterations": 8},
     "small": {"search_ids": episodes(range(20, 21), GAMES[:2]), "heldin_ids": episodes(range(22, 24), GAMES[:2]),
               "test_ids": episodes(range(100, 101)), "iterations": 1},
+    # the first full run's held-in noise was the size of any one-step change: twice the episodes
+    "wide": {"search_ids": episodes(range(20, 22)), "heldin_ids": episodes(range(22, 34)),
+             "test_ids": episodes(range(100, 120)), "iterations": 8},
 }
 
 
@@ -118,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.workflow_search", description=__doc__)
     parser.add_argument("--domain", choices=("humaneval", "games"), default="humaneval",
                         help="HumanEval problems, or one-player game episodes (the docstring: splits, arms)")
-    parser.add_argument("--size", choices=sorted(SIZES), default="full")
+    parser.add_argument("--size", choices=sorted(SIZES.keys() | GAME_SIZES.keys()), default="full",
+                        help="full (the docstring's splits), small (a smoke); wide: games only, 48 held-in episodes")
     parser.add_argument("--store", default=str(ROOT / "runs"), help="run store of the search (resumed when its run exists)")
     parser.add_argument("--model", default=MODEL, help="the solving model (scripted: checks the plumbing, no model)")
     parser.add_argument("--proposer-model", default=None,
@@ -130,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=None, help="result name under bench/results/ (default: by size)")
     args = parser.parse_args(argv)
     games = args.domain == "games"
+    if args.size not in (GAME_SIZES if games else SIZES):
+        parser.error(f"--size {args.size} is for --domain games only")
     size = {**(GAME_SIZES if games else SIZES)[args.size],
             **({"iterations": args.iterations} if args.iterations is not None else {})}
     # local:qwen2.5-coder-1.5b?n_ctx=8192 -> _proposer-qwen2.5-coder-1.5b-n_ctx-8192 (a run id and a file name)
