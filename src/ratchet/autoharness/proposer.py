@@ -24,7 +24,7 @@ from pydantic import Field
 
 from ratchet.envs.harness.failure_types import FailureType, HiddenTypes, TypeNames
 from ratchet.autoharness.refine import Restartable
-from ratchet.contracts import ArchiveView, Candidate, Failure, Message, Proposal, RatchetError, Skip
+from ratchet.contracts import ArchiveView, Candidate, Failure, Message, Proposal, Skip
 from ratchet.envs.answers import CODE_BLOCK_GRAMMAR
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.proposers.config import CriticRefinerOptions

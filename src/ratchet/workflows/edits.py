@@ -151,9 +151,10 @@ class EditChoiceProposer(MenuProposer):
                            for i, c in enumerate(shown, 1))
         results = self.results(archive, parent.id)
         template, source = self.template(parent)
-        messages = self.request(template, results, spec=parent_spec(parent, surface), menu=menu_text(self.menu.step_models),
-                                choices=listed, count=len(shown), cap=cap, score=self.score_text(archive, parent.id),
-                                successes=self.successes_text(parent, archive), rejected=self.rejected_text(archive))
+        messages = self.fitted_request(
+            template, results, spec=parent_spec(parent, surface), menu=menu_text(self.menu.step_models),
+            choices=listed, count=len(shown), cap=cap, score=self.score_text(archive, parent.id),
+            successes=self.successes_text(parent, archive), rejected=self.rejected_text(archive))
         reply = self.ask_number(messages, len(shown), rng)
         number = re.search(r"\d+", reply)
         if number is None or not 1 <= int(number.group()) <= len(shown):

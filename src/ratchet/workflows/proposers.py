@@ -327,9 +327,10 @@ class OperatorProposer(MenuProposer):
     def propose(self, parent: Candidate, archive: ArchiveView, rng: Any) -> Proposal | Skip:
         results = self.results(archive, parent.id)
         template, source = self.template(parent)
-        messages = self.request(template, results, spec=self.parent_spec(parent), menu=menu_text(self.menu.step_models),
-                                cap=self.options.max_model_calls, score=self.score_text(archive, parent.id),
-                                successes=self.successes_text(parent, archive), rejected=self.rejected_text(archive))
+        messages = self.fitted_request(
+            template, results, spec=self.parent_spec(parent), menu=menu_text(self.menu.step_models),
+            cap=self.options.max_model_calls, score=self.score_text(archive, parent.id),
+            successes=self.successes_text(parent, archive), rejected=self.rejected_text(archive))
         tried = self.tried_plans(archive)
         first = messages
         asked_again: list[str] = []  # why each earlier answer of this proposal was not taken
@@ -420,9 +421,10 @@ class AflowProposer(WorkflowProposer):
         if surface not in parent.files:
             return self.skip(parent, f"the parent has no {surface} to edit")
         template, source = self.template(parent)
-        messages = self.request(template, self.results(archive, parent.id), surface_path=surface, surface=parent.files[surface],
-                                score=self.score_text(archive, parent.id), successes=self.successes_text(parent, archive),
-                                siblings=self.siblings_text(parent, archive), rejected=self.rejected_text(archive))
+        messages = self.fitted_request(
+            template, self.results(archive, parent.id), surface_path=surface, surface=parent.files[surface],
+            score=self.score_text(archive, parent.id), successes=self.successes_text(parent, archive),
+            siblings=self.siblings_text(parent, archive), rejected=self.rejected_text(archive))
         reply = self.ask(messages, rng)
         return self.file_proposal(parent, archive, reply, messages[0]["content"], source,
                                   siblings=list(archive.children(parent.id)))
@@ -481,8 +483,9 @@ class MetaAgentProposer(WorkflowProposer):
             return self.skip(parent, f"the parent has no {self.options.surface} to learn from")
         members = self.chosen(parent, archive, rng)
         template, source = self.template(parent)
-        messages = self.request(template, self.results(archive, parent.id), surface_path=self.options.surface,
-                                members=self.members_text(members, archive), rejected=self.rejected_text(archive))
+        messages = self.fitted_request(
+            template, self.results(archive, parent.id), surface_path=self.options.surface,
+            members=self.members_text(members, archive), rejected=self.rejected_text(archive))
         replies = [self.ask(messages, rng)]
         reflect, _ = self.template(parent, None, "meta_agent_reflect.md")
         for _ in range(self.options.reflections):

@@ -152,12 +152,13 @@ class ModelProposer(BaseProposer):
             if window.count_tokens(messages) + self.options.max_tokens <= window.context_tokens:
                 return messages
         name = getattr(self.ctx.model, "name", "the model")
-        raise RatchetError(f"proposer {self.name!r}: its shortest request is {window.count_tokens(messages)} tokens, "
-                           f"and {name} reads {window.context_tokens} with {self.options.max_tokens} of them for the reply",
+        raise RatchetError(f"proposer {self.name!r}: its shortest request is {window.count_tokens(messages)} "
+                           f"tokens, and {name} reads {window.context_tokens} with {self.options.max_tokens} of "
+                           "them for the reply",
                            hint="give the proposer model a larger context window (e.g. "
                                 "local:qwen2.5-coder-1.5b?n_ctx=8192) or lower the proposer's max_tokens")
 
-    def request(self, template: str, results: list[TaskResult], **values: Any) -> list[Message]:
+    def fitted_request(self, template: str, results: list[TaskResult], **values: Any) -> list[Message]:
         """``template`` rendered with ``values`` and as many of ``results``' failing tasks
         (``$failures``) as fit the model's window (:meth:`fitted`)."""
         return self.fitted(lambda n: self.render(template, failures=self.failures_text(results, n), **values),

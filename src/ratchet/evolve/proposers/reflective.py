@@ -62,7 +62,7 @@ class SurfaceProposer(ModelProposer):
             return self.skip(parent, f"no file of the parent matches surfaces {self.options.surfaces}")
         values = self.prompt_values(parent, archive, surface)
         template, source = self.template(parent)
-        messages = self.request(template, self.results(archive, parent.id), **values)  # fills $failures
+        messages = self.fitted_request(template, self.results(archive, parent.id), **values)  # fills $failures
         return Asked(surface, values, source, messages[0]["content"], self.ask(messages, rng))
 
     def retry(self, parent: Candidate, asked: Asked, history: list[tuple[str, str]], rng: Any) -> str:
