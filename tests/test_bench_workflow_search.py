@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # bench/ is a package of the checkout, not of the installed distribution
 
@@ -58,6 +60,17 @@ def test_the_games_test_episodes_are_untouched_by_the_search_and_the_examples() 
     assert set(example["splits"]["ids"]["heldin"]) == set(full["heldin_ids"])
     small = workflow_search.GAME_SIZES["small"]
     assert set(small["test_ids"]) <= test and set(small["heldin_ids"]) <= set(full["heldin_ids"])
+    # wide: the same search and test episodes, held-in twice as many, none of them a test episode
+    wide = workflow_search.GAME_SIZES["wide"]
+    assert wide["search_ids"] == full["search_ids"] and wide["test_ids"] == full["test_ids"]
+    assert set(full["heldin_ids"]) < set(wide["heldin_ids"]) and len(wide["heldin_ids"]) == 48
+    assert test.isdisjoint(wide["heldin_ids"]) and not set(wide["heldin_ids"]) & set(wide["search_ids"])
+
+
+def test_a_games_only_size_asked_for_humaneval_is_a_clear_error(capsys) -> None:
+    with pytest.raises(SystemExit):
+        workflow_search.main(["--size", "wide", "--model", "scripted:"])
+    assert "--size wide is for --domain games only" in capsys.readouterr().err
 
 
 def test_the_games_bench_runs_with_the_scripted_model_and_writes_its_table(tmp_path, monkeypatch) -> None:
