@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     suffix = (f"_proposer-{re.sub(r'[^A-Za-z0-9._-]+', '-', args.proposer_model.split(':', 1)[-1])}"
               if args.proposer_model else "")
     name = "workflow_search_games" if games else "workflow_search"
-    out = args.out or f"{name}{'_smoke' if args.size == 'small' else ''}{suffix}"
+    out = args.out or f"{name}{ {'full': '', 'small': '_smoke'}.get(args.size, '_' + args.size)}{suffix}"
     run_id = f"workflow-search-games-{args.size}{suffix}" if games else f"workflow-search-{args.size}{suffix}"
     config = HeadlineConfig(original=GAMES_WORKSPACE if games else WORKSPACE, domain=args.domain, model=args.model,
                             proposer_model=args.proposer_model, cost_gate=args.cost_gate, run_id=run_id, **size)
