@@ -148,13 +148,14 @@ def main(argv: list[str] | None = None) -> int:
     run_id = f"workflow-search-games-{args.size}{suffix}" if games else f"workflow-search-{args.size}{suffix}"
     config = HeadlineConfig(original=GAMES_WORKSPACE if games else WORKSPACE, domain=args.domain, model=args.model,
                             proposer_model=args.proposer_model, cost_gate=args.cost_gate, run_id=run_id, **size)
-    started = time.perf_counter()
-    summary = Headline(config, RunStore(args.store), load(args.model, args.threads),
-                       # an AFlow request (~3,400 tokens) and its whole-file reply (2,500) need more than 4,096
-                       load(args.proposer_model or args.model, args.threads, n_ctx=8192),
-                       progress=lambda line: print(line, file=sys.stderr, flush=True)).run()
-    wall = time.perf_counter() - started
-    write_json(out, {**summary, "size": args.size, "threads": args.threads, "wall_s": round(wall, 1),
+    headline = Headline(config, RunStore(args.store), load(args.model, args.threads),
+                        # an AFlow request (~3,400 tokens) and its whole-file reply (2,500) need more than 4,096
+                        load(args.proposer_model or args.model, args.threads, n_ctx=8192),
+                        progress=lambda line: print(line, file=sys.stderr, flush=True))
+    summary = headline.run()
+    spent = headline.spent()  # every session's, this one's included: a long run spans several
+    wall = spent["wall_s"]
+    write_json(out, {**summary, "size": args.size, "threads": args.threads, "wall_s": wall, "sessions": spent["sessions"],
                      "machine": machine(load=os.getloadavg()),
                      "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, default=str)
     write_markdown(out, (games_table if games else table)(summary, args, wall))
@@ -177,7 +178,23 @@ def search_text(s: dict[str, Any], args: argparse.Namespace, wall: float) -> str
     search = s["search"]
     return (f"Search: {search.get('proposals', {}).get('total', '?')} proposals, "
             f"{search.get('proposals', {}).get('accepted', '?')} accepted; {search.get('budget', {}).get('calls', '?')} "
-            f"model calls. Wall time {wall / 60:.1f} min on {os.cpu_count()} CPUs, {args.threads} model threads.")
+            f"model calls. Wall time {wall / 60:.1f} min (every session of the run) on {os.cpu_count()} CPUs, "
+            f"{args.threads} model threads.")
+
+
+def steps_text(s: dict[str, Any]) -> str:
+    """The search's steps: proposer, what it aimed at, held-in gain and p, or why none was made."""
+    steps = s["search"].get("steps") or []
+    if not steps:
+        return ""
+    rows = ["| step | proposer | aimed at | held-in gain | p | verdict |", "|---|---|---|---|---|---|"]
+    for st in steps:
+        gain = "—" if st["heldin_gain"] is None else f"{st['heldin_gain']:+.3f}"
+        p = "—" if st["p_value"] is None else f"{st['p_value']:.3f}"
+        verdict = "accepted" if st["accepted"] else ("no candidate: " if st["candidate"] is None else "") + st["reason"]
+        rows.append(f"| {st['step']} | {st['proposer']} | {st['aimed_at'][:80].replace('|', '/')} | {gain} | {p} | "
+                    f"{verdict[:120].replace('|', '/')} |")
+    return "\n".join(rows)
 
 
 def games_table(s: dict[str, Any], args: argparse.Namespace, wall: float) -> str:
@@ -207,8 +224,8 @@ def games_table(s: dict[str, Any], args: argparse.Namespace, wall: float) -> str
                          f"p = {p['sign_flip_p_two_sided']:.3f} two-sided ({p['sign_flip_p_first_better']:.3f} for "
                          f"{p['first']} better); solved only by {p['first']} {p['only_first']}, only by {p['second']} "
                          f"{p['only_second']}, exact McNemar p = {p['mcnemar_p']:.3f}.")
-    lines += ["", found_text(evolved, "vote-of"), "", search_text(s, args, wall)]
-    return "\n".join(lines) + "\n"
+    lines += ["", found_text(evolved, "vote-of"), "", search_text(s, args, wall), "", steps_text(s)]
+    return "\n".join(lines).rstrip("\n") + "\n"
 
 
 def table(s: dict[str, Any], args: argparse.Namespace, wall: float) -> str:
@@ -232,19 +249,8 @@ def table(s: dict[str, Any], args: argparse.Namespace, wall: float) -> str:
         if p is not None:
             lines.append(f"- {p['first']} vs {p['second']} on {p['pairs']} (problem, seed) pairs: only {p['first']} solved "
                          f"{p['only_first']}, only {p['second']} {p['only_second']}; exact McNemar p = {p['mcnemar_p']:.3f}.")
-    if evolved["is_original"]:
-        found = "The search accepted nothing: the evolved arm is the original workflow, run at the search's settings."
-    elif evolved["best_of_k"] is not None:
-        found = f"The evolved workflow is best-of-{evolved['best_of_k']} itself: the search only rediscovered the baseline."
-    else:
-        found = "The evolved workflow is not a best-of-k spec."
-    plan = " -> ".join(f"{st['op']}" + "".join(f" {k}={v}" for k, v in st.items() if k != "op") for st in evolved["plan"] or [])
-    search = s["search"]
-    lines += ["", found + (f" Its plan: {plan}." if plan else " It is hand-written code (see the run's headline/evolved)."), "",
-              (f"Search: {search.get('proposals', {}).get('total', '?')} proposals, "
-               f"{search.get('proposals', {}).get('accepted', '?')} accepted; {search.get('budget', {}).get('calls', '?')} "
-               f"model calls. Wall time {wall / 60:.1f} min on {os.cpu_count()} CPUs, {args.threads} model threads.")]
-    return "\n".join(lines) + "\n"
+    lines += ["", found_text(evolved, "best-of"), "", search_text(s, args, wall), "", steps_text(s)]
+    return "\n".join(lines).rstrip("\n") + "\n"
 
 
 if __name__ == "__main__":

@@ -43,6 +43,7 @@ def test_the_bench_runs_with_the_scripted_model_and_writes_its_table(tmp_path, m
     text = (tmp_path / "plumbing.md").read_text()
     assert "SMOKE, not a result" in text and "| original (humaneval-coder, greedy) |" in text
     assert "evolved vs best-of-k on 5 (problem, seed) pairs" in text and "The search accepted nothing" in text
+    assert "| step | proposer | aimed at | held-in gain | p | verdict |" in text and "\n| 0 | " in text
 
 
 def test_the_games_test_episodes_are_untouched_by_the_search_and_the_examples() -> None:

@@ -59,6 +59,9 @@ def test_the_headline_runs_every_arm_and_resumes_without_asking_again(tmp_path) 
     assert summary["evolved"]["is_original"] and summary["evolved"]["best_of_k"] is None
     steps = [e for e in store.open_run("workflow-search").read_jsonl("evolve/events.jsonl") if e["kind"] == "step"]
     assert [(e["proposer"], e["status"]) for e in steps] == [("operator", "rejected")]
+    [step] = summary["search"]["steps"]  # the step as the report shows it, with the gate's numbers
+    assert (step["step"], step["proposer"], step["accepted"]) == (0, "operator", False)
+    assert step["candidate"] and step["heldin_gain"] is not None and step["reason"]
     evolved_calls = arms["evolved"]["calls_per_task"]
     assert summary["k"] == max(1, -(-evolved_calls // 1)) and arms["best-of-k"]["calls_per_task"] == summary["k"]
     assert arms["original"]["calls_per_task"] <= 3  # the original at its own settings (evolve.yaml: 3 calls)
@@ -71,8 +74,11 @@ def test_the_headline_runs_every_arm_and_resumes_without_asking_again(tmp_path) 
     assert any(line.startswith("search step") for line in lines) and any(line.startswith("best-of-k HumanEval/4") for line in lines)
     # Resumed: the engine replays its journal, the arms read their rows; the model is not asked again
     asked = len(model.calls)
-    again = Headline(config(), store, ScriptedModel([]), progress=lines.append).run()
+    resumed = Headline(config(), store, ScriptedModel([]), progress=lines.append)
+    again = resumed.run()
     assert again["arms"] == arms and len(model.calls) == asked
+    # the wall time is every session's: the first's and the resumed one's
+    assert resumed.spent()["sessions"] == 2 and resumed.spent()["wall_s"] > 0
 
 
 def test_a_killed_arm_is_finished_not_redone(tmp_path) -> None:

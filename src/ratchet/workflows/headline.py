@@ -29,6 +29,7 @@ the search only rediscovered the baseline.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -38,6 +39,7 @@ from pydantic import Field, model_validator
 
 from ratchet.config import Settings
 from ratchet.contracts import Candidate, Model, RatchetError
+from ratchet.evolve.archive import Archive
 from ratchet.evolve.config import ComponentSpec, EvolveConfig
 from ratchet.evolve.context import EngineContext
 from ratchet.evolve.loop import Engine
@@ -62,6 +64,8 @@ __all__ = ["ARMS", "ARM_NAMES", "DOMAINS", "EXPORT", "SUMMARY", "Headline", "Hea
 ARMS = "headline/arms.jsonl"
 SUMMARY = "headline/summary.json"
 EXPORT = "headline/evolved"
+#: The headline's wall time over every session that worked on it (a resumed run adds to it).
+WALL = "headline/wall.json"
 ARM_NAMES = ("original", "evolved", "best-of-k")
 #: The domains by the name ``HeadlineConfig.domain`` gives.
 DOMAINS: dict[str, type[HeadlineDomain]] = {"humaneval": HumanEvalDomain, "games": GamesDomain}
@@ -244,6 +248,15 @@ class Headline:
 
     def run(self) -> dict[str, Any]:
         run = self.open_run()
+        started = time.monotonic()
+        try:
+            return self._run(run)
+        finally:  # a killed or failed session's time counts too: the next one resumes its work
+            spent = run.read_json(WALL) or {"wall_s": 0.0, "sessions": 0}
+            run.write_json(WALL, {"wall_s": round(spent["wall_s"] + time.monotonic() - started, 1),
+                                  "sessions": spent["sessions"] + 1})
+
+    def _run(self, run: Any) -> dict[str, Any]:
         best = self.search(run)
         evolved = self.score(run, "evolved", best, self.sampled_options)
         k = self.domain.calls_k(evolved)
@@ -256,6 +269,10 @@ class Headline:
         summary = self.summary(run, best, k)
         run.write_json(SUMMARY, summary)
         return summary
+
+    def spent(self) -> dict[str, Any]:
+        """The wall time every session spent on this headline so far (``WALL``), and how many."""
+        return self.open_run().read_json(WALL) or {"wall_s": 0.0, "sessions": 0}
 
     def summary(self, run: Any, best: Candidate, k: int) -> dict[str, Any]:
         rows = run.read_jsonl(ARMS)
@@ -273,6 +290,27 @@ class Headline:
             "paired": {"evolved_vs_best_of_k": self.domain.paired(rows, "evolved", "best-of-k"),
                        "evolved_vs_original": self.domain.paired(rows, "evolved", "original"),
                        "best_of_k_vs_original": self.domain.paired(rows, "best-of-k", "original")},
-            "search": {k2: v for k2, v in (run.read_json("evolve/report.json") or {}).items()
-                       if k2 in ("proposals", "budget", "task_evals", "stop_reason")},
+            "search": {**{k2: v for k2, v in (run.read_json("evolve/report.json") or {}).items()
+                          if k2 in ("proposals", "budget", "task_evals", "stop_reason")}, "steps": search_steps(run)},
         }
+
+
+def search_steps(run: Any) -> list[dict[str, Any]]:
+    """Each step of the search, in order: its proposer, what it aimed at and the gate's verdict
+    with the held-in gain and p, or why it made no candidate: what a reader of a search that kept
+    nothing needs to see whether the changes were neutral, harmful or just short of the gate."""
+    archive = Archive(run)
+    steps = []
+    for cand in archive.candidates():
+        step = cand.meta.get("step")
+        decision = archive.decision(cand.id)
+        if step is None or decision is None:  # the original, or a child cut off before its verdict
+            continue
+        steps.append({"step": step, "proposer": cand.meta.get("proposer"), "candidate": cand.id,
+                      "aimed_at": (cand.meta.get("claim") or {}).get("target", ""), "accepted": decision.accepted,
+                      "heldin_gain": decision.numbers.get("heldin_gain"), "p_value": decision.numbers.get("p_value"),
+                      "reason": decision.reason})
+    failed = ((run.read_json("evolve/report.json") or {}).get("proposals") or {}).get("failed_steps") or []
+    steps += [{"step": f["step"], "proposer": f["proposer"], "candidate": None, "aimed_at": "", "accepted": False,
+               "heldin_gain": None, "p_value": None, "reason": f["reason"]} for f in failed]
+    return sorted(steps, key=lambda st: st["step"])
