@@ -248,13 +248,23 @@ class Headline:
 
     def run(self) -> dict[str, Any]:
         run = self.open_run()
-        started = time.monotonic()
-        try:
-            return self._run(run)
-        finally:  # a killed or failed session's time counts too: the next one resumes its work
-            spent = run.read_json(WALL) or {"wall_s": 0.0, "sessions": 0}
+        spent = run.read_json(WALL) or {"wall_s": 0.0, "sessions": 0}
+        started, tell = time.monotonic(), self.progress
+
+        def tick() -> None:  # after every progress line: a session killed outright keeps its time too
             run.write_json(WALL, {"wall_s": round(spent["wall_s"] + time.monotonic() - started, 1),
                                   "sessions": spent["sessions"] + 1})
+
+        def progress(line: str) -> None:
+            tell(line)
+            tick()
+
+        self.progress = progress
+        try:
+            return self._run(run)
+        finally:
+            tick()
+            self.progress = tell
 
     def _run(self, run: Any) -> dict[str, Any]:
         best = self.search(run)
