@@ -52,6 +52,17 @@ def test_create_run_with_explicit_id_and_duplicate(store: RunStore) -> None:
     assert "open_run" in (info.value.hint or "")
 
 
+def test_a_run_made_again_under_the_id_of_a_deleted_one_starts_empty(store: RunStore) -> None:
+    import shutil
+
+    old = store.create_run("evolve", {"v": 1}, run_id="search")
+    old.add_candidate(Candidate.from_files("wf", {"workflow.py": "x = 1\n"}))
+    shutil.rmtree(old.dir)  # deleted by hand: its index rows stay behind
+    new = store.create_run("evolve", {"v": 2}, run_id="search")
+    assert new.candidates() == [] and store.open_run("search").candidates() == []
+    assert [(r["id"], r["candidates"]) for r in store.list_runs()] == [("search", 0)]
+
+
 def test_config_may_be_a_settings_model(store: RunStore) -> None:
     class Cfg(Settings):
         root: Path = Path("/x")

@@ -16,11 +16,22 @@ from ratchet.contracts import Evaluation
 from ratchet.store import files
 
 if TYPE_CHECKING:
+    from ratchet.store.index import Index
     from ratchet.store.run import Run
 
 _TABLES = ("candidates", "evaluations", "episodes", "llm_calls", "sessions")
 #: The numbered suffix a rotated trajectory segment carries (see ``writers.TrajectoryWriter``).
 _SEGMENT = re.compile(r"\.[0-9]{5}$")
+
+
+def forget_rows(index: Index, run_id: str) -> None:
+    """Drop every index row of ``run_id``. A run created under an id whose directory was deleted
+    by hand would otherwise inherit that run's candidates, and the engine would look for files
+    that are gone (measured: a search restarted under its old id stopped at its first step)."""
+    with index.transaction() as conn:
+        for table in _TABLES:
+            conn.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
+        conn.execute("DELETE FROM runs WHERE id = ?", (run_id,))
 
 
 def reindex_run(run: Run) -> None:

@@ -15,6 +15,7 @@ from ratchet.contracts import RatchetError
 from ratchet.store import files
 from ratchet.store.config import StoreConfig
 from ratchet.store.index import Index
+from ratchet.store.rebuild import forget_rows
 from ratchet.processes import ProcessRecord
 from ratchet.store.run import TOTALS_SQL, Run, _totals, safe_name, seen_status
 
@@ -128,6 +129,8 @@ class RunStore:
                     raise RatchetError(
                         f"run {run_id} already exists in {self.root}", hint="resume it with RunStore.open_run"
                     ) from None
+        # The directory is new, so any index rows under its id are a deleted run's: not this one's.
+        forget_rows(self.index, candidate_id)
         record = {"id": candidate_id, "kind": kind, "name": name, "created_at": now, "config": config}
         run = Run(self.root, self.index, record)
         files.write_json_atomic(run.dir / "status.json", {"status": "running", "summary": {}, "updated_at": now,
