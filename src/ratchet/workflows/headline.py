@@ -251,7 +251,7 @@ class Headline:
         spent = run.read_json(WALL) or {"wall_s": 0.0, "sessions": 0}
         started, tell = time.monotonic(), self.progress
 
-        def tick() -> None:  # after each progress line: a session killed outright keeps its time to its last line
+        def tick() -> None:  # after each progress line: a killed session keeps its time to its last line
             run.write_json(WALL, {"wall_s": round(spent["wall_s"] + time.monotonic() - started, 1),
                                   "sessions": spent["sessions"] + 1})
 
