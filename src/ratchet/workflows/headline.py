@@ -286,6 +286,7 @@ class Headline:
 
     def summary(self, run: Any, best: Candidate, k: int) -> dict[str, Any]:
         rows = run.read_jsonl(ARMS)
+        report = run.read_json("evolve/report.json") or {}
         arms = {arm: self.domain.arm_summary([r for r in rows if r["arm"] == arm]) for arm in ARM_NAMES}
         return {
             "run": run.id, "config": self.config.model_dump(mode="json"), "k": k,
@@ -300,15 +301,17 @@ class Headline:
             "paired": {"evolved_vs_best_of_k": self.domain.paired(rows, "evolved", "best-of-k"),
                        "evolved_vs_original": self.domain.paired(rows, "evolved", "original"),
                        "best_of_k_vs_original": self.domain.paired(rows, "best-of-k", "original")},
-            "search": {**{k2: v for k2, v in (run.read_json("evolve/report.json") or {}).items()
-                          if k2 in ("proposals", "budget", "task_evals", "stop_reason")}, "steps": search_steps(run)},
+            "search": {**{k2: v for k2, v in report.items()
+                          if k2 in ("proposals", "budget", "task_evals", "stop_reason")},
+                       "steps": search_steps(run, (report.get("proposals") or {}).get("failed_steps") or [])},
         }
 
 
-def search_steps(run: Any) -> list[dict[str, Any]]:
+def search_steps(run: Any, failed: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each step of the search, in order: its proposer, what it aimed at and the gate's verdict
-    with the held-in gain and p, or why it made no candidate: what a reader of a search that kept
-    nothing needs to see whether the changes were neutral, harmful or just short of the gate."""
+    with the held-in gain and p, or why it made no candidate (``failed``: the report's failed
+    steps): what a reader of a search that kept nothing needs to see whether the changes were
+    neutral, harmful or just short of the gate."""
     archive = Archive(run)
     steps = []
     for cand in archive.candidates():
@@ -320,7 +323,6 @@ def search_steps(run: Any) -> list[dict[str, Any]]:
                       "aimed_at": (cand.meta.get("claim") or {}).get("target", ""), "accepted": decision.accepted,
                       "heldin_gain": decision.numbers.get("heldin_gain"), "p_value": decision.numbers.get("p_value"),
                       "reason": decision.reason})
-    failed = ((run.read_json("evolve/report.json") or {}).get("proposals") or {}).get("failed_steps") or []
     steps += [{"step": f["step"], "proposer": f["proposer"], "candidate": None, "aimed_at": "", "accepted": False,
                "heldin_gain": None, "p_value": None, "reason": f["reason"]} for f in failed]
     return sorted(steps, key=lambda st: st["step"])
