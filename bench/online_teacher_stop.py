@@ -62,7 +62,7 @@ def run(model: str, train: int, heldout: int, teacher_tokens: int, reply_tokens:
 
     gguf = resolve_gguf(model)
     settings = {"model": model, "convert_gguf": False, "kl_samples": 0, "num_threads": 1, "batch_size": train,
-                "teacher_max_tokens": teacher_tokens}
+                "teacher_max_tokens": teacher_tokens, "teacher_length": "fixed"}
     modules = {"before": _old_trainer_module(rev), "after": after_module}
     out: dict[str, Any] = {"model": model, "hint": HINT, "train_prompts": train, "heldout_prompts": heldout,
                            "teacher_max_tokens": teacher_tokens, "reply_tokens": reply_tokens, "before_rev": rev}

@@ -87,14 +87,14 @@ def test_a_finished_teacher_reply_is_taught_with_its_end_of_turn() -> None:
 
 
 def test_a_teacher_reply_cut_at_the_limit_is_not_taught_by_default() -> None:
-    trainer = make(teacher_max_tokens=2)  # "ab", then the limit: the teacher never got to its end
+    trainer = make(teacher_max_tokens=2, teacher_length="fixed")  # "ab", then the limit: the teacher never got to its end
     metrics = trainer.step([sample("q", "abcabcabc", -1, hint=HINT)])
     assert metrics["teacher_targets"] == [] and len(metrics["teacher_targets_unfinished"]) == 1
     assert metrics["updated"]  # the sample still teaches by its reward
 
 
 def test_a_teacher_reply_cut_at_the_limit_is_taught_without_an_end_as_a_prefix() -> None:
-    trainer = make(teacher_max_tokens=2, teacher_unfinished="prefix")  # "ab", then the limit
+    trainer = make(teacher_max_tokens=2, teacher_unfinished="prefix", teacher_length="fixed")  # "ab", then the limit
     items, _ = trainer.prepare([sample("q", "abcabcabc", -1, hint=HINT)])
     hinted = [it for it in items if it.teacher_ids is not None]
     starts = [len(it.teacher_ids) - (len(it.input_ids) - it.response_start) for it in hinted]
@@ -103,6 +103,18 @@ def test_a_teacher_reply_cut_at_the_limit_is_taught_without_an_end_as_a_prefix()
     [it] = hinted
     # The target is the part the teacher wrote: no end-of-turn where the teacher did not stop.
     assert it.distill_ids[it.distill_start:] == TOK.encode("ab")
+
+
+def test_the_teacher_may_write_as_long_as_the_served_reply_by_default() -> None:
+    # The same least limit of 2 tokens: the served reply "abcabcabc" gives the teacher room to
+    # finish "abc" with its end-of-turn, which a fixed limit cut (the test above).
+    trainer = make(teacher_max_tokens=2)
+    items, _ = trainer.prepare([sample("q", "abcabcabc", -1, hint=HINT)])
+    hinted = [it for it in items if it.teacher_ids is not None]
+    starts = [len(it.teacher_ids) - (len(it.input_ids) - it.response_start) for it in hinted]
+    taught, refused, unfinished = trainer._teacher_replies(hinted, starts)
+    assert (len(taught), refused, unfinished) == (1, [], [])
+    assert hinted[0].distill_ids[hinted[0].distill_start:] == TOK.encode("abc") + [EOS]
 
 
 def test_a_correction_asking_for_shorter_teaches_the_stop_and_never_lengthens() -> None:
@@ -162,3 +174,15 @@ def test_smollm2_a_shorter_correction_does_not_lower_the_stop_where_the_teacher_
     metrics = trainer.step(samples)
     assert metrics["updated"] and len(metrics["teacher_targets"]) + len(metrics["teacher_targets_refused"]) == len(ended)
     assert eos() >= before, (before, eos())
+
+
+@pytest.mark.parametrize(("length", "served", "budgets"), [
+    ("fixed", [3, 40, 500], [48, 48, 48]),
+    # a quarter more than the served reply, rounded up to 16, within 48 .. 256
+    ("served", [3, 40, 100, 500], [48, 64, 128, 256]),
+])
+def test_the_teachers_limit_per_reply(length: str, served: list[int], budgets: list[int]) -> None:
+    from ratchet.online.teacher import teacher_budgets
+
+    config = TrainerConfig(teacher_length=length)
+    assert teacher_budgets(served, config) == budgets

@@ -333,8 +333,8 @@ def feed_cmd(
         if note and new:
             console.print(f"[dim]{note}[/]", soft_wrap=True)
     if total and trainer.signal in ("opd", "combine") and trainer.distill_target == "teacher":
-        console.print("[dim]trainer.distill_target is teacher: a hinted teacher's own code reply runs past "
-                      "teacher_max_tokens and teaches nothing; --set trainer.distill_target=served distills "
+        console.print("[dim]trainer.distill_target is teacher: a hinted teacher's own code reply may run past "
+                      "its limit (trainer.teacher_max_tokens_cap) and teach nothing; --set trainer.distill_target=served distills "
                       "along the fed reply (docs/online.md)[/]", soft_wrap=True)
     running = (online_dir(serving) / "server.json").is_file()
     when = ("its running trainer takes them in its next batches" if running else

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,7 +42,7 @@ log = logging.getLogger("ratchet.online.trainer")
 @dataclass
 class TeacherTargets:
     """What the hinted teacher gave an update: the texts of its own replies taught, refused by
-    ``teacher_filter`` and cut at ``teacher_max_tokens`` (kept in the version's record)."""
+    ``teacher_filter`` and cut at their limit (``teacher_length``) (kept in the version's record)."""
 
     hinted: int = 0
     taught: list[str] = field(default_factory=list)
@@ -73,6 +74,27 @@ class HintedTeacher(Protocol):
     def replies(self, prompts: Sequence[list[int]], max_tokens: int) -> list[GreedyReply]:
         """The teacher's greedy replies to these prompt ids (the student's token ids)."""
         ...
+
+
+def teacher_budgets(served_lengths: Sequence[int], config: Any) -> list[int]:
+    """Per hinted sample, the most tokens the teacher's own reply may take
+    (``trainer.teacher_length``): ``teacher_max_tokens`` each, or with ``served`` the served
+    reply's length and a quarter more, within ``teacher_max_tokens`` .. ``teacher_max_tokens_cap``,
+    rounded up to 16 so that replies of similar length are written in one batch."""
+    floor, cap = config.teacher_max_tokens, max(config.teacher_max_tokens, config.teacher_max_tokens_cap)
+    if config.teacher_length == "fixed":
+        return [floor] * len(served_lengths)
+    return [min(cap, max(floor, -(-math.ceil(1.25 * n) // 16) * 16)) for n in served_lengths]
+
+
+def replies_within(teacher: HintedTeacher, prompts: Sequence[list[int]], budgets: Sequence[int]) -> list[GreedyReply]:
+    """The teacher's greedy replies, each within its own budget: prompts of one budget asked together."""
+    replies: list[GreedyReply | None] = [None] * len(prompts)
+    for budget in sorted(set(budgets)):
+        at = [i for i, b in enumerate(budgets) if b == budget]
+        for i, reply in zip(at, teacher.replies([prompts[i] for i in at], budget), strict=True):
+            replies[i] = reply
+    return [r for r in replies if r is not None]
 
 
 class BaseTeacher:

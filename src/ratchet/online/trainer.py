@@ -40,7 +40,7 @@ from ratchet.online.scoring import ScoredPolicy
 from ratchet.online.targets import target_filter
 from ratchet.online.taught import taught_loss
 from ratchet.online.teacher import (HintedTeacher, TeacherChoice, TeacherTargets, choose_teacher, hinted_teacher,
-                                    teacher_gguf)
+                                    replies_within, teacher_budgets, teacher_gguf)
 from ratchet.online.trainer_config import TrainerConfig
 from ratchet.online.versions import Lineage
 from ratchet.online.weights import load_policy, resolve_gguf
@@ -218,7 +218,7 @@ class Trainer(ScoredPolicy):
         """``distill_target=teacher``: the hinted teacher writes its own greedy reply, and its
         top-k along that reply, end-of-turn included, becomes the distillation target of the
         student without the hint. Returns the replies' text: those taught, those ``teacher_filter``
-        refused, and those cut at ``teacher_max_tokens`` before the teacher stopped (kept in the
+        refused, and those cut at their limit (``teacher_length``) before the teacher stopped (kept in the
         version's record; a sample whose target is refused or unfinished keeps its other signals).
 
         Why the end-of-turn is part of a finished reply's target: a reply is taught position by
@@ -229,7 +229,8 @@ class Trainer(ScoredPolicy):
         """
         cfg = self.config
         prompts = [it.teacher_ids[:start] for it, start in zip(hinted, starts, strict=True)]
-        replies = self.teacher.replies(prompts, cfg.teacher_max_tokens)
+        budgets = teacher_budgets([len(it.input_ids) - it.response_start for it in hinted], cfg)
+        replies = replies_within(self.teacher, prompts, budgets)
         rule = target_filter(cfg.teacher_filter)
         keep, refused, unfinished = [], [], []
         for it, p, reply in zip(hinted, prompts, replies, strict=True):

@@ -72,8 +72,20 @@ class TrainerConfig(Settings):
     same top token at 254 of 256 positions, the top-k pass 3-4x faster and greedy as fast or faster
     (two runs on a shared machine). The base teacher is the student's own weights and stays fp32."""
     teacher_max_tokens: int = Field(default=48, ge=1)
-    """Length limit of the hinted teacher's own reply (``distill_target=teacher``); 48 keeps the
-    greedy pass a few seconds. What becomes of a reply cut here is ``teacher_unfinished``."""
+    """Length limit of the hinted teacher's own reply (``distill_target=teacher``): the limit with
+    ``teacher_length: fixed``, the least one with ``served``. 48 keeps the greedy pass a few
+    seconds. What becomes of a reply cut at its limit is ``teacher_unfinished``."""
+    teacher_length: Literal["served", "fixed"] = "served"
+    """How long the hinted teacher may write. ``served`` (default): as long as the served reply it
+    stands in for, with a quarter more room, at least ``teacher_max_tokens`` and at most
+    ``teacher_max_tokens_cap``; ``fixed``: ``teacher_max_tokens`` for every reply. Why: at a fixed
+    48 tokens what a preference puts at the end of an answer was never in a target (the sign-off:
+    15 of 24 hinted replies cut before their end with 160-token replies served), and the longer
+    answers a hint leads to (a numbered list, German) were cut and dropped (23 of 28 numbered-list
+    samples); ``bench/results/online_personalization.md``. The served reply's length bounds the
+    cost: a teacher's pass is as long as the answers the user was already given."""
+    teacher_max_tokens_cap: int = Field(default=256, ge=1)
+    """Most tokens a hinted teacher's reply may take under ``teacher_length: served``."""
     teacher_unfinished: Literal["auto", "drop", "prefix"] = "auto"
     """A hinted teacher's reply cut at ``teacher_max_tokens`` before it ended: ``drop`` teaches none
     of it (its end is unknown); ``prefix`` teaches the part written, without an end; ``auto``
