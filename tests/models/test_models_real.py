@@ -86,3 +86,18 @@ def test_an_assistant_prefix_is_continued_not_restarted(qwen):
     namespace: dict = {}
     exec(compile(code or "", "answer.py", "exec"), namespace)
     assert namespace["add"](2, 3) == 5
+
+
+def test_a_reply_stuck_in_a_loop_is_ended_and_reported_as_cut():
+    """SmolLM2 continuing a reply that already repeats one block goes on repeating it; the loop
+    stop ends it at the least loop length (256 tokens) instead of the 900 asked for."""
+    if not registry.is_verified("smollm2-135m"):
+        pytest.skip("smollm2-135m is not pulled (run: ratchet models pull smollm2-135m)")
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python (the 'local' extra) is not installed")
+    small = load_model("local:smollm2-135m", n_ctx=2048, n_threads=1)
+    looped = [{"role": "user", "content": "Write a python docstring."},
+              {"role": "assistant", "content": '"""A docstring.\n"""\n' * 4}]
+    done = small.complete(looped, max_tokens=900)
+    assert done.finish_reason == "length" and 256 <= done.usage.completion_tokens < 900
+    small.config = small.config.model_copy(update={"loop_stop_tokens": None})
+    assert small.complete(looped, max_tokens=400).usage.completion_tokens == 400

@@ -15,8 +15,11 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from pydantic import Field
+
 from ratchet.config import Settings
 from ratchet.contracts import Completion, Message, RatchetError, TokenLogprob, Usage
+from ratchet.models.loops import LoopStop
 
 
 def default_threads() -> int:
@@ -47,6 +50,10 @@ class LlamaConfig(Settings):
     """Optional GGUF LoRA adapter applied on top of the base weights."""
     verbose: bool = False
     """Let llama.cpp print its load and timing logs."""
+    loop_stop_tokens: int | None = Field(default=256, ge=16)
+    """End a reply whose last this-many tokens or more are one block repeated at least 3 times
+    (:mod:`ratchet.models.loops`) instead of letting it loop to ``max_tokens``; it is reported as
+    cut (``finish_reason: length``). Not applied under a grammar. None: never."""
 
 
 _LOCK = threading.RLock()
@@ -174,8 +181,14 @@ class LlamaModel:
             kwargs.update(logprobs=True, top_logprobs=1)
         with _LOCK:
             llm = _instance(self.config)
+            loop = None
             if grammar is not None:
                 kwargs["grammar"] = _grammar(grammar)
+            elif self.config.loop_stop_tokens is not None:
+                from llama_cpp import LogitsProcessorList
+
+                loop = LoopStop(llm.token_eos(), min_tokens=self.config.loop_stop_tokens)
+                kwargs["logits_processor"] = LogitsProcessorList([loop])
             start = time.perf_counter()
             try:
                 if messages and messages[-1].get("role") == "assistant":
@@ -193,7 +206,7 @@ class LlamaModel:
             usage=Usage(int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))),
             latency_s=latency,
             model=self.name,
-            finish_reason=choice.get("finish_reason") or "stop",
+            finish_reason="length" if loop is not None and loop.fired else choice.get("finish_reason") or "stop",
             logprobs=tokens,
         )
 
