@@ -334,8 +334,8 @@ def feed_cmd(
             console.print(f"[dim]{note}[/]", soft_wrap=True)
     if total and trainer.signal in ("opd", "combine") and trainer.distill_target == "teacher":
         console.print("[dim]trainer.distill_target is teacher: a hinted teacher's own code reply may run past "
-                      "its limit (trainer.teacher_max_tokens_cap) and teach nothing; --set trainer.distill_target=served distills "
-                      "along the fed reply (docs/online.md)[/]", soft_wrap=True)
+                      "its limit (trainer.teacher_max_tokens_cap) and teach nothing; "
+                      "--set trainer.distill_target=served distills along the fed reply (docs/online.md)[/]", soft_wrap=True)
     running = (online_dir(serving) / "server.json").is_file()
     when = ("its running trainer takes them in its next batches" if running else
             f"its trainer takes them when `ratchet serve --run {serving.name}` starts it again")

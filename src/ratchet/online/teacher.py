@@ -42,7 +42,7 @@ log = logging.getLogger("ratchet.online.trainer")
 @dataclass
 class TeacherTargets:
     """What the hinted teacher gave an update: the texts of its own replies taught, refused by
-    ``teacher_filter`` and cut at their limit (``teacher_length``) (kept in the version's record)."""
+    ``teacher_filter`` and cut at their limit (``teacher_length``; kept in the version's record)."""
 
     hinted: int = 0
     taught: list[str] = field(default_factory=list)
@@ -87,7 +87,8 @@ def teacher_budgets(served_lengths: Sequence[int], config: Any) -> list[int]:
     return [min(cap, max(floor, -(-math.ceil(1.25 * n) // 16) * 16)) for n in served_lengths]
 
 
-def replies_within(teacher: HintedTeacher, prompts: Sequence[list[int]], budgets: Sequence[int]) -> list[GreedyReply]:
+def replies_within(teacher: HintedTeacher, prompts: Sequence[list[int]],
+                   budgets: Sequence[int]) -> list[GreedyReply]:
     """The teacher's greedy replies, each within its own budget: prompts of one budget asked together."""
     replies: list[GreedyReply | None] = [None] * len(prompts)
     for budget in sorted(set(budgets)):

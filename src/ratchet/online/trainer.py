@@ -218,8 +218,8 @@ class Trainer(ScoredPolicy):
         """``distill_target=teacher``: the hinted teacher writes its own greedy reply, and its
         top-k along that reply, end-of-turn included, becomes the distillation target of the
         student without the hint. Returns the replies' text: those taught, those ``teacher_filter``
-        refused, and those cut at their limit (``teacher_length``) before the teacher stopped (kept in the
-        version's record; a sample whose target is refused or unfinished keeps its other signals).
+        refused, and those cut at their limit (``teacher_length``) before the teacher stopped (kept
+        in the version's record; a sample whose target is refused or unfinished keeps its other signals).
 
         Why the end-of-turn is part of a finished reply's target: a reply is taught position by
         position, so where it ends is taught only if the position that predicts its end is.
